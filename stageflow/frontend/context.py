@@ -1,0 +1,73 @@
+"""The current trace: eager execution by default, a staging trace while `sf.function` traces.
+
+Each thread has a stack of traces; `Primitive.bind` hands every op to the top one. The
+module-level flag `eager_fast` is true while no thread has anything but the plain eager
+trace active (no staging trace, no tape): the op functions then take a short path straight
+to the NumPy kernel, which is what keeps eager dispatch within a few hundred nanoseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+
+class Trace(Protocol):
+    """What `Primitive.bind` needs from a context: apply a primitive to its arguments."""
+
+    def process(self, primitive: Any, args: tuple, params: dict) -> Any: ...
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Trace] = []
+
+
+_thread = _ThreadState()
+_lock = threading.Lock()
+_non_eager_active = 0
+_eager_trace: Trace | None = None
+
+eager_fast = True
+
+
+def set_eager_trace(trace: Trace) -> None:
+    """Install the bottom-of-stack trace (the runtime's eager executor)."""
+    global _eager_trace
+    _eager_trace = trace
+
+
+def current_trace() -> Trace:
+    stack = _thread.stack
+    return stack[-1] if stack else _eager_trace
+
+
+def _count_active(delta: int) -> None:
+    global _non_eager_active, eager_fast
+    with _lock:
+        _non_eager_active += delta
+        eager_fast = _non_eager_active == 0
+
+
+@contextmanager
+def push_trace(trace: Trace) -> Iterator[Trace]:
+    """Make `trace` current for this thread while the block runs."""
+    _thread.stack.append(trace)
+    _count_active(1)
+    try:
+        yield trace
+    finally:
+        _thread.stack.pop()
+        _count_active(-1)
+
+
+@contextmanager
+def slow_path() -> Iterator[None]:
+    """Send every op through `Primitive.bind` while the block runs (tapes need to see them)."""
+    _count_active(1)
+    try:
+        yield
+    finally:
+        _count_active(-1)

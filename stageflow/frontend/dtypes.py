@@ -1,0 +1,72 @@
+"""The element types of stageflow tensors.
+
+A stageflow dtype *is* a NumPy dtype object: eager tensors wrap NumPy arrays, so reading
+``t.dtype`` costs nothing and compares equal to ``np.float32`` and to ``"float32"``.
+bfloat16 comes from ml_dtypes, the NumPy extension JAX and TensorFlow share.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+DType = np.dtype
+
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint32 = np.dtype(np.uint32)
+bool_ = np.dtype(np.bool_)
+
+ALL = (float16, bfloat16, float32, float64, int32, int64, uint32, bool_)
+FLOATING = (float16, bfloat16, float32, float64)
+INTEGER = (int32, int64, uint32)
+
+# Short names used by the IR (`tensor<4x?xf32>`) and by the command line (`f32[8,784]`).
+SHORT_NAMES = {
+    float16: "f16",
+    bfloat16: "bf16",
+    float32: "f32",
+    float64: "f64",
+    int32: "i32",
+    int64: "i64",
+    uint32: "ui32",
+    bool_: "i1",
+}
+BY_SHORT_NAME = {short: dtype for dtype, short in SHORT_NAMES.items()}
+
+
+def as_dtype(value: object) -> np.dtype:
+    """Return the stageflow dtype for a dtype-like value, or raise ``TypeError``."""
+    if isinstance(value, str) and value in BY_SHORT_NAME:
+        return BY_SHORT_NAME[value]
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"{value!r} is not a dtype stageflow knows") from None
+    if dtype not in ALL:
+        names = ", ".join(d.name for d in ALL)
+        raise TypeError(f"dtype {dtype.name} is not supported; use one of {names}")
+    return dtype
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    return dtype in FLOATING
+
+
+def is_integer(dtype: np.dtype) -> bool:
+    return dtype in INTEGER
+
+
+def python_scalar_dtype(value: object) -> np.dtype:
+    """The default dtype of a Python scalar: float -> float32, int -> int32, bool -> bool."""
+    if isinstance(value, bool | np.bool_):
+        return bool_
+    if isinstance(value, int):
+        return int32
+    if isinstance(value, float):
+        return float32
+    raise TypeError(f"cannot convert {type(value).__name__} to a tensor")

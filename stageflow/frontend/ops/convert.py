@@ -1,0 +1,85 @@
+"""Turning user arguments into tensors: `convert_to_tensor`, `constant`, weak scalars.
+
+Python scalars are "weakly typed": in `x * 2.0` the 2.0 takes x's dtype, as in JAX and
+NumPy 2. Anything else with a different dtype is an error, never a silent promotion.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor, wrap
+
+_PYTHON_SCALARS = (bool, int, float)
+
+
+def is_tensor(x: Any) -> bool:
+    """True for eager and symbolic tensors (and anything that converts like one)."""
+    return isinstance(x, Tensor) or hasattr(x, "_as_tensor")
+
+
+def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
+    """A tensor for `value`; tensors pass through (a different `dtype` is a ``TypeError``)."""
+    if isinstance(value, Tensor):
+        if dtype is not None and value.dtype != dtypes.as_dtype(dtype):
+            raise TypeError(
+                f"expected a {dtypes.as_dtype(dtype).name} tensor, got {value.dtype.name}"
+                f"{describe_location()}"
+            )
+        return value
+    as_tensor = getattr(value, "_as_tensor", None)
+    if as_tensor is not None:
+        return convert_to_tensor(as_tensor(), dtype)
+    return Tensor(value, dtype)
+
+
+def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
+    """A tensor from Python or NumPy data; `shape` fills a scalar or reshapes same-size data."""
+    tensor = Tensor(value, dtype)
+    if shape is None:
+        return tensor
+    shape = tuple(int(d) for d in shape)
+    array = tensor._value
+    if array.size == 1:
+        return wrap(np.full(shape, array.reshape(()), dtype=array.dtype))
+    if array.size != int(np.prod(shape)):
+        raise ValueError(
+            f"constant: cannot reshape {array.size} values into shape {shape}"
+            f"{describe_location()}"
+        )
+    return wrap(array.reshape(shape))
+
+
+def weak_operand(value: Any, like: Any) -> Tensor:
+    """Convert `value` for an op whose other operand is `like`.
+
+    Python scalars take `like`'s dtype when that is lossless in kind (a float scalar with an
+    integer tensor is a ``TypeError``, as in TensorFlow).
+    """
+    if isinstance(value, _PYTHON_SCALARS) and is_tensor(like):
+        target = convert_to_tensor(like).dtype
+        if isinstance(value, float) and not dtypes.is_floating(target):
+            raise TypeError(
+                f"cannot combine the Python float {value!r} with a {target.name} tensor; "
+                f"use sf.cast{describe_location()}"
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and target == dtypes.bool_:
+            raise TypeError(
+                f"cannot combine the Python int {value!r} with a bool tensor"
+                f"{describe_location()}"
+            )
+        return Tensor(value, target)
+    return convert_to_tensor(value)
+
+
+def binary_operands(x: Any, y: Any) -> tuple[Tensor, Tensor]:
+    """Both operands of a binary op as tensors, Python scalars weakly typed."""
+    if is_tensor(x):
+        return convert_to_tensor(x), weak_operand(y, x)
+    if is_tensor(y):
+        return weak_operand(x, y), convert_to_tensor(y)
+    return convert_to_tensor(x), convert_to_tensor(y)

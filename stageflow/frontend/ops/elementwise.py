@@ -1,0 +1,137 @@
+"""Public elementwise ops: `sf.add`, `sf.exp`, `sf.where`, `sf.cast`, ...
+
+Each is a thin function over its primitive. While nothing but plain eager execution is
+active (`context.eager_fast`), unary and binary ops call the NumPy kernel directly — the
+same kernel `Primitive.bind` would run — which keeps the per-op cost near NumPy's own.
+Everything else (tracing, tapes, conversions, errors) goes through `Primitive.bind`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stageflow.frontend import context, dtypes
+from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
+from stageflow.frontend.primitives import elementwise as ew
+from stageflow.frontend.primitives.elementwise import ElementwisePrimitive
+from stageflow.frontend.tensor import Tensor, _new
+
+# Python scalar types that NumPy 2 already treats as weak for these dtypes (NEP 50),
+# so the fast path can hand them to the kernel unconverted.
+_WEAK_OK = {
+    float: frozenset(d for d in dtypes.FLOATING if d != dtypes.bfloat16),
+    int: frozenset(d for d in dtypes.FLOATING + dtypes.INTEGER if d != dtypes.bfloat16),
+}
+
+
+def unary_op(primitive: ElementwisePrimitive, doc: str):
+    kernel = primitive.kernel
+    bind = primitive.bind
+    allowed = primitive.operand_dtypes
+
+    def op(x: Any) -> Tensor:
+        if context.eager_fast and type(x) is Tensor and x._value.dtype in allowed:
+            tensor = _new(Tensor)
+            tensor._value = kernel(x._value)
+            return tensor
+        return bind(convert_to_tensor(x))
+
+    op.__name__ = op.__qualname__ = primitive.name
+    op.__doc__ = doc
+    return op
+
+
+def binary_op(primitive: ElementwisePrimitive, doc: str):
+    kernel = primitive.kernel
+    bind = primitive.bind
+    allowed = primitive.operand_dtypes
+
+    def op(x: Any, y: Any) -> Tensor:
+        if context.eager_fast and type(x) is Tensor:
+            a = x._value
+            if type(y) is Tensor:
+                b = y._value
+                ok = a.dtype is b.dtype and a.dtype in allowed
+            else:
+                b = y
+                weak = _WEAK_OK.get(type(y))
+                ok = weak is not None and a.dtype in weak and a.dtype in allowed
+            if ok:
+                try:
+                    tensor = _new(Tensor)
+                    tensor._value = kernel(a, b)
+                    return tensor
+                except Exception:  # noqa: BLE001 - the slow path reports it properly
+                    pass
+        return bind(*binary_operands(x, y))
+
+    op.__name__ = op.__qualname__ = primitive.name
+    op.__doc__ = doc
+    return op
+
+
+negative = unary_op(ew.negative_p, "-x, elementwise.")
+abs = unary_op(ew.abs_p, "|x|, elementwise.")  # noqa: A001 - the public name is sf.abs
+sign = unary_op(ew.sign_p, "-1, 0 or 1 by the sign of x.")
+exp = unary_op(ew.exp_p, "e**x, elementwise.")
+expm1 = unary_op(ew.expm1_p, "e**x - 1, accurate for small x.")
+log = unary_op(ew.log_p, "Natural logarithm, elementwise.")
+log1p = unary_op(ew.log1p_p, "log(1 + x), accurate for small x.")
+sqrt = unary_op(ew.sqrt_p, "Square root, elementwise.")
+rsqrt = unary_op(ew.rsqrt_p, "1 / sqrt(x), elementwise.")
+sin = unary_op(ew.sin_p, "Sine, elementwise.")
+cos = unary_op(ew.cos_p, "Cosine, elementwise.")
+tanh = unary_op(ew.tanh_p, "Hyperbolic tangent, elementwise.")
+sigmoid = unary_op(ew.logistic_p, "1 / (1 + exp(-x)), elementwise, without overflow.")
+erf = unary_op(ew.erf_p, "The error function, elementwise.")
+floor = unary_op(ew.floor_p, "Round towards -inf.")
+ceil = unary_op(ew.ceil_p, "Round towards +inf.")
+round = unary_op(ew.round_p, "Round half to even, as NumPy and TensorFlow do.")  # noqa: A001
+logical_not = unary_op(ew.logical_not_p, "Elementwise not of a bool tensor.")
+
+add = binary_op(ew.add_p, "x + y with NumPy broadcasting.")
+subtract = binary_op(ew.subtract_p, "x - y with NumPy broadcasting.")
+multiply = binary_op(ew.multiply_p, "x * y with NumPy broadcasting.")
+divide = binary_op(ew.divide_p, "x / y; integer tensors divide to float64 (as NumPy, TF).")
+floordiv = binary_op(ew.floordiv_p, "floor(x / y), Python's `//`.")
+mod = binary_op(ew.mod_p, "Remainder with the sign of y, Python's `%`.")
+pow = binary_op(ew.pow_p, "x ** y.")  # noqa: A001
+maximum = binary_op(ew.maximum_p, "Elementwise maximum (NaN propagates).")
+minimum = binary_op(ew.minimum_p, "Elementwise minimum (NaN propagates).")
+logical_and = binary_op(ew.logical_and_p, "Elementwise and of bool tensors.")
+logical_or = binary_op(ew.logical_or_p, "Elementwise or of bool tensors.")
+equal = binary_op(ew.equal_p, "x == y, elementwise, as a bool tensor.")
+not_equal = binary_op(ew.not_equal_p, "x != y, elementwise, as a bool tensor.")
+less = binary_op(ew.less_p, "x < y, elementwise, as a bool tensor.")
+less_equal = binary_op(ew.less_equal_p, "x <= y, elementwise, as a bool tensor.")
+greater = binary_op(ew.greater_p, "x > y, elementwise, as a bool tensor.")
+greater_equal = binary_op(ew.greater_equal_p, "x >= y, elementwise, as a bool tensor.")
+shift_right_logical = binary_op(ew.shift_right_logical_p, "x >> y on integer tensors.")
+
+
+def square(x: Any) -> Tensor:
+    """x * x."""
+    x = convert_to_tensor(x)
+    return multiply(x, x)
+
+
+def where(condition: Any, x: Any, y: Any) -> Tensor:
+    """Elements of `x` where `condition` is true, else of `y` (all three broadcast)."""
+    condition = convert_to_tensor(condition)
+    x, y = binary_operands(x, y)
+    return ew.select_p.bind(condition, x, y)
+
+
+def cast(x: Any, dtype: Any) -> Tensor:
+    """Convert `x` to `dtype` (floats to ints truncate towards zero, as NumPy does)."""
+    x = convert_to_tensor(x)
+    dtype = dtypes.as_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    return ew.cast_p.bind(x, dtype=dtype)
+
+
+def clip_by_value(x: Any, clip_value_min: Any, clip_value_max: Any) -> Tensor:
+    """`x` clipped into [clip_value_min, clip_value_max]."""
+    x = convert_to_tensor(x)
+    return minimum(maximum(x, clip_value_min), clip_value_max)

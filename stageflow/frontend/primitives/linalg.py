@@ -1,0 +1,45 @@
+"""The matmul primitive: batched, broadcasting leading dims, optional transposes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.base import Primitive, ShapedType
+from stageflow.frontend.primitives.shapes import broadcast_shapes, format_shape
+
+
+def _matmul_rule(
+    a: ShapedType, b: ShapedType, *, transpose_a: bool, transpose_b: bool
+) -> ShapedType:
+    if a.dtype != b.dtype:
+        raise TypeError(f"operands have different dtypes {a.dtype.name} and {b.dtype.name}")
+    if a.dtype == dtypes.bool_:
+        raise TypeError("bool operands are not supported")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError("operands must have rank >= 2")
+    m, k = a.shape[-2:][::-1] if transpose_a else a.shape[-2:]
+    k2, n = b.shape[-2:][::-1] if transpose_b else b.shape[-2:]
+    if k is not None and k2 is not None and k != k2:
+        raise ValueError(
+            f"contracting dims differ: {format_shape(a.shape)} @ {format_shape(b.shape)} "
+            f"(transpose_a={transpose_a}, transpose_b={transpose_b})"
+        )
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return ShapedType(batch + (m, n), a.dtype)
+
+
+def _matmul(a, b, *, transpose_a, transpose_b):
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+matmul_p = Primitive(
+    "matmul",
+    shape_rule=_matmul_rule,
+    kernel=_matmul,
+    summary="batched matrix product over the last two dims, broadcasting the leading dims",
+)

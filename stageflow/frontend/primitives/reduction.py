@@ -1,0 +1,78 @@
+"""Reduction primitives: sum, max, min, prod over a set of axes, and argmax/argmin.
+
+`axes` are normalised (sorted, non-negative) by the op functions before binding, so that
+equal reductions print and compare equal in the IR.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.base import Primitive, ShapedType
+from stageflow.frontend.primitives.shapes import normalize_axes, normalize_axis
+
+NUMERIC = dtypes.FLOATING + dtypes.INTEGER
+
+
+def _reduced_shape(x: ShapedType, axes: tuple[int, ...], keepdims: bool):
+    if tuple(normalize_axes(axes, x.ndim)) != tuple(axes):
+        raise ValueError(f"axes {axes} must be sorted, unique and in [0, {x.ndim})")
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
+    def shape_rule(x: ShapedType, *, axes: tuple[int, ...], keepdims: bool) -> ShapedType:
+        if x.dtype not in allowed:
+            raise TypeError(f"dtype {x.dtype.name} is not supported")
+        return ShapedType(_reduced_shape(x, axes, keepdims), x.dtype)
+
+    def kernel(x, *, axes, keepdims):
+        return reducer(x, axis=axes, keepdims=keepdims)
+
+    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+
+
+def _sum(x, axis, keepdims):
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _prod(x, axis, keepdims):
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _extremum(numpy_reducer):
+    def reduce(x, axis, keepdims):
+        if x.size == 0 and any(x.shape[a] == 0 for a in axis):
+            raise ValueError("cannot take the max/min of an empty set of elements")
+        return numpy_reducer(x, axis=axis, keepdims=keepdims)
+
+    return reduce
+
+
+reduce_sum_p = reduction("reduce_sum", _sum, "sum over `axes`", NUMERIC)
+reduce_prod_p = reduction("reduce_prod", _prod, "product over `axes`", NUMERIC)
+reduce_max_p = reduction("reduce_max", _extremum(np.max), "maximum over `axes`", dtypes.ALL)
+reduce_min_p = reduction("reduce_min", _extremum(np.min), "minimum over `axes`", dtypes.ALL)
+
+
+def arg_reduction(name: str, numpy_arg, summary: str) -> Primitive:
+    def shape_rule(x: ShapedType, *, axis: int) -> ShapedType:
+        if x.dtype not in NUMERIC:
+            raise TypeError(f"dtype {x.dtype.name} is not supported")
+        axis_ = normalize_axis(axis, x.ndim)
+        if x.shape[axis_] == 0:
+            raise ValueError(f"axis {axis} has no elements")
+        shape = tuple(d for i, d in enumerate(x.shape) if i != axis_)
+        return ShapedType(shape, dtypes.int64)
+
+    def kernel(x, *, axis):
+        return numpy_arg(x, axis=axis).astype(np.int64)
+
+    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+
+
+argmax_p = arg_reduction("argmax", np.argmax, "index of the first maximum along `axis`")
+argmin_p = arg_reduction("argmin", np.argmin, "index of the first minimum along `axis`")

@@ -1,0 +1,156 @@
+"""Eager tensors: immutable handles to NumPy arrays on ``/device:CPU:0``.
+
+A `Tensor` holds one NumPy array (or NumPy scalar for 0-d results) and never mutates it,
+so results may share memory with their inputs (reshape, slicing) safely. Python operators
+and indexing are installed by `stageflow.frontend.ops.operators`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.source import describe_location
+
+CPU_DEVICE = "/device:CPU:0"
+
+_new = object.__new__
+
+
+class Tensor:
+    """A concrete, immutable, typed multi-dimensional array."""
+
+    __slots__ = ("_value",)
+    __array_priority__ = 100  # NumPy defers `ndarray * Tensor` to Tensor.__rmul__
+    __hash__ = None  # `==` is elementwise, as in NumPy; use `id()` or `.ref()` as a key
+
+    _value: np.ndarray
+
+    def __init__(self, value: Any, dtype: Any = None) -> None:
+        self._value = _to_array(value, dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def size(self) -> int:
+        return self._value.size
+
+    @property
+    def device(self) -> str:
+        return CPU_DEVICE
+
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy of the value (writable; the tensor itself stays unchanged)."""
+        return np.array(self._value)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        value = np.asarray(self._value, dtype=dtype)
+        return value.copy() if copy else value
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __index__(self) -> int:
+        if not dtypes.is_integer(self.dtype):
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
+        return int(self._scalar("index"))
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar("bool"))
+
+    def _scalar(self, what: str) -> Any:
+        if self._value.size != 1:
+            raise ValueError(
+                f"{what}() needs a tensor with one element, got shape {self.shape}"
+                f"{describe_location()}"
+            )
+        return self._value.reshape(()).item() if self._value.ndim else self._value.item()
+
+    def __len__(self) -> int:
+        if self._value.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if self._value.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._value.shape[0]))
+
+    def __repr__(self) -> str:
+        body = np.array2string(np.asarray(self._value), separator=", ", prefix="sf.Tensor(")
+        return f"sf.Tensor({body}, shape={self.shape}, dtype={self.dtype.name})"
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def ref(self) -> TensorRef:
+        """A hashable reference to this tensor (by identity), for sets and dict keys."""
+        return TensorRef(self)
+
+
+class TensorRef:
+    """Hashable identity wrapper around a tensor, like `tf.Tensor.ref()`."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+
+    def __hash__(self) -> int:
+        return id(self.tensor)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorRef) and other.tensor is self.tensor
+
+    def deref(self) -> Tensor:
+        return self.tensor
+
+
+def wrap(value: Any) -> Tensor:
+    """Wrap a kernel's result (an array or NumPy scalar) without copying or checking."""
+    tensor = _new(Tensor)
+    tensor._value = value
+    return tensor
+
+
+def _to_array(value: Any, dtype: Any) -> np.ndarray:
+    """Convert Python/NumPy data to an array with stageflow's default dtypes.
+
+    Python floats become float32, ints int32 (int64 when they do not fit), bools bool;
+    NumPy arrays and scalars keep their dtype. The result is a fresh array.
+    """
+    want = None if dtype is None else dtypes.as_dtype(dtype)
+    if isinstance(value, Tensor):
+        value = value._value
+        source_is_numpy = True
+    else:
+        source_is_numpy = isinstance(value, np.ndarray | np.generic)
+    try:
+        array = np.array(value, dtype=want) if want is not None else np.array(value)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise type(error)(f"cannot convert {type(value).__name__} to a tensor: {error}") from None
+    if want is None and not source_is_numpy:
+        if array.dtype == np.float64:
+            array = array.astype(np.float32)
+        elif array.dtype == np.int64:
+            info = np.iinfo(np.int32)
+            if array.size == 0 or (array.min() >= info.min and array.max() <= info.max):
+                array = array.astype(np.int32)
+    if array.dtype not in dtypes.ALL:
+        raise TypeError(f"cannot make a tensor of dtype {array.dtype}")
+    return array
