@@ -1,0 +1,103 @@
+"""stageflow: eager by default, staged on demand — an ML DSL compiled through MLIR-style IR.
+
+`import stageflow as sf`; the names here are the public API (see API.md).
+"""
+
+from stageflow import errors
+from stageflow.frontend import dtypes as _dtypes
+from stageflow.frontend.dtypes import (
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    int32,
+    int64,
+    uint32,
+)
+from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
+from stageflow.frontend.ops.convert import constant, convert_to_tensor, is_tensor
+from stageflow.frontend.ops.creation import (
+    diag,
+    eye,
+    fill,
+    linspace,
+    ones,
+    ones_like,
+    range,
+    zeros,
+    zeros_like,
+)
+from stageflow.frontend.ops.elementwise import (
+    abs,
+    add,
+    cast,
+    ceil,
+    clip_by_value,
+    cos,
+    divide,
+    equal,
+    erf,
+    exp,
+    expm1,
+    floor,
+    floordiv,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    log,
+    log1p,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    mod,
+    multiply,
+    negative,
+    not_equal,
+    pow,
+    round,
+    rsqrt,
+    sigmoid,
+    sign,
+    sin,
+    sqrt,
+    square,
+    subtract,
+    tanh,
+    where,
+)
+from stageflow.frontend.ops.linalg import einsum, matmul, tensordot
+from stageflow.frontend.ops.reductions import (
+    argmax,
+    argmin,
+    reduce_logsumexp,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
+)
+from stageflow.frontend.ops.shape import (
+    broadcast_to,
+    concat,
+    expand_dims,
+    gather,
+    identity,
+    one_hot,
+    pad,
+    reshape,
+    split,
+    squeeze,
+    stack,
+    tile,
+    transpose,
+)
+from stageflow.frontend.tensor import Tensor
+from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
+
+bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
+newaxis = None
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Lowering of fused kernels to LLVM IR (CPU) and PTX (NVIDIA GPUs)."""

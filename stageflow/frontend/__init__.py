@@ -1,0 +1,1 @@
+"""The user-facing layer: tensors, the op set and its public functions."""

@@ -1,0 +1,105 @@
+"""Public creation ops: zeros, ones, fill, eye, diag, range, linspace, ..._like.
+
+They build on `iota` and broadcasting, so a traced `sf.zeros((n, 4))` is one broadcast of a
+scalar constant rather than a large constant baked into the IR.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.shape import broadcast_to, gather, reshape
+from stageflow.frontend.primitives import structural as st
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+
+def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)
+
+
+def fill(dims: int | Sequence[int], value: Any, dtype: Any = None) -> Tensor:
+    """A tensor of shape `dims` holding `value` everywhere."""
+    return broadcast_to(convert_to_tensor(value, dtype), _shape(dims))
+
+
+def zeros(shape: int | Sequence[int], dtype: Any = dtypes.float32) -> Tensor:
+    """A tensor of zeros."""
+    return fill(shape, 0, dtype)
+
+
+def ones(shape: int | Sequence[int], dtype: Any = dtypes.float32) -> Tensor:
+    """A tensor of ones."""
+    return fill(shape, 1, dtype)
+
+
+def zeros_like(x: Any, dtype: Any = None) -> Tensor:
+    """Zeros with the shape (and, by default, the dtype) of `x`."""
+    x = convert_to_tensor(x)
+    return zeros(x.shape, x.dtype if dtype is None else dtype)
+
+
+def ones_like(x: Any, dtype: Any = None) -> Tensor:
+    """Ones with the shape (and, by default, the dtype) of `x`."""
+    x = convert_to_tensor(x)
+    return ones(x.shape, x.dtype if dtype is None else dtype)
+
+
+def eye(num_rows: int, num_columns: int | None = None, batch_shape: Sequence[int] = (),
+        dtype: Any = dtypes.float32) -> Tensor:
+    """An identity matrix (or a batch of them) with ones on the main diagonal."""
+    dtype = dtypes.as_dtype(dtype)
+    shape = (int(num_rows), int(num_rows if num_columns is None else num_columns))
+    rows = st.iota_p.bind(shape=shape, dtype=dtypes.int32, dimension=0)
+    cols = st.iota_p.bind(shape=shape, dtype=dtypes.int32, dimension=1)
+    matrix = ew.cast(ew.equal(rows, cols), dtype)
+    return broadcast_to(matrix, tuple(batch_shape) + shape) if batch_shape else matrix
+
+
+def diag(v: Any) -> Tensor:
+    """NumPy's `diag`: a vector becomes a diagonal matrix; a matrix gives its diagonal."""
+    v = convert_to_tensor(v)
+    if v.ndim == 1:
+        mask = ew.cast(eye(v.shape[0]), dtypes.bool_)
+        return ew.where(mask, v, zeros_like(v))
+    if v.ndim == 2:
+        rows, cols = v.shape
+        k = min(rows, cols)
+        positions = st.iota_p.bind(shape=(k,), dtype=dtypes.int64, dimension=0)
+        return gather(reshape(v, (-1,)), ew.multiply(positions, cols + 1))
+    raise ValueError(f"diag: expected rank 1 or 2, got shape {v.shape}{describe_location()}")
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> Tensor:  # noqa: A001
+    """start, start + delta, ... up to but excluding `limit` (like Python's `range`)."""
+    if limit is None:
+        start, limit = 0, start
+    values = (start, limit, delta)
+    if dtype is None:
+        dtype = dtypes.float32 if any(isinstance(v, float) for v in values) else dtypes.int32
+    dtype = dtypes.as_dtype(dtype)
+    if delta == 0:
+        raise ValueError(f"range: delta must not be zero{describe_location()}")
+    count = max(0, math.ceil((limit - start) / delta))
+    steps = st.iota_p.bind(shape=(count,), dtype=dtype, dimension=0)
+    scaled = ew.multiply(steps, convert_to_tensor(delta, dtype))
+    return ew.add(scaled, convert_to_tensor(start, dtype))
+
+
+def linspace(start: float, stop: float, num: int, dtype: Any = dtypes.float32) -> Tensor:
+    """`num` evenly spaced values from `start` to `stop`, both included."""
+    dtype = dtypes.as_dtype(dtype)
+    num = int(num)
+    if num < 1:
+        raise ValueError(f"linspace: num must be at least 1, got {num}{describe_location()}")
+    steps = st.iota_p.bind(shape=(num,), dtype=dtype, dimension=0)
+    step = (stop - start) / (num - 1) if num > 1 else 0.0
+    scaled = ew.multiply(steps, convert_to_tensor(step, dtype))
+    values = ew.add(scaled, convert_to_tensor(start, dtype))
+    is_last = ew.equal(steps, convert_to_tensor(num - 1, dtype))
+    return ew.where(is_last, convert_to_tensor(stop, dtype), values) if num > 1 else values

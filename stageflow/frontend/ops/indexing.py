@@ -1,0 +1,87 @@
+"""Basic indexing, `t[1, ::2, None, ...]`, as one slice primitive plus one reshape.
+
+Ints, slices with steps, `None`/`np.newaxis` and `...` follow NumPy. An integer tensor (or
+list) used as the only index of an axis gathers along it, as in TensorFlow and NumPy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
+from stageflow.frontend.ops.shape import gather, reshape_to
+from stageflow.frontend.primitives import structural as st
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+_FULL = (None, None, None)
+
+
+def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > ndim:
+        raise IndexError(f"too many indices ({consumed}) for a rank-{ndim} tensor")
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    fill = (slice(None),) * (ndim - consumed)
+    if ellipses:
+        i = ellipses[0]
+        return key[:i] + fill + key[i + 1 :]
+    return key + fill
+
+
+def getitem(x: Any, key: Any) -> Tensor:
+    """`x[key]` with NumPy's basic indexing rules."""
+    x = convert_to_tensor(x)
+    if not isinstance(key, tuple):
+        key = (key,)
+    if len(key) == 1 and (is_tensor(key[0]) or isinstance(key[0], list)):
+        return gather(x, key[0], axis=0)
+    try:
+        key = _expand_ellipsis(key, x.ndim)
+    except IndexError as error:
+        raise IndexError(f"{error} of shape {x.shape}{describe_location()}") from None
+    slices: list[tuple] = []
+    shape: list[int | None] = []
+    axis = 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            continue
+        dim = x.shape[axis]
+        if isinstance(k, slice):
+            start, stop, step = (_index_value(v) for v in (k.start, k.stop, k.step))
+            slices.append((start, stop, step))
+            known = dim is not None
+            shape.append(len(range(*slice(start, stop, step).indices(dim))) if known else None)
+        elif isinstance(k, bool) or not _is_integer(k):
+            raise TypeError(
+                f"index {k!r} is not supported (ints, slices, None, ..., or one integer "
+                f"tensor){describe_location()}"
+            )
+        else:
+            i = int(k)
+            if dim is not None and not -dim <= i < dim:
+                raise IndexError(
+                    f"index {i} is out of bounds for axis {axis} with size {dim} "
+                    f"(shape {x.shape}){describe_location()}"
+                )
+            slices.append((i, i + 1 if i != -1 else None, None))
+        axis += 1
+    out = x
+    if any(s != _FULL for s in slices):
+        out = st.slice_p.bind(x, slices=tuple(slices))
+    return reshape_to(out, shape)
+
+
+def _is_integer(value: Any) -> bool:
+    if is_tensor(value):
+        t = convert_to_tensor(value)
+        return t.ndim == 0 and dtypes.is_integer(t.dtype)
+    return hasattr(value, "__index__")
+
+
+def _index_value(value: Any) -> int | None:
+    return None if value is None else int(value)

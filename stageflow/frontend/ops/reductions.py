@@ -1,0 +1,100 @@
+"""Public reductions: `reduce_sum`, `reduce_mean`, `reduce_logsumexp`, `argmax`, ...
+
+`axis` is None (every axis), an int or a tuple, as in NumPy and TensorFlow; composites
+(mean, logsumexp) are written with primitives so that later layers see only primitives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.primitives import reduction as red
+from stageflow.frontend.primitives.base import Primitive
+from stageflow.frontend.primitives.shapes import normalize_axes
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+Axis = int | tuple[int, ...] | list[int] | None
+
+
+def _axes(x: Tensor, axis: Axis, op: str) -> tuple[int, ...]:
+    if axis is not None and not isinstance(axis, tuple | list):
+        axis = (axis,)
+    try:
+        return normalize_axes(None if axis is None else tuple(int(a) for a in axis), x.ndim)
+    except ValueError as error:
+        raise ValueError(f"{op}: {error} (shape {x.shape}){describe_location()}") from None
+
+
+def _reduce(primitive: Primitive, x: Any, axis: Axis, keepdims: bool) -> Tensor:
+    x = convert_to_tensor(x)
+    return primitive.bind(x, axes=_axes(x, axis, primitive.name), keepdims=bool(keepdims))
+
+
+def reduce_sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Sum over `axis` (all axes when None); the dtype is kept (no int64 widening)."""
+    return _reduce(red.reduce_sum_p, x, axis, keepdims)
+
+
+def reduce_prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Product over `axis`."""
+    return _reduce(red.reduce_prod_p, x, axis, keepdims)
+
+
+def reduce_max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Maximum over `axis`; an empty reduction is an error, as in NumPy."""
+    return _reduce(red.reduce_max_p, x, axis, keepdims)
+
+
+def reduce_min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Minimum over `axis`."""
+    return _reduce(red.reduce_min_p, x, axis, keepdims)
+
+
+def _count(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """The number of reduced elements as a scalar of x's dtype (traced when dims are unknown)."""
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return convert_to_tensor(count, x.dtype)
+
+
+def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Mean over `axis` (integer tensors: integer mean truncated, as TensorFlow does)."""
+    x = convert_to_tensor(x)
+    axes = _axes(x, axis, "reduce_mean")
+    total = red.reduce_sum_p.bind(x, axes=axes, keepdims=bool(keepdims))
+    count = _count(x, axes)
+    if dtypes.is_floating(x.dtype):
+        return ew.divide(total, count)
+    return ew.floordiv(total, count)
+
+
+def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """log(sum(exp(x))) over `axis`, computed stably by shifting by the maximum."""
+    x = convert_to_tensor(x)
+    axes = _axes(x, axis, "reduce_logsumexp")
+    keepdims = bool(keepdims)
+    shift = red.reduce_max_p.bind(x, axes=axes, keepdims=True)
+    shift = ew.where(ew.equal(ew.abs(shift), float("inf")), ew.multiply(shift, 0.0), shift)
+    summed = red.reduce_sum_p.bind(ew.exp(ew.subtract(x, shift)), axes=axes, keepdims=keepdims)
+    # Reducing the size-1 dims of `shift` drops them exactly when keepdims is False.
+    return ew.add(ew.log(summed), red.reduce_max_p.bind(shift, axes=axes, keepdims=keepdims))
+
+
+def _arg_reduce(primitive: Primitive, x: Any, axis: int) -> Tensor:
+    x = convert_to_tensor(x)
+    return primitive.bind(x, axis=_axes(x, int(axis), primitive.name)[0])
+
+
+def argmax(x: Any, axis: int = 0) -> Tensor:
+    """Index (int64) of the first maximum along `axis`."""
+    return _arg_reduce(red.argmax_p, x, axis)
+
+
+def argmin(x: Any, axis: int = 0) -> Tensor:
+    """Index (int64) of the first minimum along `axis`."""
+    return _arg_reduce(red.argmin_p, x, axis)

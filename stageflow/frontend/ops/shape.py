@@ -1,0 +1,181 @@
+"""Public shape ops: reshape, transpose, expand_dims, squeeze, concat, stack, split, tile, ...
+
+All are compositions of the structural primitives (reshape, transpose, slice, concat, pad,
+gather, broadcast_to, iota), so tracing, autodiff and codegen see only those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.primitives import structural as st
+from stageflow.frontend.primitives.shapes import normalize_axis
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+
+def _fail(op: str, message: str, error: type[Exception] = ValueError) -> Exception:
+    return error(f"{op}: {message}{describe_location()}")
+
+
+def _axis(op: str, axis: int, ndim: int) -> int:
+    try:
+        return normalize_axis(int(axis), ndim)
+    except ValueError as error:
+        raise _fail(op, str(error)) from None
+
+
+def reshape_to(x: Tensor, shape: Sequence[int | None]) -> Tensor:
+    """Reshape to `shape`, in which one unknown dim (None) may stand for "the rest"."""
+    unknown = sum(1 for d in shape if d is None)
+    if unknown > 1:
+        raise _fail("reshape", f"cannot infer more than one unknown dim of {tuple(shape)}")
+    target = tuple(-1 if d is None else int(d) for d in shape)
+    if target == tuple(x.shape):
+        return x
+    return st.reshape_p.bind(x, shape=target)
+
+
+def reshape(x: Any, shape: Sequence[int]) -> Tensor:
+    """The elements of `x` in row-major order with a new shape; one dim may be -1."""
+    x = convert_to_tensor(x)
+    return st.reshape_p.bind(x, shape=tuple(int(d) for d in shape))
+
+
+def transpose(x: Any, perm: Sequence[int] | None = None) -> Tensor:
+    """Permute the axes; the default reverses them, as NumPy and TensorFlow do."""
+    x = convert_to_tensor(x)
+    perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) for p in perm)
+    perm = tuple(p % x.ndim if x.ndim else p for p in perm)
+    if perm == tuple(range(x.ndim)):
+        return x
+    return st.transpose_p.bind(x, perm=perm)
+
+
+def expand_dims(x: Any, axis: int) -> Tensor:
+    """Insert a dim of size 1 at `axis` (negative counts from the end of the result)."""
+    x = convert_to_tensor(x)
+    axis = _axis("expand_dims", axis, x.ndim + 1)
+    shape = list(x.shape)
+    shape.insert(axis, 1)
+    return reshape_to(x, shape)
+
+
+def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Tensor:
+    """Remove dims of size 1 (only those in `axis` when given)."""
+    x = convert_to_tensor(x)
+    if axis is None:
+        axes = {i for i, d in enumerate(x.shape) if d == 1}
+    else:
+        listed = axis if isinstance(axis, Sequence) else [axis]
+        axes = {_axis("squeeze", a, x.ndim) for a in listed}
+        for a in axes:
+            if x.shape[a] not in (1, None):
+                raise _fail("squeeze", f"axis {a} has size {x.shape[a]} (shape {x.shape})")
+    return reshape_to(x, [d for i, d in enumerate(x.shape) if i not in axes])
+
+
+def concat(values: Sequence[Any], axis: int) -> Tensor:
+    """Join tensors along an existing axis."""
+    tensors = [convert_to_tensor(v) for v in values]
+    if not tensors:
+        raise _fail("concat", "needs at least one tensor")
+    if len(tensors) == 1:
+        return tensors[0]
+    return st.concat_p.bind(*tensors, axis=_axis("concat", axis, max(tensors[0].ndim, 1)))
+
+
+def stack(values: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join tensors of the same shape along a new axis."""
+    tensors = [convert_to_tensor(v) for v in values]
+    if not tensors:
+        raise _fail("stack", "needs at least one tensor")
+    axis = _axis("stack", axis, tensors[0].ndim + 1)
+    return concat([expand_dims(t, axis) for t in tensors], axis)
+
+
+def split(x: Any, num_or_size_splits: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    """Cut `x` along `axis` into equal parts (an int) or parts of the given sizes."""
+    x = convert_to_tensor(x)
+    axis = _axis("split", axis, x.ndim)
+    size = x.shape[axis]
+    if isinstance(num_or_size_splits, int):
+        if size is None or size % num_or_size_splits:
+            raise _fail("split", f"axis {axis} of size {size} is not divisible into "
+                        f"{num_or_size_splits} parts")
+        sizes = [size // num_or_size_splits] * num_or_size_splits
+    else:
+        sizes = [int(s) for s in num_or_size_splits]
+        if size is not None and sum(sizes) != size:
+            raise _fail("split", f"sizes {sizes} do not add up to {size}")
+    parts, start = [], 0
+    for part in sizes:
+        slices = tuple(
+            (start, start + part, 1) if i == axis else (None, None, None) for i in range(x.ndim)
+        )
+        parts.append(st.slice_p.bind(x, slices=slices))
+        start += part
+    return parts
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
+    """Replicate `x` to `shape` by NumPy's broadcasting rules."""
+    x = convert_to_tensor(x)
+    shape = tuple(int(d) for d in shape)
+    if shape == tuple(x.shape):
+        return x
+    return st.broadcast_to_p.bind(x, shape=shape)
+
+
+def tile(x: Any, multiples: Sequence[int]) -> Tensor:
+    """Repeat `x` `multiples[i]` times along axis i."""
+    x = convert_to_tensor(x)
+    multiples = [int(m) for m in multiples]
+    if len(multiples) < x.ndim:
+        raise _fail("tile", f"{len(multiples)} multiples for a rank-{x.ndim} tensor")
+    x = reshape_to(x, [1] * (len(multiples) - x.ndim) + list(x.shape))
+    interleaved = [d for dim in x.shape for d in (1, dim)]
+    big = [d for m, dim in zip(multiples, x.shape, strict=True) for d in (m, dim)]
+    repeated = broadcast_to(reshape_to(x, interleaved), big)
+    return reshape_to(repeated, [m * d for m, d in zip(multiples, x.shape, strict=True)])
+
+
+def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT",
+        constant_values: float = 0) -> Tensor:
+    """Pad with `constant_values`: paddings[i] = (before, after) along axis i."""
+    x = convert_to_tensor(x)
+    if mode.upper() != "CONSTANT":
+        raise _fail("pad", f"mode {mode!r} is not supported (only 'CONSTANT')")
+    pads = tuple((int(lo), int(hi)) for lo, hi in paddings)
+    return st.pad_p.bind(x, pads=pads, value=constant_values)
+
+
+def gather(params: Any, indices: Any, axis: int = 0) -> Tensor:
+    """`params` indexed along `axis` by the integer tensor `indices`."""
+    params = convert_to_tensor(params)
+    indices = convert_to_tensor(indices)
+    return st.gather_p.bind(params, indices, axis=_axis("gather", axis, max(params.ndim, 1)))
+
+
+def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 0.0,
+            axis: int = -1, dtype: Any = dtypes.float32) -> Tensor:
+    """A new axis of length `depth` holding `on_value` at each index, `off_value` elsewhere."""
+    indices = convert_to_tensor(indices)
+    dtype = dtypes.as_dtype(dtype)
+    axis = _axis("one_hot", axis, indices.ndim + 1)
+    shape = list(indices.shape)
+    shape.insert(axis, int(depth))
+    if None in shape:
+        raise _fail("one_hot", "indices with unknown dims are not supported yet")
+    positions = st.iota_p.bind(shape=tuple(shape), dtype=indices.dtype, dimension=axis)
+    hits = ew.equal(expand_dims(indices, axis), positions)
+    return ew.where(hits, convert_to_tensor(on_value, dtype), convert_to_tensor(off_value, dtype))
+
+
+def identity(x: Any) -> Tensor:
+    """`x` itself as a tensor (a variable is read)."""
+    return convert_to_tensor(x)

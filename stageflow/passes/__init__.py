@@ -1,0 +1,1 @@
+"""Optimisation passes over the `sf` dialect, one per file, registered by name."""

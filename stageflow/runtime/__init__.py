@@ -1,0 +1,1 @@
+"""Execution: the eager executor now; compiled executables and devices later."""
