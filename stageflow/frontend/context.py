@@ -1,7 +1,7 @@
 """The current trace: eager execution by default, a staging trace while `sf.function` traces.
 
 Each thread has a stack of traces; `Primitive.bind` hands every op to the top one. The
-module-level flag `eager_fast` is true while no thread has anything but the plain eager
+flag `state.eager_fast` is true while no thread has anything but the plain eager
 trace active (no staging trace, no tape): the op functions then take a short path straight
 to the NumPy kernel, which is what keeps eager dispatch within a few hundred nanoseconds.
 """
@@ -25,12 +25,21 @@ class _ThreadState(threading.local):
         self.stack: list[Trace] = []
 
 
+class _GlobalState:
+    """Process-wide flags read on the eager hot path (one attribute load each)."""
+
+    __slots__ = ("eager_fast", "non_eager_active")
+
+    def __init__(self) -> None:
+        self.eager_fast = True
+        self.non_eager_active = 0
+
+
 _thread = _ThreadState()
 _lock = threading.Lock()
-_non_eager_active = 0
 _eager_trace: Trace | None = None
 
-eager_fast = True
+state = _GlobalState()
 
 
 def set_eager_trace(trace: Trace) -> None:
@@ -45,10 +54,9 @@ def current_trace() -> Trace:
 
 
 def _count_active(delta: int) -> None:
-    global _non_eager_active, eager_fast
     with _lock:
-        _non_eager_active += delta
-        eager_fast = _non_eager_active == 0
+        state.non_eager_active += delta
+        state.eager_fast = state.non_eager_active == 0
 
 
 @contextmanager

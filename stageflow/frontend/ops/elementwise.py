@@ -1,7 +1,7 @@
 """Public elementwise ops: `sf.add`, `sf.exp`, `sf.where`, `sf.cast`, ...
 
 Each is a thin function over its primitive. While nothing but plain eager execution is
-active (`context.eager_fast`), unary and binary ops call the NumPy kernel directly — the
+active (`context.state.eager_fast`), unary and binary ops call the NumPy kernel directly — the
 same kernel `Primitive.bind` would run — which keeps the per-op cost near NumPy's own.
 Everything else (tracing, tapes, conversions, errors) goes through `Primitive.bind`.
 """
@@ -28,10 +28,11 @@ def unary_op(primitive: ElementwisePrimitive, doc: str):
     kernel = primitive.kernel
     bind = primitive.bind
     allowed = primitive.operand_dtypes
+    tensor_type, new, state = Tensor, _new, context.state
 
     def op(x: Any) -> Tensor:
-        if context.eager_fast and type(x) is Tensor and x._value.dtype in allowed:
-            tensor = _new(Tensor)
+        if state.eager_fast and type(x) is tensor_type and x._value.dtype in allowed:
+            tensor = new(tensor_type)
             tensor._value = kernel(x._value)
             return tensor
         return bind(convert_to_tensor(x))
@@ -45,20 +46,22 @@ def binary_op(primitive: ElementwisePrimitive, doc: str):
     kernel = primitive.kernel
     bind = primitive.bind
     allowed = primitive.operand_dtypes
+    tensor_type, new, state = Tensor, _new, context.state
 
     def op(x: Any, y: Any) -> Tensor:
-        if context.eager_fast and type(x) is Tensor:
+        if state.eager_fast and type(x) is tensor_type:
             a = x._value
-            if type(y) is Tensor:
+            dtype = a.dtype
+            if type(y) is tensor_type:
                 b = y._value
-                ok = a.dtype is b.dtype and a.dtype in allowed
+                ok = dtype is b.dtype and dtype in allowed
             else:
                 b = y
                 weak = _WEAK_OK.get(type(y))
-                ok = weak is not None and a.dtype in weak and a.dtype in allowed
+                ok = weak is not None and dtype in weak and dtype in allowed
             if ok:
                 try:
-                    tensor = _new(Tensor)
+                    tensor = new(tensor_type)
                     tensor._value = kernel(a, b)
                     return tensor
                 except Exception:  # noqa: BLE001 - the slow path reports it properly

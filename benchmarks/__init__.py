@@ -1,0 +1,1 @@
+"""Reproducible speed and memory measurements; each script prints its figures and ratios."""

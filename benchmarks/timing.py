@@ -1,0 +1,36 @@
+"""Timing helpers shared by the benchmarks: medians of repeated, self-calibrating loops.
+
+The machine is noisy, so every figure is a median over rounds and every comparison is a
+ratio measured in the same process, interleaving the contenders round by round.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def calibrate(run: Callable[[int], object], min_time: float = 0.05) -> int:
+    """The iteration count for which `run(n)` takes at least `min_time` seconds."""
+    n = 1
+    while True:
+        start = time.perf_counter()
+        run(n)
+        if time.perf_counter() - start >= min_time:
+            return n
+        n *= 2
+
+
+def interleaved_medians(
+    runs: dict[str, Callable[[int], object]], rounds: int = 15, min_time: float = 0.05
+) -> dict[str, float]:
+    """Median seconds per iteration of each contender, timed in alternating rounds."""
+    counts = {name: calibrate(run, min_time) for name, run in runs.items()}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run(counts[name])
+            samples[name].append((time.perf_counter() - start) / counts[name])
+    return {name: statistics.median(values) for name, values in samples.items()}

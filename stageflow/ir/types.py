@@ -1,0 +1,80 @@
+"""Conversions between the frontend's `ShapedType` and the IR's builtin `tensor<...>` type.
+
+The frontend describes a value by shape (``None`` for an unknown dim) and NumPy dtype; the
+IR uses MLIR's builtin ranked tensor type with ``?`` for dynamic dims (``tensor<4x?xf32>``).
+This module is the only place that maps one onto the other, so the dtype table
+(`stageflow.frontend.dtypes.SHORT_NAMES`) and the IR element types can never drift apart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    Signedness,
+    TensorType,
+)
+from xdsl.ir import Attribute
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.base import ShapedType
+
+ELEMENT_TYPES: dict[np.dtype, Attribute] = {
+    dtypes.float16: Float16Type(),
+    dtypes.bfloat16: BFloat16Type(),
+    dtypes.float32: Float32Type(),
+    dtypes.float64: Float64Type(),
+    dtypes.int32: IntegerType(32),
+    dtypes.int64: IntegerType(64),
+    dtypes.uint32: IntegerType(32, Signedness.UNSIGNED),
+    dtypes.bool_: IntegerType(1),
+}
+DTYPES: dict[Attribute, np.dtype] = {ty: dtype for dtype, ty in ELEMENT_TYPES.items()}
+
+
+def element_type(dtype: object) -> Attribute:
+    """The IR element type of a dtype-like value (``f32`` for ``np.float32``)."""
+    return ELEMENT_TYPES[dtypes.as_dtype(dtype)]
+
+
+def is_element_type(attr: Attribute) -> bool:
+    return attr in DTYPES
+
+
+def dtype_of(attr: Attribute) -> np.dtype:
+    """The NumPy dtype of an IR element type; ``TypeError`` for types stageflow lacks."""
+    try:
+        return DTYPES[attr]
+    except KeyError:
+        raise TypeError(f"element type {attr} is not supported by stageflow") from None
+
+
+def tensor_type(aval: ShapedType) -> TensorType:
+    """``ShapedType((4, None), float32)`` -> ``tensor<4x?xf32>``."""
+    shape = [DYNAMIC_INDEX if d is None else int(d) for d in aval.shape]
+    return TensorType(element_type(aval.dtype), shape)
+
+
+def shaped_type(ty: Attribute) -> ShapedType:
+    """``tensor<4x?xf32>`` -> ``ShapedType((4, None), float32)``; ``TypeError`` otherwise."""
+    if not isinstance(ty, TensorType):
+        raise TypeError(f"expected a ranked tensor type, got {ty}")
+    shape = tuple(None if d == DYNAMIC_INDEX else d for d in ty.get_shape())
+    return ShapedType(shape, dtype_of(ty.get_element_type()))
+
+
+def compatible(declared: ShapedType, inferred: ShapedType) -> bool:
+    """Same dtype and rank, and every dim equal or unknown on either side."""
+    return (
+        declared.dtype == inferred.dtype
+        and declared.ndim == inferred.ndim
+        and all(
+            a is None or b is None or a == b
+            for a, b in zip(declared.shape, inferred.shape, strict=True)
+        )
+    )
