@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BoolAttr,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -125,19 +124,3 @@ def print_attr_dict(printer: Printer, attributes: Mapping[str, Attribute]) -> No
 
     with printer.in_braces():
         printer.print_list(attributes.items(), entry)
-
-
-def is_bool_attr(attr: Attribute) -> bool:
-    return isinstance(attr, IntegerAttr) and attr.type == i1
-
-
-__all__ = [
-    "BoolAttr",
-    "decode",
-    "decode_params",
-    "encode",
-    "encode_params",
-    "is_bool_attr",
-    "print_attr_dict",
-    "print_attribute",
-]
