@@ -4,6 +4,13 @@
 """
 
 from stageflow import errors
+from stageflow.frontend.context import init_scope
+from stageflow.frontend.function import Function, RetracingWarning, function
+from stageflow.frontend.concrete import ConcreteFunction
+from stageflow.frontend.ops import nn, random
+from stageflow.frontend.ops.debug import print
+from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.variables import Variable
 from stageflow.frontend import dtypes as _dtypes
 from stageflow.frontend.dtypes import (
     bfloat16,

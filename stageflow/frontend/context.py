@@ -71,6 +71,18 @@ def push_trace(trace: Trace) -> Iterator[Trace]:
         _count_active(-1)
 
 
+def current_device() -> str:
+    """The device scope ops and graph functions are placed in (part of trace-cache keys)."""
+    return "/device:CPU:0"
+
+
+@contextmanager
+def init_scope() -> Iterator[None]:
+    """Run the block eagerly, even inside a trace (the paper's `tf.init_scope`)."""
+    with push_trace(_eager_trace):
+        yield
+
+
 @contextmanager
 def slow_path() -> Iterator[None]:
     """Send every op through `Primitive.bind` while the block runs (tapes need to see them)."""

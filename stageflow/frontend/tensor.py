@@ -29,7 +29,7 @@ class Tensor:
     _value: np.ndarray
 
     def __init__(self, value: Any, dtype: Any = None) -> None:
-        self._value = _to_array(value, dtype)
+        self._value = to_array(value, dtype)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -128,7 +128,7 @@ def wrap(value: Any) -> Tensor:
     return tensor
 
 
-def _to_array(value: Any, dtype: Any) -> np.ndarray:
+def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     """Convert Python/NumPy data to an array with stageflow's default dtypes.
 
     Python floats become float32, ints int32 (int64 when they do not fit), bools bool;

@@ -35,5 +35,21 @@ class EagerTrace:
             return tuple(wrap(r) for r in result)
         return wrap(result)
 
+    def constant(self, array: Any) -> Tensor:
+        return wrap(array)
+
+    def read_variable(self, variable: Any) -> Tensor:
+        return wrap(variable._value)
+
+    def assign_variable(self, variable: Any, value: Tensor) -> None:
+        variable._store(value._value)
+
+    def lift(self, value: Any) -> Any:
+        """Values are already concrete here."""
+        return value
+
+    def variable_created(self, variable: Any) -> None:
+        """Eagerly, variables may be created at any time."""
+
 
 context.set_eager_trace(EagerTrace())

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
+from stageflow.frontend import context, dtypes
 from stageflow.frontend.source import describe_location
-from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tensor import Tensor, to_array
 
 _PYTHON_SCALARS = (bool, int, float)
 
@@ -34,24 +34,23 @@ def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
     as_tensor = getattr(value, "_as_tensor", None)
     if as_tensor is not None:
         return convert_to_tensor(as_tensor(), dtype)
-    return Tensor(value, dtype)
+    return context.current_trace().constant(to_array(value, dtype))
 
 
 def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
     """A tensor from Python or NumPy data; `shape` fills a scalar or reshapes same-size data."""
-    tensor = Tensor(value, dtype)
-    if shape is None:
-        return tensor
-    shape = tuple(int(d) for d in shape)
-    array = tensor._value
-    if array.size == 1:
-        return wrap(np.full(shape, array.reshape(()), dtype=array.dtype))
-    if array.size != int(np.prod(shape)):
-        raise ValueError(
-            f"constant: cannot reshape {array.size} values into shape {shape}"
-            f"{describe_location()}"
-        )
-    return wrap(array.reshape(shape))
+    array = to_array(value, dtype)
+    if shape is not None:
+        shape = tuple(int(d) for d in shape)
+        if array.size == 1:
+            array = np.full(shape, array.reshape(()), dtype=array.dtype)
+        elif array.size != int(np.prod(shape)):
+            raise ValueError(
+                f"constant: cannot reshape {array.size} values into shape {shape}"
+                f"{describe_location()}"
+            )
+        array = array.reshape(shape)
+    return context.current_trace().constant(array)
 
 
 def weak_operand(value: Any, like: Any) -> Tensor:
@@ -72,7 +71,7 @@ def weak_operand(value: Any, like: Any) -> Tensor:
                 f"cannot combine the Python int {value!r} with a bool tensor"
                 f"{describe_location()}"
             )
-        return Tensor(value, target)
+        return context.current_trace().constant(to_array(value, target))
     return convert_to_tensor(value)
 
 

@@ -8,7 +8,9 @@ costs.
 from __future__ import annotations
 
 from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.variables import Variable
 
 
 def _reflected(op):
@@ -47,8 +49,9 @@ def install(cls: type) -> None:
     cls.__neg__ = ew.negative
     cls.__abs__ = ew.abs
     cls.__invert__ = ew.logical_not
-    cls.__pos__ = lambda self: self
+    cls.__pos__ = convert_to_tensor
     cls.__getitem__ = indexing.getitem
 
 
 install(Tensor)
+install(Variable)

@@ -37,6 +37,16 @@ class ShapedType:
         return f"{self.dtype.name}[{dims}]"
 
 
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """The type of a variable handle: a reference to mutable state of `value`'s type."""
+
+    value: ShapedType
+
+    def __str__(self) -> str:
+        return f"resource<{self.value}>"
+
+
 ShapeRule = Callable[..., ShapedType | tuple[ShapedType, ...]]
 
 REGISTRY: dict[str, Primitive] = {}

@@ -197,3 +197,15 @@ iota_p = Primitive(
     kernel=_iota,
     summary="0, 1, 2, ... counting along `dimension`, constant along the others",
 )
+
+
+def _constant_rule(*, value: np.ndarray) -> ShapedType:
+    return ShapedType(value.shape, dtypes.as_dtype(value.dtype))
+
+
+constant_p = Primitive(
+    "constant",
+    shape_rule=_constant_rule,
+    kernel=lambda *, value: value,
+    summary="a tensor value fixed at trace time",
+)

@@ -1,0 +1,192 @@
+"""Concrete functions: one traced graph function with its signature, and how to trace one.
+
+A `ConcreteFunction` is what `sf.function` caches per input signature: the graph, the
+specs of its tensor arguments and results, the captured tensors and variables it is passed
+at every call, and the way to rebuild the Python result structure.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from stageflow.frontend import context, nest
+from stageflow.frontend.graph import Graph
+from stageflow.frontend.primitives.base import ResourceType, ShapedType
+from stageflow.frontend.primitives.functional import call_p
+from stageflow.frontend.primitives.shapes import format_shape
+from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
+from stageflow.frontend.variables import Variable
+
+LARGE_TRACE_OPS = 10_000
+
+_OUTPUT = object()  # marks a result leaf that comes from the graph's outputs
+
+
+class ConcreteFunction:
+    """A graph function for one input signature; callable with tensors of that signature."""
+
+    def __init__(self, name: str, graph: Graph, inputs: list[TensorSpec | Variable],
+                 out_treedef: Any, out_template: list, created_variables: list,
+                 key: tuple | None, jit: bool) -> None:
+        self.name = name
+        self.graph = graph
+        self._input_leaves = inputs
+        self.inputs = [spec for spec in inputs if isinstance(spec, TensorSpec)]
+        self.outputs = [TensorSpec(v.type.shape, v.type.dtype) for v in graph.outputs]
+        self._out_treedef = out_treedef
+        self._out_template = out_template
+        self.created_variables = created_variables
+        self.key = key
+        self.jit = jit
+        self._program = None
+
+    @property
+    def program(self):
+        """The interpreter's plan for this graph, built on first use."""
+        if self._program is None:
+            from stageflow.runtime.interpreter import Program
+
+            self._program = Program(self.graph)
+        return self._program
+
+    @property
+    def variables(self) -> list[Variable]:
+        """The variables this function reads or writes (captured by reference)."""
+        return [c.source for c in self.graph.captures if isinstance(c.source, Variable)]
+
+    # -- calling ------------------------------------------------------------------------
+
+    def __call__(self, *args: Any) -> Any:
+        leaves, _ = nest.flatten(args)
+        leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
+        tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
+        paths = [f"args{path}" for path, leaf in zip(nest.leaf_paths(args), leaves, strict=True)
+                 if isinstance(leaf, Tensor | Variable)]
+        self.check_arguments(tensors, paths)
+        if isinstance(context.current_trace(), GraphTrace):
+            return self.emit_call(tensors)
+        return self.call_flat(tensors)
+
+    def call_flat(self, tensors: list) -> Any:
+        """Run the graph on its tensor/variable arguments (already checked) and captures."""
+        values = [t if isinstance(t, Variable) else t._value for t in tensors]
+        for capture in self.graph.captures:
+            values.append(_capture_runtime_value(capture.source, self.name))
+        results = self.program.run(values)
+        return self.structure_outputs([wrap(r) for r in results])
+
+    def emit_call(self, tensors: list) -> Any:
+        """Inside another trace: one call op to this graph function (not an inline copy)."""
+        trace = context.current_trace()
+        operands = [trace.operand(leaf, "call") for leaf in tensors]
+        operands += [trace.operand(c.source, "call") for c in self.graph.captures]
+        results = trace._emit(call_p, operands, {"callee": self})
+        return self.structure_outputs(results)
+
+    def structure_outputs(self, results: list) -> Any:
+        iterator = iter(results)
+        leaves = [next(iterator) if leaf is _OUTPUT else leaf for leaf in self._out_template]
+        return nest.unflatten(self._out_treedef, leaves)
+
+    def check_arguments(self, tensors: list, names: list[str]) -> None:
+        """Raise TypeError/ValueError naming the argument that does not fit the signature."""
+        expected = [leaf for leaf in self._input_leaves if isinstance(leaf, TensorSpec | Variable)]
+        if len(tensors) != len(expected):
+            raise TypeError(f"{self.name}: expected {len(expected)} tensor arguments, "
+                            f"got {len(tensors)}")
+        for i, (got, want) in enumerate(zip(tensors, expected, strict=True)):
+            name = names[i] if i < len(names) else f"argument {i}"
+            if isinstance(want, Variable):
+                if not isinstance(got, Variable):
+                    raise TypeError(f"{self.name}: {name} must be a variable")
+                continue
+            if got.dtype != want.dtype:
+                raise TypeError(f"{self.name}: {name} has dtype {got.dtype.name}, the "
+                                f"signature expects {want.dtype.name}")
+            if not want.is_compatible_with(tuple(got.shape), got.dtype):
+                raise ValueError(f"{self.name}: {name} has shape {format_shape(got.shape)}, "
+                                 f"the signature expects {format_shape(want.shape)}")
+
+    def accepts(self, key: tuple) -> bool:
+        """Whether a call with this cache key fits this function's (relaxed) signature."""
+        mine = self.key
+        if mine is None or mine[0] != key[0] or mine[2] != key[2]:
+            return False
+        for want, got in zip(mine[1], key[1], strict=True):
+            if want == got:
+                continue
+            if not (want[0] == got[0] == "tensor" and want[1] == got[1]
+                    and len(want[2]) == len(got[2])
+                    and all(w is None or w == g for w, g in zip(want[2], got[2], strict=True))):
+                return False
+        return True
+
+    # -- inspection ---------------------------------------------------------------------
+
+    def ir(self, stage: str = "traced") -> str:
+        """The IR text at `stage` (`"traced"`: the `sf` dialect straight from the trace)."""
+        from stageflow.ir.from_graph import module_text
+
+        if stage != "traced":
+            raise ValueError(f"IR stage {stage!r} is not available yet (have: 'traced')")
+        return module_text(self)
+
+    def graph_dot(self) -> str:
+        """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""
+        from stageflow.frontend.dot import graph_dot
+
+        return graph_dot(self)
+
+    def __repr__(self) -> str:
+        args = ", ".join(repr(s) for s in self.inputs)
+        return f"<ConcreteFunction {self.name}({args})>"
+
+
+def _capture_runtime_value(source: Any, name: str) -> Any:
+    if isinstance(source, Variable):
+        return source
+    if isinstance(source, SymbolicTensor):
+        raise RuntimeError(f"{name}: this graph function captured a traced tensor of an "
+                           "enclosing function and can only run inside it")
+    return source._value
+
+
+def trace_function(function: Any, leaves: list, treedef: Any,
+                   allow_variable_creation: bool, key: tuple | None = None) -> ConcreteFunction:
+    """Run `function.python_function` in a graph-building context on symbolic arguments."""
+    graph = Graph(function.name)
+    trace = GraphTrace(graph, context.current_trace(), allow_variable_creation)
+    args: list = []
+    with context.push_trace(trace):
+        for leaf in leaves:
+            if isinstance(leaf, TensorSpec):
+                args.append(trace.symbolic(trace.add_input(leaf.shaped_type)))
+            elif isinstance(leaf, Variable):
+                trace.add_input(ResourceType(ShapedType(leaf.shape, leaf.dtype)), source=leaf)
+                args.append(leaf)
+            else:
+                args.append(leaf)
+        result = function.call_python(nest.unflatten(treedef, args))
+        out_leaves, out_treedef = nest.flatten(result)
+        template = []
+        for leaf in out_leaves:
+            if isinstance(leaf, Tensor):
+                graph.outputs.append(trace.value_of(leaf, "return"))
+                template.append(_OUTPUT)
+            else:
+                template.append(leaf)
+    if len(graph.equations) > LARGE_TRACE_OPS:
+        (filename, line), count = max(trace.op_lines.items(), key=lambda item: item[1])
+        warnings.warn(
+            f"sf.function {function.name!r} traced {len(graph.equations)} ops; {count} of "
+            f"them come from {filename}:{line} (a Python loop unrolled at trace time?). "
+            "Use sf.while_loop or vectorised ops to keep graphs small.",
+            stacklevel=4,
+        )
+    return ConcreteFunction(function.name, graph, leaves, out_treedef, template,
+                            trace.created_variables, key, function.jit)

@@ -1,0 +1,77 @@
+"""The traced form of a graph function: SSA values, equations, inputs, captures, outputs.
+
+Tracing appends one `Equation` per op to a `Graph` (a few microseconds each, like a jaxpr);
+the `sf` dialect module is built from it on demand (`stageflow.ir.from_graph`) for dumps,
+passes and code generation, and the interpreter runs it directly with the eager kernels.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from stageflow.frontend.primitives.base import Primitive, ResourceType, ShapedType
+from stageflow.frontend.source import SourceLocation
+
+
+Type = ShapedType | ResourceType
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Value:
+    """An SSA value of a graph; identity is equality."""
+
+    type: Type
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"%{self.id}:{self.type}"
+
+
+@dataclass(eq=False)
+class Equation:
+    """One op application: `outputs = primitive(*inputs, **params)` at `location`."""
+
+    primitive: Primitive
+    inputs: list[Value]
+    params: dict[str, Any]
+    outputs: list[Value]
+    location: SourceLocation | None
+
+
+@dataclass(eq=False)
+class Capture:
+    """A hidden input: an eager tensor (by value), a variable (by reference) or a value of
+    an enclosing trace, passed to the graph function by the runtime at every call."""
+
+    value: Value
+    source: Any
+
+
+@dataclass(eq=False)
+class Graph:
+    """A graph function: typed inputs (arguments, then captures), equations, outputs."""
+
+    name: str
+    inputs: list[Value] = field(default_factory=list)
+    captures: list[Capture] = field(default_factory=list)
+    equations: list[Equation] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+
+    @property
+    def all_inputs(self) -> list[Value]:
+        return self.inputs + [c.value for c in self.captures]
+
+    def callees(self) -> list[Any]:
+        """The concrete functions this graph calls, directly or indirectly, each once."""
+        seen: dict[int, Any] = {}
+        for eq in self.equations:
+            callee = eq.params.get("callee")
+            if callee is not None and id(callee) not in seen:
+                seen[id(callee)] = callee
+                for inner in callee.graph.callees():
+                    seen.setdefault(id(inner), inner)
+        return list(seen.values())

@@ -1,0 +1,387 @@
+"""`sf.random`: seeds, generators and distributions over the counter-based `random_bits` op.
+
+Every distribution is a composite of existing primitives applied to Philox bits (shifts,
+casts, multiplies, ``log``/``sqrt``/``cos``/``sin``), so it traces and compiles like any other
+op; only `random_bits` itself knows about Philox.
+
+Streams. A `Generator` holds a ``uint32[4]`` state ``[key0, key1, counter_lo,
+counter_hi]``. ``Generator.from_seed(s)`` puts the seed's two 32-bit halves in the key and
+starts the counter at 0; each draw advances the counter past the blocks it used, so draws
+never overlap and the same seed always gives the same sequence of draws.
+
+Seed rule (TensorFlow's four cases, `tf.random.set_seed`):
+
+1. no global seed, no op seed: the lazily created global generator, seeded from OS entropy,
+   so unseeded programs differ from run to run;
+2. ``set_seed(g)``, no op seed: the global generator is replaced by ``Generator.from_seed(g)``
+   and draws continue its stream (the same program gives the same numbers);
+3. and 4. an op seed ``s`` (with the global seed ``g``, or TensorFlow's default 87654321
+   when none is set) selects a stream of its own, keyed by a Philox hash of ``(g, s)``. The
+   stream is kept per ``s``, so repeated calls with the same op seed continue it (different
+   numbers each call, the same sequence each run, as TensorFlow's per-op counters give);
+   ``set_seed`` resets those streams.
+
+The generator's state is mutable Python state for now, read and written only in
+`Generator._read_state` / `Generator._write_state`, the two places that change when it
+becomes an ``sf.Variable`` (so staged functions see fresh numbers on every call).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import secrets
+import threading
+from typing import Any
+
+import numpy as np
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
+from stageflow.frontend.ops.creation import zeros
+from stageflow.frontend.ops.shape import concat, reshape_to, split
+from stageflow.frontend.primitives import random as rp
+from stageflow.frontend.primitives import structural as st
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+__all__ = [
+    "Generator",
+    "get_global_generator",
+    "normal",
+    "set_global_generator",
+    "set_seed",
+    "uniform",
+]
+
+DEFAULT_GLOBAL_SEED = 87654321  # TensorFlow's DEFAULT_GRAPH_SEED, for op seeds without set_seed
+_OP_SEED_DOMAIN = 1  # Philox counter word c2 for deriving op-seed keys (draws use c2 = 0)
+_SEED_MIN, _SEED_LIMIT = -(1 << 63), 1 << 64
+_FLOAT_OUT = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+_INT_OUT = (dtypes.int32, dtypes.int64)
+# Bits of a [0, 1) uniform per dtype: the significand width, so k * 2**-p is exact.
+_UNIT_BITS = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24}
+
+
+def _fail(op: str, message: str, error: type[Exception] = ValueError) -> Exception:
+    return error(f"sf.random.{op}: {message}{describe_location()}")
+
+
+def _seed_words(seed: Any, op: str) -> tuple[int, int]:
+    """A seed as (lo32, hi32); any int in [-2**63, 2**64), negatives taken modulo 2**64."""
+    if isinstance(seed, bool | np.bool_):
+        raise _fail(op, f"a seed must be an int, got {seed!r}", TypeError)
+    try:
+        value = operator.index(seed)
+    except TypeError:
+        raise _fail(op, f"a seed must be an int, got {type(seed).__name__}", TypeError) from None
+    if not _SEED_MIN <= value < _SEED_LIMIT:
+        raise _fail(op, f"seed {value} does not fit in 64 bits")
+    value %= _SEED_LIMIT
+    return value & 0xFFFFFFFF, value >> 32
+
+
+def _shape(shape: Any, op: str) -> tuple[int, ...]:
+    if isinstance(shape, Tensor):
+        shape = [int(d) for d in shape.numpy().reshape(-1)]
+    try:
+        return rp.check_shape(shape)
+    except (TypeError, ValueError) as error:
+        raise _fail(op, str(error), type(error)) from None
+
+
+def _out_dtype(dtype: Any, allowed: tuple[np.dtype, ...], op: str) -> np.dtype:
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in allowed:
+        names = ", ".join(d.name for d in allowed)
+        raise _fail(op, f"dtype {dtype.name} is not supported (use one of {names})", TypeError)
+    return dtype
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float16/bfloat16 results are computed in float32 and cast: precision and GPU support."""
+    return dtypes.float64 if dtype == dtypes.float64 else dtypes.float32
+
+
+def _is_python_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+
+
+def _float_operand(value: Any, compute: np.dtype, name: str, op: str) -> Any:
+    """A Python float, or a floating tensor cast to the computation dtype."""
+    if _is_python_number(value):
+        return float(value)
+    tensor = convert_to_tensor(value)
+    if not dtypes.is_floating(tensor.dtype):
+        raise _fail(op, f"{name} must be a float or a floating tensor, got {tensor.dtype.name}",
+                    TypeError)
+    return ew.cast(tensor, compute)
+
+
+def _affine(x: Tensor, scale: Any, offset: Any) -> Tensor:
+    """x * scale + offset, skipping the identity parts (keeps traced graphs small)."""
+    if not (isinstance(scale, float) and scale == 1.0):
+        x = ew.multiply(x, scale)
+    if not (isinstance(offset, float) and offset == 0.0):
+        x = ew.add(x, offset)
+    return x
+
+
+def _unit_words(dtype: np.dtype) -> tuple[int, ...]:
+    """The trailing bits dims one [0, 1) value of `dtype` consumes: two words for float64."""
+    return (2,) if dtype == dtypes.float64 else ()
+
+
+def _to_unit(bits: Tensor, dtype: np.dtype) -> Tensor:
+    """Uniform floats in [0, 1) of `dtype` (float32 or float64) from uint32 bits.
+
+    float32-like: the top ``p`` bits as an integer times ``2**-p`` (exact, never 1.0), with
+    ``p`` the significand width so a float16/bfloat16 cast stays exact. float64: 27 bits of
+    word 0 and 26 of word 1 (the last axis of `bits`) make a 53-bit integer times 2**-53.
+    """
+    if dtype != dtypes.float64:
+        p = _UNIT_BITS[dtype]
+        top = ew.shift_right_logical(bits, 32 - p)
+        return ew.multiply(ew.cast(top, dtypes.float32), 2.0**-p)
+    high, low = split(bits, 2, axis=-1)
+    high = ew.cast(ew.shift_right_logical(high, 5), dtypes.float64)
+    low = ew.cast(ew.shift_right_logical(low, 6), dtypes.float64)
+    value = ew.multiply(ew.add(ew.multiply(high, 2.0**26), low), 2.0**-53)
+    return reshape_to(value, bits.shape[:-1])
+
+
+def _to_int63(bits: Tensor) -> Tensor:
+    """A uniform int64 in [0, 2**63) from two words (the last axis): 31 high, 32 low bits."""
+    high, low = split(bits, 2, axis=-1)
+    high = ew.cast(ew.shift_right_logical(high, 1), dtypes.int64)
+    value = ew.add(ew.multiply(high, 1 << 32), ew.cast(low, dtypes.int64))
+    return reshape_to(value, bits.shape[:-1])
+
+
+def _state_tensor(words: Any) -> Tensor:
+    """A uint32 tensor from Python/NumPy words, each required to be in [0, 2**32)."""
+    array = np.asarray(words)
+    if array.dtype.kind not in "ui":
+        raise _fail("Generator", f"state words must be ints, got {words!r}", TypeError)
+    if array.size and (array.min() < 0 or array.max() > 0xFFFFFFFF):
+        raise _fail("Generator", f"state words must be in [0, 2**32), got {words!r}")
+    return convert_to_tensor(array.astype(np.uint32))
+
+
+class Generator:
+    """A Philox random stream: a ``uint32[4]`` state ``[key0, key1, counter_lo, counter_hi]``.
+
+    Draws are pure functions of the state (`random_bits`); the generator replaces its state
+    after each draw, so the next draw starts at the next unused counter. Thread-safe: a lock
+    makes read-draw-write atomic, so two threads never get the same numbers.
+    """
+
+    def __init__(self, state: Any) -> None:
+        state = convert_to_tensor(state) if is_tensor(state) else _state_tensor(state)
+        if state.dtype != dtypes.uint32:
+            raise _fail("Generator", f"the state must be uint32, got {state.dtype.name}",
+                        TypeError)
+        if tuple(state.shape) != (rp.STATE_WORDS,):
+            raise _fail("Generator", "the state must have shape (4,) = [key0, key1, "
+                        f"counter_lo, counter_hi], got {tuple(state.shape)}")
+        self._lock = threading.Lock()
+        self._state = state
+
+    @classmethod
+    def from_seed(cls, seed: int) -> Generator:
+        """The stream for `seed`: key = the seed's 32-bit halves (lo, hi), counter 0."""
+        lo, hi = _seed_words(seed, "Generator.from_seed")
+        return cls(np.array([lo, hi, 0, 0], dtype=np.uint32))
+
+    @classmethod
+    def from_state(cls, state: Any) -> Generator:
+        """A generator continuing from a saved `state` (see `Generator.state`)."""
+        return cls(state)
+
+    @classmethod
+    def from_non_deterministic_state(cls) -> Generator:
+        """A generator keyed from OS entropy (`secrets`), different in every run."""
+        return cls.from_seed(secrets.randbits(64))
+
+    @property
+    def state(self) -> Tensor:
+        """The current ``uint32[4]`` state; `from_state` of it replays the same draws."""
+        return self._read_state()
+
+    def _read_state(self) -> Tensor:
+        return self._state
+
+    def _write_state(self, state: Tensor) -> None:
+        self._state = state
+
+    def bits(self, shape: Any) -> Tensor:
+        """Raw uint32 Philox words of `shape` (element i: word i % 4 of block ctr + i // 4)."""
+        shape = _shape(shape, "Generator.bits")
+        with self._lock:
+            bits, new_state = rp.random_bits_p.bind(self._read_state(), shape=shape)
+            self._write_state(new_state)
+        return bits
+
+    def uniform(self, shape: Any, minval: Any = 0.0, maxval: Any = None,
+                dtype: Any = dtypes.float32) -> Tensor:
+        """Uniform values in [minval, maxval).
+
+        Floats: ``maxval`` defaults to 1.0; ``u * (maxval - minval) + minval`` with ``u`` in
+        [0, 1), so rounding may reach ``maxval`` for wide ranges, as in TensorFlow. Integers
+        (int32, int64): ``maxval`` is required; ``minval + x % (maxval - minval)`` with ``x``
+        a 63-bit uniform, biased by at most ``(maxval - minval) / 2**63``.
+        """
+        shape = _shape(shape, "uniform")
+        dtype = _out_dtype(dtype, _FLOAT_OUT + _INT_OUT, "uniform")
+        if dtype in _INT_OUT:
+            return self._uniform_int(shape, minval, maxval, dtype)
+        compute = _compute_dtype(dtype)
+        low = _float_operand(minval, compute, "minval", "uniform")
+        high = _float_operand(1.0 if maxval is None else maxval, compute, "maxval", "uniform")
+        unit = _to_unit(self.bits(shape + _unit_words(dtype)), dtype)  # in `compute`
+        scale = high - low if isinstance(high, float) and isinstance(low, float) else (
+            ew.subtract(high, low))
+        return ew.cast(_affine(unit, scale, low), dtype)
+
+    def _uniform_int(self, shape: tuple[int, ...], minval: Any, maxval: Any,
+                     dtype: np.dtype) -> Tensor:
+        if maxval is None:
+            raise _fail("uniform", f"maxval is required for integer dtype {dtype.name}")
+        info = np.iinfo(dtype)
+        bounds = []
+        for name, value in (("minval", minval), ("maxval", maxval)):
+            if _is_python_number(value):
+                if isinstance(value, float | np.floating) and not float(value).is_integer():
+                    raise _fail("uniform", f"{name}={value!r} is not an integer", TypeError)
+                value = int(value)
+                if not info.min <= value <= info.max:
+                    raise _fail("uniform", f"{name}={value} does not fit in {dtype.name}")
+            else:
+                value = ew.cast(convert_to_tensor(value, dtype), dtypes.int64)
+            bounds.append(value)
+        low, high = bounds
+        if isinstance(low, int) and isinstance(high, int):
+            if high <= low:
+                raise _fail("uniform", f"needs minval < maxval, got [{low}, {high})")
+            if high - low >= 1 << 63:
+                raise _fail("uniform", f"the range [{low}, {high}) is wider than 2**63 - 1")
+            width: Any = high - low
+        else:
+            width = ew.subtract(high, low)
+        value = _to_int63(self.bits(shape + (2,)))
+        return ew.cast(ew.add(ew.mod(value, width), low), dtype)
+
+    def normal(self, shape: Any, mean: Any = 0.0, stddev: Any = 1.0,
+               dtype: Any = dtypes.float32) -> Tensor:
+        """Normal values ``mean + stddev * z`` by the Box-Muller transform.
+
+        Pairs ``(u1, u2)`` of [0, 1) uniforms give ``r = sqrt(-2 log(1 - u1))`` (``1 - u1`` is
+        in (0, 1], so ``log`` never sees 0) and the two normals ``r cos(2 pi u2)``,
+        ``r sin(2 pi u2)``, stored at output positions 2k and 2k + 1. 24-bit float32 uniforms
+        bound |z| by about 5.8; float64 uses 53 bits (|z| < 8.6). float16/bfloat16 are
+        computed in float32 and cast.
+        """
+        shape = _shape(shape, "normal")
+        dtype = _out_dtype(dtype, _FLOAT_OUT, "normal")
+        compute = _compute_dtype(dtype)
+        mean = _float_operand(mean, compute, "mean", "normal")
+        stddev = _float_operand(stddev, compute, "stddev", "normal")
+        count = math.prod(shape)
+        if count == 0:
+            return zeros(shape, dtype)
+        pairs = -(-count // 2)
+        unit = _to_unit(self.bits((pairs, 2) + _unit_words(compute)), compute)
+        u1, u2 = split(unit, 2, axis=1)
+        radius = ew.sqrt(ew.multiply(ew.log(ew.subtract(1.0, u1)), -2.0))
+        angle = ew.multiply(u2, 2.0 * math.pi)
+        z = concat([ew.multiply(radius, ew.cos(angle)), ew.multiply(radius, ew.sin(angle))],
+                   axis=1)
+        z = reshape_to(z, (2 * pairs,))
+        if count != 2 * pairs:
+            z = st.slice_p.bind(z, slices=((0, count, 1),))
+        z = reshape_to(z, shape)
+        return ew.cast(_affine(z, stddev, mean), dtype)
+
+    def __repr__(self) -> str:
+        words = ", ".join(f"{int(w):#010x}" for w in np.asarray(self._read_state()))
+        return f"sf.random.Generator(state=[{words}])"
+
+
+_global_lock = threading.Lock()
+_global_seed: int | None = None
+_global_generator: Generator | None = None
+_op_generators: dict[int, Generator] = {}
+
+
+def set_seed(seed: int) -> None:
+    """Make the global stream and every op-seeded stream deterministic, from `seed`.
+
+    The global generator becomes ``Generator.from_seed(seed)`` and the per-op-seed streams
+    start over, so the same program after ``set_seed(seed)`` draws the same numbers.
+    """
+    global _global_seed, _global_generator
+    _seed_words(seed, "set_seed")
+    generator = Generator.from_seed(seed)
+    with _global_lock:
+        _global_seed = operator.index(seed)
+        _global_generator = generator
+        _op_generators.clear()
+
+
+def get_global_generator() -> Generator:
+    """The generator behind `normal`/`uniform` without an op seed (OS entropy if unseeded)."""
+    global _global_generator
+    with _global_lock:
+        if _global_generator is None:
+            _global_generator = Generator.from_non_deterministic_state()
+        return _global_generator
+
+
+def set_global_generator(generator: Generator) -> None:
+    """Replace the global generator (as `tf.random.set_global_generator`)."""
+    global _global_generator
+    if not isinstance(generator, Generator):
+        raise _fail("set_global_generator", "expected an sf.random.Generator", TypeError)
+    with _global_lock:
+        _global_generator = generator
+
+
+def _derived_key(global_seed: int, op_seed: int) -> tuple[int, int]:
+    """A Philox hash of (global seed, op seed): the block at counter (op lo, op hi, 1, 0)."""
+    key = _seed_words(global_seed, "set_seed")
+    lo, hi = _seed_words(op_seed, "seed")
+    words = rp.philox4x32(
+        (np.uint64(lo), np.uint64(hi), np.uint64(_OP_SEED_DOMAIN), np.uint64(0)),
+        (np.uint64(key[0]), np.uint64(key[1])),
+    )
+    return int(words[0]), int(words[1])
+
+
+def _generator_for(seed: Any, op: str) -> Generator:
+    if seed is None:
+        return get_global_generator()
+    _seed_words(seed, op)
+    seed = operator.index(seed)
+    with _global_lock:
+        generator = _op_generators.get(seed)
+        if generator is None:
+            base = DEFAULT_GLOBAL_SEED if _global_seed is None else _global_seed
+            key0, key1 = _derived_key(base, seed)
+            generator = Generator(np.array([key0, key1, 0, 0], dtype=np.uint32))
+            _op_generators[seed] = generator
+        return generator
+
+
+def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
+           seed: int | None = None) -> Tensor:
+    """Normal random values; `seed` selects an op-seeded stream (see the module's rule)."""
+    return _generator_for(seed, "normal").normal(shape, mean, stddev, dtype)
+
+
+def uniform(shape: Any, minval: Any = 0.0, maxval: Any = None, dtype: Any = dtypes.float32,
+            seed: int | None = None) -> Tensor:
+    """Uniform random values in [minval, maxval) (see `Generator.uniform`)."""
+    return _generator_for(seed, "uniform").uniform(shape, minval, maxval, dtype)

@@ -1,0 +1,33 @@
+"""The call primitive: one graph function calling another (the paper's figure 2).
+
+Graph functions compose by a call op rather than by inlining, so a function staged once is
+compiled once however many callers it has; an optimisation pass may inline small callees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stageflow.frontend.primitives.base import Primitive, ShapedType
+
+
+def _call_rule(*types: ShapedType, callee: Any) -> tuple:
+    expected = [v.type for v in callee.graph.all_inputs]
+    if list(types) != expected:
+        raise TypeError(f"@{callee.name} takes {[str(t) for t in expected]}, "
+                        f"got {[str(t) for t in types]}")
+    return tuple(v.type for v in callee.graph.outputs)
+
+
+def _call(*values: Any, callee: Any) -> list:
+    return callee.program.run(list(values))
+
+
+call_p = Primitive(
+    "call",
+    shape_rule=_call_rule,
+    kernel=_call,
+    summary="run another graph function on the operands (its arguments, then its captures)",
+    multiple_results=True,
+    stateful=True,
+)

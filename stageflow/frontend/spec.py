@@ -1,0 +1,44 @@
+"""`sf.TensorSpec`: the shape (with `None` for unknown dims) and dtype of a tensor argument."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.base import ShapedType
+from stageflow.frontend.primitives.shapes import format_shape
+
+
+@dataclass(frozen=True, init=False)
+class TensorSpec:
+    """Describes tensors an `sf.function` accepts; `None` dims accept any size."""
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+    name: str | None
+
+    def __init__(self, shape: Any, dtype: Any = dtypes.float32, name: str | None = None):
+        dims = tuple(None if d is None else int(d) for d in shape)
+        object.__setattr__(self, "shape", dims)
+        object.__setattr__(self, "dtype", dtypes.as_dtype(dtype))
+        object.__setattr__(self, "name", name)
+
+    @classmethod
+    def from_tensor(cls, tensor: Any, name: str | None = None) -> TensorSpec:
+        return cls(tensor.shape, tensor.dtype, name)
+
+    @property
+    def shaped_type(self) -> ShapedType:
+        return ShapedType(self.shape, self.dtype)
+
+    def is_compatible_with(self, shape: tuple, dtype: np.dtype) -> bool:
+        return dtype == self.dtype and len(shape) == len(self.shape) and all(
+            want is None or want == got for want, got in zip(self.shape, shape, strict=True)
+        )
+
+    def __repr__(self) -> str:
+        name = f", name={self.name!r}" if self.name else ""
+        return f"TensorSpec(shape={format_shape(self.shape)}, dtype={self.dtype.name}{name})"

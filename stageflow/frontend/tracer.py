@@ -1,0 +1,237 @@
+"""The graph-building context: symbolic tensors and the trace that records equations.
+
+While `sf.function` traces a Python function, `GraphTrace` is the current trace: every
+`Primitive.bind` runs the op's shape rule and appends an `Equation` (with the user's source
+line) instead of computing, and returns a `SymbolicTensor`. Eager tensors closed over are
+captured by value, variables by reference, values of an enclosing trace by a hidden input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stageflow.errors import StagingError
+from stageflow.frontend import context
+from stageflow.frontend.graph import Capture, Equation, Graph, Value
+from stageflow.frontend.primitives import state
+from stageflow.frontend.primitives.base import Primitive, ResourceType, ShapedType
+from stageflow.frontend.primitives.shapes import format_shape
+from stageflow.frontend.primitives.structural import constant_p
+from stageflow.frontend.source import describe_location, user_location
+from stageflow.frontend.tensor import Tensor, wrap
+
+_VALUE_HINT = (
+    "a traced tensor has no value until the graph function runs; use sf.cond / "
+    "sf.while_loop for data-dependent control flow, or sf.py_func to run Python on values"
+)
+
+
+class SymbolicTensor(Tensor):
+    """A tensor of a graph being traced: a typed SSA value with no concrete data."""
+
+    __slots__ = ("_trace", "_node")
+
+    def __init__(self, trace: GraphTrace, node: Value) -> None:
+        self._trace = trace
+        self._node = node
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return self._node.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._node.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._node.type.shape)
+
+    @property
+    def size(self) -> int | None:
+        total = 1
+        for d in self.shape:
+            if d is None:
+                return None
+            total *= d
+        return total
+
+    def _staging_error(self, what: str) -> StagingError:
+        return StagingError(f"{what} of a traced tensor {self._node.type}: {_VALUE_HINT}"
+                            f"{describe_location()}")
+
+    def numpy(self) -> np.ndarray:
+        raise self._staging_error(".numpy()")
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        raise self._staging_error("the NumPy value")
+
+    def _scalar(self, what: str) -> Any:
+        raise self._staging_error(f"{what}()")
+
+    def __len__(self) -> int:
+        if not self.shape or self.shape[0] is None:
+            raise self._staging_error("len()")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape or self.shape[0] is None:
+            raise self._staging_error("iteration over an unknown dim")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        return (f"<sf.Tensor %{self._node.id} shape={format_shape(self.shape)} "
+                f"dtype={self.dtype.name} (traced)>")
+
+
+class GraphTrace:
+    """Records the ops of one graph function while its Python function runs."""
+
+    def __init__(self, graph: Graph, parent: Any, allow_variable_creation: bool) -> None:
+        self.graph = graph
+        self.parent = parent
+        self.allow_variable_creation = allow_variable_creation
+        self.created_variables: list[Any] = []
+        self._captured: dict[int, Value] = {}
+        self._lifted: dict[int, Any] = {}
+        self._lifted_upto = 0
+        self.op_lines: dict[tuple[str, int], int] = {}
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def add_input(self, type_: ShapedType | ResourceType, source: Any = None) -> Value:
+        """A new argument of the graph function (a variable argument binds its handle)."""
+        value = Value(type_)
+        self.graph.inputs.append(value)
+        if source is not None:
+            self._captured[id(source)] = value
+        return value
+
+    def symbolic(self, value: Value) -> SymbolicTensor:
+        return SymbolicTensor(self, value)
+
+    def _capture(self, source: Any, type_: ShapedType | ResourceType) -> Value:
+        key = id(source)
+        value = self._captured.get(key)
+        if value is None:
+            value = Value(type_)
+            self.graph.captures.append(Capture(value, source))
+            self._captured[key] = value
+        return value
+
+    def value_of(self, tensor: Any, op: str) -> Value:
+        """The graph value for an operand, capturing it when it comes from outside."""
+        if isinstance(tensor, SymbolicTensor):
+            if tensor._trace is self:
+                return tensor._node
+            if self._encloses(tensor._trace):
+                return self._capture(tensor, tensor._node.type)
+            raise StagingError(
+                f"{op}: a traced tensor of another function was used here (did it escape "
+                f"from an sf.function, e.g. through a Python global or list?){describe_location()}"
+            )
+        if type(tensor) is Tensor:
+            value = tensor._value
+            return self._capture(tensor, ShapedType(value.shape, value.dtype))
+        raise TypeError(f"{op}: expected a tensor, got {type(tensor).__name__}"
+                        f"{describe_location()}")
+
+    def operand(self, source: Any, op: str) -> Value:
+        """The graph value for a call operand: a variable's handle or a tensor's value."""
+        if hasattr(source, "_store"):
+            return self._handle(source)
+        return self.value_of(source, op)
+
+    def _encloses(self, trace: Any) -> bool:
+        parent = self.parent
+        while isinstance(parent, GraphTrace):
+            if parent is trace:
+                return True
+            parent = parent.parent
+        return False
+
+    # -- the Trace protocol -------------------------------------------------------------
+
+    def process(self, primitive: Primitive, args: tuple, params: dict[str, Any]) -> Any:
+        inputs = [self.value_of(a, primitive.name) for a in args]
+        symbols = self._emit(primitive, inputs, params)
+        return tuple(symbols) if primitive.multiple_results else symbols[0]
+
+    def _append(self, equation: Equation) -> None:
+        self.graph.equations.append(equation)
+        if equation.location is not None:
+            key = (equation.location.filename, equation.location.line)
+            self.op_lines[key] = self.op_lines.get(key, 0) + 1
+
+    def constant(self, array: Any) -> SymbolicTensor:
+        array = np.asarray(array)
+        return self.process(constant_p, (), {"value": array})
+
+    def read_variable(self, variable: Any) -> SymbolicTensor:
+        handle = self._handle(variable)
+        return self._emit(state.read_variable_p, [handle], {})[0]
+
+    def assign_variable(self, variable: Any, value: Tensor) -> None:
+        handle = self._handle(variable)
+        self._emit(state.assign_variable_p, [handle, self.value_of(value, "assign")], {})
+
+    def _handle(self, variable: Any) -> Value:
+        return self._capture(variable, ResourceType(ShapedType(variable.shape, variable.dtype)))
+
+    def _emit(self, primitive: Primitive, inputs: list[Value], params: dict) -> list:
+        types = primitive.abstract_eval(*(v.type for v in inputs), **params)
+        types = types if primitive.multiple_results else (types,)
+        outputs = [Value(t) for t in types]
+        self._append(Equation(primitive, inputs, params, outputs, user_location()))
+        return [SymbolicTensor(self, v) for v in outputs]
+
+    def variable_created(self, variable: Any) -> None:
+        if not self.allow_variable_creation:
+            raise ValueError(
+                "sf.function: a variable was created on a call other than the first; "
+                "create state only on the first call (e.g. `if self.v is None: self.v = "
+                f"sf.Variable(...)`) or outside the function{describe_location()}"
+            )
+        self.created_variables.append(variable)
+
+    def lift(self, value: Any) -> Any:
+        """The concrete value of a traced tensor computed only from captures and constants.
+
+        Used for initial values of variables created while tracing: every equation so far
+        that does not depend on the function's arguments runs once, eagerly, in order
+        (so random draws advance their generator as they would eagerly).
+        """
+        if not isinstance(value, SymbolicTensor) or value._trace is not self:
+            return value
+        from stageflow.runtime.interpreter import run_equation
+
+        env = self._lifted
+        for capture in self.graph.captures:
+            env.setdefault(id(capture.value), _capture_value(capture.source, self.parent))
+        for eq in self.graph.equations[self._lifted_upto:]:
+            if all(id(v) in env for v in eq.inputs):
+                results = run_equation(eq, [env[id(v)] for v in eq.inputs])
+                env.update((id(v), r) for v, r in zip(eq.outputs, results, strict=True))
+        self._lifted_upto = len(self.graph.equations)
+        if id(value._node) not in env:
+            raise ValueError(
+                "sf.Variable: the initial value depends on the function's arguments; "
+                f"compute it from constants or create the variable outside{describe_location()}"
+            )
+        return wrap(env[id(value._node)])
+
+
+def _capture_value(source: Any, parent: Any) -> Any:
+    """The run-time value of a capture: an array, a variable object, or an outer value."""
+    if isinstance(source, SymbolicTensor):
+        return np.asarray(parent.lift(source)._value)
+    if type(source) is Tensor:
+        return source._value
+    return source
+
+
+def current_graph_trace() -> GraphTrace | None:
+    trace = context.current_trace()
+    return trace if isinstance(trace, GraphTrace) else None

@@ -1,0 +1,119 @@
+"""`sf.Variable`: mutable state owned by a Python object (the paper, section 4.3).
+
+Eagerly a variable holds a NumPy array that `assign*` replaces. While a function is traced,
+the variable is captured by reference: reads and writes become `read_variable` /
+`assign_variable` ops on its resource handle, so the graph function mutates the live object.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from stageflow.frontend import context
+from stageflow.frontend.primitives.shapes import format_shape
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+_unique = itertools.count()
+
+
+class Variable:
+    """A named, typed, mutable tensor; usable wherever a tensor is."""
+
+    __hash__ = object.__hash__  # variables are objects with identity (unlike tensors)
+
+    def __init__(
+        self,
+        initial_value: Any,
+        trainable: bool = True,
+        name: str | None = None,
+        dtype: Any = None,
+    ) -> None:
+        from stageflow.frontend.ops.convert import convert_to_tensor
+
+        trace = context.current_trace()
+        trace.variable_created(self)
+        # State is created eagerly, even inside a trace (the paper's state-creation rule).
+        with context.init_scope():
+            if callable(initial_value):
+                initial_value = initial_value()
+            value = convert_to_tensor(trace.lift(initial_value), dtype)._value
+        self._value = value
+        self.trainable = bool(trainable)
+        self.name = name if name is not None else f"Variable:{next(_unique)}"
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def device(self) -> str:
+        return "/device:CPU:0"
+
+    def read_value(self) -> Tensor:
+        """The current value (a read op on the handle while tracing)."""
+        return context.current_trace().read_variable(self)
+
+    value = read_value
+
+    def _as_tensor(self) -> Tensor:
+        return self.read_value()
+
+    def numpy(self) -> np.ndarray:
+        return np.array(self._value)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return np.array(self._value, dtype=dtype) if copy else np.asarray(self._value, dtype)
+
+    def assign(self, value: Any) -> Variable:
+        """Replace the value (same dtype and shape)."""
+        from stageflow.frontend.ops.convert import convert_to_tensor
+
+        context.current_trace().assign_variable(self, convert_to_tensor(value, self.dtype))
+        return self
+
+    def assign_add(self, delta: Any) -> Variable:
+        return self.assign(self.read_value() + delta)
+
+    def assign_sub(self, delta: Any) -> Variable:
+        return self.assign(self.read_value() - delta)
+
+    def _store(self, array: Any) -> None:
+        """Write a new value after checking dtype and shape (eager and interpreted writes)."""
+        array = np.asarray(array)
+        if array.dtype != self.dtype or array.shape != self.shape:
+            raise ValueError(
+                f"assign: variable {self.name!r} is {self.dtype.name}{format_shape(self.shape)}"
+                f", the value is {array.dtype.name}{format_shape(array.shape)}"
+                f"{describe_location()}"
+            )
+        self._value = array
+
+    def __float__(self) -> float:
+        return float(self.read_value())
+
+    def __int__(self) -> int:
+        return int(self.read_value())
+
+    def __bool__(self) -> bool:
+        return bool(self.read_value())
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+    def __repr__(self) -> str:
+        body = np.array2string(np.asarray(self._value), separator=", ", prefix="sf.Variable(")
+        return (f"sf.Variable({body}, name={self.name!r}, shape={self.shape}, "
+                f"dtype={self.dtype.name})")
+
