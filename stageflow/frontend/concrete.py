@@ -186,7 +186,7 @@ def trace_function(function: Any, leaves: list, treedef: Any,
             f"sf.function {function.name!r} traced {len(graph.equations)} ops; {count} of "
             f"them come from {filename}:{line} (a Python loop unrolled at trace time?). "
             "Use sf.while_loop or vectorised ops to keep graphs small.",
-            stacklevel=4,
+            stacklevel=5,
         )
     return ConcreteFunction(function.name, graph, leaves, out_treedef, template,
                             trace.created_variables, key, function.jit)

@@ -209,9 +209,10 @@ class Function:
             spec_leaves, treedef = nest.flatten(spec_args)
             concrete = self._trace(spec_leaves, treedef, None)
             self._cache["signature"] = concrete
+        kinds = Tensor | Variable | TensorSpec
         names = [n for n, leaf in zip(self._names(canonical), leaves, strict=False)
-                 if isinstance(leaf, Tensor | Variable)]
-        tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
+                 if isinstance(leaf, kinds)]
+        tensors = [leaf for leaf in leaves if isinstance(leaf, kinds)]
         concrete.check_arguments(tensors, names)
         return concrete
 
@@ -234,7 +235,7 @@ class Function:
             "[sf.TensorSpec(shape with None dims, dtype), ...] or reduce_retracing=True, and "
             "pass changing Python numbers as tensors.",
             RetracingWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
 
     def _trace(self, leaves: list, treedef: Any, key: tuple | None) -> ConcreteFunction:

@@ -22,6 +22,8 @@ from stageflow.frontend.primitives.structural import constant_p
 from stageflow.frontend.source import describe_location, user_location
 from stageflow.frontend.tensor import Tensor, wrap
 
+SMALL_CONSTANT = 16  # elements; constants up to this size are deduplicated while tracing
+
 _VALUE_HINT = (
     "a traced tensor has no value until the graph function runs; use sf.cond / "
     "sf.while_loop for data-dependent control flow, or sf.py_func to run Python on values"
@@ -97,6 +99,7 @@ class GraphTrace:
         self._captured: dict[int, Value] = {}
         self._lifted: dict[int, Any] = {}
         self._lifted_upto = 0
+        self._constants: dict[tuple, SymbolicTensor] = {}
         self.op_lines: dict[tuple[str, int], int] = {}
 
     # -- inputs -------------------------------------------------------------------------
@@ -166,8 +169,15 @@ class GraphTrace:
             self.op_lines[key] = self.op_lines.get(key, 0) + 1
 
     def constant(self, array: Any) -> SymbolicTensor:
+        """A constant op; small constants (Python scalars mostly) are made once per trace."""
         array = np.asarray(array)
-        return self.process(constant_p, (), {"value": array})
+        if array.size > SMALL_CONSTANT:
+            return self.process(constant_p, (), {"value": array})
+        key = (array.dtype.str, array.shape, array.tobytes())
+        symbol = self._constants.get(key)
+        if symbol is None:
+            symbol = self._constants[key] = self.process(constant_p, (), {"value": array})
+        return symbol
 
     def read_variable(self, variable: Any) -> SymbolicTensor:
         handle = self._handle(variable)

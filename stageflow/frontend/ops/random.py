@@ -21,9 +21,10 @@ Seed rule (TensorFlow's four cases, `tf.random.set_seed`):
    numbers each call, the same sequence each run, as TensorFlow's per-op counters give);
    ``set_seed`` resets those streams.
 
-The generator's state is mutable Python state for now, read and written only in
-`Generator._read_state` / `Generator._write_state`, the two places that change when it
-becomes an ``sf.Variable`` (so staged functions see fresh numbers on every call).
+A generator's state is an ``sf.Variable``, read and written only in
+`Generator._read_state` / `Generator._write_state`: a staged function captures it by
+reference, so it draws fresh numbers on every call, and ``set_seed`` resets the existing
+generators in place, so functions traced before it see the reset too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
+from stageflow.frontend import context, dtypes
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
@@ -45,6 +46,7 @@ from stageflow.frontend.primitives import random as rp
 from stageflow.frontend.primitives import structural as st
 from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.variables import Variable
 
 __all__ = [
     "Generator",
@@ -180,15 +182,18 @@ class Generator:
     """
 
     def __init__(self, state: Any) -> None:
-        state = convert_to_tensor(state) if is_tensor(state) else _state_tensor(state)
-        if state.dtype != dtypes.uint32:
-            raise _fail("Generator", f"the state must be uint32, got {state.dtype.name}",
-                        TypeError)
-        if tuple(state.shape) != (rp.STATE_WORDS,):
-            raise _fail("Generator", "the state must have shape (4,) = [key0, key1, "
-                        f"counter_lo, counter_hi], got {tuple(state.shape)}")
+        # The state is a variable, created eagerly even inside a trace: a staged function
+        # reads and advances it at every call, so it draws fresh numbers each time.
+        with context.init_scope():
+            state = convert_to_tensor(state) if is_tensor(state) else _state_tensor(state)
+            if state.dtype != dtypes.uint32:
+                raise _fail("Generator", f"the state must be uint32, got {state.dtype.name}",
+                            TypeError)
+            if tuple(state.shape) != (rp.STATE_WORDS,):
+                raise _fail("Generator", "the state must have shape (4,) = [key0, key1, "
+                            f"counter_lo, counter_hi], got {tuple(state.shape)}")
+            self._state = Variable(state, trainable=False, name="random_state")
         self._lock = threading.Lock()
-        self._state = state
 
     @classmethod
     def from_seed(cls, seed: int) -> Generator:
@@ -211,11 +216,20 @@ class Generator:
         """The current ``uint32[4]`` state; `from_state` of it replays the same draws."""
         return self._read_state()
 
+    def reset(self, seed: int) -> None:
+        """Restart this generator (in place) as ``Generator.from_seed(seed)`` would start."""
+        lo, hi = _seed_words(seed, "Generator.reset")
+        self._reset_words(lo, hi)
+
+    def _reset_words(self, key0: int, key1: int) -> None:
+        with context.init_scope(), self._lock:
+            self._state.assign(np.array([key0, key1, 0, 0], dtype=np.uint32))
+
     def _read_state(self) -> Tensor:
-        return self._state
+        return self._state.read_value()
 
     def _write_state(self, state: Tensor) -> None:
-        self._state = state
+        self._state.assign(state)
 
     def bits(self, shape: Any) -> Tensor:
         """Raw uint32 Philox words of `shape` (element i: word i % 4 of block ctr + i // 4)."""
@@ -306,7 +320,7 @@ class Generator:
         return ew.cast(_affine(z, stddev, mean), dtype)
 
     def __repr__(self) -> str:
-        words = ", ".join(f"{int(w):#010x}" for w in np.asarray(self._read_state()))
+        words = ", ".join(f"{int(w):#010x}" for w in self._state.numpy())
         return f"sf.random.Generator(state=[{words}])"
 
 
@@ -324,11 +338,14 @@ def set_seed(seed: int) -> None:
     """
     global _global_seed, _global_generator
     _seed_words(seed, "set_seed")
-    generator = Generator.from_seed(seed)
     with _global_lock:
         _global_seed = operator.index(seed)
-        _global_generator = generator
-        _op_generators.clear()
+        if _global_generator is None:
+            _global_generator = Generator.from_seed(seed)
+        else:
+            _global_generator.reset(seed)
+        for op_seed, generator in _op_generators.items():
+            generator._reset_words(*_derived_key(_global_seed, op_seed))
 
 
 def get_global_generator() -> Generator:

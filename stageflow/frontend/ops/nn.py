@@ -1,0 +1,373 @@
+"""`sf.nn`: activations, softmax, dropout, convolution, pooling and cross-entropy losses.
+
+Everything here except `conv2d` and pooling is a composite of existing op functions, so
+autodiff, fusion and codegen only ever see primitives (softplus, say, is `maximum`, `abs`,
+`exp` and `log1p`). Argument conventions are TensorFlow's (`tf.nn`): strides and window
+sizes are an int or a list of 1, 2 or 4 ints, padding is "SAME", "VALID" or explicit pairs,
+images are NHWC and filters HWIO. TensorFlow's "SAME" rule is resolved here, once, into the
+explicit padding the `conv2d` and `reduce_window` primitives take.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
+from stageflow.frontend.ops.shape import expand_dims
+from stageflow.frontend.primitives import conv
+from stageflow.frontend.primitives import structural as st
+from stageflow.frontend.primitives.shapes import format_shape, normalize_axis
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+sigmoid = ew.sigmoid
+tanh = ew.tanh
+
+IntOrInts = int | Sequence[int]
+PaddingArg = str | Sequence[Sequence[int]]
+
+
+def _fail(op: str, message: str, error: type[Exception] = ValueError) -> Exception:
+    return error(f"{op}: {message}{describe_location()}")
+
+
+def _floating(x: Any, op: str) -> Tensor:
+    """`x` as a tensor of a floating dtype; integer activations make no sense (TypeError)."""
+    x = convert_to_tensor(x)
+    if not dtypes.is_floating(x.dtype):
+        raise _fail(op, f"expected a floating tensor, got {x.dtype.name}", TypeError)
+    return x
+
+
+def _axis(op: str, axis: int, ndim: int) -> int:
+    try:
+        return normalize_axis(int(axis), ndim)
+    except ValueError as error:
+        raise _fail(op, str(error)) from None
+
+
+# --------------------------------------------------------------------------- activations
+
+
+def relu(features: Any) -> Tensor:
+    """max(x, 0); integer tensors are allowed, as in TensorFlow."""
+    return ew.maximum(convert_to_tensor(features), 0)
+
+
+def relu6(features: Any) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return ew.minimum(relu(features), 6)
+
+
+def leaky_relu(features: Any, alpha: float = 0.2) -> Tensor:
+    """x where x > 0, else alpha * x."""
+    x = _floating(features, "leaky_relu")
+    return ew.where(ew.greater(x, 0.0), x, ew.multiply(x, float(alpha)))
+
+
+def elu(features: Any) -> Tensor:
+    """x where x > 0, else exp(x) - 1 (expm1 keeps small negative x accurate)."""
+    x = _floating(features, "elu")
+    # expm1 sees only min(x, 0), so the unused branch cannot overflow for large x.
+    return ew.where(ew.greater(x, 0.0), x, ew.expm1(ew.minimum(x, 0.0)))
+
+
+def gelu(features: Any, approximate: bool = False) -> Tensor:
+    """x * Phi(x): exactly 0.5 x (1 + erf(x / sqrt 2)), or TensorFlow's tanh approximation."""
+    x = _floating(features, "gelu")
+    if approximate:
+        cube = ew.multiply(ew.multiply(x, x), x)
+        inner = ew.multiply(ew.add(x, ew.multiply(cube, 0.044715)), math.sqrt(2.0 / math.pi))
+        return ew.multiply(ew.multiply(x, 0.5), ew.add(ew.tanh(inner), 1.0))
+    return ew.multiply(ew.multiply(x, 0.5), ew.add(ew.erf(ew.multiply(x, math.sqrt(0.5))), 1.0))
+
+
+def softplus(features: Any) -> Tensor:
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): no overflow, accurate for x << 0."""
+    x = _floating(features, "softplus")
+    return ew.add(ew.maximum(x, 0.0), ew.log1p(ew.exp(ew.negative(ew.abs(x)))))
+
+
+def silu(features: Any) -> Tensor:
+    """x * sigmoid(x) (also called swish)."""
+    x = _floating(features, "silu")
+    return ew.multiply(x, ew.sigmoid(x))
+
+
+swish = silu
+
+
+def _shifted(logits: Any, axis: int, op: str) -> tuple[Tensor, int]:
+    """logits - max(logits) along `axis`: exp of it cannot overflow, and the max term is 1."""
+    x = _floating(logits, op)
+    axis = _axis(op, axis, x.ndim)
+    return ew.subtract(x, reduce_max(x, axis, keepdims=True)), axis
+
+
+def softmax(logits: Any, axis: int = -1) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis`, stable for any finite logits."""
+    shifted, axis = _shifted(logits, axis, "softmax")
+    e = ew.exp(shifted)
+    return ew.divide(e, reduce_sum(e, axis, keepdims=True))
+
+
+def log_softmax(logits: Any, axis: int = -1) -> Tensor:
+    """x - logsumexp(x) along `axis`, without forming softmax (so no log(0) = -inf)."""
+    shifted, axis = _shifted(logits, axis, "log_softmax")
+    return ew.subtract(shifted, ew.log(reduce_sum(ew.exp(shifted), axis, keepdims=True)))
+
+
+# --------------------------------------------------------------------------- dropout
+
+
+def dropout(x: Any, rate: float, training: bool = True, seed: int | None = None) -> Tensor:
+    """Zero each element with probability `rate` and scale the rest by 1 / (1 - rate).
+
+    The expected value is unchanged, so no rescaling is needed at inference, where
+    (`training=False`) x is returned as it is. The mask comes from `sf.random.uniform`, a
+    stateful op: a staged function draws a fresh mask on every call.
+    """
+    x = _floating(x, "dropout")
+    rate = float(rate)
+    if not 0.0 <= rate < 1.0:
+        raise _fail("dropout", f"rate must be in [0, 1), got {rate}")
+    if not training or rate == 0.0:
+        return x
+    # Imported here: `random` builds on this package's op functions, not the other way round.
+    from stageflow.frontend.ops import random as sf_random
+
+    noise = sf_random.uniform(x.shape, 0.0, 1.0, dtype=dtypes.float32, seed=seed)
+    keep = ew.greater_equal(noise, rate)
+    return ew.where(keep, ew.multiply(x, 1.0 / (1.0 - rate)), convert_to_tensor(0, x.dtype))
+
+
+# --------------------------------------------------------------------------- windows
+
+
+def _spatial(value: IntOrInts, name: str, op: str) -> tuple[int, int]:
+    """TF's int-or-list convention for strides, dilations and ksize, as (height, width)."""
+    if isinstance(value, int | np.integer):
+        values = [int(value)]
+    else:
+        values = [int(v) for v in value]
+    if len(values) == 1:
+        values = values * 2
+    elif len(values) == 4:
+        if values[0] != 1 or values[3] != 1:
+            raise _fail(op, f"{name} {values} must be 1 in the batch and channel dims (NHWC)")
+        values = values[1:3]
+    elif len(values) != 2:
+        raise _fail(op, f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
+    if min(values) < 1:
+        raise _fail(op, f"{name} must be positive, got {value!r}")
+    return values[0], values[1]
+
+
+def same_padding(size: int | None, window: int, stride: int, dilation: int = 1,
+                 op: str = "conv2d") -> tuple[int, int]:
+    """TensorFlow's "SAME" rule: output ceil(size / stride), the odd pad at the end.
+
+    The total pad depends on `size` only when stride > 1; an unknown size is then an error.
+    """
+    effective = (window - 1) * dilation + 1
+    if size is None:
+        if stride != 1:
+            raise _fail(op, "'SAME' padding with stride > 1 needs known spatial dims; "
+                        "give the input signature static height and width")
+        total = effective - 1
+    else:
+        out = -(-size // stride)
+        total = max((out - 1) * stride + effective - size, 0)
+    return total // 2, total - total // 2
+
+
+def _padding(padding: PaddingArg, op: str, sizes: tuple[int | None, int | None],
+             window: tuple[int | None, int | None], strides: tuple[int, int],
+             dilations: tuple[int, int] = (1, 1)) -> conv.Padding:
+    """Explicit ((top, bottom), (left, right)) pads for TF's padding argument."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return (0, 0), (0, 0)
+        if mode == "SAME":
+            if None in window:
+                raise _fail(op, "'SAME' padding needs a known window (filter) size")
+            return tuple(  # type: ignore[return-value]
+                same_padding(sizes[i], window[i], strides[i], dilations[i], op) for i in (0, 1)
+            )
+        raise _fail(op, f"padding must be 'SAME', 'VALID' or explicit pairs, got {padding!r}")
+    try:
+        pairs = [(int(lo), int(hi)) for lo, hi in padding]
+    except (TypeError, ValueError):
+        raise _fail(op, f"cannot read padding {padding!r} as (before, after) pairs") from None
+    if len(pairs) == 4:
+        if pairs[0] != (0, 0) or pairs[3] != (0, 0):
+            raise _fail(op, f"explicit padding {pairs} must be 0 in the batch and channel dims")
+        pairs = pairs[1:3]
+    if len(pairs) != 2 or min(min(p) for p in pairs) < 0:
+        raise _fail(op, f"explicit padding must be 2 or 4 pairs of ints >= 0, got {padding!r}")
+    return pairs[0], pairs[1]
+
+
+def _image(x: Any, op: str, data_format: str) -> Tensor:
+    if data_format != "NHWC":
+        raise _fail(op, f"only data_format='NHWC' is supported, got {data_format!r}")
+    x = convert_to_tensor(x)
+    if x.ndim != 4:
+        raise _fail(op, f"expected an NHWC input of rank 4, got shape {format_shape(x.shape)}")
+    return x
+
+
+def conv2d(input: Any, filters: Any, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
+           data_format: str = "NHWC", dilations: IntOrInts | None = None) -> Tensor:
+    """2-D convolution (cross-correlation, as in every DL framework) of NHWC by HWIO.
+
+    Output [N, Ho, Wo, O]; with "SAME", Ho = ceil(H / stride); with "VALID",
+    Ho = ceil((H - (kh - 1) * dilation) / stride).
+    """
+    x = _image(input, "conv2d", data_format)
+    w = convert_to_tensor(filters)
+    if w.ndim != 4:
+        raise _fail("conv2d", f"filters must be HWIO of rank 4, got shape "
+                    f"{format_shape(w.shape)} (input {format_shape(x.shape)})")
+    stride_hw = _spatial(strides, "strides", "conv2d")
+    dilation_hw = _spatial(1 if dilations is None else dilations, "dilations", "conv2d")
+    pads = _padding(padding, "conv2d", x.shape[1:3], w.shape[0:2], stride_hw, dilation_hw)
+    return conv.conv2d_p.bind(x, w, strides=stride_hw, padding=pads, dilations=dilation_hw)
+
+
+def _pool_args(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
+               op: str, data_format: str):
+    x = _image(input, op, data_format)
+    window = _spatial(ksize, "ksize", op)
+    stride_hw = _spatial(strides, "strides", op)
+    pads = _padding(padding, op, x.shape[1:3], window, stride_hw)
+    return x, window, stride_hw, pads
+
+
+def max_pool2d(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
+               data_format: str = "NHWC") -> Tensor:
+    """Maximum over each window; padding never wins (it is -inf, or the int minimum)."""
+    x, window, stride_hw, pads = _pool_args(input, ksize, strides, padding, "max_pool2d",
+                                            data_format)
+    return conv.reduce_window_p.bind(x, kind="max", window=window, strides=stride_hw,
+                                     padding=pads)
+
+
+def avg_pool2d(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
+               data_format: str = "NHWC") -> Tensor:
+    """Mean over each window, counting only real elements (TF's "SAME" excludes padding)."""
+    x, window, stride_hw, pads = _pool_args(input, ksize, strides, padding, "avg_pool2d",
+                                            data_format)
+    if not dtypes.is_floating(x.dtype):
+        raise _fail("avg_pool2d", f"expected a floating tensor, got {x.dtype.name}", TypeError)
+    total = conv.reduce_window_p.bind(x, kind="sum", window=window, strides=stride_hw,
+                                      padding=pads)
+    return ew.divide(total, _window_counts(x, window, stride_hw, pads))
+
+
+def _window_counts(x: Tensor, window: tuple[int, int], strides: tuple[int, int],
+                   pads: conv.Padding) -> Tensor:
+    """How many real (unpadded) elements each output window covers, shaped [1, Ho, Wo, 1].
+
+    With known height and width this is a small constant computed here; otherwise it is the
+    same sum-pooling applied to ones, so it stays correct for any size at run time.
+    """
+    if pads == ((0, 0), (0, 0)):
+        return convert_to_tensor(window[0] * window[1], x.dtype)
+    height, width = x.shape[1:3]
+    if height is not None and width is not None:
+        per_axis = [
+            _axis_counts(size, k, s, pad)
+            for size, k, s, pad in zip((height, width), window, strides, pads, strict=True)
+        ]
+        counts = np.multiply.outer(*per_axis).astype(x.dtype)
+        return convert_to_tensor(counts[None, :, :, None])
+    return _window_counts_at_run_time(x, window, strides, pads)
+
+
+def _window_counts_at_run_time(x: Tensor, window: tuple[int, int], strides: tuple[int, int],
+                               pads: conv.Padding) -> Tensor:
+    """Sum-pool ones shaped like one channel of one image of x, whose size is unknown here."""
+    everything = (None, None, None)
+    corner = st.slice_p.bind(x, slices=((0, 1, 1), everything, everything, (0, 1, 1)))
+    # select(cond, 1, 1) has cond's shape, known or not (zeros_like needs a static shape).
+    one = convert_to_tensor(1, x.dtype)
+    ones = ew.where(ew.equal(corner, corner), one, one)
+    return conv.reduce_window_p.bind(ones, kind="sum", window=window, strides=strides,
+                                     padding=pads)
+
+
+def _axis_counts(size: int, window: int, stride: int, pad: tuple[int, int]) -> np.ndarray:
+    out = conv.window_output_size(size, window, stride, pad)
+    starts = np.arange(out) * stride - pad[0]
+    return np.minimum(starts + window, size) - np.maximum(starts, 0)
+
+
+# --------------------------------------------------------------------------- losses
+
+
+def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) -> Tensor:
+    """-sum(labels * log_softmax(logits)) along `axis`: one loss per example.
+
+    `labels` are probabilities of logits' dtype (Python data is converted to it). Going
+    through log_softmax keeps the loss finite and exact for logits of any size.
+    """
+    logits = _floating(logits, "softmax_cross_entropy_with_logits")
+    labels = _labels_like(labels, logits)
+    axis = _axis("softmax_cross_entropy_with_logits", axis, logits.ndim)
+    # -(p * log q) per term, then the sum: a perfect prediction gives +0.0, not -0.0.
+    return reduce_sum(ew.multiply(labels, ew.negative(log_softmax(logits, axis))), axis)
+
+
+def _labels_like(labels: Any, logits: Tensor) -> Tensor:
+    op = "softmax_cross_entropy_with_logits"
+    if isinstance(labels, Tensor) or hasattr(labels, "_as_tensor"):
+        labels = convert_to_tensor(labels)
+        if labels.dtype != logits.dtype:
+            raise _fail(op, f"labels are {labels.dtype.name} but logits are "
+                        f"{logits.dtype.name}; use sf.cast", TypeError)
+        return labels
+    return convert_to_tensor(np.asarray(labels), logits.dtype)
+
+
+def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Tensor:
+    """-log_softmax(logits)[..., label]: integer class labels of shape logits.shape[:-1].
+
+    An out-of-range label raises ``ValueError`` when the labels are known (eagerly) and
+    gives NaN in a staged function, which is what TensorFlow does on CPU and GPU.
+    """
+    op = "sparse_softmax_cross_entropy_with_logits"
+    logits = _floating(logits, op)
+    labels = convert_to_tensor(labels)
+    if labels.dtype not in (dtypes.int32, dtypes.int64):
+        raise _fail(op, f"labels must be int32 or int64, got {labels.dtype.name}", TypeError)
+    if logits.ndim < 1 or labels.ndim != logits.ndim - 1 or any(
+        a != b and None not in (a, b) for a, b in zip(labels.shape, logits.shape[:-1], strict=True)
+    ):
+        raise _fail(op, f"labels {format_shape(labels.shape)} must have the shape of logits "
+                    f"{format_shape(logits.shape)} without its last dim")
+    classes = logits.shape[-1]
+    if classes is None:
+        raise _fail(op, "the number of classes (logits' last dim) must be known")
+    if type(labels) is Tensor and labels.size:
+        values = labels._value
+        if values.min() < 0 or values.max() >= classes:
+            raise _fail(op, f"a label is outside [0, {classes}): min {values.min()}, "
+                        f"max {values.max()}")
+    positions = st.iota_p.bind(shape=(classes,), dtype=labels.dtype, dimension=0)
+    hits = ew.equal(expand_dims(labels, -1), positions)
+    log_probs = log_softmax(logits, -1)
+    # where, not one_hot * log_probs: a -inf log-probability of another class must not
+    # turn 0 * -inf into NaN.
+    zero = convert_to_tensor(0, logits.dtype)
+    loss = reduce_sum(ew.where(hits, ew.negative(log_probs), zero), -1)
+    valid = ew.logical_and(ew.greater_equal(labels, 0), ew.less(labels, classes))
+    return ew.where(valid, loss, convert_to_tensor(float("nan"), logits.dtype))

@@ -1,0 +1,364 @@
+"""sf.function: the trace cache, closures, variables, composition and staging errors."""
+
+from __future__ import annotations
+
+import collections
+import warnings
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+from stageflow.frontend import function as function_module
+
+
+def test_select_listing_staged():
+    @sf.function
+    def select(vector):
+        A = sf.constant([[1.0, 0.0]])
+        return sf.matmul(A, vector)
+
+    x = sf.constant([[2.0], [-2.0]])
+    assert repr(select(x)) == "sf.Tensor([[2.]], shape=(1, 1), dtype=float32)"
+
+
+def test_cache_hit_does_not_rerun_python():
+    calls = []
+
+    @sf.function
+    def f(x):
+        calls.append(1)
+        return x * 2.0 + 1.0
+
+    x = sf.constant([1.0, 2.0])
+    for _ in range(3):
+        np.testing.assert_allclose(f(x).numpy(), [3.0, 5.0])
+    assert len(calls) == 1 and f.tracing_count == 1
+    f(sf.constant([1.0, 2.0, 3.0]))
+    f(sf.constant([1.0, 2.0], dtype=sf.float64))
+    assert f.tracing_count == 3
+    assert f.python_function(x).numpy().tolist() == [3.0, 5.0]
+
+
+def test_python_values_are_part_of_the_key():
+    """Listing 6: one graph function with dropout, one without."""
+
+    @sf.function
+    def lossy_matmul(W, x, training=True):
+        outputs = sf.matmul(W, x)
+        if training:
+            outputs = sf.nn.dropout(outputs, 0.2)
+        return outputs
+
+    W = sf.random.normal((3, 5))
+    x = sf.random.normal((5, 1))
+    lossy_matmul(W, x, training=True)
+    exact = lossy_matmul(W, x, training=False)
+    assert lossy_matmul.tracing_count == 2
+    np.testing.assert_allclose(exact.numpy(), W.numpy() @ x.numpy(), rtol=1e-5)
+    lossy_matmul(W, x, False)  # positional or keyword: the same signature
+    assert lossy_matmul.tracing_count == 2
+
+
+def test_add_noise_numpy_is_baked_in_sf_random_is_fresh():
+    @sf.function
+    def add_noise():
+        return sf.eye(5) + np.random.randn(5, 5).astype(np.float32)
+
+    @sf.function
+    def add_sf_noise():
+        return sf.eye(5) + sf.random.normal((5, 5))
+
+    assert np.array_equal(add_noise().numpy(), add_noise().numpy())
+    assert not np.array_equal(add_sf_noise().numpy(), add_sf_noise().numpy())
+
+
+def test_staged_random_matches_eager_stream():
+    @sf.function
+    def draw():
+        return sf.random.uniform((4,))
+
+    sf.random.set_seed(7)
+    eager = [sf.random.uniform((4,)).numpy() for _ in range(3)]
+    sf.random.set_seed(7)
+    staged = [draw().numpy() for _ in range(3)]
+    assert np.array_equal(eager, staged)
+
+
+def test_variables_captured_by_reference_listing_7():
+    v = sf.Variable(0.0)
+
+    @sf.function
+    def mutate():
+        v.assign_add(1.0)
+        return v.read_value()
+
+    mutate()
+    assert float(v.read_value()) == 1.0
+    v.assign_add(1.0)
+    assert float(v.read_value()) == 2.0
+    mutate()
+    assert float(v.read_value()) == 3.0
+
+
+def test_tensors_captured_by_value():
+    c = sf.constant([1.0, 2.0])
+
+    @sf.function
+    def f(x):
+        return x + c
+
+    f(sf.constant([0.0, 0.0]))
+    c = sf.constant([10.0, 20.0])  # rebinding the name does not change the graph
+    assert f(sf.constant([0.0, 0.0])).numpy().tolist() == [1.0, 2.0]
+    assert len(f.get_concrete_function(sf.TensorSpec([2])).graph.captures) == 1
+
+
+def test_composition_emits_a_call_listing_8():
+    @sf.function
+    def inner(a):
+        return sf.nn.relu(a)
+
+    @sf.function
+    def outer(a, b):
+        return inner(sf.matmul(a, b))
+
+    result = outer(sf.eye(3), sf.diag([-1.0, 1.0, 2.0]))
+    np.testing.assert_allclose(result.numpy(), np.diag([0.0, 1.0, 2.0]))
+    graph = outer.get_concrete_function(sf.eye(3), sf.eye(3)).graph
+    names = [eq.primitive.name for eq in graph.equations]
+    assert names == ["matmul", "call"]
+    assert graph.equations[1].params["callee"].name == "inner"
+
+
+def test_state_creation_rule():
+    class Net:
+        def __init__(self):
+            self.v = None
+
+        @sf.function
+        def __call__(self, x):
+            if self.v is None:
+                self.v = sf.Variable(sf.ones((2,)) * 3.0)
+            return x * self.v
+
+    net = Net()
+    x = sf.constant([1.0, 2.0])
+    assert net(x).numpy().tolist() == [3.0, 6.0]
+    assert net(x).numpy().tolist() == [3.0, 6.0]
+    assert Net.__call__.__get__(net).tracing_count == 2  # traced once more after creation
+    other = Net()  # a new instance has its own first call
+    assert other(x).numpy().tolist() == [3.0, 6.0]
+
+    @sf.function
+    def creates_every_time(x):
+        return x + sf.Variable(1.0)
+
+    # The first trace may create variables; the trace that follows it may not.
+    with pytest.raises(ValueError, match="created on a call other than the first") as info:
+        creates_every_time(sf.constant(1.0))
+    assert "test_function.py" in str(info.value)
+
+
+def test_variable_initial_value_from_arguments_is_an_error():
+    @sf.function
+    def f(x):
+        return sf.Variable(x * 2.0)
+
+    with pytest.raises(ValueError, match="depends on the function's arguments"):
+        f(sf.constant(1.0))
+
+
+def test_input_signature_with_unknown_dims():
+    @sf.function(input_signature=[sf.TensorSpec([None, 2])])
+    def row_sums(x):
+        return sf.reduce_sum(x, axis=1)
+
+    for batch in (1, 3, 7):
+        np.testing.assert_allclose(row_sums(np.ones((batch, 2), np.float32)).numpy(),
+                                   np.full(batch, 2.0))
+    assert row_sums.tracing_count == 1
+    with pytest.raises(ValueError, match=r"x has shape \(3, 3\).*\(\?, 2\)"):
+        row_sums(sf.ones((3, 3)))
+    with pytest.raises(TypeError, match="x has dtype float64"):
+        row_sums(sf.ones((3, 2), dtype=sf.float64))
+    cf = row_sums.get_concrete_function()
+    assert cf.inputs[0].shape == (None, 2)
+    assert cf.outputs[0].shape == (None,)
+
+
+def test_nested_arguments_and_results():
+    Pair = collections.namedtuple("Pair", "a b")
+
+    @sf.function
+    def f(batch, pair):
+        total = batch["x"] + batch["y"][0]
+        return {"sum": total, "pair": Pair(pair.a * 2.0, pair.b), "tag": "ok"}
+
+    out = f({"x": sf.constant(1.0), "y": [sf.constant(2.0)]},
+            Pair(sf.constant(3.0), sf.constant(4.0)))
+    assert float(out["sum"]) == 3.0 and out["tag"] == "ok"
+    assert isinstance(out["pair"], Pair) and float(out["pair"].a) == 6.0
+
+
+def test_retracing_warning_names_the_argument():
+    @sf.function
+    def f(x, n):
+        return x * float(n)
+
+    x = sf.constant(1.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(6):
+            f(x, n)
+    messages = [str(w.message) for w in caught if issubclass(w.category, sf.RetracingWarning)]
+    assert len(messages) == 1
+    assert "'n'" in messages[0] and "Python value changed" in messages[0]
+    assert "input_signature" in messages[0]
+
+
+def test_reduce_retracing_relaxes_dims():
+    @sf.function(reduce_retracing=True)
+    def f(x):
+        return x * 2.0
+
+    for n in (2, 3, 4, 5):
+        np.testing.assert_allclose(f(sf.ones((n,))).numpy(), np.full(n, 2.0))
+    assert f.tracing_count == 2
+    f(sf.ones((2, 2)))
+    assert f.tracing_count == 3
+
+
+def test_trace_cache_is_bounded():
+    @sf.function
+    def f(x, k):
+        return x + 1.0
+
+    x = sf.constant(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(function_module.CACHE_SIZE + 10):
+            f(x, k)
+    assert len(f._cache) == function_module.CACHE_SIZE
+
+
+def test_staging_errors_point_at_the_user_line():
+    @sf.function
+    def branchy(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(sf.errors.StagingError, match="sf.cond") as info:
+        branchy(sf.constant(1.0))
+    assert "test_function.py" in str(info.value) and "if x > 0" in str(info.value)
+
+    @sf.function
+    def to_numpy(x):
+        return x.numpy()
+
+    with pytest.raises(sf.errors.StagingError):
+        to_numpy(sf.constant(1.0))
+
+    @sf.function(input_signature=[sf.TensorSpec([None])])
+    def iterate(x):
+        return [y for y in x]
+
+    with pytest.raises(sf.errors.StagingError, match="unknown dim"):
+        iterate(sf.ones((3,)))
+
+
+def test_shape_errors_while_tracing_name_op_and_line():
+    @sf.function
+    def bad(x, y):
+        return x + y
+
+    with pytest.raises(ValueError, match=r"add.*\(3,\) and \(4,\)") as info:
+        bad(sf.ones((3,)), sf.ones((4,)))
+    assert "return x + y" in str(info.value)
+
+
+def test_python_loops_are_unrolled():
+    @sf.function
+    def power(x, n):
+        result = sf.ones_like(x)
+        for _ in range(n):
+            result = result * x
+        return result
+
+    assert float(power(sf.constant(2.0), 5)) == 32.0
+    cf = power.get_concrete_function(sf.constant(2.0), 5)
+    assert sum(eq.primitive.name == "multiply" for eq in cf.graph.equations) == 5
+
+
+def test_large_trace_warns_once_naming_the_line():
+    @sf.function
+    def unrolled(x):
+        for _ in range(5001):
+            x = x * 1.0 + 0.0
+        return x
+
+    with pytest.warns(UserWarning, match=r"traced 1000\d ops.*test_function.py:\d+"):
+        unrolled(sf.constant(1.0))
+
+
+def test_init_scope_runs_eagerly():
+    seen = []
+
+    @sf.function
+    def f(x):
+        with sf.init_scope():
+            seen.append(type(sf.constant(1.0) + 1.0).__name__)
+        return x
+
+    f(sf.constant(1.0))
+    assert seen == ["Tensor"]
+
+
+def test_print_runs_with_the_graph(capsys):
+    @sf.function
+    def f(x):
+        sf.print("value:", x)
+        return x + 1.0
+
+    f(sf.constant([1.0, 2.0]))
+    f(sf.constant([3.0, 4.0]))
+    assert capsys.readouterr().out == "value: [1. 2.]\nvalue: [3. 4.]\n"
+    sf.print("eager", sf.constant(5))
+    assert capsys.readouterr().out == "eager 5\n"
+
+
+def test_variable_arguments_are_passed_by_reference():
+    @sf.function
+    def bump(v, amount):
+        v.assign_add(amount)
+        return v.read_value()
+
+    a, b = sf.Variable(1.0), sf.Variable(10.0)
+    bump(a, sf.constant(1.0))
+    bump(b, sf.constant(1.0))
+    assert bump.tracing_count == 1
+    assert float(a.read_value()) == 2.0 and float(b.read_value()) == 11.0
+
+
+def test_concrete_function_checks_its_arguments():
+    @sf.function
+    def f(x):
+        return x * 2.0
+
+    cf = f.get_concrete_function(sf.TensorSpec([2], sf.float32))
+    assert cf(sf.constant([1.0, 2.0])).numpy().tolist() == [2.0, 4.0]
+    with pytest.raises(ValueError, match="shape"):
+        cf(sf.constant([1.0, 2.0, 3.0]))
+    with pytest.raises(TypeError, match="dtype"):
+        cf(sf.constant([1, 2]))
+
+
+def test_runtime_errors_name_the_op_and_traced_line():
+    @sf.function(input_signature=[sf.TensorSpec([None], sf.int32)])
+    def pick(i):
+        return sf.gather(sf.constant([1.0, 2.0]), i)
+
+    with pytest.raises(IndexError, match="gather.*out of range") as info:
+        pick(sf.constant([5]))
+    assert "sf.gather(sf.constant" in str(info.value)
