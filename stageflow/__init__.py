@@ -4,14 +4,9 @@
 """
 
 from stageflow import errors
-from stageflow.frontend.context import init_scope
-from stageflow.frontend.function import Function, RetracingWarning, function
-from stageflow.frontend.concrete import ConcreteFunction
-from stageflow.frontend.ops import nn, random
-from stageflow.frontend.ops.debug import print
-from stageflow.frontend.spec import TensorSpec
-from stageflow.frontend.variables import Variable
 from stageflow.frontend import dtypes as _dtypes
+from stageflow.frontend.concrete import ConcreteFunction
+from stageflow.frontend.context import init_scope
 from stageflow.frontend.dtypes import (
     bfloat16,
     float16,
@@ -21,6 +16,8 @@ from stageflow.frontend.dtypes import (
     int64,
     uint32,
 )
+from stageflow.frontend.function import Function, RetracingWarning, function
+from stageflow.frontend.ops import nn, random
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
 from stageflow.frontend.ops.convert import constant, convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import (
@@ -34,6 +31,7 @@ from stageflow.frontend.ops.creation import (
     zeros,
     zeros_like,
 )
+from stageflow.frontend.ops.debug import print
 from stageflow.frontend.ops.elementwise import (
     abs,
     add,
@@ -101,7 +99,9 @@ from stageflow.frontend.ops.shape import (
     tile,
     transpose,
 )
+from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.variables import Variable
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 
 bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool

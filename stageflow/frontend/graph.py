@@ -14,7 +14,6 @@ from typing import Any
 from stageflow.frontend.primitives.base import Primitive, ResourceType, ShapedType
 from stageflow.frontend.source import SourceLocation
 
-
 Type = ShapedType | ResourceType
 
 _ids = itertools.count()

@@ -57,7 +57,12 @@ class Tensor:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         value = np.asarray(self._value, dtype=dtype)
-        return value.copy() if copy else value
+        if copy:
+            return value.copy()
+        if value is self._value or value.base is not None:
+            value = value.view()
+            value.flags.writeable = False  # a view must not let NumPy mutate the tensor
+        return value
 
     def __float__(self) -> float:
         return float(self._scalar("float"))
@@ -75,7 +80,7 @@ class Tensor:
 
     def _scalar(self, what: str) -> Any:
         if self._value.size != 1:
-            raise ValueError(
+            raise TypeError(
                 f"{what}() needs a tensor with one element, got shape {self.shape}"
                 f"{describe_location()}"
             )
@@ -135,6 +140,9 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     NumPy arrays and scalars keep their dtype. The result is a fresh array.
     """
     want = None if dtype is None else dtypes.as_dtype(dtype)
+    if want is not None and not dtypes.is_floating(want) and _has_python_float(value):
+        raise TypeError(f"cannot convert Python floats in {value!r} to {want.name} exactly; "
+                        "round them first or use sf.cast")
     if isinstance(value, Tensor):
         value = value._value
         source_is_numpy = True
@@ -154,3 +162,12 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     if array.dtype not in dtypes.ALL:
         raise TypeError(f"cannot make a tensor of dtype {array.dtype}")
     return array
+
+
+def _has_python_float(value: Any) -> bool:
+    """Whether Python data (not NumPy data) holds a non-integral float."""
+    if isinstance(value, float):
+        return not value.is_integer()
+    if isinstance(value, list | tuple):
+        return any(_has_python_float(v) for v in value)
+    return False

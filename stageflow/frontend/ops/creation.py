@@ -7,6 +7,7 @@ scalar constant rather than a large constant baked into the IR.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,9 @@ from stageflow.frontend.tensor import Tensor
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    if hasattr(shape, "__index__"):
+        return (operator.index(shape),)
+    return tuple(operator.index(d) for d in shape)
 
 
 def fill(dims: int | Sequence[int], value: Any, dtype: Any = None) -> Tensor:
@@ -97,9 +100,13 @@ def linspace(start: float, stop: float, num: int, dtype: Any = dtypes.float32) -
     num = int(num)
     if num < 1:
         raise ValueError(f"linspace: num must be at least 1, got {num}{describe_location()}")
-    steps = st.iota_p.bind(shape=(num,), dtype=dtype, dimension=0)
+    # Integer results are computed in float64 and truncated, as NumPy does.
+    compute = dtype if dtypes.is_floating(dtype) else dtypes.float64
+    steps = st.iota_p.bind(shape=(num,), dtype=compute, dimension=0)
     step = (stop - start) / (num - 1) if num > 1 else 0.0
-    scaled = ew.multiply(steps, convert_to_tensor(step, dtype))
-    values = ew.add(scaled, convert_to_tensor(start, dtype))
-    is_last = ew.equal(steps, convert_to_tensor(num - 1, dtype))
-    return ew.where(is_last, convert_to_tensor(stop, dtype), values) if num > 1 else values
+    scaled = ew.multiply(steps, convert_to_tensor(step, compute))
+    values = ew.add(scaled, convert_to_tensor(start, compute))
+    if num > 1:
+        is_last = ew.equal(steps, convert_to_tensor(num - 1, compute))
+        values = ew.where(is_last, convert_to_tensor(stop, compute), values)
+    return ew.cast(values, dtype)

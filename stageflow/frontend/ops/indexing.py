@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from stageflow.frontend import dtypes
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.shape import gather, reshape_to
@@ -37,8 +39,11 @@ def getitem(x: Any, key: Any) -> Tensor:
     x = convert_to_tensor(x)
     if not isinstance(key, tuple):
         key = (key,)
-    if len(key) == 1 and (is_tensor(key[0]) or isinstance(key[0], list)):
-        return gather(x, key[0], axis=0)
+    if len(key) == 1 and _is_index_array(key[0]):
+        indices = key[0]
+        if isinstance(indices, list) and not indices:
+            indices = np.zeros((0,), np.int32)
+        return gather(x, indices, axis=0)
     try:
         key = _expand_ellipsis(key, x.ndim)
     except IndexError as error:
@@ -74,6 +79,12 @@ def getitem(x: Any, key: Any) -> Tensor:
     if any(s != _FULL for s in slices):
         out = st.slice_p.bind(x, slices=tuple(slices))
     return reshape_to(out, shape)
+
+
+def _is_index_array(value: Any) -> bool:
+    if isinstance(value, list | np.ndarray):
+        return True
+    return is_tensor(value) and convert_to_tensor(value).ndim > 0
 
 
 def _is_integer(value: Any) -> bool:

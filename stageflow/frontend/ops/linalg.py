@@ -109,8 +109,9 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Tensor
         a_axes = list(range(a.ndim - axes, a.ndim))
         b_axes = list(range(axes))
     else:
-        a_axes = [int(i) % a.ndim for i in axes[0]]
-        b_axes = [int(i) % b.ndim for i in axes[1]]
+        a_list, b_list = ([v] if isinstance(v, int) else list(v) for v in axes)
+        a_axes = [int(i) % a.ndim for i in a_list]
+        b_axes = [int(i) % b.ndim for i in b_list]
     letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
     a_labels = letters[: a.ndim]
     b_list = list(letters[a.ndim : a.ndim + b.ndim])

@@ -70,7 +70,7 @@ def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     count = _count(x, axes)
     if dtypes.is_floating(x.dtype):
         return ew.divide(total, count)
-    return ew.floordiv(total, count)
+    return ew.multiply(ew.sign(total), ew.floordiv(ew.abs(total), count))
 
 
 def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
@@ -78,23 +78,33 @@ def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tenso
     x = convert_to_tensor(x)
     axes = _axes(x, axis, "reduce_logsumexp")
     keepdims = bool(keepdims)
+    if any(x.shape[a] == 0 for a in axes):  # the log of an empty sum
+        from stageflow.frontend.ops.creation import fill
+
+        shape = [1 if i in axes else d for i, d in enumerate(x.shape)
+                 if keepdims or i not in axes]
+        return fill(shape, float("-inf"), x.dtype)
     shift = red.reduce_max_p.bind(x, axes=axes, keepdims=True)
-    shift = ew.where(ew.equal(ew.abs(shift), float("inf")), ew.multiply(shift, 0.0), shift)
+    shift = ew.where(ew.equal(ew.abs(shift), float("inf")), 0.0, shift)
     summed = red.reduce_sum_p.bind(ew.exp(ew.subtract(x, shift)), axes=axes, keepdims=keepdims)
     # Reducing the size-1 dims of `shift` drops them exactly when keepdims is False.
     return ew.add(ew.log(summed), red.reduce_max_p.bind(shift, axes=axes, keepdims=keepdims))
 
 
-def _arg_reduce(primitive: Primitive, x: Any, axis: int) -> Tensor:
+def _arg_reduce(primitive: Primitive, x: Any, axis: int | None) -> Tensor:
     x = convert_to_tensor(x)
+    if axis is None:
+        from stageflow.frontend.ops.shape import reshape_to
+
+        x, axis = reshape_to(x, (x.size,)), 0
     return primitive.bind(x, axis=_axes(x, int(axis), primitive.name)[0])
 
 
-def argmax(x: Any, axis: int = 0) -> Tensor:
-    """Index (int64) of the first maximum along `axis`."""
+def argmax(x: Any, axis: int | None = 0) -> Tensor:
+    """Index (int64) of the first maximum along `axis` (of the flattened tensor if None)."""
     return _arg_reduce(red.argmax_p, x, axis)
 
 
-def argmin(x: Any, axis: int = 0) -> Tensor:
-    """Index (int64) of the first minimum along `axis`."""
+def argmin(x: Any, axis: int | None = 0) -> Tensor:
+    """Index (int64) of the first minimum along `axis` (of the flattened tensor if None)."""
     return _arg_reduce(red.argmin_p, x, axis)

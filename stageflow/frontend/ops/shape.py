@@ -43,14 +43,17 @@ def reshape_to(x: Tensor, shape: Sequence[int | None]) -> Tensor:
 def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     """The elements of `x` in row-major order with a new shape; one dim may be -1."""
     x = convert_to_tensor(x)
+    shape = (shape,) if isinstance(shape, int) else shape
     return st.reshape_p.bind(x, shape=tuple(int(d) for d in shape))
 
 
 def transpose(x: Any, perm: Sequence[int] | None = None) -> Tensor:
     """Permute the axes; the default reverses them, as NumPy and TensorFlow do."""
     x = convert_to_tensor(x)
-    perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) for p in perm)
-    perm = tuple(p % x.ndim if x.ndim else p for p in perm)
+    if perm is None:
+        perm = tuple(reversed(range(x.ndim)))
+    else:
+        perm = tuple(_axis("transpose", p, x.ndim) for p in perm)
     if perm == tuple(range(x.ndim)):
         return x
     return st.transpose_p.bind(x, perm=perm)
@@ -84,9 +87,10 @@ def concat(values: Sequence[Any], axis: int) -> Tensor:
     tensors = [convert_to_tensor(v) for v in values]
     if not tensors:
         raise _fail("concat", "needs at least one tensor")
+    axis = _axis("concat", axis, max(tensors[0].ndim, 1))
     if len(tensors) == 1:
         return tensors[0]
-    return st.concat_p.bind(*tensors, axis=_axis("concat", axis, max(tensors[0].ndim, 1)))
+    return st.concat_p.bind(*tensors, axis=axis)
 
 
 def stack(values: Sequence[Any], axis: int = 0) -> Tensor:
@@ -104,13 +108,17 @@ def split(x: Any, num_or_size_splits: int | Sequence[int], axis: int = 0) -> lis
     axis = _axis("split", axis, x.ndim)
     size = x.shape[axis]
     if isinstance(num_or_size_splits, int):
+        if num_or_size_splits < 1:
+            raise _fail("split", f"cannot split into {num_or_size_splits} parts")
         if size is None or size % num_or_size_splits:
             raise _fail("split", f"axis {axis} of size {size} is not divisible into "
                         f"{num_or_size_splits} parts")
         sizes = [size // num_or_size_splits] * num_or_size_splits
     else:
         sizes = [int(s) for s in num_or_size_splits]
-        if size is not None and sum(sizes) != size:
+        if sizes.count(-1) == 1 and size is not None:
+            sizes[sizes.index(-1)] = size - sum(s for s in sizes if s != -1)
+        if any(s < 0 for s in sizes) or (size is not None and sum(sizes) != size):
             raise _fail("split", f"sizes {sizes} do not add up to {size}")
     parts, start = [], 0
     for part in sizes:
@@ -151,6 +159,9 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT",
     if mode.upper() != "CONSTANT":
         raise _fail("pad", f"mode {mode!r} is not supported (only 'CONSTANT')")
     pads = tuple((int(lo), int(hi)) for lo, hi in paddings)
+    if isinstance(constant_values, float) and not dtypes.is_floating(x.dtype):
+        raise _fail("pad", f"the Python float {constant_values!r} cannot pad a "
+                    f"{x.dtype.name} tensor", TypeError)
     return st.pad_p.bind(x, pads=pads, value=constant_values)
 
 

@@ -72,9 +72,11 @@ def _true_divide_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _logistic(x):
-    # 0.5 * tanh(x / 2) + 0.5 is exact in exact arithmetic and never overflows.
-    half = x.dtype.type(0.5)
-    return np.tanh(x * half) * half + half
+    # With e = exp(-|x|) <= 1 nothing overflows, and e / (1 + e) keeps the relative
+    # precision of tiny results for very negative x.
+    e = np.exp(-np.abs(x))
+    one = x.dtype.type(1)
+    return np.where(x >= 0, one / (one + e), e / (one + e)).astype(x.dtype, copy=False)
 
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23

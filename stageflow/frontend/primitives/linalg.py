@@ -34,7 +34,8 @@ def _matmul(a, b, *, transpose_a, transpose_b):
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
-    return np.matmul(a, b)
+    # NumPy multiplies bfloat16 into float32; the result keeps the operands' dtype.
+    return np.matmul(a, b).astype(a.dtype, copy=False)
 
 
 matmul_p = Primitive(

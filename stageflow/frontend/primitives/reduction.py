@@ -35,12 +35,19 @@ def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
     return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
 
 
+def _accumulator(dtype: np.dtype) -> np.dtype:
+    """Half-precision sums accumulate in float32 (as TensorFlow and JAX do)."""
+    return dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else dtype
+
+
 def _sum(x, axis, keepdims):
-    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+    total = np.sum(x, axis=axis, keepdims=keepdims, dtype=_accumulator(x.dtype))
+    return np.asarray(total).astype(x.dtype, copy=False)
 
 
 def _prod(x, axis, keepdims):
-    return np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+    total = np.prod(x, axis=axis, keepdims=keepdims, dtype=_accumulator(x.dtype))
+    return np.asarray(total).astype(x.dtype, copy=False)
 
 
 def _extremum(numpy_reducer):

@@ -1,0 +1,150 @@
+"""Hypothesis strategies and NumPy comparison helpers shared by the eager-op tests.
+
+Shapes include 0-d and zero-size arrays; values are kept small so that no op in the tests
+overflows, divides by zero or leaves its domain unless a test asks for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import stageflow as sf
+from stageflow.frontend import context
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+INTS = (np.dtype(np.int32), np.dtype(np.int64))
+NUMERIC = FLOATS + INTS
+BOOL = np.dtype(np.bool_)
+ALL = NUMERIC + (BOOL,)
+
+MAX_DIMS = 4
+MAX_SIDE = 4
+
+# Absolute/relative tolerances for results computed with the same dtype as the reference.
+TOLERANCES = {
+    np.dtype(np.float16): (1e-3, 1e-3),
+    np.dtype(np.float32): (2e-6, 1e-6),
+    np.dtype(np.float64): (1e-12, 1e-12),
+}
+
+
+def shapes(min_dims: int = 0, max_dims: int = MAX_DIMS, min_side: int = 0,
+           max_side: int = MAX_SIDE) -> st.SearchStrategy[tuple[int, ...]]:
+    """Array shapes, 0-d and zero-size ones included by default."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
+                            max_side=max_side)
+
+
+def broadcast_shapes(num_shapes: int = 2, min_dims: int = 0, max_dims: int = MAX_DIMS,
+                     min_side: int = 0, max_side: int = MAX_SIDE):
+    """Tuples of `num_shapes` shapes that broadcast together under NumPy's rules."""
+    return hnp.mutually_broadcastable_shapes(
+        num_shapes=num_shapes, min_dims=min_dims, max_dims=max_dims, min_side=min_side,
+        max_side=max_side,
+    ).map(lambda b: b.input_shapes)
+
+
+def elements(dtype, lo: float = -10, hi: float = 10, nonzero: bool = False):
+    """Scalars of `dtype` in [lo, hi] (booleans ignore the bounds)."""
+    dtype = np.dtype(dtype)
+    if dtype == BOOL:
+        return st.booleans()
+    if dtype.kind == "i":
+        values = st.integers(int(lo), int(hi))
+        return values.filter(bool) if nonzero else values
+    lo, hi = _representable(lo, dtype, hi), _representable(hi, dtype, lo)
+    values = st.floats(
+        lo, hi, width=dtype.itemsize * 8, allow_nan=False, allow_infinity=False,
+        allow_subnormal=False,
+    )
+    return values.filter(lambda v: abs(v) >= 0.25) if nonzero else values
+
+
+def _representable(bound: float, dtype: np.dtype, toward: float) -> float:
+    """`bound` rounded to `dtype`, stepping towards `toward` if rounding moved it outwards."""
+    value = dtype.type(bound)
+    if (value < bound < toward) or (value > bound > toward):
+        value = np.nextafter(value, dtype.type(toward))
+    return float(value)
+
+
+def arrays(dtype, shape=None, lo: float = -10, hi: float = 10, nonzero: bool = False):
+    """NumPy arrays of `dtype` with `shape` (a shape or a strategy; default: any shape)."""
+    return hnp.arrays(
+        np.dtype(dtype), shapes() if shape is None else shape,
+        elements=elements(dtype, lo, hi, nonzero),
+    )
+
+
+@st.composite
+def axes(draw, ndim: int, allow_none: bool = True):
+    """An `axis` argument for a rank-`ndim` tensor: None, an int or a tuple (negatives too)."""
+    choices = ["tuple"]
+    if allow_none:
+        choices.append("none")
+    if ndim:
+        choices.append("int")
+    kind = draw(st.sampled_from(choices))
+    if kind == "none":
+        return None
+    if kind == "int":
+        return draw(st.integers(-ndim, ndim - 1))
+    chosen = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim)) if ndim else []
+    return tuple(a - ndim if draw(st.booleans()) else a for a in chosen)
+
+
+def numpy_axis(axis):
+    """The same axis argument in the form NumPy accepts."""
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def assert_matches(got, expected, *, dtype=None, rtol: float | None = None,
+                   atol: float | None = None) -> None:
+    """`got` is a tensor with exactly the shape and dtype of `expected` and close values.
+
+    Integers and booleans must match exactly; floats within the dtype's tolerance (or the
+    given one). `dtype` overrides the expected dtype (the reference may be computed wider).
+    """
+    assert isinstance(got, sf.Tensor), f"expected an sf.Tensor, got {type(got).__name__}"
+    expected = np.asarray(expected)
+    want_dtype = np.dtype(expected.dtype if dtype is None else dtype)
+    assert got.shape == expected.shape, f"shape {got.shape} != {expected.shape}"
+    assert isinstance(got.shape, tuple)
+    assert got.dtype == want_dtype, f"dtype {got.dtype} != {want_dtype}"
+    value = got.numpy()
+    assert value.shape == expected.shape
+    assert value.dtype == want_dtype
+    if want_dtype.kind == "f" or want_dtype == sf.bfloat16:
+        default_rtol, default_atol = TOLERANCES.get(want_dtype, (1e-2, 1e-2))
+        np.testing.assert_allclose(
+            value.astype(np.float64), expected.astype(np.float64),
+            rtol=default_rtol if rtol is None else rtol,
+            atol=default_atol if atol is None else atol,
+            equal_nan=True,
+        )
+    else:
+        np.testing.assert_array_equal(value, expected.astype(want_dtype))
+
+
+def _eager_fast() -> bool:
+    flags = getattr(context, "state", context)
+    return bool(getattr(flags, "eager_fast", True))
+
+
+@contextlib.contextmanager
+def dispatch(path: str):
+    """Run ops on the eager fast path ("fast") or through `Primitive.bind` ("slow")."""
+    if path == "fast":
+        assert _eager_fast(), "some other trace is active"
+        yield
+    else:
+        with context.slow_path():
+            assert not _eager_fast()
+            yield
+
+
+PATHS = ("fast", "slow")
