@@ -1,4 +1,9 @@
-"""Shared test configuration: hypothesis profiles and the import path for `strategies`.
+"""Shared test configuration: hypothesis profiles, the import path for `strategies`, and
+the eager/staged execution modes of the op tests.
+
+Every test in the op-set modules listed in `STAGED_MODULES` runs twice: eagerly, and with
+every op traced into its own graph function, verified as `sf` dialect IR and interpreted
+(`staging.stage_each_op`), so eager and staged execution must give the same numbers.
 
 Profiles (pick one with ``HYPOTHESIS_PROFILE=name``):
 
@@ -12,10 +17,15 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # `import strategies` from any test module, whether or not `tests` becomes a package.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# The execution-mode fixture wraps the whole test, the same for every example.
+SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large,
+              HealthCheck.function_scoped_fixture]
 
 settings.register_profile(
     "ci",
@@ -24,12 +34,34 @@ settings.register_profile(
     database=None,
     max_examples=25,
     print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=SUPPRESSED,
 )
 settings.register_profile(
     "dev",
     deadline=None,
     max_examples=300,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=SUPPRESSED,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+STAGED_MODULES = {
+    "test_creation", "test_indexing", "test_linalg", "test_nn", "test_random",
+    "test_reductions", "test_shape_ops",
+}
+
+
+@pytest.fixture(autouse=True)
+def execution_mode(request):
+    """"eager" by default; "staged" runs each op as a traced, verified graph function."""
+    if getattr(request, "param", "eager") == "staged":
+        from staging import stage_each_op
+
+        with stage_each_op():
+            yield "staged"
+    else:
+        yield "eager"
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.module.__name__.rpartition(".")[2] in STAGED_MODULES:
+        metafunc.parametrize("execution_mode", ["eager", "staged"], indirect=True)

@@ -11,6 +11,7 @@ import contextlib
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from staging import stage_each_op
 
 import stageflow as sf
 from stageflow.frontend import context
@@ -137,14 +138,19 @@ def _eager_fast() -> bool:
 
 @contextlib.contextmanager
 def dispatch(path: str):
-    """Run ops on the eager fast path ("fast") or through `Primitive.bind` ("slow")."""
+    """Run ops on the eager fast path ("fast"), through `Primitive.bind` ("slow"), or
+    each op traced into a verified graph function and interpreted ("staged")."""
     if path == "fast":
         assert _eager_fast(), "some other trace is active"
         yield
+    elif path == "staged":
+        with stage_each_op():
+            assert not _eager_fast()
+            yield
     else:
         with context.slow_path():
             assert not _eager_fast()
             yield
 
 
-PATHS = ("fast", "slow")
+PATHS = ("fast", "slow", "staged")

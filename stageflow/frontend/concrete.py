@@ -134,7 +134,7 @@ class ConcreteFunction:
 
         if stage != "traced":
             raise ValueError(f"IR stage {stage!r} is not available yet (have: 'traced')")
-        return module_text(self)
+        return module_text(self, debuginfo=True)
 
     def graph_dot(self) -> str:
         """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""

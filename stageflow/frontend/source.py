@@ -31,17 +31,20 @@ class SourceLocation:
         return f"{where}: {text}" if text else where
 
 
-def _is_internal(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen")
+def _is_internal(frame) -> bool:
+    """stageflow's own frames, Python's frozen modules, and frames of modules that declare
+    themselves part of the machinery with a global `_stageflow_internal = True`."""
+    filename = frame.f_code.co_filename
+    return (filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen")
+            or frame.f_globals.get("_stageflow_internal", False))
 
 
 def user_location() -> SourceLocation | None:
     """The innermost frame of the call stack that is not stageflow's own code."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not _is_internal(filename):
-            return SourceLocation(filename, frame.f_lineno, _column(frame))
+        if not _is_internal(frame):
+            return SourceLocation(frame.f_code.co_filename, frame.f_lineno, _column(frame))
         frame = frame.f_back
     return None
 

@@ -14,7 +14,16 @@ work without touching this file:
     None                    NoneType                           ``none``
     dtype                   element type                       ``f32``
     tuple (of the above)    ArrayAttr                          ``[0, 2]``, ``[[0, none, 1]]``
+    numpy.ndarray           DenseIntOrFPElementsAttr           ``dense<[1, 2]> : tensor<2xi32>``
+    function (has .name)    SymbolRefAttr                      ``@dense_relu``
     ======================  =================================  ======================
+
+A function param (the callee of `call`) cannot be rebuilt from text; it decodes to a
+`SymbolRef`, and ops holding one are checked against the referenced ``func.func``.
+
+Arrays go through NumPy's buffer straight into the dense attribute's bytes, in xDSL's own
+layout (little-endian, ``true`` as 0xFF), so a built constant compares equal to the same
+constant parsed from text.
 
 Integers are printed without their ``: i64`` suffix, as MLIR does for its default integer
 type; the parser reads a bare integer as i64, so the text still round-trips exactly.
@@ -23,11 +32,14 @@ type; the parser reads a bare integer as i64, so the text still round-trips exac
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -35,6 +47,8 @@ from xdsl.dialects.builtin import (
     NoneType,
     Signedness,
     StringAttr,
+    SymbolRefAttr,
+    TensorType,
     UnitAttr,
     f64,
     i1,
@@ -43,10 +57,19 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 from xdsl.printer import Printer
 
-from stageflow.ir.types import dtype_of, element_type, is_element_type
+from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.base import ShapedType
+from stageflow.ir.types import dtype_of, element_type, is_element_type, tensor_type
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _UI64 = IntegerType(64, Signedness.UNSIGNED)
+
+
+@dataclass(frozen=True)
+class SymbolRef:
+    """A decoded ``@name`` param: a reference to a function of the module, by name."""
+
+    name: str
 
 
 def encode(value: Any) -> Attribute:
@@ -70,6 +93,10 @@ def encode(value: Any) -> Attribute:
         return element_type(value)
     if isinstance(value, tuple | list):
         return ArrayAttr([encode(item) for item in value])
+    if isinstance(value, np.ndarray):
+        return dense_attr(value)
+    if isinstance(value, SymbolRef) or isinstance(getattr(value, "name", None), str):
+        return SymbolRefAttr(value.name)
     raise TypeError(f"cannot encode param value {value!r} of type {type(value).__name__}")
 
 
@@ -82,15 +109,48 @@ def decode(attr: Attribute) -> Any:
         return float(attr.value.data)
     if isinstance(attr, StringAttr):
         return attr.data
+    if isinstance(attr, BytesAttr):  # how xDSL parses back a string with non-ASCII text
+        return attr.data.decode("utf-8")
     if isinstance(attr, NoneType | NoneAttr):
         return None
     if isinstance(attr, UnitAttr):
         return True  # MLIR's flag: present means true
     if isinstance(attr, ArrayAttr):
         return tuple(decode(item) for item in attr.data)
+    if isinstance(attr, DenseIntOrFPElementsAttr):
+        return dense_value(attr)
+    if isinstance(attr, SymbolRefAttr) and not attr.nested_references.data:
+        return SymbolRef(attr.root_reference.data)
     if is_element_type(attr):
         return dtype_of(attr)
     raise TypeError(f"attribute {attr} is not a stageflow param")
+
+
+def _little_endian(dtype: np.dtype) -> np.dtype:
+    return dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype
+
+
+def dense_attr(value: Any, dtype: object = None) -> DenseIntOrFPElementsAttr:
+    """A dense elements attribute holding `value` (anything `np.asarray` accepts)."""
+    array = np.asarray(value, dtype=None if dtype is None else dtypes.as_dtype(dtype))
+    dtype = dtypes.as_dtype(array.dtype)
+    if dtype == dtypes.bool_:
+        data = np.where(array, np.uint8(0xFF), np.uint8(0)).tobytes()
+    else:
+        data = np.ascontiguousarray(array, dtype=_little_endian(dtype)).tobytes()
+    return DenseIntOrFPElementsAttr(tensor_type(ShapedType(array.shape, dtype)), BytesAttr(data))
+
+
+def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The (read-only) NumPy array a dense elements attribute holds."""
+    ty = attr.type
+    assert isinstance(ty, TensorType)
+    dtype = dtype_of(ty.get_element_type())
+    if dtype == dtypes.bool_:
+        flat = np.frombuffer(attr.data.data, dtype=np.uint8) != 0
+    else:
+        flat = np.frombuffer(attr.data.data, dtype=_little_endian(dtype))
+    return flat.reshape(tuple(ty.get_shape()))
 
 
 def encode_params(params: Mapping[str, Any]) -> dict[str, Attribute]:

@@ -5,13 +5,16 @@ from its `Primitive` instead of restating it. The shape rule's signature gives t
 shape: positional parameters become operands (``*xs`` a variadic operand), keyword-only
 parameters become attributes (optional when they have a default), and
 ``multiple_results`` primitives get a variadic result. The family base class (elementwise
-unary/binary/ternary, conversion, reduction, structural, linalg, random) is chosen from the
-primitive's module and arity, so passes can match whole families with ``isinstance``.
+unary/binary/ternary, conversion, reduction, structural, linalg, random, state, functional)
+is chosen from the primitive's module and arity, so passes can match whole families with
+``isinstance``. Stateful primitives' ops lack the ``Pure`` trait, so CSE and dead-code
+removal keep them.
 
 Every op shares one verifier (`SfOp.verify_`): it decodes the attributes to params, turns
 the operand types into `ShapedType`s, runs the primitive's own shape rule and checks that
-the declared result types are compatible with what the rule infers. There is no second
-copy of any shape logic here. Every op also shares one textual syntax::
+the declared result types are compatible with what the rule infers (same dtype and rank,
+dims equal or unknown on either side). There is no second copy of any shape logic here.
+Every op also shares one textual syntax (MLIR's, with the params in the attr-dict)::
 
     %2 = sf.add %0, %1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     %3 = sf.reduce_sum %2 {axes = [0], keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>
@@ -29,10 +32,15 @@ import pkgutil
 from typing import Any, ClassVar, Self
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Dialect, Operation
 from xdsl.irdl import (
+    AnyAttr,
     IRDLOperation,
+    ParamAttrConstraint,
+    VarConstraint,
     attr_def,
+    base,
     irdl_op_definition,
     operand_def,
     opt_attr_def,
@@ -43,23 +51,36 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
-from xdsl.traits import ConstantLike, Pure
+from xdsl.traits import ConstantLike, Pure, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from stageflow.frontend.primitives.base import REGISTRY, Primitive, ShapedType
-from stageflow.ir.attributes import decode, print_attr_dict
-from stageflow.ir.types import compatible, dtype_of, shaped_type, tensor_type
+from stageflow.frontend.primitives.base import REGISTRY, Primitive
+from stageflow.ir.attributes import SymbolRef, decode, print_attr_dict
+from stageflow.ir.types import (
+    AbstractValue,
+    ResourceTensorType,
+    abstract_value,
+    compatible,
+    ir_type,
+    shaped_type,
+)
+
+_loaded = False
 
 
 def load_primitives() -> None:
-    """Import every module of `stageflow.frontend.primitives`, so REGISTRY is complete."""
-    package = importlib.import_module("stageflow.frontend.primitives")
-    loader = getattr(package, "load_all", None)
-    if callable(loader):
-        loader()
+    """Import every module of `stageflow.frontend.primitives` once, so REGISTRY is complete."""
+    global _loaded
+    if _loaded:
         return
+    package = importlib.import_module("stageflow.frontend.primitives")
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")
+    _loaded = True
+
+
+# Operands and results: tensors, or handles to variables.
+VALUE_TYPE = base(TensorType) | base(ResourceTensorType)
 
 
 class SfOp(IRDLOperation):
@@ -83,31 +104,55 @@ class SfOp(IRDLOperation):
         names = self.attributes if type(self).ANY_PARAMS else type(self).PARAMS
         return {name: decode(self.attributes[name]) for name in names if name in self.attributes}
 
-    def operand_avals(self) -> list[ShapedType]:
-        return [shaped_type(operand.type) for operand in self.operands]
+    def operand_avals(self) -> list[AbstractValue]:
+        return [abstract_value(operand.type) for operand in self.operands]
 
-    def infer_result_types(self) -> tuple[ShapedType, ...]:
+    def infer_result_types(self) -> tuple[AbstractValue, ...]:
         """Run the primitive's shape rule on the operand types and attributes."""
         inferred = self.primitive.shape_rule(*self.operand_avals(), **self.params())
         return tuple(inferred) if isinstance(inferred, tuple) else (inferred,)
 
     def verify_(self) -> None:
         try:
+            declared = [abstract_value(result.type) for result in self.results]
+            callees = [v for v in self.params().values() if isinstance(v, SymbolRef)]
+            if callees:  # the rule needs the function itself: check against its signature
+                self._verify_callees(callees)
+                return
             inferred = self.infer_result_types()
-            declared = [shaped_type(result.type) for result in self.results]
-        except (ValueError, TypeError, IndexError, KeyError) as error:
+        except (ValueError, TypeError) as error:
             raise VerifyException(f"'{self.name}' op {error}") from None
+        except Exception as error:  # malformed params can trip a rule anywhere
+            message = f"invalid operands or params: {type(error).__name__}: {error}"
+            raise VerifyException(f"'{self.name}' op {message}") from None
         if len(declared) != len(inferred):
             raise VerifyException(
-                f"'{self.name}' op declares {len(declared)} results, "
-                f"the shape rule gives {len(inferred)}"
+                f"'{self.name}' op has {len(declared)} result(s) but the shape rule gives "
+                f"{len(inferred)}"
             )
         for index, (have, want) in enumerate(zip(declared, inferred, strict=True)):
             if not compatible(have, want):
                 raise VerifyException(
-                    f"'{self.name}' op result #{index} has type {tensor_type(have)} but the "
-                    f"operands and attributes give {tensor_type(want)}"
+                    f"'{self.name}' op result #{index} has type {ir_type(have)} but the "
+                    f"operands and attributes give {ir_type(want)}"
                 )
+
+    def _verify_callees(self, callees: list[SymbolRef]) -> None:
+        """Results must match each referenced function's; operands the only one's inputs."""
+        for callee in callees:
+            function = SymbolTable.lookup_symbol(self, callee.name)
+            if not isinstance(function, FuncOp):
+                raise TypeError(f"@{callee.name} is not a function of this module")
+            signature = function.function_type
+            checks = [("results", self.result_types, signature.outputs.data)]
+            if len(callees) == 1:
+                checks.append(("operands", self.operand_types, signature.inputs.data))
+            for what, have, want in checks:
+                if list(have) != list(want):
+                    raise TypeError(
+                        f"{what} ({', '.join(map(str, have))}) do not match @{callee.name}'s "
+                        f"({', '.join(map(str, want))})"
+                    )
 
     def print(self, printer: Printer) -> None:
         if self.operands:
@@ -173,6 +218,14 @@ class RandomOp(SfOp):
     """Random number generation."""
 
 
+class StateOp(SfOp):
+    """Reads and writes of variables and other effects (print); mostly stateful."""
+
+
+class FunctionalOp(SfOp):
+    """Ops that apply another function of the module, named by a symbol param (call)."""
+
+
 # The family of a primitive's op, by the last component of the module defining its rule.
 FAMILIES: dict[str, type[SfOp]] = {
     "reduction": ReductionOp,
@@ -180,13 +233,15 @@ FAMILIES: dict[str, type[SfOp]] = {
     "linalg": LinalgOp,
     "conv": LinalgOp,
     "random": RandomOp,
+    "state": StateOp,
+    "functional": FunctionalOp,
 }
 _ELEMENTWISE_BY_ARITY: dict[int, type[SfOp]] = {
     1: UnaryElementwiseOp,
     2: BinaryElementwiseOp,
     3: TernaryElementwiseOp,
 }
-_RESERVED = set(dir(IRDLOperation)) | {"name", "traits", "irdl_options", "assembly_format"}
+_RESERVED = {"name", "traits", "irdl_options", "assembly_format"}
 
 
 def _family(primitive: Primitive, arity: int | None, has_params: bool) -> type[SfOp]:
@@ -203,7 +258,8 @@ def _class_name(primitive_name: str) -> str:
 
 
 def _field(name: str) -> str:
-    return f"{name}_" if name in _RESERVED else name
+    """The Python field for an operand or attribute, clear of the op's own methods."""
+    return f"{name}_" if name in _RESERVED or hasattr(SfOp, name) else name
 
 
 def define_op(primitive: Primitive) -> type[SfOp]:
@@ -215,10 +271,10 @@ def define_op(primitive: Primitive) -> type[SfOp]:
     for parameter in inspect.signature(primitive.shape_rule).parameters.values():
         kind = parameter.kind
         if kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            fields[_field(parameter.name)] = operand_def(TensorType)
+            fields[_field(parameter.name)] = operand_def(VALUE_TYPE)
             arity = None if arity is None else arity + 1
         elif kind == parameter.VAR_POSITIONAL:
-            fields[_field(parameter.name)] = var_operand_def(TensorType)
+            fields[_field(parameter.name)] = var_operand_def(VALUE_TYPE)
             arity = None
         elif kind == parameter.KEYWORD_ONLY:
             required = parameter.default is parameter.empty
@@ -228,9 +284,9 @@ def define_op(primitive: Primitive) -> type[SfOp]:
         else:
             any_params = True
     if primitive.multiple_results:
-        fields["outputs"] = var_result_def(TensorType)
+        fields["outputs"] = var_result_def(VALUE_TYPE)
     else:
-        fields["result"] = result_def(TensorType)
+        fields["result"] = result_def(VALUE_TYPE)
     fields["traits"] = traits_def() if primitive.stateful else traits_def(Pure())
     fields["PRIMITIVE"] = primitive
     fields["PARAMS"] = tuple(params)
@@ -247,32 +303,49 @@ def define_op(primitive: Primitive) -> type[SfOp]:
 
 
 @irdl_op_definition
-class ConstantOp(IRDLOperation):
+class ConstantOp(SfOp):
     """``sf.constant``: a literal tensor, ``%0 = sf.constant dense<[1.0, 2.0]> : tensor<2xf32>``.
 
-    Meant for small tensors (the tracer's captured scalars and short literals); every
-    element is printed.
+    The op of the `constant` primitive (its ``value`` param, an array, is the dense
+    attribute), with MLIR's constant syntax instead of the generic one. Meant for small
+    tensors (captured scalars, short literals): every element is printed.
     """
 
     name = "sf.constant"
-    value = attr_def(DenseIntOrFPElementsAttr)
-    result = result_def(TensorType)
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    value = attr_def(ParamAttrConstraint(DenseIntOrFPElementsAttr, (T, AnyAttr())))
+    result = result_def(T)
     traits = traits_def(Pure(), ConstantLike())
-    assembly_format = "$value attr-dict"
+    PARAMS: ClassVar[tuple[str, ...]] = ("value",)
 
     def __init__(self, value: DenseIntOrFPElementsAttr) -> None:
         super().__init__(result_types=[value.type], attributes={"value": value})
 
-    def verify_(self) -> None:
-        if self.value.type != self.result.type:
-            raise VerifyException(
-                f"'{self.name}' op value has type {self.value.type} but the result is "
-                f"{self.result.type}"
-            )
-        try:
-            dtype_of(self.value.get_element_type())
-        except TypeError as error:
-            raise VerifyException(f"'{self.name}' op {error}") from None
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+        others = {k: v for k, v in self.attributes.items() if k != "value"}
+        if others:
+            printer.print_string(" ")
+            print_attr_dict(printer, others)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        position = parser.pos
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error("expected a dense<...> : tensor<...> value", position)
+        attributes = {"value": value, **parser.parse_optional_attr_dict()}
+        return cls.create(result_types=[value.type], attributes=attributes)
+
+    @property
+    def primitive(self) -> Primitive:
+        return REGISTRY["constant"]
+
+    def infer_result_types(self) -> tuple[AbstractValue, ...]:
+        if "constant" not in REGISTRY:  # no such primitive: the value's type is the type
+            return (shaped_type(self.value.type),)
+        return super().infer_result_types()
 
 
 OPS: dict[str, type[SfOp]] = {}
@@ -283,7 +356,11 @@ def op_class(primitive: Primitive | str) -> type[SfOp]:
     if isinstance(primitive, str):
         if primitive not in REGISTRY:
             load_primitives()
+        if primitive not in REGISTRY:
+            raise KeyError(f"no primitive named {primitive!r}")
         primitive = REGISTRY[primitive]
+    if primitive.name == "constant":
+        return ConstantOp
     cls = OPS.get(primitive.name)
     if cls is None or cls.PRIMITIVE is not primitive:
         cls = OPS[primitive.name] = define_op(primitive)
@@ -298,8 +375,8 @@ def sf_dialect() -> Dialect:
     global _dialect_cache
     load_primitives()
     if _dialect_cache is None or _dialect_cache[0] != len(REGISTRY):
-        ops: list[type[Operation]] = [ConstantOp]
-        ops += [op_class(primitive) for primitive in REGISTRY.values()]
-        _dialect_cache = (len(REGISTRY), Dialect("sf", ops, []))
+        ops = {ConstantOp, *(op_class(primitive) for primitive in REGISTRY.values())}
+        ordered: list[type[Operation]] = sorted(ops, key=lambda op: op.name)
+        _dialect_cache = (len(REGISTRY), Dialect("sf", ordered, [ResourceTensorType]))
     return _dialect_cache[1]
 

@@ -1,9 +1,11 @@
-"""Conversions between the frontend's `ShapedType` and the IR's builtin `tensor<...>` type.
+"""The IR's value types and their conversions from and to the frontend's abstract values.
 
-The frontend describes a value by shape (``None`` for an unknown dim) and NumPy dtype; the
+The frontend describes a tensor by shape (``None`` for an unknown dim) and NumPy dtype; the
 IR uses MLIR's builtin ranked tensor type with ``?`` for dynamic dims (``tensor<4x?xf32>``).
-This module is the only place that maps one onto the other, so the dtype table
-(`stageflow.frontend.dtypes.SHORT_NAMES`) and the IR element types can never drift apart.
+A variable handle (`ResourceType`, captured by reference) becomes the one type `sf` adds,
+``!sf.resource<tensor<4xf32>>``. This module is the only place that maps one side onto the
+other, so the dtype table (`stageflow.frontend.dtypes.SHORT_NAMES`) and the IR element
+types can never drift apart.
 """
 
 from __future__ import annotations
@@ -19,10 +21,25 @@ from xdsl.dialects.builtin import (
     Signedness,
     TensorType,
 )
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
+from xdsl.irdl import irdl_attr_definition
 
 from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import ShapedType
+from stageflow.frontend.primitives.base import ResourceType, ShapedType
+
+AbstractValue = ShapedType | ResourceType
+
+
+@irdl_attr_definition
+class ResourceTensorType(ParametrizedAttribute, TypeAttribute):
+    """``!sf.resource<tensor<4xf32>>``: a handle to a variable holding a tensor of that type.
+
+    Handles flow into `sf.read_variable` and `sf.assign_variable`; the value they refer to
+    lives outside the function (the variable is captured by reference).
+    """
+
+    name = "sf.resource"
+    value: TensorType
 
 ELEMENT_TYPES: dict[np.dtype, Attribute] = {
     dtypes.float16: Float16Type(),
@@ -68,8 +85,28 @@ def shaped_type(ty: Attribute) -> ShapedType:
     return ShapedType(shape, dtype_of(ty.get_element_type()))
 
 
-def compatible(declared: ShapedType, inferred: ShapedType) -> bool:
+def ir_type(value: AbstractValue | Attribute) -> Attribute:
+    """The IR type of an abstract value (IR types pass through unchanged)."""
+    if isinstance(value, ShapedType):
+        return tensor_type(value)
+    if isinstance(value, ResourceType):
+        return ResourceTensorType(tensor_type(value.value))
+    return value
+
+
+def abstract_value(ty: Attribute) -> AbstractValue:
+    """The abstract value the shape rules take for an IR type (inverse of `ir_type`)."""
+    if isinstance(ty, ResourceTensorType):
+        return ResourceType(shaped_type(ty.value))
+    return shaped_type(ty)
+
+
+def compatible(declared: AbstractValue, inferred: AbstractValue) -> bool:
     """Same dtype and rank, and every dim equal or unknown on either side."""
+    if isinstance(declared, ResourceType) or isinstance(inferred, ResourceType):
+        if not (isinstance(declared, ResourceType) and isinstance(inferred, ResourceType)):
+            return False
+        return compatible(declared.value, inferred.value)
     return (
         declared.dtype == inferred.dtype
         and declared.ndim == inferred.ndim

@@ -1,0 +1,137 @@
+"""The ``stageflow`` command: one sub-command per tool, like ``git`` or ``xdsl-opt``.
+
+``stageflow opt FILE.mlir [-o OUT]`` parses textual `sf` IR, verifies it and prints it
+back (passes will run here once they exist). Errors are reported as one line on stderr,
+``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, never a traceback:
+the command is driven by lit tests and scripts, which match on that line.
+
+Other sub-commands register themselves by adding a parser in `build_parser` with a
+``handler`` default taking the parsed arguments and returning the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+SPLIT_MARKER = "// -----"
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as ``stageflow <command>: error: <message>``."""
+
+
+def _read_input(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError as error:
+        raise CommandError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"cannot read {path}: not UTF-8 text") from None
+
+
+def _write_output(path: str | None, text: str) -> None:
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        raise CommandError(f"cannot write {path}: {error.strerror}") from None
+
+
+def _split_chunks(text: str, split: bool) -> list[tuple[str, int]]:
+    """The input's chunks and the line each starts on (for messages that name lines)."""
+    if not split:
+        return [(text, 0)]
+    chunks: list[tuple[str, int]] = []
+    lines: list[str] = []
+    start = 0
+    for number, line in enumerate(text.splitlines(keepends=True)):
+        if line.strip() == SPLIT_MARKER:
+            chunks.append(("".join(lines), start))
+            lines, start = [], number + 1
+        else:
+            lines.append(line)
+    chunks.append(("".join(lines), start))
+    return chunks
+
+
+def run_opt(args: argparse.Namespace) -> int:
+    """Parse, verify and print each input chunk; report every failing chunk."""
+    from stageflow.ir.text import IRError, module_to_text, parse_module
+
+    name = "<stdin>" if args.file == "-" else args.file
+    text = _read_input(args.file)
+    outputs: list[str] = []
+    failed = False
+    for chunk, first_line in _split_chunks(text, args.split_input_file):
+        # Pad with newlines so that positions are those of the whole file.
+        try:
+            module = parse_module("\n" * first_line + chunk, name)
+        except IRError as error:
+            print(f"stageflow opt: error: {error}", file=sys.stderr)
+            failed = True
+            continue
+        outputs.append(
+            module_to_text(module, debuginfo=args.print_debuginfo, generic=args.print_generic)
+        )
+    _write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stageflow", description="stageflow: tools for the sf IR and its compiler"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    opt = commands.add_parser("opt", help="parse, verify and print sf IR")
+    opt.add_argument("file", metavar="FILE", help="input .mlir file, '-' for stdin")
+    opt.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
+    opt.add_argument(
+        "--print-debuginfo",
+        "--mlir-print-debuginfo",
+        action="store_true",
+        help="print the loc(...) source location of every op",
+    )
+    opt.add_argument(
+        "--print-generic",
+        "--mlir-print-op-generic",
+        action="store_true",
+        help="print ops in MLIR's generic form",
+    )
+    opt.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help=f"treat each part between '{SPLIT_MARKER}' lines as a separate module",
+    )
+    opt.set_defaults(handler=run_opt)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except CommandError as error:
+        print(f"stageflow {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # a bug, still reported as one line (scripts parse stderr)
+        message = " ".join(str(error).split())
+        print(
+            f"stageflow {args.command}: internal error: {type(error).__name__}: {message}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

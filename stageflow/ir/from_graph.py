@@ -1,0 +1,92 @@
+"""From the tracer's `Graph` to `sf` dialect IR: one ``func.func`` per concrete function.
+
+Tracing records equations (cheap Python objects); the IR is built from them only when it is
+wanted (dumps, verification, passes, code generation). Each equation becomes the op of its
+primitive with the user's source line as its ``loc``; inputs (arguments, then captures)
+become block arguments; a call to another concrete function becomes ``sf.call`` with the
+callee's symbol, and every callee, direct or indirect, is emitted into the same module
+under a unique symbol name (two traces of one Python function share a name otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Operation, SSAValue
+
+from stageflow.frontend.graph import Graph
+from stageflow.ir.attributes import SymbolRef
+from stageflow.ir.builder import build_function, build_op
+from stageflow.ir.text import module_to_text
+
+
+class _Symbols:
+    """Unique function names, one per graph (keyed by identity)."""
+
+    def __init__(self) -> None:
+        self.by_graph: dict[int, str] = {}
+        self.taken: set[str] = set()
+
+    def name(self, graph: Graph, wanted: str) -> str:
+        if id(graph) not in self.by_graph:
+            name, suffix = wanted, 0
+            while name in self.taken:
+                suffix += 1
+                name = f"{wanted}_{suffix}"
+            self.taken.add(name)
+            self.by_graph[id(graph)] = name
+        return self.by_graph[id(graph)]
+
+
+def _params(params: dict[str, Any], symbols: _Symbols) -> dict[str, Any]:
+    """Params with every concrete function (anything holding a `.graph`) as its symbol."""
+    return {
+        key: SymbolRef(symbols.name(value.graph, value.name))
+        if isinstance(getattr(value, "graph", None), Graph)
+        else value
+        for key, value in params.items()
+    }
+
+
+def graph_function(graph: Graph, name: str, symbols: _Symbols | None = None) -> FuncOp:
+    """The ``func.func @name`` computing `graph` (its callees are referenced by symbol)."""
+    symbols = symbols or _Symbols()
+
+    def body(args: tuple[SSAValue, ...]) -> tuple[list[Operation], list[SSAValue]]:
+        values: dict[Any, SSAValue] = dict(zip(graph.all_inputs, args, strict=True))
+        ops: list[Operation] = []
+        for eq in graph.equations:
+            op = build_op(
+                eq.primitive,
+                [values[v] for v in eq.inputs],
+                _params(eq.params, symbols),
+                [v.type for v in eq.outputs],
+                eq.location,
+            )
+            ops.append(op)
+            values.update(zip(eq.outputs, op.results, strict=True))
+        return ops, [values[v] for v in graph.outputs]
+
+    return build_function(name, [v.type for v in graph.all_inputs], body)
+
+
+def graph_module(graph: Graph, name: str | None = None) -> ModuleOp:
+    """A module holding `graph` as ``@name`` (default: the graph's) and all its callees."""
+    symbols = _Symbols()
+    main = symbols.name(graph, name or graph.name)
+    callees = graph.callees()
+    for callee in callees:  # name them all before any call op refers to one
+        symbols.name(callee.graph, callee.name)
+    functions = [graph_function(graph, main, symbols)]
+    functions += [
+        graph_function(callee.graph, symbols.name(callee.graph, callee.name), symbols)
+        for callee in callees
+    ]
+    return ModuleOp(functions)
+
+
+def module_text(function: Any, *, debuginfo: bool = False) -> str:
+    """The IR text of a concrete function (anything with `.graph` and `.name`)."""
+    return module_to_text(graph_module(function.graph, function.name), debuginfo=debuginfo)

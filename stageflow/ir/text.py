@@ -1,0 +1,162 @@
+"""Textual IR: parse, print and verify modules, with errors that name a file and line.
+
+`module_to_text` and `parse_module` are inverses on the text they produce: printing a
+parsed module gives back the same text (with ``debuginfo=True`` the ``loc(...)`` of every
+op and block argument is printed and parsed back too). Errors from xDSL arrive as
+multi-line reports with carets; `IRError` condenses them to one line,
+``file.mlir:3:8: 'sf.add' op shapes (3,) and (4,) are incompatible for broadcasting``,
+remembering where each op was parsed so that verifier errors point at the source line too.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import NamedTuple
+from weakref import WeakKeyDictionary
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import Builtin, FileLineColLoc, ModuleOp
+from xdsl.dialects.func import Func
+from xdsl.ir import Dialect, Operation
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Input, Span
+
+from stageflow.ir.dialect import sf_dialect
+
+
+class SourcePosition(NamedTuple):
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class IRError(Exception):
+    """A parse or verification error, as one line: ``where: message``."""
+
+    def __init__(
+        self, message: str, where: SourcePosition | None = None, op: Operation | None = None
+    ) -> None:
+        self.message = " ".join(line.strip() for line in message.strip().splitlines())
+        self.where = where
+        self.op = op
+        super().__init__(f"{where}: {self.message}" if where else self.message)
+
+
+def make_context(extra_dialects: tuple[Dialect, ...] = ()) -> Context:
+    """A context that knows builtin, func and sf (and `extra_dialects`)."""
+    context = Context()
+    for dialect in (Builtin, Func, sf_dialect(), *extra_dialects):
+        context.load_dialect(dialect)
+    return context
+
+
+_COMMENT = re.compile(r"//[^\n]*")
+# A string literal as xDSL's lexer reads it, written without nested repetition: xDSL's own
+# pattern backtracks exponentially on a string left open at the end of a long line.
+_STRING = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+_COMMENT_OR_QUOTE = re.compile(r'//[^\n]*|"')
+
+
+def _unterminated_string(text: str) -> int | None:
+    """The offset of the first string literal not closed on its line, if any (linear)."""
+    position = 0
+    while (found := _COMMENT_OR_QUOTE.search(text, position)) is not None:
+        if found.group() != '"':
+            position = found.end()
+        elif (literal := _STRING.match(text, found.start())) is not None:
+            position = literal.end()
+        else:
+            return found.start()
+    return None
+
+
+# Where each parsed op starts in its source text (kept lazily: input and offset).
+_PARSED_AT: WeakKeyDictionary[Operation, tuple[Input[str], int]] = WeakKeyDictionary()
+
+
+class _RecordingParser(Parser):
+    """xDSL's parser, also noting the start offset of every op it parses."""
+
+    def parse_operation(self) -> Operation:
+        start = self.pos
+        op = super().parse_operation()
+        _PARSED_AT[op] = (self.lexer.input, start)
+        return op
+
+
+def source_position(op: Operation) -> SourcePosition | None:
+    """Where `op` came from: its ``loc("f.py":3:1)`` if it has one (as MLIR reports
+    diagnostics), else where it was parsed from, else ``None``."""
+    location = op.location
+    if isinstance(location, FileLineColLoc):
+        return SourcePosition(location.filename.data, location.line.data, location.column.data)
+    if (parsed := _PARSED_AT.get(op)) is not None:
+        source, offset = parsed
+        where = Span(offset, offset, source).get_location()
+        return SourcePosition(where.file, where.line, where.col)
+    return None
+
+
+def parse_module(
+    text: str, name: str = "<input>", *, verify: bool = True, context: Context | None = None
+) -> ModuleOp:
+    """Parse textual IR (a ``builtin.module`` or bare top-level ops) into a module."""
+    if not _COMMENT.sub("", text).strip():  # no ops at all: MLIR's empty module
+        return ModuleOp([])
+    source = Input(text, name)
+
+    def position(offset: int) -> SourcePosition:
+        where = Span(offset, offset, source).get_location()
+        return SourcePosition(where.file, where.line, where.col)
+
+    if (offset := _unterminated_string(text)) is not None:
+        raise IRError("unterminated string literal", position(offset))
+    parser: _RecordingParser | None = None
+    try:
+        parser = _RecordingParser(context or make_context(), text, name)
+        module = parser.parse_module()
+    except ParseError as error:
+        where = error.span.get_location()
+        raise IRError(error.msg, SourcePosition(where.file, where.line, where.col)) from None
+    except Exception as error:  # e.g. a value out of range for its type, found mid-parse
+        where = position(parser.pos) if parser is not None else None
+        raise IRError(f"{error}", where) from None
+    if verify:
+        verify_module(module)
+    return module
+
+
+def _op_error(op: Operation, error: Exception) -> IRError:
+    message = str(error)
+    if op.name not in message:
+        message = f"'{op.name}' op {message}"
+    return IRError(message, source_position(op), op)
+
+
+def verify_module(module: Operation) -> None:
+    """Verify the whole module; raise `IRError` naming the first op that fails."""
+    try:
+        module.verify()
+    except Exception as error:  # VerifyException, or whatever a malformed op trips over
+        for op in module.walk():
+            try:
+                op.verify(verify_nested_ops=False)
+            except Exception as op_error:
+                raise _op_error(op, op_error) from None
+        raise IRError(str(error)) from None
+
+
+def module_to_text(
+    module: Operation, *, debuginfo: bool = False, generic: bool = False
+) -> str:
+    """The module's text; ``debuginfo`` adds ``loc(...)``, ``generic`` MLIR's generic form."""
+    stream = io.StringIO()
+    printer = Printer(stream=stream, print_debuginfo=debuginfo, print_generic_format=generic)
+    printer.print_op(module)
+    return stream.getvalue().rstrip("\n") + "\n"
