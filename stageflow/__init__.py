@@ -103,6 +103,7 @@ from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
+from stageflow.runtime.devices import list_devices
 
 bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
 newaxis = None

@@ -5,8 +5,9 @@ back (passes will run here once they exist). Errors are reported as one line on 
 ``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, never a traceback:
 the command is driven by lit tests and scripts, which match on that line.
 
-Other sub-commands register themselves by adding a parser in `build_parser` with a
-``handler`` default taking the parsed arguments and returning the exit status.
+``stageflow dump`` and ``stageflow graph`` stage a user's function (`cli_staging`);
+``stageflow devices`` lists devices. Each sub-command is a parser with a ``handler``
+default taking the parsed arguments and returning the exit status.
 """
 
 from __future__ import annotations
@@ -112,7 +113,22 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"treat each part between '{SPLIT_MARKER}' lines as a separate module",
     )
     opt.set_defaults(handler=run_opt)
+
+    from stageflow import cli_staging
+
+    cli_staging.add_parsers(commands)
+
+    devices = commands.add_parser("devices", help="list the devices stageflow can run on")
+    devices.set_defaults(handler=run_devices)
     return parser
+
+
+def run_devices(args: argparse.Namespace) -> int:
+    from stageflow.runtime.devices import list_devices
+
+    for name in list_devices():
+        print(name)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

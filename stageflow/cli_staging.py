@@ -1,0 +1,137 @@
+"""The sub-commands that stage a user's Python function: ``dump`` and ``graph``.
+
+``FILE.py:FUNC`` names a function in a Python file (a plain function is wrapped in
+`sf.function`); ``--arg f32[?,784]`` gives one argument's dtype and dims (``?`` unknown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from stageflow.cli import CommandError, _write_output
+
+_ARG = re.compile(r"^\s*([a-z0-9]+)\s*\[\s*([0-9?,\s]*)\]\s*$")
+STAGES = ("traced",)
+
+
+def parse_arg_spec(text: str) -> Any:
+    """``f32[8,?]`` -> ``TensorSpec((8, None), float32)``."""
+    from stageflow.frontend import dtypes
+    from stageflow.frontend.spec import TensorSpec
+
+    match = _ARG.match(text)
+    if match is None:
+        raise CommandError(f"bad --arg {text!r}: expected DTYPE[DIMS] such as f32[8,784] "
+                           "or i32[?] (use ? for an unknown dim)")
+    short, dims = match.groups()
+    dtype = dtypes.BY_SHORT_NAME.get("i1" if short == "bool" else short)
+    if dtype is None:
+        known = ", ".join(sorted(dtypes.BY_SHORT_NAME))
+        raise CommandError(f"bad --arg {text!r}: unknown dtype {short!r} (one of {known})")
+    shape = [None if d.strip() == "?" else int(d) for d in dims.split(",") if d.strip()]
+    return TensorSpec(shape, dtype)
+
+
+def load_function(target: str) -> Any:
+    """The `sf.function` named by ``FILE.py:FUNC`` (``FUNC`` may be a dotted path)."""
+    from stageflow.frontend.function import Function, function
+
+    path, _, name = target.rpartition(":")
+    if not path or not name:
+        raise CommandError(f"bad target {target!r}: expected FILE.py:FUNC")
+    file = Path(path)
+    if not file.is_file():
+        raise CommandError(f"cannot read {path}: no such file")
+    spec = importlib.util.spec_from_file_location(f"_stageflow_user_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(file.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the user's module failed to import: say where
+        raise CommandError(f"importing {path} failed: {type(error).__name__}: {error}") from None
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise CommandError(f"{path} has no attribute {name!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, Function):
+        return obj
+    if not callable(obj):
+        raise CommandError(f"{name!r} in {path} is not callable")
+    return function(obj)
+
+
+def _concrete(args: argparse.Namespace) -> tuple[Any, float]:
+    staged = load_function(args.target)
+    specs = [parse_arg_spec(text) for text in args.arg]
+    start = time.perf_counter()
+    try:
+        concrete = staged.get_concrete_function(*specs)
+    except (ValueError, TypeError, IndexError) as error:
+        raise CommandError(" ".join(str(error).split())) from None
+    except Exception as error:
+        if type(error).__module__.startswith("stageflow"):
+            raise CommandError(" ".join(str(error).split())) from None
+        raise
+    return concrete, time.perf_counter() - start
+
+
+def run_dump(args: argparse.Namespace) -> int:
+    """Print the IR of the staged function at the requested stage."""
+    if args.stage not in STAGES:
+        raise CommandError(f"stage {args.stage!r} is not available yet (have: "
+                           f"{', '.join(STAGES)})")
+    concrete, trace_seconds = _concrete(args)
+    start = time.perf_counter()
+    text = concrete.ir(args.stage)
+    ir_seconds = time.perf_counter() - start
+    if args.print_ir_after_all:
+        text = f"// -----// IR Dump After trace //----- //\n{text}"
+    _write_output(args.output, text)
+    if args.timing:
+        print(f"trace     {trace_seconds * 1e3:8.2f} ms", file=sys.stderr)
+        print(f"build IR  {ir_seconds * 1e3:8.2f} ms", file=sys.stderr)
+    return 0
+
+
+def run_graph(args: argparse.Namespace) -> int:
+    """Write the dataflow graph as Graphviz DOT, or SVG when `dot` is installed."""
+    concrete, _ = _concrete(args)
+    dot_text = concrete.graph_dot()
+    if args.output.endswith(".svg"):
+        dot = shutil.which("dot")
+        if dot is None:
+            raise CommandError("writing .svg needs Graphviz's `dot` program; write .dot instead")
+        result = subprocess.run([dot, "-Tsvg", "-o", args.output], input=dot_text, text=True,
+                                capture_output=True)
+        if result.returncode:
+            raise CommandError(f"dot failed: {result.stderr.strip()}")
+        return 0
+    _write_output(args.output, dot_text)
+    return 0
+
+
+def add_parsers(commands: Any) -> None:
+    for name, handler, summary in (("dump", run_dump, "print a staged function's IR"),
+                                   ("graph", run_graph, "draw a staged function's graph")):
+        parser = commands.add_parser(name, help=summary)
+        parser.add_argument("target", metavar="FILE.py:FUNC")
+        parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                            help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per argument")
+        if name == "dump":
+            parser.add_argument("--stage", default="traced",
+                                help="traced|optimized|lowered|llvm|ptx|asm")
+            parser.add_argument("--print-ir-after-all", action="store_true")
+            parser.add_argument("--timing", action="store_true")
+            parser.add_argument("-o", "--output", metavar="OUT")
+        else:
+            parser.add_argument("-o", "--output", metavar="OUT.dot|OUT.svg", required=True)
+        parser.set_defaults(handler=handler)
