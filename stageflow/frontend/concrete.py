@@ -44,6 +44,7 @@ class ConcreteFunction:
         self.key = key
         self.jit = jit
         self._program = None
+        self._single_output = out_treedef == (None,) and out_template == [_OUTPUT]
 
     @property
     def program(self):
@@ -72,12 +73,14 @@ class ConcreteFunction:
             return self.emit_call(tensors)
         return self.call_flat(tensors)
 
-    def call_flat(self, tensors: list) -> Any:
+    def call_flat(self, tensors: list | tuple) -> Any:
         """Run the graph on its tensor/variable arguments (already checked) and captures."""
-        values = [t if isinstance(t, Variable) else t._value for t in tensors]
+        values = [t if type(t) is Variable else t._value for t in tensors]
         for capture in self.graph.captures:
             values.append(_capture_runtime_value(capture.source, self.name))
         results = self.program.run(values)
+        if self._single_output:
+            return wrap(results[0])
         return self.structure_outputs([wrap(r) for r in results])
 
     def emit_call(self, tensors: list) -> Any:

@@ -109,6 +109,7 @@ class Function:
             for p in self._signature.parameters.values()
         )
         self._cache: OrderedDict[Any, ConcreteFunction] = OrderedDict()
+        self._flat_cache: dict[tuple, ConcreteFunction] = {}
         self._traced_once = False
         self._calls: deque[bool] = deque(maxlen=RETRACE_WINDOW)
         self._last_key: tuple | None = None
@@ -136,6 +137,12 @@ class Function:
         return paths
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and context.state.eager_fast:
+            key = self._flat_key(args)
+            concrete = self._flat_cache.get(key) if key is not None else None
+            if concrete is not None:
+                self._calls.append(False)
+                return concrete.call_flat(args)
         canonical = self._canonical(args, kwargs)
         leaves, treedef = nest.flatten(canonical)
         leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
@@ -143,7 +150,25 @@ class Function:
         tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
         if isinstance(context.current_trace(), GraphTrace):
             return concrete.emit_call(tensors)
+        key = None if kwargs else self._flat_key(args)
+        if key is not None:
+            if len(self._flat_cache) >= CACHE_SIZE:
+                self._flat_cache.clear()
+            self._flat_cache[key] = concrete
         return concrete.call_flat(tensors)
+
+    def _flat_key(self, args: tuple) -> tuple | None:
+        """The cache key of a call whose arguments are all eager tensors (the common case,
+        looked up without flattening), or None."""
+        if self._instance is not None or not self._simple or len(args) != len(self._positional):
+            return None
+        key = []
+        for arg in args:
+            if type(arg) is not Tensor:
+                return None
+            value = arg._value
+            key.append((value.dtype, value.shape))
+        return tuple(key)
 
     def call_python(self, canonical: tuple) -> Any:
         """Call the Python function with arguments in canonical (parameter) order."""

@@ -36,6 +36,7 @@ class Program:
             return slots.setdefault(id(value), len(slots))
 
         self.input_slots = [slot(v) for v in graph.all_inputs]
+        assert self.input_slots == list(range(len(self.input_slots))), "duplicate input value"
         self.steps = []
         for eq in graph.equations:
             ins = tuple(slot(v) for v in eq.inputs)
@@ -46,9 +47,10 @@ class Program:
         self.size = len(slots)
 
     def run(self, inputs: list[Any]) -> list[Any]:
-        env: list[Any] = [None] * self.size
-        for index, value in zip(self.input_slots, inputs, strict=True):
-            env[index] = value
+        if len(inputs) != len(self.input_slots):
+            raise TypeError(f"expected {len(self.input_slots)} inputs, got {len(inputs)}")
+        env: list[Any] = list(inputs)  # inputs occupy the first slots, in order
+        env.extend([None] * (self.size - len(inputs)))
         for kernel, ins, params, outs, multiple, eq in self.steps:
             try:
                 result = kernel(*[env[i] for i in ins], **params)
