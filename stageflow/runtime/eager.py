@@ -14,8 +14,18 @@ from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor, wrap
 
 
+CHECKED_LIMIT = 4096
+
+
 class EagerTrace:
-    """The bottom of every thread's trace stack: concrete tensors in, concrete tensors out."""
+    """The bottom of every thread's trace stack: concrete tensors in, concrete tensors out.
+
+    The shape rule of an op runs once per distinct (op, operand types, params); later calls
+    with the same key skip it (a dict lookup instead of a few microseconds of Python).
+    """
+
+    def __init__(self) -> None:
+        self._checked: set[tuple] = set()
 
     def process(self, primitive: Primitive, args: tuple, params: dict[str, Any]) -> Any:
         values = []
@@ -26,7 +36,7 @@ class EagerTrace:
                     f"{describe_location()}"
                 )
             values.append(arg._value)
-        primitive.abstract_eval(*(ShapedType(v.shape, v.dtype) for v in values), **params)
+        self._check(primitive, values, params)
         try:
             result = primitive.kernel(*values, **params)
         except (ValueError, IndexError, TypeError, OverflowError) as error:
@@ -34,6 +44,19 @@ class EagerTrace:
         if primitive.multiple_results:
             return tuple(wrap(r) for r in result)
         return wrap(result)
+
+    def _check(self, primitive: Primitive, values: list, params: dict[str, Any]) -> None:
+        try:
+            key = (primitive, *[(v.dtype, v.shape) for v in values], *params.items())
+            if key in self._checked:
+                return
+        except TypeError:  # an unhashable param: check every time
+            key = None
+        primitive.abstract_eval(*(ShapedType(v.shape, v.dtype) for v in values), **params)
+        if key is not None:
+            if len(self._checked) >= CHECKED_LIMIT:
+                self._checked.clear()
+            self._checked.add(key)
 
     def constant(self, array: Any) -> Tensor:
         return wrap(array)

@@ -41,13 +41,15 @@ def _accumulator(dtype: np.dtype) -> np.dtype:
 
 
 def _sum(x, axis, keepdims):
-    total = np.sum(x, axis=axis, keepdims=keepdims, dtype=_accumulator(x.dtype))
-    return np.asarray(total).astype(x.dtype, copy=False)
+    accumulator = _accumulator(x.dtype)
+    total = np.add.reduce(x, axis=axis, keepdims=keepdims, dtype=accumulator)
+    return total if accumulator is x.dtype else np.asarray(total).astype(x.dtype)
 
 
 def _prod(x, axis, keepdims):
-    total = np.prod(x, axis=axis, keepdims=keepdims, dtype=_accumulator(x.dtype))
-    return np.asarray(total).astype(x.dtype, copy=False)
+    accumulator = _accumulator(x.dtype)
+    total = np.multiply.reduce(x, axis=axis, keepdims=keepdims, dtype=accumulator)
+    return total if accumulator is x.dtype else np.asarray(total).astype(x.dtype)
 
 
 def _extremum(numpy_reducer):
