@@ -100,6 +100,13 @@ from stageflow.frontend.ops.shape import (
     transpose,
 )
 from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.tape import (
+    GradientTape,
+    custom_gradient,
+    grad,
+    stop_gradient,
+    value_and_grad,
+)
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import context, nest
+from stageflow.frontend import context, nest, tape
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.primitives.base import ResourceType, ShapedType
 from stageflow.frontend.primitives.functional import call_p
@@ -75,6 +75,8 @@ class ConcreteFunction:
 
     def call_flat(self, tensors: list | tuple) -> Any:
         """Run the graph on its tensor/variable arguments (already checked) and captures."""
+        if context.state.tape_count and self._taped(tensors):
+            return self.structure_outputs(replay(self.graph, list(tensors)))
         values = [t if type(t) is Variable else t._value for t in tensors]
         for capture in self.graph.captures:
             values.append(_capture_runtime_value(capture.source, self.name))
@@ -82,6 +84,14 @@ class ConcreteFunction:
         if self._single_output:
             return wrap(results[0])
         return self.structure_outputs([wrap(r) for r in results])
+
+    def _taped(self, tensors: list | tuple) -> bool:
+        """Whether an active tape must see this call: it watches an argument, or the graph
+        reads a variable the tape watches or would watch when read."""
+        if tape.any_watching([t for t in tensors if isinstance(t, Tensor)]):
+            return True
+        variables = [t for t in tensors if isinstance(t, Variable)] + self.variables
+        return any(tape.would_watch(v) for v in variables)
 
     def emit_call(self, tensors: list) -> Any:
         """Inside another trace: one call op to this graph function (not an inline copy)."""
@@ -148,6 +158,32 @@ class ConcreteFunction:
     def __repr__(self) -> str:
         args = ", ".join(repr(s) for s in self.inputs)
         return f"<ConcreteFunction {self.name}({args})>"
+
+
+def replay(graph: Graph, arguments: list) -> list:
+    """Run `graph` op by op through `Primitive.bind`, so that active tapes record every
+    primitive (and differentiate through it, to any order); state ops act on the live
+    variables, once."""
+    env: dict[int, Any] = {}
+    for value, argument in zip(graph.inputs, arguments, strict=True):
+        env[id(value)] = argument
+    for capture in graph.captures:
+        env[id(capture.value)] = capture.source
+    for eq in graph.equations:
+        operands = [env[id(v)] for v in eq.inputs]
+        name = eq.primitive.name
+        if name == "read_variable":
+            results = [operands[0].read_value()]
+        elif name == "assign_variable":
+            operands[0].assign(operands[1])
+            results = []
+        elif name == "call":
+            results = replay(eq.params["callee"].graph, operands)
+        else:
+            result = eq.primitive.bind(*operands, **eq.params)
+            results = list(result) if eq.primitive.multiple_results else [result]
+        env.update((id(v), r) for v, r in zip(eq.outputs, results, strict=True))
+    return [env[id(v)] for v in graph.outputs]
 
 
 def _capture_runtime_value(source: Any, name: str) -> Any:

@@ -28,11 +28,12 @@ class _ThreadState(threading.local):
 class _GlobalState:
     """Process-wide flags read on the eager hot path (one attribute load each)."""
 
-    __slots__ = ("eager_fast", "non_eager_active")
+    __slots__ = ("eager_fast", "non_eager_active", "tape_count")
 
     def __init__(self) -> None:
         self.eager_fast = True
         self.non_eager_active = 0
+        self.tape_count = 0
 
 
 _thread = _ThreadState()
@@ -84,10 +85,13 @@ def init_scope() -> Iterator[None]:
 
 
 @contextmanager
-def slow_path() -> Iterator[None]:
-    """Send every op through `Primitive.bind` while the block runs (tapes need to see them)."""
+def slow_path(tapes: int = 0) -> Iterator[None]:
+    """Send every op through `Primitive.bind` while the block runs (tapes need to see
+    them); `tapes=1` also counts an active gradient tape."""
     _count_active(1)
+    state.tape_count += tapes
     try:
         yield
     finally:
+        state.tape_count -= tapes
         _count_active(-1)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import context
+from stageflow.frontend import context, tape
 from stageflow.frontend.primitives.shapes import format_shape
 from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
@@ -62,8 +62,12 @@ class Variable:
         return "/device:CPU:0"
 
     def read_value(self) -> Tensor:
-        """The current value (a read op on the handle while tracing)."""
-        return context.current_trace().read_variable(self)
+        """The current value (a read op on the handle while tracing); active tapes watch
+        it when the variable is trainable or watched."""
+        value = context.current_trace().read_variable(self)
+        if context.state.tape_count:
+            tape.variable_read(self, value)
+        return value
 
     value = read_value
 

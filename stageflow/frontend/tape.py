@@ -1,0 +1,332 @@
+"""`sf.GradientTape`: tape-based reverse-mode differentiation (the paper, section 4.2).
+
+A tape records an op only while it is active and only when the op touches a value the tape
+watches; the results of a recorded op are watched in turn. `gradient` walks the records
+backwards applying each primitive's gradient rule. The rules are written with the op
+functions, so an outer tape records the gradient computation of an inner one (higher
+order), and inside `sf.function` the whole backward pass becomes IR.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from stageflow.frontend import context, dtypes, nest
+from stageflow.frontend.source import describe_location
+from stageflow.frontend.tensor import Tensor
+
+
+@dataclass(eq=False)
+class Record:
+    """One recorded op: `outputs = rule-owner(*inputs, **params)`."""
+
+    primitive: Any  # a Primitive, or anything with `name`, `vjp`, `differentiable`
+    inputs: list[Any]
+    params: dict[str, Any]
+    outputs: list[Any]
+
+
+class _Tapes(threading.local):
+    def __init__(self) -> None:
+        self.active: list[GradientTape] = []
+
+
+_tapes = _Tapes()
+
+
+def active_tapes() -> list[GradientTape]:
+    return _tapes.active
+
+
+class GradientTape:
+    """Records ops on watched values while active; `gradient` differentiates them."""
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
+        self.persistent = persistent
+        self.watch_accessed_variables = watch_accessed_variables
+        self._records: list[Record] = []
+        self._watched: dict[int, Any] = {}  # id -> the watched tensor (kept alive)
+        self._watched_variables: dict[int, Any] = {}
+        self._variable_reads: dict[int, list[Any]] = {}
+        self._recording = False
+        self._used = False
+        self._trace: Any = None
+        self._slow_path: Any = None
+
+    # -- activity -----------------------------------------------------------------------
+
+    def __enter__(self) -> GradientTape:
+        self._trace = context.current_trace()
+        self._recording = True
+        _tapes.active.append(self)
+        self._slow_path = context.slow_path(tapes=1)
+        self._slow_path.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._recording = False
+        _tapes.active.remove(self)
+        self._slow_path.__exit__(*exc)
+
+    @contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        """Run the block without recording on this tape."""
+        previous, self._recording = self._recording, False
+        try:
+            yield
+        finally:
+            self._recording = previous
+
+    # -- watching and recording ---------------------------------------------------------
+
+    def watch(self, tensor: Any) -> None:
+        """Watch a tensor, a variable, or any nest of them."""
+        for leaf in nest.flatten(tensor)[0]:
+            if hasattr(leaf, "_store"):  # a variable
+                self._watched_variables[id(leaf)] = leaf
+            elif isinstance(leaf, Tensor):
+                self._watched[id(leaf)] = leaf
+            else:
+                raise TypeError(f"GradientTape.watch: cannot watch {type(leaf).__name__}"
+                                f"{describe_location()}")
+
+    def watched_variables(self) -> list[Any]:
+        return list(self._watched_variables.values())
+
+    def _is_watched(self, tensor: Any) -> bool:
+        return id(tensor) in self._watched
+
+    def _record(self, primitive: Any, inputs: list, params: dict, outputs: list) -> None:
+        if not any(id(x) in self._watched for x in inputs):
+            return
+        self._records.append(Record(primitive, inputs, params, outputs))
+        for y in outputs:
+            if isinstance(y, Tensor) and dtypes.is_floating(y.dtype):
+                self._watched[id(y)] = y
+
+    def _variable_read(self, variable: Any, tensor: Any) -> None:
+        if id(variable) not in self._watched_variables:
+            if not (self.watch_accessed_variables and variable.trainable):
+                return
+            self._watched_variables[id(variable)] = variable
+        self._watched[id(tensor)] = tensor
+        self._variable_reads.setdefault(id(variable), []).append(tensor)
+
+    # -- differentiation ----------------------------------------------------------------
+
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
+        """d(sum of targets)/d(sources), with the nest of `sources` (None if unconnected)."""
+        if self._used and not self.persistent:
+            raise RuntimeError("GradientTape.gradient can only be called once on a "
+                               "non-persistent tape; create it with persistent=True"
+                               f"{describe_location()}")
+        self._used = True
+        targets = nest.flatten(target)[0]
+        seeds = (None,) * len(targets) if output_gradients is None else nest.flatten(
+            output_gradients)[0]
+        source_leaves, source_tree = nest.flatten(sources)
+        with self.stop_recording():
+            cotangents = backpropagate(self._records, targets, seeds)
+            results = [self._source_gradient(s, cotangents) for s in source_leaves]
+        return nest.unflatten(source_tree, results)
+
+    def _source_gradient(self, source: Any, cotangents: dict[int, Any]) -> Any:
+        if hasattr(source, "_store"):
+            reads = [cotangents.get(id(t)) for t in self._variable_reads.get(id(source), [])]
+            return _sum_all([g for g in reads if g is not None])
+        if not isinstance(source, Tensor):
+            raise TypeError(f"GradientTape.gradient: sources must be tensors or variables, "
+                            f"got {type(source).__name__}{describe_location()}")
+        return cotangents.get(id(source))
+
+    def jacobian(self, target: Any, source: Any) -> Any:
+        """d target[i...] / d source[j...], shaped target.shape + source.shape."""
+        import stageflow as sf
+
+        if not self.persistent and self._used:
+            raise RuntimeError("GradientTape.jacobian: the tape was already used")
+        self._used = True
+        target = sf.convert_to_tensor(target)
+        size = 1
+        for d in target.shape:
+            size *= d
+        rows = []
+        with self.stop_recording():
+            for i in range(size):
+                seed = sf.reshape(sf.one_hot(i, size, dtype=target.dtype), target.shape)
+                cotangents = backpropagate(self._records, [target], [seed])
+                grad = self._source_gradient(source, cotangents)
+                rows.append(sf.zeros_like(source) if grad is None else grad)
+        source_shape = tuple(sf.convert_to_tensor(source).shape)
+        if not rows:
+            return sf.zeros(tuple(target.shape) + source_shape, target.dtype)
+        return sf.reshape(sf.stack(rows), tuple(target.shape) + source_shape)
+
+
+def backpropagate(records: list[Record], targets: list, seeds: list | tuple) -> dict[int, Any]:
+    """Cotangents (by tensor id) of everything recorded, from `targets` seeded by `seeds`."""
+    import stageflow as sf
+
+    cotangents: dict[int, Any] = {}
+    for target, seed in zip(targets, seeds, strict=True):
+        target = sf.convert_to_tensor(target)
+        if not dtypes.is_floating(target.dtype):
+            continue
+        seed = sf.ones_like(target) if seed is None else sf.convert_to_tensor(seed, target.dtype)
+        _accumulate(cotangents, target, seed)
+    for record in reversed(records):
+        outgoing = [cotangents.get(id(y)) for y in record.outputs]
+        if all(g is None for g in outgoing) or not record.primitive.differentiable:
+            continue
+        rule = record.primitive.vjp
+        if rule is None:
+            raise LookupError(f"differentiation rule for '{record.primitive.name}' is not "
+                              "implemented")
+        incoming = rule(outgoing, record.inputs, record.outputs, **record.params)
+        for x, g in zip(record.inputs, incoming, strict=True):
+            if g is not None and isinstance(x, Tensor) and dtypes.is_floating(x.dtype):
+                _accumulate(cotangents, x, g)
+    return cotangents
+
+
+def _accumulate(cotangents: dict[int, Any], tensor: Any, gradient: Any) -> None:
+    import stageflow as sf
+
+    previous = cotangents.get(id(tensor))
+    cotangents[id(tensor)] = gradient if previous is None else sf.add(previous, gradient)
+
+
+def _sum_all(gradients: list) -> Any:
+    import stageflow as sf
+
+    if not gradients:
+        return None
+    total = gradients[0]
+    for g in gradients[1:]:
+        total = sf.add(total, g)
+    return total
+
+
+def record(primitive: Any, inputs: tuple | list, params: dict, result: Any) -> None:
+    """Offer an applied op to the active tapes of the current trace (called by `bind`)."""
+    tapes = _tapes.active
+    if not tapes:
+        return
+    trace = context.current_trace()
+    outputs = list(result) if isinstance(result, tuple) else [result]
+    for tape in tapes:
+        if tape._recording and tape._trace is trace:
+            tape._record(primitive, list(inputs), params, outputs)
+
+
+def variable_read(variable: Any, tensor: Any) -> None:
+    """Tell the active tapes of the current trace that `variable` was read as `tensor`."""
+    tapes = _tapes.active
+    if not tapes:
+        return
+    trace = context.current_trace()
+    for tape in tapes:
+        if tape._recording and tape._trace is trace:
+            tape._variable_read(variable, tensor)
+
+
+def would_watch(variable: Any) -> bool:
+    """Whether reading `variable` now would be watched by an active tape of this trace."""
+    trace = context.current_trace()
+    return any(t._recording and t._trace is trace and (
+        id(variable) in t._watched_variables
+        or (t.watch_accessed_variables and variable.trainable)) for t in _tapes.active)
+
+
+def any_watching(inputs: list) -> bool:
+    """Whether an active tape of the current trace watches one of `inputs`."""
+    trace = context.current_trace()
+    return any(tape._recording and tape._trace is trace
+               and any(tape._is_watched(x) for x in inputs) for tape in _tapes.active)
+
+
+class _CustomGradient:
+    """The rule owner for one `custom_gradient` call: its vjp calls the user's grad fn."""
+
+    differentiable = True
+
+    def __init__(self, name: str, grad_fn: Callable, n_outputs: int) -> None:
+        self.name = f"custom_gradient({name})"
+        self._grad_fn = grad_fn
+        self._n_outputs = n_outputs
+
+    def vjp(self, cotangents: list, inputs: list, outputs: list) -> list:
+        import stageflow as sf
+
+        filled = [sf.zeros_like(y) if g is None else g for g, y in zip(cotangents, outputs,
+                                                                      strict=True)]
+        grads = self._grad_fn(*filled)
+        grads = list(grads) if isinstance(grads, list | tuple) else [grads]
+        if len(grads) != len(inputs):
+            raise ValueError(f"{self.name}: the gradient function returned {len(grads)} "
+                             f"gradients for {len(inputs)} inputs")
+        return grads
+
+
+def custom_gradient(f: Callable) -> Callable:
+    """Decorate `f(*x) -> (y, grad_fn)` so that tapes use `grad_fn(dy) -> dx` for it."""
+
+    def wrapped(*args: Any) -> Any:
+        import stageflow as sf
+
+        inputs = [sf.convert_to_tensor(a) for a in args]
+        tapes = [t for t in _tapes.active if t._recording]
+        for tape in tapes:
+            tape._recording = False
+        try:
+            result, grad_fn = f(*inputs)
+        finally:
+            for tape in tapes:
+                tape._recording = True
+        outputs = nest.flatten(result)[0]
+        rule_owner = _CustomGradient(getattr(f, "__name__", "f"), grad_fn, len(outputs))
+        record(rule_owner, inputs, {}, tuple(outputs))
+        return result
+
+    wrapped.__name__ = getattr(f, "__name__", "custom_gradient")
+    wrapped.__doc__ = f.__doc__
+    return wrapped
+
+
+def grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
+    """The function computing df/dx with respect to argument(s) `argnums` of `f`."""
+    value_and_grad_f = value_and_grad(f, argnums)
+
+    def gradient_function(*args: Any, **kwargs: Any) -> Any:
+        return value_and_grad_f(*args, **kwargs)[1]
+
+    return gradient_function
+
+
+def value_and_grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
+    """The function computing (f(x), df/dx) with respect to argument(s) `argnums`."""
+    import stageflow as sf
+
+    def value_and_gradient(*args: Any, **kwargs: Any) -> Any:
+        positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        args = [sf.convert_to_tensor(a) if i in positions and not hasattr(a, "_store") else a
+                for i, a in enumerate(args)]
+        with GradientTape() as tape:
+            tape.watch([args[i] for i in positions])
+            value = f(*args, **kwargs)
+        grads = tape.gradient(value, [args[i] for i in positions])
+        return value, grads[0] if isinstance(argnums, int) else tuple(grads)
+
+    return value_and_gradient
+
+
+def stop_gradient(x: Any) -> Any:
+    """`x` with no gradient flowing through it (tapes treat it as a constant)."""
+    import stageflow as sf
+    from stageflow.frontend.primitives.functional import stop_gradient_p
+
+    return stop_gradient_p.bind(sf.convert_to_tensor(x))

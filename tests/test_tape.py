@@ -1,0 +1,216 @@
+"""GradientTape: the paper's listings 1-2, tape semantics, staged gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+
+
+def test_listing_1_nested_tapes():
+    x = sf.constant(3.0)
+    with sf.GradientTape() as t1:
+        with sf.GradientTape() as t2:
+            t1.watch(x)
+            t2.watch(x)
+            y = x * x
+        dy_dx = t2.gradient(y, x)
+    d2y_dx2 = t1.gradient(dy_dx, x)
+    assert float(dy_dx) == 6.0 and float(d2y_dx2) == 2.0
+
+
+def test_listing_2_variables_are_watched_automatically():
+    x = sf.Variable(3.0)
+    with sf.GradientTape() as t1:
+        with sf.GradientTape() as t2:
+            y = x * x
+        dy_dx = t2.gradient(y, x)
+    d2y_dx2 = t1.gradient(dy_dx, x)
+    assert float(dy_dx) == 6.0 and float(d2y_dx2) == 2.0
+
+
+def test_only_watched_values_are_recorded():
+    x, z = sf.constant(2.0), sf.constant(5.0)
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        unrelated = z * z
+        y = x * z
+    assert len(tape._records) == 1
+    dx, dz = tape.gradient(y, [x, z])
+    assert float(dx) == 5.0 and dz is None
+    assert unrelated is not None
+
+
+def test_non_persistent_tape_answers_once():
+    x = sf.constant(2.0)
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    tape.gradient(y, x)
+    with pytest.raises(RuntimeError, match="persistent"):
+        tape.gradient(y, x)
+
+
+def test_persistent_tape_answers_repeatedly():
+    x = sf.constant(2.0)
+    with sf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * x
+        z = y * x
+    assert float(tape.gradient(y, x)) == 4.0
+    assert float(tape.gradient(z, x)) == 12.0
+
+
+def test_watch_accessed_variables_off_and_untrainable_variables():
+    v = sf.Variable(2.0)
+    frozen = sf.Variable(3.0, trainable=False)
+    with sf.GradientTape(watch_accessed_variables=False) as tape:
+        y = v * v
+    assert tape.gradient(y, v) is None
+    with sf.GradientTape() as tape:
+        y = v * frozen
+    dv, dfrozen = tape.gradient(y, [v, frozen])
+    assert float(dv) == 3.0 and dfrozen is None
+
+
+def test_nested_sources_and_non_scalar_targets():
+    a = sf.constant([1.0, 2.0])
+    b = sf.constant([[3.0], [4.0]])
+    with sf.GradientTape() as tape:
+        tape.watch({"a": a, "b": b})
+        y = a * b  # (2, 2): gradients of the sum
+    grads = tape.gradient(y, {"a": a, "pair": (b, a)})
+    np.testing.assert_allclose(grads["a"].numpy(), [7.0, 7.0])
+    np.testing.assert_allclose(grads["pair"][0].numpy(), [[3.0], [3.0]])
+
+
+def test_output_gradients_weight_the_targets():
+    x = sf.constant([1.0, 2.0])
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    g = tape.gradient(y, x, output_gradients=sf.constant([10.0, 100.0]))
+    np.testing.assert_allclose(g.numpy(), [20.0, 400.0])
+
+
+def test_integer_sources_get_no_gradient():
+    i = sf.constant(3)
+    with sf.GradientTape() as tape:
+        tape.watch(i)
+        y = i * i
+    assert tape.gradient(y, i) is None
+
+
+def test_jacobian():
+    x = sf.constant([1.0, 2.0, 3.0])
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    jac = tape.jacobian(y, x)
+    np.testing.assert_allclose(jac.numpy(), np.diag([2.0, 4.0, 6.0]))
+
+
+def test_grad_and_value_and_grad():
+    def f(x, y):
+        return sf.reduce_sum(x * x * y)
+
+    x, y = sf.constant([1.0, 2.0]), sf.constant([3.0, 4.0])
+    np.testing.assert_allclose(sf.grad(f)(x, y).numpy(), [6.0, 16.0])
+    value, (gx, gy) = sf.value_and_grad(f, argnums=(0, 1))(x, y)
+    assert float(value) == 19.0
+    np.testing.assert_allclose(gy.numpy(), [1.0, 4.0])
+    np.testing.assert_allclose(gx.numpy(), [6.0, 16.0])
+
+
+def test_stop_gradient():
+    x = sf.constant(2.0)
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * sf.stop_gradient(x)
+    assert float(tape.gradient(y, x)) == 2.0
+
+
+def test_custom_gradient():
+    @sf.custom_gradient
+    def clipped_identity(x):
+        def grad(dy):
+            return sf.clip_by_value(dy, -1.0, 1.0)
+        return sf.identity(x), grad
+
+    x = sf.constant([1.0, 2.0])
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = clipped_identity(x) * 5.0
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [1.0, 1.0])
+
+
+def test_tape_inside_staged_function_gives_one_graph():
+    w = sf.Variable([[0.0], [0.0]])
+    b = sf.Variable(0.0)
+
+    @sf.function
+    def train_step(x, y):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_mean(sf.square(sf.matmul(x, w) + b - y))
+        dw, db = tape.gradient(loss, [w, b])
+        w.assign_sub(0.1 * dw)
+        b.assign_sub(0.1 * db)
+        return loss
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 2)).astype(np.float32)
+    y = (x @ np.array([[2.0], [-3.0]]) + 0.5).astype(np.float32)
+    losses = [float(train_step(x, y)) for _ in range(200)]
+    assert train_step.tracing_count == 1
+    assert losses[-1] < 1e-4 < losses[0]
+    np.testing.assert_allclose(w.numpy(), [[2.0], [-3.0]], atol=1e-2)
+    np.testing.assert_allclose(float(b.read_value()), 0.5, atol=1e-2)
+    names = [eq.primitive.name for eq in train_step.get_concrete_function(
+        sf.TensorSpec([64, 2]), sf.TensorSpec([64, 1])).graph.equations]
+    assert "matmul" in names and names.count("assign_variable") == 2
+
+
+def test_staged_function_under_an_eager_tape_records_its_ops():
+    @sf.function
+    def f(x):
+        return sf.reduce_sum(sf.tanh(x) * x)
+
+    x = sf.constant([0.5, -1.0, 2.0])
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    with sf.GradientTape() as eager_tape:
+        eager_tape.watch(x)
+        y_eager = f.python_function(x)
+    np.testing.assert_allclose(float(y), float(y_eager), rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(),
+                               eager_tape.gradient(y_eager, x).numpy(), rtol=1e-6)
+
+
+def test_higher_order_through_staged_functions():
+    @sf.function
+    def cube(x):
+        return x * x * x
+
+    x = sf.constant(2.0)
+    with sf.GradientTape() as outer:
+        outer.watch(x)
+        with sf.GradientTape() as inner:
+            inner.watch(x)
+            y = cube(x)
+        dy = inner.gradient(y, x)
+    assert float(dy) == 12.0
+    assert float(outer.gradient(dy, x)) == 12.0
+
+
+def test_variables_read_inside_a_staged_function_get_gradients():
+    v = sf.Variable(3.0)
+
+    @sf.function
+    def f(x):
+        return v * x
+
+    with sf.GradientTape() as tape:
+        y = f(sf.constant(2.0))
+    assert float(tape.gradient(y, v)) == 2.0
