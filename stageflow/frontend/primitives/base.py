@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import context
+from stageflow.frontend import context, tape
 from stageflow.frontend.source import describe_location
 
 Shape = tuple[int | None, ...]
@@ -59,6 +59,13 @@ class Primitive:
     ``TypeError`` with a message about the operands; ``kernel(*arrays, **params)`` computes
     the result eagerly with NumPy and is the reference every compiled path is tested
     against. ``stateful`` ops are never pruned or folded.
+
+    The gradient rule, set with `def_vjp` beside the primitive's definition, is
+    ``vjp(cotangents, inputs, outputs, **params) -> [input cotangent or None, ...]``: given
+    one cotangent per result (None where the result is unused) it returns one per operand
+    (None where the operand gets no gradient). It is written with the public op functions,
+    so gradients trace into IR and differentiate again. `def_nondifferentiable` marks ops
+    whose results carry no gradient (comparisons, integer ops, random bits, ...).
     """
 
     def __init__(
@@ -79,14 +86,29 @@ class Primitive:
         self.summary = summary
         self.multiple_results = multiple_results
         self.stateful = stateful
+        self.vjp: Callable[..., list] | None = None
+        self.differentiable = True
         REGISTRY[name] = self
+
+    def def_vjp(self, rule: Callable[..., list]) -> Callable[..., list]:
+        """Set the gradient rule (usable as a decorator)."""
+        self.vjp = rule
+        return rule
+
+    def def_nondifferentiable(self) -> None:
+        """Declare that no gradient flows through this op (its results are constants)."""
+        self.differentiable = False
 
     def __repr__(self) -> str:
         return f"Primitive({self.name})"
 
     def bind(self, *args: Any, **params: Any) -> Any:
-        """Apply the op to tensors in whatever context is current (eager or staging)."""
-        return context.current_trace().process(self, args, params)
+        """Apply the op to tensors in whatever context is current (eager or staging), and
+        offer it to the active gradient tapes."""
+        result = context.current_trace().process(self, args, params)
+        if context.state.tape_count:
+            tape.record(self, args, params, result)
+        return result
 
     def abstract_eval(self, *avals: ShapedType, **params: Any):
         """Run the shape rule; its errors are re-raised naming the op and the user's line."""
