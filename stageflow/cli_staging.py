@@ -77,11 +77,24 @@ def _concrete(args: argparse.Namespace) -> tuple[Any, float]:
         concrete = staged.get_concrete_function(*specs)
     except (ValueError, TypeError, IndexError) as error:
         raise CommandError(" ".join(str(error).split())) from None
-    except Exception as error:
-        if type(error).__module__.startswith("stageflow"):
-            raise CommandError(" ".join(str(error).split())) from None
-        raise
+    except Exception as error:  # the user's function raised while it was traced
+        where = _user_frame(error.__traceback__)
+        message = " ".join(f"{type(error).__name__}: {error}".split())
+        raise CommandError(f"{message}{where}") from None
     return concrete, time.perf_counter() - start
+
+
+def _user_frame(traceback: Any) -> str:
+    """' at FILE:LINE' for the innermost frame of the traceback outside stageflow."""
+    from stageflow.frontend.source import _PACKAGE_DIR
+
+    where = ""
+    while traceback is not None:
+        filename = traceback.tb_frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE_DIR):
+            where = f" at {filename}:{traceback.tb_lineno}"
+        traceback = traceback.tb_next
+    return where
 
 
 def run_dump(args: argparse.Namespace) -> int:
@@ -113,7 +126,7 @@ def run_graph(args: argparse.Namespace) -> int:
         result = subprocess.run([dot, "-Tsvg", "-o", args.output], input=dot_text, text=True,
                                 capture_output=True)
         if result.returncode:
-            raise CommandError(f"dot failed: {result.stderr.strip()}")
+            raise CommandError(f"dot failed: {' '.join(result.stderr.split())}")
         return 0
     _write_output(args.output, dot_text)
     return 0

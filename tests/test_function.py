@@ -337,8 +337,30 @@ def test_variable_arguments_are_passed_by_reference():
     a, b = sf.Variable(1.0), sf.Variable(10.0)
     bump(a, sf.constant(1.0))
     bump(b, sf.constant(1.0))
-    assert bump.tracing_count == 1
-    assert float(a.read_value()) == 2.0 and float(b.read_value()) == 11.0
+    bump(a, sf.constant(1.0))
+    assert float(a.read_value()) == 3.0 and float(b.read_value()) == 11.0
+    assert bump.tracing_count == 2  # variables key the cache by identity
+
+
+def test_aliased_variable_arguments_are_not_confused():
+    @sf.function
+    def total(p, q):
+        return p + q
+
+    x = sf.Variable([1, 2], dtype=sf.int32)
+    y = sf.Variable([10, 20], dtype=sf.int32)
+    assert total(x, x).numpy().tolist() == [2, 4]
+    assert total(x, y).numpy().tolist() == [11, 22]
+    assert total(y, x).numpy().tolist() == [11, 22]
+
+    g = sf.Variable(1.0)
+
+    @sf.function
+    def plus_g(v):
+        return v + g
+
+    assert float(plus_g(g)) == 2.0
+    assert float(plus_g(sf.Variable(100.0))) == 101.0
 
 
 def test_concrete_function_checks_its_arguments():

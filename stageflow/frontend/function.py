@@ -60,7 +60,9 @@ def _leaf_key(leaf: Any) -> Any:
     if isinstance(leaf, TensorSpec):
         return ("tensor", leaf.dtype, leaf.shape)
     if isinstance(leaf, Variable):
-        return ("variable", leaf.dtype, leaf.shape)
+        # By identity: a graph may read the same variable through an argument and a
+        # closure, or through two arguments, and must not mistake one for another later.
+        return ("variable", _Identity(leaf))
     try:
         hash(leaf)
     except TypeError:
@@ -71,7 +73,9 @@ def _leaf_key(leaf: Any) -> Any:
 
 
 def _describe_change(old: Any, new: Any) -> str:
-    if old[0] == new[0] == "tensor" or old[0] == new[0] == "variable":
+    if old[0] == new[0] == "variable":
+        return "a different variable object was passed"
+    if old[0] == new[0] == "tensor":
         if old[1] != new[1]:
             return f"dtype changed from {old[1].name} to {new[1].name}"
         return f"shape changed from {old[2]} to {new[2]}"
