@@ -1,9 +1,12 @@
 """The ``stageflow`` command: one sub-command per tool, like ``git`` or ``xdsl-opt``.
 
-``stageflow opt FILE.mlir [-o OUT]`` parses textual `sf` IR, verifies it and prints it
-back (passes will run here once they exist). Errors are reported as one line on stderr,
-``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, never a traceback:
-the command is driven by lit tests and scripts, which match on that line.
+``stageflow opt FILE.mlir [--passes prune,fold,cse] [-o OUT]`` parses textual `sf` IR,
+verifies it, runs the pass pipeline (verifying after every pass) and prints the result;
+with no passes it round-trips the IR. ``--print-ir-after-all`` writes the module after each
+pass to stdout under MLIR's ``// -----// IR Dump After NAME //----- //`` line, ``--timing``
+a table of parse, pass and print times to stderr. Errors are reported as one line on
+stderr, ``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, never a
+traceback: the command is driven by lit tests and scripts, which match on that line.
 
 ``stageflow dump`` and ``stageflow graph`` stage a user's function (`cli_staging`);
 ``stageflow devices`` lists devices. Each sub-command is a parser with a ``handler``
@@ -64,25 +67,49 @@ def _split_chunks(text: str, split: bool) -> list[tuple[str, int]]:
 
 
 def run_opt(args: argparse.Namespace) -> int:
-    """Parse, verify and print each input chunk; report every failing chunk."""
-    from stageflow.ir.text import IRError, module_to_text, parse_module
+    """Parse, verify, transform and print each input chunk; report every failing chunk."""
+    import time
 
+    from stageflow.ir.text import IRError, module_to_text, parse_module
+    from stageflow.passes import (
+        PassFailure,
+        PassSpecError,
+        PassTiming,
+        Pipeline,
+        format_timings,
+        ir_printer,
+    )
+
+    dump = ir_printer(sys.stdout, debuginfo=args.print_debuginfo)
+    try:
+        pipeline = Pipeline.parse(args.passes, after_pass=dump if args.print_ir_after_all else None)
+    except PassSpecError as error:
+        raise CommandError(str(error)) from None
     name = "<stdin>" if args.file == "-" else args.file
     text = _read_input(args.file)
     outputs: list[str] = []
     failed = False
+    stages: dict[str, float] = {"parse": 0.0, "print": 0.0}
+    timings: list[PassTiming] = []
     for chunk, first_line in _split_chunks(text, args.split_input_file):
-        # Pad with newlines so that positions are those of the whole file.
+        start = time.perf_counter()
         try:
+            # Pad with newlines so that positions are those of the whole file.
             module = parse_module("\n" * first_line + chunk, name)
-        except IRError as error:
+            stages["parse"] += time.perf_counter() - start
+            timings += pipeline.run(module)
+        except (IRError, PassFailure) as error:
             print(f"stageflow opt: error: {error}", file=sys.stderr)
             failed = True
             continue
+        start = time.perf_counter()
         outputs.append(
             module_to_text(module, debuginfo=args.print_debuginfo, generic=args.print_generic)
         )
+        stages["print"] += time.perf_counter() - start
     _write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
+    if args.timing:
+        print(format_timings(timings, list(stages.items())), end="", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -92,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    opt = commands.add_parser("opt", help="parse, verify and print sf IR")
+    opt = commands.add_parser("opt", help="parse, verify, transform and print sf IR")
     opt.add_argument("file", metavar="FILE", help="input .mlir file, '-' for stdin")
     opt.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
     opt.add_argument(
@@ -106,6 +133,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--mlir-print-op-generic",
         action="store_true",
         help="print ops in MLIR's generic form",
+    )
+    opt.add_argument(
+        "--passes",
+        "-p",
+        metavar="PIPELINE",
+        default="",
+        help="passes to run in order, e.g. 'prune,fold{max-elements=64},cse' (default: none)",
+    )
+    opt.add_argument(
+        "--print-ir-after-all",
+        "--mlir-print-ir-after-all",
+        action="store_true",
+        help="print the IR after every pass to stdout, headed by MLIR's 'IR Dump After' line",
+    )
+    opt.add_argument(
+        "--timing",
+        "--mlir-timing",
+        action="store_true",
+        help="print the wall time of parsing, of each pass and of printing to stderr",
     )
     opt.add_argument(
         "--split-input-file",

@@ -13,7 +13,6 @@ from stageflow.frontend.primitives.base import Primitive, ShapedType
 from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor, wrap
 
-
 CHECKED_LIMIT = 4096
 
 

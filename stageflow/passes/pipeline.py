@@ -1,0 +1,140 @@
+"""Running passes: a `Pipeline` applies passes in order, verifying the IR after each one.
+
+xDSL's `PassPipeline` only calls a callback between passes; the compiler also needs what
+`xdsl-opt` and `mlir-opt` give on the command line: the module verified after every pass,
+so that a pass that breaks the IR is named at once rather than found much later in code
+generation (`PassFailure` names it), the wall time of each pass and of its verification,
+and a hook after each pass (``--print-ir-after-all``, dump directories, logging)::
+
+    pipeline = Pipeline.parse("prune,fold,cse", after_pass=print_ir_after)
+    timings = pipeline.run(module)
+    print(format_timings(timings), file=sys.stderr)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from stageflow.ir.text import IRError, make_context, module_to_text, verify_module
+from stageflow.passes.registry import parse_pipeline
+
+# The compiler's optimisation pipeline. Inline first, so the other passes see through
+# small calls; fold before simplify, so that constant subtrees are single constants whose
+# values the algebraic rules can read; cse after both, as they create equal ops; prune last,
+# removing everything the others left unused.
+DEFAULT_PIPELINE = "inline,fold,simplify,cse,prune"
+
+# MLIR's header line before each ``--mlir-print-ir-after-all`` dump.
+IR_DUMP_HEADER = "// -----// IR Dump After {name} //----- //"
+
+AfterPass = Callable[[ModulePass, ModuleOp], None]
+
+
+class PassFailure(Exception):
+    """A pass raised, or left IR that does not verify; the message names the pass."""
+
+    def __init__(self, pass_name: str, message: str, error: IRError | None = None) -> None:
+        self.pass_name = pass_name
+        self.error = error
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class PassTiming:
+    """Wall time of one pass application and of the verification after it, in seconds."""
+
+    name: str
+    run_s: float
+    verify_s: float
+
+
+class Pipeline:
+    """Passes applied in order to a module, each followed by verification and `after_pass`."""
+
+    def __init__(
+        self,
+        passes: Sequence[ModulePass],
+        *,
+        verify: bool = True,
+        after_pass: AfterPass | None = None,
+    ) -> None:
+        self.passes = tuple(passes)
+        self.verify = verify
+        self.after_pass = after_pass
+
+    @classmethod
+    def parse(
+        cls, text: str, *, verify: bool = True, after_pass: AfterPass | None = None
+    ) -> Pipeline:
+        """A pipeline from its text, ``"prune,fold{max-elements=64},cse"`` (`PassSpecError`)."""
+        return cls(parse_pipeline(text), verify=verify, after_pass=after_pass)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.passes)
+
+    def __str__(self) -> str:
+        """The pipeline's text, options that differ from their defaults included."""
+        return ",".join(str(p) for p in self.passes)
+
+    def run(self, module: ModuleOp, ctx: Context | None = None) -> list[PassTiming]:
+        """Apply every pass to `module` in place; the time each took (`PassFailure`)."""
+        ctx = ctx or make_context()
+        timings: list[PassTiming] = []
+        for module_pass in self.passes:
+            start = time.perf_counter()
+            try:
+                module_pass.apply(ctx, module)
+            except Exception as error:  # a bug in the pass: name it, keep the cause
+                message = " ".join(str(error).split())
+                raise PassFailure(
+                    module_pass.name,
+                    f"pass '{module_pass.name}' failed: {type(error).__name__}: {message}",
+                ) from error
+            ran = time.perf_counter()
+            if self.verify:
+                try:
+                    verify_module(module)
+                except IRError as error:
+                    raise PassFailure(
+                        module_pass.name,
+                        f"IR does not verify after pass '{module_pass.name}': {error}",
+                        error,
+                    ) from None
+            timings.append(PassTiming(module_pass.name, ran - start, time.perf_counter() - ran))
+            if self.after_pass is not None:
+                self.after_pass(module_pass, module)
+        return timings
+
+
+def ir_printer(stream: TextIO, *, debuginfo: bool = False) -> AfterPass:
+    """An `after_pass` hook writing MLIR's ``IR Dump After`` header and the module."""
+
+    def print_ir(module_pass: ModulePass, module: ModuleOp) -> None:
+        stream.write(IR_DUMP_HEADER.format(name=module_pass.name) + "\n")
+        stream.write(module_to_text(module, debuginfo=debuginfo))
+        stream.flush()
+
+    return print_ir
+
+
+def format_timings(timings: Sequence[PassTiming], extra: Sequence[tuple[str, float]] = ()) -> str:
+    """A table of pass times in milliseconds, `extra` rows (parse, print, ...) first."""
+    rows = [(name, seconds, None) for name, seconds in extra]
+    rows += [(t.name, t.run_s, t.verify_s) for t in timings]
+    total = sum(run + (verify or 0.0) for _, run, verify in rows)
+    width = max([len("total"), *(len(name) for name, _, _ in rows)])
+    lines = [f"{'pass':{width}}  {'wall ms':>9}  {'verify ms':>9}  {'%':>5}"]
+    for name, run, verify in rows:
+        share = 100.0 * (run + (verify or 0.0)) / total if total else 0.0
+        checked = f"{1e3 * verify:9.2f}" if verify is not None else f"{'':9}"
+        lines.append(f"{name:{width}}  {1e3 * run:9.2f}  {checked}  {share:5.1f}")
+    lines.append(f"{'total':{width}}  {1e3 * total:9.2f}")
+    return "\n".join(lines) + "\n"

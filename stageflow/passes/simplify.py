@@ -1,0 +1,195 @@
+"""`simplify`: algebraic identities and op chains rewritten to fewer, cheaper ops.
+
+Traced code is written for readability, not for the compiler: ``x * 1.0`` from a default
+scale, ``reshape(reshape(x))`` and ``transpose(transpose(x))`` from layer glue, casts to
+the dtype a tensor already has, constants broadcast to a full shape before an elementwise
+op. Each rule is an xDSL `RewritePattern`, applied to a fixed point by a
+`PatternRewriteWalker`, and each one only replaces a value by a value of exactly the same
+type (dims included): ``x + 0`` where the zeros broadcast ``x`` to a bigger shape stays.
+
+The arithmetic rules are exact in IEEE arithmetic: ``x * 0`` is folded only for integers
+(``inf * 0`` and ``NaN * 0`` are NaN), and ``x + 0.0`` only with ``no-signed-zeros``
+(``-0.0 + 0.0`` is ``+0.0``; ``x + -0.0`` and ``x - 0.0`` are always ``x``). The shape rules
+are in `simplify_shapes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.base import ShapedType
+from stageflow.ir.builder import build_constant, build_op
+from stageflow.ir.dialect import BinaryElementwiseOp, SfOp
+from stageflow.ir.types import abstract_value, ir_type
+from stageflow.passes.registry import register_pass
+from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
+from stageflow.passes.support import constant_array, erase_dead_producers, splat_value
+
+
+def _splat(value: SSAValue) -> np.generic | None:
+    array = constant_array(value)
+    return None if array is None else splat_value(array)
+
+
+def _is(value: SSAValue, number: int, *, signed_zero: bool | None = None) -> bool:
+    """Whether `value` is a constant with every element `number`; for a zero,
+    `signed_zero` asks for -0.0 (True), +0.0 (False) or either (None) in floats."""
+    splat = _splat(value)
+    if splat is None or splat != number:
+        return False
+    if number == 0 and signed_zero is not None and dtypes.is_floating(splat.dtype):
+        return bool(np.signbit(splat)) == signed_zero
+    return True
+
+
+def _is_integer(value: SSAValue) -> bool:
+    aval = abstract_value(value.type)
+    return isinstance(aval, ShapedType) and dtypes.is_integer(aval.dtype)
+
+
+@dataclass
+class ArithmeticIdentity(RewritePattern):
+    """``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x``, ``x / 1`` -> ``x``."""
+
+    no_signed_zeros: bool = False
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, BinaryElementwiseOp):
+            return
+        x, y = op.operands
+        zero_sign = None if self.no_signed_zeros else True
+        candidates: list[SSAValue] = []
+        if op.name == "sf.add":
+            candidates = [v for v, c in ((x, y), (y, x)) if _is(c, 0, signed_zero=zero_sign)]
+        elif op.name == "sf.subtract":
+            if _is(y, 0, signed_zero=None if self.no_signed_zeros else False):
+                candidates = [x]
+        elif op.name == "sf.multiply":
+            candidates = [v for v, c in ((x, y), (y, x)) if _is(c, 1)]
+        elif op.name == "sf.divide" and _is(y, 1):
+            candidates = [x]
+        for candidate in candidates:
+            if replace_by(op, candidate, rewriter):
+                return
+
+
+class IntegerMultiplyByZero(RewritePattern):
+    """``x * 0`` and ``0 * x`` -> ``0`` for integers (for floats they can be NaN)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if op.name != "sf.multiply" or not _is_integer(op.results[0]):
+            return
+        assert isinstance(op, SfOp)
+        for zero in op.operands:
+            if not _is(zero, 0):
+                continue
+            if replace_by(op, zero, rewriter):
+                return
+            result_type = op.results[0].type
+            aval = abstract_value(result_type)
+            if not isinstance(aval, ShapedType) or None in aval.shape:
+                return
+            scalar = build_constant(np.zeros((), aval.dtype))
+            scalar.location = op.location
+            broadcast = build_op(
+                "broadcast_to", [scalar.result], {"shape": aval.shape}, result_type, op.location
+            )
+            operands = list(op.operands)
+            rewriter.replace(op, [scalar, broadcast])
+            erase_dead_producers(operands, rewriter)
+            return
+
+
+class DoubleNegation(RewritePattern):
+    """``-(-x)`` -> ``x`` and ``not(not(x))`` -> ``x``."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if op.name not in ("sf.negative", "sf.logical_not"):
+            return
+        inner = op.operands[0].owner
+        if isinstance(inner, Operation) and inner.name == op.name:
+            replace_by(op, inner.operands[0], rewriter)
+
+
+class ScalarBroadcastConstant(RewritePattern):
+    """A splat constant operand of a broadcasting binary op -> a 0-d constant.
+
+    ``x + dense<2.0> : tensor<4xf32>`` becomes ``x + dense<2.0> : tensor<f32>``: one scalar
+    instead of a buffer (code generation reads it as an immediate; ``cse`` merges it with
+    every other use of 2.0), when the result type stays the same.
+    """
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, BinaryElementwiseOp):
+            return
+        for index, operand in enumerate(op.operands):
+            array = constant_array(operand)
+            if array is None or array.ndim == 0 or (value := splat_value(array)) is None:
+                continue
+            avals = op.operand_avals()
+            avals[index] = ShapedType((), avals[index].dtype)  # type: ignore[union-attr]
+            try:
+                inferred = op.primitive.shape_rule(*avals, **op.params())
+            except (ValueError, TypeError):
+                continue
+            if ir_type(inferred) != op.results[0].type:
+                continue
+            scalar = build_constant(np.asarray(value))
+            scalar.location = operand.owner.location  # type: ignore[union-attr]
+            scalar.result.name_hint = operand.name_hint
+            rewriter.insert(scalar)
+            operands = list(op.operands)
+            operands[index] = scalar.result
+            op.operands = operands
+            rewriter.notify_op_modified(op)
+            erase_dead_producers([operand], rewriter)
+            return
+
+
+@register_pass
+@dataclass(frozen=True)
+class Simplify(ModulePass):
+    """Rewrite algebraic identities and op chains to a fixed point.
+
+    Before::
+
+        %0 = sf.constant dense<1.0> : tensor<f32>
+        %1 = sf.multiply %x, %0 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+        %2 = sf.transpose %m {perm = [1, 0]} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+        %3 = sf.transpose %2 {perm = [1, 0]} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+
+    After: uses of ``%1`` read ``%x`` and uses of ``%3`` read ``%m``; the ops feeding a
+    replaced op are erased if nothing else uses them. Rules: ``x+0, x-0, x*1, x/1`` (and
+    commuted), integer ``x*0``, ``-(-x)``, ``not(not(x))``, transpose of transpose,
+    identity transpose, reshape of reshape, reshape / broadcast_to / cast to the operand's
+    own type, select on a constant condition, and splat constants of binary ops as 0-d
+    constants. It does not reassociate, distribute or fold constants (that is `fold`).
+    """
+
+    name = "simplify"
+
+    no_signed_zeros: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        patterns: list[RewritePattern] = [
+            ArithmeticIdentity(self.no_signed_zeros),
+            IntegerMultiplyByZero(),
+            DoubleNegation(),
+            *SHAPE_PATTERNS,
+            ScalarBroadcastConstant(),
+        ]
+        applier = GreedyRewritePatternApplier(patterns, dce_enabled=False)
+        PatternRewriteWalker(applier, apply_recursively=True).rewrite_module(op)

@@ -1,0 +1,125 @@
+"""The shape rules of `simplify`: chains of data movement composed, no-op moves removed.
+
+A transpose of a transpose is one transpose (or none), a reshape of a reshape one reshape,
+and a reshape, broadcast or cast to the type its operand already has moves nothing. Each
+rule builds the replacement with `build_op` and keeps it only if the primitive's shape rule
+gives exactly the declared result type, so the result is never less precise than before.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from stageflow.ir.builder import build_op
+from stageflow.ir.dialect import SfOp
+from stageflow.passes.support import (
+    constant_array,
+    erase_dead_producers,
+    inferred_types_match,
+    same_type,
+    splat_value,
+)
+
+
+def replace_by(op: Operation, value: SSAValue, rewriter: PatternRewriter) -> bool:
+    """Replace `op`'s one result by `value` if their types are identical; whether it did.
+    Ops that fed `op` and are unused afterwards are erased with it."""
+    if len(op.results) != 1 or not same_type(value, op.results[0]):
+        return False
+    operands = list(op.operands)
+    rewriter.replace(op, [], [value])
+    erase_dead_producers(operands, rewriter)
+    return True
+
+
+def _replace_by_op(op: Operation, new: SfOp, rewriter: PatternRewriter) -> bool:
+    """Replace `op` by the unattached op `new` if `new`'s types are exactly `op`'s."""
+    if not inferred_types_match(new) or new.result_types != op.result_types:
+        return False
+    operands = list(op.operands)
+    rewriter.replace(op, new)
+    erase_dead_producers(operands, rewriter)
+    return True
+
+
+def _producer(value: SSAValue, name: str) -> SfOp | None:
+    owner = value.owner
+    return owner if isinstance(owner, SfOp) and owner.name == name else None
+
+
+class TransposeChain(RewritePattern):
+    """``transpose(transpose(x, p), q)`` -> ``transpose(x, p[q])``; identity perms -> ``x``."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, SfOp) or op.name != "sf.transpose":
+            return
+        perm = tuple(op.params()["perm"])
+        if perm == tuple(range(len(perm))):
+            replace_by(op, op.operands[0], rewriter)
+            return
+        inner = _producer(op.operands[0], "sf.transpose")
+        if inner is None:
+            return
+        inner_perm = inner.params()["perm"]
+        composed = tuple(inner_perm[axis] for axis in perm)
+        source = inner.operands[0]
+        if composed == tuple(range(len(composed))):
+            replace_by(op, source, rewriter)
+            return
+        new = build_op("transpose", [source], {"perm": composed}, op.result_types, op.location)
+        _replace_by_op(op, new, rewriter)
+
+
+class ReshapeChain(RewritePattern):
+    """``reshape(reshape(x, s), t)`` -> ``reshape(x, t)`` (row-major order composes)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, SfOp) or op.name != "sf.reshape":
+            return
+        inner = _producer(op.operands[0], "sf.reshape")
+        if inner is None:
+            return
+        new = build_op(
+            "reshape", [inner.operands[0]], op.params(), op.result_types, op.location
+        )
+        _replace_by_op(op, new, rewriter)
+
+
+class NoOpMove(RewritePattern):
+    """``reshape``, ``broadcast_to`` or ``cast`` to the operand's own type -> the operand.
+
+    The declared type alone is not enough: the verifier accepts ``tensor<?x?xf32>`` for a
+    reshape of a ``tensor<?x?xf32>`` to ``[2, 8]``, which is not a no-op, so the shape rule
+    must also infer exactly the declared type.
+    """
+
+    NAMES = frozenset({"sf.reshape", "sf.broadcast_to", "sf.cast"})
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, SfOp) or op.name not in self.NAMES:
+            return
+        if same_type(op.operands[0], op.results[0]) and inferred_types_match(op):
+            replace_by(op, op.operands[0], rewriter)
+
+
+class SelectConstantCondition(RewritePattern):
+    """``select(true, x, y)`` -> ``x``, ``select(false, x, y)`` -> ``y`` (all-equal
+    conditions only, and only if the chosen branch already has the result type)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if op.name != "sf.select":
+            return
+        condition, if_true, if_false = op.operands
+        array = constant_array(condition)
+        value = None if array is None else splat_value(array)
+        if value is not None:
+            replace_by(op, if_true if bool(value) else if_false, rewriter)
+
+
+SHAPE_PATTERNS: tuple[RewritePattern, ...] = (
+    TransposeChain(),
+    ReshapeChain(),
+    NoOpMove(),
+    SelectConstantCondition(),
+)
