@@ -19,7 +19,6 @@ from typing import Any
 from stageflow.cli import CommandError, _write_output
 
 _ARG = re.compile(r"^\s*([a-z0-9]+)\s*\[\s*([0-9?,\s]*)\]\s*$")
-STAGES = ("traced",)
 
 
 def parse_arg_spec(text: str) -> Any:
@@ -99,19 +98,27 @@ def _user_frame(traceback: Any) -> str:
 
 def run_dump(args: argparse.Namespace) -> int:
     """Print the IR of the staged function at the requested stage."""
-    if args.stage not in STAGES:
+    from stageflow.frontend.concrete import IR_STAGES
+    from stageflow.passes import IR_DUMP_HEADER, format_timings, ir_printer
+
+    if args.stage not in IR_STAGES:
         raise CommandError(f"stage {args.stage!r} is not available yet (have: "
-                           f"{', '.join(STAGES)})")
+                           f"{', '.join(IR_STAGES)})")
     concrete, trace_seconds = _concrete(args)
-    start = time.perf_counter()
-    text = concrete.ir(args.stage)
-    ir_seconds = time.perf_counter() - start
     if args.print_ir_after_all:
-        text = f"// -----// IR Dump After trace //----- //\n{text}"
-    _write_output(args.output, text)
+        print(IR_DUMP_HEADER.format(name="trace"))
+        print(concrete.ir("traced"), end="")
+    start = time.perf_counter()
+    after_pass = ir_printer(sys.stdout, debuginfo=True) if args.print_ir_after_all else None
+    text = concrete.ir(args.stage, after_pass=after_pass)
+    ir_seconds = time.perf_counter() - start
+    if not args.print_ir_after_all or args.output:
+        _write_output(args.output, text)
     if args.timing:
-        print(f"trace     {trace_seconds * 1e3:8.2f} ms", file=sys.stderr)
-        print(f"build IR  {ir_seconds * 1e3:8.2f} ms", file=sys.stderr)
+        stages = [("trace", trace_seconds)]
+        if args.stage == "traced":
+            stages.append(("build IR", ir_seconds))
+        print(format_timings(concrete.pass_timings, stages), file=sys.stderr, end="")
     return 0
 
 

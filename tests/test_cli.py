@@ -135,10 +135,18 @@ def test_dump_timing_goes_to_stderr(capsys, model_file):
     assert "func.func @model" in out
     assert " ms" not in out
     lines = err.splitlines()
-    assert lines, "no timings printed"
-    for line in lines:
-        assert re.fullmatch(r"\S.*\S\s+\d+\.\d+ ms", line), line
-    assert lines[0].startswith("trace")
+    assert lines[0].split() == ["pass", "wall", "ms", "verify", "ms", "%"]
+    assert lines[1].startswith("trace") and lines[-1].startswith("total")
+    for line in lines[1:]:
+        assert re.fullmatch(r"[a-z ]+\s+\d+\.\d+(\s+\d+\.\d+)*", line), line
+
+
+def test_dump_optimized_runs_the_pipeline_with_timings(capsys, model_file):
+    status, out, err = run(capsys, "dump", f"{model_file}:model", *ARGS, "--stage",
+                           "optimized", "--timing")
+    assert status == 0 and "func.func @model" in out
+    passes = [line.split()[0] for line in err.splitlines()[2:-1]]
+    assert passes == ["inline", "fold", "simplify", "cse", "prune"]
 
 
 def test_dump_print_ir_after_all_heads_each_dump(capsys, model_file):
@@ -342,13 +350,13 @@ def test_wrong_number_of_args(capsys, model_file):
     assert "'w'" in message
 
 
-@pytest.mark.parametrize("stage", ["llvm", "optimized", "ptx"])
+@pytest.mark.parametrize("stage", ["llvm", "ptx"])
 def test_stage_not_available_yet(capsys, model_file, stage):
     status, out, err = run(capsys, "dump", f"{model_file}:model", *ARGS, "--stage", stage)
     message = assert_one_error_line(status, err, "dump")
     assert out == ""
     assert f"stage '{stage}' is not available yet" in message
-    assert "traced" in message
+    assert "traced" in message and "optimized" in message
 
 
 # --------------------------------------------------------------------------- opt

@@ -18,11 +18,13 @@ from stageflow.frontend.primitives.base import ResourceType, ShapedType
 from stageflow.frontend.primitives.functional import call_p
 from stageflow.frontend.primitives.shapes import format_shape
 from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.staged_grad import call_under_tape
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
 
 LARGE_TRACE_OPS = 10_000
+IR_STAGES = ("traced", "optimized")
 
 _OUTPUT = object()  # marks a result leaf that comes from the graph's outputs
 
@@ -44,6 +46,8 @@ class ConcreteFunction:
         self.key = key
         self.jit = jit
         self._program = None
+        self._forward_backward = None
+        self.pass_timings: list = []
         self._single_output = out_treedef == (None,) and out_template == [_OUTPUT]
 
     @property
@@ -76,7 +80,10 @@ class ConcreteFunction:
     def call_flat(self, tensors: list | tuple) -> Any:
         """Run the graph on its tensor/variable arguments (already checked) and captures."""
         if context.state.tape_count and self._taped(tensors):
-            return self.structure_outputs(replay(self.graph, list(tensors)))
+            results = call_under_tape(self, list(tensors))
+            if results is None:
+                results = replay(self.graph, list(tensors))
+            return self.structure_outputs(results)
         values = [t if type(t) is Variable else t._value for t in tensors]
         for capture in self.graph.captures:
             values.append(_capture_runtime_value(capture.source, self.name))
@@ -141,13 +148,23 @@ class ConcreteFunction:
 
     # -- inspection ---------------------------------------------------------------------
 
-    def ir(self, stage: str = "traced") -> str:
-        """The IR text at `stage` (`"traced"`: the `sf` dialect straight from the trace)."""
-        from stageflow.ir.from_graph import module_text
+    def ir(self, stage: str = "traced", *, after_pass: Any = None) -> str:
+        """The IR text at `stage`: ``"traced"`` (the `sf` dialect straight from the trace)
+        or ``"optimized"`` (after the default pass pipeline; `after_pass(pass, module)` is
+        called after each pass)."""
+        from stageflow.ir.from_graph import graph_module
+        from stageflow.ir.text import module_to_text
 
-        if stage != "traced":
-            raise ValueError(f"IR stage {stage!r} is not available yet (have: 'traced')")
-        return module_text(self, debuginfo=True)
+        if stage not in IR_STAGES:
+            raise ValueError(f"IR stage {stage!r} is not available yet (have: "
+                             f"{', '.join(IR_STAGES)})")
+        module = graph_module(self.graph, self.name)
+        if stage == "optimized":
+            from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+
+            self.pass_timings = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass).run(
+                module)
+        return module_to_text(module, debuginfo=True)
 
     def graph_dot(self) -> str:
         """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""
