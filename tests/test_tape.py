@@ -184,8 +184,23 @@ def test_staged_function_under_an_eager_tape_records_its_ops():
         eager_tape.watch(x)
         y_eager = f.python_function(x)
     np.testing.assert_allclose(float(y), float(y_eager), rtol=1e-6)
+    assert len(tape._records) == 1  # one op: the forward graph; its backward is staged too
     np.testing.assert_allclose(tape.gradient(y, x).numpy(),
                                eager_tape.gradient(y_eager, x).numpy(), rtol=1e-6)
+
+
+def test_staged_backward_reuses_the_forward_randomness():
+    @sf.function
+    def f(x):
+        return sf.nn.dropout(x, 0.5) * 3.0
+
+    x = sf.ones((1000,))
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    g = tape.gradient(y, x).numpy()
+    np.testing.assert_allclose(g, y.numpy())  # d(3 * mask * x / 0.5)/dx = y / x, x = 1
+    assert 0.3 < (g == 0).mean() < 0.7
 
 
 def test_higher_order_through_staged_functions():

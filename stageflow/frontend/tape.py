@@ -141,6 +141,8 @@ class GradientTape:
         if not isinstance(source, Tensor):
             raise TypeError(f"GradientTape.gradient: sources must be tensors or variables, "
                             f"got {type(source).__name__}{describe_location()}")
+        if id(source) not in self._watched:  # an unwatched tensor is a constant here
+            return None
         return cotangents.get(id(source))
 
     def jacobian(self, target: Any, source: Any) -> Any:
@@ -234,6 +236,12 @@ def variable_read(variable: Any, tensor: Any) -> None:
             tape._variable_read(variable, tensor)
 
 
+def recording_tapes() -> int:
+    """How many tapes record ops of the current trace right now."""
+    trace = context.current_trace()
+    return sum(1 for t in _tapes.active if t._recording and t._trace is trace)
+
+
 def would_watch(variable: Any) -> bool:
     """Whether reading `variable` now would be watched by an active tape of this trace."""
     trace = context.current_trace()
@@ -284,10 +292,15 @@ def custom_gradient(f: Callable) -> Callable:
             tape._recording = False
         try:
             result, grad_fn = f(*inputs)
+            leaves, tree = nest.flatten(result)
+            # An output that is an input object (sf.identity) needs its own identity.
+            leaves = [sf.stop_gradient(y) if any(y is x for x in inputs) else y
+                      for y in leaves]
+            result = nest.unflatten(tree, leaves)
         finally:
             for tape in tapes:
                 tape._recording = True
-        outputs = nest.flatten(result)[0]
+        outputs = leaves
         rule_owner = _CustomGradient(getattr(f, "__name__", "f"), grad_fn, len(outputs))
         record(rule_owner, inputs, {}, tuple(outputs))
         return result

@@ -1,4 +1,4 @@
-"""Windowed primitives over NHWC images: 2-D convolution and pooling (`reduce_window`).
+"""Windowed primitives over NHWC images: 2-D convolution, pooling (`reduce_window`), gradients.
 
 They are primitives, not composites of slices and matmuls, because every backend has a
 dedicated fast path for them (im2col + GEMM on the CPU, cuDNN-style tiling on the GPU) that
@@ -16,8 +16,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.autodiff_util import floating_only, reshape, sf
 from stageflow.frontend.primitives.base import Primitive, ShapedType
 from stageflow.frontend.primitives.shapes import format_shape
+from stageflow.frontend.primitives.structural import slice_p, unslice
 
 Pair = tuple[int, int]
 Padding = tuple[Pair, Pair]
@@ -188,3 +190,93 @@ reduce_window_p = Primitive(
     kernel=_reduce_window,
     summary="max or sum over (height, width) windows of an NHWC input, explicit padding",
 )
+
+# --------------------------------------------------------------------------- gradients
+# Along one spatial axis (size H, window k, stride s, dilation d, padding (lo, hi)), output
+# i reads padded input i*s + a*d. The input gradient is therefore a stride-1 window pass of
+# the same kind over the cotangent with s - 1 zeros after each element ("dilated"), padded
+# by (k - 1)*d - lo before and H + lo - len(dilated) after; negative pads become crops.
+
+
+def _dilate(g, strides: Pair):
+    """NHWC `g` with stride - 1 zeros after each row and column (reshape, pad, reshape)."""
+    if strides == (1, 1):
+        return g
+    (sh, sw), (n, h, w, c) = strides, g.shape
+    g = reshape(g, (n, h, 1, w, 1, c))
+    g = sf.pad(g, [(0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1), (0, 0)])
+    return reshape(g, (n, h * sh, w * sw, c))
+
+
+def _transposed_window(g, shape, window: Pair, strides: Pair, padding: Padding,
+                       dilations: Pair, window_pass):
+    """The input gradient of a windowed op: `window_pass(t, pads)` runs the stride-1 window
+    op of the transposed problem (flipped filters, or the same sum) on the dilated `t`."""
+    if None in shape[1:3] or None in g.shape[1:3]:
+        raise NotImplementedError("the gradient of a windowed op needs a static height and "
+                                  f"width, got input {format_shape(shape)}")
+    t = _dilate(g, strides)
+    pads, crops = [], []
+    for axis in (0, 1):
+        before = (window[axis] - 1) * dilations[axis] - padding[axis][0]
+        after = shape[1 + axis] + padding[axis][0] - t.shape[1 + axis]
+        pads.append((max(before, 0), max(after, 0)))
+        crops.append(max(-before, 0))
+    result = window_pass(t, tuple(pads))
+    (top, left), (height, width) = crops, shape[1:3]
+    if (top, left) == (0, 0) and result.shape[1:3] == (height, width):
+        return result
+    return result[:, top : top + height, left : left + width, :]
+
+
+@conv2d_p.def_vjp
+@floating_only
+def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
+    (g,), (x, w) = cotangents, inputs
+    kh, kw = w.shape[:2]
+    # Input: correlate with the filters flipped in space, input/output channels swapped.
+    flipped = sf.transpose(w[::-1, ::-1], (0, 1, 3, 2))
+    dx = _transposed_window(
+        g, x.shape, (kh, kw), strides, padding, dilations,
+        lambda t, pads: conv2d_p.bind(t, flipped, strides=(1, 1), padding=pads,
+                                      dilations=dilations),
+    )
+    # Filters: dw[a, b, c, o] = sum over n, i, j of x[n, i*s + a*d, j*s + b*d, c] g[n, i, j, o]:
+    # a conv of x with channels as batch and batch as channels, by g as [Ho, Wo, N, O]
+    # filters, stepping by the dilations and dilated by the strides; then crop to kh x kw.
+    dw = conv2d_p.bind(sf.transpose(x, (3, 1, 2, 0)), sf.transpose(g, (1, 2, 0, 3)),
+                       strides=dilations, padding=padding, dilations=strides)
+    return [dx, sf.transpose(dw[:, :kh, :kw, :], (1, 2, 0, 3))]
+
+
+@reduce_window_p.def_vjp
+@floating_only
+def _reduce_window_vjp(cotangents, inputs, outputs, *, kind, window, strides, padding):
+    (g,), (x,), (out,) = cotangents, inputs, outputs
+    if kind == "sum":
+        return [_transposed_window(
+            g, x.shape, window, strides, padding, (1, 1),
+            lambda t, pads: reduce_window_p.bind(t, kind="sum", window=window, strides=(1, 1),
+                                                 padding=pads),
+        )]
+    # max: each window's g goes to its first maximal element in row-major order (as TF's
+    # and JAX's max-pool gradients): one strided view of the padded input per window offset.
+    if None in out.shape[1:3]:
+        raise NotImplementedError("the gradient of max pooling needs a static height and "
+                                  f"width, got input {format_shape(x.shape)}")
+    full = (None, None, None)
+    padded = sf.pad(x, [(0, 0), padding[0], padding[1], (0, 0)], constant_values=-np.inf)
+    (ho, wo), (sh, sw) = out.shape[1:3], strides
+    taken, dpadded = None, None
+    for a in range(window[0]):
+        for b in range(window[1]):
+            view = (full, (a, a + (ho - 1) * sh + 1, sh), (b, b + (wo - 1) * sw + 1, sw), full)
+            hit = sf.equal(slice_p.bind(padded, slices=view), out)
+            if taken is not None:
+                hit, taken = hit & ~taken, taken | hit
+            else:
+                taken = hit
+            part = unslice(sf.where(hit, g, 0.0), padded.shape, view)
+            dpadded = part if dpadded is None else dpadded + part
+    top, left = padding[0][0], padding[1][0]
+    return [dpadded[:, top : top + x.shape[1], left : left + x.shape[2], :]]

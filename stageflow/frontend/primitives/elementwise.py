@@ -1,4 +1,4 @@
-"""Elementwise primitives: unary, binary, comparisons, select and cast.
+"""Elementwise primitives: unary, binary, comparisons, select and cast, with their gradients.
 
 Binary ops broadcast their operands as NumPy does (like TensorFlow's `AddV2`), so the IR
 needs no explicit broadcast for the common case; both operands must have the same dtype.
@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.autodiff_util import floating_only, sf, unbroadcast, zeros_like
 from stageflow.frontend.primitives.base import Primitive, ShapedType
 from stageflow.frontend.primitives.shapes import broadcast_shapes
 
@@ -215,3 +216,96 @@ def _cast(x, *, dtype):
 
 
 cast_p = Primitive("cast", shape_rule=_cast_rule, kernel=_cast, summary="convert to dtype")
+
+# --------------------------------------------------------------------------- gradients
+# A rule maps `g`, the cotangent of the result `out`, to the operands' cotangents. Binary
+# rules return them at the broadcast shape; `unbroadcast` sums them back to each operand.
+# Piecewise-constant ops (sign, floor, ceil, round, floordiv) give zeros, as JAX does.
+
+_UNARY_VJPS = {
+    negative_p: lambda g, x, out: -g,
+    abs_p: lambda g, x, out: g * sf.sign(x),  # 0 at x == 0
+    sign_p: lambda g, x, out: zeros_like(x),
+    exp_p: lambda g, x, out: g * out,
+    expm1_p: lambda g, x, out: g * (out + 1.0),
+    log_p: lambda g, x, out: g / x,
+    log1p_p: lambda g, x, out: g / (x + 1.0),
+    sqrt_p: lambda g, x, out: g * 0.5 / out,
+    rsqrt_p: lambda g, x, out: g * -0.5 * out / x,
+    sin_p: lambda g, x, out: g * sf.cos(x),
+    cos_p: lambda g, x, out: -g * sf.sin(x),
+    tanh_p: lambda g, x, out: g * (1.0 - out * out),
+    logistic_p: lambda g, x, out: g * out * (1.0 - out),
+    erf_p: lambda g, x, out: g * (2.0 * _INV_SQRT_PI) * sf.exp(-(x * x)),
+    floor_p: lambda g, x, out: zeros_like(x),
+    ceil_p: lambda g, x, out: zeros_like(x),
+    round_p: lambda g, x, out: zeros_like(x),
+}
+
+
+def _share(g, wins, ties):
+    """g where an operand of max/min wins, half of g where it ties (split evenly, as JAX)."""
+    return g * (sf.cast(wins, g.dtype) + 0.5 * sf.cast(ties, g.dtype))
+
+
+def _pow_vjp(g, x, y, out):
+    # d/dx = y x**(y - 1), with x**1 in place of x**-1 where y == 0 (no 0 * inf at x == 0);
+    # d/dy = out log(x), taken as 0 where x <= 0 (JAX gives 0 at x == 0, NaN below).
+    dx = g * y * x ** sf.where(y == 0, 1.0, y - 1.0)
+    positive = x > 0
+    dy = sf.where(positive, g * out * sf.log(sf.where(positive, x, 1.0)), 0.0)
+    return dx, dy
+
+
+_BINARY_VJPS = {
+    add_p: lambda g, x, y, out: (g, g),
+    subtract_p: lambda g, x, y, out: (g, -g),
+    multiply_p: lambda g, x, y, out: (g * y, g * x),
+    divide_p: lambda g, x, y, out: (g / y, -g * out / y),
+    floordiv_p: lambda g, x, y, out: (zeros_like(x), zeros_like(y)),
+    mod_p: lambda g, x, y, out: (g, -g * sf.floordiv(x, y)),
+    pow_p: _pow_vjp,
+    maximum_p: lambda g, x, y, out: (_share(g, x > y, x == y), _share(g, y > x, x == y)),
+    minimum_p: lambda g, x, y, out: (_share(g, x < y, x == y), _share(g, y < x, x == y)),
+}
+
+
+def _def_unary_vjp(primitive: Primitive, rule) -> None:
+    @primitive.def_vjp
+    @floating_only
+    def vjp(cotangents, inputs, outputs):
+        return [rule(cotangents[0], inputs[0], outputs[0])]
+
+
+def _def_binary_vjp(primitive: Primitive, rule) -> None:
+    @primitive.def_vjp
+    @floating_only
+    def vjp(cotangents, inputs, outputs):
+        x, y = inputs
+        gx, gy = rule(cotangents[0], x, y, outputs[0])
+        return [unbroadcast(gx, x), unbroadcast(gy, y)]
+
+
+for _primitive, _rule in _UNARY_VJPS.items():
+    _def_unary_vjp(_primitive, _rule)
+for _primitive, _rule in _BINARY_VJPS.items():
+    _def_binary_vjp(_primitive, _rule)
+
+
+@select_p.def_vjp
+@floating_only
+def _select_vjp(cotangents, inputs, outputs):
+    (g,), (cond, x, y) = cotangents, inputs
+    return [None, unbroadcast(sf.where(cond, g, 0.0), x), unbroadcast(sf.where(cond, 0.0, g), y)]
+
+
+@cast_p.def_vjp
+@floating_only
+def _cast_vjp(cotangents, inputs, outputs, *, dtype):
+    # Only float -> float casts pass a gradient (cast back); to or from int/bool: none.
+    return [sf.cast(cotangents[0], inputs[0].dtype) if dtypes.is_floating(dtype) else None]
+
+
+for _primitive in (logical_not_p, logical_and_p, logical_or_p, shift_right_logical_p, equal_p,
+                   not_equal_p, less_p, less_equal_p, greater_p, greater_equal_p):
+    _primitive.def_nondifferentiable()

@@ -1,10 +1,11 @@
-"""The matmul primitive: batched, broadcasting leading dims, optional transposes."""
+"""The matmul primitive: batched, broadcasting leading dims, optional transposes; its gradient."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.autodiff_util import floating_only, sf, unbroadcast
 from stageflow.frontend.primitives.base import Primitive, ShapedType
 from stageflow.frontend.primitives.shapes import broadcast_shapes, format_shape
 
@@ -44,3 +45,20 @@ matmul_p = Primitive(
     kernel=_matmul,
     summary="batched matrix product over the last two dims, broadcasting the leading dims",
 )
+
+
+@matmul_p.def_vjp
+@floating_only
+def _matmul_vjp(cotangents, inputs, outputs, *, transpose_a, transpose_b):
+    # out = A @ B with A = a or a^T, B = b or b^T: dA = g @ B^T, dB = A^T @ g, transposed
+    # back where the operand was; batch dims broadcast, so sum them back.
+    (g,), (a, b) = cotangents, inputs
+    if transpose_a:
+        ga = sf.matmul(b, g, transpose_a=transpose_b, transpose_b=True)
+    else:
+        ga = sf.matmul(g, b, transpose_b=not transpose_b)
+    if transpose_b:
+        gb = sf.matmul(g, a, transpose_a=True, transpose_b=transpose_a)
+    else:
+        gb = sf.matmul(a, g, transpose_a=not transpose_a)
+    return [unbroadcast(ga, a), unbroadcast(gb, b)]

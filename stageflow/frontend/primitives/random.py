@@ -159,3 +159,4 @@ random_bits_p = Primitive(
     ),
     multiple_results=True,
 )
+random_bits_p.def_nondifferentiable()

@@ -1,4 +1,4 @@
-"""Reduction primitives: sum, max, min, prod over a set of axes, and argmax/argmin.
+"""Reduction primitives: sum, max, min, prod over a set of axes, argmax/argmin; gradients.
 
 `axes` are normalised (sorted, non-negative) by the op functions before binding, so that
 equal reductions print and compare equal in the IR.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.autodiff_util import broadcast_like, floating_only, reshape, sf
 from stageflow.frontend.primitives.base import Primitive, ShapedType
 from stageflow.frontend.primitives.shapes import normalize_axes, normalize_axis
 
@@ -85,3 +86,49 @@ def arg_reduction(name: str, numpy_arg, summary: str) -> Primitive:
 
 argmax_p = arg_reduction("argmax", np.argmax, "index of the first maximum along `axis`")
 argmin_p = arg_reduction("argmin", np.argmin, "index of the first minimum along `axis`")
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _kept(g, x, axes: tuple[int, ...], keepdims: bool):
+    """A reduction's cotangent (or result) with the reduced axes back as size-1 dims."""
+    if keepdims:
+        return g
+    return reshape(g, [1 if i in axes else d for i, d in enumerate(x.shape)])
+
+
+@reduce_sum_p.def_vjp
+@floating_only
+def _reduce_sum_vjp(cotangents, inputs, outputs, *, axes, keepdims):
+    x = inputs[0]
+    return [broadcast_like(_kept(cotangents[0], x, axes, keepdims), x)]
+
+
+@reduce_prod_p.def_vjp
+@floating_only
+def _reduce_prod_vjp(cotangents, inputs, outputs, *, axes, keepdims):
+    # d out / d x_i is the product of the other elements. Zeros are counted rather than
+    # divided by: none -> out / x_i; one -> the product of the rest at the zero, 0 elsewhere;
+    # more -> 0. (So the second derivative is not right at an exact zero.)
+    x = inputs[0]
+    g = _kept(cotangents[0], x, axes, keepdims)
+    is_zero = sf.equal(x, 0.0)
+    nonzero = sf.where(is_zero, 1.0, x)
+    rest = sf.reduce_prod(nonzero, axes, keepdims=True)
+    zeros = sf.reduce_sum(sf.cast(is_zero, dtypes.int32), axes, keepdims=True)
+    one_zero = sf.where(is_zero & (zeros == 1), rest, 0.0)
+    return [g * sf.where(zeros == 0, rest / nonzero, one_zero)]
+
+
+def _extremum_vjp(cotangents, inputs, outputs, *, axes, keepdims):
+    # As TensorFlow: g goes to the elements equal to the result, split evenly among ties.
+    x = inputs[0]
+    g = _kept(cotangents[0], x, axes, keepdims)
+    hits = sf.cast(sf.equal(x, _kept(outputs[0], x, axes, keepdims)), g.dtype)
+    return [g * hits / sf.reduce_sum(hits, axes, keepdims=True)]
+
+
+reduce_max_p.def_vjp(floating_only(_extremum_vjp))
+reduce_min_p.def_vjp(floating_only(_extremum_vjp))
+argmax_p.def_nondifferentiable()
+argmin_p.def_nondifferentiable()

@@ -81,3 +81,6 @@ print_p = Primitive(
     multiple_results=True,
     stateful=True,
 )
+print_p.def_nondifferentiable()
+# read_variable and assign_variable have no rule here: the tape maps a read back to its
+# variable (autodiff_util.HANDLED_BY_TAPE).

@@ -1,4 +1,6 @@
-"""Structural primitives: broadcast, reshape, transpose, slice, concat, pad, gather, iota.
+"""Structural primitives with their gradients: broadcast, reshape, transpose, slice, concat, ...
+
+The full set: broadcast_to, reshape, transpose, slice, concat, pad, gather, iota, constant.
 
 They move or replicate elements without arithmetic. Their NumPy kernels return views where
 NumPy can (tensors are immutable, so sharing memory is safe).
@@ -9,6 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from stageflow.frontend import dtypes
+from stageflow.frontend.primitives.autodiff_util import (
+    floating_only,
+    product,
+    reshape,
+    sf,
+    unbroadcast,
+)
 from stageflow.frontend.primitives.base import Primitive, ShapedType
 from stageflow.frontend.primitives.shapes import (
     broadcast_shapes,
@@ -209,3 +218,101 @@ constant_p = Primitive(
     kernel=lambda *, value: value,
     summary="a tensor value fixed at trace time",
 )
+
+# --------------------------------------------------------------------------- gradients
+# Structural ops move elements, so each rule moves the cotangent back: the inverse
+# permutation, the inverse reshape, zeros around a slice, a slice out of a pad, and so on.
+
+
+@broadcast_to_p.def_vjp
+@floating_only
+def _broadcast_to_vjp(cotangents, inputs, outputs, *, shape):
+    return [unbroadcast(cotangents[0], inputs[0])]
+
+
+@reshape_p.def_vjp
+@floating_only
+def _reshape_vjp(cotangents, inputs, outputs, *, shape):
+    return [reshape(cotangents[0], inputs[0].shape)]
+
+
+@transpose_p.def_vjp
+@floating_only
+def _transpose_vjp(cotangents, inputs, outputs, *, perm):
+    return [sf.transpose(cotangents[0], [perm.index(i) for i in range(len(perm))])]
+
+
+def unslice(g, shape: tuple[int | None, ...], slices: tuple[Slice, ...]):
+    """The adjoint of `slice`: `g` placed at the sliced positions of zeros shaped `shape`.
+
+    Unit steps are one `pad`. Another step along an axis of size n is a `gather` of n
+    elements from g padded with one zero: each position takes its element of g, or the
+    zero. Along an unknown dim only `x[start:]` (start >= 0) and full slices are supported.
+    """
+    pads, strided = [], []
+    for axis, (dim, (start, stop, step)) in enumerate(zip(shape, slices, strict=True)):
+        if dim is None:
+            if stop is not None or (start or 0) < 0 or step not in (None, 1):
+                raise NotImplementedError(f"gradient of slice {start}:{stop}:{step} along an "
+                                          f"axis of unknown size (axis {axis})")
+            pads.append((start or 0, 0))
+            continue
+        positions = range(*slice(start, stop, step).indices(dim))
+        if positions.step == 1 or len(positions) <= 1:
+            lo = positions[0] if positions else 0
+            pads.append((lo, dim - lo - len(positions)))
+        else:
+            pads.append((0, 0))
+            strided.append((axis, dim, positions))
+    if any(pair != (0, 0) for pair in pads):
+        g = sf.pad(g, pads)
+    for axis, dim, positions in strided:
+        index = np.full(dim, len(positions), np.int32)  # len(positions): the padded zero
+        index[list(positions)] = np.arange(len(positions))
+        one_zero = [(0, 1) if i == axis else (0, 0) for i in range(g.ndim)]
+        g = sf.gather(sf.pad(g, one_zero), index, axis)
+    return g
+
+
+@slice_p.def_vjp
+@floating_only
+def _slice_vjp(cotangents, inputs, outputs, *, slices):
+    return [unslice(cotangents[0], inputs[0].shape, slices)]
+
+
+@concat_p.def_vjp
+@floating_only
+def _concat_vjp(cotangents, inputs, outputs, *, axis):
+    sizes = [x.shape[axis] for x in inputs]
+    if None in sizes:
+        raise NotImplementedError(f"gradient of concat: operand sizes {sizes} along axis "
+                                  f"{axis} must be known")
+    return sf.split(cotangents[0], sizes, axis)
+
+
+@pad_p.def_vjp
+@floating_only
+def _pad_vjp(cotangents, inputs, outputs, *, pads, value):
+    return [cotangents[0][tuple(slice(lo, -hi or None) for lo, hi in pads)]]
+
+
+@gather_p.def_vjp
+@floating_only
+def _gather_vjp(cotangents, inputs, outputs, *, axis):
+    # Scatter-add as a one-hot matmul: [n, m] one-hot of the m indices times the cotangent
+    # rows, [pre, m, post] -> [pre, n, post]. Costs m * n * pre * post multiply-adds and an
+    # m * n one-hot, cheap for embedding-sized n and few indices, not for huge both.
+    (g,), (params, indices) = cotangents, inputs
+    n, m = params.shape[axis], product(indices.shape)
+    if n is None or m is None:
+        raise NotImplementedError("the gradient of gather needs a known size of the gathered "
+                                  "axis and known index dims")
+    pre, post = product(params.shape[:axis]), product(params.shape[axis + 1 :])
+    flat = reshape(indices, (m,))
+    hot = sf.one_hot(sf.where(flat < 0, flat + n, flat), n, dtype=g.dtype)
+    rows = reshape(g, (pre, m, post))
+    return [reshape(sf.matmul(hot, rows, transpose_a=True), params.shape), None]
+
+
+for _primitive in (iota_p, constant_p):
+    _primitive.def_nondifferentiable()
