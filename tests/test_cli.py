@@ -171,8 +171,6 @@ def test_dump_output_file(capsys, model_file, tmp_path):
     assert again == text
 
 
-@pytest.mark.xfail(strict=True, reason="bug: ops/reductions.py _count multiplies the dims, "
-                   "None for an unknown one: TypeError tracing reduce_mean over a ? dim")
 def test_dump_reduce_mean_over_unknown_batch(capsys, model_file):
     status, out, err = run(capsys, "dump", f"{model_file}:mean_over_batch", "--arg", "f32[?,4]")
     assert (status, err) == (0, "")

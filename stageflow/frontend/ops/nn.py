@@ -57,7 +57,8 @@ def _axis(op: str, axis: int, ndim: int) -> int:
 
 
 def relu(features: Any) -> Tensor:
-    """max(x, 0); integer tensors are allowed, as in TensorFlow."""
+    """max(x, 0); integer tensors are allowed, as in TensorFlow. (At exactly 0 the gradient
+    is 0.5: `maximum` splits ties, as JAX's does.)"""
     return ew.maximum(convert_to_tensor(features), 0)
 
 

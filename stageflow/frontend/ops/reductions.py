@@ -14,6 +14,7 @@ from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.primitives import reduction as red
 from stageflow.frontend.primitives.base import Primitive
 from stageflow.frontend.primitives.shapes import normalize_axes
+from stageflow.frontend.primitives.structural import dim_size_p
 from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
 
@@ -55,11 +56,19 @@ def reduce_min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 def _count(x: Tensor, axes: tuple[int, ...]) -> Tensor:
-    """The number of reduced elements as a scalar of x's dtype (traced when dims are unknown)."""
+    """The number of reduced elements as a scalar of x's dtype; unknown dims are read at run
+    time with `dim_size`."""
     count = 1
+    unknown = []
     for a in axes:
-        count *= x.shape[a]
-    return convert_to_tensor(count, x.dtype)
+        if x.shape[a] is None:
+            unknown.append(ew.cast(dim_size_p.bind(x, axis=a), x.dtype))
+        else:
+            count *= x.shape[a]
+    total = convert_to_tensor(count, x.dtype)
+    for size in unknown:
+        total = ew.multiply(total, size)
+    return total
 
 
 def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:

@@ -316,3 +316,17 @@ def _gather_vjp(cotangents, inputs, outputs, *, axis):
 
 for _primitive in (iota_p, constant_p):
     _primitive.def_nondifferentiable()
+
+
+def _dim_size_rule(x: ShapedType, *, axis: int) -> ShapedType:
+    normalize_axis(axis, x.ndim)
+    return ShapedType((), dtypes.int64)
+
+
+dim_size_p = Primitive(
+    "dim_size",
+    shape_rule=_dim_size_rule,
+    kernel=lambda x, *, axis: np.asarray(x.shape[axis], dtype=np.int64),
+    summary="the size of one dim as an int64 scalar (for dims unknown until run time)",
+)
+dim_size_p.def_nondifferentiable()
