@@ -1,6 +1,6 @@
 """The listings of the TensorFlow Eager paper, written with stageflow, printing what the
-paper says they print. Listings 1-2 (tapes) and 3 (modules) arrive with autodiff and
-modules; listings 4-5 (GPU devices) with the GPU runtime.
+paper says they print. Listing 3 (modules) arrives with modules; listings 4-5 (GPU
+devices) with the GPU runtime.
 
     python examples/paper_listings.py
 """
@@ -22,6 +22,30 @@ def section_4_1_select() -> None:
     x = sf.constant([[2.0], [-2.0]])
     print("select(x) =", select(x))
     print("staged    =", sf.function(select)(x))
+
+
+def listing_1() -> None:
+    """Tapes nest to compute higher-order derivatives."""
+    x = sf.constant(3.0)
+    with sf.GradientTape() as t1:
+        with sf.GradientTape() as t2:
+            t1.watch(x)
+            t2.watch(x)
+            y = x * x
+        dy_dx = t2.gradient(y, x)  # 6.0
+    d2y_dx2 = t1.gradient(dy_dx, x)  # 2.0
+    print(f"listing 1: dy_dx = {float(dy_dx)}, d2y_dx2 = {float(d2y_dx2)}")
+
+
+def listing_2() -> None:
+    """Gradient tapes automatically watch variables."""
+    x = sf.Variable(3.0)
+    with sf.GradientTape() as t1:
+        with sf.GradientTape() as t2:
+            y = x * x
+        dy_dx = t2.gradient(y, x)  # 6.0
+    d2y_dx2 = t1.gradient(dy_dx, x)  # 2.0
+    print(f"listing 2: dy_dx = {float(dy_dx)}, d2y_dx2 = {float(d2y_dx2)}")
 
 
 def section_4_1_add_noise() -> None:
@@ -120,7 +144,7 @@ def state_creation() -> None:
 
 
 if __name__ == "__main__":
-    for listing in (section_4_1_select, section_4_1_add_noise, listing_6, listing_7,
-                    listing_8, state_creation):
+    for listing in (section_4_1_select, section_4_1_add_noise, listing_1, listing_2,
+                    listing_6, listing_7, listing_8, state_creation):
         print(f"== {listing.__name__} ==")
         listing()
