@@ -103,7 +103,8 @@ def main(sizes: list[int]) -> dict[int, dict[str, float]]:
         results[n] = rates
         cov = np.cov(staged_state["x"].numpy().T).round(2).tolist() if n >= 256 else ""
         print(f"  N={n:5d}  eager {rates['eager']:12,.0f}  staged {rates['staged']:12,.0f}  "
-              f"numpy {rates['numpy']:12,.0f}   staged/eager {rates['staged'] / rates['eager']:5.1f}x"
+              f"numpy {rates['numpy']:12,.0f}   "
+              f"staged/eager {rates['staged'] / rates['eager']:5.1f}x"
               f"  staged/numpy {rates['staged'] / rates['numpy']:5.2f}x  {cov}")
     return results
 

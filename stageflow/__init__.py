@@ -5,6 +5,7 @@
 
 from stageflow import errors
 from stageflow.frontend import dtypes as _dtypes
+from stageflow.frontend import layers, metrics, optimizers
 from stageflow.frontend.concrete import ConcreteFunction
 from stageflow.frontend.context import init_scope
 from stageflow.frontend.dtypes import (
@@ -17,6 +18,7 @@ from stageflow.frontend.dtypes import (
     uint32,
 )
 from stageflow.frontend.function import Function, RetracingWarning, function
+from stageflow.frontend.module import Module
 from stageflow.frontend.ops import nn, random
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
 from stageflow.frontend.ops.convert import constant, convert_to_tensor, is_tensor

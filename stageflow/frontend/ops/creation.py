@@ -41,16 +41,24 @@ def ones(shape: int | Sequence[int], dtype: Any = dtypes.float32) -> Tensor:
     return fill(shape, 1, dtype)
 
 
+def _fill_like(x: Any, value: int, dtype: Any) -> Tensor:
+    x = convert_to_tensor(x)
+    dtype = x.dtype if dtype is None else dtypes.as_dtype(dtype)
+    if None not in x.shape:
+        return fill(x.shape, value, dtype)
+    # Unknown dims (while tracing): take the shape from x through a broadcasting select.
+    shaped = ew.cast(x, dtype)
+    return ew.where(convert_to_tensor(True), convert_to_tensor(value, dtype), shaped)
+
+
 def zeros_like(x: Any, dtype: Any = None) -> Tensor:
     """Zeros with the shape (and, by default, the dtype) of `x`."""
-    x = convert_to_tensor(x)
-    return zeros(x.shape, x.dtype if dtype is None else dtype)
+    return _fill_like(x, 0, dtype)
 
 
 def ones_like(x: Any, dtype: Any = None) -> Tensor:
     """Ones with the shape (and, by default, the dtype) of `x`."""
-    x = convert_to_tensor(x)
-    return ones(x.shape, x.dtype if dtype is None else dtype)
+    return _fill_like(x, 1, dtype)
 
 
 def eye(num_rows: int, num_columns: int | None = None, batch_shape: Sequence[int] = (),

@@ -1,0 +1,197 @@
+"""Kernels: the elementwise `func.func`s that code generation compiles, analysed once.
+
+A *kernel* is a ``func.func`` whose body holds only elementwise `sf` ops (unary, binary,
+comparisons, logic, ``sf.select``, ``sf.cast``), ``sf.constant`` of 0-d or splat values,
+and ``func.return``. Arguments and results are ranked tensors with static or ``?`` dims;
+binary and select ops broadcast like NumPy. A fusion pass outlines such functions; this
+module turns one into a `Kernel`: the op list in SSA order with value numbers, and the
+*iteration space*, the broadcast shape of every value in it (for a kernel without dead
+values, the broadcast shape of its results). Each argument is read or written at its own
+broadcast strides: stride 0 on dims where it has size 1, so a ``tensor<8xf32>`` bias
+added to a ``tensor<?x8xf32>`` is read again for every row.
+
+Dims are *specs*: an ``int`` when the types fix it, else the tuple of ``(argument, axis)``
+pairs whose run-time sizes decide it (the first that is not 1, as broadcasting does).
+The compiled wrapper sizes outputs from these specs without re-running any shape rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import SSAValue
+
+from stageflow.codegen.ops import RULES
+from stageflow.frontend.primitives.base import ShapedType
+from stageflow.ir.builder import constant_value
+from stageflow.ir.dialect import ConstantOp, ElementwiseOp
+from stageflow.ir.types import shaped_type
+
+Sources = tuple[tuple[int, int], ...]  # (input index, axis) pairs deciding a dynamic dim
+DimSpec = int | Sources
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op: ``values[result] = name(values[operands], **params)``."""
+
+    name: str
+    operands: tuple[int, ...]
+    result: int
+    dtypes: tuple[np.dtype, ...]
+    result_dtype: np.dtype
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument (an input, or an output the kernel writes)."""
+
+    name: str
+    type: ShapedType
+    is_output: bool
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return self.type.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.type.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    @property
+    def is_static_scalar(self) -> bool:
+        """One element whatever the call: read (or written) at stride 0 everywhere."""
+        return all(d == 1 for d in self.shape)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """An analysed kernel. Value numbers: inputs first, then one per op result."""
+
+    name: str
+    inputs: tuple[Arg, ...]
+    outputs: tuple[Arg, ...]
+    steps: tuple[Step, ...]
+    results: tuple[int, ...]  # the value number each output takes
+    shape: tuple[DimSpec, ...]  # the iteration space
+    output_shapes: tuple[tuple[DimSpec, ...], ...]
+    used_inputs: frozenset[int]
+
+    @property
+    def args(self) -> tuple[Arg, ...]:
+        return self.inputs + self.outputs
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def is_live(self, index: int) -> bool:
+        """Whether argument `index` is read or written (unused inputs are only checked)."""
+        return index >= len(self.inputs) or index in self.used_inputs
+
+
+def _combine(specs: list[DimSpec]) -> DimSpec:
+    """The broadcast of dim specs: a static non-1 dim wins, else the union of sources."""
+    sources: list[tuple[int, int]] = []
+    for spec in specs:
+        if isinstance(spec, int):
+            if spec != 1:
+                return spec
+        else:
+            sources.extend(s for s in spec if s not in sources)
+    return tuple(sources) if sources else 1
+
+
+def _aligned(specs: list[tuple[DimSpec, ...]], rank: int) -> list[DimSpec]:
+    """Broadcast several shapes' specs, right-aligned to `rank` axes."""
+    result = []
+    for axis in range(rank):
+        column = [s[axis - rank + len(s)] for s in specs if axis - rank + len(s) >= 0]
+        result.append(_combine(column))
+    return result
+
+
+def _tensor_type(value: SSAValue, what: str) -> ShapedType:
+    if not isinstance(value.type, TensorType):
+        raise NotImplementedError(f"{what} has type {value.type}; kernels take ranked tensors")
+    return shaped_type(value.type)
+
+
+def _constant_params(op: ConstantOp) -> dict[str, Any]:
+    value = constant_value(op)
+    flat = value.reshape(-1)
+    if flat.size == 0 or not np.all(flat.view(np.uint8).reshape(flat.size, -1)
+                                    == flat[:1].view(np.uint8)):
+        raise NotImplementedError(
+            f"sf.constant of type {op.value.type} is not 0-d or a splat; kernels take only "
+            "scalar constants (pass other tensors as arguments)"
+        )
+    return {"value": flat[:1]}
+
+
+def analyse(function: FuncOp) -> Kernel:
+    """The `Kernel` of an elementwise ``func.func``; ``NotImplementedError`` names what is
+    not supported (a non-elementwise op, a non-splat constant, an unranked type)."""
+    name = function.sym_name.data
+    block = function.body.block
+    numbers: dict[SSAValue, int] = {}
+    specs: list[tuple[DimSpec, ...]] = []
+    types: list[ShapedType] = []
+    inputs = []
+    for index, value in enumerate(block.args):
+        ty = _tensor_type(value, f"argument #{index} of @{name}")
+        label = f"%{value.name_hint}" if value.name_hint else f"#{index}"
+        inputs.append(Arg(f"argument {label}", ty, False))
+        numbers[value] = index
+        specs.append(tuple(d if d is not None else ((index, axis),)
+                           for axis, d in enumerate(ty.shape)))
+        types.append(ty)
+    steps: list[Step] = []
+    results: tuple[int, ...] = ()
+    for op in block.ops:
+        if isinstance(op, ReturnOp):
+            results = tuple(numbers[v] for v in op.operands)
+            break
+        if not isinstance(op, ElementwiseOp | ConstantOp) or len(op.results) != 1:
+            raise NotImplementedError(f"{op.name} is not an elementwise op; @{name} is not a "
+                                      "kernel")
+        primitive = "constant" if isinstance(op, ConstantOp) else op.primitive.name
+        if primitive not in RULES:
+            raise NotImplementedError(f"codegen has no lowering for {op.name}")
+        params = _constant_params(op) if isinstance(op, ConstantOp) else op.params()
+        ty = _tensor_type(op.results[0], f"the result of {op.name}")
+        operands = tuple(numbers[v] for v in op.operands)
+        operand_specs = [specs[i] for i in operands]
+        rank = len(ty.shape)
+        combined = _aligned(operand_specs, rank) if operands else [1] * rank
+        spec = tuple(d if d is not None else combined[axis] for axis, d in enumerate(ty.shape))
+        numbers[op.results[0]] = len(specs)
+        steps.append(Step(primitive, operands, len(specs),
+                          tuple(types[i].dtype for i in operands), ty.dtype, params))
+        specs.append(spec)
+        types.append(ty)
+    outputs = tuple(Arg(f"result #{j}", types[v], True) for j, v in enumerate(results))
+    used = frozenset(i for step in steps for i in step.operands if i < len(inputs))
+    used |= {v for v in results if v < len(inputs)}
+    # Unused arguments are only checked against their own types, never iterated over.
+    live = [spec for v, spec in enumerate(specs) if v >= len(inputs) or v in used]
+    rank = max((len(s) for s in live), default=0)
+    return Kernel(
+        name=name,
+        inputs=tuple(inputs),
+        outputs=outputs,
+        steps=tuple(steps),
+        results=results,
+        shape=tuple(_aligned(live, rank)),
+        output_shapes=tuple(specs[v] for v in results),
+        used_inputs=used,
+    )

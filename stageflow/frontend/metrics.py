@@ -1,0 +1,155 @@
+"""`sf.metrics`: streaming metrics whose running state lives in variables.
+
+A metric accumulates with `update_state(...)`, reports with `result()` and starts over with
+`reset_state()`; calling it does an update and returns the result, as in Keras. The running
+`total` and `count` are (non-trainable) variables created with the metric, so a staged
+function that updates a metric updates the live object, and `result()` works in both
+contexts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.module import Module
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.creation import ones, zeros
+from stageflow.frontend.ops.reductions import argmax, reduce_sum
+from stageflow.frontend.ops.shape import expand_dims, squeeze
+from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.variables import Variable
+
+__all__ = ["Accuracy", "CategoricalAccuracy", "Mean", "Metric", "SparseCategoricalAccuracy",
+           "Sum"]
+
+
+class Metric(Module):
+    """The base class: `update_state`, `result`, `reset_state`, and ``metric(...)``."""
+
+    def __init__(self, name: str | None = None, dtype: Any = dtypes.float32) -> None:
+        super().__init__(name)
+        self.dtype = dtypes.as_dtype(dtype)
+
+    def add_state(self, name: str) -> Variable:
+        """A scalar accumulator variable, initially 0."""
+        return Variable(zeros((), self.dtype), trainable=False, name=f"{self.name}/{name}")
+
+    def update_state(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def result(self) -> Tensor:
+        raise NotImplementedError
+
+    def reset_state(self) -> None:
+        """Set every state variable back to 0."""
+        for variable in self.variables:
+            variable.assign(zeros(variable.shape, variable.dtype))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
+        self.update_state(*args, **kwargs)
+        return self.result()
+
+    def __repr__(self) -> str:
+        return f"<sf.metrics.{type(self).__name__} {self.name!r}>"
+
+
+class Sum(Metric):
+    """The (weighted) sum of all values seen."""
+
+    def __init__(self, name: str | None = None, dtype: Any = dtypes.float32) -> None:
+        super().__init__(name, dtype)
+        self.total = self.add_state("total")
+
+    def update_state(self, values: Any, sample_weight: Any = None) -> None:
+        values = _as(values, self.dtype)
+        if sample_weight is not None:
+            values = values * _weights(sample_weight, values, self.dtype)
+        self.total.assign_add(reduce_sum(values))
+
+    def result(self) -> Tensor:
+        return self.total.read_value()
+
+
+class Mean(Metric):
+    """The (weighted) mean of all values seen: ``sum(w * x) / sum(w)``, 0 before any."""
+
+    def __init__(self, name: str | None = None, dtype: Any = dtypes.float32) -> None:
+        super().__init__(name, dtype)
+        self.total = self.add_state("total")
+        self.count = self.add_state("count")
+
+    def update_state(self, values: Any, sample_weight: Any = None) -> None:
+        values = _as(values, self.dtype)
+        if sample_weight is None:
+            self.total.assign_add(reduce_sum(values))
+            self.count.assign_add(_size(values, self.dtype))
+            return
+        weights = _weights(sample_weight, values, self.dtype)
+        self.total.assign_add(reduce_sum(values * weights))
+        self.count.assign_add(reduce_sum(weights))
+
+    def result(self) -> Tensor:
+        total, count = self.total.read_value(), self.count.read_value()
+        nonzero = ew.not_equal(count, 0.0)
+        return ew.where(nonzero, total / ew.where(nonzero, count, 1.0), 0.0)
+
+
+class Accuracy(Mean):
+    """How often `y_pred` equals `y_true` (Keras' `Accuracy`: values compared as they are;
+    for class scores use `SparseCategoricalAccuracy` or `CategoricalAccuracy`)."""
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        y_true, y_pred = convert_to_tensor(y_true), convert_to_tensor(y_pred)
+        matches = ew.equal(y_true, ew.cast(y_pred, y_true.dtype))
+        super().update_state(matches, sample_weight)
+
+
+class SparseCategoricalAccuracy(Mean):
+    """How often ``argmax(y_pred, -1)`` equals the integer label `y_true`."""
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        y_true, y_pred = convert_to_tensor(y_true), convert_to_tensor(y_pred)
+        if y_true.ndim == y_pred.ndim and y_true.ndim > 0 and y_true.shape[-1] == 1:
+            y_true = squeeze(y_true, -1)
+        predicted = ew.cast(argmax(y_pred, axis=-1), y_true.dtype)
+        super().update_state(ew.equal(y_true, predicted), sample_weight)
+
+
+class CategoricalAccuracy(Mean):
+    """How often ``argmax(y_pred, -1)`` equals ``argmax(y_true, -1)`` (one-hot labels)."""
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        matches = ew.equal(argmax(y_true, axis=-1), argmax(y_pred, axis=-1))
+        super().update_state(matches, sample_weight)
+
+
+def _as(values: Any, dtype: Any) -> Tensor:
+    values = convert_to_tensor(values)
+    return values if values.dtype == dtype else ew.cast(values, dtype)
+
+
+def _ones_like(values: Tensor, dtype: Any) -> Tensor:
+    """Ones of the values' shape; also when a dim is unknown while tracing (every element
+    is either equal or unequal to itself, NaN included)."""
+    if None not in values.shape:
+        return ones(values.shape, dtype)
+    return ew.cast(ew.logical_or(ew.equal(values, values), ew.not_equal(values, values)), dtype)
+
+
+def _size(values: Tensor, dtype: Any) -> Tensor:
+    """The number of elements: a constant, unless a dim is unknown while tracing."""
+    if None not in values.shape:
+        return convert_to_tensor(math.prod(values.shape), dtype)
+    return reduce_sum(_ones_like(values, dtype))
+
+
+def _weights(sample_weight: Any, values: Tensor, dtype: Any) -> Tensor:
+    """Sample weights cast and broadcast to the values' shape (trailing 1s added, so
+    per-sample weights ``[batch]`` fit values ``[batch, ...]``)."""
+    weights = _as(sample_weight, dtype)
+    while 0 < weights.ndim < values.ndim:
+        weights = expand_dims(weights, -1)
+    return weights * _ones_like(values, dtype)

@@ -1,0 +1,243 @@
+"""`sf.optimizers`: SGD (with momentum, Nesterov) and Adam, with Keras' update rules.
+
+An optimizer is an `sf.Module` whose state is variables: the step counter `iterations`,
+the learning rate (a float64 variable, cast to each model variable's dtype, so assigning a
+new one reaches functions already traced), and one slot variable per model variable and
+slot name (momentum, Adam's ``m`` and ``v``), created the first time `apply_gradients` sees
+the variable. Slots are created with eager initial
+values, so a training step under `sf.function` creates them on its first call only and is
+then traced once more (the paper's state-creation rule); later calls neither create state
+nor retrace.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from stageflow.frontend import dtypes
+from stageflow.frontend.module import Module
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
+from stageflow.frontend.ops.creation import zeros
+from stageflow.frontend.tape import GradientTape
+from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.variables import Variable
+
+__all__ = ["SGD", "Adam", "Optimizer"]
+
+
+class Optimizer(Module):
+    """The base class: `apply_gradients` over ``(gradient, variable)`` pairs, per-variable
+    slots, and `minimize`. Subclasses define `_create_slots(variable)` and
+    `_update(gradient, variable, lr)`."""
+
+    # Slots are tracked through `_slot_variables`; `_slots` maps model variables to them.
+    _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_slots", "_schedule"}
+
+    def __init__(self, learning_rate: float | Callable | Variable, name: str | None = None
+                 ) -> None:
+        super().__init__(name)
+        self._schedule: Callable | None = None
+        if isinstance(learning_rate, Variable):
+            rate = learning_rate
+        elif callable(learning_rate) and not is_tensor(learning_rate):
+            self._schedule = learning_rate  # called with `iterations` on every step
+            rate = Variable(0.0, trainable=False, dtype=dtypes.float64,
+                            name=f"{self.name}/learning_rate")
+        else:
+            rate = Variable(float(learning_rate), trainable=False, dtype=dtypes.float64,
+                            name=f"{self.name}/learning_rate")
+        self._learning_rate = rate
+        self.iterations = Variable(0, trainable=False, dtype=dtypes.int64,
+                                   name=f"{self.name}/iterations")
+        # id(model variable) -> (weak reference to it, {slot name: slot variable})
+        self._slots: dict[int, tuple[weakref.ref, dict[str, Variable]]] = {}
+        self._slot_variables: list[Variable] = []
+
+    # -- hyper-parameters ---------------------------------------------------------------
+
+    @property
+    def learning_rate(self) -> Variable:
+        """The learning rate, a variable: ``opt.learning_rate = 0.01`` assigns it."""
+        return self._learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value: Any) -> None:
+        self._learning_rate.assign(ew.cast(convert_to_tensor(value), self._learning_rate.dtype))
+
+    def _current_learning_rate(self) -> Tensor:
+        if self._schedule is not None:
+            return ew.cast(convert_to_tensor(self._schedule(self.iterations.read_value())),
+                           dtypes.float64)
+        return self._learning_rate.read_value()
+
+    # -- slots --------------------------------------------------------------------------
+
+    def add_slot(self, variable: Variable, slot_name: str, initial_value: Any = None
+                 ) -> Variable:
+        """The slot `slot_name` of `variable`, created (zeros by default) if new."""
+        entry = self._slots.get(id(variable))
+        if entry is not None and entry[0]() is not variable:  # a dead variable's id reused
+            entry = None
+        if entry is None:
+            entry = self._slots[id(variable)] = (weakref.ref(variable), {})
+        slots = entry[1]
+        if slot_name not in slots:
+            shape, dtype = variable.shape, variable.dtype
+            value = (lambda: zeros(shape, dtype)) if initial_value is None else initial_value
+            base = variable.name.replace(":", "_")
+            slot = Variable(value, trainable=False, dtype=dtype, name=f"{base}/{slot_name}")
+            slots[slot_name] = slot
+            self._slot_variables.append(slot)
+        return slots[slot_name]
+
+    def get_slot(self, variable: Variable, slot_name: str) -> Variable:
+        entry = self._slots.get(id(variable))
+        if entry is None or entry[0]() is not variable or slot_name not in entry[1]:
+            raise KeyError(f"{self.name}: no slot {slot_name!r} for variable {variable.name!r}")
+        return entry[1][slot_name]
+
+    def _create_slots(self, variable: Variable) -> None:
+        """Create the slots `_update` uses for `variable` (none by default)."""
+
+    # -- updates ------------------------------------------------------------------------
+
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Variable]]) -> Variable:
+        """One optimisation step: update each variable from its gradient (pairs whose
+        gradient is None are skipped), then increment `iterations`."""
+        pairs = []
+        for gradient, variable in grads_and_vars:
+            if not isinstance(variable, Variable):
+                raise TypeError(f"{self.name}.apply_gradients: expected (gradient, variable) "
+                                f"pairs, got a {type(variable).__name__} where a variable "
+                                "belongs")
+            if gradient is None:
+                continue
+            gradient = convert_to_tensor(gradient)
+            if gradient.dtype != variable.dtype or tuple(gradient.shape) != variable.shape:
+                raise ValueError(
+                    f"{self.name}.apply_gradients: the gradient for {variable.name!r} is "
+                    f"{gradient.dtype.name}{list(gradient.shape)}, the variable is "
+                    f"{variable.dtype.name}{list(variable.shape)}")
+            pairs.append((gradient, variable))
+        if not pairs:
+            raise ValueError(f"{self.name}.apply_gradients: no gradients provided for any "
+                             "variable (every gradient is None)")
+        for _, variable in pairs:
+            self._create_slots(variable)
+        rate = self._current_learning_rate()
+        coefficients: dict[Any, dict[str, Tensor]] = {}
+        for gradient, variable in pairs:
+            if variable.dtype not in coefficients:
+                lr = ew.cast(rate, variable.dtype)
+                coefficients[variable.dtype] = self._coefficients(lr, variable.dtype)
+            self._update(gradient, variable, coefficients[variable.dtype])
+        self.iterations.assign_add(1)
+        return self.iterations
+
+    def _coefficients(self, lr: Tensor, dtype: Any) -> dict[str, Tensor]:
+        """Per-step values shared by all variables of one dtype (computed once a step)."""
+        return {"lr": lr}
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        raise NotImplementedError
+
+    def _local_step(self, dtype: Any) -> Tensor:
+        """The number of this step, counting from 1, as a float (Adam's `t`)."""
+        return ew.cast(self.iterations.read_value() + 1, dtype)
+
+    def minimize(self, loss: Callable[[], Any], var_list: Any, tape: Any = None) -> Any:
+        """Compute `loss()` under a tape, then apply its gradients to `var_list` (a list of
+        variables, a module (its trainable variables), or a callable returning either,
+        called after `loss`, so models that build on first call work). Returns the loss."""
+        if tape is not None and not callable(loss):
+            value = loss
+        else:
+            if not callable(loss):
+                raise TypeError(f"{self.name}.minimize: loss must be a callable (or pass the "
+                                "tape it was computed under)")
+            with GradientTape() as tape:
+                value = loss()
+        variables = var_list() if callable(var_list) and not isinstance(var_list, Module) \
+            else var_list
+        if isinstance(variables, Module):
+            variables = variables.trainable_variables
+        variables = list(variables)
+        gradients = tape.gradient(value, variables)
+        self.apply_gradients(zip(gradients, variables, strict=True))
+        return value
+
+    def __repr__(self) -> str:
+        return f"<sf.optimizers.{type(self).__name__} {self.name!r}>"
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, Keras' rule.
+
+    Without momentum ``w -= lr * g``. With momentum ``m = momentum * m - lr * g`` and
+    ``w += m``, or with Nesterov ``w += momentum * m - lr * g`` (the new `m`).
+    """
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.01,
+                 momentum: float = 0.0, nesterov: bool = False, name: str | None = None
+                 ) -> None:
+        if not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"SGD: momentum must be in [0, 1], got {momentum!r}")
+        super().__init__(learning_rate, name)
+        self.momentum = float(momentum)
+        self.nesterov = bool(nesterov)
+
+    def _create_slots(self, variable: Variable) -> None:
+        if self.momentum:
+            self.add_slot(variable, "momentum")
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        lr = coefficients["lr"]
+        if not self.momentum:
+            variable.assign_sub(gradient * lr)
+            return
+        m = self.get_slot(variable, "momentum")
+        new_m = m.read_value() * self.momentum - gradient * lr
+        m.assign(new_m)
+        if self.nesterov:
+            variable.assign_add(new_m * self.momentum - gradient * lr)
+        else:
+            variable.assign_add(new_m)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba), Keras' form with the bias correction folded into the step:
+
+    ``m += (g - m) * (1 - beta_1)``, ``v += (g*g - v) * (1 - beta_2)``,
+    ``alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)``,
+    ``w -= alpha * m / (sqrt(v) + epsilon)``, with ``t`` the step number from 1.
+    """
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-7, name: str | None = None
+                 ) -> None:
+        super().__init__(learning_rate, name)
+        self.beta_1 = float(beta_1)
+        self.beta_2 = float(beta_2)
+        self.epsilon = float(epsilon)
+
+    def _create_slots(self, variable: Variable) -> None:
+        self.add_slot(variable, "m")
+        self.add_slot(variable, "v")
+
+    def _coefficients(self, lr: Tensor, dtype: Any) -> dict[str, Tensor]:
+        t = self._local_step(dtype)
+        beta_1_power = ew.pow(self.beta_1, t)
+        beta_2_power = ew.pow(self.beta_2, t)
+        return {"alpha": lr * ew.sqrt(1.0 - beta_2_power) / (1.0 - beta_1_power)}
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        m, v = self.get_slot(variable, "m"), self.get_slot(variable, "v")
+        alpha = coefficients["alpha"]
+        new_m = m.read_value() + (gradient - m.read_value()) * (1.0 - self.beta_1)
+        new_v = v.read_value() + (ew.square(gradient) - v.read_value()) * (1.0 - self.beta_2)
+        m.assign(new_m)
+        v.assign(new_v)
+        variable.assign_sub(new_m * alpha / (ew.sqrt(new_v) + self.epsilon))

@@ -1,0 +1,253 @@
+"""sf.optimizers against hand-computed NumPy updates, staged training, and sf.metrics."""
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+
+GRADS = [np.array([0.5, -1.0, 2.0]), np.array([-0.25, 0.5, 1.0]), np.array([1.0, 1.0, -3.0]),
+         np.array([0.0, -2.0, 0.5])]
+START = np.array([1.0, -2.0, 0.5])
+
+
+def ids(objects):
+    return [id(o) for o in objects]
+
+
+def sgd_reference(lr, momentum=0.0, nesterov=False):
+    w, m, out = START.copy(), np.zeros(3), []
+    for g in GRADS:
+        if momentum:
+            m = momentum * m - lr * g
+            w = w + (momentum * m - lr * g if nesterov else m)
+        else:
+            w = w - lr * g
+        out.append(w.copy())
+    return out
+
+
+def adam_reference(lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    w, m, v, out = START.copy(), np.zeros(3), np.zeros(3), []
+    for t, g in enumerate(GRADS, 1):
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g * g
+        m_hat, v_hat = m / (1 - beta_1**t), v / (1 - beta_2**t)
+        # Keras adds epsilon to sqrt(v), not to sqrt(v_hat): in bias-corrected terms it
+        # is epsilon / sqrt(1 - beta_2**t) (the paper's "epsilon hat").
+        w = w - lr * m_hat / (np.sqrt(v_hat) + epsilon / np.sqrt(1 - beta_2**t))
+        out.append(w.copy())
+    return out
+
+
+OPTIMIZERS = {
+    "sgd": (lambda: sf.optimizers.SGD(0.1), lambda: sgd_reference(0.1)),
+    "momentum": (lambda: sf.optimizers.SGD(0.1, momentum=0.9),
+                 lambda: sgd_reference(0.1, 0.9)),
+    "nesterov": (lambda: sf.optimizers.SGD(0.05, momentum=0.8, nesterov=True),
+                 lambda: sgd_reference(0.05, 0.8, nesterov=True)),
+    "adam": (lambda: sf.optimizers.Adam(0.01), lambda: adam_reference(0.01)),
+    "adam_eps": (lambda: sf.optimizers.Adam(0.1, beta_1=0.5, beta_2=0.9, epsilon=0.5),
+                 lambda: adam_reference(0.1, 0.5, 0.9, 0.5)),
+}
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["eager", "staged"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_updates_match_numpy(name, dtype, staged):
+    make, reference = OPTIMIZERS[name]
+    opt = make()
+    var = sf.Variable(START.astype(dtype))
+
+    def step(g):
+        opt.apply_gradients([(g, var)])
+
+    if staged:
+        step = sf.function(step)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for g, expected in zip(GRADS, reference(), strict=True):
+        step(sf.constant(g.astype(dtype)))
+        np.testing.assert_allclose(var.numpy(), expected, rtol=rtol, atol=rtol)
+    assert int(opt.iterations) == len(GRADS)
+    if staged:
+        # Slots were created on the first call, which was then traced once more.
+        assert step.tracing_count == (2 if opt._slot_variables else 1)
+
+
+def test_keras_adam_form():
+    """One step of the form Keras writes, literally."""
+    opt = sf.optimizers.Adam(0.2, epsilon=1e-3)
+    var = sf.Variable([1.0, 2.0])
+    g = np.array([0.3, -4.0])
+    opt.apply_gradients([(sf.constant(g, sf.float32), var)])
+    m = (g - 0) * 0.1
+    v = (g * g) * 0.001
+    alpha = 0.2 * np.sqrt(1 - 0.999) / (1 - 0.9)
+    np.testing.assert_allclose(var.numpy(), [1.0, 2.0] - m * alpha / (np.sqrt(v) + 1e-3),
+                               rtol=1e-5)
+    np.testing.assert_allclose(opt.get_slot(var, "m").numpy(), m, rtol=1e-6)
+    np.testing.assert_allclose(opt.get_slot(var, "v").numpy(), v, rtol=1e-6)
+
+
+def test_slots_iterations_and_none_gradients():
+    opt = sf.optimizers.SGD(0.5, momentum=0.5)
+    a, b = sf.Variable([1.0, 1.0]), sf.Variable(3.0)
+    opt.apply_gradients(zip([sf.constant([1.0, 2.0]), None], [a, b], strict=True))
+    np.testing.assert_allclose(a.numpy(), [0.5, 0.0])
+    assert float(b) == 3.0  # a None gradient is skipped, and makes no slot
+    with pytest.raises(KeyError, match="no slot 'momentum'"):
+        opt.get_slot(b, "momentum")
+    assert opt.get_slot(a, "momentum").shape == (2,)
+    assert not opt.get_slot(a, "momentum").trainable
+    assert ids(opt.variables) == ids([opt.learning_rate, opt.iterations,
+                                      opt.get_slot(a, "momentum")])
+    assert all(v is not a for v in opt.variables)  # the model's variables are not its own
+    with pytest.raises(ValueError, match="no gradients provided"):
+        opt.apply_gradients([(None, a)])
+    with pytest.raises(ValueError, match="the gradient for"):
+        opt.apply_gradients([(sf.constant([1.0, 2.0, 3.0]), a)])
+    with pytest.raises(TypeError, match="pairs"):
+        opt.apply_gradients([(sf.constant(1.0), sf.constant(2.0))])
+    assert int(opt.iterations) == 1
+
+
+def test_learning_rate_is_state_seen_by_traced_steps():
+    opt = sf.optimizers.SGD(1.0)
+    var = sf.Variable(0.0)
+
+    @sf.function
+    def step():
+        opt.apply_gradients([(sf.constant(1.0), var)])
+
+    step()
+    assert float(var) == -1.0
+    opt.learning_rate = 0.25
+    step()
+    assert float(var) == -1.25 and step.tracing_count == 1
+    schedule = sf.optimizers.SGD(lambda step: 1.0 / (sf.cast(step, sf.float32) + 1.0))
+    w = sf.Variable(0.0)
+    for _ in range(3):
+        schedule.apply_gradients([(sf.constant(1.0), w)])
+    np.testing.assert_allclose(float(w), -(1 + 1 / 2 + 1 / 3), rtol=1e-6)
+
+
+def test_minimize():
+    opt = sf.optimizers.SGD(0.1)
+    w = sf.Variable([3.0, -1.0])
+    for _ in range(100):
+        loss = opt.minimize(lambda: sf.reduce_sum(sf.square(w - 1.0)), [w])
+    np.testing.assert_allclose(w.numpy(), [1.0, 1.0], atol=1e-6)
+    assert float(loss) < 1e-10
+    model = sf.layers.Dense(1)
+    x, y = sf.constant([[1.0], [2.0]]), sf.constant([[2.0], [4.0]])
+    adam = sf.optimizers.Adam(0.1)
+    adam.minimize(lambda: sf.reduce_mean(sf.square(model(x) - y)), model)  # builds on call
+    assert int(adam.iterations) == 1 and len(adam.variables) == 2 + 4
+
+
+def test_staged_linear_regression_converges_without_retracing():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 3)).astype(np.float32)
+    true_w = np.array([[2.0], [-3.0], [0.5]], np.float32)
+    y = x @ true_w + 1.5
+    model = sf.layers.Dense(1)
+    opt = sf.optimizers.SGD(0.1, momentum=0.5)
+    loss_metric = sf.metrics.Mean()
+
+    @sf.function
+    def train_step(x, y):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_mean(sf.square(model(x) - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        loss_metric.update_state(loss)
+        return loss
+
+    xs, ys = sf.constant(x), sf.constant(y)
+    losses = [float(train_step(xs, ys)) for _ in range(150)]
+    assert train_step.tracing_count <= 2
+    assert losses[-1] < 1e-6 < losses[0]
+    np.testing.assert_allclose(model.kernel.numpy(), true_w, atol=1e-3)
+    np.testing.assert_allclose(model.bias.numpy(), [1.5], atol=1e-3)
+    assert int(opt.iterations) == 150
+    np.testing.assert_allclose(float(loss_metric.result()), np.mean(losses), rtol=1e-4)
+    for _ in range(3):
+        train_step(xs, ys)
+    assert train_step.tracing_count <= 2
+
+
+def test_adam_training_step_traces_twice_then_reuses():
+    model = sf.layers.Sequential([sf.layers.Dense(4, "tanh"), sf.layers.Dense(1)])
+    opt = sf.optimizers.Adam(0.05)
+
+    @sf.function
+    def train_step(x, y):
+        return opt.minimize(lambda: sf.reduce_mean(sf.square(model(x) - y)),
+                            lambda: model.trainable_variables)
+
+    x = sf.random.normal((16, 2))
+    y = sf.reduce_sum(x, axis=1, keepdims=True)
+    first = float(train_step(x, y))
+    for _ in range(60):
+        last = float(train_step(x, y))
+    assert train_step.tracing_count == 2  # state created on the first call, then one trace
+    assert last < first / 10
+    assert len(opt.variables) == 2 + 2 * 4 and int(opt.iterations) == 61
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["eager", "staged"])
+def test_mean_metric(staged):
+    mean = sf.metrics.Mean()
+    assert float(mean.result()) == 0.0  # nothing seen yet
+
+    def update(values, weights):
+        mean.update_state(values)
+        mean.update_state(values, sample_weight=weights)
+        return mean.result()
+
+    if staged:
+        update = sf.function(update)
+    values = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    weights = np.array([1.0, 0.0], np.float32)  # per sample: the second row counts 0
+    result = update(sf.constant(values), sf.constant(weights))
+    np.testing.assert_allclose(float(result), (10.0 + 3.0) / (4 + 2), rtol=1e-6)
+    np.testing.assert_allclose(float(mean.result()), float(result))
+    mean.reset_state()
+    assert float(mean.result()) == 0.0
+    mean.update_state(sf.constant([1, 2], sf.int32))  # cast to the metric's dtype
+    assert float(mean(5.0)) == pytest.approx(8.0 / 3)
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["eager", "staged"])
+def test_accuracy_metrics(staged):
+    accuracy = sf.metrics.Accuracy()
+    sparse = sf.metrics.SparseCategoricalAccuracy()
+    categorical = sf.metrics.CategoricalAccuracy()
+
+    def update(labels, predictions, logits, one_hot):
+        accuracy.update_state(labels, predictions)
+        sparse.update_state(labels, logits)
+        categorical.update_state(one_hot, logits)
+        return accuracy.result(), sparse.result(), categorical.result()
+
+    if staged:
+        update = sf.function(update, input_signature=[
+            sf.TensorSpec([None], sf.int32), sf.TensorSpec([None], sf.float32),
+            sf.TensorSpec([None, 3], sf.float32), sf.TensorSpec([None, 3], sf.float32)])
+    labels = np.array([0, 2, 1, 1], np.int32)
+    predictions = np.array([0.0, 2.0, 2.0, 1.0], np.float32)
+    logits = np.array([[3.0, 1.0, 0.0], [0.0, 1.0, 2.0], [5.0, 0.0, 0.0], [0.0, 1.0, 0.5]],
+                      np.float32)
+    one_hot = np.eye(3, dtype=np.float32)[labels]
+    results = update(*map(sf.constant, (labels, predictions, logits, one_hot)))
+    assert [float(r) for r in results] == [0.75, 0.75, 0.75]
+    results = update(*map(sf.constant, (labels[:2], predictions[:2], logits[:2], one_hot[:2])))
+    assert [float(r) for r in results] == pytest.approx([5 / 6] * 3)
+    for metric in (accuracy, sparse, categorical):
+        metric.reset_state()
+        assert float(metric.result()) == 0.0
+    sparse.update_state(labels[:, None], logits)  # [batch, 1] labels are accepted too
+    assert float(sparse.result()) == 0.75
