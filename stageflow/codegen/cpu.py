@@ -116,18 +116,37 @@ class CPUTarget:
 
     def compile(self, kernel: Kernel | FuncOp) -> CompiledKernel:
         """JIT-compile; the result calls the kernel on NumPy arrays."""
-        kernel = kernel if isinstance(kernel, Kernel) else analyse(kernel)
+        return self.compile_many([kernel])[0]
+
+    def compile_many(self, kernels: list[Kernel | FuncOp]) -> list[CompiledKernel]:
+        """JIT-compile several kernels as one LLVM module: one optimisation and one code
+        generation run instead of one per kernel (compile latency)."""
+        kernels = [k if isinstance(k, Kernel) else analyse(k) for k in kernels]
+        if not kernels:
+            return []
         jit = _jit()
-        symbol = f"{kernel.name}.k{next(jit.counter)}"
-        text = str(self.module(kernel, symbol))
-        addresses = jit.add(text, self.opt, [symbol, f"{symbol}.py"])
-        raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
-            addresses[symbol])
-        py = None
-        if jit.layout_ok:
-            py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * len(kernel.args))(
-                addresses[f"{symbol}.py"])
-        return CompiledKernel(kernel, raw, py, llvm_ir=text)
+        module = ir.Module(name=kernels[0].name)
+        module.triple = llvm.get_process_triple()
+        symbols = []
+        for kernel in kernels:
+            symbol = f"{kernel.name}.k{next(jit.counter)}"
+            builder = KernelBuilder(kernel, module, symbol, self.libm)
+            check, run = builder.build_check(), builder.build_run(Driver())
+            _raw_entry(module, kernel, symbol, check, run)
+            _py_entry(module, kernel, symbol, check, run)
+            symbols.append(symbol)
+        text = str(module)
+        addresses = jit.add(text, self.opt, [n for s in symbols for n in (s, f"{s}.py")])
+        compiled = []
+        for kernel, symbol in zip(kernels, symbols, strict=True):
+            raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
+                addresses[symbol])
+            py = None
+            if jit.layout_ok:
+                py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * len(kernel.args))(
+                    addresses[f"{symbol}.py"])
+            compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=text))
+        return compiled
 
 
 def _raw_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Function,
@@ -247,3 +266,8 @@ _DEFAULT = CPUTarget()
 def compile_kernel(function: FuncOp | Kernel) -> CompiledKernel:
     """Compile an elementwise kernel for this CPU: ``f(*arrays) -> tuple of arrays``."""
     return _DEFAULT.compile(function)
+
+
+def compile_kernels(functions: list[FuncOp | Kernel]) -> list[CompiledKernel]:
+    """Compile several kernels in one LLVM module (see `CPUTarget.compile_many`)."""
+    return _DEFAULT.compile_many(functions)

@@ -7,6 +7,7 @@ at every call, and the way to rebuild the Python result structure.
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
@@ -52,12 +53,37 @@ class ConcreteFunction:
 
     @property
     def program(self):
-        """The interpreter's plan for this graph, built on first use."""
+        """What runs this graph: the compiled executable (`jit=True`, built on first use)
+        or the interpreter's plan (`jit=False`)."""
         if self._program is None:
-            from stageflow.runtime.interpreter import Program
-
-            self._program = Program(self.graph)
+            self._program = self._compile() if self.jit else self._interpreter()
         return self._program
+
+    def _interpreter(self):
+        from stageflow.runtime.interpreter import Program
+
+        return Program(self.graph)
+
+    def _compile(self):
+        from stageflow.ir.from_graph import graph_module
+        from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+        from stageflow.runtime.executable import Executable
+
+        start = time.perf_counter()
+        module = graph_module(self.graph, self.name)
+        built = time.perf_counter() - start
+        executable = Executable.build(module, self.name, Pipeline.parse(DEFAULT_PIPELINE))
+        executable.stats.seconds["build IR"] = built
+        return executable
+
+    def stats(self) -> dict[str, Any]:
+        """Op and kernel counts and compile time per stage (compiles if not yet done)."""
+        program = self.program
+        if not self.jit:
+            return {"ops": len(program.steps), "kernels": 0, "compile_seconds": {}}
+        stats = program.stats
+        return {"ops": stats.ops, "kernels": stats.kernels,
+                "compile_seconds": dict(stats.seconds)}
 
     @property
     def variables(self) -> list[Variable]:
