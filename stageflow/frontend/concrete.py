@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from stageflow import config
 from stageflow.frontend import context, nest, tape
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.primitives.base import ResourceType, ShapedType
@@ -66,14 +67,31 @@ class ConcreteFunction:
 
     def _compile(self):
         from stageflow.ir.from_graph import graph_module
+        from stageflow.ir.text import module_to_text
         from stageflow.passes import DEFAULT_PIPELINE, Pipeline
         from stageflow.runtime.executable import Executable
 
         start = time.perf_counter()
         module = graph_module(self.graph, self.name)
         built = time.perf_counter() - start
-        executable = Executable.build(module, self.name, Pipeline.parse(DEFAULT_PIPELINE))
+        after_pass = None
+        if config.dump_dir:
+            config.dump(self.name, "traced", module_to_text(module, debuginfo=True))
+
+            def after_pass(module_pass, module):
+                config.dump(self.name, f"after.{module_pass.name}",
+                            module_to_text(module, debuginfo=True))
+
+        pipeline = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass)
+        executable = Executable.build(module, self.name, pipeline)
         executable.stats.seconds["build IR"] = built
+        seconds = executable.stats.seconds
+        for name, value in seconds.items():
+            if name.startswith("pass "):
+                config.emit("passes", f"{self.name}: {name[5:]} {value * 1e3:.2f} ms")
+        config.emit("compiles", f"{self.name}: compiled {executable.stats.kernels} kernels, "
+                    f"{executable.stats.ops} steps in "
+                    f"{(time.perf_counter() - start) * 1e3:.1f} ms")
         return executable
 
     def stats(self) -> dict[str, Any]:

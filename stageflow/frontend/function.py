@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 import warnings
 import weakref
 from collections import OrderedDict, deque
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from stageflow import config
 from stageflow.frontend import context, nest
 from stageflow.frontend.concrete import ConcreteFunction, trace_function
 from stageflow.frontend.spec import TensorSpec
@@ -248,15 +250,11 @@ class Function:
     def _note_retrace(self, key: tuple, canonical: tuple) -> None:
         self._calls.append(True)
         previous, self._last_key = self._last_key, key
+        if previous is not None and config.logging("retraces"):
+            config.emit("retraces", f"{self.name}: {self._change_reason(previous, key, canonical)}")
         if self._warned or sum(self._calls) < RETRACE_LIMIT or previous is None:
             return
-        names = self._names(canonical)
-        reason = "the nest structure of the arguments changed"
-        if previous[0] == key[0] and len(previous[1]) == len(key[1]):
-            for name, old, new in zip(names, previous[1], key[1], strict=False):
-                if old != new:
-                    reason = f"argument {name!r}: {_describe_change(old, new)}"
-                    break
+        reason = self._change_reason(previous, key, canonical)
         self._warned = True
         warnings.warn(
             f"sf.function {self.name!r} was traced {sum(self._calls)} times in its last "
@@ -267,13 +265,25 @@ class Function:
             stacklevel=4,
         )
 
+    def _change_reason(self, previous: tuple, key: tuple, canonical: tuple) -> str:
+        """What differs between two cache keys, naming the argument."""
+        if previous[0] == key[0] and len(previous[1]) == len(key[1]):
+            for name, old, new in zip(self._names(canonical), previous[1], key[1],
+                                      strict=False):
+                if old != new:
+                    return f"argument {name!r}: {_describe_change(old, new)}"
+        return "the nest structure of the arguments changed"
+
     def _trace(self, leaves: list, treedef: Any, key: tuple | None) -> ConcreteFunction:
         """Trace; a first trace that creates variables is followed by one more, which is
         the one kept (the paper's state-creation rule)."""
         first = not self._traced_once
         self._traced_once = True
         self.tracing_count += 1
+        start = time.perf_counter()
         concrete = trace_function(self, leaves, treedef, first, key)
+        config.emit("compiles", f"{self.name}: traced {len(concrete.graph.equations)} ops in "
+                    f"{(time.perf_counter() - start) * 1e3:.1f} ms")
         if first and concrete.created_variables:
             self.tracing_count += 1
             concrete = trace_function(self, leaves, treedef, False, key)
