@@ -17,6 +17,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from stageflow.passes.fuse import is_kernel
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import callee_name, functions, referenced_symbols
 
@@ -111,6 +112,8 @@ class Inline(ModulePass):
             call, name = worklist.pop()
             callee = table.get(name)
             if call.parent is None or callee is None or name in recursive:
+                continue
+            if is_kernel(callee):  # outlined by `fuse` on purpose
                 continue
             if len(callee.body.blocks) != 1 or _size(callee) > self.max_ops:
                 continue

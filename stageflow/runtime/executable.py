@@ -19,8 +19,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from stageflow.frontend.primitives.base import REGISTRY
 from stageflow.frontend.source import SourceLocation
 from stageflow.ir.builder import constant_value
-
-KERNEL_ATTRIBUTE = "sf.kernel"
+from stageflow.passes.fuse import is_kernel
 
 
 def _callee_name(op: Any) -> str:
@@ -125,7 +124,7 @@ class Executable:
         timings = pipeline.run(module)
         stats.seconds.update({f"pass {t.name}": t.run_s + t.verify_s for t in timings})
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
-        kernels = {name: f for name, f in functions.items() if KERNEL_ATTRIBUTE in f.attributes}
+        kernels = {name: f for name, f in functions.items() if is_kernel(f)}
         stats.seconds["optimize"] = time.perf_counter() - start
         start = time.perf_counter()
         compiled = dict(zip(kernels, compile_kernels(list(kernels.values())), strict=True))

@@ -1,0 +1,232 @@
+"""`fuse`: outline groups of elementwise ops into kernel functions, called from their place.
+
+Elementwise ops are where an ML program spends its memory bandwidth: each one run alone
+reads its operands from memory and writes its result back. Code generation compiles a
+*kernel* (a function of elementwise ops only, see `stageflow.codegen.kernel`) into one loop
+nest that keeps every intermediate value in registers. This pass makes those kernels: it
+partitions the elementwise ops of each function into groups (`fuse_groups`), moves each
+group into a new ``func.func`` marked ``sf.kernel``, and replaces it by one ``sf.call``.
+Every elementwise op the program runs then runs compiled, several to a loop where possible.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import IsTerminator
+
+from stageflow.ir.attributes import SymbolRef
+from stageflow.ir.builder import build_function, build_op
+from stageflow.passes.fuse_groups import (
+    IsEffect,
+    dependencies,
+    find_groups,
+    is_scalar_constant,
+)
+from stageflow.passes.registry import register_pass
+from stageflow.passes.support import callee_name, functions, is_stateful
+
+# The unit attribute marking a kernel function (``attributes {sf.kernel}``): code generation
+# compiles it whole, and passes leave it alone (fuse never fuses into one).
+KERNEL_ATTR = "sf.kernel"
+
+
+def is_kernel(function: FuncOp) -> bool:
+    """Whether `function` is a kernel that `fuse` outlined."""
+    return KERNEL_ATTR in function.attributes
+
+
+@register_pass
+@dataclass(frozen=True)
+class Fuse(ModulePass):
+    """Outline each group of connected elementwise ops into a kernel function and call it.
+
+    Before::
+
+        func.func @f(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
+          %h = sf.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+          %t = sf.tanh %h : (tensor<4x8xf32>) -> tensor<4x8xf32>
+          %s = sf.reduce_sum %t {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+          %c = sf.constant dense<2.0> : tensor<f32>
+          %y = sf.multiply %s, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+          func.return %y : tensor<4xf32>
+        }
+
+    After::
+
+        func.func @f(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
+          %t = sf.call %x, %b {callee = @f_kernel0} : (tensor<4x8xf32>, tensor<8xf32>) -> ...
+          %s = sf.reduce_sum %t {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+          %y = sf.call %s {callee = @f_kernel1} : (tensor<4xf32>) -> tensor<4xf32>
+          func.return %y : tensor<4xf32>
+        }
+        func.func @f_kernel0(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32>
+            attributes {sf.kernel} {
+          %h = sf.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+          %t = sf.tanh %h : (tensor<4x8xf32>) -> tensor<4x8xf32>
+          func.return %t : tensor<4x8xf32>
+        }
+        func.func @f_kernel1(%s: tensor<4xf32>) -> tensor<4xf32> attributes {sf.kernel} {
+          %c = sf.constant dense<2.0> : tensor<f32>
+          %y = sf.multiply %s, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+          func.return %y : tensor<4xf32>
+        }
+
+    A kernel's arguments are the group's operands from outside it, in the order of first use
+    (0-d and splat constants are cloned in instead); its results are the group's values used
+    outside it, in the order of definition. Kernels are named ``@<caller>_kernel<N>`` and
+    placed after their caller. Groups hold at most `max_ops` ops. The call replaces the
+    group at its last op; ops between that used one of its values move after the call, the
+    effects keeping their order. Kernels themselves are never fused again, so a second run
+    changes nothing. Not fused (yet): reductions, even into their elementwise producers.
+    """
+
+    name = "fuse"
+
+    max_ops: int = 256
+
+    def __post_init__(self) -> None:
+        if self.max_ops < 1:
+            raise ValueError(f"max-ops must be >= 1, got {self.max_ops}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        table = functions(op)
+        kernels = {name for name, function in table.items() if is_kernel(function)}
+        taken = set(table)
+
+        def is_effect(o: Operation) -> bool:  # a call of a kernel is pure
+            return is_stateful(o) and callee_name(o) not in kernels
+
+        for caller, function in table.items():
+            if caller in kernels or not function.body.blocks:
+                continue
+            names = _fresh_names(f"{caller}_kernel", taken)
+            blocks = [b for o in function.walk() for r in o.regions for b in r.blocks]
+            outlined: list[FuncOp] = []
+            for block in blocks:
+                outlined += fuse_block(block, self.max_ops, is_effect, names, kernels)
+            if outlined:
+                Rewriter.insert_op(outlined, InsertPoint.after(function))
+
+
+def _fresh_names(prefix: str, taken: set[str]) -> Iterator[str]:
+    """``prefix0``, ``prefix1``, ... skipping the symbols in `taken` (and taking each)."""
+    number = 0
+    while True:
+        name = f"{prefix}{number}"
+        number += 1
+        if name not in taken:
+            taken.add(name)
+            yield name
+
+
+def fuse_block(
+    block: Block, max_ops: int, is_effect: IsEffect, names: Iterator[str], kernels: set[str]
+) -> list[FuncOp]:
+    """Outline the fusion groups of `block`, adding their names to `kernels`; the kernels."""
+    outlined = []
+    for group in find_groups(block, max_ops, is_effect):
+        kernel = outline(group, next(names))
+        kernels.add(kernel.sym_name.data)
+        outlined.append(kernel)
+    if outlined:
+        sort_block(block, is_effect)
+    return outlined
+
+
+def outline(group: list[Operation], name: str) -> FuncOp:
+    """Move `group` (ops of one block, in order) into the kernel ``@name`` and replace it
+    by a call placed after its last op; the kernel. The caller may need `sort_block`."""
+    members = set(group)
+    args: dict[SSAValue, None] = {}
+    constants: dict[SSAValue, None] = {}
+    for op in group:
+        for value in op.operands:
+            if value.owner not in members:
+                (constants if is_scalar_constant(value) else args)[value] = None
+    outputs = [
+        result
+        for op in group
+        for result in op.results
+        if any(use.operation not in members for use in result.uses)
+    ]
+    kernel = build_function(name, [v.type for v in args], _body(group, list(args), outputs),
+                            group[0].location)
+    kernel.attributes[KERNEL_ATTR] = UnitAttr()
+    call = build_op("call", list(args), {"callee": SymbolRef(name)}, [v.type for v in outputs])
+    call.location = group[-1].location
+    Rewriter.insert_op(call, InsertPoint.after(group[-1]))
+    for old, new in zip(outputs, call.results, strict=True):
+        new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    for op in reversed(group):
+        Rewriter.erase_op(op)
+    for constant in constants:  # the kernel has its own copy now
+        owner = constant.owner
+        if isinstance(owner, Operation) and not constant.uses and owner.parent is not None:
+            Rewriter.erase_op(owner)
+    return kernel
+
+
+def _body(
+    group: list[Operation], args: list[SSAValue], outputs: list[SSAValue]
+) -> Callable[..., tuple[list[Operation], list[SSAValue]]]:
+    """The `build_function` body of a kernel: `group` cloned, reading its block arguments
+    for `args` and its own clones of the constants it reads, returning `outputs`."""
+
+    def body(block_args: tuple[SSAValue, ...]) -> tuple[list[Operation], list[SSAValue]]:
+        mapping: dict[SSAValue, SSAValue] = {}
+        for value, arg in zip(args, block_args, strict=True):
+            arg.name_hint = value.name_hint
+            mapping[value] = arg
+        ops: list[Operation] = []
+        for op in group:
+            for value in op.operands:
+                if value not in mapping:  # a scalar constant, cloned before its first use
+                    assert isinstance(value.owner, Operation)
+                    ops.append(value.owner.clone(value_mapper=mapping))
+            ops.append(op.clone(value_mapper=mapping))
+        return ops, [mapping[v] for v in outputs]
+
+    return body
+
+
+def sort_block(block: Block, is_effect: IsEffect) -> None:
+    """Order `block`'s ops so that each follows the ops it depends on and the effects keep
+    their order, moving as few as possible (a stable topological sort by position)."""
+    ops = list(block.ops)
+    terminator = ops.pop() if ops and ops[-1].has_trait(IsTerminator) else None
+    deps = dependencies(ops, is_effect)
+    waiting = [len(d) for d in deps]
+    users: list[list[int]] = [[] for _ in ops]
+    for i, producers in enumerate(deps):
+        for j in producers:
+            users[j].append(i)
+    ready = [i for i, count in enumerate(waiting) if count == 0]
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for user in users[i]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, user)
+    if len(order) != len(ops):
+        raise AssertionError("fusion left a cycle between a kernel call and its users")
+    if order == sorted(order):
+        return
+    for op in ops:
+        block.detach_op(op)
+    sorted_ops = [ops[i] for i in order]
+    if terminator is not None:
+        block.insert_ops_before(sorted_ops, terminator)
+    else:
+        block.add_ops(sorted_ops)

@@ -1,0 +1,163 @@
+"""Fusion groups: which elementwise ops of a block `fuse` outlines together, and why that is
+safe to do.
+
+An op is *fusible* if code generation compiles it inside a kernel: an elementwise `sf` op
+(unary, binary, ``sf.select``, ``sf.cast``) on ranked tensors. Constants are never members:
+0-d and splat ones are cloned into each kernel that reads them, others are arguments.
+
+The block is read as a graph whose edges are def-use edges plus an *effect chain* linking
+each stateful op to the previous one (their order is the program's). Groups are formed
+greedily in program order: each fusible op joins the groups of its fusible producers, one
+by one in operand order, whenever the union stays within `max_ops` and the graph with every
+group contracted to one node (the call that replaces it) stays acyclic. That condition is
+convexity of the union (no path leaves it and comes back), taken over the contracted graph,
+so that two groups can never need each other either::
+
+    %a = sf.exp %x            // joins %c's group? %b = reduce(%a) feeds %c and needs %a:
+    %b = sf.reduce_sum %a     // a call computing %a and %c could run neither before nor
+    %c = sf.add %a, %b        // after the reduction, so %a and %c stay in two groups.
+
+The check keeps, per node, a bitset of every op it transitively depends on: a union may be
+formed iff none of the nodes feeding it depends on it; once formed, the nodes depending on
+a part of it depend on all of it. The greedy order decides which of two incompatible
+merges wins (the first producer's), so the partition is maximal, not minimal in count.
+Dead elementwise ops (whose values reach no other kind of op) are left where they are:
+removing them is `prune`'s job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Block, Operation, SSAValue
+
+from stageflow.ir.dialect import ElementwiseOp
+from stageflow.passes.support import constant_array, is_stateful, splat_value
+
+IsEffect = Callable[[Operation], bool]
+
+
+def is_fusible(op: Operation) -> bool:
+    """Whether `op` may be a kernel op: elementwise, pure, one ranked-tensor result."""
+    return (
+        isinstance(op, ElementwiseOp)
+        and not is_stateful(op)
+        and len(op.results) == 1
+        and all(isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
+    )
+
+
+def is_scalar_constant(value: SSAValue) -> bool:
+    """Whether an ``sf.constant`` of a 0-d or splat value defines `value` (kernels clone it)."""
+    array = constant_array(value)
+    return array is not None and splat_value(array) is not None
+
+
+def dependencies(ops: Sequence[Operation], is_effect: IsEffect) -> list[list[int]]:
+    """For each of `ops` (a block's, in order), the indices of those it must follow: the
+    producers of its operands (of ops nested in it too) and the previous op with an effect."""
+    index = {op: i for i, op in enumerate(ops)}
+    result: list[list[int]] = []
+    last_effect: int | None = None
+    for i, op in enumerate(ops):
+        found: dict[int, None] = {}
+        for inner in op.walk():
+            for value in inner.operands:
+                j = index.get(value.owner) if isinstance(value.owner, Operation) else None
+                if j is not None and j != i:
+                    found[j] = None
+        if is_effect(op):
+            if last_effect is not None:
+                found[last_effect] = None
+            last_effect = i
+        result.append(list(found))
+    return result
+
+
+def _live(ops: Sequence[Operation], block: Block, fusible: list[bool]) -> list[bool]:
+    """Fusible ops some result of which reaches a non-fusible op, or leaves the block."""
+    index = {op: i for i, op in enumerate(ops)}
+    live = [False] * len(ops)
+    for i in reversed(range(len(ops))):
+        if not fusible[i]:
+            continue
+        for result in ops[i].results:
+            for use in result.uses:
+                user = block.find_ancestor_op_in_block(use.operation)
+                j = index.get(user) if user is not None else None
+                if j is None or not fusible[j] or live[j]:
+                    live[i] = True
+    return live
+
+
+@dataclass
+class _Node:
+    """A group of fusible ops, or one other op: its members, as op indices and as a bitset;
+    every op it transitively depends on (other groups counted whole); the ops feeding it."""
+
+    members: list[int]
+    bits: int
+    ancestors: int
+    inputs: set[int] = field(default_factory=set)
+    fusible: bool = False
+
+
+def _union(node: _Node, other: _Node) -> _Node:
+    bits = node.bits | other.bits
+    return _Node(
+        members=node.members + other.members,
+        bits=bits,
+        ancestors=(node.ancestors | other.ancestors) & ~bits,
+        inputs={y for y in node.inputs | other.inputs if not bits >> y & 1},
+        fusible=True,
+    )
+
+
+def find_groups(block: Block, max_ops: int, is_effect: IsEffect) -> list[list[Operation]]:
+    """The fusion groups of `block`, each in program order, ordered by their last op (where
+    their calls go)."""
+    ops = list(block.ops)
+    deps = dependencies(ops, is_effect)
+    fusible = [is_fusible(op) for op in ops]
+    live = _live(ops, block, fusible)
+    node_of = list(range(len(ops)))  # op index -> id of its node (the op that formed it)
+    nodes: dict[int, _Node] = {}
+    for i, producers in enumerate(deps):
+        ancestors = 0
+        for y in producers:
+            feeding = nodes[node_of[y]]
+            ancestors |= feeding.bits | feeding.ancestors
+        node = _Node([i], 1 << i, ancestors, set(producers), fusible[i] and live[i])
+        if node.fusible:
+            candidates = dict.fromkeys(node_of[y] for y in producers if nodes[node_of[y]].fusible)
+            for candidate in candidates:
+                union = _union(node, nodes[candidate])
+                if len(union.members) <= max_ops and not any(
+                    nodes[node_of[y]].ancestors & union.bits for y in union.inputs
+                ):
+                    node = union
+                    del nodes[candidate]
+        for member in node.members:
+            node_of[member] = i
+        nodes[i] = node
+        if len(node.members) > 1:
+            _propagate(nodes, node_of, i)
+    groups = [sorted(n.members) for n in nodes.values() if n.fusible]
+    return [[ops[j] for j in members] for members in sorted(groups, key=lambda m: m[-1])]
+
+
+def _propagate(nodes: dict[int, _Node], node_of: list[int], formed: int) -> None:
+    """Every earlier node that depended on a part of the node just formed depends on all of
+    it now, and on what it depends on."""
+    node = nodes[formed]
+    parts = node.bits & ~(1 << formed)
+    seen: set[int] = set()
+    for j in range(min(node.members), formed):
+        other = node_of[j]
+        if other == formed or other in seen:
+            continue
+        seen.add(other)
+        if nodes[other].ancestors & parts:
+            nodes[other].ancestors |= node.bits | node.ancestors
