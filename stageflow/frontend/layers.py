@@ -196,7 +196,43 @@ def _default_name(layer: Module) -> str:
     return camel_to_snake(type(layer).__name__)
 
 
-class Dense(Layer):
+class _KernelLayer(Layer):
+    """A layer with a kernel, an optional bias and an activation (Dense, Conv2D): the shared
+    arguments, variable creation and epilogue; subclasses give the kernel's shape and the
+    product."""
+
+    def __init__(self, activation: str | Callable | None, use_bias: bool,
+                 kernel_initializer: str | Callable, bias_initializer: str | Callable,
+                 trainable: bool, name: str | None, dtype: Any) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.activation = activation
+        self._activation_fn = get_activation(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = get_initializer(kernel_initializer)
+        self.bias_initializer = get_initializer(bias_initializer)
+        self.kernel: Variable | None = None
+        self.bias: Variable | None = None
+
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        inputs = convert_to_tensor(inputs)
+        if not self.built:
+            self._dtype = self._variable_dtype(inputs.dtype)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def _create(self, kernel_shape: tuple[int, ...], outputs: int) -> None:
+        self.kernel = self.add_weight("kernel", kernel_shape, self.kernel_initializer)
+        if self.use_bias:
+            self.bias = self.add_weight("bias", (outputs,), self.bias_initializer)
+
+    def _epilogue(self, outputs: Tensor) -> Tensor:
+        if self.bias is not None:
+            outputs = outputs + self.bias
+        if self._activation_fn is not None:
+            outputs = self._activation_fn(outputs)
+        return outputs
+
+
+class Dense(_KernelLayer):
     """``activation(inputs @ kernel + bias)`` over the last dim of the inputs.
 
     `kernel` is ``[input_dim, units]``, created on the first call with
@@ -208,29 +244,14 @@ class Dense(Layer):
                  use_bias: bool = True, kernel_initializer: str | Callable = "glorot_uniform",
                  bias_initializer: str | Callable = "zeros", trainable: bool = True,
                  name: str | None = None, dtype: Any = None) -> None:
-        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        super().__init__(activation, use_bias, kernel_initializer, bias_initializer,
+                         trainable, name, dtype)
         if int(units) < 1:
             raise ValueError(f"Dense: units must be a positive int, got {units!r}")
         self.units = int(units)
-        self.activation = activation
-        self._activation_fn = get_activation(activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = get_initializer(kernel_initializer)
-        self.bias_initializer = get_initializer(bias_initializer)
-        self.kernel: Variable | None = None
-        self.bias: Variable | None = None
-
-    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        inputs = convert_to_tensor(inputs)
-        if not self.built:
-            self._dtype = self._variable_dtype(inputs.dtype)
-        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
-        input_dim = self._last_dim(input_shape, 1)
-        self.kernel = self.add_weight("kernel", (input_dim, self.units), self.kernel_initializer)
-        if self.use_bias:
-            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer)
+        self._create((self._last_dim(input_shape, 1), self.units), self.units)
 
     def call(self, inputs: Any) -> Tensor:
         inputs = convert_to_tensor(inputs)
@@ -239,14 +260,10 @@ class Dense(Layer):
             outputs = reshape(outputs, (self.units,))
         else:
             outputs = matmul(inputs, self.kernel)
-        if self.bias is not None:
-            outputs = outputs + self.bias
-        if self._activation_fn is not None:
-            outputs = self._activation_fn(outputs)
-        return outputs
+        return self._epilogue(outputs)
 
 
-class Conv2D(Layer):
+class Conv2D(_KernelLayer):
     """2-D convolution of NHWC inputs with a ``[kh, kw, in, filters]`` kernel, plus bias.
 
     `strides` and `kernel_size` are an int or a pair; `padding` is ``"valid"`` or
@@ -258,7 +275,8 @@ class Conv2D(Layer):
                  use_bias: bool = True, kernel_initializer: str | Callable = "glorot_uniform",
                  bias_initializer: str | Callable = "zeros", trainable: bool = True,
                  name: str | None = None, dtype: Any = None) -> None:
-        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        super().__init__(activation, use_bias, kernel_initializer, bias_initializer,
+                         trainable, name, dtype)
         if int(filters) < 1:
             raise ValueError(f"Conv2D: filters must be a positive int, got {filters!r}")
         self.filters = int(filters)
@@ -267,34 +285,14 @@ class Conv2D(Layer):
         if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
             raise ValueError(f"Conv2D: padding must be 'valid' or 'same', got {padding!r}")
         self.padding = padding.lower()
-        self.activation = activation
-        self._activation_fn = get_activation(activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = get_initializer(kernel_initializer)
-        self.bias_initializer = get_initializer(bias_initializer)
-        self.kernel: Variable | None = None
-        self.bias: Variable | None = None
-
-    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        inputs = convert_to_tensor(inputs)
-        if not self.built:
-            self._dtype = self._variable_dtype(inputs.dtype)
-        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         channels = self._last_dim(input_shape, 4)
-        shape = (*self.kernel_size, channels, self.filters)
-        self.kernel = self.add_weight("kernel", shape, self.kernel_initializer)
-        if self.use_bias:
-            self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer)
+        self._create((*self.kernel_size, channels, self.filters), self.filters)
 
     def call(self, inputs: Any) -> Tensor:
-        outputs = nn.conv2d(inputs, self.kernel, self.strides, self.padding.upper())
-        if self.bias is not None:
-            outputs = outputs + self.bias
-        if self._activation_fn is not None:
-            outputs = self._activation_fn(outputs)
-        return outputs
+        return self._epilogue(nn.conv2d(inputs, self.kernel, self.strides,
+                                        self.padding.upper()))
 
 
 def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
