@@ -120,10 +120,28 @@ def _aligned(specs: list[tuple[DimSpec, ...]], rank: int) -> list[DimSpec]:
     return result
 
 
-def _tensor_type(value: SSAValue, what: str) -> ShapedType:
+def _tensor_type(value: SSAValue, what: str, dynamic_leading: bool = False) -> ShapedType:
     if not isinstance(value.type, TensorType):
         raise NotImplementedError(f"{what} has type {value.type}; kernels take ranked tensors")
-    return shaped_type(value.type)
+    ty = shaped_type(value.type)
+    return ShapedType((None, *ty.shape[1:]), ty.dtype) if dynamic_leading else ty
+
+
+def leading_dim_splittable(function: FuncOp) -> bool:
+    """Whether every argument and value of the kernel has the same rank and the same leading
+    dim (the same static size, or unknown everywhere): then the kernel may run on blocks of
+    rows (callers check at run time that the arrays' shapes are all equal)."""
+    block = function.body.block
+    values = list(block.args) + [r for op in block.ops for r in op.results]
+    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
+    if len(shapes) != len(values):
+        return False
+    constants = {r for op in block.ops if isinstance(op, ConstantOp) for r in op.results}
+    varying = [s for v, s in zip(values, shapes, strict=True) if v not in constants]
+    if any(s for v, s in zip(values, shapes, strict=True) if v in constants) or not varying:
+        return False  # only 0-d constants: a splat would pin the leading dim
+    rank, lead = len(varying[0]), varying[0][0] if varying[0] else 1
+    return rank >= 1 and lead != 1 and all(len(s) == rank and s[0] == lead for s in varying)
 
 
 def _constant_params(op: ConstantOp) -> dict[str, Any]:
@@ -138,9 +156,12 @@ def _constant_params(op: ConstantOp) -> dict[str, Any]:
     return {"value": flat[:1]}
 
 
-def analyse(function: FuncOp) -> Kernel:
+def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
     """The `Kernel` of an elementwise ``func.func``; ``NotImplementedError`` names what is
-    not supported (a non-elementwise op, a non-splat constant, an unranked type)."""
+    not supported (a non-elementwise op, a non-splat constant, an unranked type).
+
+    ``dynamic_leading=True`` (for a `leading_dim_splittable` kernel) compiles the leading
+    dim as unknown, so that the same code runs on any block of rows."""
     name = function.sym_name.data
     block = function.body.block
     numbers: dict[SSAValue, int] = {}
@@ -148,7 +169,7 @@ def analyse(function: FuncOp) -> Kernel:
     types: list[ShapedType] = []
     inputs = []
     for index, value in enumerate(block.args):
-        ty = _tensor_type(value, f"argument #{index} of @{name}")
+        ty = _tensor_type(value, f"argument #{index} of @{name}", dynamic_leading)
         label = f"%{value.name_hint}" if value.name_hint else f"#{index}"
         inputs.append(Arg(f"argument {label}", ty, False))
         numbers[value] = index
@@ -168,7 +189,8 @@ def analyse(function: FuncOp) -> Kernel:
         if primitive not in RULES:
             raise NotImplementedError(f"codegen has no lowering for {op.name}")
         params = _constant_params(op) if isinstance(op, ConstantOp) else op.params()
-        ty = _tensor_type(op.results[0], f"the result of {op.name}")
+        ty = _tensor_type(op.results[0], f"the result of {op.name}",
+                          dynamic_leading and not isinstance(op, ConstantOp))
         operands = tuple(numbers[v] for v in op.operands)
         operand_specs = [specs[i] for i in operands]
         rank = len(ty.shape)

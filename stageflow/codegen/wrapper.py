@@ -179,6 +179,14 @@ class CompiledKernel:
                                f"{kernel.args[code - 1].name} after it was checked")
         return tuple(outputs)
 
+    def run_into(self, arrays: Sequence[np.ndarray]) -> int:
+        """Run on inputs then preallocated outputs (C-contiguous, of the kernel's dtypes),
+        without converting anything; the status code (0: done; else nothing was written).
+        The GIL is released while the kernel runs, so threads can run blocks of rows."""
+        if self._py is not None:
+            return self._py(*arrays)
+        return self.raw(arrays, [d for a in arrays for d in a.shape])
+
     def raw(self, arrays: Sequence[np.ndarray], dims: Sequence[int]) -> int:
         """Call ``NAME(args, dims)`` with these arrays' data pointers and the given dims."""
         if len(arrays) != len(self.kernel.args):

@@ -118,6 +118,8 @@ class Executable:
     @classmethod
     def build(cls, module: ModuleOp, entry: str, pipeline: Any) -> Executable:
         from stageflow.codegen import compile_kernels
+        from stageflow.codegen.kernel import analyse, leading_dim_splittable
+        from stageflow.runtime.parallel import RowParallelKernel
 
         stats = CompileStats()
         start = time.perf_counter()
@@ -127,7 +129,12 @@ class Executable:
         kernels = {name: f for name, f in functions.items() if is_kernel(f)}
         stats.seconds["optimize"] = time.perf_counter() - start
         start = time.perf_counter()
-        compiled = dict(zip(kernels, compile_kernels(list(kernels.values())), strict=True))
+        splittable = {name for name, f in kernels.items() if leading_dim_splittable(f)}
+        analysed = [analyse(f, dynamic_leading=name in splittable)
+                    for name, f in kernels.items()]
+        compiled = dict(zip(kernels, compile_kernels(analysed), strict=True))
+        for name in splittable:
+            compiled[name] = RowParallelKernel(compiled[name])
         stats.seconds["llvm"] = time.perf_counter() - start
         stats.kernels = len(kernels)
         plan = Plan(functions[entry], functions, compiled, {})
