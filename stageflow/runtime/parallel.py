@@ -52,7 +52,8 @@ class RowParallelKernel:
         everything = list(arrays) + outputs
         rows = first.shape[0]
         bounds = [rows * i // n_workers for i in range(n_workers + 1)]
-        blocks = [[a[lo:hi] for a in everything] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        blocks = [[a[lo:hi] for a in everything]
+                  for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         futures = [_executor().submit(self.compiled.run_into, block) for block in blocks[1:]]
         codes = [self.compiled.run_into(blocks[0])] + [f.result() for f in futures]
         if any(codes):
