@@ -17,7 +17,7 @@ def _kernel_steps(function, *args):
 
 @pytest.mark.parametrize("shape", [(1 << 18,), (513, 1031), (7, 64, 1024)])
 def test_large_kernels_split_over_rows_give_the_eager_numbers(shape, monkeypatch):
-    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    monkeypatch.setattr(parallel, "workers", lambda: 2)  # also on a one-core machine
     rng = np.random.default_rng(0)
     x, y = (sf.constant(rng.standard_normal(shape).astype(np.float32)) for _ in range(2))
 

@@ -22,6 +22,7 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def workers() -> int:
+    """Threads a large kernel is split over: the cores, or ``STAGEFLOW_THREADS`` if lower."""
     return max(1, min(os.cpu_count() or 1, int(os.environ.get("STAGEFLOW_THREADS", "64"))))
 
 
@@ -39,12 +40,13 @@ class RowParallelKernel:
         self.compiled = compiled
         self.kernel = compiled.kernel
         self.output_dtypes = [arg.dtype for arg in self.kernel.outputs]
+        self.workers = workers()
 
     def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
-        first = arrays[0] if arrays else None
-        n_workers = workers()
-        if (n_workers < 2 or type(first) is not np.ndarray
-                or first.size < MIN_PARALLEL_ELEMENTS or first.shape[0] < n_workers
+        first = arrays[0]
+        n_workers = self.workers
+        if (getattr(first, "size", 0) < MIN_PARALLEL_ELEMENTS or n_workers < 2
+                or type(first) is not np.ndarray or first.shape[0] < n_workers
                 or not all(type(a) is np.ndarray and a.flags.c_contiguous
                            and a.shape == first.shape for a in arrays)):
             return self.compiled(*arrays)
