@@ -1,0 +1,38 @@
+"""Run every benchmark and print one summary table: ``python -m benchmarks``.
+
+Each script also runs on its own (``python -m benchmarks.NAME``) with more options; here
+each runs once with its default workload, and the table repeats the headline figures and
+ratios (all measured in this one run, against NumPy in the same process).
+"""
+
+from __future__ import annotations
+
+from benchmarks import call_overhead, eager_overhead, fused_elementwise, hmc, mlp_train
+
+
+def main() -> None:
+    rows: list[tuple[str, str, str]] = []
+    eager = eager_overhead.main()
+    rows.append(("eager dispatch, (4, 4) f32", f"{eager['stageflow_us']:.2f} us/op",
+                 f"{eager['ratio']:.2f}x NumPy (goal <= 2x)"))
+    calls = call_overhead.main()
+    rows.append(("cache-hit call, compiled", f"{calls['staged']:.2f} us",
+                 "goal <= 5 us (jax.jit 8.9)"))
+    for result in fused_elementwise.main([]):
+        gbs = result["sf.function GB/s"]
+        rows.append((f"fused elementwise 2^{result['log2n']}", f"{gbs:.1f} GB/s",
+                     f"{gbs / result['numpy copyto GB/s']:.2f}x copy bandwidth"))
+    for batch, rates in mlp_train.main([64, 512]).items():
+        rows.append((f"MLP SGD step, batch {batch}", f"{rates['staged']:.0f} steps/s",
+                     f"{rates['staged'] / rates['numpy']:.2f}x NumPy (goal 1.41 / 1.22)"))
+    for n, rates in hmc.main([1, 16, 4096]).items():
+        rows.append((f"HMC, N = {n}", f"{rates['staged']:,.0f} samples/s",
+                     f"{rates['staged'] / rates['eager']:.1f}x eager (goal 10x)"))
+    width = max(len(r[0]) for r in rows)
+    print("\nsummary")
+    for name, figure, ratio in rows:
+        print(f"  {name:{width}}  {figure:>20}  {ratio}")
+
+
+if __name__ == "__main__":
+    main()
