@@ -83,6 +83,19 @@ def _fail_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
     b.position_at_end(good)
 
 
+SMALL_KERNEL_ELEMENTS = 4096
+
+
+def _static_size(kernel: Kernel) -> float:
+    """Elements the kernel iterates over when its types fix them all, else infinity."""
+    size = 1
+    for spec in kernel.shape:
+        if not isinstance(spec, int):
+            return float("inf")
+        size *= spec
+    return size
+
+
 @dataclass(frozen=True)
 class CPUTarget:
     """Compiles kernels for this CPU; `libm` names the math functions left to libm."""
@@ -119,9 +132,22 @@ class CPUTarget:
         return self.compile_many([kernel])[0]
 
     def compile_many(self, kernels: list[Kernel | FuncOp]) -> list[CompiledKernel]:
-        """JIT-compile several kernels as one LLVM module: one optimisation and one code
-        generation run instead of one per kernel (compile latency)."""
+        """JIT-compile several kernels: small static kernels (where vectorised loops cannot
+        pay back LLVM's O3 time) in one module at O1, the others in one module at `opt`;
+        one optimisation and code generation run per module, not per kernel."""
         kernels = [k if isinstance(k, Kernel) else analyse(k) for k in kernels]
+        levels = [min(self.opt, 1) if _static_size(k) < SMALL_KERNEL_ELEMENTS else self.opt
+                  for k in kernels]
+        compiled: dict[int, CompiledKernel] = {}
+        for level in sorted(set(levels)):
+            indices = [i for i, lv in enumerate(levels) if lv == level]
+            for i, kernel in zip(indices, self._compile_module([kernels[i] for i in indices],
+                                                                level), strict=True):
+                compiled[i] = kernel
+        return [compiled[i] for i in range(len(kernels))]
+
+    def _compile_module(self, kernels: list[Kernel], level: int) -> list[CompiledKernel]:
+        """Compile `kernels` as one LLVM module optimised at `level`."""
         if not kernels:
             return []
         jit = _jit()
@@ -136,7 +162,7 @@ class CPUTarget:
             _py_entry(module, kernel, symbol, check, run)
             symbols.append(symbol)
         text = str(module)
-        addresses = jit.add(text, self.opt, [n for s in symbols for n in (s, f"{s}.py")])
+        addresses = jit.add(text, level, [n for s in symbols for n in (s, f"{s}.py")])
         compiled = []
         for kernel, symbol in zip(kernels, symbols, strict=True):
             raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
