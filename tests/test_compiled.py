@@ -138,3 +138,16 @@ def test_random_programs_agree_three_ways(program):
     eager, interpreted, compiled, _ = run_three_ways(f, [x, y])
     np.testing.assert_allclose(interpreted.numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(compiled.numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_graph_the_compiler_cannot_handle_runs_interpreted_with_a_warning(monkeypatch):
+    import stageflow.codegen.cpu as cpu
+
+    def unsupported(self, kernels):
+        raise NotImplementedError("float16 kernels need a CPU with F16C")
+
+    monkeypatch.setattr(cpu.CPUTarget, "compile_many", unsupported)
+    f = sf.function(lambda x: sf.tanh(x) + 1.0)
+    with pytest.warns(UserWarning, match="runs interpreted: float16 kernels need"):
+        result = f(sf.ones((2,)))
+    np.testing.assert_allclose(result.numpy(), np.tanh(1.0) + 1.0, rtol=1e-6)

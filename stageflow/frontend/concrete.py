@@ -55,9 +55,19 @@ class ConcreteFunction:
     @property
     def program(self):
         """What runs this graph: the compiled executable (`jit=True`, built on first use)
-        or the interpreter's plan (`jit=False`)."""
+        or the interpreter's plan (`jit=False`, or when the compiler cannot handle the
+        graph: a warning says why and the function still runs)."""
         if self._program is None:
-            self._program = self._compile() if self.jit else self._interpreter()
+            if not self.jit:
+                self._program = self._interpreter()
+            else:
+                try:
+                    self._program = self._compile()
+                except NotImplementedError as error:
+                    warnings.warn(f"sf.function {self.name!r} runs interpreted: {error}",
+                                  stacklevel=4)
+                    self.jit = False
+                    self._program = self._interpreter()
         return self._program
 
     def _interpreter(self):
