@@ -1,1 +1,2 @@
-"""Execution: the eager executor now; compiled executables and devices later."""
+"""Execution: the eager executor, the graph interpreter, compiled executables (with their
+parallel kernels) and devices."""
