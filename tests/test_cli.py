@@ -348,13 +348,13 @@ def test_wrong_number_of_args(capsys, model_file):
     assert "'w'" in message
 
 
-@pytest.mark.parametrize("stage", ["llvm", "ptx"])
+@pytest.mark.parametrize("stage", ["lowered"])
 def test_stage_not_available_yet(capsys, model_file, stage):
     status, out, err = run(capsys, "dump", f"{model_file}:model", *ARGS, "--stage", stage)
     message = assert_one_error_line(status, err, "dump")
     assert out == ""
     assert f"stage '{stage}' is not available yet" in message
-    assert "traced" in message and "optimized" in message
+    assert "traced" in message and "optimized" in message and "ptx" in message
 
 
 # --------------------------------------------------------------------------- opt

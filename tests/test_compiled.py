@@ -151,3 +151,16 @@ def test_a_graph_the_compiler_cannot_handle_runs_interpreted_with_a_warning(monk
     with pytest.warns(UserWarning, match="runs interpreted: float16 kernels need"):
         result = f(sf.ones((2,)))
     np.testing.assert_allclose(result.numpy(), np.tanh(1.0) + 1.0, rtol=1e-6)
+
+
+def test_kernel_stages_llvm_asm_ptx():
+    spec = sf.TensorSpec([None, 8])
+    cf = sf.function(gelu_tanh).get_concrete_function(spec, sf.TensorSpec([8]),
+                                                      sf.TensorSpec([8]))
+    llvm_ir = cf.ir("llvm")
+    assert llvm_ir.startswith("; kernel @gelu_tanh_kernel") and "define" in llvm_ir
+    assert "fmul" in llvm_ir
+    asm = cf.ir("asm")
+    assert "vmul" in asm or "mulps" in asm or "mulss" in asm
+    ptx = cf.ir("ptx")
+    assert ptx.startswith("// kernel @gelu_tanh_kernel") and ".entry" in ptx

@@ -26,7 +26,7 @@ from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
 
 LARGE_TRACE_OPS = 10_000
-IR_STAGES = ("traced", "optimized")
+IR_STAGES = ("traced", "optimized", "llvm", "asm", "ptx")
 
 _OUTPUT = object()  # marks a result leaf that comes from the graph's outputs
 
@@ -203,9 +203,10 @@ class ConcreteFunction:
     # -- inspection ---------------------------------------------------------------------
 
     def ir(self, stage: str = "traced", *, after_pass: Any = None) -> str:
-        """The IR text at `stage`: ``"traced"`` (the `sf` dialect straight from the trace)
-        or ``"optimized"`` (after the default pass pipeline; `after_pass(pass, module)` is
-        called after each pass)."""
+        """The IR text at `stage`: ``"traced"`` (the `sf` dialect straight from the trace),
+        ``"optimized"`` (after the default pass pipeline; `after_pass(pass, module)` is
+        called after each pass), or the fused kernels of the optimised module as ``"llvm"``
+        IR, host ``"asm"`` or ``"ptx"`` (sm_80), one section per kernel."""
         from stageflow.ir.from_graph import graph_module
         from stageflow.ir.text import module_to_text
 
@@ -213,12 +214,14 @@ class ConcreteFunction:
             raise ValueError(f"IR stage {stage!r} is not available yet (have: "
                              f"{', '.join(IR_STAGES)})")
         module = graph_module(self.graph, self.name)
-        if stage == "optimized":
-            from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+        if stage == "traced":
+            return module_to_text(module, debuginfo=True)
+        from stageflow.passes import DEFAULT_PIPELINE, Pipeline
 
-            self.pass_timings = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass).run(
-                module)
-        return module_to_text(module, debuginfo=True)
+        self.pass_timings = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass).run(module)
+        if stage == "optimized":
+            return module_to_text(module, debuginfo=True)
+        return _kernel_text(module, stage)
 
     def graph_dot(self) -> str:
         """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""
@@ -229,6 +232,21 @@ class ConcreteFunction:
     def __repr__(self) -> str:
         args = ", ".join(repr(s) for s in self.inputs)
         return f"<ConcreteFunction {self.name}({args})>"
+
+
+def _kernel_text(module: Any, stage: str) -> str:
+    """Each fused kernel of an optimised module as LLVM IR, host assembly or PTX."""
+    from xdsl.dialects.func import FuncOp
+
+    from stageflow.codegen import CPUTarget, PTXTarget
+    from stageflow.passes.fuse import is_kernel
+
+    kernels = [op for op in module.ops if isinstance(op, FuncOp) and is_kernel(op)]
+    emit = {"llvm": CPUTarget().emit, "asm": CPUTarget().assembly,
+            "ptx": PTXTarget().compile}[stage]
+    comment = "//" if stage == "ptx" else ";"
+    sections = [f"{comment} kernel @{k.sym_name.data}\n{emit(k)}" for k in kernels]
+    return "\n".join(sections) if sections else f"{comment} no fused kernels\n"
 
 
 def replay(graph: Graph, arguments: list) -> list:
