@@ -38,10 +38,6 @@ class _Tapes(threading.local):
 _tapes = _Tapes()
 
 
-def active_tapes() -> list[GradientTape]:
-    return _tapes.active
-
-
 class GradientTape:
     """Records ops on watched values while active; `gradient` differentiates them."""
 

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from stageflow.errors import StagingError
-from stageflow.frontend import context
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
 from stageflow.frontend.primitives import state
 from stageflow.frontend.primitives.base import Primitive, ResourceType, ShapedType
@@ -240,8 +239,3 @@ def _capture_value(source: Any, parent: Any) -> Any:
     if type(source) is Tensor:
         return source._value
     return source
-
-
-def current_graph_trace() -> GraphTrace | None:
-    trace = context.current_trace()
-    return trace if isinstance(trace, GraphTrace) else None
