@@ -20,7 +20,7 @@ from stageflow.frontend.primitives.base import ResourceType, ShapedType
 from stageflow.frontend.primitives.functional import call_p
 from stageflow.frontend.primitives.shapes import format_shape
 from stageflow.frontend.spec import TensorSpec
-from stageflow.frontend.staged_grad import call_under_tape
+from stageflow.frontend.staged_grad import call_under_tape, replay
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
@@ -247,32 +247,6 @@ def _kernel_text(module: Any, stage: str) -> str:
     comment = "//" if stage == "ptx" else ";"
     sections = [f"{comment} kernel @{k.sym_name.data}\n{emit(k)}" for k in kernels]
     return "\n".join(sections) if sections else f"{comment} no fused kernels\n"
-
-
-def replay(graph: Graph, arguments: list) -> list:
-    """Run `graph` op by op through `Primitive.bind`, so that active tapes record every
-    primitive (and differentiate through it, to any order); state ops act on the live
-    variables, once."""
-    env: dict[int, Any] = {}
-    for value, argument in zip(graph.inputs, arguments, strict=True):
-        env[id(value)] = argument
-    for capture in graph.captures:
-        env[id(capture.value)] = capture.source
-    for eq in graph.equations:
-        operands = [env[id(v)] for v in eq.inputs]
-        name = eq.primitive.name
-        if name == "read_variable":
-            results = [operands[0].read_value()]
-        elif name == "assign_variable":
-            operands[0].assign(operands[1])
-            results = []
-        elif name == "call":
-            results = replay(eq.params["callee"].graph, operands)
-        else:
-            result = eq.primitive.bind(*operands, **eq.params)
-            results = list(result) if eq.primitive.multiple_results else [result]
-        env.update((id(v), r) for v, r in zip(eq.outputs, results, strict=True))
-    return [env[id(v)] for v in graph.outputs]
 
 
 def _capture_runtime_value(source: Any, name: str) -> Any:

@@ -37,7 +37,7 @@ class ForwardBackward:
             args = [trace.symbolic(trace.add_input(v.type)) for v in graph.inputs]
             with GradientTape() as tape:
                 tape.watch([a for a in args if dtypes.is_floating(a.dtype)])
-                outputs = _replay_symbolic(trace, graph, args)
+                outputs = [_as_symbol(trace, y) for y in replay(graph, args)]
             cut = len(joint.equations)
             cotangents = [trace.symbolic(trace.add_input(o._node.type)) for o in outputs]
             grads = tape.gradient(outputs, args + self.variables,
@@ -104,9 +104,11 @@ def call_under_tape(concrete: Any, arguments: list) -> list | None:
     return results
 
 
-def _replay_symbolic(trace: GraphTrace, graph: Graph, args: list) -> list:
-    """Re-emit `graph`'s equations into `trace` through `bind` (so the tape records them)."""
-    env: dict[int, Any] = {id(v): a for v, a in zip(graph.inputs, args, strict=True)}
+def replay(graph: Graph, arguments: list) -> list:
+    """Run `graph` op by op through `Primitive.bind` in the current trace, so that active
+    tapes record every primitive (and differentiate through it, to any order); state ops
+    act on the live variables (or are re-emitted while tracing), once."""
+    env: dict[int, Any] = {id(v): a for v, a in zip(graph.inputs, arguments, strict=True)}
     for capture in graph.captures:
         env[id(capture.value)] = capture.source
     for eq in graph.equations:
@@ -117,12 +119,12 @@ def _replay_symbolic(trace: GraphTrace, graph: Graph, args: list) -> list:
             operands[0].assign(operands[1])
             results = []
         elif eq.primitive.name == "call":
-            results = _replay_symbolic(trace, eq.params["callee"].graph, operands)
+            results = replay(eq.params["callee"].graph, operands)
         else:
             result = eq.primitive.bind(*operands, **eq.params)
             results = list(result) if eq.primitive.multiple_results else [result]
         env.update((id(v), r) for v, r in zip(eq.outputs, results, strict=True))
-    return [_as_symbol(trace, env[id(v)]) for v in graph.outputs]
+    return [env[id(v)] for v in graph.outputs]
 
 
 def _as_symbol(trace: GraphTrace, value: Any) -> Any:
