@@ -20,20 +20,19 @@ from stageflow.frontend.primitives.base import REGISTRY
 from stageflow.frontend.source import SourceLocation
 from stageflow.ir.builder import constant_value
 from stageflow.passes.fuse import is_kernel
+from stageflow.runtime.interpreter import run_steps
 
 
 def _callee_name(op: Any) -> str:
     return op.attributes["callee"].root_reference.data
 
 
-def _located(op: Any, name: str, error: Exception) -> Exception:
-    """The error naming the op and the user's line it was traced from."""
+def _source(op: Any) -> SourceLocation | None:
+    """The user's line an op was traced from, as its ``loc(...)`` says."""
     location = getattr(op, "location", None)
-    where = ""
     if isinstance(location, FileLineColLoc):
-        source = SourceLocation(location.filename.data, location.line.data, location.column.data)
-        where = f"\n  at {source}"
-    return type(error)(f"{name}: {error}{where}")
+        return SourceLocation(location.filename.data, location.line.data, location.column.data)
+    return None
 
 
 @dataclass
@@ -74,15 +73,17 @@ class Plan:
             elif name == "call":
                 callee = _callee_name(op)
                 if callee in compiled:
-                    self.steps.append((compiled[callee], ins, {}, outs, True, op, "kernel"))
+                    self.steps.append((compiled[callee], ins, {}, outs, True, "kernel",
+                                       _source(op)))
                 else:
                     if callee not in plans:
                         plans[callee] = Plan(functions[callee], functions, compiled, plans)
-                    self.steps.append((plans[callee].run_tuple, ins, {}, outs, True, op, callee))
+                    self.steps.append((plans[callee].run_tuple, ins, {}, outs, True, callee,
+                                       _source(op)))
             else:
                 primitive = REGISTRY[name]
                 self.steps.append((primitive.kernel, ins, op.params(), outs,
-                                   primitive.multiple_results, op, name))
+                                   primitive.multiple_results, name, _source(op)))
         self.size = len(slots)
 
     def run(self, inputs: list[Any]) -> list[Any]:
@@ -90,17 +91,7 @@ class Plan:
         env.extend([None] * (self.size - len(inputs)))
         for index, value in self.constants:
             env[index] = value
-        for kernel, ins, params, outs, multiple, op, name in self.steps:
-            try:
-                result = kernel(*[env[i] for i in ins], **params)
-            except (ValueError, TypeError, IndexError, OverflowError) as error:
-                raise _located(op, name, error) from None
-            if multiple:
-                for index, value in zip(outs, result, strict=True):
-                    env[index] = value
-            else:
-                env[outs[0]] = result
-        return [env[i] for i in self.output_slots]
+        return run_steps(self.steps, env, self.output_slots)
 
     def run_tuple(self, *inputs: Any) -> list[Any]:
         return self.run(list(inputs))

@@ -11,18 +11,39 @@ from typing import Any
 
 from stageflow.frontend.graph import Equation, Graph
 
+# A step: (callable, input slots, params, output slots, returns several results, the op's
+# name and the user's source location, for errors). Shared with compiled executables.
+Step = tuple[Any, tuple[int, ...], dict, tuple[int, ...], bool, str, Any]
+_KERNEL_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
 
-def _located(eq: Equation, error: Exception) -> Exception:
-    where = f"\n  at {eq.location}" if eq.location is not None else ""
-    return type(error)(f"{eq.primitive.name}: {error}{where}")
+
+def located_error(name: str, location: Any, error: Exception) -> Exception:
+    """`error` again, naming the op and the user's line it was traced from."""
+    where = f"\n  at {location}" if location is not None else ""
+    return type(error)(f"{name}: {error}{where}")
+
+
+def run_steps(steps: list[Step], env: list[Any], output_slots: list[int]) -> list[Any]:
+    """Run steps over the value slots `env` (inputs filled in); the output values."""
+    for kernel, ins, params, outs, multiple, name, location in steps:
+        try:
+            result = kernel(*[env[i] for i in ins], **params)
+        except _KERNEL_ERRORS as error:
+            raise located_error(name, location, error) from None
+        if multiple:
+            for index, value in zip(outs, result, strict=True):
+                env[index] = value
+        else:
+            env[outs[0]] = result
+    return [env[i] for i in output_slots]
 
 
 def run_equation(eq: Equation, values: list[Any]) -> list[Any]:
     """Apply one equation's kernel; its results as a list."""
     try:
         result = eq.primitive.kernel(*values, **eq.params)
-    except (ValueError, TypeError, IndexError, OverflowError) as error:
-        raise _located(eq, error) from None
+    except _KERNEL_ERRORS as error:
+        raise located_error(eq.primitive.name, eq.location, error) from None
     return list(result) if eq.primitive.multiple_results else [result]
 
 
@@ -42,7 +63,7 @@ class Program:
             ins = tuple(slot(v) for v in eq.inputs)
             outs = tuple(slot(v) for v in eq.outputs)
             self.steps.append((eq.primitive.kernel, ins, eq.params, outs,
-                               eq.primitive.multiple_results, eq))
+                               eq.primitive.multiple_results, eq.primitive.name, eq.location))
         self.output_slots = [slot(v) for v in graph.outputs]
         self.size = len(slots)
 
@@ -51,14 +72,4 @@ class Program:
             raise TypeError(f"expected {len(self.input_slots)} inputs, got {len(inputs)}")
         env: list[Any] = list(inputs)  # inputs occupy the first slots, in order
         env.extend([None] * (self.size - len(inputs)))
-        for kernel, ins, params, outs, multiple, eq in self.steps:
-            try:
-                result = kernel(*[env[i] for i in ins], **params)
-            except (ValueError, TypeError, IndexError, OverflowError) as error:
-                raise _located(eq, error) from None
-            if multiple:
-                for index, value in zip(outs, result, strict=True):
-                    env[index] = value
-            else:
-                env[outs[0]] = result
-        return [env[i] for i in self.output_slots]
+        return run_steps(self.steps, env, self.output_slots)
