@@ -6,6 +6,12 @@
 - ``STAGEFLOW_LOG=compiles,retraces,passes`` (or ``sf.config.log = {...}``): one line on
   stderr per trace and compilation with its time (``compiles``), per cache miss with its
   reason (``retraces``), per pass with its time (``passes``).
+- ``STAGEFLOW_REMAT=0`` (or ``sf.config.remat = False``): gradients of staged functions
+  under an eager tape keep every residual the backward reads instead of recomputing the
+  cheap ones (the `remat` pass); for measuring what rematerialisation saves.
+- ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
+  between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
+  ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
 """
 
 from __future__ import annotations
@@ -19,6 +25,18 @@ LOG_CATEGORIES = frozenset({"compiles", "retraces", "passes"})
 
 dump_dir: str | None = os.environ.get("STAGEFLOW_DUMP_DIR") or None
 log: set[str] = {c.strip() for c in os.environ.get("STAGEFLOW_LOG", "").split(",") if c.strip()}
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "stageflow")
+
+
+cache: bool = os.environ.get("STAGEFLOW_CACHE", "1").strip().lower() not in {
+    "0", "false", "no", "off"}
+cache_dir: str = os.environ.get("STAGEFLOW_CACHE_DIR") or _default_cache_dir()
+
+remat: bool = os.environ.get("STAGEFLOW_REMAT", "1") != "0"
 
 _dump_counter = itertools.count()
 

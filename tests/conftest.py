@@ -50,6 +50,23 @@ STAGED_MODULES = {
 }
 
 
+@pytest.fixture(autouse=True, scope="session")
+def compilation_cache(tmp_path_factory):
+    """Compiled kernels are cached in a fresh directory (for test subprocesses too), never
+    in the user's cache."""
+    from stageflow import config
+
+    directory = str(tmp_path_factory.mktemp("compilation-cache"))
+    saved = config.cache_dir, os.environ.get("STAGEFLOW_CACHE_DIR")
+    config.cache_dir = os.environ["STAGEFLOW_CACHE_DIR"] = directory
+    yield directory
+    config.cache_dir = saved[0]
+    if saved[1] is None:
+        os.environ.pop("STAGEFLOW_CACHE_DIR", None)
+    else:
+        os.environ["STAGEFLOW_CACHE_DIR"] = saved[1]
+
+
 @pytest.fixture(autouse=True)
 def execution_mode(request):
     """"eager" by default; "staged" runs each op as a traced, verified graph function."""

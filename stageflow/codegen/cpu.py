@@ -19,8 +19,10 @@ Kernel ABI (both entry points are in the module `CPUTarget.emit` returns)::
 Compilation: the host CPU's name and features, the new pass manager at O3 with loop and
 SLP vectorisation, one MCJIT engine per process owning a target machine of its own
 (llvmlite's engine takes ownership of its machine: sharing one crashed the process), and
-every kernel module added to it. Symbols are suffixed with a counter, so kernels of the
-same name never clash in the engine. libm is loaded into LLVM's symbol search (for
+every kernel module added to it as object code. Symbols are suffixed with the module's
+cache key (a hash of its IR text and the target), so kernels of the same name never clash in
+the engine and a module compiled once is reused: in this process, and in later ones through
+the on-disk cache (`stageflow.codegen.cache`). libm is loaded into LLVM's symbol search (for
 ``sinf``, ``powf``, ``fmodf``...): MCJIT aborts the process on an unresolved symbol.
 """
 
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import itertools
 import threading
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ import numpy as np
 from llvmlite import ir
 from xdsl.dialects.func import FuncOp
 
+from stageflow.codegen import cache
 from stageflow.codegen.emitter import I8, I32, I64
 from stageflow.codegen.kernel import Kernel, analyse
 from stageflow.codegen.loops import Driver, KernelBuilder
@@ -154,15 +156,19 @@ class CPUTarget:
         module = ir.Module(name=kernels[0].name)
         module.triple = llvm.get_process_triple()
         symbols = []
-        for kernel in kernels:
-            symbol = f"{kernel.name}.k{next(jit.counter)}"
+        for index, kernel in enumerate(kernels):
+            symbol = f"{kernel.name}.k{index}.{cache.PLACEHOLDER}"
             builder = KernelBuilder(kernel, module, symbol, self.libm)
             check, run = builder.build_check(), builder.build_run(Driver())
             _raw_entry(module, kernel, symbol, check, run)
             _py_entry(module, kernel, symbol, check, run)
             symbols.append(symbol)
+        # -- compilation cache: name the symbols by the module's key, reuse its object code
         text = str(module)
-        addresses = jit.add(text, level, [n for s in symbols for n in (s, f"{s}.py")])
+        entry = cache.key(text, level, jit.target_id)
+        text = text.replace(cache.PLACEHOLDER, entry[:16])
+        symbols = [s.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols]
+        addresses = jit.add(text, level, [n for s in symbols for n in (s, f"{s}.py")], entry)
         compiled = []
         for kernel, symbol in zip(kernels, symbols, strict=True):
             raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
@@ -243,7 +249,11 @@ class _JIT:
         # The engine owns the machine it is given: never reuse one (FACTS: segfault).
         self.engine = llvm.create_mcjit_compiler(backing, self._new_machine(jit=True))
         self.lock = threading.Lock()
-        self.counter = itertools.count()
+        # Emits the object code the engine loads (and the disk cache keeps): JIT settings
+        # (LLVM's large code model on x86-64), but not the engine's own machine.
+        self.object_machine = self._new_machine(jit=True)
+        self.target_id = f"{llvm.get_process_triple()} {self.cpu_name} {self.features}"
+        self.loaded: set[str] = set()
         self.layout_ok = array_layout_matches()
         self.has_f16c = "+f16c" in self.features.split(",")
 
@@ -264,13 +274,20 @@ class _JIT:
         builder.getModulePassManager().run(module, builder)
         return module
 
-    def add(self, text: str, level: int, symbols: list[str]) -> dict[str, int]:
+    def add(self, text: str, level: int, symbols: list[str], entry: str) -> dict[str, int]:
+        """Link the module's object code (cached under `entry`, else compiled) once."""
         if " half" in text and not self.has_f16c:
             raise NotImplementedError("float16 kernels need a CPU with F16C on this JIT")
         with self.lock:
-            module = self.optimize(text, level)
-            self.engine.add_module(module)
-            self.engine.finalize_object()
+            if entry not in self.loaded:
+                code = cache.load(entry) if cache.enabled() else None
+                if code is None:
+                    code = self.object_machine.emit_object(self.optimize(text, level))
+                    if cache.enabled():
+                        cache.store(entry, code)
+                self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+                self.engine.finalize_object()
+                self.loaded.add(entry)
             return {s: self.engine.get_function_address(s) for s in symbols}
 
 
