@@ -3,7 +3,7 @@
 `import stageflow as sf`; the names here are the public API (see API.md).
 """
 
-from stageflow import config, errors
+from stageflow import config, errors, saved
 from stageflow.frontend import dtypes as _dtypes
 from stageflow.frontend import layers, metrics, optimizers
 from stageflow.frontend.concrete import ConcreteFunction

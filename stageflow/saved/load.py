@@ -1,0 +1,169 @@
+"""`sf.saved.load`: a saved directory back as callable functions over live variables.
+
+Nothing of the saving program is imported: the functions are the parsed `sf` IR, compiled
+on first call through the same pipeline and `Executable` as a `ConcreteFunction` (run by
+the planned interpreter when `jit=False` was saved or the compiler cannot handle a graph),
+and the variables are new `sf.Variable`s holding the saved values, which callers may
+assign. A call is matched against the saved signatures; arguments that fit none raise
+TypeError (kind, dtype) or ValueError (rank, dims) naming the argument.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+
+from stageflow.frontend import context
+from stageflow.frontend.module import Module
+from stageflow.frontend.tracer import GraphTrace
+from stageflow.frontend.variables import Variable
+from stageflow.ir.text import parse_module
+from stageflow.saved.save import FORMAT
+from stageflow.saved.structure import Node, build, describe, match
+
+
+class SavedConcrete:
+    """One saved concrete function: its module, signature and captured state."""
+
+    def __init__(self, name: str, module: ModuleOp, entry: dict, captures: list) -> None:
+        self.name = name
+        self.module = module
+        self.entry = entry["entry"]
+        self.jit = entry["jit"]
+        self.arguments: Node = entry["arguments"]
+        self.outputs: Node = entry["outputs"]
+        self.captures = captures
+        self._program: Any = None
+
+    @property
+    def program(self) -> Any:
+        """The executable, built on first use (as `ConcreteFunction.program`)."""
+        if self._program is None:
+            self._program = self._build()
+        return self._program
+
+    def _build(self) -> Any:
+        from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+        from stageflow.runtime.executable import Executable, Plan
+
+        if self.jit:
+            try:
+                return Executable.build(self.module, self.entry, Pipeline.parse(DEFAULT_PIPELINE))
+            except NotImplementedError as error:
+                warnings.warn(f"saved function {self.name!r} runs interpreted: {error}",
+                              stacklevel=5)
+        functions = {op.sym_name.data: op for op in self.module.ops if isinstance(op, FuncOp)}
+        return Plan(functions[self.entry], functions, {}, {})
+
+    def run(self, inputs: list) -> Any:
+        return build(self.outputs, self.program.run(inputs + self.captures))
+
+
+class LoadedFunction:
+    """A saved staged function: callable like the original with any saved signature."""
+
+    def __init__(self, name: str, parameters: list[dict], concretes: list[SavedConcrete],
+                 variables: list[Variable]) -> None:
+        self.name = name
+        self.concretes = concretes
+        self.variables = variables
+        self._signature = inspect.Signature([
+            inspect.Parameter(p["name"], getattr(inspect.Parameter, p["kind"]),
+                              default=p.get("default", inspect.Parameter.empty))
+            for p in parameters
+        ])
+
+    @property
+    def trainable_variables(self) -> list[Variable]:
+        return [v for v in self.variables if v.trainable]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(context.current_trace(), GraphTrace):
+            raise NotImplementedError(f"loaded function {self.name!r} cannot be called inside "
+                                      "sf.function yet; call it eagerly")
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{self.name}: {error}") from None
+        bound.apply_defaults()
+        arguments = tuple(bound.arguments.values())
+        errors = []
+        for concrete in self.concretes:
+            inputs: list = []
+            try:
+                for name, node, value in zip(bound.arguments, concrete.arguments["tuple"],
+                                             arguments, strict=True):
+                    match(node, value, f"argument {name!r}", inputs, self.name)
+            except (TypeError, ValueError) as error:
+                errors.append(error)
+                continue
+            return concrete.run(inputs)
+        if len(errors) == 1:
+            raise errors[0]
+        saved = "; ".join(describe(c.arguments) for c in self.concretes)
+        raise type(errors[0])(f"{errors[0]} (saved signatures: {saved})")
+
+    def __repr__(self) -> str:
+        return f"<loaded function {self.name} ({len(self.concretes)} signatures)>"
+
+
+class LoadedModule(Module):
+    """A saved object: its staged methods as attributes, its variables in `.variables`;
+    callable when a `call` (or `__call__`) method was saved."""
+
+    def __init__(self, functions: dict[str, LoadedFunction], variables: list[Variable]) -> None:
+        super().__init__("loaded")
+        self.saved_variables = variables
+        self.functions = functions
+        for name, function in functions.items():
+            if name != "__call__":
+                setattr(self, name, function)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function = self.functions.get("__call__") or self.functions.get("call")
+        if function is None:
+            raise TypeError("this loaded object had no staged `call` or `__call__` method")
+        return function(*args, **kwargs)
+
+
+def load(directory: str | os.PathLike) -> LoadedFunction | LoadedModule:
+    """Load what `sf.saved.save` wrote: a `LoadedFunction` for a saved function, else a
+    `LoadedModule` with the saved staged methods."""
+    with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as file:
+        manifest = json.load(file)
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"sf.saved.load: {directory} has format {manifest.get('format')!r}, "
+                         f"this stageflow reads {FORMAT!r}")
+    with np.load(os.path.join(directory, "variables.npz")) as arrays:
+        values = dict(arrays)
+    variables = [Variable(values[f"v{i}"], trainable=v["trainable"], name=v["name"])
+                 for i, v in enumerate(manifest["variables"])]
+    path = os.path.join(directory, "module.mlir")
+    with open(path, encoding="utf-8") as file:
+        outer = parse_module(file.read(), path)
+    modules = {}
+    for op in list(outer.ops):
+        op.detach()
+        modules[op.sym_name.data] = op
+
+    def capture(node: Node) -> Any:
+        return variables[node["variable"]] if "variable" in node else values[
+            f"c{node['constant']}"]
+
+    functions = {}
+    for name, saved in manifest["functions"].items():
+        concretes = [SavedConcrete(name, modules[entry["module"]], entry,
+                                   [capture(c) for c in entry["captures"]])
+                     for entry in saved["concrete"]]
+        functions[name] = LoadedFunction(name, saved["parameters"], concretes, variables)
+    if manifest["kind"] == "function":
+        (function,) = functions.values()
+        return function
+    return LoadedModule(functions, variables)
