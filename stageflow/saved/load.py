@@ -102,13 +102,15 @@ class LoadedFunction:
                                              arguments, strict=True):
                     match(node, value, f"argument {name!r}", inputs, self.name)
             except (TypeError, ValueError) as error:
-                errors.append(error)
+                errors.append((len(inputs), error))
                 continue
             return concrete.run(inputs)
+        # Report the signature that fitted the most arguments before one did not.
+        error = max(errors, key=lambda pair: pair[0])[1]
         if len(errors) == 1:
-            raise errors[0]
+            raise error
         saved = "; ".join(describe(c.arguments) for c in self.concretes)
-        raise type(errors[0])(f"{errors[0]} (saved signatures: {saved})")
+        raise type(error)(f"{error} (saved signatures: {saved})")
 
     def __repr__(self) -> str:
         return f"<loaded function {self.name} ({len(self.concretes)} signatures)>"

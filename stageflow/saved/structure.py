@@ -51,10 +51,9 @@ def value_node(value: Any, what: str) -> Node:
 
 
 def describe(node: Node) -> str:
-    """``float32[?, 3]``, ``variable``, ``2``, ``(float32[3], [int32[])]``: for messages."""
+    """``(float32[?, 3], [variable, 2])``: a node for messages."""
     if "tensor" in node:
-        spec = node["tensor"]
-        return f"{spec['dtype']}{format_shape(tuple(spec['shape']))}"
+        return _type(node["tensor"])
     if "variable" in node:
         return "variable"
     if "value" in node:
@@ -102,8 +101,7 @@ def _tensor(spec: dict, value: Any, path: str, where: str) -> np.ndarray:
     elif isinstance(value, np.ndarray):
         array = value
     else:
-        raise TypeError(f"{where}: {path} must be a tensor "
-                        f"{spec['dtype']}{format_shape(tuple(spec['shape']))}, got "
+        raise TypeError(f"{where}: {path} must be a tensor {_type(spec)}, got "
                         f"{type(value).__name__}")
     want = dtypes.as_dtype(spec["dtype"])
     if array.dtype != want:
@@ -115,6 +113,11 @@ def _tensor(spec: dict, value: Any, path: str, where: str) -> np.ndarray:
         raise ValueError(f"{where}: {path} has shape {format_shape(array.shape)}, the saved "
                          f"signature expects {format_shape(tuple(shape))}")
     return np.ascontiguousarray(array)
+
+
+def _type(spec: dict) -> str:
+    dims = ", ".join("?" if d is None else str(d) for d in spec["shape"])
+    return f"{spec['dtype']}[{dims}]"
 
 
 def build(node: Node, results: list) -> Any:
