@@ -1,0 +1,91 @@
+"""The on-disk compilation cache: a second process loads the object code of kernels a first
+one compiled, different IR misses, corrupt entries are ignored and rewritten, and the cache
+can be turned off."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import stageflow as sf
+from stageflow import config
+from stageflow.codegen import cache
+
+CHILD = """
+import json, sys, numpy as np, stageflow as sf
+from stageflow.codegen import cache
+
+@sf.function
+def f(x):
+    return sf.tanh(x * float(sys.argv[1])) + sf.exp(-x)
+
+cf = f.get_concrete_function(sf.TensorSpec((None, 8), sf.float32))
+y = cf(np.linspace(0, 1, 32, dtype=np.float32).reshape(4, 8))
+print(json.dumps({"hits": cache.stats.hits, "misses": cache.stats.misses,
+                  "corrupt": cache.stats.corrupt, "sum": float(sf.reduce_sum(y)),
+                  "llvm": cf.stats()["compile_seconds"]["llvm"]}))
+"""
+
+
+def _child(directory, scale: float, **env: str) -> dict:
+    environment = {**os.environ, "STAGEFLOW_CACHE_DIR": str(directory), **env}
+    result = subprocess.run([sys.executable, "-c", CHILD, str(scale)], env=environment,
+                            check=True, capture_output=True, text=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _entries(directory) -> list:
+    return sorted(directory.glob("objects/*/*.o"))
+
+
+def test_a_second_process_hits_and_different_ir_misses(tmp_path):
+    cold = _child(tmp_path, 2.0)
+    assert cold["hits"] == 0 and cold["misses"] > 0
+    stored = _entries(tmp_path)
+    assert len(stored) == cold["misses"]
+    warm = _child(tmp_path, 2.0)
+    assert warm["hits"] == cold["misses"] and warm["misses"] == 0
+    assert warm["sum"] == cold["sum"]
+    other = _child(tmp_path, 3.0)
+    assert other["misses"] > 0 and other["sum"] != cold["sum"]
+    assert len(_entries(tmp_path)) == len(stored) + other["misses"]
+
+
+def test_corrupt_entries_are_ignored_and_rewritten(tmp_path):
+    cold = _child(tmp_path, 2.0)
+    for entry in _entries(tmp_path):
+        data = entry.read_bytes()
+        entry.write_bytes(data[: len(data) // 2] + b"\xff" * 64)
+    damaged = _child(tmp_path, 2.0)
+    assert damaged["corrupt"] == cold["misses"] and damaged["hits"] == 0
+    assert damaged["sum"] == cold["sum"]
+    assert _child(tmp_path, 2.0)["hits"] == cold["misses"]
+
+
+def test_opting_out_writes_nothing(tmp_path):
+    off = _child(tmp_path, 2.0, STAGEFLOW_CACHE="0")
+    assert off["hits"] == off["misses"] == 0
+    assert not tmp_path.exists() or not _entries(tmp_path)
+
+
+def test_opting_out_from_python(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(config, "cache", False)
+
+    @sf.function
+    def g(x):
+        return sf.sqrt(x * 1.25 + 7.5)
+
+    np.testing.assert_allclose(g(np.full(5, 2.0, np.float32)).numpy(), np.full(5, 10 ** 0.5),
+                               rtol=1e-6)
+    assert not _entries(tmp_path)
+
+
+def test_key_covers_level_and_target():
+    assert cache.key("ir", 3, "cpu a") != cache.key("ir", 1, "cpu a")
+    assert cache.key("ir", 3, "cpu a") != cache.key("ir", 3, "cpu b")
+    assert cache.key("ir", 3, "cpu a") == cache.key("ir", 3, "cpu a")
