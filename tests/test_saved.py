@@ -174,3 +174,19 @@ def test_loads_and_runs_in_a_fresh_process_without_the_defining_module(tmp_path)
     result = subprocess.run([sys.executable, "-c", LOADER, *arguments], check=True,
                             capture_output=True, text=True)
     assert result.stdout.strip() == "loaded (2, 2)"
+
+
+def test_callees_and_default_arguments_are_saved(tmp_path):
+    @sf.function
+    def inner(x):
+        return sf.sigmoid(x) * 3.0
+
+    @sf.function
+    def outer(x, n=2):
+        return inner(x) + inner(x * 2.0) + n
+
+    x = _batch(2)
+    want = outer(x).numpy()
+    sf.saved.save(outer, tmp_path)
+    assert "sf.call" in (tmp_path / "module.mlir").read_text()
+    np.testing.assert_allclose(sf.saved.load(tmp_path)(x).numpy(), want, rtol=1e-6)
