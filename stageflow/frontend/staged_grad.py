@@ -6,12 +6,20 @@ the backward pass needs, and a backward graph function; the tape records one op 
 gradient runs the backward graph. Both come from one joint trace — forward ops replayed
 under a tape, then `tape.gradient` — cut where the gradient computation starts, so the
 forward runs once per call and the backward is staged too.
+
+The two functions go into one module as a marked pair (`stageflow.passes.remat`), where the
+`remat` pass decides which intermediates the forward saves and which the backward recomputes;
+then both are optimised and compiled together.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+from xdsl.dialects.func import FuncOp
+
+from stageflow import config
 from stageflow.frontend import context, dtypes
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
 from stageflow.frontend.primitives import state
@@ -25,7 +33,6 @@ class ForwardBackward:
 
     def __init__(self, concrete: Any) -> None:
         from stageflow.frontend.tape import GradientTape
-        from stageflow.runtime.interpreter import Program
 
         graph = concrete.graph
         self.name = f"{concrete.name}_vjp"
@@ -48,23 +55,58 @@ class ForwardBackward:
         forward_eqs, backward_eqs = joint.equations[:cut], joint.equations[cut:]
         residuals = _residuals(joint.inputs[:n_args], forward_eqs, backward_eqs, grad_values)
         output_values = [o._node for o in outputs]
-        forward = Graph(f"{concrete.name}_forward", inputs=joint.inputs[:n_args],
-                        captures=_used_captures(joint, forward_eqs, output_values + residuals),
-                        equations=forward_eqs, outputs=output_values + residuals)
-        backward = Graph(f"{concrete.name}_backward",
-                         inputs=residuals + joint.inputs[n_args:],
-                         captures=_used_captures(joint, backward_eqs, grad_values),
-                         equations=backward_eqs, outputs=grad_values)
-        self.forward, self.backward = forward, backward
+        self.forward = Graph(f"{concrete.name}_forward", inputs=joint.inputs[:n_args],
+                             captures=_used_captures(joint, forward_eqs,
+                                                     output_values + residuals),
+                             equations=forward_eqs, outputs=output_values + residuals)
+        self.backward = Graph(f"{concrete.name}_backward",
+                              inputs=residuals + joint.inputs[n_args:],
+                              captures=_used_captures(joint, backward_eqs, grad_values),
+                              equations=backward_eqs, outputs=grad_values)
         self.n_outputs = len(output_values)
-        self.forward_program, self.backward_program = Program(forward), Program(backward)
+        self.jit = concrete.jit
+        self.module_text = ""
+        self.residual_bytes = 0
+        self.forward_program, self.backward_program = self._programs(len(residuals))
+
+    def _programs(self, residuals: int) -> tuple[Any, Any]:
+        """The forward and backward executables, rematerialised (`config.remat`) and
+        compiled together; run op by op when the compiler cannot take them (a warning)."""
+        try:
+            return self._build(residuals, self.jit)
+        except NotImplementedError as error:
+            warnings.warn(f"the gradient of {self.name!r} runs interpreted: {error}",
+                          stacklevel=5)
+            self.jit = False
+            return self._build(residuals, False)
+
+    def _build(self, residuals: int, jit: bool) -> tuple[Any, Any]:
+        from stageflow.ir.from_graph import graphs_module
+        from stageflow.ir.text import module_to_text
+        from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+        from stageflow.passes.remat import mark_pair
+        from stageflow.runtime.executable import Executable
+
+        forward, backward = self.forward.name, self.backward.name
+        module = graphs_module([(self.forward, forward), (self.backward, backward)])
+        functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+        mark_pair(functions[forward], functions[backward], residuals)
+        if config.remat:
+            Pipeline.parse("inline,remat").run(module)
+        self.module_text = module_to_text(module)
+        config.dump(self.name, "remat", self.module_text)
+        programs = Executable.build_entries(module, [forward, backward],
+                                            Pipeline.parse(DEFAULT_PIPELINE), jit)
+        return programs[0], programs[1]
 
     def run_forward(self, arguments: list) -> tuple[list, list]:
-        """Outputs and residuals (arrays) of the forward graph for eager arguments."""
+        """Outputs and residuals (arrays) of the forward function for eager arguments."""
         values = [a._value for a in arguments]
         values += [_runtime(c.source) for c in self.forward.captures]
         results = self.forward_program.run(values)
-        return results[: self.n_outputs], results[self.n_outputs :]
+        residuals = results[self.n_outputs :]
+        self.residual_bytes = sum(r.nbytes for r in residuals)
+        return results[: self.n_outputs], residuals
 
 
 class StagedVJP:

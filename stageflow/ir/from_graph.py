@@ -74,15 +74,26 @@ def graph_function(graph: Graph, name: str, symbols: _Symbols | None = None) -> 
 
 def graph_module(graph: Graph, name: str | None = None) -> ModuleOp:
     """A module holding `graph` as ``@name`` (default: the graph's) and all its callees."""
+    return graphs_module([(graph, name or graph.name)])
+
+
+def graphs_module(graphs: list[tuple[Graph, str]]) -> ModuleOp:
+    """A module holding each `(graph, name)` as ``@name`` and every callee of any of them,
+    once (the forward and backward functions of a gradient share their callees)."""
     symbols = _Symbols()
-    main = symbols.name(graph, name or graph.name)
-    callees = graph.callees()
-    for callee in callees:  # name them all before any call op refers to one
+    for graph, name in graphs:
+        symbols.name(graph, name)
+    callees: dict[int, Any] = {}
+    for graph, _ in graphs:
+        for callee in graph.callees():
+            callees.setdefault(id(callee.graph), callee)
+    for callee in callees.values():  # name them all before any call op refers to one
         symbols.name(callee.graph, callee.name)
-    functions = [graph_function(graph, main, symbols)]
+    functions = [graph_function(graph, symbols.name(graph, name), symbols)
+                 for graph, name in graphs]
     functions += [
         graph_function(callee.graph, symbols.name(callee.graph, callee.name), symbols)
-        for callee in callees
+        for callee in callees.values()
     ]
     return ModuleOp(functions)
 

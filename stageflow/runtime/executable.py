@@ -3,8 +3,9 @@
 `Executable.build` takes a concrete function's module, runs the optimisation pipeline
 (which ends by outlining elementwise groups into kernel functions), JIT-compiles every
 kernel in one LLVM module, and flattens each function into slot-indexed steps: a kernel
-step calls compiled code, other ops (matmul through NumPy's BLAS, reductions, shape ops)
-call their primitive's kernel. A call costs one step per remaining op, no lookups by name.
+step calls compiled code, so do the other ops with a lowering (reductions, data movement,
+random bits, matmul through the BLAS: `codegen.structured`); the rest call their
+primitive's kernel. A call costs one step per remaining op, no lookups by name.
 """
 
 from __future__ import annotations
@@ -13,14 +14,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Block
 
 from stageflow.frontend.primitives.base import REGISTRY
 from stageflow.frontend.source import SourceLocation
+from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value
+from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
-from stageflow.runtime.interpreter import run_steps
+from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
+from stageflow.runtime.interpreter import Step, run_steps
 
 
 def _callee_name(op: Any) -> str:
@@ -48,7 +54,7 @@ class Plan:
     """One function of the optimised module as steps over numbered value slots."""
 
     def __init__(self, func: FuncOp, functions: dict[str, FuncOp],
-                 compiled: dict[str, Any], plans: dict[str, Plan]) -> None:
+                 compiled: dict[Any, Any], plans: dict[str, Plan]) -> None:
         slots: dict[int, int] = {}
 
         def slot(value: Any) -> int:
@@ -82,19 +88,156 @@ class Plan:
                                        _source(op)))
             else:
                 primitive = REGISTRY[name]
-                self.steps.append((primitive.kernel, ins, op.params(), outs,
-                                   primitive.multiple_results, name, _source(op)))
+                # -- an op lowered to machine code (`codegen.structured`), else its NumPy kernel
+                kernel, params = compiled.get(op), {}
+                if kernel is None:
+                    kernel, params = primitive.kernel, op.params()
+                self.steps.append((kernel, ins, params, outs, primitive.multiple_results, name,
+                                   _source(op)))
         self.size = len(slots)
+        self._follow_buffer_plan(func, compiled, slots)
+
+    # -- the buffer plan ----------------------------------------------------------------------
+
+    def _follow_buffer_plan(self, func: FuncOp, compiled: dict[str, Any],
+                            slots: dict[int, int]) -> None:
+        """Read ``plan-buffers``' attributes: in-place kernel calls, the temporaries' slots,
+        the planned figures; schedule a drop of every value after its last reader."""
+        attributes = func.attributes
+        self.peak_bytes = decode(attributes[PEAK_ATTR]) if PEAK_ATTR in attributes else None
+        self.lower_bound_bytes = (decode(attributes[LOWER_BOUND_ATTR])
+                                  if LOWER_BOUND_ATTR in attributes else None)
+        step_of = {step[3]: index for index, step in enumerate(self.steps) if step[3]}
+        self.temporary_slots: set[int] = set()
+        block: Block = func.body.blocks[0]
+        for op in block.ops:
+            outs = tuple(slots[id(v)] for v in op.results)
+            if BUFFER_ATTR in op.attributes:
+                buffers = decode(op.attributes[BUFFER_ATTR])
+                buffers = buffers if isinstance(buffers, tuple) else (buffers,)
+                self.temporary_slots.update(s for s, b in zip(outs, buffers, strict=True)
+                                            if b >= 0)
+            if (IN_PLACE_ATTR in op.attributes and outs in step_of
+                    and _callee_name(op) in compiled):
+                index = step_of[outs]
+                kernel, *rest = self.steps[index]
+                results = [shaped_type(v.type) for v in op.results]
+                self.steps[index] = (InPlaceKernel(kernel, decode(op.attributes[IN_PLACE_ATTR]),
+                                                   results), *rest)
+        self._schedule = _with_drops(self.steps, set(self.output_slots))
+        self.meter: MemoryMeter | None = None
 
     def run(self, inputs: list[Any]) -> list[Any]:
         env: list[Any] = list(inputs)
         env.extend([None] * (self.size - len(inputs)))
         for index, value in self.constants:
             env[index] = value
-        return run_steps(self.steps, env, self.output_slots)
+        return run_steps(self._schedule, env, self.output_slots)
+
+    def run_tracked(self, inputs: list[Any]) -> list[Any]:
+        """`run`, measuring the bytes of live temporaries after every step (`meter`)."""
+        if self.meter is None:
+            self.meter = MemoryMeter()
+            self._tracked = _with_drops(self.steps, set(self.output_slots),
+                                        self.temporary_slots, self.meter)
+        self.meter.external = {id(_root(v)) for v in inputs}
+        self.meter.external.update(id(_root(v)) for _, v in self.constants)
+        env: list[Any] = list(inputs)
+        env.extend([None] * (self.size - len(inputs)))
+        for index, value in self.constants:
+            env[index] = value
+        return run_steps(self._tracked, env, self.output_slots)
 
     def run_tuple(self, *inputs: Any) -> list[Any]:
         return self.run(list(inputs))
+
+
+class InPlaceKernel:
+    """A compiled kernel call that writes results into the memory of inputs dying there.
+
+    ``plan-buffers`` proved that nothing reads such an input after the call and that it
+    holds new memory of the result's type; the array is checked once more (a writeable,
+    C-contiguous ndarray owning its memory, of the result's shape and dtype) and a result
+    whose input fails the check gets new memory. The kernel reads each element of the
+    input before it writes the same element of the result.
+    """
+
+    def __init__(self, kernel: Any, sources: tuple[int, ...], results: list[Any]) -> None:
+        self.kernel = kernel
+        self.compiled = getattr(kernel, "compiled", kernel)  # a RowParallelKernel's
+        self.input_dtypes = [arg.dtype for arg in self.compiled.kernel.inputs]
+        self.results = [(source, tuple(r.shape), np.dtype(r.dtype))
+                        for source, r in zip(sources, results, strict=True)]
+
+    def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
+        if not all(type(a) is np.ndarray and a.dtype == d
+                   for a, d in zip(arrays, self.input_dtypes, strict=True)):
+            return self.kernel(*arrays)  # type: ignore[no-any-return]
+        outputs = []
+        for source, shape, dtype in self.results:
+            array = arrays[source] if source >= 0 else None
+            if array is None or not (array.shape == shape and array.dtype == dtype
+                                     and array.flags.owndata and array.flags.writeable
+                                     and array.flags.c_contiguous):
+                array = np.empty(shape, dtype)
+            outputs.append(array)
+        if self.compiled.run_into([*arrays, *outputs]):
+            return self.kernel(*arrays)  # type: ignore[no-any-return]  # nothing was written
+        return tuple(outputs)
+
+
+class MemoryMeter:
+    """The peak bytes of live temporaries over tracked runs: after each step, the arrays of
+    the temporaries' slots are summed, each memory block once (views share their base's)
+    and blocks of the run's inputs and constants left out."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self.external: set[int] = set()
+
+    def measure(self, *arrays: Any) -> tuple[()]:
+        blocks = {id(root): root.nbytes for root in map(_root, arrays)
+                  if isinstance(root, np.ndarray)}
+        live = sum(size for key, size in blocks.items() if key not in self.external)
+        self.peak = max(self.peak, live)
+        return ()
+
+
+def _root(value: Any) -> Any:
+    """The array owning `value`'s memory (`value` itself if it is no view)."""
+    while isinstance(getattr(value, "base", None), np.ndarray):
+        value = value.base
+    return value
+
+
+def _with_drops(steps: list[Step], keep: set[int], temporaries: set[int] | None = None,
+                meter: MemoryMeter | None = None) -> list[Step]:
+    """`steps` with a step after each one setting to None the slots it was the last to read
+    or write (so NumPy frees their arrays), `keep` aside; with a `meter`, a step before that
+    one measuring the `temporaries` live there."""
+    last: dict[int, int] = {}
+    for index, step in enumerate(steps):
+        for slot in step[3]:
+            last.setdefault(slot, index)
+        for slot in step[1]:
+            last[slot] = index
+    dying: dict[int, list[int]] = {}
+    for slot, index in last.items():
+        if slot not in keep:
+            dying.setdefault(index, []).append(slot)
+    live: set[int] = set()
+    schedule: list[Step] = []
+    for index, step in enumerate(steps):
+        schedule.append(step)
+        if meter is not None and temporaries is not None:
+            live.update(s for s in step[3] if s in temporaries)
+            schedule.append((meter.measure, tuple(sorted(live)), {}, (), True, "measure", None))
+        dead = tuple(dying.get(index, ()))
+        if dead:
+            live.difference_update(dead)
+            nones = (None,) * len(dead)
+            schedule.append((nones.__iter__, (), {}, dead, True, "drop", None))
+    return schedule
 
 
 class Executable:
@@ -106,8 +249,27 @@ class Executable:
         self.stats = stats
         self.run = plan.run
 
+    def track_memory(self, enabled: bool = True) -> None:
+        """Measure the live temporaries' bytes at every step of later calls (slower), or
+        stop; `measured_peak_bytes` is their peak since tracking was turned on."""
+        self.plan.meter = None
+        self.run = self.plan.run_tracked if enabled else self.plan.run
+
+    @property
+    def measured_peak_bytes(self) -> int | None:
+        return self.plan.meter.peak if self.plan.meter is not None else None
+
     @classmethod
     def build(cls, module: ModuleOp, entry: str, pipeline: Any) -> Executable:
+        """Optimise `module`, compile its kernels and plan the function `entry`."""
+        return cls.build_entries(module, [entry], pipeline)[0]
+
+    @classmethod
+    def build_entries(cls, module: ModuleOp, entries: list[str], pipeline: Any,
+                      jit: bool = True) -> list[Executable]:
+        """One executable per function of `entries`, sharing one optimisation and one
+        compilation of the module (a forward and its backward); `jit=False` plans the
+        optimised module with every kernel run op by op by the eager kernels."""
         from stageflow.codegen import compile_kernels
         from stageflow.codegen.kernel import analyse, leading_dim_splittable
         from stageflow.runtime.parallel import RowParallelKernel
@@ -117,7 +279,7 @@ class Executable:
         timings = pipeline.run(module)
         stats.seconds.update({f"pass {t.name}": t.run_s + t.verify_s for t in timings})
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
-        kernels = {name: f for name, f in functions.items() if is_kernel(f)}
+        kernels = {name: f for name, f in functions.items() if is_kernel(f)} if jit else {}
         stats.seconds["optimize"] = time.perf_counter() - start
         start = time.perf_counter()
         splittable = {name for name, f in kernels.items() if leading_dim_splittable(f)}
@@ -128,6 +290,16 @@ class Executable:
             compiled[name] = RowParallelKernel(compiled[name])
         stats.seconds["llvm"] = time.perf_counter() - start
         stats.kernels = len(kernels)
-        plan = Plan(functions[entry], functions, compiled, {})
-        stats.ops = len(plan.steps)
-        return cls(plan, stats)
+        if jit:  # -- the other ops with a lowering, keyed by op (see `Plan`)
+            from stageflow.codegen.structured import lower_functions
+
+            start = time.perf_counter()
+            compiled.update(lower_functions([f for f in functions.values() if not is_kernel(f)]))
+            stats.seconds["llvm ops"] = time.perf_counter() - start
+        plans: dict[str, Plan] = {}
+        executables = []
+        for entry in entries:
+            plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
+            executables.append(cls(plan, stats))
+        stats.ops = sum(len(e.plan.steps) for e in executables)
+        return executables
