@@ -7,7 +7,7 @@ ratios (all measured in this one run, against NumPy in the same process).
 
 from __future__ import annotations
 
-from benchmarks import call_overhead, eager_overhead, fused_elementwise, hmc, mlp_train
+from benchmarks import call_overhead, eager_overhead, fused_elementwise, hmc, mlp_train, remat
 
 
 def main() -> None:
@@ -28,6 +28,10 @@ def main() -> None:
     for n, rates in hmc.main([1, 16, 4096]).items():
         rows.append((f"HMC, N = {n}", f"{rates['staged']:,.0f} samples/s",
                      f"{rates['staged'] / rates['eager']:.1f}x eager (goal 10x)"))
+    saved = remat.main([])
+    rows.append(("remat, 16-layer stack", f"{saved['remat_mib']:.1f} MiB saved",
+                 f"{saved['saving']:.0%} less, step {saved['slowdown']:+.0%} "
+                 "(goal >= 40%, <= +10%)"))
     width = max(len(r[0]) for r in rows)
     print("\nsummary")
     for name, figure, ratio in rows:
