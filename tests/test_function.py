@@ -384,3 +384,18 @@ def test_runtime_errors_name_the_op_and_traced_line():
     with pytest.raises(IndexError, match="gather.*out of range") as info:
         pick(sf.constant([5]))
     assert "sf.gather(sf.constant" in str(info.value)
+
+
+def test_a_signature_with_unknown_dims_is_called_from_a_static_trace():
+    @sf.function(input_signature=[sf.TensorSpec([None, 3], sf.float32)])
+    def inner(x):
+        return x * 2.0
+
+    @sf.function
+    def outer(x):
+        return inner(x) + 1.0
+
+    x = sf.constant(np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(outer(x).numpy(), np.full((2, 3), 3.0, np.float32))
+    with pytest.raises(ValueError, match=r"inner: x has shape \(2, 4\)"):
+        sf.function(lambda y: inner(y))(sf.constant(np.ones((2, 4), np.float32)))

@@ -11,9 +11,24 @@ from typing import Any
 from stageflow.frontend.primitives.base import Primitive, ShapedType
 
 
+def _accepts(expected: Any, given: Any) -> bool:
+    """Whether a parameter of type `expected` takes an operand of type `given`: the same
+    type, or a shaped one whose dims are known where the parameter's are unknown (an
+    ``input_signature`` with None dims called on a tensor of static shape)."""
+    if expected == given:
+        return True
+    if not (isinstance(expected, ShapedType) and isinstance(given, ShapedType)):
+        return False
+    return (expected.dtype == given.dtype and len(expected.shape) == len(given.shape)
+            and all(e is None or e == g
+                    for e, g in zip(expected.shape, given.shape, strict=True)))
+
+
 def _call_rule(*types: ShapedType, callee: Any) -> tuple:
     expected = [v.type for v in callee.graph.all_inputs]
-    if list(types) != expected:
+    if len(types) != len(expected) or not all(
+        _accepts(e, t) for e, t in zip(expected, types, strict=True)
+    ):
         raise TypeError(f"@{callee.name} takes {[str(t) for t in expected]}, "
                         f"got {[str(t) for t in types]}")
     return tuple(v.type for v in callee.graph.outputs)
