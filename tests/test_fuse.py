@@ -138,8 +138,8 @@ def test_max_ops_must_be_positive() -> None:
         parse_pipeline("fuse{max-ops=0}")
 
 
-def test_default_pipeline_ends_with_fuse() -> None:
-    assert DEFAULT_PIPELINE.split(",")[-1] == "fuse"
+def test_default_pipeline_ends_with_fuse_then_plan_buffers() -> None:
+    assert DEFAULT_PIPELINE.split(",")[-2:] == ["fuse", "plan-buffers"]
 
 
 # --- A traced function ---------------------------------------------------------------------
@@ -158,7 +158,7 @@ def test_traced_mlp_ends_with_kernels_and_calls() -> None:
 
     concrete = mlp.get_concrete_function(sf.TensorSpec((None, 4), sf.float32))
     text = concrete.ir("optimized")
-    assert "attributes {sf.kernel}" in text and "{callee = @mlp_kernel0}" in text
+    assert "attributes {sf.kernel}" in text and "{callee = @mlp_kernel0" in text
     module = graph_module(concrete.graph, concrete.name)
     optimized = check_pipeline(module, DEFAULT_PIPELINE)
     assert_well_formed(optimized)

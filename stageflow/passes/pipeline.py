@@ -29,8 +29,9 @@ from stageflow.passes.registry import parse_pipeline
 # small calls; fold before simplify, so that constant subtrees are single constants whose
 # values the algebraic rules can read; cse after both, as they create equal ops; prune then
 # removes everything the others left unused; fuse comes at the very end, outlining the
-# elementwise ops that remain into kernel functions for the code generator.
-DEFAULT_PIPELINE = "inline,fold,simplify,cse,prune,fuse"
+# elementwise ops that remain into kernel functions for the code generator; plan-buffers
+# last, as it annotates the final ops with their buffers.
+DEFAULT_PIPELINE = "inline,fold,simplify,cse,prune,fuse,plan-buffers"
 
 # MLIR's header line before each ``--mlir-print-ir-after-all`` dump.
 IR_DUMP_HEADER = "// -----// IR Dump After {name} //----- //"

@@ -1,0 +1,281 @@
+"""`plan-buffers`: when each temporary tensor is live, which buffer holds it, and how many
+bytes a call needs at its peak, written into the IR for the runtime and for people.
+
+A compiled function allocates one array per op result; most die a few ops later. This pass
+computes each temporary's live range (from the op that writes it to its last reader),
+assigns temporaries to numbered buffers (a buffer is reused once every reader of its value
+has run; an elementwise kernel writes in place into an input that dies at that call), and
+records two figures: the bytes of those buffers (what a preallocated arena would need) and
+the liveness lower bound (the most bytes live at any one op, which no assignment can beat).
+The runtime drops each value after its last reader and honours the in-place decisions, so
+what it holds at its peak is the lower bound; `ConcreteFunction.stats()` reports both.
+
+What counts as a temporary: a tensor result of an op of the function. Not counted: the
+function's arguments, ``sf.constant`` results (held by the executable), ``sf.read_variable``
+results (a variable's storage), the returned values and the values stored into variables
+(they outlive the call), and any value sharing memory with one of those. Views
+(``sf.reshape``, ``sf.broadcast_to``, ``sf.transpose``, ``sf.slice``, ``sf.stop_gradient``,
+whose kernels may return their operand's memory) are no allocation of their own: they keep
+their operand's buffer live until their own last reader. Values with an unknown dim get a
+buffer each, never shared, and are left out of both figures; ``sf.unsized_temporaries``
+says how many there are. A call of another (non-kernel) function counts its results only;
+its own temporaries are in that function's attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from stageflow.ir.attributes import encode
+from stageflow.ir.dialect import ConstantOp, SfOp
+from stageflow.ir.types import dtype_of
+from stageflow.passes.fuse import is_kernel
+from stageflow.passes.registry import register_pass
+from stageflow.passes.support import callee_name, functions, static_size
+
+# Ops whose eager kernel may return (a view of) its operand rather than new memory.
+VIEWS = frozenset({"reshape", "broadcast_to", "transpose", "slice", "stop_gradient"})
+# Ops whose results are storage the call does not own.
+EXTERNAL = frozenset({"constant", "read_variable"})
+
+BUFFER_ATTR = "sf.buffer"  # per op: the buffer of its result (a list for several; -1: none)
+IN_PLACE_ATTR = "sf.in_place"  # per kernel call: the operand each result overwrites, or -1
+PEAK_ATTR = "sf.peak_bytes"
+LOWER_BOUND_ATTR = "sf.lower_bound_bytes"
+UNSIZED_ATTR = "sf.unsized_temporaries"
+
+
+@dataclass(eq=False)
+class Allocation:
+    """The memory one op allocates and every value living in it (views, in-place results).
+
+    `start` is the index of the allocating op (-1 for arguments), `end` of its last reader;
+    `fresh` says the op surely returns new memory, so overwriting it harms nobody.
+    """
+
+    start: int
+    size: int | None
+    temporary: bool
+    fresh: bool
+    values: list[SSAValue] = field(default_factory=list)
+    end: int = -1
+    buffer: int = -1
+
+
+@dataclass
+class BufferPlan:
+    """The plan of one function: buffer sizes, the lower bound, in-place choices."""
+
+    buffer_sizes: list[int | None]
+    lower_bound: int
+    allocations: dict[SSAValue, Allocation]
+    in_place: dict[Operation, list[int]]
+
+    @property
+    def peak(self) -> int:
+        """Bytes of all sized buffers: what the plan needs at once."""
+        return sum(size for size in self.buffer_sizes if size is not None)
+
+    @property
+    def unsized(self) -> int:
+        return sum(size is None for size in self.buffer_sizes)
+
+
+def static_bytes(value: SSAValue) -> int | None:
+    """The bytes of a tensor value with static dims, else ``None``."""
+    count = static_size(value.type)
+    if count is None:
+        return None
+    assert isinstance(value.type, TensorType)
+    return count * np.dtype(dtype_of(value.type.get_element_type())).itemsize
+
+
+def _op_name(op: Operation) -> str:
+    return op.name.removeprefix("sf.") if isinstance(op, SfOp) else op.name
+
+
+def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
+    """Every value's allocation, with live ranges and what escapes the call."""
+    allocations: dict[SSAValue, Allocation] = {}
+
+    def new(value: SSAValue, allocation: Allocation) -> None:
+        allocation.values.append(value)
+        allocations[value] = allocation
+
+    for arg in block.args:
+        new(arg, Allocation(-1, None, temporary=False, fresh=False))
+    for index, op in enumerate(block.ops):
+        for operand in op.operands:
+            allocation = allocations[operand]
+            allocation.end = max(allocation.end, index)
+        name = _op_name(op)
+        escaping = op.operands if isinstance(op, ReturnOp) else ()
+        if name == "assign_variable":
+            escaping = op.operands[1:]
+        for value in escaping:
+            allocations[value].temporary = False
+        for result in op.results:
+            if name in VIEWS:
+                new(result, allocations[op.operands[0]])
+                continue
+            tensor = isinstance(result.type, TensorType)
+            kernel_call = name == "call" and callee_name(op) in kernels
+            fresh = kernel_call or (isinstance(op, SfOp) and not op.primitive.stateful)
+            allocation = Allocation(index, static_bytes(result),
+                                    temporary=tensor and name not in EXTERNAL,
+                                    fresh=fresh and not isinstance(op, ConstantOp))
+            allocation.end = index
+            new(result, allocation)
+    return allocations
+
+
+def _in_place(op: Operation, index: int, allocations: dict[SSAValue, Allocation]) -> list[int]:
+    """For each result of a kernel call, the operand whose memory it may take, or -1.
+
+    An operand qualifies if it is the allocation's own value (not a view), a temporary that
+    surely owns new memory, of exactly the result's static type, read by no later op and by
+    no other operand of this call. The kernel reads each element of it before writing the
+    same element of the result, so the overwrite is safe.
+    """
+    choices = []
+    taken: set[int] = set()
+    operand_allocations = [allocations[v] for v in op.operands]
+    for result in op.results:
+        mine = allocations[result]
+        choice = -1
+        if mine.temporary and mine.size is not None:
+            for k, operand in enumerate(op.operands):
+                theirs = operand_allocations[k]
+                if (k not in taken and theirs.temporary and theirs.fresh
+                        and theirs.end == index and theirs.values[0] is operand
+                        and operand.type == result.type
+                        and operand_allocations.count(theirs) == 1):
+                    choice = k
+                    break
+        if choice >= 0:
+            taken.add(choice)
+            theirs = operand_allocations[choice]
+            theirs.end = mine.end
+            for value in mine.values:
+                theirs.values.append(value)
+                allocations[value] = theirs
+        choices.append(choice)
+    return choices
+
+
+def _assign_buffers(temporaries: list[Allocation]) -> list[int | None]:
+    """Give each temporary a buffer (best fit among the free ones, else the largest free one
+    grown, else a new one); the buffer sizes. Allocations come in order of `start`."""
+    sizes: list[int | None] = []
+    free: dict[int, int] = {}  # buffer -> size, of the sized buffers nobody holds now
+    active: list[Allocation] = []
+    for allocation in temporaries:
+        for done in [a for a in active if a.end < allocation.start]:
+            active.remove(done)
+            size = sizes[done.buffer]
+            if size is not None:
+                free[done.buffer] = size
+        need = allocation.size
+        fits = [b for b, size in free.items() if need is not None and size >= need]
+        if need is not None and (fits or free):
+            best = min(fits, key=free.__getitem__) if fits else max(free, key=free.__getitem__)
+            allocation.buffer = best
+            sizes[best] = max(free.pop(best), need)
+        else:
+            allocation.buffer = len(sizes)
+            sizes.append(need)
+        active.append(allocation)
+    return sizes
+
+
+def plan_block(block: Block, kernels: set[str]) -> BufferPlan:
+    """The buffer plan of a function body whose kernel functions are named in `kernels`."""
+    allocations = _allocations(block, kernels)
+    in_place = {}
+    for index, op in enumerate(block.ops):
+        if _op_name(op) == "call" and callee_name(op) in kernels:
+            choices = _in_place(op, index, allocations)
+            if any(choice >= 0 for choice in choices):
+                in_place[op] = choices
+    unique = {id(a): a for a in allocations.values()}.values()
+    temporaries = sorted((a for a in unique if a.temporary), key=lambda a: a.start)
+    sizes = _assign_buffers(temporaries)
+    live = [0] * (len(block.ops) + 1)
+    for allocation in temporaries:
+        if allocation.size is not None:
+            live[allocation.start] += allocation.size
+            live[allocation.end + 1] -= allocation.size
+    lower_bound = running = 0
+    for delta in live:
+        running += delta
+        lower_bound = max(lower_bound, running)
+    return BufferPlan(sizes, lower_bound, allocations, in_place)
+
+
+def annotate(function: FuncOp, plan: BufferPlan) -> None:
+    """Write `plan` into `function`'s attributes and its ops' (replacing earlier ones)."""
+    block = function.body.blocks[0]
+    for op in block.ops:
+        op.attributes.pop(BUFFER_ATTR, None)
+        op.attributes.pop(IN_PLACE_ATTR, None)
+        allocations = [plan.allocations[r] for r in op.results]
+        buffers = [a.buffer if a.temporary else -1 for a in allocations]
+        if any(b >= 0 for b in buffers):
+            op.attributes[BUFFER_ATTR] = encode(buffers[0] if len(buffers) == 1 else buffers)
+        if op in plan.in_place:
+            op.attributes[IN_PLACE_ATTR] = encode(plan.in_place[op])
+    function.attributes[PEAK_ATTR] = encode(plan.peak)
+    function.attributes[LOWER_BOUND_ATTR] = encode(plan.lower_bound)
+    function.attributes.pop(UNSIZED_ATTR, None)
+    if plan.unsized:
+        function.attributes[UNSIZED_ATTR] = encode(plan.unsized)
+
+
+@register_pass
+@dataclass(frozen=True)
+class PlanBuffers(ModulePass):
+    """Plan the temporary buffers of every non-kernel function and annotate the IR.
+
+    Before::
+
+        func.func @f(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<f32> {
+          %a = sf.call %x {callee = @f_kernel0} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+          %b = sf.call %a {callee = @f_kernel1} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+          %m = sf.matmul %w, %b {...} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+          %s = sf.reduce_sum %m {axes = [0, 1], keepdims = false} : ... -> tensor<f32>
+          func.return %s : tensor<f32>
+        }
+
+    After (kernels unchanged)::
+
+        func.func @f(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<f32>
+            attributes {sf.peak_bytes = 128 : i64, sf.lower_bound_bytes = 128 : i64} {
+          %a = sf.call %x {callee = @f_kernel0, sf.buffer = 0} : ...
+          %b = sf.call %a {callee = @f_kernel1, sf.buffer = 0, sf.in_place = [0]} : ...
+          %m = sf.matmul %w, %b {..., sf.buffer = 1} : ...
+          %s = sf.reduce_sum %m {axes = [0, 1], keepdims = false} : ...
+          func.return %s : tensor<f32>
+        }
+
+    ``sf.buffer`` numbers the buffer each result lives in (a list for several results; -1
+    for a result that is no temporary); ``sf.in_place`` gives, per result of a kernel call,
+    the operand whose buffer the kernel overwrites (-1: a buffer of its own). The returned
+    ``%s`` is no temporary, so ``sf.reduce_sum`` has no buffer.
+    """
+
+    name = "plan-buffers"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        table = functions(op)
+        kernels = {name for name, function in table.items() if is_kernel(function)}
+        for name, function in table.items():
+            if name in kernels or len(function.body.blocks) != 1:
+                continue
+            annotate(function, plan_block(function.body.blocks[0], kernels))
