@@ -26,10 +26,12 @@ func.func @chain(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<f32> {
 }
 
 // Reuse: %a dies at the matmul, so %e takes its buffer 0 (not in place: the view %v
-// keeps %t live until %sum); %sum takes buffer 0 again once %e has died. The value stored
-// into the variable, the variable read and the returned %out have no buffer.
+// keeps %t live until %sum). When %e dies, %sum (4 bytes) takes a new buffer rather than
+// tie up the 64 bytes of buffer 0: a value takes no free buffer over twice its size, so
+// the plan needs 4 bytes over the lower bound here. The value stored into the variable,
+// the variable read and the returned %out have no buffer.
 // CHECK-LABEL: func.func @reuse(
-// CHECK-SAME:    attributes {sf.peak_bytes = 144 : i64, sf.lower_bound_bytes = 144 : i64}
+// CHECK-SAME:    attributes {sf.peak_bytes = 148 : i64, sf.lower_bound_bytes = 144 : i64}
 // CHECK-NEXT:    %v0 = sf.read_variable %var :
 // CHECK-NEXT:    %a = sf.call %x {callee = @exp_kernel, sf.buffer = 0}
 // CHECK-NEXT:    %t = sf.matmul %a, %v0 {transpose_a = false, transpose_b = false, sf.buffer = 1}
@@ -38,7 +40,7 @@ func.func @chain(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<f32> {
 // CHECK-NEXT:    %r = sf.reduce_sum %e {axes = [1], keepdims = false, sf.buffer = 2}
 // CHECK-NEXT:    %n = sf.call %e {callee = @exp_kernel} :
 // CHECK-NEXT:    sf.assign_variable %var, %n :
-// CHECK-NEXT:    %sum = sf.reduce_sum %v {axes = [0], keepdims = false, sf.buffer = 0}
+// CHECK-NEXT:    %sum = sf.reduce_sum %v {axes = [0], keepdims = false, sf.buffer = 3}
 // CHECK-NEXT:    %out = sf.add %sum, %r :
 // CHECK-NEXT:    func.return %out, %x
 func.func @reuse(%x: tensor<4x4xf32>, %var: !sf.resource<tensor<4x4xf32>>) -> (tensor<4xf32>, tensor<4x4xf32>) {

@@ -105,13 +105,20 @@ class ConcreteFunction:
         return executable
 
     def stats(self) -> dict[str, Any]:
-        """Op and kernel counts and compile time per stage (compiles if not yet done)."""
+        """Op and kernel counts and compile time per stage (compiles if not yet done); for
+        compiled code also the buffer plan's bytes of temporaries (``peak_temporary_bytes``),
+        its liveness lower bound (``lower_bound_bytes``) and, once
+        ``program.track_memory()`` was called, the peak the runtime measured since
+        (``measured_peak_temporary_bytes``, else None)."""
         program = self.program
         if not self.jit:
             return {"ops": len(program.steps), "kernels": 0, "compile_seconds": {}}
         stats = program.stats
         return {"ops": stats.ops, "kernels": stats.kernels,
-                "compile_seconds": dict(stats.seconds)}
+                "compile_seconds": dict(stats.seconds),
+                "peak_temporary_bytes": program.plan.peak_bytes,
+                "lower_bound_bytes": program.plan.lower_bound_bytes,
+                "measured_peak_temporary_bytes": program.measured_peak_bytes}
 
     @property
     def variables(self) -> list[Variable]:

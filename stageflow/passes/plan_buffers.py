@@ -101,6 +101,10 @@ def _op_name(op: Operation) -> str:
     return op.name.removeprefix("sf.") if isinstance(op, SfOp) else op.name
 
 
+def _is_view(value: SSAValue) -> bool:
+    return isinstance(value.owner, Operation) and _op_name(value.owner) in VIEWS
+
+
 def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
     """Every value's allocation, with live ranges and what escapes the call."""
     allocations: dict[SSAValue, Allocation] = {}
@@ -154,7 +158,7 @@ def _in_place(op: Operation, index: int, allocations: dict[SSAValue, Allocation]
             for k, operand in enumerate(op.operands):
                 theirs = operand_allocations[k]
                 if (k not in taken and theirs.temporary and theirs.fresh
-                        and theirs.end == index and theirs.values[0] is operand
+                        and theirs.end == index and not _is_view(operand)
                         and operand.type == result.type
                         and operand_allocations.count(theirs) == 1):
                     choice = k
@@ -171,8 +175,11 @@ def _in_place(op: Operation, index: int, allocations: dict[SSAValue, Allocation]
 
 
 def _assign_buffers(temporaries: list[Allocation]) -> list[int | None]:
-    """Give each temporary a buffer (best fit among the free ones, else the largest free one
-    grown, else a new one); the buffer sizes. Allocations come in order of `start`."""
+    """Give each temporary a buffer; the buffer sizes. Allocations come in order of `start`.
+
+    A value takes the smallest free buffer that holds it, unless that is over twice its size
+    (a small value would tie up a large buffer); else the largest free buffer smaller than
+    itself, grown; else a new buffer."""
     sizes: list[int | None] = []
     free: dict[int, int] = {}  # buffer -> size, of the sized buffers nobody holds now
     active: list[Allocation] = []
@@ -183,9 +190,10 @@ def _assign_buffers(temporaries: list[Allocation]) -> list[int | None]:
             if size is not None:
                 free[done.buffer] = size
         need = allocation.size
-        fits = [b for b, size in free.items() if need is not None and size >= need]
-        if need is not None and (fits or free):
-            best = min(fits, key=free.__getitem__) if fits else max(free, key=free.__getitem__)
+        fits = [b for b, size in free.items() if need is not None and need <= size <= 2 * need]
+        small = [b for b, size in free.items() if need is not None and size < need]
+        if need is not None and (fits or small):
+            best = min(fits, key=free.__getitem__) if fits else max(small, key=free.__getitem__)
             allocation.buffer = best
             sizes[best] = max(free.pop(best), need)
         else:
