@@ -7,7 +7,15 @@ ratios (all measured in this one run, against NumPy in the same process).
 
 from __future__ import annotations
 
-from benchmarks import call_overhead, eager_overhead, fused_elementwise, hmc, mlp_train, remat
+from benchmarks import (
+    call_overhead,
+    eager_overhead,
+    fused_elementwise,
+    hmc,
+    memory,
+    mlp_train,
+    remat,
+)
 
 
 def main() -> None:
@@ -25,6 +33,10 @@ def main() -> None:
     for batch, rates in mlp_train.main([64, 512]).items():
         rows.append((f"MLP SGD step, batch {batch}", f"{rates['staged']:.0f} steps/s",
                      f"{rates['staged'] / rates['numpy']:.2f}x NumPy (goal 1.41 / 1.22)"))
+    for batch, peak in memory.main([64, 512]).items():
+        rows.append((f"MLP step temporaries, batch {batch}", f"{peak['runtime'] / 1024:.0f} KiB",
+                     f"{peak['ratio']:.2f}x lower bound (goal <= 1.25), whole call "
+                     f"{peak['compiled'] / peak['eager']:.2f}x eager's"))
     for n, rates in hmc.main([1, 16, 4096]).items():
         rows.append((f"HMC, N = {n}", f"{rates['staged']:,.0f} samples/s",
                      f"{rates['staged'] / rates['eager']:.1f}x eager (goal 10x)"))
