@@ -22,8 +22,11 @@ calls now. Where the compiled code declines (a code other than 0: unusual stride
 BLAS, an index out of range, an empty max), the op's NumPy kernel runs instead, so errors
 read as they do eagerly. The families: `reduction`, `movement`, `random_bits`, `matmul`.
 
-Compilation: every lowered op of a module goes in one LLVM module at O2: for these loops
-O2 ran as fast as O3 and compiled faster (see `OPT_LEVEL`).
+Compilation: every lowered op of a module goes in one LLVM module (one optimisation and
+code generation run), named by its compilation-cache key as kernel modules are. Measured
+on ten ops of every family: about 45 ms for one op, 0.34 s for ten at O1, 0.48 s at O2,
+0.45 s at O3; but at O1 a row max over 1000x1000 float32 ran 20x slower (not vectorised)
+and a leading-axis sum 2x slower than at O2, while O3 ran no faster than O2. Hence O2.
 """
 
 from __future__ import annotations
