@@ -24,8 +24,16 @@ from xdsl.dialects.func import FuncOp
 import stageflow as sf
 from stageflow.codegen.emitter import I64
 from stageflow.codegen.op_builder import i64
-from stageflow.codegen.shape_functions import first_not_one, function_dims
+from stageflow.codegen.shape_functions import (
+    RULES,
+    first_not_one,
+    function_dims,
+    window_positions,
+)
+from stageflow.frontend.primitives import REGISTRY
+from stageflow.frontend.primitives.conv import window_output_size
 from stageflow.frontend.primitives.structural import slice_p
+from stageflow.ir.dialect import ElementwiseOp, load_primitives, op_class
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import parse_module
 from stageflow.passes import DEFAULT_PIPELINE, Pipeline
@@ -335,3 +343,66 @@ def test_first_not_one_folds_constants():
     assert first_not_one(b, [i64(1), i64(5), i64(7)]).constant == 5
     assert first_not_one(b, [i64(1), i64(1)]).constant == 1
     assert first_not_one(b, []).constant == 1
+
+
+@st.composite
+def reshape_case(draw: st.DrawFn) -> tuple[Shape, list[bool], tuple[int, ...]]:
+    """An input shape, which of its dims the signature leaves unknown, and a target shape
+    that regroups its dims with one group written -1."""
+    dims = draw(st.lists(st.integers(0, 4), min_size=1, max_size=4))
+    cuts = sorted(draw(st.sets(st.integers(1, len(dims) - 1), max_size=len(dims) - 1))
+                  if len(dims) > 1 else [])
+    bounds = [0, *cuts, len(dims)]
+    inferred = draw(st.integers(0, len(bounds) - 2))
+    if 0 in dims[:bounds[inferred]] + dims[bounds[inferred + 1]:]:
+        dims = [max(d, 1) for d in dims]  # -1 cannot stand beside a 0 dim
+    groups = [int(np.prod(dims[lo:hi])) for lo, hi in itertools.pairwise(bounds)]
+    target = tuple(-1 if i == inferred else g for i, g in enumerate(groups))
+    unknown = draw(st.lists(st.booleans(), min_size=len(dims), max_size=len(dims)))
+    return tuple(dims), unknown, target
+
+
+@given(reshape_case())
+def test_reshape_regroupings(engine, case):
+    shape, unknown, target = case
+
+    def f(x):
+        return sf.reshape(x, target)
+
+    spec = sf.TensorSpec([None if u else d for d, u in zip(shape, unknown, strict=True)])
+    check(engine, f, [spec], [[shape]], optimise=False)
+
+
+@given(st.integers(0, 12), st.integers(1, 4), st.integers(1, 3), st.integers(0, 2),
+       st.integers(0, 2), st.integers(1, 2))
+def test_window_positions_match_the_shape_rule(engine, size, window, stride, lo, hi,
+                                                dilation):
+    symbol = f"window{next(_names)}"
+    llvm_module = ir.Module(name=symbol)
+    llvm_module.triple = llvm.get_process_triple()
+    function = ir.Function(llvm_module, ir.FunctionType(I64, [I64, I64]), symbol)
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    b.ret(window_positions(b, function.args[0], function.args[1], stride, (lo, hi), dilation))
+    engine.add_module(llvm.parse_assembly(str(llvm_module)))
+    engine.finalize_object()
+    positions = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)(
+        engine.get_function_address(symbol))
+    try:
+        expected = window_output_size(size, window, stride, (lo, hi), dilation)
+    except ValueError:  # the window does not fit: the op fails, its dim is clamped at 0
+        expected = 0
+    assert positions(size, window) == max(expected, 0)
+
+
+# Primitives without a dim rule: a call is resolved through its callee; the others have
+# results whose dims the types fix (from params, or 0-d), none, or a variable's value.
+WITHOUT_RULE = {"call", "constant", "random_bits", "dim_size", "read_variable",
+                "assign_variable", "print"}
+
+
+def test_every_primitive_is_covered():
+    load_primitives()
+    uncovered = {name for name, primitive in REGISTRY.items()
+                 if name not in RULES and name not in WITHOUT_RULE
+                 and not issubclass(op_class(primitive), ElementwiseOp)}
+    assert not uncovered

@@ -300,8 +300,8 @@ def function_dims(b: ir.IRBuilder, function: FuncOp, arg_dims: list[Dims],
         if not op.results:
             continue
         operands = [dims.get(value, []) for value in op.operands]
-        for result, result_dims_ in zip(op.results, result_dims(b, op, operands, functions),
-                                        strict=True):
+        for result, value_dims in zip(op.results, result_dims(b, op, operands, functions),
+                                      strict=True):
             if isinstance(result.type, TensorType):
-                dims[result] = result_dims_
+                dims[result] = value_dims
     return dims
