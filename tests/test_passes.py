@@ -51,6 +51,7 @@ from stageflow.passes import (
     get_pass,
     parse_pipeline,
 )
+from stageflow.passes.remat import FORWARD_ATTR, residual_count
 from stageflow.passes.support import callee_name
 
 load_primitives()
@@ -116,20 +117,42 @@ def sample(ty: Any, rng: np.random.Generator) -> Any:
 
 def run_all(module: ModuleOp, seed: int) -> dict[str, Any]:
     """Every function's results, variables and printed text on seeded inputs (or the
-    error it raised: a function that fails must fail the same way afterwards)."""
+    error it raised: a function that fails must fail the same way afterwards).
+
+    A forward/backward pair (`remat`) is one computation: the backward runs on the
+    residuals its forward returned and seeded cotangents, and the forward's outcome is its
+    own outputs, without the residuals (which the pair may choose differently)."""
     outcome: dict[str, Any] = {}
-    for function in [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks]:
+    table = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks}
+    residuals: dict[str, list[Any]] = {}
+    forward_of = {name: f.attributes[FORWARD_ATTR].root_reference.data
+                  for name, f in table.items() if FORWARD_ATTR in f.attributes}
+    order = sorted(table, key=lambda name: name in forward_of)  # forwards first
+    for name in order:
+        function = table[name]
         rng = np.random.default_rng(seed)
-        inputs = [sample(ty, rng) for ty in function.function_type.inputs.data]
+        types = list(function.function_type.inputs.data)
+        if name in forward_of:
+            saved = residuals.get(forward_of[name])
+            if saved is None:
+                outcome[name] = "its forward failed"
+                continue
+            inputs = saved + [sample(ty, rng) for ty in types[len(saved):]]
+        else:
+            inputs = [sample(ty, rng) for ty in types]
         printed = io.StringIO()
         try:
             with contextlib.redirect_stdout(printed):
-                results = evaluate(module, function.sym_name.data, inputs)
+                results = evaluate(module, name, inputs)
         except Exception as error:
-            outcome[function.sym_name.data] = type(error).__name__
+            outcome[name] = type(error).__name__
             continue
+        count = residual_count(function)
+        if count is not None:
+            results, residuals[name] = results[:len(results) - count], results[len(results)
+                                                                               - count:]
         state = [v._value for v in inputs if isinstance(v, FakeVariable)]
-        outcome[function.sym_name.data] = (results, state, printed.getvalue())
+        outcome[name] = (results, state, printed.getvalue())
     return outcome
 
 

@@ -1,5 +1,5 @@
-// RUN: stageflow opt %s --passes "remat{budget=1.0}" | filecheck %s
 // RUN: stageflow opt %s --passes remat | filecheck %s --check-prefix=DEFAULT
+// RUN: stageflow opt %s --passes "remat{budget=1.0}" | filecheck %s
 // RUN: stageflow opt %s --passes "remat{budget=0.0}" | filecheck %s --check-prefix=NONE
 
 // `remat` rewrites forward/backward pairs: the forward's last `sf.residuals` results are

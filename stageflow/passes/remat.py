@@ -204,7 +204,7 @@ def rematerialize(forward: FuncOp, backward: FuncOp, budget: float) -> None:
 class Remat(ModulePass):
     """Rematerialise residuals of forward/backward pairs by a minimum cut.
 
-    Before (the backward reads both ``exp`` and ``tanh`` of ``%x``)::
+    The backward below reads both ``exp`` and ``tanh`` of ``%x``. Before::
 
         func.func @f_forward(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>,
             tensor<8xf32>) attributes {sf.residuals = 2 : i64} {
