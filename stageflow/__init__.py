@@ -3,7 +3,9 @@
 `import stageflow as sf`; the names here are the public API (see API.md).
 """
 
-from stageflow import config, errors, saved
+import importlib as _importlib
+
+from stageflow import config, errors
 from stageflow.frontend import dtypes as _dtypes
 from stageflow.frontend import layers, metrics, optimizers
 from stageflow.frontend.concrete import ConcreteFunction
@@ -118,3 +120,12 @@ bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
 newaxis = None
 
 __version__ = "0.1.0"
+
+# Submodules that build IR (xDSL) load on first use: eager code never pays for them.
+_LAZY_SUBMODULES = frozenset({"saved"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f"stageflow.{name}")
+    raise AttributeError(f"module 'stageflow' has no attribute {name!r}")

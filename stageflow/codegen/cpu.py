@@ -177,7 +177,7 @@ class CPUTarget:
             if jit.layout_ok:
                 py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * len(kernel.args))(
                     addresses[f"{symbol}.py"])
-            compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=text))
+            compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=text, symbol=symbol))
         return compiled
 
 

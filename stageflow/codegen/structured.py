@@ -180,9 +180,10 @@ class CompiledOp:
     """A lowered op: ``op(*arrays)`` returns its result (a tuple for several), computed by
     the compiled function, or by the primitive's NumPy kernel where that declines."""
 
-    def __init__(self, spec: OpSpec, raw: Any, py: Any, llvm_ir: str) -> None:
+    def __init__(self, spec: OpSpec, raw: Any, py: Any, llvm_ir: str, symbol: str = "") -> None:
         self.spec = spec
         self.llvm_ir = llvm_ir
+        self.symbol = symbol  # of the ``NAME(data, dims, strides)`` entry
         self._raw, self._py = raw, py
         primitive = REGISTRY[spec.name]
         self._kernel, self._rule = primitive.kernel, primitive.shape_rule
@@ -290,7 +291,7 @@ def compile_ops(specs: Sequence[OpSpec]) -> list[CompiledOp | None]:
         n = len(spec.inputs) + len(spec.outputs)
         py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
             addresses[f"{symbol}.py"]) if jit.layout_ok else None)
-        result.append(CompiledOp(spec, raw, py, text))
+        result.append(CompiledOp(spec, raw, py, text, symbol))
     return result
 
 

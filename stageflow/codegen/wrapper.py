@@ -58,9 +58,10 @@ class CompiledKernel:
     """
 
     def __init__(self, kernel: Kernel, raw: Callable[..., int],
-                 py: Callable[..., int] | None, llvm_ir: str) -> None:
+                 py: Callable[..., int] | None, llvm_ir: str, symbol: str = "") -> None:
         self.kernel = kernel
         self.llvm_ir = llvm_ir
+        self.symbol = symbol  # of the ``NAME(args, dims)`` entry, for compiled callers
         self._raw = raw
         self._py = py
         self._fast = (self._generate_fast_path() if py is not None

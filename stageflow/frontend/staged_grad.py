@@ -17,8 +17,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from xdsl.dialects.func import FuncOp
-
 from stageflow import config
 from stageflow.frontend import context, dtypes
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
@@ -83,6 +81,8 @@ class ForwardBackward:
             return self._build(residuals, False)
 
     def _build(self, residuals: int, jit: bool) -> tuple[Any, Any]:
+        from xdsl.dialects.func import FuncOp
+
         from stageflow.ir.from_graph import graphs_module
         from stageflow.ir.text import module_to_text
         from stageflow.passes import DEFAULT_PIPELINE, Pipeline

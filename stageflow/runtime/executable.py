@@ -244,16 +244,18 @@ class Executable:
     """The machine-code form of a concrete function; `run` takes the same inputs as the
     interpreter (arguments, then captures) and returns the result arrays."""
 
-    def __init__(self, plan: Plan, stats: CompileStats) -> None:
+    def __init__(self, plan: Plan, stats: CompileStats, program: Any = None) -> None:
         self.plan = plan
         self.stats = stats
-        self.run = plan.run
+        self.program = program  # the whole function as one call, where it is one
+        self.run = program.run if program is not None else plan.run
 
     def track_memory(self, enabled: bool = True) -> None:
         """Measure the live temporaries' bytes at every step of later calls (slower), or
         stop; `measured_peak_bytes` is their peak since tracking was turned on."""
         self.plan.meter = None
-        self.run = self.plan.run_tracked if enabled else self.plan.run
+        untracked = self.program.run if self.program is not None else self.plan.run
+        self.run = self.plan.run_tracked if enabled else untracked
 
     @property
     def measured_peak_bytes(self) -> int | None:
@@ -300,6 +302,14 @@ class Executable:
         executables = []
         for entry in entries:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
-            executables.append(cls(plan, stats))
+            program = None
+            if jit:
+                from stageflow.runtime.compiled_program import build_program
+
+                start = time.perf_counter()
+                program = build_program(functions[entry], functions, compiled, plan.run)
+                stats.seconds["llvm program"] = (stats.seconds.get("llvm program", 0.0)
+                                                 + time.perf_counter() - start)
+            executables.append(cls(plan, stats, program))
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables

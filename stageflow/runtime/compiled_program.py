@@ -1,0 +1,159 @@
+"""A whole function as one machine-code call (`stageflow.codegen.program`), from Python.
+
+The executable's step plan calls one kernel per step from Python, a few microseconds each;
+for functions of small tensors that overhead is the run time. When every op of a function
+has a lowering and no kernel is large enough to gain from running on several threads
+(which only the step plan does), the function becomes one program: a call passes the
+argument arrays, fresh output arrays and fresh arrays for the variables it writes; the
+variables take their new values after the call returns. Any failure inside the program
+(inconsistent unknown dims, an index out of range, an op that declines its inputs) leaves
+everything untouched, and the call is run again by the step plan, which computes what it
+can and raises the error eager execution would, naming the op and the user's line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from xdsl.dialects.func import FuncOp
+
+from stageflow.codegen import cache
+from stageflow.codegen.cpu import _jit
+from stageflow.codegen.emitter import I32
+from stageflow.codegen.program import ProgramBuilder, ProgramSignature, supported
+from stageflow.ir.dialect import SfOp
+from stageflow.ir.types import shaped_type
+from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
+
+OPT_LEVEL = 2  # the program is calls and dims arithmetic; its kernels are compiled already
+_PTR = ir.PointerType()
+
+
+class CompiledProgram:
+    """``run(values)``: the function's outputs for its arguments then captures (arrays, or
+    variables for resource arguments), as one call of the compiled program."""
+
+    def __init__(self, signature: ProgramSignature, py: Callable[..., int],
+                 shapes: Callable[..., int], fallback: Callable[[list[Any]], list[Any]],
+                 llvm_ir: str) -> None:
+        self.signature = signature
+        self.llvm_ir = llvm_ir
+        self._py, self._shapes, self._fallback = py, shapes, fallback
+        self._dtypes = [np.dtype(t.dtype) for t in signature.inputs]
+        self._resources = signature.resources
+        self._out_dtypes = [np.dtype(t.dtype) for t in signature.outputs]
+        static = all(d is not None for t in signature.outputs for d in t.shape)
+        self._static = [tuple(t.shape) for t in signature.outputs] if static else None
+        self._states = [(i, tuple(t.shape), np.dtype(t.dtype))
+                        for i, t in zip(signature.assigned, signature.state_outputs,
+                                        strict=True)]
+
+    def __repr__(self) -> str:
+        return f"<CompiledProgram @{self.signature.name}>"
+
+    def run(self, values: list[Any]) -> list[Any]:
+        arrays = []
+        for value, is_resource, dtype in zip(values, self._resources, self._dtypes,
+                                             strict=True):
+            array = value._value if is_resource else value
+            if type(array) is not np.ndarray or array.dtype != dtype:
+                return self._fallback(values)
+            if not (array.flags.c_contiguous and array.flags.aligned):
+                array = np.ascontiguousarray(array)
+            arrays.append(array)
+        shapes = self._static if self._static is not None else self._output_shapes(arrays)
+        outputs = [np.empty(s, d) for s, d in zip(shapes, self._out_dtypes, strict=True)]
+        states = [np.empty(shape, dtype) for _, shape, dtype in self._states]
+        if self._py(*arrays, *outputs, *states):
+            return self._fallback(values)
+        for (index, _, _), state in zip(self._states, states, strict=True):
+            values[index]._store(state)
+        return outputs
+
+    def _output_shapes(self, arrays: list[np.ndarray]) -> list[tuple[int, ...]]:
+        sizes = [d for a in arrays for d in a.shape]
+        dims = (ctypes.c_int64 * max(len(sizes), 1))(*sizes)
+        count = sum(len(t.shape) for t in self.signature.outputs)
+        out = (ctypes.c_int64 * max(count, 1))()
+        self._shapes(dims, out)
+        shapes, position = [], 0
+        for ty in self.signature.outputs:
+            shapes.append(tuple(out[position:position + len(ty.shape)]))
+            position += len(ty.shape)
+        return shapes
+
+
+def _has_large_kernel(function: FuncOp) -> bool:
+    """Whether a kernel call of `function` produces a result large enough to run on
+    several threads (sizes as the types fix them; an unknown dim counts as 1)."""
+    for op in function.body.block.ops:
+        if isinstance(op, SfOp) and op.primitive.name == "call":
+            for result in op.results:
+                shape = shaped_type(result.type).shape
+                if np.prod([d or 1 for d in shape], dtype=np.int64) >= MIN_PARALLEL_ELEMENTS:
+                    return True
+    return False
+
+
+def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict[Any, Any],
+                  fallback: Callable[[list[Any]], list[Any]]) -> CompiledProgram | None:
+    """The program of `function` over the already compiled kernels (by name) and lowered
+    ops (by op) of `compiled`, or None where the step plan serves it better or it is not
+    expressible (an op without lowering, a call of a non-kernel function, a large kernel)."""
+
+    def kernel_of(name: str) -> Any:
+        kernel = compiled.get(name)
+        return getattr(kernel, "compiled", kernel)  # a RowParallelKernel's own
+
+    def op_symbol(op: SfOp) -> str | None:
+        lowered = compiled.get(op)
+        return getattr(lowered, "symbol", None) or None
+
+    if _has_large_kernel(function):
+        return None
+    for name in _kernel_callees(function):
+        kernel = kernel_of(name)
+        if kernel is None or not getattr(kernel, "symbol", ""):
+            return None
+    if supported(function, functions, op_symbol):
+        return None
+    jit = _jit()
+    if not jit.layout_ok:
+        return None
+    symbol = f"{function.sym_name.data}.program.{cache.PLACEHOLDER}"
+    module = ir.Module(name=symbol)
+    module.triple = llvm.get_process_triple()
+    declared: dict[str, ir.Function] = {}
+
+    def declare(name: str, arity: int) -> ir.Function:
+        if name not in declared:
+            declared[name] = ir.Function(module, ir.FunctionType(I32, [_PTR] * arity), name)
+        return declared[name]
+
+    builder = ProgramBuilder(module, function, functions,
+                             lambda name: declare(kernel_of(name).symbol, 2),
+                             lambda op: declare(op_symbol(op), 3) if op_symbol(op) else None,
+                             symbol)
+    builder.build()
+    text = str(module)
+    entry = cache.key(text, OPT_LEVEL, jit.target_id)
+    text = text.replace(cache.PLACEHOLDER, entry[:16])
+    symbol = symbol.replace(cache.PLACEHOLDER, entry[:16])
+    addresses = jit.add(text, OPT_LEVEL, [f"{symbol}.py", f"{symbol}.shapes"], entry)
+    signature = builder.signature
+    count = len(signature.inputs) + len(signature.outputs) + len(signature.assigned)
+    py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * count)(
+        addresses[f"{symbol}.py"])
+    shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
+        addresses[f"{symbol}.shapes"])
+    return CompiledProgram(signature, py, shapes, fallback, text)
+
+
+def _kernel_callees(function: FuncOp) -> list[str]:
+    return [op.params()["callee"].name for op in function.body.block.ops
+            if isinstance(op, SfOp) and op.primitive.name == "call"]

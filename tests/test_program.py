@@ -1,0 +1,136 @@
+"""Whole functions as one compiled program: the same numbers and the same state changes as
+the interpreter, unknown dims, errors that name the op, and when the step plan is kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stageflow as sf
+
+
+def program_of(function, *args):
+    """The compiled program of `function`'s concrete function for `args` (None if it runs
+    as a step plan)."""
+    return function.get_concrete_function(*args).program.program
+
+
+def both(python_function, **options):
+    return sf.function(python_function, **options), sf.function(python_function, jit=False,
+                                                                **options)
+
+
+def test_a_training_step_matches_the_interpreter_and_updates_variables():
+    rng = np.random.default_rng(0)
+    shapes = [(8, 16), (16,), (16, 4), (4,)]
+    initial = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    compiled_vars = [sf.Variable(v) for v in initial]
+    interpreted_vars = [sf.Variable(v) for v in initial]
+
+    def make(params):
+        def step(x, y):
+            with sf.GradientTape() as tape:
+                h = sf.nn.relu(sf.matmul(x, params[0]) + params[1])
+                logits = sf.matmul(h, params[2]) + params[3]
+                loss = sf.reduce_mean(sf.nn.softmax_cross_entropy_with_logits(y, logits))
+            for p, g in zip(params, tape.gradient(loss, params), strict=True):
+                p.assign_sub(0.1 * g)
+            return loss
+
+        return step
+
+    compiled = sf.function(make(compiled_vars))
+    interpreted = sf.function(make(interpreted_vars), jit=False)
+    x = sf.constant(rng.standard_normal((5, 8)).astype(np.float32))
+    y = sf.constant(np.eye(4, dtype=np.float32)[[0, 1, 2, 3, 0]])
+    assert program_of(compiled, x, y) is not None
+    for _ in range(3):
+        a, b = compiled(x, y), interpreted(x, y)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+    for v, w in zip(compiled_vars, interpreted_vars, strict=True):
+        np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_reads_after_writes_and_aliased_outputs():
+    v = sf.Variable(np.ones(3, np.float32))
+
+    @sf.function
+    def f(x):
+        before = v.read_value()
+        v.assign(before * 2.0 + x)
+        after = v.read_value()
+        v.assign_add(x)
+        return x, after, after, before, sf.reshape(after, [3, 1])
+
+    x = sf.constant(np.arange(3, dtype=np.float32))
+    assert program_of(f, x) is not None
+    results = [t.numpy() for t in f(x)]
+    np.testing.assert_array_equal(results[0], [0, 1, 2])
+    np.testing.assert_array_equal(results[1], [2, 3, 4])
+    np.testing.assert_array_equal(results[2], [2, 3, 4])
+    np.testing.assert_array_equal(results[3], [1, 1, 1])
+    np.testing.assert_array_equal(results[4], [[2], [3], [4]])
+    np.testing.assert_array_equal(v.numpy(), [2, 4, 6])
+    assert results[1] is not results[2]
+
+
+signature = [sf.TensorSpec([None, 3], sf.float32), sf.TensorSpec([None, 3], sf.float32)]
+
+
+def mixed(a, b):
+    s = sf.concat([a, b], axis=0)
+    t = sf.transpose(s)[:, ::-1]
+    return sf.tanh(a) + b, sf.reduce_max(a, axis=1), sf.matmul(t, s), sf.nn.softmax(s)
+
+
+@settings(max_examples=10)
+@given(st.integers(0, 6))
+def test_unknown_dims_are_sized_at_run_time(rows):
+    compiled, interpreted = both(mixed, input_signature=signature)
+    rng = np.random.default_rng(rows)
+    a = sf.constant(rng.standard_normal((rows, 3)).astype(np.float32))
+    b = sf.constant(rng.standard_normal((rows, 3)).astype(np.float32))
+    assert program_of(compiled, *signature) is not None
+    for x, y in zip(compiled(a, b), interpreted(a, b), strict=True):
+        assert x.shape == y.shape
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_inconsistent_unknown_dims_raise_naming_the_op_and_line():
+    compiled = sf.function(mixed, input_signature=signature)
+    a = sf.constant(np.ones((5, 3), np.float32))
+    with pytest.raises(ValueError, match=r"(?s)\(5, 3\).*\(4, 3\).*test_program.py"):
+        compiled(a, sf.constant(np.ones((4, 3), np.float32)))
+    assert compiled(a, a)[0].shape == (5, 3)  # and the function still works
+
+
+def test_random_numbers_are_those_of_eager_execution():
+    """The bits are Philox's in both; the normal transform's math may differ by an ulp."""
+    def draw(x):
+        return x + sf.random.normal([4, 3]), sf.random.uniform([2])
+
+    compiled = sf.function(draw)
+    x = sf.constant(np.zeros((4, 3), np.float32))
+    sf.random.set_seed(7)
+    staged = [t.numpy() for t in compiled(x)]
+    assert program_of(compiled, x) is not None
+    sf.random.set_seed(7)
+    eager = [t.numpy() for t in draw(x)]
+    np.testing.assert_array_equal(staged[1], eager[1])  # the same bits, the same floats
+    np.testing.assert_allclose(staged[0], eager[0], rtol=1e-6)  # through log, sqrt, cos
+
+
+def test_large_elementwise_kernels_keep_the_parallel_step_plan():
+    f = sf.function(lambda x: sf.tanh(x) * 2.0 + 1.0)
+    assert program_of(f, sf.constant(np.ones((4, 4), np.float32))) is not None
+    assert program_of(f, sf.constant(np.ones((512, 512), np.float32))) is None
+
+
+def test_non_contiguous_arguments_are_read_correctly():
+    f = sf.function(lambda x: sf.reduce_sum(x * x, axis=0))
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    view = base[:, ::2]
+    result = f(sf.constant(view))
+    np.testing.assert_allclose(result.numpy(), (view * view).sum(0))
