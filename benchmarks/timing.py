@@ -25,7 +25,11 @@ def calibrate(run: Callable[[int], object], min_time: float = 0.05) -> int:
 def interleaved_medians(
     runs: dict[str, Callable[[int], object]], rounds: int = 15, min_time: float = 0.05
 ) -> dict[str, float]:
-    """Median seconds per iteration of each contender, timed in alternating rounds."""
+    """Median seconds per iteration of each contender, timed in alternating rounds, after
+    one untimed call each (a staged contender traces and compiles there, which would
+    otherwise make the calibration settle on one iteration per round)."""
+    for run in runs.values():
+        run(1)
     counts = {name: calibrate(run, min_time) for name, run in runs.items()}
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
