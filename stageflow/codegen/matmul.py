@@ -43,14 +43,20 @@ _lock = threading.Lock()
 _available: bool | None = None
 
 
+def blas_libraries() -> list[str]:
+    """The paths of NumPy's bundled OpenBLAS (what an ahead-of-time library links to)."""
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    return sorted(os.path.realpath(p)
+                  for p in glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*")))
+
+
 def blas_available() -> bool:
     """Load NumPy's bundled OpenBLAS into LLVM's symbol search once; whether it exports
     the CBLAS gemm functions."""
     global _available
     with _lock:
         if _available is None:
-            libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-            for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*"))):
+            for path in blas_libraries():
                 ctypes.CDLL(path)
                 llvm.load_library_permanently(path)
             _available = all(llvm.address_of_symbol(s) for s in _SYMBOLS.values())

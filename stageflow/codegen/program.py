@@ -165,11 +165,13 @@ class ProgramBuilder:
 
     # -- entry points ----------------------------------------------------------------------
 
-    def build(self) -> None:
-        """Emit ``NAME``, ``NAME.shapes`` and ``NAME.py``."""
+    def build(self, py_entry: bool = True) -> tuple[ir.Function, ir.Function]:
+        """Emit ``NAME`` and ``NAME.shapes`` (returned) and, for the JIT, ``NAME.py``."""
         program = self._program()
-        self._shapes()
-        self._py_entry(program)
+        shapes = self._shapes()
+        if py_entry:
+            self._py_entry(program)
+        return program, shapes
 
     def _arguments(self, b: ir.IRBuilder, inputs: ir.Value | None,
                    dims: ir.Value) -> tuple[list[ir.Value], list[list[ir.Value]]]:
@@ -205,7 +207,7 @@ class ProgramBuilder:
             known.setdefault(arg, given)
         return known
 
-    def _shapes(self) -> None:
+    def _shapes(self) -> ir.Function:
         function = ir.Function(self.module, ir.FunctionType(I32, [_PTR, _PTR]),
                                f"{self.symbol}.shapes")
         dims, out_dims = function.args
@@ -218,6 +220,7 @@ class ProgramBuilder:
                 b.store(size, b.gep(out_dims, [i64(position)], source_etype=I64))
                 position += 1
         b.ret(ir.Constant(I32, 0))
+        return function
 
     def _program(self) -> ir.Function:
         function = ir.Function(self.module, ir.FunctionType(I32, [_PTR] * 4), self.symbol)
