@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
+from stageflow.runtime.compiled_program import PROGRAM_MAX_KERNEL_ELEMENTS
 
 
 def program_of(function, *args):
@@ -125,7 +126,9 @@ def test_random_numbers_are_those_of_eager_execution():
 def test_large_elementwise_kernels_keep_the_parallel_step_plan():
     f = sf.function(lambda x: sf.tanh(x) * 2.0 + 1.0)
     assert program_of(f, sf.constant(np.ones((4, 4), np.float32))) is not None
-    assert program_of(f, sf.constant(np.ones((512, 512), np.float32))) is None
+    assert program_of(f, sf.constant(np.ones((512, 512), np.float32))) is not None
+    rows = PROGRAM_MAX_KERNEL_ELEMENTS // 1024
+    assert program_of(f, sf.constant(np.ones((rows, 1024), np.float32))) is None
 
 
 def test_non_contiguous_arguments_are_read_correctly():
