@@ -122,7 +122,7 @@ newaxis = None
 __version__ = "0.1.0"
 
 # Submodules that build IR (xDSL) load on first use: eager code never pays for them.
-_LAZY_SUBMODULES = frozenset({"saved"})
+_LAZY_SUBMODULES = frozenset({"aot", "saved"})
 
 
 def __getattr__(name: str) -> object:

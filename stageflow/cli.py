@@ -8,7 +8,7 @@ a table of parse, pass and print times to stderr. Errors are reported as one lin
 stderr, ``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, never a
 traceback: the command is driven by lit tests and scripts, which match on that line.
 
-``stageflow dump`` and ``stageflow graph`` stage a user's function (`cli_staging`);
+``stageflow dump``, ``graph`` and ``compile`` stage a user's function (`cli_staging`);
 ``stageflow devices`` lists devices. Each sub-command is a parser with a ``handler``
 default taking the parsed arguments and returning the exit status.
 """

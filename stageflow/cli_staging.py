@@ -1,4 +1,4 @@
-"""The sub-commands that stage a user's Python function: ``dump`` and ``graph``.
+"""The sub-commands that stage a user's Python function: ``dump``, ``graph``, ``compile``.
 
 ``FILE.py:FUNC`` names a function in a Python file (a plain function is wrapped in
 `sf.function`); ``--arg f32[?,784]`` gives one argument's dtype and dims (``?`` unknown).
@@ -139,9 +139,35 @@ def run_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_compile(args: argparse.Namespace) -> int:
+    """Compile the staged function ahead of time: ``.so``/``.o`` (and a header) or ``.ptx``
+    (and its JSON manifest)."""
+    from stageflow.codegen.aot import compile_function
+
+    output = args.output
+    target = "ptx" if output.endswith(".ptx") else "cpu"
+    if not output.endswith((".so", ".o", ".ptx")):
+        raise CommandError(f"-o {output!r}: write OUT.so, OUT.o or OUT.ptx")
+    if args.header and target == "ptx":
+        raise CommandError("--header is for .so and .o outputs; PTX comes with a .json manifest")
+    concrete, _ = _concrete(args)
+    try:
+        artefact = compile_function(concrete, target=target, name=args.name,
+                                    freeze=not args.no_freeze, arch=args.arch)
+        if target == "ptx":
+            artefact.save(output)
+        else:
+            artefact.save(output, header=args.header)
+    except (ValueError, NotImplementedError, RuntimeError) as error:
+        raise CommandError(" ".join(str(error).split())) from None
+    return 0
+
+
 def add_parsers(commands: Any) -> None:
     for name, handler, summary in (("dump", run_dump, "print a staged function's IR"),
-                                   ("graph", run_graph, "draw a staged function's graph")):
+                                   ("graph", run_graph, "draw a staged function's graph"),
+                                   ("compile", run_compile,
+                                    "compile a staged function to a library or PTX")):
         parser = commands.add_parser(name, help=summary)
         parser.add_argument("target", metavar="FILE.py:FUNC")
         parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
@@ -152,6 +178,14 @@ def add_parsers(commands: Any) -> None:
             parser.add_argument("--print-ir-after-all", action="store_true")
             parser.add_argument("--timing", action="store_true")
             parser.add_argument("-o", "--output", metavar="OUT")
-        else:
+        elif name == "graph":
             parser.add_argument("-o", "--output", metavar="OUT.dot|OUT.svg", required=True)
+        else:
+            parser.add_argument("-o", "--output", metavar="OUT.so|OUT.o|OUT.ptx", required=True)
+            parser.add_argument("--header", metavar="OUT.h",
+                                help="where the C header goes (default: beside the library)")
+            parser.add_argument("--name", help="the C symbol (default: the function's name)")
+            parser.add_argument("--no-freeze", action="store_true",
+                                help="keep variables as state instead of constants")
+            parser.add_argument("--arch", default="sm_80", help="PTX target: sm_80 or sm_90")
         parser.set_defaults(handler=handler)

@@ -175,8 +175,14 @@ class PTXTarget:
 
     def compile(self, kernel: Kernel | FuncOp) -> str:
         """The kernel as PTX assembly text."""
+        return self.compile_many([kernel])
+
+    def compile_many(self, kernels: list[Kernel | FuncOp]) -> str:
+        """Several kernels as one PTX module (one ``.entry`` each)."""
         machine = self._machine()
-        module = llvm.parse_assembly(self.emit(kernel))
+        module = llvm.parse_assembly(self.emit(kernels[0]))
+        for kernel in kernels[1:]:
+            module.link_in(llvm.parse_assembly(self.emit(kernel)))
         module.data_layout = str(machine.target_data)
         module.verify()
         options = llvm.create_pipeline_tuning_options(speed_level=self.opt)

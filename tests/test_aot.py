@@ -1,0 +1,241 @@
+"""Ahead-of-time libraries: C programs built with the system's ``cc`` against the generated
+header and library get the numbers Python gets, wrong dims return error codes, a
+``freeze=False`` library keeps training state, and ptxas accepts the PTX artefact."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+from stageflow.codegen.program import OP_FAILED
+from stageflow.codegen.ptx import ptxas_path
+
+CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+HARNESS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "NAME.h"
+
+static void *read_file(const char *path, size_t bytes) {
+    void *data = malloc(bytes ? bytes : 1);
+    FILE *file = fopen(path, "rb");
+    if (!file || fread(data, 1, bytes, file) != bytes) {
+        fprintf(stderr, "read %s\n", path);
+        exit(2);
+    }
+    fclose(file);
+    return data;
+}
+
+int main(int argc, char **argv) {
+    /* argv: the unknown dims, then one file per input */
+    int64_t dims[UNKNOWN + 1];
+    for (int i = 0; i < UNKNOWN; i++) dims[i] = atoll(argv[1 + i]);
+    int64_t out_dims[OUT_RANKS + 1];
+    int rc = NAME_output_dims(dims, out_dims);
+    if (rc) { printf("output_dims %d\n", rc); return 0; }
+    const void *inputs[INPUTS + 1];
+    INPUT_READS
+    void *outputs[OUTPUTS + 1];
+    int64_t sizes[OUTPUTS + 1];
+    OUTPUT_ALLOCS
+    STATE_NEW
+    for (int step = 0; step < STEPS; step++) {
+        rc = CALL;
+        printf("rc %d\n", rc);
+        if (rc) return 0;
+    }
+    for (int i = 0; i < OUTPUTS; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "out%d.bin", i);
+        FILE *file = fopen(path, "wb");
+        fwrite(outputs[i], 1, sizes[i], file);
+        fclose(file);
+    }
+    STATE_DUMP
+    return 0;
+}
+"""
+
+
+def build(tmp_path: Path, library, inputs, steps: int = 1, state_sizes=()) -> Path:
+    """Save `library`, write and compile a C harness calling it; the executable."""
+    name = library.name
+    library.save(tmp_path / f"lib{name}.so", header=tmp_path / f"{name}.h")
+    unknown = sum(d is None for ty in _user_inputs(library) for d in ty.shape)
+    reads = []
+    for i, array in enumerate(inputs):
+        array.tofile(tmp_path / f"in{i}.bin")
+        reads.append(f'inputs[{i}] = read_file("in{i}.bin", {array.nbytes});')
+    allocs, position = [], 0
+    for i, ty in enumerate(library_outputs(library)):
+        count = " * ".join(f"out_dims[{position + a}]" for a in range(len(ty.shape))) or "1"
+        position += len(ty.shape)
+        allocs.append(f"sizes[{i}] = ({count}) * {np.dtype(ty.dtype).itemsize}; "
+                      f"outputs[{i}] = malloc(sizes[{i}] ? sizes[{i}] : 1);")
+    stateful = bool(state_sizes)
+    dump = "".join(
+        f'{{ FILE *f = fopen("state{i}.bin", "wb"); '
+        f"fwrite({name}_state_variable(state, {i}), 1, {size}, f); fclose(f); }}"
+        for i, size in enumerate(state_sizes))
+    source = (HARNESS.replace("NAME", name).replace("UNKNOWN", str(unknown))
+              .replace("OUT_RANKS", str(position)).replace("INPUTS", str(len(inputs)))
+              .replace("INPUT_READS", "\n    ".join(reads))
+              .replace("OUTPUTS", str(len(library_outputs(library))))
+              .replace("OUTPUT_ALLOCS", "\n    ".join(allocs))
+              .replace("STATE_NEW", f"{name}_state *state = {name}_state_new();"
+                       if stateful else "")
+              .replace("CALL", f"{name}(state, inputs, dims, outputs)" if stateful
+                       else f"{name}(inputs, dims, outputs)")
+              .replace("STEPS", str(steps)).replace("STATE_DUMP", dump))
+    (tmp_path / "main.c").write_text(source)
+    assert CC is not None, "the AOT tests need a C compiler (cc) on PATH"
+    subprocess.run([CC, "-O1", "-o", str(tmp_path / "main"), str(tmp_path / "main.c"),
+                    f"-L{tmp_path}", f"-l{name}", f"-Wl,-rpath,{tmp_path}"], check=True,
+                   cwd=tmp_path)
+    return tmp_path / "main"
+
+
+def _user_inputs(library):
+    return [ty for ty, is_resource in zip(library.signature.inputs, library.signature.resources,
+                                          strict=True) if not is_resource]
+
+
+def library_outputs(library):
+    return list(library.signature.outputs)
+
+
+def run(executable: Path, *dims: int) -> list[str]:
+    result = subprocess.run([str(executable), *map(str, dims)], cwd=executable.parent,
+                            capture_output=True, text=True, check=True, timeout=60)
+    return result.stdout.split("\n")
+
+
+def read_output(tmp_path: Path, index: int, dtype, shape) -> np.ndarray:
+    return np.fromfile(tmp_path / f"out{index}.bin", dtype=dtype).reshape(shape)
+
+
+def mlp_forward():
+    rng = np.random.default_rng(0)
+    w1 = sf.Variable(rng.standard_normal((784, 64)).astype(np.float32) * 0.05, name="w1")
+    b1 = sf.Variable(rng.standard_normal(64).astype(np.float32) * 0.1, name="b1")
+    w2 = sf.Variable(rng.standard_normal((64, 10)).astype(np.float32) * 0.1, name="w2")
+    b2 = sf.Variable(np.zeros(10, np.float32), name="b2")
+
+    @sf.function
+    def predict(x):
+        h = sf.nn.relu(sf.matmul(x, w1) + b1)
+        return sf.nn.softmax(sf.matmul(h, w2) + b2), sf.argmax(h, axis=1)
+
+    return predict
+
+
+@pytest.mark.parametrize("batch", [1, 7])
+def test_mlp_forward_with_an_unknown_batch_dim(tmp_path, batch):
+    predict = mlp_forward()
+    library = sf.aot.compile(predict, sf.TensorSpec([None, 784], sf.float32), name="mlp")
+    x = np.random.default_rng(batch).standard_normal((batch, 784)).astype(np.float32)
+    executable = build(tmp_path, library, [x])
+    assert run(executable, batch)[0] == "rc 0"
+    probabilities, labels = predict(sf.constant(x))
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (batch, 10)),
+                               probabilities.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(read_output(tmp_path, 1, labels.numpy().dtype, (batch,)),
+                                  labels.numpy())
+    header = (tmp_path / "mlp.h").read_text()
+    assert "int32_t mlp(const void *const *inputs" in header
+    assert "float [?, 784]" in header and "input 0 dim 0" in header
+
+
+def test_wrong_dims_return_error_codes(tmp_path):
+    @sf.function
+    def pair(a, b):
+        return sf.exp(a) + b
+
+    spec = sf.TensorSpec([None, 3], sf.float32)
+    library = sf.aot.compile(pair, spec, spec, name="pair")
+    a = np.ones((4, 3), np.float32)
+    executable = build(tmp_path, library, [a, a])
+    assert run(executable, 4, 4)[0] == "rc 0"
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (4, 3)), np.e + 1,
+                               rtol=1e-6)
+    assert run(executable, -1, 4)[0] == "output_dims 1"  # a negative dim: input 0
+    lines = run(executable, 4, 2)  # two batch dims that do not broadcast: the add refuses
+    assert lines[0].startswith("rc ") and int(lines[0][3:]) >= OP_FAILED
+
+
+def test_unfrozen_variables_keep_training_state(tmp_path):
+    rng = np.random.default_rng(3)
+    w = sf.Variable(np.zeros((3, 1), np.float32), name="w")
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-2.0], [0.5]], np.float32)).astype(np.float32)
+
+    @sf.function
+    def train_step(x, y):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_mean(sf.square(sf.matmul(x, w) - y))
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+        return loss
+
+    library = sf.aot.compile(train_step, sf.TensorSpec([16, 3], sf.float32),
+                             sf.TensorSpec([16, 1], sf.float32), name="train", freeze=False)
+    executable = build(tmp_path, library, [x, y], steps=20, state_sizes=[w.numpy().nbytes])
+    assert run(executable)[:20] == ["rc 0"] * 20
+    initial = w.numpy().copy()
+    for _ in range(20):
+        loss = train_step(sf.constant(x), sf.constant(y))
+    np.testing.assert_allclose(np.fromfile(tmp_path / "state0.bin", np.float32).reshape(3, 1),
+                               w.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, ()), loss.numpy(),
+                               rtol=1e-5)
+    assert not np.allclose(w.numpy(), initial)
+
+
+def test_frozen_libraries_refuse_variable_writes():
+    v = sf.Variable(np.zeros(2, np.float32))
+
+    @sf.function
+    def bump(x):
+        v.assign_add(x)
+        return v.read_value()
+
+    with pytest.raises(ValueError, match="freeze=False"):
+        sf.aot.compile(bump, sf.TensorSpec([2], sf.float32))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptxas_accepts_the_saved_ptx(tmp_path, arch):
+    @sf.function
+    def gelu_affine(x, w, b):
+        return sf.nn.gelu(x * w + b, approximate=True) * 0.5 + x
+
+    spec = sf.TensorSpec([None, 64], sf.float32)
+    artefact = sf.aot.compile(gelu_affine, spec, sf.TensorSpec([64], sf.float32),
+                              sf.TensorSpec([64], sf.float32), target="ptx", arch=arch)
+    path = artefact.save(tmp_path / "gelu.ptx")
+    assert ".entry" in Path(path).read_text()
+    manifest = (tmp_path / "gelu.json").read_text()
+    assert '"launch"' in manifest and '"role": "output"' in manifest
+    ptxas = ptxas_path()
+    assert ptxas is not None, "ptxas (pip nvidia-cuda-nvcc) is part of the test extra"
+    subprocess.run([str(ptxas), f"-arch={arch}", path, "-o", str(tmp_path / "gelu.cubin")],
+                   check=True, capture_output=True)
+
+
+def test_the_compile_command(tmp_path):
+    source = tmp_path / "model.py"
+    source.write_text("import stageflow as sf\n\n\ndef f(x):\n    return sf.tanh(x) * 2.0\n")
+    command = [sys.executable, "-m", "stageflow.cli"]
+    subprocess.run([*command, "compile", f"{source}:f", "--arg", "f32[?,8]", "-o",
+                    str(tmp_path / "f.so"), "--header", str(tmp_path / "f.h")], check=True)
+    assert (tmp_path / "f.so").exists() and "int32_t f(" in (tmp_path / "f.h").read_text()
+    result = subprocess.run([*command, "compile", f"{source}:f", "--arg", "f32[?,8]", "-o",
+                             str(tmp_path / "f.txt")], capture_output=True, text=True)
+    assert result.returncode != 0 and "write OUT.so, OUT.o or OUT.ptx" in result.stderr
