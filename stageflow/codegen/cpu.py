@@ -114,8 +114,7 @@ class CPUTarget:
         module.triple = llvm.get_process_triple()
         builder = KernelBuilder(kernel, module, symbol, self.libm)
         check, run = builder.build_check(), builder.build_run(Driver())
-        _raw_entry(module, kernel, symbol, check, run)
-        _py_entry(module, kernel, symbol, check, run)
+        _py_entry(module, kernel, symbol, _raw_entry(module, kernel, symbol, check, run))
         return module
 
     def emit(self, kernel: Kernel | FuncOp) -> str:
@@ -160,8 +159,7 @@ class CPUTarget:
             symbol = f"{kernel.name}.k{index}.{cache.PLACEHOLDER}"
             builder = KernelBuilder(kernel, module, symbol, self.libm)
             check, run = builder.build_check(), builder.build_run(Driver())
-            _raw_entry(module, kernel, symbol, check, run)
-            _py_entry(module, kernel, symbol, check, run)
+            _py_entry(module, kernel, symbol, _raw_entry(module, kernel, symbol, check, run))
             symbols.append(symbol)
         # -- compilation cache: name the symbols by the module's key, reuse its object code
         text = str(module)
@@ -182,7 +180,7 @@ class CPUTarget:
 
 
 def _raw_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Function,
-               run: ir.Function) -> None:
+               run: ir.Function) -> ir.Function:
     pointer = ir.PointerType()
     function = ir.Function(module, ir.FunctionType(I32, [pointer, pointer]), symbol)
     args, dims = function.args
@@ -197,10 +195,13 @@ def _raw_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Functio
     _fail_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
     b.call(run, pointers + sizes)
     b.ret(ir.Constant(I32, 0))
+    return function
 
 
-def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Function,
-              run: ir.Function) -> None:
+def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, raw: ir.Function) -> None:
+    """``NAME.py``: checks NumPy's array structs, gathers their pointers and dims and calls
+    ``NAME`` (one copy of the loops per kernel, not one per entry: LLVM time goes with the
+    amount of loop code, and a call costs nanoseconds)."""
     pointer = ir.PointerType()
     function = ir.Function(module, ir.FunctionType(I32, [pointer] * len(kernel.args)),
                            f"{symbol}.py")
@@ -213,17 +214,19 @@ def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Function
                                  ir.Constant(I32, required))
         rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32), ir.Constant(I32, arg.ndim))
         _fail_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
-    pointers, sizes = [], []
-    for obj, arg in zip(function.args, kernel.args, strict=True):
-        pointers.append(_load_at(b, obj, _DATA, pointer))
+    data = b.alloca(pointer, max(len(kernel.args), 1), name="data")
+    dims = b.alloca(I64, max(sum(arg.ndim for arg in kernel.args), 1), name="dims")
+    position = 0
+    for index, (obj, arg) in enumerate(zip(function.args, kernel.args, strict=True)):
+        b.store(_load_at(b, obj, _DATA, pointer),
+                b.gep(data, [ir.Constant(I64, index)], source_etype=pointer))
         if arg.ndim:
-            dims = _load_at(b, obj, _DIMS, pointer)
-            sizes += [b.load(b.gep(dims, [ir.Constant(I64, a)], source_etype=I64), typ=I64)
-                      for a in range(arg.ndim)]
-    code = b.call(check, sizes)
-    _fail_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
-    b.call(run, pointers + sizes)
-    b.ret(ir.Constant(I32, 0))
+            shape = _load_at(b, obj, _DIMS, pointer)
+            for axis in range(arg.ndim):
+                size = b.load(b.gep(shape, [ir.Constant(I64, axis)], source_etype=I64), typ=I64)
+                b.store(size, b.gep(dims, [ir.Constant(I64, position)], source_etype=I64))
+                position += 1
+    b.ret(b.call(raw, [data, dims]))
 
 
 class _JIT:

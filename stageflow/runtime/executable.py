@@ -240,6 +240,23 @@ def _with_drops(steps: list[Step], keep: set[int], temporaries: set[int] | None 
     return schedule
 
 
+def _splits(kernel: FuncOp) -> bool:
+    """Whether to compile a kernel for any number of rows, to run it on blocks of rows in
+    parallel: only where its results may reach `MIN_PARALLEL_ELEMENTS` (an unknown dim may).
+    A kernel with its types' static shapes compiles to less code (no check for a flat loop,
+    one loop where broadcasting is decided by the types), so in less LLVM time."""
+    from stageflow.codegen.kernel import leading_dim_splittable
+    from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
+
+    if not leading_dim_splittable(kernel):
+        return False
+    for ty in kernel.function_type.outputs.data:
+        shape = shaped_type(ty).shape
+        if None in shape or int(np.prod(shape, dtype=np.int64)) >= MIN_PARALLEL_ELEMENTS:
+            return True
+    return False
+
+
 class Executable:
     """The machine-code form of a concrete function; `run` takes the same inputs as the
     interpreter (arguments, then captures) and returns the result arrays."""
@@ -273,7 +290,7 @@ class Executable:
         compilation of the module (a forward and its backward); `jit=False` plans the
         optimised module with every kernel run op by op by the eager kernels."""
         from stageflow.codegen import compile_kernels
-        from stageflow.codegen.kernel import analyse, leading_dim_splittable
+        from stageflow.codegen.kernel import analyse
         from stageflow.runtime.parallel import RowParallelKernel
 
         stats = CompileStats()
@@ -284,7 +301,7 @@ class Executable:
         kernels = {name: f for name, f in functions.items() if is_kernel(f)} if jit else {}
         stats.seconds["optimize"] = time.perf_counter() - start
         start = time.perf_counter()
-        splittable = {name for name, f in kernels.items() if leading_dim_splittable(f)}
+        splittable = {name for name, f in kernels.items() if _splits(f)}
         analysed = [analyse(f, dynamic_leading=name in splittable)
                     for name, f in kernels.items()]
         compiled = dict(zip(kernels, compile_kernels(analysed), strict=True))
