@@ -6,13 +6,14 @@ element it reduces to (stride 0 on reduced axes), so an input is read once, in t
 is laid out, whichever axes are reduced: reducing a leading axis adds whole rows into the
 output, a loop LLVM vectorises without reassociating anything. When the innermost axis is
 reduced, the row is folded into a register; float sums then keep `LANES` partial sums (one
-vector register of them, combined at the end of the row), which breaks the dependency chain
-of one add per element and, like NumPy's pairwise summation, keeps the rounding error of a
-long row small. Results therefore match NumPy's to rounding, not bit for bit; integer
-results (wrapping as NumPy's do) and max/min/argmax/argmin are exact. max and min
-propagate NaN (``llvm.maximum``/``llvm.minimum``), and argmax/argmin return the first NaN
-as NumPy does. A max, min, argmax or argmin over an empty axis returns an error code, so
-the NumPy kernel runs and raises its error.
+vector register of them, combined at the end of the row, loaded a vector at a time where
+the row is contiguous), which breaks the dependency chain of one add per element and, like
+NumPy's pairwise summation, keeps the rounding error of a long row small. Results
+therefore match NumPy's to rounding, not bit for bit; integer results (wrapping as NumPy's
+do) and max/min/argmax/argmin are exact. max and min propagate NaN (``llvm.maximum``/
+``llvm.minimum``), and argmax/argmin return the first NaN as NumPy does. A max, min, argmax
+or argmin over an empty axis returns an error code, so the NumPy kernel runs and raises its
+error.
 """
 
 from __future__ import annotations
@@ -155,14 +156,34 @@ class Reduce:
         zero = ir.Constant(vector, [ir.Constant(ty, 0.0)] * LANES)
         full = b.mul(b.sdiv(n, i64(LANES)), i64(LANES))
 
-        def lanes(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+        def gathered(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             chunk = ir.Constant(vector, ir.Undefined)
             for lane in range(LANES):
                 value = element(b.add(j, i64(lane)))
                 chunk = b.insert_element(chunk, value, ir.Constant(I64, lane))
             return [b.fadd(acc[0], chunk)]
 
-        partial = fold_loop(b, i64(0), full, i64(LANES), [zero], lanes, "j")[0]
+        def loaded(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            at = x.address(b, fold_add(b, start, j))
+            return [b.fadd(acc[0], b.load(at, typ=vector, align=self.dtype.itemsize))]
+
+        # Strides are known only at run time; a row of stride 1 (the usual case) is read
+        # eight elements per load instead of gathered element by element (1.5x slower).
+        function = b.block.function
+        contiguous = function.append_basic_block("row.contiguous")
+        strided = function.append_basic_block("row.strided")
+        merged = function.append_basic_block("row.lanes")
+        b.cbranch(b.icmp_signed("==", stride, i64(1)), contiguous, strided)
+        results = []
+        for block, body in ((contiguous, loaded), (strided, gathered)):
+            b.position_at_end(block)
+            results.append((fold_loop(b, i64(0), full, i64(LANES), [zero], body, "j")[0],
+                            b.block))
+            b.branch(merged)
+        b.position_at_end(merged)
+        partial = b.phi(vector)
+        for value, block in results:
+            partial.add_incoming(value, block)
         width = LANES
         while width > 1:  # pairwise: lanes i and i + width/2
             width //= 2
