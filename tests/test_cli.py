@@ -348,13 +348,17 @@ def test_wrong_number_of_args(capsys, model_file):
     assert "'w'" in message
 
 
-@pytest.mark.parametrize("stage", ["lowered"])
-def test_stage_not_available_yet(capsys, model_file, stage):
-    status, out, err = run(capsys, "dump", f"{model_file}:model", *ARGS, "--stage", stage)
+def test_unknown_stage(capsys, model_file):
+    status, out, err = run(capsys, "dump", f"{model_file}:model", *ARGS, "--stage", "mlir")
     message = assert_one_error_line(status, err, "dump")
     assert out == ""
-    assert f"stage '{stage}' is not available yet" in message
-    assert "traced" in message and "optimized" in message and "ptx" in message
+    assert "stage 'mlir' is not available yet" in message
+    assert "traced" in message and "lowered" in message and "ptx" in message
+
+
+def test_dump_lowered(capsys, model_file):
+    status, out, _ = run(capsys, "dump", f"{model_file}:model", *ARGS, "--stage", "lowered")
+    assert status == 0 and 'define i32 @"model.program"' in out
 
 
 # --------------------------------------------------------------------------- opt

@@ -137,3 +137,16 @@ def test_non_contiguous_arguments_are_read_correctly():
     view = base[:, ::2]
     result = f(sf.constant(view))
     np.testing.assert_allclose(result.numpy(), (view * view).sum(0))
+
+
+def test_the_lowered_stage_shows_the_program_or_why_there_is_none():
+    f = sf.function(lambda x: sf.reduce_max(sf.exp(x), axis=0))
+    text = f.get_concrete_function(sf.TensorSpec([None, 4], sf.float32)).ir("lowered")
+    assert 'define i32 @"<lambda>.program"' in text and '@"malloc"' in text
+
+    def printing(x):
+        sf.print("x is", x)
+        return x * 2.0
+
+    text = sf.function(printing).get_concrete_function(sf.constant([1.0])).ir("lowered")
+    assert text.startswith("; not one program (@printing: sf.print has no lowering)")

@@ -129,7 +129,10 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     variables = _freeze_captures(entry, concrete, freeze)
     if target == "ptx":
         return _ptx_artefact(symbol, functions, arch)
-    return _cpu_artefact(symbol, entry, functions, variables, freeze)
+    try:
+        return _cpu_artefact(symbol, entry, functions, variables, freeze)
+    except NotImplementedError as error:
+        raise NotImplementedError(f"sf.aot.compile: {error}") from None
 
 
 # -- the IR ---------------------------------------------------------------------------------
@@ -197,10 +200,29 @@ def _replace_by_constant(value: SSAValue, array: np.ndarray, before: Any) -> Non
 
 def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
                   variables: list[Variable], freeze: bool) -> CPUArtefact:
+    module, program, shapes, signature = whole_function_module(symbol, functions)
+    state = _StateEntries(module, symbol, signature, variables) if not freeze else None
+    _c_entries(module, symbol, signature, program, shapes, state)
+    for function in module.functions:
+        if not function.is_declaration and not function.name.startswith(f"{symbol}_") \
+                and function.name != symbol:
+            function.linkage = "internal"
+    text = str(module)
+    libraries = matmul.blas_libraries() if "scipy_cblas_" in text else []
+    return CPUArtefact(symbol, _object_code(text),
+                       header_text(symbol, signature, variables, libraries), signature, libraries)
+
+
+def whole_function_module(symbol: str, functions: dict[str, FuncOp]) -> tuple[
+        ir.Module, ir.Function, ir.Function, ProgramSignature]:
+    """One LLVM module with the program of function `symbol` of an optimised module, its
+    kernels and its lowered ops (unoptimised: the loop level); the program, its shapes
+    function and signature. ``NotImplementedError`` says what keeps it from being one."""
+    entry = functions[symbol]
     reason = supported(entry, functions, lambda op: rule_for(op_spec(op))
                        if op_spec(op) is not None else None)
     if reason:
-        raise NotImplementedError(f"sf.aot.compile: @{symbol}: {reason}")
+        raise NotImplementedError(f"@{symbol}: {reason}")
     module = ir.Module(name=symbol)
     module.triple = llvm.get_process_triple()
     kernels: dict[str, ir.Function] = {}
@@ -229,17 +251,7 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
     builder = ProgramBuilder(module, entry, functions, kernel_entry, op_entry,
                              f"{symbol}.program")
     program, shapes = builder.build(py_entry=False)
-    signature = builder.signature
-    state = _StateEntries(module, symbol, signature, variables) if not freeze else None
-    _c_entries(module, symbol, signature, program, shapes, state)
-    for function in module.functions:
-        if not function.is_declaration and not function.name.startswith(f"{symbol}_") \
-                and function.name != symbol:
-            function.linkage = "internal"
-    text = str(module)
-    libraries = matmul.blas_libraries() if "scipy_cblas_" in text else []
-    return CPUArtefact(symbol, _object_code(text),
-                       header_text(symbol, signature, variables, libraries), signature, libraries)
+    return module, program, shapes, builder.signature
 
 
 def _object_code(text: str) -> bytes:

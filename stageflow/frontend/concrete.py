@@ -26,7 +26,7 @@ from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
 
 LARGE_TRACE_OPS = 10_000
-IR_STAGES = ("traced", "optimized", "llvm", "asm", "ptx")
+IR_STAGES = ("traced", "optimized", "lowered", "llvm", "asm", "ptx")
 
 _OUTPUT = object()  # marks a result leaf that comes from the graph's outputs
 
@@ -212,8 +212,11 @@ class ConcreteFunction:
     def ir(self, stage: str = "traced", *, after_pass: Any = None) -> str:
         """The IR text at `stage`: ``"traced"`` (the `sf` dialect straight from the trace),
         ``"optimized"`` (after the default pass pipeline; `after_pass(pass, module)` is
-        called after each pass), or the fused kernels of the optimised module as ``"llvm"``
-        IR, host ``"asm"`` or ``"ptx"`` (sm_80), one section per kernel."""
+        called after each pass), ``"lowered"`` (the loop level: the whole function as one
+        LLVM module, its program calling its kernels and lowered ops, before LLVM
+        optimisation, as the JIT and `sf.aot` compile it), or the fused kernels of the
+        optimised module as ``"llvm"`` IR, host ``"asm"`` or ``"ptx"`` (sm_80), one section
+        per kernel."""
         from stageflow.ir.from_graph import graph_module
         from stageflow.ir.text import module_to_text
 
@@ -228,6 +231,8 @@ class ConcreteFunction:
         self.pass_timings = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass).run(module)
         if stage == "optimized":
             return module_to_text(module, debuginfo=True)
+        if stage == "lowered":
+            return _lowered_text(module, self.name)
         return _kernel_text(module, stage)
 
     def graph_dot(self) -> str:
@@ -239,6 +244,21 @@ class ConcreteFunction:
     def __repr__(self) -> str:
         args = ", ".join(repr(s) for s in self.inputs)
         return f"<ConcreteFunction {self.name}({args})>"
+
+
+def _lowered_text(module: Any, name: str) -> str:
+    """The whole-function LLVM module of function `name`; where the function is no single
+    program, why, and its kernels' LLVM IR."""
+    from xdsl.dialects.func import FuncOp
+
+    from stageflow.codegen.aot import whole_function_module
+
+    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+    try:
+        return str(whole_function_module(name, functions)[0])
+    except NotImplementedError as error:
+        return f"; not one program ({error}): its steps run from Python\n" + _kernel_text(
+            module, "llvm")
 
 
 def _kernel_text(module: Any, stage: str) -> str:
