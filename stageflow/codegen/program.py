@@ -49,6 +49,8 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from stageflow.codegen.emitter import I1, I8, I32, I64
+from stageflow.codegen.loops import fold_mul
+from stageflow.codegen.op_builder import contiguous_strides
 from stageflow.codegen.shape_functions import function_dims
 from stageflow.frontend.primitives.base import ShapedType
 from stageflow.ir.attributes import decode
@@ -292,7 +294,7 @@ class _Body:
     def nbytes(self, value: SSAValue) -> ir.Value:
         total: ir.Value = i64(value_type(value).dtype.itemsize)
         for size in self.dims[value]:
-            total = _mul(self.b, total, size)
+            total = fold_mul(self.b, total, size)
         return total
 
     def output_pointer(self, position: int) -> ir.Value:
@@ -477,7 +479,7 @@ class _Body:
             b.store(size, b.gep(dims, [i64(slot)], source_etype=I64))
         args = [data, dims]
         if strides:
-            steps = [s for v in op.operands for s in _contiguous_strides(b, self.dims[v])]
+            steps = [s for v in op.operands for s in contiguous_strides(b, self.dims[v])]
             stride_array = b.alloca(I64, max(len(steps), 1))
             for slot, step in enumerate(steps):
                 b.store(step, b.gep(stride_array, [i64(slot)], source_etype=I64))
@@ -496,25 +498,6 @@ def _buffer_ids(op: Operation) -> list[int]:
         return [-1] * len(op.results)
     value = decode(attr)
     return list(value) if isinstance(value, list | tuple) else [value]
-
-
-def _contiguous_strides(b: ir.IRBuilder, dims: list[ir.Value]) -> list[ir.Value]:
-    strides: list[ir.Value] = []
-    stride: ir.Value = i64(1)
-    for size in reversed(dims):
-        strides.append(stride)
-        stride = _mul(b, stride, size)
-    return strides[::-1]
-
-
-def _mul(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
-        return i64(x.constant * y.constant)
-    if isinstance(x, ir.Constant) and x.constant == 1:
-        return y
-    if isinstance(y, ir.Constant) and y.constant == 1:
-        return x
-    return b.mul(x, y)
 
 
 def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
