@@ -100,10 +100,13 @@ def _static_size(kernel: Kernel) -> float:
 
 @dataclass(frozen=True)
 class CPUTarget:
-    """Compiles kernels for this CPU; `libm` names the math functions left to libm."""
+    """Compiles kernels for this CPU; `libm` names the math functions left to libm. Without
+    `py_entries` (for kernels only compiled code calls) `compile_many` emits no ``NAME.py``,
+    LLVM time saved, and Python calls of the kernels take the slower ctypes path."""
 
     libm: frozenset[str] = DEFAULT_LIBM
     opt: int = 3
+    py_entries: bool = True
     name: str = field(default="cpu", init=False)
 
     def module(self, kernel: Kernel | FuncOp, symbol: str | None = None) -> ir.Module:
@@ -142,8 +145,9 @@ class CPUTarget:
         compiled: dict[int, CompiledKernel] = {}
         for level in sorted(set(levels)):
             indices = [i for i, lv in enumerate(levels) if lv == level]
-            for i, kernel in zip(indices, self._compile_module([kernels[i] for i in indices],
-                                                                level), strict=True):
+            chosen = [kernels[i] for i in indices]
+            for i, kernel in zip(indices, self._compile_module(chosen, level),
+                                 strict=True):
                 compiled[i] = kernel
         return [compiled[i] for i in range(len(kernels))]
 
@@ -159,20 +163,23 @@ class CPUTarget:
             symbol = f"{kernel.name}.k{index}.{cache.PLACEHOLDER}"
             builder = KernelBuilder(kernel, module, symbol, self.libm)
             check, run = builder.build_check(), builder.build_run(Driver())
-            _py_entry(module, kernel, symbol, _raw_entry(module, kernel, symbol, check, run))
+            raw = _raw_entry(module, kernel, symbol, check, run)
+            if self.py_entries:
+                _py_entry(module, kernel, symbol, raw)
             symbols.append(symbol)
         # -- compilation cache: name the symbols by the module's key, reuse its object code
         text = str(module)
         entry = cache.key(text, level, jit.target_id)
         text = text.replace(cache.PLACEHOLDER, entry[:16])
         symbols = [s.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols]
-        addresses = jit.add(text, level, [n for s in symbols for n in (s, f"{s}.py")], entry)
+        names = [f"{s}.py" for s in symbols] if self.py_entries else []
+        addresses = jit.add(text, level, symbols + names, entry)
         compiled = []
         for kernel, symbol in zip(kernels, symbols, strict=True):
             raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
                 addresses[symbol])
             py = None
-            if jit.layout_ok:
+            if jit.layout_ok and self.py_entries:
                 py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * len(kernel.args))(
                     addresses[f"{symbol}.py"])
             compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=text, symbol=symbol))
@@ -307,6 +314,7 @@ def _jit() -> _JIT:
 
 
 _DEFAULT = CPUTarget()
+_RAW_ONLY = CPUTarget(py_entries=False)
 
 
 def compile_kernel(function: FuncOp | Kernel) -> CompiledKernel:
@@ -314,6 +322,7 @@ def compile_kernel(function: FuncOp | Kernel) -> CompiledKernel:
     return _DEFAULT.compile(function)
 
 
-def compile_kernels(functions: list[FuncOp | Kernel]) -> list[CompiledKernel]:
+def compile_kernels(functions: list[FuncOp | Kernel],
+                    py_entries: bool = True) -> list[CompiledKernel]:
     """Compile several kernels in one LLVM module (see `CPUTarget.compile_many`)."""
-    return _DEFAULT.compile_many(functions)
+    return (_DEFAULT if py_entries else _RAW_ONLY).compile_many(functions)

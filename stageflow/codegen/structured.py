@@ -253,8 +253,10 @@ class CompiledOp:
         return int(self._raw(data, dims, strides))
 
 
-def compile_ops(specs: Sequence[OpSpec]) -> list[CompiledOp | None]:
-    """Compile the ops that have a lowering in one LLVM module; None for the others."""
+def compile_ops(specs: Sequence[OpSpec], py_entries: bool = True) -> list[CompiledOp | None]:
+    """Compile the ops that have a lowering in one LLVM module; None for the others.
+    Without `py_entries` (ops only compiled code calls) there is no ``NAME.py`` to compile,
+    and Python calls take the slower ctypes path."""
     jit = _jit()
     module = ir.Module(name="ops")
     module.triple = llvm.get_process_triple()
@@ -268,7 +270,8 @@ def compile_ops(specs: Sequence[OpSpec]) -> list[CompiledOp | None]:
                 continue
             symbol = f"{spec.name}.op{len(symbols)}.{cache.PLACEHOLDER}"
             _raw_entry(module, spec, lowering, symbol)
-            _py_entry(module, spec, module.get_global(symbol), symbol)
+            if py_entries:
+                _py_entry(module, spec, module.get_global(symbol), symbol)
             symbols[spec.key] = symbol
         lowered.append((spec, symbols[spec.key]))
     if not symbols:
@@ -278,7 +281,7 @@ def compile_ops(specs: Sequence[OpSpec]) -> list[CompiledOp | None]:
     entry = cache.key(text, OPT_LEVEL, jit.target_id)
     text = text.replace(cache.PLACEHOLDER, entry[:16])
     names = [n.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols.values()
-             for n in (s, f"{s}.py")]
+             for n in ((s, f"{s}.py") if py_entries else (s,))]
     addresses = jit.add(text, OPT_LEVEL, names, entry)
     result: list[CompiledOp | None] = []
     for item in lowered:
@@ -290,7 +293,7 @@ def compile_ops(specs: Sequence[OpSpec]) -> list[CompiledOp | None]:
         raw = ctypes.CFUNCTYPE(ctypes.c_int32, pointer, pointer, pointer)(addresses[symbol])
         n = len(spec.inputs) + len(spec.outputs)
         py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
-            addresses[f"{symbol}.py"]) if jit.layout_ok else None)
+            addresses[f"{symbol}.py"]) if jit.layout_ok and py_entries else None)
         result.append(CompiledOp(spec, raw, py, text, symbol))
     return result
 
@@ -308,12 +311,13 @@ def module_text(specs: Sequence[OpSpec]) -> str:
     return str(module)
 
 
-def lower_functions(functions: Sequence[FuncOp]) -> dict[SfOp, CompiledOp]:
+def lower_functions(functions: Sequence[FuncOp],
+                    py_entries: bool = True) -> dict[SfOp, CompiledOp]:
     """Compile every op of `functions` that has a lowering; op -> its compiled form."""
     ops = [op for f in functions for op in f.body.block.ops
            if isinstance(op, SfOp) and not isinstance(op, ReturnOp)
            and op.name not in ("sf.constant", "sf.call")]
     specs = [op_spec(op) for op in ops]
     chosen = [(op, spec) for op, spec in zip(ops, specs, strict=True) if spec is not None]
-    compiled = compile_ops([spec for _, spec in chosen])
+    compiled = compile_ops([spec for _, spec in chosen], py_entries)
     return {op: c for (op, _), c in zip(chosen, compiled, strict=True) if c is not None}

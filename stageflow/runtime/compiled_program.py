@@ -29,6 +29,7 @@ from stageflow.codegen.emitter import I32
 from stageflow.codegen.program import ProgramBuilder, ProgramSignature, supported
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
+from stageflow.passes.fuse import is_kernel
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
 
 OPT_LEVEL = 2  # the program is calls and dims arithmetic; its kernels are compiled already
@@ -106,6 +107,22 @@ def _has_large_kernel(function: FuncOp) -> bool:
                 if size >= PROGRAM_MAX_KERNEL_ELEMENTS:
                     return True
     return False
+
+
+def will_build(function: FuncOp, functions: dict[str, FuncOp]) -> bool:
+    """Whether `build_program` makes a program of `function` once its kernels and ops are
+    compiled, decided before compiling them: kernels and ops that only programs call need
+    no NumPy entries, whose code would cost LLVM time for nothing."""
+    from stageflow.codegen.structured import op_spec, rule_for
+
+    def lowering(op: SfOp) -> Any:
+        spec = op_spec(op)
+        return None if spec is None else rule_for(spec)
+
+    return (_jit().layout_ok and not _has_large_kernel(function)
+            and all(is_kernel(functions[name]) for name in _kernel_callees(function)
+                    if name in functions)
+            and not supported(function, functions, lowering))
 
 
 def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict[Any, Any],

@@ -291,6 +291,7 @@ class Executable:
         optimised module with every kernel run op by op by the eager kernels."""
         from stageflow.codegen import compile_kernels
         from stageflow.codegen.kernel import analyse
+        from stageflow.runtime.compiled_program import will_build
         from stageflow.runtime.parallel import RowParallelKernel
 
         stats = CompileStats()
@@ -301,10 +302,15 @@ class Executable:
         kernels = {name: f for name, f in functions.items() if is_kernel(f)} if jit else {}
         stats.seconds["optimize"] = time.perf_counter() - start
         start = time.perf_counter()
+        # -- where every entry becomes a program, kernels and ops are called from compiled
+        # code, and from Python only by the step plan on errors: no NumPy entries
+        programs_only = jit and all(will_build(functions[entry], functions)
+                                    for entry in entries)
         splittable = {name for name, f in kernels.items() if _splits(f)}
         analysed = [analyse(f, dynamic_leading=name in splittable)
                     for name, f in kernels.items()]
-        compiled = dict(zip(kernels, compile_kernels(analysed), strict=True))
+        compiled = dict(zip(kernels, compile_kernels(analysed, not programs_only),
+                            strict=True))
         for name in splittable:
             compiled[name] = RowParallelKernel(compiled[name])
         stats.seconds["llvm"] = time.perf_counter() - start
@@ -313,7 +319,8 @@ class Executable:
             from stageflow.codegen.structured import lower_functions
 
             start = time.perf_counter()
-            compiled.update(lower_functions([f for f in functions.values() if not is_kernel(f)]))
+            compiled.update(lower_functions([f for f in functions.values() if not is_kernel(f)],
+                                            not programs_only))
             stats.seconds["llvm ops"] = time.perf_counter() - start
         plans: dict[str, Plan] = {}
         executables = []
