@@ -150,3 +150,22 @@ func.func @scalar_broadcast(%x: tensor<4xf32>, %d: tensor<?xf32>) -> (tensor<4xf
   %1 = sf.add %d, %two : (tensor<?xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// An elementwise op broadcasts a broadcast_to's operand itself where the other operands
+// still give the result's shape; a broadcast that makes the result's shape stays.
+// CHECK-LABEL: func.func @broadcast_into_consumer
+// CHECK-NEXT:    %0 = sf.multiply %s, %x : (tensor<4x1xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %1 = sf.select %c, %s, %x : (tensor<4x3xi1>, tensor<4x1xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %2 = sf.add %s, %v : (tensor<4x1xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %3 = sf.broadcast_to %s {shape = [4, 3]} : (tensor<4x1xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %4 = sf.add %3, %w : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    func.return %0, %1, %2, %4 :
+func.func @broadcast_into_consumer(%s: tensor<4x1xf32>, %x: tensor<4x3xf32>, %v: tensor<3xf32>, %w: tensor<4x1xf32>, %c: tensor<4x3xi1>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) {
+  %b = sf.broadcast_to %s {shape = [4, 3]} : (tensor<4x1xf32>) -> tensor<4x3xf32>
+  %0 = sf.multiply %b, %x : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %1 = sf.select %c, %b, %x : (tensor<4x3xi1>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %2 = sf.add %b, %v : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %3 = sf.broadcast_to %s {shape = [4, 3]} : (tensor<4x1xf32>) -> tensor<4x3xf32>
+  %4 = sf.add %3, %w : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  func.return %0, %1, %2, %4 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>
+}

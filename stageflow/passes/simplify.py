@@ -3,7 +3,8 @@
 Traced code is written for readability, not for the compiler: ``x * 1.0`` from a default
 scale, ``reshape(reshape(x))`` and ``transpose(transpose(x))`` from layer glue, casts to
 the dtype a tensor already has, constants broadcast to a full shape before an elementwise
-op. Each rule is an xDSL `RewritePattern`, applied to a fixed point by a
+op, broadcasts (from gradients of broadcasting ops) feeding ops that broadcast anyway.
+Each rule is an xDSL `RewritePattern`, applied to a fixed point by a
 `PatternRewriteWalker`, and each one only replaces a value by a value of exactly the same
 type (dims included): ``x + 0`` where the zeros broadcast ``x`` to a bigger shape stays.
 
@@ -32,7 +33,7 @@ from xdsl.pattern_rewriter import (
 from stageflow.frontend import dtypes
 from stageflow.frontend.primitives.base import ShapedType
 from stageflow.ir.builder import build_constant, build_op
-from stageflow.ir.dialect import BinaryElementwiseOp, SfOp
+from stageflow.ir.dialect import BinaryElementwiseOp, SfOp, TernaryElementwiseOp
 from stageflow.ir.types import abstract_value, ir_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
@@ -159,6 +160,39 @@ class ScalarBroadcastConstant(RewritePattern):
             return
 
 
+class BroadcastIntoConsumer(RewritePattern):
+    """A `broadcast_to` operand of a broadcasting elementwise op -> the broadcast's operand.
+
+    ``multiply(broadcast_to(s, [64, 10]), x)`` with ``s : 64x1`` and ``x : 64x10`` becomes
+    ``multiply(s, x)``: the op broadcasts ``s`` itself, so the full copy the broadcast
+    writes (and reads back) is never made; after fusion the kernel reads ``s`` with stride
+    0. Only where the result type stays the same (another operand gives the shape).
+    """
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, BinaryElementwiseOp | TernaryElementwiseOp):
+            return
+        for index, operand in enumerate(op.operands):
+            producer = operand.owner
+            if not (isinstance(producer, SfOp) and producer.name == "sf.broadcast_to"):
+                continue
+            source = producer.operands[0]
+            avals = op.operand_avals()
+            avals[index] = abstract_value(source.type)
+            try:
+                inferred = op.primitive.shape_rule(*avals, **op.params())
+            except (ValueError, TypeError):
+                continue
+            if ir_type(inferred) != op.results[0].type:
+                continue
+            operands = list(op.operands)
+            operands[index] = source
+            op.operands = operands
+            rewriter.notify_op_modified(op)
+            erase_dead_producers([operand], rewriter)
+            return
+
+
 @register_pass
 @dataclass(frozen=True)
 class Simplify(ModulePass):
@@ -175,8 +209,9 @@ class Simplify(ModulePass):
     replaced op are erased if nothing else uses them. Rules: ``x+0, x-0, x*1, x/1`` (and
     commuted), integer ``x*0``, ``-(-x)``, ``not(not(x))``, transpose of transpose,
     identity transpose, reshape of reshape, reshape / broadcast_to / cast to the operand's
-    own type, select on a constant condition, and splat constants of binary ops as 0-d
-    constants. It does not reassociate, distribute or fold constants (that is `fold`).
+    own type, select on a constant condition, splat constants of binary ops as 0-d
+    constants, and broadcasts that an elementwise consumer does itself. It does not
+    reassociate, distribute or fold constants (that is `fold`).
     """
 
     name = "simplify"
@@ -190,6 +225,7 @@ class Simplify(ModulePass):
             DoubleNegation(),
             *SHAPE_PATTERNS,
             ScalarBroadcastConstant(),
+            BroadcastIntoConsumer(),
         ]
         applier = GreedyRewritePatternApplier(patterns, dce_enabled=False)
         PatternRewriteWalker(applier, apply_recursively=True).rewrite_module(op)
