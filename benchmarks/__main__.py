@@ -3,9 +3,18 @@
 Each script also runs on its own (``python -m benchmarks.NAME``) with more options; here
 each runs once with its default workload, and the table repeats the headline figures and
 ratios (all measured in this one run, against NumPy in the same process).
+
+    python -m benchmarks [--json PATH]
+
+``--json`` also writes every script's returned figures to PATH, so that a plot
+(``python -m benchmarks.plot``) can be redrawn from a run without rerunning it.
 """
 
 from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
 
 from benchmarks import (
     call_overhead,
@@ -18,7 +27,10 @@ from benchmarks import (
 )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
     rows: list[tuple[str, str, str]] = []
     eager = eager_overhead.main()
     rows.append(("eager dispatch, (4, 4) f32", f"{eager['stageflow_us']:.2f} us/op",
@@ -26,18 +38,22 @@ def main() -> None:
     calls = call_overhead.main()
     rows.append(("cache-hit call, compiled", f"{calls['staged']:.2f} us",
                  "goal <= 5 us (jax.jit 8.9)"))
-    for result in fused_elementwise.main([]):
+    fused = fused_elementwise.main([])
+    for result in fused:
         gbs = result["sf.function GB/s"]
         rows.append((f"fused elementwise 2^{result['log2n']}", f"{gbs:.1f} GB/s",
                      f"{gbs / result['numpy copyto GB/s']:.2f}x copy bandwidth"))
-    for batch, rates in mlp_train.main([64, 512]).items():
+    mlp = mlp_train.main([64, 512])
+    for batch, rates in mlp.items():
         rows.append((f"MLP SGD step, batch {batch}", f"{rates['staged']:.0f} steps/s",
                      f"{rates['staged'] / rates['numpy']:.2f}x NumPy (goal 1.41 / 1.22)"))
-    for batch, peak in memory.main([64, 512]).items():
+    peaks = memory.main([64, 512])
+    for batch, peak in peaks.items():
         rows.append((f"MLP step temporaries, batch {batch}", f"{peak['runtime'] / 1024:.0f} KiB",
                      f"{peak['ratio']:.2f}x lower bound (goal <= 1.25), whole call "
                      f"{peak['compiled'] / peak['eager']:.2f}x eager's"))
-    for n, rates in hmc.main([1, 16, 4096]).items():
+    chains = hmc.main([1, 16, 4096])
+    for n, rates in chains.items():
         rows.append((f"HMC, N = {n}", f"{rates['staged']:,.0f} samples/s",
                      f"{rates['staged'] / rates['eager']:.1f}x eager (goal 10x)"))
     saved = remat.main([])
@@ -48,6 +64,12 @@ def main() -> None:
     print("\nsummary")
     for name, figure, ratio in rows:
         print(f"  {name:{width}}  {figure:>20}  {ratio}")
+    if args.json:
+        figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
+                   "mlp_train": mlp, "memory": peaks, "hmc": chains, "remat": saved}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")
+        print(f"figures written to {args.json}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 
 Prints the median microseconds per call of the staged function compiled (`jit=True`, the
 default) and interpreted (`jit=False`), of the same function called eagerly, and of NumPy's
-`x + 1`, measured in one run. Goal compiled: at most 5 us (jax.jit: 8.9 us, torch.compile:
+`x + 1`, measured in one run, then of jax.jit, torch.compile and tf.function where installed
+(`benchmarks.incumbents`). Goal compiled: at most 5 us (jax.jit: 8.9 us, torch.compile:
 46 us, tf.function: 295 us on this machine).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import stageflow as sf
+from benchmarks import incumbents
 from benchmarks.timing import interleaved_medians
 
 
@@ -48,6 +50,9 @@ def main() -> dict[str, float]:
     print(f"  stageflow staged, compiled    {us['staged']:7.2f}   goal <= 5 us "
           f"(jax.jit 8.9 us here)")
     print(f"  stageflow staged, interpreted {us['interpreted']:7.2f}")
+    for name, figure in incumbents.call_overhead().items():
+        us[name] = figure
+        print(f"  {name:29s} {figure:7.2f}   (waiting for each result)")
     return us
 
 

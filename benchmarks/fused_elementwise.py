@@ -7,7 +7,8 @@ arrays, 16 bytes moved per element): the function is staged with `sf.function` (
 kernel, run on blocks of rows by every core) and, for reference, its kernel compiled alone
 and called on one thread; timed against NumPy evaluating the same expression (a temporary
 per op) and against NumPy's copy bandwidth (``np.copyto``, 8 bytes per element: read +
-write), all in one run, interleaved round by round, medians. GB is 1e9 bytes. Targets:
+write), all in one run, interleaved round by round, medians; then jax.jit, torch.compile and
+tf.function where installed (`benchmarks.incumbents`). GB is 1e9 bytes. Targets:
 >= 24.5 GB/s at 2**22 (jax.jit here) and at least the copy bandwidth.
 """
 
@@ -19,6 +20,7 @@ import time
 import numpy as np
 
 import stageflow as sf
+from benchmarks import incumbents
 from benchmarks.timing import interleaved_medians
 from stageflow.codegen import compile_kernel
 from stageflow.ir import parse_module
@@ -81,6 +83,9 @@ def measure(kernel, staged, log2: int) -> dict[str, float]:
     print(f"  sf.function / numpy expression: {staged_gbs / gbs['numpy expression']:5.2f}x   "
           f"sf.function / copy bandwidth: {staged_gbs / gbs['numpy copyto']:4.2f}   "
           f"(goal: >= 1, and jax.jit's 24.5 GB/s at 2^22)")
+    for name, figure in incumbents.fused_elementwise(log2).items():
+        gbs[name] = figure
+        print(f"  {name:18s} {'':11s} {figure:6.2f} GB/s  (16 B/elem, timed after the above)")
     return {"log2n": log2, **{f"{name} GB/s": v for name, v in gbs.items()}}
 
 

@@ -5,7 +5,8 @@ Metropolis accept/reject; grad U from a GradientTape (`sf.grad`), never by hand.
     python -m benchmarks.hmc [N ...]        (default N = 1 16 256 4096)
 
 Prints samples/s of stageflow eager, stageflow staged (`sf.function`) and NumPy with an
-analytic gradient, measured in one run, and the staged/eager and staged/NumPy ratios.
+analytic gradient, measured in one run, and the staged/eager and staged/NumPy ratios; then
+jax.jit, torch.compile and tf.function where installed (`benchmarks.incumbents`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import numpy as np
 
 import stageflow as sf
+from benchmarks import incumbents
 from benchmarks.timing import interleaved_medians
 
 EPS = 0.1
@@ -106,6 +108,10 @@ def main(sizes: list[int]) -> dict[int, dict[str, float]]:
               f"numpy {rates['numpy']:12,.0f}   "
               f"staged/eager {rates['staged'] / rates['eager']:5.1f}x"
               f"  staged/numpy {rates['staged'] / rates['numpy']:5.2f}x  {cov}")
+        for name, rate in incumbents.hmc(n).items():
+            rates[name] = rate
+            print(f"  N={n:5d}  {name:13s} {rate:12,.0f}   {name}/numpy "
+                  f"{rate / rates['numpy']:5.2f}x  (timed after the above)")
     return results
 
 
