@@ -4,7 +4,8 @@ synthetic data), ported from the anchors' `mlp_train.py`; gradients from a Gradi
     python -m benchmarks.mlp_train [BATCH ...]        (default 64 512)
 
 Prints steps/s of stageflow eager, stageflow staged (`sf.function`) and NumPy with a
-hand-written backward, measured in one run, and the ratios to NumPy.
+hand-written backward, measured in one run, and the ratios to NumPy; then jax.jit,
+torch.compile and tf.function where installed (`benchmarks.incumbents`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import numpy as np
 
 import stageflow as sf
+from benchmarks import incumbents
 from benchmarks.timing import interleaved_medians
 
 SIZES = [784, 256, 256, 10]
@@ -104,6 +106,10 @@ def main(batches: list[int]) -> dict[int, dict[str, float]]:
         print(f"  batch {batch:4d}  eager {rates['eager']:8.1f}  staged {rates['staged']:8.1f}  "
               f"numpy {rates['numpy']:8.1f}   staged/numpy {rates['staged'] / rates['numpy']:.2f}"
               f"  (goal >= 1.41 at 64, 1.22 at 512: torch.compile's ratio)")
+        for name, rate in incumbents.mlp_train(batch).items():
+            rates[name] = rate
+            print(f"  batch {batch:4d}  {name:13s} {rate:8.1f}   {name}/numpy "
+                  f"{rate / rates['numpy']:.2f}  (timed after the above)")
     return results
 
 
