@@ -400,6 +400,8 @@ class _Body:
             elif name == "assign_variable":
                 current[op.operands[0]] = op.operands[1]
             elif name in ALIASES:
+                if name == "reshape":
+                    self.check_same_size(op, index)
                 self.storage[op.results[0]] = self.storage[op.operands[0]]
             elif name == "call":
                 callee = op.params()["callee"].name
@@ -418,6 +420,20 @@ class _Body:
         for pointer in self.allocated:
             b.call(self.p._free, [pointer])
         b.ret(b.load(self.status, typ=I32))
+
+    def check_same_size(self, op: Operation, index: int) -> None:
+        """A reshape runs no kernel that would check its operand, and its inferred (-1) dim
+        is a quotient that drops a remainder: with unknown dims, the element counts may
+        differ only at run time."""
+        b = self.b
+        sizes = []
+        for value in (op.operands[0], op.results[0]):
+            total: ir.Value = i64(1)
+            for size in self.dims[value]:
+                total = fold_mul(b, total, size)
+            sizes.append(total)
+        if not all(isinstance(size, ir.Constant) for size in sizes):
+            self.fail_if(b.icmp_signed("!=", *sizes), OP_FAILED + index)
 
     def check_output_dims(self) -> None:
         """With `out_dims` given, return 1 + argument count + output index on a mismatch

@@ -109,6 +109,8 @@ def _shifted(logits: Any, axis: int, op: str) -> tuple[Tensor, int]:
     """logits - max(logits) along `axis`: exp of it cannot overflow, and the max term is 1."""
     x = _floating(logits, op)
     axis = _axis(op, axis, x.ndim)
+    if x.shape[axis] == 0:  # no elements to shift, and the max of none is an error
+        return x, axis
     return ew.subtract(x, reduce_max(x, axis, keepdims=True)), axis
 
 
@@ -122,6 +124,8 @@ def softmax(logits: Any, axis: int = -1) -> Tensor:
 def log_softmax(logits: Any, axis: int = -1) -> Tensor:
     """x - logsumexp(x) along `axis`, without forming softmax (so no log(0) = -inf)."""
     shifted, axis = _shifted(logits, axis, "log_softmax")
+    if shifted.shape[axis] == 0:
+        return shifted
     return ew.subtract(shifted, ew.log(reduce_sum(ew.exp(shifted), axis, keepdims=True)))
 
 

@@ -20,7 +20,6 @@ from stageflow.frontend.primitives.autodiff_util import (
 )
 from stageflow.frontend.primitives.base import Primitive, ShapedType
 from stageflow.frontend.primitives.shapes import (
-    broadcast_shapes,
     format_shape,
     normalize_axis,
     num_elements,
@@ -30,7 +29,9 @@ from stageflow.frontend.primitives.shapes import (
 def _broadcast_rule(x: ShapedType, *, shape: tuple[int | None, ...]) -> ShapedType:
     if len(shape) < x.ndim:
         raise ValueError(f"cannot broadcast to the lower rank shape {format_shape(shape)}")
-    if broadcast_shapes(x.shape, shape) != tuple(shape):
+    # An unknown dim may broadcast to any size (it must then be 1 or that size at run time).
+    target = shape[len(shape) - x.ndim:]
+    if any(d is not None and d not in (1, t) for d, t in zip(x.shape, target, strict=True)):
         raise ValueError(f"cannot broadcast {format_shape(x.shape)} to {format_shape(shape)}")
     return ShapedType(tuple(shape), x.dtype)
 
@@ -155,10 +156,18 @@ def _pad_rule(x: ShapedType, *, pads: tuple[tuple[int, int], ...], value: float)
     return ShapedType(shape, x.dtype)
 
 
+def _pad_kernel(x: np.ndarray, *, pads: tuple[tuple[int, int], ...], value: float
+                ) -> np.ndarray:
+    """`np.pad`, which rejects the empty pad list of a 0-d operand (nothing to pad)."""
+    if not pads:
+        return np.array(x, copy=True)
+    return np.pad(x, pads, constant_values=value)
+
+
 pad_p = Primitive(
     "pad",
     shape_rule=_pad_rule,
-    kernel=lambda x, *, pads, value: np.pad(x, pads, constant_values=value),
+    kernel=_pad_kernel,
     summary="surround x with `value`: pads[i] = (before, after) along axis i",
 )
 
