@@ -47,14 +47,15 @@ class CacheStats:
 stats = CacheStats()
 
 
-def key(text: str, level: int, target: str) -> str:
-    """The entry's name: a SHA-256 over the IR text and everything else the code depends on."""
+def key(text: str, level: int, target: str, codegen: int = 3) -> str:
+    """The entry's name: a SHA-256 over the IR text and everything else the code depends on
+    (`level` of LLVM's optimisation, `codegen` of its machine-code generation)."""
     from stageflow import __version__
 
     digest = hashlib.sha256()
     versions = (FORMAT, __version__, llvmlite.__version__,
                 ".".join(map(str, llvm.llvm_version_info)))
-    for part in (*versions, target, str(level), text):
+    for part in (*versions, target, str(level), str(codegen), text):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()

@@ -17,7 +17,8 @@ Kernel ABI (both entry points are in the module `CPUTarget.emit` returns)::
         or a read-only output. This is the fast path: no per-argument ctypes conversion.
 
 Compilation: the host CPU's name and features, the new pass manager at O3 with loop and
-SLP vectorisation, one MCJIT engine per process owning a target machine of its own
+SLP vectorisation (O1 and LLVM's fast instruction selection and register allocation for
+small kernels, see `levels`), one MCJIT engine per process owning a target machine of its own
 (llvmlite's engine takes ownership of its machine: sharing one crashed the process), and
 every kernel module added to it as object code. Symbols are suffixed with the module's
 cache key (a hash of its IR text and the target), so kernels of the same name never clash in
@@ -88,6 +89,15 @@ def _fail_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
 SMALL_KERNEL_ELEMENTS = 4096
 
 
+def levels(size: float, opt: int) -> tuple[int, int]:
+    """LLVM's optimisation and code generation levels for code over `size` elements (its
+    static size, infinity if unknown), `opt` for large code. Small code cannot pay back
+    vectorisation (O1) nor good register allocation: code generation at O0 (fast
+    instruction selection and register allocation) emitted the MLP training step's small
+    kernels 5-7x faster, at a cost of nanoseconds per call."""
+    return (min(opt, 1), 0) if size < SMALL_KERNEL_ELEMENTS else (opt, 3)
+
+
 def _static_size(kernel: Kernel) -> float:
     """Elements the kernel iterates over when its types fix them all, else infinity."""
     size = 1
@@ -137,22 +147,24 @@ class CPUTarget:
 
     def compile_many(self, kernels: list[Kernel | FuncOp]) -> list[CompiledKernel]:
         """JIT-compile several kernels: small static kernels (where vectorised loops cannot
-        pay back LLVM's O3 time) in one module at O1, the others in one module at `opt`;
-        one optimisation and code generation run per module, not per kernel."""
+        pay back LLVM's O3 time) in one module at O1 with fast code generation (`levels`),
+        the others in one module at `opt`; one optimisation and code generation run per
+        module, not per kernel."""
         kernels = [k if isinstance(k, Kernel) else analyse(k) for k in kernels]
-        levels = [min(self.opt, 1) if _static_size(k) < SMALL_KERNEL_ELEMENTS else self.opt
-                  for k in kernels]
+        chosen_levels = [levels(_static_size(k), self.opt) for k in kernels]
         compiled: dict[int, CompiledKernel] = {}
-        for level in sorted(set(levels)):
-            indices = [i for i, lv in enumerate(levels) if lv == level]
+        for level in sorted(set(chosen_levels)):
+            indices = [i for i, lv in enumerate(chosen_levels) if lv == level]
             chosen = [kernels[i] for i in indices]
-            for i, kernel in zip(indices, self._compile_module(chosen, level),
+            for i, kernel in zip(indices, self._compile_module(chosen, *level),
                                  strict=True):
                 compiled[i] = kernel
         return [compiled[i] for i in range(len(kernels))]
 
-    def _compile_module(self, kernels: list[Kernel], level: int) -> list[CompiledKernel]:
-        """Compile `kernels` as one LLVM module optimised at `level`."""
+    def _compile_module(self, kernels: list[Kernel], level: int,
+                        codegen: int) -> list[CompiledKernel]:
+        """Compile `kernels` as one LLVM module optimised at `level`, its machine code
+        generated at `codegen`."""
         if not kernels:
             return []
         jit = _jit()
@@ -169,11 +181,11 @@ class CPUTarget:
             symbols.append(symbol)
         # -- compilation cache: name the symbols by the module's key, reuse its object code
         text = str(module)
-        entry = cache.key(text, level, jit.target_id)
+        entry = cache.key(text, level, jit.target_id, codegen)
         text = text.replace(cache.PLACEHOLDER, entry[:16])
         symbols = [s.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols]
         names = [f"{s}.py" for s in symbols] if self.py_entries else []
-        addresses = jit.add(text, level, symbols + names, entry)
+        addresses = jit.add(text, level, symbols + names, entry, codegen)
         compiled = []
         for kernel, symbol in zip(kernels, symbols, strict=True):
             raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
@@ -259,18 +271,20 @@ class _JIT:
         # The engine owns the machine it is given: never reuse one (FACTS: segfault).
         self.engine = llvm.create_mcjit_compiler(backing, self._new_machine(jit=True))
         self.lock = threading.Lock()
-        # Emits the object code the engine loads (and the disk cache keeps): JIT settings
-        # (LLVM's large code model on x86-64), but not the engine's own machine.
-        self.object_machine = self._new_machine(jit=True)
+        # Emit the object code the engine loads (and the disk cache keeps), one per code
+        # generation level: JIT settings (LLVM's large code model on x86-64), but not the
+        # engine's own machine.
+        self.object_machines = {level: self._new_machine(jit=True, codegen=level)
+                                for level in (0, 3)}
         self.target_id = f"{llvm.get_process_triple()} {self.cpu_name} {self.features}"
         self.loaded: set[str] = set()
         self.layout_ok = array_layout_matches()
         self.has_f16c = "+f16c" in self.features.split(",")
 
-    def _new_machine(self, jit: bool = False) -> llvm.TargetMachine:
+    def _new_machine(self, jit: bool = False, codegen: int = 3) -> llvm.TargetMachine:
         return self.target.create_target_machine(
-            cpu=self.cpu_name, features=self.features, opt=3, codemodel="jitdefault", jit=jit
-        )
+            cpu=self.cpu_name, features=self.features, opt=codegen, codemodel="jitdefault",
+            jit=jit)
 
     def optimize(self, text: str, level: int) -> llvm.ModuleRef:
         module = llvm.parse_assembly(text)
@@ -284,15 +298,18 @@ class _JIT:
         builder.getModulePassManager().run(module, builder)
         return module
 
-    def add(self, text: str, level: int, symbols: list[str], entry: str) -> dict[str, int]:
-        """Link the module's object code (cached under `entry`, else compiled) once."""
+    def add(self, text: str, level: int, symbols: list[str], entry: str,
+            codegen: int = 3) -> dict[str, int]:
+        """Link the module's object code (cached under `entry`, else optimised at `level`
+        and generated at `codegen`, 0 or 3) once."""
         if " half" in text and not self.has_f16c:
             raise NotImplementedError("float16 kernels need a CPU with F16C on this JIT")
         with self.lock:
             if entry not in self.loaded:
                 code = cache.load(entry) if cache.enabled() else None
                 if code is None:
-                    code = self.object_machine.emit_object(self.optimize(text, level))
+                    code = self.object_machines[codegen].emit_object(
+                        self.optimize(text, level))
                     if cache.enabled():
                         cache.store(entry, code)
                 self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))

@@ -26,7 +26,9 @@ Compilation: every lowered op of a module goes in one LLVM module (one optimisat
 code generation run), named by its compilation-cache key as kernel modules are. Measured
 on ten ops of every family: about 45 ms for one op, 0.34 s for ten at O1, 0.48 s at O2,
 0.45 s at O3; but at O1 a row max over 1000x1000 float32 ran 20x slower (not vectorised)
-and a leading-axis sum 2x slower than at O2, while O3 ran no faster than O2. Hence O2.
+and a leading-axis sum 2x slower than at O2, while O3 ran no faster than O2. Hence O2, and
+O1 with fast code generation for ops of under `cpu.SMALL_KERNEL_ELEMENTS` elements (their
+own module), whose loops are too short for vectorising to pay back LLVM's time.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 
 from stageflow.codegen import cache, matmul, movement, random_bits, reduction  # noqa: F401
-from stageflow.codegen.cpu import _DATA, _DIMS, _FLAGS, _NDIM, _jit, _load_at
+from stageflow.codegen.cpu import _DATA, _DIMS, _FLAGS, _NDIM, _jit, _load_at, levels
 from stageflow.codegen.emitter import I32, I64, storage_type
 from stageflow.codegen.op_builder import RULES, Lowering, OpBuilder, Operand, OpSpec, i64
 from stageflow.frontend.primitives.base import REGISTRY, ShapedType
@@ -253,48 +255,62 @@ class CompiledOp:
         return int(self._raw(data, dims, strides))
 
 
+def _static_size(spec: OpSpec) -> float:
+    """The most elements an operand or result of the op holds, infinity if a dim is unknown."""
+    size = 0.0
+    for ty in spec.inputs + spec.outputs:
+        if None in ty.shape:
+            return float("inf")
+        size = max(size, float(np.prod(ty.shape, dtype=np.int64)))
+    return size
+
+
 def compile_ops(specs: Sequence[OpSpec], py_entries: bool = True) -> list[CompiledOp | None]:
-    """Compile the ops that have a lowering in one LLVM module; None for the others.
-    Without `py_entries` (ops only compiled code calls) there is no ``NAME.py`` to compile,
-    and Python calls take the slower ctypes path."""
+    """Compile the ops that have a lowering, one LLVM module per pair of levels
+    (`cpu.levels` by the op's static size: small ops at O1 with fast code generation, the
+    others at `OPT_LEVEL`); None for the others. Without `py_entries` (ops only compiled
+    code calls) there is no ``NAME.py`` to compile, and Python calls take the slower ctypes
+    path."""
+    groups: dict[tuple[int, int], dict[tuple, tuple[OpSpec, Lowering]]] = {}
+    for spec in specs:
+        lowering = rule_for(spec)
+        if lowering is not None:
+            group = groups.setdefault(levels(_static_size(spec), OPT_LEVEL), {})
+            group.setdefault(spec.key, (spec, lowering))
+    compiled: dict[tuple, CompiledOp] = {}
+    for (level, codegen), group in sorted(groups.items()):
+        compiled.update(_compile_module(list(group.values()), py_entries, level, codegen))
+    return [compiled.get(spec.key) for spec in specs]
+
+
+def _compile_module(ops: list[tuple[OpSpec, Lowering]], py_entries: bool, level: int,
+                    codegen: int) -> dict[tuple, CompiledOp]:
+    """Compile distinct ops as one LLVM module; spec key -> compiled op."""
     jit = _jit()
     module = ir.Module(name="ops")
     module.triple = llvm.get_process_triple()
-    symbols: dict[tuple, str] = {}
-    lowered: list[tuple[OpSpec, str] | None] = []
-    for spec in specs:
-        if spec.key not in symbols:
-            lowering = rule_for(spec)
-            if lowering is None:
-                lowered.append(None)
-                continue
-            symbol = f"{spec.name}.op{len(symbols)}.{cache.PLACEHOLDER}"
-            _raw_entry(module, spec, lowering, symbol)
-            if py_entries:
-                _py_entry(module, spec, module.get_global(symbol), symbol)
-            symbols[spec.key] = symbol
-        lowered.append((spec, symbols[spec.key]))
-    if not symbols:
-        return [None] * len(specs)
+    symbols = []
+    for index, (spec, lowering) in enumerate(ops):
+        symbol = f"{spec.name}.op{index}.{cache.PLACEHOLDER}"
+        _raw_entry(module, spec, lowering, symbol)
+        if py_entries:
+            _py_entry(module, spec, module.get_global(symbol), symbol)
+        symbols.append(symbol)
     # Symbols are named by the module's cache key, as kernels' are (see `cpu`).
     text = str(module)
-    entry = cache.key(text, OPT_LEVEL, jit.target_id)
+    entry = cache.key(text, level, jit.target_id, codegen)
     text = text.replace(cache.PLACEHOLDER, entry[:16])
-    names = [n.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols.values()
-             for n in ((s, f"{s}.py") if py_entries else (s,))]
-    addresses = jit.add(text, OPT_LEVEL, names, entry)
-    result: list[CompiledOp | None] = []
-    for item in lowered:
-        if item is None:
-            result.append(None)
-            continue
-        spec, symbol = item[0], item[1].replace(cache.PLACEHOLDER, entry[:16])
-        pointer = ctypes.c_void_p
+    symbols = [s.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols]
+    names = [n for s in symbols for n in ((s, f"{s}.py") if py_entries else (s,))]
+    addresses = jit.add(text, level, names, entry, codegen)
+    result = {}
+    pointer = ctypes.c_void_p
+    for (spec, _), symbol in zip(ops, symbols, strict=True):
         raw = ctypes.CFUNCTYPE(ctypes.c_int32, pointer, pointer, pointer)(addresses[symbol])
         n = len(spec.inputs) + len(spec.outputs)
         py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
             addresses[f"{symbol}.py"]) if jit.layout_ok and py_entries else None)
-        result.append(CompiledOp(spec, raw, py, text, symbol))
+        result[spec.key] = CompiledOp(spec, raw, py, text, symbol)
     return result
 
 

@@ -32,7 +32,10 @@ from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
 
-OPT_LEVEL = 2  # the program is calls and dims arithmetic; its kernels are compiled already
+# The program is calls and dims arithmetic, its kernels and ops compiled already: O1 and
+# LLVM's fast code generation emitted an MLP training step's program in a quarter of the
+# time of O2 with full code generation, and ran it no slower.
+OPT_LEVEL, CODEGEN_LEVEL = 1, 0
 # The step plan splits kernels from `MIN_PARALLEL_ELEMENTS` on, but a split costs a thread
 # hop and the plan a Python step per op: measured on two cores, `a - 0.01 * b` of float32
 # ran in 69 us as a program and 181 us split at 784x256, 948 and 735 us at 2048x1024; an
@@ -166,10 +169,11 @@ def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict
                              symbol)
     builder.build()
     text = str(module)
-    entry = cache.key(text, OPT_LEVEL, jit.target_id)
+    entry = cache.key(text, OPT_LEVEL, jit.target_id, CODEGEN_LEVEL)
     text = text.replace(cache.PLACEHOLDER, entry[:16])
     symbol = symbol.replace(cache.PLACEHOLDER, entry[:16])
-    addresses = jit.add(text, OPT_LEVEL, [f"{symbol}.py", f"{symbol}.shapes"], entry)
+    addresses = jit.add(text, OPT_LEVEL, [f"{symbol}.py", f"{symbol}.shapes"], entry,
+                        CODEGEN_LEVEL)
     signature = builder.signature
     count = len(signature.inputs) + len(signature.outputs) + len(signature.assigned)
     py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * count)(

@@ -1,0 +1,40 @@
+"""Optimisation and code generation levels chosen by static size: small kernels and ops
+compile at O1 with LLVM's fast code generation, in modules of their own, and compute what
+the large ones do."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stageflow.codegen import cache
+from stageflow.codegen.cpu import SMALL_KERNEL_ELEMENTS, levels
+from stageflow.codegen.op_builder import OpSpec
+from stageflow.codegen.structured import OPT_LEVEL, compile_ops
+from stageflow.frontend.primitives.base import ShapedType
+
+
+def test_levels_by_size() -> None:
+    assert levels(16, 3) == (1, 0)
+    assert levels(SMALL_KERNEL_ELEMENTS - 1, 2) == (1, 0)
+    assert levels(SMALL_KERNEL_ELEMENTS, 3) == (3, 3)
+    assert levels(float("inf"), OPT_LEVEL) == (OPT_LEVEL, 3)
+
+
+def test_code_generation_level_is_part_of_the_cache_key() -> None:
+    assert cache.key("ir", 1, "cpu a", 0) != cache.key("ir", 1, "cpu a", 3)
+
+
+def _row_sum(rows: int, cols: int) -> OpSpec:
+    return OpSpec("reduce_sum", (ShapedType((rows, cols), np.dtype(np.float32)),),
+                  (ShapedType((rows,), np.dtype(np.float32)),), {"axes": (1,), "keepdims": False})
+
+
+def test_small_and_large_ops_compile_in_separate_modules_and_agree() -> None:
+    small, large = _row_sum(4, 8), _row_sum(128, 64)
+    compiled_small, compiled_large = compile_ops([small, large])
+    assert compiled_small is not None and compiled_large is not None
+    assert compiled_small.llvm_ir != compiled_large.llvm_ir
+    rng = np.random.default_rng(0)
+    for op, shape in ((compiled_small, (4, 8)), (compiled_large, (128, 64))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(op(x), x.sum(axis=1), rtol=1e-5, atol=1e-5)
