@@ -31,6 +31,8 @@ def _axis(op: str, axis: int, ndim: int) -> int:
 
 def reshape_to(x: Tensor, shape: Sequence[int | None]) -> Tensor:
     """Reshape to `shape`, in which one unknown dim (None) may stand for "the rest"."""
+    if tuple(shape) == tuple(x.shape):  # x[...], a squeeze of nothing: any unknown dims
+        return x
     unknown = sum(1 for d in shape if d is None)
     if unknown > 1:
         raise _fail("reshape", f"cannot infer more than one unknown dim of {tuple(shape)}")
