@@ -152,22 +152,32 @@ class CPUTarget:
         module, not per kernel."""
         kernels = [k if isinstance(k, Kernel) else analyse(k) for k in kernels]
         chosen_levels = [levels(_static_size(k), self.opt) for k in kernels]
+        groups = [[i for i, lv in enumerate(chosen_levels) if lv == level]
+                  for level in sorted(set(chosen_levels))]
+        jit = _jit()
+        built = [self._module([kernels[i] for i in group], *chosen_levels[group[0]])
+                 for group in groups]
+        names = [n for job, symbols in built for s in symbols
+                 for n in ((s, f"{s}.py") if self.py_entries else (s,))]
+        addresses = jit.link([job for job, _ in built], names)
         compiled: dict[int, CompiledKernel] = {}
-        for level in sorted(set(chosen_levels)):
-            indices = [i for i, lv in enumerate(chosen_levels) if lv == level]
-            chosen = [kernels[i] for i in indices]
-            for i, kernel in zip(indices, self._compile_module(chosen, *level),
-                                 strict=True):
-                compiled[i] = kernel
+        for group, (job, symbols) in zip(groups, built, strict=True):
+            for i, symbol in zip(group, symbols, strict=True):
+                kernel = kernels[i]
+                raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
+                    addresses[symbol])
+                py = None
+                if jit.layout_ok and self.py_entries:
+                    py = ctypes.CFUNCTYPE(ctypes.c_int32,
+                                          *[ctypes.py_object] * len(kernel.args))(
+                        addresses[f"{symbol}.py"])
+                compiled[i] = CompiledKernel(kernel, raw, py, llvm_ir=job.text, symbol=symbol)
         return [compiled[i] for i in range(len(kernels))]
 
-    def _compile_module(self, kernels: list[Kernel], level: int,
-                        codegen: int) -> list[CompiledKernel]:
-        """Compile `kernels` as one LLVM module optimised at `level`, its machine code
-        generated at `codegen`."""
-        if not kernels:
-            return []
-        jit = _jit()
+    def _module(self, kernels: list[Kernel], level: int,
+                codegen: int) -> tuple[ModuleJob, list[str]]:
+        """`kernels` as one LLVM module to optimise at `level` and generate at `codegen`,
+        and the kernels' symbols."""
         module = ir.Module(name=kernels[0].name)
         module.triple = llvm.get_process_triple()
         symbols = []
@@ -179,23 +189,31 @@ class CPUTarget:
             if self.py_entries:
                 _py_entry(module, kernel, symbol, raw)
             symbols.append(symbol)
-        # -- compilation cache: name the symbols by the module's key, reuse its object code
+        job = ModuleJob.of(module, level, codegen)
+        return job, [job.name(s) for s in symbols]
+
+
+@dataclass(frozen=True)
+class ModuleJob:
+    """An LLVM module to link: its IR text, the levels it is compiled at, and its
+    compilation-cache entry. Symbols in the module carry `cache.PLACEHOLDER`, replaced in
+    `text` by the start of the entry: kernels of the same name never clash in the engine,
+    and the same module gets the same symbols in every process, so cached code links."""
+
+    text: str
+    level: int
+    codegen: int
+    entry: str
+
+    @classmethod
+    def of(cls, module: ir.Module, level: int, codegen: int) -> ModuleJob:
         text = str(module)
-        entry = cache.key(text, level, jit.target_id, codegen)
-        text = text.replace(cache.PLACEHOLDER, entry[:16])
-        symbols = [s.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols]
-        names = [f"{s}.py" for s in symbols] if self.py_entries else []
-        addresses = jit.add(text, level, symbols + names, entry, codegen)
-        compiled = []
-        for kernel, symbol in zip(kernels, symbols, strict=True):
-            raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
-                addresses[symbol])
-            py = None
-            if jit.layout_ok and self.py_entries:
-                py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * len(kernel.args))(
-                    addresses[f"{symbol}.py"])
-            compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=text, symbol=symbol))
-        return compiled
+        entry = cache.key(text, level, _jit().target_id, codegen)
+        return cls(text.replace(cache.PLACEHOLDER, entry[:16]), level, codegen, entry)
+
+    def name(self, symbol: str) -> str:
+        """`symbol` as this module defines it (its placeholder replaced)."""
+        return symbol.replace(cache.PLACEHOLDER, self.entry[:16])
 
 
 def _raw_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Function,
@@ -298,23 +316,27 @@ class _JIT:
         builder.getModulePassManager().run(module, builder)
         return module
 
-    def add(self, text: str, level: int, symbols: list[str], entry: str,
-            codegen: int = 3) -> dict[str, int]:
-        """Link the module's object code (cached under `entry`, else optimised at `level`
-        and generated at `codegen`, 0 or 3) once."""
-        if " half" in text and not self.has_f16c:
+    def link(self, jobs: list[ModuleJob], symbols: list[str]) -> dict[str, int]:
+        """Link each module's object code once (from the cache, else compiled), finalising
+        the engine once for them all; the addresses of `symbols`."""
+        if not self.has_f16c and any(" half" in job.text for job in jobs):
             raise NotImplementedError("float16 kernels need a CPU with F16C on this JIT")
         with self.lock:
-            if entry not in self.loaded:
-                code = cache.load(entry) if cache.enabled() else None
+            added = False
+            for job in jobs:
+                if job.entry in self.loaded:
+                    continue
+                code = cache.load(job.entry) if cache.enabled() else None
                 if code is None:
-                    code = self.object_machines[codegen].emit_object(
-                        self.optimize(text, level))
+                    code = self.object_machines[job.codegen].emit_object(
+                        self.optimize(job.text, job.level))
                     if cache.enabled():
-                        cache.store(entry, code)
+                        cache.store(job.entry, code)
                 self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+                self.loaded.add(job.entry)
+                added = True
+            if added:
                 self.engine.finalize_object()
-                self.loaded.add(entry)
             return {s: self.engine.get_function_address(s) for s in symbols}
 
 

@@ -44,7 +44,16 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 
 from stageflow.codegen import cache, matmul, movement, random_bits, reduction  # noqa: F401
-from stageflow.codegen.cpu import _DATA, _DIMS, _FLAGS, _NDIM, _jit, _load_at, levels
+from stageflow.codegen.cpu import (
+    _DATA,
+    _DIMS,
+    _FLAGS,
+    _NDIM,
+    ModuleJob,
+    _jit,
+    _load_at,
+    levels,
+)
 from stageflow.codegen.emitter import I32, I64, storage_type
 from stageflow.codegen.op_builder import RULES, Lowering, OpBuilder, Operand, OpSpec, i64
 from stageflow.frontend.primitives.base import REGISTRY, ShapedType
@@ -277,16 +286,27 @@ def compile_ops(specs: Sequence[OpSpec], py_entries: bool = True) -> list[Compil
         if lowering is not None:
             group = groups.setdefault(levels(_static_size(spec), OPT_LEVEL), {})
             group.setdefault(spec.key, (spec, lowering))
+    built = [_module(list(group.values()), py_entries, level, codegen)
+             for (level, codegen), group in sorted(groups.items())]
+    jit = _jit()
+    names = [n for _, symbols in built for s in symbols
+             for n in ((s, f"{s}.py") if py_entries else (s,))]
+    addresses = jit.link([job for job, _ in built], names)
     compiled: dict[tuple, CompiledOp] = {}
-    for (level, codegen), group in sorted(groups.items()):
-        compiled.update(_compile_module(list(group.values()), py_entries, level, codegen))
+    pointer = ctypes.c_void_p
+    for group, (job, symbols) in zip(sorted(groups.items()), built, strict=True):
+        for (spec, _), symbol in zip(group[1].values(), symbols, strict=True):
+            raw = ctypes.CFUNCTYPE(ctypes.c_int32, pointer, pointer, pointer)(addresses[symbol])
+            n = len(spec.inputs) + len(spec.outputs)
+            py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
+                addresses[f"{symbol}.py"]) if jit.layout_ok and py_entries else None)
+            compiled[spec.key] = CompiledOp(spec, raw, py, job.text, symbol)
     return [compiled.get(spec.key) for spec in specs]
 
 
-def _compile_module(ops: list[tuple[OpSpec, Lowering]], py_entries: bool, level: int,
-                    codegen: int) -> dict[tuple, CompiledOp]:
-    """Compile distinct ops as one LLVM module; spec key -> compiled op."""
-    jit = _jit()
+def _module(ops: list[tuple[OpSpec, Lowering]], py_entries: bool, level: int,
+            codegen: int) -> tuple[ModuleJob, list[str]]:
+    """Distinct ops as one LLVM module to compile at the levels given; their symbols."""
     module = ir.Module(name="ops")
     module.triple = llvm.get_process_triple()
     symbols = []
@@ -296,22 +316,8 @@ def _compile_module(ops: list[tuple[OpSpec, Lowering]], py_entries: bool, level:
         if py_entries:
             _py_entry(module, spec, module.get_global(symbol), symbol)
         symbols.append(symbol)
-    # Symbols are named by the module's cache key, as kernels' are (see `cpu`).
-    text = str(module)
-    entry = cache.key(text, level, jit.target_id, codegen)
-    text = text.replace(cache.PLACEHOLDER, entry[:16])
-    symbols = [s.replace(cache.PLACEHOLDER, entry[:16]) for s in symbols]
-    names = [n for s in symbols for n in ((s, f"{s}.py") if py_entries else (s,))]
-    addresses = jit.add(text, level, names, entry, codegen)
-    result = {}
-    pointer = ctypes.c_void_p
-    for (spec, _), symbol in zip(ops, symbols, strict=True):
-        raw = ctypes.CFUNCTYPE(ctypes.c_int32, pointer, pointer, pointer)(addresses[symbol])
-        n = len(spec.inputs) + len(spec.outputs)
-        py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
-            addresses[f"{symbol}.py"]) if jit.layout_ok and py_entries else None)
-        result[spec.key] = CompiledOp(spec, raw, py, text, symbol)
-    return result
+    job = ModuleJob.of(module, level, codegen)
+    return job, [job.name(s) for s in symbols]
 
 
 def module_text(specs: Sequence[OpSpec]) -> str:

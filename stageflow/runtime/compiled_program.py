@@ -24,7 +24,7 @@ from llvmlite import ir
 from xdsl.dialects.func import FuncOp
 
 from stageflow.codegen import cache
-from stageflow.codegen.cpu import _jit
+from stageflow.codegen.cpu import ModuleJob, _jit
 from stageflow.codegen.emitter import I32
 from stageflow.codegen.program import ProgramBuilder, ProgramSignature, supported
 from stageflow.ir.dialect import SfOp
@@ -168,19 +168,16 @@ def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict
                              lambda op: declare(op_symbol(op), 3) if op_symbol(op) else None,
                              symbol)
     builder.build()
-    text = str(module)
-    entry = cache.key(text, OPT_LEVEL, jit.target_id, CODEGEN_LEVEL)
-    text = text.replace(cache.PLACEHOLDER, entry[:16])
-    symbol = symbol.replace(cache.PLACEHOLDER, entry[:16])
-    addresses = jit.add(text, OPT_LEVEL, [f"{symbol}.py", f"{symbol}.shapes"], entry,
-                        CODEGEN_LEVEL)
+    job = ModuleJob.of(module, OPT_LEVEL, CODEGEN_LEVEL)
+    symbol = job.name(symbol)
+    addresses = jit.link([job], [f"{symbol}.py", f"{symbol}.shapes"])
     signature = builder.signature
     count = len(signature.inputs) + len(signature.outputs) + len(signature.assigned)
     py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * count)(
         addresses[f"{symbol}.py"])
     shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
         addresses[f"{symbol}.shapes"])
-    return CompiledProgram(signature, py, shapes, fallback, text)
+    return CompiledProgram(signature, py, shapes, fallback, job.text)
 
 
 def _kernel_callees(function: FuncOp) -> list[str]:
