@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from stageflow.runtime.buffer_pool import POOL
+
 MIN_PARALLEL_ELEMENTS = 1 << 17
 
 _pool: ThreadPoolExecutor | None = None
@@ -50,7 +52,7 @@ class RowParallelKernel:
                 or not all(type(a) is np.ndarray and a.flags.c_contiguous
                            and a.shape == first.shape for a in arrays)):
             return self.compiled(*arrays)
-        outputs = [np.empty(first.shape, dtype) for dtype in self.output_dtypes]
+        outputs = [POOL.empty(first.shape, dtype) for dtype in self.output_dtypes]
         everything = list(arrays) + outputs
         rows = first.shape[0]
         bounds = [rows * i // n_workers for i in range(n_workers + 1)]
