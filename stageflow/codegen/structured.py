@@ -27,8 +27,8 @@ code generation run), named by its compilation-cache key as kernel modules are. 
 on ten ops of every family: about 45 ms for one op, 0.34 s for ten at O1, 0.48 s at O2,
 0.45 s at O3; but at O1 a row max over 1000x1000 float32 ran 20x slower (not vectorised)
 and a leading-axis sum 2x slower than at O2, while O3 ran no faster than O2. Hence O2, and
-O1 with fast code generation for ops of under `cpu.SMALL_KERNEL_ELEMENTS` elements (their
-own module), whose loops are too short for vectorising to pay back LLVM's time.
+for small and tiny ops, whose loops are too short to pay back LLVM's time, the kernels'
+lower levels (`cpu.levels`, a module per pair of levels).
 """
 
 from __future__ import annotations
@@ -276,10 +276,9 @@ def _static_size(spec: OpSpec) -> float:
 
 def compile_ops(specs: Sequence[OpSpec], py_entries: bool = True) -> list[CompiledOp | None]:
     """Compile the ops that have a lowering, one LLVM module per pair of levels
-    (`cpu.levels` by the op's static size: small ops at O1 with fast code generation, the
-    others at `OPT_LEVEL`); None for the others. Without `py_entries` (ops only compiled
-    code calls) there is no ``NAME.py`` to compile, and Python calls take the slower ctypes
-    path."""
+    (`cpu.levels` by the op's static size, `OPT_LEVEL` for large ops); None for the
+    others. Without `py_entries` (ops only compiled code calls) there is no ``NAME.py`` to
+    compile, and Python calls take the slower ctypes path."""
     groups: dict[tuple[int, int], dict[tuple, tuple[OpSpec, Lowering]]] = {}
     for spec in specs:
         lowering = rule_for(spec)
