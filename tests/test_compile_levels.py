@@ -14,8 +14,8 @@ from stageflow.frontend.primitives.base import ShapedType
 
 
 def test_levels_by_size() -> None:
-    assert levels(16, 3) == (0, 0)
-    assert levels(TINY_KERNEL_ELEMENTS - 1, 3) == (0, 0)
+    assert levels(16, 3) == (0, 3)
+    assert levels(TINY_KERNEL_ELEMENTS - 1, 3) == (0, 3)
     assert levels(TINY_KERNEL_ELEMENTS, 3) == (1, 3)
     assert levels(SMALL_KERNEL_ELEMENTS - 1, 2) == (1, 3)
     assert levels(SMALL_KERNEL_ELEMENTS, 3) == (3, 3)

@@ -93,14 +93,14 @@ TINY_KERNEL_ELEMENTS = 1024
 def levels(size: float, opt: int) -> tuple[int, int]:
     """LLVM's optimisation and code generation levels for code over `size` elements (its
     static size, infinity if unknown), `opt` for large code. Small code cannot pay back
-    vectorisation (O1 from `SMALL_KERNEL_ELEMENTS` down). Tiny code cannot pay back LLVM's
-    loop optimisations nor good register allocation either: the cleanup pipeline
-    (`_JIT.optimize` at 0) and code generation at O0 (fast instruction selection and
-    register allocation) compiled the MLP training step's tiny kernels ~8x faster than O1
-    with full code generation; the price, measured on a kernel of exp, tanh and five
-    arithmetic ops over 1024 float32: 21.9 instead of 17.0 us per call."""
+    vectorisation (O1 from `SMALL_KERNEL_ELEMENTS` down), tiny code not even LLVM's loop
+    optimisations: the cleanup pipeline (`_JIT.optimize` at 0) optimised the MLP training
+    step's tiny kernels ~10x faster than O1, and HMC over 16 chains sampled as fast. Code
+    generation stays at O3: at O0 (fast instruction selection and register allocation)
+    emission was 5x faster, but HMC sampled 15% slower and a 1024-element kernel of exp,
+    tanh and five arithmetic ops took 21.9 instead of 17.0 us per call."""
     if size < TINY_KERNEL_ELEMENTS:
-        return 0, 0
+        return 0, 3
     return (min(opt, 1), 3) if size < SMALL_KERNEL_ELEMENTS else (opt, 3)
 
 
@@ -311,14 +311,16 @@ class _JIT:
 
     def optimize(self, text: str, level: int) -> llvm.ModuleRef:
         """The module parsed and optimised at `level`: LLVM's O1-O3 pipelines, or at 0 a
-        cleanup of the builders' code only (SROA, instcombine, simplifycfg), which cost
-        about a twentieth of O1's time on small kernels and left code of about O1's size."""
+        cleanup of the builders' code only (inlining the ``alwaysinline`` helpers, SROA,
+        instcombine, simplifycfg), which took about a twentieth of O1's time on tiny
+        kernels and left code of about O1's size."""
         module = llvm.parse_assembly(text)
         module.triple = llvm.get_process_triple()
         module.data_layout = str(self.machine.target_data)
         module.verify()
         if level == 0:
             manager = llvm.create_new_module_pass_manager()
+            manager.add_always_inliner_pass()
             manager.add_sroa_pass()
             manager.add_instruction_combine_pass()
             manager.add_simplify_cfg_pass()
