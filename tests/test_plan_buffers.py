@@ -23,6 +23,12 @@ func.func @add_kernel(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x4xf3
   %e = sf.add %x, %y : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   func.return %e : tensor<4x4xf32>
 }
+func.func @scale_both(%x: tensor<4x4xf32>, %r: tensor<4x1xf32>)
+    -> (tensor<4x4xf32>, tensor<4x1xf32>) attributes {sf.kernel} {
+  %e = sf.exp %x : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n = sf.negative %r : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  func.return %e, %n : tensor<4x4xf32>, tensor<4x1xf32>
+}
 func.func @row_kernel(%x: tensor<4x4xf32>, %y: tensor<4x1xf32>) -> tensor<4x4xf32>
     attributes {sf.kernel} {
   %e = sf.add %x, %y : (tensor<4x4xf32>, tensor<4x1xf32>) -> tensor<4x4xf32>
@@ -82,6 +88,19 @@ def test_no_in_place_into_arguments_live_values_broadcasts_or_results() -> None:
     assert attrs(function, IN_PLACE_ATTR) == {"c": (0,), "d": (0,)}
     assert attrs(function, BUFFER_ATTR) == {"a": 0, "b": 1, "c": 0, "r": 2, "d": 0}
     assert figures(function) == (64 + 64 + 16, 128)
+
+
+def test_no_in_place_for_a_result_smaller_than_the_iteration_space() -> None:
+    """The 4x1 result is written once per column of the 4x4 iteration space: in place, its
+    second write would read an operand the first already overwrote."""
+    function = planned(f"""
+  %a = sf.call %x {{callee = @exp_kernel}} : ({T}) -> {T}
+  %r = sf.reduce_sum %a {{axes = [1], keepdims = true}} : ({T}) -> tensor<4x1xf32>
+  %b, %n = sf.call %a, %r {{callee = @scale_both}} : ({T}, tensor<4x1xf32>)
+      -> ({T}, tensor<4x1xf32>)
+  %c = sf.call %b, %n {{callee = @row_kernel}} : ({T}, tensor<4x1xf32>) -> {T}
+  func.return %c : {T}""")
+    assert attrs(function, IN_PLACE_ATTR)["b"] == (0, -1)
 
 
 def test_views_keep_their_buffer_live_and_reuse_is_best_fit() -> None:

@@ -145,16 +145,19 @@ def _in_place(op: Operation, index: int, allocations: dict[SSAValue, Allocation]
 
     An operand qualifies if it is the allocation's own value (not a view), a temporary that
     surely owns new memory, of exactly the result's static type, read by no later op and by
-    no other operand of this call. The kernel reads each element of it before writing the
-    same element of the result, so the overwrite is safe.
+    no other operand of this call, and the result spans the kernel's whole iteration space
+    (a result smaller than it, broadcast inside the kernel, is written again and again
+    while the operand is still being read). The kernel reads each element of the operand
+    before writing the same element of the result, so the overwrite is safe.
     """
     choices = []
     taken: set[int] = set()
     operand_allocations = [allocations[v] for v in op.operands]
+    space = _iteration_space(op)
     for result in op.results:
         mine = allocations[result]
         choice = -1
-        if mine.temporary and mine.size is not None:
+        if mine.temporary and mine.size is not None and _shape(result) == space:
             for k, operand in enumerate(op.operands):
                 theirs = operand_allocations[k]
                 if (k not in taken and theirs.temporary and theirs.fresh
@@ -172,6 +175,21 @@ def _in_place(op: Operation, index: int, allocations: dict[SSAValue, Allocation]
                 allocations[value] = theirs
         choices.append(choice)
     return choices
+
+
+def _shape(value: SSAValue) -> tuple[int, ...] | None:
+    ty = value.type
+    if not isinstance(ty, TensorType) or not ty.has_static_shape():
+        return None
+    return tuple(ty.get_shape())
+
+
+def _iteration_space(op: Operation) -> tuple[int, ...] | None:
+    """The broadcast shape of a kernel call's operands and results (None if not static)."""
+    shapes = [_shape(v) for v in [*op.operands, *op.results]]
+    if any(shape is None for shape in shapes):
+        return None
+    return tuple(np.broadcast_shapes(*shapes))
 
 
 def _assign_buffers(temporaries: list[Allocation]) -> list[int | None]:
