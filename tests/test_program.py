@@ -67,6 +67,11 @@ def test_reads_after_writes_and_aliased_outputs():
 
     x = sf.constant(np.arange(3, dtype=np.float32))
     assert program_of(f, x) is not None
+    old_value = v._value
+    tensors = f(x)
+    assert tensors[0]._value is x._value  # returned arguments are not copied
+    assert tensors[3]._value is old_value  # nor variables read before any write
+    v.assign(np.ones(3, np.float32))
     results = [t.numpy() for t in f(x)]
     np.testing.assert_array_equal(results[0], [0, 1, 2])
     np.testing.assert_array_equal(results[1], [2, 3, 4])

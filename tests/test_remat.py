@@ -19,7 +19,7 @@ import stageflow as sf
 from stageflow import config
 from stageflow.ir.text import parse_module
 from stageflow.passes.min_cut import INFINITY, FlowNetwork
-from stageflow.passes.remat import choose_cut, residual_count
+from stageflow.passes.remat import MAX_DEPTH, choose_cut, residual_count
 from stageflow.passes.support import functions
 
 
@@ -84,6 +84,25 @@ def test_budget_bounds_the_recomputed_work(budget, saved, recomputed):
     assert [v.name_hint for v in cut.saved] == saved
     assert [op.name.removeprefix("sf.") for op in cut.recomputed] == recomputed
     assert residual_count(forward) == 2
+
+
+def test_long_recompute_chains_are_cut():
+    """Saving the narrow input and recomputing a long chain of wide values from it would be
+    the cheapest cut; a chain longer than MAX_DEPTH is cut by saving a value in it."""
+    n = 40
+    wide = "tensor<64x64xf32>"
+    body = "\n".join(f"  %w{i + 1} = sf.exp %w{i} : ({wide}) -> {wide}" for i in range(n))
+    forward = functions(parse_module(f"""
+func.func @f_forward(%x: tensor<64xf32>) -> ({wide}, {wide})
+    attributes {{sf.residuals = 1 : i64}} {{
+  %w0 = sf.broadcast_to %x {{shape = [64, 64]}} : (tensor<64xf32>) -> {wide}
+{body}
+  func.return %w{n}, %w{n} : {wide}, {wide}
+}}"""))["f_forward"]
+    ret = forward.body.block.last_op
+    cut = choose_cut(forward, [ret.operands[1]], budget=100.0)
+    assert [v.name_hint for v in cut.saved] != ["x"]  # the whole chain is not redone
+    assert len(cut.recomputed) <= MAX_DEPTH
 
 
 def deep_net(depth: int, width: int, seed: int = 0, dtype=np.float64):

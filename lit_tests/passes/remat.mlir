@@ -4,8 +4,8 @@
 
 // `remat` rewrites forward/backward pairs: the forward's last `sf.residuals` results are
 // what the backward (`sf.forward = @...`) reads as its first arguments. It saves a minimum
-// cut of them and recomputes the rest at the start of the backward, within a budget of
-// recomputed work (a fraction of the forward's; 0.5 by default).
+// cut of them and recomputes the rest in the backward, each op just before its first user,
+// within a budget of recomputed work (a fraction of the forward's; 0.5 by default).
 
 // Two residuals, one recomputable from the other: only `exp` is saved, `tanh` is redone.
 // CHECK-LABEL: func.func @chain_forward
@@ -40,16 +40,18 @@ func.func @chain_backward(%e: tensor<8xf32>, %t: tensor<8xf32>, %g: tensor<8xf32
 // CHECK:         func.return %y, %row
 // CHECK-LABEL: func.func @narrow_backward
 // CHECK-SAME:    (%row: tensor<64xf32>, %g: tensor<32x64xf32>)
-// CHECK-NEXT:    %wide = sf.broadcast_to %row {shape = [32, 64]}
 // CHECK-NEXT:    %two = sf.constant dense<2.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %wide = sf.broadcast_to %row {shape = [32, 64]}
 // CHECK-NEXT:    %a = sf.multiply %wide, %two
 // CHECK-NEXT:    %b = sf.negative %a
+// CHECK-NEXT:    %0 = sf.multiply %b, %g
 // CHECK-NEXT:    %c = sf.abs %a
 // DEFAULT-LABEL: func.func @narrow_forward
 // DEFAULT-SAME:    attributes {sf.residuals = 1 : i64}
 // DEFAULT:         func.return %y, %a
 // DEFAULT-LABEL: func.func @narrow_backward
 // DEFAULT-NEXT:    %b = sf.negative %a
+// DEFAULT-NEXT:    %0 = sf.multiply %b, %g
 // DEFAULT-NEXT:    %c = sf.abs %a
 func.func @narrow_forward(%row: tensor<64xf32>) -> (tensor<32x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>) attributes {sf.residuals = 3 : i64} {
   %wide = sf.broadcast_to %row {shape = [32, 64]} : (tensor<64xf32>) -> tensor<32x64xf32>
@@ -75,10 +77,12 @@ func.func @narrow_backward(%a: tensor<32x64xf32>, %b: tensor<32x64xf32>, %c: ten
 // CHECK:         func.return %s, %w, %h, %s
 // CHECK-LABEL: func.func @layer_backward
 // CHECK-SAME:    (%w: tensor<256x256xf32>, %h: tensor<?x256xf32>, %s: tensor<f32>, %g: tensor<?x256xf32>)
+// CHECK-NEXT:    %0 = sf.multiply %h, %g
 // CHECK-NEXT:    %u = sf.multiply %h, %h
 // CHECK-NOT:     sf.reduce_sum
 // CHECK-NOT:     sf.matmul %x
 // DEFAULT-LABEL: func.func @layer_backward
+// DEFAULT-NEXT:    %0 = sf.multiply %h, %g
 // DEFAULT-NEXT:    %u = sf.multiply %h, %h
 func.func @layer_forward(%x: tensor<?x256xf32>, %v: !sf.resource<tensor<256x256xf32>>) -> (tensor<f32>, tensor<256x256xf32>, tensor<?x256xf32>, tensor<?x256xf32>, tensor<f32>) attributes {sf.residuals = 4 : i64} {
   %w = sf.read_variable %v : (!sf.resource<tensor<256x256xf32>>) -> tensor<256x256xf32>

@@ -91,6 +91,9 @@ class ProgramSignature:
     resources: tuple[bool, ...]  # which arguments are variables
     outputs: tuple[ShapedType, ...]  # the returned values
     assigned: tuple[int, ...]  # the argument indices of the variables written, in order
+    # Per returned value: the argument whose array it is at the call's start (an argument,
+    # or a variable read before any write to it), else -1.
+    aliases: tuple[int, ...] = ()
 
     @property
     def state_outputs(self) -> tuple[ShapedType, ...]:
@@ -109,17 +112,25 @@ def signature_of(function: FuncOp) -> ProgramSignature:
     ret = block.last_op
     assert isinstance(ret, ReturnOp)
     assigned: list[int] = []
+    unwritten_reads: dict[SSAValue, int] = {}
     for op in block.ops:
         if isinstance(op, SfOp) and op.primitive.name == "assign_variable":
             index = args.index(op.operands[0])
             if index not in assigned:
                 assigned.append(index)
+        elif isinstance(op, SfOp) and op.primitive.name == "read_variable":
+            index = args.index(op.operands[0])
+            if index not in assigned:
+                unwritten_reads[op.results[0]] = index
+    aliases = tuple(args.index(v) if v in args else unwritten_reads.get(v, -1)
+                    for v in ret.operands)
     return ProgramSignature(
         function.sym_name.data,
         tuple(value_type(a) for a in args),
         tuple(isinstance(a.type, ResourceTensorType) for a in args),
         tuple(value_type(v) for v in ret.operands),
         tuple(sorted(assigned)),
+        aliases,
     )
 
 
@@ -149,8 +160,13 @@ class ProgramBuilder:
     """Emits the program of one function into an LLVM module."""
 
     def __init__(self, module: ir.Module, function: FuncOp, functions: dict[str, FuncOp],
-                 kernel_entry: KernelEntry, op_entry: OpEntry, symbol: str) -> None:
+                 kernel_entry: KernelEntry, op_entry: OpEntry, symbol: str,
+                 alias_outputs: bool = False) -> None:
         self.module, self.function, self.functions = module, function, functions
+        # With `alias_outputs`, returned values that are arguments' arrays (`aliases`) are
+        # not written: the caller hands back the argument itself (the JIT does, a C caller
+        # of an AOT library wants every output filled).
+        self.alias_outputs = alias_outputs
         self.kernel_entry, self.op_entry = kernel_entry, op_entry
         self.symbol = symbol
         self.signature = signature_of(function)
@@ -235,9 +251,16 @@ class ProgramBuilder:
         _Body(self, b, function, pointers, known, outputs, out_dims).emit()
         return function
 
+    def written_outputs(self) -> list[int]:
+        """The positions of the returned values the program writes."""
+        aliases = self.signature.aliases
+        return [i for i in range(len(self.signature.outputs))
+                if not (self.alias_outputs and aliases[i] >= 0)]
+
     def _py_entry(self, program: ir.Function) -> None:
         sig = self.signature
-        types = list(sig.inputs) + list(sig.outputs) + list(sig.state_outputs)
+        types = (list(sig.inputs) + [sig.outputs[i] for i in self.written_outputs()]
+                 + list(sig.state_outputs))
         n_inputs = len(sig.inputs)
         function = ir.Function(self.module, ir.FunctionType(I32, [_PTR] * len(types)),
                                f"{self.symbol}.py")
@@ -283,7 +306,8 @@ class _Body:
         block = builder.function.body.block
         self.args = list(block.args)
         self.ops = [op for op in block.ops if not isinstance(op, ReturnOp)]
-        self.returned = list(block.last_op.operands)
+        returned = list(block.last_op.operands)
+        self.returned = [returned[i] for i in builder.written_outputs()]  # what it writes
         self.storage: dict[SSAValue, ir.Value] = dict(zip(self.args, pointers, strict=True))
         self.status = b.alloca(I32, name="status")
         self.cleanup = function.append_basic_block("cleanup")

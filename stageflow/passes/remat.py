@@ -15,8 +15,9 @@ an op may recompute has infinite edges from its operands' ``out`` nodes to its `
 a value that may not be recomputed (a function argument, the result of a matmul, a
 reduction, a random op, a variable read, a call) hangs from the source; the residuals hang
 into the sink. A minimum cut crosses exactly the edges of the values to save; everything
-between the cut and the residuals is recomputed at the start of the backward function
-(where `cse` and `fuse` merge it into the backward's own kernels).
+between the cut and the residuals is recomputed in the backward function, each op just
+before its first user (where `fuse` merges it into the backward's own kernels). A chain of
+more than `MAX_DEPTH` recomputed ops is cut by saving a value in it.
 
 Recomputation has a cost, estimated per op from its result's element count (transcendental
 ops weigh more, a matmul by its multiply-adds): `budget` caps the recomputed work as a
@@ -49,6 +50,11 @@ RESIDUALS_ATTR = "sf.residuals"
 FORWARD_ATTR = "sf.forward"
 
 UNKNOWN_DIM = 128
+# The longest chain of ops the backward may recompute before a value it needs. A longer
+# chain (a residual stream through every layer) has to be recomputed in full before the
+# first layer's gradient, so all its values are live at once: the memory remat means to
+# save, spent again, and one kernel too large to vectorise well.
+MAX_DEPTH = 12
 # Shape ops cheap enough to redo; elementwise ops and constants are always candidates.
 _MOVEMENT = frozenset({"broadcast_to", "reshape", "transpose", "iota"})
 # Ops whose elements cost several plain ones (polynomial or iterative expansions).
@@ -128,10 +134,24 @@ def choose_cut(forward: FuncOp, residuals: list[SSAValue], budget: float) -> Cut
     banned: set[Operation] = set()
     while True:
         cut = _min_cut(block, ops, residuals, banned)
+        depths = _depths(cut)
+        deepest = max(cut.recomputed, key=depths.__getitem__, default=None)
+        if deepest is not None and depths[deepest] > MAX_DEPTH:
+            banned.add(deepest)
+            continue
         work = sum(_cost(op) for op in cut.recomputed)
         if work <= budget * total or not cut.recomputed:
             return cut
         banned.add(max(cut.recomputed, key=_cost))
+
+
+def _depths(cut: Cut) -> dict[Operation, int]:
+    """How many recomputed ops each recomputed op waits for, along its longest chain."""
+    depths: dict[Operation, int] = {}
+    for op in cut.recomputed:  # forward order: producers first
+        depths[op] = 1 + max((depths.get(v.owner, 0) for v in op.operands
+                              if v not in cut.saved), default=0)
+    return depths
 
 
 def _min_cut(block: Block, ops: list[Operation], residuals: list[SSAValue],
@@ -170,7 +190,7 @@ def _min_cut(block: Block, ops: list[Operation], residuals: list[SSAValue],
 
 def rematerialize(forward: FuncOp, backward: FuncOp, budget: float) -> None:
     """Rewrite a forward/backward pair to save the values of `choose_cut` instead of its
-    residuals, cloning the recomputed ops to the start of the backward function."""
+    residuals, cloning the recomputed ops into the backward function."""
     count = residual_count(forward)
     assert count is not None
     block = forward.body.block
@@ -192,11 +212,29 @@ def rematerialize(forward: FuncOp, backward: FuncOp, budget: float) -> None:
     for old, value in zip(old_args, residuals, strict=True):
         old.replace_all_uses_with(mapping[value])
         backward_block.erase_arg(old)
+    _sink(clones)
     outputs = list(ret.operands[:n_outputs])
     Rewriter.replace_op(ret, ReturnOp(*outputs, *cut.saved))
     forward.update_function_type()
     backward.update_function_type()
     forward.attributes[RESIDUALS_ATTR] = IntegerAttr(len(cut.saved), i64)
+
+
+def _sink(ops: list[Operation]) -> None:
+    """Move each recomputed op down to just before its first user, last op first, so that
+    it is recomputed where the backward needs it: `fuse` then merges it into the kernel
+    of that layer's gradient instead of one kernel recomputing everything up front (which
+    writes every recomputed value to memory, as saving it would have)."""
+    for op in reversed(ops):
+        block = op.parent_block()
+        users = [use.operation for result in op.results for use in result.uses]
+        if block is None or not users:
+            continue
+        order = {o: i for i, o in enumerate(block.ops)}
+        first = min(users, key=lambda user: order.get(user, len(order)))
+        if first in order and first is not op.next_op:
+            op.detach()
+            Rewriter.insert_op(op, InsertPoint.before(first))
 
 
 @register_pass

@@ -63,6 +63,10 @@ class CompiledProgram:
         self._states = [(i, tuple(t.shape), np.dtype(t.dtype))
                         for i, t in zip(signature.assigned, signature.state_outputs,
                                         strict=True)]
+        # Returned arguments are handed back as they are, not copied (`alias_outputs`).
+        self._aliases = list(signature.aliases) if any(
+            a >= 0 for a in signature.aliases) else None
+        self._written = [i for i, a in enumerate(signature.aliases) if a < 0]
 
     def __repr__(self) -> str:
         return f"<CompiledProgram @{self.signature.name}>"
@@ -78,13 +82,16 @@ class CompiledProgram:
                 array = np.ascontiguousarray(array)
             arrays.append(array)
         shapes = self._static if self._static is not None else self._output_shapes(arrays)
-        outputs = [np.empty(s, d) for s, d in zip(shapes, self._out_dtypes, strict=True)]
+        outputs = [np.empty(shapes[i], self._out_dtypes[i]) for i in self._written]
         states = [np.empty(shape, dtype) for _, shape, dtype in self._states]
         if self._py(*arrays, *outputs, *states):
             return self._fallback(values)
         for (index, _, _), state in zip(self._states, states, strict=True):
             values[index]._store(state)
-        return outputs
+        if self._aliases is None:
+            return outputs
+        written = iter(outputs)
+        return [arrays[a] if a >= 0 else next(written) for a in self._aliases]
 
     def _output_shapes(self, arrays: list[np.ndarray]) -> list[tuple[int, ...]]:
         sizes = [d for a in arrays for d in a.shape]
@@ -167,13 +174,13 @@ def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict
     builder = ProgramBuilder(module, function, functions,
                              lambda name: declare(kernel_of(name).symbol, 2),
                              lambda op: declare(op_symbol(op), 3) if op_symbol(op) else None,
-                             symbol)
+                             symbol, alias_outputs=True)
     builder.build()
     job = ModuleJob.of(module, OPT_LEVEL, CODEGEN_LEVEL)
     symbol = job.name(symbol)
     addresses = jit.link([job], [f"{symbol}.py", f"{symbol}.shapes"])
     signature = builder.signature
-    count = len(signature.inputs) + len(signature.outputs) + len(signature.assigned)
+    count = len(signature.inputs) + len(builder.written_outputs()) + len(signature.assigned)
     py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * count)(
         addresses[f"{symbol}.py"])
     shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
