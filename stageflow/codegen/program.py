@@ -48,6 +48,17 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from stageflow.codegen.cpu import (
+    _ALIGNED,
+    _C_CONTIGUOUS,
+    _DATA,
+    _DIMS,
+    _FLAGS,
+    _NDIM,
+    _WRITEABLE,
+    _fail_unless,
+    _load_at,
+)
 from stageflow.codegen.emitter import I1, I8, I32, I64
 from stageflow.codegen.loops import fold_mul
 from stageflow.codegen.op_builder import contiguous_strides
@@ -64,10 +75,6 @@ OP_FAILED = 1000
 NO_MEMORY = 999
 ALIASES = frozenset({"reshape", "stop_gradient"})  # same bytes as the operand, no copy
 _PTR = ir.PointerType()
-
-# PyArrayObject_fields offsets and flag bits (as the kernels' `.py` entries read them).
-_DATA, _NDIM, _DIMS, _FLAGS = 16, 24, 32, 64
-_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 
 
 def i64(value: int) -> ir.Constant:
@@ -213,7 +220,7 @@ class ProgramBuilder:
                 else:
                     ok = b.and_(ok, b.icmp_signed("==", size, i64(static)))
                     given.append(i64(static))
-            _return_unless(b, ok, index + 1)
+            _fail_unless(b, ok, ir.Constant(I32, index + 1))
             all_dims.append(given)
         return pointers, all_dims
 
@@ -273,7 +280,7 @@ class ProgramBuilder:
                                      ir.Constant(I32, required))
             rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32),
                                     ir.Constant(I32, len(ty.shape)))
-            _return_unless(b, b.and_(flags_ok, rank_ok), index + 1)
+            _fail_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
         data_in = b.alloca(_PTR, max(n_inputs, 1), name="inputs")
         data_out = b.alloca(_PTR, max(len(types) - n_inputs, 1), name="outputs")
         dims_in = b.alloca(I64, max(sum(len(t.shape) for t in sig.inputs), 1), name="dims")
@@ -477,7 +484,7 @@ class _Body:
                               typ=I64)
                 position += 1
                 ok = b.and_(ok, b.icmp_signed("==", have, size))
-            _return_unless(b, ok, len(self.args) + index + 1)
+            _fail_unless(b, ok, ir.Constant(I32, len(self.args) + index + 1))
         b.branch(checked)
         b.position_at_end(checked)
 
@@ -544,19 +551,3 @@ def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
         return i64(max(x.constant, y.constant))
     return b.select(b.icmp_signed(">", x, y), x, y)
-
-
-def _load_at(b: ir.IRBuilder, base: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
-    return b.load(b.gep(base, [i64(offset)], source_etype=I8), typ=ty)
-
-
-def _return_unless(b: ir.IRBuilder, ok: ir.Value, code: int) -> None:
-    if isinstance(ok, ir.Constant) and ok.constant:
-        return
-    function = b.block.function
-    good = function.append_basic_block("ok")
-    bad = function.append_basic_block("bad")
-    b.cbranch(ok, good, bad)
-    b.position_at_end(bad)
-    b.ret(ir.Constant(I32, code))
-    b.position_at_end(good)
