@@ -42,7 +42,7 @@ from xdsl.dialects.func import FuncOp
 from stageflow.codegen import cache
 from stageflow.codegen.emitter import I8, I32, I64
 from stageflow.codegen.kernel import Kernel, analyse
-from stageflow.codegen.loops import Driver, KernelBuilder
+from stageflow.codegen.loops import Driver, KernelBuilder, return_unless
 from stageflow.codegen.wrapper import CompiledKernel
 
 # sin, cos and pow go to libm by default: its range reduction (sin, cos of huge arguments)
@@ -73,19 +73,6 @@ def array_layout_matches() -> bool:
 
 def _load_at(b: ir.IRBuilder, base: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
     return b.load(b.gep(base, [ir.Constant(I64, offset)], source_etype=I8), typ=ty)
-
-
-def _fail_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
-    """Return `code` from the function unless `ok`; the builder continues on success."""
-    if isinstance(ok, ir.Constant) and ok.constant:
-        return
-    function = b.block.function
-    good = function.append_basic_block("ok")
-    bad = function.append_basic_block("fail")
-    b.cbranch(ok, good, bad)
-    b.position_at_end(bad)
-    b.ret(code)
-    b.position_at_end(good)
 
 
 SMALL_KERNEL_ELEMENTS = 4096
@@ -236,7 +223,7 @@ def _raw_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Functio
     sizes = [b.load(b.gep(dims, [ir.Constant(I64, i)], source_etype=I64), typ=I64)
              for i in range(total)]
     code = b.call(check, sizes)
-    _fail_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
+    return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
     b.call(run, pointers + sizes)
     b.ret(ir.Constant(I32, 0))
     return function
@@ -257,7 +244,7 @@ def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, raw: ir.Function) 
         flags_ok = b.icmp_signed("==", b.and_(flags, ir.Constant(I32, required)),
                                  ir.Constant(I32, required))
         rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32), ir.Constant(I32, arg.ndim))
-        _fail_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
+        return_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
     data = b.alloca(pointer, max(len(kernel.args), 1), name="data")
     dims = b.alloca(I64, max(sum(arg.ndim for arg in kernel.args), 1), name="dims")
     position = 0

@@ -37,9 +37,11 @@ from stageflow.codegen.kernel import Arg, DimSpec, Kernel
 Body = Callable[[list[ir.Value]], None]  # emits one element, given per-argument offsets
 
 
-def counted_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
-                 body: Callable[[ir.Value], None], name: str) -> None:
-    """``for (i = start; i < stop; i += step) body(i)``; the builder ends after the loop."""
+def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
+              initial: Sequence[ir.Value],
+              body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+              name: str) -> list[ir.Value]:
+    """``for i in range(start, stop, step): values = body(i, values)``; the final values."""
     function = b.block.function
     header = function.append_basic_block(f"{name}.head")
     inside = function.append_basic_block(f"{name}.body")
@@ -49,12 +51,44 @@ def counted_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Valu
     b.position_at_end(header)
     index = b.phi(I64, name=name)
     index.add_incoming(start, entry)
+    carried = []
+    for value in initial:
+        phi = b.phi(value.type)
+        phi.add_incoming(value, entry)
+        carried.append(phi)
     b.cbranch(b.icmp_signed("<", index, stop), inside, after)
     b.position_at_end(inside)
-    body(index)
+    updated = body(index, list(carried))
     index.add_incoming(b.add(index, step, flags=("nsw",)), b.block)
+    for phi, value in zip(carried, updated, strict=True):
+        phi.add_incoming(value, b.block)
     b.branch(header)
     b.position_at_end(after)
+    return carried
+
+
+def return_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
+    """Return `code` from the function unless `ok`; the builder continues on success."""
+    if isinstance(ok, ir.Constant) and ok.constant:
+        return
+    function = b.block.function
+    good = function.append_basic_block("ok")
+    bad = function.append_basic_block("fail")
+    b.cbranch(ok, good, bad)
+    b.position_at_end(bad)
+    b.ret(code)
+    b.position_at_end(good)
+
+
+def counted_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
+                 body: Callable[[ir.Value], None], name: str) -> None:
+    """``for (i = start; i < stop; i += step) body(i)``; the builder ends after the loop."""
+
+    def no_values(index: ir.Value, values: list[ir.Value]) -> list[ir.Value]:
+        body(index)
+        return values
+
+    fold_loop(b, start, stop, step, [], no_values, name)
 
 
 def _i64(value: int) -> ir.Constant:

@@ -24,7 +24,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.emitter import I1, I32, I64, storage_type
-from stageflow.codegen.loops import counted_loop, fold_add, fold_mul
+from stageflow.codegen.loops import counted_loop, fold_add, fold_mul, return_unless
 from stageflow.frontend.primitives.base import ShapedType
 
 
@@ -89,16 +89,7 @@ class OpBuilder:
 
     def fail_unless(self, ok: ir.Value, argument: int) -> None:
         """Return ``1 + argument`` (its index among inputs then outputs) unless `ok`."""
-        b = self.b
-        if isinstance(ok, ir.Constant) and ok.constant:
-            return
-        function = b.block.function
-        good = function.append_basic_block("ok")
-        bad = function.append_basic_block("fail")
-        b.cbranch(ok, good, bad)
-        b.position_at_end(bad)
-        b.ret(ir.Constant(I32, argument + 1))
-        b.position_at_end(good)
+        return_unless(self.b, ok, ir.Constant(I32, argument + 1))
 
     def expect_output(self, index: int, dims: Sequence[ir.Value]) -> None:
         """Fail unless output `index` has exactly `dims` (what the inputs imply)."""

@@ -56,11 +56,10 @@ from stageflow.codegen.cpu import (
     _FLAGS,
     _NDIM,
     _WRITEABLE,
-    _fail_unless,
     _load_at,
 )
 from stageflow.codegen.emitter import I1, I8, I32, I64
-from stageflow.codegen.loops import fold_mul
+from stageflow.codegen.loops import fold_mul, return_unless
 from stageflow.codegen.op_builder import contiguous_strides
 from stageflow.codegen.shape_functions import function_dims
 from stageflow.frontend.primitives.base import ShapedType
@@ -220,7 +219,7 @@ class ProgramBuilder:
                 else:
                     ok = b.and_(ok, b.icmp_signed("==", size, i64(static)))
                     given.append(i64(static))
-            _fail_unless(b, ok, ir.Constant(I32, index + 1))
+            return_unless(b, ok, ir.Constant(I32, index + 1))
             all_dims.append(given)
         return pointers, all_dims
 
@@ -280,7 +279,7 @@ class ProgramBuilder:
                                      ir.Constant(I32, required))
             rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32),
                                     ir.Constant(I32, len(ty.shape)))
-            _fail_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
+            return_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
         data_in = b.alloca(_PTR, max(n_inputs, 1), name="inputs")
         data_out = b.alloca(_PTR, max(len(types) - n_inputs, 1), name="outputs")
         dims_in = b.alloca(I64, max(sum(len(t.shape) for t in sig.inputs), 1), name="dims")
@@ -484,7 +483,7 @@ class _Body:
                               typ=I64)
                 position += 1
                 ok = b.and_(ok, b.icmp_signed("==", have, size))
-            _fail_unless(b, ok, ir.Constant(I32, len(self.args) + index + 1))
+            return_unless(b, ok, ir.Constant(I32, len(self.args) + index + 1))
         b.branch(checked)
         b.position_at_end(checked)
 

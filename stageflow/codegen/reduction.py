@@ -18,49 +18,19 @@ error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.emitter import I64, Emitter, storage_type
-from stageflow.codegen.loops import fold_add, fold_mul
+from stageflow.codegen.loops import fold_add, fold_loop, fold_mul
 from stageflow.codegen.op_builder import OpBuilder, OpSpec, i64, lowering, nest
 from stageflow.frontend import dtypes
 
 LANES = 8  # partial sums per row for float sums along the innermost axis
 _DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32)
-
-
-def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
-              initial: Sequence[ir.Value],
-              body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
-              name: str) -> list[ir.Value]:
-    """``for i in range(start, stop, step): values = body(i, values)``; the final values."""
-    function = b.block.function
-    header = function.append_basic_block(f"{name}.head")
-    inside = function.append_basic_block(f"{name}.body")
-    after = function.append_basic_block(f"{name}.end")
-    entry = b.block
-    b.branch(header)
-    b.position_at_end(header)
-    index = b.phi(I64, name=name)
-    index.add_incoming(start, entry)
-    carried = []
-    for value in initial:
-        phi = b.phi(value.type)
-        phi.add_incoming(value, entry)
-        carried.append(phi)
-    b.cbranch(b.icmp_signed("<", index, stop), inside, after)
-    b.position_at_end(inside)
-    updated = body(index, list(carried))
-    index.add_incoming(b.add(index, step, flags=("nsw",)), b.block)
-    for phi, value in zip(carried, updated, strict=True):
-        phi.add_incoming(value, b.block)
-    b.branch(header)
-    b.position_at_end(after)
-    return carried
 
 
 def _combine(e: Emitter, kind: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:

@@ -34,7 +34,7 @@ from stageflow.frontend import dtypes
 from stageflow.frontend.primitives.base import ShapedType
 from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import BinaryElementwiseOp, SfOp, TernaryElementwiseOp
-from stageflow.ir.types import abstract_value, ir_type
+from stageflow.ir.types import AbstractValue, abstract_value, ir_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
 from stageflow.passes.support import constant_array, erase_dead_producers, splat_value
@@ -140,23 +140,14 @@ class ScalarBroadcastConstant(RewritePattern):
             array = constant_array(operand)
             if array is None or array.ndim == 0 or (value := splat_value(array)) is None:
                 continue
-            avals = op.operand_avals()
-            avals[index] = ShapedType((), avals[index].dtype)  # type: ignore[union-attr]
-            try:
-                inferred = op.primitive.shape_rule(*avals, **op.params())
-            except (ValueError, TypeError):
-                continue
-            if ir_type(inferred) != op.results[0].type:
+            scalar_aval = ShapedType((), op.operand_avals()[index].dtype)  # type: ignore
+            if not _keeps_result_type(op, index, scalar_aval):
                 continue
             scalar = build_constant(np.asarray(value))
             scalar.location = operand.owner.location  # type: ignore[union-attr]
             scalar.result.name_hint = operand.name_hint
             rewriter.insert(scalar)
-            operands = list(op.operands)
-            operands[index] = scalar.result
-            op.operands = operands
-            rewriter.notify_op_modified(op)
-            erase_dead_producers([operand], rewriter)
+            _replace_operand(op, index, scalar.result, rewriter)
             return
 
 
@@ -177,20 +168,33 @@ class BroadcastIntoConsumer(RewritePattern):
             if not (isinstance(producer, SfOp) and producer.name == "sf.broadcast_to"):
                 continue
             source = producer.operands[0]
-            avals = op.operand_avals()
-            avals[index] = abstract_value(source.type)
-            try:
-                inferred = op.primitive.shape_rule(*avals, **op.params())
-            except (ValueError, TypeError):
+            if not _keeps_result_type(op, index, abstract_value(source.type)):
                 continue
-            if ir_type(inferred) != op.results[0].type:
-                continue
-            operands = list(op.operands)
-            operands[index] = source
-            op.operands = operands
-            rewriter.notify_op_modified(op)
-            erase_dead_producers([operand], rewriter)
+            _replace_operand(op, index, source, rewriter)
             return
+
+
+def _keeps_result_type(op: SfOp, index: int, aval: AbstractValue) -> bool:
+    """Whether `op`, with operand `index` of type `aval` instead, infers the same result
+    type (a rewrite may change an operand, never what the op produces)."""
+    avals = op.operand_avals()
+    avals[index] = aval
+    try:
+        inferred = op.primitive.shape_rule(*avals, **op.params())
+    except (ValueError, TypeError):
+        return False
+    return ir_type(inferred) == op.results[0].type
+
+
+def _replace_operand(op: SfOp, index: int, value: SSAValue,
+                     rewriter: PatternRewriter) -> None:
+    """Make `value` operand `index` of `op`, erasing what only the old operand needed."""
+    old = op.operands[index]
+    operands = list(op.operands)
+    operands[index] = value
+    op.operands = operands
+    rewriter.notify_op_modified(op)
+    erase_dead_producers([old], rewriter)
 
 
 @register_pass
