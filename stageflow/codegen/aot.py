@@ -16,6 +16,7 @@ a manifest naming each kernel's parameters and launch geometry.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,19 +34,28 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from stageflow.codegen import matmul
-from stageflow.codegen.cpu import DEFAULT_LIBM, _raw_entry
-from stageflow.codegen.emitter import I8, I32, I64
+from stageflow.codegen.cpu import DEFAULT_LIBM, _jit, _raw_entry
+from stageflow.codegen.emitter import I32, I64
 from stageflow.codegen.header import header_text
 from stageflow.codegen.kernel import analyse
 from stageflow.codegen.loops import Driver, KernelBuilder
-from stageflow.codegen.program import ProgramBuilder, ProgramSignature, supported
+from stageflow.codegen.program import (
+    NO_MEMORY,
+    ProgramBuilder,
+    ProgramSignature,
+    constant_bytes,
+    declare,
+    supported,
+)
 from stageflow.codegen.ptx import PTXTarget
 from stageflow.codegen.structured import _raw_entry as _op_raw_entry
 from stageflow.codegen.structured import op_spec, rule_for
 from stageflow.frontend.variables import Variable
 from stageflow.ir.builder import build_constant
 from stageflow.ir.dialect import SfOp
+from stageflow.ir.from_graph import graph_module
 from stageflow.ir.types import ResourceTensorType
+from stageflow.passes import DEFAULT_PIPELINE, Pipeline
 from stageflow.passes.fuse import is_kernel
 
 TARGETS = ("cpu", "ptx")
@@ -103,8 +113,6 @@ class PTXArtefact:
 
     def save(self, path: str | os.PathLike) -> str:
         """Write ``OUT.ptx`` and ``OUT.json`` (the manifest); the PTX file's path."""
-        import json
-
         path = os.fspath(path)
         if not path.endswith(".ptx"):
             raise ValueError(f"sf.aot: write a .ptx file, not {path!r}")
@@ -144,9 +152,6 @@ def _c_name(name: str) -> str:
 
 
 def _optimised_module(concrete: Any, symbol: str) -> tuple[ModuleOp, dict[str, FuncOp]]:
-    from stageflow.ir.from_graph import graph_module
-    from stageflow.passes import DEFAULT_PIPELINE, Pipeline
-
     module = graph_module(concrete.graph, symbol)
     Pipeline.parse(DEFAULT_PIPELINE).run(module)
     return module, {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
@@ -256,8 +261,6 @@ def whole_function_module(symbol: str, functions: dict[str, FuncOp]) -> tuple[
 
 def _object_code(text: str) -> bytes:
     """Position-independent object code for this CPU, optimised at O3."""
-    from stageflow.codegen.cpu import _jit
-
     jit = _jit()
     machine = llvm.Target.from_default_triple().create_target_machine(
         cpu=jit.cpu_name, features=jit.features, opt=3, reloc="pic", codemodel="default")
@@ -281,9 +284,9 @@ class _StateEntries:
         self.positions = [i for i, is_resource in enumerate(signature.resources) if is_resource]
         self.initial = [np.ascontiguousarray(v.numpy()) for v in variables]
         self.module, self.symbol = module, symbol
-        self.malloc = _declare(module, "malloc", _PTR, [I64])
-        self.free = _declare(module, "free", ir.VoidType(), [_PTR])
-        self.memcpy = _declare(module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+        self.malloc = declare(module, "malloc", _PTR, [I64])
+        self.free = declare(module, "free", ir.VoidType(), [_PTR])
+        self.memcpy = declare(module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                [_PTR, _PTR, I64, ir.IntType(1)])
         self._new()
         self._free()
@@ -296,12 +299,7 @@ class _StateEntries:
         state = b.call(self.malloc, [ir.Constant(I64, 8 * max(count, 1))])
         fail = function.append_basic_block("fail")
         for index, value in enumerate(self.initial):
-            data = bytearray(value.tobytes()) or bytearray(1)
-            ty = ir.ArrayType(I8, len(data))
-            initial = ir.GlobalVariable(self.module, ty, f"{self.symbol}.initial{index}")
-            initial.initializer = ir.Constant(ty, data)
-            initial.global_constant = True
-            initial.linkage = "private"
+            initial = constant_bytes(self.module, f"{self.symbol}.initial{index}", value)
             memory = b.call(self.malloc, [ir.Constant(I64, max(value.nbytes, 1))])
             ok = function.append_basic_block("ok")
             b.cbranch(b.icmp_unsigned("==", memory, ir.Constant(_PTR, None)), fail, ok)
@@ -338,13 +336,6 @@ class _StateEntries:
         b.ret(b.load(slot, typ=_PTR))
         b.position_at_end(bad)
         b.ret(ir.Constant(_PTR, None))
-
-
-def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    existing = module.globals.get(name)
-    if isinstance(existing, ir.Function):
-        return existing
-    return ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def _c_entries(module: ir.Module, symbol: str, signature: ProgramSignature,
@@ -422,8 +413,6 @@ def _stateful_call(b: ir.IRBuilder, function: ir.Function, state: _StateEntries,
         failed = b.or_(failed, b.icmp_unsigned("==", memory, ir.Constant(_PTR, None)))
         fresh.append((position, memory))
         b.store(memory, b.gep(results, [ir.Constant(I64, n_out + index)], source_etype=_PTR))
-    from stageflow.codegen.program import NO_MEMORY
-
     code = b.select(failed, ir.Constant(I32, NO_MEMORY),
                     b.call(program, [everything, dims, results, ir.Constant(_PTR, None)]))
     ok = b.icmp_signed("==", code, ir.Constant(I32, 0))

@@ -76,6 +76,26 @@ ALIASES = frozenset({"reshape", "stop_gradient"})  # same bytes as the operand, 
 _PTR = ir.PointerType()
 
 
+def declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    """The function `name` of `module`, declared on first use (malloc, free, memcpy)."""
+    existing = module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def constant_bytes(module: ir.Module, name: str, array: np.ndarray) -> ir.GlobalVariable:
+    """A private, 64-byte aligned constant global holding `array`'s bytes (C order)."""
+    data = bytearray(np.ascontiguousarray(array).tobytes()) or bytearray(1)
+    ty = ir.ArrayType(I8, len(data))
+    variable = ir.GlobalVariable(module, ty, name)
+    variable.initializer = ir.Constant(ty, data)
+    variable.global_constant = True
+    variable.linkage = "private"
+    variable.align = 64
+    return variable
+
+
 def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
 
@@ -176,16 +196,10 @@ class ProgramBuilder:
         self.kernel_entry, self.op_entry = kernel_entry, op_entry
         self.symbol = symbol
         self.signature = signature_of(function)
-        self._malloc = self._declare("malloc", _PTR, [I64])
-        self._free = self._declare("free", ir.VoidType(), [_PTR])
-        self._memcpy = self._declare("llvm.memcpy.p0.p0.i64", ir.VoidType(),
+        self._malloc = declare(self.module, "malloc", _PTR, [I64])
+        self._free = declare(self.module, "free", ir.VoidType(), [_PTR])
+        self._memcpy = declare(self.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                      [_PTR, _PTR, I64, I1])
-
-    def _declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-        existing = self.module.globals.get(name)
-        if isinstance(existing, ir.Function):
-            return existing
-        return ir.Function(self.module, ir.FunctionType(ret, args), name)
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -502,16 +516,8 @@ class _Body:
         b.position_at_end(done)
 
     def constant(self, op: ConstantOp, index: int) -> ir.Value:
-        array = np.ascontiguousarray(constant_value(op))
-        data = bytearray(array.tobytes()) or bytearray(1)
-        ty = ir.ArrayType(I8, len(data))
-        name = f"{self.p.symbol}.const{index}"
-        variable = ir.GlobalVariable(self.p.module, ty, name)
-        variable.initializer = ir.Constant(ty, data)
-        variable.global_constant = True
-        variable.linkage = "private"
-        variable.align = 64
-        return variable
+        return constant_bytes(self.p.module, f"{self.p.symbol}.const{index}",
+                              constant_value(op))
 
     def call_entry(self, entry: ir.Function, op: Operation, index: int, strides: bool) -> None:
         b = self.b

@@ -26,7 +26,7 @@ from xdsl.dialects.func import FuncOp
 from stageflow.codegen import cache
 from stageflow.codegen.cpu import ModuleJob, _jit
 from stageflow.codegen.emitter import I32
-from stageflow.codegen.program import ProgramBuilder, ProgramSignature, supported
+from stageflow.codegen.program import ProgramBuilder, ProgramSignature, declare, supported
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
@@ -164,16 +164,13 @@ def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict
     symbol = f"{function.sym_name.data}.program.{cache.PLACEHOLDER}"
     module = ir.Module(name=symbol)
     module.triple = llvm.get_process_triple()
-    declared: dict[str, ir.Function] = {}
 
-    def declare(name: str, arity: int) -> ir.Function:
-        if name not in declared:
-            declared[name] = ir.Function(module, ir.FunctionType(I32, [_PTR] * arity), name)
-        return declared[name]
+    def entry(name: str, arity: int) -> ir.Function:  # compiled already, linked by name
+        return declare(module, name, I32, [_PTR] * arity)
 
     builder = ProgramBuilder(module, function, functions,
-                             lambda name: declare(kernel_of(name).symbol, 2),
-                             lambda op: declare(op_symbol(op), 3) if op_symbol(op) else None,
+                             lambda name: entry(kernel_of(name).symbol, 2),
+                             lambda op: entry(op_symbol(op), 3) if op_symbol(op) else None,
                              symbol, alias_outputs=True)
     builder.build()
     job = ModuleJob.of(module, OPT_LEVEL, CODEGEN_LEVEL)
