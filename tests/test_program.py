@@ -136,6 +136,24 @@ def test_large_elementwise_kernels_keep_the_parallel_step_plan():
     assert program_of(f, sf.constant(np.ones((rows, 1024), np.float32))) is None
 
 
+def test_large_calls_of_a_program_with_unknown_dims_run_on_the_parallel_step_plan():
+    f = sf.function(lambda x: sf.tanh(x) * 2.0 + 1.0,
+                    input_signature=[sf.TensorSpec([None], sf.float32)])
+    program = f.get_concrete_function().program.program
+    assert program is not None
+    planned = []
+    step_plan = program._step_plan
+    program._step_plan = lambda values: planned.append(len(values)) or step_plan(values)
+    small = np.linspace(-2, 2, 100, dtype=np.float32)
+    large = np.linspace(-2, 2, PROGRAM_MAX_KERNEL_ELEMENTS, dtype=np.float32)
+    np.testing.assert_allclose(f(sf.constant(small)).numpy(), np.tanh(small) * 2 + 1,
+                               rtol=1e-6, atol=1e-6)
+    assert planned == []
+    np.testing.assert_allclose(f(sf.constant(large)).numpy(), np.tanh(large) * 2 + 1,
+                               rtol=1e-6, atol=1e-6)
+    assert planned == [1]
+
+
 def test_non_contiguous_arguments_are_read_correctly():
     f = sf.function(lambda x: sf.reduce_sum(x * x, axis=0))
     base = np.arange(24, dtype=np.float32).reshape(4, 6)

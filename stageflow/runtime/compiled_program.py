@@ -4,8 +4,10 @@ The executable's step plan calls one kernel per step from Python, a few microsec
 for functions of small tensors that overhead is the run time. When every op of a function
 has a lowering and no kernel is large enough to gain from running on several threads
 (which only the step plan does: from `PROGRAM_MAX_KERNEL_ELEMENTS` on), the function
-becomes one program: a call passes the argument arrays, fresh output arrays and fresh
-arrays for the variables it writes; the variables take their new values after the call
+becomes one program. Where unknown dims leave that open until the call, a call whose
+arguments or results reach that size is run by the step plan instead. A call of the
+program passes the argument arrays, fresh output arrays and fresh arrays for the
+variables it writes; the variables take their new values after the call
 returns. Any failure inside the program (inconsistent unknown dims, an index out of
 range, an op that declines its inputs) leaves everything untouched, and the call is run
 again by the step plan, which computes what it can and raises the error eager execution
@@ -54,7 +56,7 @@ class CompiledProgram:
                  llvm_ir: str) -> None:
         self.signature = signature
         self.llvm_ir = llvm_ir
-        self._py, self._shapes, self._fallback = py, shapes, fallback
+        self._py, self._shapes, self._step_plan = py, shapes, fallback
         self._dtypes = [np.dtype(t.dtype) for t in signature.inputs]
         self._resources = signature.resources
         self._out_dtypes = [np.dtype(t.dtype) for t in signature.outputs]
@@ -77,15 +79,20 @@ class CompiledProgram:
                                              strict=True):
             array = value._value if is_resource else value
             if type(array) is not np.ndarray or array.dtype != dtype:
-                return self._fallback(values)
+                return self._step_plan(values)
             if not (array.flags.c_contiguous and array.flags.aligned):
                 array = np.ascontiguousarray(array)
             arrays.append(array)
-        shapes = self._static if self._static is not None else self._output_shapes(arrays)
+        if self._static is not None:
+            shapes = self._static
+        else:
+            shapes = self._output_shapes(arrays)
+            if _largest(arrays, shapes) >= PROGRAM_MAX_KERNEL_ELEMENTS:
+                return self._step_plan(values)  # splits its large kernels over the cores
         outputs = [np.empty(shapes[i], self._out_dtypes[i]) for i in self._written]
         states = [np.empty(shape, dtype) for _, shape, dtype in self._states]
         if self._py(*arrays, *outputs, *states):
-            return self._fallback(values)
+            return self._step_plan(values)
         for (index, _, _), state in zip(self._states, states, strict=True):
             values[index]._store(state)
         if self._aliases is None:
@@ -104,6 +111,13 @@ class CompiledProgram:
             shapes.append(tuple(out[position:position + len(ty.shape)]))
             position += len(ty.shape)
         return shapes
+
+
+def _largest(arrays: list[np.ndarray], shapes: list[tuple[int, ...]]) -> int:
+    """Elements of the largest argument or result: the call's kernels are that large, or
+    not much larger, in the functions worth compiling (an outer product is the exception)."""
+    sizes = [a.size for a in arrays] + [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    return max(sizes, default=0)
 
 
 def _has_large_kernel(function: FuncOp) -> bool:
