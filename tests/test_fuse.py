@@ -116,6 +116,39 @@ def test_lit_functions_keep_their_behaviour(pipeline: str) -> None:
     assert module_to_text(check_pipeline(module, pipeline)) == module_to_text(optimized)
 
 
+def test_matmul_epilogues_keep_their_behaviour() -> None:
+    module = parse_module((LIT.parent / "fuse-matmul.mlir").read_text())
+    optimized = check_pipeline(module, "fuse")
+    names = [op.name for op in optimized.walk() if op.name.startswith("sf.matmul")]
+    assert names.count("sf.matmul_add") == 2 and names.count("sf.matmul") == 4
+
+
+def test_staged_matmul_epilogues_match_eager_and_the_interpreter() -> None:
+    rng = np.random.default_rng(0)
+    w = sf.Variable(rng.standard_normal((5, 7)).astype(np.float32))
+    b = sf.constant(rng.standard_normal(7).astype(np.float32))
+
+    def step(x, g):
+        h = sf.nn.relu(sf.matmul(x, w) + b)
+        w.assign(w - 0.1 * sf.matmul(x, g, transpose_a=True))
+        return h
+
+    spec = sf.TensorSpec([None, 5], sf.float32), sf.TensorSpec([None, 7], sf.float32)
+    compiled = sf.function(step, input_signature=list(spec))
+    assert compiled.get_concrete_function().ir("optimized").count("sf.matmul_add") == 2
+    interpreted = sf.function(step, input_signature=list(spec), jit=False)
+    start = w.numpy()
+    results = []
+    for run in (step, interpreted, compiled):
+        w.assign(start)
+        x, g = (sf.constant(rng.standard_normal((3, n)).astype(np.float32)) for n in (5, 7))
+        results.append((run(x, g).numpy(), w.numpy(), x.numpy(), g.numpy()))
+    for h, new_w, x, g in results:
+        np.testing.assert_allclose(h, np.maximum(x @ start + b.numpy(), 0), rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(new_w, start - 0.1 * x.T @ g, rtol=1e-5, atol=1e-6)
+
+
 def test_every_lit_kernel_compiles_and_matches_the_evaluator() -> None:
     """For the CPU (run against the evaluator) and as PTX (emitted)."""
     module = fused(parse_module(LIT.read_text()))
@@ -167,9 +200,11 @@ def test_traced_mlp_ends_with_kernels_and_calls() -> None:
     assert not any(isinstance(op, ElementwiseOp) for op in entry.walk())
     calls = [callee_name(op) for op in entry.walk() if callee_name(op)]
     assert calls and all(name.startswith("mlp_kernel") for name in calls)
-    # gelu(x @ w1 + b1) is one kernel: the bias add and the nine ops of gelu.
+    # The bias add joins the matmul (`fuse_matmul`); gelu's nine ops are one kernel.
+    assert [op.name for op in entry.walk() if op.name.startswith("sf.matmul")] == [
+        "sf.matmul_add", "sf.matmul"]
     first = next(f for f in kernels(optimized) if f.sym_name.data == calls[0])
-    assert sum(isinstance(op, ElementwiseOp) for op in first.walk()) == 10
+    assert sum(isinstance(op, ElementwiseOp) for op in first.walk()) == 9
     for kernel in kernels(optimized):
         compiled_matches_evaluator(optimized, kernel)
 

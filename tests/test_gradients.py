@@ -161,6 +161,7 @@ UNARY_DOMAINS = {
 BINARY = ["add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "floordiv",
           "mod"]
 OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "matmul",
+          "matmul_add",
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather", "conv2d",
           "reduce_window"]
 
@@ -323,6 +324,18 @@ def test_matmul_rule(case, seed):
     a, b, params = case
     rng = np.random.default_rng(seed)
     check_rule(linalg.matmul_p, [rng.standard_normal(a), rng.standard_normal(b)], rng, params)
+
+
+@given(case=matmul_cases(), alpha=st.sampled_from([1.0, -0.5, 2.0]), bias=st.booleans(),
+       seed=seeds)
+def test_matmul_add_rule(case, alpha, bias, seed):
+    a, b, params = case
+    rng = np.random.default_rng(seed)
+    product = np.broadcast_shapes(a[:-2], b[:-2]) + (
+        a[-1] if params["transpose_a"] else a[-2], b[-2] if params["transpose_b"] else b[-1])
+    c = product[-1:] if bias else product
+    check_rule(linalg.matmul_add_p, [rng.standard_normal(s) for s in (a, b, c)], rng,
+               {**params, "alpha": alpha})
 
 
 # --------------------------------------------------------------------------- structural

@@ -212,6 +212,23 @@ def test_matmul(dtype, data, transpose_a, transpose_b, unknown):
     check("matmul", [a, b], unknown, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
+@settings(max_examples=30)
+@given(dtype=st.sampled_from([np.float32, np.float64]), data=st.data(),
+       transposes=st.tuples(st.booleans(), st.booleans()), unknown=st.booleans(),
+       alpha=st.sampled_from([1.0, -0.01, 3.0]))
+def test_matmul_add(dtype, data, transposes, unknown, alpha):
+    m, k, n = (data.draw(st.integers(0 if i == 1 else 1, 6)) for i in range(3))
+    batch = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
+    a = values(batch + ((k, m) if transposes[0] else (m, k)), dtype, 1)
+    b = values((n, k) if transposes[1] else (k, n), dtype, 2)
+    product = batch + (m, n)
+    # the addend: any shape that broadcasts to the product's (a bias, a row, all of it)
+    addend = tuple(d if data.draw(st.booleans()) else 1 for d in product)[
+        data.draw(st.integers(0, len(product))):]
+    check("matmul_add", [a, b, values(addend, dtype, 3)], unknown, alpha=alpha,
+          transpose_a=transposes[0], transpose_b=transposes[1])
+
+
 def test_matmul_reads_transposed_views_and_falls_back_on_other_strides():
     a, b = values((8, 5), np.float32), values((8, 6), np.float32)
     check("matmul", [a.T, b], unknown=True, transpose_a=False, transpose_b=False)

@@ -83,7 +83,7 @@ def _elementwise(b: ir.IRBuilder, operands: list[Dims], params: dict[str, Any],
 
 def _matmul(b: ir.IRBuilder, operands: list[Dims], params: dict[str, Any],
             axis: int) -> ir.Value:
-    x, y = operands
+    x, y = operands[:2]  # matmul_add's addend takes the product's shape
     batch = max(len(x), len(y)) - 2
     if axis < batch:
         return _broadcast_axis(b, [x[:-2], y[:-2]], batch, axis)
@@ -210,6 +210,7 @@ def _same_as_operand(b: ir.IRBuilder, operands: list[Dims], params: dict[str, An
 
 RULES: dict[str, DimRule] = {
     "matmul": _matmul,
+    "matmul_add": _matmul,
     "reduce_sum": _reduction,
     "reduce_prod": _reduction,
     "reduce_max": _reduction,

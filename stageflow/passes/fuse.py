@@ -7,6 +7,8 @@ nest that keeps every intermediate value in registers. This pass makes those ker
 partitions the elementwise ops of each function into groups (`fuse_groups`), moves each
 group into a new ``func.func`` marked ``sf.kernel``, and replaces it by one ``sf.call``.
 Every elementwise op the program runs then runs compiled, several to a loop where possible.
+First, a matmul followed by a scaled add becomes one `matmul_add` (`fuse_matmul`): the BLAS
+adds the addend itself, and what follows the add still fuses into a kernel.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriteWalker
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import IsTerminator
 
@@ -31,6 +34,7 @@ from stageflow.passes.fuse_groups import (
     find_groups,
     is_scalar_constant,
 )
+from stageflow.passes.fuse_matmul import MatmulEpilogue
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import callee_name, functions, is_stateful
 
@@ -86,7 +90,9 @@ class Fuse(ModulePass):
     placed after their caller. Groups hold at most `max_ops` ops. The call replaces the
     group at its last op; ops between that used one of its values move after the call, the
     effects keeping their order. Kernels themselves are never fused again, so a second run
-    changes nothing. Not fused (yet): reductions, even into their elementwise producers.
+    changes nothing. Before grouping, ``alpha * (a @ b) + c`` becomes one ``sf.matmul_add``
+    (`stageflow.passes.fuse_matmul`). Not fused (yet): reductions, even into their
+    elementwise producers.
     """
 
     name = "fuse"
@@ -98,6 +104,7 @@ class Fuse(ModulePass):
             raise ValueError(f"max-ops must be >= 1, got {self.max_ops}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(MatmulEpilogue(), apply_recursively=False).rewrite_module(op)
         table = functions(op)
         kernels = {name for name, function in table.items() if is_kernel(function)}
         taken = set(table)

@@ -110,7 +110,7 @@ def _cost(op: Operation) -> int:
     if not isinstance(op, SfOp):
         return elements
     name = op.primitive.name
-    if name == "matmul":
+    if name in ("matmul", "matmul_add"):
         contracted = op.operands[0].type.get_shape()[-1]
         depth = contracted if contracted >= 0 else UNKNOWN_DIM
         return elements * depth // _MULTIPLY_ADDS_PER_UNIT

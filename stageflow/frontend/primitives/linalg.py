@@ -1,4 +1,8 @@
-"""The matmul primitive: batched, broadcasting leading dims, optional transposes; its gradient."""
+"""The matmul primitives: batched, broadcasting leading dims, optional transposes; their
+gradients. `matmul_add` (``alpha * a @ b + c``, the BLAS's gemm with beta 1) is what the
+`fuse` pass makes of a matmul and the scaled add that follows it: the BLAS then writes the
+sum where it would have written the product, one pass over the result fewer.
+"""
 
 from __future__ import annotations
 
@@ -53,9 +57,12 @@ matmul_p = Primitive(
 @matmul_p.def_vjp
 @floating_only
 def _matmul_vjp(cotangents, inputs, outputs, *, transpose_a, transpose_b):
+    return _product_vjp(cotangents[0], *inputs, transpose_a, transpose_b)
+
+
+def _product_vjp(g, a, b, transpose_a: bool, transpose_b: bool) -> list:
     # out = A @ B with A = a or a^T, B = b or b^T: dA = g @ B^T, dB = A^T @ g, transposed
     # back where the operand was; batch dims broadcast, so sum them back.
-    (g,), (a, b) = cotangents, inputs
     if transpose_a:
         ga = sf.matmul(b, g, transpose_a=transpose_b, transpose_b=True)
     else:
@@ -65,3 +72,37 @@ def _matmul_vjp(cotangents, inputs, outputs, *, transpose_a, transpose_b):
     else:
         gb = sf.matmul(a, g, transpose_a=not transpose_a)
     return [unbroadcast(ga, a), unbroadcast(gb, b)]
+
+
+def _matmul_add_rule(a: ShapedType, b: ShapedType, c: ShapedType, *, alpha: float,
+                     transpose_a: bool, transpose_b: bool) -> ShapedType:
+    product = _matmul_rule(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    if c.dtype != product.dtype:
+        raise TypeError(f"addend dtype {c.dtype.name} differs from the product's "
+                        f"{product.dtype.name}")
+    if c.ndim > product.ndim or any(
+            d is not None and p is not None and d not in (1, p)
+            for d, p in zip(c.shape[::-1], product.shape[::-1], strict=False)):
+        raise ValueError(f"addend {format_shape(c.shape)} does not broadcast to the product "
+                         f"{format_shape(product.shape)}")
+    return product
+
+
+def _matmul_add(a, b, c, *, alpha, transpose_a, transpose_b):
+    product = _matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    return (product * product.dtype.type(alpha) + c).astype(product.dtype, copy=False)
+
+
+matmul_add_p = Primitive(
+    "matmul_add",
+    shape_rule=_matmul_add_rule,
+    kernel=_matmul_add,
+    summary="alpha * matmul(a, b) + c, c broadcast to the product (a fused matmul epilogue)",
+)
+
+
+@matmul_add_p.def_vjp
+@floating_only
+def _matmul_add_vjp(cotangents, inputs, outputs, *, alpha, transpose_a, transpose_b):
+    (g,), (a, b, c) = cotangents, inputs
+    return [*_product_vjp(g * alpha, a, b, transpose_a, transpose_b), unbroadcast(g, c)]
