@@ -276,14 +276,17 @@ def _static_size(spec: OpSpec) -> float:
 
 def compile_ops(specs: Sequence[OpSpec], py_entries: bool = True) -> list[CompiledOp | None]:
     """Compile the ops that have a lowering, one LLVM module per pair of levels
-    (`cpu.levels` by the op's static size, `OPT_LEVEL` for large ops); None for the
-    others. Without `py_entries` (ops only compiled code calls) there is no ``NAME.py`` to
-    compile, and Python calls take the slower ctypes path."""
+    (`cpu.levels` by the op's static size, `OPT_LEVEL` for large ops; a lowering whose
+    work is in the functions it calls says ``optimize_loops = False`` and gets the tiny
+    ops' levels); None for the others. Without `py_entries` (ops only compiled code
+    calls) there is no ``NAME.py`` to compile, and Python calls take the slower ctypes
+    path."""
     groups: dict[tuple[int, int], dict[tuple, tuple[OpSpec, Lowering]]] = {}
     for spec in specs:
         lowering = rule_for(spec)
         if lowering is not None:
-            group = groups.setdefault(levels(_static_size(spec), OPT_LEVEL), {})
+            size = _static_size(spec) if getattr(lowering, "optimize_loops", True) else 0
+            group = groups.setdefault(levels(size, OPT_LEVEL), {})
             group.setdefault(spec.key, (spec, lowering))
     built = [_module(list(group.values()), py_entries, level, codegen)
              for (level, codegen), group in sorted(groups.items())]
