@@ -95,9 +95,7 @@ func.func @two_chains(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 }
 
 // %h feeds the group and a reduction: it is a kernel result too, and the reduction, which
-// came before the group's last op, moves after the call. Results in definition order. The
-// reduction does not end the group: %y does not lead to %h, so the group's iteration
-// space is not %h's (groups are formed before reductions join them).
+// came before the group's last op, moves after the call. Results in definition order.
 // CHECK-LABEL: func.func @shared_value(
 // CHECK-NEXT:    %h, %y = sf.call %x {callee = @shared_value_kernel0} : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
 // CHECK-NEXT:    %m = sf.reduce_max %h {axes = [0, 1], keepdims = false}
@@ -125,16 +123,15 @@ func.func @broadcasting(%x: tensor<4x8xf32>, %row: tensor<8xf32>, %col: tensor<4
 }
 
 // A diamond: %e / reduce_sum(%e) in one kernel would have to run both before and after
-// the reduction, so the division is a group of its own (softmax's shape). The sum ends the
-// group of %e, which is still a result: the division reads it.
+// the reduction, so the division is a group of its own (softmax's shape).
 // CHECK-LABEL: func.func @diamond(
-// CHECK-NEXT:    %e, %sum = sf.call %x {callee = @diamond_kernel0} : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>)
+// CHECK-NEXT:    %e = sf.call %x {callee = @diamond_kernel0} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %sum = sf.reduce_sum %e {axes = [1], keepdims = true}
 // CHECK-NEXT:    %p = sf.call %e, %sum {callee = @diamond_kernel1} : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    func.return %p
 // CHECK-LABEL: func.func @diamond_kernel0(%x: tensor<4x8xf32>)
 // CHECK-NEXT:    %e = sf.exp %x
-// CHECK-NEXT:    %sum = sf.reduce_sum %e {axes = [1], keepdims = true}
-// CHECK-NEXT:    func.return %e, %sum
+// CHECK-NEXT:    func.return %e
 // CHECK-LABEL: func.func @diamond_kernel1(%e: tensor<4x8xf32>, %sum: tensor<4x1xf32>)
 // CHECK-NEXT:    %p = sf.divide %e, %sum
 // CHECK-NEXT:    func.return %p
@@ -236,18 +233,14 @@ func.func @given_kernel(%x: tensor<4xf32>) -> tensor<4xf32> attributes {sf.kerne
 
 // Two groups that would need each other: {%a, %c} and {%b, %d} are each convex, but %c
 // needs the reduction of %b and %d the reduction of %a, so one call would have to run
-// before the other and after it. The second group is split instead. %mb ends {%b}; %ma
-// stays alone, since %c, in %a's group, does not lead to %a.
+// before the other and after it. The second group is split instead.
 // CHECK-LABEL: func.func @crossed(
-// CHECK-NEXT:    %b, %mb = sf.call %x {callee = @crossed_kernel0}
+// CHECK-NEXT:    %b = sf.call %x {callee = @crossed_kernel0}
+// CHECK-NEXT:    %mb = sf.reduce_max %b
 // CHECK-NEXT:    %a, %c = sf.call %x, %mb {callee = @crossed_kernel1}
 // CHECK-NEXT:    %ma = sf.reduce_sum %a
 // CHECK-NEXT:    %d = sf.call %b, %ma {callee = @crossed_kernel2}
 // CHECK-NEXT:    func.return %c, %d
-// CHECK-LABEL: func.func @crossed_kernel0(
-// CHECK-NEXT:    %b = sf.tanh %x
-// CHECK-NEXT:    %mb = sf.reduce_max %b {axes = [1], keepdims = true}
-// CHECK-NEXT:    func.return %b, %mb
 func.func @crossed(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %a = sf.exp %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %b = sf.tanh %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
