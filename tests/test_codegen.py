@@ -341,11 +341,11 @@ def test_raw_abi_rejects_inconsistent_dims_without_touching_memory() -> None:
 
 
 def test_kernels_with_unsupported_ops_are_rejected() -> None:
-    reduce = """func.func @r(%x: tensor<4xf32>) -> tensor<f32> {
-      %0 = sf.reduce_sum %x {axes = [0], keepdims = false} : (tensor<4xf32>) -> tensor<f32>
-      func.return %0 : tensor<f32>
+    reduce = """func.func @r(%x: tensor<4xf32>) -> tensor<i64> {
+      %0 = sf.argmax %x {axis = 0} : (tensor<4xf32>) -> tensor<i64>
+      func.return %0 : tensor<i64>
     }"""
-    with pytest.raises(NotImplementedError, match="sf.reduce_sum is not an elementwise op"):
+    with pytest.raises(NotImplementedError, match="sf.argmax is not an elementwise op"):
         analyse(function(reduce))
     constant = """func.func @c(%x: tensor<2xf32>) -> tensor<2xf32> {
       %c = sf.constant dense<[1.0, 2.0]> : tensor<2xf32>

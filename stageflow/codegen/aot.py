@@ -55,7 +55,7 @@ from stageflow.ir.builder import build_constant
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.types import ResourceTensorType
-from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE, Pipeline
 from stageflow.passes.fuse import is_kernel
 
 TARGETS = ("cpu", "ptx")
@@ -132,7 +132,8 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     concrete = (function.get_concrete_function(*specs)
                 if hasattr(function, "get_concrete_function") else function)
     symbol = _c_name(name or concrete.name)
-    module, functions = _optimised_module(concrete, symbol)
+    module, functions = _optimised_module(concrete, symbol,
+                                          PTX_PIPELINE if target == "ptx" else DEFAULT_PIPELINE)
     entry = functions[symbol]
     variables = _freeze_captures(entry, concrete, freeze)
     if target == "ptx":
@@ -151,9 +152,10 @@ def _c_name(name: str) -> str:
     return cleaned if cleaned and not cleaned[0].isdigit() else f"f_{cleaned}"
 
 
-def _optimised_module(concrete: Any, symbol: str) -> tuple[ModuleOp, dict[str, FuncOp]]:
+def _optimised_module(concrete: Any, symbol: str,
+                      pipeline: str = DEFAULT_PIPELINE) -> tuple[ModuleOp, dict[str, FuncOp]]:
     module = graph_module(concrete.graph, symbol)
-    Pipeline.parse(DEFAULT_PIPELINE).run(module)
+    Pipeline.parse(pipeline).run(module)
     return module, {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
 
 

@@ -2,13 +2,16 @@
 
 A *kernel* is a ``func.func`` whose body holds only elementwise `sf` ops (unary, binary,
 comparisons, logic, ``sf.select``, ``sf.cast``), ``sf.constant`` of 0-d or splat values,
-and ``func.return``. Arguments and results are ranked tensors with static or ``?`` dims;
-binary and select ops broadcast like NumPy. A fusion pass outlines such functions; this
-module turns one into a `Kernel`: the op list in SSA order with value numbers, and the
-*iteration space*, the broadcast shape of every value in it (for a kernel without dead
-values, the broadcast shape of its results). Each argument is read or written at its own
-broadcast strides: stride 0 on dims where it has size 1, so a ``tensor<8xf32>`` bias
-added to a ``tensor<?x8xf32>`` is read again for every row.
+reductions (``sf.reduce_sum``, ``_prod``, ``_max``, ``_min``) of values over the whole
+iteration space whose results are only returned, and ``func.return``. Arguments and
+results are ranked tensors with static or ``?`` dims; binary and select ops broadcast like
+NumPy. A fusion pass outlines such functions; this module turns one into a `Kernel`: the
+op list in SSA order with value numbers, its reductions, and the *iteration space*, the
+broadcast shape of every value in it but the reductions' results (for a kernel without
+dead values, the broadcast shape of its unreduced results and reduced operands). Each
+argument is read or written at its own broadcast strides: stride 0 on dims where it has
+size 1, so a ``tensor<8xf32>`` bias added to a ``tensor<?x8xf32>`` is read again for
+every row; a reduction's result is combined into at stride 0 on its reduced axes.
 
 Dims are *specs*: an ``int`` when the types fix it, else the tuple of ``(argument, axis)``
 pairs whose run-time sizes decide it (the first that is not 1, as broadcasting does).
@@ -26,10 +29,16 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import SSAValue
 
 from stageflow.codegen.ops import RULES
+from stageflow.frontend import dtypes
 from stageflow.frontend.primitives.base import ShapedType
 from stageflow.ir.builder import constant_value
-from stageflow.ir.dialect import ConstantOp, ElementwiseOp
+from stageflow.ir.dialect import ConstantOp, ElementwiseOp, ReductionOp
 from stageflow.ir.types import shaped_type
+
+# The reductions kernels compute (``sf.reduce_<kind>``) and the dtypes they accumulate,
+# the same as `codegen.reduction` lowers alone.
+REDUCTION_KINDS = ("sum", "prod", "max", "min")
+REDUCTION_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32)
 
 Sources = tuple[tuple[int, int], ...]  # (input index, axis) pairs deciding a dynamic dim
 DimSpec = int | Sources
@@ -45,6 +54,25 @@ class Step:
     dtypes: tuple[np.dtype, ...]
     result_dtype: np.dtype
     params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """``values[result]`` is ``values[operand]`` combined by `kind` (sum, prod, max, min)
+    over `axes` of the iteration space (the operand spans it), kept as 1 with `keepdims`."""
+
+    kind: str
+    operand: int
+    result: int
+    axes: tuple[int, ...]
+    keepdims: bool
+    dtype: np.dtype
+
+    def reduced_spec(self, spec: tuple[DimSpec, ...]) -> tuple[DimSpec, ...]:
+        """The dims of the result of reducing a value of dims `spec`."""
+        if self.keepdims:
+            return tuple(1 if a in self.axes else d for a, d in enumerate(spec))
+        return tuple(d for a, d in enumerate(spec) if a not in self.axes)
 
 
 @dataclass(frozen=True)
@@ -85,6 +113,7 @@ class Kernel:
     shape: tuple[DimSpec, ...]  # the iteration space
     output_shapes: tuple[tuple[DimSpec, ...], ...]
     used_inputs: frozenset[int]
+    reductions: tuple[Reduction, ...] = ()
 
     @property
     def args(self) -> tuple[Arg, ...]:
@@ -130,9 +159,15 @@ def _tensor_type(value: SSAValue, what: str, dynamic_leading: bool = False) -> S
 def leading_dim_splittable(function: FuncOp) -> bool:
     """Whether every argument and value of the kernel has the same rank and the same leading
     dim (the same static size, or unknown everywhere): then the kernel may run on blocks of
-    rows (callers check at run time that the arrays' shapes are all equal)."""
+    rows (callers check at run time that the arrays' shapes are all equal). Reductions'
+    results are left out, as long as none reduces the leading axis: each row of the
+    iteration space then reduces into the same row of their results."""
     block = function.body.block
-    values = list(block.args) + [r for op in block.ops for r in op.results]
+    reductions = [op for op in block.ops if isinstance(op, ReductionOp)]
+    if any(0 in op.params()["axes"] for op in reductions):
+        return False
+    reduced = {r for op in reductions for r in op.results}
+    values = list(block.args) + [r for op in block.ops for r in op.results if r not in reduced]
     shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
     if len(shapes) != len(values):
         return False
@@ -177,11 +212,21 @@ def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
                            for axis, d in enumerate(ty.shape)))
         types.append(ty)
     steps: list[Step] = []
+    reductions: list[Reduction] = []
     results: tuple[int, ...] = ()
     for op in block.ops:
         if isinstance(op, ReturnOp):
             results = tuple(numbers[v] for v in op.operands)
             break
+        if (isinstance(op, ReductionOp)
+                and op.primitive.name.removeprefix("reduce_") in REDUCTION_KINDS):
+            reduction = _reduction(op, numbers, len(specs), name)
+            numbers[op.results[0]] = reduction.result
+            specs.append(reduction.reduced_spec(specs[reduction.operand]))
+            types.append(_tensor_type(op.results[0], f"the result of {op.name}",
+                                      dynamic_leading))
+            reductions.append(reduction)
+            continue
         if not isinstance(op, ElementwiseOp | ConstantOp) or len(op.results) != 1:
             raise NotImplementedError(f"{op.name} is not an elementwise op; @{name} is not a "
                                       "kernel")
@@ -204,16 +249,50 @@ def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
     outputs = tuple(Arg(f"result #{j}", types[v], True) for j, v in enumerate(results))
     used = frozenset(i for step in steps for i in step.operands if i < len(inputs))
     used |= {v for v in results if v < len(inputs)}
+    used |= {r.operand for r in reductions if r.operand < len(inputs)}
+    reduced = {r.result for r in reductions}
     # Unused arguments are only checked against their own types, never iterated over.
-    live = [spec for v, spec in enumerate(specs) if v >= len(inputs) or v in used]
+    live = [spec for v, spec in enumerate(specs)
+            if (v >= len(inputs) or v in used) and v not in reduced]
     rank = max((len(s) for s in live), default=0)
+    shape = tuple(_aligned(live, rank))
+    for reduction in reductions:
+        _check_reduction(reduction, specs[reduction.operand], shape, steps, name)
     return Kernel(
         name=name,
         inputs=tuple(inputs),
         outputs=outputs,
         steps=tuple(steps),
         results=results,
-        shape=tuple(_aligned(live, rank)),
+        shape=shape,
         output_shapes=tuple(specs[v] for v in results),
         used_inputs=used,
+        reductions=tuple(reductions),
     )
+
+
+def _reduction(op: ReductionOp, numbers: dict[SSAValue, int], result: int,
+               name: str) -> Reduction:
+    """The `Reduction` an ``sf.reduce_*`` op of @`name` computes into value `result`."""
+    kind = op.primitive.name.removeprefix("reduce_")
+    dtype = shaped_type(op.results[0].type).dtype
+    if dtype not in REDUCTION_DTYPES:
+        raise NotImplementedError(f"{op.name} of {dtype} is not a reduction kernels compute "
+                                  f"(@{name})")
+    params = op.params()
+    return Reduction(kind, numbers[op.operands[0]], result, tuple(params["axes"]),
+                     bool(params["keepdims"]), dtype)
+
+
+def _check_reduction(reduction: Reduction, operand: tuple[DimSpec, ...],
+                     space: tuple[DimSpec, ...], steps: list[Step], name: str) -> None:
+    """A reduction's operand must span the iteration space (each of its elements is then
+    visited once), and its result must only be returned (the loop that computes it is the
+    kernel's own)."""
+    same = len(operand) == len(space) and all(
+        d == s if isinstance(d, int) or isinstance(s, int) else set(d) == set(s)
+        for d, s in zip(operand, space, strict=True))
+    if not same:
+        raise NotImplementedError(f"a reduction of @{name} does not span its iteration space")
+    if any(reduction.result in step.operands for step in steps):
+        raise NotImplementedError(f"a reduction's result is used inside @{name}")

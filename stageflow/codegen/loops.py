@@ -34,7 +34,9 @@ from stageflow.codegen import ops
 from stageflow.codegen.emitter import I32, I64, Emitter, storage_type
 from stageflow.codegen.kernel import Arg, DimSpec, Kernel
 
-Body = Callable[[list[ir.Value]], None]  # emits one element, given per-argument offsets
+# Emits one element, given per-argument offsets; returns the values computed there.
+Body = Callable[[list[ir.Value]], dict[int, ir.Value] | None]
+Address = Callable[[int, ir.Value], ir.Value]  # argument index, element offset -> pointer
 
 
 def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
@@ -253,6 +255,12 @@ class Layout:
 class Driver:
     """How a target spreads iterations: sequential loops (this class, the CPU)."""
 
+    def reducing(self, b: ir.IRBuilder, layout: Layout, body: Body, address: Address) -> None:
+        """The loops of a kernel with reductions (`codegen.reduce_loops`)."""
+        from stageflow.codegen.reduce_loops import emit_reducing
+
+        emit_reducing(b, layout, body, address)
+
     def flat(self, b: ir.IRBuilder, layout: Layout, body: Body) -> None:
         strides = [_i64(s) for s in layout.flat_strides()]
         counted_loop(b, _i64(0), layout.total, _i64(1),
@@ -260,19 +268,27 @@ class Driver:
 
     def broadcast(self, b: ir.IRBuilder, layout: Layout, body: Body) -> None:
         strides = [layout.strides(index) for index in range(len(layout.kernel.args))]
+        strided_nest(b, layout.space, strides, body)
 
-        def nest(axis: int, bases: list[ir.Value]) -> None:
-            if axis == layout.kernel.rank:
-                body(bases)
-                return
 
-            def step(i: ir.Value) -> None:
-                nest(axis + 1, [fold_add(b, base, fold_mul(b, i, s[axis])) for base, s in
-                                zip(bases, strides, strict=True)])
+def strided_nest(b: ir.IRBuilder, sizes: Sequence[ir.Value],
+                 strides: Sequence[Sequence[ir.Value]], body: Body) -> None:
+    """Nested loops over `sizes` (outermost first) calling `body` with every argument's
+    offset: the sum over the axes of the index times the argument's stride there
+    (``strides[argument][axis]``)."""
 
-            counted_loop(b, _i64(0), layout.space[axis], _i64(1), step, f"i{axis}")
+    def nest(axis: int, bases: list[ir.Value]) -> None:
+        if axis == len(sizes):
+            body(bases)
+            return
 
-        nest(0, [_i64(0)] * len(strides))
+        def step(i: ir.Value) -> None:
+            nest(axis + 1, [fold_add(b, base, fold_mul(b, i, s[axis])) for base, s in
+                            zip(bases, strides, strict=True)])
+
+        counted_loop(b, _i64(0), sizes[axis], _i64(1), step, f"i{axis}")
+
+    nest(0, [_i64(0)] * len(strides))
 
 
 class KernelBuilder:
@@ -316,6 +332,11 @@ class KernelBuilder:
         pointers = list(function.args[:len(args)])
         layout = Layout(b, self.kernel, list(function.args[len(args):]))
         body = self._element_body(b, pointers)
+        if self.kernel.reductions:
+            driver.reducing(b, layout, body, lambda index, offset: self._address(
+                b, pointers, index, offset))
+            b.ret_void()
+            return function
         flat_ok = layout.flat_ok()
         if flat_ok is None:
             driver.flat(b, layout, body)
@@ -332,19 +353,24 @@ class KernelBuilder:
         b.ret_void()
         return function
 
+    def _address(self, b: ir.IRBuilder, pointers: list[ir.Value], index: int,
+                 offset: ir.Value) -> ir.Value:
+        arg: Arg = self.kernel.args[index]
+        return b.gep(pointers[index], [offset], inbounds=True,
+                     source_etype=storage_type(arg.dtype))
+
     def _element_body(self, b: ir.IRBuilder, pointers: list[ir.Value]) -> Body:
+        """Computes one element: reads the inputs, applies the steps, stores the results
+        that are not reduced; returns every value (the reductions' operands among them)."""
         kernel = self.kernel
         e = Emitter(b, self.libm)
+        reduced = {r.result for r in kernel.reductions}
 
-        def address(index: int, offset: ir.Value) -> ir.Value:
-            arg: Arg = kernel.args[index]
-            return b.gep(pointers[index], [offset], inbounds=True,
-                         source_etype=storage_type(arg.dtype))
-
-        def body(offsets: list[ir.Value]) -> None:
+        def body(offsets: list[ir.Value]) -> dict[int, ir.Value]:
             values: dict[int, ir.Value] = {}
             for index in sorted(kernel.used_inputs):
-                values[index] = e.load(address(index, offsets[index]), kernel.args[index].dtype)
+                values[index] = e.load(self._address(b, pointers, index, offsets[index]),
+                                       kernel.args[index].dtype)
             for step in kernel.steps:
                 node = ops.Node(tuple(values[i] for i in step.operands), step.dtypes,
                                 step.result_dtype, step.params)
@@ -352,7 +378,10 @@ class KernelBuilder:
             first_output = len(kernel.inputs)
             for j, value_number in enumerate(kernel.results):
                 index = first_output + j
-                e.store(values[value_number], address(index, offsets[index]),
-                        kernel.args[index].dtype)
+                if value_number not in reduced:
+                    e.store(values[value_number],
+                            self._address(b, pointers, index, offsets[index]),
+                            kernel.args[index].dtype)
+            return values
 
         return body

@@ -34,6 +34,7 @@ from xdsl.dialects.func import FuncOp
 from stageflow.codegen.emitter import I32, I64
 from stageflow.codegen.kernel import Kernel, analyse
 from stageflow.codegen.loops import (
+    Address,
     Body,
     Driver,
     KernelBuilder,
@@ -84,6 +85,10 @@ def ptxas_path() -> Path | None:
 
 class GridDriver(Driver):
     """Grid-stride loops: thread t of T handles elements t, t + T, t + 2T, ..."""
+
+    def reducing(self, b: ir.IRBuilder, layout: Layout, body: Body, address: Address) -> None:
+        raise NotImplementedError(f"@{layout.kernel.name} ends in reductions; PTX kernels are "
+                                  "elementwise (fuse with reductions=false for this target)")
 
     @staticmethod
     def _special(b: ir.IRBuilder, register: str) -> ir.Value:

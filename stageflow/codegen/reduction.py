@@ -25,15 +25,15 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.emitter import I64, Emitter, storage_type
+from stageflow.codegen.kernel import REDUCTION_DTYPES
 from stageflow.codegen.loops import fold_add, fold_loop, fold_mul
 from stageflow.codegen.op_builder import OpBuilder, OpSpec, i64, lowering, nest
-from stageflow.frontend import dtypes
 
 LANES = 8  # partial sums per row for float sums along the innermost axis
-_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32)
 
 
-def _combine(e: Emitter, kind: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:
+def combine(e: Emitter, kind: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:
+    """`x` and `y` combined by `kind` (max and min of floats propagate NaN, as NumPy's do)."""
     b, floating = e.b, dtype.kind == "f"
     if kind == "sum":
         return b.fadd(x, y) if floating else b.add(x, y)
@@ -48,7 +48,8 @@ def _combine(e: Emitter, kind: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -
     return b.call(function, [x, y])
 
 
-def _identity(kind: str, dtype: np.dtype, ty: ir.Type) -> ir.Value:
+def identity_of(kind: str, dtype: np.dtype, ty: ir.Type) -> ir.Value:
+    """The value a reduction of `kind` starts from (what it returns over no elements)."""
     if kind in ("sum", "prod"):
         value = 0 if kind == "sum" else 1
         return ir.Constant(ty, float(value) if dtype.kind == "f" else value)
@@ -76,7 +77,7 @@ class Reduce:
             ob.fail_unless(ob.all_of([b.icmp_signed(">", x.dims[a], i64(0))
                                       for a in self.axes]), 0)
         ty = storage_type(self.dtype)
-        identity = _identity(self.kind, self.dtype, ty)
+        identity = identity_of(self.kind, self.dtype, ty)
         nest(b, [out.size(b)], lambda i: b.store(identity, out.address(b, i[0])), "init")
         # The output's stride along each input axis: 0 where the axis is reduced.
         out_strides: list[ir.Value] = []
@@ -94,7 +95,7 @@ class Reduce:
             def body(at: list[ir.Value]) -> None:
                 target = out.address(b, _dot(b, at, out_strides))
                 value = b.load(x.address(b, x.offset(b, at)), typ=ty)
-                b.store(_combine(e, self.kind, self.dtype, b.load(target, typ=ty), value),
+                b.store(combine(e, self.kind, self.dtype, b.load(target, typ=ty), value),
                         target)
 
             nest(b, x.dims, body)
@@ -104,7 +105,7 @@ class Reduce:
             target = out.address(b, _dot(b, at, out_strides[:last]))
             start = x.offset(b, [*at, i64(0)])
             total = self._fold_row(e, x, start, x.strides[last], x.dims[last], ty)
-            b.store(_combine(e, self.kind, self.dtype, b.load(target, typ=ty), total), target)
+            b.store(combine(e, self.kind, self.dtype, b.load(target, typ=ty), total), target)
 
         nest(b, x.dims[:last], row)
 
@@ -112,13 +113,13 @@ class Reduce:
                   ty: ir.Type) -> ir.Value:
         """The row ``x[start + j * stride], j < n`` combined into one value."""
         b = e.b
-        identity = _identity(self.kind, self.dtype, ty)
+        identity = identity_of(self.kind, self.dtype, ty)
 
         def element(j: ir.Value) -> ir.Value:
             return b.load(x.address(b, fold_add(b, start, fold_mul(b, j, stride))), typ=ty)
 
         def one(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-            return [_combine(e, self.kind, self.dtype, acc[0], element(j))]
+            return [combine(e, self.kind, self.dtype, acc[0], element(j))]
 
         if not (self.kind == "sum" and self.dtype.kind == "f"):
             return fold_loop(b, i64(0), n, i64(1), [identity], one, "j")[0]
@@ -154,16 +155,21 @@ class Reduce:
         partial = b.phi(vector)
         for value, block in results:
             partial.add_incoming(value, block)
-        width = LANES
-        while width > 1:  # pairwise: lanes i and i + width/2
-            width //= 2
-            low = b.shuffle_vector(partial, partial, ir.Constant(
-                ir.VectorType(ir.IntType(32), width), list(range(width))))
-            high = b.shuffle_vector(partial, partial, ir.Constant(
-                ir.VectorType(ir.IntType(32), width), list(range(width, 2 * width))))
-            partial = b.fadd(low, high)
-        total = b.extract_element(partial, ir.Constant(I64, 0))
-        return fold_loop(b, full, n, i64(1), [total], one, "tail")[0]
+        return fold_loop(b, full, n, i64(1), [lanes_total(b, partial)], one, "tail")[0]
+
+
+def lanes_total(b: ir.IRBuilder, partial: ir.Value) -> ir.Value:
+    """The `LANES` partial sums of a vector added pairwise (lanes i and i + width/2, halving
+    the width), as NumPy's pairwise summation adds neighbouring blocks."""
+    width = LANES
+    while width > 1:
+        width //= 2
+        low = b.shuffle_vector(partial, partial, ir.Constant(
+            ir.VectorType(ir.IntType(32), width), list(range(width))))
+        high = b.shuffle_vector(partial, partial, ir.Constant(
+            ir.VectorType(ir.IntType(32), width), list(range(width, 2 * width))))
+        partial = b.fadd(low, high)
+    return b.extract_element(partial, ir.Constant(I64, 0))
 
 
 def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value]) -> ir.Value:
@@ -176,7 +182,7 @@ def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Valu
 @lowering("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
 def _reduce(spec: OpSpec) -> Reduce | None:
     dtype = spec.inputs[0].dtype
-    if dtype not in _DTYPES:
+    if dtype not in REDUCTION_DTYPES:
         return None
     kind = spec.name.removeprefix("reduce_")
     return Reduce(kind, tuple(spec.params["axes"]), bool(spec.params["keepdims"]), dtype)
@@ -225,7 +231,7 @@ class ArgReduce:
 @lowering("argmax", "argmin")
 def _arg_reduce(spec: OpSpec) -> ArgReduce | None:
     dtype = spec.inputs[0].dtype
-    if dtype not in _DTYPES:
+    if dtype not in REDUCTION_DTYPES:
         return None
     return ArgReduce(spec.name == "argmax", spec.params["axis"] % spec.inputs[0].ndim, dtype)
 

@@ -31,7 +31,8 @@ def _first_not_one(*dims: int) -> int:
     return 1
 
 
-def _spec_value(spec: DimSpec, shapes: Sequence[tuple[int, ...]]) -> int:
+def spec_value(spec: DimSpec, shapes: Sequence[tuple[int, ...]]) -> int:
+    """A dim spec's size for inputs of `shapes` (the first of its sources that is not 1)."""
     if isinstance(spec, int):
         return spec
     return _first_not_one(*(shapes[i][axis] for i, axis in spec))
@@ -148,7 +149,7 @@ class CompiledKernel:
     def _check_broadcast(self, arrays: list[np.ndarray]) -> None:
         kernel = self.kernel
         shapes = [a.shape for a in arrays]
-        space = [_spec_value(spec, shapes) for spec in kernel.shape]
+        space = [spec_value(spec, shapes) for spec in kernel.shape]
         for index, (arg, shape) in enumerate(zip(kernel.inputs, shapes, strict=True)):
             if not kernel.is_live(index):
                 continue
@@ -168,7 +169,7 @@ class CompiledKernel:
         arrays = [self._prepare(arg, v) for arg, v in zip(kernel.inputs, values, strict=True)]
         self._check_broadcast(arrays)
         shapes = [a.shape for a in arrays]
-        outputs = [np.empty(tuple(_spec_value(d, shapes) for d in spec), arg.dtype)
+        outputs = [np.empty(tuple(spec_value(d, shapes) for d in spec), arg.dtype)
                    for arg, spec in zip(kernel.outputs, kernel.output_shapes, strict=True)]
         everything = arrays + outputs
         if self._py is not None:

@@ -226,9 +226,10 @@ class ConcreteFunction:
         module = graph_module(self.graph, self.name)
         if stage == "traced":
             return module_to_text(module, debuginfo=True)
-        from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+        from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE, Pipeline
 
-        self.pass_timings = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass).run(module)
+        pipeline = PTX_PIPELINE if stage == "ptx" else DEFAULT_PIPELINE
+        self.pass_timings = Pipeline.parse(pipeline, after_pass=after_pass).run(module)
         if stage == "optimized":
             return module_to_text(module, debuginfo=True)
         if stage == "lowered":

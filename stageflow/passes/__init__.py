@@ -10,6 +10,7 @@ does and why.
 from stageflow.passes.pipeline import (
     DEFAULT_PIPELINE,
     IR_DUMP_HEADER,
+    PTX_PIPELINE,
     PassFailure,
     PassTiming,
     Pipeline,
@@ -27,6 +28,7 @@ from stageflow.passes.registry import (
 
 __all__ = [
     "DEFAULT_PIPELINE",
+    "PTX_PIPELINE",
     "IR_DUMP_HEADER",
     "PassFailure",
     "PassSpecError",

@@ -1,11 +1,13 @@
-"""`fuse`: outline groups of elementwise ops into kernel functions, called from their place.
+"""`fuse`: outline groups of elementwise ops, and the reductions they end in, into kernel
+functions called from their place.
 
 Elementwise ops are where an ML program spends its memory bandwidth: each one run alone
 reads its operands from memory and writes its result back. Code generation compiles a
-*kernel* (a function of elementwise ops only, see `stageflow.codegen.kernel`) into one loop
-nest that keeps every intermediate value in registers. This pass makes those kernels: it
-partitions the elementwise ops of each function into groups (`fuse_groups`), moves each
-group into a new ``func.func`` marked ``sf.kernel``, and replaces it by one ``sf.call``.
+*kernel* (a function of elementwise ops, ending in reductions of their values or not, see
+`stageflow.codegen.kernel`) into one loop nest that keeps every intermediate value in
+registers. This pass makes those kernels: it partitions the elementwise ops of each
+function into groups (`fuse_groups`), moves each group into a new ``func.func`` marked
+``sf.kernel``, and replaces it by one ``sf.call``.
 Every elementwise op the program runs then runs compiled, several to a loop where possible.
 First, a matmul followed by a scaled add becomes one `matmul_add` (`fuse_matmul`): the BLAS
 adds the addend itself, and what follows the add still fuses into a kernel.
@@ -28,6 +30,7 @@ from xdsl.traits import IsTerminator
 
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import build_function, build_op
+from stageflow.ir.dialect import ReductionOp
 from stageflow.passes.fuse_groups import (
     IsEffect,
     dependencies,
@@ -48,6 +51,15 @@ def is_kernel(function: FuncOp) -> bool:
     return KERNEL_ATTR in function.attributes
 
 
+def reduced_results(kernel: FuncOp) -> frozenset[int]:
+    """The indices of the kernel's results that reductions compute: smaller than its
+    iteration space, and written before its inputs are all read (no in-place writes)."""
+    returned = kernel.body.block.last_op
+    assert returned is not None
+    return frozenset(j for j, value in enumerate(returned.operands)
+                     if isinstance(value.owner, ReductionOp))
+
+
 @register_pass
 @dataclass(frozen=True)
 class Fuse(ModulePass):
@@ -64,19 +76,19 @@ class Fuse(ModulePass):
           func.return %y : tensor<4xf32>
         }
 
-    After::
+    After (the reduction ends the kernel of the values it reduces, see `fuse_groups`)::
 
         func.func @f(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
-          %t = sf.call %x, %b {callee = @f_kernel0} : (tensor<4x8xf32>, tensor<8xf32>) -> ...
-          %s = sf.reduce_sum %t {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+          %s = sf.call %x, %b {callee = @f_kernel0} : (tensor<4x8xf32>, tensor<8xf32>) -> ...
           %y = sf.call %s {callee = @f_kernel1} : (tensor<4xf32>) -> tensor<4xf32>
           func.return %y : tensor<4xf32>
         }
-        func.func @f_kernel0(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32>
+        func.func @f_kernel0(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32>
             attributes {sf.kernel} {
           %h = sf.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
           %t = sf.tanh %h : (tensor<4x8xf32>) -> tensor<4x8xf32>
-          func.return %t : tensor<4x8xf32>
+          %s = sf.reduce_sum %t {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+          func.return %s : tensor<4xf32>
         }
         func.func @f_kernel1(%s: tensor<4xf32>) -> tensor<4xf32> attributes {sf.kernel} {
           %c = sf.constant dense<2.0> : tensor<f32>
@@ -91,13 +103,14 @@ class Fuse(ModulePass):
     group at its last op; ops between that used one of its values move after the call, the
     effects keeping their order. Kernels themselves are never fused again, so a second run
     changes nothing. Before grouping, ``alpha * (a @ b) + c`` becomes one ``sf.matmul_add``
-    (`stageflow.passes.fuse_matmul`). Not fused (yet): reductions, even into their
-    elementwise producers.
+    (`stageflow.passes.fuse_matmul`). With ``reductions=false`` (for targets whose kernels
+    are elementwise only, PTX) reductions stay ops of their own.
     """
 
     name = "fuse"
 
     max_ops: int = 256
+    reductions: bool = True
 
     def __post_init__(self) -> None:
         if self.max_ops < 1:
@@ -119,7 +132,8 @@ class Fuse(ModulePass):
             blocks = [b for o in function.walk() for r in o.regions for b in r.blocks]
             outlined: list[FuncOp] = []
             for block in blocks:
-                outlined += fuse_block(block, self.max_ops, is_effect, names, kernels)
+                outlined += fuse_block(block, self.max_ops, is_effect, names, kernels,
+                                       self.reductions)
             if outlined:
                 Rewriter.insert_op(outlined, InsertPoint.after(function))
 
@@ -136,11 +150,12 @@ def _fresh_names(prefix: str, taken: set[str]) -> Iterator[str]:
 
 
 def fuse_block(
-    block: Block, max_ops: int, is_effect: IsEffect, names: Iterator[str], kernels: set[str]
+    block: Block, max_ops: int, is_effect: IsEffect, names: Iterator[str], kernels: set[str],
+    reductions: bool = True,
 ) -> list[FuncOp]:
     """Outline the fusion groups of `block`, adding their names to `kernels`; the kernels."""
     outlined = []
-    for group in find_groups(block, max_ops, is_effect):
+    for group in find_groups(block, max_ops, is_effect, reductions):
         kernel = outline(group, next(names))
         kernels.add(kernel.sym_name.data)
         outlined.append(kernel)

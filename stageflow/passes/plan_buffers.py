@@ -36,7 +36,7 @@ from xdsl.passes import ModulePass
 from stageflow.ir.attributes import encode
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import dtype_of
-from stageflow.passes.fuse import is_kernel
+from stageflow.passes.fuse import is_kernel, reduced_results
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import callee_name, functions, static_size
 
@@ -140,24 +140,28 @@ def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
     return allocations
 
 
-def _in_place(op: Operation, index: int, allocations: dict[SSAValue, Allocation]) -> list[int]:
+def _in_place(op: Operation, index: int, allocations: dict[SSAValue, Allocation],
+              reduced: frozenset[int]) -> list[int]:
     """For each result of a kernel call, the operand whose memory it may take, or -1.
 
     An operand qualifies if it is the allocation's own value (not a view), a temporary that
     surely owns new memory, of exactly the result's static type, read by no later op and by
     no other operand of this call, and the result spans the kernel's whole iteration space
     (a result smaller than it, broadcast inside the kernel, is written again and again
-    while the operand is still being read). The kernel reads each element of the operand
-    before writing the same element of the result, so the overwrite is safe.
+    while the operand is still being read) and is not computed by a reduction (`reduced`:
+    its results are initialised before the loop reads anything). The kernel reads each
+    element of the operand before writing the same element of the result, so the
+    overwrite is safe.
     """
     choices = []
     taken: set[int] = set()
     operand_allocations = [allocations[v] for v in op.operands]
-    space = _iteration_space(op)
-    for result in op.results:
+    space = _iteration_space(op, reduced)
+    for j, result in enumerate(op.results):
         mine = allocations[result]
         choice = -1
-        if mine.temporary and mine.size is not None and _shape(result) == space:
+        if (mine.temporary and mine.size is not None and _shape(result) == space
+                and j not in reduced):
             for k, operand in enumerate(op.operands):
                 theirs = operand_allocations[k]
                 if (k not in taken and theirs.temporary and theirs.fresh
@@ -184,9 +188,11 @@ def _shape(value: SSAValue) -> tuple[int, ...] | None:
     return tuple(ty.get_shape())
 
 
-def _iteration_space(op: Operation) -> tuple[int, ...] | None:
-    """The broadcast shape of a kernel call's operands and results (None if not static)."""
-    shapes = [_shape(v) for v in [*op.operands, *op.results]]
+def _iteration_space(op: Operation, reduced: frozenset[int]) -> tuple[int, ...] | None:
+    """The broadcast shape of a kernel call's operands and unreduced results (None if not
+    static)."""
+    results = [v for j, v in enumerate(op.results) if j not in reduced]
+    shapes = [_shape(v) for v in [*op.operands, *results]]
     if any(shape is None for shape in shapes):
         return None
     return tuple(np.broadcast_shapes(*shapes))
@@ -221,13 +227,15 @@ def _assign_buffers(temporaries: list[Allocation]) -> list[int | None]:
     return sizes
 
 
-def plan_block(block: Block, kernels: set[str]) -> BufferPlan:
-    """The buffer plan of a function body whose kernel functions are named in `kernels`."""
-    allocations = _allocations(block, kernels)
+def plan_block(block: Block, kernels: dict[str, frozenset[int]]) -> BufferPlan:
+    """The buffer plan of a function body; `kernels` maps the kernel functions' names to
+    their `reduced_results`."""
+    allocations = _allocations(block, set(kernels))
     in_place = {}
     for index, op in enumerate(block.ops):
-        if _op_name(op) == "call" and callee_name(op) in kernels:
-            choices = _in_place(op, index, allocations)
+        name = callee_name(op) if _op_name(op) == "call" else None
+        if name in kernels:
+            choices = _in_place(op, index, allocations, kernels[name])
             if any(choice >= 0 for choice in choices):
                 in_place[op] = choices
     unique = {id(a): a for a in allocations.values()}.values()
@@ -300,7 +308,8 @@ class PlanBuffers(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         table = functions(op)
-        kernels = {name for name, function in table.items() if is_kernel(function)}
+        kernels = {name: reduced_results(function) for name, function in table.items()
+                   if is_kernel(function)}
         for name, function in table.items():
             if name in kernels or len(function.body.blocks) != 1:
                 continue

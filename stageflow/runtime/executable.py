@@ -242,7 +242,8 @@ def _with_drops(steps: list[Step], keep: set[int], temporaries: set[int] | None 
 
 def _splits(kernel: FuncOp) -> bool:
     """Whether to compile a kernel for any number of rows, to run it on blocks of rows in
-    parallel: only where its results may reach `MIN_PARALLEL_ELEMENTS` (an unknown dim may).
+    parallel: only where its arguments or results may reach `MIN_PARALLEL_ELEMENTS` (an
+    unknown dim may).
     A kernel with its types' static shapes compiles to less code (no check for a flat loop,
     one loop where broadcasting is decided by the types), so in less LLVM time."""
     from stageflow.codegen.kernel import leading_dim_splittable
@@ -250,7 +251,9 @@ def _splits(kernel: FuncOp) -> bool:
 
     if not leading_dim_splittable(kernel):
         return False
-    for ty in kernel.function_type.outputs.data:
+    # Inputs count too: a kernel ending in reductions may iterate over many more elements
+    # than it writes.
+    for ty in (*kernel.function_type.inputs.data, *kernel.function_type.outputs.data):
         shape = shaped_type(ty).shape
         if None in shape or int(np.prod(shape, dtype=np.int64)) >= MIN_PARALLEL_ELEMENTS:
             return True

@@ -2,10 +2,11 @@
 
 A kernel whose values all share one leading dim is compiled with that dim unknown
 (`codegen.kernel.leading_dim_splittable`), so the same machine code runs on any block of
-rows. Calls with enough elements are cut into one block per core and run on a small
-thread pool: the compiled code runs without the GIL (ctypes releases it), so the blocks
-really run at once and memory-bound kernels reach the bandwidth of every core. Small calls
-stay on the calling thread, where a thread hop would cost more than the work.
+rows (results of reductions over other axes too: each block reduces into its own rows).
+Calls with enough elements are cut into one block per core and run on a small thread
+pool: the compiled code runs without the GIL (ctypes releases it), so the blocks really
+run at once and memory-bound kernels reach the bandwidth of every core. Small calls stay
+on the calling thread, where a thread hop would cost more than the work.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from stageflow.codegen.wrapper import spec_value
 from stageflow.runtime.buffer_pool import POOL
 
 MIN_PARALLEL_ELEMENTS = 1 << 17
@@ -52,7 +54,10 @@ class RowParallelKernel:
                 or not all(type(a) is np.ndarray and a.flags.c_contiguous
                            and a.shape == first.shape for a in arrays)):
             return self.compiled(*arrays)
-        outputs = [POOL.empty(first.shape, dtype) for dtype in self.output_dtypes]
+        shapes = [a.shape for a in arrays]
+        outputs = [POOL.empty(tuple(spec_value(d, shapes) for d in spec), dtype)
+                   for spec, dtype in zip(self.kernel.output_shapes, self.output_dtypes,
+                                          strict=True)]
         everything = list(arrays) + outputs
         rows = first.shape[0]
         bounds = [rows * i // n_workers for i in range(n_workers + 1)]

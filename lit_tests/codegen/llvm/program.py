@@ -1,7 +1,7 @@
 # RUN: stageflow dump %s:f --arg "f32[?,8]" --stage lowered | filecheck %s
 """The loop level of a whole function (`ir("lowered")`): one program checks its argument
 dims (and, when asked, the caller's output dims), sizes and allocates the temporary between
-its fused kernel and its reduction from the run-time batch dim, calls both through their C
+its fused kernel and its argmax from the run-time batch dim, calls both through their C
 entry points, turns a refusal into 1000 + the op's index, frees what it allocated, and
 computes the output straight into the caller's buffer."""
 
@@ -9,7 +9,7 @@ import stageflow as sf
 
 
 def f(x):
-    return sf.reduce_sum(sf.tanh(x) * 2.0, axis=1)
+    return sf.argmax(sf.tanh(x) * 2.0, axis=1)
 
 
 # CHECK-LABEL: define i32 @"f.program"(ptr %"inputs", ptr %"dims", ptr %"outputs", ptr %"out_dims")
@@ -35,9 +35,9 @@ def f(x):
 # CHECK:         store ptr %[[TEMP]]
 # CHECK-NEXT:    getelementptr
 # CHECK-NEXT:    store ptr %[[OUT]]
-# CHECK:         call i32 @"f.reduce_sum0"
+# CHECK:         call i32 @"f.argmax0"
 # CHECK:       fail.{{[0-9]+}}:
 # CHECK-NEXT:    store i32 1001
 # CHECK:       define i32 @"f.f_kernel0"(ptr %"args", ptr %"dims")
-# CHECK:       define i32 @"f.reduce_sum0"(ptr %"data", ptr %"dims", ptr %"strides")
+# CHECK:       define i32 @"f.argmax0"(ptr %"data", ptr %"dims", ptr %"strides")
 # CHECK:       define i32 @"f.program.shapes"

@@ -1,0 +1,84 @@
+// RUN: stageflow opt %s --passes fuse | filecheck %s
+// RUN: stageflow opt %s --passes 'fuse{reductions=false}' | filecheck %s --check-prefix=APART
+
+// A reduction joins the kernel of the group producing its operand when every op of that
+// group leads to the operand: the kernel folds each element into the result as it computes
+// it, and writes the operand only if something else reads it.
+
+// sum(x * x) over the rows: one kernel, the square never written.
+// CHECK-LABEL: func.func @sum_of_squares(
+// CHECK-NEXT:    %s = sf.call %x {callee = @sum_of_squares_kernel0} : (tensor<4x8xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    func.return %s
+// CHECK-LABEL: func.func @sum_of_squares_kernel0(%x: tensor<4x8xf32>) -> tensor<4xf32> attributes {sf.kernel}
+// CHECK-NEXT:    %sq = sf.multiply %x, %x
+// CHECK-NEXT:    %s = sf.reduce_sum %sq {axes = [1], keepdims = false}
+// CHECK-NEXT:    func.return %s
+// APART-LABEL: func.func @sum_of_squares(
+// APART-NEXT:    %sq = sf.call %x {callee = @sum_of_squares_kernel0}
+// APART-NEXT:    %s = sf.reduce_sum %sq {axes = [1], keepdims = false}
+func.func @sum_of_squares(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %sq = sf.multiply %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = sf.reduce_sum %sq {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+  func.return %s : tensor<4xf32>
+}
+
+// max(tanh(x) + b) over the leading axis, kept as 1; unknown dims stay in the signature.
+// CHECK-LABEL: func.func @max_of_tanh(
+// CHECK-NEXT:    %m = sf.call %x, %b {callee = @max_of_tanh_kernel0} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<1x8xf32>
+// CHECK-NEXT:    func.return %m
+// CHECK-LABEL: func.func @max_of_tanh_kernel0(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<1x8xf32> attributes {sf.kernel}
+// CHECK-NEXT:    %t = sf.tanh %x
+// CHECK-NEXT:    %h = sf.add %t, %b
+// CHECK-NEXT:    %m = sf.reduce_max %h {axes = [0], keepdims = true}
+// CHECK-NEXT:    func.return %m
+func.func @max_of_tanh(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<1x8xf32> {
+  %t = sf.tanh %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %h = sf.add %t, %b : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %m = sf.reduce_max %h {axes = [0], keepdims = true} : (tensor<?x8xf32>) -> tensor<1x8xf32>
+  func.return %m : tensor<1x8xf32>
+}
+
+// Two reductions of one value over several axes join it, and the value is never written.
+// Returned as well, it would be written anyway: then both reductions stay steps.
+// CHECK-LABEL: func.func @two_reductions(
+// CHECK-NEXT:    %lo, %hi = sf.call %x {callee = @two_reductions_kernel0} : (tensor<2x3x4xf64>) -> (tensor<3xf64>, tensor<2x1x1xf64>)
+// CHECK-NEXT:    func.return %lo, %hi
+// CHECK-LABEL: func.func @two_reductions_kernel0(
+// CHECK-NEXT:    %e = sf.exp %x
+// CHECK-NEXT:    %lo = sf.reduce_min %e {axes = [0, 2], keepdims = false}
+// CHECK-NEXT:    %hi = sf.reduce_sum %e {axes = [1, 2], keepdims = true}
+// CHECK-NEXT:    func.return %lo, %hi
+func.func @two_reductions(%x: tensor<2x3x4xf64>) -> (tensor<3xf64>, tensor<2x1x1xf64>) {
+  %e = sf.exp %x : (tensor<2x3x4xf64>) -> tensor<2x3x4xf64>
+  %lo = sf.reduce_min %e {axes = [0, 2], keepdims = false} : (tensor<2x3x4xf64>) -> tensor<3xf64>
+  %hi = sf.reduce_sum %e {axes = [1, 2], keepdims = true} : (tensor<2x3x4xf64>) -> tensor<2x1x1xf64>
+  func.return %lo, %hi : tensor<3xf64>, tensor<2x1x1xf64>
+}
+
+// CHECK-LABEL: func.func @returned_too(
+// CHECK-NEXT:    %e = sf.call %x {callee = @returned_too_kernel0}
+// CHECK-NEXT:    %lo = sf.reduce_min %e {axes = [0, 2], keepdims = false}
+// CHECK-NEXT:    %hi = sf.reduce_sum %e {axes = [1, 2], keepdims = true}
+// CHECK-NEXT:    func.return %e, %lo, %hi
+func.func @returned_too(%x: tensor<2x3x4xf64>) -> (tensor<2x3x4xf64>, tensor<3xf64>, tensor<2x1x1xf64>) {
+  %e = sf.exp %x : (tensor<2x3x4xf64>) -> tensor<2x3x4xf64>
+  %lo = sf.reduce_min %e {axes = [0, 2], keepdims = false} : (tensor<2x3x4xf64>) -> tensor<3xf64>
+  %hi = sf.reduce_sum %e {axes = [1, 2], keepdims = true} : (tensor<2x3x4xf64>) -> tensor<2x1x1xf64>
+  func.return %e, %lo, %hi : tensor<2x3x4xf64>, tensor<3xf64>, tensor<2x1x1xf64>
+}
+
+// A reduction of an argument has no producer to join, and a group with an op that does not
+// lead to the reduced value (%y) keeps the reduction out: the group's iteration space is
+// not the value's.
+// CHECK-LABEL: func.func @not_fused(
+// CHECK-NEXT:    %r = sf.reduce_sum %x {axes = [1], keepdims = true}
+// CHECK-NEXT:    %a, %y = sf.call %x, %r {callee = @not_fused_kernel0}
+// CHECK-NEXT:    %s = sf.reduce_sum %a {axes = [1], keepdims = false}
+// CHECK-NEXT:    func.return %y, %s
+func.func @not_fused(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>) {
+  %r = sf.reduce_sum %x {axes = [1], keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %a = sf.abs %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = sf.multiply %a, %r : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %s = sf.reduce_sum %a {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+  func.return %y, %s : tensor<4x8xf32>, tensor<4xf32>
+}

@@ -1,0 +1,190 @@
+"""Reductions fused into the kernels of their elementwise producers: the IR after `fuse`
+holds one kernel computing the elementwise ops and the reduction, and the compiled result
+equals NumPy's, the eager one and the interpreter's (`jit=False`), for static and unknown
+dims, keepdims or not, one axis or several, and under a gradient tape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.dialects.func import FuncOp
+
+import stageflow as sf
+from stageflow.codegen import analyse
+from stageflow.ir import parse_module
+from stageflow.passes.fuse import is_kernel
+
+RTOL = {np.float32: 1e-6, np.float64: 1e-12}
+
+
+def _kernels(function, *args) -> list[FuncOp]:
+    module = parse_module(function.get_concrete_function(*args).ir("optimized"))
+    return [op for op in module.ops if isinstance(op, FuncOp) and is_kernel(op)]
+
+
+def _reduction_names(kernel: FuncOp) -> list[str]:
+    return [op.name for op in kernel.body.block.ops if op.name.startswith("sf.reduce_")]
+
+
+def _check(f, reference, *args: np.ndarray, rtol: float | None = None) -> None:
+    """Compiled, interpreted, eager and NumPy results agree."""
+    dtype = args[0].dtype.type
+    rtol = rtol if rtol is not None else RTOL.get(dtype, 0)
+    expected = reference(*args)
+    compiled = sf.function(f)(*args).numpy()
+    interpreted = sf.function(f, jit=False)(*args).numpy()
+    eager = f(*[sf.constant(a) for a in args]).numpy()
+    for got in (compiled, interpreted, eager):
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(compiled, eager, rtol=rtol, atol=rtol)
+
+
+def _sum_of_squares(x):
+    return sf.reduce_sum(x * x, axis=1)
+
+
+def _max_of_tanh(x, b):
+    return sf.reduce_max(sf.tanh(x) + b, axis=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_of_squares_is_one_kernel_and_matches_numpy(dtype) -> None:
+    x = np.random.default_rng(0).standard_normal((37, 203)).astype(dtype)
+    [kernel] = _kernels(sf.function(_sum_of_squares), x)
+    assert _reduction_names(kernel) == ["sf.reduce_sum"]
+    assert [op.name for op in kernel.body.block.ops][0] == "sf.multiply"
+    _check(_sum_of_squares, lambda x: (x * x).sum(axis=1), x)
+
+
+def test_max_over_the_leading_axis_is_one_kernel_and_matches_numpy() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 33)).astype(np.float32)
+    b = rng.standard_normal(33).astype(np.float32)
+    [kernel] = _kernels(sf.function(_max_of_tanh), x, b)
+    assert _reduction_names(kernel) == ["sf.reduce_max"]
+    _check(_max_of_tanh, lambda x, b: (np.tanh(x) + b).max(axis=0), x, b)
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
+def test_keepdims_and_several_axes(keepdims, axes) -> None:
+    x = np.random.default_rng(2).standard_normal((5, 6, 19))
+
+    def f(x):
+        return sf.reduce_sum(sf.exp(x) * 0.5 - x, axis=axes, keepdims=keepdims)
+
+    [kernel] = _kernels(sf.function(f), x)
+    assert _reduction_names(kernel) == ["sf.reduce_sum"]
+    _check(f, lambda x: (np.exp(x) * 0.5 - x).sum(axis=axes, keepdims=keepdims), x)
+
+
+def test_unknown_dims_compile_once_and_match_numpy() -> None:
+    spec = sf.TensorSpec([None, 8], sf.float32)
+    f = sf.function(_sum_of_squares, input_signature=[spec])
+    [kernel] = _kernels(f, spec)
+    assert _reduction_names(kernel) == ["sf.reduce_sum"]
+    for rows in (0, 1, 3, 1000):
+        x = np.random.default_rng(rows).standard_normal((rows, 8)).astype(np.float32)
+        np.testing.assert_allclose(f(x).numpy(), (x * x).sum(axis=1), rtol=1e-6, atol=1e-6)
+
+
+def test_a_reduced_value_with_other_users_keeps_its_reduction_a_step() -> None:
+    def softmax(x):
+        e = sf.exp(x - sf.reduce_max(x, axis=-1, keepdims=True))
+        return e / sf.reduce_sum(e, axis=-1, keepdims=True)
+
+    x = np.random.default_rng(3).standard_normal((16, 1000)).astype(np.float32)
+    kernels = _kernels(sf.function(softmax), x)
+    assert [_reduction_names(k) for k in kernels] == [[], []]  # exp's value is written
+
+    def reference(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    _check(softmax, reference, x)
+
+
+@pytest.mark.parametrize("kind", ["sum", "prod", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
+def test_integer_and_bool_derived_reductions_are_exact(kind, dtype) -> None:
+    x = np.random.default_rng(4).integers(0, 5, (9, 21)).astype(dtype)
+    op = getattr(sf, f"reduce_{kind}")
+
+    def f(x):
+        return op(sf.cast(x > 2, x.dtype) + x, axis=1)
+
+    [kernel] = _kernels(sf.function(f), x)
+    assert _reduction_names(kernel) == [f"sf.reduce_{kind}"]
+    _check(f, lambda x: getattr(np, kind)((x > 2).astype(dtype) + x, axis=1).astype(dtype), x,
+           rtol=0)
+
+
+def test_leading_axis_reductions_are_not_split_by_rows() -> None:
+    """Large enough to run as row-parallel steps: the kernel that reduces rows into one
+    row is compiled whole; the one reducing each row is split."""
+    x = np.random.default_rng(5).standard_normal((4096, 600)).astype(np.float32)
+
+    def f(x):
+        return sf.reduce_sum(x * x, axis=0), sf.reduce_max(sf.abs(x) * 2.0, axis=1)
+
+    columns, rows = sf.function(f)(x)
+    np.testing.assert_allclose(columns.numpy(), (x * x).sum(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(rows.numpy(), (np.abs(x) * 2.0).max(axis=1), rtol=0)
+
+
+def test_gradients_through_a_fused_reduction_match_eager() -> None:
+    x = np.random.default_rng(6).standard_normal((8, 13)).astype(np.float64)
+
+    def loss(x):
+        return sf.reduce_sum(sf.reduce_max(sf.tanh(x) * x, axis=1) + sf.reduce_sum(x * x,
+                                                                                   axis=1))
+
+    staged = sf.function(loss)
+    grads = []
+    for function in (staged, loss):
+        variable = sf.constant(x)
+        with sf.GradientTape() as tape:
+            tape.watch(variable)
+            value = function(variable)
+        grads.append((value.numpy(), tape.gradient(value, variable).numpy()))
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-12)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-12)
+
+
+def test_ptx_pipeline_keeps_reductions_out_of_kernels() -> None:
+    artefact = sf.aot.compile(sf.function(_sum_of_squares),
+                              sf.TensorSpec([None, 8], sf.float32), target="ptx")
+    assert ".entry" in artefact.ptx
+
+
+@st.composite
+def _cases(draw):
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(1, 9), min_size=rank, max_size=rank)))
+    axes = tuple(sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1))))
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.int32, np.int64]))
+    kind = draw(st.sampled_from(["sum", "max", "min"]))
+    keepdims = draw(st.booleans())
+    return shape, axes, dtype, kind, keepdims
+
+
+@settings(max_examples=25, deadline=None)
+@given(_cases(), st.integers(0, 2**16))
+def test_random_shapes_axes_and_dtypes_match_numpy(case, seed) -> None:
+    shape, axes, dtype, kind, keepdims = case
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    op = getattr(sf, f"reduce_{kind}")
+
+    def f(x):
+        return op(x * x - x, axis=axes, keepdims=keepdims)
+
+    kernels = _kernels(sf.function(f), x)
+    assert [_reduction_names(k) for k in kernels] == [[f"sf.reduce_{kind}"]]
+    assert analyse(kernels[0]).reductions[0].axes == axes
+    _check(f, lambda x: getattr(np, kind)(x * x - x, axis=axes, keepdims=keepdims).astype(dtype),
+           x,
+           rtol=1e-5 if dtype == np.float32 else 1e-12 if dtype == np.float64 else 0)
