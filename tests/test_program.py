@@ -134,6 +134,9 @@ def test_large_elementwise_kernels_keep_the_parallel_step_plan():
     assert program_of(f, sf.constant(np.ones((512, 512), np.float32))) is not None
     rows = PROGRAM_MAX_KERNEL_ELEMENTS // 1024
     assert program_of(f, sf.constant(np.ones((rows, 1024), np.float32))) is None
+    # a kernel ending in a reduction writes little but reads much: its size is its input's
+    g = sf.function(lambda x: sf.reduce_sum(x * x, axis=1))
+    assert program_of(g, sf.constant(np.ones((rows, 1024), np.float32))) is None
 
 
 def test_large_calls_of_a_program_with_unknown_dims_run_on_the_parallel_step_plan():

@@ -121,13 +121,13 @@ def _largest(arrays: list[np.ndarray], shapes: list[tuple[int, ...]]) -> int:
 
 
 def _has_large_kernel(function: FuncOp) -> bool:
-    """Whether a kernel call of `function` produces a result large enough to gain more
-    from several threads than the program saves (sizes as the types fix them; an unknown
+    """Whether a kernel call of `function` reads or writes a tensor large enough to gain
+    more from several threads than the program saves (sizes as the types fix them; an unknown
     dim counts as 1)."""
     for op in function.body.block.ops:
         if isinstance(op, SfOp) and op.primitive.name == "call":
-            for result in op.results:
-                shape = shaped_type(result.type).shape
+            for value in (*op.operands, *op.results):  # a kernel may end in reductions
+                shape = shaped_type(value.type).shape
                 size = np.prod([d or 1 for d in shape], dtype=np.int64)
                 if size >= PROGRAM_MAX_KERNEL_ELEMENTS:
                     return True
