@@ -139,6 +139,30 @@ def test_expansions_match_numpy(name: str, dtype: np.dtype) -> None:
     assert_same(kernel(*args)[0], reference(name, *args), atol=atol)
 
 
+def test_float32_tanh_dense_bounds_and_signs() -> None:
+    """float32 tanh is one rational on a clamped range (mathlib): its error bound in ulps over
+    a dense grid, |tanh| <= 1 for every float where rounding could push it past 1, exact
+    +-1 beyond the clamp and for infinities, -0.0 kept, NaN kept, exact oddness."""
+    kernel = compiled(op_text("tanh", [((None,), F32)]), EXPANDED)
+    top = np.float32(10.0).view(np.uint32)
+    grid = np.arange(0, top, 257, dtype=np.uint32).view(np.float32)
+    near_one = np.arange(np.float32(7.0).view(np.uint32), np.float32(9.1).view(np.uint32),
+                         dtype=np.uint32).view(np.float32)
+    x = np.concatenate([grid, near_one])
+    got = kernel(x)[0]
+    want = np.tanh(x.astype(np.float64))
+    ulps = np.abs(got - want) / np.spacing(want.astype(np.float32)).astype(np.float64)
+    assert ulps.max() < 6  # ~5.2 over every float in [0, 10]
+    assert np.abs(got).max() == 1.0
+    assert np.array_equal(kernel(-x)[0], -got)
+    special = np.array([9.02, 9.5, 100.0, 3e38, np.inf, -np.inf, -100.0, -0.0, 0.0, -1e-45, np.nan],
+                       np.float32)
+    result = kernel(special)[0]
+    assert np.array_equal(result[:7], [1, 1, 1, 1, 1, -1, -1])
+    assert np.array_equal(np.signbit(result[7:10]), [True, False, True]) and result[9] == -1e-45
+    assert np.isnan(result[10])
+
+
 def pow_operands(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Every pair of special bases and exponents, then ordinary ones."""
     special = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 2.5, 10.0,
