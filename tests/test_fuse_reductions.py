@@ -107,6 +107,22 @@ def test_a_reduced_value_with_other_users_keeps_its_reduction_a_step() -> None:
     _check(softmax, reference, x)
 
 
+@pytest.mark.parametrize("rows", [3, 700])
+def test_a_written_value_with_column_sums_is_one_kernel(rows) -> None:
+    def f(x, m):
+        g = x * m
+        return g, sf.reduce_sum(g, axis=0)
+
+    rng = np.random.default_rng(8)
+    x, m = (rng.standard_normal((rows, 256)).astype(np.float32) for _ in range(2))
+    [kernel] = _kernels(sf.function(f), x, m)
+    assert _reduction_names(kernel) == ["sf.reduce_sum"]
+    assert len(kernel.function_type.outputs.data) == 2
+    for g, s in (sf.function(f)(x, m), sf.function(f, jit=False)(x, m)):
+        np.testing.assert_array_equal(g.numpy(), x * m)
+        np.testing.assert_allclose(s.numpy(), (x * m).sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kind", ["sum", "prod", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
 def test_integer_and_bool_derived_reductions_are_exact(kind, dtype) -> None:

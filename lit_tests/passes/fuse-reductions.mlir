@@ -39,7 +39,8 @@ func.func @max_of_tanh(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<1x8xf32
 }
 
 // Two reductions of one value over several axes join it, and the value is never written.
-// Returned as well, it would be written anyway: then both reductions stay steps.
+// Returned as well, it is written anyway: then reductions folding the innermost axis stay
+// steps.
 // CHECK-LABEL: func.func @two_reductions(
 // CHECK-NEXT:    %lo, %hi = sf.call %x {callee = @two_reductions_kernel0} : (tensor<2x3x4xf64>) -> (tensor<3xf64>, tensor<2x1x1xf64>)
 // CHECK-NEXT:    func.return %lo, %hi
@@ -65,6 +66,22 @@ func.func @returned_too(%x: tensor<2x3x4xf64>) -> (tensor<2x3x4xf64>, tensor<3xf
   %lo = sf.reduce_min %e {axes = [0, 2], keepdims = false} : (tensor<2x3x4xf64>) -> tensor<3xf64>
   %hi = sf.reduce_sum %e {axes = [1, 2], keepdims = true} : (tensor<2x3x4xf64>) -> tensor<2x1x1xf64>
   func.return %e, %lo, %hi : tensor<2x3x4xf64>, tensor<3xf64>, tensor<2x1x1xf64>
+}
+
+// A value also used elsewhere is written anyway; a reduction keeping the innermost axis
+// (a bias gradient's column sums) still joins, adding each row into the result as the
+// kernel writes it.
+// CHECK-LABEL: func.func @written_and_column_summed(
+// CHECK-NEXT:    %g, %s = sf.call %x, %m {callee = @written_and_column_summed_kernel0} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+// CHECK-NEXT:    func.return %g, %s
+// CHECK-LABEL: func.func @written_and_column_summed_kernel0(
+// CHECK-NEXT:    %g = sf.multiply %x, %m
+// CHECK-NEXT:    %s = sf.reduce_sum %g {axes = [0], keepdims = false}
+// CHECK-NEXT:    func.return %g, %s
+func.func @written_and_column_summed(%x: tensor<4x8xf32>, %m: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %g = sf.multiply %x, %m : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = sf.reduce_sum %g {axes = [0], keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>
+  func.return %g, %s : tensor<4x8xf32>, tensor<8xf32>
 }
 
 // A reduction of an argument has no producer to join, and a group with an op that does not
