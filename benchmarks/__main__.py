@@ -18,9 +18,12 @@ from pathlib import Path
 
 from benchmarks import (
     call_overhead,
+    compile_latency,
     eager_overhead,
     fused_elementwise,
+    fused_reduction,
     hmc,
+    matmul,
     memory,
     mlp_train,
     remat,
@@ -43,6 +46,16 @@ def main(argv: list[str] | None = None) -> None:
         gbs = result["sf.function GB/s"]
         rows.append((f"fused elementwise 2^{result['log2n']}", f"{gbs:.1f} GB/s",
                      f"{gbs / result['numpy copyto GB/s']:.2f}x copy bandwidth"))
+    reductions = fused_reduction.main([])
+    for name, seconds in reductions.items():
+        rows.append((f"fused {name.split('(')[0]}, 4096x1024", f"{seconds['fused'] * 1e3:.2f} ms",
+                     f"{seconds['numpy'] / seconds['fused']:.2f}x NumPy, "
+                     f"{seconds['unfused'] / seconds['fused']:.2f}x unfused"))
+    products = matmul.main([256, 512, 1024, 2048])
+    for threads, by_size in products.items():
+        ratios = " / ".join(f"{r['staged'] / r['numpy']:.2f}" for r in by_size.values())
+        rows.append((f"matmul n = 256..2048, {threads} thread(s)", "",
+                     f"{ratios} x NumPy (goal >= 0.9)"))
     mlp = mlp_train.main([64, 512])
     for batch, rates in mlp.items():
         rows.append((f"MLP SGD step, batch {batch}", f"{rates['staged']:.0f} steps/s",
@@ -60,13 +73,17 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("remat, 16-layer stack", f"{saved['remat_mib']:.1f} MiB saved",
                  f"{saved['saving']:.0%} less, step {saved['slowdown']:+.0%} "
                  "(goal >= 40%, <= +10%)"))
+    latency = compile_latency.main()
+    rows.append(("first call of a fresh MLP step", f"{latency['cold_ms']:.0f} ms cold",
+                 f"{latency['warm_ms']:.0f} ms warm cache (jax.jit 500 ms, goal 250 ms)"))
     width = max(len(r[0]) for r in rows)
     print("\nsummary")
     for name, figure, ratio in rows:
         print(f"  {name:{width}}  {figure:>20}  {ratio}")
     if args.json:
         figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
-                   "mlp_train": mlp, "memory": peaks, "hmc": chains, "remat": saved}
+                   "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
+                   "memory": peaks, "hmc": chains, "remat": saved, "compile_latency": latency}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")
         print(f"figures written to {args.json}")
