@@ -53,7 +53,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from stageflow.codegen.kernel import REDUCTION_DTYPES, REDUCTION_KINDS
 from stageflow.ir.dialect import ElementwiseOp, ReductionOp
 from stageflow.ir.types import dtype_of
-from stageflow.passes.support import constant_array, is_stateful, splat_value
+from stageflow.passes.support import is_stateful, splat_of
 
 IsEffect = Callable[[Operation], bool]
 
@@ -82,8 +82,7 @@ def is_fusible_reduction(op: Operation) -> bool:
 
 def is_scalar_constant(value: SSAValue) -> bool:
     """Whether an ``sf.constant`` of a 0-d or splat value defines `value` (kernels clone it)."""
-    array = constant_array(value)
-    return array is not None and splat_value(array) is not None
+    return splat_of(value) is not None
 
 
 def dependencies(ops: Sequence[Operation], is_effect: IsEffect) -> list[list[int]]:

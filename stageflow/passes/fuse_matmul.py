@@ -32,12 +32,7 @@ from stageflow.frontend import dtypes
 from stageflow.ir.builder import build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
-from stageflow.passes.support import (
-    constant_array,
-    erase_dead_producers,
-    same_type,
-    splat_value,
-)
+from stageflow.passes.support import erase_dead_producers, same_type, splat_of
 
 
 def _only_user(value: SSAValue) -> Operation | None:
@@ -49,13 +44,6 @@ def _is_op(op: Operation | None, name: str) -> bool:
     return isinstance(op, SfOp) and op.primitive.name == name
 
 
-def _scale(value: SSAValue) -> float | None:
-    """The float value of a scalar (0-d or splat) constant, else None."""
-    array = constant_array(value)
-    splat = None if array is None else splat_value(array)
-    return None if splat is None else float(splat)
-
-
 def _scaled_product(value: SSAValue) -> tuple[SfOp, float] | None:
     """(the matmul, alpha) if `value` is ``m`` or ``m * s`` (or ``s * m``) for a matmul
     ``m`` used only there, with the scale applied in the product's type."""
@@ -65,10 +53,10 @@ def _scaled_product(value: SSAValue) -> tuple[SfOp, float] | None:
     if not _is_op(owner, "multiply") or not same_type(owner.results[0], value):
         return None
     for product, scale in (owner.operands, owner.operands[::-1]):
-        alpha = _scale(scale)
+        alpha = splat_of(scale)
         if (alpha is not None and _is_op(product.owner, "matmul")
                 and same_type(product, value) and _only_user(product) is owner):
-            return product.owner, alpha
+            return product.owner, float(alpha)
     return None
 
 

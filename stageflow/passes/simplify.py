@@ -37,18 +37,13 @@ from stageflow.ir.dialect import BinaryElementwiseOp, SfOp, TernaryElementwiseOp
 from stageflow.ir.types import AbstractValue, abstract_value, ir_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
-from stageflow.passes.support import constant_array, erase_dead_producers, splat_value
-
-
-def _splat(value: SSAValue) -> np.generic | None:
-    array = constant_array(value)
-    return None if array is None else splat_value(array)
+from stageflow.passes.support import constant_array, erase_dead_producers, splat_of, splat_value
 
 
 def _is(value: SSAValue, number: int, *, signed_zero: bool | None = None) -> bool:
     """Whether `value` is a constant with every element `number`; for a zero,
     `signed_zero` asks for -0.0 (True), +0.0 (False) or either (None) in floats."""
-    splat = _splat(value)
+    splat = splat_of(value)
     if splat is None or splat != number:
         return False
     if number == 0 and signed_zero is not None and dtypes.is_floating(splat.dtype):

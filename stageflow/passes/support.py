@@ -45,6 +45,12 @@ def splat_value(array: np.ndarray) -> np.generic | None:
     return first[0] if same else None
 
 
+def splat_of(value: SSAValue) -> np.generic | None:
+    """The one value of a 0-d or splat ``sf.constant`` defining `value`, else None."""
+    array = constant_array(value)
+    return None if array is None else splat_value(array)
+
+
 def is_stateful(op: Operation) -> bool:
     """Whether `op` may read or write state: a stateful primitive, an op holding one in its
     regions, or an op stageflow does not know (terminators aside), conservatively."""

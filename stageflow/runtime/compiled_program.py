@@ -17,6 +17,7 @@ would, naming the op and the user's line.
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -116,7 +117,7 @@ class CompiledProgram:
 def _largest(arrays: list[np.ndarray], shapes: list[tuple[int, ...]]) -> int:
     """Elements of the largest argument or result: the call's kernels are that large, or
     not much larger, in the functions worth compiling (an outer product is the exception)."""
-    sizes = [a.size for a in arrays] + [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    sizes = [a.size for a in arrays] + [math.prod(s) for s in shapes]
     return max(sizes, default=0)
 
 
