@@ -26,7 +26,7 @@ CHILD = r"""
 import json, time
 t0 = time.perf_counter()
 import stageflow as sf
-from stageflow.codegen import cache
+from stageflow.codegen.targets import cache
 from benchmarks.mlp_train import init_params, make_data, make_train_step
 t1 = time.perf_counter()
 x, y = make_data(64)

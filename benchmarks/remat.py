@@ -19,7 +19,7 @@ import numpy as np
 
 import stageflow as sf
 from benchmarks.timing import interleaved_medians
-from stageflow import config
+from stageflow.core import config
 
 LR = 1e-3
 

@@ -5,21 +5,11 @@
 
 import importlib as _importlib
 
-from stageflow import config, errors
-from stageflow.frontend import dtypes as _dtypes
+from stageflow.core import config, errors
+from stageflow.core import dtypes as _dtypes
+from stageflow.core.context import init_scope
+from stageflow.core.dtypes import bfloat16, float16, float32, float64, int32, int64, uint32
 from stageflow.frontend import layers, metrics, optimizers
-from stageflow.frontend.concrete import ConcreteFunction
-from stageflow.frontend.context import init_scope
-from stageflow.frontend.dtypes import (
-    bfloat16,
-    float16,
-    float32,
-    float64,
-    int32,
-    int64,
-    uint32,
-)
-from stageflow.frontend.function import Function, RetracingWarning, function
 from stageflow.frontend.module import Module
 from stageflow.frontend.ops import nn, random
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
@@ -115,11 +105,13 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 from stageflow.runtime.devices import list_devices
+from stageflow.staging.concrete import ConcreteFunction
+from stageflow.staging.function import Function, RetracingWarning, function
 
 bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
 newaxis = None
 
-__version__ = "0.1.0"
+__version__ = config.VERSION
 
 # Submodules that build IR (xDSL) load on first use: eager code never pays for them.
 _LAZY_SUBMODULES = frozenset({"aot", "saved"})

@@ -54,7 +54,7 @@ STAGED_MODULES = {
 def compilation_cache(tmp_path_factory):
     """Compiled kernels are cached in a fresh directory (for test subprocesses too), never
     in the user's cache."""
-    from stageflow import config
+    from stageflow.core import config
 
     directory = str(tmp_path_factory.mktemp("compilation-cache"))
     saved = config.cache_dir, os.environ.get("STAGEFLOW_CACHE_DIR")

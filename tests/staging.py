@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from stageflow.frontend import context
+from stageflow.core import context
+from stageflow.core.primitive import ShapedType
 from stageflow.frontend.graph import Graph
-from stageflow.frontend.primitives.base import ShapedType
 from stageflow.frontend.tensor import wrap
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.runtime.eager import EagerTrace

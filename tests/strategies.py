@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 from staging import stage_each_op
 
 import stageflow as sf
-from stageflow.frontend import context
+from stageflow.core import context
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 INTS = (np.dtype(np.int32), np.dtype(np.int64))

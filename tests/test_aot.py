@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import stageflow as sf
-from stageflow.codegen.program import OP_FAILED
-from stageflow.codegen.ptx import ptxas_path
+from stageflow.codegen.program.builder import OP_FAILED
+from stageflow.codegen.targets.ptx import ptxas_path
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 

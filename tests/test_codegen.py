@@ -25,12 +25,12 @@ from hypothesis.extra import numpy as hnp
 
 import stageflow as sf
 from stageflow.codegen import CPUTarget, PTXTarget, analyse, compile_kernel
-from stageflow.codegen.ptx import ptxas_path
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import REGISTRY, ShapedType
-from stageflow.frontend.primitives.elementwise import ElementwisePrimitive
+from stageflow.codegen.targets.ptx import ptxas_path
+from stageflow.core import dtypes
+from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir import load_primitives, parse_module
 from stageflow.ir.types import tensor_type
+from stageflow.primitives.elementwise import ElementwisePrimitive
 
 load_primitives()
 

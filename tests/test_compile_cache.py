@@ -12,12 +12,12 @@ import sys
 import numpy as np
 
 import stageflow as sf
-from stageflow import config
-from stageflow.codegen import cache
+from stageflow.codegen.targets import cache
+from stageflow.core import config
 
 CHILD = """
 import json, sys, numpy as np, stageflow as sf
-from stageflow.codegen import cache
+from stageflow.codegen.targets import cache
 
 @sf.function
 def f(x):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from stageflow.codegen import cache
-from stageflow.codegen.cpu import SMALL_KERNEL_ELEMENTS, TINY_KERNEL_ELEMENTS, levels
-from stageflow.codegen.op_builder import OpSpec
-from stageflow.codegen.structured import OPT_LEVEL, compile_ops
-from stageflow.frontend.primitives.base import ShapedType
+from stageflow.codegen.lowered.compile import OPT_LEVEL, compile_ops
+from stageflow.codegen.lowered.rule import OpSpec
+from stageflow.codegen.targets import cache
+from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS, TINY_KERNEL_ELEMENTS, levels
+from stageflow.core.primitive import ShapedType
 
 
 def test_levels_by_size() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
-from stageflow.frontend import nest
+from stageflow.core import nest
 
 
 def gelu_tanh(x, w, b):
@@ -141,7 +141,7 @@ def test_random_programs_agree_three_ways(program):
 
 
 def test_a_graph_the_compiler_cannot_handle_runs_interpreted_with_a_warning(monkeypatch):
-    import stageflow.codegen.cpu as cpu
+    import stageflow.codegen.targets.cpu as cpu
 
     def unsupported(self, kernels):
         raise NotImplementedError("float16 kernels need a CPU with F16C")

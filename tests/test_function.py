@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import stageflow as sf
-from stageflow.frontend import function as function_module
+from stageflow.staging import function as function_module
 
 
 def test_select_listing_staged():

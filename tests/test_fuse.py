@@ -21,9 +21,9 @@ from xdsl.ir import Block, Operation
 
 import stageflow as sf
 from stageflow.codegen import PTXTarget, analyse, compile_kernel
-from stageflow.codegen.ops import RULES
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import REGISTRY, ResourceType, ShapedType
+from stageflow.codegen.kernels.rules import RULES
+from stageflow.core import dtypes
+from stageflow.core.primitive import REGISTRY, ResourceType, ShapedType
 from stageflow.ir import (
     ConstantOp,
     ElementwiseOp,

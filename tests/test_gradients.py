@@ -20,10 +20,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import stageflow as sf
-from stageflow.frontend.primitives import REGISTRY, conv, elementwise, linalg, reduction
-from stageflow.frontend.primitives import structural as sv
-from stageflow.frontend.primitives.autodiff_util import HANDLED_BY_TAPE
-from stageflow.frontend.primitives.shapes import normalize_axes
+from stageflow.core.primitive import REGISTRY
+from stageflow.core.shapes import normalize_axes
+from stageflow.primitives import conv, elementwise, linalg, reduction
+from stageflow.primitives import structural as sv
+from stageflow.primitives.autodiff import HANDLED_BY_TAPE
 
 STEP = 1e-6
 RTOL = ATOL = 1e-6

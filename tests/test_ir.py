@@ -16,10 +16,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
 from stageflow import cli
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import REGISTRY, ResourceType, ShapedType
-from stageflow.frontend.primitives.elementwise import ElementwisePrimitive
-from stageflow.frontend.source import SourceLocation
+from stageflow.core import dtypes
+from stageflow.core.primitive import REGISTRY, ResourceType, ShapedType
+from stageflow.core.source import SourceLocation
 from stageflow.ir import (
     BinaryElementwiseOp,
     ConstantOp,
@@ -42,6 +41,7 @@ from stageflow.ir import (
     shaped_type,
     tensor_type,
 )
+from stageflow.primitives.elementwise import ElementwisePrimitive
 
 load_primitives()
 

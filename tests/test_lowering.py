@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
-from stageflow.codegen.structured import CompiledOp, OpSpec, compile_ops, rule_for
-from stageflow.frontend.primitives.base import REGISTRY, ShapedType
+from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops, rule_for
+from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir.dialect import load_primitives
 
 load_primitives()

@@ -16,12 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as hst
 
 import stageflow as sf
-from stageflow.frontend import context
+from stageflow.core import context
+from stageflow.core.primitive import ShapedType
 from stageflow.frontend.ops import nn
-from stageflow.frontend.primitives import conv
-from stageflow.frontend.primitives.base import ShapedType
-from stageflow.frontend.primitives.elementwise import _erf
 from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.primitives import conv
+from stageflow.primitives.elementwise import _erf
 
 FLOATS = [np.float32, np.float64]
 RNG = np.random.default_rng(1234)

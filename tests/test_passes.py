@@ -23,8 +23,8 @@ from xdsl.passes import ModulePass
 from xdsl.traits import Pure
 
 import stageflow as sf
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import REGISTRY, ResourceType, ShapedType
+from stageflow.core import dtypes
+from stageflow.core.primitive import REGISTRY, ResourceType, ShapedType
 from stageflow.ir import (
     ConstantOp,
     IRError,

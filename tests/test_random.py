@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 import stageflow as sf
-from stageflow.frontend import context
+from stageflow.core import context
+from stageflow.core.primitive import REGISTRY
 from stageflow.frontend.ops import random as sf_random
-from stageflow.frontend.primitives import REGISTRY
-from stageflow.frontend.primitives import random as rp
+from stageflow.primitives import random as rp
 
 N = 100_000
 

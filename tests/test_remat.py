@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
-from stageflow import config
+from stageflow.core import config
 from stageflow.ir.text import parse_module
 from stageflow.passes.min_cut import INFINITY, FlowNetwork
 from stageflow.passes.remat import MAX_DEPTH, choose_cut, residual_count

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stageflow.codegen.op_builder import OpSpec
-from stageflow.codegen.structured import compile_ops
-from stageflow.frontend.primitives.base import ShapedType
+from stageflow.codegen.lowered.compile import compile_ops
+from stageflow.codegen.lowered.rule import OpSpec
+from stageflow.core.primitive import ShapedType
 
 
 def row_sum(shape: tuple[int, ...], dtype: np.dtype, keepdims: bool):

@@ -22,21 +22,21 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 
 import stageflow as sf
-from stageflow.codegen.emitter import I64
-from stageflow.codegen.op_builder import i64
-from stageflow.codegen.shape_functions import (
+from stageflow.codegen.llvm.emitter import I64
+from stageflow.codegen.lowered.rule import i64
+from stageflow.codegen.program.dims import (
     RULES,
     first_not_one,
     function_dims,
     window_positions,
 )
-from stageflow.frontend.primitives import REGISTRY
-from stageflow.frontend.primitives.conv import window_output_size
-from stageflow.frontend.primitives.structural import slice_p
+from stageflow.core.primitive import REGISTRY
 from stageflow.ir.dialect import ElementwiseOp, load_primitives, op_class
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import parse_module
 from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.primitives.conv import window_output_size
+from stageflow.primitives.structural import slice_p
 
 Shape = tuple[int, ...]
 DimsFunction = Callable[[Sequence[Shape]], list[Shape]]

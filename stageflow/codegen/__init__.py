@@ -13,10 +13,10 @@ for this CPU and returns a callable on NumPy arrays. The pieces, in pipeline ord
 ``ptx``      `PTXTarget`: the same kernels as PTX ``.entry`` functions (grid-stride loops)
 """
 
-from stageflow.codegen.cpu import CPUTarget, compile_kernel, compile_kernels
-from stageflow.codegen.kernel import Kernel, analyse
-from stageflow.codegen.ptx import PTXTarget
-from stageflow.codegen.wrapper import CompiledKernel
+from stageflow.codegen.kernels.analysis import Kernel, analyse
+from stageflow.codegen.kernels.wrapper import CompiledKernel
+from stageflow.codegen.targets.cpu import CPUTarget, compile_kernel, compile_kernels
+from stageflow.codegen.targets.ptx import PTXTarget
 
 __all__ = ["CPUTarget", "CompiledKernel", "Kernel", "PTXTarget", "analyse", "compile_kernel",
            "compile_kernels"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stageflow.frontend.primitives.base import ResourceType
+from stageflow.core.primitive import ResourceType
 
 
 def _quote(text: str) -> str:

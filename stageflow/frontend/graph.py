@@ -11,8 +11,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from stageflow.frontend.primitives.base import Primitive, ResourceType, ShapedType
-from stageflow.frontend.source import SourceLocation
+from stageflow.core.errors import KERNEL_ERRORS, located_error
+from stageflow.core.primitive import Primitive, ResourceType, ShapedType
+from stageflow.core.source import SourceLocation
 
 Type = ShapedType | ResourceType
 
@@ -74,3 +75,12 @@ class Graph:
                 for inner in callee.graph.callees():
                     seen.setdefault(id(inner), inner)
         return list(seen.values())
+
+
+def run_equation(eq: Equation, values: list[Any]) -> list[Any]:
+    """Apply one equation's kernel; its results as a list."""
+    try:
+        result = eq.primitive.kernel(*values, **eq.params)
+    except KERNEL_ERRORS as error:
+        raise located_error(eq.primitive.name, eq.location, error) from None
+    return list(result) if eq.primitive.multiple_results else [result]

@@ -16,16 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
-from stageflow.frontend.module import Module
+from stageflow.core import dtypes
+from stageflow.core.shapes import format_shape
+from stageflow.core.source import describe_location
+from stageflow.frontend.module import Module, camel_to_snake
 from stageflow.frontend.ops import nn
 from stageflow.frontend.ops import random as sf_random
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones, zeros
 from stageflow.frontend.ops.linalg import matmul
 from stageflow.frontend.ops.shape import reshape
-from stageflow.frontend.primitives.shapes import format_shape
-from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 
@@ -191,7 +191,6 @@ class Layer(Module):
 
 
 def _default_name(layer: Module) -> str:
-    from stageflow.frontend.module import camel_to_snake
 
     return camel_to_snake(type(layer).__name__)
 

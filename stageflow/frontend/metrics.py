@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
 from stageflow.frontend.module import Module
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
 from stageflow.frontend.module import Module
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import ShapedType
-from stageflow.frontend.primitives.shapes import format_shape
+from stageflow.core import dtypes
+from stageflow.core.primitive import ShapedType
+from stageflow.core.shapes import format_shape
 
 
 @dataclass(frozen=True, init=False)

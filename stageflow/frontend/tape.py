@@ -15,9 +15,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from stageflow.frontend import context, dtypes, nest
-from stageflow.frontend.source import describe_location
+from stageflow.core import context, dtypes, nest
+from stageflow.core.source import describe_location
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.creation import ones_like, zeros, zeros_like
+from stageflow.frontend.ops.elementwise import add
+from stageflow.frontend.ops.shape import one_hot, reshape, stack
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives.functional import stop_gradient_p
 
 
 @dataclass(eq=False)
@@ -143,38 +148,34 @@ class GradientTape:
 
     def jacobian(self, target: Any, source: Any) -> Any:
         """d target[i...] / d source[j...], shaped target.shape + source.shape."""
-        import stageflow as sf
-
         if not self.persistent and self._used:
             raise RuntimeError("GradientTape.jacobian: the tape was already used")
         self._used = True
-        target = sf.convert_to_tensor(target)
+        target = convert_to_tensor(target)
         size = 1
         for d in target.shape:
             size *= d
         rows = []
         with self.stop_recording():
             for i in range(size):
-                seed = sf.reshape(sf.one_hot(i, size, dtype=target.dtype), target.shape)
+                seed = reshape(one_hot(i, size, dtype=target.dtype), target.shape)
                 cotangents = backpropagate(self._records, [target], [seed])
                 grad = self._source_gradient(source, cotangents)
-                rows.append(sf.zeros_like(source) if grad is None else grad)
-        source_shape = tuple(sf.convert_to_tensor(source).shape)
+                rows.append(zeros_like(source) if grad is None else grad)
+        source_shape = tuple(convert_to_tensor(source).shape)
         if not rows:
-            return sf.zeros(tuple(target.shape) + source_shape, target.dtype)
-        return sf.reshape(sf.stack(rows), tuple(target.shape) + source_shape)
+            return zeros(tuple(target.shape) + source_shape, target.dtype)
+        return reshape(stack(rows), tuple(target.shape) + source_shape)
 
 
 def backpropagate(records: list[Record], targets: list, seeds: list | tuple) -> dict[int, Any]:
     """Cotangents (by tensor id) of everything recorded, from `targets` seeded by `seeds`."""
-    import stageflow as sf
-
     cotangents: dict[int, Any] = {}
     for target, seed in zip(targets, seeds, strict=True):
-        target = sf.convert_to_tensor(target)
+        target = convert_to_tensor(target)
         if not dtypes.is_floating(target.dtype):
             continue
-        seed = sf.ones_like(target) if seed is None else sf.convert_to_tensor(seed, target.dtype)
+        seed = ones_like(target) if seed is None else convert_to_tensor(seed, target.dtype)
         _accumulate(cotangents, target, seed)
     for record in reversed(records):
         outgoing = [cotangents.get(id(y)) for y in record.outputs]
@@ -192,20 +193,16 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple) -> 
 
 
 def _accumulate(cotangents: dict[int, Any], tensor: Any, gradient: Any) -> None:
-    import stageflow as sf
-
     previous = cotangents.get(id(tensor))
-    cotangents[id(tensor)] = gradient if previous is None else sf.add(previous, gradient)
+    cotangents[id(tensor)] = gradient if previous is None else add(previous, gradient)
 
 
 def _sum_all(gradients: list) -> Any:
-    import stageflow as sf
-
     if not gradients:
         return None
     total = gradients[0]
     for g in gradients[1:]:
-        total = sf.add(total, g)
+        total = add(total, g)
     return total
 
 
@@ -264,10 +261,8 @@ class _CustomGradient:
         self._n_outputs = n_outputs
 
     def vjp(self, cotangents: list, inputs: list, outputs: list) -> list:
-        import stageflow as sf
-
-        filled = [sf.zeros_like(y) if g is None else g for g, y in zip(cotangents, outputs,
-                                                                      strict=True)]
+        filled = [zeros_like(y) if g is None else g for g, y in zip(cotangents, outputs,
+                                                                  strict=True)]
         grads = self._grad_fn(*filled)
         grads = list(grads) if isinstance(grads, list | tuple) else [grads]
         if len(grads) != len(inputs):
@@ -280,9 +275,7 @@ def custom_gradient(f: Callable) -> Callable:
     """Decorate `f(*x) -> (y, grad_fn)` so that tapes use `grad_fn(dy) -> dx` for it."""
 
     def wrapped(*args: Any) -> Any:
-        import stageflow as sf
-
-        inputs = [sf.convert_to_tensor(a) for a in args]
+        inputs = [convert_to_tensor(a) for a in args]
         tapes = [t for t in _tapes.active if t._recording]
         for tape in tapes:
             tape._recording = False
@@ -290,7 +283,7 @@ def custom_gradient(f: Callable) -> Callable:
             result, grad_fn = f(*inputs)
             leaves, tree = nest.flatten(result)
             # An output that is an input object (sf.identity) needs its own identity.
-            leaves = [sf.stop_gradient(y) if any(y is x for x in inputs) else y
+            leaves = [stop_gradient(y) if any(y is x for x in inputs) else y
                       for y in leaves]
             result = nest.unflatten(tree, leaves)
         finally:
@@ -318,11 +311,9 @@ def grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
 
 def value_and_grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
     """The function computing (f(x), df/dx) with respect to argument(s) `argnums`."""
-    import stageflow as sf
-
     def value_and_gradient(*args: Any, **kwargs: Any) -> Any:
         positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-        args = [sf.convert_to_tensor(a) if i in positions and not hasattr(a, "_store") else a
+        args = [convert_to_tensor(a) if i in positions and not hasattr(a, "_store") else a
                 for i, a in enumerate(args)]
         with GradientTape() as tape:
             tape.watch([args[i] for i in positions])
@@ -335,7 +326,7 @@ def value_and_grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
 
 def stop_gradient(x: Any) -> Any:
     """`x` with no gradient flowing through it (tapes treat it as a constant)."""
-    import stageflow as sf
-    from stageflow.frontend.primitives.functional import stop_gradient_p
+    return stop_gradient_p.bind(convert_to_tensor(x))
 
-    return stop_gradient_p.bind(sf.convert_to_tensor(x))
+
+context.set_tape_recorder(record)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
-from stageflow.frontend.source import describe_location
+from stageflow.core import dtypes
+from stageflow.core.source import describe_location
 
 CPU_DEVICE = "/device:CPU:0"
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.errors import StagingError
-from stageflow.frontend.graph import Capture, Equation, Graph, Value
-from stageflow.frontend.primitives import state
-from stageflow.frontend.primitives.base import Primitive, ResourceType, ShapedType
-from stageflow.frontend.primitives.shapes import format_shape
-from stageflow.frontend.primitives.structural import constant_p
-from stageflow.frontend.source import describe_location, user_location
+from stageflow.core.errors import StagingError
+from stageflow.core.primitive import Primitive, ResourceType, ShapedType
+from stageflow.core.shapes import format_shape
+from stageflow.core.source import describe_location, user_location
+from stageflow.frontend.graph import Capture, Equation, Graph, Value, run_equation
 from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.primitives import state
+from stageflow.primitives.structural import constant_p
 
 SMALL_CONSTANT = 16  # elements; constants up to this size are deduplicated while tracing
 
@@ -214,7 +214,6 @@ class GraphTrace:
         """
         if not isinstance(value, SymbolicTensor) or value._trace is not self:
             return value
-        from stageflow.runtime.interpreter import run_equation
 
         env = self._lifted
         for capture in self.graph.captures:

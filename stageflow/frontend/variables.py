@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import context, tape
-from stageflow.frontend.primitives.shapes import format_shape
-from stageflow.frontend.source import describe_location
+from stageflow.core import context
+from stageflow.core.shapes import format_shape
+from stageflow.core.source import describe_location
+from stageflow.frontend import tape
+from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.tensor import Tensor
 
 _unique = itertools.count()
@@ -32,7 +34,6 @@ class Variable:
         name: str | None = None,
         dtype: Any = None,
     ) -> None:
-        from stageflow.frontend.ops.convert import convert_to_tensor
 
         trace = context.current_trace()
         trace.variable_created(self)
@@ -82,7 +83,6 @@ class Variable:
 
     def assign(self, value: Any) -> Variable:
         """Replace the value (same dtype and shape)."""
-        from stageflow.frontend.ops.convert import convert_to_tensor
 
         context.current_trace().assign_variable(self, convert_to_tensor(value, self.dtype))
         return self

@@ -57,8 +57,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 from xdsl.printer import Printer
 
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import ShapedType
+from stageflow.core import dtypes
+from stageflow.core.primitive import ShapedType
 from stageflow.ir.types import dtype_of, element_type, is_element_type, tensor_type
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1

@@ -22,8 +22,8 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from stageflow.frontend.primitives.base import Primitive, ResourceType, ShapedType
-from stageflow.frontend.source import SourceLocation
+from stageflow.core.primitive import Primitive, ResourceType, ShapedType
+from stageflow.core.source import SourceLocation
 from stageflow.ir.attributes import dense_attr, dense_value, encode
 from stageflow.ir.dialect import ConstantOp, SfOp, op_class
 from stageflow.ir.types import AbstractValue, ir_type

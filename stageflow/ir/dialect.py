@@ -1,6 +1,6 @@
 """The `sf` dialect: one IRDL op per primitive, generated from the primitive registry.
 
-The op set is defined once, in `stageflow.frontend.primitives`; this module derives each op
+The op set is defined once, in `stageflow.primitives`; this module derives each op
 from its `Primitive` instead of restating it. The shape rule's signature gives the op's
 shape: positional parameters become operands (``*xs`` a variadic operand), keyword-only
 parameters become attributes (optional when they have a default), and
@@ -54,7 +54,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from stageflow.frontend.primitives.base import REGISTRY, Primitive
+from stageflow.core.primitive import REGISTRY, Primitive
 from stageflow.ir.attributes import SymbolRef, decode, print_attr_dict
 from stageflow.ir.types import (
     AbstractValue,
@@ -69,11 +69,11 @@ _loaded = False
 
 
 def load_primitives() -> None:
-    """Import every module of `stageflow.frontend.primitives` once, so REGISTRY is complete."""
+    """Import every module of `stageflow.primitives` once, so REGISTRY is complete."""
     global _loaded
     if _loaded:
         return
-    package = importlib.import_module("stageflow.frontend.primitives")
+    package = importlib.import_module("stageflow.primitives")
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")
     _loaded = True

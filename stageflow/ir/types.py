@@ -4,7 +4,7 @@ The frontend describes a tensor by shape (``None`` for an unknown dim) and NumPy
 IR uses MLIR's builtin ranked tensor type with ``?`` for dynamic dims (``tensor<4x?xf32>``).
 A variable handle (`ResourceType`, captured by reference) becomes the one type `sf` adds,
 ``!sf.resource<tensor<4xf32>>``. This module is the only place that maps one side onto the
-other, so the dtype table (`stageflow.frontend.dtypes.SHORT_NAMES`) and the IR element
+other, so the dtype table (`stageflow.core.dtypes.SHORT_NAMES`) and the IR element
 types can never drift apart.
 """
 
@@ -24,8 +24,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import ResourceType, ShapedType
+from stageflow.core import dtypes
+from stageflow.core.primitive import ResourceType, ShapedType
 
 AbstractValue = ShapedType | ResourceType
 

@@ -4,7 +4,7 @@ functions called from their place.
 Elementwise ops are where an ML program spends its memory bandwidth: each one run alone
 reads its operands from memory and writes its result back. Code generation compiles a
 *kernel* (a function of elementwise ops, ending in reductions of their values or not, see
-`stageflow.codegen.kernel`) into one loop nest that keeps every intermediate value in
+`stageflow.codegen.kernels.analysis`) into one loop nest that keeps every intermediate value in
 registers. This pass makes those kernels: it partitions the elementwise ops of each
 function into groups (`fuse_groups`), moves each group into a new ``func.func`` marked
 ``sf.kernel``, and replaces it by one ``sf.call``.

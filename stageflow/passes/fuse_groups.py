@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
-from stageflow.codegen.kernel import REDUCTION_DTYPES, REDUCTION_KINDS
+from stageflow.codegen.kernels.analysis import REDUCTION_DTYPES, REDUCTION_KINDS
 from stageflow.ir.dialect import ElementwiseOp, ReductionOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.support import is_stateful, splat_of

@@ -28,7 +28,7 @@ from __future__ import annotations
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
 from stageflow.ir.builder import build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type

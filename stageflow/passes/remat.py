@@ -2,7 +2,7 @@
 recomputes, saving the fewest bytes within a recomputation budget.
 
 A staged function differentiated under an eager tape becomes two functions
-(`stageflow.frontend.staged_grad`): the forward returns its outputs and then the *residuals*
+(`stageflow.staging.staged_grad`): the forward returns its outputs and then the *residuals*
 (``sf.residuals = N`` on it: its last N results), and the backward (``sf.forward = @fwd``)
 takes those N values as its first arguments. Every residual stays alive from the forward
 call until the backward runs, so their bytes are the activation memory of training.

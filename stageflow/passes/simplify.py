@@ -30,8 +30,8 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.base import ShapedType
+from stageflow.core import dtypes
+from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import BinaryElementwiseOp, SfOp, TernaryElementwiseOp
 from stageflow.ir.types import AbstractValue, abstract_value, ir_type

@@ -19,7 +19,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import Rewriter
 from xdsl.traits import IsTerminator
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import constant_value
 from stageflow.ir.dialect import ConstantOp, SfOp

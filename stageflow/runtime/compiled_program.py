@@ -1,4 +1,4 @@
-"""A whole function as one machine-code call (`stageflow.codegen.program`), from Python.
+"""A whole function as one machine-code call (`stageflow.codegen.program.builder`), from Python.
 
 The executable's step plan calls one kernel per step from Python, a few microseconds each;
 for functions of small tensors that overhead is the run time. When every op of a function
@@ -26,10 +26,16 @@ import numpy as np
 from llvmlite import ir
 from xdsl.dialects.func import FuncOp
 
-from stageflow.codegen import cache
-from stageflow.codegen.cpu import ModuleJob, _jit
-from stageflow.codegen.emitter import I32
-from stageflow.codegen.program import ProgramBuilder, ProgramSignature, declare, supported
+from stageflow.codegen.llvm.emitter import I32
+from stageflow.codegen.lowered.compile import op_spec, rule_for
+from stageflow.codegen.program.builder import (
+    ProgramBuilder,
+    ProgramSignature,
+    declare,
+    supported,
+)
+from stageflow.codegen.targets import cache
+from stageflow.codegen.targets.cpu import ModuleJob, process_jit
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
@@ -139,13 +145,12 @@ def will_build(function: FuncOp, functions: dict[str, FuncOp]) -> bool:
     """Whether `build_program` makes a program of `function` once its kernels and ops are
     compiled, decided before compiling them: kernels and ops that only programs call need
     no NumPy entries, whose code would cost LLVM time for nothing."""
-    from stageflow.codegen.structured import op_spec, rule_for
 
     def lowering(op: SfOp) -> Any:
         spec = op_spec(op)
         return None if spec is None else rule_for(spec)
 
-    return (_jit().layout_ok and not _has_large_kernel(function)
+    return (process_jit().layout_ok and not _has_large_kernel(function)
             and all(is_kernel(functions[name]) for name in _kernel_callees(function)
                     if name in functions)
             and not supported(function, functions, lowering))
@@ -173,7 +178,7 @@ def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict
             return None
     if supported(function, functions, op_symbol):
         return None
-    jit = _jit()
+    jit = process_jit()
     if not jit.layout_ok:
         return None
     symbol = f"{function.sym_name.data}.program.{cache.PLACEHOLDER}"

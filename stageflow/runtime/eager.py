@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stageflow.frontend import context
-from stageflow.frontend.primitives.base import Primitive, ShapedType
-from stageflow.frontend.source import describe_location
+from stageflow.core import context
+from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import Tensor, wrap
 
 CHECKED_LIMIT = 4096

@@ -19,14 +19,19 @@ from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block
 
-from stageflow.frontend.primitives.base import REGISTRY
-from stageflow.frontend.source import SourceLocation
+from stageflow.codegen import compile_kernels
+from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable
+from stageflow.codegen.lowered.compile import lower_functions
+from stageflow.core.primitive import REGISTRY
+from stageflow.core.source import SourceLocation
 from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
+from stageflow.runtime.compiled_program import build_program, will_build
 from stageflow.runtime.interpreter import Step, run_steps
+from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
 
 def _callee_name(op: Any) -> str:
@@ -246,8 +251,6 @@ def _splits(kernel: FuncOp) -> bool:
     unknown dim may).
     A kernel with its types' static shapes compiles to less code (no check for a flat loop,
     one loop where broadcasting is decided by the types), so in less LLVM time."""
-    from stageflow.codegen.kernel import leading_dim_splittable
-    from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
 
     if not leading_dim_splittable(kernel):
         return False
@@ -292,10 +295,6 @@ class Executable:
         """One executable per function of `entries`, sharing one optimisation and one
         compilation of the module (a forward and its backward); `jit=False` plans the
         optimised module with every kernel run op by op by the eager kernels."""
-        from stageflow.codegen import compile_kernels
-        from stageflow.codegen.kernel import analyse
-        from stageflow.runtime.compiled_program import will_build
-        from stageflow.runtime.parallel import RowParallelKernel
 
         stats = CompileStats()
         start = time.perf_counter()
@@ -319,7 +318,6 @@ class Executable:
         stats.seconds["llvm"] = time.perf_counter() - start
         stats.kernels = len(kernels)
         if jit:  # -- the other ops with a lowering, keyed by op (see `Plan`)
-            from stageflow.codegen.structured import lower_functions
 
             start = time.perf_counter()
             compiled.update(lower_functions([f for f in functions.values() if not is_kernel(f)],
@@ -331,7 +329,6 @@ class Executable:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
             program = None
             if jit:
-                from stageflow.runtime.compiled_program import build_program
 
                 start = time.perf_counter()
                 program = build_program(functions[entry], functions, compiled, plan.run)

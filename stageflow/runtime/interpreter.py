@@ -9,26 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from stageflow.frontend.graph import Equation, Graph
+from stageflow.core.errors import KERNEL_ERRORS, located_error
+from stageflow.frontend.graph import Graph
 
 # A step: (callable, input slots, params, output slots, returns several results, the op's
 # name and the user's source location, for errors). Shared with compiled executables.
 Step = tuple[Any, tuple[int, ...], dict, tuple[int, ...], bool, str, Any]
-_KERNEL_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
-
-
-def located_error(name: str, location: Any, error: Exception) -> Exception:
-    """`error` again, naming the op and the user's line it was traced from."""
-    where = f"\n  at {location}" if location is not None else ""
-    return type(error)(f"{name}: {error}{where}")
-
-
 def run_steps(steps: list[Step], env: list[Any], output_slots: list[int]) -> list[Any]:
     """Run steps over the value slots `env` (inputs filled in); the output values."""
     for kernel, ins, params, outs, multiple, name, location in steps:
         try:
             result = kernel(*[env[i] for i in ins], **params)
-        except _KERNEL_ERRORS as error:
+        except KERNEL_ERRORS as error:
             raise located_error(name, location, error) from None
         if multiple:
             for index, value in zip(outs, result, strict=True):
@@ -36,15 +28,6 @@ def run_steps(steps: list[Step], env: list[Any], output_slots: list[int]) -> lis
         else:
             env[outs[0]] = result
     return [env[i] for i in output_slots]
-
-
-def run_equation(eq: Equation, values: list[Any]) -> list[Any]:
-    """Apply one equation's kernel; its results as a list."""
-    try:
-        result = eq.primitive.kernel(*values, **eq.params)
-    except _KERNEL_ERRORS as error:
-        raise located_error(eq.primitive.name, eq.location, error) from None
-    return list(result) if eq.primitive.multiple_results else [result]
 
 
 class Program:

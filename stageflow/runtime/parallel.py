@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.codegen.wrapper import spec_value
+from stageflow.codegen.kernels.wrapper import spec_value
 from stageflow.runtime.buffer_pool import POOL
 
 MIN_PARALLEL_ELEMENTS = 1 << 17

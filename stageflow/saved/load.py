@@ -20,11 +20,13 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from stageflow.frontend import context
+from stageflow.core import context
 from stageflow.frontend.module import Module
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import Variable
 from stageflow.ir.text import parse_module
+from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.runtime.executable import Executable, Plan
 from stageflow.saved.save import FORMAT
 from stageflow.saved.structure import Node, build, describe, match
 
@@ -50,8 +52,6 @@ class SavedConcrete:
         return self._program
 
     def _build(self) -> Any:
-        from stageflow.passes import DEFAULT_PIPELINE, Pipeline
-        from stageflow.runtime.executable import Executable, Plan
 
         if self.jit:
             try:

@@ -27,9 +27,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from stageflow.frontend import nest
-from stageflow.frontend.concrete import ConcreteFunction
-from stageflow.frontend.function import Function
+from stageflow.core import nest
 from stageflow.frontend.module import Module
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
@@ -37,6 +35,8 @@ from stageflow.frontend.variables import Variable
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import module_to_text
 from stageflow.saved.structure import JSON_SCALARS, Node, encode, value_node
+from stageflow.staging.concrete import ConcreteFunction
+from stageflow.staging.function import Function
 
 FORMAT = "stageflow-saved-1"
 

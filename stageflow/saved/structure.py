@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
-from stageflow.frontend.primitives.shapes import format_shape
+from stageflow.core import dtypes
+from stageflow.core.shapes import format_shape
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.variables import Variable
 

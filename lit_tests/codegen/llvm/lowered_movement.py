@@ -4,7 +4,7 @@ transpose, both one strided copy reading the input in place (no copy first): the
 starts at its first element and multiplies the input's strides by its steps; the
 transpose swaps the strides."""
 
-from stageflow.codegen.structured import module_text, op_spec
+from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
 
 module = parse_module("""

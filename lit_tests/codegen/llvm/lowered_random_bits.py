@@ -4,7 +4,7 @@ split into halves, the key bumped by the Weyl constants between rounds, the 64-b
 advanced by ceil(6 / 4) = 2 blocks. One full block in the loop, then two words of the
 last block stored one by one."""
 
-from stageflow.codegen.structured import module_text, op_spec
+from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
 
 module = parse_module("""

@@ -4,7 +4,7 @@ dims are checked before any access, an empty max is refused (the NumPy kernel th
 each row is folded into a register with NaN-propagating llvm.maximum at the input's own
 strides, then combined into the output element."""
 
-from stageflow.codegen.structured import module_text, op_spec
+from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
 
 function = parse_module("""

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from stageflow.codegen import PTXTarget
-from stageflow.codegen.ptx import ptxas_path
+from stageflow.codegen.targets.ptx import ptxas_path
 from stageflow.ir import parse_module
 
 module = parse_module("""

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import context, dtypes
-from stageflow.frontend.source import describe_location
+from stageflow.core import context, dtypes
+from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import Tensor, to_array
 
 _PYTHON_SCALARS = (bool, int, float)

@@ -11,13 +11,13 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.shape import broadcast_to, gather, reshape
-from stageflow.frontend.primitives import structural as st
-from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives import structural as st
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:

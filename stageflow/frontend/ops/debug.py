@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
-from stageflow.frontend.primitives.state import print_p
+from stageflow.primitives.state import print_p
 
 
 def print(*values: Any, sep: str = " ") -> None:  # noqa: A001 - the public name is sf.print

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from stageflow.frontend import context, dtypes
+from stageflow.core import context, dtypes
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
-from stageflow.frontend.primitives import elementwise as ew
-from stageflow.frontend.primitives.elementwise import ElementwisePrimitive
 from stageflow.frontend.tensor import Tensor, _new
+from stageflow.primitives import elementwise as ew
+from stageflow.primitives.elementwise import ElementwisePrimitive
 
 # Python scalar types that NumPy 2 already treats as weak for these dtypes (NEP 50),
 # so the fast path can hand them to the kernel unconverted.

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.shape import gather, reshape_to
-from stageflow.frontend.primitives import structural as st
-from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives import structural as st
 
 _FULL = (None, None, None)
 

@@ -10,12 +10,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops import reductions
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
 from stageflow.frontend.ops.shape import reshape_to, transpose
-from stageflow.frontend.primitives.linalg import matmul_p
-from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives.linalg import matmul_p
 
 
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:

@@ -16,16 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
+from stageflow.core.shapes import format_shape, normalize_axis
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops import random as sf_random
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
 from stageflow.frontend.ops.shape import expand_dims
-from stageflow.frontend.primitives import conv
-from stageflow.frontend.primitives import structural as st
-from stageflow.frontend.primitives.shapes import format_shape, normalize_axis
-from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives import conv
+from stageflow.primitives import structural as st
 
 sigmoid = ew.sigmoid
 tanh = ew.tanh
@@ -146,7 +147,6 @@ def dropout(x: Any, rate: float, training: bool = True, seed: int | None = None)
     if not training or rate == 0.0:
         return x
     # Imported here: `random` builds on this package's op functions, not the other way round.
-    from stageflow.frontend.ops import random as sf_random
 
     noise = sf_random.uniform(x.shape, 0.0, 1.0, dtype=dtypes.float32, seed=seed)
     keep = ew.greater_equal(noise, rate)

@@ -8,6 +8,7 @@ costs.
 from __future__ import annotations
 
 from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops import indexing, linalg
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
@@ -23,7 +24,6 @@ def _reflected(op):
 
 def install(cls: type) -> None:
     """Give `cls` the arithmetic, comparison and indexing operators of a tensor."""
-    from stageflow.frontend.ops import indexing, linalg
 
     pairs = {
         "add": ew.add,

@@ -37,16 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend import context, dtypes
+from stageflow.core import context, dtypes
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.shape import concat, reshape_to, split
-from stageflow.frontend.primitives import random as rp
-from stageflow.frontend.primitives import structural as st
-from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
+from stageflow.primitives import random as rp
+from stageflow.primitives import structural as st
 
 __all__ = [
     "Generator",

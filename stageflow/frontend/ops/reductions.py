@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive
+from stageflow.core.shapes import normalize_axes
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.primitives import reduction as red
-from stageflow.frontend.primitives.base import Primitive
-from stageflow.frontend.primitives.shapes import normalize_axes
-from stageflow.frontend.primitives.structural import dim_size_p
-from stageflow.frontend.source import describe_location
+from stageflow.frontend.ops.creation import fill
+from stageflow.frontend.ops.shape import reshape_to
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives import reduction as red
+from stageflow.primitives.structural import dim_size_p
 
 Axis = int | tuple[int, ...] | list[int] | None
 
@@ -88,7 +90,6 @@ def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tenso
     axes = _axes(x, axis, "reduce_logsumexp")
     keepdims = bool(keepdims)
     if any(x.shape[a] == 0 for a in axes):  # the log of an empty sum
-        from stageflow.frontend.ops.creation import fill
 
         shape = [1 if i in axes else d for i, d in enumerate(x.shape)
                  if keepdims or i not in axes]
@@ -103,7 +104,6 @@ def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tenso
 def _arg_reduce(primitive: Primitive, x: Any, axis: int | None) -> Tensor:
     x = convert_to_tensor(x)
     if axis is None:
-        from stageflow.frontend.ops.shape import reshape_to
 
         x, axis = reshape_to(x, (x.size,)), 0
     return primitive.bind(x, axis=_axes(x, int(axis), primitive.name)[0])

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stageflow.frontend import dtypes
+from stageflow.core import dtypes
+from stageflow.core.shapes import normalize_axis
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.primitives import structural as st
-from stageflow.frontend.primitives.shapes import normalize_axis
-from stageflow.frontend.source import describe_location
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives import structural as st
 
 
 def _fail(op: str, message: str, error: type[Exception] = ValueError) -> Exception:

@@ -1,0 +1,429 @@
+"""Ahead-of-time compilation: a concrete function as a shared library with a C header, or
+as PTX with a JSON manifest (`sf.aot.compile`, ``stageflow compile``).
+
+The CPU artefact is the JIT's whole-function program (`program`) with its kernels and
+lowered ops in one LLVM module, optimised for this machine's CPU and compiled as
+position-independent object code, plus exported C entry points that `header` documents.
+With ``freeze=True`` the variables the function reads become constants of the library
+(a function that assigns one is refused); with ``freeze=False`` they live in a state
+object that the library creates with their current values and that every call reads and
+updates, so a C program can keep training state. Captured tensors are always constants.
+
+The GPU artefact holds the fused kernels only (matmul, reductions and the other lowered
+ops have no PTX lowering yet): one ``.ptx`` module with every kernel as an ``.entry`` and
+a manifest naming each kernel's parameters and launch geometry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from stageflow.aot.header import header_text
+from stageflow.codegen.kernels.analysis import analyse
+from stageflow.codegen.llvm.emitter import I32, I64
+from stageflow.codegen.lowered import matmul
+from stageflow.codegen.program.builder import (
+    NO_MEMORY,
+    ProgramSignature,
+    constant_bytes,
+    declare,
+)
+from stageflow.codegen.program.module import whole_function_module
+from stageflow.codegen.targets.cpu import process_jit
+from stageflow.codegen.targets.ptx import PTXTarget
+from stageflow.frontend.variables import Variable
+from stageflow.ir.builder import build_constant
+from stageflow.ir.dialect import SfOp
+from stageflow.ir.from_graph import graph_module
+from stageflow.ir.types import ResourceTensorType
+from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE, Pipeline
+from stageflow.passes.fuse import is_kernel
+
+TARGETS = ("cpu", "ptx")
+_PTR = ir.PointerType()
+
+
+@dataclass
+class CPUArtefact:
+    """A compiled library: object code, its C header, and what it links to."""
+
+    name: str
+    object_code: bytes
+    header: str
+    signature: ProgramSignature
+    libraries: list[str] = field(default_factory=list)
+
+    def save(self, path: str | os.PathLike, header: str | os.PathLike | None = None) -> str:
+        """Write ``OUT.so`` (linked with the system's ``cc``) or ``OUT.o``, and the header
+        (default: beside it, ``OUT.h``); the library's path."""
+        path = os.fspath(path)
+        if not path.endswith((".so", ".o")):
+            raise ValueError(f"sf.aot: write a .so or a .o, not {path!r}")
+        header = os.fspath(header) if header is not None else os.path.splitext(path)[0] + ".h"
+        with open(header, "w", encoding="utf-8") as file:
+            file.write(self.header)
+        if path.endswith(".o"):
+            with open(path, "wb") as file:
+                file.write(self.object_code)
+            return path
+        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if cc is None:
+            raise RuntimeError("sf.aot: linking a .so needs a C compiler (cc) on PATH; "
+                               "save a .o instead")
+        with tempfile.TemporaryDirectory() as scratch:
+            obj = os.path.join(scratch, f"{self.name}.o")
+            with open(obj, "wb") as file:
+                file.write(self.object_code)
+            links = []
+            for library in self.libraries:
+                links += [library, f"-Wl,-rpath,{os.path.dirname(library)}"]
+            result = subprocess.run([cc, "-shared", "-o", path, obj, *links, "-lm"],
+                                    capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"sf.aot: linking {path} failed: {result.stderr.strip()}")
+        return path
+
+
+@dataclass
+class PTXArtefact:
+    """PTX text with every fused kernel, and the manifest describing how to launch them."""
+
+    name: str
+    ptx: str
+    manifest: dict[str, Any]
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write ``OUT.ptx`` and ``OUT.json`` (the manifest); the PTX file's path."""
+        path = os.fspath(path)
+        if not path.endswith(".ptx"):
+            raise ValueError(f"sf.aot: write a .ptx file, not {path!r}")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(self.ptx)
+        with open(os.path.splitext(path)[0] + ".json", "w", encoding="utf-8") as file:
+            json.dump(self.manifest, file, indent=2)
+        return path
+
+
+def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str | None = None,
+                     freeze: bool = True, arch: str = "sm_80") -> CPUArtefact | PTXArtefact:
+    """Compile `function` (an `sf.function` or a concrete function) for the inputs `specs`
+    ahead of time: a library and header for ``target="cpu"``, PTX for ``"ptx"``."""
+    if target not in TARGETS:
+        raise ValueError(f"sf.aot.compile: target must be one of {TARGETS}, got {target!r}")
+    concrete = (function.get_concrete_function(*specs)
+                if hasattr(function, "get_concrete_function") else function)
+    symbol = _c_name(name or concrete.name)
+    module, functions = _optimised_module(concrete, symbol,
+                                          PTX_PIPELINE if target == "ptx" else DEFAULT_PIPELINE)
+    entry = functions[symbol]
+    variables = _freeze_captures(entry, concrete, freeze)
+    if target == "ptx":
+        return _ptx_artefact(symbol, functions, arch)
+    try:
+        return _cpu_artefact(symbol, entry, functions, variables, freeze)
+    except NotImplementedError as error:
+        raise NotImplementedError(f"sf.aot.compile: {error}") from None
+
+
+# -- the IR ---------------------------------------------------------------------------------
+
+
+def _c_name(name: str) -> str:
+    cleaned = re.sub(r"\W", "_", name)
+    return cleaned if cleaned and not cleaned[0].isdigit() else f"f_{cleaned}"
+
+
+def _optimised_module(concrete: Any, symbol: str,
+                      pipeline: str = DEFAULT_PIPELINE) -> tuple[ModuleOp, dict[str, FuncOp]]:
+    module = graph_module(concrete.graph, symbol)
+    Pipeline.parse(pipeline).run(module)
+    return module, {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+
+
+def _freeze_captures(entry: FuncOp, concrete: Any, freeze: bool) -> list[Variable]:
+    """Captured tensors become constants; so do variables with `freeze` (their current
+    values), whose arguments are then removed; without it, variables stay arguments: the
+    variables kept, in argument order."""
+    block = entry.body.block
+    n_args = len(concrete.graph.inputs)
+    if any(isinstance(a.type, ResourceTensorType) for a in block.args[:n_args]):
+        raise NotImplementedError("sf.aot.compile: variables passed as arguments; capture "
+                                  "them in the function instead")
+    kept: list[Variable] = []
+    captured = list(zip(block.args[n_args:], concrete.graph.captures, strict=True))
+    for arg, capture in captured:
+        source = capture.source
+        if isinstance(arg.type, ResourceTensorType):
+            if not freeze:
+                kept.append(source)
+                continue
+            for use in list(arg.uses):
+                op = use.operation
+                if not isinstance(op, SfOp) or op.primitive.name != "read_variable":
+                    raise ValueError(
+                        f"sf.aot.compile: @{entry.sym_name.data} writes variable "
+                        f"{getattr(source, 'name', '?')!r} ({op.name}); compile it with "
+                        "freeze=False to keep variables as state")
+                _replace_by_constant(op.results[0], source.numpy(), op)
+        else:
+            value = source.numpy() if isinstance(source, Variable) else np.asarray(
+                getattr(source, "_value", source))
+            _replace_by_constant(arg, value, block.first_op)
+        if not arg.uses:
+            block.erase_arg(arg)
+    entry.update_function_type()
+    return kept
+
+
+def _replace_by_constant(value: SSAValue, array: np.ndarray, before: Any) -> None:
+    constant = build_constant(np.asarray(array))
+    Rewriter.insert_op(constant, InsertPoint.before(before))
+    value.replace_all_uses_with(constant.results[0])
+    if before is not None and before is value.owner and not value.uses:
+        Rewriter.erase_op(before)
+
+
+# -- the CPU library ------------------------------------------------------------------------
+
+
+def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
+                  variables: list[Variable], freeze: bool) -> CPUArtefact:
+    module, program, shapes, signature = whole_function_module(symbol, functions)
+    state = _StateEntries(module, symbol, signature, variables) if not freeze else None
+    _c_entries(module, symbol, signature, program, shapes, state)
+    for function in module.functions:
+        if not function.is_declaration and not function.name.startswith(f"{symbol}_") \
+                and function.name != symbol:
+            function.linkage = "internal"
+    text = str(module)
+    libraries = matmul.blas_libraries() if "scipy_cblas_" in text else []
+    return CPUArtefact(symbol, _object_code(text),
+                       header_text(symbol, signature, variables, libraries), signature, libraries)
+
+
+def _object_code(text: str) -> bytes:
+    """Position-independent object code for this CPU, optimised at O3."""
+    jit = process_jit()
+    machine = llvm.Target.from_default_triple().create_target_machine(
+        cpu=jit.cpu_name, features=jit.features, opt=3, reloc="pic", codemodel="default")
+    module = llvm.parse_assembly(text)
+    module.triple = llvm.get_process_triple()
+    module.data_layout = str(machine.target_data)
+    module.verify()
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_vectorization = options.slp_vectorization = True
+    passes = llvm.create_pass_builder(machine, options)
+    passes.getModulePassManager().run(module, passes)
+    return bytes(machine.emit_object(module))
+
+
+class _StateEntries:
+    """``NAME_state_new/free/variable``: the variables of a ``freeze=False`` library, each
+    in memory of its own, initialised from their values at compile time."""
+
+    def __init__(self, module: ir.Module, symbol: str, signature: ProgramSignature,
+                 variables: list[Variable]) -> None:
+        self.positions = [i for i, is_resource in enumerate(signature.resources) if is_resource]
+        self.initial = [np.ascontiguousarray(v.numpy()) for v in variables]
+        self.module, self.symbol = module, symbol
+        self.malloc = declare(module, "malloc", _PTR, [I64])
+        self.free = declare(module, "free", ir.VoidType(), [_PTR])
+        self.memcpy = declare(module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+                               [_PTR, _PTR, I64, ir.IntType(1)])
+        self._new()
+        self._free()
+        self._variable()
+
+    def _new(self) -> None:
+        count = len(self.positions)
+        function = ir.Function(self.module, ir.FunctionType(_PTR, []), f"{self.symbol}_state_new")
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        state = b.call(self.malloc, [ir.Constant(I64, 8 * max(count, 1))])
+        fail = function.append_basic_block("fail")
+        for index, value in enumerate(self.initial):
+            initial = constant_bytes(self.module, f"{self.symbol}.initial{index}", value)
+            memory = b.call(self.malloc, [ir.Constant(I64, max(value.nbytes, 1))])
+            ok = function.append_basic_block("ok")
+            b.cbranch(b.icmp_unsigned("==", memory, ir.Constant(_PTR, None)), fail, ok)
+            b.position_at_end(ok)
+            b.call(self.memcpy, [memory, initial, ir.Constant(I64, value.nbytes),
+                                 ir.Constant(ir.IntType(1), 0)])
+            b.store(memory, b.gep(state, [ir.Constant(I64, index)], source_etype=_PTR))
+        b.ret(state)
+        b.position_at_end(fail)
+        b.ret(ir.Constant(_PTR, None))
+
+    def _free(self) -> None:
+        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [_PTR]),
+                               f"{self.symbol}_state_free")
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        (state,) = function.args
+        for index in range(len(self.positions)):
+            slot = b.gep(state, [ir.Constant(I64, index)], source_etype=_PTR)
+            b.call(self.free, [b.load(slot, typ=_PTR)])
+        b.call(self.free, [state])
+        b.ret_void()
+
+    def _variable(self) -> None:
+        function = ir.Function(self.module, ir.FunctionType(_PTR, [_PTR, I32]),
+                               f"{self.symbol}_state_variable")
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        state, index = function.args
+        inside = b.and_(b.icmp_signed(">=", index, ir.Constant(I32, 0)),
+                        b.icmp_signed("<", index, ir.Constant(I32, len(self.positions))))
+        good, bad = function.append_basic_block("good"), function.append_basic_block("bad")
+        b.cbranch(inside, good, bad)
+        b.position_at_end(good)
+        slot = b.gep(state, [b.sext(index, I64)], source_etype=_PTR)
+        b.ret(b.load(slot, typ=_PTR))
+        b.position_at_end(bad)
+        b.ret(ir.Constant(_PTR, None))
+
+
+def _c_entries(module: ir.Module, symbol: str, signature: ProgramSignature,
+               program: ir.Function, shapes: ir.Function, state: _StateEntries | None) -> None:
+    """``NAME([state,] inputs, dims, outputs)`` and ``NAME_output_dims(dims, out)``: the
+    program with only the unknown dims given, in order (the static ones are filled in)."""
+    user = [i for i, is_resource in enumerate(signature.resources) if not is_resource]
+
+    def full_dims(b: ir.IRBuilder, given: ir.Value) -> ir.Value:
+        total = sum(len(t.shape) for t in signature.inputs)
+        dims = b.alloca(I64, max(total, 1), name="all_dims")
+        position = unknown = 0
+        for ty in signature.inputs:
+            for size in ty.shape:
+                if size is None:
+                    value = b.load(b.gep(given, [ir.Constant(I64, unknown)], source_etype=I64),
+                                   typ=I64)
+                    unknown += 1
+                else:
+                    value = ir.Constant(I64, size)
+                b.store(value, b.gep(dims, [ir.Constant(I64, position)], source_etype=I64))
+                position += 1
+        return dims
+
+    function = ir.Function(module, ir.FunctionType(I32, [_PTR, _PTR]),
+                           f"{symbol}_output_dims")
+    given, out = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    b.ret(b.call(shapes, [full_dims(b, given), out]))
+
+    params = ([_PTR] if state is not None else []) + [_PTR, _PTR, _PTR]
+    function = ir.Function(module, ir.FunctionType(I32, params), symbol)
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    if state is None:
+        inputs, given, outputs = function.args
+        b.ret(b.call(program, [inputs, full_dims(b, given), outputs,
+                               ir.Constant(_PTR, None)]))
+        return
+    handle, inputs, given, outputs = function.args
+    _stateful_call(b, function, state, signature, user, handle, inputs, full_dims(b, given),
+                   outputs, program)
+
+
+def _stateful_call(b: ir.IRBuilder, function: ir.Function, state: _StateEntries,
+                   signature: ProgramSignature, user: list[int], handle: ir.Value,
+                   inputs: ir.Value, dims: ir.Value, outputs: ir.Value,
+                   program: ir.Function) -> None:
+    """Run the program on the user's inputs and the state's variables, writing the new
+    values of assigned variables to fresh memory that replaces the old on success."""
+    count = len(signature.inputs)
+    everything = b.alloca(_PTR, max(count, 1), name="inputs")
+    user_slot = 0
+    for position in range(count):
+        if position in user:
+            pointer = b.load(b.gep(inputs, [ir.Constant(I64, user_slot)], source_etype=_PTR),
+                             typ=_PTR)
+            user_slot += 1
+        else:
+            slot = state.positions.index(position)
+            pointer = b.load(b.gep(handle, [ir.Constant(I64, slot)], source_etype=_PTR),
+                             typ=_PTR)
+        b.store(pointer, b.gep(everything, [ir.Constant(I64, position)], source_etype=_PTR))
+    n_out = len(signature.outputs)
+    results = b.alloca(_PTR, max(n_out + len(signature.assigned), 1), name="outputs")
+    for index in range(n_out):
+        pointer = b.load(b.gep(outputs, [ir.Constant(I64, index)], source_etype=_PTR),
+                         typ=_PTR)
+        b.store(pointer, b.gep(results, [ir.Constant(I64, index)], source_etype=_PTR))
+    fresh = []
+    failed: ir.Value = ir.Constant(ir.IntType(1), 0)
+    for index, position in enumerate(signature.assigned):
+        ty = signature.inputs[position]
+        size = int(np.prod(ty.shape, dtype=np.int64)) * np.dtype(ty.dtype).itemsize
+        memory = b.call(state.malloc, [ir.Constant(I64, max(size, 1))])
+        failed = b.or_(failed, b.icmp_unsigned("==", memory, ir.Constant(_PTR, None)))
+        fresh.append((position, memory))
+        b.store(memory, b.gep(results, [ir.Constant(I64, n_out + index)], source_etype=_PTR))
+    code = b.select(failed, ir.Constant(I32, NO_MEMORY),
+                    b.call(program, [everything, dims, results, ir.Constant(_PTR, None)]))
+    ok = b.icmp_signed("==", code, ir.Constant(I32, 0))
+    keep, drop = function.append_basic_block("keep"), function.append_basic_block("drop")
+    b.cbranch(ok, keep, drop)
+    b.position_at_end(keep)
+    for position, memory in fresh:
+        slot = b.gep(handle, [ir.Constant(I64, state.positions.index(position))],
+                     source_etype=_PTR)
+        b.call(state.free, [b.load(slot, typ=_PTR)])
+        b.store(memory, slot)
+    b.ret(code)
+    b.position_at_end(drop)
+    for _, memory in fresh:
+        b.call(state.free, [memory])
+    b.ret(code)
+
+
+# -- PTX ------------------------------------------------------------------------------------
+
+
+def _ptx_artefact(symbol: str, functions: dict[str, FuncOp], arch: str) -> PTXArtefact:
+    kernels = [analyse(f) for f in functions.values() if is_kernel(f)]
+    if not kernels:
+        raise NotImplementedError(f"sf.aot.compile: @{symbol} has no fused kernels to "
+                                  "emit as PTX")
+    ptx = PTXTarget(arch=arch).compile_many(kernels)
+    manifest = {
+        "format": 1,
+        "function": symbol,
+        "arch": arch,
+        "kernels": [_kernel_manifest(kernel) for kernel in kernels],
+        "host_ops": [op.name for op in functions[symbol].body.block.ops
+                     if isinstance(op, SfOp) and op.primitive.name != "call"],
+    }
+    return PTXArtefact(symbol, ptx, manifest)
+
+
+def _kernel_manifest(kernel: Any) -> dict[str, Any]:
+    def dims(shape: tuple) -> list[Any]:
+        return [d if isinstance(d, int) else [{"argument": a, "axis": x} for a, x in d]
+                for d in shape]
+
+    params = [{"name": f"arg{i}", "type": "u64", "role": "output" if arg.is_output else "input",
+               "dtype": np.dtype(arg.dtype).name,
+               "shape": [d if d is not None else "?" for d in arg.shape]}
+              for i, arg in enumerate(kernel.args)]
+    params += [{"name": f"arg{i}.d{axis}", "type": "u64", "role": "dim"}
+               for i, arg in enumerate(kernel.args) for axis in range(arg.ndim)]
+    return {
+        "name": kernel.name,
+        "params": params,
+        "iteration_space": dims(kernel.shape),
+        "launch": {"block": [256, 1, 1],
+                   "grid": "[min(ceil(elements / 256), 65535), 1, 1], elements = the product "
+                           "of iteration_space (any grid is correct: grid-stride loop)"},
+    }

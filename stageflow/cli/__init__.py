@@ -1,0 +1,5 @@
+"""The ``stageflow`` command."""
+
+from stageflow.cli.main import main
+
+__all__ = ["main"]

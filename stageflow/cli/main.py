@@ -1,0 +1,170 @@
+"""The ``stageflow`` command: one sub-command per tool, like ``git`` or ``xdsl-opt``.
+
+``stageflow opt FILE.mlir [--passes prune,fold,cse] [-o OUT]`` parses textual `sf` IR,
+verifies it, runs the pass pipeline (verifying after every pass) and prints the result;
+with no passes it round-trips the IR. ``--print-ir-after-all`` writes the module after each
+pass to stdout under MLIR's ``// -----// IR Dump After NAME //----- //`` line, ``--timing``
+a table of parse, pass and print times to stderr. Errors are reported as one line on
+stderr, ``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, never a
+traceback: the command is driven by lit tests and scripts, which match on that line.
+
+``stageflow dump``, ``graph`` and ``compile`` stage a user's function (`stageflow.cli.staging`);
+``stageflow devices`` lists devices. Each sub-command is a parser with a ``handler``
+default taking the parsed arguments and returning the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from stageflow.cli import staging
+from stageflow.cli.io import CommandError, read_input, write_output
+from stageflow.ir.text import IRError, module_to_text, parse_module
+from stageflow.passes import (
+    PassFailure,
+    PassSpecError,
+    PassTiming,
+    Pipeline,
+    format_timings,
+    ir_printer,
+)
+from stageflow.runtime.devices import list_devices
+
+SPLIT_MARKER = "// -----"
+
+
+def _split_chunks(text: str, split: bool) -> list[tuple[str, int]]:
+    """The input's chunks and the line each starts on (for messages that name lines)."""
+    if not split:
+        return [(text, 0)]
+    chunks: list[tuple[str, int]] = []
+    lines: list[str] = []
+    start = 0
+    for number, line in enumerate(text.splitlines(keepends=True)):
+        if line.strip() == SPLIT_MARKER:
+            chunks.append(("".join(lines), start))
+            lines, start = [], number + 1
+        else:
+            lines.append(line)
+    chunks.append(("".join(lines), start))
+    return chunks
+
+
+def run_opt(args: argparse.Namespace) -> int:
+    """Parse, verify, transform and print each input chunk; report every failing chunk."""
+
+
+    dump = ir_printer(sys.stdout, debuginfo=args.print_debuginfo)
+    try:
+        pipeline = Pipeline.parse(args.passes, after_pass=dump if args.print_ir_after_all else None)
+    except PassSpecError as error:
+        raise CommandError(str(error)) from None
+    name = "<stdin>" if args.file == "-" else args.file
+    text = read_input(args.file)
+    outputs: list[str] = []
+    failed = False
+    stages: dict[str, float] = {"parse": 0.0, "print": 0.0}
+    timings: list[PassTiming] = []
+    for chunk, first_line in _split_chunks(text, args.split_input_file):
+        start = time.perf_counter()
+        try:
+            # Pad with newlines so that positions are those of the whole file.
+            module = parse_module("\n" * first_line + chunk, name)
+            stages["parse"] += time.perf_counter() - start
+            timings += pipeline.run(module)
+        except (IRError, PassFailure) as error:
+            print(f"stageflow opt: error: {error}", file=sys.stderr)
+            failed = True
+            continue
+        start = time.perf_counter()
+        outputs.append(
+            module_to_text(module, debuginfo=args.print_debuginfo, generic=args.print_generic)
+        )
+        stages["print"] += time.perf_counter() - start
+    write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
+    if args.timing:
+        print(format_timings(timings, list(stages.items())), end="", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stageflow", description="stageflow: tools for the sf IR and its compiler"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    opt = commands.add_parser("opt", help="parse, verify, transform and print sf IR")
+    opt.add_argument("file", metavar="FILE", help="input .mlir file, '-' for stdin")
+    opt.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
+    opt.add_argument(
+        "--print-debuginfo",
+        "--mlir-print-debuginfo",
+        action="store_true",
+        help="print the loc(...) source location of every op",
+    )
+    opt.add_argument(
+        "--print-generic",
+        "--mlir-print-op-generic",
+        action="store_true",
+        help="print ops in MLIR's generic form",
+    )
+    opt.add_argument(
+        "--passes",
+        "-p",
+        metavar="PIPELINE",
+        default="",
+        help="passes to run in order, e.g. 'prune,fold{max-elements=64},cse' (default: none)",
+    )
+    opt.add_argument(
+        "--print-ir-after-all",
+        "--mlir-print-ir-after-all",
+        action="store_true",
+        help="print the IR after every pass to stdout, headed by MLIR's 'IR Dump After' line",
+    )
+    opt.add_argument(
+        "--timing",
+        "--mlir-timing",
+        action="store_true",
+        help="print the wall time of parsing, of each pass and of printing to stderr",
+    )
+    opt.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help=f"treat each part between '{SPLIT_MARKER}' lines as a separate module",
+    )
+    opt.set_defaults(handler=run_opt)
+
+    staging.add_parsers(commands)
+
+    devices = commands.add_parser("devices", help="list the devices stageflow can run on")
+    devices.set_defaults(handler=run_devices)
+    return parser
+
+
+def run_devices(args: argparse.Namespace) -> int:
+    for name in list_devices():
+        print(name)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except CommandError as error:
+        print(f"stageflow {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # a bug, still reported as one line (scripts parse stderr)
+        message = " ".join(str(error).split())
+        print(
+            f"stageflow {args.command}: internal error: {type(error).__name__}: {message}",
+            file=sys.stderr,
+        )
+        return 1
+
+

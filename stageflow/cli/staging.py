@@ -1,0 +1,191 @@
+"""The sub-commands that stage a user's Python function: ``dump``, ``graph``, ``compile``.
+
+``FILE.py:FUNC`` names a function in a Python file (a plain function is wrapped in
+`sf.function`); ``--arg f32[?,784]`` gives one argument's dtype and dims (``?`` unknown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from stageflow.aot.library import compile_function
+from stageflow.cli.io import CommandError, write_output
+from stageflow.core import dtypes
+from stageflow.core.source import _PACKAGE_DIR
+from stageflow.frontend.spec import TensorSpec
+from stageflow.passes import IR_DUMP_HEADER, format_timings, ir_printer
+from stageflow.staging.concrete import IR_STAGES
+from stageflow.staging.function import Function, function
+
+_ARG = re.compile(r"^\s*([a-z0-9]+)\s*\[\s*([0-9?,\s]*)\]\s*$")
+
+
+def parse_arg_spec(text: str) -> Any:
+    """``f32[8,?]`` -> ``TensorSpec((8, None), float32)``."""
+
+    match = _ARG.match(text)
+    if match is None:
+        raise CommandError(f"bad --arg {text!r}: expected DTYPE[DIMS] such as f32[8,784] "
+                           "or i32[?] (use ? for an unknown dim)")
+    short, dims = match.groups()
+    dtype = dtypes.BY_SHORT_NAME.get("i1" if short == "bool" else short)
+    if dtype is None:
+        known = ", ".join(sorted(dtypes.BY_SHORT_NAME))
+        raise CommandError(f"bad --arg {text!r}: unknown dtype {short!r} (one of {known})")
+    shape = [None if d.strip() == "?" else int(d) for d in dims.split(",") if d.strip()]
+    return TensorSpec(shape, dtype)
+
+
+def load_function(target: str) -> Any:
+    """The `sf.function` named by ``FILE.py:FUNC`` (``FUNC`` may be a dotted path)."""
+
+    path, _, name = target.rpartition(":")
+    if not path or not name:
+        raise CommandError(f"bad target {target!r}: expected FILE.py:FUNC")
+    file = Path(path)
+    if not file.is_file():
+        raise CommandError(f"cannot read {path}: no such file")
+    spec = importlib.util.spec_from_file_location(f"_stageflow_user_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(file.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the user's module failed to import: say where
+        raise CommandError(f"importing {path} failed: {type(error).__name__}: {error}") from None
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise CommandError(f"{path} has no attribute {name!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, Function):
+        return obj
+    if not callable(obj):
+        raise CommandError(f"{name!r} in {path} is not callable")
+    return function(obj)
+
+
+def _concrete(args: argparse.Namespace) -> tuple[Any, float]:
+    staged = load_function(args.target)
+    specs = [parse_arg_spec(text) for text in args.arg]
+    start = time.perf_counter()
+    try:
+        concrete = staged.get_concrete_function(*specs)
+    except (ValueError, TypeError, IndexError) as error:
+        raise CommandError(" ".join(str(error).split())) from None
+    except Exception as error:  # the user's function raised while it was traced
+        where = _user_frame(error.__traceback__)
+        message = " ".join(f"{type(error).__name__}: {error}".split())
+        raise CommandError(f"{message}{where}") from None
+    return concrete, time.perf_counter() - start
+
+
+def _user_frame(traceback: Any) -> str:
+    """' at FILE:LINE' for the innermost frame of the traceback outside stageflow."""
+
+    where = ""
+    while traceback is not None:
+        filename = traceback.tb_frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE_DIR):
+            where = f" at {filename}:{traceback.tb_lineno}"
+        traceback = traceback.tb_next
+    return where
+
+
+def run_dump(args: argparse.Namespace) -> int:
+    """Print the IR of the staged function at the requested stage."""
+
+    if args.stage not in IR_STAGES:
+        raise CommandError(f"stage {args.stage!r} is not available yet (have: "
+                           f"{', '.join(IR_STAGES)})")
+    concrete, trace_seconds = _concrete(args)
+    if args.print_ir_after_all:
+        print(IR_DUMP_HEADER.format(name="trace"))
+        print(concrete.ir("traced"), end="")
+    start = time.perf_counter()
+    after_pass = ir_printer(sys.stdout, debuginfo=True) if args.print_ir_after_all else None
+    text = concrete.ir(args.stage, after_pass=after_pass)
+    ir_seconds = time.perf_counter() - start
+    if not args.print_ir_after_all or args.output:
+        write_output(args.output, text)
+    if args.timing:
+        stages = [("trace", trace_seconds)]
+        if args.stage == "traced":
+            stages.append(("build IR", ir_seconds))
+        print(format_timings(concrete.pass_timings, stages), file=sys.stderr, end="")
+    return 0
+
+
+def run_graph(args: argparse.Namespace) -> int:
+    """Write the dataflow graph as Graphviz DOT, or SVG when `dot` is installed."""
+    concrete, _ = _concrete(args)
+    dot_text = concrete.graph_dot()
+    if args.output.endswith(".svg"):
+        dot = shutil.which("dot")
+        if dot is None:
+            raise CommandError("writing .svg needs Graphviz's `dot` program; write .dot instead")
+        result = subprocess.run([dot, "-Tsvg", "-o", args.output], input=dot_text, text=True,
+                                capture_output=True)
+        if result.returncode:
+            raise CommandError(f"dot failed: {' '.join(result.stderr.split())}")
+        return 0
+    write_output(args.output, dot_text)
+    return 0
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    """Compile the staged function ahead of time: ``.so``/``.o`` (and a header) or ``.ptx``
+    (and its JSON manifest)."""
+
+    output = args.output
+    target = "ptx" if output.endswith(".ptx") else "cpu"
+    if not output.endswith((".so", ".o", ".ptx")):
+        raise CommandError(f"-o {output!r}: write OUT.so, OUT.o or OUT.ptx")
+    if args.header and target == "ptx":
+        raise CommandError("--header is for .so and .o outputs; PTX comes with a .json manifest")
+    concrete, _ = _concrete(args)
+    try:
+        artefact = compile_function(concrete, target=target, name=args.name,
+                                    freeze=not args.no_freeze, arch=args.arch)
+        if target == "ptx":
+            artefact.save(output)
+        else:
+            artefact.save(output, header=args.header)
+    except (ValueError, NotImplementedError, RuntimeError) as error:
+        raise CommandError(" ".join(str(error).split())) from None
+    return 0
+
+
+def add_parsers(commands: Any) -> None:
+    for name, handler, summary in (("dump", run_dump, "print a staged function's IR"),
+                                   ("graph", run_graph, "draw a staged function's graph"),
+                                   ("compile", run_compile,
+                                    "compile a staged function to a library or PTX")):
+        parser = commands.add_parser(name, help=summary)
+        parser.add_argument("target", metavar="FILE.py:FUNC")
+        parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                            help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per argument")
+        if name == "dump":
+            parser.add_argument("--stage", default="traced",
+                                help="traced|optimized|lowered|llvm|ptx|asm")
+            parser.add_argument("--print-ir-after-all", action="store_true")
+            parser.add_argument("--timing", action="store_true")
+            parser.add_argument("-o", "--output", metavar="OUT")
+        elif name == "graph":
+            parser.add_argument("-o", "--output", metavar="OUT.dot|OUT.svg", required=True)
+        else:
+            parser.add_argument("-o", "--output", metavar="OUT.so|OUT.o|OUT.ptx", required=True)
+            parser.add_argument("--header", metavar="OUT.h",
+                                help="where the C header goes (default: beside the library)")
+            parser.add_argument("--name", help="the C symbol (default: the function's name)")
+            parser.add_argument("--no-freeze", action="store_true",
+                                help="keep variables as state instead of constants")
+            parser.add_argument("--arch", default="sm_80", help="PTX target: sm_80 or sm_90")
+        parser.set_defaults(handler=handler)

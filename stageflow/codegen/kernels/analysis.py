@@ -1,0 +1,298 @@
+"""Kernels: the elementwise `func.func`s that code generation compiles, analysed once.
+
+A *kernel* is a ``func.func`` whose body holds only elementwise `sf` ops (unary, binary,
+comparisons, logic, ``sf.select``, ``sf.cast``), ``sf.constant`` of 0-d or splat values,
+reductions (``sf.reduce_sum``, ``_prod``, ``_max``, ``_min``) of values over the whole
+iteration space whose results are only returned, and ``func.return``. Arguments and
+results are ranked tensors with static or ``?`` dims; binary and select ops broadcast like
+NumPy. A fusion pass outlines such functions; this module turns one into a `Kernel`: the
+op list in SSA order with value numbers, its reductions, and the *iteration space*, the
+broadcast shape of every value in it but the reductions' results (for a kernel without
+dead values, the broadcast shape of its unreduced results and reduced operands). Each
+argument is read or written at its own broadcast strides: stride 0 on dims where it has
+size 1, so a ``tensor<8xf32>`` bias added to a ``tensor<?x8xf32>`` is read again for
+every row; a reduction's result is combined into at stride 0 on its reduced axes.
+
+Dims are *specs*: an ``int`` when the types fix it, else the tuple of ``(argument, axis)``
+pairs whose run-time sizes decide it (the first that is not 1, as broadcasting does).
+The compiled wrapper sizes outputs from these specs without re-running any shape rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import SSAValue
+
+from stageflow.codegen.kernels.rules import RULES
+from stageflow.core import dtypes
+from stageflow.core.primitive import ShapedType
+from stageflow.ir.builder import constant_value
+from stageflow.ir.dialect import ConstantOp, ElementwiseOp, ReductionOp
+from stageflow.ir.types import shaped_type
+
+# The reductions kernels compute (``sf.reduce_<kind>``) and the dtypes they accumulate,
+# the same as `codegen.reduction` lowers alone.
+REDUCTION_KINDS = ("sum", "prod", "max", "min")
+REDUCTION_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32)
+
+Sources = tuple[tuple[int, int], ...]  # (input index, axis) pairs deciding a dynamic dim
+DimSpec = int | Sources
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op: ``values[result] = name(values[operands], **params)``."""
+
+    name: str
+    operands: tuple[int, ...]
+    result: int
+    dtypes: tuple[np.dtype, ...]
+    result_dtype: np.dtype
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """``values[result]`` is ``values[operand]`` combined by `kind` (sum, prod, max, min)
+    over `axes` of the iteration space (the operand spans it), kept as 1 with `keepdims`."""
+
+    kind: str
+    operand: int
+    result: int
+    axes: tuple[int, ...]
+    keepdims: bool
+    dtype: np.dtype
+
+    def reduced_spec(self, spec: tuple[DimSpec, ...]) -> tuple[DimSpec, ...]:
+        """The dims of the result of reducing a value of dims `spec`."""
+        if self.keepdims:
+            return tuple(1 if a in self.axes else d for a, d in enumerate(spec))
+        return tuple(d for a, d in enumerate(spec) if a not in self.axes)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument (an input, or an output the kernel writes)."""
+
+    name: str
+    type: ShapedType
+    is_output: bool
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return self.type.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.type.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    @property
+    def is_static_scalar(self) -> bool:
+        """One element whatever the call: read (or written) at stride 0 everywhere."""
+        return all(d == 1 for d in self.shape)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """An analysed kernel. Value numbers: inputs first, then one per op result."""
+
+    name: str
+    inputs: tuple[Arg, ...]
+    outputs: tuple[Arg, ...]
+    steps: tuple[Step, ...]
+    results: tuple[int, ...]  # the value number each output takes
+    shape: tuple[DimSpec, ...]  # the iteration space
+    output_shapes: tuple[tuple[DimSpec, ...], ...]
+    used_inputs: frozenset[int]
+    reductions: tuple[Reduction, ...] = ()
+
+    @property
+    def args(self) -> tuple[Arg, ...]:
+        return self.inputs + self.outputs
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def is_live(self, index: int) -> bool:
+        """Whether argument `index` is read or written (unused inputs are only checked)."""
+        return index >= len(self.inputs) or index in self.used_inputs
+
+
+def _combine(specs: list[DimSpec]) -> DimSpec:
+    """The broadcast of dim specs: a static non-1 dim wins, else the union of sources."""
+    sources: list[tuple[int, int]] = []
+    for spec in specs:
+        if isinstance(spec, int):
+            if spec != 1:
+                return spec
+        else:
+            sources.extend(s for s in spec if s not in sources)
+    return tuple(sources) if sources else 1
+
+
+def _aligned(specs: list[tuple[DimSpec, ...]], rank: int) -> list[DimSpec]:
+    """Broadcast several shapes' specs, right-aligned to `rank` axes."""
+    result = []
+    for axis in range(rank):
+        column = [s[axis - rank + len(s)] for s in specs if axis - rank + len(s) >= 0]
+        result.append(_combine(column))
+    return result
+
+
+def _tensor_type(value: SSAValue, what: str, dynamic_leading: bool = False) -> ShapedType:
+    if not isinstance(value.type, TensorType):
+        raise NotImplementedError(f"{what} has type {value.type}; kernels take ranked tensors")
+    ty = shaped_type(value.type)
+    return ShapedType((None, *ty.shape[1:]), ty.dtype) if dynamic_leading else ty
+
+
+def leading_dim_splittable(function: FuncOp) -> bool:
+    """Whether every argument and value of the kernel has the same rank and the same leading
+    dim (the same static size, or unknown everywhere): then the kernel may run on blocks of
+    rows (callers check at run time that the arrays' shapes are all equal). Reductions'
+    results are left out, as long as none reduces the leading axis: each row of the
+    iteration space then reduces into the same row of their results."""
+    block = function.body.block
+    reductions = [op for op in block.ops if isinstance(op, ReductionOp)]
+    if any(0 in op.params()["axes"] for op in reductions):
+        return False
+    reduced = {r for op in reductions for r in op.results}
+    values = list(block.args) + [r for op in block.ops for r in op.results if r not in reduced]
+    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
+    if len(shapes) != len(values):
+        return False
+    constants = {r for op in block.ops if isinstance(op, ConstantOp) for r in op.results}
+    varying = [s for v, s in zip(values, shapes, strict=True) if v not in constants]
+    if any(s for v, s in zip(values, shapes, strict=True) if v in constants) or not varying:
+        return False  # only 0-d constants: a splat would pin the leading dim
+    rank, lead = len(varying[0]), varying[0][0] if varying[0] else 1
+    return rank >= 1 and lead != 1 and all(len(s) == rank and s[0] == lead for s in varying)
+
+
+def _constant_params(op: ConstantOp) -> dict[str, Any]:
+    value = constant_value(op)
+    flat = value.reshape(-1)
+    if flat.size == 0 or not np.all(flat.view(np.uint8).reshape(flat.size, -1)
+                                    == flat[:1].view(np.uint8)):
+        raise NotImplementedError(
+            f"sf.constant of type {op.value.type} is not 0-d or a splat; kernels take only "
+            "scalar constants (pass other tensors as arguments)"
+        )
+    return {"value": flat[:1]}
+
+
+def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
+    """The `Kernel` of an elementwise ``func.func``; ``NotImplementedError`` names what is
+    not supported (a non-elementwise op, a non-splat constant, an unranked type).
+
+    ``dynamic_leading=True`` (for a `leading_dim_splittable` kernel) compiles the leading
+    dim as unknown, so that the same code runs on any block of rows."""
+    name = function.sym_name.data
+    block = function.body.block
+    numbers: dict[SSAValue, int] = {}
+    specs: list[tuple[DimSpec, ...]] = []
+    types: list[ShapedType] = []
+    inputs = []
+    for index, value in enumerate(block.args):
+        ty = _tensor_type(value, f"argument #{index} of @{name}", dynamic_leading)
+        label = f"%{value.name_hint}" if value.name_hint else f"#{index}"
+        inputs.append(Arg(f"argument {label}", ty, False))
+        numbers[value] = index
+        specs.append(tuple(d if d is not None else ((index, axis),)
+                           for axis, d in enumerate(ty.shape)))
+        types.append(ty)
+    steps: list[Step] = []
+    reductions: list[Reduction] = []
+    results: tuple[int, ...] = ()
+    for op in block.ops:
+        if isinstance(op, ReturnOp):
+            results = tuple(numbers[v] for v in op.operands)
+            break
+        if (isinstance(op, ReductionOp)
+                and op.primitive.name.removeprefix("reduce_") in REDUCTION_KINDS):
+            reduction = _reduction(op, numbers, len(specs), name)
+            numbers[op.results[0]] = reduction.result
+            specs.append(reduction.reduced_spec(specs[reduction.operand]))
+            types.append(_tensor_type(op.results[0], f"the result of {op.name}",
+                                      dynamic_leading))
+            reductions.append(reduction)
+            continue
+        if not isinstance(op, ElementwiseOp | ConstantOp) or len(op.results) != 1:
+            raise NotImplementedError(f"{op.name} is not an elementwise op; @{name} is not a "
+                                      "kernel")
+        primitive = "constant" if isinstance(op, ConstantOp) else op.primitive.name
+        if primitive not in RULES:
+            raise NotImplementedError(f"codegen has no lowering for {op.name}")
+        params = _constant_params(op) if isinstance(op, ConstantOp) else op.params()
+        ty = _tensor_type(op.results[0], f"the result of {op.name}",
+                          dynamic_leading and not isinstance(op, ConstantOp))
+        operands = tuple(numbers[v] for v in op.operands)
+        operand_specs = [specs[i] for i in operands]
+        rank = len(ty.shape)
+        combined = _aligned(operand_specs, rank) if operands else [1] * rank
+        spec = tuple(d if d is not None else combined[axis] for axis, d in enumerate(ty.shape))
+        numbers[op.results[0]] = len(specs)
+        steps.append(Step(primitive, operands, len(specs),
+                          tuple(types[i].dtype for i in operands), ty.dtype, params))
+        specs.append(spec)
+        types.append(ty)
+    outputs = tuple(Arg(f"result #{j}", types[v], True) for j, v in enumerate(results))
+    used = frozenset(i for step in steps for i in step.operands if i < len(inputs))
+    used |= {v for v in results if v < len(inputs)}
+    used |= {r.operand for r in reductions if r.operand < len(inputs)}
+    reduced = {r.result for r in reductions}
+    # Unused arguments are only checked against their own types, never iterated over.
+    live = [spec for v, spec in enumerate(specs)
+            if (v >= len(inputs) or v in used) and v not in reduced]
+    rank = max((len(s) for s in live), default=0)
+    shape = tuple(_aligned(live, rank))
+    for reduction in reductions:
+        _check_reduction(reduction, specs[reduction.operand], shape, steps, name)
+    return Kernel(
+        name=name,
+        inputs=tuple(inputs),
+        outputs=outputs,
+        steps=tuple(steps),
+        results=results,
+        shape=shape,
+        output_shapes=tuple(specs[v] for v in results),
+        used_inputs=used,
+        reductions=tuple(reductions),
+    )
+
+
+def _reduction(op: ReductionOp, numbers: dict[SSAValue, int], result: int,
+               name: str) -> Reduction:
+    """The `Reduction` an ``sf.reduce_*`` op of @`name` computes into value `result`."""
+    kind = op.primitive.name.removeprefix("reduce_")
+    dtype = shaped_type(op.results[0].type).dtype
+    if dtype not in REDUCTION_DTYPES:
+        raise NotImplementedError(f"{op.name} of {dtype} is not a reduction kernels compute "
+                                  f"(@{name})")
+    params = op.params()
+    return Reduction(kind, numbers[op.operands[0]], result, tuple(params["axes"]),
+                     bool(params["keepdims"]), dtype)
+
+
+def _check_reduction(reduction: Reduction, operand: tuple[DimSpec, ...],
+                     space: tuple[DimSpec, ...], steps: list[Step], name: str) -> None:
+    """A reduction's operand must span the iteration space (each of its elements is then
+    visited once), and its result must only be returned (the loop that computes it is the
+    kernel's own)."""
+    same = len(operand) == len(space) and all(
+        d == s if isinstance(d, int) or isinstance(s, int) else set(d) == set(s)
+        for d, s in zip(operand, space, strict=True))
+    if not same:
+        raise NotImplementedError(f"a reduction of @{name} does not span its iteration space")
+    if any(reduction.result in step.operands for step in steps):
+        raise NotImplementedError(f"a reduction's result is used inside @{name}")

@@ -1,0 +1,359 @@
+"""The lowering table: one rule per elementwise primitive, shared by every target.
+
+`RULES[name](e, node)` builds the LLVM instructions computing one element of the op's
+result from its operands' elements (already in their compute types, see `emitter`). Rules
+branch on the operand's kind: 'f' floating, 'i' signed, 'u' unsigned, 'b' bool.
+Integer semantics are NumPy's, made total so compiled code never traps or hits undefined
+behaviour: ``x // 0 == x % 0 == 0``, ``MIN // -1 == MIN`` (wraps), shifts by the width or
+more give 0 or -1, negative integer powers give 0 (or +-1 for bases +-1; NumPy raises),
+float -> int casts saturate (NaN -> 0) where NumPy leaves them undefined.
+
+Every rule returns a value of the result's compute type; results of float16/bfloat16 ops
+are rounded to that precision by the caller (`apply`), as NumPy does after each op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm import mathlib
+from stageflow.codegen.llvm.emitter import (
+    COMPUTE,
+    F32,
+    F64,
+    HALF_PRECISION,
+    I1,
+    I64,
+    Emitter,
+    kind,
+)
+from stageflow.core import dtypes
+
+
+@dataclass(frozen=True)
+class Node:
+    """What a rule sees: the operands' element values and dtypes, the result dtype, params."""
+
+    args: tuple[ir.Value, ...]
+    dtypes: tuple[np.dtype, ...]
+    result: np.dtype
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return kind(self.dtypes[0]) if self.dtypes else kind(self.result)
+
+
+Rule = Callable[[Emitter, Node], ir.Value]
+
+
+def by_kind(**rules: Rule) -> Rule:
+    """A rule dispatching on the operand kind; `fiu`-style keys cover several kinds."""
+    table = {k: rule for keys, rule in rules.items() for k in keys}
+
+    def rule(e: Emitter, node: Node) -> ir.Value:
+        try:
+            return table[node.kind](e, node)
+        except KeyError:
+            name = node.dtypes[0].name if node.dtypes else node.result.name
+            raise NotImplementedError(f"no lowering for dtype {name}") from None
+
+    return rule
+
+
+def builder(method: str) -> Rule:
+    """A rule calling one IRBuilder method on the operands (``fadd``, ``and_``...)."""
+    return lambda e, n: getattr(e.b, method)(*n.args)
+
+
+def intrinsic(base: str) -> Rule:
+    return lambda e, n: e.call(base, *n.args)
+
+
+def unary_math(function: Callable[[Emitter, ir.Value], ir.Value]) -> Rule:
+    return lambda e, n: function(e, n.args[0])
+
+
+# -- unary ------------------------------------------------------------------------------------
+
+def _sign_float(e: Emitter, n: Node) -> ir.Value:
+    """NumPy: 1 if x > 0, -1 if x < 0, +0 for zeros, NaN stays NaN."""
+    x, b = n.args[0], e.b
+    zero = e.like(x, 0.0)
+    result = e.select(b.fcmp_ordered("<", x, zero), e.like(x, -1.0), zero)
+    result = e.select(b.fcmp_ordered(">", x, zero), e.like(x, 1.0), result)
+    return e.select(e.is_nan(x), x, result)
+
+
+def _sign_int(e: Emitter, n: Node) -> ir.Value:
+    x, b = n.args[0], e.b
+    zero = e.like(x, 0)
+    positive = b.zext(b.icmp_signed(">", x, zero), x.type)
+    return b.sub(positive, b.zext(b.icmp_signed("<", x, zero), x.type))
+
+
+def _abs_int(e: Emitter, n: Node) -> ir.Value:
+    x = n.args[0]
+    suffix = f"i{x.type.width}"
+    function = e.intrinsic(f"llvm.abs.{suffix}", x.type, [x.type, I1])
+    return e.b.call(function, [x, ir.Constant(I1, 0)])  # abs(MIN) == MIN, as NumPy wraps
+
+
+def _rsqrt(e: Emitter, n: Node) -> ir.Value:
+    x = n.args[0]
+    return e.b.fdiv(e.like(x, 1.0), e.call("sqrt", x))
+
+
+# -- binary arithmetic -----------------------------------------------------------------------
+
+def _int_to_f64(e: Emitter, n: Node) -> tuple[ir.Value, ...]:
+    convert = e.b.uitofp if n.kind == "u" else e.b.sitofp
+    return tuple(convert(a, F64) for a in n.args)
+
+
+def _true_divide(e: Emitter, n: Node) -> ir.Value:
+    if n.kind == "f":
+        return e.b.fdiv(*n.args)
+    return e.b.fdiv(*_int_to_f64(e, n))
+
+
+def _float_divmod(e: Emitter, a: ir.Value, d: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """NumPy's npy_divmod: Python's floor division and remainder (sign of the divisor)."""
+    b = e.b
+    zero = e.like(a, 0.0)
+    mod = b.frem(a, d)
+    div = b.fdiv(b.fsub(a, mod), d)
+    mod_nonzero = b.fcmp_unordered("!=", mod, zero)
+    signs_differ = b.xor(b.fcmp_ordered("<", d, zero), b.fcmp_ordered("<", mod, zero))
+    adjust = b.and_(mod_nonzero, signs_differ)
+    mod = e.select(adjust, b.fadd(mod, d), mod)
+    div = e.select(adjust, b.fsub(div, e.like(a, 1.0)), div)
+    mod = e.select(mod_nonzero, mod, e.call("copysign", zero, d))
+    floor = e.call("floor", div)
+    above_half = b.fcmp_ordered(">", b.fsub(div, floor), e.like(a, 0.5))
+    floor = e.select(above_half, b.fadd(floor, e.like(a, 1.0)), floor)
+    quotient = b.fdiv(a, d)
+    div_nonzero = b.fcmp_unordered("!=", div, zero)
+    floordiv = e.select(div_nonzero, floor, e.call("copysign", zero, quotient))
+    divisor_zero = b.fcmp_ordered("==", d, zero)
+    return e.select(divisor_zero, quotient, floordiv), mod  # frem by 0 is NaN already
+
+
+def _safe_divisor(e: Emitter, n: Node) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+    """(x, divisor, d == 0) with the divisor made 1 where dividing would trap (0, MIN/-1)."""
+    b = e.b
+    x, d = n.args
+    zero = b.icmp_signed("==", d, e.like(d, 0))
+    trap = zero
+    if n.kind == "i":
+        minimum = e.like(x, 1 << (x.type.width - 1))
+        overflow = b.and_(b.icmp_signed("==", x, minimum),
+                          b.icmp_signed("==", d, e.like(d, -1)))
+        trap = b.or_(zero, overflow)
+    return x, e.select(trap, e.like(d, 1), d), zero, trap
+
+
+def _int_floordiv(e: Emitter, n: Node) -> ir.Value:
+    b = e.b
+    x, d, zero, _ = _safe_divisor(e, n)
+    if n.kind == "u":
+        return e.select(zero, e.like(x, 0), b.udiv(x, d))
+    q, r = b.sdiv(x, d), b.srem(x, d)
+    inexact = b.icmp_signed("!=", r, e.like(r, 0))
+    negative = b.icmp_signed("<", b.xor(r, d), e.like(r, 0))
+    q = b.sub(q, b.zext(b.and_(inexact, negative), q.type))
+    return e.select(zero, e.like(x, 0), q)  # MIN // -1 == MIN // 1 == MIN
+
+
+def _int_mod(e: Emitter, n: Node) -> ir.Value:
+    b = e.b
+    x, d, _, trap = _safe_divisor(e, n)
+    if n.kind == "u":
+        return e.select(trap, e.like(x, 0), b.urem(x, d))
+    r = b.srem(x, d)
+    fix = b.and_(b.icmp_signed("!=", r, e.like(r, 0)),
+                 b.icmp_signed("<", b.xor(r, d), e.like(r, 0)))
+    r = e.select(fix, b.add(r, d), r)
+    return e.select(trap, e.like(x, 0), r)  # x % 0 == 0 and MIN % -1 == 0
+
+
+def _int_pow(e: Emitter, n: Node) -> ir.Value:
+    """Square-and-multiply in a loop over the exponent's bits (an unrolled version took
+    seconds to compile for int64); NumPy's products wrap the same way."""
+    b = e.b
+    x, y = n.args
+    one, zero = e.like(x, 1), e.like(x, 0)
+    exponent = y if n.kind == "u" else e.select(b.icmp_signed("<", y, zero), zero, y)
+    before = b.block
+    head = b.append_basic_block("pow.head")
+    step = b.append_basic_block("pow.step")
+    after = b.append_basic_block("pow.end")
+    b.branch(head)
+    b.position_at_end(head)
+    result, base, bits = (b.phi(x.type) for _ in range(3))
+    for phi, start in ((result, one), (base, x), (bits, exponent)):
+        phi.add_incoming(start, before)
+    b.cbranch(b.icmp_unsigned("!=", bits, zero), step, after)
+    b.position_at_end(step)
+    odd = b.trunc(bits, I1)
+    result.add_incoming(e.select(odd, b.mul(result, base), result), step)
+    base.add_incoming(b.mul(base, base), step)
+    bits.add_incoming(b.lshr(bits, one), step)
+    b.branch(head)
+    b.position_at_end(after)
+    if n.kind == "u":
+        return result
+    # Negative exponents: 1 / x**|y| truncated, i.e. 0 except for the bases 1 and -1.
+    minus_one = e.select(b.trunc(y, I1), e.like(x, -1), one)
+    special = e.select(b.icmp_signed("==", x, one), one,
+                       e.select(b.icmp_signed("==", x, e.like(x, -1)), minus_one, zero))
+    return e.select(b.icmp_signed("<", y, zero), special, result)
+
+
+def _float_extreme(greater: bool) -> Rule:
+    """NumPy's maximum/minimum: x if (x >= y or x is NaN) else y, so NaNs propagate."""
+
+    def rule(e: Emitter, n: Node) -> ir.Value:
+        x, y = n.args
+        better = e.b.fcmp_ordered(">=" if greater else "<=", x, y)
+        return e.select(e.b.or_(better, e.is_nan(x)), x, y)
+
+    return rule
+
+
+def _int_extreme(signed: bool, greater: bool) -> Rule:
+    def rule(e: Emitter, n: Node) -> ir.Value:
+        x, y = n.args
+        compare = e.b.icmp_signed if signed else e.b.icmp_unsigned
+        return e.select(compare(">=" if greater else "<=", x, y), x, y)
+
+    return rule
+
+
+def _shift_right(e: Emitter, n: Node) -> ir.Value:
+    """NumPy's right_shift (arithmetic for signed ints); shifts >= the width saturate."""
+    x, y = n.args
+    width = e.like(y, x.type.width - 1)
+    too_far = e.b.icmp_unsigned(">", y, width)
+    if n.kind == "u":
+        return e.select(too_far, e.like(x, 0), e.b.lshr(x, e.select(too_far, width, y)))
+    return e.b.ashr(x, e.select(too_far, width, y))
+
+
+def _compare(fop: str, iop: str) -> Rule:
+    def rule(e: Emitter, n: Node) -> ir.Value:
+        if n.kind == "f":
+            return (e.b.fcmp_unordered if fop == "!=" else e.b.fcmp_ordered)(fop, *n.args)
+        if n.kind == "u" or n.kind == "b":
+            return e.b.icmp_unsigned(iop, *n.args)
+        return e.b.icmp_signed(iop, *n.args)
+
+    return rule
+
+
+# -- cast -------------------------------------------------------------------------------------
+
+def _cast(e: Emitter, n: Node) -> ir.Value:
+    """Convert between compute types; f16/bf16 results are rounded by `apply` afterwards."""
+    b, x = e.b, n.args[0]
+    src, dst = n.dtypes[0], n.result
+    source, target = kind(src), kind(dst)
+    to = COMPUTE[dst]
+    if src == dst:
+        return x
+    if target == "b":
+        if source == "f":
+            return b.fcmp_unordered("!=", x, e.like(x, 0.0))  # NaN is true
+        return b.icmp_unsigned("!=", x, e.like(x, 0))
+    if source == "b":
+        return b.uitofp(x, to) if target == "f" else b.zext(x, to)
+    if source == "f" and target == "f":
+        if src == dtypes.float64 and dst == dtypes.float16:
+            return e.double_to_float_odd(x)  # one correct rounding, as NumPy's cast
+        if x.type == to:
+            return x
+        return b.fpext(x, to) if to == F64 else b.fptrunc(x, to)
+    if target == "f":
+        return (b.uitofp if source == "u" else b.sitofp)(x, to)
+    if source == "f":
+        # Saturating (NaN -> 0); uint32 goes through int64 so that negative values wrap.
+        wide = to if target == "i" else I64
+        name = f"llvm.fptosi.sat.i{wide.width}.{'f32' if x.type == F32 else 'f64'}"
+        value = b.call(e.intrinsic(name, wide, [x.type]), [x])
+        return value if wide == to else b.trunc(value, to)
+    if x.type.width == to.width:
+        return x
+    if x.type.width > to.width:
+        return b.trunc(x, to)
+    return (b.zext if source == "u" else b.sext)(x, to)
+
+
+def _constant(e: Emitter, n: Node) -> ir.Value:
+    first = np.asarray(n.params["value"]).reshape(-1)[0]
+    number = float(first) if kind(n.result) == "f" else int(first)
+    return e.const(COMPUTE[n.result], number)
+
+
+RULES: dict[str, Rule] = {
+    "negative": by_kind(f=builder("fneg"), iu=lambda e, n: e.b.neg(n.args[0])),
+    "abs": by_kind(f=intrinsic("fabs"), i=_abs_int, u=lambda e, n: n.args[0]),
+    "sign": by_kind(f=_sign_float, i=_sign_int,
+                    u=lambda e, n: e.b.zext(e.b.icmp_unsigned("!=", n.args[0],
+                                                              e.like(n.args[0], 0)),
+                                            n.args[0].type)),
+    "exp": unary_math(mathlib.exp),
+    "expm1": unary_math(mathlib.expm1),
+    "log": unary_math(mathlib.log),
+    "log1p": unary_math(mathlib.log1p),
+    "sqrt": intrinsic("sqrt"),
+    "rsqrt": _rsqrt,
+    "sin": unary_math(mathlib.sin),
+    "cos": unary_math(mathlib.cos),
+    "tanh": unary_math(mathlib.tanh),
+    "logistic": unary_math(mathlib.logistic),
+    "erf": unary_math(mathlib.erf),
+    "floor": intrinsic("floor"),
+    "ceil": intrinsic("ceil"),
+    "round": intrinsic("roundeven"),
+    "logical_not": lambda e, n: e.b.not_(n.args[0]),
+    "add": by_kind(f=builder("fadd"), iu=builder("add")),
+    "subtract": by_kind(f=builder("fsub"), iu=builder("sub")),
+    "multiply": by_kind(f=builder("fmul"), iu=builder("mul")),
+    "divide": _true_divide,
+    "floordiv": by_kind(f=lambda e, n: _float_divmod(e, *n.args)[0], iu=_int_floordiv),
+    "mod": by_kind(f=lambda e, n: _float_divmod(e, *n.args)[1], iu=_int_mod),
+    "pow": by_kind(f=lambda e, n: mathlib.pow_(e, *n.args), iu=_int_pow),
+    "maximum": by_kind(f=_float_extreme(True), i=_int_extreme(True, True),
+                       u=_int_extreme(False, True)),
+    "minimum": by_kind(f=_float_extreme(False), i=_int_extreme(True, False),
+                       u=_int_extreme(False, False)),
+    "logical_and": builder("and_"),
+    "logical_or": builder("or_"),
+    "shift_right_logical": by_kind(iu=_shift_right),
+    "equal": _compare("==", "=="),
+    "not_equal": _compare("!=", "!="),
+    "less": _compare("<", "<"),
+    "less_equal": _compare("<=", "<="),
+    "greater": _compare(">", ">"),
+    "greater_equal": _compare(">=", ">="),
+    "select": lambda e, n: e.select(*n.args),
+    "cast": _cast,
+    "constant": _constant,
+}
+
+
+def apply(e: Emitter, name: str, node: Node) -> ir.Value:
+    """Lower one op by its rule; round float16/bfloat16 results as NumPy does per op."""
+    try:
+        rule = RULES[name]
+    except KeyError:
+        raise NotImplementedError(f"codegen has no lowering for sf.{name}") from None
+    value = rule(e, node)
+    if node.result in HALF_PRECISION:
+        value = e.round_to(value, node.result)
+    return value

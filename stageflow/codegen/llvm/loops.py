@@ -1,0 +1,114 @@
+"""Loops and index arithmetic in LLVM IR, shared by kernels, lowered ops and programs.
+
+`fold_mul` and `fold_add` fold constants so that the emitted IR stays readable and LLVM has
+less to clean up; loops are plain counted loops with phis (LLVM vectorises them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import I64
+
+
+def i64(value: int) -> ir.Constant:
+    """An i64 constant (dims, strides, offsets)."""
+    return ir.Constant(I64, value)
+
+
+def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
+              initial: Sequence[ir.Value],
+              body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+              name: str) -> list[ir.Value]:
+    """``for i in range(start, stop, step): values = body(i, values)``; the final values."""
+    function = b.block.function
+    header = function.append_basic_block(f"{name}.head")
+    inside = function.append_basic_block(f"{name}.body")
+    after = function.append_basic_block(f"{name}.end")
+    entry = b.block
+    b.branch(header)
+    b.position_at_end(header)
+    index = b.phi(I64, name=name)
+    index.add_incoming(start, entry)
+    carried = []
+    for value in initial:
+        phi = b.phi(value.type)
+        phi.add_incoming(value, entry)
+        carried.append(phi)
+    b.cbranch(b.icmp_signed("<", index, stop), inside, after)
+    b.position_at_end(inside)
+    updated = body(index, list(carried))
+    index.add_incoming(b.add(index, step, flags=("nsw",)), b.block)
+    for phi, value in zip(carried, updated, strict=True):
+        phi.add_incoming(value, b.block)
+    b.branch(header)
+    b.position_at_end(after)
+    return carried
+
+
+def return_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
+    """Return `code` from the function unless `ok`; the builder continues on success."""
+    if isinstance(ok, ir.Constant) and ok.constant:
+        return
+    function = b.block.function
+    good = function.append_basic_block("ok")
+    bad = function.append_basic_block("fail")
+    b.cbranch(ok, good, bad)
+    b.position_at_end(bad)
+    b.ret(code)
+    b.position_at_end(good)
+
+
+def counted_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
+                 body: Callable[[ir.Value], None], name: str) -> None:
+    """``for (i = start; i < stop; i += step) body(i)``; the builder ends after the loop."""
+
+    def no_values(index: ir.Value, values: list[ir.Value]) -> list[ir.Value]:
+        body(index)
+        return values
+
+    fold_loop(b, start, stop, step, [], no_values, name)
+
+
+def _is_const(value: ir.Value, number: int) -> bool:
+    return isinstance(value, ir.Constant) and value.constant == number
+
+
+def fold_mul(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x * y, folding constants so that the emitted IR stays readable."""
+    if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
+        return i64(x.constant * y.constant)
+    if _is_const(x, 0) or _is_const(y, 0):
+        return i64(0)
+    if _is_const(x, 1):
+        return y
+    return x if _is_const(y, 1) else b.mul(x, y)
+
+
+def fold_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    if _is_const(x, 0):
+        return y
+    return x if _is_const(y, 0) else b.add(x, y)
+
+
+def strided_nest(b: ir.IRBuilder, sizes: Sequence[ir.Value],
+                 strides: Sequence[Sequence[ir.Value]],
+                 body: Callable[[list[ir.Value]], object]) -> None:
+    """Nested loops over `sizes` (outermost first) calling `body` with every argument's
+    offset: the sum over the axes of the index times the argument's stride there
+    (``strides[argument][axis]``)."""
+
+    def nest(axis: int, bases: list[ir.Value]) -> None:
+        if axis == len(sizes):
+            body(bases)
+            return
+
+        def step(i: ir.Value) -> None:
+            nest(axis + 1, [fold_add(b, base, fold_mul(b, i, s[axis])) for base, s in
+                            zip(bases, strides, strict=True)])
+
+        counted_loop(b, i64(0), sizes[axis], i64(1), step, f"i{axis}")
+
+    nest(0, [i64(0)] * len(strides))

@@ -1,0 +1,221 @@
+"""Lowering of `matmul` and `matmul_add` (float32, float64): a loop over the broadcast batch
+calling the BLAS ``cblas_?gemm`` of the OpenBLAS that NumPy's wheel bundles. `matmul_add`
+(``alpha * a @ b + c``) copies ``c``, broadcast, into the result and calls the gemm with
+``beta = 1``: the BLAS accumulates onto it in the pass where it would have zeroed it.
+
+Why a BLAS call and not a generated kernel: OpenBLAS's SkylakeX sgemm runs at about 100%
+of one core's peak here from n = 512 on (130-140 GFLOP/s, 240-280 on two cores); a tiled
+and packed kernel generated through LLVM would have to match its register blocking, packing
+and prefetching per CPU to come near, and the target is 0.9x of it. Calling it from
+compiled code instead of through ``np.matmul`` also removes NumPy's dispatch from the
+call (measured with ``benchmarks/matmul.py``; figures in `primitives/linalg.py`).
+
+Why NumPy's copy and not SciPy's ``cython_blas`` capsules: NumPy's wheel exports a CBLAS
+with 64-bit integers (``scipy_cblas_sgemm64_`` in ``numpy.libs/libscipy_openblas64_*``),
+the same library ``np.matmul`` uses, present wherever NumPy is and without SciPy, which
+the runtime does not require; SciPy's ``sgemm`` is the same OpenBLAS behind a Fortran ABI
+with 32-bit sizes. Where the symbol is not found (NumPy built against another BLAS), there
+is no lowering and ``np.matmul`` runs, as before.
+
+Operands may be row-major or column-major views (a transposed array is passed as it is,
+with the transpose flag flipped); any other strides return an error code, and the NumPy
+kernel runs instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
+from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
+from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
+from stageflow.codegen.program.builder import declare
+from stageflow.core import dtypes
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_cblas_dgemm64_"}
+_lock = threading.Lock()
+_available: bool | None = None
+
+
+def blas_libraries() -> list[str]:
+    """The paths of NumPy's bundled OpenBLAS (what an ahead-of-time library links to)."""
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    return sorted(os.path.realpath(p)
+                  for p in glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*")))
+
+
+def blas_available() -> bool:
+    """Load NumPy's bundled OpenBLAS into LLVM's symbol search once; whether it exports
+    the CBLAS gemm functions."""
+    global _available
+    with _lock:
+        if _available is None:
+            for path in blas_libraries():
+                ctypes.CDLL(path)
+                llvm.load_library_permanently(path)
+            _available = all(llvm.address_of_symbol(s) for s in _SYMBOLS.values())
+        return _available
+
+
+def _gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
+    name = _SYMBOLS[dtype]
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    real, pointer = (F32 if dtype == dtypes.float32 else F64), ir.PointerType()
+    signature = ir.FunctionType(ir.VoidType(), [I32, I32, I32, I64, I64, I64, real, pointer,
+                                                I64, pointer, I64, real, pointer, I64])
+    return ir.Function(module, signature, name)
+
+
+def _select_max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _layout(b: ir.IRBuilder, x: Operand, transpose: bool) -> tuple[ir.Value, ir.Value,
+                                                                  ir.Value]:
+    """(usable, cblas transpose flag, leading dim) for the stored matrix of `x`: row-major
+    as is, or column-major read as the transpose of a row-major one."""
+    rows, cols = x.dims[-2:]
+    row_stride, col_stride = x.strides[-2:]
+    flat_rows, flat_cols = (b.icmp_signed("<=", d, i64(1)) for d in (rows, cols))
+    wide_cols, wide_rows = _select_max(b, cols, i64(1)), _select_max(b, rows, i64(1))
+    row_ok = b.and_(b.or_(b.icmp_signed("==", col_stride, i64(1)), flat_cols),
+                    b.or_(b.icmp_signed(">=", row_stride, wide_cols), flat_rows))
+    col_ok = b.and_(b.or_(b.icmp_signed("==", row_stride, i64(1)), flat_rows),
+                    b.or_(b.icmp_signed(">=", col_stride, wide_rows), flat_cols))
+    lead = b.select(row_ok, b.select(flat_rows, wide_cols, row_stride),
+                    b.select(flat_cols, wide_rows, col_stride))
+    as_is, flipped = ((_TRANS, _NO_TRANS) if transpose else (_NO_TRANS, _TRANS))
+    flag = b.select(row_ok, ir.Constant(I32, as_is), ir.Constant(I32, flipped))
+    return b.or_(row_ok, col_ok), flag, lead
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """``alpha * op(a) @ op(b)``, plus the broadcast third operand if `accumulate`."""
+
+    transpose_a: bool
+    transpose_b: bool
+    dtype: np.dtype
+    alpha: float = 1.0
+    accumulate: bool = False
+    # The work is in the gemm and memcpy calls: LLVM's loop optimisations (O2 vectorised
+    # the zeroing and copying loops) took 10-40 ms per matmul of an MLP and gained nothing.
+    optimize_loops = False
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        a, x, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        m, k = a.dims[-2:][::-1] if self.transpose_a else a.dims[-2:]
+        k2, n = x.dims[-2:][::-1] if self.transpose_b else x.dims[-2:]
+        ob.fail_unless(ob.eq(k, k2), 1)
+        rank = len(out.dims) - 2
+        batch, a_strides, b_strides, fits = [], [], [], []
+        for axis in range(rank):
+            sizes, strides = [], []
+            for operand in (a, x):
+                at = axis - rank + len(operand.dims) - 2
+                if at < 0:
+                    sizes.append(i64(1))
+                    strides.append(i64(0))
+                    continue
+                d = operand.dims[at]
+                sizes.append(d)
+                strides.append(b.select(ob.eq(d, i64(1)), i64(0), operand.strides[at]))
+            da, db = sizes
+            one_a, one_b = ob.eq(da, i64(1)), ob.eq(db, i64(1))
+            fits.append(b.or_(b.or_(one_a, one_b), ob.eq(da, db)))
+            batch.append(b.select(one_a, db, da))
+            a_strides.append(strides[0])
+            b_strides.append(strides[1])
+        ob.fail_unless(ob.all_of(fits), 1)
+        ob.expect_output(0, [*batch, m, n])
+        a_ok, a_flag, lda = _layout(b, a, self.transpose_a)
+        ob.fail_unless(a_ok, 0)
+        b_ok, b_flag, ldb = _layout(b, x, self.transpose_b)
+        ob.fail_unless(b_ok, 1)
+        b = ob.b
+        real = F32 if self.dtype == dtypes.float32 else F64
+        if self.accumulate:
+            _broadcast_into(ob, ob.inputs[2], out)
+        empty = b.or_(ob.eq(m, i64(0)), ob.eq(n, i64(0)))
+        with b.if_then(b.not_(empty)):
+            with b.if_else(ob.eq(k, i64(0))) as (no_terms, terms):
+                with no_terms:
+                    if not self.accumulate:
+                        nest(b, [out.size(b)], lambda i: b.store(
+                            ir.Constant(real, 0.0), out.address(b, i[0])), "zero")
+                with terms:
+                    gemm = _gemm(b.module, self.dtype)
+
+                    def call(at: list[ir.Value]) -> None:
+                        a_at = a.address(b, _dot(b, at, a_strides))
+                        b_at = x.address(b, _dot(b, at, b_strides))
+                        c_at = out.address(b, _dot(b, at, out.strides[:rank]))
+                        b.call(gemm, [ir.Constant(I32, _ROW_MAJOR), a_flag, b_flag, m, n, k,
+                                      ir.Constant(real, self.alpha), a_at, lda, b_at, ldb,
+                                      ir.Constant(real, float(self.accumulate)), c_at, n])
+
+                    nest(b, batch, call, "batch")
+
+
+def _broadcast_into(ob: OpBuilder, c: Operand, out: Operand) -> None:
+    """Copy `c` into `out`, broadcasting it as NumPy would (failing unless it can): a
+    ``memcpy`` per row where `c`'s rows are whole and contiguous (a bias, a weight), else
+    element by element."""
+    b = ob.b
+    rank = len(out.dims)
+    dims = [i64(1)] * (rank - len(c.dims)) + list(c.dims)
+    strides = [i64(0)] * (rank - len(c.dims)) + list(c.strides)
+    ob.fail_unless(ob.all_of([b.or_(ob.eq(d, i64(1)), ob.eq(d, o))
+                              for d, o in zip(dims, out.dims, strict=True)]), 2)
+    strides = [b.select(ob.eq(d, i64(1)), i64(0), s) for d, s in zip(dims, strides,
+                                                                      strict=True)]
+    n = out.dims[-1]
+    whole_rows = b.and_(ob.eq(dims[-1], n), b.or_(ob.eq(strides[-1], i64(1)), ob.eq(n, i64(1))))
+    memcpy = declare(b.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+                     [ir.PointerType(), ir.PointerType(), I64, I1])
+    row_bytes = b.mul(n, i64(c.dtype.itemsize))
+
+    def copy_row(at: list[ir.Value]) -> None:
+        source, target = _dot(b, at, strides[:-1]), _dot(b, at, out.strides[:-1])
+        with b.if_else(whole_rows) as (contiguous, strided):
+            with contiguous:
+                b.call(memcpy, [out.address(b, target), c.address(b, source), row_bytes,
+                                ir.Constant(I1, 0)])
+            with strided:
+                def copy(j: list[ir.Value]) -> None:
+                    at_c = fold_add(b, source, fold_mul(b, j[0], strides[-1]))
+                    value = b.load(c.address(b, at_c), typ=c.element)
+                    b.store(value, out.address(b, fold_add(b, target, j[0])))
+
+                nest(b, [n], copy, "element")
+
+    nest(b, out.dims[:-1], copy_row, "row")
+
+
+def _dot(b: ir.IRBuilder, indices: list[ir.Value], strides: list[ir.Value]) -> ir.Value:
+    total: ir.Value = i64(0)
+    for index, stride in zip(indices, strides, strict=True):
+        total = fold_add(b, total, fold_mul(b, index, stride))
+    return total
+
+
+@lowering("matmul", "matmul_add")
+def _matmul(spec: OpSpec) -> Matmul | None:
+    dtype = spec.inputs[0].dtype
+    if dtype not in _SYMBOLS or not blas_available():
+        return None
+    return Matmul(bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"]), dtype,
+                  float(spec.params.get("alpha", 1.0)), spec.name == "matmul_add")
+

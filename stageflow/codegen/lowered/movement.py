@@ -1,0 +1,265 @@
+"""Lowerings of the data-movement ops: transpose, broadcast_to, slice, concat, pad, gather,
+iota.
+
+Most are one *strided copy*: the output, walked in row-major order, reads the input at a
+base offset plus its own strides per output axis. A transpose permutes the input's strides,
+a broadcast sets them to 0 on replicated axes, a slice starts at its first element and
+multiplies them by the steps; the input may itself be any strided view, so no copy is made
+before the one that writes the result. Elements are moved as their storage type, so every
+dtype is supported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, storage_type
+from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
+from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
+
+
+def offset(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value],
+           base: ir.Value) -> ir.Value:
+    total = base
+    for index, stride in zip(indices, strides, strict=True):
+        total = fold_add(b, total, fold_mul(b, index, stride))
+    return total
+
+
+def copy(b: ir.IRBuilder, dims: Sequence[ir.Value], source: Operand, source_base: ir.Value,
+         source_strides: Sequence[ir.Value], target: Operand, target_base: ir.Value,
+         target_strides: Sequence[ir.Value]) -> None:
+    """``target[base + i.t] = source[base + i.s]`` for every multi-index i over `dims`."""
+
+    def body(indices: list[ir.Value]) -> None:
+        at = offset(b, indices, source_strides, source_base)
+        value = b.load(source.address(b, at), typ=source.element)
+        b.store(value, target.address(b, offset(b, indices, target_strides, target_base)))
+
+    nest(b, dims, body)
+
+
+def copy_to_output(ob: OpBuilder, base: ir.Value, strides: Sequence[ir.Value]) -> None:
+    """Output 0, contiguous, from input 0 read at `base` + its index times `strides`."""
+    out = ob.outputs[0]
+    copy(ob.b, out.dims, ob.inputs[0], base, strides, out, i64(0), out.strides)
+
+
+def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def slice_bounds(b: ir.IRBuilder, dim: ir.Value, start: int | None, stop: int | None,
+                 step: int | None) -> tuple[ir.Value, ir.Value, int]:
+    """(first index, length, step) of Python's ``slice(start, stop, step)`` on `dim`
+    elements: folded where `dim` is static, else computed as ``slice.indices`` does."""
+    step = 1 if step is None else step
+    if isinstance(dim, ir.Constant):
+        positions = range(*slice(start, stop, step).indices(dim.constant))
+        return i64(positions.start), i64(len(positions)), step
+    lower, upper = (i64(0), dim) if step > 0 else (i64(-1), b.sub(dim, i64(1)))
+
+    def clamp(bound: int | None, default: ir.Value) -> ir.Value:
+        if bound is None:
+            return default
+        if bound < 0:
+            return _max(b, b.add(i64(bound), dim), lower)
+        return _min(b, i64(bound), upper)
+
+    first = clamp(start, lower if step > 0 else upper)
+    last = clamp(stop, upper if step > 0 else lower)
+    span = b.sub(last, first) if step > 0 else b.sub(first, last)
+    count = b.add(b.sdiv(b.sub(span, i64(1)), i64(abs(step))), i64(1))
+    length = b.select(b.icmp_signed(">", span, i64(0)), count, i64(0))
+    return first, length, step
+
+
+@dataclass(frozen=True)
+class Transpose:
+    perm: tuple[int, ...]
+
+    def emit(self, ob: OpBuilder) -> None:
+        x = ob.inputs[0]
+        ob.expect_output(0, [x.dims[p] for p in self.perm])
+        copy_to_output(ob, i64(0), [x.strides[p] for p in self.perm])
+
+
+@lowering("transpose")
+def _transpose(spec: OpSpec) -> Transpose:
+    return Transpose(tuple(spec.params["perm"]))
+
+
+@dataclass(frozen=True)
+class BroadcastTo:
+    shape: tuple[int, ...]
+
+    def emit(self, ob: OpBuilder) -> None:
+        b, x = ob.b, ob.inputs[0]
+        lead = len(self.shape) - len(x.dims)
+        strides: list[ir.Value] = [i64(0)] * lead
+        fits = []
+        for axis, (d, s) in enumerate(zip(x.dims, x.strides, strict=True)):
+            want = i64(self.shape[lead + axis])
+            fits.append(b.or_(ob.eq(d, i64(1)), ob.eq(d, want)))
+            strides.append(s if self.shape[lead + axis] == 1
+                           else b.select(ob.eq(d, i64(1)), i64(0), s))
+        ob.fail_unless(ob.all_of(fits), 0)
+        ob.expect_output(0, [i64(d) for d in self.shape])
+        copy_to_output(ob, i64(0), strides)
+
+
+@lowering("broadcast_to")
+def _broadcast_to(spec: OpSpec) -> BroadcastTo | None:
+    shape = spec.params["shape"]
+    if any(d is None for d in shape):
+        return None
+    return BroadcastTo(tuple(shape))
+
+
+@dataclass(frozen=True)
+class Slice:
+    slices: tuple[tuple[int | None, int | None, int | None], ...]
+
+    def emit(self, ob: OpBuilder) -> None:
+        b, x = ob.b, ob.inputs[0]
+        base: ir.Value = i64(0)
+        dims, strides = [], []
+        for d, s, (start, stop, step) in zip(x.dims, x.strides, self.slices, strict=True):
+            first, length, step_ = slice_bounds(b, d, start, stop, step)
+            base = fold_add(b, base, fold_mul(b, first, s))
+            dims.append(length)
+            strides.append(fold_mul(b, s, i64(step_)))
+        ob.expect_output(0, dims)
+        copy_to_output(ob, base, strides)
+
+
+@lowering("slice")
+def _slice(spec: OpSpec) -> Slice:
+    return Slice(tuple(tuple(s) for s in spec.params["slices"]))
+
+
+@dataclass(frozen=True)
+class Concat:
+    axis: int
+
+    def emit(self, ob: OpBuilder) -> None:
+        b, out = ob.b, ob.outputs[0]
+        total: ir.Value = i64(0)
+        for index, x in enumerate(ob.inputs):
+            ob.fail_unless(ob.all_of([ob.eq(d, o) for a, (d, o) in
+                                      enumerate(zip(x.dims, out.dims, strict=True))
+                                      if a != self.axis]), index)
+            total = fold_add(b, total, x.dims[self.axis])
+        ob.expect_output(0, [total if a == self.axis else d for a, d in enumerate(out.dims)])
+        start: ir.Value = i64(0)
+        for x in ob.inputs:
+            copy(b, x.dims, x, i64(0), x.strides, out, fold_mul(b, start, out.strides[self.axis]),
+                 out.strides)
+            start = fold_add(b, start, x.dims[self.axis])
+
+
+@lowering("concat")
+def _concat(spec: OpSpec) -> Concat:
+    return Concat(spec.params["axis"] % spec.inputs[0].ndim)
+
+
+def stored_constant(value: float | int, dtype: np.dtype) -> ir.Constant:
+    """`value` converted as NumPy converts it to `dtype`, as that dtype's storage constant."""
+    converted = np.asarray(value).astype(dtype)
+    ty = storage_type(dtype)
+    if ty in (F16, F32, F64):
+        return ir.Constant(ty, float(converted))
+    bits = converted.reshape(1).view(f"u{dtype.itemsize}")[0]
+    return ir.Constant(ty, int(bits))
+
+
+@dataclass(frozen=True)
+class Pad:
+    pads: tuple[tuple[int, int], ...]
+    value: ir.Constant
+
+    def emit(self, ob: OpBuilder) -> None:
+        b, x, out = ob.b, ob.inputs[0], ob.outputs[0]
+        ob.expect_output(0, [fold_add(b, d, i64(lo + hi))
+                             for d, (lo, hi) in zip(x.dims, self.pads, strict=True)])
+        nest(b, [out.size(b)], lambda i: b.store(self.value, out.address(b, i[0])), "fill")
+        base: ir.Value = i64(0)
+        for (lo, _), stride in zip(self.pads, out.strides, strict=True):
+            base = fold_add(b, base, fold_mul(b, i64(lo), stride))
+        copy(b, x.dims, x, i64(0), x.strides, out, base, out.strides)
+
+
+@lowering("pad")
+def _pad(spec: OpSpec) -> Pad:
+    return Pad(tuple(tuple(p) for p in spec.params["pads"]),
+               stored_constant(spec.params.get("value", 0.0), spec.outputs[0].dtype))
+
+
+@dataclass(frozen=True)
+class Gather:
+    axis: int
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        params, indices = ob.inputs
+        out = ob.outputs[0]
+        axis, rank = self.axis, len(indices.dims)
+        n = params.dims[axis]
+        ob.expect_output(0, params.dims[:axis] + indices.dims + params.dims[axis + 1:])
+
+        def body(at: list[ir.Value]) -> None:
+            raw = b.load(indices.address(b, indices.offset(b, at[axis:axis + rank])),
+                         typ=indices.element)
+            index = b.sext(raw, I64) if raw.type != I64 else raw
+            index = b.select(b.icmp_signed("<", index, i64(0)), b.add(index, n), index)
+            in_range = b.and_(b.icmp_signed(">=", index, i64(0)),
+                              b.icmp_signed("<", index, n))
+            ob.fail_unless(in_range, 1)
+            where = params.offset(b, at[:axis] + [index] + at[axis + rank:])
+            value = b.load(params.address(b, where), typ=params.element)
+            b.store(value, out.address(b, out.offset(b, at)))
+
+        nest(b, out.dims, body)
+
+
+@lowering("gather")
+def _gather(spec: OpSpec) -> Gather:
+    return Gather(spec.params["axis"] % spec.inputs[0].ndim)
+
+
+@dataclass(frozen=True)
+class Iota:
+    dimension: int
+    dtype: np.dtype
+
+    def emit(self, ob: OpBuilder) -> None:
+        b, out = ob.b, ob.outputs[0]
+        ty = storage_type(self.dtype)
+
+        def body(at: list[ir.Value]) -> None:
+            index = at[self.dimension]
+            if ty in (F32, F64):
+                value = b.sitofp(index, ty)
+            elif ty != I64:
+                value = b.trunc(index, ty)
+            else:
+                value = index
+            b.store(value, out.address(b, out.offset(b, at)))
+
+        nest(b, out.dims, body)
+
+
+@lowering("iota")
+def _iota(spec: OpSpec) -> Iota | None:
+    dtype = spec.outputs[0].dtype
+    if storage_type(dtype) in (F16, I1) or dtype.kind not in "iuf" or dtype.itemsize < 4:
+        return None
+    return Iota(spec.params["dimension"], dtype)

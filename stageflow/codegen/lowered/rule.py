@@ -1,0 +1,157 @@
+"""What a lowering of one non-elementwise op sees: its operands as IR values, loop helpers.
+
+Elementwise ops are lowered by table (`ops`) inside fused kernels; the irregular ops
+(reductions, data movement, random bits, matmul) each get a hand-written rule that emits
+the body of one LLVM function (see `structured` for its C ABI). A rule is registered per
+primitive name with `lowering`; it receives an `OpSpec` (operand and result types, params)
+and returns an object whose ``emit(ob)`` writes the body, or ``None`` where it does not
+handle those dtypes or params (the op then runs its NumPy kernel).
+
+Inside ``emit`` every operand is an `Operand`: its data pointer, dims (static dims as
+constants, already checked) and element strides (inputs may be any strided view with
+non-negative or negative strides; outputs are C-contiguous). Rules check what the types do
+not fix with `OpBuilder.fail_unless` before they touch memory, so no call reads or writes
+outside the arrays it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import I1, I32, storage_type
+from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64, return_unless
+from stageflow.core.primitive import ShapedType
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op to lower: its primitive's name, operand and result types, params."""
+
+    name: str
+    inputs: tuple[ShapedType, ...]
+    outputs: tuple[ShapedType, ...]
+    params: dict[str, Any]
+
+    @property
+    def key(self) -> tuple:
+        """Equal for ops that compile to the same code (one function serves them all)."""
+        params = tuple(sorted((k, repr(v)) for k, v in self.params.items()))
+        return (self.name, self.inputs, self.outputs, params)
+
+
+@dataclass
+class Operand:
+    """An array argument inside the function: pointer, dims and element strides (IR)."""
+
+    pointer: ir.Value
+    dims: list[ir.Value]
+    strides: list[ir.Value]
+    dtype: np.dtype
+
+    @property
+    def element(self) -> ir.Type:
+        return storage_type(self.dtype)
+
+    def address(self, b: ir.IRBuilder, offset: ir.Value) -> ir.Value:
+        return b.gep(self.pointer, [offset], source_etype=self.element)
+
+    def offset(self, b: ir.IRBuilder, indices: Sequence[ir.Value],
+               base: ir.Value | None = None) -> ir.Value:
+        """``base + sum(indices[k] * strides[k])`` (constants folded)."""
+        total = base if base is not None else i64(0)
+        for index, stride in zip(indices, self.strides, strict=True):
+            total = fold_add(b, total, fold_mul(b, index, stride))
+        return total
+
+    def size(self, b: ir.IRBuilder) -> ir.Value:
+        total: ir.Value = i64(1)
+        for d in self.dims:
+            total = fold_mul(b, total, d)
+        return total
+
+
+class OpBuilder:
+    """The builder positioned in the function body, the operands, and the checks."""
+
+    def __init__(self, b: ir.IRBuilder, spec: OpSpec, inputs: list[Operand],
+                 outputs: list[Operand]) -> None:
+        self.b, self.spec = b, spec
+        self.inputs, self.outputs = inputs, outputs
+
+    def fail_unless(self, ok: ir.Value, argument: int) -> None:
+        """Return ``1 + argument`` (its index among inputs then outputs) unless `ok`."""
+        return_unless(self.b, ok, ir.Constant(I32, argument + 1))
+
+    def expect_output(self, index: int, dims: Sequence[ir.Value]) -> None:
+        """Fail unless output `index` has exactly `dims` (what the inputs imply)."""
+        output = self.outputs[index]
+        ok: ir.Value = ir.Constant(I1, 1)
+        for have, want in zip(output.dims, dims, strict=True):
+            if isinstance(have, ir.Constant) and isinstance(want, ir.Constant):
+                if have.constant != want.constant:
+                    ok = ir.Constant(I1, 0)
+                continue
+            ok = self.b.and_(ok, self.b.icmp_signed("==", have, want))
+        self.fail_unless(ok, len(self.inputs) + index)
+
+    def all_of(self, conditions: Sequence[ir.Value]) -> ir.Value:
+        ok: ir.Value = ir.Constant(I1, 1)
+        for condition in conditions:
+            ok = self.b.and_(ok, condition)
+        return ok
+
+    def eq(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
+            return ir.Constant(I1, int(x.constant == y.constant))
+        return self.b.icmp_signed("==", x, y)
+
+
+def nest(b: ir.IRBuilder, dims: Sequence[ir.Value], body: Callable[[list[ir.Value]], None],
+         name: str = "i") -> None:
+    """Row-major loops over `dims`; ``body(indices)`` emits the innermost iteration."""
+
+    def level(axis: int, indices: list[ir.Value]) -> None:
+        if axis == len(dims):
+            body(indices)
+            return
+        if isinstance(dims[axis], ir.Constant) and dims[axis].constant == 1:
+            level(axis + 1, [*indices, i64(0)])
+            return
+        counted_loop(b, i64(0), dims[axis], i64(1),
+                     lambda i: level(axis + 1, [*indices, i]), f"{name}{axis}")
+
+    level(0, [])
+
+
+def contiguous_strides(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> list[ir.Value]:
+    """Row-major element strides of `dims`."""
+    strides: list[ir.Value] = []
+    stride: ir.Value = i64(1)
+    for d in reversed(dims):
+        strides.append(stride)
+        stride = fold_mul(b, stride, d)
+    return strides[::-1]
+
+
+class Lowering(Protocol):
+    def emit(self, ob: OpBuilder) -> None: ...
+
+
+Rule = Callable[[OpSpec], Lowering | None]
+RULES: dict[str, Rule] = {}
+
+
+def lowering(*names: str) -> Callable[[Rule], Rule]:
+    """Register a rule for primitives `names` (used as a decorator)."""
+
+    def register(rule: Rule) -> Rule:
+        for name in names:
+            RULES[name] = rule
+        return rule
+
+    return register

@@ -1,0 +1,555 @@
+"""Whole functions as one LLVM function: every op of an optimised function in one call.
+
+A compiled function could run its ops as steps from Python, each a call into a kernel;
+below a few microseconds per op that overhead dominates small tensors (a training step
+on a batch of 64, an HMC leapfrog on 16 chains). Here one LLVM function does what the
+steps do: it computes every value's dims from its arguments' (`shape_functions`),
+allocates the buffers of the plan that `plan-buffers` wrote into the IR, calls each fused
+kernel and each lowered op (`structured`) through their C entry points, checks their status
+codes, and frees what it allocated. The same function is what an ahead-of-time library
+exports, so the JIT and the AOT path share it.
+
+C ABI of a program (one per function)::
+
+    i32 NAME(ptr inputs, ptr dims, ptr outputs, ptr out_dims)
+        inputs: one data pointer per argument of the function, C-contiguous and aligned;
+        for an ``!sf.resource`` argument, the variable's current value. dims: every
+        argument's sizes (i64), argument after argument (a resource: its value's).
+        outputs: the returned values, then the new value of every variable the function
+        assigns (in argument order): C-contiguous buffers of the dims ``NAME.shapes``
+        reports, overlapping nothing. out_dims: null, or the dims of the outputs as the
+        caller allocated them, to be checked. Returns 0, or 1 + the index of an argument
+        whose dims do not fit its type, or `OP_FAILED` + the index of the op whose kernel
+        refused its operands (inconsistent unknown dims, an index out of range), or
+        `NO_MEMORY`; then the outputs hold nothing meaningful and nothing else was written.
+
+    i32 NAME.shapes(ptr dims, ptr out_dims)
+        Writes the dims of the returned values for arguments of `dims`; returns as NAME.
+
+    i32 NAME.py(PyArrayObject* arg0, ..., out0, ..., state0, ...)
+        NAME for NumPy arrays (flags, ranks and output dims checked, as kernels do).
+
+Memory: a buffer of the plan is allocated once per call at the largest size any value in
+it takes (sizes are computed at run time, so unknown dims are fine); returned values and
+new variable values are computed straight into the caller's outputs where an op computes
+them; a reshape aliases its operand; other views (broadcast, transpose, slice) are copies
+into memory of their own. Variable writes are deferred: a read after a write sees the
+written value, and the variables' own storage is never written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Operation, SSAValue
+
+from stageflow.codegen.llvm.emitter import I1, I8, I32, I64
+from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
+from stageflow.codegen.lowered.rule import contiguous_strides
+from stageflow.codegen.program.dims import function_dims
+from stageflow.codegen.targets.cpu import (
+    _ALIGNED,
+    _C_CONTIGUOUS,
+    _DATA,
+    _DIMS,
+    _FLAGS,
+    _NDIM,
+    _WRITEABLE,
+    _load_at,
+)
+from stageflow.core.primitive import ShapedType
+from stageflow.ir.attributes import decode
+from stageflow.ir.builder import constant_value
+from stageflow.ir.dialect import ConstantOp, SfOp
+from stageflow.ir.types import ResourceTensorType, shaped_type
+from stageflow.passes.fuse import is_kernel
+from stageflow.passes.plan_buffers import BUFFER_ATTR
+
+OP_FAILED = 1000
+NO_MEMORY = 999
+ALIASES = frozenset({"reshape", "stop_gradient"})  # same bytes as the operand, no copy
+_PTR = ir.PointerType()
+
+
+def declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    """The function `name` of `module`, declared on first use (malloc, free, memcpy)."""
+    existing = module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def constant_bytes(module: ir.Module, name: str, array: np.ndarray) -> ir.GlobalVariable:
+    """A private, 64-byte aligned constant global holding `array`'s bytes (C order)."""
+    data = bytearray(np.ascontiguousarray(array).tobytes()) or bytearray(1)
+    ty = ir.ArrayType(I8, len(data))
+    variable = ir.GlobalVariable(module, ty, name)
+    variable.initializer = ir.Constant(ty, data)
+    variable.global_constant = True
+    variable.linkage = "private"
+    variable.align = 64
+    return variable
+
+
+
+def value_type(value: SSAValue) -> ShapedType:
+    """The array type of a tensor value, or of the variable a resource value holds."""
+    ty = value.type
+    if isinstance(ty, ResourceTensorType):
+        return shaped_type(ty.value)
+    return shaped_type(ty)
+
+
+@dataclass(frozen=True)
+class ProgramSignature:
+    """What a program takes and gives (for its callers: the JIT wrapper, the C header)."""
+
+    name: str
+    inputs: tuple[ShapedType, ...]  # per argument; a resource argument: its value's type
+    resources: tuple[bool, ...]  # which arguments are variables
+    outputs: tuple[ShapedType, ...]  # the returned values
+    assigned: tuple[int, ...]  # the argument indices of the variables written, in order
+    # Per returned value: the argument whose array it is at the call's start (an argument,
+    # or a variable read before any write to it), else -1.
+    aliases: tuple[int, ...] = ()
+
+    @property
+    def state_outputs(self) -> tuple[ShapedType, ...]:
+        return tuple(self.inputs[i] for i in self.assigned)
+
+
+# Resolves a kernel call or a lowered op to the LLVM function with its C entry point.
+KernelEntry = Callable[[str], ir.Function]
+OpEntry = Callable[[SfOp], ir.Function | None]
+
+
+def signature_of(function: FuncOp) -> ProgramSignature:
+    """The program signature of an optimised function."""
+    block = function.body.block
+    args = list(block.args)
+    ret = block.last_op
+    assert isinstance(ret, ReturnOp)
+    assigned: list[int] = []
+    unwritten_reads: dict[SSAValue, int] = {}
+    for op in block.ops:
+        if isinstance(op, SfOp) and op.primitive.name == "assign_variable":
+            index = args.index(op.operands[0])
+            if index not in assigned:
+                assigned.append(index)
+        elif isinstance(op, SfOp) and op.primitive.name == "read_variable":
+            index = args.index(op.operands[0])
+            if index not in assigned:
+                unwritten_reads[op.results[0]] = index
+    aliases = tuple(args.index(v) if v in args else unwritten_reads.get(v, -1)
+                    for v in ret.operands)
+    return ProgramSignature(
+        function.sym_name.data,
+        tuple(value_type(a) for a in args),
+        tuple(isinstance(a.type, ResourceTensorType) for a in args),
+        tuple(value_type(v) for v in ret.operands),
+        tuple(sorted(assigned)),
+        aliases,
+    )
+
+
+def supported(function: FuncOp, functions: dict[str, FuncOp], has_lowering: OpEntry) -> str:
+    """Why `function` cannot become a program ('' when it can)."""
+    for op in function.body.block.ops:
+        if isinstance(op, ReturnOp | ConstantOp):
+            continue
+        if not isinstance(op, SfOp):
+            return f"{op.name} is not an sf op"
+        name = op.primitive.name
+        if name == "call":
+            callee = functions.get(op.params()["callee"].name)
+            if callee is None or not is_kernel(callee):
+                return "a call of a function that is not a fused kernel"
+        elif name in ("read_variable", "assign_variable") or name in ALIASES:
+            continue
+        elif has_lowering(op) is None:
+            return f"{op.name} has no lowering"
+        for value in [*op.operands, *op.results]:
+            if not isinstance(value.type, TensorType | ResourceTensorType):
+                return f"{op.name} has an operand or result that is not a ranked tensor"
+    return ""
+
+
+class ProgramBuilder:
+    """Emits the program of one function into an LLVM module."""
+
+    def __init__(self, module: ir.Module, function: FuncOp, functions: dict[str, FuncOp],
+                 kernel_entry: KernelEntry, op_entry: OpEntry, symbol: str,
+                 alias_outputs: bool = False) -> None:
+        self.module, self.function, self.functions = module, function, functions
+        # With `alias_outputs`, returned values that are arguments' arrays (`aliases`) are
+        # not written: the caller hands back the argument itself (the JIT does, a C caller
+        # of an AOT library wants every output filled).
+        self.alias_outputs = alias_outputs
+        self.kernel_entry, self.op_entry = kernel_entry, op_entry
+        self.symbol = symbol
+        self.signature = signature_of(function)
+        self._malloc = declare(self.module, "malloc", _PTR, [I64])
+        self._free = declare(self.module, "free", ir.VoidType(), [_PTR])
+        self._memcpy = declare(self.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+                                     [_PTR, _PTR, I64, I1])
+
+    # -- entry points ----------------------------------------------------------------------
+
+    def build(self, py_entry: bool = True) -> tuple[ir.Function, ir.Function]:
+        """Emit ``NAME`` and ``NAME.shapes`` (returned) and, for the JIT, ``NAME.py``."""
+        program = self._program()
+        shapes = self._shapes()
+        if py_entry:
+            self._py_entry(program)
+        return program, shapes
+
+    def _arguments(self, b: ir.IRBuilder, inputs: ir.Value | None,
+                   dims: ir.Value) -> tuple[list[ir.Value], list[list[ir.Value]]]:
+        """Load the argument pointers and dims; return early with 1 + i on bad dims."""
+        pointers, all_dims = [], []
+        position = 0
+        for index, ty in enumerate(self.signature.inputs):
+            if inputs is not None:
+                pointer = b.load(b.gep(inputs, [i64(index)], source_etype=_PTR), typ=_PTR)
+                pointer.name = f"arg{index}"
+                pointers.append(pointer)
+            given = []
+            ok: ir.Value = ir.Constant(I1, 1)
+            for axis, static in enumerate(ty.shape):
+                size = b.load(b.gep(dims, [i64(position)], source_etype=I64), typ=I64)
+                size.name = f"arg{index}.d{axis}"
+                position += 1
+                if static is None:
+                    ok = b.and_(ok, b.icmp_signed(">=", size, i64(0)))
+                    given.append(size)
+                else:
+                    ok = b.and_(ok, b.icmp_signed("==", size, i64(static)))
+                    given.append(i64(static))
+            return_unless(b, ok, ir.Constant(I32, index + 1))
+            all_dims.append(given)
+        return pointers, all_dims
+
+    def _value_dims(self, b: ir.IRBuilder,
+                    arg_dims: list[list[ir.Value]]) -> dict[SSAValue, list[ir.Value]]:
+        """Every value's dims; a resource argument's are its variable's."""
+        known = function_dims(b, self.function, arg_dims, self.functions)
+        for arg, given in zip(self.function.body.block.args, arg_dims, strict=True):
+            known.setdefault(arg, given)
+        return known
+
+    def _shapes(self) -> ir.Function:
+        function = ir.Function(self.module, ir.FunctionType(I32, [_PTR, _PTR]),
+                               f"{self.symbol}.shapes")
+        dims, out_dims = function.args
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        _, arg_dims = self._arguments(b, None, dims)
+        known = self._value_dims(b, arg_dims)
+        position = 0
+        for value in self.function.body.block.last_op.operands:
+            for size in known[value]:
+                b.store(size, b.gep(out_dims, [i64(position)], source_etype=I64))
+                position += 1
+        b.ret(ir.Constant(I32, 0))
+        return function
+
+    def _program(self) -> ir.Function:
+        function = ir.Function(self.module, ir.FunctionType(I32, [_PTR] * 4), self.symbol)
+        inputs, dims, outputs, out_dims = function.args
+        inputs.name, dims.name, outputs.name, out_dims.name = (
+            "inputs", "dims", "outputs", "out_dims")
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        pointers, arg_dims = self._arguments(b, inputs, dims)
+        known = self._value_dims(b, arg_dims)
+        _Body(self, b, function, pointers, known, outputs, out_dims).emit()
+        return function
+
+    def written_outputs(self) -> list[int]:
+        """The positions of the returned values the program writes."""
+        aliases = self.signature.aliases
+        return [i for i in range(len(self.signature.outputs))
+                if not (self.alias_outputs and aliases[i] >= 0)]
+
+    def _py_entry(self, program: ir.Function) -> None:
+        sig = self.signature
+        types = (list(sig.inputs) + [sig.outputs[i] for i in self.written_outputs()]
+                 + list(sig.state_outputs))
+        n_inputs = len(sig.inputs)
+        function = ir.Function(self.module, ir.FunctionType(I32, [_PTR] * len(types)),
+                               f"{self.symbol}.py")
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        for index, (obj, ty) in enumerate(zip(function.args, types, strict=True)):
+            is_output = index >= n_inputs
+            required = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if is_output else 0)
+            flags = _load_at(b, obj, _FLAGS, I32)
+            flags_ok = b.icmp_signed("==", b.and_(flags, ir.Constant(I32, required)),
+                                     ir.Constant(I32, required))
+            rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32),
+                                    ir.Constant(I32, len(ty.shape)))
+            return_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
+        data_in = b.alloca(_PTR, max(n_inputs, 1), name="inputs")
+        data_out = b.alloca(_PTR, max(len(types) - n_inputs, 1), name="outputs")
+        dims_in = b.alloca(I64, max(sum(len(t.shape) for t in sig.inputs), 1), name="dims")
+        dims_out = b.alloca(I64, max(sum(len(t.shape) for t in types[n_inputs:]), 1),
+                            name="out_dims")
+        position = [0, 0]
+        for index, (obj, ty) in enumerate(zip(function.args, types, strict=True)):
+            side = int(index >= n_inputs)
+            data, dims = (data_in, dims_in) if side == 0 else (data_out, dims_out)
+            slot = index - side * n_inputs
+            b.store(_load_at(b, obj, _DATA, _PTR), b.gep(data, [i64(slot)], source_etype=_PTR))
+            if ty.shape:
+                shape = _load_at(b, obj, _DIMS, _PTR)
+                for axis in range(len(ty.shape)):
+                    size = b.load(b.gep(shape, [i64(axis)], source_etype=I64), typ=I64)
+                    b.store(size, b.gep(dims, [i64(position[side])], source_etype=I64))
+                    position[side] += 1
+        b.ret(b.call(program, [data_in, dims_in, data_out, dims_out]))
+
+
+class _Body:
+    """The body of one program: storage for every value, the op calls, the cleanup."""
+
+    def __init__(self, builder: ProgramBuilder, b: ir.IRBuilder, function: ir.Function,
+                 pointers: list[ir.Value], dims: dict[SSAValue, list[ir.Value]],
+                 outputs: ir.Value, out_dims: ir.Value) -> None:
+        self.p, self.b, self.function = builder, b, function
+        self.dims = dims
+        self.outputs, self.out_dims = outputs, out_dims
+        block = builder.function.body.block
+        self.args = list(block.args)
+        self.ops = [op for op in block.ops if not isinstance(op, ReturnOp)]
+        returned = list(block.last_op.operands)
+        self.returned = [returned[i] for i in builder.written_outputs()]  # what it writes
+        self.storage: dict[SSAValue, ir.Value] = dict(zip(self.args, pointers, strict=True))
+        self.status = b.alloca(I32, name="status")
+        self.cleanup = function.append_basic_block("cleanup")
+        self.allocated: list[ir.Value] = []
+
+    # -- sizes -----------------------------------------------------------------------------
+
+    def nbytes(self, value: SSAValue) -> ir.Value:
+        total: ir.Value = i64(value_type(value).dtype.itemsize)
+        for size in self.dims[value]:
+            total = fold_mul(self.b, total, size)
+        return total
+
+    def output_pointer(self, position: int) -> ir.Value:
+        b = self.b
+        return b.load(b.gep(self.outputs, [i64(position)], source_etype=_PTR), typ=_PTR)
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def plan_storage(self) -> dict[SSAValue, int]:
+        """Decide where each op result lives; the buffer id of each planned one."""
+        computed = {r for op in self.ops for r in op.results
+                    if not isinstance(op, ConstantOp)
+                    and op.primitive.name not in ALIASES | {"read_variable"}}
+        direct: dict[SSAValue, int] = {}
+        for position, value in enumerate(self.returned):
+            if value in computed and value not in direct:
+                direct[value] = position
+        finals = self.final_assignments()
+        assigned_values = [v for v in finals.values()]
+        for position, (_, value) in enumerate(sorted(finals.items())):
+            if (value in computed and value not in direct
+                    and assigned_values.count(value) == 1 and self.assign_count(value) == 1):
+                direct[value] = len(self.returned) + position
+        for value, position in direct.items():
+            self.storage[value] = self.output_pointer(position)
+        buffers: dict[SSAValue, int] = {}
+        for op in self.ops:
+            ids = _buffer_ids(op)
+            for result, buffer in zip(op.results, ids, strict=True):
+                if (result in computed and result not in direct and buffer >= 0
+                        and op.primitive.name not in _COPY_VIEWS):
+                    buffers[result] = buffer
+        return buffers
+
+    def final_assignments(self) -> dict[int, SSAValue]:
+        """The value each written variable (by argument index) holds at the end."""
+        finals: dict[int, SSAValue] = {}
+        for op in self.ops:
+            if op.primitive.name == "assign_variable":
+                finals[self.args.index(op.operands[0])] = op.operands[1]
+        return finals
+
+    def assign_count(self, value: SSAValue) -> int:
+        return sum(1 for op in self.ops
+                   if op.primitive.name == "assign_variable" and op.operands[1] is value)
+
+    def allocate(self, buffers: dict[SSAValue, int]) -> None:
+        """malloc every buffer and every unplanned value, at their run-time sizes."""
+        b = self.b
+        sizes: dict[int, ir.Value] = {}
+        for value, buffer in buffers.items():
+            size = self.nbytes(value)
+            sizes[buffer] = size if buffer not in sizes else _max(b, sizes[buffer], size)
+        memory = {buffer: self.malloc(size) for buffer, size in sorted(sizes.items())}
+        for value, buffer in buffers.items():
+            self.storage[value] = memory[buffer]
+        for op in self.ops:
+            if isinstance(op, ConstantOp) or op.primitive.name in ALIASES | {
+                    "read_variable", "assign_variable"}:
+                continue
+            for result in op.results:
+                if result not in self.storage:
+                    self.storage[result] = self.malloc(self.nbytes(result))
+        failed: ir.Value = ir.Constant(I1, 0)
+        for pointer in self.allocated:
+            failed = b.or_(failed, b.icmp_unsigned("==", pointer, ir.Constant(_PTR, None)))
+        self.fail_if(failed, NO_MEMORY)
+
+    def malloc(self, size: ir.Value) -> ir.Value:
+        b = self.b
+        at_least_one = _max(b, size, i64(1))
+        pointer = b.call(self.p._malloc, [at_least_one])
+        self.allocated.append(pointer)
+        return pointer
+
+    def fail_if(self, failed: ir.Value, code: int | ir.Value) -> None:
+        b = self.b
+        if isinstance(failed, ir.Constant) and not failed.constant:
+            return
+        bad = self.function.append_basic_block("fail")
+        good = self.function.append_basic_block("next")
+        b.cbranch(failed, bad, good)
+        b.position_at_end(bad)
+        b.store(code if isinstance(code, ir.Value) else ir.Constant(I32, code), self.status)
+        b.branch(self.cleanup)
+        b.position_at_end(good)
+
+    # -- the ops ---------------------------------------------------------------------------
+
+    def emit(self) -> None:
+        b = self.b
+        self.check_output_dims()
+        self.allocate(self.plan_storage())
+        current: dict[SSAValue, SSAValue] = {}  # variable argument -> its latest value
+        for index, op in enumerate(self.ops):
+            name = op.primitive.name
+            if isinstance(op, ConstantOp):
+                self.storage[op.results[0]] = self.constant(op, index)
+            elif name == "read_variable":
+                source = current.get(op.operands[0])
+                self.storage[op.results[0]] = (self.storage[source] if source is not None
+                                               else self.storage[op.operands[0]])
+            elif name == "assign_variable":
+                current[op.operands[0]] = op.operands[1]
+            elif name in ALIASES:
+                if name == "reshape":
+                    self.check_same_size(op, index)
+                self.storage[op.results[0]] = self.storage[op.operands[0]]
+            elif name == "call":
+                callee = op.params()["callee"].name
+                self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
+            else:
+                entry = self.p.op_entry(op)
+                assert entry is not None
+                self.call_entry(entry, op, index, strides=True)
+        for position, value in enumerate(self.returned):
+            self.copy_into(self.output_pointer(position), value)
+        for position, (_, value) in enumerate(sorted(self.final_assignments().items())):
+            self.copy_into(self.output_pointer(len(self.returned) + position), value)
+        b.store(ir.Constant(I32, 0), self.status)
+        b.branch(self.cleanup)
+        b.position_at_end(self.cleanup)
+        for pointer in self.allocated:
+            b.call(self.p._free, [pointer])
+        b.ret(b.load(self.status, typ=I32))
+
+    def check_same_size(self, op: Operation, index: int) -> None:
+        """A reshape runs no kernel that would check its operand, and its inferred (-1) dim
+        is a quotient that drops a remainder: with unknown dims, the element counts may
+        differ only at run time."""
+        b = self.b
+        sizes = []
+        for value in (op.operands[0], op.results[0]):
+            total: ir.Value = i64(1)
+            for size in self.dims[value]:
+                total = fold_mul(b, total, size)
+            sizes.append(total)
+        if not all(isinstance(size, ir.Constant) for size in sizes):
+            self.fail_if(b.icmp_signed("!=", *sizes), OP_FAILED + index)
+
+    def check_output_dims(self) -> None:
+        """With `out_dims` given, return 1 + argument count + output index on a mismatch
+        (before anything is allocated)."""
+        b = self.b
+        given = b.icmp_unsigned("!=", self.out_dims, ir.Constant(_PTR, None))
+        check = self.function.append_basic_block("check_outputs")
+        checked = self.function.append_basic_block("outputs_checked")
+        b.cbranch(given, check, checked)
+        b.position_at_end(check)
+        targets = self.returned + [v for _, v in sorted(self.final_assignments().items())]
+        position = 0
+        for index, value in enumerate(targets):
+            ok: ir.Value = ir.Constant(I1, 1)
+            for size in self.dims[value]:
+                have = b.load(b.gep(self.out_dims, [i64(position)], source_etype=I64),
+                              typ=I64)
+                position += 1
+                ok = b.and_(ok, b.icmp_signed("==", have, size))
+            return_unless(b, ok, ir.Constant(I32, len(self.args) + index + 1))
+        b.branch(checked)
+        b.position_at_end(checked)
+
+    def copy_into(self, target: ir.Value, value: SSAValue) -> None:
+        source = self.storage[value]
+        if source is target:
+            return
+        b = self.b
+        same = b.icmp_unsigned("==", source, target)
+        copy = self.function.append_basic_block("copy")
+        done = self.function.append_basic_block("copied")
+        b.cbranch(same, done, copy)
+        b.position_at_end(copy)
+        b.call(self.p._memcpy, [target, source, self.nbytes(value), ir.Constant(I1, 0)])
+        b.branch(done)
+        b.position_at_end(done)
+
+    def constant(self, op: ConstantOp, index: int) -> ir.Value:
+        return constant_bytes(self.p.module, f"{self.p.symbol}.const{index}",
+                              constant_value(op))
+
+    def call_entry(self, entry: ir.Function, op: Operation, index: int, strides: bool) -> None:
+        b = self.b
+        values = list(op.operands) + list(op.results)
+        data = b.alloca(_PTR, max(len(values), 1))
+        sizes = [s for v in values for s in self.dims[v]]
+        dims = b.alloca(I64, max(len(sizes), 1))
+        for slot, value in enumerate(values):
+            b.store(self.storage[value], b.gep(data, [i64(slot)], source_etype=_PTR))
+        for slot, size in enumerate(sizes):
+            b.store(size, b.gep(dims, [i64(slot)], source_etype=I64))
+        args = [data, dims]
+        if strides:
+            steps = [s for v in op.operands for s in contiguous_strides(b, self.dims[v])]
+            stride_array = b.alloca(I64, max(len(steps), 1))
+            for slot, step in enumerate(steps):
+                b.store(step, b.gep(stride_array, [i64(slot)], source_etype=I64))
+            args.append(stride_array)
+        code = b.call(entry, args)
+        self.fail_if(b.icmp_signed("!=", code, ir.Constant(I32, 0)),
+                     ir.Constant(I32, OP_FAILED + index))
+
+
+_COPY_VIEWS = frozenset({"broadcast_to", "transpose", "slice"})
+
+
+def _buffer_ids(op: Operation) -> list[int]:
+    attr = op.attributes.get(BUFFER_ATTR)
+    if attr is None:
+        return [-1] * len(op.results)
+    value = decode(attr)
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
+        return i64(max(x.constant, y.constant))
+    return b.select(b.icmp_signed(">", x, y), x, y)

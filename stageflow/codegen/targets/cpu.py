@@ -1,0 +1,375 @@
+"""The CPU target: kernels to LLVM IR, optimised and JIT-compiled for this machine.
+
+Kernel ABI (both entry points are in the module `CPUTarget.emit` returns)::
+
+    i32 NAME(ptr args, ptr dims)
+        args: the data pointers of the inputs then the outputs (C-contiguous, aligned,
+              outputs not overlapping anything); dims: every argument's sizes (i64),
+              argument after argument. Returns 0 after computing the outputs, or 1 + the
+              index of the first argument whose dims do not fit its type or broadcast to
+              the iteration space; then nothing was read or written.
+
+    i32 NAME.py(PyArrayObject* arg0, ...)
+        The same for NumPy arrays passed as ``ctypes.py_object``: data pointer, rank, dims
+        and flags are read from NumPy's array struct (its ABI: data at +16, nd at +24,
+        dimensions at +32, flags at +64; checked against this NumPy at start-up). Returns
+        1 + the argument index also for a wrong rank, a non-contiguous or misaligned array,
+        or a read-only output. This is the fast path: no per-argument ctypes conversion.
+
+Compilation: the host CPU's name and features, the new pass manager at O3 with loop and
+SLP vectorisation (less for small and tiny kernels, see `levels`), one MCJIT engine per
+process owning a target machine of its own
+(llvmlite's engine takes ownership of its machine: sharing one crashed the process), and
+every kernel module added to it as object code. Symbols are suffixed with the module's
+cache key (a hash of its IR text and the target), so kernels of the same name never clash in
+the engine and a module compiled once is reused: in this process, and in later ones through
+the on-disk cache (`stageflow.codegen.targets.cache`). libm is loaded into LLVM's symbol search (for
+``sinf``, ``powf``, ``fmodf``...): MCJIT aborts the process on an unresolved symbol.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from xdsl.dialects.func import FuncOp
+
+from stageflow.codegen.kernels.analysis import Kernel, analyse
+from stageflow.codegen.kernels.loops import Driver, KernelBuilder
+from stageflow.codegen.kernels.wrapper import CompiledKernel
+from stageflow.codegen.llvm.emitter import I8, I32, I64
+from stageflow.codegen.llvm.loops import return_unless
+from stageflow.codegen.targets import cache
+
+# sin, cos and pow go to libm by default: its range reduction (sin, cos of huge arguments)
+# and special cases (pow) are exact, where the expansions are accurate for moderate
+# arguments only; the price is a scalar call per element. Everything else is expanded.
+DEFAULT_LIBM = frozenset({"sin", "cos", "pow"})
+
+# PyArrayObject_fields offsets (NumPy's ABI on 64-bit platforms) and flag bits.
+_DATA, _NDIM, _DIMS, _FLAGS = 16, 24, 32, 64
+_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
+_LIBM_SYMBOLS = ("sinf", "sin", "cosf", "cos", "powf", "pow", "fmodf", "fmod", "expm1",
+                 "log1p")
+
+
+def array_layout_matches() -> bool:
+    """Whether this NumPy lays out arrays as `NAME.py` reads them (checked, not assumed)."""
+    a = np.empty((3, 5), np.float32)
+    base = id(a)
+    dims_at = ctypes.c_void_p.from_address(base + _DIMS).value
+    return (
+        ctypes.c_void_p.from_address(base + _DATA).value == a.ctypes.data
+        and ctypes.c_int.from_address(base + _NDIM).value == 2
+        and dims_at is not None
+        and list((ctypes.c_int64 * 2).from_address(dims_at)) == [3, 5]
+        and ctypes.c_int.from_address(base + _FLAGS).value & 0x501 == 0x501
+    )
+
+
+def _load_at(b: ir.IRBuilder, base: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
+    return b.load(b.gep(base, [ir.Constant(I64, offset)], source_etype=I8), typ=ty)
+
+
+SMALL_KERNEL_ELEMENTS = 4096
+TINY_KERNEL_ELEMENTS = 1024
+
+
+def levels(size: float, opt: int) -> tuple[int, int]:
+    """LLVM's optimisation and code generation levels for code over `size` elements (its
+    static size, infinity if unknown), `opt` for large code. Small code cannot pay back
+    vectorisation (O1 from `SMALL_KERNEL_ELEMENTS` down), tiny code not even LLVM's loop
+    optimisations: the cleanup pipeline (`_JIT.optimize` at 0) optimised the MLP training
+    step's tiny kernels ~10x faster than O1, and HMC over 16 chains sampled as fast. Code
+    generation stays at O3: at O0 (fast instruction selection and register allocation)
+    emission was 5x faster, but HMC sampled 15% slower and a 1024-element kernel of exp,
+    tanh and five arithmetic ops took 21.9 instead of 17.0 us per call."""
+    if size < TINY_KERNEL_ELEMENTS:
+        return 0, 3
+    return (min(opt, 1), 3) if size < SMALL_KERNEL_ELEMENTS else (opt, 3)
+
+
+def _static_size(kernel: Kernel) -> float:
+    """Elements the kernel iterates over when its types fix them all, else infinity."""
+    size = 1
+    for spec in kernel.shape:
+        if not isinstance(spec, int):
+            return float("inf")
+        size *= spec
+    return size
+
+
+@dataclass(frozen=True)
+class CPUTarget:
+    """Compiles kernels for this CPU; `libm` names the math functions left to libm. Without
+    `py_entries` (for kernels only compiled code calls) `compile_many` emits no ``NAME.py``,
+    LLVM time saved, and Python calls of the kernels take the slower ctypes path."""
+
+    libm: frozenset[str] = DEFAULT_LIBM
+    opt: int = 3
+    py_entries: bool = True
+    name: str = field(default="cpu", init=False)
+
+    def module(self, kernel: Kernel | FuncOp, symbol: str | None = None) -> ir.Module:
+        """The llvmlite module with the kernel's entry points (unoptimised)."""
+        kernel = kernel if isinstance(kernel, Kernel) else analyse(kernel)
+        symbol = symbol or kernel.name
+        module = ir.Module(name=symbol)
+        module.triple = llvm.get_process_triple()
+        builder = KernelBuilder(kernel, module, symbol, self.libm)
+        check, run = builder.build_check(), builder.build_run(Driver())
+        _py_entry(module, kernel, symbol, add_kernel_entry(module, kernel, symbol, check, run))
+        return module
+
+    def emit(self, kernel: Kernel | FuncOp) -> str:
+        """The kernel's LLVM IR, before optimisation."""
+        return str(self.module(kernel))
+
+    def optimized(self, kernel: Kernel | FuncOp) -> llvm.ModuleRef:
+        return process_jit().optimize(str(self.module(kernel)), self.opt)
+
+    def assembly(self, kernel: Kernel | FuncOp) -> str:
+        """Host assembly of the optimised kernel (to see what vectorised)."""
+        return process_jit().machine.emit_assembly(self.optimized(kernel))
+
+    def compile(self, kernel: Kernel | FuncOp) -> CompiledKernel:
+        """JIT-compile; the result calls the kernel on NumPy arrays."""
+        return self.compile_many([kernel])[0]
+
+    def compile_many(self, kernels: list[Kernel | FuncOp]) -> list[CompiledKernel]:
+        """JIT-compile several kernels, one LLVM module per pair of `levels` (small and tiny
+        static kernels, where vectorised loops cannot pay back LLVM's O3 time, at lower
+        ones): one optimisation and code generation run per module, not per kernel."""
+        kernels = [k if isinstance(k, Kernel) else analyse(k) for k in kernels]
+        chosen_levels = [levels(_static_size(k), self.opt) for k in kernels]
+        groups = [[i for i, lv in enumerate(chosen_levels) if lv == level]
+                  for level in sorted(set(chosen_levels))]
+        jit = process_jit()
+        built = [self._module([kernels[i] for i in group], *chosen_levels[group[0]])
+                 for group in groups]
+        names = [n for job, symbols in built for s in symbols
+                 for n in ((s, f"{s}.py") if self.py_entries else (s,))]
+        addresses = jit.link([job for job, _ in built], names)
+        compiled: dict[int, CompiledKernel] = {}
+        for group, (job, symbols) in zip(groups, built, strict=True):
+            for i, symbol in zip(group, symbols, strict=True):
+                kernel = kernels[i]
+                raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
+                    addresses[symbol])
+                py = None
+                if jit.layout_ok and self.py_entries:
+                    py = ctypes.CFUNCTYPE(ctypes.c_int32,
+                                          *[ctypes.py_object] * len(kernel.args))(
+                        addresses[f"{symbol}.py"])
+                compiled[i] = CompiledKernel(kernel, raw, py, llvm_ir=job.text, symbol=symbol)
+        return [compiled[i] for i in range(len(kernels))]
+
+    def _module(self, kernels: list[Kernel], level: int,
+                codegen: int) -> tuple[ModuleJob, list[str]]:
+        """`kernels` as one LLVM module to optimise at `level` and generate at `codegen`,
+        and the kernels' symbols."""
+        module = ir.Module(name=kernels[0].name)
+        module.triple = llvm.get_process_triple()
+        symbols = []
+        for index, kernel in enumerate(kernels):
+            symbol = f"{kernel.name}.k{index}.{cache.PLACEHOLDER}"
+            builder = KernelBuilder(kernel, module, symbol, self.libm)
+            check, run = builder.build_check(), builder.build_run(Driver())
+            raw = add_kernel_entry(module, kernel, symbol, check, run)
+            if self.py_entries:
+                _py_entry(module, kernel, symbol, raw)
+            symbols.append(symbol)
+        job = ModuleJob.of(module, level, codegen)
+        return job, [job.name(s) for s in symbols]
+
+
+@dataclass(frozen=True)
+class ModuleJob:
+    """An LLVM module to link: its IR text, the levels it is compiled at, and its
+    compilation-cache entry. Symbols in the module carry `cache.PLACEHOLDER`, replaced in
+    `text` by the start of the entry: kernels of the same name never clash in the engine,
+    and the same module gets the same symbols in every process, so cached code links."""
+
+    text: str
+    level: int
+    codegen: int
+    entry: str
+
+    @classmethod
+    def of(cls, module: ir.Module, level: int, codegen: int) -> ModuleJob:
+        text = str(module)
+        entry = cache.key(text, level, process_jit().target_id, codegen)
+        return cls(text.replace(cache.PLACEHOLDER, entry[:16]), level, codegen, entry)
+
+    def name(self, symbol: str) -> str:
+        """`symbol` as this module defines it (its placeholder replaced)."""
+        return symbol.replace(cache.PLACEHOLDER, self.entry[:16])
+
+
+def add_kernel_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Function,
+               run: ir.Function) -> ir.Function:
+    pointer = ir.PointerType()
+    function = ir.Function(module, ir.FunctionType(I32, [pointer, pointer]), symbol)
+    args, dims = function.args
+    args.name, dims.name = "args", "dims"
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    pointers = [b.load(b.gep(args, [ir.Constant(I64, i)], source_etype=pointer), typ=pointer)
+                for i in range(len(kernel.args))]
+    total = sum(arg.ndim for arg in kernel.args)
+    sizes = [b.load(b.gep(dims, [ir.Constant(I64, i)], source_etype=I64), typ=I64)
+             for i in range(total)]
+    code = b.call(check, sizes)
+    return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
+    b.call(run, pointers + sizes)
+    b.ret(ir.Constant(I32, 0))
+    return function
+
+
+def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, raw: ir.Function) -> None:
+    """``NAME.py``: checks NumPy's array structs, gathers their pointers and dims and calls
+    ``NAME`` (one copy of the loops per kernel, not one per entry: LLVM time goes with the
+    amount of loop code, and a call costs nanoseconds)."""
+    pointer = ir.PointerType()
+    function = ir.Function(module, ir.FunctionType(I32, [pointer] * len(kernel.args)),
+                           f"{symbol}.py")
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    for index, (obj, arg) in enumerate(zip(function.args, kernel.args, strict=True)):
+        obj.name = f"array{index}"
+        required = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if arg.is_output else 0)
+        flags = _load_at(b, obj, _FLAGS, I32)
+        flags_ok = b.icmp_signed("==", b.and_(flags, ir.Constant(I32, required)),
+                                 ir.Constant(I32, required))
+        rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32), ir.Constant(I32, arg.ndim))
+        return_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
+    data = b.alloca(pointer, max(len(kernel.args), 1), name="data")
+    dims = b.alloca(I64, max(sum(arg.ndim for arg in kernel.args), 1), name="dims")
+    position = 0
+    for index, (obj, arg) in enumerate(zip(function.args, kernel.args, strict=True)):
+        b.store(_load_at(b, obj, _DATA, pointer),
+                b.gep(data, [ir.Constant(I64, index)], source_etype=pointer))
+        if arg.ndim:
+            shape = _load_at(b, obj, _DIMS, pointer)
+            for axis in range(arg.ndim):
+                size = b.load(b.gep(shape, [ir.Constant(I64, axis)], source_etype=I64), typ=I64)
+                b.store(size, b.gep(dims, [ir.Constant(I64, position)], source_etype=I64))
+                position += 1
+    b.ret(b.call(raw, [data, dims]))
+
+
+class _JIT:
+    """The process's one execution engine, and a target machine for optimising."""
+
+    def __init__(self) -> None:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.load_library_permanently(ctypes.util.find_library("m"))
+        missing = [s for s in _LIBM_SYMBOLS if not llvm.address_of_symbol(s)]
+        if missing:
+            raise RuntimeError(f"libm symbols {missing} are not loadable; the CPU JIT needs them")
+        self.cpu_name = llvm.get_host_cpu_name()
+        self.features = llvm.get_host_cpu_features().flatten()
+        if "+avx512f" in self.features.split(","):
+            # LLVM prefers 256-bit vectors on AVX-512 CPUs; 512-bit ones ran the fused
+            # gelu kernel ~25% faster in cache here.
+            self.features += ",-prefer-256-bit"
+        self.target = llvm.Target.from_default_triple()
+        self.machine = self._new_machine()  # optimisation and assembly only
+        backing = llvm.parse_assembly("")
+        backing.triple = llvm.get_process_triple()
+        # The engine owns the machine it is given: never reuse one (FACTS: segfault).
+        self.engine = llvm.create_mcjit_compiler(backing, self._new_machine(jit=True))
+        self.lock = threading.Lock()
+        # Emit the object code the engine loads (and the disk cache keeps), one per code
+        # generation level: JIT settings (LLVM's large code model on x86-64), but not the
+        # engine's own machine.
+        self.object_machines = {level: self._new_machine(jit=True, codegen=level)
+                                for level in (0, 3)}
+        self.target_id = f"{llvm.get_process_triple()} {self.cpu_name} {self.features}"
+        self.loaded: set[str] = set()
+        self.layout_ok = array_layout_matches()
+        self.has_f16c = "+f16c" in self.features.split(",")
+
+    def _new_machine(self, jit: bool = False, codegen: int = 3) -> llvm.TargetMachine:
+        return self.target.create_target_machine(
+            cpu=self.cpu_name, features=self.features, opt=codegen, codemodel="jitdefault",
+            jit=jit)
+
+    def optimize(self, text: str, level: int) -> llvm.ModuleRef:
+        """The module parsed and optimised at `level`: LLVM's O1-O3 pipelines, or at 0 a
+        cleanup of the builders' code only (inlining the ``alwaysinline`` helpers, SROA,
+        instcombine, simplifycfg), which took about a twentieth of O1's time on tiny
+        kernels and left code of about O1's size."""
+        module = llvm.parse_assembly(text)
+        module.triple = llvm.get_process_triple()
+        module.data_layout = str(self.machine.target_data)
+        module.verify()
+        if level == 0:
+            manager = llvm.create_new_module_pass_manager()
+            manager.add_always_inliner_pass()
+            manager.add_sroa_pass()
+            manager.add_instruction_combine_pass()
+            manager.add_simplify_cfg_pass()
+            manager.run(module, llvm.create_pass_builder(
+                self.machine, llvm.create_pipeline_tuning_options(speed_level=0)))
+            return module
+        options = llvm.create_pipeline_tuning_options(speed_level=level)
+        options.loop_vectorization = level >= 2
+        options.slp_vectorization = level >= 2
+        builder = llvm.create_pass_builder(self.machine, options)
+        builder.getModulePassManager().run(module, builder)
+        return module
+
+    def link(self, jobs: list[ModuleJob], symbols: list[str]) -> dict[str, int]:
+        """Link each module's object code once (from the cache, else compiled), finalising
+        the engine once for them all; the addresses of `symbols`."""
+        if not self.has_f16c and any(" half" in job.text for job in jobs):
+            raise NotImplementedError("float16 kernels need a CPU with F16C on this JIT")
+        with self.lock:
+            added = False
+            for job in jobs:
+                if job.entry in self.loaded:
+                    continue
+                code = cache.load(job.entry) if cache.enabled() else None
+                if code is None:
+                    code = self.object_machines[job.codegen].emit_object(
+                        self.optimize(job.text, job.level))
+                    if cache.enabled():
+                        cache.store(job.entry, code)
+                self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+                self.loaded.add(job.entry)
+                added = True
+            if added:
+                self.engine.finalize_object()
+            return {s: self.engine.get_function_address(s) for s in symbols}
+
+
+_JIT_INSTANCE: _JIT | None = None
+_JIT_LOCK = threading.Lock()
+
+
+def process_jit() -> _JIT:
+    global _JIT_INSTANCE
+    with _JIT_LOCK:
+        if _JIT_INSTANCE is None:
+            _JIT_INSTANCE = _JIT()
+        return _JIT_INSTANCE
+
+
+_DEFAULT = CPUTarget()
+_RAW_ONLY = CPUTarget(py_entries=False)
+
+
+def compile_kernel(function: FuncOp | Kernel) -> CompiledKernel:
+    """Compile an elementwise kernel for this CPU: ``f(*arrays) -> tuple of arrays``."""
+    return _DEFAULT.compile(function)
+
+
+def compile_kernels(functions: list[FuncOp | Kernel],
+                    py_entries: bool = True) -> list[CompiledKernel]:
+    """Compile several kernels in one LLVM module (see `CPUTarget.compile_many`)."""
+    return (_DEFAULT if py_entries else _RAW_ONLY).compile_many(functions)

@@ -1,0 +1,65 @@
+"""Observability settings: one place, set from the environment or from Python.
+
+- ``STAGEFLOW_DUMP_DIR=DIR`` (or ``sf.config.dump_dir = "DIR"``): every compiled function
+  writes its IR at each stage and after each pass into DIR, one file per function and
+  stage, numbered so that the files sort in pipeline order (as XLA's ``--xla_dump_to``).
+- ``STAGEFLOW_LOG=compiles,retraces,passes`` (or ``sf.config.log = {...}``): one line on
+  stderr per trace and compilation with its time (``compiles``), per cache miss with its
+  reason (``retraces``), per pass with its time (``passes``).
+- ``STAGEFLOW_REMAT=0`` (or ``sf.config.remat = False``): gradients of staged functions
+  under an eager tape keep every residual the backward reads instead of recomputing the
+  cheap ones (the `remat` pass); for measuring what rematerialisation saves.
+- ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
+  between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
+  ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import sys
+
+VERSION = "0.1.0"
+
+LOG_CATEGORIES = frozenset({"compiles", "retraces", "passes"})
+
+dump_dir: str | None = os.environ.get("STAGEFLOW_DUMP_DIR") or None
+log: set[str] = {c.strip() for c in os.environ.get("STAGEFLOW_LOG", "").split(",") if c.strip()}
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "stageflow")
+
+
+cache: bool = os.environ.get("STAGEFLOW_CACHE", "1").strip().lower() not in {
+    "0", "false", "no", "off"}
+cache_dir: str = os.environ.get("STAGEFLOW_CACHE_DIR") or _default_cache_dir()
+
+remat: bool = os.environ.get("STAGEFLOW_REMAT", "1") != "0"
+
+_dump_counter = itertools.count()
+
+
+def logging(category: str) -> bool:
+    """Whether lines of `category` are printed (``all`` turns every category on)."""
+    return category in log or "all" in log
+
+
+def emit(category: str, message: str) -> None:
+    """Print one log line for `category` if it is on."""
+    if logging(category):
+        print(f"stageflow[{category}] {message}", file=sys.stderr, flush=True)
+
+
+def dump(function: str, stage: str, text: str) -> None:
+    """Write `text` as ``DIR/NNNN.FUNCTION.STAGE.mlir`` when a dump directory is set."""
+    if not dump_dir:
+        return
+    os.makedirs(dump_dir, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{function}.{stage}")
+    path = os.path.join(dump_dir, f"{next(_dump_counter):04d}.{safe}.mlir")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)

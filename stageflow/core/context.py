@@ -1,0 +1,111 @@
+"""The current trace: eager execution by default, a staging trace while `sf.function` traces.
+
+Each thread has a stack of traces; `Primitive.bind` hands every op to the top one. The
+bottom (eager) trace and the tape recorder live in higher layers and install themselves
+here, so that this layer imports nothing of theirs. The
+flag `state.eager_fast` is true while no thread has anything but the plain eager
+trace active (no staging trace, no tape): the op functions then take a short path straight
+to the NumPy kernel, which is what keeps eager dispatch within a few hundred nanoseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+
+class Trace(Protocol):
+    """What `Primitive.bind` needs from a context: apply a primitive to its arguments."""
+
+    def process(self, primitive: Any, args: tuple, params: dict) -> Any: ...
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Trace] = []
+
+
+class _GlobalState:
+    """Process-wide flags read on the eager hot path (one attribute load each)."""
+
+    __slots__ = ("eager_fast", "non_eager_active", "tape_count")
+
+    def __init__(self) -> None:
+        self.eager_fast = True
+        self.non_eager_active = 0
+        self.tape_count = 0
+
+
+_thread = _ThreadState()
+_lock = threading.Lock()
+_eager_trace: Trace | None = None
+_tape_recorder: Callable[[Any, tuple, dict, Any], None] | None = None
+
+state = _GlobalState()
+
+
+def set_eager_trace(trace: Trace) -> None:
+    """Install the bottom-of-stack trace (the runtime's eager executor)."""
+    global _eager_trace
+    _eager_trace = trace
+
+
+def set_tape_recorder(record: Callable[[Any, tuple, dict, Any], None]) -> None:
+    """Install what `Primitive.bind` calls while a tape is active (the frontend's tapes)."""
+    global _tape_recorder
+    _tape_recorder = record
+
+
+def record_on_tapes(primitive: Any, args: tuple, params: dict, result: Any) -> None:
+    """Offer an applied op to the active gradient tapes (called by `bind`)."""
+    _tape_recorder(primitive, args, params, result)
+
+
+def current_trace() -> Trace:
+    stack = _thread.stack
+    return stack[-1] if stack else _eager_trace
+
+
+def _count_active(delta: int) -> None:
+    with _lock:
+        state.non_eager_active += delta
+        state.eager_fast = state.non_eager_active == 0
+
+
+@contextmanager
+def push_trace(trace: Trace) -> Iterator[Trace]:
+    """Make `trace` current for this thread while the block runs."""
+    _thread.stack.append(trace)
+    _count_active(1)
+    try:
+        yield trace
+    finally:
+        _thread.stack.pop()
+        _count_active(-1)
+
+
+def current_device() -> str:
+    """The device scope ops and graph functions are placed in (part of trace-cache keys)."""
+    return "/device:CPU:0"
+
+
+@contextmanager
+def init_scope() -> Iterator[None]:
+    """Run the block eagerly, even inside a trace (the paper's `tf.init_scope`)."""
+    with push_trace(_eager_trace):
+        yield
+
+
+@contextmanager
+def slow_path(tapes: int = 0) -> Iterator[None]:
+    """Send every op through `Primitive.bind` while the block runs (tapes need to see
+    them); `tapes=1` also counts an active gradient tape."""
+    _count_active(1)
+    state.tape_count += tapes
+    try:
+        yield
+    finally:
+        state.tape_count -= tapes
+        _count_active(-1)

@@ -1,0 +1,120 @@
+"""The primitive: one definition per op, shared by every layer.
+
+A `Primitive` holds an op's name, its shape/dtype rule and its eager NumPy kernel; later
+layers attach their rules (gradient, lowering) to the same object, so adding an op touches
+one place per layer. `Primitive.bind` is the single dispatch point: it hands the op to the
+current trace (the eager trace runs the kernel; a staging trace runs the shape rule and
+appends an IR op).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stageflow.core import context
+from stageflow.core.source import describe_location
+
+Shape = tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShapedType:
+    """The abstract value of a tensor: its shape (``None`` for an unknown dim) and dtype."""
+
+    shape: Shape
+    dtype: np.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        dims = ", ".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype.name}[{dims}]"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """The type of a variable handle: a reference to mutable state of `value`'s type."""
+
+    value: ShapedType
+
+    def __str__(self) -> str:
+        return f"resource<{self.value}>"
+
+
+ShapeRule = Callable[..., ShapedType | tuple[ShapedType, ...]]
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+class Primitive:
+    """An operation of the `sf` op set.
+
+    ``shape_rule(*avals, **params)`` returns the result type(s) or raises ``ValueError`` /
+    ``TypeError`` with a message about the operands; ``kernel(*arrays, **params)`` computes
+    the result eagerly with NumPy and is the reference every compiled path is tested
+    against. ``stateful`` ops are never pruned or folded.
+
+    The gradient rule, set with `def_vjp` beside the primitive's definition, is
+    ``vjp(cotangents, inputs, outputs, **params) -> [input cotangent or None, ...]``: given
+    one cotangent per result (None where the result is unused) it returns one per operand
+    (None where the operand gets no gradient). It is written with the public op functions,
+    so gradients trace into IR and differentiate again. `def_nondifferentiable` marks ops
+    whose results carry no gradient (comparisons, integer ops, random bits, ...).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        shape_rule: ShapeRule,
+        kernel: Callable[..., Any],
+        summary: str,
+        multiple_results: bool = False,
+        stateful: bool = False,
+    ) -> None:
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is defined twice")
+        self.name = name
+        self.shape_rule = shape_rule
+        self.kernel = kernel
+        self.summary = summary
+        self.multiple_results = multiple_results
+        self.stateful = stateful
+        self.vjp: Callable[..., list] | None = None
+        self.differentiable = True
+        REGISTRY[name] = self
+
+    def def_vjp(self, rule: Callable[..., list]) -> Callable[..., list]:
+        """Set the gradient rule (usable as a decorator)."""
+        self.vjp = rule
+        return rule
+
+    def def_nondifferentiable(self) -> None:
+        """Declare that no gradient flows through this op (its results are constants)."""
+        self.differentiable = False
+
+    def __repr__(self) -> str:
+        return f"Primitive({self.name})"
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        """Apply the op to tensors in whatever context is current (eager or staging), and
+        offer it to the active gradient tapes."""
+        result = context.current_trace().process(self, args, params)
+        if context.state.tape_count:
+            context.record_on_tapes(self, args, params, result)
+        return result
+
+    def abstract_eval(self, *avals: ShapedType, **params: Any):
+        """Run the shape rule; its errors are re-raised naming the op and the user's line."""
+        try:
+            return self.shape_rule(*avals, **params)
+        except (ValueError, TypeError) as error:
+            operands = ", ".join(str(a) for a in avals)
+            message = f"{self.name}({operands}): {error}{describe_location()}"
+            raise type(error)(message) from None

@@ -1,0 +1,13 @@
+"""The `sf` op set: every primitive with its shape rule, eager kernel, gradient and op facts,
+one module per family. Importing this package registers them all."""
+
+from stageflow.primitives import (  # noqa: F401 - importing registers the primitives
+    conv,
+    elementwise,
+    functional,
+    linalg,
+    random,
+    reduction,
+    state,
+    structural,
+)

@@ -1,0 +1,282 @@
+"""Windowed primitives over NHWC images: 2-D convolution, pooling (`reduce_window`), gradients.
+
+They are primitives, not composites of slices and matmuls, because every backend has a
+dedicated fast path for them (im2col + GEMM on the CPU, cuDNN-style tiling on the GPU) that
+a pile of small ops would hide. Both take *explicit* padding, ``((top, bottom), (left,
+right))``: the public `sf.nn` functions resolve TensorFlow's "SAME"/"VALID" to numbers, so
+the IR holds one meaning of padding and no backend has to re-derive TensorFlow's rule.
+
+Layouts follow TensorFlow's defaults: images are NHWC, filters HWIO (height, width, input
+channels, output channels). Batch and spatial dims may be unknown (``None``) while tracing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.shapes import format_shape
+from stageflow.primitives.autodiff import floating_only, reshape, sf
+from stageflow.primitives.structural import slice_p, unslice
+
+Pair = tuple[int, int]
+Padding = tuple[Pair, Pair]
+
+
+def window_output_size(
+    size: int | None, window: int | None, stride: int, padding: Pair, dilation: int = 1
+) -> int | None:
+    """Positions of a (dilated) window sliding with `stride` over a padded axis; None if unknown.
+
+    Raises ``ValueError`` when the window does not fit even once, as TensorFlow does.
+    """
+    if size is None or window is None:
+        return None
+    padded = size + padding[0] + padding[1]
+    effective = (window - 1) * dilation + 1
+    if padded < effective:
+        raise ValueError(
+            f"the window ({window}, dilated to {effective}) is larger than the padded "
+            f"input ({size} + {padding[0]} + {padding[1]} = {padded})"
+        )
+    return (padded - effective) // stride + 1
+
+
+def _check_pairs(name: str, value: tuple, minimum: int) -> None:
+    if len(value) != 2 or any(not isinstance(v, int) or v < minimum for v in value):
+        raise ValueError(f"{name} must be two ints >= {minimum}, got {value!r}")
+
+
+def _check_padding(padding: Padding) -> None:
+    ok = len(padding) == 2 and all(
+        len(pair) == 2 and all(isinstance(p, int) and p >= 0 for p in pair) for pair in padding
+    )
+    if not ok:
+        raise ValueError(
+            f"padding must be ((top, bottom), (left, right)) of ints >= 0, got {padding!r}"
+        )
+
+
+# --------------------------------------------------------------------------- conv2d
+
+
+def _conv2d_rule(
+    x: ShapedType, w: ShapedType, *, strides: Pair, padding: Padding, dilations: Pair
+) -> ShapedType:
+    if x.ndim != 4 or w.ndim != 4:
+        raise ValueError(
+            f"expected an NHWC input and HWIO filters (both rank 4), got input "
+            f"{format_shape(x.shape)} and filters {format_shape(w.shape)}"
+        )
+    if x.dtype != w.dtype:
+        raise TypeError(
+            f"input and filters have different dtypes {x.dtype.name} and {w.dtype.name}"
+        )
+    if not dtypes.is_floating(x.dtype):
+        raise TypeError(f"dtype {x.dtype.name} is not supported (expected a floating dtype)")
+    _check_pairs("strides", strides, 1)
+    _check_pairs("dilations", dilations, 1)
+    _check_padding(padding)
+    batch, height, width, channels = x.shape
+    kh, kw, in_channels, out_channels = w.shape
+    if channels is not None and in_channels is not None and channels != in_channels:
+        raise ValueError(
+            f"the input has {channels} channels but the filters expect {in_channels}: "
+            f"input {format_shape(x.shape)}, filters {format_shape(w.shape)}"
+        )
+    out_h = window_output_size(height, kh, strides[0], padding[0], dilations[0])
+    out_w = window_output_size(width, kw, strides[1], padding[1], dilations[1])
+    return ShapedType((batch, out_h, out_w, out_channels), x.dtype)
+
+
+def _conv2d(x, w, *, strides, padding, dilations):
+    """Pad, view every window in place, then one GEMM: (N*Ho*Wo, kh*kw*C) @ (kh*kw*C, O).
+
+    The window view costs nothing; the reshape copies it once (im2col), and the matmul goes
+    to BLAS. 16-bit floats are computed in float32 and rounded once at the end.
+    """
+    dtype = x.dtype
+    compute = np.float32 if dtype.itemsize < 4 else dtype
+    x = np.asarray(x, dtype=compute)
+    w = np.asarray(w, dtype=compute)
+    if any(p for pair in padding for p in pair):
+        x = np.pad(x, ((0, 0), padding[0], padding[1], (0, 0)))
+    kh, kw, channels, out_channels = w.shape
+    (sh, sw), (dh, dw) = strides, dilations
+    effective = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+    windows = sliding_window_view(x, effective, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
+    batch, out_h, out_w = windows.shape[:3]
+    columns = windows.transpose(0, 1, 2, 4, 5, 3).reshape(
+        batch * out_h * out_w, kh * kw * channels
+    )
+    result = columns @ w.reshape(kh * kw * channels, out_channels)
+    return result.reshape(batch, out_h, out_w, out_channels).astype(dtype, copy=False)
+
+
+conv2d_p = Primitive(
+    "conv2d",
+    shape_rule=_conv2d_rule,
+    kernel=_conv2d,
+    summary="2-D cross-correlation of an NHWC image with HWIO filters, explicit padding",
+)
+
+# --------------------------------------------------------------------------- reduce_window
+
+_WINDOW_KINDS = ("max", "sum")
+_WINDOW_DTYPES = dtypes.FLOATING + dtypes.INTEGER
+
+
+def _reduce_window_rule(
+    x: ShapedType, *, kind: str, window: Pair, strides: Pair, padding: Padding
+) -> ShapedType:
+    if kind not in _WINDOW_KINDS:
+        raise ValueError(f"kind must be one of {_WINDOW_KINDS}, got {kind!r}")
+    if x.ndim != 4:
+        raise ValueError(f"expected an NHWC input (rank 4), got {format_shape(x.shape)}")
+    if x.dtype not in _WINDOW_DTYPES:
+        raise TypeError(f"dtype {x.dtype.name} is not supported")
+    _check_pairs("window", window, 1)
+    _check_pairs("strides", strides, 1)
+    _check_padding(padding)
+    batch, height, width, channels = x.shape
+    out_h = window_output_size(height, window[0], strides[0], padding[0])
+    out_w = window_output_size(width, window[1], strides[1], padding[1])
+    return ShapedType((batch, out_h, out_w, channels), x.dtype)
+
+
+def _pad_value(kind: str, dtype: np.dtype):
+    """The identity of the reduction, so that padding never wins a max or changes a sum."""
+    if kind == "sum":
+        return 0
+    return -np.inf if dtypes.is_floating(dtype) else np.iinfo(dtype).min
+
+
+def _reduce_axis(x, axis: int, window: int, stride: int, ufunc):
+    """Reduce windows along one axis by combining `window` strided views of the input.
+
+    max and sum are separable, so a 2-D window is one pass per axis: kh + kw whole-array
+    ufunc calls instead of a Python loop over pixels, or NumPy reducing tiny inner axes.
+    """
+    count = (x.shape[axis] - window) // stride + 1
+    index: list[slice] = [slice(None)] * x.ndim
+
+    def tap(offset: int):
+        index[axis] = slice(offset, offset + (count - 1) * stride + 1, stride)
+        return x[tuple(index)]
+
+    if window == 1:
+        return tap(0)
+    result = ufunc(tap(0), tap(1))
+    for offset in range(2, window):
+        ufunc(result, tap(offset), out=result)
+    return result
+
+
+def _reduce_window(x, *, kind, window, strides, padding):
+    x = np.asarray(x)
+    if any(p for pair in padding for p in pair):
+        pads = ((0, 0), padding[0], padding[1], (0, 0))
+        x = np.pad(x, pads, constant_values=_pad_value(kind, x.dtype))
+    ufunc = np.maximum if kind == "max" else np.add
+    x = _reduce_axis(x, 1, window[0], strides[0], ufunc)
+    return _reduce_axis(x, 2, window[1], strides[1], ufunc)
+
+
+reduce_window_p = Primitive(
+    "reduce_window",
+    shape_rule=_reduce_window_rule,
+    kernel=_reduce_window,
+    summary="max or sum over (height, width) windows of an NHWC input, explicit padding",
+)
+
+# --------------------------------------------------------------------------- gradients
+# Along one spatial axis (size H, window k, stride s, dilation d, padding (lo, hi)), output
+# i reads padded input i*s + a*d. The input gradient is therefore a stride-1 window pass of
+# the same kind over the cotangent with s - 1 zeros after each element ("dilated"), padded
+# by (k - 1)*d - lo before and H + lo - len(dilated) after; negative pads become crops.
+
+
+def _dilate(g, strides: Pair):
+    """NHWC `g` with stride - 1 zeros after each row and column (reshape, pad, reshape)."""
+    if strides == (1, 1):
+        return g
+    (sh, sw), (n, h, w, c) = strides, g.shape
+    g = reshape(g, (n, h, 1, w, 1, c))
+    g = sf.pad(g, [(0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1), (0, 0)])
+    return reshape(g, (n, h * sh, w * sw, c))
+
+
+def _transposed_window(g, shape, window: Pair, strides: Pair, padding: Padding,
+                       dilations: Pair, window_pass):
+    """The input gradient of a windowed op: `window_pass(t, pads)` runs the stride-1 window
+    op of the transposed problem (flipped filters, or the same sum) on the dilated `t`."""
+    if None in shape[1:3] or None in g.shape[1:3]:
+        raise NotImplementedError("the gradient of a windowed op needs a static height and "
+                                  f"width, got input {format_shape(shape)}")
+    t = _dilate(g, strides)
+    pads, crops = [], []
+    for axis in (0, 1):
+        before = (window[axis] - 1) * dilations[axis] - padding[axis][0]
+        after = shape[1 + axis] + padding[axis][0] - t.shape[1 + axis]
+        pads.append((max(before, 0), max(after, 0)))
+        crops.append(max(-before, 0))
+    result = window_pass(t, tuple(pads))
+    (top, left), (height, width) = crops, shape[1:3]
+    if (top, left) == (0, 0) and result.shape[1:3] == (height, width):
+        return result
+    return result[:, top : top + height, left : left + width, :]
+
+
+@conv2d_p.def_vjp
+@floating_only
+def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
+    (g,), (x, w) = cotangents, inputs
+    kh, kw = w.shape[:2]
+    # Input: correlate with the filters flipped in space, input/output channels swapped.
+    flipped = sf.transpose(w[::-1, ::-1], (0, 1, 3, 2))
+    dx = _transposed_window(
+        g, x.shape, (kh, kw), strides, padding, dilations,
+        lambda t, pads: conv2d_p.bind(t, flipped, strides=(1, 1), padding=pads,
+                                      dilations=dilations),
+    )
+    # Filters: dw[a, b, c, o] = sum over n, i, j of x[n, i*s + a*d, j*s + b*d, c] g[n, i, j, o]:
+    # a conv of x with channels as batch and batch as channels, by g as [Ho, Wo, N, O]
+    # filters, stepping by the dilations and dilated by the strides; then crop to kh x kw.
+    dw = conv2d_p.bind(sf.transpose(x, (3, 1, 2, 0)), sf.transpose(g, (1, 2, 0, 3)),
+                       strides=dilations, padding=padding, dilations=strides)
+    return [dx, sf.transpose(dw[:, :kh, :kw, :], (1, 2, 0, 3))]
+
+
+@reduce_window_p.def_vjp
+@floating_only
+def _reduce_window_vjp(cotangents, inputs, outputs, *, kind, window, strides, padding):
+    (g,), (x,), (out,) = cotangents, inputs, outputs
+    if kind == "sum":
+        return [_transposed_window(
+            g, x.shape, window, strides, padding, (1, 1),
+            lambda t, pads: reduce_window_p.bind(t, kind="sum", window=window, strides=(1, 1),
+                                                 padding=pads),
+        )]
+    # max: each window's g goes to its first maximal element in row-major order (as TF's
+    # and JAX's max-pool gradients): one strided view of the padded input per window offset.
+    if None in out.shape[1:3]:
+        raise NotImplementedError("the gradient of max pooling needs a static height and "
+                                  f"width, got input {format_shape(x.shape)}")
+    full = (None, None, None)
+    padded = sf.pad(x, [(0, 0), padding[0], padding[1], (0, 0)], constant_values=-np.inf)
+    (ho, wo), (sh, sw) = out.shape[1:3], strides
+    taken, dpadded = None, None
+    for a in range(window[0]):
+        for b in range(window[1]):
+            view = (full, (a, a + (ho - 1) * sh + 1, sh), (b, b + (wo - 1) * sw + 1, sw), full)
+            hit = sf.equal(slice_p.bind(padded, slices=view), out)
+            if taken is not None:
+                hit, taken = hit & ~taken, taken | hit
+            else:
+                taken = hit
+            part = unslice(sf.where(hit, g, 0.0), padded.shape, view)
+            dpadded = part if dpadded is None else dpadded + part
+    top, left = padding[0][0], padding[1][0]
+    return [dpadded[:, top : top + x.shape[1], left : left + x.shape[2], :]]

@@ -1,0 +1,57 @@
+"""The call primitive: one graph function calling another (the paper's figure 2).
+
+Graph functions compose by a call op rather than by inlining, so a function staged once is
+compiled once however many callers it has; an optimisation pass may inline small callees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stageflow.core.primitive import Primitive, ShapedType
+
+
+def _accepts(expected: Any, given: Any) -> bool:
+    """Whether a parameter of type `expected` takes an operand of type `given`: the same
+    type, or a shaped one whose dims are known where the parameter's are unknown (an
+    ``input_signature`` with None dims called on a tensor of static shape)."""
+    if expected == given:
+        return True
+    if not (isinstance(expected, ShapedType) and isinstance(given, ShapedType)):
+        return False
+    return (expected.dtype == given.dtype and len(expected.shape) == len(given.shape)
+            and all(e is None or e == g
+                    for e, g in zip(expected.shape, given.shape, strict=True)))
+
+
+def _call_rule(*types: ShapedType, callee: Any) -> tuple:
+    expected = [v.type for v in callee.graph.all_inputs]
+    if len(types) != len(expected) or not all(
+        _accepts(e, t) for e, t in zip(expected, types, strict=True)
+    ):
+        raise TypeError(f"@{callee.name} takes {[str(t) for t in expected]}, "
+                        f"got {[str(t) for t in types]}")
+    return tuple(v.type for v in callee.graph.outputs)
+
+
+def _call(*values: Any, callee: Any) -> list:
+    return callee.program.run(list(values))
+
+
+call_p = Primitive(
+    "call",
+    shape_rule=_call_rule,
+    kernel=_call,
+    summary="run another graph function on the operands (its arguments, then its captures)",
+    multiple_results=True,
+    stateful=True,
+)
+
+
+stop_gradient_p = Primitive(
+    "stop_gradient",
+    shape_rule=lambda x: x,
+    kernel=lambda x: x,
+    summary="x itself, as a constant to gradient tapes",
+)
+stop_gradient_p.def_nondifferentiable()

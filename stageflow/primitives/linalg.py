@@ -1,0 +1,108 @@
+"""The matmul primitives: batched, broadcasting leading dims, optional transposes; their
+gradients. `matmul_add` (``alpha * a @ b + c``, the BLAS's gemm with beta 1) is what the
+`fuse` pass makes of a matmul and the scaled add that follows it: the BLAS then writes the
+sum where it would have written the product, one pass over the result fewer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.shapes import broadcast_shapes, format_shape
+from stageflow.primitives.autodiff import floating_only, sf, unbroadcast
+
+
+def _matmul_rule(
+    a: ShapedType, b: ShapedType, *, transpose_a: bool, transpose_b: bool
+) -> ShapedType:
+    if a.dtype != b.dtype:
+        raise TypeError(f"operands have different dtypes {a.dtype.name} and {b.dtype.name}")
+    if a.dtype == dtypes.bool_:
+        raise TypeError("bool operands are not supported")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError("operands must have rank >= 2")
+    m, k = a.shape[-2:][::-1] if transpose_a else a.shape[-2:]
+    k2, n = b.shape[-2:][::-1] if transpose_b else b.shape[-2:]
+    if k is not None and k2 is not None and k != k2:
+        raise ValueError(
+            f"contracting dims differ: {format_shape(a.shape)} @ {format_shape(b.shape)} "
+            f"(transpose_a={transpose_a}, transpose_b={transpose_b})"
+        )
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return ShapedType(batch + (m, n), a.dtype)
+
+
+def _matmul(a, b, *, transpose_a, transpose_b):
+    # Eager, interpreted and compiled code all call NumPy's bundled OpenBLAS here: it runs
+    # 130-140 GFLOP/s on one core of this machine (~100% of peak at n >= 512) and 240-280 on
+    # two (`benchmarks/matmul.py`); a generated kernel has to beat that before replacing it.
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    # NumPy multiplies bfloat16 into float32; the result keeps the operands' dtype.
+    return np.matmul(a, b).astype(a.dtype, copy=False)
+
+
+matmul_p = Primitive(
+    "matmul",
+    shape_rule=_matmul_rule,
+    kernel=_matmul,
+    summary="batched matrix product over the last two dims, broadcasting the leading dims",
+)
+
+
+@matmul_p.def_vjp
+@floating_only
+def _matmul_vjp(cotangents, inputs, outputs, *, transpose_a, transpose_b):
+    return _product_vjp(cotangents[0], *inputs, transpose_a, transpose_b)
+
+
+def _product_vjp(g, a, b, transpose_a: bool, transpose_b: bool) -> list:
+    # out = A @ B with A = a or a^T, B = b or b^T: dA = g @ B^T, dB = A^T @ g, transposed
+    # back where the operand was; batch dims broadcast, so sum them back.
+    if transpose_a:
+        ga = sf.matmul(b, g, transpose_a=transpose_b, transpose_b=True)
+    else:
+        ga = sf.matmul(g, b, transpose_b=not transpose_b)
+    if transpose_b:
+        gb = sf.matmul(g, a, transpose_a=True, transpose_b=transpose_a)
+    else:
+        gb = sf.matmul(a, g, transpose_a=not transpose_a)
+    return [unbroadcast(ga, a), unbroadcast(gb, b)]
+
+
+def _matmul_add_rule(a: ShapedType, b: ShapedType, c: ShapedType, *, alpha: float,
+                     transpose_a: bool, transpose_b: bool) -> ShapedType:
+    product = _matmul_rule(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    if c.dtype != product.dtype:
+        raise TypeError(f"addend dtype {c.dtype.name} differs from the product's "
+                        f"{product.dtype.name}")
+    if c.ndim > product.ndim or any(
+            d is not None and p is not None and d not in (1, p)
+            for d, p in zip(c.shape[::-1], product.shape[::-1], strict=False)):
+        raise ValueError(f"addend {format_shape(c.shape)} does not broadcast to the product "
+                         f"{format_shape(product.shape)}")
+    return product
+
+
+def _matmul_add(a, b, c, *, alpha, transpose_a, transpose_b):
+    product = _matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    return (product * product.dtype.type(alpha) + c).astype(product.dtype, copy=False)
+
+
+matmul_add_p = Primitive(
+    "matmul_add",
+    shape_rule=_matmul_add_rule,
+    kernel=_matmul_add,
+    summary="alpha * matmul(a, b) + c, c broadcast to the product (a fused matmul epilogue)",
+)
+
+
+@matmul_add_p.def_vjp
+@floating_only
+def _matmul_add_vjp(cotangents, inputs, outputs, *, alpha, transpose_a, transpose_b):
+    (g,), (a, b, c) = cotangents, inputs
+    return [*_product_vjp(g * alpha, a, b, transpose_a, transpose_b), unbroadcast(g, c)]

@@ -1,0 +1,134 @@
+"""Reduction primitives: sum, max, min, prod over a set of axes, argmax/argmin; gradients.
+
+`axes` are normalised (sorted, non-negative) by the op functions before binding, so that
+equal reductions print and compare equal in the IR.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.shapes import normalize_axes, normalize_axis
+from stageflow.primitives.autodiff import broadcast_like, floating_only, reshape, sf
+
+NUMERIC = dtypes.FLOATING + dtypes.INTEGER
+
+
+def _reduced_shape(x: ShapedType, axes: tuple[int, ...], keepdims: bool):
+    if tuple(normalize_axes(axes, x.ndim)) != tuple(axes):
+        raise ValueError(f"axes {axes} must be sorted, unique and in [0, {x.ndim})")
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
+    def shape_rule(x: ShapedType, *, axes: tuple[int, ...], keepdims: bool) -> ShapedType:
+        if x.dtype not in allowed:
+            raise TypeError(f"dtype {x.dtype.name} is not supported")
+        return ShapedType(_reduced_shape(x, axes, keepdims), x.dtype)
+
+    def kernel(x, *, axes, keepdims):
+        return reducer(x, axis=axes, keepdims=keepdims)
+
+    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+
+
+def _accumulator(dtype: np.dtype) -> np.dtype:
+    """Half-precision sums accumulate in float32 (as TensorFlow and JAX do)."""
+    return dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else dtype
+
+
+def _sum(x, axis, keepdims):
+    accumulator = _accumulator(x.dtype)
+    total = np.add.reduce(x, axis=axis, keepdims=keepdims, dtype=accumulator)
+    return total if accumulator is x.dtype else np.asarray(total).astype(x.dtype)
+
+
+def _prod(x, axis, keepdims):
+    accumulator = _accumulator(x.dtype)
+    total = np.multiply.reduce(x, axis=axis, keepdims=keepdims, dtype=accumulator)
+    return total if accumulator is x.dtype else np.asarray(total).astype(x.dtype)
+
+
+def _extremum(numpy_reducer):
+    def reduce(x, axis, keepdims):
+        if x.size == 0 and any(x.shape[a] == 0 for a in axis):
+            raise ValueError("cannot take the max/min of an empty set of elements")
+        return numpy_reducer(x, axis=axis, keepdims=keepdims)
+
+    return reduce
+
+
+reduce_sum_p = reduction("reduce_sum", _sum, "sum over `axes`", NUMERIC)
+reduce_prod_p = reduction("reduce_prod", _prod, "product over `axes`", NUMERIC)
+reduce_max_p = reduction("reduce_max", _extremum(np.max), "maximum over `axes`", dtypes.ALL)
+reduce_min_p = reduction("reduce_min", _extremum(np.min), "minimum over `axes`", dtypes.ALL)
+
+
+def arg_reduction(name: str, numpy_arg, summary: str) -> Primitive:
+    def shape_rule(x: ShapedType, *, axis: int) -> ShapedType:
+        if x.dtype not in NUMERIC:
+            raise TypeError(f"dtype {x.dtype.name} is not supported")
+        axis_ = normalize_axis(axis, x.ndim)
+        if x.shape[axis_] == 0:
+            raise ValueError(f"axis {axis} has no elements")
+        shape = tuple(d for i, d in enumerate(x.shape) if i != axis_)
+        return ShapedType(shape, dtypes.int64)
+
+    def kernel(x, *, axis):
+        return numpy_arg(x, axis=axis).astype(np.int64)
+
+    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+
+
+argmax_p = arg_reduction("argmax", np.argmax, "index of the first maximum along `axis`")
+argmin_p = arg_reduction("argmin", np.argmin, "index of the first minimum along `axis`")
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _kept(g, x, axes: tuple[int, ...], keepdims: bool):
+    """A reduction's cotangent (or result) with the reduced axes back as size-1 dims."""
+    if keepdims:
+        return g
+    return reshape(g, [1 if i in axes else d for i, d in enumerate(x.shape)])
+
+
+@reduce_sum_p.def_vjp
+@floating_only
+def _reduce_sum_vjp(cotangents, inputs, outputs, *, axes, keepdims):
+    x = inputs[0]
+    return [broadcast_like(_kept(cotangents[0], x, axes, keepdims), x)]
+
+
+@reduce_prod_p.def_vjp
+@floating_only
+def _reduce_prod_vjp(cotangents, inputs, outputs, *, axes, keepdims):
+    # d out / d x_i is the product of the other elements. Zeros are counted rather than
+    # divided by: none -> out / x_i; one -> the product of the rest at the zero, 0 elsewhere;
+    # more -> 0. (So the second derivative is not right at an exact zero.)
+    x = inputs[0]
+    g = _kept(cotangents[0], x, axes, keepdims)
+    is_zero = sf.equal(x, 0.0)
+    nonzero = sf.where(is_zero, 1.0, x)
+    rest = sf.reduce_prod(nonzero, axes, keepdims=True)
+    zeros = sf.reduce_sum(sf.cast(is_zero, dtypes.int32), axes, keepdims=True)
+    one_zero = sf.where(is_zero & (zeros == 1), rest, 0.0)
+    return [g * sf.where(zeros == 0, rest / nonzero, one_zero)]
+
+
+def _extremum_vjp(cotangents, inputs, outputs, *, axes, keepdims):
+    # As TensorFlow: g goes to the elements equal to the result, split evenly among ties.
+    x = inputs[0]
+    g = _kept(cotangents[0], x, axes, keepdims)
+    hits = sf.cast(sf.equal(x, _kept(outputs[0], x, axes, keepdims)), g.dtype)
+    return [g * hits / sf.reduce_sum(hits, axes, keepdims=True)]
+
+
+reduce_max_p.def_vjp(floating_only(_extremum_vjp))
+reduce_min_p.def_vjp(floating_only(_extremum_vjp))
+argmax_p.def_nondifferentiable()
+argmin_p.def_nondifferentiable()

@@ -1,0 +1,86 @@
+"""Stateful primitives: variable reads and writes, and printing when the graph runs.
+
+A variable enters a graph function as a resource handle (captured by reference), so a
+staged `v.assign_add(1.0)` mutates the live Python variable (the paper's listing 7). These
+ops are `stateful`: passes never prune, fold or reorder them across each other.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from stageflow.core.primitive import Primitive, ResourceType, ShapedType
+from stageflow.core.shapes import format_shape
+
+
+def _read_rule(handle: ResourceType) -> ShapedType:
+    if not isinstance(handle, ResourceType):
+        raise TypeError(f"expected a variable handle, got {handle}")
+    return handle.value
+
+
+def _assign_rule(handle: ResourceType, value: ShapedType) -> tuple:
+    target = _read_rule(handle)
+    if value.dtype != target.dtype:
+        raise TypeError(f"cannot assign {value.dtype.name} to a {target.dtype.name} variable")
+    compatible = len(value.shape) == len(target.shape) and all(
+        a == b or None in (a, b) for a, b in zip(value.shape, target.shape, strict=True)
+    )
+    if not compatible:
+        raise ValueError(
+            f"cannot assign shape {format_shape(value.shape)} to a variable of shape "
+            f"{format_shape(target.shape)}"
+        )
+    return ()
+
+
+def _assign(variable, value) -> tuple:
+    variable._store(value)
+    return ()
+
+
+read_variable_p = Primitive(
+    "read_variable",
+    shape_rule=_read_rule,
+    kernel=lambda variable: variable._value,
+    summary="the current value of a variable",
+    stateful=True,
+)
+
+assign_variable_p = Primitive(
+    "assign_variable",
+    shape_rule=_assign_rule,
+    kernel=_assign,
+    summary="replace a variable's value",
+    multiple_results=True,
+    stateful=True,
+)
+
+
+def _print_rule(*values: ShapedType, pieces: tuple, sep: str) -> tuple:
+    if sum(piece is None for piece in pieces) != len(values):
+        raise ValueError(f"{len(values)} tensors for {pieces}")
+    return ()
+
+
+def _print(*values, pieces: tuple, sep: str) -> tuple:
+    tensors = iter(values)
+    text = [np.array2string(np.asarray(next(tensors))) if piece is None else piece
+            for piece in pieces]
+    print(sep.join(text), file=sys.stdout, flush=True)
+    return ()
+
+
+print_p = Primitive(
+    "print",
+    shape_rule=_print_rule,
+    kernel=_print,
+    summary="print tensor values when the op runs",
+    multiple_results=True,
+    stateful=True,
+)
+print_p.def_nondifferentiable()
+# read_variable and assign_variable have no rule here: the tape maps a read back to its
+# variable (autodiff_util.HANDLED_BY_TAPE).

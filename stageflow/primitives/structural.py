@@ -1,0 +1,331 @@
+"""Structural primitives with their gradients: broadcast, reshape, transpose, slice, concat, ...
+
+The full set: broadcast_to, reshape, transpose, slice, concat, pad, gather, iota, constant.
+
+They move or replicate elements without arithmetic. Their NumPy kernels return views where
+NumPy can (tensors are immutable, so sharing memory is safe).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.shapes import format_shape, normalize_axis, num_elements
+from stageflow.primitives.autodiff import floating_only, product, reshape, sf, unbroadcast
+
+
+def _broadcast_rule(x: ShapedType, *, shape: tuple[int | None, ...]) -> ShapedType:
+    if len(shape) < x.ndim:
+        raise ValueError(f"cannot broadcast to the lower rank shape {format_shape(shape)}")
+    # An unknown dim may broadcast to any size (it must then be 1 or that size at run time).
+    target = shape[len(shape) - x.ndim:]
+    if any(d is not None and d not in (1, t) for d, t in zip(x.shape, target, strict=True)):
+        raise ValueError(f"cannot broadcast {format_shape(x.shape)} to {format_shape(shape)}")
+    return ShapedType(tuple(shape), x.dtype)
+
+
+broadcast_to_p = Primitive(
+    "broadcast_to",
+    shape_rule=_broadcast_rule,
+    kernel=lambda x, *, shape: np.broadcast_to(x, shape),
+    summary="replicate x along new leading dims and dims of size 1",
+)
+
+
+def _reshape_rule(x: ShapedType, *, shape: tuple[int, ...]) -> ShapedType:
+    if sum(1 for d in shape if d == -1) > 1:
+        raise ValueError(f"at most one -1 allowed in the new shape {shape}")
+    if any(d < -1 for d in shape):
+        raise ValueError(f"negative dim in the new shape {shape}")
+    total = num_elements(x.shape)
+    known = num_elements([d for d in shape if d != -1])
+    if -1 in shape:
+        if total is None:
+            result = tuple(None if d == -1 else d for d in shape)
+        elif known == 0 or total % known:
+            raise ValueError(f"cannot reshape {format_shape(x.shape)} into {shape}")
+        else:
+            result = tuple(total // known if d == -1 else d for d in shape)
+    else:
+        if total is not None and total != known:
+            raise ValueError(
+                f"cannot reshape {format_shape(x.shape)} ({total} elements) into "
+                f"{format_shape(shape)} ({known} elements)"
+            )
+        result = tuple(shape)
+    return ShapedType(result, x.dtype)
+
+
+reshape_p = Primitive(
+    "reshape",
+    shape_rule=_reshape_rule,
+    kernel=lambda x, *, shape: np.reshape(x, shape),
+    summary="the same elements in row-major order with a new shape (one dim may be -1)",
+)
+
+
+def _transpose_rule(x: ShapedType, *, perm: tuple[int, ...]) -> ShapedType:
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"perm {tuple(perm)} is not a permutation of the {x.ndim} axes")
+    return ShapedType(tuple(x.shape[p] for p in perm), x.dtype)
+
+
+transpose_p = Primitive(
+    "transpose",
+    shape_rule=_transpose_rule,
+    kernel=lambda x, *, perm: np.transpose(x, perm),
+    summary="permute the axes: result dim i is operand dim perm[i]",
+)
+
+Slice = tuple[int | None, int | None, int | None]
+
+
+def _slice_rule(x: ShapedType, *, slices: tuple[Slice, ...]) -> ShapedType:
+    if len(slices) != x.ndim:
+        raise ValueError(f"{len(slices)} slices for a rank-{x.ndim} operand")
+    shape = []
+    for dim, (start, stop, step) in zip(x.shape, slices, strict=True):
+        if step == 0:
+            raise ValueError("slice step cannot be zero")
+        known = dim is not None
+        shape.append(len(range(*slice(start, stop, step).indices(dim))) if known else None)
+    return ShapedType(tuple(shape), x.dtype)
+
+
+slice_p = Primitive(
+    "slice",
+    shape_rule=_slice_rule,
+    kernel=lambda x, *, slices: x[tuple(slice(*s) for s in slices)],
+    summary="x[start:stop:step] along every axis, with Python's slice semantics",
+)
+
+
+def _concat_rule(*xs: ShapedType, axis: int) -> ShapedType:
+    if not xs:
+        raise ValueError("needs at least one operand")
+    first = xs[0]
+    if first.ndim == 0:
+        raise ValueError("cannot concatenate 0-d tensors")
+    axis = normalize_axis(axis, first.ndim)
+    total: int | None = 0
+    for x in xs:
+        if x.dtype != first.dtype:
+            raise TypeError(f"operands have different dtypes {first.dtype.name}, {x.dtype.name}")
+        same_rank = x.ndim == first.ndim
+        if not same_rank or any(
+            a != b and None not in (a, b)
+            for i, (a, b) in enumerate(zip(x.shape, first.shape, strict=True))
+            if i != axis
+        ):
+            shapes = ", ".join(format_shape(y.shape) for y in xs)
+            raise ValueError(f"shapes {shapes} differ outside axis {axis}")
+        total = None if total is None or x.shape[axis] is None else total + x.shape[axis]
+    shape = list(first.shape)
+    shape[axis] = total
+    return ShapedType(tuple(shape), first.dtype)
+
+
+concat_p = Primitive(
+    "concat",
+    shape_rule=_concat_rule,
+    kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),
+    summary="join operands along an existing axis",
+)
+
+
+def _pad_rule(x: ShapedType, *, pads: tuple[tuple[int, int], ...], value: float) -> ShapedType:
+    if len(pads) != x.ndim:
+        raise ValueError(f"{len(pads)} pad pairs for a rank-{x.ndim} operand")
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        raise ValueError(f"negative padding {pads}")
+    shape = tuple(
+        None if d is None else d + lo + hi for d, (lo, hi) in zip(x.shape, pads, strict=True)
+    )
+    return ShapedType(shape, x.dtype)
+
+
+def _pad_kernel(x: np.ndarray, *, pads: tuple[tuple[int, int], ...], value: float
+                ) -> np.ndarray:
+    """`np.pad`, which rejects the empty pad list of a 0-d operand (nothing to pad)."""
+    if not pads:
+        return np.array(x, copy=True)
+    return np.pad(x, pads, constant_values=value)
+
+
+pad_p = Primitive(
+    "pad",
+    shape_rule=_pad_rule,
+    kernel=_pad_kernel,
+    summary="surround x with `value`: pads[i] = (before, after) along axis i",
+)
+
+
+def _gather_rule(params: ShapedType, indices: ShapedType, *, axis: int) -> ShapedType:
+    if indices.dtype not in (dtypes.int32, dtypes.int64):
+        raise TypeError(f"indices must be int32 or int64, got {indices.dtype.name}")
+    if params.ndim == 0:
+        raise ValueError("cannot gather from a 0-d tensor")
+    axis = normalize_axis(axis, params.ndim)
+    shape = params.shape[:axis] + indices.shape + params.shape[axis + 1 :]
+    return ShapedType(shape, params.dtype)
+
+
+def _gather(params, indices, *, axis):
+    size = params.shape[axis]
+    if indices.size and (indices.min() < -size or indices.max() >= size):
+        raise IndexError(f"an index is out of range [{-size}, {size}) for axis {axis}")
+    return np.take(params, indices, axis=axis)
+
+
+gather_p = Primitive(
+    "gather",
+    shape_rule=_gather_rule,
+    kernel=_gather,
+    summary="params indexed by `indices` along `axis` (negative indices count from the end)",
+)
+
+
+def _iota_rule(*, shape: tuple[int, ...], dtype: np.dtype, dimension: int) -> ShapedType:
+    if not 0 <= dimension < len(shape):
+        raise ValueError(f"dimension {dimension} is out of range for shape {shape}")
+    return ShapedType(tuple(shape), dtypes.as_dtype(dtype))
+
+
+def _iota(*, shape, dtype, dimension):
+    line = np.arange(shape[dimension], dtype=dtype)
+    line = line.reshape([-1 if i == dimension else 1 for i in range(len(shape))])
+    return np.broadcast_to(line, shape)
+
+
+iota_p = Primitive(
+    "iota",
+    shape_rule=_iota_rule,
+    kernel=_iota,
+    summary="0, 1, 2, ... counting along `dimension`, constant along the others",
+)
+
+
+def _constant_rule(*, value: np.ndarray) -> ShapedType:
+    return ShapedType(value.shape, dtypes.as_dtype(value.dtype))
+
+
+constant_p = Primitive(
+    "constant",
+    shape_rule=_constant_rule,
+    kernel=lambda *, value: value,
+    summary="a tensor value fixed at trace time",
+)
+
+# --------------------------------------------------------------------------- gradients
+# Structural ops move elements, so each rule moves the cotangent back: the inverse
+# permutation, the inverse reshape, zeros around a slice, a slice out of a pad, and so on.
+
+
+@broadcast_to_p.def_vjp
+@floating_only
+def _broadcast_to_vjp(cotangents, inputs, outputs, *, shape):
+    return [unbroadcast(cotangents[0], inputs[0])]
+
+
+@reshape_p.def_vjp
+@floating_only
+def _reshape_vjp(cotangents, inputs, outputs, *, shape):
+    return [reshape(cotangents[0], inputs[0].shape)]
+
+
+@transpose_p.def_vjp
+@floating_only
+def _transpose_vjp(cotangents, inputs, outputs, *, perm):
+    return [sf.transpose(cotangents[0], [perm.index(i) for i in range(len(perm))])]
+
+
+def unslice(g, shape: tuple[int | None, ...], slices: tuple[Slice, ...]):
+    """The adjoint of `slice`: `g` placed at the sliced positions of zeros shaped `shape`.
+
+    Unit steps are one `pad`. Another step along an axis of size n is a `gather` of n
+    elements from g padded with one zero: each position takes its element of g, or the
+    zero. Along an unknown dim only `x[start:]` (start >= 0) and full slices are supported.
+    """
+    pads, strided = [], []
+    for axis, (dim, (start, stop, step)) in enumerate(zip(shape, slices, strict=True)):
+        if dim is None:
+            if stop is not None or (start or 0) < 0 or step not in (None, 1):
+                raise NotImplementedError(f"gradient of slice {start}:{stop}:{step} along an "
+                                          f"axis of unknown size (axis {axis})")
+            pads.append((start or 0, 0))
+            continue
+        positions = range(*slice(start, stop, step).indices(dim))
+        if positions.step == 1 or len(positions) <= 1:
+            lo = positions[0] if positions else 0
+            pads.append((lo, dim - lo - len(positions)))
+        else:
+            pads.append((0, 0))
+            strided.append((axis, dim, positions))
+    if any(pair != (0, 0) for pair in pads):
+        g = sf.pad(g, pads)
+    for axis, dim, positions in strided:
+        index = np.full(dim, len(positions), np.int32)  # len(positions): the padded zero
+        index[list(positions)] = np.arange(len(positions))
+        one_zero = [(0, 1) if i == axis else (0, 0) for i in range(g.ndim)]
+        g = sf.gather(sf.pad(g, one_zero), index, axis)
+    return g
+
+
+@slice_p.def_vjp
+@floating_only
+def _slice_vjp(cotangents, inputs, outputs, *, slices):
+    return [unslice(cotangents[0], inputs[0].shape, slices)]
+
+
+@concat_p.def_vjp
+@floating_only
+def _concat_vjp(cotangents, inputs, outputs, *, axis):
+    sizes = [x.shape[axis] for x in inputs]
+    if None in sizes:
+        raise NotImplementedError(f"gradient of concat: operand sizes {sizes} along axis "
+                                  f"{axis} must be known")
+    return sf.split(cotangents[0], sizes, axis)
+
+
+@pad_p.def_vjp
+@floating_only
+def _pad_vjp(cotangents, inputs, outputs, *, pads, value):
+    return [cotangents[0][tuple(slice(lo, -hi or None) for lo, hi in pads)]]
+
+
+@gather_p.def_vjp
+@floating_only
+def _gather_vjp(cotangents, inputs, outputs, *, axis):
+    # Scatter-add as a one-hot matmul: [n, m] one-hot of the m indices times the cotangent
+    # rows, [pre, m, post] -> [pre, n, post]. Costs m * n * pre * post multiply-adds and an
+    # m * n one-hot, cheap for embedding-sized n and few indices, not for huge both.
+    (g,), (params, indices) = cotangents, inputs
+    n, m = params.shape[axis], product(indices.shape)
+    if n is None or m is None:
+        raise NotImplementedError("the gradient of gather needs a known size of the gathered "
+                                  "axis and known index dims")
+    pre, post = product(params.shape[:axis]), product(params.shape[axis + 1 :])
+    flat = reshape(indices, (m,))
+    hot = sf.one_hot(sf.where(flat < 0, flat + n, flat), n, dtype=g.dtype)
+    rows = reshape(g, (pre, m, post))
+    return [reshape(sf.matmul(hot, rows, transpose_a=True), params.shape), None]
+
+
+for _primitive in (iota_p, constant_p):
+    _primitive.def_nondifferentiable()
+
+
+def _dim_size_rule(x: ShapedType, *, axis: int) -> ShapedType:
+    normalize_axis(axis, x.ndim)
+    return ShapedType((), dtypes.int64)
+
+
+dim_size_p = Primitive(
+    "dim_size",
+    shape_rule=_dim_size_rule,
+    kernel=lambda x, *, axis: np.asarray(x.shape[axis], dtype=np.int64),
+    summary="the size of one dim as an int64 scalar (for dims unknown until run time)",
+)
+dim_size_p.def_nondifferentiable()

@@ -1,0 +1,318 @@
+"""Concrete functions: one traced graph function with its signature, and how to trace one.
+
+A `ConcreteFunction` is what `sf.function` caches per input signature: the graph, the
+specs of its tensor arguments and results, the captured tensors and variables it is passed
+at every call, and the way to rebuild the Python result structure.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.func import FuncOp
+
+from stageflow.codegen import CPUTarget, PTXTarget
+from stageflow.codegen.program.module import whole_function_module
+from stageflow.core import config, context, nest
+from stageflow.core.primitive import ResourceType, ShapedType
+from stageflow.core.shapes import format_shape
+from stageflow.frontend import tape
+from stageflow.frontend.dot import graph_dot
+from stageflow.frontend.graph import Graph
+from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
+from stageflow.frontend.variables import Variable
+from stageflow.ir.from_graph import graph_module
+from stageflow.ir.text import module_to_text
+from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE, Pipeline
+from stageflow.passes.fuse import is_kernel
+from stageflow.primitives.functional import call_p
+from stageflow.runtime.executable import Executable
+from stageflow.runtime.interpreter import Program
+from stageflow.staging.staged_grad import call_under_tape, replay
+
+LARGE_TRACE_OPS = 10_000
+IR_STAGES = ("traced", "optimized", "lowered", "llvm", "asm", "ptx")
+
+_OUTPUT = object()  # marks a result leaf that comes from the graph's outputs
+
+
+class ConcreteFunction:
+    """A graph function for one input signature; callable with tensors of that signature."""
+
+    def __init__(self, name: str, graph: Graph, inputs: list[TensorSpec | Variable],
+                 out_treedef: Any, out_template: list, created_variables: list,
+                 key: tuple | None, jit: bool) -> None:
+        self.name = name
+        self.graph = graph
+        self._input_leaves = inputs
+        self.inputs = [spec for spec in inputs if isinstance(spec, TensorSpec)]
+        self.outputs = [TensorSpec(v.type.shape, v.type.dtype) for v in graph.outputs]
+        self._out_treedef = out_treedef
+        self._out_template = out_template
+        self.created_variables = created_variables
+        self.key = key
+        self.jit = jit
+        self._program = None
+        self._forward_backward = None
+        self.pass_timings: list = []
+        self._single_output = out_treedef == (None,) and out_template == [_OUTPUT]
+
+    @property
+    def program(self):
+        """What runs this graph: the compiled executable (`jit=True`, built on first use)
+        or the interpreter's plan (`jit=False`, or when the compiler cannot handle the
+        graph: a warning says why and the function still runs)."""
+        if self._program is None:
+            if not self.jit:
+                self._program = self._interpreter()
+            else:
+                try:
+                    self._program = self._compile()
+                except NotImplementedError as error:
+                    warnings.warn(f"sf.function {self.name!r} runs interpreted: {error}",
+                                  stacklevel=4)
+                    self.jit = False
+                    self._program = self._interpreter()
+        return self._program
+
+    def _interpreter(self):
+
+        return Program(self.graph)
+
+    def _compile(self):
+
+        start = time.perf_counter()
+        module = graph_module(self.graph, self.name)
+        built = time.perf_counter() - start
+        after_pass = None
+        if config.dump_dir:
+            config.dump(self.name, "traced", module_to_text(module, debuginfo=True))
+
+            def after_pass(module_pass, module):
+                config.dump(self.name, f"after.{module_pass.name}",
+                            module_to_text(module, debuginfo=True))
+
+        pipeline = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass)
+        executable = Executable.build(module, self.name, pipeline)
+        executable.stats.seconds["build IR"] = built
+        seconds = executable.stats.seconds
+        for name, value in seconds.items():
+            if name.startswith("pass "):
+                config.emit("passes", f"{self.name}: {name[5:]} {value * 1e3:.2f} ms")
+        config.emit("compiles", f"{self.name}: compiled {executable.stats.kernels} kernels, "
+                    f"{executable.stats.ops} steps in "
+                    f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+        return executable
+
+    def stats(self) -> dict[str, Any]:
+        """Op and kernel counts and compile time per stage (compiles if not yet done); for
+        compiled code also the buffer plan's bytes of temporaries (``peak_temporary_bytes``),
+        its liveness lower bound (``lower_bound_bytes``) and, once
+        ``program.track_memory()`` was called, the peak the runtime measured since
+        (``measured_peak_temporary_bytes``, else None)."""
+        program = self.program
+        if not self.jit:
+            return {"ops": len(program.steps), "kernels": 0, "compile_seconds": {}}
+        stats = program.stats
+        return {"ops": stats.ops, "kernels": stats.kernels,
+                "compile_seconds": dict(stats.seconds),
+                "peak_temporary_bytes": program.plan.peak_bytes,
+                "lower_bound_bytes": program.plan.lower_bound_bytes,
+                "measured_peak_temporary_bytes": program.measured_peak_bytes}
+
+    @property
+    def variables(self) -> list[Variable]:
+        """The variables this function reads or writes (captured by reference)."""
+        return [c.source for c in self.graph.captures if isinstance(c.source, Variable)]
+
+    # -- calling ------------------------------------------------------------------------
+
+    def __call__(self, *args: Any) -> Any:
+        leaves, _ = nest.flatten(args)
+        leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
+        tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
+        paths = [f"args{path}" for path, leaf in zip(nest.leaf_paths(args), leaves, strict=True)
+                 if isinstance(leaf, Tensor | Variable)]
+        self.check_arguments(tensors, paths)
+        if isinstance(context.current_trace(), GraphTrace):
+            return self.emit_call(tensors)
+        return self.call_flat(tensors)
+
+    def call_flat(self, tensors: list | tuple) -> Any:
+        """Run the graph on its tensor/variable arguments (already checked) and captures."""
+        if context.state.tape_count and self._taped(tensors):
+            results = call_under_tape(self, list(tensors))
+            if results is None:
+                results = replay(self.graph, list(tensors))
+            return self.structure_outputs(results)
+        values = [t if type(t) is Variable else t._value for t in tensors]
+        for capture in self.graph.captures:
+            values.append(_capture_runtime_value(capture.source, self.name))
+        results = self.program.run(values)
+        if self._single_output:
+            return wrap(results[0])
+        return self.structure_outputs([wrap(r) for r in results])
+
+    def _taped(self, tensors: list | tuple) -> bool:
+        """Whether an active tape must see this call: it watches an argument, or the graph
+        reads a variable the tape watches or would watch when read."""
+        if tape.any_watching([t for t in tensors if isinstance(t, Tensor)]):
+            return True
+        variables = [t for t in tensors if isinstance(t, Variable)] + self.variables
+        return any(tape.would_watch(v) for v in variables)
+
+    def emit_call(self, tensors: list) -> Any:
+        """Inside another trace: one call op to this graph function (not an inline copy)."""
+        trace = context.current_trace()
+        operands = [trace.operand(leaf, "call") for leaf in tensors]
+        operands += [trace.operand(c.source, "call") for c in self.graph.captures]
+        results = trace._emit(call_p, operands, {"callee": self})
+        return self.structure_outputs(results)
+
+    def structure_outputs(self, results: list) -> Any:
+        iterator = iter(results)
+        leaves = [next(iterator) if leaf is _OUTPUT else leaf for leaf in self._out_template]
+        return nest.unflatten(self._out_treedef, leaves)
+
+    def check_arguments(self, tensors: list, names: list[str]) -> None:
+        """Raise TypeError/ValueError naming the argument that does not fit the signature."""
+        expected = [leaf for leaf in self._input_leaves if isinstance(leaf, TensorSpec | Variable)]
+        if len(tensors) != len(expected):
+            raise TypeError(f"{self.name}: expected {len(expected)} tensor arguments, "
+                            f"got {len(tensors)}")
+        for i, (got, want) in enumerate(zip(tensors, expected, strict=True)):
+            name = names[i] if i < len(names) else f"argument {i}"
+            if isinstance(want, Variable):
+                if not isinstance(got, Variable):
+                    raise TypeError(f"{self.name}: {name} must be a variable")
+                continue
+            if got.dtype != want.dtype:
+                raise TypeError(f"{self.name}: {name} has dtype {got.dtype.name}, the "
+                                f"signature expects {want.dtype.name}")
+            if not want.is_compatible_with(tuple(got.shape), got.dtype):
+                raise ValueError(f"{self.name}: {name} has shape {format_shape(got.shape)}, "
+                                 f"the signature expects {format_shape(want.shape)}")
+
+    def accepts(self, key: tuple) -> bool:
+        """Whether a call with this cache key fits this function's (relaxed) signature."""
+        mine = self.key
+        if mine is None or mine[0] != key[0] or mine[2] != key[2]:
+            return False
+        for want, got in zip(mine[1], key[1], strict=True):
+            if want == got:
+                continue
+            if not (want[0] == got[0] == "tensor" and want[1] == got[1]
+                    and len(want[2]) == len(got[2])
+                    and all(w is None or w == g for w, g in zip(want[2], got[2], strict=True))):
+                return False
+        return True
+
+    # -- inspection ---------------------------------------------------------------------
+
+    def ir(self, stage: str = "traced", *, after_pass: Any = None) -> str:
+        """The IR text at `stage`: ``"traced"`` (the `sf` dialect straight from the trace),
+        ``"optimized"`` (after the default pass pipeline; `after_pass(pass, module)` is
+        called after each pass), ``"lowered"`` (the loop level: the whole function as one
+        LLVM module, its program calling its kernels and lowered ops, before LLVM
+        optimisation, as the JIT and `sf.aot` compile it), or the fused kernels of the
+        optimised module as ``"llvm"`` IR, host ``"asm"`` or ``"ptx"`` (sm_80), one section
+        per kernel."""
+
+        if stage not in IR_STAGES:
+            raise ValueError(f"IR stage {stage!r} is not available yet (have: "
+                             f"{', '.join(IR_STAGES)})")
+        module = graph_module(self.graph, self.name)
+        if stage == "traced":
+            return module_to_text(module, debuginfo=True)
+
+        pipeline = PTX_PIPELINE if stage == "ptx" else DEFAULT_PIPELINE
+        self.pass_timings = Pipeline.parse(pipeline, after_pass=after_pass).run(module)
+        if stage == "optimized":
+            return module_to_text(module, debuginfo=True)
+        if stage == "lowered":
+            return _lowered_text(module, self.name)
+        return _kernel_text(module, stage)
+
+    def graph_dot(self) -> str:
+        """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""
+
+        return graph_dot(self)
+
+    def __repr__(self) -> str:
+        args = ", ".join(repr(s) for s in self.inputs)
+        return f"<ConcreteFunction {self.name}({args})>"
+
+
+def _lowered_text(module: Any, name: str) -> str:
+    """The whole-function LLVM module of function `name`; where the function is no single
+    program, why, and its kernels' LLVM IR."""
+
+
+    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+    try:
+        return str(whole_function_module(name, functions)[0])
+    except NotImplementedError as error:
+        return f"; not one program ({error}): its steps run from Python\n" + _kernel_text(
+            module, "llvm")
+
+
+def _kernel_text(module: Any, stage: str) -> str:
+    """Each fused kernel of an optimised module as LLVM IR, host assembly or PTX."""
+
+
+    kernels = [op for op in module.ops if isinstance(op, FuncOp) and is_kernel(op)]
+    emit = {"llvm": CPUTarget().emit, "asm": CPUTarget().assembly,
+            "ptx": PTXTarget().compile}[stage]
+    comment = "//" if stage == "ptx" else ";"
+    sections = [f"{comment} kernel @{k.sym_name.data}\n{emit(k)}" for k in kernels]
+    return "\n".join(sections) if sections else f"{comment} no fused kernels\n"
+
+
+def _capture_runtime_value(source: Any, name: str) -> Any:
+    if isinstance(source, Variable):
+        return source
+    if isinstance(source, SymbolicTensor):
+        raise RuntimeError(f"{name}: this graph function captured a traced tensor of an "
+                           "enclosing function and can only run inside it")
+    return source._value
+
+
+def trace_function(function: Any, leaves: list, treedef: Any,
+                   allow_variable_creation: bool, key: tuple | None = None) -> ConcreteFunction:
+    """Run `function.python_function` in a graph-building context on symbolic arguments."""
+    graph = Graph(function.name)
+    trace = GraphTrace(graph, context.current_trace(), allow_variable_creation)
+    args: list = []
+    with context.push_trace(trace):
+        for leaf in leaves:
+            if isinstance(leaf, TensorSpec):
+                args.append(trace.symbolic(trace.add_input(leaf.shaped_type)))
+            elif isinstance(leaf, Variable):
+                trace.add_input(ResourceType(ShapedType(leaf.shape, leaf.dtype)), source=leaf)
+                args.append(leaf)
+            else:
+                args.append(leaf)
+        result = function.call_python(nest.unflatten(treedef, args))
+        out_leaves, out_treedef = nest.flatten(result)
+        template = []
+        for leaf in out_leaves:
+            if isinstance(leaf, Tensor):
+                graph.outputs.append(trace.value_of(leaf, "return"))
+                template.append(_OUTPUT)
+            else:
+                template.append(leaf)
+    if len(graph.equations) > LARGE_TRACE_OPS:
+        (filename, line), count = max(trace.op_lines.items(), key=lambda item: item[1])
+        warnings.warn(
+            f"sf.function {function.name!r} traced {len(graph.equations)} ops; {count} of "
+            f"them come from {filename}:{line} (a Python loop unrolled at trace time?). "
+            "Use sf.while_loop or vectorised ops to keep graphs small.",
+            stacklevel=5,
+        )
+    return ConcreteFunction(function.name, graph, leaves, out_treedef, template,
+                            trace.created_variables, key, function.jit)

@@ -1,0 +1,349 @@
+"""`sf.function`: the tracing JIT with its trace cache (the paper, section 4.6).
+
+A `Function` maps input signatures to `ConcreteFunction`s. The key of a call is, per
+argument leaf: dtype and shape for tensors (and for variables, which are passed by
+reference), the value for hashable Python objects, the identity otherwise — plus the nest
+structure and the device scope. A miss traces the Python function in a `GraphTrace`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+import warnings
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from stageflow.core import config, context, nest
+from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
+from stageflow.frontend.variables import Variable
+from stageflow.staging.concrete import ConcreteFunction, trace_function
+
+CACHE_SIZE = 64
+RETRACE_WINDOW, RETRACE_LIMIT = 10, 5
+
+
+class RetracingWarning(UserWarning):
+    """A staged function is traced again and again; its inputs keep changing signature."""
+
+
+class _Identity:
+    """A cache-key leaf for unhashable objects: equal only to the very same object."""
+
+    __slots__ = ("ref", "strong")
+
+    def __init__(self, obj: Any) -> None:
+        try:
+            self.ref, self.strong = weakref.ref(obj), None
+        except TypeError:
+            self.ref, self.strong = None, obj
+
+    def get(self) -> Any:
+        return self.strong if self.ref is None else self.ref()
+
+    def __hash__(self) -> int:
+        return id(self.get())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.get() is self.get() is not None
+
+
+def _leaf_key(leaf: Any) -> Any:
+    if isinstance(leaf, Tensor):
+        return ("tensor", leaf.dtype, tuple(leaf.shape))
+    if isinstance(leaf, TensorSpec):
+        return ("tensor", leaf.dtype, leaf.shape)
+    if isinstance(leaf, Variable):
+        # By identity: a graph may read the same variable through an argument and a
+        # closure, or through two arguments, and must not mistake one for another later.
+        return ("variable", _Identity(leaf))
+    try:
+        hash(leaf)
+    except TypeError:
+        return ("id", _Identity(leaf))
+    if isinstance(leaf, type) or callable(leaf) and not isinstance(leaf, int | float):
+        return ("id", _Identity(leaf))
+    return ("value", type(leaf), leaf)
+
+
+def _describe_change(old: Any, new: Any) -> str:
+    if old[0] == new[0] == "variable":
+        return "a different variable object was passed"
+    if old[0] == new[0] == "tensor":
+        if old[1] != new[1]:
+            return f"dtype changed from {old[1].name} to {new[1].name}"
+        return f"shape changed from {old[2]} to {new[2]}"
+    if old[0] == new[0] == "value":
+        return f"Python value changed from {old[2]!r} to {new[2]!r}"
+    return f"changed from {old[0]} to {new[0]}"
+
+
+class Function:
+    """A polymorphic staged function: one graph function per input signature."""
+
+    def __init__(
+        self,
+        python_function: Callable,
+        input_signature: list[TensorSpec] | tuple | None = None,
+        jit: bool = True,
+        reduce_retracing: bool = False,
+        name: str | None = None,
+        instance: Any = None,
+    ) -> None:
+        self.python_function = python_function
+        self._instance = None if instance is None else weakref.ref(instance)
+        self.input_signature = None if input_signature is None else tuple(input_signature)
+        self.jit = jit
+        self.reduce_retracing = reduce_retracing
+        self.name = name or getattr(python_function, "__name__", "function")
+        self.tracing_count = 0
+        self._signature = inspect.signature(python_function)
+        self._positional = [
+            p.name for p in self._signature.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        self._simple = all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            for p in self._signature.parameters.values()
+        )
+        self._cache: OrderedDict[Any, ConcreteFunction] = OrderedDict()
+        self._flat_cache: dict[tuple, ConcreteFunction] = {}
+        self._traced_once = False
+        self._calls: deque[bool] = deque(maxlen=RETRACE_WINDOW)
+        self._last_key: tuple | None = None
+        self._warned = False
+        self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        functools.update_wrapper(self, python_function)
+
+    # -- calling ------------------------------------------------------------------------
+
+    def _canonical(self, args: tuple, kwargs: dict) -> tuple:
+        """Arguments in parameter order (defaults applied), as one tuple."""
+        if self._instance is not None:
+            args = (self._instance(), *args)
+        if not kwargs and self._simple and len(args) == len(self._positional):
+            return args
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
+
+    def _names(self, canonical: tuple) -> list[str]:
+        names = list(self._signature.parameters)
+        paths = []
+        for name, value in zip(names, canonical, strict=False):
+            paths.extend(name + path for path in nest.leaf_paths(value))
+        return paths
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and context.state.eager_fast:
+            key = self._flat_key(args)
+            concrete = self._flat_cache.get(key) if key is not None else None
+            if concrete is not None:
+                self._calls.append(False)
+                return concrete.call_flat(args)
+        canonical = self._canonical(args, kwargs)
+        leaves, treedef = nest.flatten(canonical)
+        leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
+        concrete = self._concrete_for(leaves, treedef, canonical)
+        tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
+        if isinstance(context.current_trace(), GraphTrace):
+            return concrete.emit_call(tensors)
+        key = None if kwargs else self._flat_key(args)
+        if key is not None:
+            if len(self._flat_cache) >= CACHE_SIZE:
+                self._flat_cache.clear()
+            self._flat_cache[key] = concrete
+        return concrete.call_flat(tensors)
+
+    def _flat_key(self, args: tuple) -> tuple | None:
+        """The cache key of a call whose arguments are all eager tensors (the common case,
+        looked up without flattening), or None."""
+        if self._instance is not None or not self._simple or len(args) != len(self._positional):
+            return None
+        key = []
+        for arg in args:
+            if type(arg) is not Tensor:
+                return None
+            value = arg._value
+            key.append((value.dtype, value.shape))
+        return tuple(key)
+
+    def call_python(self, canonical: tuple) -> Any:
+        """Call the Python function with arguments in canonical (parameter) order."""
+        args: list = []
+        kwargs: dict = {}
+        for parameter, value in zip(self._signature.parameters.values(), canonical,
+                                    strict=True):
+            if parameter.kind == parameter.VAR_POSITIONAL:
+                args.extend(value)
+            elif parameter.kind == parameter.KEYWORD_ONLY:
+                kwargs[parameter.name] = value
+            elif parameter.kind == parameter.VAR_KEYWORD:
+                kwargs.update(value)
+            else:
+                args.append(value)
+        return self.python_function(*args, **kwargs)
+
+    def _concrete_for(self, leaves: list, treedef: Any, canonical: tuple) -> ConcreteFunction:
+        if self.input_signature is not None:
+            return self._signature_function(leaves, canonical)
+        key = (treedef, tuple(_leaf_key(leaf) for leaf in leaves), context.current_device())
+        concrete = self._cache.get(key)
+        if concrete is not None:
+            self._cache.move_to_end(key)
+            self._calls.append(False)
+            return concrete
+        concrete = self._relaxed_match(key)
+        if concrete is None:
+            specs = self._specs(key, leaves)
+            concrete = self._trace(specs, treedef, _relaxed_key(key, specs))
+            self._note_retrace(key, canonical)
+        self._cache[key] = concrete
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return concrete
+
+    def _specs(self, key: tuple, leaves: list) -> list:
+        """The leaves to trace with: specs for tensors, relaxed when reduce_retracing asks."""
+        specs = [TensorSpec(k[2], k[1]) if k[0] == "tensor" else leaf
+                 for k, leaf in zip(key[1], leaves, strict=True)]
+        if not self.reduce_retracing:
+            return specs
+        for old_key in reversed(self._cache):
+            if old_key[0] != key[0] or old_key[2] != key[2]:
+                continue
+            pairs = list(zip(old_key[1], key[1], strict=True))
+            if all(_same_but_dims(a, b) for a, b in pairs):
+                return [TensorSpec(_relax(a[2], b[2]), b[1]) if b[0] == "tensor" else leaf
+                        for (a, b), leaf in zip(pairs, leaves, strict=True)]
+        return specs
+
+    def _relaxed_match(self, key: tuple) -> ConcreteFunction | None:
+        """A cached function traced with unknown dims that accepts this call too."""
+        for concrete in reversed(self._cache.values()):
+            if concrete.accepts(key):
+                return concrete
+        return None
+
+    def _signature_function(self, leaves: list, canonical: tuple) -> ConcreteFunction:
+        concrete = self._cache.get("signature")
+        if concrete is None:
+            spec_args = self._canonical(tuple(self.input_signature), {})
+            spec_leaves, treedef = nest.flatten(spec_args)
+            concrete = self._trace(spec_leaves, treedef, None)
+            self._cache["signature"] = concrete
+        kinds = Tensor | Variable | TensorSpec
+        names = [n for n, leaf in zip(self._names(canonical), leaves, strict=False)
+                 if isinstance(leaf, kinds)]
+        tensors = [leaf for leaf in leaves if isinstance(leaf, kinds)]
+        concrete.check_arguments(tensors, names)
+        return concrete
+
+    def _note_retrace(self, key: tuple, canonical: tuple) -> None:
+        self._calls.append(True)
+        previous, self._last_key = self._last_key, key
+        if previous is not None and config.logging("retraces"):
+            config.emit("retraces", f"{self.name}: {self._change_reason(previous, key, canonical)}")
+        if self._warned or sum(self._calls) < RETRACE_LIMIT or previous is None:
+            return
+        reason = self._change_reason(previous, key, canonical)
+        self._warned = True
+        warnings.warn(
+            f"sf.function {self.name!r} was traced {sum(self._calls)} times in its last "
+            f"{len(self._calls)} calls; latest cause: {reason}. Pass input_signature="
+            "[sf.TensorSpec(shape with None dims, dtype), ...] or reduce_retracing=True, and "
+            "pass changing Python numbers as tensors.",
+            RetracingWarning,
+            stacklevel=4,
+        )
+
+    def _change_reason(self, previous: tuple, key: tuple, canonical: tuple) -> str:
+        """What differs between two cache keys, naming the argument."""
+        if previous[0] == key[0] and len(previous[1]) == len(key[1]):
+            for name, old, new in zip(self._names(canonical), previous[1], key[1],
+                                      strict=False):
+                if old != new:
+                    return f"argument {name!r}: {_describe_change(old, new)}"
+        return "the nest structure of the arguments changed"
+
+    def _trace(self, leaves: list, treedef: Any, key: tuple | None) -> ConcreteFunction:
+        """Trace; a first trace that creates variables is followed by one more, which is
+        the one kept (the paper's state-creation rule)."""
+        first = not self._traced_once
+        self._traced_once = True
+        self.tracing_count += 1
+        start = time.perf_counter()
+        concrete = trace_function(self, leaves, treedef, first, key)
+        config.emit("compiles", f"{self.name}: traced {len(concrete.graph.equations)} ops in "
+                    f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+        if first and concrete.created_variables:
+            self.tracing_count += 1
+            concrete = trace_function(self, leaves, treedef, False, key)
+        return concrete
+
+    # -- inspection ---------------------------------------------------------------------
+
+    def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
+        """The graph function for these arguments (tensors or `TensorSpec`s), traced if new."""
+        if self.input_signature is not None and not args and not kwargs:
+            args = tuple(self.input_signature)
+        canonical = self._canonical(args, kwargs)
+        leaves, treedef = nest.flatten(canonical)
+        leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
+        return self._concrete_for(leaves, treedef, canonical)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """As a method: `self` is bound and keyed by identity, one Function per instance."""
+        if instance is None:
+            return self
+        bound = self._bound.get(instance)
+        if bound is None:
+            signature = self.input_signature
+            bound = Function(self.python_function, signature, self.jit, self.reduce_retracing,
+                             name=self.name, instance=instance)
+            self._bound[instance] = bound
+        return bound
+
+    def __repr__(self) -> str:
+        return f"<sf.function {self.name} ({self.tracing_count} traces)>"
+
+
+def _same_but_dims(old: Any, new: Any) -> bool:
+    if old == new:
+        return True
+    return (old[0] == new[0] == "tensor" and old[1] == new[1]
+            and len(old[2]) == len(new[2]))
+
+
+def _relaxed_key(key: tuple, specs: list) -> tuple:
+    """The cache key of the traced signature (unknown dims where specs were relaxed)."""
+    leaf_keys = tuple(("tensor", spec.dtype, spec.shape) if isinstance(spec, TensorSpec) else k
+                      for k, spec in zip(key[1], specs, strict=True))
+    return (key[0], leaf_keys, key[2])
+
+
+def _relax(old: tuple, new: tuple) -> tuple:
+    return tuple(a if a == b else None for a, b in zip(old, new, strict=True))
+
+
+def function(
+    func: Callable | None = None,
+    input_signature: list[TensorSpec] | tuple | None = None,
+    jit: bool = True,
+    reduce_retracing: bool = False,
+) -> Any:
+    """Stage `func` as a polymorphic graph function (usable as `@sf.function(...)` too)."""
+    if func is None:
+        return functools.partial(function, input_signature=input_signature, jit=jit,
+                                 reduce_retracing=reduce_retracing)
+    return Function(func, input_signature, jit, reduce_retracing)
+
+
+__all__ = ["Function", "RetracingWarning", "SymbolicTensor", "function"]

@@ -1,0 +1,208 @@
+"""Staged functions under a gradient tape: a forward graph with residuals, a backward graph.
+
+The paper (section 4.2): the first time a graph function runs while a tape watches one of
+its inputs, stageflow builds a "forward" version that also returns the intermediate values
+the backward pass needs, and a backward graph function; the tape records one op whose
+gradient runs the backward graph. Both come from one joint trace — forward ops replayed
+under a tape, then `tape.gradient` — cut where the gradient computation starts, so the
+forward runs once per call and the backward is staged too.
+
+The two functions go into one module as a marked pair (`stageflow.passes.remat`), where the
+`remat` pass decides which intermediates the forward saves and which the backward recomputes;
+then both are optimised and compiled together.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from xdsl.dialects.func import FuncOp
+
+from stageflow.core import config, context, dtypes
+from stageflow.core.primitive import ResourceType
+from stageflow.frontend import tape
+from stageflow.frontend.graph import Capture, Equation, Graph, Value
+from stageflow.frontend.tape import GradientTape
+from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
+from stageflow.ir.from_graph import graphs_module
+from stageflow.ir.text import module_to_text
+from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.passes.remat import mark_pair
+from stageflow.primitives import state
+from stageflow.runtime.executable import Executable
+
+
+class ForwardBackward:
+    """The forward-with-residuals and backward graphs of one concrete function."""
+
+    def __init__(self, concrete: Any) -> None:
+
+        graph = concrete.graph
+        self.name = f"{concrete.name}_vjp"
+        joint = Graph(f"{concrete.name}_joint")
+        trace = GraphTrace(joint, context.current_trace(), allow_variable_creation=False)
+        self.variables = [c.source for c in graph.captures
+                          if isinstance(c.value.type, ResourceType) and c.source.trainable]
+        with context.push_trace(trace):
+            args = [trace.symbolic(trace.add_input(v.type)) for v in graph.inputs]
+            with GradientTape() as tape:
+                tape.watch([a for a in args if dtypes.is_floating(a.dtype)])
+                outputs = [_as_symbol(trace, y) for y in replay(graph, args)]
+            cut = len(joint.equations)
+            cotangents = [trace.symbolic(trace.add_input(o._node.type)) for o in outputs]
+            grads = tape.gradient(outputs, args + self.variables,
+                                  output_gradients=cotangents)
+            self.connected = [g is not None for g in grads]
+            grad_values = [trace.value_of(g, "gradient") for g in grads if g is not None]
+        n_args = len(args)
+        forward_eqs, backward_eqs = joint.equations[:cut], joint.equations[cut:]
+        residuals = _residuals(joint.inputs[:n_args], forward_eqs, backward_eqs, grad_values)
+        output_values = [o._node for o in outputs]
+        self.forward = Graph(f"{concrete.name}_forward", inputs=joint.inputs[:n_args],
+                             captures=_used_captures(joint, forward_eqs,
+                                                     output_values + residuals),
+                             equations=forward_eqs, outputs=output_values + residuals)
+        self.backward = Graph(f"{concrete.name}_backward",
+                              inputs=residuals + joint.inputs[n_args:],
+                              captures=_used_captures(joint, backward_eqs, grad_values),
+                              equations=backward_eqs, outputs=grad_values)
+        self.n_outputs = len(output_values)
+        self.jit = concrete.jit
+        self.module_text = ""
+        # Bytes the last call saved for the backward beyond the arguments and variables
+        # (which are held anyway): the activation memory that `remat` minimises.
+        self.residual_bytes = 0
+        self.forward_program, self.backward_program = self._programs(len(residuals))
+
+    def _programs(self, residuals: int) -> tuple[Any, Any]:
+        """The forward and backward executables, rematerialised (`config.remat`) and
+        compiled together; run op by op when the compiler cannot take them (a warning)."""
+        try:
+            return self._build(residuals, self.jit)
+        except NotImplementedError as error:
+            warnings.warn(f"the gradient of {self.name!r} runs interpreted: {error}",
+                          stacklevel=5)
+            self.jit = False
+            return self._build(residuals, False)
+
+    def _build(self, residuals: int, jit: bool) -> tuple[Any, Any]:
+
+
+        forward, backward = self.forward.name, self.backward.name
+        module = graphs_module([(self.forward, forward), (self.backward, backward)])
+        functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+        mark_pair(functions[forward], functions[backward], residuals)
+        if config.remat:
+            Pipeline.parse("inline,remat").run(module)
+        self.module_text = module_to_text(module)
+        config.dump(self.name, "remat", self.module_text)
+        programs = Executable.build_entries(module, [forward, backward],
+                                            Pipeline.parse(DEFAULT_PIPELINE), jit)
+        return programs[0], programs[1]
+
+    def run_forward(self, arguments: list) -> tuple[list, list]:
+        """Outputs and residuals (arrays) of the forward function for eager arguments."""
+        values = [a._value for a in arguments]
+        values += [_runtime(c.source) for c in self.forward.captures]
+        results = self.forward_program.run(values)
+        residuals = results[self.n_outputs :]
+        held = {id(a._value) for a in arguments}
+        held.update(id(v._value) for v in self.variables)
+        self.residual_bytes = sum(r.nbytes for r in residuals if id(r) not in held)
+        return results[: self.n_outputs], residuals
+
+
+class StagedVJP:
+    """The tape's rule owner for one call: its gradient runs the backward graph."""
+
+    differentiable = True
+
+    def __init__(self, plan: ForwardBackward, residuals: list) -> None:
+        self.name = plan.name
+        self._plan = plan
+        self._residuals = residuals
+
+    def vjp(self, cotangents: list, inputs: list, outputs: list) -> list:
+        plan = self._plan
+        filled = [(g if g is not None else _zeros_like(y))._value
+                  for g, y in zip(cotangents, outputs, strict=True)]
+        values = self._residuals + filled
+        values += [_runtime(c.source) for c in plan.backward.captures]
+        grads = iter(plan.backward_program.run(values))
+        return [wrap(next(grads)) if connected else None for connected in plan.connected]
+
+
+def call_under_tape(concrete: Any, arguments: list) -> list | None:
+    """Run `concrete` as one taped op (forward graph, staged backward), or None when this
+    call needs the op-by-op replay instead (nested tapes: higher order; variable args)."""
+
+    if tape.recording_tapes() != 1 or not all(isinstance(a, Tensor) for a in arguments):
+        return None
+    plan = concrete._forward_backward
+    if plan is None:
+        plan = concrete._forward_backward = ForwardBackward(concrete)
+    reads = [v.read_value() for v in plan.variables]  # watched like any variable read
+    outputs, residuals = plan.run_forward(arguments)
+    results = [wrap(y) for y in outputs]
+    tape.record(StagedVJP(plan, residuals), list(arguments) + reads, {}, tuple(results))
+    return results
+
+
+def replay(graph: Graph, arguments: list) -> list:
+    """Run `graph` op by op through `Primitive.bind` in the current trace, so that active
+    tapes record every primitive (and differentiate through it, to any order); state ops
+    act on the live variables (or are re-emitted while tracing), once."""
+    env: dict[int, Any] = {id(v): a for v, a in zip(graph.inputs, arguments, strict=True)}
+    for capture in graph.captures:
+        env[id(capture.value)] = capture.source
+    for eq in graph.equations:
+        operands = [env[id(v)] for v in eq.inputs]
+        if eq.primitive is state.read_variable_p:
+            results = [operands[0].read_value()]
+        elif eq.primitive is state.assign_variable_p:
+            operands[0].assign(operands[1])
+            results = []
+        elif eq.primitive.name == "call":
+            results = replay(eq.params["callee"].graph, operands)
+        else:
+            result = eq.primitive.bind(*operands, **eq.params)
+            results = list(result) if eq.primitive.multiple_results else [result]
+        env.update((id(v), r) for v, r in zip(eq.outputs, results, strict=True))
+    return [env[id(v)] for v in graph.outputs]
+
+
+def _as_symbol(trace: GraphTrace, value: Any) -> Any:
+    """`value` as a tensor of `trace`: the very object when it is one (the tape knows
+    tensors by identity), else a symbol for its captured value."""
+    if isinstance(value, SymbolicTensor) and value._trace is trace:
+        return value
+    return trace.symbolic(trace.value_of(value, "return"))
+
+
+def _residuals(arguments: list[Value], forward: list[Equation], backward: list[Equation],
+               grad_values: list[Value]) -> list[Value]:
+    """Forward values (and arguments) the backward pass reads, each once, in order."""
+    defined = {id(v) for v in arguments}
+    defined.update(id(v) for eq in forward for v in eq.outputs)
+    needed: dict[int, Value] = {}
+    for value in [v for eq in backward for v in eq.inputs] + grad_values:
+        if id(value) in defined and not isinstance(value.type, ResourceType):
+            needed.setdefault(id(value), value)
+    return list(needed.values())
+
+
+def _used_captures(joint: Graph, equations: list[Equation], outputs: list[Value]) -> list:
+    used = {id(v) for eq in equations for v in eq.inputs} | {id(v) for v in outputs}
+    return [Capture(c.value, c.source) for c in joint.captures if id(c.value) in used]
+
+
+def _runtime(source: Any) -> Any:
+    return source if hasattr(source, "_store") else source._value
+
+
+def _zeros_like(tensor: Any) -> Any:
+    import stageflow as sf
+
+    return sf.zeros_like(tensor)
