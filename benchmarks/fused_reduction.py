@@ -14,9 +14,9 @@ import numpy as np
 
 import stageflow as sf
 from benchmarks.timing import interleaved_medians
-from stageflow.ir.from_graph import graph_module
-from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.runtime.executable import Executable
+from stageflow.staging.compiler import Compilation
 
 SHAPE = (4096, 1024)
 UNFUSED_PIPELINE = DEFAULT_PIPELINE.replace("fuse", "fuse{reductions=false}")
@@ -44,8 +44,9 @@ def executable(function, x: np.ndarray, pipeline: str) -> Executable:
     """`function` staged for `x` and compiled after `pipeline` (both contenders are called
     the same way, on the array, without `sf.function`'s argument handling)."""
     concrete = sf.function(function).get_concrete_function(x)
-    module = graph_module(concrete.graph, concrete.name)
-    return Executable.build(module, concrete.name, Pipeline.parse(pipeline))
+    compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
+    compilation.run_passes(pipeline)
+    return compilation.executables([concrete.name])[0]
 
 
 def repeat(call, *args):

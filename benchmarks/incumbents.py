@@ -13,7 +13,12 @@ ANCHORS.md and, being measured in the same run, with stageflow's.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import statistics
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -283,3 +288,37 @@ def mlp_train(batch: int) -> dict[str, float]:
             state["params"] = params
         runs[backend.name] = run
     return {name: 1.0 / t for name, t in _time(runs).items()}
+
+
+def first_call_child(framework: str) -> None:
+    """In a fresh process: milliseconds from building the MLP step to its first result, the
+    framework imported and the inputs made before the clock starts (as the anchors time it:
+    the framework's one-time lazy initialisation counts, its import does not)."""
+    from benchmarks.mlp_train import LR, init_params, make_data  # see _hmc
+
+    backend = FRAMEWORKS[framework]()
+    x, y = (backend.asarray(a) for a in make_data(64))
+    params = [backend.asarray(p) for p in init_params()]
+    backend.sync(params)
+    start = time.perf_counter()
+    new_params, loss = _mlp_step(backend, LR)(params, x, y)
+    backend.sync(loss)
+    print(json.dumps({"first_ms": (time.perf_counter() - start) * 1e3}))
+
+
+def compile_latency(runs: int = 3) -> dict[str, float]:
+    """Median first-call milliseconds of the MLP step over `runs` fresh processes, per
+    installed framework (torch.compile takes tens of seconds per process here)."""
+    results = {}
+    for framework in FRAMEWORKS:
+        if not importlib.util.find_spec(framework):
+            continue
+        code = ("from benchmarks.incumbents import first_call_child; "
+                f"first_call_child({framework!r})")
+        times = []
+        for _ in range(runs):
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                  check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+            times.append(json.loads(done.stdout.strip().splitlines()[-1])["first_ms"])
+        results[framework] = statistics.median(times)
+    return results

@@ -67,6 +67,23 @@ def compilation_cache(tmp_path_factory):
         os.environ["STAGEFLOW_CACHE_DIR"] = saved[1]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def verify_after_every_pass():
+    """Compiles in the suite verify the IR after every pass (not only after the last, the
+    default), so that a pass breaking an invariant is named by the failing test; test
+    subprocesses too."""
+    from stageflow.core import config
+
+    saved = config.verify, os.environ.get("STAGEFLOW_VERIFY")
+    config.verify = os.environ["STAGEFLOW_VERIFY"] = "each"
+    yield
+    config.verify = saved[0]
+    if saved[1] is None:
+        os.environ.pop("STAGEFLOW_VERIFY", None)
+    else:
+        os.environ["STAGEFLOW_VERIFY"] = saved[1]
+
+
 @pytest.fixture(autouse=True)
 def execution_mode(request):
     """"eager" by default; "staged" runs each op as a traced, verified graph function."""

@@ -274,7 +274,7 @@ def test_staged_functions_use_lowered_ops_and_agree_with_eager(dtype):
         assert e.dtype == c.dtype and e.shape == c.shape
         np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
     steps = staged.get_concrete_function(x, w, i).program.plan.steps
-    lowered = {step[0].spec.name for step in steps if isinstance(step[0], CompiledOp)}
+    lowered = {step.kernel.spec.name for step in steps if isinstance(step.kernel, CompiledOp)}
     assert {"matmul", "concat", "pad", "reduce_sum", "reduce_max", "argmax",
             "gather"} <= lowered
 

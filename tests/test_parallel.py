@@ -12,7 +12,7 @@ from stageflow.runtime.parallel import RowParallelKernel
 
 def _kernel_steps(function, *args):
     plan = function.get_concrete_function(*args).program.plan
-    return [step[0] for step in plan.steps if step[5] == "kernel"]
+    return [step.kernel for step in plan.steps if step.name == "kernel"]
 
 
 @pytest.mark.parametrize("shape", [(1 << 18,), (513, 1031), (7, 64, 1024)])

@@ -28,7 +28,6 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -49,10 +48,10 @@ from stageflow.codegen.targets.ptx import PTXTarget
 from stageflow.frontend.variables import Variable
 from stageflow.ir.builder import build_constant
 from stageflow.ir.dialect import SfOp
-from stageflow.ir.from_graph import graph_module
 from stageflow.ir.types import ResourceTensorType
-from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE, Pipeline
+from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
 from stageflow.passes.fuse import is_kernel
+from stageflow.staging.compiler import Compilation
 
 TARGETS = ("cpu", "ptx")
 _PTR = ir.PointerType()
@@ -128,16 +127,21 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     concrete = (function.get_concrete_function(*specs)
                 if hasattr(function, "get_concrete_function") else function)
     symbol = _c_name(name or concrete.name)
-    module, functions = _optimised_module(concrete, symbol,
-                                          PTX_PIPELINE if target == "ptx" else DEFAULT_PIPELINE)
+    compilation = Compilation.of_graphs(symbol, [(concrete.graph, symbol)])
+    compilation.run_passes(PTX_PIPELINE if target == "ptx" else DEFAULT_PIPELINE)
+    functions = compilation.functions
     entry = functions[symbol]
     variables = _freeze_captures(entry, concrete, freeze)
+    kernels = sum(is_kernel(f) for f in functions.values())
     if target == "ptx":
-        return _ptx_artefact(symbol, functions, arch)
-    try:
-        return _cpu_artefact(symbol, entry, functions, variables, freeze)
-    except NotImplementedError as error:
-        raise NotImplementedError(f"sf.aot.compile: {error}") from None
+        artefact: CPUArtefact | PTXArtefact = _ptx_artefact(symbol, functions, arch)
+    else:
+        try:
+            artefact = _cpu_artefact(symbol, entry, functions, variables, freeze)
+        except NotImplementedError as error:
+            raise NotImplementedError(f"sf.aot.compile: {error}") from None
+    compilation.finished(f"{kernels} kernels into a {target} library")
+    return artefact
 
 
 # -- the IR ---------------------------------------------------------------------------------
@@ -146,13 +150,6 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
 def _c_name(name: str) -> str:
     cleaned = re.sub(r"\W", "_", name)
     return cleaned if cleaned and not cleaned[0].isdigit() else f"f_{cleaned}"
-
-
-def _optimised_module(concrete: Any, symbol: str,
-                      pipeline: str = DEFAULT_PIPELINE) -> tuple[ModuleOp, dict[str, FuncOp]]:
-    module = graph_module(concrete.graph, symbol)
-    Pipeline.parse(pipeline).run(module)
-    return module, {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
 
 
 def _freeze_captures(entry: FuncOp, concrete: Any, freeze: bool) -> list[Variable]:

@@ -9,6 +9,10 @@
 - ``STAGEFLOW_REMAT=0`` (or ``sf.config.remat = False``): gradients of staged functions
   under an eager tape keep every residual the backward reads instead of recomputing the
   cheap ones (the `remat` pass); for measuring what rematerialisation saves.
+- ``STAGEFLOW_VERIFY=each`` (or ``sf.config.verify = "each"``): compiles verify the IR after
+  every pass, naming the pass that broke an invariant, instead of once after the last pass
+  (``end``, the default, as MLIR's ``-verify-each=0``: a verification costs about what a
+  pass does); ``none`` skips it.
 - ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
   between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
   ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
@@ -20,6 +24,7 @@ import itertools
 import os
 import re
 import sys
+import warnings
 
 VERSION = "0.1.0"
 
@@ -40,11 +45,30 @@ cache_dir: str = os.environ.get("STAGEFLOW_CACHE_DIR") or _default_cache_dir()
 
 remat: bool = os.environ.get("STAGEFLOW_REMAT", "1") != "0"
 
+verify: str = os.environ.get("STAGEFLOW_VERIFY", "end").strip() or "end"
+
 _dump_counter = itertools.count()
+_checked_log: set[str] | None = None
+
+
+def _check_log(categories: set[str]) -> None:
+    """Warn once about categories of `log` that no line is printed for (a typo would
+    otherwise silence the very lines asked for)."""
+    global _checked_log
+    _checked_log = categories
+    unknown = sorted(categories - LOG_CATEGORIES - {"all"})
+    if unknown:
+        known = ", ".join(sorted(LOG_CATEGORIES | {"all"}))
+        warnings.warn(f"STAGEFLOW_LOG / sf.config.log: unknown categories {unknown} "
+                      f"(known: {known})", stacklevel=3)
 
 
 def logging(category: str) -> bool:
     """Whether lines of `category` are printed (``all`` turns every category on)."""
+    if category not in LOG_CATEGORIES:
+        raise ValueError(f"no log category {category!r}")
+    if log is not _checked_log:
+        _check_log(log)
     return category in log or "all" in log
 
 

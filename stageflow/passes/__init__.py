@@ -4,9 +4,19 @@ Each pass is an xDSL `ModulePass` with a kebab-case ``name`` and its options as 
 fields; `Pipeline` runs a sequence of them, verifying the IR after each, and
 `DEFAULT_PIPELINE` is the compiler's. `available_passes()` lists them (and the error for an
 unknown name in ``stageflow opt --passes``); each module's docstring says what its pass
-does and why.
+does and why. Importing this package imports every pass module, which registers its pass.
 """
 
+from stageflow.passes import (  # noqa: F401 - importing registers the passes
+    cse,
+    fold,
+    fuse,
+    inline,
+    plan_buffers,
+    prune,
+    remat,
+    simplify,
+)
 from stageflow.passes.pipeline import (
     DEFAULT_PIPELINE,
     IR_DUMP_HEADER,
@@ -21,7 +31,6 @@ from stageflow.passes.registry import (
     PassSpecError,
     available_passes,
     get_pass,
-    load_passes,
     parse_pipeline,
     register_pass,
 )
@@ -38,7 +47,6 @@ __all__ = [
     "format_timings",
     "get_pass",
     "ir_printer",
-    "load_passes",
     "parse_pipeline",
     "register_pass",
 ]

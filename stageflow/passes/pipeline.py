@@ -36,6 +36,9 @@ DEFAULT_PIPELINE = "inline,fold,simplify,cse,prune,fuse,plan-buffers"
 # reduction), so reductions stay ops of their own.
 PTX_PIPELINE = "inline,fold,simplify,cse,prune,fuse{reductions=false},plan-buffers"
 
+# When a pipeline verifies the module (see `Pipeline`).
+VERIFY_MODES = ("each", "end", "none")
+
 # MLIR's header line before each ``--mlir-print-ir-after-all`` dump.
 IR_DUMP_HEADER = "// -----// IR Dump After {name} //----- //"
 
@@ -61,22 +64,31 @@ class PassTiming:
 
 
 class Pipeline:
-    """Passes applied in order to a module, each followed by verification and `after_pass`."""
+    """Passes applied in order to a module, each followed by `after_pass`.
+
+    `verify` says when the module is verified: after every pass (``"each"``, the default:
+    a broken invariant is reported naming the pass that broke it, as ``stageflow opt`` and
+    the test suite run), once after the last pass (``"end"``, MLIR's ``-verify-each=0``:
+    what compiles on the way to machine code do, since verifying a module costs about as
+    much as a pass), or never (``"none"``).
+    """
 
     def __init__(
         self,
         passes: Sequence[ModulePass],
         *,
-        verify: bool = True,
+        verify: str = "each",
         after_pass: AfterPass | None = None,
     ) -> None:
+        if verify not in VERIFY_MODES:
+            raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
         self.passes = tuple(passes)
         self.verify = verify
         self.after_pass = after_pass
 
     @classmethod
     def parse(
-        cls, text: str, *, verify: bool = True, after_pass: AfterPass | None = None
+        cls, text: str, *, verify: str = "each", after_pass: AfterPass | None = None
     ) -> Pipeline:
         """A pipeline from its text, ``"prune,fold{max-elements=64},cse"`` (`PassSpecError`)."""
         return cls(parse_pipeline(text), verify=verify, after_pass=after_pass)
@@ -104,19 +116,25 @@ class Pipeline:
                     f"pass '{module_pass.name}' failed: {type(error).__name__}: {message}",
                 ) from error
             ran = time.perf_counter()
-            if self.verify:
-                try:
-                    verify_module(module)
-                except IRError as error:
-                    raise PassFailure(
-                        module_pass.name,
-                        f"IR does not verify after pass '{module_pass.name}': {error}",
-                        error,
-                    ) from None
+            last = module_pass is self.passes[-1]
+            if self.verify == "each" or (self.verify == "end" and last):
+                _verify(module, module_pass.name, self if self.verify == "end" else None)
             timings.append(PassTiming(module_pass.name, ran - start, time.perf_counter() - ran))
             if self.after_pass is not None:
                 self.after_pass(module_pass, module)
         return timings
+
+
+def _verify(module: ModuleOp, pass_name: str, pipeline: Pipeline | None) -> None:
+    """Verify `module` after `pass_name` (or after the whole `pipeline`, when only its end
+    is verified: the message then says how to find the pass)."""
+    try:
+        verify_module(module)
+    except IRError as error:
+        where = (f"the pipeline '{pipeline}' (STAGEFLOW_VERIFY=each names the pass)"
+                 if pipeline is not None else f"pass '{pass_name}'")
+        raise PassFailure(pass_name, f"IR does not verify after {where}: {error}",
+                          error) from None
 
 
 def ir_printer(stream: TextIO, *, debuginfo: bool = False) -> AfterPass:

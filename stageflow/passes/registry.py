@@ -1,8 +1,8 @@
 """Passes by name: the registry `stageflow opt --passes` and the compiler look passes up in.
 
-Each pass module decorates its `ModulePass` with `register_pass`; `load_passes` imports
-every module of `stageflow.passes` once, so a new pass file is found without editing a
-list here (and the test that every pass has a lit test covers it at once). Pipeline text is
+Each pass module decorates its `ModulePass` with `register_pass`; the package imports every
+pass module (a new pass file is one line in `stageflow/passes/__init__.py`, and the test
+that every pass has a lit test covers it at once). Pipeline text is
 xDSL's syntax, parsed by xDSL's own `parse_pipeline`: passes separated by commas, options
 in braces with ``-`` or ``_`` in their names and spaces between options::
 
@@ -12,8 +12,6 @@ in braces with ``-`` or ``_`` in their names and spaces between options::
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 import typing
 
 from xdsl.passes import ModulePass
@@ -23,7 +21,6 @@ from xdsl.utils.exceptions import ArgSpecParseError
 
 _PASSES: dict[str, type[ModulePass]] = {}
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-_loaded = False
 
 
 class PassSpecError(ValueError):
@@ -39,20 +36,8 @@ def register_pass(cls: type[ModulePass]) -> type[ModulePass]:
     return cls
 
 
-def load_passes() -> None:
-    """Import every module of `stageflow.passes` once, so the registry is complete."""
-    global _loaded
-    if _loaded:
-        return
-    package = importlib.import_module("stageflow.passes")
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-    _loaded = True
-
-
 def available_passes() -> dict[str, type[ModulePass]]:
     """Every registered pass class by name, sorted by name."""
-    load_passes()
     return dict(sorted(_PASSES.items()))
 
 

@@ -1,11 +1,13 @@
 """Compiled graph functions: optimised `sf` IR run with its fused kernels as machine code.
 
-`Executable.build` takes a concrete function's module, runs the optimisation pipeline
-(which ends by outlining elementwise groups into kernel functions), JIT-compiles every
-kernel in one LLVM module, and flattens each function into slot-indexed steps: a kernel
-step calls compiled code, so do the other ops with a lowering (reductions, data movement,
-random bits, matmul through the BLAS: `codegen.structured`); the rest call their
-primitive's kernel. A call costs one step per remaining op, no lookups by name.
+`Executable.build_entries` takes a module the pass pipeline optimised (the compile driver,
+`stageflow.staging.compiler`, runs it; it ends by outlining elementwise groups into kernel
+functions), JIT-compiles every kernel, and flattens each function into slot-indexed steps:
+a kernel step calls compiled code, so do the other ops with a lowering (reductions, data
+movement, random bits, matmul through the BLAS: `codegen.lowered`); the rest call their
+primitive's kernel. A call costs one step per remaining op, no lookups by name. Where a
+function is one whole program (`runtime.compiled_program`), a call is one machine-code call
+and the steps are its fallback.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class Plan:
         for arg in block.args:
             slot(arg)
         self.constants: list[tuple[int, Any]] = []
-        self.steps: list[tuple] = []
+        self.steps: list[Step] = []
         self.output_slots: list[int] = []
         for op in block.ops:
             if isinstance(op, ReturnOp):
@@ -84,12 +86,12 @@ class Plan:
             elif name == "call":
                 callee = _callee_name(op)
                 if callee in compiled:
-                    self.steps.append((compiled[callee], ins, {}, outs, True, "kernel",
+                    self.steps.append(Step(compiled[callee], ins, {}, outs, True, "kernel",
                                        _source(op)))
                 else:
                     if callee not in plans:
                         plans[callee] = Plan(functions[callee], functions, compiled, plans)
-                    self.steps.append((plans[callee].run_tuple, ins, {}, outs, True, callee,
+                    self.steps.append(Step(plans[callee].run_tuple, ins, {}, outs, True, callee,
                                        _source(op)))
             else:
                 primitive = REGISTRY[name]
@@ -97,7 +99,7 @@ class Plan:
                 kernel, params = compiled.get(op), {}
                 if kernel is None:
                     kernel, params = primitive.kernel, op.params()
-                self.steps.append((kernel, ins, params, outs, primitive.multiple_results, name,
+                self.steps.append(Step(kernel, ins, params, outs, primitive.multiple_results, name,
                                    _source(op)))
         self.size = len(slots)
         self._follow_buffer_plan(func, compiled, slots)
@@ -112,7 +114,7 @@ class Plan:
         self.peak_bytes = decode(attributes[PEAK_ATTR]) if PEAK_ATTR in attributes else None
         self.lower_bound_bytes = (decode(attributes[LOWER_BOUND_ATTR])
                                   if LOWER_BOUND_ATTR in attributes else None)
-        step_of = {step[3]: index for index, step in enumerate(self.steps) if step[3]}
+        step_of = {step.outputs: index for index, step in enumerate(self.steps) if step.outputs}
         self.temporary_slots: set[int] = set()
         block: Block = func.body.blocks[0]
         for op in block.ops:
@@ -125,10 +127,10 @@ class Plan:
             if (IN_PLACE_ATTR in op.attributes and outs in step_of
                     and _callee_name(op) in compiled):
                 index = step_of[outs]
-                kernel, *rest = self.steps[index]
+                step = self.steps[index]
                 results = [shaped_type(v.type) for v in op.results]
-                self.steps[index] = (InPlaceKernel(kernel, decode(op.attributes[IN_PLACE_ATTR]),
-                                                   results), *rest)
+                self.steps[index] = step._replace(kernel=InPlaceKernel(
+                    step.kernel, decode(op.attributes[IN_PLACE_ATTR]), results))
         self._schedule = _with_drops(self.steps, set(self.output_slots))
         self.meter: MemoryMeter | None = None
 
@@ -222,9 +224,9 @@ def _with_drops(steps: list[Step], keep: set[int], temporaries: set[int] | None 
     one measuring the `temporaries` live there."""
     last: dict[int, int] = {}
     for index, step in enumerate(steps):
-        for slot in step[3]:
+        for slot in step.outputs:
             last.setdefault(slot, index)
-        for slot in step[1]:
+        for slot in step.inputs:
             last[slot] = index
     dying: dict[int, list[int]] = {}
     for slot, index in last.items():
@@ -235,13 +237,14 @@ def _with_drops(steps: list[Step], keep: set[int], temporaries: set[int] | None 
     for index, step in enumerate(steps):
         schedule.append(step)
         if meter is not None and temporaries is not None:
-            live.update(s for s in step[3] if s in temporaries)
-            schedule.append((meter.measure, tuple(sorted(live)), {}, (), True, "measure", None))
+            live.update(s for s in step.outputs if s in temporaries)
+            schedule.append(Step(meter.measure, tuple(sorted(live)), {}, (), True, "measure",
+                                 None))
         dead = tuple(dying.get(index, ()))
         if dead:
             live.difference_update(dead)
             nones = (None,) * len(dead)
-            schedule.append((nones.__iter__, (), {}, dead, True, "drop", None))
+            schedule.append(Step(nones.__iter__, (), {}, dead, True, "drop", None))
     return schedule
 
 
@@ -285,24 +288,14 @@ class Executable:
         return self.plan.meter.peak if self.plan.meter is not None else None
 
     @classmethod
-    def build(cls, module: ModuleOp, entry: str, pipeline: Any) -> Executable:
-        """Optimise `module`, compile its kernels and plan the function `entry`."""
-        return cls.build_entries(module, [entry], pipeline)[0]
-
-    @classmethod
-    def build_entries(cls, module: ModuleOp, entries: list[str], pipeline: Any,
+    def build_entries(cls, module: ModuleOp, entries: list[str], stats: CompileStats,
                       jit: bool = True) -> list[Executable]:
-        """One executable per function of `entries`, sharing one optimisation and one
-        compilation of the module (a forward and its backward); `jit=False` plans the
-        optimised module with every kernel run op by op by the eager kernels."""
-
-        stats = CompileStats()
-        start = time.perf_counter()
-        timings = pipeline.run(module)
-        stats.seconds.update({f"pass {t.name}": t.run_s + t.verify_s for t in timings})
+        """One executable per function of `entries` of an optimised module, sharing one
+        compilation of its kernels (a forward and its backward); `jit=False` plans the
+        module with every kernel run op by op by the eager kernels. `stats` receives the
+        seconds of each code generation stage and the kernel and step counts."""
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
         kernels = {name: f for name, f in functions.items() if is_kernel(f)} if jit else {}
-        stats.seconds["optimize"] = time.perf_counter() - start
         start = time.perf_counter()
         # -- where every entry becomes a program, kernels and ops are called from compiled
         # code, and from Python only by the step plan on errors: no NumPy entries
@@ -318,7 +311,6 @@ class Executable:
         stats.seconds["llvm"] = time.perf_counter() - start
         stats.kernels = len(kernels)
         if jit:  # -- the other ops with a lowering, keyed by op (see `Plan`)
-
             start = time.perf_counter()
             compiled.update(lower_functions([f for f in functions.values() if not is_kernel(f)],
                                             not programs_only))
@@ -329,7 +321,6 @@ class Executable:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
             program = None
             if jit:
-
                 start = time.perf_counter()
                 program = build_program(functions[entry], functions, compiled, plan.run)
                 stats.seconds["llvm program"] = (stats.seconds.get("llvm program", 0.0)

@@ -7,14 +7,25 @@ lookups by name.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from stageflow.core.errors import KERNEL_ERRORS, located_error
 from stageflow.frontend.graph import Graph
 
-# A step: (callable, input slots, params, output slots, returns several results, the op's
-# name and the user's source location, for errors). Shared with compiled executables.
-Step = tuple[Any, tuple[int, ...], dict, tuple[int, ...], bool, str, Any]
+
+class Step(NamedTuple):
+    """One call of a program over numbered value slots; shared with compiled executables.
+    A tuple, so that `run_steps` unpacks it as fast as a plain one."""
+
+    kernel: Any
+    inputs: tuple[int, ...]  # slots read, in argument order
+    params: dict
+    outputs: tuple[int, ...]  # slots written
+    multiple: bool  # the kernel returns a sequence of results
+    name: str  # the op's name, for errors
+    location: Any  # the user's source line, for errors
+
+
 def run_steps(steps: list[Step], env: list[Any], output_slots: list[int]) -> list[Any]:
     """Run steps over the value slots `env` (inputs filled in); the output values."""
     for kernel, ins, params, outs, multiple, name, location in steps:
@@ -45,7 +56,7 @@ class Program:
         for eq in graph.equations:
             ins = tuple(slot(v) for v in eq.inputs)
             outs = tuple(slot(v) for v in eq.outputs)
-            self.steps.append((eq.primitive.kernel, ins, eq.params, outs,
+            self.steps.append(Step(eq.primitive.kernel, ins, eq.params, outs,
                                eq.primitive.multiple_results, eq.primitive.name, eq.location))
         self.output_slots = [slot(v) for v in graph.outputs]
         self.size = len(slots)

@@ -25,10 +25,11 @@ from stageflow.frontend.module import Module
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import Variable
 from stageflow.ir.text import parse_module
-from stageflow.passes import DEFAULT_PIPELINE, Pipeline
-from stageflow.runtime.executable import Executable, Plan
+from stageflow.passes import DEFAULT_PIPELINE
+from stageflow.runtime.executable import Plan
 from stageflow.saved.save import FORMAT
 from stageflow.saved.structure import Node, build, describe, match
+from stageflow.staging.compiler import Compilation
 
 
 class SavedConcrete:
@@ -52,10 +53,11 @@ class SavedConcrete:
         return self._program
 
     def _build(self) -> Any:
-
         if self.jit:
             try:
-                return Executable.build(self.module, self.entry, Pipeline.parse(DEFAULT_PIPELINE))
+                compilation = Compilation.of_module(self.entry, self.module)
+                compilation.run_passes(DEFAULT_PIPELINE)
+                return compilation.executables([self.entry])[0]
             except NotImplementedError as error:
                 warnings.warn(f"saved function {self.name!r} runs interpreted: {error}",
                               stacklevel=5)

@@ -7,7 +7,6 @@ at every call, and the way to rebuild the Python result structure.
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any
 
@@ -16,7 +15,7 @@ from xdsl.dialects.func import FuncOp
 
 from stageflow.codegen import CPUTarget, PTXTarget
 from stageflow.codegen.program.module import whole_function_module
-from stageflow.core import config, context, nest
+from stageflow.core import context, nest
 from stageflow.core.primitive import ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.frontend import tape
@@ -28,11 +27,11 @@ from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import module_to_text
-from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE, Pipeline
+from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
 from stageflow.passes.fuse import is_kernel
 from stageflow.primitives.functional import call_p
-from stageflow.runtime.executable import Executable
 from stageflow.runtime.interpreter import Program
+from stageflow.staging.compiler import Compilation
 from stageflow.staging.staged_grad import call_under_tape, replay
 
 LARGE_TRACE_OPS = 10_000
@@ -81,33 +80,12 @@ class ConcreteFunction:
         return self._program
 
     def _interpreter(self):
-
         return Program(self.graph)
 
     def _compile(self):
-
-        start = time.perf_counter()
-        module = graph_module(self.graph, self.name)
-        built = time.perf_counter() - start
-        after_pass = None
-        if config.dump_dir:
-            config.dump(self.name, "traced", module_to_text(module, debuginfo=True))
-
-            def after_pass(module_pass, module):
-                config.dump(self.name, f"after.{module_pass.name}",
-                            module_to_text(module, debuginfo=True))
-
-        pipeline = Pipeline.parse(DEFAULT_PIPELINE, after_pass=after_pass)
-        executable = Executable.build(module, self.name, pipeline)
-        executable.stats.seconds["build IR"] = built
-        seconds = executable.stats.seconds
-        for name, value in seconds.items():
-            if name.startswith("pass "):
-                config.emit("passes", f"{self.name}: {name[5:]} {value * 1e3:.2f} ms")
-        config.emit("compiles", f"{self.name}: compiled {executable.stats.kernels} kernels, "
-                    f"{executable.stats.ops} steps in "
-                    f"{(time.perf_counter() - start) * 1e3:.1f} ms")
-        return executable
+        compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
+        compilation.run_passes(DEFAULT_PIPELINE)
+        return compilation.executables([self.name])[0]
 
     def stats(self) -> dict[str, Any]:
         """Op and kernel counts and compile time per stage (compiles if not yet done); for
@@ -222,16 +200,15 @@ class ConcreteFunction:
         optimisation, as the JIT and `sf.aot` compile it), or the fused kernels of the
         optimised module as ``"llvm"`` IR, host ``"asm"`` or ``"ptx"`` (sm_80), one section
         per kernel."""
-
         if stage not in IR_STAGES:
             raise ValueError(f"IR stage {stage!r} is not available yet (have: "
                              f"{', '.join(IR_STAGES)})")
-        module = graph_module(self.graph, self.name)
         if stage == "traced":
-            return module_to_text(module, debuginfo=True)
-
+            return module_to_text(graph_module(self.graph, self.name), debuginfo=True)
+        compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
         pipeline = PTX_PIPELINE if stage == "ptx" else DEFAULT_PIPELINE
-        self.pass_timings = Pipeline.parse(pipeline, after_pass=after_pass).run(module)
+        self.pass_timings = compilation.run_passes(pipeline, after_pass)
+        module = compilation.module
         if stage == "optimized":
             return module_to_text(module, debuginfo=True)
         if stage == "lowered":
@@ -240,7 +217,6 @@ class ConcreteFunction:
 
     def graph_dot(self) -> str:
         """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""
-
         return graph_dot(self)
 
     def __repr__(self) -> str:
@@ -251,8 +227,6 @@ class ConcreteFunction:
 def _lowered_text(module: Any, name: str) -> str:
     """The whole-function LLVM module of function `name`; where the function is no single
     program, why, and its kernels' LLVM IR."""
-
-
     functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
     try:
         return str(whole_function_module(name, functions)[0])
@@ -263,8 +237,6 @@ def _lowered_text(module: Any, name: str) -> str:
 
 def _kernel_text(module: Any, stage: str) -> str:
     """Each fused kernel of an optimised module as LLVM IR, host assembly or PTX."""
-
-
     kernels = [op for op in module.ops if isinstance(op, FuncOp) and is_kernel(op)]
     emit = {"llvm": CPUTarget().emit, "asm": CPUTarget().assembly,
             "ptx": PTXTarget().compile}[stage]

@@ -17,8 +17,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from xdsl.dialects.func import FuncOp
-
 from stageflow.core import config, context, dtypes
 from stageflow.core.primitive import ResourceType
 from stageflow.frontend import tape
@@ -26,19 +24,17 @@ from stageflow.frontend.graph import Capture, Equation, Graph, Value
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
-from stageflow.ir.from_graph import graphs_module
 from stageflow.ir.text import module_to_text
-from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.passes.remat import mark_pair
 from stageflow.primitives import state
-from stageflow.runtime.executable import Executable
+from stageflow.staging.compiler import Compilation
 
 
 class ForwardBackward:
     """The forward-with-residuals and backward graphs of one concrete function."""
 
     def __init__(self, concrete: Any) -> None:
-
         graph = concrete.graph
         self.name = f"{concrete.name}_vjp"
         joint = Graph(f"{concrete.name}_joint")
@@ -88,18 +84,17 @@ class ForwardBackward:
             return self._build(residuals, False)
 
     def _build(self, residuals: int, jit: bool) -> tuple[Any, Any]:
-
-
         forward, backward = self.forward.name, self.backward.name
-        module = graphs_module([(self.forward, forward), (self.backward, backward)])
-        functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+        compilation = Compilation.of_graphs(self.name, [(self.forward, forward),
+                                                        (self.backward, backward)])
+        functions = compilation.functions
         mark_pair(functions[forward], functions[backward], residuals)
         if config.remat:
-            Pipeline.parse("inline,remat").run(module)
-        self.module_text = module_to_text(module)
-        config.dump(self.name, "remat", self.module_text)
-        programs = Executable.build_entries(module, [forward, backward],
-                                            Pipeline.parse(DEFAULT_PIPELINE), jit)
+            compilation.run_passes("inline,remat")
+        self.module_text = module_to_text(compilation.module)
+        compilation.dump("remat")
+        compilation.run_passes(DEFAULT_PIPELINE)
+        programs = compilation.executables([forward, backward], jit)
         return programs[0], programs[1]
 
     def run_forward(self, arguments: list) -> tuple[list, list]:

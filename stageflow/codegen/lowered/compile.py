@@ -14,7 +14,7 @@ C ABI of a lowered op (one per distinct op: same primitive, types and params)::
 
     i32 NAME.py(PyArrayObject* arg0, ...)
         The same for NumPy arrays: data, rank, dims, byte strides and flags are read from
-        NumPy's array struct (the layout `cpu.array_layout_matches` checks). Inputs must be
+        NumPy's array struct (`codegen.llvm.numpy_abi`). Inputs must be
         aligned, outputs C-contiguous, aligned and writeable, every rank right.
 
 This is what a whole-function lowering calls for each such op, and what the executable
@@ -45,26 +45,21 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 
 from stageflow.codegen.llvm.emitter import I32, I64, storage_type
 from stageflow.codegen.llvm.loops import i64
+from stageflow.codegen.llvm.numpy_abi import (
+    array_byte_strides,
+    array_data,
+    array_dims,
+    array_ok,
+)
 from stageflow.codegen.lowered import matmul, movement, random_bits, reduction  # noqa: F401
 from stageflow.codegen.lowered.rule import RULES, Lowering, OpBuilder, Operand, OpSpec
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.cpu import (
-    _DATA,
-    _DIMS,
-    _FLAGS,
-    _NDIM,
-    ModuleJob,
-    _load_at,
-    levels,
-    process_jit,
-)
+from stageflow.codegen.targets.cpu import ModuleJob, levels, process_jit
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 
 OPT_LEVEL = 2
-_STRIDES = 40  # PyArrayObject_fields.strides
-_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 
 
 def op_spec(op: SfOp) -> OpSpec | None:
@@ -158,28 +153,18 @@ def _py_entry(module: ir.Module, spec: OpSpec, raw: ir.Function, symbol: str) ->
     strides = b.alloca(I64, max(total_strides, 1), name="strides")
     for index, (obj, ty) in enumerate(zip(function.args, types, strict=True)):
         obj.name = f"array{index}"
-        is_output = index >= len(spec.inputs)
-        required = _ALIGNED | (_C_CONTIGUOUS | _WRITEABLE if is_output else 0)
-        flags = _load_at(b, obj, _FLAGS, I32)
-        flags_ok = b.icmp_signed("==", b.and_(flags, ir.Constant(I32, required)),
-                                 ir.Constant(I32, required))
-        rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32), ir.Constant(I32, ty.ndim))
-        ob.fail_unless(b.and_(flags_ok, rank_ok), index)
+        is_output = index >= len(spec.inputs)  # inputs may be strided, outputs are written
+        ob.fail_unless(array_ok(b, obj, ty.ndim, contiguous=is_output, writeable=is_output),
+                       index)
     position = stride_position = 0
     for index, (obj, ty) in enumerate(zip(function.args, types, strict=True)):
         b = ob.b
-        b.store(_load_at(b, obj, _DATA, pointer), b.gep(data, [i64(index)],
-                                                        source_etype=pointer))
-        if not ty.ndim:
-            continue
-        shape = _load_at(b, obj, _DIMS, pointer)
-        byte_strides = _load_at(b, obj, _STRIDES, pointer)
-        for axis in range(ty.ndim):
-            size = b.load(b.gep(shape, [i64(axis)], source_etype=I64), typ=I64)
+        b.store(array_data(b, obj), b.gep(data, [i64(index)], source_etype=pointer))
+        for size in array_dims(b, obj, ty.ndim):
             b.store(size, b.gep(dims, [i64(position)], source_etype=I64))
             position += 1
-            if index < len(spec.inputs):
-                stride = b.load(b.gep(byte_strides, [i64(axis)], source_etype=I64), typ=I64)
+        if index < len(spec.inputs):
+            for stride in array_byte_strides(b, obj, ty.ndim):
                 element = b.sdiv(stride, i64(ty.dtype.itemsize))
                 b.store(element, b.gep(strides, [i64(stride_position)], source_etype=I64))
                 stride_position += 1

@@ -50,18 +50,9 @@ from xdsl.ir import Operation, SSAValue
 
 from stageflow.codegen.llvm.emitter import I1, I8, I32, I64
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
+from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_ok
 from stageflow.codegen.lowered.rule import contiguous_strides
 from stageflow.codegen.program.dims import function_dims
-from stageflow.codegen.targets.cpu import (
-    _ALIGNED,
-    _C_CONTIGUOUS,
-    _DATA,
-    _DIMS,
-    _FLAGS,
-    _NDIM,
-    _WRITEABLE,
-    _load_at,
-)
 from stageflow.core.primitive import ShapedType
 from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value
@@ -284,13 +275,8 @@ class ProgramBuilder:
         b = ir.IRBuilder(function.append_basic_block("entry"))
         for index, (obj, ty) in enumerate(zip(function.args, types, strict=True)):
             is_output = index >= n_inputs
-            required = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if is_output else 0)
-            flags = _load_at(b, obj, _FLAGS, I32)
-            flags_ok = b.icmp_signed("==", b.and_(flags, ir.Constant(I32, required)),
-                                     ir.Constant(I32, required))
-            rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32),
-                                    ir.Constant(I32, len(ty.shape)))
-            return_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
+            ok = array_ok(b, obj, len(ty.shape), contiguous=True, writeable=is_output)
+            return_unless(b, ok, ir.Constant(I32, index + 1))
         data_in = b.alloca(_PTR, max(n_inputs, 1), name="inputs")
         data_out = b.alloca(_PTR, max(len(types) - n_inputs, 1), name="outputs")
         dims_in = b.alloca(I64, max(sum(len(t.shape) for t in sig.inputs), 1), name="dims")
@@ -301,13 +287,10 @@ class ProgramBuilder:
             side = int(index >= n_inputs)
             data, dims = (data_in, dims_in) if side == 0 else (data_out, dims_out)
             slot = index - side * n_inputs
-            b.store(_load_at(b, obj, _DATA, _PTR), b.gep(data, [i64(slot)], source_etype=_PTR))
-            if ty.shape:
-                shape = _load_at(b, obj, _DIMS, _PTR)
-                for axis in range(len(ty.shape)):
-                    size = b.load(b.gep(shape, [i64(axis)], source_etype=I64), typ=I64)
-                    b.store(size, b.gep(dims, [i64(position[side])], source_etype=I64))
-                    position[side] += 1
+            b.store(array_data(b, obj), b.gep(data, [i64(slot)], source_etype=_PTR))
+            for size in array_dims(b, obj, len(ty.shape)):
+                b.store(size, b.gep(dims, [i64(position[side])], source_etype=I64))
+                position[side] += 1
         b.ret(b.call(program, [data_in, dims_in, data_out, dims_out]))
 
 

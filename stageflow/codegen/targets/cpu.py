@@ -35,15 +35,15 @@ import threading
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
-import numpy as np
 from llvmlite import ir
 from xdsl.dialects.func import FuncOp
 
 from stageflow.codegen.kernels.analysis import Kernel, analyse
 from stageflow.codegen.kernels.loops import Driver, KernelBuilder
 from stageflow.codegen.kernels.wrapper import CompiledKernel
-from stageflow.codegen.llvm.emitter import I8, I32, I64
+from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.loops import return_unless
+from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_layout_matches, array_ok
 from stageflow.codegen.targets import cache
 
 # sin, cos and pow go to libm by default: its range reduction (sin, cos of huge arguments)
@@ -51,29 +51,8 @@ from stageflow.codegen.targets import cache
 # arguments only; the price is a scalar call per element. Everything else is expanded.
 DEFAULT_LIBM = frozenset({"sin", "cos", "pow"})
 
-# PyArrayObject_fields offsets (NumPy's ABI on 64-bit platforms) and flag bits.
-_DATA, _NDIM, _DIMS, _FLAGS = 16, 24, 32, 64
-_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 _LIBM_SYMBOLS = ("sinf", "sin", "cosf", "cos", "powf", "pow", "fmodf", "fmod", "expm1",
                  "log1p")
-
-
-def array_layout_matches() -> bool:
-    """Whether this NumPy lays out arrays as `NAME.py` reads them (checked, not assumed)."""
-    a = np.empty((3, 5), np.float32)
-    base = id(a)
-    dims_at = ctypes.c_void_p.from_address(base + _DIMS).value
-    return (
-        ctypes.c_void_p.from_address(base + _DATA).value == a.ctypes.data
-        and ctypes.c_int.from_address(base + _NDIM).value == 2
-        and dims_at is not None
-        and list((ctypes.c_int64 * 2).from_address(dims_at)) == [3, 5]
-        and ctypes.c_int.from_address(base + _FLAGS).value & 0x501 == 0x501
-    )
-
-
-def _load_at(b: ir.IRBuilder, base: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
-    return b.load(b.gep(base, [ir.Constant(I64, offset)], source_etype=I8), typ=ty)
 
 
 SMALL_KERNEL_ELEMENTS = 4096
@@ -240,24 +219,17 @@ def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, raw: ir.Function) 
     b = ir.IRBuilder(function.append_basic_block("entry"))
     for index, (obj, arg) in enumerate(zip(function.args, kernel.args, strict=True)):
         obj.name = f"array{index}"
-        required = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if arg.is_output else 0)
-        flags = _load_at(b, obj, _FLAGS, I32)
-        flags_ok = b.icmp_signed("==", b.and_(flags, ir.Constant(I32, required)),
-                                 ir.Constant(I32, required))
-        rank_ok = b.icmp_signed("==", _load_at(b, obj, _NDIM, I32), ir.Constant(I32, arg.ndim))
-        return_unless(b, b.and_(flags_ok, rank_ok), ir.Constant(I32, index + 1))
+        ok = array_ok(b, obj, arg.ndim, contiguous=True, writeable=arg.is_output)
+        return_unless(b, ok, ir.Constant(I32, index + 1))
     data = b.alloca(pointer, max(len(kernel.args), 1), name="data")
     dims = b.alloca(I64, max(sum(arg.ndim for arg in kernel.args), 1), name="dims")
     position = 0
     for index, (obj, arg) in enumerate(zip(function.args, kernel.args, strict=True)):
-        b.store(_load_at(b, obj, _DATA, pointer),
-                b.gep(data, [ir.Constant(I64, index)], source_etype=pointer))
-        if arg.ndim:
-            shape = _load_at(b, obj, _DIMS, pointer)
-            for axis in range(arg.ndim):
-                size = b.load(b.gep(shape, [ir.Constant(I64, axis)], source_etype=I64), typ=I64)
-                b.store(size, b.gep(dims, [ir.Constant(I64, position)], source_etype=I64))
-                position += 1
+        b.store(array_data(b, obj), b.gep(data, [ir.Constant(I64, index)],
+                                          source_etype=pointer))
+        for size in array_dims(b, obj, arg.ndim):
+            b.store(size, b.gep(dims, [ir.Constant(I64, position)], source_etype=I64))
+            position += 1
     b.ret(b.call(raw, [data, dims]))
 
 
