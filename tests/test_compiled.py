@@ -146,7 +146,7 @@ def test_a_graph_the_compiler_cannot_handle_runs_interpreted_with_a_warning(monk
     def unsupported(self, kernels):
         raise NotImplementedError("float16 kernels need a CPU with F16C")
 
-    monkeypatch.setattr(cpu.CPUTarget, "compile_many", unsupported)
+    monkeypatch.setattr(cpu.CPUTarget, "prepare_many", unsupported)
     f = sf.function(lambda x: sf.tanh(x) + 1.0)
     with pytest.warns(UserWarning, match="runs interpreted: float16 kernels need"):
         result = f(sf.ones((2,)))

@@ -219,7 +219,7 @@ def _object_code(text: str) -> bytes:
     machine = llvm.Target.from_default_triple().create_target_machine(
         cpu=jit.cpu_name, features=jit.features, opt=3, reloc="pic", codemodel="default")
     module = llvm.parse_assembly(text)
-    module.triple = llvm.get_process_triple()
+    module.triple = jit.triple
     module.data_layout = str(machine.target_data)
     module.verify()
     options = llvm.create_pipeline_tuning_options(speed_level=3)

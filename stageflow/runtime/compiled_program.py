@@ -21,7 +21,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 from xdsl.dialects.func import FuncOp
@@ -35,7 +34,7 @@ from stageflow.codegen.program.builder import (
     supported,
 )
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.cpu import ModuleJob, process_jit
+from stageflow.codegen.targets.cpu import ModuleJob, Prepared, process_jit
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
@@ -156,26 +155,19 @@ def will_build(function: FuncOp, functions: dict[str, FuncOp]) -> bool:
             and not supported(function, functions, lowering))
 
 
-def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict[Any, Any],
-                  fallback: Callable[[list[Any]], list[Any]]) -> CompiledProgram | None:
-    """The program of `function` over the already compiled kernels (by name) and lowered
-    ops (by op) of `compiled`, or None where the step plan serves it better or it is not
-    expressible (an op without lowering, a call of a non-kernel function, a large kernel)."""
-
-    def kernel_of(name: str) -> Any:
-        kernel = compiled.get(name)
-        return getattr(kernel, "compiled", kernel)  # a RowParallelKernel's own
-
-    def op_symbol(op: SfOp) -> str | None:
-        lowered = compiled.get(op)
-        return getattr(lowered, "symbol", None) or None
-
+def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
+                    kernel_symbol: Callable[[str], str | None],
+                    op_symbol: Callable[[SfOp], str | None],
+                    fallback: Callable[[list[Any]], list[Any]]
+                    ) -> Prepared[CompiledProgram] | None:
+    """Start compiling the program of `function` over kernels (by name) and lowered ops (by
+    op) being compiled, known by their symbols; None where the step plan serves it better
+    or it is not expressible (an op without lowering, a call of a non-kernel function, a
+    large kernel)."""
     if _has_large_kernel(function):
         return None
-    for name in _kernel_callees(function):
-        kernel = kernel_of(name)
-        if kernel is None or not getattr(kernel, "symbol", ""):
-            return None
+    if any(not kernel_symbol(name) for name in _kernel_callees(function)):
+        return None
     if supported(function, functions, op_symbol):
         return None
     jit = process_jit()
@@ -183,26 +175,30 @@ def build_program(function: FuncOp, functions: dict[str, FuncOp], compiled: dict
         return None
     symbol = f"{function.sym_name.data}.program.{cache.PLACEHOLDER}"
     module = ir.Module(name=symbol)
-    module.triple = llvm.get_process_triple()
+    module.triple = jit.triple
 
-    def entry(name: str, arity: int) -> ir.Function:  # compiled already, linked by name
+    def entry(name: str, arity: int) -> ir.Function:  # compiled meanwhile, linked by name
         return declare(module, name, I32, [_PTR] * arity)
 
     builder = ProgramBuilder(module, function, functions,
-                             lambda name: entry(kernel_of(name).symbol, 2),
+                             lambda name: entry(kernel_symbol(name), 2),
                              lambda op: entry(op_symbol(op), 3) if op_symbol(op) else None,
                              symbol, alias_outputs=True)
     builder.build()
     job = ModuleJob.of(module, OPT_LEVEL, CODEGEN_LEVEL)
     symbol = job.name(symbol)
-    addresses = jit.link([job], [f"{symbol}.py", f"{symbol}.shapes"])
     signature = builder.signature
-    count = len(signature.inputs) + len(builder.written_outputs()) + len(signature.assigned)
-    py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * count)(
-        addresses[f"{symbol}.py"])
-    shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
-        addresses[f"{symbol}.shapes"])
-    return CompiledProgram(signature, py, shapes, fallback, job.text)
+
+    def make(addresses: dict[str, int]) -> CompiledProgram:
+        count = (len(signature.inputs) + len(builder.written_outputs())
+                 + len(signature.assigned))
+        py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * count)(
+            addresses[f"{symbol}.py"])
+        shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
+            addresses[f"{symbol}.shapes"])
+        return CompiledProgram(signature, py, shapes, fallback, job.text)
+
+    return Prepared([job], [f"{symbol}.py", f"{symbol}.shapes"], {}, make)
 
 
 def _kernel_callees(function: FuncOp) -> list[str]:

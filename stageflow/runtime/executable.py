@@ -13,6 +13,7 @@ and the steps are its fallback.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +22,9 @@ from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block
 
-from stageflow.codegen import compile_kernels
 from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable
 from stageflow.codegen.lowered.compile import lower_functions
+from stageflow.codegen.targets.cpu import Prepared, link_all, prepare_kernels
 from stageflow.core.primitive import REGISTRY
 from stageflow.core.source import SourceLocation
 from stageflow.ir.attributes import decode
@@ -31,7 +32,7 @@ from stageflow.ir.builder import constant_value
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
-from stageflow.runtime.compiled_program import build_program, will_build
+from stageflow.runtime.compiled_program import prepare_program, will_build
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
@@ -296,35 +297,62 @@ class Executable:
         seconds of each code generation stage and the kernel and step counts."""
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
         kernels = {name: f for name, f in functions.items() if is_kernel(f)} if jit else {}
+        seconds = stats.seconds
         start = time.perf_counter()
         # -- where every entry becomes a program, kernels and ops are called from compiled
         # code, and from Python only by the step plan on errors: no NumPy entries
         programs_only = jit and all(will_build(functions[entry], functions)
                                     for entry in entries)
         splittable = {name for name, f in kernels.items() if _splits(f)}
-        analysed = [analyse(f, dynamic_leading=name in splittable)
-                    for name, f in kernels.items()]
-        compiled = dict(zip(kernels, compile_kernels(analysed, not programs_only),
-                            strict=True))
+        names = list(kernels)
+        # -- each LLVM module is compiled on the JIT's compiler thread as soon as its IR is
+        # built, while the next module's IR is built here: kernels, ops, programs
+        prepared: list[Prepared] = [prepare_kernels(
+            [analyse(kernels[name], dynamic_leading=name in splittable) for name in names],
+            not programs_only)]
+        kernel_symbols = {name: prepared[0].entries[i] for i, name in enumerate(names)}
+        seconds["llvm kernel IR"] = time.perf_counter() - start
+        op_symbols: dict[Any, str] = {}
+        plans: dict[str, Plan] = {}
+        programs: dict[str, int] = {}  # entry -> its program's index in `prepared`
+        if jit:
+            mark = time.perf_counter()
+            prepared.append(lower_functions([f for f in functions.values() if not is_kernel(f)],
+                                            not programs_only))
+            op_symbols = prepared[1].entries
+            seconds["llvm op IR"] = time.perf_counter() - mark
+            mark = time.perf_counter()
+            for entry in entries:
+                program = prepare_program(functions[entry], functions, kernel_symbols.get,
+                                          op_symbols.get, _plan_runner(plans, entry))
+                if program is not None:
+                    programs[entry] = len(prepared)
+                    prepared.append(program)
+            seconds["llvm program IR"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        linked = link_all(prepared)
+        seconds["llvm linking"] = time.perf_counter() - mark
+        seconds["llvm"] = time.perf_counter() - start
+        compiled: dict[Any, Any] = dict(zip(names, linked[0], strict=True))
         for name in splittable:
             compiled[name] = RowParallelKernel(compiled[name])
-        stats.seconds["llvm"] = time.perf_counter() - start
-        stats.kernels = len(kernels)
         if jit:  # -- the other ops with a lowering, keyed by op (see `Plan`)
-            start = time.perf_counter()
-            compiled.update(lower_functions([f for f in functions.values() if not is_kernel(f)],
-                                            not programs_only))
-            stats.seconds["llvm ops"] = time.perf_counter() - start
-        plans: dict[str, Plan] = {}
+            compiled.update(linked[1])
+        stats.kernels = len(kernels)
         executables = []
         for entry in entries:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
-            program = None
-            if jit:
-                start = time.perf_counter()
-                program = build_program(functions[entry], functions, compiled, plan.run)
-                stats.seconds["llvm program"] = (stats.seconds.get("llvm program", 0.0)
-                                                 + time.perf_counter() - start)
+            program = linked[programs[entry]] if entry in programs else None
             executables.append(cls(plan, stats, program))
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
+
+
+def _plan_runner(plans: dict[str, Plan], entry: str) -> Callable[[list[Any]], list[Any]]:
+    """Runs the step plan of `entry`, made once the program's kernels are linked (a
+    program falls back to it on any failure, for the step's own error)."""
+
+    def run(inputs: list[Any]) -> list[Any]:
+        return plans[entry].run(inputs)
+
+    return run

@@ -37,7 +37,6 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 from xdsl.dialects.builtin import TensorType
@@ -54,7 +53,7 @@ from stageflow.codegen.llvm.numpy_abi import (
 from stageflow.codegen.lowered import matmul, movement, random_bits, reduction  # noqa: F401
 from stageflow.codegen.lowered.rule import RULES, Lowering, OpBuilder, Operand, OpSpec
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.cpu import ModuleJob, levels, process_jit
+from stageflow.codegen.targets.cpu import ModuleJob, Prepared, levels, process_jit
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
@@ -262,12 +261,19 @@ def _static_size(spec: OpSpec) -> float:
 
 
 def compile_ops(specs: Sequence[OpSpec], py_entries: bool = True) -> list[CompiledOp | None]:
-    """Compile the ops that have a lowering, one LLVM module per pair of levels
-    (`cpu.levels` by the op's static size, `OPT_LEVEL` for large ops; a lowering whose
-    work is in the functions it calls says ``optimize_loops = False`` and gets the tiny
-    ops' levels); None for the others. Without `py_entries` (ops only compiled code
-    calls) there is no ``NAME.py`` to compile, and Python calls take the slower ctypes
-    path."""
+    """Compile the ops that have a lowering (see `prepare_ops`); None for the others."""
+    compiled = prepare_ops(specs, py_entries).finish()
+    return [compiled.get(spec.key) for spec in specs]
+
+
+def prepare_ops(specs: Sequence[OpSpec],
+                py_entries: bool = True) -> Prepared[dict[tuple, CompiledOp]]:
+    """Start compiling the distinct ops that have a lowering, one LLVM module per pair of
+    levels (`cpu.levels` by the op's static size, `OPT_LEVEL` for large ops; a lowering
+    whose work is in the functions it calls says ``optimize_loops = False`` and gets the
+    tiny ops' levels); the entries and the result are keyed by `OpSpec.key`. Without
+    `py_entries` (ops only compiled code calls) there is no ``NAME.py`` to compile, and
+    Python calls take the slower ctypes path."""
     groups: dict[tuple[int, int], dict[tuple, tuple[OpSpec, Lowering]]] = {}
     for spec in specs:
         lowering = rule_for(spec)
@@ -275,29 +281,36 @@ def compile_ops(specs: Sequence[OpSpec], py_entries: bool = True) -> list[Compil
             size = _static_size(spec) if getattr(lowering, "optimize_loops", True) else 0
             group = groups.setdefault(levels(size, OPT_LEVEL), {})
             group.setdefault(spec.key, (spec, lowering))
+    ordered = [group for _, group in sorted(groups.items())]
     built = [_module(list(group.values()), py_entries, level, codegen)
              for (level, codegen), group in sorted(groups.items())]
-    jit = process_jit()
     names = [n for _, symbols in built for s in symbols
              for n in ((s, f"{s}.py") if py_entries else (s,))]
-    addresses = jit.link([job for job, _ in built], names)
-    compiled: dict[tuple, CompiledOp] = {}
-    pointer = ctypes.c_void_p
-    for group, (job, symbols) in zip(sorted(groups.items()), built, strict=True):
-        for (spec, _), symbol in zip(group[1].values(), symbols, strict=True):
-            raw = ctypes.CFUNCTYPE(ctypes.c_int32, pointer, pointer, pointer)(addresses[symbol])
-            n = len(spec.inputs) + len(spec.outputs)
-            py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
-                addresses[f"{symbol}.py"]) if jit.layout_ok and py_entries else None)
-            compiled[spec.key] = CompiledOp(spec, raw, py, job.text, symbol)
-    return [compiled.get(spec.key) for spec in specs]
+    entries = {key: symbol for group, (_, symbols) in zip(ordered, built, strict=True)
+               for key, symbol in zip(group, symbols, strict=True)}
+
+    def make(addresses: dict[str, int]) -> dict[tuple, CompiledOp]:
+        pointer = ctypes.c_void_p
+        layout_ok = process_jit().layout_ok
+        compiled: dict[tuple, CompiledOp] = {}
+        for group, (job, symbols) in zip(ordered, built, strict=True):
+            for (spec, _), symbol in zip(group.values(), symbols, strict=True):
+                raw = ctypes.CFUNCTYPE(ctypes.c_int32, pointer, pointer, pointer)(
+                    addresses[symbol])
+                n = len(spec.inputs) + len(spec.outputs)
+                py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
+                    addresses[f"{symbol}.py"]) if layout_ok and py_entries else None)
+                compiled[spec.key] = CompiledOp(spec, raw, py, job.text, symbol)
+        return compiled
+
+    return Prepared([job for job, _ in built], names, entries, make)
 
 
 def _module(ops: list[tuple[OpSpec, Lowering]], py_entries: bool, level: int,
             codegen: int) -> tuple[ModuleJob, list[str]]:
     """Distinct ops as one LLVM module to compile at the levels given; their symbols."""
     module = ir.Module(name="ops")
-    module.triple = llvm.get_process_triple()
+    module.triple = process_jit().triple
     symbols = []
     for index, (spec, lowering) in enumerate(ops):
         symbol = f"{spec.name}.op{index}.{cache.PLACEHOLDER}"
@@ -323,12 +336,20 @@ def module_text(specs: Sequence[OpSpec]) -> str:
 
 
 def lower_functions(functions: Sequence[FuncOp],
-                    py_entries: bool = True) -> dict[SfOp, CompiledOp]:
-    """Compile every op of `functions` that has a lowering; op -> its compiled form."""
+                    py_entries: bool = True) -> Prepared[dict[SfOp, CompiledOp]]:
+    """Start compiling every op of `functions` that has a lowering; the result maps op ->
+    its compiled form, the entries op -> its symbol."""
     ops = [op for f in functions for op in f.body.block.ops
            if isinstance(op, SfOp) and not isinstance(op, ReturnOp)
            and op.name not in ("sf.constant", "sf.call")]
     specs = [op_spec(op) for op in ops]
     chosen = [(op, spec) for op, spec in zip(ops, specs, strict=True) if spec is not None]
-    compiled = compile_ops([spec for _, spec in chosen], py_entries)
-    return {op: c for (op, _), c in zip(chosen, compiled, strict=True) if c is not None}
+    prepared = prepare_ops([spec for _, spec in chosen], py_entries)
+    lowered = [(op, spec.key) for op, spec in chosen if spec.key in prepared.entries]
+
+    def make(addresses: dict[str, int]) -> dict[SfOp, CompiledOp]:
+        compiled = prepared.make(addresses)
+        return {op: compiled[key] for op, key in lowered}
+
+    return Prepared(prepared.jobs, prepared.symbols,
+                    {op: prepared.entries[key] for op, key in lowered}, make)

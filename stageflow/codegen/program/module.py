@@ -4,7 +4,6 @@ libraries both start from it."""
 
 from __future__ import annotations
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 from xdsl.dialects.func import FuncOp
 
@@ -12,7 +11,7 @@ from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.kernels.loops import Driver, KernelBuilder
 from stageflow.codegen.lowered.compile import add_op_entry, op_spec, rule_for
 from stageflow.codegen.program.builder import ProgramBuilder, ProgramSignature, supported
-from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry
+from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry, process_jit
 from stageflow.ir.dialect import SfOp
 
 
@@ -27,7 +26,7 @@ def whole_function_module(symbol: str, functions: dict[str, FuncOp]) -> tuple[
     if reason:
         raise NotImplementedError(f"@{symbol}: {reason}")
     module = ir.Module(name=symbol)
-    module.triple = llvm.get_process_triple()
+    module.triple = process_jit().triple
     kernels: dict[str, ir.Function] = {}
     ops: dict[tuple, ir.Function] = {}
 

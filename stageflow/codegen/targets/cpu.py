@@ -32,7 +32,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -54,6 +57,8 @@ DEFAULT_LIBM = frozenset({"sin", "cos", "pow"})
 _LIBM_SYMBOLS = ("sinf", "sin", "cosf", "cos", "powf", "pow", "fmodf", "fmod", "expm1",
                  "log1p")
 
+
+T = TypeVar("T")
 
 SMALL_KERNEL_ELEMENTS = 4096
 TINY_KERNEL_ELEMENTS = 1024
@@ -99,7 +104,7 @@ class CPUTarget:
         kernel = kernel if isinstance(kernel, Kernel) else analyse(kernel)
         symbol = symbol or kernel.name
         module = ir.Module(name=symbol)
-        module.triple = llvm.get_process_triple()
+        module.triple = process_jit().triple
         builder = KernelBuilder(kernel, module, symbol, self.libm)
         check, run = builder.build_check(), builder.build_run(Driver())
         _py_entry(module, kernel, symbol, add_kernel_entry(module, kernel, symbol, check, run))
@@ -121,39 +126,50 @@ class CPUTarget:
         return self.compile_many([kernel])[0]
 
     def compile_many(self, kernels: list[Kernel | FuncOp]) -> list[CompiledKernel]:
-        """JIT-compile several kernels, one LLVM module per pair of `levels` (small and tiny
-        static kernels, where vectorised loops cannot pay back LLVM's O3 time, at lower
-        ones): one optimisation and code generation run per module, not per kernel."""
+        """JIT-compile several kernels (see `prepare_many`)."""
+        return self.prepare_many(kernels).finish()
+
+    def prepare_many(self, kernels: list[Kernel | FuncOp]) -> Prepared[list[CompiledKernel]]:
+        """Start compiling several kernels, one LLVM module per pair of `levels` (small and
+        tiny static kernels, where vectorised loops cannot pay back LLVM's O3 time, at lower
+        ones): one optimisation and code generation run per module, not per kernel. The
+        entries are the kernels' indices."""
         kernels = [k if isinstance(k, Kernel) else analyse(k) for k in kernels]
         chosen_levels = [levels(_static_size(k), self.opt) for k in kernels]
         groups = [[i for i, lv in enumerate(chosen_levels) if lv == level]
                   for level in sorted(set(chosen_levels))]
-        jit = process_jit()
         built = [self._module([kernels[i] for i in group], *chosen_levels[group[0]])
                  for group in groups]
         names = [n for job, symbols in built for s in symbols
                  for n in ((s, f"{s}.py") if self.py_entries else (s,))]
-        addresses = jit.link([job for job, _ in built], names)
-        compiled: dict[int, CompiledKernel] = {}
-        for group, (job, symbols) in zip(groups, built, strict=True):
-            for i, symbol in zip(group, symbols, strict=True):
-                kernel = kernels[i]
+        entries = {i: symbol for group, (_, symbols) in zip(groups, built, strict=True)
+                   for i, symbol in zip(group, symbols, strict=True)}
+
+        def make(addresses: dict[str, int]) -> list[CompiledKernel]:
+            layout_ok = process_jit().layout_ok
+            compiled = []
+            for i, kernel in enumerate(kernels):
+                symbol = entries[i]
                 raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
                     addresses[symbol])
                 py = None
-                if jit.layout_ok and self.py_entries:
+                if layout_ok and self.py_entries:
                     py = ctypes.CFUNCTYPE(ctypes.c_int32,
                                           *[ctypes.py_object] * len(kernel.args))(
                         addresses[f"{symbol}.py"])
-                compiled[i] = CompiledKernel(kernel, raw, py, llvm_ir=job.text, symbol=symbol)
-        return [compiled[i] for i in range(len(kernels))]
+                job = built[next(g for g, group in enumerate(groups) if i in group)][0]
+                compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=job.text,
+                                               symbol=symbol))
+            return compiled
+
+        return Prepared([job for job, _ in built], names, entries, make)
 
     def _module(self, kernels: list[Kernel], level: int,
                 codegen: int) -> tuple[ModuleJob, list[str]]:
         """`kernels` as one LLVM module to optimise at `level` and generate at `codegen`,
         and the kernels' symbols."""
         module = ir.Module(name=kernels[0].name)
-        module.triple = llvm.get_process_triple()
+        module.triple = process_jit().triple
         symbols = []
         for index, kernel in enumerate(kernels):
             symbol = f"{kernel.name}.k{index}.{cache.PLACEHOLDER}"
@@ -181,13 +197,41 @@ class ModuleJob:
 
     @classmethod
     def of(cls, module: ir.Module, level: int, codegen: int) -> ModuleJob:
+        """The job of `module`, its object code already being made on the JIT's compiler
+        thread (see `JIT.schedule`)."""
+        jit = process_jit()
         text = str(module)
-        entry = cache.key(text, level, process_jit().target_id, codegen)
-        return cls(text.replace(cache.PLACEHOLDER, entry[:16]), level, codegen, entry)
+        entry = cache.key(text, level, jit.target_id, codegen)
+        job = cls(text.replace(cache.PLACEHOLDER, entry[:16]), level, codegen, entry)
+        jit.schedule(job)
+        return job
 
     def name(self, symbol: str) -> str:
         """`symbol` as this module defines it (its placeholder replaced)."""
         return symbol.replace(cache.PLACEHOLDER, self.entry[:16])
+
+
+@dataclass(frozen=True)
+class Prepared(Generic[T]):
+    """Modules whose object code is being made, and what to make of their symbols' addresses
+    once linked: `entries` maps each compiled item (a kernel's index, a lowered op) to its
+    symbol, known before linking, so that a program calling them can be built meanwhile."""
+
+    jobs: list[ModuleJob]
+    symbols: list[str]
+    entries: dict[Any, str]
+    make: Callable[[dict[str, int]], T]
+
+    def finish(self) -> T:
+        """Link the modules and make the result."""
+        return self.make(process_jit().link(self.jobs, self.symbols))
+
+
+def link_all(prepared: Sequence[Prepared]) -> list[Any]:
+    """Link several prepared sets of modules with one engine finalisation; their results."""
+    jobs = [job for p in prepared for job in p.jobs]
+    addresses = process_jit().link(jobs, [s for p in prepared for s in p.symbols])
+    return [p.make(addresses) for p in prepared]
 
 
 def add_kernel_entry(module: ir.Module, kernel: Kernel, symbol: str, check: ir.Function,
@@ -233,8 +277,15 @@ def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, raw: ir.Function) 
     b.ret(b.call(raw, [data, dims]))
 
 
-class _JIT:
-    """The process's one execution engine, and a target machine for optimising."""
+class JIT:
+    """The process's one execution engine, a target machine for optimising, and a compiler
+    thread making object code.
+
+    LLVM's optimisation and code generation run in llvmlite calls that release the GIL, so
+    a module handed to the compiler thread (`schedule`) compiles while Python builds the
+    next module's IR: a compile's kernels, lowered ops and program overlap on two cores.
+    Only that thread optimises and generates code for the engine; `link` waits for it.
+    """
 
     def __init__(self) -> None:
         llvm.initialize_native_target()
@@ -261,7 +312,12 @@ class _JIT:
         # engine's own machine.
         self.object_machines = {level: self._new_machine(jit=True, codegen=level)
                                 for level in (0, 3)}
-        self.target_id = f"{llvm.get_process_triple()} {self.cpu_name} {self.features}"
+        self.triple = llvm.get_process_triple()  # read once: builders must not wait for
+        # the compiler thread's lock to learn it
+        self.target_id = f"{self.triple} {self.cpu_name} {self.features}"
+        self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stageflow-llvm")
+        self._pending: dict[str, Future[bytes]] = {}
+        self._pending_lock = threading.Lock()
         self.loaded: set[str] = set()
         self.layout_ok = array_layout_matches()
         self.has_f16c = "+f16c" in self.features.split(",")
@@ -277,7 +333,7 @@ class _JIT:
         instcombine, simplifycfg), which took about a twentieth of O1's time on tiny
         kernels and left code of about O1's size."""
         module = llvm.parse_assembly(text)
-        module.triple = llvm.get_process_triple()
+        module.triple = process_jit().triple
         module.data_layout = str(self.machine.target_data)
         module.verify()
         if level == 0:
@@ -296,22 +352,38 @@ class _JIT:
         builder.getModulePassManager().run(module, builder)
         return module
 
+    def schedule(self, job: ModuleJob) -> None:
+        """Start making `job`'s object code on the compiler thread (once per module)."""
+        with self._pending_lock:
+            if job.entry not in self.loaded and job.entry not in self._pending:
+                self._pending[job.entry] = self._compiler.submit(self._object_code, job)
+
+    def _object_code(self, job: ModuleJob) -> bytes:
+        """`job`'s object code: from the disk cache, else optimised and generated (and
+        then cached)."""
+        code = cache.load(job.entry) if cache.enabled() else None
+        if code is None:
+            code = self.object_machines[job.codegen].emit_object(
+                self.optimize(job.text, job.level))
+            if cache.enabled():
+                cache.store(job.entry, code)
+        return code
+
     def link(self, jobs: list[ModuleJob], symbols: list[str]) -> dict[str, int]:
-        """Link each module's object code once (from the cache, else compiled), finalising
-        the engine once for them all; the addresses of `symbols`."""
+        """Link each module's object code once, finalising the engine once for them all;
+        the addresses of `symbols`."""
         if not self.has_f16c and any(" half" in job.text for job in jobs):
             raise NotImplementedError("float16 kernels need a CPU with F16C on this JIT")
+        for job in jobs:
+            self.schedule(job)
         with self.lock:
             added = False
             for job in jobs:
                 if job.entry in self.loaded:
                     continue
-                code = cache.load(job.entry) if cache.enabled() else None
-                if code is None:
-                    code = self.object_machines[job.codegen].emit_object(
-                        self.optimize(job.text, job.level))
-                    if cache.enabled():
-                        cache.store(job.entry, code)
+                with self._pending_lock:
+                    future = self._pending.pop(job.entry)
+                code = future.result()
                 self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
                 self.loaded.add(job.entry)
                 added = True
@@ -320,15 +392,15 @@ class _JIT:
             return {s: self.engine.get_function_address(s) for s in symbols}
 
 
-_JIT_INSTANCE: _JIT | None = None
+_JIT_INSTANCE: JIT | None = None
 _JIT_LOCK = threading.Lock()
 
 
-def process_jit() -> _JIT:
+def process_jit() -> JIT:
     global _JIT_INSTANCE
     with _JIT_LOCK:
         if _JIT_INSTANCE is None:
-            _JIT_INSTANCE = _JIT()
+            _JIT_INSTANCE = JIT()
         return _JIT_INSTANCE
 
 
@@ -343,5 +415,11 @@ def compile_kernel(function: FuncOp | Kernel) -> CompiledKernel:
 
 def compile_kernels(functions: list[FuncOp | Kernel],
                     py_entries: bool = True) -> list[CompiledKernel]:
-    """Compile several kernels in one LLVM module (see `CPUTarget.compile_many`)."""
-    return (_DEFAULT if py_entries else _RAW_ONLY).compile_many(functions)
+    """Compile several kernels (see `CPUTarget.prepare_many`)."""
+    return prepare_kernels(functions, py_entries).finish()
+
+
+def prepare_kernels(functions: list[FuncOp | Kernel],
+                    py_entries: bool = True) -> Prepared[list[CompiledKernel]]:
+    """Start compiling several kernels (see `CPUTarget.prepare_many`)."""
+    return (_DEFAULT if py_entries else _RAW_ONLY).prepare_many(functions)
