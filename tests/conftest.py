@@ -3,7 +3,12 @@ the eager/staged execution modes of the op tests.
 
 Every test in the op-set modules listed in `STAGED_MODULES` runs twice: eagerly, and with
 every op traced into its own graph function, verified as `sf` dialect IR and interpreted
-(`staging.stage_each_op`), so eager and staged execution must give the same numbers.
+(`staged_modes.stage_each_op`), so eager and staged execution must give the same numbers.
+
+The folders mirror the package (`tests/passes/` tests `stageflow/passes/`; tests of the
+whole package sit here at the root). They are not packages: pytest's default import mode
+imports each test module by its file name, so test file names are unique across folders,
+and the shared helpers here (`strategies`, `staged_modes`) import the same from any folder.
 
 Profiles (pick one with ``HYPOTHESIS_PROFILE=name``):
 
@@ -44,6 +49,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# Module names (file names without ".py"), all in tests/primitives/.
 STAGED_MODULES = {
     "test_creation", "test_indexing", "test_linalg", "test_nn", "test_random",
     "test_reductions", "test_shape_ops",
@@ -88,7 +94,7 @@ def verify_after_every_pass():
 def execution_mode(request):
     """"eager" by default; "staged" runs each op as a traced, verified graph function."""
     if getattr(request, "param", "eager") == "staged":
-        from staging import stage_each_op
+        from staged_modes import stage_each_op
 
         with stage_each_op():
             yield "staged"

@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from staging import stage_each_op
+from staged_modes import stage_each_op
 
 import stageflow as sf
 from stageflow.core import context

@@ -21,6 +21,7 @@ from stageflow.core import config, context, dtypes
 from stageflow.core.primitive import ResourceType
 from stageflow.frontend import tape
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
+from stageflow.frontend.ops.creation import zeros_like
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
@@ -121,7 +122,7 @@ class StagedVJP:
 
     def vjp(self, cotangents: list, inputs: list, outputs: list) -> list:
         plan = self._plan
-        filled = [(g if g is not None else _zeros_like(y))._value
+        filled = [(g if g is not None else zeros_like(y))._value
                   for g, y in zip(cotangents, outputs, strict=True)]
         values = self._residuals + filled
         values += [_runtime(c.source) for c in plan.backward.captures]
@@ -195,9 +196,3 @@ def _used_captures(joint: Graph, equations: list[Equation], outputs: list[Value]
 
 def _runtime(source: Any) -> Any:
     return source if hasattr(source, "_store") else source._value
-
-
-def _zeros_like(tensor: Any) -> Any:
-    import stageflow as sf
-
-    return sf.zeros_like(tensor)

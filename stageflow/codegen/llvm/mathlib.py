@@ -10,8 +10,8 @@ division, which both backends lower natively and the loop vectoriser handles.
 A target may still prefer an intrinsic (`Emitter.libm`): the CPU target calls libm for
 ``sin``, ``cos`` and ``pow``, whose exact range reduction and special cases the
 expansions only approximate (see each function). Accuracy of the expansions (measured
-against NumPy in tests/test_codegen.py): a few ulps for float32, far below 1e-12 relative
-for float64.
+against NumPy in tests/codegen/test_codegen.py): a few ulps for float32, far below 1e-12
+relative for float64.
 
 ============  ========================================================================
 function      method

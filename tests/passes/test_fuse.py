@@ -44,7 +44,7 @@ from stageflow.passes.fuse_groups import is_fusible_reduction
 from stageflow.passes.support import callee_name
 
 load_primitives()
-LIT = pathlib.Path(__file__).resolve().parents[1] / "lit_tests" / "passes" / "fuse.mlir"
+LIT = pathlib.Path(__file__).resolve().parents[2] / "lit_tests" / "passes" / "fuse.mlir"
 F32 = dtypes.float32
 
 

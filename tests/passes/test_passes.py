@@ -55,7 +55,7 @@ from stageflow.passes.remat import FORWARD_ATTR, residual_count
 from stageflow.passes.support import callee_name
 
 load_primitives()
-LIT_DIR = pathlib.Path(__file__).resolve().parents[1] / "lit_tests" / "passes"
+LIT_DIR = pathlib.Path(__file__).resolve().parents[2] / "lit_tests" / "passes"
 DYNAMIC_DIM = 4  # the size given to every `?` dim when a function is run
 SPECIAL = (0.0, -0.0, 1.0, 2.0, np.inf, -np.inf, np.nan)
 
