@@ -17,9 +17,12 @@ from typing import Any, Protocol
 
 
 class Trace(Protocol):
-    """What `Primitive.bind` needs from a context: apply a primitive to its arguments."""
+    """What a context provides: apply a primitive to its arguments (for `Primitive.bind`),
+    and make a tensor of a NumPy array (for constants, in op functions and gradient rules)."""
 
     def process(self, primitive: Any, args: tuple, params: dict) -> Any: ...
+
+    def constant(self, array: Any) -> Any: ...
 
 
 class _ThreadState(threading.local):

@@ -63,9 +63,10 @@ class Primitive:
     The gradient rule, set with `def_vjp` beside the primitive's definition, is
     ``vjp(cotangents, inputs, outputs, **params) -> [input cotangent or None, ...]``: given
     one cotangent per result (None where the result is unused) it returns one per operand
-    (None where the operand gets no gradient). It is written with the public op functions,
-    so gradients trace into IR and differentiate again. `def_nondifferentiable` marks ops
-    whose results carry no gradient (comparisons, integer ops, random bits, ...).
+    (None where the operand gets no gradient). It is written with primitives, bound directly
+    (`stageflow.primitives.autodiff`), so gradients trace into IR and differentiate again.
+    `def_nondifferentiable` marks ops whose results carry no gradient (comparisons, integer
+    ops, random bits, ...).
     """
 
     def __init__(

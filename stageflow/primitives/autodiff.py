@@ -1,9 +1,16 @@
 """Helpers shared by the gradient rules that sit beside each primitive family.
 
-The rules are written with the public op functions (`sf.multiply`, `sf.reduce_sum`, ...) so
-that a gradient traces into IR and can be differentiated again. The op modules import the
-primitive modules, so the rules reach the op functions through `sf`, a lazy handle on the
-`stageflow` package that imports it on first use.
+A rule is written with primitives, bound directly (as JAX writes its rules with `lax`, not
+`jax.numpy`), so that a gradient traces into IR and can be differentiated again like any
+other op. The public op functions cannot serve: they live in the frontend, above this
+layer. A rule binds its own family's primitives directly (and those of a family its
+module imports anyway, as conv does structural's); the functions here reach the others.
+The families need each other's primitives (elementwise gradients are summed back with
+`reduce_sum`, reduction gradients select and cast), so they cannot all import one another
+without a cycle: these functions find each primitive by name in the registry when a rule
+runs, by which time importing `stageflow.primitives` has defined every family. Each does
+only the normalising the rules need: Python scalars become constants of the other
+operand's dtype.
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stageflow.core import dtypes
+import numpy as np
+
+from stageflow.core import context, dtypes
+from stageflow.core.primitive import REGISTRY
 
 # Primitives whose gradients the tape and function machinery provide, not a rule here:
 # variable reads and writes (the tape maps reads back to their variables) and `call` (a
@@ -21,16 +31,39 @@ from stageflow.core import dtypes
 HANDLED_BY_TAPE = frozenset({"read_variable", "assign_variable", "call"})
 
 
-class _LazyStageflow:
-    """`sf.<name>` for the gradient rules, importing `stageflow` on first use."""
-
-    def __getattr__(self, name: str) -> Any:
-        import stageflow
-
-        return getattr(stageflow, name)
+def _bind(name: str, *args: Any, **params: Any) -> Any:
+    """Apply the primitive registered as `name` in the current trace."""
+    return REGISTRY[name].bind(*args, **params)
 
 
-sf: Any = _LazyStageflow()
+def constant(value: Any, dtype: np.dtype) -> Any:
+    """`value` as a tensor of `dtype` in the current trace (eager or staging)."""
+    return context.current_trace().constant(np.asarray(value, dtype))
+
+
+def _like(value: Any, other: Any) -> Any:
+    """`value` itself, or, if it is a Python scalar, a constant of `other`'s dtype."""
+    return constant(value, other.dtype) if isinstance(value, int | float) else value
+
+
+def where(cond: Any, x: Any, y: Any) -> Any:
+    """`select`: x where cond is true, else y (the primitive broadcasts all three)."""
+    return _bind("select", cond, _like(x, y), _like(y, x))
+
+
+def equal(x: Any, y: Any) -> Any:
+    """x == y as a bool tensor."""
+    return _bind("equal", x, _like(y, x))
+
+
+def cast(x: Any, dtype: np.dtype) -> Any:
+    """`x` converted to `dtype`."""
+    return _bind("cast", x, dtype=dtype)
+
+
+def matmul(a: Any, b: Any, *, transpose_a: bool, transpose_b: bool) -> Any:
+    """The batched matrix product of operands of rank >= 2."""
+    return _bind("matmul", a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
 def floating_only(rule: Callable[..., list]) -> Callable[..., list]:
@@ -63,10 +96,10 @@ def unbroadcast(g: Any, operand: Any) -> Any:
         return g
     lead = g.ndim - len(shape)
     if lead:
-        g = sf.reduce_sum(g, tuple(range(lead)))
+        g = _bind("reduce_sum", g, axes=tuple(range(lead)), keepdims=False)
     ones = tuple(i for i, (d, e) in enumerate(zip(shape, g.shape, strict=True))
                  if d == 1 and e != 1)
-    return sf.reduce_sum(g, ones, keepdims=True) if ones else g
+    return _bind("reduce_sum", g, axes=ones, keepdims=True) if ones else g
 
 
 def reshape(g: Any, shape: Sequence[int | None]) -> Any:
@@ -77,7 +110,7 @@ def reshape(g: Any, shape: Sequence[int | None]) -> Any:
     if sum(d is None for d in shape) > 1:
         raise NotImplementedError(f"gradient: cannot reshape to {shape} with more than one "
                                   "unknown dim")
-    return sf.reshape(g, [-1 if d is None else d for d in shape])
+    return _bind("reshape", g, shape=tuple(-1 if d is None else d for d in shape))
 
 
 def broadcast_like(g: Any, x: Any) -> Any:
@@ -85,16 +118,13 @@ def broadcast_like(g: Any, x: Any) -> Any:
     if tuple(g.shape) == tuple(x.shape):
         return g
     if None not in x.shape:
-        return sf.broadcast_to(g, x.shape)
-    return sf.where(sf.equal(x, x), g, g)  # both branches g: NaN in x does not matter
+        return _bind("broadcast_to", g, shape=tuple(x.shape))
+    return where(equal(x, x), g, g)  # both branches g: NaN in x does not matter
 
 
 def zeros_like(x: Any) -> Any:
     """Zeros with x's shape and dtype, also when the shape is not static."""
-    if None not in x.shape:
-        return sf.zeros(x.shape, x.dtype)
-    zero = sf.convert_to_tensor(0, x.dtype)
-    return sf.where(sf.equal(x, x), zero, zero)
+    return broadcast_like(constant(0, x.dtype), x)
 
 
 def product(dims: Sequence[int | None]) -> int | None:

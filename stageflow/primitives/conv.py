@@ -18,8 +18,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
-from stageflow.primitives.autodiff import floating_only, reshape, sf
-from stageflow.primitives.structural import slice_p, unslice
+from stageflow.primitives.autodiff import equal, floating_only, reshape, where
+from stageflow.primitives.structural import pad_p, slice_p, transpose_p, unslice
 
 Pair = tuple[int, int]
 Padding = tuple[Pair, Pair]
@@ -204,7 +204,8 @@ def _dilate(g, strides: Pair):
         return g
     (sh, sw), (n, h, w, c) = strides, g.shape
     g = reshape(g, (n, h, 1, w, 1, c))
-    g = sf.pad(g, [(0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1), (0, 0)])
+    g = pad_p.bind(g, pads=((0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1), (0, 0)),
+                   value=0)
     return reshape(g, (n, h * sh, w * sw, c))
 
 
@@ -235,7 +236,7 @@ def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
     (g,), (x, w) = cotangents, inputs
     kh, kw = w.shape[:2]
     # Input: correlate with the filters flipped in space, input/output channels swapped.
-    flipped = sf.transpose(w[::-1, ::-1], (0, 1, 3, 2))
+    flipped = transpose_p.bind(w[::-1, ::-1], perm=(0, 1, 3, 2))
     dx = _transposed_window(
         g, x.shape, (kh, kw), strides, padding, dilations,
         lambda t, pads: conv2d_p.bind(t, flipped, strides=(1, 1), padding=pads,
@@ -244,9 +245,10 @@ def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
     # Filters: dw[a, b, c, o] = sum over n, i, j of x[n, i*s + a*d, j*s + b*d, c] g[n, i, j, o]:
     # a conv of x with channels as batch and batch as channels, by g as [Ho, Wo, N, O]
     # filters, stepping by the dilations and dilated by the strides; then crop to kh x kw.
-    dw = conv2d_p.bind(sf.transpose(x, (3, 1, 2, 0)), sf.transpose(g, (1, 2, 0, 3)),
+    dw = conv2d_p.bind(transpose_p.bind(x, perm=(3, 1, 2, 0)),
+                       transpose_p.bind(g, perm=(1, 2, 0, 3)),
                        strides=dilations, padding=padding, dilations=strides)
-    return [dx, sf.transpose(dw[:, :kh, :kw, :], (1, 2, 0, 3))]
+    return [dx, transpose_p.bind(dw[:, :kh, :kw, :], perm=(1, 2, 0, 3))]
 
 
 @reduce_window_p.def_vjp
@@ -265,18 +267,18 @@ def _reduce_window_vjp(cotangents, inputs, outputs, *, kind, window, strides, pa
         raise NotImplementedError("the gradient of max pooling needs a static height and "
                                   f"width, got input {format_shape(x.shape)}")
     full = (None, None, None)
-    padded = sf.pad(x, [(0, 0), padding[0], padding[1], (0, 0)], constant_values=-np.inf)
+    padded = pad_p.bind(x, pads=((0, 0), padding[0], padding[1], (0, 0)), value=-np.inf)
     (ho, wo), (sh, sw) = out.shape[1:3], strides
     taken, dpadded = None, None
     for a in range(window[0]):
         for b in range(window[1]):
             view = (full, (a, a + (ho - 1) * sh + 1, sh), (b, b + (wo - 1) * sw + 1, sw), full)
-            hit = sf.equal(slice_p.bind(padded, slices=view), out)
+            hit = equal(slice_p.bind(padded, slices=view), out)
             if taken is not None:
                 hit, taken = hit & ~taken, taken | hit
             else:
                 taken = hit
-            part = unslice(sf.where(hit, g, 0.0), padded.shape, view)
+            part = unslice(where(hit, g, 0.0), padded.shape, view)
             dpadded = part if dpadded is None else dpadded + part
     top, left = padding[0][0], padding[1][0]
     return [dpadded[:, top : top + x.shape[1], left : left + x.shape[2], :]]

@@ -13,7 +13,7 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import broadcast_shapes
-from stageflow.primitives.autodiff import floating_only, sf, unbroadcast, zeros_like
+from stageflow.primitives.autodiff import floating_only, unbroadcast, where, zeros_like
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
 ALL = dtypes.ALL
@@ -224,7 +224,7 @@ cast_p = Primitive("cast", shape_rule=_cast_rule, kernel=_cast, summary="convert
 
 _UNARY_VJPS = {
     negative_p: lambda g, x, out: -g,
-    abs_p: lambda g, x, out: g * sf.sign(x),  # 0 at x == 0
+    abs_p: lambda g, x, out: g * sign_p.bind(x),  # 0 at x == 0
     sign_p: lambda g, x, out: zeros_like(x),
     exp_p: lambda g, x, out: g * out,
     expm1_p: lambda g, x, out: g * (out + 1.0),
@@ -232,11 +232,11 @@ _UNARY_VJPS = {
     log1p_p: lambda g, x, out: g / (x + 1.0),
     sqrt_p: lambda g, x, out: g * 0.5 / out,
     rsqrt_p: lambda g, x, out: g * -0.5 * out / x,
-    sin_p: lambda g, x, out: g * sf.cos(x),
-    cos_p: lambda g, x, out: -g * sf.sin(x),
+    sin_p: lambda g, x, out: g * cos_p.bind(x),
+    cos_p: lambda g, x, out: -g * sin_p.bind(x),
     tanh_p: lambda g, x, out: g * (1.0 - out * out),
     logistic_p: lambda g, x, out: g * out * (1.0 - out),
-    erf_p: lambda g, x, out: g * (2.0 * _INV_SQRT_PI) * sf.exp(-(x * x)),
+    erf_p: lambda g, x, out: g * (2.0 * _INV_SQRT_PI) * exp_p.bind(-(x * x)),
     floor_p: lambda g, x, out: zeros_like(x),
     ceil_p: lambda g, x, out: zeros_like(x),
     round_p: lambda g, x, out: zeros_like(x),
@@ -245,15 +245,15 @@ _UNARY_VJPS = {
 
 def _share(g, wins, ties):
     """g where an operand of max/min wins, half of g where it ties (split evenly, as JAX)."""
-    return g * (sf.cast(wins, g.dtype) + 0.5 * sf.cast(ties, g.dtype))
+    return g * (cast_p.bind(wins, dtype=g.dtype) + 0.5 * cast_p.bind(ties, dtype=g.dtype))
 
 
 def _pow_vjp(g, x, y, out):
     # d/dx = y x**(y - 1), with x**1 in place of x**-1 where y == 0 (no 0 * inf at x == 0);
     # d/dy = out log(x), taken as 0 where x <= 0 (JAX gives 0 at x == 0, NaN below).
-    dx = g * y * x ** sf.where(y == 0, 1.0, y - 1.0)
+    dx = g * y * x ** where(y == 0, 1.0, y - 1.0)
     positive = x > 0
-    dy = sf.where(positive, g * out * sf.log(sf.where(positive, x, 1.0)), 0.0)
+    dy = where(positive, g * out * log_p.bind(where(positive, x, 1.0)), 0.0)
     return dx, dy
 
 
@@ -263,7 +263,7 @@ _BINARY_VJPS = {
     multiply_p: lambda g, x, y, out: (g * y, g * x),
     divide_p: lambda g, x, y, out: (g / y, -g * out / y),
     floordiv_p: lambda g, x, y, out: (zeros_like(x), zeros_like(y)),
-    mod_p: lambda g, x, y, out: (g, -g * sf.floordiv(x, y)),
+    mod_p: lambda g, x, y, out: (g, -g * floordiv_p.bind(x, y)),
     pow_p: _pow_vjp,
     maximum_p: lambda g, x, y, out: (_share(g, x > y, x == y), _share(g, y > x, x == y)),
     minimum_p: lambda g, x, y, out: (_share(g, x < y, x == y), _share(g, y < x, x == y)),
@@ -296,14 +296,16 @@ for _primitive, _rule in _BINARY_VJPS.items():
 @floating_only
 def _select_vjp(cotangents, inputs, outputs):
     (g,), (cond, x, y) = cotangents, inputs
-    return [None, unbroadcast(sf.where(cond, g, 0.0), x), unbroadcast(sf.where(cond, 0.0, g), y)]
+    return [None, unbroadcast(where(cond, g, 0.0), x), unbroadcast(where(cond, 0.0, g), y)]
 
 
 @cast_p.def_vjp
 @floating_only
 def _cast_vjp(cotangents, inputs, outputs, *, dtype):
     # Only float -> float casts pass a gradient (cast back); to or from int/bool: none.
-    return [sf.cast(cotangents[0], inputs[0].dtype) if dtypes.is_floating(dtype) else None]
+    if not dtypes.is_floating(dtype):
+        return [None]
+    return [cast_p.bind(cotangents[0], dtype=inputs[0].dtype)]
 
 
 for _primitive in (logical_not_p, logical_and_p, logical_or_p, shift_right_logical_p, equal_p,

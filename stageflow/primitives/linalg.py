@@ -11,7 +11,7 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import broadcast_shapes, format_shape
-from stageflow.primitives.autodiff import floating_only, sf, unbroadcast
+from stageflow.primitives.autodiff import floating_only, unbroadcast
 
 
 def _matmul_rule(
@@ -64,13 +64,13 @@ def _product_vjp(g, a, b, transpose_a: bool, transpose_b: bool) -> list:
     # out = A @ B with A = a or a^T, B = b or b^T: dA = g @ B^T, dB = A^T @ g, transposed
     # back where the operand was; batch dims broadcast, so sum them back.
     if transpose_a:
-        ga = sf.matmul(b, g, transpose_a=transpose_b, transpose_b=True)
+        ga = matmul_p.bind(b, g, transpose_a=transpose_b, transpose_b=True)
     else:
-        ga = sf.matmul(g, b, transpose_b=not transpose_b)
+        ga = matmul_p.bind(g, b, transpose_a=False, transpose_b=not transpose_b)
     if transpose_b:
-        gb = sf.matmul(g, a, transpose_a=True, transpose_b=transpose_a)
+        gb = matmul_p.bind(g, a, transpose_a=True, transpose_b=transpose_a)
     else:
-        gb = sf.matmul(a, g, transpose_a=not transpose_a)
+        gb = matmul_p.bind(a, g, transpose_a=not transpose_a, transpose_b=False)
     return [unbroadcast(ga, a), unbroadcast(gb, b)]
 
 

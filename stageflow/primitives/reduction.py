@@ -11,7 +11,14 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import normalize_axes, normalize_axis
-from stageflow.primitives.autodiff import broadcast_like, floating_only, reshape, sf
+from stageflow.primitives.autodiff import (
+    broadcast_like,
+    cast,
+    equal,
+    floating_only,
+    reshape,
+    where,
+)
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
 
@@ -112,20 +119,20 @@ def _reduce_prod_vjp(cotangents, inputs, outputs, *, axes, keepdims):
     # more -> 0. (So the second derivative is not right at an exact zero.)
     x = inputs[0]
     g = _kept(cotangents[0], x, axes, keepdims)
-    is_zero = sf.equal(x, 0.0)
-    nonzero = sf.where(is_zero, 1.0, x)
-    rest = sf.reduce_prod(nonzero, axes, keepdims=True)
-    zeros = sf.reduce_sum(sf.cast(is_zero, dtypes.int32), axes, keepdims=True)
-    one_zero = sf.where(is_zero & (zeros == 1), rest, 0.0)
-    return [g * sf.where(zeros == 0, rest / nonzero, one_zero)]
+    is_zero = equal(x, 0.0)
+    nonzero = where(is_zero, 1.0, x)
+    rest = reduce_prod_p.bind(nonzero, axes=axes, keepdims=True)
+    zeros = reduce_sum_p.bind(cast(is_zero, dtypes.int32), axes=axes, keepdims=True)
+    one_zero = where(is_zero & (zeros == 1), rest, 0.0)
+    return [g * where(zeros == 0, rest / nonzero, one_zero)]
 
 
 def _extremum_vjp(cotangents, inputs, outputs, *, axes, keepdims):
     # As TensorFlow: g goes to the elements equal to the result, split evenly among ties.
     x = inputs[0]
     g = _kept(cotangents[0], x, axes, keepdims)
-    hits = sf.cast(sf.equal(x, _kept(outputs[0], x, axes, keepdims)), g.dtype)
-    return [g * hits / sf.reduce_sum(hits, axes, keepdims=True)]
+    hits = cast(equal(x, _kept(outputs[0], x, axes, keepdims)), g.dtype)
+    return [g * hits / reduce_sum_p.bind(hits, axes=axes, keepdims=True)]
 
 
 reduce_max_p.def_vjp(floating_only(_extremum_vjp))

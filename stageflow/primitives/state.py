@@ -83,4 +83,4 @@ print_p = Primitive(
 )
 print_p.def_nondifferentiable()
 # read_variable and assign_variable have no rule here: the tape maps a read back to its
-# variable (autodiff_util.HANDLED_BY_TAPE).
+# variable (autodiff.HANDLED_BY_TAPE).

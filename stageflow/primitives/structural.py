@@ -13,7 +13,16 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape, normalize_axis, num_elements
-from stageflow.primitives.autodiff import floating_only, product, reshape, sf, unbroadcast
+from stageflow.primitives.autodiff import (
+    constant,
+    equal,
+    floating_only,
+    matmul,
+    product,
+    reshape,
+    unbroadcast,
+    where,
+)
 
 
 def _broadcast_rule(x: ShapedType, *, shape: tuple[int | None, ...]) -> ShapedType:
@@ -238,7 +247,7 @@ def _reshape_vjp(cotangents, inputs, outputs, *, shape):
 @transpose_p.def_vjp
 @floating_only
 def _transpose_vjp(cotangents, inputs, outputs, *, perm):
-    return [sf.transpose(cotangents[0], [perm.index(i) for i in range(len(perm))])]
+    return [transpose_p.bind(cotangents[0], perm=tuple(perm.index(i) for i in range(len(perm))))]
 
 
 def unslice(g, shape: tuple[int | None, ...], slices: tuple[Slice, ...]):
@@ -264,12 +273,13 @@ def unslice(g, shape: tuple[int | None, ...], slices: tuple[Slice, ...]):
             pads.append((0, 0))
             strided.append((axis, dim, positions))
     if any(pair != (0, 0) for pair in pads):
-        g = sf.pad(g, pads)
+        g = pad_p.bind(g, pads=tuple(pads), value=0)
     for axis, dim, positions in strided:
         index = np.full(dim, len(positions), np.int32)  # len(positions): the padded zero
         index[list(positions)] = np.arange(len(positions))
-        one_zero = [(0, 1) if i == axis else (0, 0) for i in range(g.ndim)]
-        g = sf.gather(sf.pad(g, one_zero), index, axis)
+        one_zero = tuple((0, 1) if i == axis else (0, 0) for i in range(g.ndim))
+        padded = pad_p.bind(g, pads=one_zero, value=0)
+        g = gather_p.bind(padded, constant(index, dtypes.int32), axis=axis)
     return g
 
 
@@ -286,7 +296,14 @@ def _concat_vjp(cotangents, inputs, outputs, *, axis):
     if None in sizes:
         raise NotImplementedError(f"gradient of concat: operand sizes {sizes} along axis "
                                   f"{axis} must be known")
-    return sf.split(cotangents[0], sizes, axis)
+    g, axis = cotangents[0], normalize_axis(axis, cotangents[0].ndim)
+    parts, start = [], 0
+    for size in sizes:
+        slices = tuple((start, start + size, 1) if i == axis else (None, None, None)
+                       for i in range(g.ndim))
+        parts.append(slice_p.bind(g, slices=slices))
+        start += size
+    return parts
 
 
 @pad_p.def_vjp
@@ -308,9 +325,11 @@ def _gather_vjp(cotangents, inputs, outputs, *, axis):
                                   "axis and known index dims")
     pre, post = product(params.shape[:axis]), product(params.shape[axis + 1 :])
     flat = reshape(indices, (m,))
-    hot = sf.one_hot(sf.where(flat < 0, flat + n, flat), n, dtype=g.dtype)
+    columns = iota_p.bind(shape=(m, n), dtype=flat.dtype, dimension=1)
+    hits = equal(reshape(where(flat < 0, flat + n, flat), (m, 1)), columns)
+    hot = where(hits, constant(1, g.dtype), constant(0, g.dtype))  # [m, n] one-hot
     rows = reshape(g, (pre, m, post))
-    return [reshape(sf.matmul(hot, rows, transpose_a=True), params.shape), None]
+    return [reshape(matmul(hot, rows, transpose_a=True, transpose_b=False), params.shape), None]
 
 
 for _primitive in (iota_p, constant_p):
