@@ -5,6 +5,10 @@ layers attach their rules (gradient, lowering) to the same object, so adding an 
 one place per layer. `Primitive.bind` is the single dispatch point: it hands the op to the
 current trace (the eager trace runs the kernel; a staging trace runs the shape rule and
 appends an IR op).
+
+A primitive's result dims are written once, as a ``dims`` function over a `DimArith`
+(`stageflow.core.dims`): its shape rule interprets it on Python ints while tracing, and the
+whole-function program on LLVM integers at run time.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import context
+from stageflow.core.dims import DimsRule
 from stageflow.core.source import describe_location
 
 Shape = tuple[int | None, ...]
@@ -67,6 +72,11 @@ class Primitive:
     (`stageflow.primitives.autodiff`), so gradients trace into IR and differentiate again.
     `def_nondifferentiable` marks ops whose results carry no gradient (comparisons, integer
     ops, random bits, ...).
+
+    ``dims(d, operand_dims, **params)`` gives the single result's dims from the operands'
+    through the dim arithmetic `d` (see `stageflow.core.dims`); the shape rule gets its
+    shape from it, and compiled code its run-time dims. None where the dims are not
+    arithmetic on the operands' (several results, dims that depend on values).
     """
 
     def __init__(
@@ -76,6 +86,7 @@ class Primitive:
         shape_rule: ShapeRule,
         kernel: Callable[..., Any],
         summary: str,
+        dims: DimsRule | None = None,
         multiple_results: bool = False,
         stateful: bool = False,
     ) -> None:
@@ -85,6 +96,7 @@ class Primitive:
         self.shape_rule = shape_rule
         self.kernel = kernel
         self.summary = summary
+        self.dims = dims
         self.multiple_results = multiple_results
         self.stateful = stateful
         self.vjp: Callable[..., list] | None = None

@@ -7,26 +7,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from stageflow.core.dims import PYTHON, broadcast_dims
 from stageflow.core.primitive import Shape
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
-    """NumPy broadcasting of shapes that may contain unknown dims."""
-    ndim = max((len(s) for s in shapes), default=0)
-    result: list[int | None] = []
-    for axis in range(ndim):
-        dims = [s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0]
-        known = {d for d in dims if d is not None and d != 1}
-        if len(known) > 1:
-            listed = " and ".join(format_shape(s) for s in shapes)
-            raise ValueError(f"shapes {listed} are incompatible for broadcasting")
-        if known:
-            result.append(known.pop())
-        elif any(d is None for d in dims):
-            result.append(None)
-        else:
-            result.append(1)
+    """NumPy broadcasting of shapes that may contain unknown dims (`broadcast_dims` on
+    Python ints), rejecting known dims that disagree. Equal shapes, the common case of
+    traced code, are their own broadcast and skip the per-axis work."""
+    first = shapes[0] if shapes else ()
+    if all(shape == first for shape in shapes):
+        return tuple(first)
+    result = broadcast_dims(PYTHON, shapes)
+    check_broadcast(shapes, result)
     return tuple(result)
+
+
+def check_broadcast(shapes: Sequence[Shape], result: Sequence[int | None]) -> None:
+    """Raise ``ValueError`` naming `shapes` unless each of their known dims is 1 or the dim
+    of `result` (their broadcast) it aligns with."""
+    for shape in shapes:
+        for dim, target in zip(reversed(shape), reversed(result), strict=False):
+            if dim is not None and dim != 1 and dim != target:
+                listed = " and ".join(format_shape(s) for s in shapes)
+                raise ValueError(f"shapes {listed} are incompatible for broadcasting")
 
 
 def format_shape(shape: Shape) -> str:

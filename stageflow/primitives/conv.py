@@ -12,10 +12,14 @@ channels, output channels). Batch and spatial dims may be unknown (``None``) whi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from stageflow.core import dtypes
+from stageflow.core.dims import PYTHON, D, DimArith
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.primitives.autodiff import equal, floating_only, reshape, where
@@ -25,15 +29,23 @@ Pair = tuple[int, int]
 Padding = tuple[Pair, Pair]
 
 
-def window_output_size(
-    size: int | None, window: int | None, stride: int, padding: Pair, dilation: int = 1
-) -> int | None:
-    """Positions of a (dilated) window sliding with `stride` over a padded axis; None if unknown.
+def window_positions(d: DimArith[D, Any], size: D, window: D, stride: int, padding: Pair,
+                     dilation: int = 1) -> D:
+    """Positions of a (dilated) window sliding with `stride` over a padded axis:
+    ``(size + lo + hi - (window - 1) * dilation - 1) // stride + 1``, clamped at 0 so that
+    a window larger than its input never gives compiled code a negative dim to allocate
+    (the op reports that input itself, as `check_window_fits` does while tracing)."""
+    span = d.mul(d.sub(window, d.const(1)), d.const(dilation))
+    free = d.sub(d.add(size, d.const(padding[0] + padding[1])), d.add(span, d.const(1)))
+    count = d.add(d.floordiv(free, stride), d.const(1))
+    return d.select(d.lt(free, d.const(0)), d.const(0), count)
 
-    Raises ``ValueError`` when the window does not fit even once, as TensorFlow does.
-    """
+
+def check_window_fits(size: int | None, window: int | None, padding: Pair,
+                      dilation: int = 1) -> None:
+    """Raise ``ValueError`` when the window does not fit even once, as TensorFlow does."""
     if size is None or window is None:
-        return None
+        return
     padded = size + padding[0] + padding[1]
     effective = (window - 1) * dilation + 1
     if padded < effective:
@@ -41,7 +53,17 @@ def window_output_size(
             f"the window ({window}, dilated to {effective}) is larger than the padded "
             f"input ({size} + {padding[0]} + {padding[1]} = {padded})"
         )
-    return (padded - effective) // stride + 1
+
+
+def window_output_size(
+    size: int | None, window: int | None, stride: int, padding: Pair, dilation: int = 1
+) -> int | None:
+    """Positions of a (dilated) window sliding with `stride` over a padded axis; None if unknown.
+
+    Raises ``ValueError`` when the window does not fit even once, as TensorFlow does.
+    """
+    check_window_fits(size, window, padding, dilation)
+    return window_positions(PYTHON, size, window, stride, padding, dilation)
 
 
 def _check_pairs(name: str, value: tuple, minimum: int) -> None:
@@ -62,6 +84,15 @@ def _check_padding(padding: Padding) -> None:
 # --------------------------------------------------------------------------- conv2d
 
 
+def _conv2d_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, strides: Pair,
+                 padding: Padding, dilations: Pair) -> list[D]:
+    """(batch, positions of the filters along height and width, output channels)."""
+    x, w = operands
+    spatial = [window_positions(d, x[1 + axis], w[axis], strides[axis], padding[axis],
+                                dilations[axis]) for axis in (0, 1)]
+    return [x[0], *spatial, w[3]]
+
+
 def _conv2d_rule(
     x: ShapedType, w: ShapedType, *, strides: Pair, padding: Padding, dilations: Pair
 ) -> ShapedType:
@@ -79,16 +110,17 @@ def _conv2d_rule(
     _check_pairs("strides", strides, 1)
     _check_pairs("dilations", dilations, 1)
     _check_padding(padding)
-    batch, height, width, channels = x.shape
-    kh, kw, in_channels, out_channels = w.shape
+    channels, in_channels = x.shape[3], w.shape[2]
     if channels is not None and in_channels is not None and channels != in_channels:
         raise ValueError(
             f"the input has {channels} channels but the filters expect {in_channels}: "
             f"input {format_shape(x.shape)}, filters {format_shape(w.shape)}"
         )
-    out_h = window_output_size(height, kh, strides[0], padding[0], dilations[0])
-    out_w = window_output_size(width, kw, strides[1], padding[1], dilations[1])
-    return ShapedType((batch, out_h, out_w, out_channels), x.dtype)
+    for axis in (0, 1):
+        check_window_fits(x.shape[1 + axis], w.shape[axis], padding[axis], dilations[axis])
+    shape = _conv2d_dims(PYTHON, [x.shape, w.shape], strides=strides, padding=padding,
+                         dilations=dilations)
+    return ShapedType(tuple(shape), x.dtype)
 
 
 def _conv2d(x, w, *, strides, padding, dilations):
@@ -119,6 +151,7 @@ conv2d_p = Primitive(
     "conv2d",
     shape_rule=_conv2d_rule,
     kernel=_conv2d,
+    dims=_conv2d_dims,
     summary="2-D cross-correlation of an NHWC image with HWIO filters, explicit padding",
 )
 
@@ -126,6 +159,15 @@ conv2d_p = Primitive(
 
 _WINDOW_KINDS = ("max", "sum")
 _WINDOW_DTYPES = dtypes.FLOATING + dtypes.INTEGER
+
+
+def _reduce_window_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                        window: Pair, strides: Pair, padding: Padding, **_: object) -> list[D]:
+    """(batch, positions of the window along height and width, channels)."""
+    (x,) = operands
+    spatial = [window_positions(d, x[1 + axis], d.const(window[axis]), strides[axis],
+                                padding[axis]) for axis in (0, 1)]
+    return [x[0], *spatial, x[3]]
 
 
 def _reduce_window_rule(
@@ -140,10 +182,11 @@ def _reduce_window_rule(
     _check_pairs("window", window, 1)
     _check_pairs("strides", strides, 1)
     _check_padding(padding)
-    batch, height, width, channels = x.shape
-    out_h = window_output_size(height, window[0], strides[0], padding[0])
-    out_w = window_output_size(width, window[1], strides[1], padding[1])
-    return ShapedType((batch, out_h, out_w, channels), x.dtype)
+    for axis in (0, 1):
+        check_window_fits(x.shape[1 + axis], window[axis], padding[axis])
+    shape = _reduce_window_dims(PYTHON, [x.shape], window=window, strides=strides,
+                                padding=padding)
+    return ShapedType(tuple(shape), x.dtype)
 
 
 def _pad_value(kind: str, dtype: np.dtype):
@@ -188,6 +231,7 @@ reduce_window_p = Primitive(
     "reduce_window",
     shape_rule=_reduce_window_rule,
     kernel=_reduce_window,
+    dims=_reduce_window_dims,
     summary="max or sum over (height, width) windows of an NHWC input, explicit padding",
 )
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.dims import broadcast_dims, same_dims
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import broadcast_shapes
 from stageflow.primitives.autodiff import floating_only, unbroadcast, where, zeros_like
@@ -39,9 +40,8 @@ def unary(name: str, kernel, summary: str, allowed=NUMERIC) -> ElementwisePrimit
         _check_dtype(x, allowed)
         return x
 
-    return ElementwisePrimitive(
-        name, shape_rule=shape_rule, kernel=kernel, summary=summary, operand_dtypes=allowed
-    )
+    return ElementwisePrimitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
+                                dims=same_dims, operand_dtypes=allowed)
 
 
 def binary(
@@ -59,9 +59,8 @@ def binary(
         dtype = x.dtype if result_dtype is None else result_dtype(x.dtype)
         return ShapedType(broadcast_shapes(x.shape, y.shape), dtype)
 
-    return ElementwisePrimitive(
-        name, shape_rule=shape_rule, kernel=kernel, summary=summary, operand_dtypes=allowed
-    )
+    return ElementwisePrimitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
+                                dims=broadcast_dims, operand_dtypes=allowed)
 
 
 def _to_bool(_: np.dtype) -> np.dtype:
@@ -203,6 +202,7 @@ select_p = Primitive(
     "select",
     shape_rule=_select_rule,
     kernel=np.where,
+    dims=broadcast_dims,
     summary="x where cond is true, else y (broadcasting all three)",
 )
 
@@ -215,7 +215,8 @@ def _cast(x, *, dtype):
     return np.asarray(x).astype(dtype)
 
 
-cast_p = Primitive("cast", shape_rule=_cast_rule, kernel=_cast, summary="convert to dtype")
+cast_p = Primitive("cast", shape_rule=_cast_rule, kernel=_cast, summary="convert to dtype",
+                   dims=same_dims)
 
 # --------------------------------------------------------------------------- gradients
 # A rule maps `g`, the cotangent of the result `out`, to the operands' cotangents. Binary

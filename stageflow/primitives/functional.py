@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stageflow.core.dims import same_dims
 from stageflow.core.primitive import Primitive, ShapedType
 
 
@@ -52,6 +53,7 @@ stop_gradient_p = Primitive(
     "stop_gradient",
     shape_rule=lambda x: x,
     kernel=lambda x: x,
+    dims=same_dims,
     summary="x itself, as a constant to gradient tapes",
 )
 stop_gradient_p.def_nondifferentiable()

@@ -6,12 +6,25 @@ sum where it would have written the product, one pass over the result fewer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.dims import PYTHON, D, DimArith, broadcast_dims
 from stageflow.core.primitive import Primitive, ShapedType
-from stageflow.core.shapes import broadcast_shapes, format_shape
+from stageflow.core.shapes import check_broadcast, format_shape
 from stageflow.primitives.autodiff import floating_only, unbroadcast
+
+
+def _matmul_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                 transpose_a: bool, transpose_b: bool, **_: object) -> list[D]:
+    """The broadcast batch dims, then a's rows and b's columns (matmul_add's addend, a third
+    operand, takes the product's shape)."""
+    a, b = operands[:2]
+    batch = broadcast_dims(d, [a[:-2], b[:-2]])
+    return [*batch, a[-1] if transpose_a else a[-2], b[-2] if transpose_b else b[-1]]
 
 
 def _matmul_rule(
@@ -23,15 +36,17 @@ def _matmul_rule(
         raise TypeError("bool operands are not supported")
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError("operands must have rank >= 2")
-    m, k = a.shape[-2:][::-1] if transpose_a else a.shape[-2:]
-    k2, n = b.shape[-2:][::-1] if transpose_b else b.shape[-2:]
+    k = a.shape[-2] if transpose_a else a.shape[-1]
+    k2 = b.shape[-1] if transpose_b else b.shape[-2]
     if k is not None and k2 is not None and k != k2:
         raise ValueError(
             f"contracting dims differ: {format_shape(a.shape)} @ {format_shape(b.shape)} "
             f"(transpose_a={transpose_a}, transpose_b={transpose_b})"
         )
-    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    return ShapedType(batch + (m, n), a.dtype)
+    shape = _matmul_dims(PYTHON, [a.shape, b.shape], transpose_a=transpose_a,
+                         transpose_b=transpose_b)
+    check_broadcast([a.shape[:-2], b.shape[:-2]], shape[:-2])
+    return ShapedType(tuple(shape), a.dtype)
 
 
 def _matmul(a, b, *, transpose_a, transpose_b):
@@ -50,6 +65,7 @@ matmul_p = Primitive(
     "matmul",
     shape_rule=_matmul_rule,
     kernel=_matmul,
+    dims=_matmul_dims,
     summary="batched matrix product over the last two dims, broadcasting the leading dims",
 )
 
@@ -97,6 +113,7 @@ matmul_add_p = Primitive(
     "matmul_add",
     shape_rule=_matmul_add_rule,
     kernel=_matmul_add,
+    dims=_matmul_dims,
     summary="alpha * matmul(a, b) + c, c broadcast to the product (a fused matmul epilogue)",
 )
 

@@ -6,9 +6,13 @@ equal reductions print and compare equal in the IR.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.dims import PYTHON, D, DimArith
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import normalize_axes, normalize_axis
 from stageflow.primitives.autodiff import (
@@ -23,24 +27,29 @@ from stageflow.primitives.autodiff import (
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
 
 
-def _reduced_shape(x: ShapedType, axes: tuple[int, ...], keepdims: bool):
-    if tuple(normalize_axes(axes, x.ndim)) != tuple(axes):
-        raise ValueError(f"axes {axes} must be sorted, unique and in [0, {x.ndim})")
+def _reduction_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                    axes: tuple[int, ...], keepdims: bool) -> list[D]:
+    """The operand's dims without the reduced `axes` (or with 1 there, `keepdims`)."""
+    (x,) = operands
     if keepdims:
-        return tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return [d.const(1) if i in axes else dim for i, dim in enumerate(x)]
+    return [dim for i, dim in enumerate(x) if i not in axes]
 
 
 def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
     def shape_rule(x: ShapedType, *, axes: tuple[int, ...], keepdims: bool) -> ShapedType:
         if x.dtype not in allowed:
             raise TypeError(f"dtype {x.dtype.name} is not supported")
-        return ShapedType(_reduced_shape(x, axes, keepdims), x.dtype)
+        if tuple(normalize_axes(axes, x.ndim)) != tuple(axes):
+            raise ValueError(f"axes {axes} must be sorted, unique and in [0, {x.ndim})")
+        shape = _reduction_dims(PYTHON, [x.shape], axes=axes, keepdims=keepdims)
+        return ShapedType(tuple(shape), x.dtype)
 
     def kernel(x, *, axes, keepdims):
         return reducer(x, axis=axes, keepdims=keepdims)
 
-    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
+                     dims=_reduction_dims)
 
 
 def _accumulator(dtype: np.dtype) -> np.dtype:
@@ -75,20 +84,28 @@ reduce_max_p = reduction("reduce_max", _extremum(np.max), "maximum over `axes`",
 reduce_min_p = reduction("reduce_min", _extremum(np.min), "minimum over `axes`", dtypes.ALL)
 
 
+def _arg_reduction_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                        axis: int) -> list[D]:
+    """The operand's dims without the one reduced."""
+    (x,) = operands
+    reduced = normalize_axis(axis, len(x))
+    return [dim for i, dim in enumerate(x) if i != reduced]
+
+
 def arg_reduction(name: str, numpy_arg, summary: str) -> Primitive:
     def shape_rule(x: ShapedType, *, axis: int) -> ShapedType:
         if x.dtype not in NUMERIC:
             raise TypeError(f"dtype {x.dtype.name} is not supported")
-        axis_ = normalize_axis(axis, x.ndim)
-        if x.shape[axis_] == 0:
+        if x.shape[normalize_axis(axis, x.ndim)] == 0:
             raise ValueError(f"axis {axis} has no elements")
-        shape = tuple(d for i, d in enumerate(x.shape) if i != axis_)
-        return ShapedType(shape, dtypes.int64)
+        shape = _arg_reduction_dims(PYTHON, [x.shape], axis=axis)
+        return ShapedType(tuple(shape), dtypes.int64)
 
     def kernel(x, *, axis):
         return numpy_arg(x, axis=axis).astype(np.int64)
 
-    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
+                     dims=_arg_reduction_dims)
 
 
 argmax_p = arg_reduction("argmax", np.argmax, "index of the first maximum along `axis`")

@@ -8,9 +8,14 @@ NumPy can (tensors are immutable, so sharing memory is safe).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.dims import PYTHON, D, DimArith
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape, normalize_axis, num_elements
 from stageflow.primitives.autodiff import (
@@ -25,6 +30,12 @@ from stageflow.primitives.autodiff import (
 )
 
 
+def _shape_param_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                      shape: tuple[int | None, ...], **_: object) -> list[D]:
+    """The dims the `shape` param gives (broadcast_to, iota)."""
+    return [d.const(n) for n in shape]
+
+
 def _broadcast_rule(x: ShapedType, *, shape: tuple[int | None, ...]) -> ShapedType:
     if len(shape) < x.ndim:
         raise ValueError(f"cannot broadcast to the lower rank shape {format_shape(shape)}")
@@ -32,15 +43,30 @@ def _broadcast_rule(x: ShapedType, *, shape: tuple[int | None, ...]) -> ShapedTy
     target = shape[len(shape) - x.ndim:]
     if any(d is not None and d not in (1, t) for d, t in zip(x.shape, target, strict=True)):
         raise ValueError(f"cannot broadcast {format_shape(x.shape)} to {format_shape(shape)}")
-    return ShapedType(tuple(shape), x.dtype)
+    return ShapedType(tuple(_shape_param_dims(PYTHON, [x.shape], shape=shape)), x.dtype)
 
 
 broadcast_to_p = Primitive(
     "broadcast_to",
     shape_rule=_broadcast_rule,
     kernel=lambda x, *, shape: np.broadcast_to(x, shape),
+    dims=_shape_param_dims,
     summary="replicate x along new leading dims and dims of size 1",
 )
+
+
+def _reshape_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                  shape: tuple[int, ...]) -> list[D]:
+    """The target dims; the -1 one is the element count over the others' product (0 when
+    that is 0, a reshape the op rejects)."""
+    if -1 not in shape:
+        return [d.const(n) for n in shape]
+    known = math.prod(n for n in shape if n != -1)
+    total = d.const(1)
+    for dim in operands[0]:
+        total = d.mul(total, dim)
+    inferred = d.const(0) if known == 0 else d.floordiv(total, known)
+    return [inferred if n == -1 else d.const(n) for n in shape]
 
 
 def _reshape_rule(x: ShapedType, *, shape: tuple[int, ...]) -> ShapedType:
@@ -49,66 +75,102 @@ def _reshape_rule(x: ShapedType, *, shape: tuple[int, ...]) -> ShapedType:
     if any(d < -1 for d in shape):
         raise ValueError(f"negative dim in the new shape {shape}")
     total = num_elements(x.shape)
-    known = num_elements([d for d in shape if d != -1])
-    if -1 in shape:
-        if total is None:
-            result = tuple(None if d == -1 else d for d in shape)
-        elif known == 0 or total % known:
-            raise ValueError(f"cannot reshape {format_shape(x.shape)} into {shape}")
-        else:
-            result = tuple(total // known if d == -1 else d for d in shape)
-    else:
-        if total is not None and total != known:
-            raise ValueError(
-                f"cannot reshape {format_shape(x.shape)} ({total} elements) into "
-                f"{format_shape(shape)} ({known} elements)"
-            )
-        result = tuple(shape)
-    return ShapedType(result, x.dtype)
+    known = math.prod(d for d in shape if d != -1)
+    if -1 in shape and (known == 0 or total is not None and total % known):
+        raise ValueError(f"cannot reshape {format_shape(x.shape)} into {shape}")
+    if -1 not in shape and total is not None and total != known:
+        raise ValueError(
+            f"cannot reshape {format_shape(x.shape)} ({total} elements) into "
+            f"{format_shape(shape)} ({known} elements)"
+        )
+    return ShapedType(tuple(_reshape_dims(PYTHON, [x.shape], shape=shape)), x.dtype)
 
 
 reshape_p = Primitive(
     "reshape",
     shape_rule=_reshape_rule,
     kernel=lambda x, *, shape: np.reshape(x, shape),
+    dims=_reshape_dims,
     summary="the same elements in row-major order with a new shape (one dim may be -1)",
 )
+
+
+def _transpose_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                    perm: tuple[int, ...]) -> list[D]:
+    return [operands[0][p] for p in perm]
 
 
 def _transpose_rule(x: ShapedType, *, perm: tuple[int, ...]) -> ShapedType:
     if sorted(perm) != list(range(x.ndim)):
         raise ValueError(f"perm {tuple(perm)} is not a permutation of the {x.ndim} axes")
-    return ShapedType(tuple(x.shape[p] for p in perm), x.dtype)
+    return ShapedType(tuple(_transpose_dims(PYTHON, [x.shape], perm=perm)), x.dtype)
 
 
 transpose_p = Primitive(
     "transpose",
     shape_rule=_transpose_rule,
     kernel=lambda x, *, perm: np.transpose(x, perm),
+    dims=_transpose_dims,
     summary="permute the axes: result dim i is operand dim perm[i]",
 )
 
 Slice = tuple[int | None, int | None, int | None]
 
 
+def slice_indices(d: DimArith[D, Any], dim: D, start: int | None, stop: int | None,
+                  step: int | None) -> tuple[D, D]:
+    """(first index, length) of Python's ``slice(start, stop, step)`` over `dim` elements,
+    clamped as ``slice.indices`` clamps: the slice's dims, and where its lowering starts."""
+    step = 1 if step is None else step
+    lower, upper = (d.const(0), dim) if step > 0 else (d.const(-1), d.sub(dim, d.const(1)))
+
+    def clamp(bound: int | None, default: D) -> D:
+        if bound is None:
+            return default
+        if bound < 0:
+            return d.max(d.add(d.const(bound), dim), lower)
+        return d.min(d.const(bound), upper)
+
+    first = clamp(start, lower if step > 0 else upper)
+    last = clamp(stop, upper if step > 0 else lower)
+    span = d.sub(last, first) if step > 0 else d.sub(first, last)
+    count = d.add(d.floordiv(d.sub(span, d.const(1)), abs(step)), d.const(1))
+    return first, d.select(d.gt(span, d.const(0)), count, d.const(0))
+
+
+def _slice_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                slices: tuple[Slice, ...]) -> list[D]:
+    return [slice_indices(d, dim, *bounds)[1]
+            for dim, bounds in zip(operands[0], slices, strict=True)]
+
+
 def _slice_rule(x: ShapedType, *, slices: tuple[Slice, ...]) -> ShapedType:
     if len(slices) != x.ndim:
         raise ValueError(f"{len(slices)} slices for a rank-{x.ndim} operand")
-    shape = []
-    for dim, (start, stop, step) in zip(x.shape, slices, strict=True):
-        if step == 0:
-            raise ValueError("slice step cannot be zero")
-        known = dim is not None
-        shape.append(len(range(*slice(start, stop, step).indices(dim))) if known else None)
-    return ShapedType(tuple(shape), x.dtype)
+    if any(step == 0 for _, _, step in slices):
+        raise ValueError("slice step cannot be zero")
+    return ShapedType(tuple(_slice_dims(PYTHON, [x.shape], slices=slices)), x.dtype)
 
 
 slice_p = Primitive(
     "slice",
     shape_rule=_slice_rule,
     kernel=lambda x, *, slices: x[tuple(slice(*s) for s in slices)],
+    dims=_slice_dims,
     summary="x[start:stop:step] along every axis, with Python's slice semantics",
 )
+
+
+def _concat_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                 axis: int) -> list[D]:
+    """The sum along `axis`; elsewhere the operands agree (the op checks), so any known dim
+    of theirs is the result's."""
+    axis = normalize_axis(axis, len(operands[0]))
+    total = d.const(0)
+    for dims in operands:
+        total = d.add(total, dims[axis])
+    return [total if i == axis else d.same([dims[i] for dims in operands])
+            for i in range(len(operands[0]))]
 
 
 def _concat_rule(*xs: ShapedType, axis: int) -> ShapedType:
@@ -118,7 +180,6 @@ def _concat_rule(*xs: ShapedType, axis: int) -> ShapedType:
     if first.ndim == 0:
         raise ValueError("cannot concatenate 0-d tensors")
     axis = normalize_axis(axis, first.ndim)
-    total: int | None = 0
     for x in xs:
         if x.dtype != first.dtype:
             raise TypeError(f"operands have different dtypes {first.dtype.name}, {x.dtype.name}")
@@ -130,9 +191,7 @@ def _concat_rule(*xs: ShapedType, axis: int) -> ShapedType:
         ):
             shapes = ", ".join(format_shape(y.shape) for y in xs)
             raise ValueError(f"shapes {shapes} differ outside axis {axis}")
-        total = None if total is None or x.shape[axis] is None else total + x.shape[axis]
-    shape = list(first.shape)
-    shape[axis] = total
+    shape = _concat_dims(PYTHON, [x.shape for x in xs], axis=axis)
     return ShapedType(tuple(shape), first.dtype)
 
 
@@ -140,8 +199,15 @@ concat_p = Primitive(
     "concat",
     shape_rule=_concat_rule,
     kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),
+    dims=_concat_dims,
     summary="join operands along an existing axis",
 )
+
+
+def _pad_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+              pads: tuple[tuple[int, int], ...], **_: object) -> list[D]:
+    return [d.add(dim, d.const(lo + hi)) for dim, (lo, hi) in zip(operands[0], pads,
+                                                                     strict=True)]
 
 
 def _pad_rule(x: ShapedType, *, pads: tuple[tuple[int, int], ...], value: float) -> ShapedType:
@@ -149,10 +215,7 @@ def _pad_rule(x: ShapedType, *, pads: tuple[tuple[int, int], ...], value: float)
         raise ValueError(f"{len(pads)} pad pairs for a rank-{x.ndim} operand")
     if any(lo < 0 or hi < 0 for lo, hi in pads):
         raise ValueError(f"negative padding {pads}")
-    shape = tuple(
-        None if d is None else d + lo + hi for d, (lo, hi) in zip(x.shape, pads, strict=True)
-    )
-    return ShapedType(shape, x.dtype)
+    return ShapedType(tuple(_pad_dims(PYTHON, [x.shape], pads=pads)), x.dtype)
 
 
 def _pad_kernel(x: np.ndarray, *, pads: tuple[tuple[int, int], ...], value: float
@@ -167,8 +230,17 @@ pad_p = Primitive(
     "pad",
     shape_rule=_pad_rule,
     kernel=_pad_kernel,
+    dims=_pad_dims,
     summary="surround x with `value`: pads[i] = (before, after) along axis i",
 )
+
+
+def _gather_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                 axis: int) -> list[D]:
+    """The source's dims with the gathered one replaced by the indices' dims."""
+    source, indices = operands
+    axis = normalize_axis(axis, len(source))
+    return [*source[:axis], *indices, *source[axis + 1:]]
 
 
 def _gather_rule(params: ShapedType, indices: ShapedType, *, axis: int) -> ShapedType:
@@ -176,9 +248,8 @@ def _gather_rule(params: ShapedType, indices: ShapedType, *, axis: int) -> Shape
         raise TypeError(f"indices must be int32 or int64, got {indices.dtype.name}")
     if params.ndim == 0:
         raise ValueError("cannot gather from a 0-d tensor")
-    axis = normalize_axis(axis, params.ndim)
-    shape = params.shape[:axis] + indices.shape + params.shape[axis + 1 :]
-    return ShapedType(shape, params.dtype)
+    shape = _gather_dims(PYTHON, [params.shape, indices.shape], axis=axis)
+    return ShapedType(tuple(shape), params.dtype)
 
 
 def _gather(params, indices, *, axis):
@@ -192,6 +263,7 @@ gather_p = Primitive(
     "gather",
     shape_rule=_gather_rule,
     kernel=_gather,
+    dims=_gather_dims,
     summary="params indexed by `indices` along `axis` (negative indices count from the end)",
 )
 
@@ -199,7 +271,7 @@ gather_p = Primitive(
 def _iota_rule(*, shape: tuple[int, ...], dtype: np.dtype, dimension: int) -> ShapedType:
     if not 0 <= dimension < len(shape):
         raise ValueError(f"dimension {dimension} is out of range for shape {shape}")
-    return ShapedType(tuple(shape), dtypes.as_dtype(dtype))
+    return ShapedType(tuple(_shape_param_dims(PYTHON, [], shape=shape)), dtypes.as_dtype(dtype))
 
 
 def _iota(*, shape, dtype, dimension):
@@ -212,6 +284,7 @@ iota_p = Primitive(
     "iota",
     shape_rule=_iota_rule,
     kernel=_iota,
+    dims=_shape_param_dims,
     summary="0, 1, 2, ... counting along `dimension`, constant along the others",
 )
 

@@ -1,4 +1,4 @@
-"""Run-time dims (`codegen.shape_functions`) against the shapes eager execution gives.
+"""Run-time dims (`codegen.program.dims`) against the shapes eager execution gives.
 
 Each test traces a function with unknown dims, optionally runs the default pipeline (so
 fused kernel calls appear), emits ``void dims(i64* in, i64* out)`` that loads every
@@ -22,20 +22,16 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 
 import stageflow as sf
+from stageflow.codegen.llvm.dims import LLVMDims
 from stageflow.codegen.llvm.emitter import I64
 from stageflow.codegen.lowered.rule import i64
-from stageflow.codegen.program.dims import (
-    RULES,
-    first_not_one,
-    function_dims,
-    window_positions,
-)
+from stageflow.codegen.program.dims import function_dims
 from stageflow.core.primitive import REGISTRY
-from stageflow.ir.dialect import ElementwiseOp, load_primitives, op_class
+from stageflow.ir.dialect import load_primitives
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import parse_module
 from stageflow.passes import DEFAULT_PIPELINE, Pipeline
-from stageflow.primitives.conv import window_output_size
+from stageflow.primitives.conv import window_output_size, window_positions
 from stageflow.primitives.structural import slice_p
 
 Shape = tuple[int, ...]
@@ -339,10 +335,10 @@ def test_value_dependent_dims_raise():
 
 
 def test_first_not_one_folds_constants():
-    b = ir.IRBuilder()
-    assert first_not_one(b, [i64(1), i64(5), i64(7)]).constant == 5
-    assert first_not_one(b, [i64(1), i64(1)]).constant == 1
-    assert first_not_one(b, []).constant == 1
+    d = LLVMDims(ir.IRBuilder())
+    assert d.first_not_one([i64(1), i64(5), i64(7)]).constant == 5
+    assert d.first_not_one([i64(1), i64(1)]).constant == 1
+    assert d.first_not_one([]).constant == 1
 
 
 @st.composite
@@ -382,7 +378,8 @@ def test_window_positions_match_the_shape_rule(engine, size, window, stride, lo,
     llvm_module.triple = llvm.get_process_triple()
     function = ir.Function(llvm_module, ir.FunctionType(I64, [I64, I64]), symbol)
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    b.ret(window_positions(b, function.args[0], function.args[1], stride, (lo, hi), dilation))
+    b.ret(window_positions(LLVMDims(b), function.args[0], function.args[1], stride, (lo, hi),
+                           dilation))
     engine.add_module(llvm.parse_assembly(str(llvm_module)))
     engine.finalize_object()
     positions = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)(
@@ -394,7 +391,7 @@ def test_window_positions_match_the_shape_rule(engine, size, window, stride, lo,
     assert positions(size, window) == max(expected, 0)
 
 
-# Primitives without a dim rule: a call is resolved through its callee; the others have
+# Primitives without a dims function: a call is resolved through its callee; the others have
 # results whose dims the types fix (from params, or 0-d), none, or a variable's value.
 WITHOUT_RULE = {"call", "constant", "random_bits", "dim_size", "read_variable",
                 "assign_variable", "print"}
@@ -403,6 +400,6 @@ WITHOUT_RULE = {"call", "constant", "random_bits", "dim_size", "read_variable",
 def test_every_primitive_is_covered():
     load_primitives()
     uncovered = {name for name, primitive in REGISTRY.items()
-                 if name not in RULES and name not in WITHOUT_RULE
-                 and not issubclass(op_class(primitive), ElementwiseOp)}
+                 if primitive.dims is None and name not in WITHOUT_RULE}
     assert not uncovered
+    assert not {name for name in WITHOUT_RULE if REGISTRY[name].dims is not None}

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
+from stageflow.codegen.llvm.dims import LLVMDims
 from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, storage_type
 from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
+from stageflow.primitives.structural import slice_indices
 
 
 def offset(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value],
@@ -47,39 +49,6 @@ def copy_to_output(ob: OpBuilder, base: ir.Value, strides: Sequence[ir.Value]) -
     """Output 0, contiguous, from input 0 read at `base` + its index times `strides`."""
     out = ob.outputs[0]
     copy(ob.b, out.dims, ob.inputs[0], base, strides, out, i64(0), out.strides)
-
-
-def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed(">", x, y), x, y)
-
-
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
-def slice_bounds(b: ir.IRBuilder, dim: ir.Value, start: int | None, stop: int | None,
-                 step: int | None) -> tuple[ir.Value, ir.Value, int]:
-    """(first index, length, step) of Python's ``slice(start, stop, step)`` on `dim`
-    elements: folded where `dim` is static, else computed as ``slice.indices`` does."""
-    step = 1 if step is None else step
-    if isinstance(dim, ir.Constant):
-        positions = range(*slice(start, stop, step).indices(dim.constant))
-        return i64(positions.start), i64(len(positions)), step
-    lower, upper = (i64(0), dim) if step > 0 else (i64(-1), b.sub(dim, i64(1)))
-
-    def clamp(bound: int | None, default: ir.Value) -> ir.Value:
-        if bound is None:
-            return default
-        if bound < 0:
-            return _max(b, b.add(i64(bound), dim), lower)
-        return _min(b, i64(bound), upper)
-
-    first = clamp(start, lower if step > 0 else upper)
-    last = clamp(stop, upper if step > 0 else lower)
-    span = b.sub(last, first) if step > 0 else b.sub(first, last)
-    count = b.add(b.sdiv(b.sub(span, i64(1)), i64(abs(step))), i64(1))
-    length = b.select(b.icmp_signed(">", span, i64(0)), count, i64(0))
-    return first, length, step
 
 
 @dataclass(frozen=True)
@@ -133,10 +102,10 @@ class Slice:
         base: ir.Value = i64(0)
         dims, strides = [], []
         for d, s, (start, stop, step) in zip(x.dims, x.strides, self.slices, strict=True):
-            first, length, step_ = slice_bounds(b, d, start, stop, step)
+            first, length = slice_indices(LLVMDims(b), d, start, stop, step)
             base = fold_add(b, base, fold_mul(b, first, s))
             dims.append(length)
-            strides.append(fold_mul(b, s, i64(step_)))
+            strides.append(fold_mul(b, s, i64(1 if step is None else step)))
         ob.expect_output(0, dims)
         copy_to_output(ob, base, strides)
 
