@@ -1,10 +1,12 @@
 """The primitive: one definition per op, shared by every layer.
 
-A `Primitive` holds an op's name, its shape/dtype rule and its eager NumPy kernel; later
-layers attach their rules (gradient, lowering) to the same object, so adding an op touches
-one place per layer. `Primitive.bind` is the single dispatch point: it hands the op to the
-current trace (the eager trace runs the kernel; a staging trace runs the shape rule and
-appends an IR op).
+A `Primitive` holds an op's name, its shape/dtype rule, its eager NumPy kernel and the facts
+other layers need about it (`stageflow.core.op_facts`: its IR family, whether its result
+views an operand, its recomputation cost, its reduction kind, which part of code
+generation lowers it); the gradient rule is attached beside its definition, so adding an
+op touches one place per layer. `Primitive.bind` is the single dispatch point: it hands
+the op to the current trace (the eager trace runs the kernel; a staging trace runs the
+shape rule and appends an IR op).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import context
+from stageflow.core.op_facts import Cost, Family, Lowering, Memory, ReductionKind
 from stageflow.core.source import describe_location
 
 Shape = tuple[int | None, ...]
@@ -66,6 +69,11 @@ class Primitive:
     (None where the operand gets no gradient). It is written with the public op functions,
     so gradients trace into IR and differentiate again. `def_nondifferentiable` marks ops
     whose results carry no gradient (comparisons, integer ops, random bits, ...).
+
+    The facts (see `stageflow.core.op_facts`) are set by each family's factory functions:
+    `family`, `memory`, `cost`, `reduction` (for reductions), and `lowered_by`, which part
+    of code generation lowers the op or a `HostOnly` reason. None means undeclared: the
+    op-facts test reports it.
     """
 
     def __init__(
@@ -77,6 +85,11 @@ class Primitive:
         summary: str,
         multiple_results: bool = False,
         stateful: bool = False,
+        family: Family | None = None,
+        memory: Memory = Memory.NEW,
+        cost: Cost = Cost.OPAQUE,
+        reduction: ReductionKind | None = None,
+        lowered_by: Lowering | None = None,
     ) -> None:
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
@@ -86,9 +99,24 @@ class Primitive:
         self.summary = summary
         self.multiple_results = multiple_results
         self.stateful = stateful
+        self.family = family
+        self.memory = memory
+        self.cost = cost
+        self.reduction = reduction
+        self.lowered_by = lowered_by
         self.vjp: Callable[..., list] | None = None
         self.differentiable = True
         REGISTRY[name] = self
+
+    @property
+    def view(self) -> bool:
+        """Whether the result may share its first operand's memory (a view or an alias)."""
+        return self.memory in (Memory.VIEW, Memory.ALIAS)
+
+    @property
+    def aliases(self) -> bool:
+        """Whether the result is always its first operand's bytes, unchanged."""
+        return self.memory is Memory.ALIAS
 
     def def_vjp(self, rule: Callable[..., list]) -> Callable[..., list]:
         """Set the gradient rule (usable as a decorator)."""

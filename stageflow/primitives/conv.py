@@ -16,6 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from stageflow.core import dtypes
+from stageflow.core.op_facts import Cost, Family, HostOnly
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.primitives.autodiff import floating_only, reshape, sf
@@ -120,6 +121,8 @@ conv2d_p = Primitive(
     shape_rule=_conv2d_rule,
     kernel=_conv2d,
     summary="2-D cross-correlation of an NHWC image with HWIO filters, explicit padding",
+    family=Family.LINALG,
+    lowered_by=HostOnly("not lowered yet: its kernel runs im2col and the BLAS in NumPy"),
 )
 
 # --------------------------------------------------------------------------- reduce_window
@@ -189,6 +192,9 @@ reduce_window_p = Primitive(
     shape_rule=_reduce_window_rule,
     kernel=_reduce_window,
     summary="max or sum over (height, width) windows of an NHWC input, explicit padding",
+    family=Family.LINALG,
+    cost=Cost.REDUCTION,
+    lowered_by=HostOnly("not lowered yet: windowed max and sum run in NumPy"),
 )
 
 # --------------------------------------------------------------------------- gradients

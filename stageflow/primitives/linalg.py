@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import broadcast_shapes, format_shape
 from stageflow.primitives.autodiff import floating_only, sf, unbroadcast
@@ -51,6 +52,7 @@ matmul_p = Primitive(
     shape_rule=_matmul_rule,
     kernel=_matmul,
     summary="batched matrix product over the last two dims, broadcasting the leading dims",
+    family=Family.LINALG, cost=Cost.MATMUL, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -98,6 +100,7 @@ matmul_add_p = Primitive(
     shape_rule=_matmul_add_rule,
     kernel=_matmul_add,
     summary="alpha * matmul(a, b) + c, c broadcast to the product (a fused matmul epilogue)",
+    family=Family.LINALG, cost=Cost.MATMUL, lowered_by=LoweredBy.OP_RULE,
 )
 
 

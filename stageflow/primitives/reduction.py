@@ -9,11 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.op_facts import Cost, Family, LoweredBy, ReductionKind
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import normalize_axes, normalize_axis
 from stageflow.primitives.autodiff import broadcast_like, floating_only, reshape, sf
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
+# The dtypes compiled loops accumulate reductions in (see `ReductionKind.native_dtypes`).
+NATIVE = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32})
+_FACTS = {"family": Family.REDUCTION, "cost": Cost.REDUCTION, "lowered_by": LoweredBy.OP_RULE}
 
 
 def _reduced_shape(x: ShapedType, axes: tuple[int, ...], keepdims: bool):
@@ -24,7 +28,9 @@ def _reduced_shape(x: ShapedType, axes: tuple[int, ...], keepdims: bool):
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
-def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
+def reduction(kind: ReductionKind, reducer, summary: str, allowed) -> Primitive:
+    """The primitive ``reduce_<kind.name>``, combining elements over `axes` as `kind` says."""
+
     def shape_rule(x: ShapedType, *, axes: tuple[int, ...], keepdims: bool) -> ShapedType:
         if x.dtype not in allowed:
             raise TypeError(f"dtype {x.dtype.name} is not supported")
@@ -33,7 +39,8 @@ def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
     def kernel(x, *, axes, keepdims):
         return reducer(x, axis=axes, keepdims=keepdims)
 
-    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+    return Primitive(f"reduce_{kind.name}", shape_rule=shape_rule, kernel=kernel,
+                     summary=summary, reduction=kind, **_FACTS)
 
 
 def _accumulator(dtype: np.dtype) -> np.dtype:
@@ -62,10 +69,15 @@ def _extremum(numpy_reducer):
     return reduce
 
 
-reduce_sum_p = reduction("reduce_sum", _sum, "sum over `axes`", NUMERIC)
-reduce_prod_p = reduction("reduce_prod", _prod, "product over `axes`", NUMERIC)
-reduce_max_p = reduction("reduce_max", _extremum(np.max), "maximum over `axes`", dtypes.ALL)
-reduce_min_p = reduction("reduce_min", _extremum(np.min), "minimum over `axes`", dtypes.ALL)
+SUM = ReductionKind("sum", "add", 0.0, NATIVE)
+PROD = ReductionKind("prod", "multiply", 1.0, NATIVE)
+MAX = ReductionKind("max", "maximum", -np.inf, NATIVE, needs_elements=True)
+MIN = ReductionKind("min", "minimum", np.inf, NATIVE, needs_elements=True)
+
+reduce_sum_p = reduction(SUM, _sum, "sum over `axes`", NUMERIC)
+reduce_prod_p = reduction(PROD, _prod, "product over `axes`", NUMERIC)
+reduce_max_p = reduction(MAX, _extremum(np.max), "maximum over `axes`", dtypes.ALL)
+reduce_min_p = reduction(MIN, _extremum(np.min), "minimum over `axes`", dtypes.ALL)
 
 
 def arg_reduction(name: str, numpy_arg, summary: str) -> Primitive:
@@ -81,7 +93,7 @@ def arg_reduction(name: str, numpy_arg, summary: str) -> Primitive:
     def kernel(x, *, axis):
         return numpy_arg(x, axis=axis).astype(np.int64)
 
-    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary)
+    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary, **_FACTS)
 
 
 argmax_p = arg_reduction("argmax", np.argmax, "index of the first maximum along `axis`")

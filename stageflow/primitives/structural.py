@@ -11,9 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.op_facts import Cost, Family, HostOnly, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape, normalize_axis, num_elements
 from stageflow.primitives.autodiff import floating_only, product, reshape, sf, unbroadcast
+
+STRUCTURAL = Family.STRUCTURAL
 
 
 def _broadcast_rule(x: ShapedType, *, shape: tuple[int | None, ...]) -> ShapedType:
@@ -31,6 +34,8 @@ broadcast_to_p = Primitive(
     shape_rule=_broadcast_rule,
     kernel=lambda x, *, shape: np.broadcast_to(x, shape),
     summary="replicate x along new leading dims and dims of size 1",
+    family=STRUCTURAL,
+    memory=Memory.VIEW, cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -63,6 +68,8 @@ reshape_p = Primitive(
     shape_rule=_reshape_rule,
     kernel=lambda x, *, shape: np.reshape(x, shape),
     summary="the same elements in row-major order with a new shape (one dim may be -1)",
+    family=STRUCTURAL,
+    memory=Memory.ALIAS, cost=Cost.MOVEMENT, lowered_by=LoweredBy.PROGRAM,
 )
 
 
@@ -77,6 +84,8 @@ transpose_p = Primitive(
     shape_rule=_transpose_rule,
     kernel=lambda x, *, perm: np.transpose(x, perm),
     summary="permute the axes: result dim i is operand dim perm[i]",
+    family=STRUCTURAL,
+    memory=Memory.VIEW, cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
 )
 
 Slice = tuple[int | None, int | None, int | None]
@@ -99,6 +108,8 @@ slice_p = Primitive(
     shape_rule=_slice_rule,
     kernel=lambda x, *, slices: x[tuple(slice(*s) for s in slices)],
     summary="x[start:stop:step] along every axis, with Python's slice semantics",
+    family=STRUCTURAL,
+    memory=Memory.VIEW, cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -132,6 +143,8 @@ concat_p = Primitive(
     shape_rule=_concat_rule,
     kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),
     summary="join operands along an existing axis",
+    family=STRUCTURAL,
+    cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -159,6 +172,8 @@ pad_p = Primitive(
     shape_rule=_pad_rule,
     kernel=_pad_kernel,
     summary="surround x with `value`: pads[i] = (before, after) along axis i",
+    family=STRUCTURAL,
+    cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -184,6 +199,8 @@ gather_p = Primitive(
     shape_rule=_gather_rule,
     kernel=_gather,
     summary="params indexed by `indices` along `axis` (negative indices count from the end)",
+    family=STRUCTURAL,
+    cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -204,6 +221,8 @@ iota_p = Primitive(
     shape_rule=_iota_rule,
     kernel=_iota,
     summary="0, 1, 2, ... counting along `dimension`, constant along the others",
+    family=STRUCTURAL,
+    cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -216,6 +235,8 @@ constant_p = Primitive(
     shape_rule=_constant_rule,
     kernel=lambda *, value: value,
     summary="a tensor value fixed at trace time",
+    family=STRUCTURAL,
+    memory=Memory.EXTERNAL, cost=Cost.FREE, lowered_by=LoweredBy.PROGRAM,
 )
 
 # --------------------------------------------------------------------------- gradients
@@ -327,5 +348,7 @@ dim_size_p = Primitive(
     shape_rule=_dim_size_rule,
     kernel=lambda x, *, axis: np.asarray(x.shape[axis], dtype=np.int64),
     summary="the size of one dim as an int64 scalar (for dims unknown until run time)",
+    family=STRUCTURAL,
+    lowered_by=HostOnly("not lowered yet: it reads a run-time dim into a scalar"),
 )
 dim_size_p.def_nondifferentiable()

@@ -15,35 +15,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block
 
 from stageflow.codegen import compile_kernels
 from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable
 from stageflow.codegen.lowered.compile import lower_functions
+from stageflow.core import config
 from stageflow.core.primitive import REGISTRY
-from stageflow.core.source import SourceLocation
 from stageflow.ir.attributes import decode
-from stageflow.ir.builder import constant_value
+from stageflow.ir.builder import constant_value, source_location
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
-from stageflow.runtime.compiled_program import build_program, will_build
+from stageflow.runtime.compiled_program import build_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
 
 def _callee_name(op: Any) -> str:
     return op.attributes["callee"].root_reference.data
-
-
-def _source(op: Any) -> SourceLocation | None:
-    """The user's line an op was traced from, as its ``loc(...)`` says."""
-    location = getattr(op, "location", None)
-    if isinstance(location, FileLineColLoc):
-        return SourceLocation(location.filename.data, location.line.data, location.column.data)
-    return None
 
 
 @dataclass
@@ -53,6 +45,9 @@ class CompileStats:
     seconds: dict[str, float] = field(default_factory=dict)
     kernels: int = 0
     ops: int = 0
+    # Per compiled function that runs as Python steps instead of one program: why (an op
+    # only the host runs, with the user's line).
+    steps_reasons: dict[str, str] = field(default_factory=dict)
 
 
 class Plan:
@@ -85,12 +80,12 @@ class Plan:
                 callee = _callee_name(op)
                 if callee in compiled:
                     self.steps.append((compiled[callee], ins, {}, outs, True, "kernel",
-                                       _source(op)))
+                                       source_location(op)))
                 else:
                     if callee not in plans:
                         plans[callee] = Plan(functions[callee], functions, compiled, plans)
                     self.steps.append((plans[callee].run_tuple, ins, {}, outs, True, callee,
-                                       _source(op)))
+                                       source_location(op)))
             else:
                 primitive = REGISTRY[name]
                 # -- an op lowered to machine code (`codegen.structured`), else its NumPy kernel
@@ -98,7 +93,7 @@ class Plan:
                 if kernel is None:
                     kernel, params = primitive.kernel, op.params()
                 self.steps.append((kernel, ins, params, outs, primitive.multiple_results, name,
-                                   _source(op)))
+                                   source_location(op)))
         self.size = len(slots)
         self._follow_buffer_plan(func, compiled, slots)
 
@@ -329,6 +324,7 @@ class Executable:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
             program = None
             if jit:
+                _note_steps(stats, entry, functions)
 
                 start = time.perf_counter()
                 program = build_program(functions[entry], functions, compiled, plan.run)
@@ -337,3 +333,12 @@ class Executable:
             executables.append(cls(plan, stats, program))
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
+
+
+def _note_steps(stats: CompileStats, entry: str, functions: dict[str, FuncOp]) -> None:
+    """Record, and log once under ``compiles``, why compiled function `entry` cannot run as
+    one program (a host-only op, ...): it then runs as Python steps, which is slower."""
+    reason = unsupported_reason(functions[entry], functions)
+    if reason:
+        stats.steps_reasons[entry] = reason
+        config.emit("compiles", f"{entry}: runs as Python steps: {reason}")
