@@ -1,10 +1,12 @@
 """The primitive: one definition per op, shared by every layer.
 
-A `Primitive` holds an op's name, its shape/dtype rule and its eager NumPy kernel; later
-layers attach their rules (gradient, lowering) to the same object, so adding an op touches
-one place per layer. `Primitive.bind` is the single dispatch point: it hands the op to the
-current trace (the eager trace runs the kernel; a staging trace runs the shape rule and
-appends an IR op).
+A `Primitive` holds an op's name, its shape/dtype rule, its eager NumPy kernel and the facts
+other layers need about it (`stageflow.core.op_facts`: its IR family, whether its result
+views an operand, its recomputation cost, its reduction kind, which part of code
+generation lowers it); the gradient rule is attached beside its definition, so adding an
+op touches one place per layer. `Primitive.bind` is the single dispatch point: it hands
+the op to the current trace (the eager trace runs the kernel; a staging trace runs the
+shape rule and appends an IR op).
 
 A primitive's result dims are written once, as a ``dims`` function over a `DimArith`
 (`stageflow.core.dims`): its shape rule interprets it on Python ints while tracing, and the
@@ -21,6 +23,7 @@ import numpy as np
 
 from stageflow.core import context
 from stageflow.core.dims import DimsRule
+from stageflow.core.op_facts import Cost, Family, Lowering, Memory, ReductionKind
 from stageflow.core.source import describe_location
 
 Shape = tuple[int | None, ...]
@@ -77,6 +80,11 @@ class Primitive:
     through the dim arithmetic `d` (see `stageflow.core.dims`); the shape rule gets its
     shape from it, and compiled code its run-time dims. None where the dims are not
     arithmetic on the operands' (several results, dims that depend on values).
+
+    The facts (see `stageflow.core.op_facts`) are set by each family's factory functions:
+    `family`, `memory`, `cost`, `reduction` (for reductions), and `lowered_by`, which part
+    of code generation lowers the op or a `HostOnly` reason. None means undeclared: the
+    op-facts test reports it.
     """
 
     def __init__(
@@ -89,6 +97,11 @@ class Primitive:
         dims: DimsRule | None = None,
         multiple_results: bool = False,
         stateful: bool = False,
+        family: Family | None = None,
+        memory: Memory = Memory.NEW,
+        cost: Cost = Cost.OPAQUE,
+        reduction: ReductionKind | None = None,
+        lowered_by: Lowering | None = None,
     ) -> None:
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
@@ -99,9 +112,24 @@ class Primitive:
         self.dims = dims
         self.multiple_results = multiple_results
         self.stateful = stateful
+        self.family = family
+        self.memory = memory
+        self.cost = cost
+        self.reduction = reduction
+        self.lowered_by = lowered_by
         self.vjp: Callable[..., list] | None = None
         self.differentiable = True
         REGISTRY[name] = self
+
+    @property
+    def view(self) -> bool:
+        """Whether the result may share its first operand's memory (a view or an alias)."""
+        return self.memory in (Memory.VIEW, Memory.ALIAS)
+
+    @property
+    def aliases(self) -> bool:
+        """Whether the result is always its first operand's bytes, unchanged."""
+        return self.memory is Memory.ALIAS
 
     def def_vjp(self, rule: Callable[..., list]) -> Callable[..., list]:
         """Set the gradient rule (usable as a decorator)."""

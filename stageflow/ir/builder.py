@@ -40,6 +40,15 @@ def location_attr(location: Location) -> LocationAttr | None:
     )
 
 
+def source_location(op: Operation) -> SourceLocation | None:
+    """The user's line `op` was traced from, as its ``loc(...)`` says (the inverse of
+    `location_attr`)."""
+    location = getattr(op, "location", None)
+    if isinstance(location, FileLineColLoc):
+        return SourceLocation(location.filename.data, location.line.data, location.column.data)
+    return None
+
+
 def build_op(
     primitive: Primitive | str,
     operands: Sequence[SSAValue],

@@ -6,9 +6,9 @@ shape: positional parameters become operands (``*xs`` a variadic operand), keywo
 parameters become attributes (optional when they have a default), and
 ``multiple_results`` primitives get a variadic result. The family base class (elementwise
 unary/binary/ternary, conversion, reduction, structural, linalg, random, state, functional)
-is chosen from the primitive's module and arity, so passes can match whole families with
-``isinstance``. Stateful primitives' ops lack the ``Pure`` trait, so CSE and dead-code
-removal keep them.
+is the primitive's declared `family`, refined by arity for elementwise ops, so passes can
+match whole families with ``isinstance``. Stateful primitives' ops lack the ``Pure``
+trait, so CSE and dead-code removal keep them.
 
 Every op shares one verifier (`SfOp.verify_`): it decodes the attributes to params, turns
 the operand types into `ShapedType`s, runs the primitive's own shape rule and checks that
@@ -54,6 +54,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from stageflow.core.op_facts import Family
 from stageflow.core.primitive import REGISTRY, Primitive
 from stageflow.ir.attributes import SymbolRef, decode, print_attr_dict
 from stageflow.ir.types import (
@@ -243,15 +244,14 @@ class FunctionalOp(SfOp):
     """Ops that apply another function of the module, named by a symbol param (call)."""
 
 
-# The family of a primitive's op, by the last component of the module defining its rule.
-FAMILIES: dict[str, type[SfOp]] = {
-    "reduction": ReductionOp,
-    "structural": StructuralOp,
-    "linalg": LinalgOp,
-    "conv": LinalgOp,
-    "random": RandomOp,
-    "state": StateOp,
-    "functional": FunctionalOp,
+# The base class of each family's ops (elementwise ones are chosen by arity).
+FAMILIES: dict[Family, type[SfOp]] = {
+    Family.REDUCTION: ReductionOp,
+    Family.STRUCTURAL: StructuralOp,
+    Family.LINALG: LinalgOp,
+    Family.RANDOM: RandomOp,
+    Family.STATE: StateOp,
+    Family.FUNCTIONAL: FunctionalOp,
 }
 _ELEMENTWISE_BY_ARITY: dict[int, type[SfOp]] = {
     1: UnaryElementwiseOp,
@@ -262,12 +262,12 @@ _RESERVED = {"name", "traits", "irdl_options", "assembly_format"}
 
 
 def _family(primitive: Primitive, arity: int | None, has_params: bool) -> type[SfOp]:
-    module = primitive.shape_rule.__module__.rsplit(".", 1)[-1]
-    if module == "elementwise":
+    """The op's base class: its family's (plain `SfOp` for a primitive declaring none)."""
+    if primitive.family is Family.ELEMENTWISE:
         if has_params and arity == 1:
             return ConversionOp
         return _ELEMENTWISE_BY_ARITY.get(arity or 0, ElementwiseOp)
-    return FAMILIES.get(module, SfOp)
+    return FAMILIES.get(primitive.family, SfOp)
 
 
 def _class_name(primitive_name: str) -> str:
@@ -320,7 +320,7 @@ def define_op(primitive: Primitive) -> type[SfOp]:
 
 
 @irdl_op_definition
-class ConstantOp(SfOp):
+class ConstantOp(StructuralOp):
     """``sf.constant``: a literal tensor, ``%0 = sf.constant dense<[1.0, 2.0]> : tensor<2xf32>``.
 
     The op of the `constant` primitive (its ``value`` param, an array, is the dense

@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
-from stageflow.codegen.kernels.analysis import REDUCTION_DTYPES, REDUCTION_KINDS
 from stageflow.ir.dialect import ElementwiseOp, ReductionOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.support import is_stateful, splat_of
@@ -69,15 +68,17 @@ def is_fusible(op: Operation) -> bool:
 
 
 def is_fusible_reduction(op: Operation) -> bool:
-    """Whether `op` may end a kernel: a reduction kernels compute, of one ranked tensor to
-    another of the same dtype."""
-    if not (isinstance(op, ReductionOp) and len(op.operands) == 1 and len(op.results) == 1
-            and op.primitive.name.removeprefix("reduce_") in REDUCTION_KINDS):
+    """Whether `op` may end a kernel: a reduction (its primitive has a `reduction` kind) of
+    one ranked tensor to another of the same dtype, one the kind accumulates in natively
+    (`ReductionKind.native_dtypes`, which code generation honours too)."""
+    if not (isinstance(op, ReductionOp) and len(op.operands) == 1 and len(op.results) == 1):
         return False
+    kind = op.primitive.reduction
     operand, result = op.operands[0].type, op.results[0].type
-    return (isinstance(operand, TensorType) and isinstance(result, TensorType)
+    return (kind is not None
+            and isinstance(operand, TensorType) and isinstance(result, TensorType)
             and operand.get_element_type() == result.get_element_type()
-            and dtype_of(result.get_element_type()) in REDUCTION_DTYPES)
+            and dtype_of(result.get_element_type()) in kind.native_dtypes)
 
 
 def is_scalar_constant(value: SSAValue) -> bool:

@@ -13,9 +13,10 @@ what it holds at its peak is the lower bound; `ConcreteFunction.stats()` reports
 What counts as a temporary: a tensor result of an op of the function. Not counted: the
 function's arguments, ``sf.constant`` results (held by the executable), ``sf.read_variable``
 results (a variable's storage), the returned values and the values stored into variables
-(they outlive the call), and any value sharing memory with one of those. Views
-(``sf.reshape``, ``sf.broadcast_to``, ``sf.transpose``, ``sf.slice``, ``sf.stop_gradient``,
-whose kernels may return their operand's memory) are no allocation of their own: they keep
+(they outlive the call), and any value sharing memory with one of those: whatever the
+primitive's `memory` fact calls external. Views (``sf.reshape``, ``sf.broadcast_to``,
+``sf.transpose``, ``sf.slice``, ``sf.stop_gradient``: primitives whose `view` fact says their
+kernels may return their operand's memory) are no allocation of their own: they keep
 their operand's buffer live until their own last reader. Values with an unknown dim get a
 buffer each, never shared, and are left out of both figures; ``sf.unsized_temporaries``
 says how many there are. A call of another (non-kernel) function counts its results only;
@@ -33,17 +34,13 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from stageflow.core.op_facts import Memory
 from stageflow.ir.attributes import encode
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.fuse import is_kernel, reduced_results
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import callee_name, functions, static_size
-
-# Ops whose eager kernel may return (a view of) its operand rather than new memory.
-VIEWS = frozenset({"reshape", "broadcast_to", "transpose", "slice", "stop_gradient"})
-# Ops whose results are storage the call does not own.
-EXTERNAL = frozenset({"constant", "read_variable"})
 
 BUFFER_ATTR = "sf.buffer"  # per op: the buffer of its result (a list for several; -1: none)
 IN_PLACE_ATTR = "sf.in_place"  # per kernel call: the operand each result overwrites, or -1
@@ -101,8 +98,18 @@ def _op_name(op: Operation) -> str:
     return op.name.removeprefix("sf.") if isinstance(op, SfOp) else op.name
 
 
+def _is_view_op(op: Operation) -> bool:
+    """Whether `op`'s eager kernel may return (a view of) its operand, not new memory."""
+    return isinstance(op, SfOp) and op.primitive.view
+
+
+def _is_external(op: Operation) -> bool:
+    """Whether `op`'s results are storage the call does not own."""
+    return isinstance(op, SfOp) and op.primitive.memory is Memory.EXTERNAL
+
+
 def _is_view(value: SSAValue) -> bool:
-    return isinstance(value.owner, Operation) and _op_name(value.owner) in VIEWS
+    return isinstance(value.owner, Operation) and _is_view_op(value.owner)
 
 
 def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
@@ -126,14 +133,14 @@ def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
         for value in escaping:
             allocations[value].temporary = False
         for result in op.results:
-            if name in VIEWS:
+            if _is_view_op(op):
                 new(result, allocations[op.operands[0]])
                 continue
             tensor = isinstance(result.type, TensorType)
             kernel_call = name == "call" and callee_name(op) in kernels
             fresh = kernel_call or (isinstance(op, SfOp) and not op.primitive.stateful)
             allocation = Allocation(index, static_bytes(result),
-                                    temporary=tensor and name not in EXTERNAL,
+                                    temporary=tensor and not _is_external(op),
                                     fresh=fresh and not isinstance(op, ConstantOp))
             allocation.end = index
             new(result, allocation)

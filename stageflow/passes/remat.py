@@ -39,7 +39,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from stageflow.ir.dialect import ConstantOp, ElementwiseOp, SfOp
+from stageflow.core.op_facts import Cost
+from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.min_cut import INFINITY, FlowNetwork
 from stageflow.passes.registry import register_pass
@@ -55,14 +56,10 @@ UNKNOWN_DIM = 128
 # first layer's gradient, so all its values are live at once: the memory remat means to
 # save, spent again, and one kernel too large to vectorise well.
 MAX_DEPTH = 12
-# Shape ops cheap enough to redo; elementwise ops and constants are always candidates.
-_MOVEMENT = frozenset({"broadcast_to", "reshape", "transpose", "iota"})
-# Ops whose elements cost several plain ones (polynomial or iterative expansions).
-_TRANSCENDENTAL = frozenset({
-    "exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan", "erf", "pow",
-    "atan2", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-})
-_TRANSCENDENTAL_WEIGHT = 8
+# The cost classes (each primitive's `cost` fact) of the ops the backward may recompute.
+_RECOMPUTABLE = frozenset({Cost.FREE, Cost.MOVEMENT, Cost.ELEMENTWISE, Cost.TRANSCENDENTAL})
+# Units per result element, by cost class (matmuls count their multiply-adds instead).
+_WEIGHTS = {Cost.FREE: 0, Cost.TRANSCENDENTAL: 8}
 # Multiply-adds per unit of cost: a core retires many more of them per cycle than it
 # streams elements through an elementwise op.
 _MULTIPLY_ADDS_PER_UNIT = 8
@@ -98,23 +95,21 @@ def _bytes(value: SSAValue) -> int:
 def _recomputable(op: Operation) -> bool:
     if not isinstance(op, SfOp) or op.primitive.stateful or len(op.results) != 1:
         return False
-    return isinstance(op, ElementwiseOp | ConstantOp) or op.primitive.name in _MOVEMENT
+    return op.primitive.cost in _RECOMPUTABLE
 
 
 def _cost(op: Operation) -> int:
     """Estimated work of `op` in units of one plain elementwise operation on one element
     (a constant costs nothing: code generation folds it into the kernels reading it)."""
     elements = sum(_elements(r) for r in op.results)
-    if isinstance(op, ConstantOp):
-        return 0
     if not isinstance(op, SfOp):
         return elements
-    name = op.primitive.name
-    if name in ("matmul", "matmul_add"):
+    cost = op.primitive.cost
+    if cost is Cost.MATMUL:
         contracted = op.operands[0].type.get_shape()[-1]
         depth = contracted if contracted >= 0 else UNKNOWN_DIM
         return elements * depth // _MULTIPLY_ADDS_PER_UNIT
-    return elements * (_TRANSCENDENTAL_WEIGHT if name in _TRANSCENDENTAL else 1)
+    return elements * _WEIGHTS.get(cost, 1)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.dims import broadcast_dims, same_dims
+from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import broadcast_shapes
 from stageflow.primitives.autodiff import floating_only, unbroadcast, where, zeros_like
@@ -27,25 +28,35 @@ def _check_dtype(aval: ShapedType, allowed: tuple[np.dtype, ...]) -> None:
         raise TypeError(f"dtype {aval.dtype.name} is not supported (expected one of {names})")
 
 
-class ElementwisePrimitive(Primitive):
-    """A primitive applied element by element; `operand_dtypes` are the dtypes it accepts."""
+# The facts every elementwise primitive shares: fused into kernels by the elementwise table.
+ELEMENTWISE_FACTS = {"family": Family.ELEMENTWISE, "lowered_by": LoweredBy.ELEMENTWISE}
 
-    def __init__(self, name: str, *, operand_dtypes: tuple[np.dtype, ...], **kwargs) -> None:
-        super().__init__(name, **kwargs)
+
+class ElementwisePrimitive(Primitive):
+    """A primitive applied element by element; `operand_dtypes` are the dtypes it accepts.
+    `cost` is ``Cost.TRANSCENDENTAL`` for ops computed through a polynomial or iteration."""
+
+    def __init__(self, name: str, *, operand_dtypes: tuple[np.dtype, ...],
+                 cost: Cost = Cost.ELEMENTWISE, **kwargs) -> None:
+        super().__init__(name, cost=cost, **ELEMENTWISE_FACTS, **kwargs)
         self.operand_dtypes = frozenset(operand_dtypes)
 
 
-def unary(name: str, kernel, summary: str, allowed=NUMERIC) -> ElementwisePrimitive:
+def unary(name: str, kernel, summary: str, allowed=NUMERIC,
+          cost: Cost = Cost.ELEMENTWISE) -> ElementwisePrimitive:
     def shape_rule(x: ShapedType) -> ShapedType:
         _check_dtype(x, allowed)
         return x
 
-    return ElementwisePrimitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
-                                dims=same_dims, operand_dtypes=allowed)
+    return ElementwisePrimitive(
+        name, shape_rule=shape_rule, kernel=kernel, summary=summary, dims=same_dims,
+        operand_dtypes=allowed, cost=cost,
+    )
 
 
 def binary(
-    name: str, kernel, summary: str, allowed=NUMERIC, result_dtype=None
+    name: str, kernel, summary: str, allowed=NUMERIC, result_dtype=None,
+    cost: Cost = Cost.ELEMENTWISE,
 ) -> ElementwisePrimitive:
     """A broadcasting binary op; `result_dtype(dtype)` gives the result dtype (default: same)."""
 
@@ -59,8 +70,10 @@ def binary(
         dtype = x.dtype if result_dtype is None else result_dtype(x.dtype)
         return ShapedType(broadcast_shapes(x.shape, y.shape), dtype)
 
-    return ElementwisePrimitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
-                                dims=broadcast_dims, operand_dtypes=allowed)
+    return ElementwisePrimitive(
+        name, shape_rule=shape_rule, kernel=kernel, summary=summary, dims=broadcast_dims,
+        operand_dtypes=allowed, cost=cost,
+    )
 
 
 def _to_bool(_: np.dtype) -> np.dtype:
@@ -147,21 +160,22 @@ def _rsqrt(x):
 
 
 F = dtypes.FLOATING
+T = Cost.TRANSCENDENTAL
 
 negative_p = unary("negative", np.negative, "-x")
 abs_p = unary("abs", np.abs, "|x|")
 sign_p = unary("sign", np.sign, "-1, 0 or 1 by the sign of x")
-exp_p = unary("exp", np.exp, "e**x", F)
-expm1_p = unary("expm1", np.expm1, "e**x - 1, accurate near 0", F)
-log_p = unary("log", np.log, "natural logarithm", F)
-log1p_p = unary("log1p", np.log1p, "log(1 + x), accurate near 0", F)
+exp_p = unary("exp", np.exp, "e**x", F, T)
+expm1_p = unary("expm1", np.expm1, "e**x - 1, accurate near 0", F, T)
+log_p = unary("log", np.log, "natural logarithm", F, T)
+log1p_p = unary("log1p", np.log1p, "log(1 + x), accurate near 0", F, T)
 sqrt_p = unary("sqrt", np.sqrt, "square root", F)
 rsqrt_p = unary("rsqrt", _rsqrt, "1 / sqrt(x)", F)
-sin_p = unary("sin", np.sin, "sine", F)
-cos_p = unary("cos", np.cos, "cosine", F)
-tanh_p = unary("tanh", np.tanh, "hyperbolic tangent", F)
-logistic_p = unary("logistic", _logistic, "1 / (1 + e**-x)", F)
-erf_p = unary("erf", _erf, "the error function", F)
+sin_p = unary("sin", np.sin, "sine", F, T)
+cos_p = unary("cos", np.cos, "cosine", F, T)
+tanh_p = unary("tanh", np.tanh, "hyperbolic tangent", F, T)
+logistic_p = unary("logistic", _logistic, "1 / (1 + e**-x)", F, T)
+erf_p = unary("erf", _erf, "the error function", F, T)
 floor_p = unary("floor", np.floor, "round towards -inf", F)
 ceil_p = unary("ceil", np.ceil, "round towards +inf", F)
 round_p = unary("round", np.rint, "round half to even", F)
@@ -174,7 +188,7 @@ divide_p = binary("divide", np.true_divide, "x / y (integers divide to float64)"
                   result_dtype=_true_divide_dtype)
 floordiv_p = binary("floordiv", np.floor_divide, "floor(x / y)")
 mod_p = binary("mod", np.remainder, "x - floor(x / y) * y (sign of y, as Python)")
-pow_p = binary("pow", np.power, "x ** y")
+pow_p = binary("pow", np.power, "x ** y", cost=T)
 maximum_p = binary("maximum", np.maximum, "elementwise max (NaN propagates)")
 minimum_p = binary("minimum", np.minimum, "elementwise min (NaN propagates)")
 logical_and_p = binary("logical_and", np.logical_and, "x and y", BOOL)
@@ -204,6 +218,8 @@ select_p = Primitive(
     kernel=np.where,
     dims=broadcast_dims,
     summary="x where cond is true, else y (broadcasting all three)",
+    cost=Cost.ELEMENTWISE,
+    **ELEMENTWISE_FACTS,
 )
 
 
@@ -216,7 +232,7 @@ def _cast(x, *, dtype):
 
 
 cast_p = Primitive("cast", shape_rule=_cast_rule, kernel=_cast, summary="convert to dtype",
-                   dims=same_dims)
+                   dims=same_dims, cost=Cost.ELEMENTWISE, **ELEMENTWISE_FACTS)
 
 # --------------------------------------------------------------------------- gradients
 # A rule maps `g`, the cotangent of the result `out`, to the operands' cotangents. Binary

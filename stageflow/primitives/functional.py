@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from stageflow.core.dims import same_dims
+from stageflow.core.op_facts import Cost, Family, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 
 
@@ -46,6 +47,7 @@ call_p = Primitive(
     summary="run another graph function on the operands (its arguments, then its captures)",
     multiple_results=True,
     stateful=True,
+    family=Family.FUNCTIONAL, cost=Cost.STATE, lowered_by=LoweredBy.PROGRAM,
 )
 
 
@@ -55,5 +57,7 @@ stop_gradient_p = Primitive(
     kernel=lambda x: x,
     dims=same_dims,
     summary="x itself, as a constant to gradient tapes",
+    family=Family.FUNCTIONAL, memory=Memory.ALIAS, cost=Cost.MOVEMENT,
+    lowered_by=LoweredBy.PROGRAM,
 )
 stop_gradient_p.def_nondifferentiable()

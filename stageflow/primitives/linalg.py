@@ -13,6 +13,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.dims import PYTHON, D, DimArith, broadcast_dims
+from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import check_broadcast, format_shape
 from stageflow.primitives.autodiff import floating_only, unbroadcast
@@ -67,6 +68,7 @@ matmul_p = Primitive(
     kernel=_matmul,
     dims=_matmul_dims,
     summary="batched matrix product over the last two dims, broadcasting the leading dims",
+    family=Family.LINALG, cost=Cost.MATMUL, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -115,6 +117,7 @@ matmul_add_p = Primitive(
     kernel=_matmul_add,
     dims=_matmul_dims,
     summary="alpha * matmul(a, b) + c, c broadcast to the product (a fused matmul epilogue)",
+    family=Family.LINALG, cost=Cost.MATMUL, lowered_by=LoweredBy.OP_RULE,
 )
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 
@@ -158,5 +159,6 @@ random_bits_p = Primitive(
         "counter advanced by ceil(n / 4)"
     ),
     multiple_results=True,
+    family=Family.RANDOM, cost=Cost.RANDOM, lowered_by=LoweredBy.OP_RULE,
 )
 random_bits_p.def_nondifferentiable()

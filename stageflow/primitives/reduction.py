@@ -13,6 +13,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.dims import PYTHON, D, DimArith
+from stageflow.core.op_facts import Cost, Family, LoweredBy, ReductionKind
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import normalize_axes, normalize_axis
 from stageflow.primitives.autodiff import (
@@ -25,6 +26,9 @@ from stageflow.primitives.autodiff import (
 )
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
+# The dtypes compiled loops accumulate reductions in (see `ReductionKind.native_dtypes`).
+NATIVE = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32})
+_FACTS = {"family": Family.REDUCTION, "cost": Cost.REDUCTION, "lowered_by": LoweredBy.OP_RULE}
 
 
 def _reduction_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
@@ -36,7 +40,9 @@ def _reduction_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
     return [dim for i, dim in enumerate(x) if i not in axes]
 
 
-def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
+def reduction(kind: ReductionKind, reducer, summary: str, allowed) -> Primitive:
+    """The primitive ``reduce_<kind.name>``, combining elements over `axes` as `kind` says."""
+
     def shape_rule(x: ShapedType, *, axes: tuple[int, ...], keepdims: bool) -> ShapedType:
         if x.dtype not in allowed:
             raise TypeError(f"dtype {x.dtype.name} is not supported")
@@ -48,8 +54,8 @@ def reduction(name: str, reducer, summary: str, allowed) -> Primitive:
     def kernel(x, *, axes, keepdims):
         return reducer(x, axis=axes, keepdims=keepdims)
 
-    return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
-                     dims=_reduction_dims)
+    return Primitive(f"reduce_{kind.name}", shape_rule=shape_rule, kernel=kernel,
+                     summary=summary, dims=_reduction_dims, reduction=kind, **_FACTS)
 
 
 def _accumulator(dtype: np.dtype) -> np.dtype:
@@ -78,10 +84,15 @@ def _extremum(numpy_reducer):
     return reduce
 
 
-reduce_sum_p = reduction("reduce_sum", _sum, "sum over `axes`", NUMERIC)
-reduce_prod_p = reduction("reduce_prod", _prod, "product over `axes`", NUMERIC)
-reduce_max_p = reduction("reduce_max", _extremum(np.max), "maximum over `axes`", dtypes.ALL)
-reduce_min_p = reduction("reduce_min", _extremum(np.min), "minimum over `axes`", dtypes.ALL)
+SUM = ReductionKind("sum", "add", 0.0, NATIVE)
+PROD = ReductionKind("prod", "multiply", 1.0, NATIVE)
+MAX = ReductionKind("max", "maximum", -np.inf, NATIVE, needs_elements=True)
+MIN = ReductionKind("min", "minimum", np.inf, NATIVE, needs_elements=True)
+
+reduce_sum_p = reduction(SUM, _sum, "sum over `axes`", NUMERIC)
+reduce_prod_p = reduction(PROD, _prod, "product over `axes`", NUMERIC)
+reduce_max_p = reduction(MAX, _extremum(np.max), "maximum over `axes`", dtypes.ALL)
+reduce_min_p = reduction(MIN, _extremum(np.min), "minimum over `axes`", dtypes.ALL)
 
 
 def _arg_reduction_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
@@ -105,7 +116,7 @@ def arg_reduction(name: str, numpy_arg, summary: str) -> Primitive:
         return numpy_arg(x, axis=axis).astype(np.int64)
 
     return Primitive(name, shape_rule=shape_rule, kernel=kernel, summary=summary,
-                     dims=_arg_reduction_dims)
+                     dims=_arg_reduction_dims, **_FACTS)
 
 
 argmax_p = arg_reduction("argmax", np.argmax, "index of the first maximum along `axis`")

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 
+from stageflow.core.op_facts import Cost, Family, HostOnly, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
 
@@ -47,6 +48,8 @@ read_variable_p = Primitive(
     kernel=lambda variable: variable._value,
     summary="the current value of a variable",
     stateful=True,
+    family=Family.STATE, memory=Memory.EXTERNAL, cost=Cost.STATE,
+    lowered_by=LoweredBy.PROGRAM,
 )
 
 assign_variable_p = Primitive(
@@ -56,6 +59,7 @@ assign_variable_p = Primitive(
     summary="replace a variable's value",
     multiple_results=True,
     stateful=True,
+    family=Family.STATE, cost=Cost.STATE, lowered_by=LoweredBy.PROGRAM,
 )
 
 
@@ -80,6 +84,8 @@ print_p = Primitive(
     summary="print tensor values when the op runs",
     multiple_results=True,
     stateful=True,
+    family=Family.STATE, cost=Cost.STATE,
+    lowered_by=HostOnly("it prints from Python when the op runs"),
 )
 print_p.def_nondifferentiable()
 # read_variable and assign_variable have no rule here: the tape maps a read back to its

@@ -16,6 +16,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.dims import PYTHON, D, DimArith
+from stageflow.core.op_facts import Cost, Family, HostOnly, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape, normalize_axis, num_elements
 from stageflow.primitives.autodiff import (
@@ -35,6 +36,8 @@ def _shape_param_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
     """The dims the `shape` param gives (broadcast_to, iota)."""
     return [d.const(n) for n in shape]
 
+STRUCTURAL = Family.STRUCTURAL
+
 
 def _broadcast_rule(x: ShapedType, *, shape: tuple[int | None, ...]) -> ShapedType:
     if len(shape) < x.ndim:
@@ -52,6 +55,8 @@ broadcast_to_p = Primitive(
     kernel=lambda x, *, shape: np.broadcast_to(x, shape),
     dims=_shape_param_dims,
     summary="replicate x along new leading dims and dims of size 1",
+    family=STRUCTURAL,
+    memory=Memory.VIEW, cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -92,6 +97,8 @@ reshape_p = Primitive(
     kernel=lambda x, *, shape: np.reshape(x, shape),
     dims=_reshape_dims,
     summary="the same elements in row-major order with a new shape (one dim may be -1)",
+    family=STRUCTURAL,
+    memory=Memory.ALIAS, cost=Cost.MOVEMENT, lowered_by=LoweredBy.PROGRAM,
 )
 
 
@@ -112,6 +119,8 @@ transpose_p = Primitive(
     kernel=lambda x, *, perm: np.transpose(x, perm),
     dims=_transpose_dims,
     summary="permute the axes: result dim i is operand dim perm[i]",
+    family=STRUCTURAL,
+    memory=Memory.VIEW, cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
 )
 
 Slice = tuple[int | None, int | None, int | None]
@@ -158,6 +167,8 @@ slice_p = Primitive(
     kernel=lambda x, *, slices: x[tuple(slice(*s) for s in slices)],
     dims=_slice_dims,
     summary="x[start:stop:step] along every axis, with Python's slice semantics",
+    family=STRUCTURAL,
+    memory=Memory.VIEW, cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -201,6 +212,8 @@ concat_p = Primitive(
     kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),
     dims=_concat_dims,
     summary="join operands along an existing axis",
+    family=STRUCTURAL,
+    cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -232,6 +245,8 @@ pad_p = Primitive(
     kernel=_pad_kernel,
     dims=_pad_dims,
     summary="surround x with `value`: pads[i] = (before, after) along axis i",
+    family=STRUCTURAL,
+    cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -265,6 +280,8 @@ gather_p = Primitive(
     kernel=_gather,
     dims=_gather_dims,
     summary="params indexed by `indices` along `axis` (negative indices count from the end)",
+    family=STRUCTURAL,
+    cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -286,6 +303,8 @@ iota_p = Primitive(
     kernel=_iota,
     dims=_shape_param_dims,
     summary="0, 1, 2, ... counting along `dimension`, constant along the others",
+    family=STRUCTURAL,
+    cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
 )
 
 
@@ -298,6 +317,8 @@ constant_p = Primitive(
     shape_rule=_constant_rule,
     kernel=lambda *, value: value,
     summary="a tensor value fixed at trace time",
+    family=STRUCTURAL,
+    memory=Memory.EXTERNAL, cost=Cost.FREE, lowered_by=LoweredBy.PROGRAM,
 )
 
 # --------------------------------------------------------------------------- gradients
@@ -419,5 +440,7 @@ dim_size_p = Primitive(
     shape_rule=_dim_size_rule,
     kernel=lambda x, *, axis: np.asarray(x.shape[axis], dtype=np.int64),
     summary="the size of one dim as an int64 scalar (for dims unknown until run time)",
+    family=STRUCTURAL,
+    lowered_by=HostOnly("not lowered yet: it reads a run-time dim into a scalar"),
 )
 dim_size_p.def_nondifferentiable()

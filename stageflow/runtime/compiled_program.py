@@ -140,19 +140,26 @@ def _has_large_kernel(function: FuncOp) -> bool:
     return False
 
 
+def _lowering(op: SfOp) -> Any:
+    spec = op_spec(op)
+    return None if spec is None else rule_for(spec)
+
+
+def unsupported_reason(function: FuncOp, functions: dict[str, FuncOp]) -> str:
+    """Why `function` can never be one program, whatever its sizes ('' when it can): an op
+    that only the host runs (named with its reason and the user's line), an op without a
+    lowering, a call of a function that is not a kernel."""
+    return supported(function, functions, _lowering)
+
+
 def will_build(function: FuncOp, functions: dict[str, FuncOp]) -> bool:
-    """Whether `build_program` makes a program of `function` once its kernels and ops are
+    """Whether `prepare_program` makes a program of `function` once its kernels and ops are
     compiled, decided before compiling them: kernels and ops that only programs call need
     no NumPy entries, whose code would cost LLVM time for nothing."""
-
-    def lowering(op: SfOp) -> Any:
-        spec = op_spec(op)
-        return None if spec is None else rule_for(spec)
-
     return (process_jit().layout_ok and not _has_large_kernel(function)
             and all(is_kernel(functions[name]) for name in _kernel_callees(function)
                     if name in functions)
-            and not supported(function, functions, lowering))
+            and not unsupported_reason(function, functions))
 
 
 def prepare_program(function: FuncOp, functions: dict[str, FuncOp],

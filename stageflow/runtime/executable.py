@@ -18,35 +18,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block
 
 from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable
 from stageflow.codegen.lowered.compile import lower_functions
 from stageflow.codegen.targets.cpu import Prepared, link_all, prepare_kernels
+from stageflow.core import config
 from stageflow.core.primitive import REGISTRY
-from stageflow.core.source import SourceLocation
 from stageflow.ir.attributes import decode
-from stageflow.ir.builder import constant_value
+from stageflow.ir.builder import constant_value, source_location
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
-from stageflow.runtime.compiled_program import prepare_program, will_build
+from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
 
 def _callee_name(op: Any) -> str:
     return op.attributes["callee"].root_reference.data
-
-
-def _source(op: Any) -> SourceLocation | None:
-    """The user's line an op was traced from, as its ``loc(...)`` says."""
-    location = getattr(op, "location", None)
-    if isinstance(location, FileLineColLoc):
-        return SourceLocation(location.filename.data, location.line.data, location.column.data)
-    return None
 
 
 @dataclass
@@ -56,6 +48,9 @@ class CompileStats:
     seconds: dict[str, float] = field(default_factory=dict)
     kernels: int = 0
     ops: int = 0
+    # Per compiled function that runs as Python steps instead of one program: why (an op
+    # only the host runs, with the user's line).
+    steps_reasons: dict[str, str] = field(default_factory=dict)
 
 
 class Plan:
@@ -88,20 +83,20 @@ class Plan:
                 callee = _callee_name(op)
                 if callee in compiled:
                     self.steps.append(Step(compiled[callee], ins, {}, outs, True, "kernel",
-                                       _source(op)))
+                                           source_location(op)))
                 else:
                     if callee not in plans:
                         plans[callee] = Plan(functions[callee], functions, compiled, plans)
                     self.steps.append(Step(plans[callee].run_tuple, ins, {}, outs, True, callee,
-                                       _source(op)))
+                                           source_location(op)))
             else:
                 primitive = REGISTRY[name]
                 # -- an op lowered to machine code (`codegen.structured`), else its NumPy kernel
                 kernel, params = compiled.get(op), {}
                 if kernel is None:
                     kernel, params = primitive.kernel, op.params()
-                self.steps.append(Step(kernel, ins, params, outs, primitive.multiple_results, name,
-                                   _source(op)))
+                self.steps.append(Step(kernel, ins, params, outs, primitive.multiple_results,
+                                       name, source_location(op)))
         self.size = len(slots)
         self._follow_buffer_plan(func, compiled, slots)
 
@@ -323,6 +318,7 @@ class Executable:
             seconds["llvm op IR"] = time.perf_counter() - mark
             mark = time.perf_counter()
             for entry in entries:
+                _note_steps(stats, entry, functions)
                 program = prepare_program(functions[entry], functions, kernel_symbols.get,
                                           op_symbols.get, _plan_runner(plans, entry))
                 if program is not None:
@@ -356,3 +352,10 @@ def _plan_runner(plans: dict[str, Plan], entry: str) -> Callable[[list[Any]], li
         return plans[entry].run(inputs)
 
     return run
+def _note_steps(stats: CompileStats, entry: str, functions: dict[str, FuncOp]) -> None:
+    """Record, and log once under ``compiles``, why compiled function `entry` cannot run as
+    one program (a host-only op, ...): it then runs as Python steps, which is slower."""
+    reason = unsupported_reason(functions[entry], functions)
+    if reason:
+        stats.steps_reasons[entry] = reason
+        config.emit("compiles", f"{entry}: runs as Python steps: {reason}")

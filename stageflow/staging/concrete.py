@@ -90,9 +90,10 @@ class ConcreteFunction:
     def stats(self) -> dict[str, Any]:
         """Op and kernel counts and compile time per stage (compiles if not yet done); for
         compiled code also the buffer plan's bytes of temporaries (``peak_temporary_bytes``),
-        its liveness lower bound (``lower_bound_bytes``) and, once
-        ``program.track_memory()`` was called, the peak the runtime measured since
-        (``measured_peak_temporary_bytes``, else None)."""
+        its liveness lower bound (``lower_bound_bytes``), once ``program.track_memory()``
+        was called the peak the runtime measured since (``measured_peak_temporary_bytes``,
+        else None), and per function that runs as Python steps rather than as one
+        compiled program the reason, e.g. an op only the host runs (``steps_reasons``)."""
         program = self.program
         if not self.jit:
             return {"ops": len(program.steps), "kernels": 0, "compile_seconds": {}}
@@ -101,7 +102,8 @@ class ConcreteFunction:
                 "compile_seconds": dict(stats.seconds),
                 "peak_temporary_bytes": program.plan.peak_bytes,
                 "lower_bound_bytes": program.plan.lower_bound_bytes,
-                "measured_peak_temporary_bytes": program.measured_peak_bytes}
+                "measured_peak_temporary_bytes": program.measured_peak_bytes,
+                "steps_reasons": dict(stats.steps_reasons)}
 
     @property
     def variables(self) -> list[Variable]:

@@ -175,4 +175,5 @@ def test_the_lowered_stage_shows_the_program_or_why_there_is_none():
         return x * 2.0
 
     text = sf.function(printing).get_concrete_function(sf.constant([1.0])).ir("lowered")
-    assert text.startswith("; not one program (@printing: sf.print has no lowering)")
+    assert text.startswith("; not one program (@printing: sf.print runs on the host only: "
+                           "it prints from Python when the op runs (at ")

@@ -29,16 +29,11 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import SSAValue
 
 from stageflow.codegen.kernels.rules import RULES
-from stageflow.core import dtypes
+from stageflow.core.op_facts import ReductionKind
 from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import constant_value
 from stageflow.ir.dialect import ConstantOp, ElementwiseOp, ReductionOp
 from stageflow.ir.types import shaped_type
-
-# The reductions kernels compute (``sf.reduce_<kind>``) and the dtypes they accumulate,
-# the same as `codegen.reduction` lowers alone.
-REDUCTION_KINDS = ("sum", "prod", "max", "min")
-REDUCTION_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32)
 
 Sources = tuple[tuple[int, int], ...]  # (input index, axis) pairs deciding a dynamic dim
 DimSpec = int | Sources
@@ -58,10 +53,11 @@ class Step:
 
 @dataclass(frozen=True)
 class Reduction:
-    """``values[result]`` is ``values[operand]`` combined by `kind` (sum, prod, max, min)
-    over `axes` of the iteration space (the operand spans it), kept as 1 with `keepdims`."""
+    """``values[result]`` is ``values[operand]`` combined by `kind` (the primitive's
+    reduction kind: sum, prod, max, min) over `axes` of the iteration space (the operand
+    spans it), kept as 1 with `keepdims`."""
 
-    kind: str
+    kind: ReductionKind
     operand: int
     result: int
     axes: tuple[int, ...]
@@ -218,8 +214,7 @@ def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
         if isinstance(op, ReturnOp):
             results = tuple(numbers[v] for v in op.operands)
             break
-        if (isinstance(op, ReductionOp)
-                and op.primitive.name.removeprefix("reduce_") in REDUCTION_KINDS):
+        if isinstance(op, ReductionOp) and op.primitive.reduction is not None:
             reduction = _reduction(op, numbers, len(specs), name)
             numbers[op.results[0]] = reduction.result
             specs.append(reduction.reduced_spec(specs[reduction.operand]))
@@ -274,9 +269,10 @@ def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
 def _reduction(op: ReductionOp, numbers: dict[SSAValue, int], result: int,
                name: str) -> Reduction:
     """The `Reduction` an ``sf.reduce_*`` op of @`name` computes into value `result`."""
-    kind = op.primitive.name.removeprefix("reduce_")
+    kind = op.primitive.reduction
+    assert kind is not None
     dtype = shaped_type(op.results[0].type).dtype
-    if dtype not in REDUCTION_DTYPES:
+    if dtype not in kind.native_dtypes:
         raise NotImplementedError(f"{op.name} of {dtype} is not a reduction kernels compute "
                                   f"(@{name})")
     params = op.params()

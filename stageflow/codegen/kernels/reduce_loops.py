@@ -116,7 +116,7 @@ def _fold_row(e: Emitter, layout: Layout, bases: list[ir.Value], steps: list[ir.
     element is at `bases` (`steps`: every argument's stride along the row)."""
     b = e.b
     n = layout.space[-1]
-    lanes = [r.kind == "sum" and r.dtype.kind == "f" for _, r in along_rows]
+    lanes = [r.kind.name == "sum" and r.dtype.kind == "f" for _, r in along_rows]
     types = [storage_type(r.dtype) for _, r in along_rows]
     starts = [identity_of(r.kind, r.dtype, ty) for (_, r), ty in zip(along_rows, types,
                                                                     strict=True)]

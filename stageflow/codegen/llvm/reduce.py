@@ -1,43 +1,51 @@
 """How reductions combine values in LLVM IR: the combine of each kind, its identity, and the
 pairwise total of `LANES` partial sums. Shared by the lowered reductions and by kernels that
-end in reductions, so both round as NumPy's pairwise sums do."""
+end in reductions, so both round as NumPy's pairwise sums do. The kind is the primitive's
+`ReductionKind` fact: its `combine` primitive and `identity` value decide the code."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I64, Emitter
+from stageflow.core.op_facts import ReductionKind
 
 LANES = 8  # partial sums per row for float sums along the innermost axis
 
 
-def combine(e: Emitter, kind: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:
+# The integer min/max intrinsics (``llvm.smax``, ``llvm.umin``, ...) of the extremum combines.
+_INTEGER_EXTREMA = {"maximum": "max", "minimum": "min"}
+
+
+def combine(e: Emitter, kind: ReductionKind, dtype: np.dtype, x: ir.Value,
+            y: ir.Value) -> ir.Value:
     """`x` and `y` combined by `kind` (max and min of floats propagate NaN, as NumPy's do)."""
     b, floating = e.b, dtype.kind == "f"
-    if kind == "sum":
+    if kind.combine == "add":
         return b.fadd(x, y) if floating else b.add(x, y)
-    if kind == "prod":
+    if kind.combine == "multiply":
         return b.fmul(x, y) if floating else b.mul(x, y)
     if floating:
-        return e.call("maximum" if kind == "max" else "minimum", x, y)
+        return e.call(kind.combine, x, y)
     signed = "s" if dtype.kind == "i" else "u"
-    base = f"llvm.{signed}{kind}"
+    base = f"llvm.{signed}{_INTEGER_EXTREMA[kind.combine]}"
     ty = x.type
     function = e.intrinsic(f"{base}.{ty}", ty, [ty, ty])
     return b.call(function, [x, y])
 
 
-def identity_of(kind: str, dtype: np.dtype, ty: ir.Type) -> ir.Value:
-    """The value a reduction of `kind` starts from (what it returns over no elements)."""
-    if kind in ("sum", "prod"):
-        value = 0 if kind == "sum" else 1
-        return ir.Constant(ty, float(value) if dtype.kind == "f" else value)
-    low = kind == "max"
+def identity_of(kind: ReductionKind, dtype: np.dtype, ty: ir.Type) -> ir.Value:
+    """The value a reduction of `kind` starts from (what it returns over no elements); an
+    infinite identity is an integer dtype's lowest or highest value."""
     if dtype.kind == "f":
-        return ir.Constant(ty, float("-inf") if low else float("inf"))
-    info = np.iinfo(dtype)
-    return Emitter.const(ty, int(info.min if low else info.max))
+        return ir.Constant(ty, float(kind.identity))
+    if math.isinf(kind.identity):
+        info = np.iinfo(dtype)
+        return Emitter.const(ty, int(info.min if kind.identity < 0 else info.max))
+    return ir.Constant(ty, int(kind.identity))
 
 
 def lanes_total(b: ir.IRBuilder, partial: ir.Value) -> ir.Value:

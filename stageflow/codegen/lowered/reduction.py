@@ -24,16 +24,21 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.kernels.analysis import REDUCTION_DTYPES
 from stageflow.codegen.llvm.emitter import I64, Emitter, storage_type
 from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, lowering, nest
+from stageflow.core import dtypes
+from stageflow.core.op_facts import ReductionKind
+
+# The dtypes argmax and argmin compare in.
+ARG_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64,
+                        dtypes.uint32})
 
 
 @dataclass(frozen=True)
 class Reduce:
-    kind: str  # sum, prod, max, min
+    kind: ReductionKind  # the primitive's: sum, prod, max, min
     axes: tuple[int, ...]
     keepdims: bool
     dtype: np.dtype
@@ -44,7 +49,7 @@ class Reduce:
         kept = [d for a, d in enumerate(x.dims) if a not in self.axes]
         ob.expect_output(0, [i64(1) if a in self.axes else d for a, d in enumerate(x.dims)]
                          if self.keepdims else kept)
-        if self.kind in ("max", "min"):
+        if self.kind.needs_elements:
             ob.fail_unless(ob.all_of([b.icmp_signed(">", x.dims[a], i64(0))
                                       for a in self.axes]), 0)
         ty = storage_type(self.dtype)
@@ -92,7 +97,7 @@ class Reduce:
         def one(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             return [combine(e, self.kind, self.dtype, acc[0], element(j))]
 
-        if not (self.kind == "sum" and self.dtype.kind == "f"):
+        if not (self.kind.name == "sum" and self.dtype.kind == "f"):
             return fold_loop(b, i64(0), n, i64(1), [identity], one, "j")[0]
         vector = ir.VectorType(ty, LANES)
         zero = ir.Constant(vector, [ir.Constant(ty, 0.0)] * LANES)
@@ -138,10 +143,9 @@ def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Valu
 
 @lowering("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
 def _reduce(spec: OpSpec) -> Reduce | None:
-    dtype = spec.inputs[0].dtype
-    if dtype not in REDUCTION_DTYPES:
+    dtype, kind = spec.inputs[0].dtype, spec.primitive.reduction
+    if kind is None or dtype not in kind.native_dtypes:
         return None
-    kind = spec.name.removeprefix("reduce_")
     return Reduce(kind, tuple(spec.params["axes"]), bool(spec.params["keepdims"]), dtype)
 
 
@@ -188,7 +192,7 @@ class ArgReduce:
 @lowering("argmax", "argmin")
 def _arg_reduce(spec: OpSpec) -> ArgReduce | None:
     dtype = spec.inputs[0].dtype
-    if dtype not in REDUCTION_DTYPES:
+    if dtype not in ARG_DTYPES:
         return None
     return ArgReduce(spec.name == "argmax", spec.params["axis"] % spec.inputs[0].ndim, dtype)
 

@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I1, I32, storage_type
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64, return_unless
-from stageflow.core.primitive import ShapedType
+from stageflow.core.primitive import REGISTRY, Primitive, ShapedType
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,10 @@ class OpSpec:
     inputs: tuple[ShapedType, ...]
     outputs: tuple[ShapedType, ...]
     params: dict[str, Any]
+
+    @property
+    def primitive(self) -> Primitive:
+        return REGISTRY[self.name]
 
     @property
     def key(self) -> tuple:

@@ -53,9 +53,10 @@ from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
 from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_ok
 from stageflow.codegen.lowered.rule import contiguous_strides
 from stageflow.codegen.program.dims import function_dims
-from stageflow.core.primitive import ShapedType
+from stageflow.core.op_facts import HostOnly, LoweredBy, Memory
+from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.ir.attributes import decode
-from stageflow.ir.builder import constant_value
+from stageflow.ir.builder import constant_value, source_location
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import ResourceTensorType, shaped_type
 from stageflow.passes.fuse import is_kernel
@@ -63,7 +64,9 @@ from stageflow.passes.plan_buffers import BUFFER_ATTR
 
 OP_FAILED = 1000
 NO_MEMORY = 999
-ALIASES = frozenset({"reshape", "stop_gradient"})  # same bytes as the operand, no copy
+# The ops a program emits itself (no lowered-op entry), besides those whose result aliases
+# their operand: what a primitive's ``LoweredBy.PROGRAM`` fact expects.
+PROGRAM_OPS = frozenset({"constant", "read_variable", "assign_variable", "call"})
 _PTR = ir.PointerType()
 
 
@@ -148,22 +151,42 @@ def signature_of(function: FuncOp) -> ProgramSignature:
     )
 
 
+def emits_itself(primitive: Primitive) -> bool:
+    """Whether a program emits `primitive`'s ops inline, with no lowered-op entry."""
+    return primitive.aliases or primitive.name in PROGRAM_OPS
+
+
+def _owns_result(op: SfOp) -> bool:
+    """Whether the program computes `op`'s results into memory of their own (not an alias
+    of an operand, a constant or a variable's storage)."""
+    return not (op.primitive.aliases or op.primitive.memory is Memory.EXTERNAL)
+
+
+def _at(op: Operation) -> str:
+    location = source_location(op)
+    return f" (at {location})" if location is not None else ""
+
+
 def supported(function: FuncOp, functions: dict[str, FuncOp], has_lowering: OpEntry) -> str:
-    """Why `function` cannot become a program ('' when it can)."""
+    """Why `function` cannot become a program ('' when it can). An op that only the host
+    runs is named with the reason its primitive declares and the user's line it came from,
+    as the function then runs as Python steps."""
     for op in function.body.block.ops:
         if isinstance(op, ReturnOp | ConstantOp):
             continue
         if not isinstance(op, SfOp):
             return f"{op.name} is not an sf op"
-        name = op.primitive.name
-        if name == "call":
+        lowering = op.primitive.lowered_by
+        if isinstance(lowering, HostOnly):
+            return f"{op.name} runs on the host only: {lowering.reason}{_at(op)}"
+        if op.primitive.name == "call":
             callee = functions.get(op.params()["callee"].name)
             if callee is None or not is_kernel(callee):
-                return "a call of a function that is not a fused kernel"
-        elif name in ("read_variable", "assign_variable") or name in ALIASES:
+                return f"a call of a function that is not a fused kernel{_at(op)}"
+        elif lowering is LoweredBy.PROGRAM and emits_itself(op.primitive):
             continue
         elif has_lowering(op) is None:
-            return f"{op.name} has no lowering"
+            return f"{op.name} has no lowering{_at(op)}"
         for value in [*op.operands, *op.results]:
             if not isinstance(value.type, TensorType | ResourceTensorType):
                 return f"{op.name} has an operand or result that is not a ranked tensor"
@@ -329,9 +352,7 @@ class _Body:
 
     def plan_storage(self) -> dict[SSAValue, int]:
         """Decide where each op result lives; the buffer id of each planned one."""
-        computed = {r for op in self.ops for r in op.results
-                    if not isinstance(op, ConstantOp)
-                    and op.primitive.name not in ALIASES | {"read_variable"}}
+        computed = {r for op in self.ops if _owns_result(op) for r in op.results}
         direct: dict[SSAValue, int] = {}
         for position, value in enumerate(self.returned):
             if value in computed and value not in direct:
@@ -349,7 +370,7 @@ class _Body:
             ids = _buffer_ids(op)
             for result, buffer in zip(op.results, ids, strict=True):
                 if (result in computed and result not in direct and buffer >= 0
-                        and op.primitive.name not in _COPY_VIEWS):
+                        and not op.primitive.view):
                     buffers[result] = buffer
         return buffers
 
@@ -376,8 +397,7 @@ class _Body:
         for value, buffer in buffers.items():
             self.storage[value] = memory[buffer]
         for op in self.ops:
-            if isinstance(op, ConstantOp) or op.primitive.name in ALIASES | {
-                    "read_variable", "assign_variable"}:
+            if not _owns_result(op):
                 continue
             for result in op.results:
                 if result not in self.storage:
@@ -423,7 +443,7 @@ class _Body:
                                                else self.storage[op.operands[0]])
             elif name == "assign_variable":
                 current[op.operands[0]] = op.operands[1]
-            elif name in ALIASES:
+            elif op.primitive.aliases:
                 if name == "reshape":
                     self.check_same_size(op, index)
                 self.storage[op.results[0]] = self.storage[op.operands[0]]
@@ -519,9 +539,6 @@ class _Body:
         code = b.call(entry, args)
         self.fail_if(b.icmp_signed("!=", code, ir.Constant(I32, 0)),
                      ir.Constant(I32, OP_FAILED + index))
-
-
-_COPY_VIEWS = frozenset({"broadcast_to", "transpose", "slice"})
 
 
 def _buffer_ids(op: Operation) -> list[int]:
