@@ -56,6 +56,7 @@ from stageflow.frontend.ops.elementwise import (
     negative,
     not_equal,
     pow,
+    reciprocal,
     round,
     rsqrt,
     sigmoid,

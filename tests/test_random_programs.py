@@ -159,6 +159,7 @@ UNARY: dict[str, tuple[Callable[[Any], Any], tuple[np.dtype, ...], bool]] = {
     "log1p": (lambda x: sf.log1p(sf.abs(x)), FLOATS, False),
     "sqrt": (lambda x: sf.sqrt(sf.abs(x)), FLOATS, False),
     "rsqrt": (lambda x: sf.rsqrt(sf.abs(x) + 0.5), FLOATS, False),
+    "reciprocal": (lambda x: sf.reciprocal(sf.abs(x) + 0.5), FLOATS, False),
     "tanh": (sf.tanh, FLOATS, False),
     "sigmoid": (sf.sigmoid, FLOATS, False),
     "sin": (lambda x: sf.sin(tame(x, 8.0)), FLOATS, False),

@@ -171,6 +171,7 @@ log_p = unary("log", np.log, "natural logarithm", F, T)
 log1p_p = unary("log1p", np.log1p, "log(1 + x), accurate near 0", F, T)
 sqrt_p = unary("sqrt", np.sqrt, "square root", F)
 rsqrt_p = unary("rsqrt", _rsqrt, "1 / sqrt(x)", F)
+reciprocal_p = unary("reciprocal", np.reciprocal, "1 / x", F)
 sin_p = unary("sin", np.sin, "sine", F, T)
 cos_p = unary("cos", np.cos, "cosine", F, T)
 tanh_p = unary("tanh", np.tanh, "hyperbolic tangent", F, T)
@@ -249,6 +250,7 @@ _UNARY_VJPS = {
     log1p_p: lambda g, x, out: g / (x + 1.0),
     sqrt_p: lambda g, x, out: g * 0.5 / out,
     rsqrt_p: lambda g, x, out: g * -0.5 * out / x,
+    reciprocal_p: lambda g, x, out: -g * out * out,
     sin_p: lambda g, x, out: g * cos_p.bind(x),
     cos_p: lambda g, x, out: -g * sin_p.bind(x),
     tanh_p: lambda g, x, out: g * (1.0 - out * out),

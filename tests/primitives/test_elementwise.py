@@ -55,6 +55,7 @@ UNARY = {
     "log1p": (np.log1p, FLOATS, (-0.9, 100)),
     "sqrt": (np.sqrt, FLOATS, (0, 100)),
     "rsqrt": (lambda x: 1 / np.sqrt(x), FLOATS, (0.01, 100)),
+    "reciprocal": (lambda x: 1 / x, FLOATS, (0.01, 100)),
     "square": (np.square, NUMERIC, (-10, 10)),
     "sin": (np.sin, FLOATS, (-10, 10)),
     "cos": (np.cos, FLOATS, (-10, 10)),

@@ -109,6 +109,11 @@ def _rsqrt(e: Emitter, n: Node) -> ir.Value:
     return e.b.fdiv(e.like(x, 1.0), e.call("sqrt", x))
 
 
+def _reciprocal(e: Emitter, n: Node) -> ir.Value:
+    x = n.args[0]
+    return e.b.fdiv(e.like(x, 1.0), x)
+
+
 # -- binary arithmetic -----------------------------------------------------------------------
 
 def _int_to_f64(e: Emitter, n: Node) -> tuple[ir.Value, ...]:
@@ -312,6 +317,7 @@ RULES: dict[str, Rule] = {
     "log1p": unary_math(mathlib.log1p),
     "sqrt": intrinsic("sqrt"),
     "rsqrt": _rsqrt,
+    "reciprocal": _reciprocal,
     "sin": unary_math(mathlib.sin),
     "cos": unary_math(mathlib.cos),
     "tanh": unary_math(mathlib.tanh),
