@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -306,19 +305,15 @@ def first_call_child(framework: str) -> None:
     print(json.dumps({"first_ms": (time.perf_counter() - start) * 1e3}))
 
 
-def compile_latency(runs: int = 3) -> dict[str, float]:
-    """Median first-call milliseconds of the MLP step over `runs` fresh processes, per
-    installed framework (torch.compile takes tens of seconds per process here)."""
-    results = {}
-    for framework in FRAMEWORKS:
-        if not importlib.util.find_spec(framework):
-            continue
-        code = ("from benchmarks.incumbents import first_call_child; "
-                f"first_call_child({framework!r})")
-        times = []
-        for _ in range(runs):
-            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-            times.append(json.loads(done.stdout.strip().splitlines()[-1])["first_ms"])
-        results[framework] = statistics.median(times)
-    return results
+def installed() -> list[str]:
+    """The incumbent frameworks importable here (checked without importing them)."""
+    return [name for name in FRAMEWORKS if importlib.util.find_spec(name)]
+
+
+def first_call_ms(framework: str) -> float:
+    """The MLP step's first call staged by `framework`, in a fresh process (see
+    `first_call_child`; torch.compile takes tens of seconds here)."""
+    code = f"from benchmarks.incumbents import first_call_child; first_call_child({framework!r})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    return json.loads(done.stdout.strip().splitlines()[-1])["first_ms"]

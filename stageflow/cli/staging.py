@@ -19,7 +19,7 @@ from typing import Any
 from stageflow.aot.library import compile_function
 from stageflow.cli.io import CommandError, write_output
 from stageflow.core import dtypes
-from stageflow.core.source import _PACKAGE_DIR
+from stageflow.core.source import PACKAGE_DIR
 from stageflow.frontend.spec import TensorSpec
 from stageflow.passes import IR_DUMP_HEADER, format_timings, ir_printer
 from stageflow.staging.concrete import IR_STAGES
@@ -93,7 +93,7 @@ def _user_frame(traceback: Any) -> str:
     where = ""
     while traceback is not None:
         filename = traceback.tb_frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE_DIR):
+        if not filename.startswith(PACKAGE_DIR):
             where = f" at {filename}:{traceback.tb_lineno}"
         traceback = traceback.tb_next
     return where

@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def _is_internal(frame) -> bool:
     """stageflow's own frames, Python's frozen modules, and frames of modules that declare
     themselves part of the machinery with a global `_stageflow_internal = True`."""
     filename = frame.f_code.co_filename
-    return (filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen")
+    return (filename.startswith(PACKAGE_DIR) or filename.startswith("<frozen")
             or frame.f_globals.get("_stageflow_internal", False))
 
 

@@ -16,7 +16,9 @@ from stageflow.core.source import describe_location
 
 CPU_DEVICE = "/device:CPU:0"
 
-_new = object.__new__
+# `allocate(Tensor)`: a tensor without running `__init__`, for the eager fast paths that set
+# its value themselves.
+allocate = object.__new__
 
 
 class Tensor:
@@ -128,7 +130,7 @@ class TensorRef:
 
 def wrap(value: Any) -> Tensor:
     """Wrap a kernel's result (an array or NumPy scalar) without copying or checking."""
-    tensor = _new(Tensor)
+    tensor = allocate(Tensor)
     tensor._value = value
     return tensor
 

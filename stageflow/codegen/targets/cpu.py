@@ -48,6 +48,8 @@ from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.loops import return_unless
 from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_layout_matches, array_ok
 from stageflow.codegen.targets import cache
+from stageflow.codegen.targets.compile_server import CompileServer, can_fork
+from stageflow.core import config
 
 # sin, cos and pow go to libm by default: its range reduction (sin, cos of huge arguments)
 # and special cases (pow) are exact, where the expansions are accurate for moderate
@@ -278,13 +280,15 @@ def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, raw: ir.Function) 
 
 
 class JIT:
-    """The process's one execution engine, a target machine for optimising, and a compiler
-    thread making object code.
+    """The process's one execution engine, a target machine for optimising, and compiler
+    threads making object code.
 
     LLVM's optimisation and code generation run in llvmlite calls that release the GIL, so
-    a module handed to the compiler thread (`schedule`) compiles while Python builds the
-    next module's IR: a compile's kernels, lowered ops and program overlap on two cores.
-    Only that thread optimises and generates code for the engine; `link` waits for it.
+    a module handed to the compiler threads (`schedule`) compiles while Python builds the
+    next module's IR; `link` waits for them. One thread compiles in this process; with a
+    `CompileServer` (forked here, ``STAGEFLOW_PARALLEL_COMPILE=0`` turns it off) a second
+    one hands modules to it, so two modules compile at once: llvmlite runs one LLVM call
+    at a time per process.
     """
 
     def __init__(self) -> None:
@@ -315,7 +319,11 @@ class JIT:
         self.triple = llvm.get_process_triple()  # read once: builders must not wait for
         # the compiler thread's lock to learn it
         self.target_id = f"{self.triple} {self.cpu_name} {self.features}"
-        self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stageflow-llvm")
+        self._server = (CompileServer(self._compile_here)
+                        if config.parallel_compile and can_fork() else None)
+        self._here = threading.Lock()  # held while this process compiles a module
+        self._compiler = ThreadPoolExecutor(max_workers=1 if self._server is None else 2,
+                                            thread_name_prefix="stageflow-llvm")
         self._pending: dict[str, Future[bytes]] = {}
         self._pending_lock = threading.Lock()
         self.loaded: set[str] = set()
@@ -333,7 +341,7 @@ class JIT:
         instcombine, simplifycfg), which took about a twentieth of O1's time on tiny
         kernels and left code of about O1's size."""
         module = llvm.parse_assembly(text)
-        module.triple = process_jit().triple
+        module.triple = self.triple
         module.data_layout = str(self.machine.target_data)
         module.verify()
         if level == 0:
@@ -363,11 +371,25 @@ class JIT:
         then cached)."""
         code = cache.load(job.entry) if cache.enabled() else None
         if code is None:
-            code = self.object_machines[job.codegen].emit_object(
-                self.optimize(job.text, job.level))
+            code = self._make(job)
             if cache.enabled():
                 cache.store(job.entry, code)
         return code
+
+    def _make(self, job: ModuleJob) -> bytes:
+        """Compile `job` here, or in the server while this process compiles another."""
+        if self._server is not None and not self._here.acquire(blocking=False):
+            code = self._server.compile(job.text, job.level, job.codegen)
+            return code if code is not None else self._compile_here(
+                job.text, job.level, job.codegen)
+        try:
+            return self._compile_here(job.text, job.level, job.codegen)
+        finally:
+            if self._server is not None:
+                self._here.release()
+
+    def _compile_here(self, text: str, level: int, codegen: int) -> bytes:
+        return self.object_machines[codegen].emit_object(self.optimize(text, level))
 
     def link(self, jobs: list[ModuleJob], symbols: list[str]) -> dict[str, int]:
         """Link each module's object code once, finalising the engine once for them all;

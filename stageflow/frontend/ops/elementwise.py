@@ -12,7 +12,7 @@ from typing import Any
 
 from stageflow.core import context, dtypes
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
-from stageflow.frontend.tensor import Tensor, _new
+from stageflow.frontend.tensor import Tensor, allocate
 from stageflow.primitives import elementwise as ew
 from stageflow.primitives.elementwise import ElementwisePrimitive
 
@@ -28,7 +28,7 @@ def unary_op(primitive: ElementwisePrimitive, doc: str):
     kernel = primitive.kernel
     bind = primitive.bind
     allowed = primitive.operand_dtypes
-    tensor_type, new, state = Tensor, _new, context.state
+    tensor_type, new, state = Tensor, allocate, context.state
 
     def op(x: Any) -> Tensor:
         if state.eager_fast and type(x) is tensor_type and x._value.dtype in allowed:
@@ -46,7 +46,7 @@ def binary_op(primitive: ElementwisePrimitive, doc: str):
     kernel = primitive.kernel
     bind = primitive.bind
     allowed = primitive.operand_dtypes
-    tensor_type, new, state = Tensor, _new, context.state
+    tensor_type, new, state = Tensor, allocate, context.state
 
     def op(x: Any, y: Any) -> Tensor:
         if state.eager_fast and type(x) is tensor_type:
