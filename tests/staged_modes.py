@@ -16,7 +16,7 @@ from stageflow.frontend.graph import Graph
 from stageflow.frontend.tensor import wrap
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.runtime.eager import EagerTrace
-from stageflow.runtime.interpreter import Program
+from stageflow.runtime.interpreter import InterpreterPlan
 
 _stageflow_internal = True  # errors name the test's line, not this helper's
 
@@ -38,7 +38,7 @@ class OpByOpStaging(EagerTrace):
             graph.outputs = [trace.value_of(r, "return") for r in results]
         verify_graph(graph)
         self.ops += 1
-        values = Program(graph).run([a._value for a in args])
+        values = InterpreterPlan(graph).run([a._value for a in args])
         tensors = tuple(wrap(v) for v in values)
         return tensors if primitive.multiple_results else tensors[0]
 

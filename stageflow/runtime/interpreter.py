@@ -1,8 +1,10 @@
 """The interpreter: runs a traced graph op by op with the eager kernels.
 
-It is the reference for compiled code and the `jit=False` path. A `Program` is built once
-per graph (values numbered into slots), so a call costs one kernel call per op and no
-lookups by name.
+It is the reference for compiled code and the `jit=False` path. An `InterpreterPlan` is
+built once per graph (values numbered into slots), so a call costs one kernel call per op
+and no lookups by name. (The compiled counterparts: `runtime.executable.Plan`, the steps of
+an optimised module, and `runtime.compiled_program.CompiledProgram`, a whole function as
+one machine-code call.)
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def run_steps(steps: list[Step], env: list[Any], output_slots: list[int]) -> lis
     return [env[i] for i in output_slots]
 
 
-class Program:
+class InterpreterPlan:
     """A graph flattened into slot-indexed steps for fast repeated interpretation."""
 
     def __init__(self, graph: Graph) -> None:

@@ -30,7 +30,7 @@ from stageflow.ir.text import module_to_text
 from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
 from stageflow.passes.fuse import is_kernel
 from stageflow.primitives.functional import call_p
-from stageflow.runtime.interpreter import Program
+from stageflow.runtime.interpreter import InterpreterPlan
 from stageflow.staging.compiler import Compilation
 from stageflow.staging.staged_grad import call_under_tape, replay
 
@@ -80,7 +80,7 @@ class ConcreteFunction:
         return self._program
 
     def _interpreter(self):
-        return Program(self.graph)
+        return InterpreterPlan(self.graph)
 
     def _compile(self):
         compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
