@@ -271,6 +271,17 @@ def test_pipeline_names_the_pass_that_breaks_the_ir() -> None:
         Pipeline([Crash()]).run(parse_module(EXP))
 
 
+def test_verifying_only_the_end_still_catches_a_broken_pass_and_says_how_to_find_it() -> None:
+    with pytest.raises(PassFailure) as error:
+        Pipeline([BreakTypes(), get_pass("cse")()], verify="end").run(parse_module(EXP))
+    message = str(error.value)
+    assert "IR does not verify after the pipeline 'break-types,cse'" in message
+    assert "STAGEFLOW_VERIFY=each names the pass" in message
+    Pipeline([BreakTypes()], verify="none").run(parse_module(EXP))  # nothing checks
+    with pytest.raises(ValueError, match="verify must be one of"):
+        Pipeline([BreakTypes()], verify="sometimes")
+
+
 def test_pipeline_times_passes_and_calls_back_after_each() -> None:
     seen: list[tuple[str, str]] = []
     pipeline = Pipeline.parse(
