@@ -147,6 +147,18 @@ def test_a_pointwise_conv_is_one_gemm_and_a_large_one_spans_blocks(dtype):
                                rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_large_filters_are_split_into_chunks_of_filter_rows(dtype):
+    """Filters of a filter gradient's shape (huge kh*kw*C, few output rows) exceed the
+    scratch: chunks of filter rows accumulate onto each other."""
+    x = values((3, 12, 12, 16), dtype)
+    w = values((10, 10, 16, 4), dtype, seed=1)
+    params = {"strides": (1, 1), "padding": ((1, 0), (0, 1)), "dilations": (1, 1)}
+    np.testing.assert_allclose(run_compiled("conv2d", [x, w], False, **params),
+                               conv_reference(x, w, **params),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+
+
 def test_conv2d_declines_strided_views_and_the_kernel_runs():
     x = values((2, 6, 8, 3), np.float32)
     w = values((3, 3, 3, 2), np.float32, seed=1)

@@ -9,18 +9,22 @@ conv2d picks its algorithm by shape:
   scratch matrix, one row per output position (kh*kw*C elements: the filter taps in HWI
   order, padding as zeros), and one gemm per block multiplies it by the filters as a
   (kh*kw*C, O) matrix straight into those rows of the output. Blocks hold at least
-  `MIN_BLOCK_ROWS` output positions (the gemm then runs near its full speed and packs the
-  filters once per block) and otherwise about `BLOCK_BYTES`, so the scratch stays in the
-  L2 cache between its writes and the gemm's reads, and its size is bounded whatever the
-  batch. The filter gradient (a conv whose "filters" are the output gradient, a few rows
-  of huge kh*kw*C) is one block of all its rows.
+  `MIN_BLOCK_ROWS` output positions (fewer rows made the gemm slower and repack the
+  filters more often) and otherwise about `SCRATCH_BYTES`. Where that many rows of
+  kh*kw*C elements exceed `SCRATCH_BYTES` (the filter gradient: a conv whose "filters"
+  are the output gradient, a few hundred rows of ~10^4 elements), the filter rows are
+  split into chunks, each a gemm accumulating (beta 1) onto the previous chunks'.
+  128 KiB of scratch measured best: it stays in the L2 cache between the copy's writes and
+  the gemm's reads, and below glibc's mmap threshold, so it is not page-faulted in again
+  at every call (512 KiB made the 32x32x3 stem conv of a CIFAR ResNet 3-4x slower).
 
 Why im2col and a BLAS call rather than a generated direct convolution: the gemm runs at
-about the BLAS's matmul speed whatever the channels, and the copy costs about as much as
-NumPy's; a direct loop nest over taps and channels would have to match OpenBLAS's register
-blocking to come near (figures in `benchmarks/conv.py`). The scratch is allocated by the
-lowered function (malloc and free around the blocks), so a program's buffer plan does not
-see it.
+the BLAS's matmul speed whatever the channels (110-180 GFLOP/s on one core for the CIFAR
+ResNet's shapes), and the copy, a contiguous run of kw*C elements per filter row with
+static dims folded in, costs a fraction of it; a direct loop nest over taps and channels
+would have to match OpenBLAS's register blocking to come near (`benchmarks/conv.py`).
+The scratch is allocated by the lowered function (malloc and free around the blocks), so
+a program's buffer plan does not see it.
 
 reduce_window walks the output in NHWC order and, for each window tap inside the input,
 combines an input pixel's channels into the output pixel's: the channel loop is innermost
@@ -29,7 +33,9 @@ reading the pad value (the reduction's identity) would give.
 
 Both check the input channels and window fit before they touch memory, and fail (an error
 code, so the NumPy kernel runs and raises its error) where the window is larger than the
-padded input or the filters are not a row-major matrix.
+padded input or an operand is not C-contiguous (programs pass only contiguous arrays; a
+strided view given to the op alone runs NumPy's kernel); conv2d returns 1 + its argument
+count where malloc fails.
 """
 
 from __future__ import annotations
@@ -63,8 +69,8 @@ from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.conv import Padding, Pair
 from stageflow.primitives.reduction import MAX, SUM
 
-BLOCK_BYTES = 128 * 1024
-MIN_BLOCK_ROWS = 256
+SCRATCH_BYTES = 128 * 1024
+MIN_BLOCK_ROWS = 1024
 _PTR = ir.PointerType()
 
 
@@ -146,53 +152,76 @@ class Conv2d:
                 and self.padding == ((0, 0), (0, 0)))
 
     def _gemm(self, ob: OpBuilder, w: Operand, rows: ir.Value, depth: ir.Value,
-              matrix: ir.Value, target: ir.Value) -> None:
-        """``target[rows, O] = matrix[rows, depth] @ w[depth, O]`` (row-major)."""
+              matrix: ir.Value, target: ir.Value, first_tap_row: ir.Value | None = None,
+              beta: ir.Value | None = None) -> None:
+        """``target[rows, O] = beta * target + matrix[rows, depth] @ w'[depth, O]`` where w'
+        is the filters' rows from filter row `first_tap_row` on (row-major)."""
         b, o = ob.b, w.dims[3]
         real = F32 if self.dtype == np.float32 else F64
+        filters = w.pointer
+        if first_tap_row is not None:
+            skipped = b.mul(b.mul(first_tap_row, fold_mul(b, w.dims[1], w.dims[2])), o)
+            filters = w.address(b, skipped)
         b.call(gemm_function(b.module, self.dtype), [
             ir.Constant(I32, ROW_MAJOR), ir.Constant(I32, NO_TRANS), ir.Constant(I32, NO_TRANS),
-            rows, o, depth, ir.Constant(real, 1.0), matrix, depth, w.pointer, o,
-            ir.Constant(real, 0.0), target, o])
+            rows, o, depth, ir.Constant(real, 1.0), matrix, depth, filters, o,
+            ir.Constant(real, 0.0) if beta is None else beta, target, o])
 
     def _im2col(self, ob: OpBuilder, x: Operand, w: Operand, depth: ir.Value) -> None:
-        """Blocks of whole output image rows: their windows copied into scratch, one gemm."""
+        """Blocks of whole output image rows, split into chunks of filter rows where a block
+        would exceed `SCRATCH_BYTES`: each chunk's windows copied into scratch, one gemm
+        accumulating onto the previous chunks'."""
         b, out = ob.b, ob.outputs[0]
+        kh, run = w.dims[0], fold_mul(b, w.dims[1], w.dims[2])
         image_rows = fold_mul(b, out.dims[0], out.dims[1])
         width = out.dims[2]
-        row_elements = fold_mul(b, width, depth)
-        by_bytes = b.sdiv(i64(BLOCK_BYTES // self.dtype.itemsize), row_elements)
+        elements = i64(SCRATCH_BYTES // self.dtype.itemsize)
+        by_bytes = b.sdiv(elements, fold_mul(b, width, depth))
         by_rows = b.sdiv(b.add(i64(MIN_BLOCK_ROWS - 1), width), width)
         block = _max(b, i64(1), _min(b, image_rows, _max(b, by_bytes, by_rows)))
+        per_tap_row = b.mul(b.mul(block, width), run)
+        tap_rows = _max(b, i64(1), _min(b, kh, b.sdiv(elements, per_tap_row)))
         malloc = declare(b.module, "malloc", _PTR, [I64])
         free = declare(b.module, "free", ir.VoidType(), [_PTR])
-        scratch = b.call(malloc, [b.mul(b.mul(block, row_elements), i64(self.dtype.itemsize))])
+        scratch = b.call(malloc, [b.mul(b.mul(per_tap_row, tap_rows),
+                                        i64(self.dtype.itemsize))])
         return_unless(b, b.icmp_unsigned("!=", scratch, ir.Constant(_PTR, None)),
                       ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1))
         columns = Operand(scratch, [], [], self.dtype)
+        real = F32 if self.dtype == np.float32 else F64
 
         def one_block(first: ir.Value) -> None:
             last = _min(b, b.add(first, block), image_rows)
-            _loop(b, last, lambda t: self._image_row(ob, x, w, columns, t, first, depth), "t",
-                  start=first)
-            at = b.mul(b.mul(first, width), out.dims[3])
-            self._gemm(ob, w, b.mul(b.sub(last, first), width), depth, scratch,
-                       out.address(b, at))
+            target = out.address(b, b.mul(b.mul(first, width), out.dims[3]))
+
+            def chunk(a0: ir.Value) -> None:
+                a1 = _min(b, b.add(a0, tap_rows), kh)
+                taps = (a0, a1, b.mul(b.sub(a1, a0), run))
+                _loop(b, last, lambda t: self._image_row(ob, x, w, columns, t, first, taps),
+                      "t", start=first)
+                beta = b.select(ob.eq(a0, i64(0)), ir.Constant(real, 0.0),
+                                ir.Constant(real, 1.0))
+                self._gemm(ob, w, b.mul(b.sub(last, first), width), taps[2], scratch,
+                           target, a0, beta)
+
+            counted_loop(b, i64(0), kh, tap_rows, chunk, "tap_rows")
 
         counted_loop(b, i64(0), image_rows, block, one_block, "block")
         b.call(free, [scratch])
 
     def _image_row(self, ob: OpBuilder, x: Operand, w: Operand, columns: Operand,
-                   t: ir.Value, first: ir.Value, depth: ir.Value) -> None:
-        """The windows of output image row `t` (image t // Ho, row t % Ho) into `columns`,
-        one filter row (kw taps of C channels) at a time: outside the input, zeros; inside
-        with every tap inside and no dilation, one contiguous run of kw*C elements; else
-        tap by tap."""
+                   t: ir.Value, first: ir.Value,
+                   taps: tuple[ir.Value, ir.Value, ir.Value]) -> None:
+        """The windows of output image row `t` (image t // Ho, row t % Ho) over filter rows
+        [a0, a1) into `columns` (rows of `depth` elements), one filter row (kw taps of C
+        channels) at a time: outside the input, zeros; inside with every tap inside and no
+        dilation, one contiguous run of kw*C elements; else tap by tap."""
         b, out = ob.b, ob.outputs[0]
         height, width, channels = x.dims[1:]
-        kh, kw = w.dims[:2]
+        kw = w.dims[1]
         (sh, sw), (dh, dw) = self.strides, self.dilations
         (top, _), (left, _) = self.padding
+        a0, a1, depth = taps
         image = b.sdiv(t, out.dims[1])
         row = b.sub(t, b.mul(image, out.dims[1]))
         base = b.mul(b.sub(t, first), out.dims[2])
@@ -203,11 +232,12 @@ class Conv2d:
             start = b.sub(fold_mul(b, j, i64(sw)), i64(left))
             whole = b.and_(b.icmp_signed(">=", start, i64(0)),
                            b.icmp_signed("<", fold_add(b, start, last_tap), width))
+            row_start = b.mul(b.add(base, j), depth)
 
             def filter_row(a: ir.Value) -> None:
                 h = b.sub(fold_add(b, fold_mul(b, row, i64(sh)), fold_mul(b, a, i64(dh))),
                           i64(top))
-                target = b.add(b.mul(b.add(base, j), depth), fold_mul(b, a, run))
+                target = b.add(row_start, fold_mul(b, b.sub(a, a0), run))
                 source = x.offset(b, [image, h, start, i64(0)])
                 with b.if_else(b.icmp_unsigned("<", h, height)) as (inside, outside):
                     with inside:
@@ -222,7 +252,7 @@ class Conv2d:
                     with outside:
                         _zero(b, columns, target, run)
 
-            _loop(b, kh, filter_row, "filter_row")
+            _loop(b, a1, filter_row, "filter_row", start=a0)
 
         _loop(b, out.dims[2], position, "j")
 
@@ -291,6 +321,7 @@ class ReduceWindow:
         ob.expect_output(0, ob.spec.primitive.dims(
             LLVMDims(b), [x.dims], window=self.window, strides=self.strides,
             padding=self.padding))
+        x = _row_major(ob, 0)
         e, ty = Emitter(b), storage_type(self.dtype)
         identity = identity_of(self.kind, self.dtype, ty)
         (sh, sw), (top, left) = self.strides, (self.padding[0][0], self.padding[1][0])
@@ -315,7 +346,7 @@ class ReduceWindow:
 
                 def channel(k: ir.Value) -> None:
                     to = out.address(b, b.add(target, k))
-                    value = b.load(x.address(b, fold_add(b, source, b.mul(k, x.strides[3]))),
+                    value = b.load(x.address(b, fold_add(b, source, fold_mul(b, k, x.strides[3]))),
                                    typ=ty)
                     b.store(combine(e, self.kind, self.dtype, b.load(to, typ=ty), value), to)
 
