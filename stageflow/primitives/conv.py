@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from stageflow.core import dtypes
 from stageflow.core.dims import PYTHON, D, DimArith
-from stageflow.core.op_facts import Cost, Family, HostOnly
+from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.primitives.autodiff import equal, floating_only, reshape, where
@@ -155,7 +155,7 @@ conv2d_p = Primitive(
     dims=_conv2d_dims,
     summary="2-D cross-correlation of an NHWC image with HWIO filters, explicit padding",
     family=Family.LINALG,
-    lowered_by=HostOnly("not lowered yet: its kernel runs im2col and the BLAS in NumPy"),
+    lowered_by=LoweredBy.OP_RULE,
 )
 
 # --------------------------------------------------------------------------- reduce_window
@@ -238,7 +238,7 @@ reduce_window_p = Primitive(
     summary="max or sum over (height, width) windows of an NHWC input, explicit padding",
     family=Family.LINALG,
     cost=Cost.REDUCTION,
-    lowered_by=HostOnly("not lowered yet: windowed max and sum run in NumPy"),
+    lowered_by=LoweredBy.OP_RULE,
 )
 
 # --------------------------------------------------------------------------- gradients

@@ -50,7 +50,13 @@ from stageflow.codegen.llvm.numpy_abi import (
     array_dims,
     array_ok,
 )
-from stageflow.codegen.lowered import matmul, movement, random_bits, reduction  # noqa: F401
+from stageflow.codegen.lowered import (  # noqa: F401
+    conv,
+    matmul,
+    movement,
+    random_bits,
+    reduction,
+)
 from stageflow.codegen.lowered.rule import RULES, Lowering, OpBuilder, Operand, OpSpec
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import ModuleJob, Prepared, levels, process_jit

@@ -40,8 +40,8 @@ from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering,
 from stageflow.codegen.program.builder import declare
 from stageflow.core import dtypes
 
-_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_cblas_dgemm64_"}
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
+GEMM_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_cblas_dgemm64_"}
 _lock = threading.Lock()
 _available: bool | None = None
 
@@ -62,12 +62,13 @@ def blas_available() -> bool:
             for path in blas_libraries():
                 ctypes.CDLL(path)
                 llvm.load_library_permanently(path)
-            _available = all(llvm.address_of_symbol(s) for s in _SYMBOLS.values())
+            _available = all(llvm.address_of_symbol(s) for s in GEMM_SYMBOLS.values())
         return _available
 
 
-def _gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
-    name = _SYMBOLS[dtype]
+def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
+    """``cblas_?gemm`` of `dtype` (float32 or float64), declared in `module` on first use."""
+    name = GEMM_SYMBOLS[dtype]
     existing = module.globals.get(name)
     if existing is not None:
         return existing
@@ -95,7 +96,7 @@ def _layout(b: ir.IRBuilder, x: Operand, transpose: bool) -> tuple[ir.Value, ir.
                     b.or_(b.icmp_signed(">=", col_stride, wide_rows), flat_cols))
     lead = b.select(row_ok, b.select(flat_rows, wide_cols, row_stride),
                     b.select(flat_cols, wide_rows, col_stride))
-    as_is, flipped = ((_TRANS, _NO_TRANS) if transpose else (_NO_TRANS, _TRANS))
+    as_is, flipped = ((TRANS, NO_TRANS) if transpose else (NO_TRANS, TRANS))
     flag = b.select(row_ok, ir.Constant(I32, as_is), ir.Constant(I32, flipped))
     return b.or_(row_ok, col_ok), flag, lead
 
@@ -156,13 +157,13 @@ class Matmul:
                         nest(b, [out.size(b)], lambda i: b.store(
                             ir.Constant(real, 0.0), out.address(b, i[0])), "zero")
                 with terms:
-                    gemm = _gemm(b.module, self.dtype)
+                    gemm = gemm_function(b.module, self.dtype)
 
                     def call(at: list[ir.Value]) -> None:
                         a_at = a.address(b, _dot(b, at, a_strides))
                         b_at = x.address(b, _dot(b, at, b_strides))
                         c_at = out.address(b, _dot(b, at, out.strides[:rank]))
-                        b.call(gemm, [ir.Constant(I32, _ROW_MAJOR), a_flag, b_flag, m, n, k,
+                        b.call(gemm, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, m, n, k,
                                       ir.Constant(real, self.alpha), a_at, lda, b_at, ldb,
                                       ir.Constant(real, float(self.accumulate)), c_at, n])
 
@@ -214,7 +215,7 @@ def _dot(b: ir.IRBuilder, indices: list[ir.Value], strides: list[ir.Value]) -> i
 @lowering("matmul", "matmul_add")
 def _matmul(spec: OpSpec) -> Matmul | None:
     dtype = spec.inputs[0].dtype
-    if dtype not in _SYMBOLS or not blas_available():
+    if dtype not in GEMM_SYMBOLS or not blas_available():
         return None
     return Matmul(bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"]), dtype,
                   float(spec.params.get("alpha", 1.0)), spec.name == "matmul_add")

@@ -1,0 +1,69 @@
+# RUN: python %s | filecheck %s
+"""Lowered convolution and pooling. A 3x3 conv with unknown batch is im2col: blocks of
+output rows copied into malloc'd scratch, one filter row (kw * C = 3 * 4 = 12 elements) at
+a time, then the BLAS gemm of (rows, 36) x (36, 8) into the output; a 1x1 stride-1 conv is
+one gemm of the input in place (no scratch); max pooling combines whole channel rows with
+llvm.maximum, the window clipped to the input."""
+
+from stageflow.codegen.lowered.compile import module_text, op_spec
+from stageflow.ir import parse_module
+
+X, OUT = "tensor<?x6x6x4xf32>", "tensor<?x6x6x8xf32>"
+CONV = ("sf.conv2d %x, %{w} {{strides = [1, 1], padding = {pads}, dilations = [1, 1]}}"
+        " : ({x}, tensor<{k}x{k}x4x8xf32>) -> {out}")
+module = parse_module(f"""
+func.func @f(%x: {X}, %w: tensor<3x3x4x8xf32>, %v: tensor<1x1x4x8xf32>)
+    -> ({OUT}, {OUT}, tensor<?x3x3x4xf32>) {{
+  %0 = {CONV.format(w="w", pads="[[1, 1], [1, 1]]", x=X, k=3, out=OUT)}
+  %1 = {CONV.format(w="v", pads="[[0, 0], [0, 0]]", x=X, k=1, out=OUT)}
+  %2 = sf.reduce_window %x {{kind = "max", window = [2, 2], strides = [2, 2],
+      padding = [[0, 0], [0, 0]]}} : ({X}) -> tensor<?x3x3x4xf32>
+  func.return %0, %1, %2 : {OUT}, {OUT}, tensor<?x3x3x4xf32>
+}}
+""")
+for op in list(module.ops.first.body.block.ops)[:3]:
+    print(module_text([op_spec(op)]))
+
+# The 3x3 conv: channels and the output checked against the filters (codes 2, 3), the
+# input and filters refused unless C-contiguous, then the scratch (code 4 without it).
+# CHECK-LABEL: define i32 @"conv2d"(
+# CHECK: icmp eq i64 %"arg0.d3", 4
+# CHECK: ret i32 2
+# CHECK: ret i32 3
+# CHECK: %[[SCRATCH:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: ret i32 4
+# The blocks follow, then the free; in each chunk of filter rows, one gemm of the scratch
+# (lda = the chunk's depth) by the filters, beta 0 for the first chunk, 1 after it.
+# CHECK: call void @"free"(ptr %[[SCRATCH]])
+# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}}, i64 8,
+# CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], float 0x3ff0000000000000, ptr %[[SCRATCH]],
+# CHECK-SAME: i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 8, float %{{".[0-9]+"}}, ptr
+# Inside the input, a filter row is one run of kw * C = 12 elements, copied in place.
+# CHECK: copy.head:
+# CHECK-NEXT: %"copy" = phi
+# CHECK-NEXT: icmp slt i64 %"copy", 12
+# CHECK: copy.body:
+# CHECK: load float, ptr
+# CHECK: getelementptr float, ptr %[[SCRATCH]]
+
+# The 1x1 stride-1 conv: no scratch, one gemm of the input as a (rows, 4) matrix.
+# CHECK-LABEL: define i32 @"conv2d"(
+# CHECK-NOT: malloc
+# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}}, i64 8,
+# CHECK-SAME: i64 4, float 0x3ff0000000000000, ptr %"arg0", i64 4, ptr %"arg1", i64 8,
+# CHECK-SAME: float {{ *}}0x0, ptr %"arg2", i64 8)
+
+# Max pooling: the taps of each window clipped to the input, the channels innermost and
+# contiguous (index + c), combined with llvm.maximum.
+# CHECK-LABEL: define i32 @"reduce_window"(
+# CHECK: tap_row.head:
+# CHECK: tap.head:
+# CHECK: c.body:
+# CHECK-NEXT: %[[OUT:".[0-9]+"]] = add i64 %{{".[0-9]+"}}, %"c"
+# CHECK-NEXT: %[[TO:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[OUT]]
+# CHECK-NEXT: %[[IN:".[0-9]+"]] = add i64 %{{".[0-9]+"}}, %"c"
+# CHECK-NEXT: %[[FROM:".[0-9]+"]] = getelementptr float, ptr %"arg0", i64 %[[IN]]
+# CHECK-NEXT: %[[X:".[0-9]+"]] = load float, ptr %[[FROM]]
+# CHECK-NEXT: %[[ACC:".[0-9]+"]] = load float, ptr %[[TO]]
+# CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
+# CHECK-NEXT: store float %[[M]], ptr %[[TO]]

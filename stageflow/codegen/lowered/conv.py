@@ -1,0 +1,370 @@
+"""Lowerings of the windowed ops over NHWC images: `conv2d` (float32, float64) through the
+BLAS gemm, `reduce_window` (max and sum pooling) as direct loops.
+
+conv2d picks its algorithm by shape:
+
+- a 1x1 filter with stride 1 and no padding is one gemm of the input, read in place as an
+  (N*H*W, C) matrix, by the filters as a (C, O) matrix: no copy at all;
+- anything else is *im2col*: the windows of a block of output rows are copied into a
+  scratch matrix, one row per output position (kh*kw*C elements: the filter taps in HWI
+  order, padding as zeros), and one gemm per block multiplies it by the filters as a
+  (kh*kw*C, O) matrix straight into those rows of the output. Blocks hold at least
+  `MIN_BLOCK_ROWS` output positions (fewer rows made the gemm slower and repack the
+  filters more often) and otherwise about `SCRATCH_BYTES`. Where that many rows of
+  kh*kw*C elements exceed `SCRATCH_BYTES` (the filter gradient: a conv whose "filters"
+  are the output gradient, a few hundred rows of ~10^4 elements), the filter rows are
+  split into chunks, each a gemm accumulating (beta 1) onto the previous chunks'.
+  128 KiB of scratch measured best: it stays in the L2 cache between the copy's writes and
+  the gemm's reads, and below glibc's mmap threshold, so it is not page-faulted in again
+  at every call (512 KiB made the 32x32x3 stem conv of a CIFAR ResNet 3-4x slower).
+
+Why im2col and a BLAS call rather than a generated direct convolution: the gemm runs at
+the BLAS's matmul speed whatever the channels (110-180 GFLOP/s on one core for the CIFAR
+ResNet's shapes), and the copy, a contiguous run of kw*C elements per filter row with
+static dims folded in, costs a fraction of it; a direct loop nest over taps and channels
+would have to match OpenBLAS's register blocking to come near (`benchmarks/conv.py`).
+The scratch is allocated by the lowered function (malloc and free around the blocks), so
+a program's buffer plan does not see it.
+
+reduce_window walks the output in NHWC order and, for each window tap inside the input,
+combines an input pixel's channels into the output pixel's: the channel loop is innermost
+and contiguous, so LLVM vectorises it. Taps in the padding are skipped, which is what
+reading the pad value (the reduction's identity) would give.
+
+Both check the input channels and window fit before they touch memory, and fail (an error
+code, so the NumPy kernel runs and raises its error) where the window is larger than the
+padded input or an operand is not C-contiguous (programs pass only contiguous arrays; a
+strided view given to the op alone runs NumPy's kernel); conv2d returns 1 + its argument
+count where malloc fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.dims import LLVMDims
+from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
+from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64, return_unless
+from stageflow.codegen.llvm.reduce import combine, identity_of
+from stageflow.codegen.lowered.matmul import (
+    GEMM_SYMBOLS,
+    NO_TRANS,
+    ROW_MAJOR,
+    blas_available,
+    gemm_function,
+)
+from stageflow.codegen.lowered.rule import (
+    OpBuilder,
+    Operand,
+    OpSpec,
+    contiguous_strides,
+    lowering,
+)
+from stageflow.codegen.program.builder import declare
+from stageflow.core.op_facts import ReductionKind
+from stageflow.primitives.conv import Padding, Pair
+from stageflow.primitives.reduction import MAX, SUM
+
+SCRATCH_BYTES = 128 * 1024
+MIN_BLOCK_ROWS = 1024
+_PTR = ir.PointerType()
+
+
+def _row_major(ob: OpBuilder, index: int) -> Operand:
+    """Input `index`, failing unless it is C-contiguous (any stride on a dim of 1), with
+    the strides its dims imply: constants where the dims are static, so that the copy and
+    reduction loops have constant steps (and trip counts) for LLVM to vectorise."""
+    b, x = ob.b, ob.inputs[index]
+    ok: ir.Value = ir.Constant(I1, 1)
+    expected: ir.Value = i64(1)
+    for d, s in zip(reversed(x.dims), reversed(x.strides), strict=True):
+        ok = b.and_(ok, b.or_(ob.eq(s, expected), b.icmp_signed("<=", d, i64(1))))
+        expected = fold_mul(b, expected, d)
+    ob.fail_unless(ok, index)
+    return Operand(x.pointer, x.dims, contiguous_strides(b, x.dims), x.dtype)
+
+
+def _window_fits(ob: OpBuilder, size: ir.Value, window: ir.Value, padding: Pair,
+                 dilation: int) -> ir.Value:
+    """``size + lo + hi >= (window - 1) * dilation + 1`` and at least one tap (folded where
+    the dims are static)."""
+    d = LLVMDims(ob.b)
+    span = d.add(d.mul(d.sub(window, d.const(1)), d.const(dilation)), d.const(1))
+    too_small = [d.lt(d.add(size, d.const(padding[0] + padding[1])), span),
+                 d.lt(window, d.const(1))]
+    return ob.all_of([ob.b.not_(c) if isinstance(c, ir.Value) else ir.Constant(I1, not c)
+                      for c in too_small])
+
+
+def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _loop(b: ir.IRBuilder, stop: ir.Value, body: Callable[[ir.Value], None],
+          name: str, start: ir.Value | None = None) -> None:
+    counted_loop(b, i64(0) if start is None else start, stop, i64(1), body, name)
+
+
+@dataclass(frozen=True)
+class Conv2d:
+    strides: Pair
+    padding: Padding
+    dilations: Pair
+    dtype: np.dtype
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        x, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        kh, kw, channels, _ = w.dims
+        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
+        ob.fail_unless(ob.all_of([
+            _window_fits(ob, x.dims[1 + axis], w.dims[axis], self.padding[axis],
+                         self.dilations[axis]) for axis in (0, 1)]), 0)
+        ob.expect_output(0, ob.spec.primitive.dims(
+            LLVMDims(b), [x.dims, w.dims], strides=self.strides, padding=self.padding,
+            dilations=self.dilations))
+        x, w = _row_major(ob, 0), _row_major(ob, 1)
+        rows = fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]), out.dims[2])
+        depth = fold_mul(b, fold_mul(b, kh, kw), channels)
+        empty = b.or_(ob.eq(rows, i64(0)), ob.eq(out.dims[3], i64(0)))
+        with b.if_then(b.not_(empty)):
+            with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
+                with no_terms:
+                    _fill(b, out, rows)
+                with terms:
+                    if self._pointwise(ob):
+                        self._gemm(ob, w, rows, depth, x.pointer, out.pointer)
+                    else:
+                        self._im2col(ob, x, w, depth)
+
+    def _pointwise(self, ob: OpBuilder) -> bool:
+        """A 1x1 filter, stride 1, no padding (statically): the input is the gemm's matrix."""
+        kh, kw = ob.spec.inputs[1].shape[:2]
+        return ((kh, kw) == (1, 1) and self.strides == (1, 1)
+                and self.padding == ((0, 0), (0, 0)))
+
+    def _gemm(self, ob: OpBuilder, w: Operand, rows: ir.Value, depth: ir.Value,
+              matrix: ir.Value, target: ir.Value, first_tap_row: ir.Value | None = None,
+              beta: ir.Value | None = None) -> None:
+        """``target[rows, O] = beta * target + matrix[rows, depth] @ w'[depth, O]`` where w'
+        is the filters' rows from filter row `first_tap_row` on (row-major)."""
+        b, o = ob.b, w.dims[3]
+        real = F32 if self.dtype == np.float32 else F64
+        filters = w.pointer
+        if first_tap_row is not None:
+            skipped = b.mul(b.mul(first_tap_row, fold_mul(b, w.dims[1], w.dims[2])), o)
+            filters = w.address(b, skipped)
+        b.call(gemm_function(b.module, self.dtype), [
+            ir.Constant(I32, ROW_MAJOR), ir.Constant(I32, NO_TRANS), ir.Constant(I32, NO_TRANS),
+            rows, o, depth, ir.Constant(real, 1.0), matrix, depth, filters, o,
+            ir.Constant(real, 0.0) if beta is None else beta, target, o])
+
+    def _im2col(self, ob: OpBuilder, x: Operand, w: Operand, depth: ir.Value) -> None:
+        """Blocks of whole output image rows, split into chunks of filter rows where a block
+        would exceed `SCRATCH_BYTES`: each chunk's windows copied into scratch, one gemm
+        accumulating onto the previous chunks'."""
+        b, out = ob.b, ob.outputs[0]
+        kh, run = w.dims[0], fold_mul(b, w.dims[1], w.dims[2])
+        image_rows = fold_mul(b, out.dims[0], out.dims[1])
+        width = out.dims[2]
+        elements = i64(SCRATCH_BYTES // self.dtype.itemsize)
+        by_bytes = b.sdiv(elements, fold_mul(b, width, depth))
+        by_rows = b.sdiv(b.add(i64(MIN_BLOCK_ROWS - 1), width), width)
+        block = _max(b, i64(1), _min(b, image_rows, _max(b, by_bytes, by_rows)))
+        per_tap_row = b.mul(b.mul(block, width), run)
+        tap_rows = _max(b, i64(1), _min(b, kh, b.sdiv(elements, per_tap_row)))
+        malloc = declare(b.module, "malloc", _PTR, [I64])
+        free = declare(b.module, "free", ir.VoidType(), [_PTR])
+        scratch = b.call(malloc, [b.mul(b.mul(per_tap_row, tap_rows),
+                                        i64(self.dtype.itemsize))])
+        return_unless(b, b.icmp_unsigned("!=", scratch, ir.Constant(_PTR, None)),
+                      ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1))
+        columns = Operand(scratch, [], [], self.dtype)
+        real = F32 if self.dtype == np.float32 else F64
+
+        def one_block(first: ir.Value) -> None:
+            last = _min(b, b.add(first, block), image_rows)
+            target = out.address(b, b.mul(b.mul(first, width), out.dims[3]))
+
+            def chunk(a0: ir.Value) -> None:
+                a1 = _min(b, b.add(a0, tap_rows), kh)
+                taps = (a0, a1, b.mul(b.sub(a1, a0), run))
+                _loop(b, last, lambda t: self._image_row(ob, x, w, columns, t, first, taps),
+                      "t", start=first)
+                beta = b.select(ob.eq(a0, i64(0)), ir.Constant(real, 0.0),
+                                ir.Constant(real, 1.0))
+                self._gemm(ob, w, b.mul(b.sub(last, first), width), taps[2], scratch,
+                           target, a0, beta)
+
+            counted_loop(b, i64(0), kh, tap_rows, chunk, "tap_rows")
+
+        counted_loop(b, i64(0), image_rows, block, one_block, "block")
+        b.call(free, [scratch])
+
+    def _image_row(self, ob: OpBuilder, x: Operand, w: Operand, columns: Operand,
+                   t: ir.Value, first: ir.Value,
+                   taps: tuple[ir.Value, ir.Value, ir.Value]) -> None:
+        """The windows of output image row `t` (image t // Ho, row t % Ho) over filter rows
+        [a0, a1) into `columns` (rows of `depth` elements), one filter row (kw taps of C
+        channels) at a time: outside the input, zeros; inside with every tap inside and no
+        dilation, one contiguous run of kw*C elements; else tap by tap."""
+        b, out = ob.b, ob.outputs[0]
+        height, width, channels = x.dims[1:]
+        kw = w.dims[1]
+        (sh, sw), (dh, dw) = self.strides, self.dilations
+        (top, _), (left, _) = self.padding
+        a0, a1, depth = taps
+        image = b.sdiv(t, out.dims[1])
+        row = b.sub(t, b.mul(image, out.dims[1]))
+        base = b.mul(b.sub(t, first), out.dims[2])
+        run = fold_mul(b, kw, channels)
+        last_tap = fold_mul(b, fold_add(b, kw, i64(-1)), i64(dw))
+
+        def position(j: ir.Value) -> None:
+            start = b.sub(fold_mul(b, j, i64(sw)), i64(left))
+            whole = b.and_(b.icmp_signed(">=", start, i64(0)),
+                           b.icmp_signed("<", fold_add(b, start, last_tap), width))
+            row_start = b.mul(b.add(base, j), depth)
+
+            def filter_row(a: ir.Value) -> None:
+                h = b.sub(fold_add(b, fold_mul(b, row, i64(sh)), fold_mul(b, a, i64(dh))),
+                          i64(top))
+                target = b.add(row_start, fold_mul(b, b.sub(a, a0), run))
+                source = x.offset(b, [image, h, start, i64(0)])
+                with b.if_else(b.icmp_unsigned("<", h, height)) as (inside, outside):
+                    with inside:
+                        if dw == 1:
+                            with b.if_else(whole) as (contiguous, edge):
+                                with contiguous:
+                                    _copy(b, x, source, columns, target, run)
+                                with edge:
+                                    self._taps(b, x, w, columns, source, start, target)
+                        else:
+                            self._taps(b, x, w, columns, source, start, target)
+                    with outside:
+                        _zero(b, columns, target, run)
+
+            _loop(b, a1, filter_row, "filter_row", start=a0)
+
+        _loop(b, out.dims[2], position, "j")
+
+    def _taps(self, b: ir.IRBuilder, x: Operand, w: Operand, columns: Operand,
+              source: ir.Value, start: ir.Value, target: ir.Value) -> None:
+        """One filter row tap by tap: C channels copied, or zeros where the tap is outside."""
+        width, channels, dw = x.dims[2], x.dims[3], self.dilations[1]
+
+        def tap(c: ir.Value) -> None:
+            step = fold_mul(b, c, i64(dw))
+            at = fold_add(b, target, fold_mul(b, c, channels))
+            with b.if_else(b.icmp_unsigned("<", b.add(start, step), width)) as (inside, outside):
+                with inside:
+                    _copy(b, x, fold_add(b, source, fold_mul(b, step, x.strides[2])), columns,
+                          at, channels)
+                with outside:
+                    _zero(b, columns, at, channels)
+
+        _loop(b, w.dims[1], tap, "tap")
+
+
+def _copy(b: ir.IRBuilder, source: Operand, at: ir.Value, target: Operand, to: ir.Value,
+          count: ir.Value) -> None:
+    """``target[to + k] = source[at + k]`` for k < count."""
+    _loop(b, count, lambda k: b.store(b.load(source.address(b, b.add(at, k)),
+                                             typ=source.element),
+                                      target.address(b, b.add(to, k))), "copy")
+
+
+def _zero(b: ir.IRBuilder, target: Operand, to: ir.Value, count: ir.Value) -> None:
+    _loop(b, count, lambda k: b.store(ir.Constant(target.element, 0.0),
+                                      target.address(b, b.add(to, k))), "zero")
+
+
+def _fill(b: ir.IRBuilder, out: Operand, rows: ir.Value) -> None:
+    """Zero every element of `out` (a conv with no terms to sum)."""
+    size = fold_mul(b, rows, out.dims[3])
+    _loop(b, size, lambda i: b.store(ir.Constant(out.element, 0.0), out.address(b, i)),
+          "fill")
+
+
+@lowering("conv2d")
+def _conv2d(spec: OpSpec) -> Conv2d | None:
+    dtype = spec.inputs[0].dtype
+    if dtype not in GEMM_SYMBOLS or not blas_available():
+        return None
+    params = spec.params
+    return Conv2d(tuple(params["strides"]), tuple(tuple(p) for p in params["padding"]),
+                  tuple(params["dilations"]), dtype)
+
+
+@dataclass(frozen=True)
+class ReduceWindow:
+    kind: ReductionKind
+    window: Pair
+    strides: Pair
+    padding: Padding
+    dtype: np.dtype
+
+    def emit(self, ob: OpBuilder) -> None:
+        b, x, out = ob.b, ob.inputs[0], ob.outputs[0]
+        height, width, channels = x.dims[1:]
+        ob.fail_unless(ob.all_of([
+            _window_fits(ob, x.dims[1 + axis], i64(self.window[axis]), self.padding[axis], 1)
+            for axis in (0, 1)]), 0)
+        ob.expect_output(0, ob.spec.primitive.dims(
+            LLVMDims(b), [x.dims], window=self.window, strides=self.strides,
+            padding=self.padding))
+        x = _row_major(ob, 0)
+        e, ty = Emitter(b), storage_type(self.dtype)
+        identity = identity_of(self.kind, self.dtype, ty)
+        (sh, sw), (top, left) = self.strides, (self.padding[0][0], self.padding[1][0])
+
+        def taps(start: ir.Value, size: ir.Value, window: int) -> tuple[ir.Value, ir.Value]:
+            """The taps [lo, hi) of a window starting at `start` that fall inside [0, size)."""
+            lo = _max(b, i64(0), b.sub(i64(0), start))
+            hi = _min(b, i64(window), b.sub(size, start))
+            return lo, hi
+
+        def pixel(n: ir.Value, i: ir.Value, j: ir.Value) -> None:
+            target = out.offset(b, [n, i, j, i64(0)])
+            _loop(b, channels, lambda k: b.store(identity, out.address(b, b.add(target, k))),
+                  "init")
+            h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
+            w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
+            a_lo, a_hi = taps(h0, height, self.window[0])
+            c_lo, c_hi = taps(w0, width, self.window[1])
+
+            def tap(a: ir.Value, c: ir.Value) -> None:
+                source = x.offset(b, [n, b.add(h0, a), b.add(w0, c), i64(0)])
+
+                def channel(k: ir.Value) -> None:
+                    to = out.address(b, b.add(target, k))
+                    value = b.load(x.address(b, fold_add(b, source, fold_mul(b, k, x.strides[3]))),
+                                   typ=ty)
+                    b.store(combine(e, self.kind, self.dtype, b.load(to, typ=ty), value), to)
+
+                _loop(b, channels, channel, "c")
+
+            _loop(b, a_hi, lambda a: _loop(b, c_hi, lambda c: tap(a, c), "tap", c_lo),
+                  "tap_row", a_lo)
+
+        _loop(b, out.dims[0], lambda n: _loop(
+            b, out.dims[1], lambda i: _loop(b, out.dims[2], lambda j: pixel(n, i, j), "j"),
+            "i"), "n")
+
+
+@lowering("reduce_window")
+def _reduce_window(spec: OpSpec) -> ReduceWindow | None:
+    dtype, params = spec.inputs[0].dtype, spec.params
+    kind = {"max": MAX, "sum": SUM}[params["kind"]]
+    if dtype not in kind.native_dtypes:
+        return None
+    return ReduceWindow(kind, tuple(params["window"]), tuple(params["strides"]),
+                        tuple(tuple(p) for p in params["padding"]), dtype)

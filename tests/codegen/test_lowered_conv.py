@@ -1,0 +1,358 @@
+"""Lowered `conv2d` and `reduce_window` against their NumPy kernels and direct references:
+shapes, strides, padding, dilations and dtypes drawn by hypothesis, compiled alone (the
+status code says the compiled code ran, not the kernel it falls back to) and inside whole
+programs with static and unknown dims; gradients of a staged conv + pool + relu step
+against the eager tape and finite differences; bad dims refused cleanly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import stageflow as sf
+from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
+from stageflow.core import config
+from stageflow.core.primitive import REGISTRY, ShapedType
+from stageflow.ir.dialect import load_primitives
+
+load_primitives()
+FLOATS = [np.float32, np.float64]
+_compiled: dict[tuple, CompiledOp] = {}
+
+
+def spec_for(name: str, arrays: list[np.ndarray], unknown: bool, **params) -> OpSpec:
+    """The op's spec for these inputs (every input dim unknown if `unknown`)."""
+    inputs = tuple(ShapedType(tuple(None if unknown else d for d in a.shape), a.dtype)
+                   for a in arrays)
+    return OpSpec(name, inputs, (REGISTRY[name].shape_rule(*inputs, **params),), params)
+
+
+def compiled(spec: OpSpec) -> CompiledOp:
+    if spec.key not in _compiled:
+        op = compile_ops([spec])[0]
+        assert op is not None, f"no lowering for {spec}"
+        _compiled[spec.key] = op
+    return _compiled[spec.key]
+
+
+def run_compiled(name: str, arrays: list[np.ndarray], unknown: bool, **params) -> np.ndarray:
+    """The compiled op's result, asserting that the compiled code (not the NumPy kernel it
+    falls back to) computed it."""
+    want_shape = REGISTRY[name].kernel(*arrays, **params).shape
+    out = np.full(want_shape, np.nan if arrays[0].dtype.kind == "f" else 7, arrays[0].dtype)
+    assert compiled(spec_for(name, arrays, unknown, **params)).call(arrays, [out]) == 0
+    return out
+
+
+def values(shape: tuple[int, ...], dtype, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.integers(-50, 50, shape).astype(dtype)
+
+
+def tolerance(dtype) -> float:
+    return 1e-5 if dtype == np.float32 else 1e-12
+
+
+# -- references ---------------------------------------------------------------------------
+
+
+def conv_reference(x, w, strides, padding, dilations):
+    """Tap by tap: out += x[taps] @ w[a, b], in float64 over the zero-padded input."""
+    kh, kw, _, o = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), padding[0], padding[1], (0, 0)))
+    (sh, sw), (dh, dw) = strides, dilations
+    ho = (xp.shape[1] - (kh - 1) * dh - 1) // sh + 1
+    wo = (xp.shape[2] - (kw - 1) * dw - 1) // sw + 1
+    out = np.zeros((x.shape[0], ho, wo, o))
+    for a in range(kh):
+        for b in range(kw):
+            taps = xp[:, a * dh: a * dh + (ho - 1) * sh + 1: sh,
+                      b * dw: b * dw + (wo - 1) * sw + 1: sw, :]
+            out += taps @ w[a, b].astype(np.float64)
+    return out
+
+
+def pool_reference(x, kind, window, strides, padding):
+    """Window by window, skipping the padding (the reduction's identity)."""
+    n, h, w, c = x.shape
+    (sh, sw), (top, left) = strides, (padding[0][0], padding[1][0])
+    ho = (h + sum(padding[0]) - window[0]) // sh + 1
+    wo = (w + sum(padding[1]) - window[1]) // sw + 1
+    if kind == "sum":
+        out = np.zeros((n, ho, wo, c), x.dtype)
+    else:
+        lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        out = np.full((n, ho, wo, c), lowest, x.dtype)
+    for i in range(ho):
+        for j in range(wo):
+            rows = slice(max(i * sh - top, 0), max(i * sh - top + window[0], 0))
+            cols = slice(max(j * sw - left, 0), max(j * sw - left + window[1], 0))
+            part = x[:, rows, cols, :]
+            if part.size:
+                reduce = np.sum if kind == "sum" else np.max
+                combine = np.add if kind == "sum" else np.maximum
+                out[:, i, j, :] = combine(out[:, i, j, :], reduce(part, axis=(1, 2)))
+    return out
+
+
+# -- conv2d -------------------------------------------------------------------------------
+
+pairs = st.tuples(st.integers(1, 3), st.integers(1, 3))
+pads = st.tuples(st.tuples(st.integers(0, 2), st.integers(0, 2)),
+                 st.tuples(st.integers(0, 2), st.integers(0, 2)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       channels=st.integers(1, 4), out_channels=st.integers(1, 5), window=pairs,
+       strides=pairs, dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=pads, dtype=st.sampled_from(FLOATS), unknown=st.booleans())
+def test_conv2d_matches_the_kernel_and_a_direct_reference(batch, size, channels,
+                                                           out_channels, window, strides,
+                                                           dilations, padding, dtype,
+                                                           unknown):
+    for axis in (0, 1):
+        assume(size[axis] + sum(padding[axis]) >= (window[axis] - 1) * dilations[axis] + 1)
+    x = values((batch, *size, channels), dtype)
+    w = values((*window, channels, out_channels), dtype, seed=1)
+    params = {"strides": strides, "padding": padding, "dilations": dilations}
+    got = run_compiled("conv2d", [x, w], unknown, **params)
+    want = REGISTRY["conv2d"].kernel(x, w, **params)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=tolerance(dtype), atol=tolerance(dtype))
+    np.testing.assert_allclose(got, conv_reference(x, w, strides, padding, dilations),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_pointwise_conv_is_one_gemm_and_a_large_one_spans_blocks(dtype):
+    """1x1, stride 1, unpadded: the input is the gemm's matrix; 3x3 over 8 images of 32x32
+    takes several im2col blocks (the last one short)."""
+    x = values((3, 5, 7, 6), dtype)
+    w = values((1, 1, 6, 4), dtype, seed=1)
+    params = {"strides": (1, 1), "padding": ((0, 0), (0, 0)), "dilations": (1, 1)}
+    for unknown in (False, True):
+        np.testing.assert_allclose(run_compiled("conv2d", [x, w], unknown, **params),
+                                   REGISTRY["conv2d"].kernel(x, w, **params),
+                                   rtol=tolerance(dtype), atol=tolerance(dtype))
+    x = values((8, 33, 31, 16), dtype)
+    w = values((3, 3, 16, 8), dtype, seed=1)
+    params = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    np.testing.assert_allclose(run_compiled("conv2d", [x, w], True, **params),
+                               REGISTRY["conv2d"].kernel(x, w, **params),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_large_filters_are_split_into_chunks_of_filter_rows(dtype):
+    """Filters of a filter gradient's shape (huge kh*kw*C, few output rows) exceed the
+    scratch: chunks of filter rows accumulate onto each other."""
+    x = values((3, 12, 12, 16), dtype)
+    w = values((10, 10, 16, 4), dtype, seed=1)
+    params = {"strides": (1, 1), "padding": ((1, 0), (0, 1)), "dilations": (1, 1)}
+    np.testing.assert_allclose(run_compiled("conv2d", [x, w], False, **params),
+                               conv_reference(x, w, **params),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+
+
+def test_conv2d_declines_strided_views_and_the_kernel_runs():
+    x = values((2, 6, 8, 3), np.float32)
+    w = values((3, 3, 3, 2), np.float32, seed=1)
+    params = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    op = compiled(spec_for("conv2d", [x, w], True, **params))
+    view, flipped = x[:, ::-1, ::2], w[::-1]
+    out = np.empty((2, 6, 4, 2), np.float32)
+    assert op.call([view, w], [out]) == 1
+    assert op.call([np.ascontiguousarray(x[:, :, :4]), flipped], [out]) == 2
+    np.testing.assert_allclose(op(view, flipped), conv_reference(view, flipped, (1, 1),
+                                                                 ((1, 1), (1, 1)), (1, 1)),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_refuses_bad_dims_with_a_status_code():
+    """Codes are 1 + the argument at fault: channels that differ count against the filters,
+    a window larger than the padded input against the input, wrong output dims against the
+    output; nothing is written out of bounds."""
+    x = values((2, 6, 6, 3), np.float32)
+    w = values((3, 3, 3, 4), np.float32, seed=1)
+    params = {"strides": (2, 1), "padding": ((0, 0), (1, 1)), "dilations": (1, 2)}
+    op = compiled(spec_for("conv2d", [x, w], True, **params))
+    out = np.empty((2, 2, 4, 4), np.float32)
+    assert op.call([x, w], [out]) == 0
+    assert op.call([np.ascontiguousarray(x[..., :2]), w], [out]) == 2
+    short = np.ascontiguousarray(x[:, :2])
+    assert op.call([short, w], [np.empty((2, 0, 4, 4), np.float32)]) == 1
+    assert op.call([x, w], [np.empty((2, 2, 3, 4), np.float32)]) == 3
+    with pytest.raises(ValueError):
+        op(short, w)  # the NumPy kernel runs and raises its error
+
+
+# -- reduce_window ------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(1, 2), size=st.tuples(st.integers(1, 7), st.integers(1, 7)),
+       channels=st.integers(1, 9), window=pairs, strides=pairs, padding=pads,
+       kind=st.sampled_from(["max", "sum"]),
+       dtype=st.sampled_from([*FLOATS, np.int32, np.int64]), unknown=st.booleans())
+def test_reduce_window_matches_the_kernel_and_a_direct_reference(batch, size, channels,
+                                                                 window, strides, padding,
+                                                                 kind, dtype, unknown):
+    for axis in (0, 1):
+        assume(size[axis] + sum(padding[axis]) >= window[axis])
+    x = values((batch, *size, channels), dtype)
+    params = {"kind": kind, "window": window, "strides": strides, "padding": padding}
+    got = run_compiled("reduce_window", [x], unknown, **params)
+    want = REGISTRY["reduce_window"].kernel(x, **params)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    reference = pool_reference(x, kind, window, strides, padding)
+    if kind == "max" or np.dtype(dtype).kind != "f":
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, reference)
+    else:
+        np.testing.assert_allclose(got, want, rtol=tolerance(dtype), atol=tolerance(dtype))
+        np.testing.assert_allclose(got, reference, rtol=tolerance(dtype),
+                                   atol=tolerance(dtype))
+
+
+def test_max_pooling_propagates_nan_and_refuses_a_window_too_large():
+    x = values((1, 4, 4, 2), np.float32)
+    x[0, 1, 1, 0] = np.nan
+    params = {"kind": "max", "window": (2, 2), "strides": (2, 2),
+              "padding": ((0, 0), (0, 0))}
+    got = run_compiled("reduce_window", [x], True, **params)
+    np.testing.assert_array_equal(got, REGISTRY["reduce_window"].kernel(x, **params))
+    assert np.isnan(got[0, 0, 0, 0]) and not np.isnan(got[0, 0, 0, 1])
+    op = compiled(spec_for("reduce_window", [x], True, **params))
+    assert op.call([np.ascontiguousarray(x[:, :1])], [np.empty((1, 0, 2, 2), np.float32)]) == 1
+
+
+# -- whole programs -----------------------------------------------------------------------
+
+
+def one_program(concrete) -> None:
+    """The concrete function runs as one compiled program (no step plan, no reason)."""
+    assert concrete.stats()["steps_reasons"] == {}
+    assert concrete.program.program is not None
+
+
+def convnet(w1, w2):
+    def forward(x):
+        h = sf.nn.relu(sf.nn.conv2d(x, w1, 1, "SAME"))
+        h = sf.nn.max_pool2d(h, 2, 2, "SAME")
+        h = sf.nn.relu(sf.nn.conv2d(h, w2, 2, "VALID", dilations=1))
+        return sf.nn.avg_pool2d(h, 2, 1, "VALID")
+
+    return forward
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_convnet_is_one_program_with_static_and_unknown_batch(dtype):
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((3, 3, 3, 4)).astype(dtype)
+    w2 = rng.standard_normal((3, 3, 4, 5)).astype(dtype)
+    forward = convnet(w1, w2)
+    x = rng.standard_normal((2, 11, 10, 3)).astype(dtype)
+    want = forward(sf.constant(x)).numpy()
+    static = sf.function(forward)
+    one_program(static.get_concrete_function(sf.constant(x)))
+    dyn = sf.function(forward, input_signature=[sf.TensorSpec([None, 11, 10, 3], dtype)])
+    one_program(dyn.get_concrete_function())
+    for f in (static, dyn):
+        np.testing.assert_allclose(f(x).numpy(), want, rtol=tolerance(dtype) * 10,
+                                   atol=tolerance(dtype) * 10)
+    five = rng.standard_normal((5, 11, 10, 3)).astype(dtype)
+    np.testing.assert_allclose(dyn(five).numpy(), forward(sf.constant(five)).numpy(),
+                               rtol=tolerance(dtype) * 10, atol=tolerance(dtype) * 10)
+
+
+def test_unknown_spatial_dims_and_bad_inputs_at_run_time():
+    """With every dim unknown the program computes the dims at run time; an input smaller
+    than the filters or with other channels raises the op's error, without a crash."""
+    w = values((3, 3, 3, 4), np.float32, seed=1)
+
+    @sf.function(input_signature=[sf.TensorSpec([None, None, None, 3], sf.float32)])
+    def f(x):
+        return sf.nn.max_pool2d(sf.nn.conv2d(x, w, 1, "VALID"), 2, 2, "VALID")
+
+    one_program(f.get_concrete_function())
+    for shape in [(2, 8, 8, 3), (1, 5, 9, 3)]:
+        x = values(shape, np.float32)
+        np.testing.assert_allclose(f(x).numpy(), convnet_eager(x, w), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="conv2d"):
+        f(values((2, 2, 8, 3), np.float32))
+    with pytest.raises(ValueError, match="expects"):
+        f(values((2, 8, 8, 2), np.float32))
+
+
+def convnet_eager(x, w):
+    return sf.nn.max_pool2d(sf.nn.conv2d(x, w, 1, "VALID"), 2, 2, "VALID").numpy()
+
+
+def train_step(w):
+    def step(x):
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            h = sf.nn.relu(sf.nn.conv2d(x, w, 2, "SAME"))
+            pooled = (sf.nn.max_pool2d(h, 2, 2, "SAME")
+                      + sf.nn.avg_pool2d(h, 3, 2, "SAME"))
+            loss = sf.reduce_sum(pooled * pooled)
+        dx, dw = tape.gradient(loss, [x, w])
+        return loss, dx, dw
+
+    return step
+
+
+def test_gradients_of_a_staged_conv_pool_relu_step_are_one_program():
+    """The gradient rules (convs of the transposed problem, pads, slices, selects) all
+    compile: the staged step equals the eager tape's, and finite differences."""
+    rng = np.random.default_rng(0)
+    w = sf.Variable(rng.standard_normal((3, 3, 2, 3)))
+    x = rng.standard_normal((2, 7, 6, 2))
+    step = train_step(w)
+    staged = sf.function(step)
+    one_program(staged.get_concrete_function(sf.constant(x)))
+    eager = [t.numpy() for t in step(sf.constant(x))]
+    got = [t.numpy() for t in staged(x)]
+    for g, e in zip(got, eager, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-10)
+
+    def loss_at(xv, wv):
+        w.assign(wv)
+        return float(staged(xv)[0].numpy())
+
+    w0, eps = w.numpy().copy(), 1e-6
+    for position, (array, grad) in enumerate(((x, got[1]), (w0, got[2]))):
+        for flat in rng.choice(array.size, 4, replace=False):
+            index = np.unravel_index(flat, array.shape)
+            moved = []
+            for sign in (1, -1):
+                shifted = array.copy()
+                shifted[index] += sign * eps
+                moved.append(loss_at(shifted, w0) if position == 0 else loss_at(x, shifted))
+            numeric = (moved[0] - moved[1]) / (2 * eps)
+            np.testing.assert_allclose(grad[index], numeric, rtol=1e-5, atol=1e-6)
+    w.assign(w0)
+
+
+def test_a_staged_step_under_an_eager_tape_compiles_its_backward(capsys, monkeypatch):
+    """The forward and backward functions of a staged step under an eager tape are both
+    programs: no function is logged as running as Python steps."""
+    monkeypatch.setattr(config, "log", {"compiles"})
+    rng = np.random.default_rng(1)
+    w = sf.Variable(rng.standard_normal((3, 3, 2, 3)).astype(np.float32))
+    forward = convnet(w, sf.constant(rng.standard_normal((3, 3, 3, 2)).astype(np.float32)))
+    staged = sf.function(forward)
+    x = sf.constant(rng.standard_normal((2, 12, 12, 2)).astype(np.float32))
+    grads = []
+    for f in (forward, staged):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_sum(sf.square(f(x)))
+        grads.append(tape.gradient(loss, w).numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-4, atol=1e-4)
+    log = capsys.readouterr().err
+    assert "forward_vjp: compiled" in log and "Python steps" not in log
