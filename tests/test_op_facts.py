@@ -158,7 +158,8 @@ def test_a_host_only_op_is_named_once_with_its_reason_and_line(capsys, monkeypat
 
     @sf.function(input_signature=[sf.TensorSpec([None, 2], sf.float32)])
     def mean(x):
-        average = sf.reduce_mean(x, axis=0)  # the host-only op: it counts the unknown rows
+        average = sf.reduce_mean(x, axis=0)
+        sf.print(average)  # the host-only op
         return average * 2.0
 
     x = np.arange(8, dtype=np.float32).reshape(4, 2)
@@ -166,7 +167,20 @@ def test_a_host_only_op_is_named_once_with_its_reason_and_line(capsys, monkeypat
     mean(x)
     lines = [line for line in capsys.readouterr().err.splitlines() if "Python steps" in line]
     assert len(lines) == 1
-    assert "sf.dim_size runs on the host only: not lowered yet" in lines[0]
+    assert "sf.print runs on the host only: it prints from Python" in lines[0]
     assert "# the host-only op" in lines[0]
     reasons = mean.get_concrete_function().stats()["steps_reasons"]
     assert list(reasons.values()) == [lines[0].split("runs as Python steps: ", 1)[1]]
+
+
+def test_a_mean_over_unknown_rows_is_one_program() -> None:
+    @sf.function(input_signature=[sf.TensorSpec([None, 2], sf.float32)])
+    def mean(x):
+        return sf.reduce_mean(x, axis=0) * 2.0  # counts the rows with dim_size
+
+    for rows in (1, 4, 7):
+        x = np.arange(2 * rows, dtype=np.float32).reshape(rows, 2)
+        np.testing.assert_allclose(mean(x).numpy(), x.mean(axis=0) * 2.0, rtol=1e-6)
+    stats = mean.get_concrete_function().stats()
+    assert stats["steps_reasons"] == {}
+    assert mean.get_concrete_function().program.program is not None

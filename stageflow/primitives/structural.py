@@ -16,7 +16,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.dims import PYTHON, D, DimArith
-from stageflow.core.op_facts import Cost, Family, HostOnly, LoweredBy, Memory
+from stageflow.core.op_facts import Cost, Family, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape, normalize_axis, num_elements
 from stageflow.primitives.autodiff import (
@@ -440,7 +440,6 @@ dim_size_p = Primitive(
     shape_rule=_dim_size_rule,
     kernel=lambda x, *, axis: np.asarray(x.shape[axis], dtype=np.int64),
     summary="the size of one dim as an int64 scalar (for dims unknown until run time)",
-    family=STRUCTURAL,
-    lowered_by=HostOnly("not lowered yet: it reads a run-time dim into a scalar"),
+    family=STRUCTURAL, lowered_by=LoweredBy.OP_RULE,
 )
 dim_size_p.def_nondifferentiable()

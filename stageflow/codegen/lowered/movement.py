@@ -21,6 +21,7 @@ from stageflow.codegen.llvm.dims import LLVMDims
 from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, storage_type
 from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
+from stageflow.core.shapes import normalize_axis
 from stageflow.primitives.structural import slice_indices
 
 
@@ -232,3 +233,20 @@ def _iota(spec: OpSpec) -> Iota | None:
     if storage_type(dtype) in (F16, I1) or dtype.kind not in "iuf" or dtype.itemsize < 4:
         return None
     return Iota(spec.params["dimension"], dtype)
+
+
+@dataclass(frozen=True)
+class DimSize:
+    """`dim_size`: one dim of the operand, known from the call's dims, stored as the 0-d
+    int64 result; the operand's elements are never read."""
+
+    axis: int
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        b.store(ob.inputs[0].dims[self.axis], ob.outputs[0].address(b, i64(0)))
+
+
+@lowering("dim_size")
+def _dim_size(spec: OpSpec) -> DimSize:
+    return DimSize(normalize_axis(spec.params["axis"], spec.inputs[0].ndim))
