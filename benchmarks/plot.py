@@ -158,12 +158,16 @@ def by_contender(figures: dict) -> tuple[list[int], dict[str, list[float]]]:
     return batches, {name: [rates[b][name] for b in batches] for name in names}
 
 
+def line_style(series: str) -> dict[str, str]:
+    """The library's colour; eager modes dashed, so PyTorch's two lines differ."""
+    return {"color": colour(series), "linestyle": "--" if "eager" in series else "-"}
+
+
 def examples_per_second(ax: Axes, figures: dict) -> None:
     """Examples/s against the batch size, one line per contender (the paper's Figure 3)."""
     batches, series = by_contender(figures)
     for name, values in series.items():
-        ax.plot(batches, values, marker="o", label=name, color=colour(name),
-                linestyle="--" if "eager" in name else "-")
+        ax.plot(batches, values, marker="o", label=name, **line_style(name))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(batches, [str(b) for b in batches])
@@ -185,7 +189,7 @@ def draw_resnet(figures: dict, out: Path) -> None:
     for name, values in series.items():
         if name != "stageflow eager":
             bottom.plot(batches, [100 * (v / e - 1) for v, e in zip(values, eager, strict=True)],
-                        marker="o", label=name, color=colour(name))
+                        marker="o", label=name, **line_style(name))
     bottom.axhline(0, color="black", linewidth=0.8)
     bottom.set_title("improvement over stageflow eager (%)", fontsize=9)
     bottom.set_xlabel("batch size", fontsize=8)
