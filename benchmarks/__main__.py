@@ -27,6 +27,7 @@ from benchmarks import (
     memory,
     mlp_train,
     remat,
+    resnet,
 )
 
 
@@ -73,6 +74,15 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("remat, 16-layer stack", f"{saved['remat_mib']:.1f} MiB saved",
                  f"{saved['saving']:.0%} less, step {saved['slowdown']:+.0%} "
                  "(goal >= 40%, <= +10%)"))
+    convnet = resnet.main(resnet.BATCHES)
+    for batch in (1, 8, 32):
+        rates = convnet[batch]
+        others = ", ".join(f"{name} {rate:.0f}" for name, rate in rates.items()
+                           if not name.startswith("stageflow"))
+        rows.append((f"small ResNet step, batch {batch}",
+                     f"{rates['stageflow staged']:.0f} examples/s",
+                     f"{rates['stageflow staged'] / rates['stageflow eager']:.2f}x eager"
+                     + (f"; {others}" if others else "")))
     latency = compile_latency.main()
     same_run = "".join(f", {name} {latency[f'{name}_first_ms']:.0f} ms in this run"
                        for name in ("jax", "torch", "tensorflow")
@@ -87,7 +97,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
                    "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
-                   "memory": peaks, "hmc": chains, "remat": saved, "compile_latency": latency}
+                   "memory": peaks, "hmc": chains, "remat": saved, "resnet": convnet,
+                   "compile_latency": latency}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")
         print(f"figures written to {args.json}")

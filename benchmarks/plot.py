@@ -6,7 +6,9 @@
 Absolute figures move by 10-30% between runs on a noisy machine, so each panel shows
 stageflow's figure as a ratio to its reference measured in the same run (NumPy, the copy
 bandwidth), next to the incumbents' same ratio from their own runs (ANCHORS below); only the
-cache-hit call panel compares microseconds directly, as no reference shares its scale.
+cache-hit call panel compares microseconds directly, as no reference shares its scale. The
+ResNet panel (and `draw_resnet`'s figure, ``python -m benchmarks.resnet --plot OUT.png``)
+shows examples/s against the batch size, every contender measured in the same run.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def ratios(anchors: dict[str, dict[int, float]], reference: str, keys: list[int]
 
 
 def draw(results: dict[str, Any], out: Path) -> None:
-    """The 2x3 figure: eager dispatch, cache-hit call, fused elementwise, MLP, HMC."""
+    """The 2x3 figure: eager dispatch, cache-hit call, fused elementwise, MLP, HMC and,
+    when the run has it, the small ResNet's examples/s against the batch size."""
     plt.switch_backend("Agg")  # a file only: no display is needed or assumed
     fig, axes = plt.subplots(2, 3, figsize=(13, 7.5))
     eager, calls = results["eager_overhead"], results["call_overhead"]
@@ -129,15 +132,71 @@ def draw(results: dict[str, Any], out: Path) -> None:
          "HMC, 10 leapfrog steps: samples/s / NumPy's", "x NumPy (analytic gradient)",
          log=True)
 
-    axes[1, 2].axis("off")
-    axes[1, 2].text(0, 0.5, "stageflow: one run of python -m benchmarks,\n"
-                    "each figure over its reference measured in that run.\n\n"
-                    "Incumbents: ANCHORS.md (their own runs on this\n"
-                    "machine), the same ratio to their own NumPy run.\n\n"
-                    "Black line: the reference (1x), or NumPy's x + 1\n"
-                    "in the cache-hit panel. Higher is better except\n"
-                    "in the top-left and top-middle panels.", fontsize=8, va="center")
+    note = ("stageflow: one run of python -m benchmarks, each figure over its reference "
+            "measured in that run. Incumbents: ANCHORS.md (their own runs on this machine), "
+            "the same ratio to their own NumPy run; in the ResNet panel, measured in the same "
+            "run.\nBlack line: the reference (1x), or NumPy's x + 1 in the cache-hit panel. "
+            "Higher is better except in the top-left and top-middle panels.")
+    if "resnet" in results:
+        examples_per_second(axes[1, 2], results["resnet"])
+    else:
+        axes[1, 2].axis("off")
+    fig.text(0.01, 0.005, note, fontsize=7, va="bottom")
     fig.suptitle("stageflow against NumPy and the incumbents, 2-core CPU", fontsize=11)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def by_contender(figures: dict) -> tuple[list[int], dict[str, list[float]]]:
+    """``{batch: {contender: examples/s}}`` (JSON keys are strings) as the batches and
+    each contender's figures over them."""
+    rates = {int(batch): values for batch, values in figures.items()}
+    batches = sorted(rates)
+    names = list(rates[batches[0]])
+    return batches, {name: [rates[b][name] for b in batches] for name in names}
+
+
+def line_style(series: str) -> dict[str, str]:
+    """The library's colour; eager modes dashed, so PyTorch's two lines differ."""
+    return {"color": colour(series), "linestyle": "--" if "eager" in series else "-"}
+
+
+def examples_per_second(ax: Axes, figures: dict) -> None:
+    """Examples/s against the batch size, one line per contender (the paper's Figure 3)."""
+    batches, series = by_contender(figures)
+    for name, values in series.items():
+        ax.plot(batches, values, marker="o", label=name, **line_style(name))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_title("small ResNet training step: examples/s", fontsize=9)
+    ax.set_xlabel("batch size", fontsize=8)
+    ax.set_ylabel("examples/s", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6)
+
+
+def draw_resnet(figures: dict, out: Path) -> None:
+    """The paper's Figure 3 for the small ResNet: examples/s (top) and the improvement
+    over stageflow eager in percent (bottom), against the batch size."""
+    plt.switch_backend("Agg")
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.5, 7), sharex=True)
+    examples_per_second(top, figures)
+    batches, series = by_contender(figures)
+    eager = series["stageflow eager"]
+    for name, values in series.items():
+        if name != "stageflow eager":
+            bottom.plot(batches, [100 * (v / e - 1) for v, e in zip(values, eager, strict=True)],
+                        marker="o", label=name, **line_style(name))
+    bottom.axhline(0, color="black", linewidth=0.8)
+    bottom.set_title("improvement over stageflow eager (%)", fontsize=9)
+    bottom.set_xlabel("batch size", fontsize=8)
+    bottom.set_yscale("symlog", linthresh=100)
+    bottom.tick_params(labelsize=7)
+    bottom.legend(fontsize=6)
+    fig.suptitle("Training the small CIFAR ResNet, 2-core CPU (same run)", fontsize=10)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

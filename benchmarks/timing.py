@@ -22,10 +22,10 @@ def calibrate(run: Callable[[int], object], min_time: float = 0.05) -> int:
         n *= 2
 
 
-def interleaved_medians(
-    runs: dict[str, Callable[[int], object]], rounds: int = 15, min_time: float = 0.05
-) -> dict[str, float]:
-    """Median seconds per iteration of each contender, timed in alternating rounds, after
+def interleaved_samples(
+    runs: dict[str, Callable[[int], object]], rounds: int, min_time: float
+) -> dict[str, list[float]]:
+    """Seconds per iteration of each contender in each of `rounds` alternating rounds, after
     one untimed call each (a staged contender traces and compiles there, which would
     otherwise make the calibration settle on one iteration per round)."""
     for run in runs.values():
@@ -37,4 +37,22 @@ def interleaved_medians(
             start = time.perf_counter()
             run(counts[name])
             samples[name].append((time.perf_counter() - start) / counts[name])
+    return samples
+
+
+def interleaved_medians(
+    runs: dict[str, Callable[[int], object]], rounds: int = 15, min_time: float = 0.05
+) -> dict[str, float]:
+    """Median seconds per iteration of each contender, timed in alternating rounds."""
+    samples = interleaved_samples(runs, rounds, min_time)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def interleaved_best(
+    runs: dict[str, Callable[[int], object]], rounds: int = 5, min_time: float = 0.2
+) -> dict[str, float]:
+    """The fastest round's seconds per iteration of each contender, timed in alternating
+    rounds: where other work shares the cores, interference only ever slows a round down,
+    so the best round is the least disturbed one."""
+    samples = interleaved_samples(runs, rounds, min_time)
+    return {name: min(values) for name, values in samples.items()}

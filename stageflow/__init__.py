@@ -5,13 +5,12 @@
 
 import importlib as _importlib
 
+from stageflow import layers, metrics, nn, optimizers, random
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
 from stageflow.core.dtypes import bfloat16, float16, float32, float64, int32, int64, uint32
-from stageflow.frontend import layers, metrics, optimizers
 from stageflow.frontend.module import Module
-from stageflow.frontend.ops import nn, random
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
 from stageflow.frontend.ops.convert import constant, convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import (

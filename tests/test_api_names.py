@@ -1,4 +1,5 @@
-"""The public names of API.md's "Tensors" and "Ops" sections exist with their meanings.
+"""The public names of API.md's "Tensors" and "Ops" sections exist with their meanings, and
+the public modules (`sf.nn`, `sf.layers`, ...) show exactly their `__all__`.
 
 The lists are copied from API.md (not parsed from it), so the test runs on any clone.
 Also: eager execution builds no IR (no `xdsl` module is imported).
@@ -6,6 +7,7 @@ Also: eager execution builds no IR (no `xdsl` module is imported).
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import subprocess
 import sys
@@ -38,6 +40,12 @@ NN = (
     "sparse_softmax_cross_entropy_with_logits"
 ).split()
 RANDOM = ["set_seed", "normal", "uniform", "Generator"]
+# API.md's layers and optimizers that exist so far.
+LAYERS = ("Dense Conv2D BatchNormalization Dropout MaxPool2D AveragePooling2D "
+          "GlobalAveragePooling2D Flatten ReLU Sequential").split()
+OPTIMIZERS = ["SGD", "Adam"]
+NAMESPACES = {"nn": NN, "layers": LAYERS, "optimizers": OPTIMIZERS, "random": RANDOM,
+              "metrics": ["Mean", "Accuracy"]}
 
 DTYPES = {
     "float16": np.float16,
@@ -68,6 +76,22 @@ def test_nn_name_exists_and_is_callable(name):
 def test_random_name_exists_and_is_callable(name):
     assert hasattr(sf, "random"), "sf.random is missing"
     assert callable(getattr(sf.random, name, None)), f"sf.random.{name} is missing"
+
+
+@pytest.mark.parametrize("namespace", list(NAMESPACES))
+def test_namespace_shows_exactly_its_public_names(namespace):
+    module = getattr(sf, namespace)
+    public = [name for name in dir(module) if not name.startswith("_")]
+    assert public == sorted(module.__all__), f"sf.{namespace} shows more than its __all__"
+    assert set(NAMESPACES[namespace]) <= set(public), f"sf.{namespace} lacks API.md names"
+    assert all(callable(getattr(module, name)) for name in public)
+
+
+@pytest.mark.parametrize("namespace", list(NAMESPACES))
+def test_namespace_imports_as_a_module(namespace):
+    module = importlib.import_module(f"stageflow.{namespace}")
+    assert module is getattr(sf, namespace)
+    assert inspect.getdoc(module)
 
 
 @pytest.mark.parametrize("method", ["normal", "uniform"])

@@ -250,3 +250,18 @@ func.func @crossed(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %d = sf.multiply %b, %ma : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
   func.return %c, %d : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// Two weight updates sharing a 0-d learning rate: their shapes do not broadcast together,
+// and a kernel has one iteration space, so the second update is a kernel of its own.
+// CHECK-LABEL: func.func @two_updates(
+// CHECK-NEXT:    %r, %v = sf.call %lr, %g, %w {callee = @two_updates_kernel0}
+// CHECK-NEXT:    %u = sf.call %h, %r, %k {callee = @two_updates_kernel1}
+// CHECK-NEXT:    func.return %v, %u
+func.func @two_updates(%lr: tensor<f64>, %g: tensor<3x16xf32>, %w: tensor<3x16xf32>, %h: tensor<16x16xf32>, %k: tensor<16x16xf32>) -> (tensor<3x16xf32>, tensor<16x16xf32>) {
+  %r = sf.cast %lr {dtype = f32} : (tensor<f64>) -> tensor<f32>
+  %s = sf.multiply %g, %r : (tensor<3x16xf32>, tensor<f32>) -> tensor<3x16xf32>
+  %v = sf.subtract %w, %s : (tensor<3x16xf32>, tensor<3x16xf32>) -> tensor<3x16xf32>
+  %t = sf.multiply %h, %r : (tensor<16x16xf32>, tensor<f32>) -> tensor<16x16xf32>
+  %u = sf.subtract %k, %t : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  func.return %v, %u : tensor<3x16xf32>, tensor<16x16xf32>
+}

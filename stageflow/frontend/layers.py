@@ -6,31 +6,43 @@ its variables get Glorot-uniform kernels and zero biases, as Keras does. Inside
 (initializers run under `sf.init_scope`), so the first trace creates the variables and the
 function is traced once more to use them (the paper's state-creation rule). Layers are
 `sf.Module`s, so their variables are tracked through attributes like any module's.
+
+``training=`` (Keras' argument) is a Python bool decided at trace time: a staged function
+taking it as an argument is traced once per mode. Layers whose `call` takes it (batch norm,
+dropout, `Sequential`) get the caller's value, or the enclosing layer call's, or False.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Callable, Iterable, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from stageflow.core import dtypes
-from stageflow.core.shapes import format_shape
+from stageflow.core.shapes import format_shape, normalize_axis
 from stageflow.core.source import describe_location
+from stageflow.frontend.activations import get_activation
+from stageflow.frontend.initializers import get_initializer
 from stageflow.frontend.module import Module, camel_to_snake
+from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops import nn
-from stageflow.frontend.ops import random as sf_random
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.ops.creation import ones, zeros
 from stageflow.frontend.ops.linalg import matmul
+from stageflow.frontend.ops.reductions import reduce_mean
 from stageflow.frontend.ops.shape import reshape
+from stageflow.frontend.tape import stop_gradient
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 
-__all__ = ["Conv2D", "Dense", "Flatten", "Layer", "Sequential", "get_activation",
-           "get_initializer"]
+__all__ = ["Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Dense", "Dropout",
+           "Flatten", "GlobalAveragePooling2D", "Layer", "MaxPool2D", "ReLU", "Sequential",
+           "get_activation", "get_initializer"]
 
 _name_counts: dict[str, int] = {}
 
@@ -40,81 +52,6 @@ def _unique_name(base: str) -> str:
     count = _name_counts.get(base, 0)
     _name_counts[base] = count + 1
     return base if count == 0 else f"{base}_{count}"
-
-
-# --------------------------------------------------------------------------- activations
-
-ACTIVATIONS: dict[str, Callable[[Any], Tensor]] = {
-    "linear": lambda x: x,
-    "relu": nn.relu,
-    "relu6": nn.relu6,
-    "leaky_relu": nn.leaky_relu,
-    "elu": nn.elu,
-    "gelu": nn.gelu,
-    "silu": nn.silu,
-    "swish": nn.silu,
-    "softplus": nn.softplus,
-    "sigmoid": nn.sigmoid,
-    "tanh": nn.tanh,
-    "softmax": nn.softmax,
-    "log_softmax": nn.log_softmax,
-}
-
-
-def get_activation(activation: str | Callable | None) -> Callable[[Any], Any] | None:
-    """A callable for an activation given by name (``"relu"``, ...), callable, or None."""
-    if activation is None or callable(activation):
-        return activation
-    if isinstance(activation, str) and activation in ACTIVATIONS:
-        return ACTIVATIONS[activation]
-    names = ", ".join(sorted(ACTIVATIONS))
-    raise ValueError(f"sf.layers: unknown activation {activation!r} (use a callable, None, "
-                     f"or one of {names})")
-
-
-# --------------------------------------------------------------------------- initializers
-
-
-def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
-    """Keras' fan-in and fan-out: the last two dims, times the receptive field for convs."""
-    if len(shape) < 1:
-        return 1, 1
-    if len(shape) == 1:
-        return shape[0], shape[0]
-    receptive = math.prod(shape[:-2])
-    return shape[-2] * receptive, shape[-1] * receptive
-
-
-def glorot_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
-    """U(-l, l) with l = sqrt(6 / (fan_in + fan_out)) (Keras' default kernel initializer)."""
-    fan_in, fan_out = _fans(shape)
-    limit = math.sqrt(6.0 / (fan_in + fan_out))
-    return sf_random.uniform(shape, -limit, limit, dtype=dtype)
-
-
-def he_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
-    """U(-l, l) with l = sqrt(6 / fan_in) (for ReLU networks)."""
-    limit = math.sqrt(6.0 / _fans(shape)[0])
-    return sf_random.uniform(shape, -limit, limit, dtype=dtype)
-
-
-INITIALIZERS: dict[str, Callable[..., Tensor]] = {
-    "glorot_uniform": glorot_uniform,
-    "he_uniform": he_uniform,
-    "zeros": zeros,
-    "ones": ones,
-}
-
-
-def get_initializer(initializer: str | Callable) -> Callable[..., Any]:
-    """A callable ``(shape, dtype) -> value`` for an initializer name or callable."""
-    if callable(initializer):
-        return initializer
-    if isinstance(initializer, str) and initializer in INITIALIZERS:
-        return INITIALIZERS[initializer]
-    names = ", ".join(sorted(INITIALIZERS))
-    raise ValueError(f"sf.layers: unknown initializer {initializer!r} (use a callable "
-                     f"(shape, dtype) -> value, or one of {names})")
 
 
 # --------------------------------------------------------------------------- layers
@@ -152,14 +89,21 @@ class Layer(Module):
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         """Create the variables for inputs of this shape (the default creates none)."""
 
-    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, inputs: Any, *args: Any, training: Any = None, **kwargs: Any) -> Any:
+        """Build on the first call, then `call`. ``training`` (Keras' argument) is given
+        to `call` when it takes one: this call's value, else that of the layer call this
+        one runs in (a block calling its batch norm without passing it), else False."""
         if not self.built:
-            shape = getattr(inputs, "shape", None)
-            if shape is None:
-                shape = convert_to_tensor(inputs).shape
-            self.build(tuple(shape))
+            if not hasattr(inputs, "shape"):
+                inputs = convert_to_tensor(inputs)
+            self._dtype = self._variable_dtype(getattr(inputs, "dtype", None))
+            self.build(tuple(inputs.shape))
             self.built = True
-        return self.call(inputs, *args, **kwargs)
+        training = _resolve_training(training)
+        if takes_training(self.call):
+            kwargs["training"] = training
+        with _training_scope(training):
+            return self.call(inputs, *args, **kwargs)
 
     def call(self, inputs: Any) -> Any:
         return inputs
@@ -191,8 +135,58 @@ class Layer(Module):
 
 
 def _default_name(layer: Module) -> str:
-
     return camel_to_snake(type(layer).__name__)
+
+
+# --------------------------------------------------------------------------- training mode
+
+# The training mode of the layer calls in progress on this thread, innermost last.
+_training_stack = threading.local()
+
+
+def _resolve_training(training: Any) -> bool:
+    """An explicit value wins; otherwise the enclosing layer call's; otherwise False."""
+    if training is not None:
+        return bool(training)
+    stack = getattr(_training_stack, "modes", None)
+    return stack[-1] if stack else False
+
+
+@contextmanager
+def _training_scope(training: bool) -> Iterator[None]:
+    stack = _training_stack.__dict__.setdefault("modes", [])
+    stack.append(training)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+# Signatures are read once per function (the check runs on every layer call).
+_TAKES_TRAINING: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def takes_training(fn: Callable) -> bool:
+    """Whether `fn` (a layer, a module with a `call`, a function) has a ``training``
+    parameter: `Sequential` passes the mode only to those (a lambda would reject it)."""
+    if isinstance(fn, Layer):
+        return True  # `Layer.__call__` takes it, whether or not its `call` does
+    if isinstance(fn, Module) and hasattr(fn, "call"):
+        fn = fn.call
+    key = getattr(fn, "__func__", fn)
+    try:
+        return _TAKES_TRAINING[key]
+    except (KeyError, TypeError):  # not seen yet, or not weakly referable
+        pass
+    try:
+        takes = "training" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        takes = False
+    try:
+        _TAKES_TRAINING[key] = takes
+    except TypeError:
+        pass
+    return takes
 
 
 class _KernelLayer(Layer):
@@ -211,12 +205,6 @@ class _KernelLayer(Layer):
         self.bias_initializer = get_initializer(bias_initializer)
         self.kernel: Variable | None = None
         self.bias: Variable | None = None
-
-    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        inputs = convert_to_tensor(inputs)
-        if not self.built:
-            self._dtype = self._variable_dtype(inputs.dtype)
-        return super().__call__(inputs, *args, **kwargs)
 
     def _create(self, kernel_shape: tuple[int, ...], outputs: int) -> None:
         self.kernel = self.add_weight("kernel", kernel_shape, self.kernel_initializer)
@@ -279,11 +267,9 @@ class Conv2D(_KernelLayer):
         if int(filters) < 1:
             raise ValueError(f"Conv2D: filters must be a positive int, got {filters!r}")
         self.filters = int(filters)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.strides = _pair(strides, "strides")
-        if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
-            raise ValueError(f"Conv2D: padding must be 'valid' or 'same', got {padding!r}")
-        self.padding = padding.lower()
+        self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2D")
+        self.strides = _pair(strides, "strides", "Conv2D")
+        self.padding = _padding_mode(padding, "Conv2D")
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         channels = self._last_dim(input_shape, 4)
@@ -294,11 +280,17 @@ class Conv2D(_KernelLayer):
                                         self.padding.upper()))
 
 
-def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
+def _pair(value: int | Sequence[int], name: str, layer: str) -> tuple[int, int]:
     values = (value, value) if isinstance(value, int | np.integer) else tuple(value)
     if len(values) != 2 or min(int(v) for v in values) < 1:
-        raise ValueError(f"Conv2D: {name} must be a positive int or a pair, got {value!r}")
+        raise ValueError(f"{layer}: {name} must be a positive int or a pair, got {value!r}")
     return int(values[0]), int(values[1])
+
+
+def _padding_mode(padding: Any, layer: str) -> str:
+    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+        raise ValueError(f"{layer}: padding must be 'valid' or 'same', got {padding!r}")
+    return padding.lower()
 
 
 class Flatten(Layer):
@@ -332,9 +324,222 @@ class Sequential(Layer):
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         """Nothing to do: each layer builds itself on its first call."""
 
-    def call(self, inputs: Any) -> Any:
+    def call(self, inputs: Any, training: bool = False) -> Any:
+        """Each layer in turn; those that take ``training`` get this call's mode."""
         outputs = inputs
         for layer in self.layers:
-            outputs = layer(outputs)
+            if takes_training(layer):
+                outputs = layer(outputs, training=training)
+            else:
+                outputs = layer(outputs)
         return outputs
 
+
+
+# --------------------------------------------------------------------------- normalization
+
+
+class BatchNormalization(Layer):
+    """Batch normalization over the channel axis `axis` (-1: NHWC), Keras' layer.
+
+    Training (``training=True``) normalises with the batch's mean and (biased) variance
+    over every axis but `axis`, and moves the moving statistics towards them,
+    ``moving = moving * momentum + batch * (1 - momentum)``, with `assign`: a staged step
+    updates them too. Inference normalises with the moving statistics. Then ``gamma * x +
+    beta`` where `scale` and `center`. As in Keras, a layer made non-trainable normalises
+    with its moving statistics even in training (fine-tuning keeps them frozen).
+    """
+
+    def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3,
+                 center: bool = True, scale: bool = True,
+                 beta_initializer: str | Callable = "zeros",
+                 gamma_initializer: str | Callable = "ones",
+                 moving_mean_initializer: str | Callable = "zeros",
+                 moving_variance_initializer: str | Callable = "ones",
+                 trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.axis = int(axis)
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+        self.center = bool(center)
+        self.scale = bool(scale)
+        self.initializers = {"beta": beta_initializer, "gamma": gamma_initializer,
+                             "moving_mean": moving_mean_initializer,
+                             "moving_variance": moving_variance_initializer}
+        self.gamma: Variable | None = None
+        self.beta: Variable | None = None
+        self.moving_mean: Variable | None = None
+        self.moving_variance: Variable | None = None
+
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
+        axis = self._channel_axis(len(input_shape))
+        if input_shape[axis] is None:
+            raise ValueError(f"BatchNormalization {self.name!r}: the channel dim (axis "
+                             f"{self.axis}) must be known, got shape "
+                             f"{format_shape(input_shape)}{describe_location()}")
+        shape = (int(input_shape[axis]),)
+        init = self.initializers
+        if self.scale:
+            self.gamma = self.add_weight("gamma", shape, init["gamma"])
+        if self.center:
+            self.beta = self.add_weight("beta", shape, init["beta"])
+        self.moving_mean = self.add_weight("moving_mean", shape, init["moving_mean"],
+                                           trainable=False)
+        self.moving_variance = self.add_weight("moving_variance", shape,
+                                               init["moving_variance"], trainable=False)
+
+    def _channel_axis(self, ndim: int) -> int:
+        try:
+            return normalize_axis(self.axis, ndim)
+        except ValueError:
+            raise ValueError(f"BatchNormalization {self.name!r}: axis {self.axis} is out of "
+                             f"range for inputs of rank {ndim}{describe_location()}") from None
+
+    def call(self, inputs: Any, training: bool = False) -> Tensor:
+        inputs = convert_to_tensor(inputs)
+        axis = self._channel_axis(inputs.ndim)
+        if training and self.trainable:
+            reduced = tuple(a for a in range(inputs.ndim) if a != axis)
+            mean = reduce_mean(inputs, reduced)
+            # The variance's gradient through the mean is zero (the deviations sum to 0),
+            # so the tape need not differentiate it (tf.nn.moments does the same).
+            deviation = inputs - _per_channel(stop_gradient(mean), axis, inputs.ndim)
+            variance = reduce_mean(ew.square(deviation), reduced)
+            self._update_moving_statistics(mean, variance)
+        else:
+            mean, variance = self.moving_mean.read_value(), self.moving_variance.read_value()
+        return self._normalize(inputs, mean, variance, axis)
+
+    def _update_moving_statistics(self, mean: Tensor, variance: Tensor) -> None:
+        for moving, batch in ((self.moving_mean, mean), (self.moving_variance, variance)):
+            moving.assign(moving.read_value() * self.momentum
+                          + stop_gradient(batch) * (1.0 - self.momentum))
+
+    def _normalize(self, x: Tensor, mean: Tensor, variance: Tensor, axis: int) -> Tensor:
+        """``x * inv + (beta - mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``
+        (TensorFlow's form): one multiply and one add over x, the rest per channel."""
+        inv = ew.rsqrt(variance + self.epsilon)
+        if self.gamma is not None:
+            inv = inv * self.gamma
+        shift = -(mean * inv)
+        if self.beta is not None:
+            shift = shift + self.beta
+        return x * _per_channel(inv, axis, x.ndim) + _per_channel(shift, axis, x.ndim)
+
+
+def _per_channel(values: Tensor, axis: int, ndim: int) -> Tensor:
+    """Per-channel values shaped to broadcast against inputs whose channels are `axis`."""
+    if axis == ndim - 1:
+        return values
+    shape = [1] * ndim
+    shape[axis] = -1
+    return reshape(values, shape)
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+class _Pooling2D(Layer):
+    """A window reduction over the height and width of NHWC inputs (Keras' arguments:
+    `pool_size`, `strides` defaulting to it, ``"valid"`` or ``"same"`` padding)."""
+
+    def __init__(self, pool_size: int | Sequence[int] = (2, 2), strides: Any = None,
+                 padding: str = "valid", trainable: bool = True, name: str | None = None,
+                 dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        layer = type(self).__name__
+        self.pool_size = _pair(pool_size, "pool_size", layer)
+        self.strides = self.pool_size if strides is None else _pair(strides, "strides", layer)
+        self.padding = _padding_mode(padding, layer)
+
+    def call(self, inputs: Any) -> Tensor:
+        return self._pool(inputs, self.pool_size, self.strides, self.padding.upper())
+
+    _pool = staticmethod(nn.max_pool2d)
+
+
+class MaxPool2D(_Pooling2D):
+    """The maximum of each window (padding never wins)."""
+
+
+class AveragePooling2D(_Pooling2D):
+    """The mean of each window, over its real elements only (TensorFlow's ``"same"``)."""
+
+    _pool = staticmethod(nn.avg_pool2d)
+
+
+class GlobalAveragePooling2D(Layer):
+    """The mean over height and width: ``[N, H, W, C] -> [N, C]`` (``[N, 1, 1, C]`` with
+    `keepdims`)."""
+
+    def __init__(self, keepdims: bool = False, trainable: bool = True,
+                 name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.keepdims = bool(keepdims)
+
+    def call(self, inputs: Any) -> Tensor:
+        inputs = convert_to_tensor(inputs)
+        if inputs.ndim != 4:
+            raise ValueError(f"GlobalAveragePooling2D: expected NHWC inputs of rank 4, got "
+                             f"shape {format_shape(inputs.shape)}{describe_location()}")
+        return reduce_mean(inputs, (1, 2), keepdims=self.keepdims)
+
+
+# --------------------------------------------------------------------------- others
+
+
+class Dropout(Layer):
+    """`sf.nn.dropout` while training (a fresh mask on every call, staged or not); the
+    identity otherwise."""
+
+    def __init__(self, rate: float, seed: int | None = None, trainable: bool = True,
+                 name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        if not 0.0 <= float(rate) < 1.0:
+            raise ValueError(f"Dropout: rate must be in [0, 1), got {rate!r}")
+        self.rate = float(rate)
+        self.seed = seed
+
+    def call(self, inputs: Any, training: bool = False) -> Tensor:
+        return nn.dropout(inputs, self.rate, training=training, seed=self.seed)
+
+
+class ReLU(Layer):
+    """Keras' ReLU: `max_value` above it, x from `threshold` up, and
+    ``negative_slope * (x - threshold)`` below (plain ``max(x, 0)`` by default)."""
+
+    def __init__(self, max_value: float | None = None, negative_slope: float = 0.0,
+                 threshold: float = 0.0, trainable: bool = True, name: str | None = None,
+                 dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.max_value = None if max_value is None else float(max_value)
+        self.negative_slope = float(negative_slope)
+        self.threshold = float(threshold)
+
+    def call(self, inputs: Any) -> Tensor:
+        x = convert_to_tensor(inputs)
+        if self.negative_slope == 0.0 and self.threshold == 0.0:
+            y = nn.relu(x)
+        else:
+            below = (x - self.threshold) * self.negative_slope
+            y = ew.where(ew.greater_equal(x, self.threshold), x, below)
+        return y if self.max_value is None else ew.minimum(y, self.max_value)
+
+
+class Add(Layer):
+    """The sum of a list of inputs: ``Add()([residual, shortcut])`` closes a residual
+    block."""
+
+    def __init__(self, trainable: bool = True, name: str | None = None,
+                 dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.built = True  # nothing to create, and the input is a list, not a tensor
+
+    def call(self, inputs: Sequence[Any]) -> Tensor:
+        if not isinstance(inputs, list | tuple) or not inputs:
+            raise ValueError(f"Add: expected a non-empty list of tensors, got "
+                             f"{type(inputs).__name__}{describe_location()}")
+        total = convert_to_tensor(inputs[0])
+        for value in inputs[1:]:
+            total = ew.add(total, value)
+        return total

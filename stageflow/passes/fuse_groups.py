@@ -8,7 +8,8 @@ An op is *fusible* if code generation compiles it inside a kernel: an elementwis
 The block is read as a graph whose edges are def-use edges plus an *effect chain* linking
 each stateful op to the previous one (their order is the program's). Groups are formed
 greedily in program order: each fusible op joins the groups of its fusible producers, one
-by one in operand order, whenever the union stays within `max_ops` and the graph with every
+by one in operand order, whenever the union stays within `max_ops`, its ops' shapes
+broadcast together (a kernel has one iteration space), and the graph with every
 group contracted to one node (the call that replaces it) stays acyclic. That condition is
 convexity of the union (no path leaves it and comes back), taken over the contracted graph,
 so that two groups can never need each other either::
@@ -133,6 +134,7 @@ class _Node:
     ancestors: int
     inputs: set[int] = field(default_factory=set)
     fusible: bool = False
+    space: tuple[int, ...] | None = ()  # the iteration space: its results' broadcast shape
 
 
 def _union(node: _Node, other: _Node) -> _Node:
@@ -143,7 +145,33 @@ def _union(node: _Node, other: _Node) -> _Node:
         ancestors=(node.ancestors | other.ancestors) & ~bits,
         inputs={y for y in node.inputs | other.inputs if not bits >> y & 1},
         fusible=True,
+        space=_broadcast(node.space, other.space),
     )
+
+
+def _result_shape(op: Operation) -> tuple[int, ...] | None:
+    result = op.results[0].type if len(op.results) == 1 else None
+    return tuple(result.get_shape()) if isinstance(result, TensorType) else None
+
+
+def _broadcast(a: tuple[int, ...] | None, b: tuple[int, ...] | None
+               ) -> tuple[int, ...] | None:
+    """The shape both broadcast to, or None: a kernel has one iteration space, so ops whose
+    shapes do not broadcast together (two weight updates sharing a 0-d learning rate) stay
+    in two kernels. An unknown dim (-1) matches itself and 1 only: beside a known size it
+    might differ at run time."""
+    if a is None or b is None:
+        return None
+    shape = []
+    for x, y in zip(a[::-1] + (1,) * (len(b) - len(a)), b[::-1] + (1,) * (len(a) - len(b)),
+                    strict=True):
+        if x == y or y == 1:
+            shape.append(x)
+        elif x == 1:
+            shape.append(y)
+        else:
+            return None
+    return tuple(shape[::-1])
 
 
 def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
@@ -161,12 +189,13 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
         for y in producers:
             feeding = nodes[node_of[y]]
             ancestors |= feeding.bits | feeding.ancestors
-        node = _Node([i], 1 << i, ancestors, set(producers), fusible[i] and live[i])
+        node = _Node([i], 1 << i, ancestors, set(producers), fusible[i] and live[i],
+                     _result_shape(ops[i]))
         if node.fusible:
             candidates = dict.fromkeys(node_of[y] for y in producers if nodes[node_of[y]].fusible)
             for candidate in candidates:
                 union = _union(node, nodes[candidate])
-                if len(union.members) <= max_ops and not any(
+                if len(union.members) <= max_ops and union.space is not None and not any(
                     nodes[node_of[y]].ancestors & union.bits for y in union.inputs
                 ):
                     node = union

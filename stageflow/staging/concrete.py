@@ -147,7 +147,11 @@ class ConcreteFunction:
         return any(tape.would_watch(v) for v in variables)
 
     def emit_call(self, tensors: list) -> Any:
-        """Inside another trace: one call op to this graph function (not an inline copy)."""
+        """Inside another trace: one call op to this graph function (not an inline copy);
+        under a tape of that trace, which differentiates primitives while a call op has no
+        gradient rule, the function's ops inlined instead, so the tape records them."""
+        if context.state.tape_count and self._taped(tensors):
+            return self.structure_outputs(replay(self.graph, list(tensors)))
         trace = context.current_trace()
         operands = [trace.operand(leaf, "call") for leaf in tensors]
         operands += [trace.operand(c.source, "call") for c in self.graph.captures]

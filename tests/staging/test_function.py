@@ -406,3 +406,26 @@ def test_a_signature_with_unknown_dims_is_called_from_a_static_trace():
     np.testing.assert_array_equal(outer(x).numpy(), np.full((2, 3), 3.0, np.float32))
     with pytest.raises(ValueError, match=r"inner: x has shape \(2, 4\)"):
         sf.function(lambda y: inner(y))(sf.constant(np.ones((2, 4), np.float32)))
+
+
+def test_a_staged_call_under_a_tape_inside_a_trace_is_differentiated():
+    # The paper stages the model call and the training step: the tape inside the step's
+    # trace must see the model's ops, and the model's state update must happen once.
+    w = sf.Variable(np.ones((3, 2), np.float32))
+    moving = sf.Variable(np.zeros(2, np.float32), trainable=False)
+
+    @sf.function
+    def model(x):
+        y = x @ w
+        moving.assign(moving * 0.5 + sf.reduce_mean(y, 0) * 0.5)
+        return y
+
+    @sf.function
+    def step(x):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_sum(model(x) ** 2)
+        return tape.gradient(loss, w)
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(step(sf.constant(x)).numpy(), 2 * x.T @ (x @ np.ones((3, 2))))
+    np.testing.assert_allclose(moving.numpy(), [3.75, 3.75])

@@ -28,6 +28,13 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import conv
 from stageflow.primitives import structural as st
 
+__all__ = [
+    "avg_pool2d", "conv2d", "dropout", "elu", "gelu", "leaky_relu", "log_softmax",
+    "max_pool2d", "relu", "relu6", "sigmoid", "silu", "softmax",
+    "softmax_cross_entropy_with_logits", "softplus", "sparse_softmax_cross_entropy_with_logits",
+    "swish", "tanh",
+]
+
 sigmoid = ew.sigmoid
 tanh = ew.tanh
 
@@ -146,8 +153,6 @@ def dropout(x: Any, rate: float, training: bool = True, seed: int | None = None)
         raise _fail("dropout", f"rate must be in [0, 1), got {rate}")
     if not training or rate == 0.0:
         return x
-    # Imported here: `random` builds on this package's op functions, not the other way round.
-
     noise = sf_random.uniform(x.shape, 0.0, 1.0, dtype=dtypes.float32, seed=seed)
     keep = ew.greater_equal(noise, rate)
     return ew.where(keep, ew.multiply(x, 1.0 / (1.0 - rate)), convert_to_tensor(0, x.dtype))

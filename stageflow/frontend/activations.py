@@ -1,0 +1,38 @@
+"""Activations by name, for the `activation=` argument of layers (Keras' names)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stageflow.frontend.ops import nn
+from stageflow.frontend.tensor import Tensor
+
+__all__ = ["ACTIVATIONS", "get_activation"]
+
+ACTIVATIONS: dict[str, Callable[[Any], Tensor]] = {
+    "linear": lambda x: x,
+    "relu": nn.relu,
+    "relu6": nn.relu6,
+    "leaky_relu": nn.leaky_relu,
+    "elu": nn.elu,
+    "gelu": nn.gelu,
+    "silu": nn.silu,
+    "swish": nn.silu,
+    "softplus": nn.softplus,
+    "sigmoid": nn.sigmoid,
+    "tanh": nn.tanh,
+    "softmax": nn.softmax,
+    "log_softmax": nn.log_softmax,
+}
+
+
+def get_activation(activation: str | Callable | None) -> Callable[[Any], Any] | None:
+    """A callable for an activation given by name (``"relu"``, ...), callable, or None."""
+    if activation is None or callable(activation):
+        return activation
+    if isinstance(activation, str) and activation in ACTIVATIONS:
+        return ACTIVATIONS[activation]
+    names = ", ".join(sorted(ACTIVATIONS))
+    raise ValueError(f"sf.layers: unknown activation {activation!r} (use a callable, None, "
+                     f"or one of {names})")

@@ -1,0 +1,57 @@
+"""Variable initializers by name, for the `*_initializer=` arguments of layers (Keras'
+names and rules: Glorot-uniform kernels, zero biases)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from stageflow.core import dtypes
+from stageflow.frontend.ops import random as sf_random
+from stageflow.frontend.ops.creation import ones, zeros
+from stageflow.frontend.tensor import Tensor
+
+__all__ = ["INITIALIZERS", "get_initializer", "glorot_uniform", "he_uniform"]
+
+
+def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
+    """Keras' fan-in and fan-out: the last two dims, times the receptive field for convs."""
+    if len(shape) < 1:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    receptive = math.prod(shape[:-2])
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+def glorot_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """U(-l, l) with l = sqrt(6 / (fan_in + fan_out)) (Keras' default kernel initializer)."""
+    fan_in, fan_out = _fans(shape)
+    limit = math.sqrt(6.0 / (fan_in + fan_out))
+    return sf_random.uniform(shape, -limit, limit, dtype=dtype)
+
+
+def he_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """U(-l, l) with l = sqrt(6 / fan_in) (for ReLU networks)."""
+    limit = math.sqrt(6.0 / _fans(shape)[0])
+    return sf_random.uniform(shape, -limit, limit, dtype=dtype)
+
+
+INITIALIZERS: dict[str, Callable[..., Tensor]] = {
+    "glorot_uniform": glorot_uniform,
+    "he_uniform": he_uniform,
+    "zeros": zeros,
+    "ones": ones,
+}
+
+
+def get_initializer(initializer: str | Callable) -> Callable[..., Any]:
+    """A callable ``(shape, dtype) -> value`` for an initializer name or callable."""
+    if callable(initializer):
+        return initializer
+    if isinstance(initializer, str) and initializer in INITIALIZERS:
+        return INITIALIZERS[initializer]
+    names = ", ".join(sorted(INITIALIZERS))
+    raise ValueError(f"sf.layers: unknown initializer {initializer!r} (use a callable "
+                     f"(shape, dtype) -> value, or one of {names})")
