@@ -11,6 +11,7 @@ import pytest
 import stageflow as sf
 from stageflow.codegen.targets import cpu
 from stageflow.codegen.targets.compile_server import CompileServer, can_fork
+from stageflow.core import config
 from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.passes.fuse import is_kernel
 from stageflow.staging.compiler import Compilation
@@ -50,14 +51,20 @@ def _kernel():
     return next(f for f in compilation.functions.values() if is_kernel(f))
 
 
-def test_the_server_makes_the_bytes_this_process_makes():
-    jit = cpu.process_jit()
-    if jit._server is None:
-        pytest.skip("parallel compilation is turned off")
+def test_the_server_makes_the_bytes_this_process_makes(monkeypatch):
+    monkeypatch.setattr(config, "parallel_compile", True)
+    jit = cpu.JIT()  # a JIT of its own, with a server (the process's may have none)
+    assert jit._server is not None
     prepared = cpu.CPUTarget().prepare_many([_kernel()])
     job = prepared.jobs[0]
     assert jit._server.compile(job.text, job.level, job.codegen) == jit._compile_here(
         job.text, job.level, job.codegen)
+    held = jit._here.acquire()  # this process busy: the next module goes to the server
+    try:
+        assert jit._make(job) == jit._compile_here(job.text, job.level, job.codegen)
+    finally:
+        if held:
+            jit._here.release()
     kernel = prepared.finish()[0]
     x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(3, 8)
     np.testing.assert_allclose(kernel(x)[0], np.tanh(x) * 2 + x, rtol=1e-6)

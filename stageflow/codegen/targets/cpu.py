@@ -286,9 +286,9 @@ class JIT:
     LLVM's optimisation and code generation run in llvmlite calls that release the GIL, so
     a module handed to the compiler threads (`schedule`) compiles while Python builds the
     next module's IR; `link` waits for them. One thread compiles in this process; with a
-    `CompileServer` (forked here, ``STAGEFLOW_PARALLEL_COMPILE=0`` turns it off) a second
-    one hands modules to it, so two modules compile at once: llvmlite runs one LLVM call
-    at a time per process.
+    `CompileServer` (forked here when ``STAGEFLOW_PARALLEL_COMPILE=1``) a second one hands
+    modules to it, so two modules compile at once: llvmlite runs one LLVM call at a time
+    per process.
     """
 
     def __init__(self) -> None:
