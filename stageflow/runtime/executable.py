@@ -32,6 +32,7 @@ from stageflow.ir.builder import constant_value, source_location
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
+from stageflow.runtime.allocator import raise_once
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
@@ -325,6 +326,8 @@ class Executable:
                     programs[entry] = len(prepared)
                     prepared.append(program)
             seconds["llvm program IR"] = time.perf_counter() - mark
+        if programs:
+            raise_once()  # programs' buffers: see `runtime.allocator`
         mark = time.perf_counter()
         linked = link_all(prepared)
         seconds["llvm linking"] = time.perf_counter() - mark
