@@ -3,9 +3,7 @@
 `import stageflow as sf`; the names here are the public API (see API.md).
 """
 
-import importlib as _importlib
-
-from stageflow import layers, metrics, nn, optimizers, random
+from stageflow import aot, layers, metrics, nn, optimizers, random, saved
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
@@ -112,12 +110,3 @@ bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
 newaxis = None
 
 __version__ = config.VERSION
-
-# Submodules that build IR (xDSL) load on first use: eager code never pays for them.
-_LAZY_SUBMODULES = frozenset({"aot", "saved"})
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY_SUBMODULES:
-        return _importlib.import_module(f"stageflow.{name}")
-    raise AttributeError(f"module 'stageflow' has no attribute {name!r}")

@@ -61,12 +61,3 @@ def is_integer(dtype: np.dtype) -> bool:
     return dtype in INTEGER
 
 
-def python_scalar_dtype(value: object) -> np.dtype:
-    """The default dtype of a Python scalar: float -> float32, int -> int32, bool -> bool."""
-    if isinstance(value, bool | np.bool_):
-        return bool_
-    if isinstance(value, int):
-        return int32
-    if isinstance(value, float):
-        return float32
-    raise TypeError(f"cannot convert {type(value).__name__} to a tensor")

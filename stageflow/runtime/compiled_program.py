@@ -152,14 +152,15 @@ def unsupported_reason(function: FuncOp, functions: dict[str, FuncOp]) -> str:
     return supported(function, functions, _lowering)
 
 
-def will_build(function: FuncOp, functions: dict[str, FuncOp]) -> bool:
+def will_build(function: FuncOp, functions: dict[str, FuncOp], reason: str) -> bool:
     """Whether `prepare_program` makes a program of `function` once its kernels and ops are
-    compiled, decided before compiling them: kernels and ops that only programs call need
-    no NumPy entries, whose code would cost LLVM time for nothing."""
+    compiled, decided before compiling them (`reason`: its `unsupported_reason`): kernels
+    and ops that only programs call need no NumPy entries, whose code would cost LLVM time
+    for nothing."""
     return (process_jit().layout_ok and not _has_large_kernel(function)
             and all(is_kernel(functions[name]) for name in _kernel_callees(function)
                     if name in functions)
-            and not unsupported_reason(function, functions))
+            and not reason)
 
 
 def prepare_program(function: FuncOp, functions: dict[str, FuncOp],

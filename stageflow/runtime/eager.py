@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from stageflow.core import context
+from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import Tensor, wrap
@@ -38,7 +39,7 @@ class EagerTrace:
         self._check(primitive, values, params)
         try:
             result = primitive.kernel(*values, **params)
-        except (ValueError, IndexError, TypeError, OverflowError) as error:
+        except KERNEL_ERRORS as error:
             raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
         if primitive.multiple_results:
             return tuple(wrap(r) for r in result)

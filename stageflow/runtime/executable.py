@@ -295,9 +295,12 @@ class Executable:
         kernels = {name: f for name, f in functions.items() if is_kernel(f)} if jit else {}
         seconds = stats.seconds
         start = time.perf_counter()
+        # why an entry can never be one program ('' where it can), each function walked once
+        reasons = {entry: unsupported_reason(functions[entry], functions) if jit else ""
+                   for entry in entries}
         # -- where every entry becomes a program, kernels and ops are called from compiled
         # code, and from Python only by the step plan on errors: no NumPy entries
-        programs_only = jit and all(will_build(functions[entry], functions)
+        programs_only = jit and all(will_build(functions[entry], functions, reasons[entry])
                                     for entry in entries)
         splittable = {name for name, f in kernels.items() if _splits(f)}
         names = list(kernels)
@@ -319,7 +322,7 @@ class Executable:
             seconds["llvm op IR"] = time.perf_counter() - mark
             mark = time.perf_counter()
             for entry in entries:
-                _note_steps(stats, entry, functions)
+                _note_steps(stats, entry, reasons[entry])
                 program = prepare_program(functions[entry], functions, kernel_symbols.get,
                                           op_symbols.get, _plan_runner(plans, entry))
                 if program is not None:
@@ -355,10 +358,9 @@ def _plan_runner(plans: dict[str, Plan], entry: str) -> Callable[[list[Any]], li
         return plans[entry].run(inputs)
 
     return run
-def _note_steps(stats: CompileStats, entry: str, functions: dict[str, FuncOp]) -> None:
+def _note_steps(stats: CompileStats, entry: str, reason: str) -> None:
     """Record, and log once under ``compiles``, why compiled function `entry` cannot run as
     one program (a host-only op, ...): it then runs as Python steps, which is slower."""
-    reason = unsupported_reason(functions[entry], functions)
     if reason:
         stats.steps_reasons[entry] = reason
         config.emit("compiles", f"{entry}: runs as Python steps: {reason}")

@@ -146,6 +146,7 @@ class CPUTarget:
                  for n in ((s, f"{s}.py") if self.py_entries else (s,))]
         entries = {i: symbol for group, (_, symbols) in zip(groups, built, strict=True)
                    for i, symbol in zip(group, symbols, strict=True)}
+        job_of = {i: job for group, (job, _) in zip(groups, built, strict=True) for i in group}
 
         def make(addresses: dict[str, int]) -> list[CompiledKernel]:
             layout_ok = process_jit().layout_ok
@@ -159,8 +160,7 @@ class CPUTarget:
                     py = ctypes.CFUNCTYPE(ctypes.c_int32,
                                           *[ctypes.py_object] * len(kernel.args))(
                         addresses[f"{symbol}.py"])
-                job = built[next(g for g, group in enumerate(groups) if i in group)][0]
-                compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=job.text,
+                compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=job_of[i].text,
                                                symbol=symbol))
             return compiled
 
