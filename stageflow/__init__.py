@@ -10,6 +10,14 @@ from stageflow.core.context import init_scope
 from stageflow.core.dtypes import bfloat16, float16, float32, float64, int32, int64, uint32
 from stageflow.frontend.module import Module
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
+from stageflow.frontend.ops.control import (
+    cond,
+    fori_loop,
+    numpy_function,
+    py_func,
+    switch_case,
+    while_loop,
+)
 from stageflow.frontend.ops.convert import constant, convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import (
     diag,

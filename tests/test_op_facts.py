@@ -71,7 +71,7 @@ def _lowering(primitive: Primitive) -> list[str]:
 def _reduction(primitive: Primitive) -> list[str]:
     kind = primitive.reduction
     if kind is None:
-        reduces_axes = "axes" in op_class(primitive).PARAMS
+        reduces_axes = "axes" in getattr(op_class(primitive), "PARAMS", ())
         if primitive.family is Family.REDUCTION and reduces_axes:
             return ["a reduction over axes without its reduction kind"]
         return []

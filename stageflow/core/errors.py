@@ -3,15 +3,31 @@ how a kernel's error is re-raised naming the op and the user's line."""
 
 from typing import Any
 
-# What an eager kernel raises on bad values; re-raised by `located_error`, never swallowed.
-KERNEL_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
-
 
 class StagingError(Exception):
     """A symbolic tensor was asked for a concrete value while a function was being traced."""
 
 
+class CallbackError(Exception):
+    """Carries what a Python callback (`py_func`) raised through the kernels' error
+    handling, which re-raises the original (`located_error`)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+# What an eager kernel raises on bad values; re-raised by `located_error`, never swallowed.
+KERNEL_ERRORS = (ValueError, TypeError, IndexError, OverflowError, CallbackError)
+
+
 def located_error(name: str, location: Any, error: Exception) -> Exception:
-    """`error` again, naming the op and the user's line it was traced from."""
+    """`error` again, naming the op and the user's line it was traced from; a callback's
+    own exception unchanged, with the line as a note."""
     where = f"\n  at {location}" if location is not None else ""
+    if any(note.startswith("raised in sf.") for note in getattr(error, "__notes__", ())):
+        return error  # a callback's, already located (a region op's step re-raising it)
+    if isinstance(error, CallbackError):
+        error.error.add_note(f"raised in sf.{name}" + (f" at {location}" if location else ""))
+        return error.error
     return type(error)(f"{name}: {error}{where}")

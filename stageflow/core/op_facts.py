@@ -26,6 +26,7 @@ class Family(enum.Enum):
     RANDOM = "random"
     STATE = "state"
     FUNCTIONAL = "functional"
+    CONTROL = "control"  # region ops: branches and loops over nested blocks
 
 
 class Memory(enum.Enum):

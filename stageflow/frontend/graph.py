@@ -65,6 +65,15 @@ class Graph:
     def all_inputs(self) -> list[Value]:
         return self.inputs + [c.value for c in self.captures]
 
+    def run(self, values: list[Any]) -> list[Any]:
+        """Run the equations with their eager kernels on values for `all_inputs` (how a
+        region of a control-flow op runs outside compiled code)."""
+        env: dict[int, Any] = {id(v): x for v, x in zip(self.all_inputs, values, strict=True)}
+        for eq in self.equations:
+            results = run_equation(eq, [env[id(v)] for v in eq.inputs])
+            env.update(zip(map(id, eq.outputs), results, strict=True))
+        return [env[id(v)] for v in self.outputs]
+
     def callees(self) -> list[Any]:
         """The concrete functions this graph calls, directly or indirectly, each once."""
         seen: dict[int, Any] = {}
@@ -74,7 +83,21 @@ class Graph:
                 seen[id(callee)] = callee
                 for inner in callee.graph.callees():
                     seen.setdefault(id(inner), inner)
+            for region in regions_of(eq):
+                for inner in region.callees():
+                    seen.setdefault(id(inner), inner)
         return list(seen.values())
+
+
+def regions_of(eq: Equation) -> list[Graph]:
+    """The graphs an equation holds as regions (a branch, a loop condition or body)."""
+    found: list[Graph] = []
+    for value in eq.params.values():
+        if isinstance(value, Graph):
+            found.append(value)
+        elif isinstance(value, tuple) and value and isinstance(value[0], Graph):
+            found.extend(value)
+    return found
 
 
 def run_equation(eq: Equation, values: list[Any]) -> list[Any]:

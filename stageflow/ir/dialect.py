@@ -57,6 +57,7 @@ from xdsl.utils.exceptions import VerifyException
 from stageflow.core.op_facts import Family
 from stageflow.core.primitive import REGISTRY, Primitive
 from stageflow.ir.attributes import SymbolRef, decode, print_attr_dict
+from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp
 from stageflow.ir.types import (
     AbstractValue,
     ResourceTensorType,
@@ -245,13 +246,14 @@ class FunctionalOp(SfOp):
 
 
 # The base class of each family's ops (elementwise ones are chosen by arity).
-FAMILIES: dict[Family, type[SfOp]] = {
+FAMILIES: dict[Family, type[SfOp] | type[ControlOp]] = {
     Family.REDUCTION: ReductionOp,
     Family.STRUCTURAL: StructuralOp,
     Family.LINALG: LinalgOp,
     Family.RANDOM: RandomOp,
     Family.STATE: StateOp,
     Family.FUNCTIONAL: FunctionalOp,
+    Family.CONTROL: ControlOp,
 }
 _ELEMENTWISE_BY_ARITY: dict[int, type[SfOp]] = {
     1: UnaryElementwiseOp,
@@ -366,9 +368,12 @@ class ConstantOp(StructuralOp):
 
 
 OPS: dict[str, type[SfOp]] = {}
+# Primitives whose op is written by hand rather than generated: their syntax or regions.
+HAND_WRITTEN: dict[str, type[Operation]] = {"constant": ConstantOp, "cond": CondOp,
+                                             "while": WhileOp}
 
 
-def op_class(primitive: Primitive | str) -> type[SfOp]:
+def op_class(primitive: Primitive | str) -> type[SfOp] | type[ControlOp]:
     """The op class of a primitive (or primitive name), defining it on first use."""
     if isinstance(primitive, str):
         if primitive not in REGISTRY:
@@ -376,8 +381,8 @@ def op_class(primitive: Primitive | str) -> type[SfOp]:
         if primitive not in REGISTRY:
             raise KeyError(f"no primitive named {primitive!r}")
         primitive = REGISTRY[primitive]
-    if primitive.name == "constant":
-        return ConstantOp
+    if primitive.name in HAND_WRITTEN:
+        return HAND_WRITTEN[primitive.name]
     cls = OPS.get(primitive.name)
     if cls is None or cls.PRIMITIVE is not primitive:
         cls = OPS[primitive.name] = define_op(primitive)
@@ -388,11 +393,11 @@ _dialect_cache: tuple[int, Dialect] | None = None
 
 
 def sf_dialect() -> Dialect:
-    """The `sf` dialect with an op for every registered primitive, plus `sf.constant`."""
+    """The `sf` dialect: an op for every registered primitive and ``sf.yield``."""
     global _dialect_cache
     load_primitives()
     if _dialect_cache is None or _dialect_cache[0] != len(REGISTRY):
-        ops = {ConstantOp, *(op_class(primitive) for primitive in REGISTRY.values())}
+        ops = {ConstantOp, YieldOp, *(op_class(primitive) for primitive in REGISTRY.values())}
         ordered: list[type[Operation]] = sorted(ops, key=lambda op: op.name)
         _dialect_cache = (len(REGISTRY), Dialect("sf", ordered, [ResourceTensorType]))
     return _dialect_cache[1]

@@ -14,12 +14,14 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 
-from stageflow.frontend.graph import Graph
+from stageflow.frontend.graph import Equation, Graph
 from stageflow.ir.attributes import SymbolRef
-from stageflow.ir.builder import build_function, build_op
+from stageflow.ir.builder import build_function, build_op, location_attr
+from stageflow.ir.control import CondOp, WhileOp, YieldOp
 from stageflow.ir.text import module_to_text
+from stageflow.ir.types import ir_type
 
 
 class _Symbols:
@@ -56,20 +58,51 @@ def graph_function(graph: Graph, name: str, symbols: _Symbols | None = None) -> 
 
     def body(args: tuple[SSAValue, ...]) -> tuple[list[Operation], list[SSAValue]]:
         values: dict[Any, SSAValue] = dict(zip(graph.all_inputs, args, strict=True))
-        ops: list[Operation] = []
-        for eq in graph.equations:
-            op = build_op(
-                eq.primitive,
-                [values[v] for v in eq.inputs],
-                _params(eq.params, symbols),
-                [v.type for v in eq.outputs],
-                eq.location,
-            )
-            ops.append(op)
-            values.update(zip(eq.outputs, op.results, strict=True))
+        ops = _equations(graph.equations, values, symbols)
         return ops, [values[v] for v in graph.outputs]
 
     return build_function(name, [v.type for v in graph.all_inputs], body)
+
+
+def _equations(equations: list[Equation], values: dict[Any, SSAValue],
+               symbols: _Symbols) -> list[Operation]:
+    """The ops of `equations`; `values` maps graph values to SSA values (and is extended)."""
+    ops: list[Operation] = []
+    for eq in equations:
+        operands = [values[v] for v in eq.inputs]
+        result_types = [ir_type(v.type) for v in eq.outputs]
+        if eq.primitive.name == "cond":
+            branches = eq.params["branches"]
+            regions = [_region(branch, [], operands[1:], symbols) for branch in branches]
+            op: Operation = CondOp.create(operands=operands[:1], result_types=result_types,
+                                          regions=regions)
+        elif eq.primitive.name == "while":
+            count = len(eq.params["body"].inputs)
+            carried = [v.type for v in eq.params["body"].inputs]
+            regions = [_region(eq.params[key], carried, operands[count:], symbols)
+                       for key in ("cond", "body")]
+            op = WhileOp.create(operands=operands[:count], result_types=result_types,
+                                regions=regions)
+        else:
+            op = build_op(eq.primitive, operands, _params(eq.params, symbols),
+                          [v.type for v in eq.outputs], eq.location)
+        if eq.location is not None and eq.primitive.name in ("cond", "while"):
+            op.location = location_attr(eq.location)
+        ops.append(op)
+        values.update(zip(eq.outputs, op.results, strict=True))
+    return ops
+
+
+def _region(graph: Graph, arg_types: list, captured: list[SSAValue],
+            symbols: _Symbols) -> Region:
+    """A region computing `graph`: its inputs are the block's arguments, its captures the
+    values `captured` from above; it ends in ``sf.yield`` of its outputs."""
+    block = Block(arg_types=[ir_type(t) for t in arg_types])
+    values: dict[Any, SSAValue] = dict(zip(graph.inputs, block.args, strict=True))
+    values.update(zip((c.value for c in graph.captures), captured, strict=True))
+    block.add_ops(_equations(graph.equations, values, symbols))
+    block.add_op(YieldOp(*(values[v] for v in graph.outputs)))
+    return Region(block)
 
 
 def graph_module(graph: Graph, name: str | None = None) -> ModuleOp:

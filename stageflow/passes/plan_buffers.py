@@ -20,7 +20,11 @@ kernels may return their operand's memory) are no allocation of their own: they 
 their operand's buffer live until their own last reader. Values with an unknown dim get a
 buffer each, never shared, and are left out of both figures; ``sf.unsized_temporaries``
 says how many there are. A call of another (non-kernel) function counts its results only;
-its own temporaries are in that function's attributes.
+its own temporaries are in that function's attributes. A region op (``sf.cond``,
+``sf.while``) reads the values its regions use from above, so they live until it has run;
+its results may be such values themselves (a branch yielding its operand), so they are
+never overwritten in place; the regions' own values are not planned (they live as long as
+one run of the region).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from xdsl.passes import ModulePass
 
 from stageflow.core.op_facts import Memory
 from stageflow.ir.attributes import encode
+from stageflow.ir.control import ControlOp, free_values
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.fuse import is_kernel, reduced_results
@@ -123,7 +128,8 @@ def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
     for arg in block.args:
         new(arg, Allocation(-1, None, temporary=False, fresh=False))
     for index, op in enumerate(block.ops):
-        for operand in op.operands:
+        reads = [*op.operands, *free_values(op)] if isinstance(op, ControlOp) else op.operands
+        for operand in reads:
             allocation = allocations[operand]
             allocation.end = max(allocation.end, index)
         name = _op_name(op)

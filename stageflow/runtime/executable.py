@@ -29,9 +29,11 @@ from stageflow.core import config
 from stageflow.core.primitive import REGISTRY
 from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value, source_location
+from stageflow.ir.control import CondOp, ControlOp, YieldOp, free_values
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
+from stageflow.primitives.control import branch_index
 from stageflow.runtime.allocator import raise_once
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
@@ -55,30 +57,39 @@ class CompileStats:
 
 
 class Plan:
-    """One function of the optimised module as steps over numbered value slots."""
+    """One function of the optimised module, or one region of a region op in it, as steps
+    over numbered value slots; a region reads its values from above as inputs after its
+    block's arguments."""
 
     def __init__(self, func: FuncOp, functions: dict[str, FuncOp],
-                 compiled: dict[Any, Any], plans: dict[str, Plan]) -> None:
+                 compiled: dict[Any, Any], plans: dict[str, Plan],
+                 block: Block | None = None, above: list[Any] | None = None) -> None:
         slots: dict[int, int] = {}
 
         def slot(value: Any) -> int:
             return slots.setdefault(id(value), len(slots))
 
-        block = func.body.blocks[0]
-        self.n_inputs = len(block.args)
-        for arg in block.args:
-            slot(arg)
+        block = block if block is not None else func.body.blocks[0]
+        inputs = list(block.args) + (above or [])
+        self.n_inputs = len(inputs)
+        for value in inputs:
+            slot(value)
         self.constants: list[tuple[int, Any]] = []
         self.steps: list[Step] = []
         self.output_slots: list[int] = []
         for op in block.ops:
-            if isinstance(op, ReturnOp):
+            if isinstance(op, ReturnOp | YieldOp):
                 self.output_slots = [slot(v) for v in op.operands]
                 continue
             ins = tuple(slot(v) for v in op.operands)
             outs = tuple(slot(v) for v in op.results)
             name = op.name.removeprefix("sf.")
-            if name == "constant":
+            if isinstance(op, ControlOp):
+                above_op = free_values(op)
+                runner = _region_runner(op, above_op, func, functions, compiled, plans)
+                self.steps.append(Step(runner, ins + tuple(slot(v) for v in above_op), {},
+                                       outs, True, name, source_location(op)))
+            elif name == "constant":
                 self.constants.append((outs[0], constant_value(op)))
             elif name == "call":
                 callee = _callee_name(op)
@@ -99,21 +110,22 @@ class Plan:
                 self.steps.append(Step(kernel, ins, params, outs, primitive.multiple_results,
                                        name, source_location(op)))
         self.size = len(slots)
-        self._follow_buffer_plan(func, compiled, slots)
+        self._follow_buffer_plan(func if block is func.body.blocks[0] else None, block,
+                                 compiled, slots)
 
     # -- the buffer plan ----------------------------------------------------------------------
 
-    def _follow_buffer_plan(self, func: FuncOp, compiled: dict[str, Any],
-                            slots: dict[int, int]) -> None:
+    def _follow_buffer_plan(self, func: FuncOp | None, block: Block,
+                            compiled: dict[str, Any], slots: dict[int, int]) -> None:
         """Read ``plan-buffers``' attributes: in-place kernel calls, the temporaries' slots,
-        the planned figures; schedule a drop of every value after its last reader."""
-        attributes = func.attributes
+        the planned figures (a function's, not a region's); schedule a drop of every value
+        after its last reader."""
+        attributes = func.attributes if func is not None else {}
         self.peak_bytes = decode(attributes[PEAK_ATTR]) if PEAK_ATTR in attributes else None
         self.lower_bound_bytes = (decode(attributes[LOWER_BOUND_ATTR])
                                   if LOWER_BOUND_ATTR in attributes else None)
         step_of = {step.outputs: index for index, step in enumerate(self.steps) if step.outputs}
         self.temporary_slots: set[int] = set()
-        block: Block = func.body.blocks[0]
         for op in block.ops:
             outs = tuple(slots[id(v)] for v in op.results)
             if BUFFER_ATTR in op.attributes:
@@ -154,6 +166,40 @@ class Plan:
 
     def run_tuple(self, *inputs: Any) -> list[Any]:
         return self.run(list(inputs))
+
+
+def _region_runner(op: ControlOp, above: list[Any], func: FuncOp,
+                   functions: dict[str, FuncOp], compiled: dict[Any, Any],
+                   plans: dict[str, Plan]) -> Callable[..., Any]:
+    """What runs a region op as one step: its operands, then its values from above."""
+    regions = [Plan(func, functions, compiled, plans, region.block, above)
+               for region in op.regions]
+    if isinstance(op, CondOp):
+        return CondRunner(regions)
+    return WhileRunner(regions[0], regions[1], len(op.operands))
+
+
+class CondRunner:
+    """Runs the region of an ``sf.cond`` its index selects."""
+
+    def __init__(self, branches: list[Plan]) -> None:
+        self.branches = branches
+
+    def __call__(self, index: Any, *above: Any) -> list[Any]:
+        return self.branches[branch_index(index, len(self.branches))].run(list(above))
+
+
+class WhileRunner:
+    """Runs an ``sf.while``: the body's results are the next iteration's arguments."""
+
+    def __init__(self, cond: Plan, body: Plan, carried: int) -> None:
+        self.cond, self.body, self.carried = cond, body, carried
+
+    def __call__(self, *values: Any) -> list[Any]:
+        carried, above = list(values[: self.carried]), list(values[self.carried :])
+        while bool(self.cond.run(carried + above)[0]):
+            carried = self.body.run(carried + above)
+        return carried
 
 
 class InPlaceKernel:

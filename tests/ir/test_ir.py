@@ -41,6 +41,7 @@ from stageflow.ir import (
     shaped_type,
     tensor_type,
 )
+from stageflow.ir.control import CondOp, WhileOp
 from stageflow.primitives.elementwise import ElementwisePrimitive
 
 load_primitives()
@@ -119,8 +120,8 @@ def test_every_primitive_has_an_op() -> None:
     for name, primitive in REGISTRY.items():
         assert f"sf.{name}" in names
         cls = op_class(primitive)
-        assert issubclass(cls, SfOp) and cls.name == f"sf.{name}"
-        assert cls is ConstantOp or cls.PRIMITIVE is primitive
+        assert issubclass(cls, SfOp | ControlOp) and cls.name == f"sf.{name}"
+        assert cls in (ConstantOp, CondOp, WhileOp) or cls.PRIMITIVE is primitive
 
 
 def test_ops_are_grouped_in_families() -> None:

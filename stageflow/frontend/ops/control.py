@@ -1,0 +1,309 @@
+"""Data-dependent control flow and escapes to Python: `cond`, `switch_case`, `while_loop`,
+`fori_loop`, `py_func`, `numpy_function`.
+
+Eagerly each is what it says in Python (an ``if``, a ``while``, a call); while a function
+is traced with a traced predicate or in a loop, each region is traced once into a graph and
+one `cond`/`while` op holds them (`stageflow.primitives.control`), so the predicate's value
+never causes a retrace and a loop's IR holds its body once, whatever the trip count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from stageflow.core import context, dtypes, nest
+from stageflow.core.primitive import ShapedType
+from stageflow.core.source import describe_location
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.elementwise import add, less, logical_and
+from stageflow.frontend.regions import Region, share_captures, trace_regions
+from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
+from stageflow.primitives.control import (
+    CallbackKey,
+    accepts,
+    cond_p,
+    join_types,
+    py_func_p,
+    while_p,
+)
+
+
+def _staging() -> GraphTrace | None:
+    trace = context.current_trace()
+    return trace if isinstance(trace, GraphTrace) else None
+
+
+def _describe(structure: Any) -> str:
+    """A nest of tensors as text: ``(f32[4], [i32[]])``."""
+    leaves, treedef = nest.flatten(structure)
+    shown = [_Shown(str(ShapedType(tuple(leaf.shape), leaf.dtype)) if isinstance(leaf, Tensor)
+                    else repr(leaf)) for leaf in leaves]
+    return repr(nest.unflatten(treedef, shown))
+
+
+class _Shown(str):
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _emit(trace: GraphTrace, primitive: Any, args: list, params: dict) -> list:
+    """Apply a control-flow primitive in `trace` to tensors and variables (which pass
+    their handles), and offer it to the active tapes as `Primitive.bind` does."""
+    operands = [trace.operand(arg, primitive.name) for arg in args]
+    results = trace._emit(primitive, operands, params)
+    if context.state.tape_count:
+        context.record_on_tapes(primitive, tuple(args), params, tuple(results))
+    return results
+
+
+# -- cond and switch_case -------------------------------------------------------------------
+
+
+def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any],
+         name: str | None = None) -> Any:
+    """``true_fn()`` if `pred` else ``false_fn()``.
+
+    Eagerly (or with a Python or eager predicate) only the chosen function runs. With a
+    traced predicate both are traced into the branches of one op: they must return the
+    same structure of tensors with the same dtypes (dims that differ become unknown), and
+    only the taken branch's effects happen when the graph runs.
+    """
+    if not isinstance(pred, SymbolicTensor):
+        return true_fn() if bool(pred) else false_fn()
+    if pred.dtype != np.bool_ or pred.shape != ():
+        raise TypeError(f"cond: the predicate must be a bool scalar, got "
+                        f"{ShapedType(tuple(pred.shape), pred.dtype)}{describe_location()}")
+    return _branches(pred, [true_fn, false_fn], name or "cond", ["true_fn", "false_fn"])
+
+
+def switch_case(branch_index: Any, branch_fns: Sequence[Callable[[], Any]]
+                | Mapping[int, Callable[[], Any]], default: Callable[[], Any] | None = None,
+                name: str | None = None) -> Any:
+    """``branch_fns[branch_index]()``; an index out of range runs `default`, or the last
+    branch when there is none (TensorFlow's rule). `branch_fns` may be a dict from 0..n-1."""
+    if isinstance(branch_fns, Mapping):
+        if sorted(branch_fns) != list(range(len(branch_fns))):
+            raise ValueError(f"switch_case: the keys of branch_fns must be 0..n-1, got "
+                             f"{sorted(branch_fns)}{describe_location()}")
+        branch_fns = [branch_fns[i] for i in range(len(branch_fns))]
+    fns = list(branch_fns) + ([default] if default is not None else [])
+    if not fns:
+        raise ValueError(f"switch_case: no branches{describe_location()}")
+    if not isinstance(branch_index, SymbolicTensor):
+        index = int(np.asarray(branch_index._value if isinstance(branch_index, Tensor)
+                               else branch_index))
+        return fns[index]() if 0 <= index < len(branch_fns) else fns[-1]()
+    if not dtypes.is_integer(branch_index.dtype) or branch_index.shape != ():
+        raise TypeError(f"switch_case: the branch index must be an integer scalar, got "
+                        f"{ShapedType(tuple(branch_index.shape), branch_index.dtype)}"
+                        f"{describe_location()}")
+    names = [f"branch {i}" for i in range(len(branch_fns))] + ["default"] * (default is not None)
+    return _branches(branch_index, fns, name or "switch_case", names)
+
+
+def _branches(index: SymbolicTensor, fns: list, name: str, labels: list[str]) -> Any:
+    trace = _staging()
+    assert trace is not None
+    regions = trace_regions(fns, [], None, [f"{name}_{i}" for i in range(len(fns))], name)
+    first = regions[0]
+    for label, region in zip(labels[1:], regions[1:], strict=True):
+        if region.treedef != first.treedef or len(region.graph.outputs) != len(
+                first.graph.outputs) or any(
+                join_types(a.type, b.type) is None
+                for a, b in zip(first.graph.outputs, region.graph.outputs, strict=True)):
+            raise TypeError(f"{name}: {labels[0]} returns {_result_text(first)} but {label} "
+                            f"returns {_result_text(region)}; the branches must return the "
+                            f"same structure and dtypes{describe_location()}")
+    sources = share_captures([r.graph for r in regions])
+    params = {"branches": tuple(r.graph for r in regions)}
+    results = _emit(trace, cond_p, [index, *sources], params)
+    return first.structure(results)
+
+
+def _result_text(region: Region) -> str:
+    shown = [_Shown(str(v.type)) for v in region.graph.outputs]
+    return repr(region.structure(shown))
+
+
+# -- while_loop and fori_loop ---------------------------------------------------------------
+
+
+def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any,
+               maximum_iterations: int | None = None, name: str | None = None) -> Any:
+    """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``; the final values.
+
+    `loop_vars` is a tuple or list (of any nest of tensors), passed to `cond` and `body`
+    as positional arguments; `body` returns the same structure. Traced, the loop is one op
+    whose body is traced once, whatever the trip count; a loop variable whose dims change
+    between iterations gets unknown dims there (no shape invariants to declare). At most
+    `maximum_iterations` iterations run when it is given.
+    """
+    if not isinstance(loop_vars, list | tuple):
+        raise TypeError(f"while_loop: loop_vars must be a tuple or list, got "
+                        f"{type(loop_vars).__name__}{describe_location()}")
+    single = len(loop_vars) == 1
+    leaves, treedef = nest.flatten(loop_vars)
+
+    def unpacked(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *flat: fn(*nest.unflatten(treedef, list(flat)))
+
+    def body_leaves(*flat: Any) -> list:
+        result = unpacked(body)(*flat)
+        if single and not isinstance(result, list | tuple):
+            result = (result,)
+        structure = nest.flatten(result)[1]
+        if structure != treedef:
+            raise TypeError(f"while_loop: body returns {_describe(result)} but loop_vars are "
+                            f"{_describe(loop_vars)}{describe_location()}")
+        return nest.flatten(result)[0]
+
+    cond_leaves, step = unpacked(cond), body_leaves
+    values = [convert_to_tensor(leaf) for leaf in leaves]
+    if maximum_iterations is not None:
+        bound = maximum_iterations
+        inner_cond, inner_step = cond_leaves, step
+
+        def cond_leaves(count: Any, *flat: Any) -> Any:
+            return logical_and(less(count, bound), inner_cond(*flat))
+
+        def step(count: Any, *flat: Any) -> list:
+            return [add(count, 1), *inner_step(*flat)]
+
+        values = [convert_to_tensor(np.int64(0)), *values]
+    trace = _staging()
+    if trace is None:
+        results = _eager_loop(cond_leaves, step, values)
+    else:
+        results = _staged_loop(trace, cond_leaves, step, values, name or "while")
+    if maximum_iterations is not None:
+        results = results[1:]
+    return nest.unflatten(treedef, results)
+
+
+def _eager_loop(cond: Callable[..., Any], step: Callable[..., list], values: list) -> list:
+    while bool(cond(*values)):
+        values = [convert_to_tensor(v) for v in step(*values)]
+    return values
+
+
+def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[..., list],
+                 values: list, name: str) -> list:
+    types = [ShapedType(tuple(v.shape), v.dtype) for v in values]
+    flat_args = nest.flatten([None] * len(types))[1]
+    for _ in range(max((len(t.shape) for t in types), default=0) + 2):
+        regions = trace_regions([cond, step], types, flat_args, [f"{name}_cond", f"{name}_body"],
+                                name)
+        outputs = [v.type for v in regions[1].graph.outputs]
+        relaxed = []
+        for position, (have, got) in enumerate(zip(types, outputs, strict=True)):
+            joined = join_types(have, got)
+            if joined is None:
+                raise TypeError(f"{name}: loop variable {position} enters as {have} and the "
+                                f"body returns {got}; the dtype and rank must stay the same"
+                                f"{describe_location()}")
+            relaxed.append(joined)
+        if relaxed == types:
+            break
+        types = relaxed
+    predicate = regions[0].graph.outputs
+    if len(predicate) != 1 or predicate[0].type != ShapedType((), np.dtype(np.bool_)):
+        raise TypeError(f"{name}: the condition must return one bool scalar, got "
+                        f"{[str(v.type) for v in predicate]}{describe_location()}")
+    for have, value in zip(types, values, strict=True):
+        assert accepts(have, ShapedType(tuple(value.shape), value.dtype))
+    sources = share_captures([r.graph for r in regions])
+    params = {"cond": regions[0].graph, "body": regions[1].graph}
+    return _emit(trace, while_p, [*values, *sources], params)
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any],
+              init_val: Any) -> Any:
+    """``val = body_fun(i, val)`` for i in range(lower, upper) (JAX's `fori_loop`), one
+    `while` op when traced."""
+    start = convert_to_tensor(lower)
+    end = convert_to_tensor(upper, start.dtype)
+
+    def body(i: Any, val: Any) -> tuple:
+        return add(i, 1), body_fun(i, val)
+
+    return while_loop(lambda i, _: less(i, end), body, (start, init_val))[1]
+
+
+# -- py_func --------------------------------------------------------------------------------
+
+
+def _result_types(Tout: Any, staged: bool) -> tuple[list[ShapedType | np.dtype], bool]:
+    single = not isinstance(Tout, list | tuple)
+    entries = [Tout] if single else list(Tout)
+    types: list[ShapedType | np.dtype] = []
+    for entry in entries:
+        if isinstance(entry, TensorSpec):
+            types.append(entry.shaped_type)
+        elif staged:
+            raise TypeError(f"py_func: a traced py_func needs each result's rank; pass "
+                            f"sf.TensorSpec(shape, dtype) (None for unknown dims) instead of "
+                            f"{entry!r}{describe_location()}")
+        else:
+            types.append(dtypes.as_dtype(entry))
+    return types, single
+
+
+class _Callback:
+    """The callable a `py_func` op holds: `func` on eager tensors (`py_func`) or NumPy
+    arrays (`numpy_function`), run eagerly whatever trace is current."""
+
+    def __init__(self, func: Callable[..., Any], tensors: bool) -> None:
+        self.func = func
+        self.tensors = tensors
+        self.__qualname__ = getattr(func, "__qualname__", repr(func))
+
+    def __call__(self, *arrays: Any) -> Any:
+        with context.init_scope():
+            args = [wrap(a) for a in arrays] if self.tensors else list(arrays)
+            returned = self.func(*args)
+        items = returned if isinstance(returned, list | tuple) else [returned]
+        values = [np.asarray(r._value if isinstance(r, Tensor) else r) for r in items]
+        return values if isinstance(returned, list | tuple) else values[0]
+
+
+def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
+            name: str | None = None) -> Any:
+    """Run Python `func` on the values of `inp` (eager tensors), also inside a staged
+    function, where it is a stateful op calling back into Python when the graph runs.
+
+    `Tout` is a dtype or `sf.TensorSpec` (traced: a spec, for the rank), or a list of them
+    (then a list of results). Eagerly this is ``func(*inp)``, differentiable as the ops
+    `func` runs are; traced, its gradient runs `func` under a tape (the paper's py_func).
+    """
+    return _py_func(_Callback(func, tensors=True), inp, Tout)
+
+
+def numpy_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
+                   name: str | None = None) -> Any:
+    """`py_func` whose `func` receives NumPy arrays (TensorFlow's ``numpy_function``)."""
+    return _py_func(_Callback(func, tensors=False), inp, Tout)
+
+
+def _py_func(callback: _Callback, inp: Sequence[Any], Tout: Any) -> Any:
+    trace = _staging()
+    inputs = [convert_to_tensor(x) for x in inp]
+    types, single = _result_types(Tout, trace is not None)
+    if trace is None:  # eagerly: the call itself, seen by tapes as the ops it runs
+        returned = callback.func(*(inputs if callback.tensors else [t._value for t in inputs]))
+        items = returned if isinstance(returned, list | tuple) else [returned]
+        if len(items) != len(types):
+            raise ValueError(f"py_func: {callback.__qualname__} returned {len(items)} values, "
+                             f"Tout declares {len(types)}{describe_location()}")
+        results = [convert_to_tensor(r if isinstance(r, Tensor) else np.asarray(r),
+                                     t.dtype if isinstance(t, ShapedType) else t)
+                   for r, t in zip(items, types, strict=True)]
+        return results[0] if single else results
+    params = {"func": CallbackKey(callback), "shapes": tuple(t.shape for t in types),
+              "dtypes": tuple(t.dtype for t in types)}
+    results = _emit(trace, py_func_p, inputs, params)
+    return results[0] if single else list(results)
