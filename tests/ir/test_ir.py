@@ -41,7 +41,7 @@ from stageflow.ir import (
     shaped_type,
     tensor_type,
 )
-from stageflow.ir.control import CondOp, WhileOp
+from stageflow.ir.control import CondOp, ControlOp, WhileOp
 from stageflow.primitives.elementwise import ElementwisePrimitive
 
 load_primitives()
