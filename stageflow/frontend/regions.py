@@ -106,16 +106,12 @@ def share_captures(graphs: Sequence[Graph]) -> list[Any]:
     sources: dict[int, Any] = {}
     for graph in graphs:
         for capture in graph.captures:
-            sources.setdefault(_key(capture.source), capture.source)
+            sources.setdefault(id(capture.source), capture.source)
     for graph in graphs:
-        own = {_key(c.source): c for c in graph.captures}
+        own = {id(c.source): c for c in graph.captures}
         graph.captures = [own.get(key) or Capture(Value(_type_of(source)), source)
                           for key, source in sources.items()]
     return list(sources.values())
-
-
-def _key(source: Any) -> int:
-    return id(source)
 
 
 def _type_of(source: Any) -> ShapedType | ResourceType:
@@ -125,3 +121,13 @@ def _type_of(source: Any) -> ShapedType | ResourceType:
         return source._node.type
     value = source._value
     return ShapedType(value.shape, value.dtype)
+
+
+def emit(trace: GraphTrace, primitive: Any, args: list, params: dict) -> list:
+    """Apply a control-flow primitive in `trace` to tensors and variables (which pass
+    their handles), and offer it to the active tapes as `Primitive.bind` does."""
+    operands = [trace.operand(arg, primitive.name) for arg in args]
+    results = trace._emit(primitive, operands, params)
+    if context.state.tape_count:
+        context.record_on_tapes(primitive, tuple(args), params, tuple(results))
+    return results

@@ -21,6 +21,7 @@ from stageflow.core.shapes import format_shape
 from stageflow.frontend import tape
 from stageflow.frontend.dot import graph_dot
 from stageflow.frontend.graph import Graph
+from stageflow.frontend.replay import replay
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
@@ -32,7 +33,7 @@ from stageflow.passes.fuse import is_kernel
 from stageflow.primitives.functional import call_p
 from stageflow.runtime.interpreter import InterpreterPlan
 from stageflow.staging.compiler import Compilation
-from stageflow.staging.staged_grad import call_under_tape, replay
+from stageflow.staging.staged_grad import call_under_tape
 
 LARGE_TRACE_OPS = 10_000
 IR_STAGES = ("traced", "optimized", "lowered", "llvm", "asm", "ptx")

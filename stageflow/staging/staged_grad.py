@@ -22,13 +22,13 @@ from stageflow.core.primitive import ResourceType
 from stageflow.frontend import tape
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
 from stageflow.frontend.ops.creation import zeros_like
+from stageflow.frontend.replay import replay
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.ir.text import module_to_text
 from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.passes.remat import mark_pair
-from stageflow.primitives import state
 from stageflow.staging.compiler import Compilation
 
 
@@ -144,29 +144,6 @@ def call_under_tape(concrete: Any, arguments: list) -> list | None:
     results = [wrap(y) for y in outputs]
     tape.record(StagedVJP(plan, residuals), list(arguments) + reads, {}, tuple(results))
     return results
-
-
-def replay(graph: Graph, arguments: list) -> list:
-    """Run `graph` op by op through `Primitive.bind` in the current trace, so that active
-    tapes record every primitive (and differentiate through it, to any order); state ops
-    act on the live variables (or are re-emitted while tracing), once."""
-    env: dict[int, Any] = {id(v): a for v, a in zip(graph.inputs, arguments, strict=True)}
-    for capture in graph.captures:
-        env[id(capture.value)] = capture.source
-    for eq in graph.equations:
-        operands = [env[id(v)] for v in eq.inputs]
-        if eq.primitive is state.read_variable_p:
-            results = [operands[0].read_value()]
-        elif eq.primitive is state.assign_variable_p:
-            operands[0].assign(operands[1])
-            results = []
-        elif eq.primitive.name == "call":
-            results = replay(eq.params["callee"].graph, operands)
-        else:
-            result = eq.primitive.bind(*operands, **eq.params)
-            results = list(result) if eq.primitive.multiple_results else [result]
-        env.update((id(v), r) for v, r in zip(eq.outputs, results, strict=True))
-    return [env[id(v)] for v in graph.outputs]
 
 
 def _as_symbol(trace: GraphTrace, value: Any) -> Any:

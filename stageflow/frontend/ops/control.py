@@ -19,7 +19,7 @@ from stageflow.core.primitive import ShapedType
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.elementwise import add, less, logical_and
-from stageflow.frontend.regions import Region, share_captures, trace_regions
+from stageflow.frontend.regions import Region, emit, share_captures, trace_regions
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
@@ -49,16 +49,6 @@ def _describe(structure: Any) -> str:
 class _Shown(str):
     def __repr__(self) -> str:
         return str(self)
-
-
-def _emit(trace: GraphTrace, primitive: Any, args: list, params: dict) -> list:
-    """Apply a control-flow primitive in `trace` to tensors and variables (which pass
-    their handles), and offer it to the active tapes as `Primitive.bind` does."""
-    operands = [trace.operand(arg, primitive.name) for arg in args]
-    results = trace._emit(primitive, operands, params)
-    if context.state.tape_count:
-        context.record_on_tapes(primitive, tuple(args), params, tuple(results))
-    return results
 
 
 # -- cond and switch_case -------------------------------------------------------------------
@@ -121,7 +111,7 @@ def _branches(index: SymbolicTensor, fns: list, name: str, labels: list[str]) ->
                             f"same structure and dtypes{describe_location()}")
     sources = share_captures([r.graph for r in regions])
     params = {"branches": tuple(r.graph for r in regions)}
-    results = _emit(trace, cond_p, [index, *sources], params)
+    results = emit(trace, cond_p, [index, *sources], params)
     return first.structure(results)
 
 
@@ -156,6 +146,8 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
         result = unpacked(body)(*flat)
         if single and not isinstance(result, list | tuple):
             result = (result,)
+        if type(result) in (list, tuple):  # a list for a tuple of loop_vars is fine
+            result = type(loop_vars)(result)
         structure = nest.flatten(result)[1]
         if structure != treedef:
             raise TypeError(f"while_loop: body returns {_describe(result)} but loop_vars are "
@@ -218,7 +210,7 @@ def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[...
         assert accepts(have, ShapedType(tuple(value.shape), value.dtype))
     sources = share_captures([r.graph for r in regions])
     params = {"cond": regions[0].graph, "body": regions[1].graph}
-    return _emit(trace, while_p, [*values, *sources], params)
+    return emit(trace, while_p, [*values, *sources], params)
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any],
@@ -305,5 +297,5 @@ def _py_func(callback: _Callback, inp: Sequence[Any], Tout: Any) -> Any:
         return results[0] if single else results
     params = {"func": CallbackKey(callback), "shapes": tuple(t.shape for t in types),
               "dtypes": tuple(t.dtype for t in types)}
-    results = _emit(trace, py_func_p, inputs, params)
+    results = emit(trace, py_func_p, inputs, params)
     return results[0] if single else list(results)

@@ -15,6 +15,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.shape import gather, reshape_to
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tracer import SymbolicTensor
 from stageflow.primitives import structural as st
 
 _FULL = (None, None, None)
@@ -35,7 +36,8 @@ def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
 
 
 def getitem(x: Any, key: Any) -> Tensor:
-    """`x[key]` with NumPy's basic indexing rules."""
+    """`x[key]` with NumPy's basic indexing rules; while tracing, an integer scalar tensor
+    indexes an axis like an int (as a gather, its value being unknown until run time)."""
     x = convert_to_tensor(x)
     if not isinstance(key, tuple):
         key = (key,)
@@ -50,13 +52,18 @@ def getitem(x: Any, key: Any) -> Tensor:
         raise IndexError(f"{error} of shape {x.shape}{describe_location()}") from None
     slices: list[tuple] = []
     shape: list[int | None] = []
+    gathers: list[tuple[int, Any]] = []  # (result axis, traced index) taken after slicing
     axis = 0
     for k in key:
         if k is None:
             shape.append(1)
             continue
         dim = x.shape[axis]
-        if isinstance(k, slice):
+        if isinstance(k, SymbolicTensor) and _is_integer(k):
+            gathers.append((len(shape), k))  # its value is known only when the graph runs
+            slices.append(_FULL)
+            shape.append(dim)
+        elif isinstance(k, slice):
             start, stop, step = (_index_value(v) for v in (k.start, k.stop, k.step))
             slices.append((start, stop, step))
             known = dim is not None
@@ -78,7 +85,10 @@ def getitem(x: Any, key: Any) -> Tensor:
     out = x
     if any(s != _FULL for s in slices):
         out = st.slice_p.bind(x, slices=tuple(slices))
-    return reshape_to(out, shape)
+    out = reshape_to(out, shape)
+    for position, index in reversed(gathers):
+        out = gather(out, index, axis=position)
+    return out
 
 
 def _is_index_array(value: Any) -> bool:
