@@ -206,7 +206,7 @@ def test_loop_body_errors_are_clear():
     def wrong_structure(x):
         return sf.while_loop(lambda x, y: sf.reduce_sum(x) < 10.0, lambda x, y: (x,), (x, x))
 
-    with pytest.raises(TypeError, match=r"while_loop: body returns \(float32\[1\],\) but loop_vars"):
+    with pytest.raises(TypeError, match=r"body returns \(float32\[1\],\) but loop_vars"):
         wrong_structure(sf.constant([1.0]))
 
 
