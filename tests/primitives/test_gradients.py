@@ -166,11 +166,14 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
           "matmul_add",
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather", "conv2d",
           "reduce_window"]
+# Rules that build regions, checked against finite differences in
+# tests/frontend/test_control_gradients.py.
+CONTROL = ["cond", "while", "py_func"]
 
 
 def test_every_rule_is_checked_here():
     with_rules = {name for name, p in REGISTRY.items() if p.vjp is not None}
-    assert with_rules == set(UNARY_DOMAINS) | set(BINARY) | set(OTHERS)
+    assert with_rules == set(UNARY_DOMAINS) | set(BINARY) | set(OTHERS) | set(CONTROL)
 
 
 # --------------------------------------------------------------------------- elementwise

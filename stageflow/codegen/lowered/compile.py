@@ -345,7 +345,7 @@ def lower_functions(functions: Sequence[FuncOp],
                     py_entries: bool = True) -> Prepared[dict[SfOp, CompiledOp]]:
     """Start compiling every op of `functions` that has a lowering; the result maps op ->
     its compiled form, the entries op -> its symbol."""
-    ops = [op for f in functions for op in f.body.block.ops
+    ops = [op for f in functions for op in f.body.walk()
            if isinstance(op, SfOp) and not isinstance(op, ReturnOp)
            and op.name not in ("sf.constant", "sf.call")]
     specs = [op_spec(op) for op in ops]

@@ -46,7 +46,7 @@ import numpy as np
 from llvmlite import ir
 from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, Region, SSAValue
 
 from stageflow.codegen.llvm.emitter import I1, I8, I32, I64
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
@@ -57,6 +57,7 @@ from stageflow.core.op_facts import HostOnly, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value, source_location
+from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp, nested_ops
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import ResourceTensorType, shaped_type
 from stageflow.passes.fuse import is_kernel
@@ -156,9 +157,12 @@ def emits_itself(primitive: Primitive) -> bool:
     return primitive.aliases or primitive.name in PROGRAM_OPS
 
 
-def _owns_result(op: SfOp) -> bool:
+def _owns_result(op: Operation) -> bool:
     """Whether the program computes `op`'s results into memory of their own (not an alias
-    of an operand, a constant or a variable's storage)."""
+    of an operand, a constant or a variable's storage; a region op's results are what its
+    regions yield)."""
+    if not isinstance(op, SfOp):
+        return False
     return not (op.primitive.aliases or op.primitive.memory is Memory.EXTERNAL)
 
 
@@ -171,8 +175,18 @@ def supported(function: FuncOp, functions: dict[str, FuncOp], has_lowering: OpEn
     """Why `function` cannot become a program ('' when it can). An op that only the host
     runs is named with the reason its primitive declares and the user's line it came from,
     as the function then runs as Python steps."""
-    for op in function.body.block.ops:
-        if isinstance(op, ReturnOp | ConstantOp):
+    return _supported_ops(list(function.body.block.ops), functions, has_lowering)
+
+
+def _supported_ops(ops: list[Operation], functions: dict[str, FuncOp],
+                   has_lowering: OpEntry) -> str:
+    for op in ops:
+        if isinstance(op, ReturnOp | ConstantOp | YieldOp):
+            continue
+        if isinstance(op, ControlOp):
+            reason = _supported_region_op(op, functions, has_lowering)
+            if reason:
+                return reason
             continue
         if not isinstance(op, SfOp):
             return f"{op.name} is not an sf op"
@@ -191,6 +205,38 @@ def supported(function: FuncOp, functions: dict[str, FuncOp], has_lowering: OpEn
             if not isinstance(value.type, TensorType | ResourceTensorType):
                 return f"{op.name} has an operand or result that is not a ranked tensor"
     return ""
+
+
+def _supported_region_op(op: ControlOp, functions: dict[str, FuncOp],
+                         has_lowering: OpEntry) -> str:
+    """Why a region op cannot be part of a program ('' when it can): its regions' ops must
+    be, none may touch a variable (a program defers variable writes to its end, which a
+    write in one branch or iteration would break), and every value it carries or computes
+    must have static dims (its buffers are allocated once, before it runs)."""
+    for inner in nested_ops_of(op):
+        if isinstance(inner, SfOp) and inner.primitive.name in ("read_variable",
+                                                                 "assign_variable"):
+            return f"{op.name} reads or writes a variable inside a region{_at(inner)}"
+        for value in inner.results:
+            if not _static_tensor(value):
+                return f"{op.name} computes a value of unknown dims inside a region{_at(inner)}"
+    for value in [*op.results, *(arg for region in op.regions for arg in region.block.args)]:
+        if not _static_tensor(value):
+            return f"{op.name} carries a value of unknown dims{_at(op)}"
+    for region in op.regions:
+        reason = _supported_ops(list(region.block.ops), functions, has_lowering)
+        if reason:
+            return reason
+    return ""
+
+
+def nested_ops_of(op: ControlOp) -> list[Operation]:
+    """Every op inside `op`'s regions, nested regions included."""
+    return [inner for region in op.regions for inner in nested_ops(region)]
+
+
+def _static_tensor(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType) and value.type.has_static_shape()
 
 
 class ProgramBuilder:
@@ -254,6 +300,14 @@ class ProgramBuilder:
         known = function_dims(b, self.function, arg_dims, self.functions)
         for arg, given in zip(self.function.body.block.args, arg_dims, strict=True):
             known.setdefault(arg, given)
+        for op in self.function.body.block.ops:  # inside regions every dim is static
+            if isinstance(op, ControlOp):
+                for inner in [op, *nested_ops_of(op)]:
+                    values = [*inner.results] if inner is not op else []
+                    values += [a for region in inner.regions for a in region.block.args]
+                    for value in values:
+                        if isinstance(value.type, TensorType):
+                            known[value] = [i64(d) for d in value.type.get_shape()]
         return known
 
     def _shapes(self) -> ir.Function:
@@ -335,6 +389,11 @@ class _Body:
         self.status = b.alloca(I32, name="status")
         self.cleanup = function.append_basic_block("cleanup")
         self.allocated: list[ir.Value] = []
+        # per loop, per carried value: the two buffers its iterations write in turn
+        self.spares: dict[WhileOp, list[tuple[ir.Value, ir.Value]]] = {}
+        self.constants = 0
+        # per cond, per result: memory for a yielded value the region does not own
+        self.copies: dict[CondOp, list[ir.Value]] = {}
 
     # -- sizes -----------------------------------------------------------------------------
 
@@ -378,13 +437,13 @@ class _Body:
         """The value each written variable (by argument index) holds at the end."""
         finals: dict[int, SSAValue] = {}
         for op in self.ops:
-            if op.primitive.name == "assign_variable":
+            if isinstance(op, SfOp) and op.primitive.name == "assign_variable":
                 finals[self.args.index(op.operands[0])] = op.operands[1]
         return finals
 
     def assign_count(self, value: SSAValue) -> int:
-        return sum(1 for op in self.ops
-                   if op.primitive.name == "assign_variable" and op.operands[1] is value)
+        return sum(1 for op in self.ops if isinstance(op, SfOp)
+                   and op.primitive.name == "assign_variable" and op.operands[1] is value)
 
     def allocate(self, buffers: dict[SSAValue, int]) -> None:
         """malloc every buffer and every unplanned value, at their run-time sizes."""
@@ -397,11 +456,19 @@ class _Body:
         for value, buffer in buffers.items():
             self.storage[value] = memory[buffer]
         for op in self.ops:
-            if not _owns_result(op):
-                continue
-            for result in op.results:
-                if result not in self.storage:
-                    self.storage[result] = self.malloc(self.nbytes(result))
+            inner = nested_ops_of(op) if isinstance(op, ControlOp) else []
+            for owner in [op, *inner]:
+                if not _owns_result(owner):
+                    continue
+                for result in owner.results:
+                    if result not in self.storage:
+                        self.storage[result] = self.malloc(self.nbytes(result))
+            for owner in [op, *inner]:
+                if isinstance(owner, WhileOp):
+                    self.spares[owner] = [(self.malloc(self.nbytes(r)),
+                                           self.malloc(self.nbytes(r))) for r in owner.results]
+                elif isinstance(owner, CondOp):
+                    self.copies[owner] = [self.malloc(self.nbytes(r)) for r in owner.results]
         failed: ir.Value = ir.Constant(I1, 0)
         for pointer in self.allocated:
             failed = b.or_(failed, b.icmp_unsigned("==", pointer, ir.Constant(_PTR, None)))
@@ -432,28 +499,9 @@ class _Body:
         b = self.b
         self.check_output_dims()
         self.allocate(self.plan_storage())
-        current: dict[SSAValue, SSAValue] = {}  # variable argument -> its latest value
+        self.current: dict[SSAValue, SSAValue] = {}  # variable argument -> latest value
         for index, op in enumerate(self.ops):
-            name = op.primitive.name
-            if isinstance(op, ConstantOp):
-                self.storage[op.results[0]] = self.constant(op, index)
-            elif name == "read_variable":
-                source = current.get(op.operands[0])
-                self.storage[op.results[0]] = (self.storage[source] if source is not None
-                                               else self.storage[op.operands[0]])
-            elif name == "assign_variable":
-                current[op.operands[0]] = op.operands[1]
-            elif op.primitive.aliases:
-                if name == "reshape":
-                    self.check_same_size(op, index)
-                self.storage[op.results[0]] = self.storage[op.operands[0]]
-            elif name == "call":
-                callee = op.params()["callee"].name
-                self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
-            else:
-                entry = self.p.op_entry(op)
-                assert entry is not None
-                self.call_entry(entry, op, index, strides=True)
+            self.emit_op(op, index)
         for position, value in enumerate(self.returned):
             self.copy_into(self.output_pointer(position), value)
         for position, (_, value) in enumerate(sorted(self.final_assignments().items())):
@@ -464,6 +512,149 @@ class _Body:
         for pointer in self.allocated:
             b.call(self.p._free, [pointer])
         b.ret(b.load(self.status, typ=I32))
+
+    def emit_op(self, op: Operation, index: int) -> None:
+        """Emit one op; `index` is the top-level op it is (or is inside), for status codes."""
+        if isinstance(op, CondOp):
+            self.emit_cond(op, index)
+            return
+        if isinstance(op, WhileOp):
+            self.emit_while(op, index)
+            return
+        name = op.primitive.name
+        if isinstance(op, ConstantOp):
+            self.storage[op.results[0]] = self.constant(op)
+        elif name == "read_variable":
+            source = self.current.get(op.operands[0])
+            self.storage[op.results[0]] = (self.storage[source] if source is not None
+                                           else self.storage[op.operands[0]])
+        elif name == "assign_variable":
+            self.current[op.operands[0]] = op.operands[1]
+        elif op.primitive.aliases:
+            if name == "reshape":
+                self.check_same_size(op, index)
+            self.storage[op.results[0]] = self.storage[op.operands[0]]
+        elif name == "call":
+            callee = op.params()["callee"].name
+            self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
+        else:
+            entry = self.p.op_entry(op)
+            assert entry is not None
+            self.call_entry(entry, op, index, strides=True)
+
+    def emit_region(self, region: Region, index: int) -> list[ir.Value]:
+        """Emit a region's ops at the current position; the storage of what it yields."""
+        for op in region.block.ops:
+            if not isinstance(op, YieldOp):
+                self.emit_op(op, index)
+        return [self.storage[value] for value in region.block.last_op.operands]
+
+    def copy_unless(self, same: ir.Value, target: ir.Value, source: ir.Value,
+                    nbytes: ir.Value) -> None:
+        """Copy `nbytes` from `source` to `target` where `same` is false."""
+        b = self.b
+        copy = self.function.append_basic_block("copy")
+        done = self.function.append_basic_block("copied")
+        b.cbranch(same, done, copy)
+        b.position_at_end(copy)
+        b.call(self.p._memcpy, [target, source, nbytes, ir.Constant(I1, 0)])
+        b.branch(done)
+        b.position_at_end(done)
+
+    def emit_cond(self, op: CondOp, index: int) -> None:
+        """A branch per region; each result's storage is that of the value the taken
+        region yields (a phi: nothing is copied)."""
+        b = self.b
+        selector = self.load_index(op.index, len(op.branches))
+        merge = self.function.append_basic_block("cond.end")
+        blocks = [self.function.append_basic_block(f"cond.{i}") for i in range(len(op.branches))]
+        switch = b.switch(selector, blocks[-1])
+        for position, block in enumerate(blocks[:-1]):
+            switch.add_case(ir.Constant(I64, position), block)
+        incoming: list[tuple[list[ir.Value], ir.Block]] = []
+        for region, block in zip(op.branches, blocks, strict=True):
+            b.position_at_end(block)
+            self.emit_region(region, index)
+            owned = _owned_inside(region)
+            yielded = []
+            for copy, value in zip(self.copies[op], region.block.last_op.operands, strict=True):
+                if value not in owned:  # memory of something else: the result gets a copy
+                    self.copy_into(copy, value)
+                yielded.append(self.storage[value] if value in owned else copy)
+            incoming.append((yielded, b.block))
+            b.branch(merge)
+        b.position_at_end(merge)
+        for position, result in enumerate(op.results):
+            phi = b.phi(_PTR, name=f"cond.r{position}")
+            for yielded, block in incoming:
+                phi.add_incoming(yielded[position], block)
+            self.storage[result] = phi
+
+    def load_index(self, value: SSAValue, count: int) -> ir.Value:
+        """The region an ``sf.cond`` operand selects, as an i64 (a bool: 0 when true)."""
+        b = self.b
+        ty = value_type(value)
+        width = 8 * ty.dtype.itemsize
+        loaded = b.load(self.storage[value], typ=ir.IntType(width))
+        if ty.dtype == np.bool_:
+            return b.select(b.icmp_unsigned("!=", loaded, ir.Constant(loaded.type, 0)),
+                            i64(0), i64(1))
+        position = b.sext(loaded, I64) if width < 64 else loaded
+        inside = b.and_(b.icmp_signed(">=", position, i64(0)),
+                        b.icmp_signed("<", position, i64(count)))
+        return b.select(inside, position, i64(count - 1))
+
+    def emit_while(self, op: WhileOp, index: int) -> None:
+        """A loop whose carried values live in two buffers each, written in turn: the body
+        computes the next value straight into the buffer the current one is not in (or
+        copies it there when it is not computed by an op of the body), then the two
+        swap. The first iteration reads the initial values where they are."""
+        b = self.b
+        inits = [self.storage[v] for v in op.operands]
+        spares = self.spares[op]
+        header = self.function.append_basic_block("while.cond")
+        body = self.function.append_basic_block("while.body")
+        done = self.function.append_basic_block("while.end")
+        entry = b.block
+        b.branch(header)
+        b.position_at_end(header)
+        current = [b.phi(_PTR, name=f"while.v{k}") for k in range(len(inits))]
+        spare = [b.phi(_PTR, name=f"while.s{k}") for k in range(len(inits))]
+        for k, (init, (first, _)) in enumerate(zip(inits, spares, strict=True)):
+            current[k].add_incoming(init, entry)
+            spare[k].add_incoming(first, entry)
+        for arg, pointer in zip(op.cond_region.block.args, current, strict=True):
+            self.storage[arg] = pointer
+        (predicate,) = self.emit_region(op.cond_region, index)
+        flag = b.load(predicate, typ=I8)
+        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), body, done)
+        b.position_at_end(body)
+        for arg, pointer in zip(op.body_region.block.args, current, strict=True):
+            self.storage[arg] = pointer
+        yielded = list(op.body_region.block.last_op.operands)
+        direct = _written_in_place(op.body_region, yielded)
+        for k in direct:
+            self.storage[yielded[k]] = spare[k]
+        self.emit_region(op.body_region, index)
+        for k, value in enumerate(yielded):
+            if k not in direct:
+                self.copy_into(spare[k], value)
+        latch = b.block
+        for k, ((init, (_, second)), pointer) in enumerate(
+                zip(zip(inits, spares, strict=True), current, strict=True)):
+            current[k].add_incoming(spare[k], latch)
+            was_init = b.icmp_unsigned("==", pointer, init)
+            spare[k].add_incoming(b.select(was_init, second, pointer), latch)
+        b.branch(header)
+        b.position_at_end(done)
+        for result, init, pointer, target in zip(op.results, inits, current, spare,
+                                                 strict=True):
+            # after no iteration a result would be its initial value's memory: a copy
+            # keeps results the loop's own
+            self.copy_unless(b.icmp_unsigned("!=", pointer, init), target, init,
+                             self.nbytes(result))
+            self.storage[result] = b.select(b.icmp_unsigned("==", pointer, init), target,
+                                            pointer)
 
     def check_same_size(self, op: Operation, index: int) -> None:
         """A reshape runs no kernel that would check its operand, and its inferred (-1) dim
@@ -515,8 +706,9 @@ class _Body:
         b.branch(done)
         b.position_at_end(done)
 
-    def constant(self, op: ConstantOp, index: int) -> ir.Value:
-        return constant_bytes(self.p.module, f"{self.p.symbol}.const{index}",
+    def constant(self, op: ConstantOp) -> ir.Value:
+        self.constants += 1
+        return constant_bytes(self.p.module, f"{self.p.symbol}.const{self.constants}",
                               constant_value(op))
 
     def call_entry(self, entry: ir.Function, op: Operation, index: int, strides: bool) -> None:
@@ -539,6 +731,21 @@ class _Body:
         code = b.call(entry, args)
         self.fail_if(b.icmp_signed("!=", code, ir.Constant(I32, 0)),
                      ir.Constant(I32, OP_FAILED + index))
+
+
+def _owned_inside(region: Region) -> set[SSAValue]:
+    """The values of `region` whose memory is the region's own: results of its ops that
+    compute into memory of their own, and of its region ops (whose results are theirs)."""
+    return {r for op in region.block.ops if _owns_result(op) or isinstance(op, ControlOp)
+            for r in op.results}
+
+
+def _written_in_place(body: Region, yielded: list[SSAValue]) -> set[int]:
+    """The positions of the yielded values a loop body's own ops compute into memory of
+    their own, each yielded once: those can be computed straight into a carried buffer."""
+    owned = {r for op in body.block.ops if _owns_result(op) for r in op.results}
+    return {k for k, value in enumerate(yielded)
+            if value in owned and yielded.count(value) == 1}
 
 
 def _buffer_ids(op: Operation) -> list[int]:
