@@ -29,7 +29,7 @@ from stageflow.core import config
 from stageflow.core.primitive import REGISTRY
 from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value, source_location
-from stageflow.ir.control import CondOp, ControlOp, YieldOp, free_values
+from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp, free_values
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
@@ -291,6 +291,13 @@ def _with_drops(steps: list[Step], keep: set[int], temporaries: set[int] | None 
     return schedule
 
 
+def _called_in_loops(functions: dict[str, FuncOp]) -> set[str]:
+    """The functions some ``sf.while`` of the module calls from its regions."""
+    return {_callee_name(inner) for function in functions.values()
+            for loop in function.walk() if isinstance(loop, WhileOp)
+            for inner in loop.walk() if inner.name == "sf.call"}
+
+
 def _splits(kernel: FuncOp) -> bool:
     """Whether to compile a kernel for any number of rows, to run it on blocks of rows in
     parallel: only where its arguments or results may reach `MIN_PARALLEL_ELEMENTS` (an
@@ -352,9 +359,10 @@ class Executable:
         names = list(kernels)
         # -- each LLVM module is compiled on the JIT's compiler thread as soon as its IR is
         # built, while the next module's IR is built here: kernels, ops, programs
+        looped = _called_in_loops(functions)
         prepared: list[Prepared] = [prepare_kernels(
-            [analyse(kernels[name], dynamic_leading=name in splittable) for name in names],
-            not programs_only)]
+            [analyse(kernels[name], dynamic_leading=name in splittable, repeated=name in looped)
+             for name in names], not programs_only)]
         kernel_symbols = {name: prepared[0].entries[i] for i, name in enumerate(names)}
         seconds["llvm kernel IR"] = time.perf_counter() - start
         op_symbols: dict[Any, str] = {}

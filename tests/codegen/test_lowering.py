@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import stageflow as sf
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops, rule_for
+from stageflow.codegen.lowered.small_matmul import SmallMatmul
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir.dialect import load_primitives
 
@@ -227,6 +228,25 @@ def test_matmul_add(dtype, data, transposes, unknown, alpha):
         data.draw(st.integers(0, len(product))):]
     check("matmul_add", [a, b, values(addend, dtype, 3)], unknown, alpha=alpha,
           transpose_a=transposes[0], transpose_b=transposes[1])
+
+
+@settings(max_examples=25)
+@given(dtype=st.sampled_from([np.float32, np.float64]), m=st.integers(1, 3),
+       k=st.integers(1, 40), n=st.integers(1, 70), transpose_a=st.booleans(),
+       alpha=st.sampled_from([1.0, -0.5]), add=st.booleans())
+def test_small_static_matmul_in_vector_blocks(dtype, m, k, n, transpose_a, alpha, add):
+    """Static shapes below `MAX_MULTIPLY_ADDS` take the generated vector code: blocks of
+    16 (float32) or 8 (float64) columns, the remaining columns one by one."""
+    a = values((k, m) if transpose_a else (m, k), dtype, 1)
+    b = values((k, n), dtype, 2)
+    params = {"transpose_a": transpose_a, "transpose_b": False}
+    if add:
+        spec = spec_for("matmul_add", [a, b, values((n,), dtype, 3)], alpha=alpha, **params)
+        assert isinstance(rule_for(spec), SmallMatmul)
+        check("matmul_add", [a, b, values((n,), dtype, 3)], False, alpha=alpha, **params)
+    else:
+        assert isinstance(rule_for(spec_for("matmul", [a, b], **params)), SmallMatmul)
+        check("matmul", [a, b], False, **params)
 
 
 def test_matmul_reads_transposed_views_and_falls_back_on_other_strides():

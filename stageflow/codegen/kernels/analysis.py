@@ -110,6 +110,8 @@ class Kernel:
     output_shapes: tuple[tuple[DimSpec, ...], ...]
     used_inputs: frozenset[int]
     reductions: tuple[Reduction, ...] = ()
+    # called inside a loop: run many times, so worth optimising whatever its size
+    repeated: bool = False
 
     @property
     def args(self) -> tuple[Arg, ...]:
@@ -187,12 +189,13 @@ def _constant_params(op: ConstantOp) -> dict[str, Any]:
     return {"value": flat[:1]}
 
 
-def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
+def analyse(function: FuncOp, dynamic_leading: bool = False, repeated: bool = False) -> Kernel:
     """The `Kernel` of an elementwise ``func.func``; ``NotImplementedError`` names what is
     not supported (a non-elementwise op, a non-splat constant, an unranked type).
 
     ``dynamic_leading=True`` (for a `leading_dim_splittable` kernel) compiles the leading
-    dim as unknown, so that the same code runs on any block of rows."""
+    dim as unknown, so that the same code runs on any block of rows; ``repeated=True``
+    marks a kernel a loop calls (see `Kernel.repeated`)."""
     name = function.sym_name.data
     block = function.body.block
     numbers: dict[SSAValue, int] = {}
@@ -263,6 +266,7 @@ def analyse(function: FuncOp, dynamic_leading: bool = False) -> Kernel:
         output_shapes=tuple(specs[v] for v in results),
         used_inputs=used,
         reductions=tuple(reductions),
+        repeated=repeated,
     )
 
 

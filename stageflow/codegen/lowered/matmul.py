@@ -34,10 +34,10 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
-from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
+from stageflow.codegen.llvm.emitter import F32, F64, I32, I64
+from stageflow.codegen.llvm.loops import i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
-from stageflow.codegen.program.builder import declare
+from stageflow.codegen.lowered.small_matmul import broadcast_into, dot, small_matmul
 from stageflow.core import dtypes
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
@@ -148,7 +148,7 @@ class Matmul:
         b = ob.b
         real = F32 if self.dtype == dtypes.float32 else F64
         if self.accumulate:
-            _broadcast_into(ob, ob.inputs[2], out)
+            broadcast_into(ob, ob.inputs[2], out)
         empty = b.or_(ob.eq(m, i64(0)), ob.eq(n, i64(0)))
         with b.if_then(b.not_(empty)):
             with b.if_else(ob.eq(k, i64(0))) as (no_terms, terms):
@@ -160,9 +160,9 @@ class Matmul:
                     gemm = gemm_function(b.module, self.dtype)
 
                     def call(at: list[ir.Value]) -> None:
-                        a_at = a.address(b, _dot(b, at, a_strides))
-                        b_at = x.address(b, _dot(b, at, b_strides))
-                        c_at = out.address(b, _dot(b, at, out.strides[:rank]))
+                        a_at = a.address(b, dot(b, at, a_strides))
+                        b_at = x.address(b, dot(b, at, b_strides))
+                        c_at = out.address(b, dot(b, at, out.strides[:rank]))
                         b.call(gemm, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, m, n, k,
                                       ir.Constant(real, self.alpha), a_at, lda, b_at, ldb,
                                       ir.Constant(real, float(self.accumulate)), c_at, n])
@@ -170,53 +170,13 @@ class Matmul:
                     nest(b, batch, call, "batch")
 
 
-def _broadcast_into(ob: OpBuilder, c: Operand, out: Operand) -> None:
-    """Copy `c` into `out`, broadcasting it as NumPy would (failing unless it can): a
-    ``memcpy`` per row where `c`'s rows are whole and contiguous (a bias, a weight), else
-    element by element."""
-    b = ob.b
-    rank = len(out.dims)
-    dims = [i64(1)] * (rank - len(c.dims)) + list(c.dims)
-    strides = [i64(0)] * (rank - len(c.dims)) + list(c.strides)
-    ob.fail_unless(ob.all_of([b.or_(ob.eq(d, i64(1)), ob.eq(d, o))
-                              for d, o in zip(dims, out.dims, strict=True)]), 2)
-    strides = [b.select(ob.eq(d, i64(1)), i64(0), s) for d, s in zip(dims, strides,
-                                                                      strict=True)]
-    n = out.dims[-1]
-    whole_rows = b.and_(ob.eq(dims[-1], n), b.or_(ob.eq(strides[-1], i64(1)), ob.eq(n, i64(1))))
-    memcpy = declare(b.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
-                     [ir.PointerType(), ir.PointerType(), I64, I1])
-    row_bytes = b.mul(n, i64(c.dtype.itemsize))
-
-    def copy_row(at: list[ir.Value]) -> None:
-        source, target = _dot(b, at, strides[:-1]), _dot(b, at, out.strides[:-1])
-        with b.if_else(whole_rows) as (contiguous, strided):
-            with contiguous:
-                b.call(memcpy, [out.address(b, target), c.address(b, source), row_bytes,
-                                ir.Constant(I1, 0)])
-            with strided:
-                def copy(j: list[ir.Value]) -> None:
-                    at_c = fold_add(b, source, fold_mul(b, j[0], strides[-1]))
-                    value = b.load(c.address(b, at_c), typ=c.element)
-                    b.store(value, out.address(b, fold_add(b, target, j[0])))
-
-                nest(b, [n], copy, "element")
-
-    nest(b, out.dims[:-1], copy_row, "row")
-
-
-def _dot(b: ir.IRBuilder, indices: list[ir.Value], strides: list[ir.Value]) -> ir.Value:
-    total: ir.Value = i64(0)
-    for index, stride in zip(indices, strides, strict=True):
-        total = fold_add(b, total, fold_mul(b, index, stride))
-    return total
-
-
 @lowering("matmul", "matmul_add")
 def _matmul(spec: OpSpec) -> Matmul | None:
     dtype = spec.inputs[0].dtype
     if dtype not in GEMM_SYMBOLS or not blas_available():
         return None
-    return Matmul(bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"]), dtype,
-                  float(spec.params.get("alpha", 1.0)), spec.name == "matmul_add")
+    transpose_a, transpose_b = bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"])
+    alpha, accumulate = float(spec.params.get("alpha", 1.0)), spec.name == "matmul_add"
+    small = small_matmul(spec, transpose_a, transpose_b, dtype, alpha, accumulate)
+    return small or Matmul(transpose_a, transpose_b, dtype, alpha, accumulate)
 

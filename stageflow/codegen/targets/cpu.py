@@ -81,7 +81,10 @@ def levels(size: float, opt: int) -> tuple[int, int]:
 
 
 def _static_size(kernel: Kernel) -> float:
-    """Elements the kernel iterates over when its types fix them all, else infinity."""
+    """Elements the kernel iterates over when its types fix them all, else infinity (also
+    for a kernel a loop calls: its calls add up to as many elements as the loop runs)."""
+    if kernel.repeated:
+        return float("inf")
     size = 1
     for spec in kernel.shape:
         if not isinstance(spec, int):

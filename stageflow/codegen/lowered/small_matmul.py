@@ -1,0 +1,186 @@
+"""Small matmuls of static shape as generated vector code instead of a BLAS call.
+
+A recurrent step multiplies a (1, 64) state by a (64, 64) weight: 4096 multiply-adds, about
+40 ns of arithmetic, but OpenBLAS's gemm spends more than that deciding how to split the
+work, and inside a loop the call repeats every iteration. Below `MAX_MULTIPLY_ADDS`, with
+static shapes and row-major operands, each row of the result is computed in blocks of one
+vector register (16 float32 or 8 float64 lanes): up to `CHAINS` blocks' partial sums stay
+in registers while the loop runs over k, each step one broadcast of ``a[i, k]`` and per
+block one load of ``b[k, block]`` and one fused multiply-add; then each block is stored
+once. The columns
+left over run the same loop on scalars. Anything else (strided or transposed-b operands,
+batches) keeps the BLAS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, F64, I1, I64
+from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
+from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, nest
+from stageflow.codegen.program.builder import declare
+from stageflow.core import dtypes
+
+# Measured with benchmarks/loop.py and a (1, 64) @ (64, 64) step: the generated code took
+# about a third of the BLAS call's time. Larger products amortise the BLAS's set-up.
+MAX_MULTIPLY_ADDS = 1 << 16
+VECTOR_BITS = 512
+# Independent sums per pass over k: an fma's latency is several cycles, so one chain of
+# them would wait on itself; eight blocks of a row advance together.
+CHAINS = 8
+
+
+@dataclass(frozen=True)
+class SmallMatmul:
+    """``alpha * a @ b`` (plus the broadcast third operand if `accumulate`) for static
+    row-major (m, k) and (k, n) operands, `transpose_a` reading a as (k, m)."""
+
+    m: int
+    n: int
+    k: int
+    transpose_a: bool
+    dtype: np.dtype
+    alpha: float = 1.0
+    accumulate: bool = False
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        a, x, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        m, n, k = self.m, self.n, self.k
+        a_cols = m if self.transpose_a else k
+        ok = ob.all_of([ob.eq(a.strides[1], i64(1)), ob.eq(a.strides[0], i64(a_cols)),
+                        ob.eq(x.strides[1], i64(1)), ob.eq(x.strides[0], i64(n))])
+        ob.fail_unless(ok, 0)
+        ob.expect_output(0, [i64(m), i64(n)])
+        if self.accumulate:
+            broadcast_into(ob, ob.inputs[2], out)
+        real = F32 if self.dtype == dtypes.float32 else F64
+        lanes = VECTOR_BITS // (8 * self.dtype.itemsize)
+        vector = ir.VectorType(real, lanes)
+        blocks = n // lanes
+        alpha = ir.Constant(real, self.alpha)
+
+        def a_at(i: ir.Value, j: ir.Value) -> ir.Value:
+            offset = b.add(b.mul(j, i64(m)), i) if self.transpose_a else b.add(
+                b.mul(i, i64(k)), j)
+            return b.load(a.address(b, offset), typ=real)
+
+        def finish(total: ir.Value, at: ir.Value, ty: ir.Type) -> None:
+            pointer = out.address(b, at)
+            scaled = total if self.alpha == 1.0 else b.fmul(total, _splat(b, alpha, ty))
+            if self.accumulate:
+                scaled = b.fadd(scaled, b.load(pointer, typ=ty, align=self.dtype.itemsize))
+            b.store(scaled, pointer, align=self.dtype.itemsize)
+
+        def row(i: ir.Value, _: list) -> list:
+            for first in range(0, blocks, CHAINS):  # blocks whose sums advance together
+                columns = [i64(c * lanes) for c in range(first, min(first + CHAINS, blocks))]
+
+                def term(p: ir.Value, sums: list, columns: list = columns) -> list:
+                    a_ip = _splat(b, a_at(i, p), vector)
+                    base = b.mul(p, i64(n))
+                    return [_fma(b, a_ip, b.load(x.address(b, b.add(base, c)), typ=vector,
+                                                 align=self.dtype.itemsize), total)
+                            for c, total in zip(columns, sums, strict=True)]
+
+                totals = fold_loop(b, i64(0), i64(k), i64(1), [_zeros(vector)] * len(columns),
+                                   term, "k")
+                for c, total in zip(columns, totals, strict=True):
+                    finish(total, b.add(b.mul(i, i64(n)), c), vector)
+
+            def column(j: ir.Value, __: list) -> list:
+                def term(p: ir.Value, sums: list) -> list:
+                    value = b.load(x.address(b, b.add(b.mul(p, i64(n)), j)), typ=real)
+                    return [_fma(b, a_at(i, p), value, sums[0])]
+
+                (total,) = fold_loop(b, i64(0), i64(k), i64(1), [ir.Constant(real, 0.0)],
+                                     term, "k")
+                finish(total, b.add(b.mul(i, i64(n)), j), real)
+                return []
+
+            fold_loop(b, i64(blocks * lanes), i64(n), i64(1), [], column, "column")
+            return []
+
+        fold_loop(b, i64(0), i64(m), i64(1), [], row, "row")
+
+
+def _splat(b: ir.IRBuilder, scalar: ir.Value, ty: ir.Type) -> ir.Value:
+    if not isinstance(ty, ir.VectorType):
+        return scalar
+    single = b.insert_element(ir.Constant(ty, ir.Undefined), scalar, ir.Constant(ir.IntType(32), 0))
+    return b.shuffle_vector(single, ir.Constant(ty, ir.Undefined),
+                            ir.Constant(ir.VectorType(ir.IntType(32), ty.count), [0] * ty.count))
+
+
+def _zeros(ty: ir.VectorType) -> ir.Constant:
+    return ir.Constant(ty, [ir.Constant(ty.element, 0.0)] * ty.count)
+
+
+def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    """``x * y + z`` rounded once (LLVM's fma intrinsic, on scalars or vectors)."""
+    ty = z.type
+    element = ty.element if isinstance(ty, ir.VectorType) else ty
+    bits = 32 if element == F32 else 64
+    name = f"llvm.fma.v{ty.count}f{bits}" if isinstance(ty, ir.VectorType) else f"llvm.fma.f{bits}"
+    return b.call(declare(b.module, name, ty, [ty, ty, ty]), [x, y, z])
+
+
+def small_matmul(spec: OpSpec, transpose_a: bool, transpose_b: bool, dtype: np.dtype,
+                 alpha: float, accumulate: bool) -> SmallMatmul | None:
+    """The generated lowering where the shapes are static, two-dimensional and small, and
+    b is not transposed; else None (the BLAS lowering)."""
+    a, x = spec.inputs[0], spec.inputs[1]
+    if transpose_b or a.ndim != 2 or x.ndim != 2 or None in (*a.shape, *x.shape):
+        return None
+    m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
+    k2, n = x.shape
+    if k != k2 or m * n * k > MAX_MULTIPLY_ADDS or m * n == 0 or k == 0:
+        return None
+    return SmallMatmul(m, n, k, transpose_a, dtype, alpha, accumulate)
+
+
+def broadcast_into(ob: OpBuilder, c: Operand, out: Operand) -> None:
+    """Copy `c` into `out`, broadcasting it as NumPy would (failing unless it can): a
+    ``memcpy`` per row where `c`'s rows are whole and contiguous (a bias, a weight), else
+    element by element."""
+    b = ob.b
+    rank = len(out.dims)
+    dims = [i64(1)] * (rank - len(c.dims)) + list(c.dims)
+    strides = [i64(0)] * (rank - len(c.dims)) + list(c.strides)
+    ob.fail_unless(ob.all_of([b.or_(ob.eq(d, i64(1)), ob.eq(d, o))
+                              for d, o in zip(dims, out.dims, strict=True)]), 2)
+    strides = [b.select(ob.eq(d, i64(1)), i64(0), s) for d, s in zip(dims, strides,
+                                                                      strict=True)]
+    n = out.dims[-1]
+    whole_rows = b.and_(ob.eq(dims[-1], n), b.or_(ob.eq(strides[-1], i64(1)), ob.eq(n, i64(1))))
+    memcpy = declare(b.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+                     [ir.PointerType(), ir.PointerType(), I64, I1])
+    row_bytes = b.mul(n, i64(c.dtype.itemsize))
+
+    def copy_row(at: list[ir.Value]) -> None:
+        source, target = dot(b, at, strides[:-1]), dot(b, at, out.strides[:-1])
+        with b.if_else(whole_rows) as (contiguous, strided):
+            with contiguous:
+                b.call(memcpy, [out.address(b, target), c.address(b, source), row_bytes,
+                                ir.Constant(I1, 0)])
+            with strided:
+                def copy(j: list[ir.Value]) -> None:
+                    at_c = fold_add(b, source, fold_mul(b, j[0], strides[-1]))
+                    value = b.load(c.address(b, at_c), typ=c.element)
+                    b.store(value, out.address(b, fold_add(b, target, j[0])))
+
+                nest(b, [n], copy, "element")
+
+    nest(b, out.dims[:-1], copy_row, "row")
+
+
+def dot(b: ir.IRBuilder, indices: list[ir.Value], strides: list[ir.Value]) -> ir.Value:
+    """``sum(indices[k] * strides[k])``, constants folded."""
+    total: ir.Value = i64(0)
+    for index, stride in zip(indices, strides, strict=True):
+        total = fold_add(b, total, fold_mul(b, index, stride))
+    return total
