@@ -20,10 +20,12 @@ from xdsl.rewriter import Rewriter
 
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import build_constant
+from stageflow.ir.control import CondOp
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import constant_array, erase_dead_producers, static_size
+from stageflow.primitives.control import branch_index
 
 
 @register_pass
@@ -45,7 +47,9 @@ class Fold(ModulePass):
     most `max_elements` elements (so folding never turns a cheap ``sf.iota`` or broadcast
     into a huge literal) and its kernel succeeds (an out-of-range ``sf.gather`` is left to
     fail at run time, where the error belongs). Constants left unused are erased; results
-    keep their declared types exactly. Ops with regions and calls are never folded.
+    keep their declared types exactly. Calls are never folded; an ``sf.cond`` whose
+    operand is a constant is replaced by the region it selects, inlined before it (where
+    what that region yields has exactly the cond's result types).
     """
 
     name = "fold"
@@ -62,6 +66,9 @@ class Fold(ModulePass):
                 self._fold(candidate)
 
     def _fold(self, op: Operation) -> None:
+        if isinstance(op, CondOp):
+            _select_branch(op)
+            return
         if not isinstance(op, SfOp) or isinstance(op, ConstantOp) or op.primitive.stateful:
             return
         if op.regions:
@@ -97,3 +104,24 @@ class Fold(ModulePass):
         operands = list(op.operands)
         Rewriter.replace_op(op, constants, [c.result for c in constants])
         erase_dead_producers(operands)
+
+
+def _select_branch(op: CondOp) -> None:
+    """Inline the region a constant index selects in place of the cond."""
+    index = constant_array(op.index)
+    if index is None:
+        return
+    region = op.branches[branch_index(index, len(op.branches))]
+    terminator = region.block.last_op
+    yielded = list(terminator.operands)
+    if [v.type for v in yielded] != [r.type for r in op.results]:
+        return  # a result with an unknown dim would change type: the cond stays
+    block = op.parent_block()
+    for inner in list(region.block.ops)[:-1]:
+        inner.detach()
+        block.insert_op_before(inner, op)
+    for result, value in zip(op.results, yielded, strict=True):
+        result.replace_all_uses_with(value)
+    operands = list(op.operands)
+    Rewriter.erase_op(op)
+    erase_dead_producers(operands)

@@ -474,6 +474,13 @@ class _Body:
             failed = b.or_(failed, b.icmp_unsigned("==", pointer, ir.Constant(_PTR, None)))
         self.fail_if(failed, NO_MEMORY)
 
+    def alloca(self, ty: ir.Type, count: int) -> ir.Value:
+        """Stack memory for one call's argument arrays, in the entry block: an alloca
+        elsewhere (in a loop) would take new stack space at every iteration."""
+        entry = ir.IRBuilder(self.function.entry_basic_block)
+        entry.position_at_start(self.function.entry_basic_block)
+        return entry.alloca(ty, count)
+
     def malloc(self, size: ir.Value) -> ir.Value:
         b = self.b
         at_least_one = _max(b, size, i64(1))
@@ -714,9 +721,9 @@ class _Body:
     def call_entry(self, entry: ir.Function, op: Operation, index: int, strides: bool) -> None:
         b = self.b
         values = list(op.operands) + list(op.results)
-        data = b.alloca(_PTR, max(len(values), 1))
+        data = self.alloca(_PTR, max(len(values), 1))
         sizes = [s for v in values for s in self.dims[v]]
-        dims = b.alloca(I64, max(len(sizes), 1))
+        dims = self.alloca(I64, max(len(sizes), 1))
         for slot, value in enumerate(values):
             b.store(self.storage[value], b.gep(data, [i64(slot)], source_etype=_PTR))
         for slot, size in enumerate(sizes):
@@ -724,7 +731,7 @@ class _Body:
         args = [data, dims]
         if strides:
             steps = [s for v in op.operands for s in contiguous_strides(b, self.dims[v])]
-            stride_array = b.alloca(I64, max(len(steps), 1))
+            stride_array = self.alloca(I64, max(len(steps), 1))
             for slot, step in enumerate(steps):
                 b.store(step, b.gep(stride_array, [i64(slot)], source_etype=I64))
             args.append(stride_array)
