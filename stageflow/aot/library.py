@@ -126,6 +126,12 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
         raise ValueError(f"sf.aot.compile: target must be one of {TARGETS}, got {target!r}")
     concrete = (function.get_concrete_function(*specs)
                 if hasattr(function, "get_concrete_function") else function)
+    callback = concrete.graph.python_callback()
+    if callback is not None:
+        raise NotImplementedError(
+            f"sf.aot.compile: {concrete.name} holds a py_func (at {callback.location}), "
+            "which calls a Python function of this process: a library cannot; compute it "
+            "with sf ops, or call it outside the compiled function")
     symbol = _c_name(name or concrete.name)
     compilation = Compilation.of_graphs(symbol, [(concrete.graph, symbol)])
     compilation.run_passes(PTX_PIPELINE if target == "ptx" else DEFAULT_PIPELINE)

@@ -74,6 +74,26 @@ class Graph:
             env.update(zip(map(id, eq.outputs), results, strict=True))
         return [env[id(v)] for v in self.outputs]
 
+    def all_equations(self) -> list[Equation]:
+        """Every equation of the graph, of its regions and of the functions it calls."""
+        found: list[Equation] = []
+        for eq in self.equations:
+            found.append(eq)
+            for region in regions_of(eq):
+                found.extend(region.all_equations())
+        for callee in self.callees():
+            found.extend(callee.graph.equations)
+            for eq in callee.graph.equations:
+                for region in regions_of(eq):
+                    found.extend(region.all_equations())
+        return found
+
+    def python_callback(self) -> Equation | None:
+        """The first `py_func` equation anywhere in the graph: a call of a Python function
+        of this process, which a saved or ahead-of-time compiled function cannot hold."""
+        return next((eq for eq in self.all_equations() if eq.primitive.name == "py_func"),
+                    None)
+
     def callees(self) -> list[Any]:
         """The concrete functions this graph calls, directly or indirectly, each once."""
         seen: dict[int, Any] = {}

@@ -130,6 +130,11 @@ def _result_node(leaf: Any, what: str) -> Node:
 def _saved_concrete(name: str, index: int, arguments: Any, concrete: ConcreteFunction,
                     state: _State) -> tuple[dict, ModuleOp]:
     """The manifest entry of one concrete function and its nested module."""
+    callback = concrete.graph.python_callback()
+    if callback is not None:
+        raise ValueError(f"sf.saved.save: {name} holds a py_func (at {callback.location}), "
+                         "which calls a Python function of this process and cannot be saved;"
+                         " compute it with sf ops, or call it outside the staged function")
     symbol = re.sub(r"[^A-Za-z0-9_]", "_", f"{name}_{index}")
     outputs = concrete.structure_outputs([_Output(i) for i in range(len(concrete.outputs))])
     entry = {

@@ -112,7 +112,7 @@ def _tensor(spec: dict, value: Any, path: str, where: str) -> np.ndarray:
             w is not None and w != g for w, g in zip(shape, array.shape, strict=True)):
         raise ValueError(f"{where}: {path} has shape {format_shape(array.shape)}, the saved "
                          f"signature expects {format_shape(tuple(shape))}")
-    return np.ascontiguousarray(array)
+    return np.require(array, requirements="C")  # (ascontiguousarray makes a 0-d array 1-d)
 
 
 def _type(spec: dict) -> str:

@@ -239,3 +239,35 @@ def test_the_compile_command(tmp_path):
     result = subprocess.run([*command, "compile", f"{source}:f", "--arg", "f32[?,8]", "-o",
                              str(tmp_path / "f.txt")], capture_output=True, text=True)
     assert result.returncode != 0 and "write OUT.so, OUT.o or OUT.ptx" in result.stderr
+
+
+def test_a_loop_and_a_branch_in_a_c_program(tmp_path):
+    """A recurrence over a trip count given at run time, with a branch in its body: the
+    library's one program runs the loop, as the JIT's does."""
+    w = sf.constant(np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32) * 0.5)
+
+    @sf.function
+    def recur(h, n):
+        def body(i, h):
+            h = sf.tanh(sf.matmul(h, w))
+            return i + 1, sf.cond(i % 2 == 0, lambda: h * 2.0, lambda: h)
+        return sf.while_loop(lambda i, h: i < n, body, (0, h))[1]
+
+    library = sf.aot.compile(recur, sf.TensorSpec([1, 4]), sf.TensorSpec([], sf.int32),
+                             name="recur")
+    h = np.random.default_rng(1).standard_normal((1, 4)).astype(np.float32)
+    n = np.array(5, np.int32)
+    executable = build(tmp_path, library, [h, n])
+    assert run(executable)[0] == "rc 0"
+    want = recur(sf.constant(h), sf.constant(n)).numpy()
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (1, 4)), want, rtol=1e-6)
+
+
+def test_a_py_func_cannot_be_compiled_ahead_of_time():
+    @sf.function
+    def calls_python(x):
+        return sf.numpy_function(np.sort, [x], sf.TensorSpec([3]))
+
+    with pytest.raises(NotImplementedError, match=r"calls_python holds a py_func \(at .*"
+                                                  r"test_aot.py:\d+"):
+        sf.aot.compile(calls_python, sf.TensorSpec([3]))
