@@ -22,7 +22,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.errors import CallbackError
-from stageflow.core.op_facts import Cost, Family, HostOnly
+from stageflow.core.op_facts import Cost, Family, HostOnly, LoweredBy
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 
 Type = ShapedType | ResourceType
@@ -218,5 +218,5 @@ py_func_p = Primitive(
     multiple_results=True,
     stateful=True,
     family=Family.STATE, cost=Cost.STATE,
-    lowered_by=HostOnly("it calls a Python function"),
+    lowered_by=LoweredBy.PROGRAM,  # a call back into Python (`runtime.callbacks`)
 )

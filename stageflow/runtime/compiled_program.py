@@ -38,6 +38,7 @@ from stageflow.codegen.targets.cpu import ModuleJob, Prepared, process_jit
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
+from stageflow.runtime.callbacks import Callback, bind_callbacks, take_error
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
 
 # The program is calls and dims arithmetic, its kernels and ops compiled already: the
@@ -59,8 +60,9 @@ class CompiledProgram:
 
     def __init__(self, signature: ProgramSignature, py: Callable[..., int],
                  shapes: Callable[..., int], fallback: Callable[[list[Any]], list[Any]],
-                 llvm_ir: str) -> None:
+                 llvm_ir: str, callbacks: list[Callback]) -> None:
         self.signature = signature
+        self.callbacks = callbacks  # the entries its py_func ops call, kept alive
         self.llvm_ir = llvm_ir
         self._py, self._shapes, self._step_plan = py, shapes, fallback
         self._dtypes = [np.dtype(t.dtype) for t in signature.inputs]
@@ -98,6 +100,9 @@ class CompiledProgram:
         outputs = [np.empty(shapes[i], self._out_dtypes[i]) for i in self._written]
         states = [np.empty(shape, dtype) for _, shape, dtype in self._states]
         if self._py(*arrays, *outputs, *states):
+            error = take_error() if self.callbacks else None
+            if error is not None:  # a py_func raised: as it did, not run again as steps
+                raise error
             return self._step_plan(values)
         for (index, _, _), state in zip(self._states, states, strict=True):
             values[index]._store(state)
@@ -188,6 +193,7 @@ def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
     def entry(name: str, arity: int) -> ir.Function:  # compiled meanwhile, linked by name
         return declare(module, name, I32, [_PTR] * arity)
 
+    callbacks = bind_callbacks(list(function.walk()))
     builder = ProgramBuilder(module, function, functions,
                              lambda name: entry(kernel_symbol(name), 2),
                              lambda op: entry(op_symbol(op), 3) if op_symbol(op) else None,
@@ -204,7 +210,7 @@ def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
             addresses[f"{symbol}.py"])
         shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
             addresses[f"{symbol}.shapes"])
-        return CompiledProgram(signature, py, shapes, fallback, job.text)
+        return CompiledProgram(signature, py, shapes, fallback, job.text, callbacks)
 
     return Prepared([job], [f"{symbol}.py", f"{symbol}.shapes"], {}, make)
 

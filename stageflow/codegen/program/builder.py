@@ -67,7 +67,7 @@ OP_FAILED = 1000
 NO_MEMORY = 999
 # The ops a program emits itself (no lowered-op entry), besides those whose result aliases
 # their operand: what a primitive's ``LoweredBy.PROGRAM`` fact expects.
-PROGRAM_OPS = frozenset({"constant", "read_variable", "assign_variable", "call"})
+PROGRAM_OPS = frozenset({"constant", "read_variable", "assign_variable", "call", "py_func"})
 _PTR = ir.PointerType()
 
 
@@ -152,6 +152,13 @@ def signature_of(function: FuncOp) -> ProgramSignature:
     )
 
 
+def callback_symbol(op: SfOp) -> str:
+    """The symbol a program calls a `py_func` op through: ``i32 (ptr data, ptr dims)``
+    like a kernel's entry, resolved when the program is linked to the callable the op
+    names (`runtime.callbacks`)."""
+    return f"sf.callback.{op.params()['func']}"
+
+
 def emits_itself(primitive: Primitive) -> bool:
     """Whether a program emits `primitive`'s ops inline, with no lowered-op entry."""
     return primitive.aliases or primitive.name in PROGRAM_OPS
@@ -197,6 +204,8 @@ def _supported_ops(ops: list[Operation], functions: dict[str, FuncOp],
             callee = functions.get(op.params()["callee"].name)
             if callee is None or not is_kernel(callee):
                 return f"a call of a function that is not a fused kernel{_at(op)}"
+        elif op.primitive.name == "py_func" and not all(map(_static_tensor, op.results)):
+            return f"a py_func's results have unknown dims{_at(op)}"
         elif lowering is LoweredBy.PROGRAM and emits_itself(op.primitive):
             continue
         elif has_lowering(op) is None:
@@ -544,6 +553,9 @@ class _Body:
         elif name == "call":
             callee = op.params()["callee"].name
             self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
+        elif name == "py_func":
+            entry = declare(self.p.module, callback_symbol(op), I32, [_PTR, _PTR])
+            self.call_entry(entry, op, index, strides=False)
         else:
             entry = self.p.op_entry(op)
             assert entry is not None

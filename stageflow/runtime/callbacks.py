@@ -1,0 +1,83 @@
+"""Machine code calling Python: the entry a compiled program calls for a `py_func` op.
+
+A program calls each `py_func` through a symbol (`codegen.program.builder.callback_symbol`)
+with the same ABI as a kernel: an array of data pointers (operands, then results) and one
+of their dims. Here each such symbol is bound, before the program is linked, to a ctypes
+function (which takes the GIL, as every ctypes callback does) that views the operands as
+NumPy arrays, runs the op's kernel (the user's function), and copies its results into
+the program's buffers. What the function raises cannot cross machine code: the callback
+keeps it and returns 1, the program stops with an error code, and `take_error` hands the
+exception to the Python caller, which raises it unchanged (with the op's line as a note)
+instead of running the function again as Python steps.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import llvmlite.binding as llvm
+import numpy as np
+from xdsl.ir import Operation
+
+from stageflow.codegen.program.builder import callback_symbol, value_type
+from stageflow.core.errors import located_error
+from stageflow.ir.builder import source_location
+from stageflow.ir.dialect import SfOp
+from stageflow.primitives.control import py_func_p
+
+_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class _Pending(threading.local):
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+
+
+_pending = _Pending()
+
+
+def take_error() -> BaseException | None:
+    """What a callback of this thread raised during the last program call, once."""
+    error, _pending.error = _pending.error, None
+    return error
+
+
+class Callback:
+    """The C entry of one `py_func` op of a program; alive as long as the program is."""
+
+    def __init__(self, op: SfOp) -> None:
+        self.params = op.params()
+        self.location = source_location(op)
+        self.inputs = [value_type(v) for v in op.operands]
+        self.outputs = [value_type(v) for v in op.results]
+        self.entry = _ENTRY(self._call)
+        self.symbol = callback_symbol(op)
+        llvm.add_symbol(self.symbol, ctypes.cast(self.entry, ctypes.c_void_p).value)
+
+    def _call(self, data: int, dims: int) -> int:
+        count = len(self.inputs) + len(self.outputs)
+        pointers = (ctypes.c_void_p * count).from_address(data)
+        rank = sum(len(t.shape) for t in self.inputs + self.outputs)
+        sizes = list((ctypes.c_int64 * max(rank, 1)).from_address(dims)[:rank])
+        arrays = []
+        for pointer, ty in zip(pointers, self.inputs + self.outputs, strict=True):
+            shape = tuple(sizes[: len(ty.shape)])
+            del sizes[: len(ty.shape)]
+            nbytes = int(np.prod(shape, dtype=np.int64)) * ty.dtype.itemsize
+            buffer = (ctypes.c_char * nbytes).from_address(pointer or 0) if nbytes else b""
+            arrays.append(np.frombuffer(buffer, ty.dtype).reshape(shape))
+        try:
+            results = py_func_p.kernel(*arrays[: len(self.inputs)], **self.params)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller, unchanged
+            _pending.error = located_error("py_func", self.location, error) if isinstance(
+                error, Exception) else error
+            return 1
+        for target, result in zip(arrays[len(self.inputs):], results, strict=True):
+            target[...] = result
+        return 0
+
+
+def bind_callbacks(ops: list[Operation]) -> list[Callback]:
+    """A bound entry for each `py_func` op among `ops` (to be kept alive by the caller)."""
+    return [Callback(op) for op in ops if isinstance(op, SfOp) and op.primitive is py_func_p]
