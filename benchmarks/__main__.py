@@ -23,6 +23,7 @@ from benchmarks import (
     fused_elementwise,
     fused_reduction,
     hmc,
+    loop,
     matmul,
     memory,
     mlp_train,
@@ -83,6 +84,13 @@ def main(argv: list[str] | None = None) -> None:
                      f"{rates['stageflow staged']:.0f} examples/s",
                      f"{rates['stageflow staged'] / rates['stageflow eager']:.2f}x eager"
                      + (f"; {others}" if others else "")))
+    recurrence = loop.main()
+    jax_rate = recurrence.get("jax.jit it/s")
+    rows.append(("staged loop, 1000 x tanh(h @ W + x)",
+                 f"{recurrence['stageflow staged it/s'] / 1e6:.2f} M it/s",
+                 f"{recurrence['stageflow staged it/s'] / recurrence['numpy loop it/s']:.1f}x "
+                 "NumPy's loop" + (f", {recurrence['stageflow staged it/s'] / jax_rate:.2f}x "
+                                   "jax.jit" if jax_rate else "")))
     latency = compile_latency.main()
     same_run = "".join(f", {name} {latency[f'{name}_first_ms']:.0f} ms in this run"
                        for name in ("jax", "torch", "tensorflow")
@@ -98,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
                    "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
                    "memory": peaks, "hmc": chains, "remat": saved, "resnet": convnet,
+                   "loop": recurrence,
                    "compile_latency": latency}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")

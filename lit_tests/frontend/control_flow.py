@@ -19,7 +19,8 @@ def branches(x, p):
 
 
 # CHECK-LABEL: func.func @branches
-# CHECK-SAME:    (%[[X:[0-9]+]]: tensor<3xf32>, %[[P:[0-9]+]]: tensor<i1>, %[[V:[0-9]+]]: !sf.resource<tensor<f32>>)
+# CHECK-SAME:    (%[[X:[0-9]+]]: tensor<3xf32>, %[[P:[0-9]+]]: tensor<i1>,
+# CHECK-SAME:    %[[V:[0-9]+]]: !sf.resource<tensor<f32>>)
 # CHECK-NEXT:    %[[R:[0-9]+]] = sf.read_variable %[[V]]
 # CHECK-NEXT:    %{{[0-9]+}} = sf.cond %[[P]] : (tensor<i1>) -> tensor<3xf32> ({
 # CHECK-NEXT:      %[[E:[0-9]+]] = sf.exp %[[X]]
@@ -56,13 +57,18 @@ def counter(x, n):
 
 
 # CHECK-LABEL: func.func @counter
-# CHECK-SAME:    (%[[X:[0-9]+]]: tensor<2xf32> loc(unknown), %[[N:[0-9]+]]: tensor<i32> loc(unknown), %[[V:[0-9]+]]: !sf.resource<tensor<f32>>
-# CHECK:         sf.while %{{[0-9]+}}, %{{[0-9]+}} : (tensor<i32>, tensor<2xf32>) -> (tensor<i32>, tensor<2xf32>) ({
-# CHECK-NEXT:    ^bb0(%[[I:[0-9]+]]: tensor<i32> loc(unknown), %{{[0-9]+}}: tensor<2xf32> loc(unknown)):
+# CHECK-SAME:    (%[[X:[0-9]+]]: tensor<2xf32> loc(unknown),
+# CHECK-SAME:    %[[N:[0-9]+]]: tensor<i32> loc(unknown),
+# CHECK-SAME:    %[[V:[0-9]+]]: !sf.resource<tensor<f32>>
+# CHECK:         sf.while %{{[0-9]+}}, %{{[0-9]+}} :
+# CHECK-SAME:      (tensor<i32>, tensor<2xf32>) -> (tensor<i32>, tensor<2xf32>) ({
+# CHECK-NEXT:    ^bb0(%[[I:[0-9]+]]: tensor<i32> loc(unknown),
+# CHECK-SAME:      %{{[0-9]+}}: tensor<2xf32> loc(unknown)):
 # CHECK-NEXT:      %[[C:[0-9]+]] = sf.less %[[I]], %[[N]]
 # CHECK-NEXT:      sf.yield %[[C]] : tensor<i1>
 # CHECK-NEXT:    }, {
-# CHECK-NEXT:    ^bb0(%{{[0-9]+}}: tensor<i32> loc(unknown), %[[A:[0-9]+]]: tensor<2xf32> loc(unknown)):
+# CHECK-NEXT:    ^bb0(%{{[0-9]+}}: tensor<i32> loc(unknown),
+# CHECK-SAME:      %[[A:[0-9]+]]: tensor<2xf32> loc(unknown)):
 # CHECK-NEXT:      %[[OLD:[0-9]+]] = sf.read_variable %[[V]]
 # CHECK:           sf.assign_variable %[[V]]
 # CHECK:           sf.add %[[A]], %[[X]]
@@ -81,5 +87,6 @@ def sorted_(x):
 
 
 # CHECK-LABEL: func.func @sorted_
-# CHECK-NEXT:    sf.py_func %{{[0-9]+}} {func = "sort#{{[0-9]+}}", shapes = {{\[\[}}none]], dtypes = [f32]} : (tensor<5xf32>) -> tensor<?xf32>
+# CHECK-NEXT:    sf.py_func %{{[0-9]+}} {func = "sort#{{[0-9]+}}", shapes = {{\[\[}}none]],
+# CHECK-SAME:    dtypes = [f32]} : (tensor<5xf32>) -> tensor<?xf32>
 print(sorted_.get_concrete_function(S([5])).ir("traced").replace(" loc(unknown)", ""))

@@ -1,5 +1,6 @@
 # RUN: stageflow dump %s:loop --arg "f32[4]" --arg "i32[]" --stage lowered | filecheck %s
-# RUN: stageflow dump %s:branch --arg "f32[4]" --arg "i1[]" --stage lowered | filecheck %s --check-prefix=COND
+# RUN: stageflow dump %s:branch --arg "f32[4]" --arg "i1[]" --stage lowered \
+# RUN:   | filecheck %s --check-prefix=COND
 """Control flow in the loop level: an `sf.while` is an LLVM loop inside the one program
 (its condition region, a conditional branch out, its body, back to the condition); each
 carried value lives in two buffers written in turn (`while.s*`, swapped by phis, never
@@ -20,7 +21,8 @@ def branch(x, p):
 
 # CHECK-LABEL: define i32 @"loop.program"
 # CHECK:       while.cond:
-# CHECK-NEXT:    %"while.v0" = phi ptr [@"loop.program.const{{[0-9]+}}", %{{.*}}], [%"while.s0", %{{.*}}]
+# CHECK-NEXT:    %"while.v0" = phi ptr [@"loop.program.const{{[0-9]+}}", %{{.*}}],
+# CHECK-SAME:      [%"while.s0", %{{.*}}]
 # CHECK-NEXT:    %"while.v1" = phi ptr [%"arg0", %{{.*}}], [%"while.s1", %{{.*}}]
 # CHECK:         call i32 @"loop.loop_kernel0"
 # CHECK:       while.body:
