@@ -5,10 +5,11 @@ values of enclosing traces become captures, so the region's graph is closed and 
 that holds it passes those values as operands. Two things differ from `sf.function`:
 
 - a variable the region only reads is read once in the enclosing trace, just before the
-  op, and enters as a tensor: gradient tapes see the read (and differentiate through it)
-  exactly as outside control flow, and the region stays free of effects. A variable the
-  region assigns is captured by reference (its reads after the assignment must see it);
-  `trace_regions` traces again once it knows which variables are assigned.
+  op (`share_captures`), and enters as a tensor: gradient tapes see the read (and
+  differentiate through it) exactly as outside control flow, and the region stays free of
+  effects. A variable the region assigns is captured by reference (its reads after the
+  assignment must see it); `trace_regions` traces again once it knows which variables
+  are assigned.
 - results may be Python numbers (made constants) and must be tensors otherwise.
 """
 
@@ -35,13 +36,17 @@ class RegionTrace(GraphTrace):
         super().__init__(graph, parent, allow_variable_creation=False)
         self.assigned = assigned  # ids of variables read through their handle
         self.assigns: dict[int, Any] = {}  # variables this region writes
+        self._hoisted: dict[int, Value] = {}  # per variable read from outside, its value
 
     def read_variable(self, variable: Any) -> SymbolicTensor:
         if id(variable) in self.assigned:
             return super().read_variable(variable)
-        with context.push_trace(self.parent):
-            outer = variable.read_value()
-        return self.symbolic(self.value_of(outer, "read"))
+        value = self._hoisted.get(id(variable))
+        if value is None:  # read in the enclosing trace when the op is emitted
+            value = self._hoisted[id(variable)] = Value(ShapedType(variable.shape,
+                                                                   variable.dtype))
+            self.graph.captures.append(Capture(value, HoistedRead(variable)))
+        return self.symbolic(value)
 
     def assign_variable(self, variable: Any, value: Tensor) -> None:
         self.assigns[id(variable)] = variable
@@ -52,6 +57,14 @@ class RegionTrace(GraphTrace):
     def variable_created(self, variable: Any) -> None:
         raise ValueError("a variable cannot be created inside a control-flow branch or loop; "
                          f"create it before the sf.cond or sf.while_loop{describe_location()}")
+
+
+@dataclass(eq=False)
+class HoistedRead:
+    """The source of a region's capture standing for a read of `variable` just before the
+    region op (`share_captures` makes the read)."""
+
+    variable: Any
 
 
 @dataclass
@@ -102,7 +115,17 @@ def trace_regions(fns: Sequence[Callable[..., Any]], arg_types: Sequence[ShapedT
 
 def share_captures(graphs: Sequence[Graph]) -> list[Any]:
     """Give every graph the same captures, the union of theirs in first-seen order (a graph
-    gets an unused input for a capture it lacks); the capture sources, in that order."""
+    gets an unused input for a capture it lacks); the capture sources, in that order.
+    The variables the regions read from outside are read now, in the current trace, once
+    each: only the traces kept, not those a retrace discarded, read them."""
+    reads: dict[int, Any] = {}
+    for graph in graphs:
+        for capture in graph.captures:
+            if isinstance(capture.source, HoistedRead):
+                variable = capture.source.variable
+                if id(variable) not in reads:
+                    reads[id(variable)] = variable.read_value()
+                capture.source = reads[id(variable)]
     sources: dict[int, Any] = {}
     for graph in graphs:
         for capture in graph.captures:
