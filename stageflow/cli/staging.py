@@ -100,10 +100,17 @@ def _user_frame(traceback: Any) -> str:
 
 
 def run_dump(args: argparse.Namespace) -> int:
-    """Print the IR of the staged function at the requested stage."""
+    """Print the IR of the staged function at the requested stage (``converted``: the
+    Python source AutoGraph generated from it)."""
 
+    if args.stage == "converted":
+        try:
+            write_output(args.output, load_function(args.target).converted_source() + "\n")
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        return 0
     if args.stage not in IR_STAGES:
-        raise CommandError(f"stage {args.stage!r} is not available yet (have: "
+        raise CommandError(f"stage {args.stage!r} is not available yet (have: converted, "
                            f"{', '.join(IR_STAGES)})")
     concrete, trace_seconds = _concrete(args)
     if args.print_ir_after_all:
@@ -174,7 +181,7 @@ def add_parsers(commands: Any) -> None:
                             help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per argument")
         if name == "dump":
             parser.add_argument("--stage", default="traced",
-                                help="traced|optimized|lowered|llvm|ptx|asm")
+                                help="converted|traced|optimized|lowered|llvm|ptx|asm")
             parser.add_argument("--print-ir-after-all", action="store_true")
             parser.add_argument("--timing", action="store_true")
             parser.add_argument("-o", "--output", metavar="OUT")

@@ -25,6 +25,7 @@ from stageflow.core import context, nest
 from stageflow.core.primitive import ResourceType, ShapedType
 from stageflow.core.source import describe_location
 from stageflow.frontend.graph import Capture, Graph, Value
+from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 
@@ -90,7 +91,7 @@ def _trace_one(fn: Callable[..., Any], arg_types: Sequence[ShapedType], arg_tree
         leaves, treedef = nest.flatten(result)
         for position, leaf in enumerate(leaves):
             if isinstance(leaf, bool | int | float | np.ndarray | np.generic):
-                leaf = trace.constant(np.asarray(leaf))
+                leaf = convert_to_tensor(leaf)  # a Python float is float32, as anywhere
             if not isinstance(leaf, Tensor):
                 raise TypeError(f"{what} returned {type(leaf).__name__} at position {position} "
                                 f"of its results; return tensors (or numbers){describe_location()}")

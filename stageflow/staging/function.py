@@ -24,6 +24,7 @@ from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
+from stageflow.staging.autograph import convert
 from stageflow.staging.concrete import ConcreteFunction, trace_function
 
 CACHE_SIZE = 64
@@ -96,8 +97,11 @@ class Function:
         reduce_retracing: bool = False,
         name: str | None = None,
         instance: Any = None,
+        autograph: bool = True,
     ) -> None:
         self.python_function = python_function
+        self.autograph = autograph
+        self._converted: Any = None
         self._instance = None if instance is None else weakref.ref(instance)
         self.input_signature = None if input_signature is None else tuple(input_signature)
         self.jit = jit
@@ -189,7 +193,25 @@ class Function:
                 kwargs.update(value)
             else:
                 args.append(value)
-        return self.python_function(*args, **kwargs)
+        return self._traced_function()(*args, **kwargs)
+
+    def _traced_function(self) -> Callable:
+        """What tracing runs: the converted function (AutoGraph) or the Python one."""
+        if not self.autograph:
+            return self.python_function
+        if self._converted is None:
+            converted = convert(self.python_function)
+            self._converted = (converted.function if converted is not None
+                               else self.python_function)
+        return self._converted
+
+    def converted_source(self) -> str:
+        """The source AutoGraph generated for this function (what tracing runs)."""
+        converted = convert(self.python_function) if self.autograph else None
+        if converted is None:
+            raise ValueError(f"{self.name}: no converted source (autograph=False, or the "
+                             "source is unavailable)")
+        return converted.source
 
     def _concrete_for(self, leaves: list, treedef: Any, canonical: tuple) -> ConcreteFunction:
         if self.input_signature is not None:
@@ -307,7 +329,7 @@ class Function:
         if bound is None:
             signature = self.input_signature
             bound = Function(self.python_function, signature, self.jit, self.reduce_retracing,
-                             name=self.name, instance=instance)
+                             name=self.name, instance=instance, autograph=self.autograph)
             self._bound[instance] = bound
         return bound
 
@@ -338,12 +360,14 @@ def function(
     input_signature: list[TensorSpec] | tuple | None = None,
     jit: bool = True,
     reduce_retracing: bool = False,
+    autograph: bool = True,
 ) -> Any:
-    """Stage `func` as a polymorphic graph function (usable as `@sf.function(...)` too)."""
+    """Stage `func` as a polymorphic graph function (usable as `@sf.function(...)` too);
+    with `autograph`, Python ``if``/``while``/``for`` on tensors become control-flow ops."""
     if func is None:
         return functools.partial(function, input_signature=input_signature, jit=jit,
-                                 reduce_retracing=reduce_retracing)
-    return Function(func, input_signature, jit, reduce_retracing)
+                                 reduce_retracing=reduce_retracing, autograph=autograph)
+    return Function(func, input_signature, jit, reduce_retracing, autograph=autograph)
 
 
 __all__ = ["Function", "RetracingWarning", "SymbolicTensor", "function"]
