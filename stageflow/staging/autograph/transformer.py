@@ -325,6 +325,8 @@ class Converter(ast.NodeTransformer):
 def _point_at(tree: ast.AST, original: ast.AST) -> None:
     """Locate the nodes of `tree` that have no location at the start of `original`, on one
     line (an attribute spanning lines would be placed at its last one)."""
+    if getattr(original, "lineno", None) is None:
+        return  # `original` is new too: located with what holds it
     for node in ast.walk(tree):
         if "lineno" in node._attributes and getattr(node, "lineno", None) is None:
             node.lineno = node.end_lineno = original.lineno
@@ -388,6 +390,7 @@ def _guarded(body: list[ast.stmt], flags: list[str]) -> list[ast.stmt]:
                 op=ast.Or(), values=[_name(f) for f in flags]) if len(flags) > 1
                 else _name(flags[0]))
             guard = ast.If(test=test, body=_guarded(rest, flags), orelse=[])
-            out.append(ast.copy_location(guard, rest[0]))
+            _point_at(guard, rest[0])
+            out.append(guard)
             return out
     return out
