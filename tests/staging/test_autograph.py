@@ -236,3 +236,61 @@ def test_functions_without_source_are_traced_with_a_notice():
     f = sf.function(namespace["double"])
     with pytest.warns(AutographWarning, match="double is traced without AutoGraph"):
         assert float(f(sf.constant(2.0))) == 4.0
+
+
+def early_returns(x):
+    if x > 1.0:
+        return x * 2.0
+    elif x < -1.0:
+        doubled = -x
+        return doubled
+    return x + 100.0
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_returns_inside_branches(jit):
+    f = sf.function(early_returns, jit=jit)
+    for value, want in ((3.0, 6.0), (-3.0, 3.0), (0.0, 100.0)):
+        assert float(f(sf.constant(value))) == want
+        assert float(early_returns(sf.constant(value))) == want
+    assert f.tracing_count == 1
+
+
+def collatz_steps(n):
+    steps = 0
+    while n != 1:
+        if n % 2 == 0:
+            n = n // 2
+        else:
+            n = 3 * n + 1
+        steps += 1
+        if steps >= 100:
+            break
+    return steps
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_while_with_nested_if_and_break(jit):
+    f = sf.function(collatz_steps, jit=jit)
+    for start, want in ((1, 0), (6, 8), (27, 100)):
+        assert int(f(sf.constant(start))) == want == collatz_steps(start)
+    assert f.tracing_count == 1
+
+
+def triangle(n):
+    total = sf.constant(0)
+    for i in sf.range(n):
+        for j in sf.range(i):
+            if (i + j) % 3 == 0:
+                continue
+            total += 1
+    return total
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_nested_loops_with_continue(jit):
+    f = sf.function(triangle, jit=jit)
+    for n in (0, 4, 7):
+        want = sum(1 for i in range(n) for j in range(i) if (i + j) % 3)
+        assert int(f(sf.constant(n))) == want
+    assert f.tracing_count == 1

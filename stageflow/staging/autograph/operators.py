@@ -66,19 +66,22 @@ def _tensor_like(value: Any) -> bool:
 
 def if_stmt(test: Any, body: Callable[[], None], orelse: Callable[[], None],
             get_state: Callable[[], State], set_state: Callable[[State], None],
-            names: Sequence[str]) -> State:
-    """``if test: body() else: orelse()``; the names' values after it."""
+            names: Sequence[str], live: Sequence[bool]) -> State:
+    """``if test: body() else: orelse()``; the names' values after it. Names that are not
+    `live` (read nowhere outside the if) are not results of a traced one: they are
+    `Undefined` after it."""
     if not _traced(test):
         (body if test else orelse)()
         return get_state()
     start = get_state()
+    wanted = [n for n, keep in zip(names, live, strict=True) if keep]
     kept: dict[str, dict[str, Any]] = {}  # per branch: its non-tensor values
 
     def branch(fn: Callable[[], None], label: str) -> Callable[[], dict]:
         def run() -> dict:
             set_state(start)
             fn()
-            values = dict(zip(names, get_state(), strict=True))
+            values = {k: v for k, v in zip(names, get_state(), strict=True) if k in wanted}
             kept[label] = {k: v for k, v in values.items() if not _tensor_like(v)}
             return {k: v for k, v in values.items() if _tensor_like(v)}
         return run
@@ -86,10 +89,11 @@ def if_stmt(test: Any, body: Callable[[], None], orelse: Callable[[], None],
     try:
         results = cond(test, branch(body, "if"), branch(orelse, "else"))
     except TypeError:
-        _explain_branches(kept, names)
+        _explain_branches(kept, wanted)
         raise
-    _explain_branches(kept, names)
-    return tuple(results[n] if n in results else kept["if"][n] for n in names)
+    _explain_branches(kept, wanted)
+    return tuple(results[n] if n in results else kept["if"][n] if n in wanted
+                 else Undefined(n) for n in names)
 
 
 def _explain_branches(kept: dict[str, dict[str, Any]], names: Sequence[str]) -> None:

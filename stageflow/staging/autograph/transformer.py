@@ -126,6 +126,8 @@ class Converter(ast.NodeTransformer):
     def __init__(self) -> None:
         self._ids = itertools.count(1)
         self._declared: list[set[str]] = []  # per function: names declared global/nonlocal
+        # per if of the source: the names read anywhere in its function outside it
+        self._live: dict[int, set[str]] = {}
 
     # -- functions --------------------------------------------------------------------------
 
@@ -134,7 +136,9 @@ class Converter(ast.NodeTransformer):
                     for n in s.names}
         self._declared.append(declared)
         node.decorator_list = []
-        node.body = self._statements(node.body)
+        body = _returns_as_value(node.body)
+        self._live.update(_loads_outside(node, body))
+        node.body = self._statements(body)
         self._declared.pop()
         return node
 
@@ -193,9 +197,13 @@ class Converter(ast.NodeTransformer):
         state, get_name, set_name = self._state(names, tag)
         body = self._part(f"{AG}if_body_{tag}", node.body, names)
         orelse = self._part(f"{AG}else_body_{tag}", node.orelse, names)
+        live = self._live.get(id(node))
         call = _call("if_stmt", node.test, _name(body.name), _name(orelse.name),
                      _name(get_name), _name(set_name),
-                     ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()))
+                     ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+                     ast.Tuple(elts=[ast.Constant(live is None or n in live
+                                                  or n.startswith(AG))  # the rewrite's flags
+                                     for n in names], ctx=ast.Load()))
         return self._located(node, [body, orelse, *state, self._assign_state(names, call)])
 
     # -- loops ----------------------------------------------------------------------------
@@ -320,6 +328,121 @@ class Converter(ast.NodeTransformer):
         for statement in statements:
             _point_at(statement, original)
         return statements
+
+
+RETURN = f"{AG}retval"
+
+
+def _always_returns(statements: list[ast.stmt]) -> bool:
+    """Whether a block ends in a ``return`` on every path through its ifs."""
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, ast.Return):
+        return True
+    return (isinstance(last, ast.If) and _always_returns(last.body)
+            and _always_returns(last.orelse))
+
+
+def _tails(statements: list[ast.stmt]) -> list[ast.stmt]:
+    """The block with what follows an ``if`` one branch of which always returns moved into
+    its other branch, recursively: ``if c: return a`` then ``return b`` becomes
+    ``if c: return a else: return b``, every return at the end of a path."""
+    out: list[ast.stmt] = []
+    for position, statement in enumerate(statements):
+        if isinstance(statement, ast.If):
+            rest = statements[position + 1:]
+            if rest and _always_returns(statement.body) and not _always_returns(
+                    statement.orelse):
+                statement.orelse = statement.orelse + rest
+                rest = []
+            elif rest and _always_returns(statement.orelse) and not _always_returns(
+                    statement.body):
+                statement.body = statement.body + rest
+                rest = []
+            statement.body = _tails(statement.body)
+            statement.orelse = _tails(statement.orelse)
+            out.append(statement)
+            if not rest:
+                return out
+            continue
+        out.append(statement)
+    return out
+
+
+def _assign_returns(statements: list[ast.stmt]) -> list[ast.stmt]:
+    """A block that always returns, its returns turned into assignments of `RETURN`."""
+    last = statements[-1]
+    if isinstance(last, ast.Return):
+        value = last.value if last.value is not None else ast.Constant(None)
+        assign = ast.Assign(targets=[_name(RETURN, ast.Store())], value=value)
+        return [*statements[:-1], ast.copy_location(assign, last)]
+    assert isinstance(last, ast.If)
+    last.body = _assign_returns(last.body)
+    last.orelse = _assign_returns(last.orelse)
+    return statements
+
+
+def _returns_as_value(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A function body whose returns all end the paths through its trailing ifs, as those
+    ifs assigning one value and a single ``return`` of it after them (so the ifs can become
+    conds); any other body as it was."""
+    has_nested = any(isinstance(node, ast.Return) for statement in body
+                     if not isinstance(statement, ast.Return)
+                     for node in _walk_scope(statement))
+    if not has_nested:
+        return body
+    body = _tails(body)
+    last = body[-1] if body else None
+    if not isinstance(last, ast.If) or not _always_returns([last]):
+        return body
+    loops = any(isinstance(node, ast.Return) for statement in body
+                for node in _walk_scope(statement, stop_at_ifs=False)
+                if _inside_loop(statement, node))
+    if loops:
+        return body
+    body[-1:] = _assign_returns([last])
+    final = ast.Return(_name(RETURN))
+    _point_at(final, last)
+    return [*body, final]
+
+
+def _walk_scope(node: ast.AST, stop_at_ifs: bool = False) -> list[ast.AST]:
+    """The nodes of `node` in its function's scope (not in nested functions or classes)."""
+    found: list[ast.AST] = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                              | ast.Lambda):
+                pending.append(child)
+    return found
+
+
+def _inside_loop(statement: ast.AST, target: ast.AST) -> bool:
+    """Whether `target` is inside a loop of `statement`."""
+    for node in _walk_scope(statement):
+        if isinstance(node, ast.For | ast.While | ast.AsyncFor) and any(
+                inner is target for inner in _walk_scope(node)):
+            return True
+    return False
+
+
+def _loads_outside(function: ast.FunctionDef, body: list[ast.stmt]) -> dict[int, set[str]]:
+    """For each ``if`` of a function body: the names read in the function outside it (what
+    may be live after it; a name only its branches read is dead there)."""
+    loads = [n for statement in body for n in _walk_scope(statement)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    result: dict[int, set[str]] = {}
+    for statement in body:
+        for node in _walk_scope(statement):
+            if isinstance(node, ast.If):
+                inside = {id(n) for n in _walk_scope(node)}
+                result[id(node)] = {n.id for n in loads if id(n) not in inside}
+    del function
+    return result
 
 
 def _point_at(tree: ast.AST, original: ast.AST) -> None:
