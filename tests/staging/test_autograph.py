@@ -294,3 +294,36 @@ def test_nested_loops_with_continue(jit):
         want = sum(1 for i in range(n) for j in range(i) if (i + j) % 3)
         assert int(f(sf.constant(n))) == want
     assert f.tracing_count == 1
+
+
+def find_first(xs, n, target):
+    for i in sf.range(n):
+        if xs[i] > target:
+            return xs[i] * 10.0
+    return sf.constant(-1.0)
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_returns_inside_loops(jit):
+    f = sf.function(find_first, jit=jit)
+    xs = sf.constant([1.0, 5.0, 3.0, 8.0])
+    for target, want in ((2.0, 50.0), (6.0, 80.0), (9.0, -1.0)):
+        assert float(f(xs, sf.constant(4), sf.constant(target))) == want
+        assert float(find_first(xs, sf.constant(4), sf.constant(target))) == want
+    assert f.tracing_count == 1
+
+
+def test_a_value_first_computed_in_a_loop_is_used_after_it():
+    @sf.function
+    def last_and_positive(xs, n):
+        last = sf.constant(0.0)
+        i = 0
+        while i < n:
+            v = xs[i]
+            if v > 0:
+                last = v
+            i += 1
+        return last, v
+
+    last, v = last_and_positive(sf.constant([1.0, -2.0, 3.0, -4.0]), sf.constant(4))
+    assert (float(last), float(v)) == (3.0, -4.0)

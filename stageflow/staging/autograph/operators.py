@@ -17,13 +17,17 @@ from typing import Any
 
 import numpy as np
 
+from stageflow.core import context
 from stageflow.core.source import describe_location
+from stageflow.frontend.graph import Graph
 from stageflow.frontend.ops.control import cond, numpy_function, while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.debug import print as sf_print
 from stageflow.frontend.ops.elementwise import add, less, logical_and, logical_not, logical_or
 from stageflow.frontend.tensor import Tensor
-from stageflow.frontend.tracer import SymbolicTensor
+from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
+from stageflow.staging.autograph.transformer import RETURN
 
 State = tuple[Any, ...]
 
@@ -73,7 +77,8 @@ def if_stmt(test: Any, body: Callable[[], None], orelse: Callable[[], None],
     if not _traced(test):
         (body if test else orelse)()
         return get_state()
-    start = get_state()
+    start = _first_values([body, orelse], get_state, set_state,
+                          lambda i: names[i] == RETURN)
     wanted = [n for n, keep in zip(names, live, strict=True) if keep]
     kept: dict[str, dict[str, Any]] = {}  # per branch: its non-tensor values
 
@@ -142,7 +147,7 @@ def _staged_loop(test: Callable[[], Any], body: Callable[[], None],
     """The loop as one `while_loop` over the names bound to tensors or numbers when it
     starts; the others must keep their values, and names the loop binds first stay local
     to it."""
-    start = get_state()
+    start = _first_values([body], get_state, set_state)
     carried = [i for i, v in enumerate(start) if _tensor_like(v)]
 
     def with_carried(values: Sequence[Any]) -> State:
@@ -170,6 +175,34 @@ def _staged_loop(test: Callable[[], Any], body: Callable[[], None],
     state = with_carried(final)
     set_state(state)
     return state
+
+
+def _first_values(parts: Sequence[Callable[[], None]], get_state: Callable[[], State],
+                  set_state: Callable[[State], None],
+                  wanted: Callable[[int], bool] = lambda i: True) -> State:
+    """The state a staged statement starts from, where a `wanted` name not bound yet
+    starts as zeros of the type the first of `parts` to bind it gives it (each traced once,
+    aside). A loop on a tensor carries every value it produces, so each needs a value
+    before the first iteration; a value the rewrite returns from inside a branch needs one
+    in the branch that does not return."""
+    start = get_state()
+    missing = [i for i, v in enumerate(start) if isinstance(v, Undefined) and wanted(i)]
+    if not missing:
+        return start
+    state = list(start)
+    for part in parts:
+        scratch = GraphTrace(Graph("probe"), context.current_trace(),
+                             allow_variable_creation=False)
+        set_state(start)
+        with context.push_trace(scratch):
+            part()
+            probed = get_state()
+        for i in missing:
+            if isinstance(state[i], Undefined) and isinstance(probed[i], Tensor):
+                shape = [d if d is not None else 0 for d in probed[i].shape]
+                state[i] = zeros(shape, probed[i].dtype)
+    set_state(tuple(state))
+    return tuple(state)
 
 
 class TensorRange:

@@ -137,7 +137,7 @@ class Converter(ast.NodeTransformer):
         self._declared.append(declared)
         node.decorator_list = []
         body = _returns_as_value(node.body)
-        self._live.update(_loads_outside(node, body))
+        self._live.update(_loads_outside(body))
         node.body = self._statements(body)
         self._declared.pop()
         return node
@@ -330,7 +330,8 @@ class Converter(ast.NodeTransformer):
         return statements
 
 
-RETURN = f"{AG}retval"
+RETURN = f"{AG}retval"  # what a return inside a branch or loop assigns
+DID_RETURN = f"{AG}did_return"
 
 
 def _always_returns(statements: list[ast.stmt]) -> bool:
@@ -386,20 +387,21 @@ def _assign_returns(statements: list[ast.stmt]) -> list[ast.stmt]:
 def _returns_as_value(body: list[ast.stmt]) -> list[ast.stmt]:
     """A function body whose returns all end the paths through its trailing ifs, as those
     ifs assigning one value and a single ``return`` of it after them (so the ifs can become
-    conds); any other body as it was."""
+    conds); a return inside a loop first becomes that value, a flag and a ``break`` (and
+    after the loop, a return of the value if the flag is set); any other body as it was."""
     has_nested = any(isinstance(node, ast.Return) for statement in body
                      if not isinstance(statement, ast.Return)
                      for node in _walk_scope(statement))
     if not has_nested:
         return body
+    body = _loop_returns(body, in_loop=False)
+    if any(isinstance(n, ast.Name) and n.id == DID_RETURN for s in body for n in ast.walk(s)):
+        flag = ast.Assign(targets=[_name(DID_RETURN, ast.Store())], value=ast.Constant(False))
+        _point_at(flag, body[0])
+        body = [flag, *body]
     body = _tails(body)
     last = body[-1] if body else None
     if not isinstance(last, ast.If) or not _always_returns([last]):
-        return body
-    loops = any(isinstance(node, ast.Return) for statement in body
-                for node in _walk_scope(statement, stop_at_ifs=False)
-                if _inside_loop(statement, node))
-    if loops:
         return body
     body[-1:] = _assign_returns([last])
     final = ast.Return(_name(RETURN))
@@ -407,7 +409,39 @@ def _returns_as_value(body: list[ast.stmt]) -> list[ast.stmt]:
     return [*body, final]
 
 
-def _walk_scope(node: ast.AST, stop_at_ifs: bool = False) -> list[ast.AST]:
+def _loop_returns(statements: list[ast.stmt], in_loop: bool) -> list[ast.stmt]:
+    """`statements` with each ``return`` inside a loop turned into an assignment of the
+    value, of the `DID_RETURN` flag and a ``break``; after a loop holding one, a ``break``
+    (in a loop) or a ``return`` of the value (outside), if the flag is set."""
+    out: list[ast.stmt] = []
+    for statement in statements:
+        if isinstance(statement, ast.Return) and in_loop:
+            value = statement.value if statement.value is not None else ast.Constant(None)
+            lowered = [ast.Assign(targets=[_name(RETURN, ast.Store())], value=value),
+                       ast.Assign(targets=[_name(DID_RETURN, ast.Store())],
+                                  value=ast.Constant(True)), ast.Break()]
+            for node in lowered:
+                _point_at(node, statement)
+            out.extend(lowered)
+            continue
+        if isinstance(statement, ast.If):
+            statement.body = _loop_returns(statement.body, in_loop)
+            statement.orelse = _loop_returns(statement.orelse, in_loop)
+        elif isinstance(statement, ast.For | ast.While) and any(
+                isinstance(node, ast.Return) for node in _walk_scope(statement)):
+            statement.body = _loop_returns(statement.body, in_loop=True)
+            out.append(statement)
+            after = ast.If(test=_name(DID_RETURN),
+                           body=[ast.Break() if in_loop else ast.Return(_name(RETURN))],
+                           orelse=[])
+            _point_at(after, statement)
+            out.append(after)
+            continue
+        out.append(statement)
+    return out
+
+
+def _walk_scope(node: ast.AST) -> list[ast.AST]:
     """The nodes of `node` in its function's scope (not in nested functions or classes)."""
     found: list[ast.AST] = []
     pending = [node]
@@ -421,16 +455,7 @@ def _walk_scope(node: ast.AST, stop_at_ifs: bool = False) -> list[ast.AST]:
     return found
 
 
-def _inside_loop(statement: ast.AST, target: ast.AST) -> bool:
-    """Whether `target` is inside a loop of `statement`."""
-    for node in _walk_scope(statement):
-        if isinstance(node, ast.For | ast.While | ast.AsyncFor) and any(
-                inner is target for inner in _walk_scope(node)):
-            return True
-    return False
-
-
-def _loads_outside(function: ast.FunctionDef, body: list[ast.stmt]) -> dict[int, set[str]]:
+def _loads_outside(body: list[ast.stmt]) -> dict[int, set[str]]:
     """For each ``if`` of a function body: the names read in the function outside it (what
     may be live after it; a name only its branches read is dead there)."""
     loads = [n for statement in body for n in _walk_scope(statement)
@@ -441,7 +466,6 @@ def _loads_outside(function: ast.FunctionDef, body: list[ast.stmt]) -> dict[int,
             if isinstance(node, ast.If):
                 inside = {id(n) for n in _walk_scope(node)}
                 result[id(node)] = {n.id for n in loads if id(n) not in inside}
-    del function
     return result
 
 
