@@ -244,7 +244,7 @@ def test_trace_cache_is_bounded():
 
 
 def test_staging_errors_point_at_the_user_line():
-    @sf.function
+    @sf.function(autograph=False)  # converted, the if would be an sf.cond
     def branchy(x):
         if x > 0:
             return x
