@@ -1,4 +1,5 @@
-"""`sf.optimizers`: SGD (with momentum, Nesterov) and Adam, with Keras' update rules.
+"""`sf.optimizers`: SGD (with momentum, Nesterov), Adam, AdamW, RMSprop, Adagrad and Lion,
+with Keras' update rules; learning-rate schedules in `sf.optimizers.schedules`.
 
 An optimizer is an `sf.Module` whose state is variables: the step counter `iterations`,
 the learning rate (a float64 variable, cast to each model variable's dtype, so assigning a
@@ -25,7 +26,7 @@ from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 
-__all__ = ["SGD", "Adam", "Optimizer"]
+__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop"]
 
 
 class Optimizer(Module):
@@ -68,9 +69,13 @@ class Optimizer(Module):
         self._learning_rate.assign(ew.cast(convert_to_tensor(value), self._learning_rate.dtype))
 
     def _current_learning_rate(self) -> Tensor:
+        """This step's rate; a schedule's is stored in `learning_rate` too, so that
+        ``opt.learning_rate`` shows the rate the last step used."""
         if self._schedule is not None:
-            return ew.cast(convert_to_tensor(self._schedule(self.iterations.read_value())),
+            rate = ew.cast(convert_to_tensor(self._schedule(self.iterations.read_value())),
                            dtypes.float64)
+            self._learning_rate.assign(rate)
+            return rate
         return self._learning_rate.read_value()
 
     # -- slots --------------------------------------------------------------------------
@@ -241,3 +246,101 @@ class Adam(Optimizer):
         m.assign(new_m)
         v.assign(new_v)
         variable.assign_sub(new_m * alpha / (ew.sqrt(new_v) + self.epsilon))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), Keras' rule: before the Adam
+    step, ``w -= lr * weight_decay * w``."""
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001,
+                 weight_decay: float = 0.004, beta_1: float = 0.9, beta_2: float = 0.999,
+                 epsilon: float = 1e-7, name: str | None = None) -> None:
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, name)
+        self.weight_decay = float(weight_decay)
+
+    def _coefficients(self, lr: Tensor, dtype: Any) -> dict[str, Tensor]:
+        return {**super()._coefficients(lr, dtype), "decay": lr * self.weight_decay}
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        variable.assign_sub(variable.read_value() * coefficients["decay"])
+        super()._update(gradient, variable, coefficients)
+
+
+class RMSprop(Optimizer):
+    """RMSprop, Keras' rule: ``v = rho * v + (1 - rho) * g*g``; with momentum
+    ``m = momentum * m + lr * g / sqrt(v + epsilon)``, ``w -= m``, else
+    ``w -= lr * g / sqrt(v + epsilon)``; `centered` divides by the variance instead
+    (``v - mg**2`` with ``mg`` the mean gradient)."""
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001, rho: float = 0.9,
+                 momentum: float = 0.0, epsilon: float = 1e-7, centered: bool = False,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, name)
+        self.rho, self.momentum, self.epsilon = float(rho), float(momentum), float(epsilon)
+        self.centered = bool(centered)
+
+    def _create_slots(self, variable: Variable) -> None:
+        self.add_slot(variable, "velocity")
+        if self.momentum:
+            self.add_slot(variable, "momentum")
+        if self.centered:
+            self.add_slot(variable, "average_gradient")
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        lr = coefficients["lr"]
+        velocity = self.get_slot(variable, "velocity")
+        v = velocity.read_value() * self.rho + ew.square(gradient) * (1.0 - self.rho)
+        velocity.assign(v)
+        if self.centered:
+            average = self.get_slot(variable, "average_gradient")
+            mean = average.read_value() * self.rho + gradient * (1.0 - self.rho)
+            average.assign(mean)
+            v = v - ew.square(mean)
+        step = gradient * lr / ew.sqrt(v + self.epsilon)
+        if self.momentum:
+            momentum = self.get_slot(variable, "momentum")
+            step = momentum.read_value() * self.momentum + step
+            momentum.assign(step)
+        variable.assign_sub(step)
+
+
+class Adagrad(Optimizer):
+    """Adagrad, Keras' rule: ``a += g*g``, ``w -= lr * g / sqrt(a + epsilon)``, the
+    accumulator starting at `initial_accumulator_value`."""
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001,
+                 initial_accumulator_value: float = 0.1, epsilon: float = 1e-7,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, name)
+        self.initial_accumulator_value = float(initial_accumulator_value)
+        self.epsilon = float(epsilon)
+
+    def _create_slots(self, variable: Variable) -> None:
+        start, shape, dtype = self.initial_accumulator_value, variable.shape, variable.dtype
+        self.add_slot(variable, "accumulator", lambda: zeros(shape, dtype) + start)
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        accumulator = self.get_slot(variable, "accumulator")
+        a = accumulator.read_value() + ew.square(gradient)
+        accumulator.assign(a)
+        variable.assign_sub(gradient * coefficients["lr"] / ew.sqrt(a + self.epsilon))
+
+
+class Lion(Optimizer):
+    """Lion (Chen et al., 2023): ``w -= lr * sign(beta_1 * m + (1 - beta_1) * g)``, then
+    ``m = beta_2 * m + (1 - beta_2) * g``."""
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001, beta_1: float = 0.9,
+                 beta_2: float = 0.99, name: str | None = None) -> None:
+        super().__init__(learning_rate, name)
+        self.beta_1, self.beta_2 = float(beta_1), float(beta_2)
+
+    def _create_slots(self, variable: Variable) -> None:
+        self.add_slot(variable, "momentum")
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        momentum = self.get_slot(variable, "momentum")
+        m = momentum.read_value()
+        direction = ew.sign(m * self.beta_1 + gradient * (1.0 - self.beta_1))
+        variable.assign_sub(direction * coefficients["lr"])
+        momentum.assign(m * self.beta_2 + gradient * (1.0 - self.beta_2))

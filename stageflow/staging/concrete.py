@@ -60,7 +60,8 @@ class ConcreteFunction:
         self._program = None
         self._forward_backward = None
         self.pass_timings: list = []
-        self._single_output = out_treedef == (None,) and out_template == [_OUTPUT]
+        self._single_output = (out_treedef == (None,) and len(out_template) == 1
+                               and out_template[0] is _OUTPUT)  # (== would compare tensors)
 
     @property
     def program(self):

@@ -39,6 +39,53 @@ def adam_reference(lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
     return out
 
 
+def adamw_reference(lr, weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    w, m, v, out = START.copy(), np.zeros(3), np.zeros(3), []
+    for t, g in enumerate(GRADS, 1):
+        w = w - lr * weight_decay * w
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g * g
+        alpha = lr * np.sqrt(1 - beta_2**t) / (1 - beta_1**t)
+        w = w - alpha * m / (np.sqrt(v) + epsilon)
+        out.append(w.copy())
+    return out
+
+
+def rmsprop_reference(lr, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False):
+    w, v, mom, mg, out = START.copy(), np.zeros(3), np.zeros(3), np.zeros(3), []
+    for g in GRADS:
+        v = rho * v + (1 - rho) * g * g
+        denominator = v
+        if centered:
+            mg = rho * mg + (1 - rho) * g
+            denominator = v - mg * mg
+        step = lr * g / np.sqrt(denominator + epsilon)
+        if momentum:
+            mom = momentum * mom + step
+            step = mom
+        w = w - step
+        out.append(w.copy())
+    return out
+
+
+def adagrad_reference(lr, initial=0.1, epsilon=1e-7):
+    w, a, out = START.copy(), np.full(3, initial), []
+    for g in GRADS:
+        a = a + g * g
+        w = w - lr * g / np.sqrt(a + epsilon)
+        out.append(w.copy())
+    return out
+
+
+def lion_reference(lr, beta_1=0.9, beta_2=0.99):
+    w, m, out = START.copy(), np.zeros(3), []
+    for g in GRADS:
+        w = w - lr * np.sign(beta_1 * m + (1 - beta_1) * g)
+        m = beta_2 * m + (1 - beta_2) * g
+        out.append(w.copy())
+    return out
+
+
 OPTIMIZERS = {
     "sgd": (lambda: sf.optimizers.SGD(0.1), lambda: sgd_reference(0.1)),
     "momentum": (lambda: sf.optimizers.SGD(0.1, momentum=0.9),
@@ -48,6 +95,14 @@ OPTIMIZERS = {
     "adam": (lambda: sf.optimizers.Adam(0.01), lambda: adam_reference(0.01)),
     "adam_eps": (lambda: sf.optimizers.Adam(0.1, beta_1=0.5, beta_2=0.9, epsilon=0.5),
                  lambda: adam_reference(0.1, 0.5, 0.9, 0.5)),
+    "adamw": (lambda: sf.optimizers.AdamW(0.01, weight_decay=0.1),
+              lambda: adamw_reference(0.01, 0.1)),
+    "rmsprop": (lambda: sf.optimizers.RMSprop(0.01), lambda: rmsprop_reference(0.01)),
+    "rmsprop_centered_momentum": (
+        lambda: sf.optimizers.RMSprop(0.01, momentum=0.5, centered=True),
+        lambda: rmsprop_reference(0.01, momentum=0.5, centered=True)),
+    "adagrad": (lambda: sf.optimizers.Adagrad(0.1), lambda: adagrad_reference(0.1)),
+    "lion": (lambda: sf.optimizers.Lion(0.01), lambda: lion_reference(0.01)),
 }
 
 
@@ -251,3 +306,30 @@ def test_accuracy_metrics(staged):
         assert float(metric.result()) == 0.0
     sparse.update_state(labels[:, None], logits)  # [batch, 1] labels are accepted too
     assert float(sparse.result()) == 0.75
+
+
+def test_schedules_match_their_formulas_and_show_in_learning_rate():
+    schedules = sf.optimizers.schedules
+    exponential = schedules.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5)
+    staircase = schedules.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5, staircase=True)
+    cosine = schedules.CosineDecay(0.0, decay_steps=4, alpha=0.1, warmup_target=0.2,
+                                   warmup_steps=2)
+    piecewise = schedules.PiecewiseConstantDecay([1, 3], [1.0, 0.5, 0.1])
+    for step in range(8):
+        assert float(exponential(step)) == pytest.approx(0.1 * 0.5 ** (step / 2))
+        assert float(staircase(step)) == pytest.approx(0.1 * 0.5 ** (step // 2))
+        if step < 2:
+            want = 0.2 * step / 2
+        else:
+            into = min(step - 2, 4)
+            want = 0.2 * (0.9 * 0.5 * (1 + np.cos(np.pi * into / 4)) + 0.1)
+        assert float(cosine(step)) == pytest.approx(want)
+        assert float(piecewise(step)) == (1.0 if step <= 1 else 0.5 if step <= 3 else 0.1)
+
+    opt = sf.optimizers.SGD(staircase)
+    var = sf.Variable(np.zeros(3))
+    step = sf.function(lambda g: opt.apply_gradients([(g, var)]))
+    for n in range(5):
+        step(sf.constant(np.ones(3)))
+        assert float(opt.learning_rate) == pytest.approx(0.1 * 0.5 ** (n // 2))
+    assert step.tracing_count == 1
