@@ -1,8 +1,13 @@
-"""`sf.nn`: activations, dropout, convolution, pooling, cross-entropy losses.
+"""`sf.nn`: activations, dropout, convolution, pooling, normalisation, cross-entropy losses.
 
-Exactly the public names (`__all__`) of `stageflow.frontend.ops.nn`, where they are defined and
-documented: the implementation module's imports and helpers stay out of `dir(sf.nn)`.
+Exactly the public names (`__all__`) of `stageflow.frontend.ops.nn` and
+`stageflow.frontend.ops.normalization`, where they are defined and documented: the
+implementation modules' imports and helpers stay out of `dir(sf.nn)`.
 """
 
 from stageflow.frontend.ops.nn import *  # noqa: F403
-from stageflow.frontend.ops.nn import __all__  # noqa: F401
+from stageflow.frontend.ops.nn import __all__ as _nn
+from stageflow.frontend.ops.normalization import *  # noqa: F403
+from stageflow.frontend.ops.normalization import __all__ as _normalization
+
+__all__ = sorted([*_nn, *_normalization])

@@ -38,8 +38,14 @@ def he_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
     return sf_random.uniform(shape, -limit, limit, dtype=dtype)
 
 
+def random_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """U(-0.05, 0.05) (Keras' "uniform", the default of embeddings)."""
+    return sf_random.uniform(shape, -0.05, 0.05, dtype=dtype)
+
+
 INITIALIZERS: dict[str, Callable[..., Tensor]] = {
     "glorot_uniform": glorot_uniform,
+    "uniform": random_uniform,
     "he_uniform": he_uniform,
     "zeros": zeros,
     "ones": ones,

@@ -71,6 +71,8 @@ def convert(function: Callable[..., Any]) -> Converted | None:
 
 
 def _convert(function: types.FunctionType) -> Converted | None:
+    if AG in function.__code__.co_freevars:
+        return None  # defined inside converted code: converted with it already
     try:
         lines, first = inspect.getsourcelines(function)
     except (OSError, TypeError):

@@ -1,0 +1,88 @@
+"""`sf.nn` normalisation and embedding ops: moments, batch and layer normalisation, L2
+normalisation, bias addition, embedding lookup, sigmoid cross-entropy.
+
+All are composites of existing op functions (TensorFlow's `tf.nn` names and rules), so
+they differentiate, fuse and compile like the ops they are made of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stageflow.core.source import describe_location
+from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.reductions import reduce_mean, reduce_sum
+from stageflow.frontend.ops.shape import gather, squeeze
+from stageflow.frontend.tensor import Tensor
+
+__all__ = ["batch_normalization", "bias_add", "embedding_lookup", "l2_normalize",
+           "layer_normalization", "moments", "sigmoid_cross_entropy_with_logits"]
+
+
+def moments(x: Any, axes: Sequence[int], keepdims: bool = False) -> tuple[Tensor, Tensor]:
+    """Mean and (biased) variance of `x` over `axes`: ``mean(x)``, ``mean((x - mean)**2)``.
+
+    >>> mean, variance = sf.nn.moments(images, axes=[0, 1, 2])   # per channel
+    """
+    x = convert_to_tensor(x)
+    mean = reduce_mean(x, tuple(axes), keepdims=True)
+    variance = reduce_mean(ew.square(x - mean), tuple(axes), keepdims=True)
+    if not keepdims:
+        mean, variance = squeeze(mean, tuple(axes)), squeeze(variance, tuple(axes))
+    return mean, variance
+
+
+def batch_normalization(x: Any, mean: Any, variance: Any, offset: Any, scale: Any,
+                        variance_epsilon: float) -> Tensor:
+    """``scale * (x - mean) / sqrt(variance + epsilon) + offset``, everything broadcast
+    against `x` (`offset` and `scale` may be None)."""
+    inverse = ew.rsqrt(convert_to_tensor(variance) + variance_epsilon)
+    if scale is not None:
+        inverse = inverse * scale
+    result = (convert_to_tensor(x) - mean) * inverse
+    return result + offset if offset is not None else result
+
+
+def layer_normalization(x: Any, axis: int | Sequence[int] = -1, epsilon: float = 1e-3,
+                        scale: Any = None, offset: Any = None) -> Tensor:
+    """`x` normalised over `axis` (each example's features) to mean 0 and variance 1,
+    then scaled and shifted: what `sf.layers.LayerNormalization` computes."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    mean, variance = moments(x, axes, keepdims=True)
+    return batch_normalization(x, mean, variance, offset, scale, epsilon)
+
+
+def l2_normalize(x: Any, axis: int | Sequence[int] | None = None,
+                 epsilon: float = 1e-12) -> Tensor:
+    """``x / sqrt(max(sum(x**2, axis), epsilon))``."""
+    x = convert_to_tensor(x)
+    axes = None if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+    squares = reduce_sum(ew.square(x), axes, keepdims=True)
+    return x * ew.rsqrt(ew.maximum(squares, epsilon))
+
+
+def bias_add(value: Any, bias: Any) -> Tensor:
+    """``value + bias`` with a 1-D `bias` of `value`'s last dim (a clear error otherwise)."""
+    value, bias = convert_to_tensor(value), convert_to_tensor(bias)
+    if bias.ndim != 1 or (value.ndim and None not in (value.shape[-1], bias.shape[0])
+                          and value.shape[-1] != bias.shape[0]):
+        raise ValueError(f"bias_add: bias must be 1-D of the value's last dim "
+                         f"{value.shape[-1:] if value.ndim else ()}, got shape {bias.shape}"
+                         f"{describe_location()}")
+    return value + bias
+
+
+def embedding_lookup(params: Any, ids: Any) -> Tensor:
+    """The rows of `params` at integer `ids` (of any shape): ``params[ids]``."""
+    return gather(params, ids, axis=0)
+
+
+def sigmoid_cross_entropy_with_logits(labels: Any, logits: Any) -> Tensor:
+    """Elementwise ``-labels * log(sigmoid(logits)) - (1 - labels) * log(1 - sigmoid)``,
+    in TensorFlow's stable form ``max(x, 0) - x * z + log1p(exp(-|x|))``."""
+    logits = convert_to_tensor(logits)
+    labels = convert_to_tensor(labels, logits.dtype)
+    return (ew.maximum(logits, 0.0) - logits * labels
+            + ew.log1p(ew.exp(ew.negative(ew.abs(logits)))))
