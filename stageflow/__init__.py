@@ -3,7 +3,7 @@
 `import stageflow as sf`; the names here are the public API (see API.md).
 """
 
-from stageflow import aot, layers, metrics, nn, optimizers, random, saved
+from stageflow import aot, layers, losses, math, metrics, nn, optimizers, random, saved
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
@@ -75,6 +75,15 @@ from stageflow.frontend.ops.elementwise import (
     where,
 )
 from stageflow.frontend.ops.linalg import einsum, matmul, tensordot
+from stageflow.frontend.ops.math_ops import (
+    clip_by_global_norm,
+    global_norm,
+    meshgrid,
+    reduce_all,
+    reduce_any,
+    reverse,
+    roll,
+)
 from stageflow.frontend.ops.reductions import (
     argmax,
     argmin,

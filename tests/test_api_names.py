@@ -45,7 +45,9 @@ LAYERS = ("Dense Conv2D BatchNormalization Dropout MaxPool2D AveragePooling2D "
           "GlobalAveragePooling2D Flatten ReLU Sequential").split()
 OPTIMIZERS = ["SGD", "Adam"]
 NAMESPACES = {"nn": NN, "layers": LAYERS, "optimizers": OPTIMIZERS, "random": RANDOM,
-              "metrics": ["Mean", "Accuracy"]}
+              "metrics": ["Mean", "Accuracy"],
+              "losses": ["MeanSquaredError", "BinaryCrossentropy", "CategoricalCrossentropy",
+                         "SparseCategoricalCrossentropy", "Huber", "MeanAbsoluteError"]}
 
 DTYPES = {
     "float16": np.float16,

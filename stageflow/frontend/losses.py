@@ -16,7 +16,6 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.nn import (
-    log_softmax,
     softmax_cross_entropy_with_logits,
     sparse_softmax_cross_entropy_with_logits,
 )
@@ -95,8 +94,8 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any,
         return sparse_softmax_cross_entropy_with_logits(y_true, y_pred)
     p = ew.clip_by_value(y_pred / reduce_sum(y_pred, -1, keepdims=True), _EPSILON,
                          1.0 - _EPSILON)
-    return sparse_softmax_cross_entropy_with_logits(y_true, ew.log(p)) + reduce_sum(
-        log_softmax(ew.log(p)) * 0.0, -1)
+    # -log_softmax(log p)[label] is -log p[label] + log(sum(p)): p sums to one
+    return sparse_softmax_cross_entropy_with_logits(y_true, ew.log(p))
 
 
 class Loss:

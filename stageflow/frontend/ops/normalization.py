@@ -38,11 +38,19 @@ def batch_normalization(x: Any, mean: Any, variance: Any, offset: Any, scale: An
                         variance_epsilon: float) -> Tensor:
     """``scale * (x - mean) / sqrt(variance + epsilon) + offset``, everything broadcast
     against `x` (`offset` and `scale` may be None)."""
-    inverse = ew.rsqrt(convert_to_tensor(variance) + variance_epsilon)
+    x = convert_to_tensor(x)
+    inverse = ew.rsqrt(_like(variance, x) + variance_epsilon)
     if scale is not None:
         inverse = inverse * scale
-    result = (convert_to_tensor(x) - mean) * inverse
+    result = (x - mean) * inverse
     return result + offset if offset is not None else result
+
+
+def _like(value: Any, x: Tensor) -> Tensor:
+    """`value` as a tensor; Python numbers and arrays in `x`'s dtype (weakly typed)."""
+    if isinstance(value, Tensor) or hasattr(value, "_as_tensor"):
+        return convert_to_tensor(value)
+    return convert_to_tensor(value, x.dtype)
 
 
 def layer_normalization(x: Any, axis: int | Sequence[int] = -1, epsilon: float = 1e-3,
