@@ -97,6 +97,7 @@ from stageflow.frontend.ops.reductions import (
 from stageflow.frontend.ops.shape import (
     broadcast_to,
     concat,
+    dynamic_update_index,
     expand_dims,
     gather,
     identity,

@@ -1,6 +1,7 @@
 """Structural primitives with their gradients: broadcast, reshape, transpose, slice, concat, ...
 
-The full set: broadcast_to, reshape, transpose, slice, concat, pad, gather, iota, constant.
+The full set: broadcast_to, reshape, transpose, slice, concat, pad, gather, iota, constant,
+dim_size, update_index.
 
 They move or replicate elements without arithmetic. Their NumPy kernels return views where
 NumPy can (tensors are immutable, so sharing memory is safe).
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import dtypes
-from stageflow.core.dims import PYTHON, D, DimArith
+from stageflow.core.dims import PYTHON, D, DimArith, same_dims
 from stageflow.core.op_facts import Cost, Family, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape, normalize_axis, num_elements
@@ -443,3 +444,48 @@ dim_size_p = Primitive(
     family=STRUCTURAL, lowered_by=LoweredBy.OP_RULE,
 )
 dim_size_p.def_nondifferentiable()
+
+
+def _update_index_rule(x: ShapedType, update: ShapedType, index: ShapedType) -> ShapedType:
+    if x.ndim == 0:
+        raise ValueError("cannot update a row of a 0-d tensor")
+    if update.dtype != x.dtype:
+        raise TypeError(f"the update is {update.dtype.name}, the tensor {x.dtype.name}")
+    if len(update.shape) != x.ndim - 1 or any(
+            a is not None and b is not None and a != b
+            for a, b in zip(update.shape, x.shape[1:], strict=True)):
+        raise ValueError(f"the update must have the shape of one row "
+                         f"{format_shape(x.shape[1:])}, got {format_shape(update.shape)}")
+    if index.shape != () or index.dtype not in (dtypes.int32, dtypes.int64):
+        raise TypeError(f"the index must be an int32 or int64 scalar, got {index}")
+    return x
+
+
+def _update_index(x, update, index):
+    size = x.shape[0]
+    position = int(index)
+    if not -size <= position < size:
+        raise IndexError(f"index {position} is out of range [{-size}, {size}) for axis 0")
+    out = np.array(x, copy=True)
+    out[position] = update
+    return out
+
+
+update_index_p = Primitive(
+    "update_index",
+    shape_rule=_update_index_rule,
+    kernel=_update_index,
+    dims=same_dims,
+    summary="x with its row `index` replaced by `update` (a loop's outputs, row by row)",
+    family=STRUCTURAL,
+    cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
+)
+
+
+@update_index_p.def_vjp
+@floating_only
+def _update_index_vjp(cotangents, inputs, outputs):
+    (g,), index = cotangents, inputs[2]
+    row = gather_p.bind(g, index, axis=0)
+    return [update_index_p.bind(g, where(equal(row, row), constant(0, g.dtype), row), index),
+            row, None]

@@ -323,3 +323,12 @@ def test_staged_random_bits_are_bit_identical():
         results.append([f(x).numpy(), f(x).numpy()])
     for e, c in zip(*results, strict=True):
         np.testing.assert_array_equal(e, c)
+
+
+@settings(max_examples=20)
+@given(dtype=st.sampled_from([np.float32, np.float64, np.int32]), data=st.data())
+def test_update_index(dtype, data):
+    shape = data.draw(shapes.filter(lambda s: s[0] > 0))
+    index = np.int64(data.draw(st.integers(-shape[0], shape[0] - 1)))
+    arrays = [values(shape, dtype, 1), values(shape[1:], dtype, 2), index]
+    check("update_index", arrays, data.draw(st.booleans()), exact=True)

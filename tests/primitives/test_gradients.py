@@ -164,7 +164,8 @@ BINARY = ["add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", 
           "mod"]
 OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "matmul",
           "matmul_add",
-          "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather", "conv2d",
+          "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
+          "update_index", "conv2d",
           "reduce_window"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
@@ -404,6 +405,14 @@ def test_gather_rule(shape, indices, seed, data):
     index = rng.integers(-shape[axis], shape[axis], indices)  # repeats and negatives
     check_rule(sv.gather_p, [rng.standard_normal(shape), index], rng, {"axis": axis},
                wrt=[0])
+
+
+@given(shape=strategies.shapes(min_dims=1, max_dims=3, min_side=1), seed=seeds, data=st.data())
+def test_update_index_rule(shape, seed, data):
+    rng = np.random.default_rng(seed)
+    index = np.int32(data.draw(st.integers(-shape[0], shape[0] - 1)))
+    check_rule(sv.update_index_p, [rng.standard_normal(shape), rng.standard_normal(shape[1:]),
+                                   index], rng, {}, wrt=[0, 1])
 
 
 # --------------------------------------------------------------------------- windows

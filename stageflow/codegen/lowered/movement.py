@@ -250,3 +250,35 @@ class DimSize:
 @lowering("dim_size")
 def _dim_size(spec: OpSpec) -> DimSize:
     return DimSize(normalize_axis(spec.params["axis"], spec.inputs[0].ndim))
+
+
+@dataclass(frozen=True)
+class UpdateIndex:
+    """`update_index`: the operand copied into the result (not when they are the same
+    memory: a loop updating its carried buffer in place), then the update into row
+    `index` (negative from the end; out of range fails)."""
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        x, update, index = ob.inputs
+        out = ob.outputs[0]
+        ob.expect_output(0, x.dims)
+        ob.fail_unless(ob.all_of([ob.eq(u, d) for u, d in zip(update.dims, x.dims[1:],
+                                                               strict=True)]), 1)
+        raw = b.load(index.pointer, typ=index.element)
+        position = b.sext(raw, I64) if raw.type != I64 else raw
+        n = x.dims[0]
+        position = b.select(b.icmp_signed("<", position, i64(0)), b.add(position, n), position)
+        ob.fail_unless(b.and_(b.icmp_signed(">=", position, i64(0)),
+                              b.icmp_signed("<", position, n)), 2)
+        with b.if_then(b.icmp_unsigned("!=", x.pointer, out.pointer)):
+            copy(b, x.dims, x, i64(0), x.strides, out, i64(0), out.strides)
+        base = fold_mul(b, position, out.strides[0])
+        copy(b, update.dims, update, i64(0), update.strides, out, base, out.strides[1:])
+
+
+@lowering("update_index")
+def _update_index(spec: OpSpec) -> UpdateIndex | None:
+    if storage_type(spec.outputs[0].dtype) in (I1,):
+        return None
+    return UpdateIndex()

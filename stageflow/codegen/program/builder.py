@@ -627,21 +627,28 @@ class _Body:
         """A loop whose carried values live in two buffers each, written in turn: the body
         computes the next value straight into the buffer the current one is not in (or
         copies it there when it is not computed by an op of the body), then the two
-        swap. The first iteration reads the initial values where they are."""
+        swap. The first iteration reads the initial values where they are. A value the
+        body only updates row by row (`update_index`) is copied once into the loop's
+        buffer and updated there in place."""
         b = self.b
         inits = [self.storage[v] for v in op.operands]
         spares = self.spares[op]
         header = self.function.append_basic_block("while.cond")
         body = self.function.append_basic_block("while.body")
         done = self.function.append_basic_block("while.end")
+        yielded = list(op.body_region.block.last_op.operands)
+        in_place = _updated_in_place(op.body_region, yielded)
+        for k in in_place:  # the loop's own copy, which the body then updates row by row
+            self.copy_unless(ir.Constant(I1, 0), spares[k][0], inits[k],
+                             self.nbytes(op.operands[k]))
         entry = b.block
         b.branch(header)
         b.position_at_end(header)
         current = [b.phi(_PTR, name=f"while.v{k}") for k in range(len(inits))]
         spare = [b.phi(_PTR, name=f"while.s{k}") for k in range(len(inits))]
-        for k, (init, (first, _)) in enumerate(zip(inits, spares, strict=True)):
-            current[k].add_incoming(init, entry)
-            spare[k].add_incoming(first, entry)
+        for k, (init, (first, second)) in enumerate(zip(inits, spares, strict=True)):
+            current[k].add_incoming(first if k in in_place else init, entry)
+            spare[k].add_incoming(second if k in in_place else first, entry)
         for arg, pointer in zip(op.cond_region.block.args, current, strict=True):
             self.storage[arg] = pointer
         (predicate,) = self.emit_region(op.cond_region, index)
@@ -650,17 +657,22 @@ class _Body:
         b.position_at_end(body)
         for arg, pointer in zip(op.body_region.block.args, current, strict=True):
             self.storage[arg] = pointer
-        yielded = list(op.body_region.block.last_op.operands)
-        direct = _written_in_place(op.body_region, yielded)
+        direct = _written_in_place(op.body_region, yielded) - set(in_place)
         for k in direct:
             self.storage[yielded[k]] = spare[k]
+        for k in in_place:
+            self.storage[yielded[k]] = current[k]
         self.emit_region(op.body_region, index)
         for k, value in enumerate(yielded):
-            if k not in direct:
+            if k not in direct and k not in in_place:
                 self.copy_into(spare[k], value)
         latch = b.block
         for k, ((init, (_, second)), pointer) in enumerate(
                 zip(zip(inits, spares, strict=True), current, strict=True)):
+            if k in in_place:
+                current[k].add_incoming(pointer, latch)
+                spare[k].add_incoming(spare[k], latch)
+                continue
             current[k].add_incoming(spare[k], latch)
             was_init = b.icmp_unsigned("==", pointer, init)
             spare[k].add_incoming(b.select(was_init, second, pointer), latch)
@@ -750,6 +762,20 @@ class _Body:
         code = b.call(entry, args)
         self.fail_if(b.icmp_signed("!=", code, ir.Constant(I32, 0)),
                      ir.Constant(I32, OP_FAILED + index))
+
+
+def _updated_in_place(body: Region, yielded: list[SSAValue]) -> set[int]:
+    """The positions whose next value the body computes by an `update_index` of the
+    current one, which nothing else in the body reads: the row is written into the loop's
+    buffer itself, and the rest is not copied at every iteration."""
+    found: set[int] = set()
+    for k, (arg, value) in enumerate(zip(body.block.args, yielded, strict=True)):
+        owner = value.owner
+        if (isinstance(owner, SfOp) and owner.primitive.name == "update_index"
+                and owner.parent_block() is body.block and owner.operands[0] is arg
+                and len(list(arg.uses)) == 1 and yielded.count(value) == 1):
+            found.add(k)
+    return found
 
 
 def _owned_inside(region: Region) -> set[SSAValue]:

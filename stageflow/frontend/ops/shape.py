@@ -174,6 +174,16 @@ def gather(params: Any, indices: Any, axis: int = 0) -> Tensor:
     return st.gather_p.bind(params, indices, axis=_axis("gather", axis, max(params.ndim, 1)))
 
 
+def dynamic_update_index(x: Any, update: Any, index: Any) -> Tensor:
+    """`x` with row `index` (along axis 0, negative from the end) replaced by `update`
+    (JAX's ``lax.dynamic_update_index_in_dim`` at axis 0): how a loop writes its outputs
+    one row per iteration. Inside a compiled loop carrying `x`, the row is written in
+    place."""
+    x = convert_to_tensor(x)
+    update = convert_to_tensor(update, x.dtype)
+    return st.update_index_p.bind(x, update, convert_to_tensor(index))
+
+
 def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 0.0,
             axis: int = -1, dtype: Any = dtypes.float32) -> Tensor:
     """A new axis of length `depth` holding `on_value` at each index, `off_value` elsewhere."""
