@@ -7,12 +7,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from stageflow.core import dtypes
 from stageflow.frontend.ops import random as sf_random
+from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones, zeros
 from stageflow.frontend.tensor import Tensor
 
-__all__ = ["INITIALIZERS", "get_initializer", "glorot_uniform", "he_uniform"]
+__all__ = ["INITIALIZERS", "get_initializer", "glorot_uniform", "he_uniform", "orthogonal"]
 
 
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -43,7 +46,18 @@ def random_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tenso
     return sf_random.uniform(shape, -0.05, 0.05, dtype=dtype)
 
 
+def orthogonal(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """A random matrix with orthonormal columns (or rows, when wider than tall): Keras'
+    default for recurrent kernels, which keeps repeated products from growing or fading."""
+    rows, columns = shape[0], math.prod(shape[1:])
+    draw = sf_random.normal((max(rows, columns), min(rows, columns)), dtype=dtype).numpy()
+    q, r = np.linalg.qr(draw)
+    q = q * np.sign(np.diag(r))
+    return convert_to_tensor((q.T if rows < columns else q).reshape(shape).astype(dtype))
+
+
 INITIALIZERS: dict[str, Callable[..., Tensor]] = {
+    "orthogonal": orthogonal,
     "glorot_uniform": glorot_uniform,
     "uniform": random_uniform,
     "he_uniform": he_uniform,

@@ -59,10 +59,15 @@ def install(cls: type) -> None:
 
 
 def _reduction(op: Any) -> Any:
-    def method(self: Any, axis: Any = None, keepdims: bool = False) -> Any:
-        return op(self, axis=axis, keepdims=keepdims)
+    def method(self: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+               keepdims: bool = False) -> Any:
+        if out is not None:  # what `np.sum(tensor, out=...)` would ask of the method
+            raise TypeError(f"{op.__name__}: tensors are immutable; out= is not supported")
+        result = op(self, axis=axis, keepdims=keepdims)
+        return result if dtype is None else ew.cast(result, dtype)
 
-    method.__doc__ = f"``{op.__name__}(self, axis, keepdims)`` (NumPy's method)."
+    method.__doc__ = (f"``{op.__name__}(self, axis, keepdims)`` (NumPy's method; "
+                      "``np.sum(tensor)`` calls it too, with dtype and out).")
     return method
 
 
