@@ -10,7 +10,8 @@ the ops that actually ran.
   graph under a tape and returns the gradients of its operands, so only the taken
   branch's backward runs, and a second derivative differentiates that `cond` again.
 - `while`: the backward first runs the loop forward again, pushing every iteration's loop
-  variables onto stacks (a leading axis that grows, so its dim is unknown), then loops
+  variables onto stacks (of `maximum_iterations` rows written in place when the loop has
+  one, else a leading axis that grows, so its dim is unknown), then loops
   backwards over them: each step replays the body under a tape on that iteration's
   variables and carries the variables' cotangents back, summing those of the values the
   body reads from above. The forward pass thus runs twice (once in the forward function,
@@ -29,9 +30,9 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.ops.control import _Callback, cond, py_func, switch_case, while_loop
-from stageflow.frontend.ops.creation import zeros_like
+from stageflow.frontend.ops.creation import zeros, zeros_like
 from stageflow.frontend.ops.elementwise import add, greater_equal, subtract
-from stageflow.frontend.ops.shape import concat, expand_dims, gather
+from stageflow.frontend.ops.shape import concat, dynamic_update_index, expand_dims, gather
 from stageflow.frontend.replay import replay
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import GradientTape
@@ -86,7 +87,7 @@ def _cond_vjp(cotangents: list, inputs: list, outputs: list, *, branches: tuple)
 
 @while_p.def_vjp
 def _while_vjp(cotangents: list, inputs: list, outputs: list, *, cond: Graph,
-               body: Graph) -> list:
+               body: Graph, maximum_iterations: int | None = None) -> list:
     count = len(body.inputs)
     inits, above = list(inputs[:count]), list(inputs[count:])
     carried_float = [k for k in range(count) if _floating(outputs[k])]
@@ -95,13 +96,26 @@ def _while_vjp(cotangents: list, inputs: list, outputs: list, *, cond: Graph,
         return [None] * len(inputs)
     cotangents = _filled(cotangents, outputs)
 
-    # -- forward again, counting iterations and pushing each one's loop variables
+    # -- forward again, counting iterations and pushing each one's loop variables: into
+    # stacks of `maximum_iterations` rows where it and the variables' shapes are known
+    # (static shapes: the loops compile, the rows written in place), else growing ones
+    sized = maximum_iterations is not None and all(
+        None not in x.shape for x in inits)
+
     def push(trips: Any, *state: Any) -> list:
         carry, stacks = list(state[:count]), list(state[count:])
-        stacks = [concat([s, expand_dims(c, 0)], 0) for s, c in zip(stacks, carry, strict=True)]
+        if sized:
+            stacks = [dynamic_update_index(s, c, trips) for s, c in zip(stacks, carry,
+                                                                         strict=True)]
+        else:
+            stacks = [concat([s, expand_dims(c, 0)], 0)
+                      for s, c in zip(stacks, carry, strict=True)]
         return [add(trips, 1), *replay(body, carry, above), *stacks]
 
-    empty = [expand_dims(x, 0)[:0] for x in inits]
+    if sized:
+        empty = [zeros([maximum_iterations, *x.shape], x.dtype) for x in inits]
+    else:
+        empty = [expand_dims(x, 0)[:0] for x in inits]
     saved = while_loop(lambda trips, *state: replay(cond, list(state[:count]), above)[0],
                        push, [np.int64(0), *inits, *empty], name="while_grad_forward")
     trips, stacks = saved[0], saved[1 + count:]

@@ -99,7 +99,8 @@ class _Recurrent(Layer):
             return [add(t, 1), outputs, *new_state]
 
         final = while_loop(lambda t, *_: less(t, steps), body,
-                           [convert_to_tensor(np.int32(0)), outputs, *state])
+                           [convert_to_tensor(np.int32(0)), outputs, *state],
+                           maximum_iterations=steps)
         sequence, state = final[1], final[2:]
         result = transpose(sequence, (1, 0, 2)) if self.return_sequences else state[0]
         return [result, *state] if self.return_state else result

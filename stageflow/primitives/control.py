@@ -1,7 +1,9 @@
 """Control flow and escapes: `cond` (and `switch_case`), `while`, `py_func`.
 
 `cond` and `while` hold graph functions as params: a graph per branch, a graph for the loop
-condition and one for its body, each traced once by the frontend (`frontend.ops.control`).
+condition and one for its body, each traced once by the frontend (`frontend.ops.control`);
+a `while` built with a Python-int `maximum_iterations` records it (its condition already
+enforces it), so that its gradient can size the stacks it saves iterations on.
 Every such graph takes the same trailing operands, the values it uses from the enclosing
 function (its captures), so the op's operands are what its regions read. In the IR they
 become regions of one op, reading values from above (`stageflow.ir.control`), MLIR's
@@ -111,7 +113,8 @@ cond_p = Primitive(
 )
 
 
-def _while_rule(*operands: Type, cond: Any, body: Any) -> tuple:
+def _while_rule(*operands: Type, cond: Any, body: Any,
+                maximum_iterations: int | None = None) -> tuple:
     carried = [v.type for v in body.inputs]
     _check_operands(cond, operands, "loop condition")
     _check_operands(body, operands, "loop body")
@@ -127,7 +130,7 @@ def _while_rule(*operands: Type, cond: Any, body: Any) -> tuple:
     return tuple(carried)
 
 
-def _while(*operands: Any, cond: Any, body: Any) -> list:
+def _while(*operands: Any, cond: Any, body: Any, maximum_iterations: int | None = None) -> list:
     count = len(body.inputs)
     carried, invariant = list(operands[:count]), list(operands[count:])
     while bool(cond.run(carried + invariant)[0]):

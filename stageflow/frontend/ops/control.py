@@ -171,7 +171,8 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     if trace is None:
         results = _eager_loop(cond_leaves, step, values)
     else:
-        results = _staged_loop(trace, cond_leaves, step, values, name or "while")
+        bound = maximum_iterations if isinstance(maximum_iterations, int) else None
+        results = _staged_loop(trace, cond_leaves, step, values, name or "while", bound)
     if maximum_iterations is not None:
         results = results[1:]
     return nest.unflatten(treedef, results)
@@ -184,7 +185,7 @@ def _eager_loop(cond: Callable[..., Any], step: Callable[..., list], values: lis
 
 
 def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[..., list],
-                 values: list, name: str) -> list:
+                 values: list, name: str, maximum_iterations: int | None) -> list:
     types = [ShapedType(tuple(v.shape), v.dtype) for v in values]
     flat_args = nest.flatten([None] * len(types))[1]
     for _ in range(max((len(t.shape) for t in types), default=0) + 2):
@@ -209,7 +210,8 @@ def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[...
     for have, value in zip(types, values, strict=True):
         assert accepts(have, ShapedType(tuple(value.shape), value.dtype))
     sources = share_captures([r.graph for r in regions])
-    params = {"cond": regions[0].graph, "body": regions[1].graph}
+    params = {"cond": regions[0].graph, "body": regions[1].graph,
+              "maximum_iterations": maximum_iterations}
     return emit(trace, while_p, [*values, *sources], params)
 
 
