@@ -106,6 +106,12 @@ def _gather(draw: st.DrawFn) -> Case:
             {"axis": draw(st.integers(-len(shape), len(shape) - 1))})
 
 
+def _update_index(draw: st.DrawFn) -> Case:
+    shape = draw(shapes(min_dims=1, min_side=1))
+    index = np.asarray(draw(st.integers(-shape[0], shape[0] - 1)), I64)
+    return [_array(shape), _array(shape[1:]), index], {}
+
+
 def _broadcast_to(draw: st.DrawFn) -> Case:
     target = draw(shapes())
     own = target[draw(st.integers(0, len(target))):]
@@ -177,6 +183,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "concat": lambda draw, name: _concat(draw),
     "pad": lambda draw, name: _pad(draw),
     "gather": lambda draw, name: _gather(draw),
+    "update_index": lambda draw, name: _update_index(draw),
     "broadcast_to": lambda draw, name: _broadcast_to(draw),
     "iota": lambda draw, name: _iota(draw),
     "conv2d": lambda draw, name: _conv2d(draw),
