@@ -77,6 +77,8 @@ from stageflow.frontend.ops.elementwise import (
 from stageflow.frontend.ops.linalg import einsum, matmul, tensordot
 from stageflow.frontend.ops.math_ops import (
     clip_by_global_norm,
+    cumprod,
+    cumsum,
     global_norm,
     meshgrid,
     reduce_all,

@@ -46,6 +46,8 @@ from stageflow.frontend.ops.elementwise import (
 )
 from stageflow.frontend.ops.math_ops import (
     cosh,
+    cumprod,
+    cumsum,
     is_finite,
     is_inf,
     is_nan,
@@ -66,7 +68,8 @@ from stageflow.frontend.ops.reductions import (
 )
 
 __all__ = [
-    "abs", "add", "argmax", "argmin", "ceil", "cos", "cosh", "divide", "equal", "erf", "exp",
+    "abs", "add", "argmax", "argmin", "ceil", "cos", "cosh", "cumprod", "cumsum", "divide",
+    "equal", "erf", "exp",
     "expm1", "floor", "floordiv", "greater", "greater_equal", "is_finite", "is_inf",
     "is_nan", "less", "less_equal", "log", "log1p", "logical_and", "logical_not",
     "logical_or", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow",

@@ -332,3 +332,17 @@ def test_update_index(dtype, data):
     index = np.int64(data.draw(st.integers(-shape[0], shape[0] - 1)))
     arrays = [values(shape, dtype, 1), values(shape[1:], dtype, 2), index]
     check("update_index", arrays, data.draw(st.booleans()), exact=True)
+
+
+@settings(max_examples=25)
+@given(dtype=st.sampled_from([np.float32, np.float64, np.int32, np.int64]),
+       name=st.sampled_from(["cumsum", "cumprod"]), exclusive=st.booleans(),
+       reverse=st.booleans(), unknown=st.booleans(), data=st.data())
+def test_scans(dtype, name, exclusive, reverse, unknown, data):
+    shape = data.draw(shapes)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    array = values(shape, dtype, 1)
+    if np.dtype(dtype).kind == "i":
+        array = np.clip(array, -3, 3)  # products of a few small integers stay exact
+    check(name, [array], unknown, exact=np.dtype(dtype).kind == "i", axis=axis,
+          exclusive=exclusive, reverse=reverse)

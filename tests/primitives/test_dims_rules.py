@@ -112,6 +112,12 @@ def _update_index(draw: st.DrawFn) -> Case:
     return [_array(shape), _array(shape[1:]), index], {}
 
 
+def _scan(draw: st.DrawFn) -> Case:
+    shape = draw(shapes(min_dims=1))
+    return [_array(shape)], {"axis": draw(st.integers(0, len(shape) - 1)),
+                             "exclusive": draw(st.booleans()), "reverse": draw(st.booleans())}
+
+
 def _broadcast_to(draw: st.DrawFn) -> Case:
     target = draw(shapes())
     own = target[draw(st.integers(0, len(target))):]
@@ -184,6 +190,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "pad": lambda draw, name: _pad(draw),
     "gather": lambda draw, name: _gather(draw),
     "update_index": lambda draw, name: _update_index(draw),
+    **dict.fromkeys(["cumsum", "cumprod"], lambda draw, name: _scan(draw)),
     "broadcast_to": lambda draw, name: _broadcast_to(draw),
     "iota": lambda draw, name: _iota(draw),
     "conv2d": lambda draw, name: _conv2d(draw),

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import stageflow as sf
 from stageflow.core.primitive import REGISTRY
 from stageflow.core.shapes import normalize_axes
-from stageflow.primitives import conv, elementwise, linalg, reduction
+from stageflow.primitives import conv, elementwise, linalg, reduction, scan
 from stageflow.primitives import structural as sv
 from stageflow.primitives.autodiff import HANDLED_BY_TAPE
 
@@ -165,7 +165,7 @@ BINARY = ["add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", 
 OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "matmul",
           "matmul_add",
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
-          "update_index", "conv2d",
+          "update_index", "cumsum", "cumprod", "conv2d",
           "reduce_window"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
@@ -413,6 +413,17 @@ def test_update_index_rule(shape, seed, data):
     index = np.int32(data.draw(st.integers(-shape[0], shape[0] - 1)))
     check_rule(sv.update_index_p, [rng.standard_normal(shape), rng.standard_normal(shape[1:]),
                                    index], rng, {}, wrt=[0, 1])
+
+
+@given(shape=strategies.shapes(min_dims=1, max_dims=3, min_side=1), seed=seeds,
+       exclusive=st.booleans(), reverse=st.booleans(), product=st.booleans(), data=st.data())
+def test_scan_rules(shape, seed, exclusive, reverse, product, data):
+    rng = np.random.default_rng(seed)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    primitive = scan.cumprod_p if product else scan.cumsum_p
+    values = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+    check_rule(primitive, [values], rng, {"axis": axis, "exclusive": exclusive,
+                                          "reverse": reverse})
 
 
 # --------------------------------------------------------------------------- windows

@@ -56,6 +56,7 @@ from stageflow.codegen.lowered import (  # noqa: F401
     movement,
     random_bits,
     reduction,
+    scan,
 )
 from stageflow.codegen.lowered.rule import RULES, Lowering, OpBuilder, Operand, OpSpec
 from stageflow.codegen.targets import cache

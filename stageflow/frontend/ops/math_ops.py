@@ -20,9 +20,26 @@ from stageflow.frontend.ops.creation import ones_like
 from stageflow.frontend.ops.reductions import reduce_sum
 from stageflow.frontend.ops.shape import broadcast_to, concat, reshape
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives import scan
 
-__all__ = ["clip_by_global_norm", "cosh", "global_norm", "is_finite", "is_inf", "is_nan",
-           "meshgrid", "reduce_all", "reduce_any", "reverse", "roll", "sinh", "tan"]
+__all__ = ["clip_by_global_norm", "cosh", "cumprod", "cumsum", "global_norm", "is_finite",
+           "is_inf", "is_nan", "meshgrid", "reduce_all", "reduce_any", "reverse", "roll",
+           "sinh", "tan"]
+
+
+def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Tensor:
+    """Running sums along `axis` (TensorFlow's arguments: `exclusive` starts from 0 without
+    the element itself, `reverse` runs from the end)."""
+    x = convert_to_tensor(x)
+    return scan.cumsum_p.bind(x, axis=normalize_axis(axis, x.ndim), exclusive=bool(exclusive),
+                              reverse=bool(reverse))
+
+
+def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Tensor:
+    """Running products along `axis` (`exclusive`: from 1, without the element itself)."""
+    x = convert_to_tensor(x)
+    return scan.cumprod_p.bind(x, axis=normalize_axis(axis, x.ndim),
+                               exclusive=bool(exclusive), reverse=bool(reverse))
 
 
 def tan(x: Any) -> Tensor:
