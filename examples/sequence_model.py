@@ -54,8 +54,8 @@ def train_step(digits, target):
 
 
 rng = np.random.default_rng(0)
-for step in range(STEPS):
-    loss = train_step(*batch(rng))
+for _ in range(STEPS):
+    train_step(*batch(rng))
 print(f"loss {reports[0]:.3g} -> {reports[-1]:.3g} after {STEPS} staged steps "
       f"({train_step.tracing_count} traces; learning rate now "
       f"{float(optimizer.learning_rate):.4f})")
