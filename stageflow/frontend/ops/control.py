@@ -188,7 +188,7 @@ def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[...
                  values: list, name: str, maximum_iterations: int | None) -> list:
     types = [ShapedType(tuple(v.shape), v.dtype) for v in values]
     flat_args = nest.flatten([None] * len(types))[1]
-    for _ in range(max((len(t.shape) for t in types), default=0) + 2):
+    for _ in range(sum(len(t.shape) for t in types) + 1):  # each retrace relaxes a dim
         regions = trace_regions([cond, step], types, flat_args, [f"{name}_cond", f"{name}_body"],
                                 name)
         outputs = [v.type for v in regions[1].graph.outputs]
