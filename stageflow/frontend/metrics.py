@@ -18,12 +18,12 @@ from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones, zeros
 from stageflow.frontend.ops.reductions import argmax, reduce_sum
-from stageflow.frontend.ops.shape import expand_dims, squeeze
+from stageflow.frontend.ops.shape import expand_dims, reshape, squeeze
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 
-__all__ = ["Accuracy", "CategoricalAccuracy", "Mean", "Metric", "SparseCategoricalAccuracy",
-           "Sum"]
+__all__ = ["AUC", "Accuracy", "CategoricalAccuracy", "Mean", "MeanSquaredError", "Metric",
+           "Precision", "Recall", "SparseCategoricalAccuracy", "Sum"]
 
 
 class Metric(Module):
@@ -124,6 +124,93 @@ class CategoricalAccuracy(Mean):
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         matches = ew.equal(argmax(y_true, axis=-1), argmax(y_pred, axis=-1))
         super().update_state(matches, sample_weight)
+
+
+class MeanSquaredError(Mean):
+    """The mean of ``(y_true - y_pred)**2`` over every element seen."""
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        y_pred = _as(y_pred, self.dtype)
+        super().update_state(ew.square(y_pred - _as(y_true, self.dtype)), sample_weight)
+
+
+class _Confusion(Metric):
+    """Counts of true/false positives/negatives at `thresholds` (a prediction is positive
+    when greater than the threshold), one count per threshold."""
+
+    def __init__(self, thresholds: Any, name: str | None, dtype: Any) -> None:
+        super().__init__(name, dtype)
+        self.thresholds = [float(t) for t in thresholds]
+        shape = (len(self.thresholds),)
+        self.counts = {kind: Variable(zeros(shape, self.dtype), trainable=False,
+                                      name=f"{self.name}/{kind}")
+                       for kind in ("true_positives", "false_positives", "false_negatives",
+                                    "true_negatives")}
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        y_true = ew.cast(ew.greater(_as(y_true, self.dtype), 0.5), self.dtype)
+        y_pred = _as(y_pred, self.dtype)
+        weights = (_weights(sample_weight, y_pred, self.dtype) if sample_weight is not None
+                   else _ones_like(y_pred, self.dtype))
+        flat = [reshape(v, (-1, 1)) for v in (y_true, y_pred, weights)]
+        truth, score, weight = flat
+        above = ew.cast(ew.greater(score, convert_to_tensor(self.thresholds, self.dtype)),
+                        self.dtype)  # [elements, thresholds]
+        below = 1.0 - above
+        for kind, hits in (("true_positives", above * truth),
+                           ("false_positives", above * (1.0 - truth)),
+                           ("false_negatives", below * truth),
+                           ("true_negatives", below * (1.0 - truth))):
+            self.counts[kind].assign_add(reduce_sum(hits * weight, 0))
+
+    def _ratio(self, numerator: str, other: str) -> Tensor:
+        top = self.counts[numerator].read_value()
+        bottom = top + self.counts[other].read_value()
+        nonzero = ew.not_equal(bottom, 0.0)
+        return ew.where(nonzero, top / ew.where(nonzero, bottom, 1.0), 0.0)
+
+
+class Precision(_Confusion):
+    """``true positives / predicted positives`` (a prediction above `threshold`, 0.5 by
+    default, is positive; labels above 0.5 are positive)."""
+
+    def __init__(self, threshold: float = 0.5, name: str | None = None,
+                 dtype: Any = dtypes.float32) -> None:
+        super().__init__([threshold], name, dtype)
+
+    def result(self) -> Tensor:
+        return self._ratio("true_positives", "false_positives")[0]
+
+
+class Recall(_Confusion):
+    """``true positives / actual positives`` at `threshold`."""
+
+    def __init__(self, threshold: float = 0.5, name: str | None = None,
+                 dtype: Any = dtypes.float32) -> None:
+        super().__init__([threshold], name, dtype)
+
+    def result(self) -> Tensor:
+        return self._ratio("true_positives", "false_negatives")[0]
+
+
+class AUC(_Confusion):
+    """The area under the ROC curve, Keras' way: the confusion counts at `num_thresholds`
+    evenly spaced thresholds in [0, 1] (with -eps and 1 + eps at the ends), the curve
+    integrated by the trapezoidal rule."""
+
+    def __init__(self, num_thresholds: int = 200, name: str | None = None,
+                 dtype: Any = dtypes.float32) -> None:
+        if int(num_thresholds) < 2:
+            raise ValueError(f"AUC: num_thresholds must be at least 2, got {num_thresholds!r}")
+        inner = [(i + 1) / (num_thresholds - 1) for i in range(num_thresholds - 2)]
+        super().__init__([-1e-7, *inner, 1.0 + 1e-7], name, dtype)
+
+    def result(self) -> Tensor:
+        recall = self._ratio("true_positives", "false_negatives")  # true positive rate
+        fallout = self._ratio("false_positives", "true_negatives")  # false positive rate
+        widths = fallout[:-1] - fallout[1:]
+        heights = (recall[:-1] + recall[1:]) * 0.5
+        return reduce_sum(widths * heights)
 
 
 def _as(values: Any, dtype: Any) -> Tensor:

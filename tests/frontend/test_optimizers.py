@@ -333,3 +333,35 @@ def test_schedules_match_their_formulas_and_show_in_learning_rate():
         step(sf.constant(np.ones(3)))
         assert float(opt.learning_rate) == pytest.approx(0.1 * 0.5 ** (n // 2))
     assert step.tracing_count == 1
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_mse_precision_recall_and_auc(staged):
+    rng = np.random.default_rng(0)
+    y_true = (rng.uniform(size=200) > 0.4).astype(np.float32)
+    y_pred = np.clip(y_true * 0.3 + rng.uniform(size=200) * 0.7, 0, 1).astype(np.float32)
+    metrics = {"mse": sf.metrics.MeanSquaredError(), "precision": sf.metrics.Precision(),
+               "recall": sf.metrics.Recall(0.6), "auc": sf.metrics.AUC()}
+
+    def update(t, p):
+        for metric in metrics.values():
+            metric.update_state(t, p)
+
+    if staged:
+        update = sf.function(update)
+    for chunk in range(4):  # streamed in four batches
+        part = slice(50 * chunk, 50 * (chunk + 1))
+        update(sf.constant(y_true[part]), sf.constant(y_pred[part]))
+    predicted = y_pred > 0.5
+    assert float(metrics["mse"].result()) == pytest.approx(np.mean((y_true - y_pred) ** 2),
+                                                             rel=1e-5)
+    assert float(metrics["precision"].result()) == pytest.approx(
+        (predicted & (y_true > 0.5)).sum() / predicted.sum(), rel=1e-6)
+    assert float(metrics["recall"].result()) == pytest.approx(
+        ((y_pred > 0.6) & (y_true > 0.5)).sum() / (y_true > 0.5).sum(), rel=1e-6)
+    # the exact ROC AUC (ties aside) for continuous scores, within the thresholds' step
+    positives, negatives = y_pred[y_true > 0.5], y_pred[y_true < 0.5]
+    exact = (positives[:, None] > negatives[None, :]).mean()
+    assert float(metrics["auc"].result()) == pytest.approx(exact, abs=0.01)
+    metrics["auc"].reset_state()
+    assert float(metrics["auc"].result()) == 0.0
