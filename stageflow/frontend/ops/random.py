@@ -40,8 +40,11 @@ import numpy as np
 from stageflow.core import context, dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
+from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
+from stageflow.frontend.ops.math_ops import reduce_any
+from stageflow.frontend.ops.reductions import argmax
 from stageflow.frontend.ops.shape import concat, reshape_to, split
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
@@ -50,10 +53,12 @@ from stageflow.primitives import structural as st
 
 __all__ = [
     "Generator",
+    "categorical",
     "get_global_generator",
     "normal",
     "set_global_generator",
     "set_seed",
+    "truncated_normal",
     "uniform",
 ]
 
@@ -319,6 +324,34 @@ class Generator:
         z = reshape_to(z, shape)
         return ew.cast(_affine(z, stddev, mean), dtype)
 
+    def truncated_normal(self, shape: Any, mean: Any = 0.0, stddev: Any = 1.0,
+                         dtype: Any = dtypes.float32) -> Tensor:
+        """Normal values more than two standard deviations from the mean drawn again until
+        none is (TensorFlow's rule): a `while_loop`, so a traced draw is one loop."""
+        z = self.normal(shape, dtype=dtype)
+        z = while_loop(lambda z: reduce_any(ew.greater(ew.abs(z), 2.0)),
+                       lambda z: ew.where(ew.greater(ew.abs(z), 2.0),
+                                          self.normal(shape, dtype=dtype), z), [z])[0]
+        compute = _compute_dtype(z.dtype)
+        return _affine(z, _float_operand(stddev, compute, "stddev", "truncated_normal"),
+                       _float_operand(mean, compute, "mean", "truncated_normal"))
+
+    def categorical(self, logits: Any, num_samples: int,
+                    dtype: Any = dtypes.int64) -> Tensor:
+        """`num_samples` class indices per row of ``[batch, classes]`` `logits`, drawn with
+        probabilities ``softmax(logits)`` (the Gumbel-max trick: the argmax of the logits
+        plus independent Gumbel noise)."""
+        logits = convert_to_tensor(logits)
+        if logits.ndim != 2 or None in logits.shape:
+            raise _fail("categorical", f"logits must be [batch, classes] of known dims, got "
+                        f"{logits.shape}")
+        batch, classes = logits.shape
+        tiny = float(np.finfo(_compute_dtype(logits.dtype)).tiny)
+        u = self.uniform((batch, int(num_samples), classes), tiny, 1.0, dtype=logits.dtype)
+        gumbel = ew.negative(ew.log(ew.negative(ew.log(u))))
+        scores = ew.add(reshape_to(logits, (batch, 1, classes)), gumbel)
+        return ew.cast(argmax(scores, axis=-1), dtype)
+
     def __repr__(self) -> str:
         words = ", ".join(f"{int(w):#010x}" for w in self._state.numpy())
         return f"sf.random.Generator(state=[{words}])"
@@ -402,3 +435,16 @@ def uniform(shape: Any, minval: Any = 0.0, maxval: Any = None, dtype: Any = dtyp
             seed: int | None = None) -> Tensor:
     """Uniform random values in [minval, maxval) (see `Generator.uniform`)."""
     return _generator_for(seed, "uniform").uniform(shape, minval, maxval, dtype)
+
+
+def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0,
+                     dtype: Any = dtypes.float32, seed: int | None = None) -> Tensor:
+    """Normal values within two standard deviations (see `Generator.truncated_normal`)."""
+    return _generator_for(seed, "truncated_normal").truncated_normal(shape, mean, stddev,
+                                                                     dtype)
+
+
+def categorical(logits: Any, num_samples: int, dtype: Any = dtypes.int64,
+                seed: int | None = None) -> Tensor:
+    """Class indices drawn from ``softmax(logits)`` per row (see `Generator.categorical`)."""
+    return _generator_for(seed, "categorical").categorical(logits, num_samples, dtype)

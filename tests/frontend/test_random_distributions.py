@@ -1,0 +1,43 @@
+"""`sf.random.truncated_normal` and `sf.random.categorical`: their distributions (moments
+and frequencies over many draws), reproducibility by seed, eagerly and staged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_truncated_normal_stays_within_two_deviations(staged):
+    def draw():
+        return sf.random.Generator.from_seed(5).truncated_normal([40000], mean=1.0,
+                                                                 stddev=0.5,
+                                                                 dtype=sf.float64)
+
+    values = (sf.function(draw)() if staged else draw()).numpy()
+    assert values.min() >= 0.0 and values.max() <= 2.0
+    # the standard normal truncated at +-2 has mean 0 and standard deviation 0.8796
+    assert values.mean() == pytest.approx(1.0, abs=0.01)
+    assert values.std() == pytest.approx(0.5 * 0.8796, rel=0.02)
+    again = sf.random.Generator.from_seed(5).truncated_normal([40000], 1.0, 0.5,
+                                                                dtype=sf.float64).numpy()
+    if not staged:
+        np.testing.assert_array_equal(values, again)
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_categorical_frequencies_follow_the_softmax(staged):
+    probabilities = np.array([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]])
+
+    def draw():
+        return sf.random.Generator.from_seed(7).categorical(
+            sf.constant(np.log(probabilities)), 20000)
+
+    samples = (sf.function(draw)() if staged else draw()).numpy()
+    assert samples.shape == (2, 20000) and samples.dtype == np.int64
+    for row, want in zip(samples, probabilities, strict=True):
+        np.testing.assert_allclose(np.bincount(row, minlength=3) / row.size, want, atol=0.015)
+    with pytest.raises(ValueError, match="logits must be"):
+        sf.random.categorical(sf.constant([0.0, 1.0]), 3)
