@@ -86,6 +86,13 @@ from stageflow.frontend.ops.math_ops import (
     reverse,
     roll,
 )
+from stageflow.frontend.ops.nd_indexing import (
+    gather_nd,
+    scatter_nd,
+    tensor_scatter_nd_add,
+    tensor_scatter_nd_update,
+    unsorted_segment_sum,
+)
 from stageflow.frontend.ops.reductions import (
     argmax,
     argmin,

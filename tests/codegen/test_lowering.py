@@ -346,3 +346,22 @@ def test_scans(dtype, name, exclusive, reverse, unknown, data):
         array = np.clip(array, -3, 3)  # products of a few small integers stay exact
     check(name, [array], unknown, exact=np.dtype(dtype).kind == "i", axis=axis,
           exclusive=exclusive, reverse=reverse)
+
+
+@settings(max_examples=25)
+@given(dtype=st.sampled_from([np.float32, np.float64, np.int32]), unknown=st.booleans(),
+       data=st.data())
+def test_nd_indexing(dtype, unknown, data):
+    shape = data.draw(shapes)
+    width = data.draw(st.integers(1, len(shape)))
+    count = data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 100)))
+    tuples = np.stack([rng.integers(-d, d, count) for d in shape[:width]], -1).astype(np.int64)
+    updates = values((count, *shape[width:]), dtype, 2)
+    check("gather_nd", [values(shape, dtype, 1), tuples], unknown, exact=True, width=width)
+    check("scatter_nd_add", [values(shape, dtype, 1), tuples, updates], unknown,
+          exact=np.dtype(dtype).kind == "i", width=width)
+    unique = np.unique(np.where(tuples < 0, tuples + np.array(shape[:width]), tuples), axis=0)
+    check("scatter_nd_update", [values(shape, dtype, 1), unique,
+                                values((len(unique), *shape[width:]), dtype, 3)], unknown,
+          exact=True, width=width)

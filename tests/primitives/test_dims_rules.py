@@ -118,6 +118,16 @@ def _scan(draw: st.DrawFn) -> Case:
                              "exclusive": draw(st.booleans()), "reverse": draw(st.booleans())}
 
 
+def _nd_indexing(name: str, draw: st.DrawFn) -> Case:
+    shape = draw(shapes(min_dims=1, min_side=1))
+    width = draw(st.integers(1, len(shape)))
+    positions = draw(shapes(max_dims=2))
+    tuples = np.zeros((*positions, width), I64)
+    if name == "gather_nd":
+        return [_array(shape), tuples], {"width": width}
+    return [_array(shape), tuples, _array((*positions, *shape[width:]))], {"width": width}
+
+
 def _broadcast_to(draw: st.DrawFn) -> Case:
     target = draw(shapes())
     own = target[draw(st.integers(0, len(target))):]
@@ -191,6 +201,8 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "gather": lambda draw, name: _gather(draw),
     "update_index": lambda draw, name: _update_index(draw),
     **dict.fromkeys(["cumsum", "cumprod"], lambda draw, name: _scan(draw)),
+    **dict.fromkeys(["gather_nd", "scatter_nd_add", "scatter_nd_update"],
+                    lambda draw, name: _nd_indexing(name, draw)),
     "broadcast_to": lambda draw, name: _broadcast_to(draw),
     "iota": lambda draw, name: _iota(draw),
     "conv2d": lambda draw, name: _conv2d(draw),

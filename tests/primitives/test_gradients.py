@@ -23,6 +23,7 @@ import stageflow as sf
 from stageflow.core.primitive import REGISTRY
 from stageflow.core.shapes import normalize_axes
 from stageflow.primitives import conv, elementwise, linalg, reduction, scan
+from stageflow.primitives import nd_indexing as nd
 from stageflow.primitives import structural as sv
 from stageflow.primitives.autodiff import HANDLED_BY_TAPE
 
@@ -165,7 +166,8 @@ BINARY = ["add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", 
 OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "matmul",
           "matmul_add",
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
-          "update_index", "cumsum", "cumprod", "conv2d",
+          "update_index", "cumsum", "cumprod", "gather_nd", "scatter_nd_add",
+          "scatter_nd_update", "conv2d",
           "reduce_window"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
@@ -424,6 +426,23 @@ def test_scan_rules(shape, seed, exclusive, reverse, product, data):
     values = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
     check_rule(primitive, [values], rng, {"axis": axis, "exclusive": exclusive,
                                           "reverse": reverse})
+
+
+@given(shape=strategies.shapes(min_dims=1, max_dims=3, min_side=1), seed=seeds, data=st.data())
+def test_nd_indexing_rules(shape, seed, data):
+    rng = np.random.default_rng(seed)
+    width = data.draw(st.integers(1, len(shape)))
+    count = data.draw(st.integers(1, 4))
+    tuples = np.stack([rng.integers(-d, d, count) for d in shape[:width]], -1)
+    check_rule(nd.gather_nd_p, [rng.standard_normal(shape), tuples], rng, {"width": width},
+               wrt=[0])
+    updates = rng.standard_normal((count, *shape[width:]))
+    check_rule(nd.scatter_nd_add_p, [rng.standard_normal(shape), tuples, updates], rng,
+               {"width": width}, wrt=[0, 2])
+    unique = np.unique(np.where(tuples < 0, tuples + np.array(shape[:width]), tuples), axis=0)
+    check_rule(nd.scatter_nd_update_p, [rng.standard_normal(shape), unique,
+                                        rng.standard_normal((len(unique), *shape[width:]))],
+               rng, {"width": width}, wrt=[0, 2])
 
 
 # --------------------------------------------------------------------------- windows

@@ -1,5 +1,5 @@
 """Lowerings of the data-movement ops: transpose, broadcast_to, slice, concat, pad, gather,
-iota.
+gather_nd, the nd scatters, iota.
 
 Most are one *strided copy*: the output, walked in row-major order, reads the input at a
 base offset plus its own strides per output axis. A transpose permutes the input's strides,
@@ -282,3 +282,98 @@ def _update_index(spec: OpSpec) -> UpdateIndex | None:
     if storage_type(spec.outputs[0].dtype) in (I1,):
         return None
     return UpdateIndex()
+
+
+def _tuple_base(ob: OpBuilder, tensor: Operand, indices: Operand, at: list[ir.Value],
+                width: int, argument: int) -> ir.Value:
+    """The offset in `tensor` of the slice the index tuple at `at` selects (negative
+    indices from the end; out of range fails, naming the indices)."""
+    b = ob.b
+    base: ir.Value = i64(0)
+    for k in range(width):
+        where = indices.offset(b, [*at, i64(k)])
+        raw = b.load(indices.address(b, where), typ=indices.element)
+        index = b.sext(raw, I64) if raw.type != I64 else raw
+        size = tensor.dims[k]
+        index = b.select(b.icmp_signed("<", index, i64(0)), b.add(index, size), index)
+        ob.fail_unless(b.and_(b.icmp_signed(">=", index, i64(0)),
+                              b.icmp_signed("<", index, size)), argument)
+        base = fold_add(b, base, fold_mul(b, index, tensor.strides[k]))
+    return base
+
+
+@dataclass(frozen=True)
+class GatherNd:
+    width: int
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        params, indices = ob.inputs
+        out = ob.outputs[0]
+        positions = indices.dims[:-1]
+        inner = params.dims[self.width:]
+        ob.expect_output(0, [*positions, *inner])
+
+        def body(at: list[ir.Value]) -> None:
+            base = _tuple_base(ob, params, indices, at, self.width, 1)
+            target = out.offset(b, [*at, *[i64(0)] * len(inner)])
+            copy(b, inner, params, base, params.strides[self.width:], out, target,
+                 out.strides[len(positions):])
+
+        nest(b, positions, body, "tuple")
+
+
+@dataclass(frozen=True)
+class ScatterNd:
+    width: int
+    add: bool
+    floating: bool
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        tensor, indices, updates = ob.inputs
+        out = ob.outputs[0]
+        ob.expect_output(0, tensor.dims)
+        positions = indices.dims[:-1]
+        inner = tensor.dims[self.width:]
+        ob.fail_unless(ob.all_of([ob.eq(u, d) for u, d in zip(
+            updates.dims, [*positions, *inner], strict=True)]), 2)
+        with b.if_then(b.icmp_unsigned("!=", tensor.pointer, out.pointer)):
+            copy(b, tensor.dims, tensor, i64(0), tensor.strides, out, i64(0), out.strides)
+
+        def body(at: list[ir.Value]) -> None:
+            base = _tuple_base(ob, out, indices, at, self.width, 1)
+            source = updates.offset(b, [*at, *[i64(0)] * len(inner)])
+
+            def element(j: list[ir.Value]) -> None:
+                at_update = fold_add(b, source, _dot(b, j, updates.strides[len(positions):]))
+                value = b.load(updates.address(b, at_update), typ=updates.element)
+                target = out.address(b, fold_add(b, base, _dot(b, j, out.strides[self.width:])))
+                if self.add:
+                    current = b.load(target, typ=out.element)
+                    value = b.fadd(current, value) if self.floating else b.add(current, value)
+                b.store(value, target)
+
+            nest(b, inner, element, "slice")
+
+        nest(b, positions, body, "tuple")
+
+
+def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value]) -> ir.Value:
+    total: ir.Value = i64(0)
+    for index, stride in zip(indices, strides, strict=True):
+        total = fold_add(b, total, fold_mul(b, index, stride))
+    return total
+
+
+@lowering("gather_nd")
+def _gather_nd(spec: OpSpec) -> GatherNd:
+    return GatherNd(spec.params["width"])
+
+
+@lowering("scatter_nd_add", "scatter_nd_update")
+def _scatter_nd(spec: OpSpec) -> ScatterNd | None:
+    dtype = spec.outputs[0].dtype
+    if storage_type(dtype) in (F16, I1) or (dtype.kind not in "iuf"):
+        return None
+    return ScatterNd(spec.params["width"], spec.name == "scatter_nd_add", dtype.kind == "f")

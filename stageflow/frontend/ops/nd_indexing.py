@@ -1,0 +1,77 @@
+"""TensorFlow's n-dimensional indexing: `gather_nd`, `scatter_nd`,
+`tensor_scatter_nd_update`, `tensor_scatter_nd_add` and `unsorted_segment_sum`, over the
+primitives of `stageflow.primitives.nd_indexing`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stageflow.core.source import describe_location
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.creation import zeros
+from stageflow.frontend.ops.shape import expand_dims
+from stageflow.frontend.tensor import Tensor
+from stageflow.primitives import nd_indexing as nd
+
+__all__ = ["gather_nd", "scatter_nd", "tensor_scatter_nd_add", "tensor_scatter_nd_update",
+           "unsorted_segment_sum"]
+
+
+def _indices(indices: Any, op: str) -> Tensor:
+    indices = convert_to_tensor(indices)
+    if indices.dtype not in nd.INDEX_DTYPES:
+        raise TypeError(f"{op}: indices must be int32 or int64, got {indices.dtype.name}"
+                        f"{describe_location()}")
+    if indices.ndim == 0 or indices.shape[-1] is None:
+        raise ValueError(f"{op}: indices must be [..., k] with a known k, got shape "
+                         f"{indices.shape}{describe_location()}")
+    return indices
+
+
+def gather_nd(params: Any, indices: Any) -> Tensor:
+    """The slices of `params` at the index tuples of `indices` (``[..., k]``): the result
+    is ``indices.shape[:-1] + params.shape[k:]``.
+
+    >>> sf.gather_nd([[1, 2], [3, 4]], [[0, 1], [1, 0]])   # [2, 3]
+    """
+    params = convert_to_tensor(params)
+    indices = _indices(indices, "gather_nd")
+    return nd.gather_nd_p.bind(params, indices, width=indices.shape[-1])
+
+
+def tensor_scatter_nd_update(tensor: Any, indices: Any, updates: Any) -> Tensor:
+    """`tensor` with the slices at the index tuples replaced by `updates`."""
+    tensor = convert_to_tensor(tensor)
+    indices = _indices(indices, "tensor_scatter_nd_update")
+    return nd.scatter_nd_update_p.bind(tensor, indices, convert_to_tensor(updates, tensor.dtype),
+                                       width=indices.shape[-1])
+
+
+def tensor_scatter_nd_add(tensor: Any, indices: Any, updates: Any) -> Tensor:
+    """`tensor` with `updates` added at the index tuples (duplicates accumulate)."""
+    tensor = convert_to_tensor(tensor)
+    indices = _indices(indices, "tensor_scatter_nd_add")
+    return nd.scatter_nd_add_p.bind(tensor, indices, convert_to_tensor(updates, tensor.dtype),
+                                    width=indices.shape[-1])
+
+
+def scatter_nd(indices: Any, updates: Any, shape: Sequence[int]) -> Tensor:
+    """Zeros of `shape` with `updates` added at the index tuples (TensorFlow's rule:
+    duplicates are summed)."""
+    updates = convert_to_tensor(updates)
+    return tensor_scatter_nd_add(zeros(tuple(int(d) for d in shape), updates.dtype), indices,
+                                 updates)
+
+
+def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int) -> Tensor:
+    """Sums of the slices of `data` by segment: ``out[s] = sum of data[i] where
+    segment_ids[i] == s``, for ``num_segments`` segments (`segment_ids` of the leading
+    dims of `data`)."""
+    data = convert_to_tensor(data)
+    ids = _indices(segment_ids, "unsorted_segment_sum")
+    shape = (int(num_segments), *data.shape[ids.ndim:])
+    if None in shape:
+        raise ValueError(f"unsorted_segment_sum: the segments' dims must be known, got "
+                         f"{shape}{describe_location()}")
+    return scatter_nd(expand_dims(ids, -1), data, shape)
