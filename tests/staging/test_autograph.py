@@ -327,3 +327,42 @@ def test_a_value_first_computed_in_a_loop_is_used_after_it():
 
     last, v = last_and_positive(sf.constant([1.0, -2.0, 3.0, -4.0]), sf.constant(4))
     assert (float(last), float(v)) == (3.0, -4.0)
+
+
+def test_attributes_assigned_in_branches_and_loops():
+    class Accumulator(sf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.step = 0.5
+
+        @sf.function
+        def __call__(self, x):
+            if sf.reduce_sum(x) > 0:
+                self.direction = x
+            else:
+                self.direction = -x
+            while sf.reduce_max(x) < 4.0:
+                x = x + self.direction * self.step
+            return x
+
+    accumulator = Accumulator()
+    np.testing.assert_allclose(accumulator(sf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    np.testing.assert_allclose(accumulator(sf.constant([-1.0, -2.0])).numpy(), [2.0, 4.0])
+    assert Accumulator.__call__.tracing_count <= 2
+
+
+def test_an_attribute_set_on_one_path_only_stays_unset():
+    class Flags:
+        pass
+
+    @sf.function
+    def mark(flags, x):
+        if x:  # a Python value: Python semantics, nothing assigned on the false path
+            flags.seen = True
+        return sf.constant(1.0)
+
+    flags = Flags()
+    mark(flags, False)
+    assert not hasattr(flags, "seen")
+    mark(flags, True)
+    assert flags.seen is True

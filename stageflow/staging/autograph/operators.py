@@ -50,11 +50,17 @@ class Undefined:
 
 
 def ld(read: Callable[[], Any], name: str) -> Any:
-    """The value of a name, or `Undefined` where it is not bound yet."""
+    """The value of a name (or attribute), or `Undefined` where it is not bound yet."""
     try:
         return read()
-    except NameError:
+    except (NameError, AttributeError):
         return Undefined(name)
+
+
+def store(target: Any, attr: str, value: Any) -> None:
+    """``target.attr = value``, unless `value` is `Undefined` (a path that did not set it)."""
+    if not isinstance(value, Undefined):
+        setattr(target, attr, value)
 
 
 def _traced(value: Any) -> bool:

@@ -14,7 +14,8 @@ parts (condition, branches, body) and two for its state, then one call::
                                        (y,) = ag__values
                                    (y,) = ag__.if_stmt(x > 0, ag__if_body_1, ...)
 
-The state is the names the statement binds (outside nested functions and classes). A
+The state is the names the statement binds (outside nested functions and classes), and
+the attributes of names it assigns (``self.total``). A
 ``break`` or ``continue`` in a loop becomes a flag assigned where it was, the statements
 after it guarded by the flag (and a ``break`` flag stops the loop); ``and``, ``or``,
 ``not``, ``print`` and ``assert`` become operator calls, other calls `converted_call`, so
@@ -58,10 +59,38 @@ def _thunk(body: ast.expr) -> ast.Lambda:
     return ast.Lambda(args=_arguments(), body=body)
 
 
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` of an attribute chain over a name, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _symbol(dotted: str, ctx: ast.expr_context | None = None) -> ast.expr:
+    """The name or attribute chain `dotted` names."""
+    parts = dotted.split(".")
+    node: ast.expr = _name(parts[0])
+    for attr in parts[1:-1]:
+        node = ast.Attribute(value=node, attr=attr, ctx=ast.Load())
+    if len(parts) == 1:
+        return _name(parts[0], ctx)
+    return ast.Attribute(value=node, attr=parts[-1], ctx=ctx or ast.Load())
+
+
+def _plain(names: list[str]) -> list[str]:
+    """The names (not attributes) of a state: what nested functions declare nonlocal."""
+    return [n for n in names if "." not in n]
+
+
 def _targets(node: ast.AST) -> Iterator[str]:
-    """The names an assignment target binds."""
+    """The names (and attributes of names: ``self.total``) an assignment target binds."""
     if isinstance(node, ast.Name):
         yield node.id
+    elif isinstance(node, ast.Attribute) and _dotted(node) is not None:
+        yield _dotted(node)  # type: ignore[misc]
     elif isinstance(node, ast.Tuple | ast.List):
         for element in node.elts:
             yield from _targets(element)
@@ -160,29 +189,46 @@ class Converter(ast.NodeTransformer):
     def _state(self, names: list[str], tag: str) -> tuple[list[ast.stmt], str, str]:
         """The get_state/set_state functions of a statement over `names`."""
         get_name, set_name = f"{AG}get_state_{tag}", f"{AG}set_state_{tag}"
-        reads = [_call("ld", _thunk(_name(n)),
+        reads = [_call("ld", _thunk(_symbol(n)),
                        ast.Constant(n)) for n in names]
         getter = _function(get_name, [ast.Return(ast.Tuple(elts=reads, ctx=ast.Load()))])
-        setter_body: list[ast.stmt] = []
-        if names:
-            setter_body.append(ast.Nonlocal(names=list(names)))
-            setter_body.append(ast.Assign(
-                targets=[ast.Tuple(elts=[_name(n, ast.Store()) for n in names],
-                                   ctx=ast.Store())], value=_name(f"{AG}values")))
-        setter = _function(set_name, setter_body, [f"{AG}values"])
+        setter = _function(set_name, self._bind_all(names, _name(f"{AG}values"), True),
+                           [f"{AG}values"])
         return [getter, setter], get_name, set_name
+
+    def _bind_all(self, names: list[str], values: ast.expr, nested: bool) -> list[ast.stmt]:
+        """Statements binding each of `names` to its item of the tuple `values`: names
+        directly (declared nonlocal when `nested`), attributes through `ag__.store`, which
+        leaves an attribute a path did not set unset."""
+        body: list[ast.stmt] = []
+        plain = _plain(names)
+        if nested and plain:
+            body.append(ast.Nonlocal(names=plain))
+        for position, name in enumerate(names):
+            item = ast.Subscript(value=values, slice=ast.Constant(position), ctx=ast.Load())
+            if "." in name:
+                base, attr = name.rsplit(".", 1)
+                body.append(ast.Expr(_call("store", _symbol(base), ast.Constant(attr), item)))
+            else:
+                body.append(ast.Assign(targets=[_name(name, ast.Store())], value=item))
+        return body
 
     def _part(self, name: str, body: list[ast.stmt], names: list[str],
               args: list[str] | None = None) -> ast.FunctionDef:
         """A nested function running `body` on the enclosing function's `names`."""
-        prefix: list[ast.stmt] = [ast.Nonlocal(names=list(names))] if names else []
+        plain = _plain(names)
+        prefix: list[ast.stmt] = [ast.Nonlocal(names=plain)] if plain else []
         return _function(name, prefix + body, args)
 
-    def _assign_state(self, names: list[str], value: ast.expr) -> ast.stmt:
+    def _assign_state(self, names: list[str], value: ast.expr) -> list[ast.stmt]:
         if not names:
-            return ast.Expr(value)
-        return ast.Assign(targets=[ast.Tuple(elts=[_name(n, ast.Store()) for n in names],
-                                             ctx=ast.Store())], value=value)
+            return [ast.Expr(value)]
+        if not any("." in n for n in names):
+            return [ast.Assign(targets=[ast.Tuple(elts=[_name(n, ast.Store()) for n in names],
+                                                  ctx=ast.Store())], value=value)]
+        results = f"{AG}results_{next(self._ids)}"
+        return [ast.Assign(targets=[_name(results, ast.Store())], value=value),
+                *self._bind_all(names, _name(results), False)]
 
     # -- if -------------------------------------------------------------------------------
 
@@ -204,7 +250,7 @@ class Converter(ast.NodeTransformer):
                      ast.Tuple(elts=[ast.Constant(live is None or n in live
                                                   or n.startswith(AG))  # the rewrite's flags
                                      for n in names], ctx=ast.Load()))
-        return self._located(node, [body, orelse, *state, self._assign_state(names, call)])
+        return self._located(node, [body, orelse, *state, *self._assign_state(names, call)])
 
     # -- loops ----------------------------------------------------------------------------
 
@@ -228,7 +274,7 @@ class Converter(ast.NodeTransformer):
                      _name(get_name), _name(set_name),
                      ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()))
         return self._located(node, [*prelude, test_function, body_function, *state,
-                                    self._assign_state(names, call)])
+                                    *self._assign_state(names, call)])
 
     def visit_For(self, node: ast.For) -> ast.AST | list[ast.stmt]:
         if node.orelse:
@@ -252,7 +298,7 @@ class Converter(ast.NodeTransformer):
                      _name(get_name), _name(set_name),
                      ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()))
         return self._located(node, [*prelude, body_function, *state,
-                                    self._assign_state(names, call)])
+                                    *self._assign_state(names, call)])
 
     def _lower_jumps(self, body: list[ast.stmt], tag: str
                      ) -> tuple[list[ast.stmt], list[ast.stmt], str | None]:
@@ -459,13 +505,14 @@ def _loads_outside(body: list[ast.stmt]) -> dict[int, set[str]]:
     """For each ``if`` of a function body: the names read in the function outside it (what
     may be live after it; a name only its branches read is dead there)."""
     loads = [n for statement in body for n in _walk_scope(statement)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+             if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
+             and _dotted(n) is not None]
     result: dict[int, set[str]] = {}
     for statement in body:
         for node in _walk_scope(statement):
             if isinstance(node, ast.If):
                 inside = {id(n) for n in _walk_scope(node)}
-                result[id(node)] = {n.id for n in loads if id(n) not in inside}
+                result[id(node)] = {_dotted(n) for n in loads if id(n) not in inside}
     return result
 
 
