@@ -26,7 +26,9 @@ scalar, the body the next loop variables; the op's results are the last ones::
 
 Their effects are their contents' (``RecursiveMemoryEffect``): a region op without
 stateful ops inside is pure to `prune` and `cse`. A yielded value may have dims the op's
-result leaves unknown (branches of different sizes, a loop variable whose dims change).
+result leaves unknown (branches of different sizes, a loop variable whose dims change), and
+so may a loop's operands, never the reverse: a declared dim is a promise the passes rely on
+(`plan-buffers` sizes buffers by it), so what flows into it must keep it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from xdsl.irdl import (
     IRDLOperation,
     base,
     irdl_op_definition,
+    lazy_traits_def,
     operand_def,
     traits_def,
     var_operand_def,
@@ -48,11 +51,12 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
-from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
+from xdsl.traits import HasParent, IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
 from stageflow.ir.attributes import print_attr_dict
-from stageflow.ir.types import ResourceTensorType, abstract_value, compatible
+from stageflow.ir.types import ResourceTensorType, abstract_value
+from stageflow.primitives.control import accepts
 
 VALUE_TYPE = base(TensorType) | base(ResourceTensorType)
 
@@ -100,25 +104,36 @@ class ControlOp(IRDLOperation):
 
     def _single_block(self, region: Region, what: str, args: Sequence[Attribute]) -> YieldOp:
         if len(region.blocks) != 1:
-            raise VerifyException(f"'{self.name}' op {what} must have one block")
+            raise VerifyException(f"'{self.name}' op {what} must have one block, "
+                                  f"not {len(region.blocks)}")
         block = region.block
         if [a.type for a in block.args] != list(args):
-            raise VerifyException(f"'{self.name}' op {what} takes "
-                                  f"{[str(a.type) for a in block.args]}, expected "
-                                  f"{[str(t) for t in args]}")
+            raise VerifyException(f"'{self.name}' op {what} takes ({_types(block.args)}), "
+                                  f"expected ({_types(args)})")
         last = block.last_op
         if not isinstance(last, YieldOp):
-            raise VerifyException(f"'{self.name}' op {what} must end in sf.yield")
+            ending = f"ends in {last.name}" if last is not None else "is empty"
+            raise VerifyException(f"'{self.name}' op {what} must end in sf.yield, but {ending}")
         return last
 
     def _check_yield(self, last: YieldOp, what: str, want: Sequence[Attribute]) -> None:
         have = list(last.operand_types)
-        if len(have) != len(want) or not all(
-                compatible(abstract_value(w), abstract_value(h))
-                for w, h in zip(want, have, strict=True)):
-            raise VerifyException(f"'{self.name}' op {what} yields "
-                                  f"({', '.join(map(str, have))}), expected "
-                                  f"({', '.join(map(str, want))})")
+        if not _fit(want, have):
+            raise VerifyException(f"'{self.name}' op {what} yields ({_types(have)}), "
+                                  f"expected ({_types(want)})")
+
+
+def _types(values: Sequence[SSAValue | Attribute]) -> str:
+    """Types as MLIR writes a list of them: ``tensor<i64>, tensor<4xf32>``."""
+    return ", ".join(str(v.type if isinstance(v, SSAValue) else v) for v in values)
+
+
+def _fit(declared: Sequence[Attribute], given: Sequence[Attribute]) -> bool:
+    """Whether values of the `given` types may stand where `declared` ones are: as many,
+    each of the same dtype and rank, with a dim wherever the declared type has one."""
+    return len(declared) == len(given) and all(
+        accepts(abstract_value(d), abstract_value(g))
+        for d, g in zip(declared, given, strict=True))
 
 
 @irdl_op_definition
@@ -127,7 +142,7 @@ class YieldOp(IRDLOperation):
 
     name = "sf.yield"
     values = var_operand_def(VALUE_TYPE)
-    traits = traits_def(IsTerminator(), Pure())
+    traits = lazy_traits_def(lambda: (IsTerminator(), Pure(), HasParent(CondOp, WhileOp)))
 
     def __init__(self, *values: SSAValue) -> None:
         super().__init__(operands=[list(values)])
@@ -170,8 +185,11 @@ class CondOp(ControlOp):
         if ty.get_shape() != () or not isinstance(element, IntegerType):
             raise VerifyException(f"'{self.name}' op needs a bool or integer scalar, got {ty}")
         count = len(self.branches)
-        if count == 0 or (element.width.data == 1 and count != 2):
-            raise VerifyException(f"'{self.name}' op with a {ty} operand has {count} regions")
+        if element.width.data == 1 and count != 2:
+            raise VerifyException(f"'{self.name}' op with a bool predicate ({ty}) needs 2 "
+                                  f"regions (true, false), not {count}")
+        if count == 0:
+            raise VerifyException(f"'{self.name}' op needs at least one region")
         for position, region in enumerate(self.branches):
             what = f"region #{position}"
             self._check_yield(self._single_block(region, what, []), what, self.result_types)
@@ -198,12 +216,11 @@ class WhileOp(ControlOp):
     def verify_(self) -> None:
         carried = list(self.result_types)
         if len(self.loop_regions) != 2:
-            raise VerifyException(f"'{self.name}' op needs a condition and a body region")
-        if len(carried) != len(self.operands) or not all(
-                compatible(abstract_value(c), abstract_value(i))
-                for c, i in zip(carried, self.operand_types, strict=True)):
-            raise VerifyException(f"'{self.name}' op carries ({', '.join(map(str, carried))}) "
-                                  f"from ({', '.join(map(str, self.operand_types))})")
+            raise VerifyException(f"'{self.name}' op needs 2 regions (condition, body), not "
+                                  f"{len(self.loop_regions)}")
+        if not _fit(carried, self.operand_types):
+            raise VerifyException(f"'{self.name}' op carries ({_types(carried)}), its results' "
+                                  f"types, but its operands are ({_types(self.operand_types)})")
         predicate = self._single_block(self.cond_region, "condition", carried)
         self._check_yield(predicate, "condition", [TensorType(IntegerType(1), [])])
         body = self._single_block(self.body_region, "body", carried)

@@ -9,6 +9,16 @@ merge when name, attributes, operands and result types are equal; ops with unkno
 ``sf.call``) never merge there. Reads of a variable are merged by this pass itself: two
 ``sf.read_variable`` of the same handle in one block give the same value if no other
 stateful op (a write, a call, anything whose effects are unknown) runs between them.
+
+In ``sf.cond`` and ``sf.while`` regions (MLIR's rules, by which xDSL's pass works): ops
+merge within a block, and an op inside a region reuses an equal op of an enclosing block
+that dominates it (a loop body reads a value computed once before the loop instead of
+computing it every iteration). Ops of sibling regions never merge with each other: only
+one branch of a cond runs, and a loop's condition and body see different values. A region
+op itself has its contents' effects, so a pure one merges with an earlier region op only
+if the two are structurally equal (the same regions, op for op, reading the same values),
+and one holding an effect never merges. Between two reads of a variable, a region op ends
+the merge only if it may write (holds a stateful op other than a read).
 """
 
 from __future__ import annotations
@@ -22,8 +32,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.transforms.common_subexpression_elimination import cse
 
+from stageflow.ir.control import ControlOp, nested_ops
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import is_stateful
+
+READ = "sf.read_variable"
 
 
 @register_pass
@@ -62,12 +75,20 @@ def merge_variable_reads(module: ModuleOp) -> None:
     for block in blocks:
         last_read: dict[SSAValue, Operation] = {}
         for op in list(block.ops):
-            if op.name == "sf.read_variable":
+            if op.name == READ:
                 handle = op.operands[0]
                 earlier = last_read.get(handle)
                 if earlier is not None and earlier.result_types == op.result_types:
                     Rewriter.replace_op(op, [], earlier.results)
                 else:
                     last_read[handle] = op
-            elif is_stateful(op):
+            elif _may_write(op):
                 last_read.clear()
+
+
+def _may_write(op: Operation) -> bool:
+    """Whether `op` may change a variable: a stateful op other than a read, or a region op
+    holding one."""
+    if isinstance(op, ControlOp):
+        return any(_may_write(inner) for region in op.regions for inner in nested_ops(region))
+    return op.name != READ and is_stateful(op)

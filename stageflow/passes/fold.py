@@ -5,6 +5,11 @@ tested against), so a folded value is by construction the value the op would hav
 at run time; there is no second implementation of any op's arithmetic to keep in step.
 Traced code folds more than one might think: captured NumPy arrays, Python scalars turned
 into constants and shape arithmetic all arrive as ``sf.constant``s.
+
+Region ops are never given to a kernel (``cond``'s and ``while``'s kernels run frontend
+graphs, which the IR does not have): an ``sf.cond`` whose index is a constant is replaced by
+the region it would run, and an ``sf.while`` whose condition is false on its initial
+values by those values. Ops inside regions fold like any other.
 """
 
 from __future__ import annotations
@@ -14,17 +19,23 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from stageflow.ir.attributes import SymbolRef
-from stageflow.ir.builder import build_constant
-from stageflow.ir.control import CondOp
+from stageflow.ir.builder import build_constant, constant_value
+from stageflow.ir.control import CondOp, WhileOp, free_values, nested_ops
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.registry import register_pass
-from stageflow.passes.support import constant_array, erase_dead_producers, static_size
+from stageflow.passes.support import (
+    constant_array,
+    erase_dead_producers,
+    is_stateful,
+    same_type,
+    static_size,
+)
 from stageflow.primitives.control import branch_index
 
 
@@ -47,9 +58,14 @@ class Fold(ModulePass):
     most `max_elements` elements (so folding never turns a cheap ``sf.iota`` or broadcast
     into a huge literal) and its kernel succeeds (an out-of-range ``sf.gather`` is left to
     fail at run time, where the error belongs). Constants left unused are erased; results
-    keep their declared types exactly. Calls are never folded; an ``sf.cond`` whose
-    operand is a constant is replaced by the region it selects, inlined before it (where
-    what that region yields has exactly the cond's result types).
+    keep their declared types exactly. Calls are never folded.
+
+    An ``sf.cond`` whose index is a constant becomes the ops of the region it selects
+    (moved before it, effects included: they run exactly when the cond would have run
+    them) and its results the values that region yields; an ``sf.while`` whose condition
+    region computes false from the constant values it starts with (evaluated like any
+    folded op) runs no iteration, and its results are its operands. Either only when the
+    replacing values have exactly the results' types.
     """
 
     name = "fold"
@@ -61,32 +77,48 @@ class Fold(ModulePass):
             raise ValueError(f"max-elements must be >= 0, got {self.max_elements}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # Pre-order: an index or a loop's initial values are folded before their region op,
+        # and the ops a folded cond moves out are visited after it.
         for candidate in list(op.walk()):
-            if candidate.parent is not None:
+            if not _inside(candidate, op):  # erased with a region that was not taken
+                continue
+            if isinstance(candidate, CondOp):
+                _fold_cond(candidate)
+            elif isinstance(candidate, WhileOp):
+                self._fold_while(candidate)
+            else:
                 self._fold(candidate)
 
     def _fold(self, op: Operation) -> None:
-        if isinstance(op, CondOp):
-            _select_branch(op)
-            return
-        if not isinstance(op, SfOp) or isinstance(op, ConstantOp) or op.primitive.stateful:
-            return
-        if op.regions:
-            return
-        sizes = [static_size(result.type) for result in op.results]
-        if any(size is None or size > self.max_elements for size in sizes):
+        if not isinstance(op, SfOp) or isinstance(op, ConstantOp) or op.regions:
             return
         arrays = [constant_array(operand) for operand in op.operands]
         if any(array is None for array in arrays):
             return
+        constants = self._evaluate(op, arrays)  # type: ignore[arg-type]
+        if constants is None:
+            return
+        operands = list(op.operands)
+        Rewriter.replace_op(op, constants, [c.result for c in constants])
+        erase_dead_producers(operands)
+
+    def _evaluate(self, op: SfOp, arrays: list[np.ndarray]) -> list[ConstantOp] | None:
+        """Unattached constants of `op`'s results on `arrays` by its kernel, each of exactly
+        its result's type; None where the op must not fold (stateful, too large, failing,
+        a call)."""
+        if op.primitive.stateful:
+            return None
+        sizes = [static_size(result.type) for result in op.results]
+        if any(size is None or size > self.max_elements for size in sizes):
+            return None
         try:
             params = op.params()
             if any(isinstance(value, SymbolRef) for value in params.values()):
-                return
+                return None
             with np.errstate(all="ignore"):  # 1/0 folds to inf, as it runs
                 outputs = op.primitive.kernel(*arrays, **params)
         except Exception:  # the op fails on these values: leave it to fail when it runs
-            return
+            return None
         if not op.primitive.multiple_results:
             outputs = (outputs,)
         constants = []
@@ -94,34 +126,70 @@ class Fold(ModulePass):
             assert isinstance(result.type, TensorType)
             array = np.asarray(output)
             if array.shape != tuple(result.type.get_shape()):
-                return
+                return None
             constant = build_constant(array.astype(dtype_of(result.type.get_element_type())))
             constant.location = op.location
             constant.result.name_hint = result.name_hint
             if constant.result.type != result.type:
-                return
+                return None
             constants.append(constant)
-        operands = list(op.operands)
-        Rewriter.replace_op(op, constants, [c.result for c in constants])
-        erase_dead_producers(operands)
+        return constants
+
+    def _fold_while(self, op: WhileOp) -> None:
+        """Replace `op` by its operands if its condition is false on them (and has no
+        effects: it runs once even then)."""
+        if not all(same_type(init, result)
+                   for init, result in zip(op.operands, op.results, strict=True)):
+            return
+        if any(is_stateful(inner) for inner in nested_ops(op.cond_region)):
+            return
+        block = op.cond_region.block
+        known: dict[SSAValue, np.ndarray] = {}
+        for arg, init in zip(block.args, op.operands, strict=True):
+            if (array := constant_array(init)) is not None:
+                known[arg] = array
+        for inner in block.ops:
+            if isinstance(inner, ConstantOp):
+                known[inner.result] = constant_value(inner)
+                continue
+            arrays = [known.get(v, constant_array(v)) for v in inner.operands]
+            if not isinstance(inner, SfOp) or inner.regions or any(a is None for a in arrays):
+                continue  # unknown: only matters if the predicate depends on it
+            constants = self._evaluate(inner, arrays)  # type: ignore[arg-type]
+            if constants is not None:
+                known.update((result, constant_value(constant))
+                             for result, constant in zip(inner.results, constants, strict=True))
+        predicate = known.get(op.yields(op.cond_region).operands[0])
+        if predicate is not None and not bool(predicate):
+            above = free_values(op)
+            Rewriter.replace_op(op, [], list(op.operands))
+            erase_dead_producers(above)
 
 
-def _select_branch(op: CondOp) -> None:
-    """Inline the region a constant index selects in place of the cond."""
-    index = constant_array(op.index)
+def _fold_cond(op: CondOp) -> None:
+    """Replace `op` by the region its constant index selects, if it has one."""
+    index_value = op.index
+    index = constant_array(index_value)
     if index is None:
         return
     region = op.branches[branch_index(index, len(op.branches))]
-    terminator = region.block.last_op
-    yielded = list(terminator.operands)
-    if [v.type for v in yielded] != [r.type for r in op.results]:
-        return  # a result with an unknown dim would change type: the cond stays
-    block = op.parent_block()
-    for inner in list(region.block.ops)[:-1]:
+    yielded = op.yields(region)
+    values = list(yielded.operands)
+    if not all(same_type(value, result)
+               for value, result in zip(values, op.results, strict=True)):
+        return
+    above = [index_value, *free_values(op)]
+    moved = [inner for inner in region.block.ops if inner is not yielded]
+    for inner in moved:
         inner.detach()
-        block.insert_op_before(inner, op)
-    for result, value in zip(op.results, yielded, strict=True):
-        result.replace_all_uses_with(value)
-    operands = list(op.operands)
-    Rewriter.erase_op(op)
-    erase_dead_producers(operands)
+    Rewriter.insert_op(moved, InsertPoint.before(op))
+    Rewriter.replace_op(op, [], values)
+    erase_dead_producers(above)
+
+
+def _inside(op: Operation, module: ModuleOp) -> bool:
+    """Whether `op` is still in `module` (not erased with an enclosing op)."""
+    parent: Operation | None = op
+    while parent is not None and parent is not module:
+        parent = parent.parent_op()
+    return parent is module

@@ -30,6 +30,7 @@ from xdsl.traits import IsTerminator
 
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import build_function, build_op
+from stageflow.ir.control import ControlOp, nested_ops
 from stageflow.ir.dialect import ReductionOp
 from stageflow.passes.fuse_groups import (
     IsEffect,
@@ -102,7 +103,11 @@ class Fuse(ModulePass):
     placed after their caller. Groups hold at most `max_ops` ops. The call replaces the
     group at its last op; ops between that used one of its values move after the call, the
     effects keeping their order. Kernels themselves are never fused again, so a second run
-    changes nothing. Before grouping, ``alpha * (a @ b) + c`` becomes one ``sf.matmul_add``
+    changes nothing. The ops of each ``sf.cond`` and ``sf.while`` region are grouped on their
+    own, block by block: a group never spans a region's boundary (a kernel call runs all
+    of its ops, and a region's ops run only when, and as often as, the region does), and
+    a region op is one node of its block's graph, reading what its regions read from
+    above. Before grouping, ``alpha * (a @ b) + c`` becomes one ``sf.matmul_add``
     (`stageflow.passes.fuse_matmul`). With ``reductions=false`` (for targets whose kernels
     are elementwise only, PTX) reductions stay ops of their own.
     """
@@ -123,6 +128,8 @@ class Fuse(ModulePass):
         taken = set(table)
 
         def is_effect(o: Operation) -> bool:  # a call of a kernel is pure
+            if isinstance(o, ControlOp):  # its contents' effects
+                return any(is_effect(inner) for r in o.regions for inner in nested_ops(r))
             return is_stateful(o) and callee_name(o) not in kernels
 
         for caller, function in table.items():

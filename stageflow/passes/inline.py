@@ -16,6 +16,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import IsTerminator
 
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.registry import register_pass
@@ -46,8 +47,9 @@ def _recursive(module: ModuleOp) -> set[str]:
 
 
 def _size(function: FuncOp) -> int:
-    """Ops in the body, the terminator not counted."""
-    return sum(1 for op in function.body.walk() if not isinstance(op, ReturnOp))
+    """Ops in the body, those inside regions included, terminators (``func.return``,
+    ``sf.yield``) not counted."""
+    return sum(1 for op in function.body.walk() if not op.has_trait(IsTerminator))
 
 
 def inline_call(call: Operation, callee: FuncOp) -> list[Operation]:
@@ -90,7 +92,10 @@ class Inline(ModulePass):
     several blocks are never inlined. A callee
     that had calls inlined and is referenced no more is erased, except the module's first
     function, the entry point (the traced function comes first, `graph_module`). Stateful
-    ops keep their order, as the call did.
+    ops keep their order, as the call did. Calls inside ``sf.cond`` and ``sf.while``
+    regions are inlined in place like any other (the copy runs when, and as often as, the
+    region does), and a callee holding region ops is copied whole, its regions reading
+    the call's operands from above; a callee's size counts the ops inside its regions.
     """
 
     name = "inline"

@@ -22,9 +22,11 @@ buffer each, never shared, and are left out of both figures; ``sf.unsized_tempor
 says how many there are. A call of another (non-kernel) function counts its results only;
 its own temporaries are in that function's attributes. A region op (``sf.cond``,
 ``sf.while``) reads the values its regions use from above, so they live until it has run;
-its results may be such values themselves (a branch yielding its operand), so they are
-never overwritten in place; the regions' own values are not planned (they live as long as
-one run of the region).
+its results may be such values themselves, or views of them (a branch yielding its operand,
+a loop running no iteration), so they are never overwritten in place, and what the op
+reads lives as long as its results do (an in-place kernel call writing into a value the
+op's result still shares would change that result too). The regions' own values are not
+planned (they live as long as one run of the region) and carry no annotations.
 """
 
 from __future__ import annotations
@@ -127,11 +129,14 @@ def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
 
     for arg in block.args:
         new(arg, Allocation(-1, None, temporary=False, fresh=False))
+    region_ops: list[tuple[list[Allocation], list[SSAValue]]] = []
     for index, op in enumerate(block.ops):
         reads = [*op.operands, *free_values(op)] if isinstance(op, ControlOp) else op.operands
         for operand in reads:
             allocation = allocations[operand]
             allocation.end = max(allocation.end, index)
+        if isinstance(op, ControlOp):
+            region_ops.append(([allocations[v] for v in reads], list(op.results)))
         name = _op_name(op)
         escaping = op.operands if isinstance(op, ReturnOp) else ()
         if name == "assign_variable":
@@ -144,12 +149,19 @@ def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
                 continue
             tensor = isinstance(result.type, TensorType)
             kernel_call = name == "call" and callee_name(op) in kernels
+            # A region op's result may be memory it read (never fresh: not an SfOp).
             fresh = kernel_call or (isinstance(op, SfOp) and not op.primitive.stateful)
             allocation = Allocation(index, static_bytes(result),
                                     temporary=tensor and not _is_external(op),
                                     fresh=fresh and not isinstance(op, ConstantOp))
             allocation.end = index
             new(result, allocation)
+    # What a result may share lives as long as it; the last region op first, so that a
+    # result another region op reads (and may pass on) has its full range already.
+    for read, results in reversed(region_ops):
+        end = max(allocations[r].end for r in results) if results else -1
+        for allocation in read:
+            allocation.end = max(allocation.end, end)
     return allocations
 
 
@@ -269,9 +281,10 @@ def plan_block(block: Block, kernels: dict[str, frozenset[int]]) -> BufferPlan:
 def annotate(function: FuncOp, plan: BufferPlan) -> None:
     """Write `plan` into `function`'s attributes and its ops' (replacing earlier ones)."""
     block = function.body.blocks[0]
-    for op in block.ops:
+    for op in function.body.walk():  # inside regions too: nothing there is planned
         op.attributes.pop(BUFFER_ATTR, None)
         op.attributes.pop(IN_PLACE_ATTR, None)
+    for op in block.ops:
         allocations = [plan.allocations[r] for r in op.results]
         buffers = [a.buffer if a.temporary else -1 for a in allocations]
         if any(b >= 0 for b in buffers):

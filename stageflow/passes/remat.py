@@ -25,6 +25,11 @@ fraction of the forward's. While a cut exceeds it, the costliest recomputed op i
 to recompute (saved instead, or recomputed from its own saved inputs never) and the cut is
 computed again. Unknown dims count as `UNKNOWN_DIM` elements: they are usually the batch,
 shared by every activation, so only the ratios between candidate values matter.
+
+A region op (``sf.cond``, ``sf.while``) of the forward is opaque: its results hang from
+the source like a matmul's (never recomputed: a loop can cost anything, and its regions
+read values the cut does not see), so a residual it computes is saved. In the backward,
+a recomputed op used inside a region is placed before the region op.
 """
 
 from __future__ import annotations
@@ -219,15 +224,21 @@ def _sink(ops: list[Operation]) -> None:
     """Move each recomputed op down to just before its first user, last op first, so that
     it is recomputed where the backward needs it: `fuse` then merges it into the kernel
     of that layer's gradient instead of one kernel recomputing everything up front (which
-    writes every recomputed value to memory, as saving it would have)."""
+    writes every recomputed value to memory, as saving it would have). A user inside a
+    region op's region counts as the region op (the value is recomputed before it, once,
+    not in every run of the region)."""
     for op in reversed(ops):
         block = op.parent_block()
-        users = [use.operation for result in op.results for use in result.uses]
-        if block is None or not users:
+        if block is None:
             continue
+        users = [block.find_ancestor_op_in_block(use.operation)
+                 for result in op.results for use in result.uses]
         order = {o: i for i, o in enumerate(block.ops)}
-        first = min(users, key=lambda user: order.get(user, len(order)))
-        if first in order and first is not op.next_op:
+        placed = [user for user in users if user in order]
+        if not placed:
+            continue
+        first = min(placed, key=order.__getitem__)
+        if first is not op.next_op:
             op.detach()
             Rewriter.insert_op(op, InsertPoint.before(first))
 

@@ -11,7 +11,7 @@ type (dims included): ``x + 0`` where the zeros broadcast ``x`` to a bigger shap
 The arithmetic rules are exact in IEEE arithmetic: ``x * 0`` is folded only for integers
 (``inf * 0`` and ``NaN * 0`` are NaN), and ``x + 0.0`` only with ``no-signed-zeros``
 (``-0.0 + 0.0`` is ``+0.0``; ``x + -0.0`` and ``x - 0.0`` are always ``x``). The shape rules
-are in `simplify_shapes`.
+are in `simplify_shapes`, the rules that see through region ops in `simplify_regions`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import BinaryElementwiseOp, SfOp, TernaryElementwiseOp
 from stageflow.ir.types import AbstractValue, abstract_value, ir_type
 from stageflow.passes.registry import register_pass
+from stageflow.passes.simplify_regions import REGION_PATTERNS
 from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
 from stageflow.passes.support import constant_array, erase_dead_producers, splat_of, splat_value
 
@@ -211,6 +212,11 @@ class Simplify(ModulePass):
     own type, select on a constant condition, splat constants of binary ops as 0-d
     constants, and broadcasts that an elementwise consumer does itself. It does not
     reassociate, distribute or fold constants (that is `fold`).
+
+    The rules apply inside ``sf.cond`` and ``sf.while`` regions as anywhere else (a value
+    from above is a value like any other), and two rules of `simplify_regions` see through
+    the region ops: a result every branch yields as the same outer value is that value,
+    and a loop variable the body yields unchanged is the loop's operand throughout.
     """
 
     name = "simplify"
@@ -225,6 +231,7 @@ class Simplify(ModulePass):
             *SHAPE_PATTERNS,
             ScalarBroadcastConstant(),
             BroadcastIntoConsumer(),
+            *REGION_PATTERNS,
         ]
         applier = GreedyRewritePatternApplier(patterns, dce_enabled=False)
         PatternRewriteWalker(applier, apply_recursively=True).rewrite_module(op)

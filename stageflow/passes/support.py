@@ -22,6 +22,7 @@ from xdsl.traits import IsTerminator
 from stageflow.core import dtypes
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import constant_value
+from stageflow.ir.control import ControlOp, nested_ops
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import ir_type
 
@@ -52,12 +53,15 @@ def splat_of(value: SSAValue) -> np.generic | None:
 
 
 def is_stateful(op: Operation) -> bool:
-    """Whether `op` may read or write state: a stateful primitive, an op holding one in its
-    regions, or an op stageflow does not know (terminators aside), conservatively."""
+    """Whether `op` may read or write state: a stateful primitive, a region op holding one
+    in its regions (``sf.cond``/``sf.while`` have their contents' effects), or an op
+    stageflow does not know (terminators aside), conservatively."""
     if isinstance(op, SfOp):
         if op.primitive.stateful:
             return True
         return any(is_stateful(inner) for inner in op.walk() if inner is not op)
+    if isinstance(op, ControlOp):
+        return any(is_stateful(inner) for region in op.regions for inner in nested_ops(region))
     return not op.has_trait(IsTerminator)
 
 
