@@ -14,6 +14,7 @@ instead of running the function again as Python steps.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 
 import llvmlite.binding as llvm
@@ -49,31 +50,33 @@ class Callback:
     def __init__(self, op: SfOp) -> None:
         self.params = op.params()
         self.location = source_location(op)
-        self.inputs = [value_type(v) for v in op.operands]
-        self.outputs = [value_type(v) for v in op.results]
+        self.types = [value_type(v) for v in (*op.operands, *op.results)]
+        self.inputs = len(op.operands)
+        self.rank = sum(len(t.shape) for t in self.types)
         self.entry = _ENTRY(self._call)
         self.symbol = callback_symbol(op)
         llvm.add_symbol(self.symbol, ctypes.cast(self.entry, ctypes.c_void_p).value)
 
     def _call(self, data: int, dims: int) -> int:
-        count = len(self.inputs) + len(self.outputs)
-        pointers = (ctypes.c_void_p * count).from_address(data)
-        rank = sum(len(t.shape) for t in self.inputs + self.outputs)
-        sizes = list((ctypes.c_int64 * max(rank, 1)).from_address(dims)[:rank])
+        types = self.types
+        pointers = (ctypes.c_void_p * len(types)).from_address(data)
+        sizes = (ctypes.c_int64 * max(self.rank, 1)).from_address(dims)
         arrays = []
-        for pointer, ty in zip(pointers, self.inputs + self.outputs, strict=True):
-            shape = tuple(sizes[: len(ty.shape)])
-            del sizes[: len(ty.shape)]
-            nbytes = int(np.prod(shape, dtype=np.int64)) * ty.dtype.itemsize
+        position = 0
+        for pointer, ty in zip(pointers, types, strict=True):
+            rank = len(ty.shape)
+            shape = tuple(sizes[position:position + rank])
+            position += rank
+            nbytes = math.prod(shape) * ty.dtype.itemsize
             buffer = (ctypes.c_char * nbytes).from_address(pointer or 0) if nbytes else b""
             arrays.append(np.frombuffer(buffer, ty.dtype).reshape(shape))
         try:
-            results = py_func_p.kernel(*arrays[: len(self.inputs)], **self.params)
+            results = py_func_p.kernel(*arrays[: self.inputs], **self.params)
         except BaseException as error:  # noqa: BLE001 - handed to the caller, unchanged
             _pending.error = located_error("py_func", self.location, error) if isinstance(
                 error, Exception) else error
             return 1
-        for target, result in zip(arrays[len(self.inputs):], results, strict=True):
+        for target, result in zip(arrays[self.inputs:], results, strict=True):
             target[...] = result
         return 0
 

@@ -257,9 +257,12 @@ class _Callback:
         self.__qualname__ = getattr(func, "__qualname__", repr(func))
 
     def __call__(self, *arrays: Any) -> Any:
-        with context.init_scope():
-            args = [wrap(a) for a in arrays] if self.tensors else list(arrays)
+        args = [wrap(a) for a in arrays] if self.tensors else list(arrays)
+        if context.state.eager_fast:  # nothing but eager execution anywhere: call it
             returned = self.func(*args)
+        else:
+            with context.init_scope():
+                returned = self.func(*args)
         items = returned if isinstance(returned, list | tuple) else [returned]
         values = [np.asarray(r._value if isinstance(r, Tensor) else r) for r in items]
         return values if isinstance(returned, list | tuple) else values[0]
