@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from stageflow.frontend.train import deferred
 from stageflow.frontend.variables import Variable
 
 Path = tuple[str | int, ...]
@@ -62,6 +63,10 @@ class Module:
         """The module's name (the snake-cased class name unless one was given)."""
         name = self.__dict__.get("_name")  # a subclass may not have called __init__
         return name if name is not None else camel_to_snake(type(self).__name__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        deferred.attribute_set(self, name, value)  # a checkpoint's value waiting for it
 
     # -- tracking -----------------------------------------------------------------------
 

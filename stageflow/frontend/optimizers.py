@@ -24,6 +24,7 @@ from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.train import deferred
 from stageflow.frontend.variables import Variable
 
 __all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop"]
@@ -96,6 +97,7 @@ class Optimizer(Module):
             slot = Variable(value, trainable=False, dtype=dtype, name=f"{base}/{slot_name}")
             slots[slot_name] = slot
             self._slot_variables.append(slot)
+            deferred.slot_created(self, variable, slot_name, slot)  # a restored value
         return slots[slot_name]
 
     def get_slot(self, variable: Variable, slot_name: str) -> Variable:

@@ -1,0 +1,295 @@
+"""`sf.train.Checkpoint`, `CheckpointManager`, `latest_checkpoint` and the restore status.
+
+A checkpoint saves what is reachable from the objects given to it (`graph`), in one
+safetensors file per checkpoint (`storage`), and restores by matching the saved graph
+against live objects (`restore`). Inside an `sf.function`, `write` and `read` are ops of
+the staged graph: a `py_func` named ``checkpoint_write`` takes the variables' values where
+the program reaches it, and ``checkpoint_read`` produces the saved values, which are then
+assigned; pruning keeps both (they are stateful) and the compiled program runs them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from stageflow.core import context, dtypes
+from stageflow.frontend.ops.control import numpy_function
+from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.tracer import GraphTrace
+from stageflow.frontend.train import deferred, storage
+from stageflow.frontend.train.graph import is_trackable, walk
+from stageflow.frontend.train.restore import Restore, serialize
+from stageflow.frontend.variables import Variable
+
+
+class Checkpoint:
+    """Saves and restores the objects given as keyword arguments, and everything their
+    attributes reach (the paper's object graph, section 4.3)::
+
+        ckpt = sf.train.Checkpoint(model=net, optimizer=opt)
+        path = ckpt.save("/tmp/run/ckpt")        # "/tmp/run/ckpt-1"
+        ...
+        ckpt.restore(sf.train.latest_checkpoint("/tmp/run")).assert_consumed()
+
+    Objects assigned later (``ckpt.dataset = iterator``) are saved too. `save_counter`
+    numbers the saves and is itself saved, so numbering continues after a restore.
+    """
+
+    def __init__(self, **objects: Any) -> None:
+        for name, obj in objects.items():
+            if not is_trackable(obj):
+                raise TypeError(f"sf.train.Checkpoint: {name}={type(obj).__name__} holds no "
+                                "state to save (pass modules, layers, optimizers, variables, "
+                                "metrics, random generators, dataset iterators, NumpyState or "
+                                "containers of them)")
+            setattr(self, name, obj)
+        with context.init_scope():
+            self.save_counter = Variable(0, trainable=False, dtype=dtypes.int64,
+                                         name="save_counter")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        deferred.attribute_set(self, name, value)
+
+    def _checkpoint_children(self) -> dict[str, Any]:
+        return {name: value for name, value in vars(self).items() if not name.startswith("_")}
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def write(self, path: str) -> str:
+        """Write a checkpoint to `path` (the file ``path.safetensors``), atomically, without
+        numbering it or recording it as the latest; returns `path`. Inside an `sf.function`
+        the write is an op of the graph, run each time the function runs."""
+        path = os.fspath(path)
+        if isinstance(context.current_trace(), GraphTrace):
+            return self._staged_write(path)
+        tensors, graph = serialize(self)
+        storage.write(path, tensors, graph)
+        return path
+
+    def save(self, file_prefix: str) -> str:
+        """Write the checkpoint ``{file_prefix}-{n}`` (n = `save_counter` + 1) and record it
+        as its directory's latest checkpoint; returns its path."""
+        if isinstance(context.current_trace(), GraphTrace):
+            raise TypeError("sf.train.Checkpoint.save inside sf.function: use "
+                            "ckpt.write(path) there (save numbers checkpoints and records the "
+                            "latest one in Python)")
+        path = self._write_numbered(os.fspath(file_prefix))
+        directory = os.path.dirname(os.path.abspath(path))
+        kept = [os.path.join(directory, name)
+                for name in storage.read_pointer(directory).get("all", [])]
+        kept = [p for p in kept if p != path and os.path.exists(storage.file_of(p))]
+        storage.write_pointer(directory, path, [*kept, path])
+        return path
+
+    def _write_numbered(self, file_prefix: str, number: int | None = None) -> str:
+        previous = int(self.save_counter.numpy())
+        number = previous + 1 if number is None else number
+        self.save_counter.assign(np.int64(previous + 1))
+        try:
+            return self.write(f"{file_prefix}-{number}")
+        except BaseException:
+            self.save_counter.assign(np.int64(previous))
+            raise
+
+    # -- restoring --------------------------------------------------------------------------
+
+    def restore(self, save_path: str | None) -> CheckpointLoadStatus:
+        """Restore from `save_path` (as `save` or `latest_checkpoint` returned it; None
+        restores nothing, for the first run of a resumable program). Existing objects get
+        their values now, all or none of them; objects created later get theirs when they
+        are created. Returns a status to check what matched."""
+        if save_path is None:
+            return CheckpointLoadStatus(None)
+        save_path = os.fspath(save_path)
+        if isinstance(context.current_trace(), GraphTrace):
+            self._staged_read(save_path)
+            return CheckpointLoadStatus(None)
+        graph, tensors = storage.read(save_path)
+        restore = Restore(save_path, graph, tensors, self)
+        try:
+            restore.restore(0, self)
+        except BaseException:
+            restore.expect_partial()  # nothing was restored: nothing to report
+            raise
+        return CheckpointLoadStatus(restore)
+
+    def read(self, save_path: str) -> CheckpointLoadStatus:
+        """Restore a checkpoint `write` wrote (the same as `restore`). Inside an
+        `sf.function` the read is an op of the graph: the saved values are assigned each
+        time the function runs."""
+        return self.restore(save_path)
+
+    # -- staged -----------------------------------------------------------------------------
+
+    def _staged_write(self, path: str) -> str:
+        variables = [node.obj for node in walk(self) if isinstance(node.obj, Variable)]
+        values = [variable.read_value() for variable in variables]
+
+        def checkpoint_write(*arrays: np.ndarray) -> list:
+            by_variable = {id(v): {"VARIABLE_VALUE": a}
+                           for v, a in zip(variables, arrays, strict=True)}
+            tensors, graph = serialize(self, lambda obj: by_variable.get(id(obj)) if isinstance(
+                obj, Variable) else _state(obj))
+            storage.write(path, tensors, graph)
+            return []
+
+        numpy_function(checkpoint_write, values, [])
+        return path
+
+    def _staged_read(self, path: str) -> None:
+        variables = [node.obj for node in walk(self) if isinstance(node.obj, Variable)]
+
+        def checkpoint_read() -> list:
+            graph, tensors = storage.read(path)
+            return Restore(path, graph, tensors, self).values_for(variables)
+
+        values = numpy_function(checkpoint_read, [],
+                                [TensorSpec(v.shape, v.dtype) for v in variables])
+        for variable, value in zip(variables, values, strict=True):
+            variable.assign(value)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self._checkpoint_children())
+        return f"<sf.train.Checkpoint of {names}>"
+
+
+def _state(obj: Any) -> Any:
+    return obj._checkpoint_state() if hasattr(obj, "_checkpoint_state") else None
+
+
+class CheckpointLoadStatus:
+    """What a restore matched: assertions for tests and resumable programs."""
+
+    def __init__(self, restore: Restore | None) -> None:
+        self._restore = restore
+
+    def assert_consumed(self) -> CheckpointLoadStatus:
+        """Every value in the checkpoint went to an object, and every object with state got
+        a value; AssertionError listing what did not."""
+        self._require()
+        unused = self._restore.unused()
+        if unused:
+            raise AssertionError(f"sf.train: values of {self._restore.path!r} not restored (no "
+                                 f"such object yet): {', '.join(unused)}")
+        return self.assert_existing_objects_matched()
+
+    def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
+        """Every object with state that exists now got a value from the checkpoint (values
+        for objects not created yet may remain)."""
+        self._require()
+        unmatched = self._restore.unmatched_objects()
+        if unmatched:
+            raise AssertionError(f"sf.train: objects without a value in "
+                                 f"{self._restore.path!r}: {', '.join(unmatched)}")
+        return self
+
+    def expect_partial(self) -> CheckpointLoadStatus:
+        """Values left unused are intended: no warning about them."""
+        if self._restore is not None:
+            self._restore.expect_partial()
+        return self
+
+    def _require(self) -> None:
+        if self._restore is None:
+            raise AssertionError("sf.train: no checkpoint was restored (the path was None, or "
+                                 "the restore runs inside a staged function)")
+
+
+def latest_checkpoint(checkpoint_dir: str) -> str | None:
+    """The path of the latest checkpoint `save` recorded in `checkpoint_dir`, or None."""
+    directory = os.fspath(checkpoint_dir)
+    latest = storage.read_pointer(directory).get("latest")
+    if not latest:
+        return None
+    path = os.path.join(directory, latest)
+    return path if os.path.exists(storage.file_of(path)) else None
+
+
+class CheckpointManager:
+    """Numbered checkpoints in one directory, keeping the newest `max_to_keep` (None: all).
+
+    Its list survives the process: a new manager on the same directory continues it. The
+    pointer file names a checkpoint only once it is complete, and old checkpoints are
+    deleted only after the pointer stopped naming them.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, directory: str, max_to_keep: int | None = 5,
+                 checkpoint_name: str = "ckpt") -> None:
+        if max_to_keep is not None and max_to_keep < 1:
+            raise ValueError(f"sf.train.CheckpointManager: max_to_keep must be >= 1 or None, "
+                             f"got {max_to_keep}")
+        self._checkpoint = checkpoint
+        self.directory = os.fspath(directory)
+        self.max_to_keep = max_to_keep
+        self._prefix = os.path.join(self.directory, checkpoint_name)
+        pointer = storage.read_pointer(self.directory)
+        paths = [os.path.join(self.directory, name) for name in pointer.get("all", [])]
+        self._checkpoints = [p for p in paths if os.path.exists(storage.file_of(p))]
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """The kept checkpoints, oldest first."""
+        return list(self._checkpoints)
+
+    @property
+    def latest_checkpoint(self) -> str | None:
+        return self._checkpoints[-1] if self._checkpoints else None
+
+    def save(self, checkpoint_number: int | None = None) -> str:
+        """Save a new checkpoint (numbered by the checkpoint's `save_counter`, or
+        `checkpoint_number`), make it the latest, drop the oldest beyond `max_to_keep`."""
+        os.makedirs(self.directory, exist_ok=True)
+        path = self._checkpoint._write_numbered(self._prefix, checkpoint_number)
+        kept = [p for p in self._checkpoints if p != path] + [path]
+        dropped = kept[:-self.max_to_keep] if self.max_to_keep else []
+        kept = kept[len(dropped):]
+        storage.write_pointer(self.directory, path, kept)
+        self._checkpoints = kept
+        for old in dropped:
+            storage.remove(old)
+        return path
+
+
+class PythonState:
+    """Python state in a checkpoint: subclasses define `serialize` (a JSON value or NumPy
+    array nest) and `deserialize` (its inverse), as TensorFlow's ``PythonState``."""
+
+    def serialize(self) -> Any:
+        raise NotImplementedError
+
+    def deserialize(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def _checkpoint_state(self) -> Any:
+        return {"value": self.serialize()}
+
+    def _checkpoint_prepare(self, saved: Any, where: str) -> Any:
+        return lambda: self.deserialize(saved["value"])
+
+
+class NumpyState(PythonState):
+    """Attributes holding NumPy arrays or JSON values (numbers, strings, lists, dicts),
+    saved and restored by name::
+
+        state = sf.train.NumpyState()
+        state.mean = np.zeros(3)
+        sf.train.Checkpoint(stats=state).save(prefix)
+    """
+
+    def serialize(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    def deserialize(self, value: dict[str, Any]) -> None:
+        for name, saved in value.items():
+            setattr(self, name, saved)
+
+    def __repr__(self) -> str:
+        return f"<sf.train.NumpyState {', '.join(vars(self))}>"
+
+
+__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "NumpyState",
+           "PythonState", "latest_checkpoint"]
