@@ -8,6 +8,11 @@ class StagingError(Exception):
     """A symbolic tensor was asked for a concrete value while a function was being traced."""
 
 
+class OutOfRangeError(Exception):
+    """A staged function asked an exhausted `sf.data` iterator for its next element (the
+    eager ``next`` raises StopIteration instead)."""
+
+
 class CallbackError(Exception):
     """Carries what a Python callback (`py_func`) raised through the kernels' error
     handling, which re-raises the original (`located_error`)."""

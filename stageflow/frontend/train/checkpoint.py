@@ -137,6 +137,7 @@ class Checkpoint:
             storage.write(path, tensors, graph)
             return []
 
+        checkpoint_write.__qualname__ = "checkpoint_write"  # the op's name in the IR
         numpy_function(checkpoint_write, values, [])
         return path
 
@@ -147,6 +148,7 @@ class Checkpoint:
             graph, tensors = storage.read(path)
             return Restore(path, graph, tensors, self).values_for(variables)
 
+        checkpoint_read.__qualname__ = "checkpoint_read"
         values = numpy_function(checkpoint_read, [],
                                 [TensorSpec(v.shape, v.dtype) for v in variables])
         for variable, value in zip(variables, values, strict=True):

@@ -124,6 +124,7 @@ class Restore:
                                  f"variable {variable.name!r}")
             values.append(plan.values[node])
         plan.run(variables=False)
+        self.expect_partial()  # one restore per run of the graph: nothing waits for later
         return values
 
     def _where(self, node: int | None) -> str:

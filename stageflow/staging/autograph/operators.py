@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import context
+from stageflow.core import context, nest
 from stageflow.core.source import describe_location
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.ops.control import cond, numpy_function, while_loop
@@ -241,6 +241,10 @@ def for_stmt(iterable: Any, body: Callable[[Any], None], extra_test: Callable[[]
     `while_loop` counting an index."""
     if isinstance(iterable, TensorRange) or _traced(iterable):
         return _staged_for(iterable, body, extra_test, get_state, set_state, names)
+    staged_iteration = getattr(iterable, "_staged_iteration", None)
+    if staged_iteration is not None and isinstance(context.current_trace(), GraphTrace):
+        return _staged_elements(staged_iteration(), body, extra_test, get_state, set_state,
+                                names)
     for item in iterable:
         if extra_test is not None and not extra_test():
             break
@@ -299,6 +303,41 @@ def _staged_for(iterable: Any, body: Callable[[Any], None],
 
     state = _staged_loop(test, step_body, get_all, set_all, state_names)
     return state[:-1]
+
+
+def _staged_elements(fetch: Callable[[], tuple[Any, Any]], body: Callable[[Any], None],
+                     extra_test: Callable[[], Any] | None, get_state: Callable[[], State],
+                     set_state: Callable[[State], None], names: Sequence[str]) -> State:
+    """``for element in source`` over a source that fetches inside the graph (an `sf.data`
+    dataset or iterator: `fetch` emits the op taking the next element and whether there is
+    one): a `while_loop` carrying the fetched element, fetching the next at the end of each
+    step."""
+    has_element, element = fetch()
+    leaves, treedef = nest.flatten(element)
+    holder = {"has": has_element, "leaves": leaves}
+    count = len(names)
+
+    def get_all() -> State:
+        return (*get_state(), holder["has"], *holder["leaves"])
+
+    def set_all(values: State) -> None:
+        set_state(tuple(values[:count]))
+        holder["has"], holder["leaves"] = values[count], list(values[count + 1:])
+
+    def test() -> Any:
+        if extra_test is None:
+            return holder["has"]
+        return and_(lambda: holder["has"], extra_test)
+
+    def step_body() -> None:
+        body(nest.unflatten(treedef, holder["leaves"]))
+        has_next, following = fetch()
+        holder["has"], holder["leaves"] = has_next, nest.flatten(following)[0]
+
+    element_names = [f"ag__element{i}" for i in range(len(leaves))]
+    state = _staged_loop(test, step_body, get_all, set_all,
+                         [*names, "ag__has_element", *element_names])
+    return state[:count]
 
 
 # -- expressions --------------------------------------------------------------------------

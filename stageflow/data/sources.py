@@ -1,0 +1,355 @@
+"""The iterators inside a pipeline: one stateful source per dataset stage.
+
+Each source yields elements (`elements.Element`, NumPy nests) from `next()` until it raises
+StopIteration, and says where it is with `state()` (JSON values and arrays, for
+checkpoints); `restore(state)` continues from such a state. A restored source yields exactly
+what the saved one would have: shuffle sources save their random generator and buffer, and
+sources that run ahead (parallel `map`, `prefetch`) save the elements they computed but did
+not hand out yet, beside the position of their input.
+
+A source is restored only freshly made, never while in use (`Iterator` makes a new pipeline,
+restores it and only then swaps it in), so a failing restore leaves the live one intact.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from stageflow.data.elements import Element, pack, stack, unpack
+
+
+class Source:
+    """A pipeline stage's iterator (the base: no input, no state)."""
+
+    def next(self) -> Element:
+        raise StopIteration
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        del state
+
+    def close(self) -> None:
+        """Stop background work (threads) of this stage and the stages before it."""
+
+
+class Slices(Source):
+    """Row `index` of every leaf, in turn."""
+
+    def __init__(self, columns: list[np.ndarray], rebuild: Callable[[list], Element],
+                 count: int) -> None:
+        self.columns, self.rebuild, self.count, self.index = columns, rebuild, count, 0
+
+    def next(self) -> Element:
+        if self.index >= self.count:
+            raise StopIteration
+        self.index += 1
+        return self.rebuild([column[self.index - 1] for column in self.columns])
+
+    def state(self) -> dict[str, Any]:
+        return {"index": self.index}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        index = int(state["index"])
+        if not 0 <= index <= self.count:
+            raise ValueError(f"position {index} is outside a dataset of {self.count} elements")
+        self.index = index
+
+
+class Generated(Source):
+    """The elements of a Python generator; its position is the count it yielded, and a
+    restore replays the generator that far (generators cannot be saved)."""
+
+    def __init__(self, start: Callable[[], Iterator], convert: Callable[[Any], Element]) -> None:
+        self.start, self.convert = start, convert
+        self.iterator = start()
+        self.count = 0
+
+    def next(self) -> Element:
+        element = self.convert(next(self.iterator))
+        self.count += 1
+        return element
+
+    def state(self) -> dict[str, Any]:
+        return {"count": self.count}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        count = int(state["count"])
+        for done in range(count):
+            try:
+                next(self.iterator)
+            except StopIteration:
+                raise ValueError(f"the generator yields {done} elements now, the saved "
+                                 f"position is {count}") from None
+        self.count = count
+
+
+class Mapped(Source):
+    """`apply` of each input element; with ``parallel > 1`` that many calls run at once
+    in threads (compiled functions and NumPy kernels release the GIL), in input order."""
+
+    def __init__(self, inner: Source, apply: Callable[[Element], Element], parallel: int,
+                 structure: Any) -> None:
+        self.inner, self.apply, self.parallel, self.structure = inner, apply, parallel, structure
+        self.pool = ThreadPoolExecutor(parallel) if parallel > 1 else None
+        self.pending: deque[Future | Element] = deque()
+        self.inner_done = False
+
+    def next(self) -> Element:
+        if self.pool is None:
+            return self.apply(self.inner.next())
+        while len(self.pending) < self.parallel and not self.inner_done:
+            try:
+                element = self.inner.next()
+            except StopIteration:
+                self.inner_done = True
+                break
+            self.pending.append(self.pool.submit(self.apply, element))
+        if not self.pending:
+            raise StopIteration
+        head = self.pending.popleft()
+        return head.result() if isinstance(head, Future) else head
+
+    def state(self) -> dict[str, Any]:
+        ready = [p.result() if isinstance(p, Future) else p for p in self.pending]
+        self.pending = deque(ready)
+        return {"inner": self.inner.state(), "ahead": pack(ready), "inner_done": self.inner_done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+        self.pending = deque(unpack(state["ahead"], self.structure))
+        self.inner_done = bool(state["inner_done"])
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        self.inner.close()
+
+
+class Shuffled(Source):
+    """A buffer of `size` input elements; each step hands out a uniformly drawn one and
+    refills its place (TensorFlow's shuffle). The draws come from a PCG64 generator
+    seeded with `seed` (the dataset's seed and the epoch), saved with the buffer."""
+
+    def __init__(self, inner: Source, size: int, seed: list[int], structure: Any) -> None:
+        self.inner, self.size, self.structure = inner, size, structure
+        self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+        self.buffer: list[Element] = []
+        self.inner_done = False
+
+    def next(self) -> Element:
+        while not self.inner_done and len(self.buffer) < self.size:
+            try:
+                self.buffer.append(self.inner.next())
+            except StopIteration:
+                self.inner_done = True
+        if not self.buffer:
+            raise StopIteration
+        chosen = int(self.rng.integers(len(self.buffer)))
+        self.buffer[chosen], self.buffer[-1] = self.buffer[-1], self.buffer[chosen]
+        return self.buffer.pop()
+
+    def state(self) -> dict[str, Any]:
+        return {"inner": self.inner.state(), "buffer": pack(self.buffer),
+                "rng": self.rng.bit_generator.state, "inner_done": self.inner_done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+        self.buffer = unpack(state["buffer"], self.structure)
+        self.rng.bit_generator.state = state["rng"]
+        self.inner_done = bool(state["inner_done"])
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Batched(Source):
+    """`size` consecutive input elements stacked; a last short batch unless dropped."""
+
+    def __init__(self, inner: Source, size: int, drop_remainder: bool) -> None:
+        self.inner, self.size, self.drop_remainder = inner, size, drop_remainder
+
+    def next(self) -> Element:
+        elements = []
+        for _ in range(self.size):
+            try:
+                elements.append(self.inner.next())
+            except StopIteration:
+                break
+        if not elements or (self.drop_remainder and len(elements) < self.size):
+            raise StopIteration
+        return stack(elements)
+
+    def state(self) -> dict[str, Any]:
+        return {"inner": self.inner.state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Repeated(Source):
+    """The input `count` times (None: forever), a fresh input source per epoch; an epoch
+    that yields nothing ends the repetition rather than spinning."""
+
+    def __init__(self, make: Callable[[int], Source], count: int | None) -> None:
+        self.make, self.count = make, count
+        self.epoch = 0
+        self.inner: Source | None = make(0) if count is None or count > 0 else None
+        self.yielded = False
+
+    def next(self) -> Element:
+        while self.inner is not None:
+            try:
+                element = self.inner.next()
+            except StopIteration:
+                self.inner.close()
+                self.epoch += 1
+                more = self.yielded and (self.count is None or self.epoch < self.count)
+                self.inner = self.make(self.epoch) if more else None
+                self.yielded = False
+                continue
+            self.yielded = True
+            return element
+        raise StopIteration
+
+    def state(self) -> dict[str, Any]:
+        inner = None if self.inner is None else self.inner.state()
+        return {"epoch": self.epoch, "inner": inner, "yielded": self.yielded}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch = int(state["epoch"])
+        if self.inner is not None:
+            self.inner.close()
+        self.inner = None
+        if state["inner"] is not None:
+            self.inner = self.make(self.epoch)
+            self.inner.restore(state["inner"])
+        self.yielded = bool(state["yielded"])
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+
+class Taken(Source):
+    """The first `count` input elements (after skipping `skip`)."""
+
+    def __init__(self, inner: Source, count: int | None, skip: int) -> None:
+        self.inner, self.count, self.skip = inner, count, skip
+        self.position = 0
+
+    def next(self) -> Element:
+        while self.position < self.skip:
+            self.inner.next()
+            self.position += 1
+        if self.count is not None and self.position >= self.skip + self.count:
+            raise StopIteration
+        element = self.inner.next()
+        self.position += 1
+        return element
+
+    def state(self) -> dict[str, Any]:
+        return {"inner": self.inner.state(), "position": self.position}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+        self.position = int(state["position"])
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Prefetched(Source):
+    """A background thread keeps up to `size` input elements ready. Saving pauses it: the
+    state is the ready elements and the input's position behind them."""
+
+    def __init__(self, inner: Source, size: int, structure: Any) -> None:
+        self.inner, self.size, self.structure = inner, size, structure
+        self.ready: deque[Element] = deque()
+        self.inner_done = False
+        self.error: BaseException | None = None
+        self.changed = threading.Condition()
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+
+    def _produce(self) -> None:
+        while True:
+            with self.changed:
+                while len(self.ready) >= self.size and not self.stopping:
+                    self.changed.wait()
+                if self.stopping:
+                    return
+            try:
+                element = self.inner.next()
+            except StopIteration:
+                element, done = None, True
+            except BaseException as error:  # noqa: BLE001 - handed to the consumer
+                with self.changed:
+                    self.error = error
+                    self.changed.notify_all()
+                return
+            else:
+                done = False
+            with self.changed:
+                if done:
+                    self.inner_done = True
+                else:
+                    self.ready.append(element)
+                self.changed.notify_all()
+            if done:
+                return
+
+    def next(self) -> Element:
+        if self.thread is None and not self.inner_done and self.error is None:
+            self.stopping = False
+            self.thread = threading.Thread(target=self._produce, daemon=True,
+                                           name="sf.data prefetch")
+            self.thread.start()
+        with self.changed:
+            while not self.ready and not self.inner_done and self.error is None:
+                self.changed.wait()
+            if self.ready:
+                element = self.ready.popleft()
+                self.changed.notify_all()
+                return element
+            if self.error is not None:
+                error, self.error = self.error, None
+                self.inner_done = True
+                raise error
+        raise StopIteration
+
+    def _pause(self) -> None:
+        if self.thread is not None:
+            with self.changed:
+                self.stopping = True
+                self.changed.notify_all()
+            self.thread.join()
+            self.thread = None
+
+    def state(self) -> dict[str, Any]:
+        self._pause()  # restarted by the next `next()`
+        return {"inner": self.inner.state(), "ahead": pack(list(self.ready)),
+                "inner_done": self.inner_done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+        self.ready = deque(unpack(state["ahead"], self.structure))
+        self.inner_done = bool(state["inner_done"])
+
+    def close(self) -> None:
+        self._pause()
+        self.inner.close()
+
+
+__all__ = ["Batched", "Generated", "Mapped", "Prefetched", "Repeated", "Shuffled", "Slices",
+           "Source", "Taken"]
