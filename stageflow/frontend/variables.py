@@ -26,6 +26,7 @@ class Variable:
     """A named, typed, mutable tensor; usable wherever a tensor is."""
 
     __hash__ = object.__hash__  # variables are objects with identity (unlike tensors)
+    __array_priority__ = 100  # NumPy defers `ndarray * variable` to the variable's operators
 
     def __init__(
         self,

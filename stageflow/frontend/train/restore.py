@@ -114,6 +114,7 @@ class Restore:
     def values_for(self, variables: list[Variable]) -> list[np.ndarray]:
         """The saved values of `variables` (a staged read), other state restored in Python;
         ValueError naming any variable the checkpoint does not hold."""
+        self.expect_partial()  # one restore per run of the graph: nothing waits for later
         plan = _Plan()
         self._match(0, self.root(), plan, defer=False)
         values = []
@@ -124,7 +125,6 @@ class Restore:
                                  f"variable {variable.name!r}")
             values.append(plan.values[node])
         plan.run(variables=False)
-        self.expect_partial()  # one restore per run of the graph: nothing waits for later
         return values
 
     def _where(self, node: int | None) -> str:
@@ -196,28 +196,24 @@ class Restore:
                 deferred.expect_slots(optimizer, self._slot_handler(waits))
             waits[(variable_node, name)] = slot_node
 
-    def _attribute_handler(self, node: int) -> Callable[[Any], None]:
-        this = weakref.ref(self)
+    # The handlers hold the restore (and its values) as long as an object waiting for them
+    # lives; the restore holds no object strongly, so nothing is kept alive in a cycle.
 
+    def _attribute_handler(self, node: int) -> Callable[[Any], None]:
         def restore_new(value: Any) -> None:
-            restore = this()
-            if restore is not None:
-                restore.restore(node, value)
+            self.restore(node, value)
         return restore_new
 
     def _slot_handler(self, waits: dict[tuple[int, str], int]
                       ) -> Callable[[Any, str, Any], bool]:
-        this = weakref.ref(self)
-
         def restore_slot(variable: Any, name: str, slot: Any) -> bool:
-            restore = this()
-            entry = None if restore is None else restore._variables.get(id(variable))
+            entry = self._variables.get(id(variable))
             if entry is None or entry[0]() is not variable:
                 return False
             node = waits.pop((entry[1], name), None)
             if node is None:
                 return False
-            restore.restore(node, slot)
+            self.restore(node, slot)
             return True
         return restore_slot
 

@@ -1,0 +1,58 @@
+"""A saving process killed (SIGKILL) at random moments, many times: the latest checkpoint
+always restores to a complete, consistent state, and the one before stays loadable."""
+
+import multiprocessing
+import os
+import signal
+import time
+
+import numpy as np
+
+import stageflow as sf
+
+SHAPES = [(256, 256), (64,), (512, 128), ()]
+
+
+def objects():
+    return {f"w{i}": sf.Variable(np.zeros(shape, np.float32)) for i, shape in enumerate(SHAPES)}
+
+
+def keep_saving(directory: str) -> None:
+    """Save forever: every variable holds the number of the save that writes it."""
+    variables = objects()
+    manager = sf.train.CheckpointManager(sf.train.Checkpoint(**variables), directory,
+                                         max_to_keep=3)
+    if manager.latest_checkpoint is not None:
+        manager._checkpoint.restore(manager.latest_checkpoint)
+    while True:
+        step = float(manager._checkpoint.save_counter.numpy()) + 1
+        for v in variables.values():
+            v.assign(np.full(v.shape, step, np.float32))
+        manager.save()
+
+
+def test_a_killed_saver_always_leaves_a_consistent_latest_checkpoint(tmp_path):
+    directory = str(tmp_path / "run")
+    context = multiprocessing.get_context("fork")
+    rng = np.random.default_rng(0)
+    seen = []
+    for _ in range(40):
+        saver = context.Process(target=keep_saving, args=(directory,), daemon=True)
+        saver.start()
+        time.sleep(float(rng.uniform(0.02, 0.25)))
+        os.kill(saver.pid, signal.SIGKILL)
+        saver.join()
+        latest = sf.train.latest_checkpoint(directory)
+        if latest is None:
+            continue  # killed before its first save finished
+        variables = objects()
+        ckpt = sf.train.Checkpoint(**variables)
+        ckpt.restore(latest).assert_consumed()
+        step = int(ckpt.save_counter.numpy())
+        assert latest.endswith(f"ckpt-{step}")
+        for v in variables.values():
+            np.testing.assert_array_equal(v.numpy(), np.full(v.shape, step, np.float32))
+        for path in sf.train.CheckpointManager(ckpt, directory).checkpoints:
+            sf.train.Checkpoint(**objects()).restore(path).assert_consumed()
+        seen.append(step)
+    assert len(seen) >= 30 and seen == sorted(seen) and seen[-1] > seen[0]
