@@ -24,9 +24,18 @@ Element = Any  # a nest of np.ndarray
 
 def to_arrays(structure: Any) -> Element:
     """A nest of tensors, arrays or Python values as a nest of NumPy arrays of stageflow
-    dtypes (Python floats become float32, ints int32, as `sf.constant` makes them)."""
-    leaves, treedef = nest.flatten(structure)
-    return nest.unflatten(treedef, [_array(leaf) for leaf in leaves])
+    dtypes (Python floats become float32, ints int32, as `sf.constant` makes them). As in
+    `tf.data`, tuples and dicts are structure and a list is one tensor (its values stacked)."""
+    if isinstance(structure, list):
+        if any(isinstance(item, Tensor | Variable | np.ndarray) for item in structure):
+            return np.stack([_array(item) for item in structure])
+        return to_array(structure)
+    if isinstance(structure, dict):
+        return {key: to_arrays(value) for key, value in structure.items()}
+    if isinstance(structure, tuple):
+        items = [to_arrays(value) for value in structure]
+        return type(structure)(*items) if hasattr(structure, "_fields") else tuple(items)
+    return _array(structure)
 
 
 def _array(leaf: Any) -> np.ndarray:

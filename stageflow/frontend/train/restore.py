@@ -169,9 +169,8 @@ class Restore:
                     plan.slot_waits.append((optimizer, variable_node, name, slot_node))
 
     def _variable_of(self, node: int, plan: _Plan) -> Variable | None:
-        for live_id, number in plan.variables.items():
-            if number == node:
-                return plan.nodes[number]
+        if node in plan.nodes and isinstance(plan.nodes[node], Variable):
+            return plan.nodes[node]
         for ref, number in self._variables.values():
             if number == node and ref() is not None:
                 return ref()

@@ -95,7 +95,7 @@ def train_steps(net, opt, steps, staged):
         with sf.GradientTape() as tape:
             loss = sf.reduce_mean(sf.square(net(x) - y))
         grads = tape.gradient(loss, net.trainable_variables)
-        opt.apply_gradients(zip(grads, net.trainable_variables))
+        opt.apply_gradients(zip(grads, net.trainable_variables, strict=True))
         return loss
 
     run = sf.function(step) if staged else step
