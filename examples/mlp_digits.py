@@ -1,8 +1,10 @@
-"""Train a small MLP on scikit-learn's 8x8 digits, eagerly or staged, and plot its loss.
+"""Train a small MLP on scikit-learn's 8x8 digits, eagerly or staged, checkpointing every
+epoch and resuming where it stopped when run again; plot its loss.
 
     python examples/mlp_digits.py                  # staged training step (sf.function)
     python examples/mlp_digits.py --mode eager     # the same model and step, op by op
     python examples/mlp_digits.py --small          # a few epochs, for CI
+    python examples/mlp_digits.py --fresh          # forget the checkpoints, start over
 
 The data set ships inside scikit-learn (`sklearn.datasets.load_digits`, 1797 images), so
 nothing is downloaded; install the extra with ``pip install -e '.[examples]'``. The model is
@@ -10,12 +12,18 @@ nothing is downloaded; install the extra with ``pip install -e '.[examples]'``. 
 softmax cross-entropy; `sf.metrics` keep the running loss and accuracy. In staged mode the
 training step is one `sf.function`: its first call builds the model and the optimizer's
 slots (state creation), it is traced once more, and every later batch reuses that graph.
+
+The batches come from an `sf.data.Dataset` (shuffled each epoch, prefetched by a background
+thread). After each epoch an `sf.train.CheckpointManager` saves the model, the optimizer
+(with its slots), the data iterator's position and the loss history; a later run restores
+them and continues with exactly the batches the interrupted run would have used next.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -88,7 +96,7 @@ def save_plot(losses: list[float], accuracy: float, mode: str, path: str) -> Non
     print(f"loss curve saved to {path}")
 
 
-def train(mode: str, epochs: int, learning_rate: float, seed: int
+def train(mode: str, epochs: int, learning_rate: float, seed: int, directory: str
           ) -> tuple[list[float], float, float]:
     """Returns (mean loss per epoch, test accuracy, seconds spent training)."""
     x_train, x_test, y_train, y_test = load_data(seed)
@@ -123,19 +131,35 @@ def train(mode: str, epochs: int, learning_rate: float, seed: int
         ])
         test_accuracy = sf.function(test_accuracy)
 
-    rng = np.random.default_rng(seed)
-    losses = []
+    # Endless shuffled batches; an epoch is a fixed number of them.
+    dataset = (sf.data.Dataset.from_tensor_slices((x_train, y_train))
+               .shuffle(len(x_train), seed=seed).batch(BATCH).repeat().prefetch(2))
+    batches = iter(dataset)
+    steps_per_epoch = -(-len(x_train) // BATCH)
+
+    history = sf.train.NumpyState()
+    history.losses = []
+    checkpoint = sf.train.Checkpoint(model=model, optimizer=optimizer, data=batches,
+                                     history=history)
+    manager = sf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
+    # The model and the optimizer's slots do not exist before the first step: their values
+    # wait in the restore and are applied when the first step creates them.
+    checkpoint.restore(manager.latest_checkpoint)
+    done = len(history.losses)
+    if done:
+        print(f"resumed from {manager.latest_checkpoint} after epoch {done}")
+
     start = time.perf_counter()
-    bar = progress(range(epochs), epochs, f"{mode:>6}")
+    bar = progress(range(done, max(epochs, done)), max(epochs - done, 0), f"{mode:>6}")
     for _ in bar:
-        order = rng.permutation(len(x_train))
         train_loss.reset_state()
-        for first in range(0, len(order), BATCH):
-            batch = order[first:first + BATCH]
-            train_step(sf.constant(x_train[batch]), sf.constant(y_train[batch]))
-        losses.append(float(train_loss.result()))
-        bar.set_postfix_str(f"loss {losses[-1]:.4f}")
+        for _ in range(steps_per_epoch):
+            train_step(*next(batches))
+        history.losses = [*history.losses, float(train_loss.result())]
+        manager.save()
+        bar.set_postfix_str(f"loss {history.losses[-1]:.4f}")
     seconds = time.perf_counter() - start
+    losses = history.losses
     accuracy = float(test_accuracy(sf.constant(x_test), sf.constant(y_test)))
     if mode == "staged":
         print(f"training step traced {train_step.tracing_count} times "
@@ -152,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", action="store_true",
                         help="a quick run for CI: few epochs, accuracy >= 90%%")
+    parser.add_argument("--checkpoint-dir", default="mlp_digits_checkpoints",
+                        help="where checkpoints go and are resumed from (default "
+                        "./mlp_digits_checkpoints, a temp dir with --small)")
+    parser.add_argument("--fresh", action="store_true", help="start over: ignore and "
+                        "replace the checkpoints in --checkpoint-dir")
     parser.add_argument("--plot", default=None, help="where to save the loss curve (PNG; "
                         "default mlp_digits_loss.png here, or in a temp dir with --small)")
     args = parser.parse_args(argv)
@@ -162,7 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         folder = tempfile.mkdtemp(prefix="mlp_digits_") if args.small else os.getcwd()
         plot = os.path.join(folder, "mlp_digits_loss.png")
 
-    losses, accuracy, seconds = train(args.mode, epochs, args.learning_rate, args.seed)
+    directory = args.checkpoint_dir
+    if args.small and directory == parser.get_default("checkpoint_dir"):
+        directory = tempfile.mkdtemp(prefix="mlp_digits_ckpt_")
+    if args.fresh:
+        shutil.rmtree(directory, ignore_errors=True)
+    losses, accuracy, seconds = train(args.mode, epochs, args.learning_rate, args.seed,
+                                      directory)
     print(f"{args.mode}: {epochs} epochs in {seconds:.1f} s, final loss {losses[-1]:.4f}")
     print(f"test accuracy: {accuracy:.4f}")
     save_plot(losses, accuracy, args.mode, plot)
