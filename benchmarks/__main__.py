@@ -18,6 +18,7 @@ from pathlib import Path
 
 from benchmarks import (
     call_overhead,
+    checkpoint,
     compile_latency,
     eager_overhead,
     fused_elementwise,
@@ -91,6 +92,12 @@ def main(argv: list[str] | None = None) -> None:
                  f"{recurrence['stageflow staged it/s'] / recurrence['numpy loop it/s']:.1f}x "
                  "NumPy's loop" + (f", {recurrence['stageflow staged it/s'] / jax_rate:.2f}x "
                                    "jax.jit" if jax_rate else "")))
+    saving = checkpoint.main([])
+    rows.append(("checkpoint write (durable), 256 MiB",
+                 f"{saving['checkpoint write GB/s']:.2f} GB/s",
+                 f"{saving['save ratio']:.2f}x numpy.save (goal >= 0.8), "
+                 f"{saving['save ratio fsync']:.2f}x numpy.save + fsync; restore "
+                 f"{saving['restore ratio']:.2f}x numpy.load"))
     latency = compile_latency.main()
     same_run = "".join(f", {name} {latency[f'{name}_first_ms']:.0f} ms in this run"
                        for name in ("jax", "torch", "tensorflow")
@@ -106,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
                    "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
                    "memory": peaks, "hmc": chains, "remat": saved, "resnet": convnet,
-                   "loop": recurrence,
+                   "loop": recurrence, "checkpoint": saving,
                    "compile_latency": latency}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")

@@ -113,7 +113,7 @@ def walk(root: Any) -> list[Node]:
 def state(obj: Any) -> Any:
     """What a node saves of its own (None when it holds nothing but edges)."""
     if isinstance(obj, Variable):
-        return {VARIABLE_VALUE: obj.numpy()}
+        return {VARIABLE_VALUE: obj._value}  # written out before anything can assign it
     if hasattr(obj, "_checkpoint_state"):
         return obj._checkpoint_state()
     return None
