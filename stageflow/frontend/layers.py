@@ -319,7 +319,7 @@ class Sequential(Layer):
     def add(self, layer: Callable) -> None:
         if not callable(layer):
             raise TypeError(f"Sequential: layers must be callable, got {type(layer).__name__}")
-        self.layers.append(layer)
+        self.layers = [*self.layers, layer]  # an assignment: a restore may wait for it
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         """Nothing to do: each layer builds itself on its first call."""

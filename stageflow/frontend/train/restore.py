@@ -104,10 +104,11 @@ class Restore:
 
     # -- matching -------------------------------------------------------------------------
 
-    def restore(self, node: int, obj: Any) -> None:
-        """Match the saved subgraph at `node` with `obj` and restore it, all or nothing."""
+    def restore(self, node: int, obj: Any, holder: tuple[Any, str, int] | None = None) -> None:
+        """Match the saved subgraph at `node` with `obj` and restore it, all or nothing
+        (`holder`: the attribute edge that `obj` is the new value of)."""
         plan = _Plan()
-        self._match(node, obj, plan)
+        self._match(node, obj, plan, holder=holder)
         plan.run()
         self._matched_all(plan)
 
@@ -131,33 +132,47 @@ class Restore:
         at = f"sf.train.Checkpoint.restore({self.path!r})"
         return at if node is None else f"{at}: {self.nodes[node]['path'] or '<root>'}"
 
-    def _match(self, start: int, obj: Any, plan: _Plan, defer: bool = True) -> None:
-        queue = [(start, obj)]
+    def _match(self, start: int, obj: Any, plan: _Plan, defer: bool = True,
+               holder: tuple[Any, str, int] | None = None) -> None:
+        # Each entry: the node, its live object, and the edge from the nearest object
+        # that can be waited on (weakly referenced) to this one: a list has no hook, so a
+        # value for an element appended later waits on the attribute holding the list,
+        # and is restored when that attribute is assigned again (`Sequential.add`).
+        queue: list[tuple[int, Any, tuple[Any, str, int] | None]] = [(start, obj, holder)]
         optimizers = []
         while queue:
-            number, live = queue.pop(0)
-            if number in self._matched or number in plan.nodes:
+            number, live, holder = queue.pop(0)
+            if number in plan.nodes:
                 continue
             saved = self.nodes[number]
-            if saved["kind"] != kind(live):
-                raise ValueError(f"{self._where(number)} is a {saved['kind']} ({saved['type']}) "
-                                 f"in the checkpoint, the object is a {type(live).__name__}")
+            if number not in self._matched:  # else: matched before, only new edges now
+                if saved["kind"] != kind(live):
+                    raise ValueError(f"{self._where(number)} is a {saved['kind']} "
+                                     f"({saved['type']}) in the checkpoint, the object is a "
+                                     f"{type(live).__name__}")
+                if isinstance(live, Variable):
+                    plan.variables[id(live)] = number
+                if saved["state"] is not None:
+                    value = decode(saved["state"], self.tensors, self._where(number))
+                    plan.values[number] = next(iter(value.values())) if isinstance(
+                        live, Variable) else value
+                    plan.commits.append((live, prepare(live, value, self._where(number))))
+                if saved["slots"]:
+                    optimizers.append((number, live))
             plan.nodes[number] = live
-            if isinstance(live, Variable):
-                plan.variables[id(live)] = number
-            if saved["state"] is not None:
-                value = decode(saved["state"], self.tensors, self._where(number))
-                plan.values[number] = next(iter(value.values())) if isinstance(
-                    live, Variable) else value
-                plan.commits.append((live, prepare(live, value, self._where(number))))
             edges = children(live)
+            waitable = _weakrefable(live)
             for name, child in saved["children"]:
                 if name in edges:
-                    queue.append((child, edges[name]))
-                elif defer and _weakrefable(live):
+                    if child not in self._matched or self._unmatched_below(child):
+                        queue.append((child, edges[name],
+                                      (live, name, child) if waitable else holder))
+                elif not defer:
+                    continue
+                elif waitable:
                     plan.waits.append((live, name, child))
-            if saved["slots"]:
-                optimizers.append((number, live))
+                elif holder is not None:
+                    plan.waits.append(holder)
         for number, optimizer in optimizers:
             existing = {(id(v), name): slot for v, name, slot in slots(optimizer)}
             for variable_node, name, slot_node in self.nodes[number]["slots"]:
@@ -167,6 +182,11 @@ class Restore:
                     self._match(slot_node, slot, plan, defer)
                 elif defer:
                     plan.slot_waits.append((optimizer, variable_node, name, slot_node))
+
+    def _unmatched_below(self, node: int) -> bool:
+        """Whether a matched node has saved edges still unmatched (elements appended to a
+        list after an earlier restore of it)."""
+        return any(child not in self._matched for _, child in self.nodes[node]["children"])
 
     def _variable_of(self, node: int, plan: _Plan) -> Variable | None:
         if node in plan.nodes and isinstance(plan.nodes[node], Variable):
@@ -180,6 +200,8 @@ class Restore:
 
     def _matched_all(self, plan: _Plan) -> None:
         for number, live in plan.nodes.items():
+            if number in self._matched:
+                continue
             self._matched.add(number)
             self._open.pop(number, None)
             if isinstance(live, Variable):
@@ -187,7 +209,7 @@ class Restore:
             if self.nodes[number]["state"] is not None:
                 self._objects[id(live)] = number
         for parent, name, child in plan.waits:
-            deferred.expect_attribute(parent, name, self._attribute_handler(child))
+            deferred.expect_attribute(parent, name, self._attribute_handler(parent, name, child))
         for optimizer, variable_node, name, slot_node in plan.slot_waits:
             waits = self._slot_waits.get(id(optimizer))
             if waits is None:
@@ -198,9 +220,11 @@ class Restore:
     # The handlers hold the restore (and its values) as long as an object waiting for them
     # lives; the restore holds no object strongly, so nothing is kept alive in a cycle.
 
-    def _attribute_handler(self, node: int) -> Callable[[Any], None]:
+    def _attribute_handler(self, parent: Any, name: str, node: int) -> Callable[[Any], None]:
+        owner = weakref.ref(parent)  # the handler lives in a dict keyed weakly by `parent`
+
         def restore_new(value: Any) -> None:
-            self.restore(node, value)
+            self.restore(node, value, (owner(), name, node))
         return restore_new
 
     def _slot_handler(self, waits: dict[tuple[int, str], int]

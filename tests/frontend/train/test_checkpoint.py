@@ -74,6 +74,20 @@ def test_listing3_restores_into_a_net_built_after_the_restore(tmp_path):
     status.assert_consumed()
 
 
+def test_layers_added_to_a_sequential_after_the_restore_get_their_values(tmp_path):
+    model = sf.layers.Sequential([sf.layers.Dense(4, activation="relu"), sf.layers.Dense(2)])
+    model(X)
+    scramble(model, 4)
+    path = sf.train.Checkpoint(model=model).write(str(tmp_path / "w"))
+
+    fresh = sf.layers.Sequential()
+    status = sf.train.Checkpoint(model=fresh).restore(path)
+    fresh.add(sf.layers.Dense(4, activation="relu"))
+    fresh.add(sf.layers.Dense(2))
+    np.testing.assert_array_equal(fresh(X).numpy(), model(X).numpy())
+    status.assert_consumed()
+
+
 def test_two_copies_created_in_the_opposite_order_restore_independently(tmp_path):
     first, second = Net(), Net()
     first(X), second(X)
