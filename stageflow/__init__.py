@@ -34,7 +34,11 @@ from stageflow.frontend.ops.creation import (
 from stageflow.frontend.ops.debug import print
 from stageflow.frontend.ops.elementwise import (
     abs,
+    acos,
     add,
+    asin,
+    atan,
+    atan2,
     cast,
     ceil,
     clip_by_value,

@@ -7,12 +7,18 @@ Exactly the public names (`__all__`); they are defined and documented in
 
 from stageflow.frontend.ops.elementwise import (
     abs,
+    acos,
     add,
+    asin,
+    atan,
+    atan2,
     ceil,
     cos,
+    digamma,
     divide,
     equal,
     erf,
+    erfinv,
     exp,
     expm1,
     floor,
@@ -21,6 +27,7 @@ from stageflow.frontend.ops.elementwise import (
     greater_equal,
     less,
     less_equal,
+    lgamma,
     log,
     log1p,
     logical_and,
@@ -68,10 +75,10 @@ from stageflow.frontend.ops.reductions import (
 )
 
 __all__ = [
-    "abs", "add", "argmax", "argmin", "ceil", "cos", "cosh", "cumprod", "cumsum", "divide",
-    "equal", "erf", "exp",
+    "abs", "acos", "add", "argmax", "argmin", "asin", "atan", "atan2", "ceil", "cos",
+    "cosh", "cumprod", "cumsum", "digamma", "divide", "equal", "erf", "erfinv", "exp",
     "expm1", "floor", "floordiv", "greater", "greater_equal", "is_finite", "is_inf",
-    "is_nan", "less", "less_equal", "log", "log1p", "logical_and", "logical_not",
+    "is_nan", "less", "less_equal", "lgamma", "log", "log1p", "logical_and", "logical_not",
     "logical_or", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow",
     "reciprocal", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max",
     "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "round", "rsqrt", "sigmoid",

@@ -43,7 +43,8 @@ EXPANDED = CPUTarget(libm=frozenset())  # the math PTX runs, executed on the CPU
 ELEMENTWISE = {name: p for name, p in REGISTRY.items() if isinstance(p, ElementwisePrimitive)}
 UNARY = sorted(n for n, p in ELEMENTWISE.items() if p.shape_rule.__code__.co_argcount == 1)
 BINARY = sorted(n for n, p in ELEMENTWISE.items() if p.shape_rule.__code__.co_argcount == 2)
-TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "logistic", "erf"]
+TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "logistic", "erf",
+                  "atan", "asin", "acos", "erfinv", "lgamma", "digamma", "trigamma"]
 
 
 def ir_type(shape: tuple[int | None, ...], dtype: np.dtype) -> str:
@@ -125,16 +126,16 @@ def test_unary_matches_numpy(name: str, dtype: np.dtype) -> None:
     assert_same(kernel(x)[0], reference(name, x), atol=atol)
 
 
-@pytest.mark.parametrize("name", TRANSCENDENTAL + ["pow"])
+@pytest.mark.parametrize("name", TRANSCENDENTAL + ["pow", "atan2"])
 @pytest.mark.parametrize("dtype", [F16, BF16, F32, F64], ids=str)
 def test_expansions_match_numpy(name: str, dtype: np.dtype) -> None:
     """The instruction-level math (PTX's, and the CPU's for exp/tanh/...) without libm."""
-    operands = [((None,), dtype)] * (2 if name == "pow" else 1)
+    operands = [((None,), dtype)] * (2 if name in ("pow", "atan2") else 1)
     kernel = compiled(op_text(name, operands), EXPANDED)
     x = values(dtype, 2000)
     if name in ("sin", "cos"):
         x = np.concatenate([x, np.linspace(-1e4, 1e4, 3001).astype(dtype)])
-    args = (x,) if name != "pow" else pow_operands(dtype)
+    args = {"pow": pow_operands(dtype), "atan2": (x, x[::-1].copy())}.get(name, (x,))
     atol = {F32: 1e-7, F64: 1e-15}.get(dtype) if name in ("sin", "cos") else None
     assert_same(kernel(*args)[0], reference(name, *args), atol=atol)
 

@@ -160,9 +160,11 @@ UNARY_DOMAINS = {
     "reciprocal": (0.5, 3.0),
     "sin": None, "cos": None, "tanh": None, "logistic": None, "erf": None,
     "floor": "fractional", "ceil": "fractional", "round": "fractional",
+    "atan": None, "asin": (-0.9, 0.9), "acos": (-0.9, 0.9), "erfinv": (-0.9, 0.9),
+    "lgamma": (0.5, 6.0), "digamma": (0.5, 6.0),
 }
 BINARY = ["add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "floordiv",
-          "mod"]
+          "mod", "atan2"]
 OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "matmul",
           "matmul_add",
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
@@ -546,7 +548,8 @@ def test_tensordot_einsum_and_pooling_gradients(seed):
 # --------------------------------------------------------------------------- second order
 
 
-@pytest.mark.parametrize("name", sorted(UNARY_DOMAINS))
+# digamma's derivative, trigamma, has no gradient of its own (lgamma differentiates twice).
+@pytest.mark.parametrize("name", sorted(set(UNARY_DOMAINS) - {"digamma"}))
 @given(seed=seeds)
 def test_second_order_unary(name, seed):
     rng = np.random.default_rng(seed)
@@ -640,6 +643,9 @@ def test_rules_trace_into_ir_with_an_unknown_batch_dim():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
 
 
+UNIT_DOMAIN = ("asin", "acos", "erfinv")  # defined on [-1, 1] only
+
+
 def staged_cases(rng, dtype):
     """One representative call of every rule (strided, broadcasting, padded variants)."""
 
@@ -651,7 +657,8 @@ def staged_cases(rng, dtype):
 
     window = {"strides": (2, 1), "padding": ((1, 0), (0, 2))}
     return [
-        *[(REGISTRY[name], [pos(2, 3)], {}) for name in sorted(UNARY_DOMAINS)],
+        *[(REGISTRY[name], [pos(2, 3) * (0.45 if name in UNIT_DOMAIN else 1.0)], {})
+          for name in sorted(UNARY_DOMAINS)],
         *[(REGISTRY[name], [pos(2, 3), pos(3)], {}) for name in BINARY],
         (elementwise.select_p, [rng.random((2, 1)) < 0.5, r(3), r(2, 3)], {}),
         (elementwise.cast_p, [r(3)], {"dtype": np.dtype(np.float16)}),

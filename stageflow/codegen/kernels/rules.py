@@ -32,7 +32,9 @@ from stageflow.codegen.llvm.emitter import (
     Emitter,
     kind,
 )
+from stageflow.codegen.llvm.special import special
 from stageflow.core import dtypes
+from stageflow.primitives.special import ALGORITHMS
 
 
 @dataclass(frozen=True)
@@ -350,6 +352,7 @@ RULES: dict[str, Rule] = {
     "select": lambda e, n: e.select(*n.args),
     "cast": _cast,
     "constant": _constant,
+    **{name: special(name) for name in ALGORITHMS},
 }
 
 

@@ -14,6 +14,7 @@ from stageflow.core import context, dtypes
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
 from stageflow.frontend.tensor import Tensor, allocate
 from stageflow.primitives import elementwise as ew
+from stageflow.primitives import special
 from stageflow.primitives.elementwise import ElementwisePrimitive
 
 # Python scalar types that NumPy 2 already treats as weak for these dtypes (NEP 50),
@@ -92,6 +93,25 @@ floor = unary_op(ew.floor_p, "Round towards -inf.")
 ceil = unary_op(ew.ceil_p, "Round towards +inf.")
 round = unary_op(ew.round_p, "Round half to even, as NumPy and TensorFlow do.")  # noqa: A001
 logical_not = unary_op(ew.logical_not_p, "Elementwise not of a bool tensor.")
+atan = unary_op(special.atan_p, """Inverse tangent, elementwise, in (-pi/2, pi/2).
+
+    Float tensors of any shape; the result has the input's shape and dtype.
+    ``sf.atan([0.0, 1.0])`` -> ``[0.0, 0.7853982]``.""")
+asin = unary_op(special.asin_p, """Inverse sine, elementwise, in [-pi/2, pi/2]; NaN outside
+    [-1, 1]. Float tensors of any shape; the result has the input's shape and dtype.
+    ``sf.asin([0.0, 1.0])`` -> ``[0.0, 1.5707964]``.""")
+acos = unary_op(special.acos_p, """Inverse cosine, elementwise, in [0, pi]; NaN outside
+    [-1, 1]. Float tensors of any shape; the result has the input's shape and dtype.
+    ``sf.acos([1.0, -1.0])`` -> ``[0.0, 3.1415927]``.""")
+erfinv = unary_op(special.erfinv_p, """The inverse of `erf` on [-1, 1], elementwise: +-inf at
+    +-1, NaN outside. Float tensors of any shape; the result has the input's shape and
+    dtype. ``sf.math.erfinv([0.0, 0.5])`` -> ``[0.0, 0.47693628]``.""")
+lgamma = unary_op(special.lgamma_p, """log |Gamma(x)|, elementwise (+inf at 0, the negative
+    integers and +-inf). Float tensors of any shape; the result has the input's shape and
+    dtype. ``sf.math.lgamma([1.0, 4.0])`` -> ``[0.0, 1.7917595]`` (log 3!).""")
+digamma = unary_op(special.digamma_p, """The digamma function d lgamma(x) / dx, elementwise
+    (NaN at the negative integers). Float tensors of any shape; the result has the input's
+    shape and dtype. ``sf.math.digamma([1.0])`` -> ``[-0.5772157]`` (minus Euler's gamma).""")
 
 add = binary_op(ew.add_p, "x + y with NumPy broadcasting.")
 subtract = binary_op(ew.subtract_p, "x - y with NumPy broadcasting.")
@@ -100,6 +120,10 @@ divide = binary_op(ew.divide_p, "x / y; integer tensors divide to float64 (as Nu
 floordiv = binary_op(ew.floordiv_p, "floor(x / y), Python's `//`.")
 mod = binary_op(ew.mod_p, "Remainder with the sign of y, Python's `%`.")
 pow = binary_op(ew.pow_p, "x ** y.")  # noqa: A001
+atan2 = binary_op(special.atan2_p, """The angle of the point (x, y) from the x axis, in
+    [-pi, pi], elementwise with broadcasting: ``atan2(y, x)`` (TensorFlow's and NumPy's
+    argument order), with C99's signed zeros and infinities. Float tensors of one dtype.
+    ``sf.atan2([1.0, 1.0], [1.0, -1.0])`` -> ``[0.7853982, 2.3561945]``.""")
 maximum = binary_op(ew.maximum_p, "Elementwise maximum (NaN propagates).")
 minimum = binary_op(ew.minimum_p, "Elementwise minimum (NaN propagates).")
 logical_and = binary_op(ew.logical_and_p, "Elementwise and of bool tensors.")
