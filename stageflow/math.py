@@ -73,6 +73,7 @@ from stageflow.frontend.ops.reductions import (
     reduce_prod,
     reduce_sum,
 )
+from stageflow.frontend.ops.sorting import top_k
 
 __all__ = [
     "abs", "acos", "add", "argmax", "argmin", "asin", "atan", "atan2", "ceil", "cos",
@@ -82,5 +83,5 @@ __all__ = [
     "logical_or", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow",
     "reciprocal", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max",
     "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "round", "rsqrt", "sigmoid",
-    "sign", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh",
+    "sign", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "top_k",
 ]

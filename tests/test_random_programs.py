@@ -171,6 +171,7 @@ UNARY: dict[str, tuple[Callable[[Any], Any], tuple[np.dtype, ...], bool]] = {
     "erfinv": (lambda x: sf.math.erfinv(0.9 * sf.tanh(x)), FLOATS, False),
     "lgamma": (lambda x: sf.math.lgamma(sf.abs(x) + 0.5), FLOATS, False),
     "digamma": (lambda x: sf.math.digamma(sf.abs(x) + 0.5), FLOATS, False),
+    "sort": (lambda x: sf.sort(x) if x.ndim else x, NUMERIC, True),
     "softplus": (lambda x: sf.nn.softplus(tame(x, 8.0)), FLOATS, False),
     "gelu": (lambda x: sf.nn.gelu(tame(x, 8.0)), FLOATS, False),
     "square": (lambda x: sf.square(tame(x, 4.0)), NUMERIC, True),

@@ -77,9 +77,10 @@ class Primitive:
     ops, random bits, ...).
 
     ``dims(d, operand_dims, **params)`` gives the single result's dims from the operands'
-    through the dim arithmetic `d` (see `stageflow.core.dims`); the shape rule gets its
-    shape from it, and compiled code its run-time dims. None where the dims are not
-    arithmetic on the operands' (several results, dims that depend on values).
+    through the dim arithmetic `d` (see `stageflow.core.dims`), or a list of dims per
+    result for a primitive with several; the shape rule gets its shape from it, and
+    compiled code its run-time dims. None where the dims are not arithmetic on the
+    operands' (dims that depend on values).
 
     The facts (see `stageflow.core.op_facts`) are set by each family's factory functions:
     `family`, `memory`, `cost`, `reduction` (for reductions), and `lowered_by`, which part

@@ -118,6 +118,13 @@ def _scan(draw: st.DrawFn) -> Case:
                              "exclusive": draw(st.booleans()), "reverse": draw(st.booleans())}
 
 
+def _sort(draw: st.DrawFn) -> Case:
+    shape = draw(shapes(min_dims=1))
+    payloads = draw(st.integers(0, 2))
+    return [_array(shape) for _ in range(1 + payloads)], {
+        "axis": draw(st.integers(0, len(shape) - 1)), "descending": draw(st.booleans())}
+
+
 def _nd_indexing(name: str, draw: st.DrawFn) -> Case:
     shape = draw(shapes(min_dims=1, min_side=1))
     width = draw(st.integers(1, len(shape)))
@@ -201,6 +208,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "gather": lambda draw, name: _gather(draw),
     "update_index": lambda draw, name: _update_index(draw),
     **dict.fromkeys(["cumsum", "cumprod"], lambda draw, name: _scan(draw)),
+    "sort": lambda draw, name: _sort(draw),
     **dict.fromkeys(["gather_nd", "scatter_nd_add", "scatter_nd_update"],
                     lambda draw, name: _nd_indexing(name, draw)),
     "broadcast_to": lambda draw, name: _broadcast_to(draw),
@@ -228,18 +236,24 @@ def _with_dims() -> list[str]:
 @given(data=st.data())
 def test_python_dims_agree_with_the_rule_and_the_kernel(name, data):
     primitive = REGISTRY[name]
+    several = primitive.multiple_results  # then dims, rule and kernel give one per result
+
+    def each(results):
+        return list(results) if several else [results]
+
     operands, params = data.draw(case(name))
-    expected = np.shape(primitive.kernel(*operands, **params))
+    expected = [np.shape(r) for r in each(primitive.kernel(*operands, **params))]
     shapes_ = [x.shape for x in operands]
-    assert tuple(primitive.dims(PYTHON, shapes_, **params)) == expected
+    assert [tuple(d) for d in each(primitive.dims(PYTHON, shapes_, **params))] == expected
     rule = primitive.shape_rule(*(ShapedType(x.shape, x.dtype) for x in operands), **params)
-    assert rule.shape == expected
+    assert [r.shape for r in each(rule)] == expected
 
     masked = [tuple(None if data.draw(st.booleans()) else d for d in shape) for shape in shapes_]
     avals = [ShapedType(shape, x.dtype) for shape, x in zip(masked, operands, strict=True)]
-    partial = primitive.shape_rule(*avals, **params).shape
-    assert partial == tuple(primitive.dims(PYTHON, masked, **params))
-    assert all(d is None or d == e for d, e in zip(partial, expected, strict=True))
+    partial = [r.shape for r in each(primitive.shape_rule(*avals, **params))]
+    assert partial == [tuple(d) for d in each(primitive.dims(PYTHON, masked, **params))]
+    for shape, want in zip(partial, expected, strict=True):
+        assert all(d is None or d == e for d, e in zip(shape, want, strict=True))
 
 
 def test_every_primitive_with_dims_has_a_case():

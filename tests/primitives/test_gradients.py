@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import stageflow as sf
 from stageflow.core.primitive import REGISTRY
 from stageflow.core.shapes import normalize_axes
-from stageflow.primitives import conv, elementwise, linalg, reduction, scan
+from stageflow.primitives import conv, elementwise, linalg, reduction, scan, sorting
 from stageflow.primitives import nd_indexing as nd
 from stageflow.primitives import structural as sv
 from stageflow.primitives.autodiff import HANDLED_BY_TAPE
@@ -169,7 +169,7 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
           "matmul_add",
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
           "update_index", "cumsum", "cumprod", "gather_nd", "scatter_nd_add",
-          "scatter_nd_update", "conv2d",
+          "scatter_nd_update", "conv2d", "sort",
           "reduce_window"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
@@ -428,6 +428,33 @@ def test_scan_rules(shape, seed, exclusive, reverse, product, data):
     values = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
     check_rule(primitive, [values], rng, {"axis": axis, "exclusive": exclusive,
                                           "reverse": reverse})
+
+
+@given(shape=strategies.shapes(min_dims=1, max_dims=3, min_side=1), seed=seeds,
+       descending=st.booleans(), data=st.data())
+def test_sort_rule(shape, seed, descending, data):
+    """Keys and a payload: each cotangent goes back to where its element came from (keys
+    distinct, so the order does not change within a finite-difference step)."""
+    rng = np.random.default_rng(seed)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    keys = rng.permutation(np.prod(shape)).reshape(shape) + rng.uniform(0, 0.5, shape)
+    payload = rng.standard_normal(shape)
+    params = {"axis": axis, "descending": descending}
+    inputs = [sf.constant(keys), sf.constant(payload)]
+    outputs = sorting.sort_p.bind(*inputs, **params)
+    g_keys, g_payload = rng.standard_normal(shape), rng.standard_normal(shape)
+    grads = sorting.sort_p.vjp([sf.constant(g_keys), None, sf.constant(g_payload)], inputs,
+                               outputs, **params)
+
+    def f(k, p):
+        values, _, moved = sorting.sort_p.kernel(k, p, **params)
+        return np.sum(values * g_keys) + np.sum(moved * g_payload)
+
+    for i, (array, grad) in enumerate(zip([keys, payload], grads, strict=True)):
+        expected = numeric_vjp(lambda *v: np.asarray(f(*v)), [keys, payload], i,
+                               np.float64(1.0))
+        np.testing.assert_allclose(grad.numpy(), expected, rtol=RTOL, atol=ATOL)
+        assert grad.shape == array.shape
 
 
 @given(shape=strategies.shapes(min_dims=1, max_dims=3, min_side=1), seed=seeds, data=st.data())

@@ -48,6 +48,33 @@ def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
     return carried
 
 
+def while_loop(b: ir.IRBuilder, initial: Sequence[ir.Value],
+               test: Callable[[list[ir.Value]], ir.Value],
+               body: Callable[[list[ir.Value]], list[ir.Value]], name: str) -> list[ir.Value]:
+    """``while test(values): values = body(values)`` (a loop whose trip count is not a
+    range); the final values."""
+    function = b.block.function
+    header = function.append_basic_block(f"{name}.head")
+    inside = function.append_basic_block(f"{name}.body")
+    after = function.append_basic_block(f"{name}.end")
+    entry = b.block
+    b.branch(header)
+    b.position_at_end(header)
+    carried = []
+    for value in initial:
+        phi = b.phi(value.type)
+        phi.add_incoming(value, entry)
+        carried.append(phi)
+    b.cbranch(test(list(carried)), inside, after)
+    b.position_at_end(inside)
+    updated = body(list(carried))
+    for phi, value in zip(carried, updated, strict=True):
+        phi.add_incoming(value, b.block)
+    b.branch(header)
+    b.position_at_end(after)
+    return carried
+
+
 def return_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
     """Return `code` from the function unless `ok`; the builder continues on success."""
     if isinstance(ok, ir.Constant) and ok.constant:

@@ -57,6 +57,7 @@ from stageflow.codegen.lowered import (  # noqa: F401
     random_bits,
     reduction,
     scan,
+    sorting,
 )
 from stageflow.codegen.lowered.rule import RULES, Lowering, OpBuilder, Operand, OpSpec
 from stageflow.codegen.targets import cache

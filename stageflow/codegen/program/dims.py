@@ -83,15 +83,17 @@ def result_dims(b: ir.IRBuilder, op: Operation, operand_dims: list[Dims],
             return _kernel_call_dims(b, callee, operand_dims, statics)
         return _function_call_dims(b, callee, operand_dims, functions, statics)
     rule = op.primitive.dims
-    if rule is None or len(statics) != 1:
+    several = op.primitive.multiple_results
+    if rule is None or (len(statics) != 1 and not several):
         raise NotImplementedError(f"the dims of {op.name}'s result depend on values or are "
                                   "not expressible as run-time shape arithmetic")
-    (static,) = statics
     try:
         computed = rule(LLVMDims(b), operand_dims, **params)
     except NotImplementedError as error:
         raise NotImplementedError(f"{op.name}: {error}") from None
-    return [[i64(d) if d is not None else c for d, c in zip(static, computed, strict=True)]]
+    # A rule of several results gives a list of dims per result (`sort`).
+    return [[i64(d) if d is not None else c for d, c in zip(static, dims, strict=True)]
+            for static, dims in zip(statics, computed if several else [computed], strict=True)]
 
 
 def function_dims(b: ir.IRBuilder, function: FuncOp, arg_dims: list[Dims],

@@ -45,11 +45,12 @@ from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.math_ops import reduce_any
 from stageflow.frontend.ops.reductions import argmax
-from stageflow.frontend.ops.shape import concat, reshape_to, split
+from stageflow.frontend.ops.shape import concat, gather, reshape_to, split
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.primitives import random as rp
 from stageflow.primitives import structural as st
+from stageflow.primitives.sorting import sort_p
 
 __all__ = [
     "Generator",
@@ -58,6 +59,7 @@ __all__ = [
     "normal",
     "set_global_generator",
     "set_seed",
+    "shuffle",
     "truncated_normal",
     "uniform",
 ]
@@ -352,6 +354,18 @@ class Generator:
         scores = ew.add(reshape_to(logits, (batch, 1, classes)), gumbel)
         return ew.cast(argmax(scores, axis=-1), dtype)
 
+    def shuffle(self, value: Any) -> Tensor:
+        """`value` with its rows (first axis) in a uniformly random order: the order that
+        sorts one random 64-bit key per row (TensorFlow's `tf.random.shuffle`)."""
+        value = convert_to_tensor(value)
+        if value.ndim == 0 or value.shape[0] is None:
+            raise _fail("shuffle", f"needs a tensor whose first dim is known, got shape "
+                        f"{value.shape}")
+        words = ew.cast(self.bits((value.shape[0], 2)), dtypes.int64)
+        keys = ew.add(ew.multiply(words[:, 0], 2**32), words[:, 1])
+        order = sort_p.bind(keys, axis=0, descending=False)[1]
+        return gather(value, order, axis=0)
+
     def __repr__(self) -> str:
         words = ", ".join(f"{int(w):#010x}" for w in self._state.numpy())
         return f"sf.random.Generator(state=[{words}])"
@@ -442,6 +456,12 @@ def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0,
     """Normal values within two standard deviations (see `Generator.truncated_normal`)."""
     return _generator_for(seed, "truncated_normal").truncated_normal(shape, mean, stddev,
                                                                      dtype)
+
+
+def shuffle(value: Any, seed: int | None = None) -> Tensor:
+    """`value`'s rows in a random order (see `Generator.shuffle`); same shape and dtype.
+    ``sf.random.shuffle(sf.range(5), seed=1)`` is a permutation of ``[0, 1, 2, 3, 4]``."""
+    return _generator_for(seed, "shuffle").shuffle(value)
 
 
 def categorical(logits: Any, num_samples: int, dtype: Any = dtypes.int64,
