@@ -565,6 +565,9 @@ def test_tensordot_einsum_and_pooling_gradients(seed):
     check_composite(lambda x, y: sf.einsum("bij,jkb->ik", x, y), [a, b], rng)
     check_composite(lambda x, y: sf.einsum("bij,bjk->bik", x, sf.transpose(y, (2, 0, 1))),
                     [a, b], rng)
+    c, square = rng.standard_normal((5, 2)), rng.standard_normal((3, 3))
+    check_composite(lambda x, y, z: sf.einsum("bij,jkb,ab->ia", x, y, z), [a, b, c], rng)
+    check_composite(lambda x: sf.einsum("ii->i", x) + sf.einsum("ii", x), [square], rng)
     image = rng.standard_normal((1, 5, 5, 2))
     check_composite(lambda x: sf.nn.avg_pool2d(x, 3, 2, "SAME"), [image], rng)
     check_composite(lambda x: sf.nn.max_pool2d(x, 2, 1, "SAME"), [image], rng)

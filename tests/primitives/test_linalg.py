@@ -1,5 +1,5 @@
 """Eager linear algebra against NumPy: matmul (batched, broadcasting, transposes, 1-D
-operands), the `@` operator, tensordot and two-operand einsum."""
+operands), the `@` operator, tensordot and n-ary einsum (chains, diagonals, ellipses)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,41 @@ EINSUM_SHAPES = {
     "ij,jk": lambda i, j, k: [(i, j), (j, k)],
     "ij->i": lambda i, j, k: [(i, j)],
     "bij,bkj->bki": lambda i, j, k: [(3, i, j), (3, k, j)],
+    "ij,jk,kl->il": lambda i, j, k: [(i, j), (j, k), (k, 2)],
+    "ab,bc,cd,da->": lambda i, j, k: [(i, j), (j, k), (k, 2), (2, i)],
+    "i,j,k->ijk": lambda i, j, k: [(i,), (j,), (k,)],
+    "ii->i": lambda i, j, k: [(i, i)],
+    "ii": lambda i, j, k: [(i, i)],
+    "iij->j": lambda i, j, k: [(i, i, j)],
+    "...ij,...jk": lambda i, j, k: [(2, 1, i, j), (3, j, k)],
+    "b...,b...->...b": lambda i, j, k: [(i, j, k), (i, 1, k)],
 }
+
+
+@st.composite
+def einsum_equation(draw):
+    """Up to four operands over up to five labels (some shared, some summed, some kept)."""
+    sizes = {c: draw(st.integers(1, 3)) for c in "abcde"}
+    count = draw(st.integers(1, 4))
+    specs = [draw(st.lists(st.sampled_from("abcde"), max_size=3, unique=True))
+             for _ in range(count)]
+    used = sorted(set().union(*specs))
+    output = draw(st.permutations(used)) if used else []
+    output = output[:draw(st.integers(0, len(output)))]
+    equation = ",".join("".join(s) for s in specs) + "->" + "".join(output)
+    return equation, [tuple(sizes[c] for c in spec) for spec in specs]
+
+
+@given(case=einsum_equation(), data=st.data(), way=st.sampled_from(["eager", "compiled"]))
+def test_random_einsum_equations_match_numpy(case, data, way):
+    equation, shapes = case
+    operands = [data.draw(arrays(np.float64, shape)) for shape in shapes]
+    def f(*xs):
+        return sf.einsum(equation, *xs)
+
+    run = f if way == "eager" else sf.function(f)
+    got = run(*(sf.constant(x) for x in operands))
+    assert_matches(got, np.einsum(equation, *operands), **TOL)
 
 
 @pytest.mark.parametrize("equation", sorted(EINSUM_SHAPES))
