@@ -280,18 +280,24 @@ def _transposed_window(g, shape, window: Pair, strides: Pair, padding: Padding,
     return result[:, top : top + height, left : left + width, :]
 
 
+def conv2d_input_gradient(g, w, shape, strides: Pair, padding: Padding, dilations: Pair):
+    """The gradient of ``conv2d(x, w)`` with respect to an `x` of `shape`, given the result's
+    cotangent `g` (also TensorFlow's ``conv2d_transpose`` of `g`): correlate with the
+    filters flipped in space, input and output channels swapped."""
+    flipped = transpose_p.bind(w[::-1, ::-1], perm=(0, 1, 3, 2))
+    return _transposed_window(
+        g, shape, tuple(w.shape[:2]), strides, padding, dilations,
+        lambda t, pads: conv2d_p.bind(t, flipped, strides=(1, 1), padding=pads,
+                                      dilations=dilations),
+    )
+
+
 @conv2d_p.def_vjp
 @floating_only
 def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
     (g,), (x, w) = cotangents, inputs
     kh, kw = w.shape[:2]
-    # Input: correlate with the filters flipped in space, input/output channels swapped.
-    flipped = transpose_p.bind(w[::-1, ::-1], perm=(0, 1, 3, 2))
-    dx = _transposed_window(
-        g, x.shape, (kh, kw), strides, padding, dilations,
-        lambda t, pads: conv2d_p.bind(t, flipped, strides=(1, 1), padding=pads,
-                                      dilations=dilations),
-    )
+    dx = conv2d_input_gradient(g, w, x.shape, strides, padding, dilations)
     # Filters: dw[a, b, c, o] = sum over n, i, j of x[n, i*s + a*d, j*s + b*d, c] g[n, i, j, o]:
     # a conv of x with channels as batch and batch as channels, by g as [Ho, Wo, N, O]
     # filters, stepping by the dilations and dilated by the strides; then crop to kh x kw.

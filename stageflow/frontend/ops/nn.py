@@ -23,13 +23,14 @@ from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops import random as sf_random
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
-from stageflow.frontend.ops.shape import expand_dims
+from stageflow.frontend.ops.shape import expand_dims, reshape_to
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import conv
 from stageflow.primitives import structural as st
 
 __all__ = [
-    "avg_pool2d", "conv2d", "dropout", "elu", "gelu", "leaky_relu", "log_softmax",
+    "avg_pool2d", "conv1d", "conv2d", "conv2d_transpose", "depthwise_conv2d", "dropout", "elu",
+    "gelu", "leaky_relu", "log_softmax",
     "max_pool2d", "relu", "relu6", "sigmoid", "silu", "softmax",
     "softmax_cross_entropy_with_logits", "softplus", "sparse_softmax_cross_entropy_with_logits",
     "swish", "tanh",
@@ -251,6 +252,95 @@ def conv2d(input: Any, filters: Any, strides: IntOrInts, padding: PaddingArg,  #
     dilation_hw = _spatial(1 if dilations is None else dilations, "dilations", "conv2d")
     pads = _padding(padding, "conv2d", x.shape[1:3], w.shape[0:2], stride_hw, dilation_hw)
     return conv.conv2d_p.bind(x, w, strides=stride_hw, padding=pads, dilations=dilation_hw)
+
+
+def conv1d(input: Any, filters: Any, stride: int | Sequence[int], padding: PaddingArg,  # noqa: A002
+           data_format: str = "NWC", dilations: int | Sequence[int] | None = None) -> Tensor:
+    """1-D convolution of NWC `input` [N, W, C] by WIO `filters` [K, C, O] (TensorFlow's
+    `tf.nn.conv1d`): output [N, Wo, O], Wo as for `conv2d`'s width. Explicit `padding` is
+    one (left, right) pair. ``sf.nn.conv1d(sf.ones((1, 5, 1)), sf.ones((3, 1, 1)), 1,
+    "VALID")`` -> ``[[[3.], [3.], [3.]]]``."""
+    if data_format != "NWC":
+        raise _fail("conv1d", f"only data_format='NWC' is supported, got {data_format!r}")
+    x, w = convert_to_tensor(input), convert_to_tensor(filters)
+    if x.ndim != 3 or w.ndim != 3:
+        raise _fail("conv1d", f"needs an [N, W, C] input and [K, C, O] filters, got shapes "
+                    f"{format_shape(x.shape)} and {format_shape(w.shape)}")
+    one = _spatial(stride, "stride", "conv1d")[1:] if not isinstance(
+        stride, int | np.integer) else (int(stride),)
+    dilation = 1 if dilations is None else (
+        int(dilations) if isinstance(dilations, int | np.integer) else int(dilations[-1]))
+    pads = padding if isinstance(padding, str) else [(0, 0), tuple(padding)]
+    y = conv2d(expand_dims(x, 1), expand_dims(w, 0), (1, one[-1]), pads,
+               dilations=(1, dilation))
+    return reshape_to(y, (y.shape[0], y.shape[2], y.shape[3]))
+
+
+def conv2d_transpose(input: Any, filters: Any, output_shape: Sequence[int],  # noqa: A002
+                     strides: IntOrInts, padding: PaddingArg = "SAME",
+                     data_format: str = "NHWC", dilations: IntOrInts | None = None) -> Tensor:
+    """The transpose of `conv2d` (TensorFlow's `tf.nn.conv2d_transpose`, "deconvolution"):
+    the gradient of ``conv2d(y, filters, strides, padding)`` with respect to a `y` of
+    `output_shape` [N, Ho, Wo, O], applied to `input` [N, H, W, I]; `filters` are
+    [kh, kw, O, I]. ``sf.nn.conv2d_transpose(sf.ones((1, 2, 2, 1)), sf.ones((2, 2, 1, 1)),
+    (1, 4, 4, 1), 2)`` upsamples each pixel into a 2x2 block of ones."""
+    x = _image(input, "conv2d_transpose", data_format)
+    w = convert_to_tensor(filters)
+    shape = tuple(int(d) for d in output_shape)
+    if w.ndim != 4 or len(shape) != 4 or w.shape[3] != x.shape[3] or w.shape[2] != shape[3]:
+        raise _fail("conv2d_transpose", f"needs filters [kh, kw, O, I] matching an input "
+                    f"[N, H, W, I] and output_shape [N, Ho, Wo, O], got input "
+                    f"{format_shape(x.shape)}, filters {format_shape(w.shape)}, output_shape "
+                    f"{list(shape)}")
+    stride_hw = _spatial(strides, "strides", "conv2d_transpose")
+    dilation_hw = _spatial(1 if dilations is None else dilations, "dilations",
+                           "conv2d_transpose")
+    pads = _padding(padding, "conv2d_transpose", shape[1:3], w.shape[0:2], stride_hw,
+                    dilation_hw)
+    implied = tuple(conv.window_output_size(shape[1 + a], w.shape[a], stride_hw[a], pads[a],
+                                            dilation_hw[a]) for a in (0, 1))
+    if implied != tuple(x.shape[1:3]):
+        raise _fail("conv2d_transpose", f"output_shape {list(shape)} convolved with these "
+                    f"strides and padding gives {list(implied)} positions, the input has "
+                    f"{list(x.shape[1:3])}")
+    return conv.conv2d_input_gradient(x, w, shape, stride_hw, pads, dilation_hw)
+
+
+def depthwise_conv2d(input: Any, filter: Any, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
+                     data_format: str = "NHWC", dilations: IntOrInts | None = None) -> Tensor:
+    """Each input channel convolved with its own filters (TensorFlow's
+    `tf.nn.depthwise_conv2d`): `input` [N, H, W, C], `filter` [kh, kw, C, M], output
+    [N, Ho, Wo, C * M] with channel c * M + m from filter [:, :, c, m].
+
+    A sum over the kh * kw taps of strided slices of the padded input times the taps'
+    filter rows: elementwise work the fusion pass turns into one kernel (no matmul to
+    gain from when each output reads one channel). Needs a known height and width.
+    """
+    x = _image(input, "depthwise_conv2d", data_format)
+    w = convert_to_tensor(filter)
+    if w.ndim != 4 or w.shape[2] != x.shape[3] or None in w.shape:
+        raise _fail("depthwise_conv2d", f"needs a filter [kh, kw, C, M] of known dims for an "
+                    f"input [N, H, W, C], got {format_shape(w.shape)} and "
+                    f"{format_shape(x.shape)}")
+    if None in x.shape[1:3]:
+        raise _fail("depthwise_conv2d", f"needs a known height and width, got "
+                    f"{format_shape(x.shape)}")
+    (sh, sw) = _spatial(strides, "strides", "depthwise_conv2d")
+    (dh, dw) = _spatial(1 if dilations is None else dilations, "dilations", "depthwise_conv2d")
+    kh, kw, channels, multiplier = w.shape
+    pads = _padding(padding, "depthwise_conv2d", x.shape[1:3], (kh, kw), (sh, sw), (dh, dw))
+    ho, wo = (conv.window_output_size(x.shape[1 + a], (kh, kw)[a], (sh, sw)[a], pads[a],
+                                      (dh, dw)[a]) for a in (0, 1))
+    padded = st.pad_p.bind(x, pads=((0, 0), *pads, (0, 0)), value=0)
+    wide = expand_dims(padded, 4)  # [N, H, W, C, 1] against [C, M] filter rows
+    total = None
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + (ho - 1) * sh + 1, sh)
+            columns = slice(j * dw, j * dw + (wo - 1) * sw + 1, sw)
+            tap = wide[:, rows, columns] * w[i, j]
+            total = tap if total is None else total + tap
+    return reshape_to(total, (x.shape[0], ho, wo, channels * multiplier))
 
 
 def _pool_args(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
