@@ -107,6 +107,7 @@ from stageflow.frontend.ops.reductions import (
     reduce_prod,
     reduce_sum,
 )
+from stageflow.frontend.ops.selection import boolean_mask, nonzero, unique
 from stageflow.frontend.ops.shape import (
     broadcast_to,
     concat,

@@ -8,6 +8,7 @@ from stageflow.primitives import (  # noqa: F401 - importing registers the primi
     linalg,
     random,
     reduction,
+    selection,
     sorting,
     special,
     state,

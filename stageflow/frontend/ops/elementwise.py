@@ -14,7 +14,7 @@ from stageflow.core import context, dtypes
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
 from stageflow.frontend.tensor import Tensor, allocate
 from stageflow.primitives import elementwise as ew
-from stageflow.primitives import special
+from stageflow.primitives import selection, special
 from stageflow.primitives.elementwise import ElementwisePrimitive
 
 # Python scalar types that NumPy 2 already treats as weak for these dtypes (NEP 50),
@@ -143,8 +143,15 @@ def square(x: Any) -> Tensor:
     return multiply(x, x)
 
 
-def where(condition: Any, x: Any, y: Any) -> Tensor:
-    """Elements of `x` where `condition` is true, else of `y` (all three broadcast)."""
+def where(condition: Any, x: Any = None, y: Any = None) -> Tensor:
+    """Elements of `x` where `condition` is true, else of `y` (all three broadcast). With
+    `condition` alone, the positions where it is true (see `sf.nonzero`), as TensorFlow's
+    ``tf.where(condition)``."""
+    if x is None and y is None:
+        return selection.nonzero_p.bind(convert_to_tensor(condition))
+    if x is None or y is None:
+        raise ValueError("where: give both x and y, or neither (then it returns the "
+                         "positions where the condition is true)")
     condition = convert_to_tensor(condition)
     x, y = binary_operands(x, y)
     return ew.select_p.bind(condition, x, y)

@@ -13,6 +13,7 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
+from stageflow.frontend.ops.selection import boolean_mask
 from stageflow.frontend.ops.shape import gather, reshape_to
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import SymbolicTensor
@@ -41,6 +42,8 @@ def getitem(x: Any, key: Any) -> Tensor:
     x = convert_to_tensor(x)
     if not isinstance(key, tuple):
         key = (key,)
+    if len(key) == 1 and _is_mask(key[0]):
+        return boolean_mask(x, key[0])
     if len(key) == 1 and _is_index_array(key[0]):
         indices = key[0]
         if isinstance(indices, list) and not indices:
@@ -89,6 +92,16 @@ def getitem(x: Any, key: Any) -> Tensor:
     for position, index in reversed(gathers):
         out = gather(out, index, axis=position)
     return out
+
+
+def _is_mask(value: Any) -> bool:
+    """A bool array or tensor index: NumPy's boolean indexing."""
+    if isinstance(value, list):
+        value = np.asarray(value)
+    if isinstance(value, np.ndarray):
+        return value.dtype == np.bool_ and value.ndim > 0
+    return is_tensor(value) and convert_to_tensor(value).dtype == dtypes.bool_ and \
+        convert_to_tensor(value).ndim > 0
 
 
 def _is_index_array(value: Any) -> bool:
