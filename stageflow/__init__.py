@@ -3,7 +3,20 @@
 `import stageflow as sf`; the names here are the public API (see API.md).
 """
 
-from stageflow import aot, data, layers, losses, math, metrics, nn, optimizers, random, saved, train
+from stageflow import (
+    aot,
+    data,
+    layers,
+    linalg,
+    losses,
+    math,
+    metrics,
+    nn,
+    optimizers,
+    random,
+    saved,
+    train,
+)
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope

@@ -4,6 +4,7 @@ one module per family. Importing this package registers them all."""
 from stageflow.primitives import (  # noqa: F401 - importing registers the primitives
     conv,
     elementwise,
+    factorizations,
     functional,
     linalg,
     random,

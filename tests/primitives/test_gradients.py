@@ -174,11 +174,16 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
 CONTROL = ["cond", "while", "py_func"]
+# Factorizations, checked against finite differences through sf.linalg in
+# tests/frontend/test_linalg_functions.py.
+FACTORIZATIONS = ["inv", "solve", "triangular_solve", "cholesky", "eigh", "qr", "svd",
+                  "slogdet"]
 
 
 def test_every_rule_is_checked_here():
     with_rules = {name for name, p in REGISTRY.items() if p.vjp is not None}
-    assert with_rules == set(UNARY_DOMAINS) | set(BINARY) | set(OTHERS) | set(CONTROL)
+    assert with_rules == (set(UNARY_DOMAINS) | set(BINARY) | set(OTHERS) | set(CONTROL)
+                          | set(FACTORIZATIONS))
 
 
 # --------------------------------------------------------------------------- elementwise
