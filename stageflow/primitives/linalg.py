@@ -16,7 +16,7 @@ from stageflow.core.dims import PYTHON, D, DimArith, broadcast_dims
 from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import check_broadcast, format_shape
-from stageflow.primitives.autodiff import floating_only, unbroadcast
+from stageflow.primitives.autodiff import floating_only, reshape, unbroadcast
 
 
 def _matmul_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
@@ -79,17 +79,23 @@ def _matmul_vjp(cotangents, inputs, outputs, *, transpose_a, transpose_b):
 
 
 def _product_vjp(g, a, b, transpose_a: bool, transpose_b: bool) -> list:
+    inputs_a = a
     # out = A @ B with A = a or a^T, B = b or b^T: dA = g @ B^T, dB = A^T @ g, transposed
     # back where the operand was; batch dims broadcast, so sum them back.
     if transpose_a:
         ga = matmul_p.bind(b, g, transpose_a=transpose_b, transpose_b=True)
     else:
         ga = matmul_p.bind(g, b, transpose_a=False, transpose_b=not transpose_b)
+    if len(b.shape) == 2 and len(a.shape) > 2 and not transpose_a and None not in (
+            a.shape[-1], g.shape[-1]):
+        # A single matrix b applied to a batch: its cotangent sums over the batch, which one
+        # product of the stacked rows does (not a product per batch, then a sum).
+        a, g = reshape(a, (None, a.shape[-1])), reshape(g, (None, g.shape[-1]))
     if transpose_b:
         gb = matmul_p.bind(g, a, transpose_a=True, transpose_b=transpose_a)
     else:
         gb = matmul_p.bind(a, g, transpose_a=not transpose_a, transpose_b=False)
-    return [unbroadcast(ga, a), unbroadcast(gb, b)]
+    return [unbroadcast(ga, inputs_a), unbroadcast(gb, b)]
 
 
 def _matmul_add_rule(a: ShapedType, b: ShapedType, c: ShapedType, *, alpha: float,

@@ -35,7 +35,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, I32, I64
-from stageflow.codegen.llvm.loops import i64
+from stageflow.codegen.llvm.loops import fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, dot, small_matmul
 from stageflow.core import dtypes
@@ -159,15 +159,42 @@ class Matmul:
                 with terms:
                     gemm = gemm_function(b.module, self.dtype)
 
-                    def call(at: list[ir.Value]) -> None:
+                    def call(at: list[ir.Value], rows: ir.Value = m) -> None:
                         a_at = a.address(b, dot(b, at, a_strides))
                         b_at = x.address(b, dot(b, at, b_strides))
                         c_at = out.address(b, dot(b, at, out.strides[:rank]))
-                        b.call(gemm, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, m, n, k,
-                                      ir.Constant(real, self.alpha), a_at, lda, b_at, ldb,
+                        b.call(gemm, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, rows, n,
+                                      k, ir.Constant(real, self.alpha), a_at, lda, b_at, ldb,
                                       ir.Constant(real, float(self.accumulate)), c_at, n])
 
-                    nest(b, batch, call, "batch")
+                    if rank and len(x.dims) == 2 and not self.transpose_a:
+                        # One gemm over all of a's rows where b is a single matrix and a's
+                        # batches are rows stacked at one stride (a layer applied to a
+                        # batch of sequences): one call of M = batch * m, not one per
+                        # batch, as the BLAS then splits and packs the work once.
+                        with b.if_else(self._stacked(ob, a, a_flag, lda)) as (once, each):
+                            with once:
+                                rows = m
+                                for d in batch:
+                                    rows = fold_mul(b, rows, d)
+                                call([i64(0)] * rank, rows)
+                            with each:
+                                nest(b, batch, call, "batch")
+                    else:
+                        nest(b, batch, call, "batch")
+
+
+    @staticmethod
+    def _stacked(ob: OpBuilder, a: Operand, a_flag: ir.Value, lda: ir.Value) -> ir.Value:
+        """Whether a is read row-major and each batch dim steps over whole blocks of rows
+        at the row stride (so all its rows form one matrix of leading dim `lda`)."""
+        b = ob.b
+        ok = b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS))
+        span = fold_mul(b, a.dims[-2], lda)
+        for d, stride in zip(reversed(a.dims[:-2]), reversed(a.strides[:-2]), strict=True):
+            ok = b.and_(ok, b.or_(ob.eq(d, i64(1)), ob.eq(stride, span)))
+            span = fold_mul(b, span, d)
+        return ok
 
 
 @lowering("matmul", "matmul_add")
