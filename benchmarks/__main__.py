@@ -30,6 +30,7 @@ from benchmarks import (
     mlp_train,
     remat,
     resnet,
+    transformer,
 )
 
 
@@ -92,6 +93,15 @@ def main(argv: list[str] | None = None) -> None:
                  f"{recurrence['stageflow staged it/s'] / recurrence['numpy loop it/s']:.1f}x "
                  "NumPy's loop" + (f", {recurrence['stageflow staged it/s'] / jax_rate:.2f}x "
                                    "jax.jit" if jax_rate else "")))
+    attention = transformer.main([])
+    if "torch.compile" in attention:
+        rows.append(("transformer training step, batch 32",
+                     f"{attention['stageflow staged']:.0f} steps/s",
+                     f"{attention['stageflow staged'] / attention['torch.compile']:.2f}x "
+                     f"torch.compile (goal >= 1), PyTorch eager {attention['PyTorch eager']:.0f}"))
+    else:
+        rows.append(("transformer training step, batch 32",
+                     f"{attention['stageflow staged']:.0f} steps/s", "no incumbent installed"))
     saving = checkpoint.main([])
     rows.append(("checkpoint write (durable), 256 MiB",
                  f"{saving['checkpoint write GB/s']:.2f} GB/s",
@@ -113,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
                    "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
                    "memory": peaks, "hmc": chains, "remat": saved, "resnet": convnet,
-                   "loop": recurrence, "checkpoint": saving,
+                   "loop": recurrence, "checkpoint": saving, "transformer": attention,
                    "compile_latency": latency}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")
