@@ -148,6 +148,7 @@ from stageflow.frontend.tape import (
 )
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
+from stageflow.frontend.vectorize import vectorized_map
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 from stageflow.runtime.devices import list_devices
 from stageflow.staging.concrete import ConcreteFunction

@@ -37,7 +37,7 @@ def replay(graph: Graph, arguments: list, captured: list | None = None) -> list:
         elif eq.primitive.name == "call":
             results = replay(eq.params["callee"].graph, operands)
         elif eq.primitive in (cond_p, while_p):
-            results = _control(eq.primitive, operands, eq.params)
+            results = replay_control(eq.primitive, operands, eq.params)
         else:
             result = eq.primitive.bind(*operands, **eq.params)
             results = list(result) if eq.primitive.multiple_results else [result]
@@ -45,7 +45,9 @@ def replay(graph: Graph, arguments: list, captured: list | None = None) -> list:
     return [env[id(v)] for v in graph.outputs]
 
 
-def _control(primitive: Any, operands: list, params: dict) -> list:
+def replay_control(primitive: Any, operands: list, params: dict) -> list:
+    """A `cond` or `while` equation's op on `operands`: emitted again while tracing, run
+    eagerly otherwise."""
     trace = context.current_trace()
     if isinstance(trace, GraphTrace):
         return emit(trace, primitive, operands, params)
