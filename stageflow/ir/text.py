@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import io
 import re
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 from weakref import WeakKeyDictionary
 
+import ml_dtypes
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import Builtin, FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Builtin, FileLineColLoc, ModuleOp
 from xdsl.dialects.func import Func
 from xdsl.ir import Dialect, Operation
 from xdsl.parser import Parser
@@ -80,14 +83,39 @@ def _unterminated_string(text: str) -> int | None:
 _PARSED_AT: WeakKeyDictionary[Operation, tuple[Input[str], int]] = WeakKeyDictionary()
 
 
+@dataclass
+class _BitPattern(Parser._TensorLiteralElement):
+    """A hexadecimal element of a dense literal: for a float element type, MLIR reads it
+    as the value's bit pattern (``0x7FC00000`` is a float32 NaN, how NaN and infinities
+    print), not as the integer it spells."""
+
+    def to_type(self, parser: Any, type: Any) -> Any:
+        if isinstance(type, AnyFloat):
+            width = type.bitwidth
+            bits = np.array([self.value], dtype={16: np.uint16, 32: np.uint32,
+                                                 64: np.uint64}[width])
+            float_type = (ml_dtypes.bfloat16 if isinstance(type, BFloat16Type)
+                          else {16: np.float16, 32: np.float32, 64: np.float64}[width])
+            return float(bits.view(float_type)[0])
+        return super().to_type(parser, type)
+
+
 class _RecordingParser(Parser):
-    """xDSL's parser, also noting the start offset of every op it parses."""
+    """xDSL's parser, also noting the start offset of every op it parses, and reading
+    hexadecimal dense elements of float type as bit patterns (as MLIR does)."""
 
     def parse_operation(self) -> Operation:
         start = self.pos
         op = super().parse_operation()
         _PARSED_AT[op] = (self.lexer.input, start)
         return op
+
+    def _parse_tensor_literal_element(self) -> Parser._TensorLiteralElement:
+        element = super()._parse_tensor_literal_element()
+        if isinstance(element.value, int) and not isinstance(element.value, bool) and \
+                element.span.text.lower().startswith("0x"):
+            return _BitPattern(element.is_negative, element.value, element.span)
+        return element
 
 
 def source_position(op: Operation) -> SourcePosition | None:

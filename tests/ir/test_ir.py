@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
+import stageflow as sf
 from stageflow import cli
 from stageflow.core import dtypes
 from stageflow.core.primitive import REGISTRY, ResourceType, ShapedType
@@ -320,3 +321,24 @@ def test_graph_module_gives_each_trace_its_own_symbol() -> None:
     assert "func.func @both" in text and "{callee = @double}" in text
     assert "{callee = @double_1}" in text and "func.func @double_1" in text
     assert module_to_text(parse_module(text)) == text
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16, dtypes.float32,
+                                   dtypes.float64])
+def test_nan_and_infinite_constants_round_trip_as_bit_patterns(dtype) -> None:
+    """MLIR prints NaN and infinities as hexadecimal bit patterns, and a hexadecimal element
+    of a float tensor is its bits, not the integer it spells (once parsed as 4286578688)."""
+    values = np.array([np.nan, np.inf, -np.inf, -0.0, 1.5], dtype=dtype)
+    text = sf.function(lambda: sf.constant(values) * 1.0).get_concrete_function().ir()
+    assert "0x" in text
+    parsed = parse_module(text)
+    constant = next(op for op in parsed.walk() if op.name == "sf.constant")
+    got = np.asarray(decode(constant.attributes["value"]))
+    assert got.dtype == values.dtype
+    np.testing.assert_array_equal(got.astype(np.float64), values.astype(np.float64))
+    assert np.signbit(got.astype(np.float64)[3])
+    splat = parse_module("func.func @f() -> tensor<f32> {\n"
+                         "  %0 = sf.constant dense<0xff800000> : tensor<f32>\n"
+                         "  func.return %0 : tensor<f32>\n}")
+    value = next(op for op in splat.walk() if op.name == "sf.constant").attributes["value"]
+    assert decode(value) == -np.inf

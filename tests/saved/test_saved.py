@@ -190,3 +190,21 @@ def test_callees_and_default_arguments_are_saved(tmp_path):
     sf.saved.save(outer, tmp_path)
     assert "sf.call" in (tmp_path / "module.mlir").read_text()
     np.testing.assert_allclose(sf.saved.load(tmp_path)(x).numpy(), want, rtol=1e-6)
+
+
+def test_infinite_and_nan_constants_survive_saving(tmp_path):
+    """A -inf mask (softmax over masked positions) and NaN constants, saved and loaded:
+    the IR prints them as bit patterns, which once came back as huge integers."""
+
+    class Masked(sf.Module):
+        @sf.function(input_signature=[sf.TensorSpec([3], sf.float32)])
+        def f(self, x):
+            scores = sf.nn.softmax(sf.where(x > 0, x, -np.inf))
+            return scores + sf.constant([0.0, np.inf, np.nan])
+
+    model = Masked()
+    x = sf.constant([1.0, -1.0, 2.0])
+    sf.saved.save(model, str(tmp_path / "masked"))
+    loaded = sf.saved.load(str(tmp_path / "masked"))
+    np.testing.assert_array_equal(loaded.f(x).numpy(), model.f(x).numpy())
+    assert loaded.f(x).numpy()[0] > 0 and np.isinf(loaded.f(x).numpy()[1])
