@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import config, context, nest
+from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
@@ -153,6 +154,8 @@ class Function:
                 self._calls.append(False)
                 return concrete.call_flat(args)
         canonical = self._canonical(args, kwargs)
+        if self.input_signature is not None:
+            canonical = self._conform(canonical)
         leaves, treedef = nest.flatten(canonical)
         leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
         concrete = self._concrete_for(leaves, treedef, canonical)
@@ -254,6 +257,25 @@ class Function:
                 return concrete
         return None
 
+    def _conform(self, canonical: tuple) -> tuple:
+        """Arguments where the signature has a `TensorSpec` made tensors: NumPy values as
+        they are (their dtype is then checked), lists, numbers and objects with
+        ``__array__`` of the spec's dtype, as TensorFlow converts them."""
+        specs = self._canonical(tuple(self.input_signature), {})
+        conformed = []
+        for value, spec in zip(canonical, specs, strict=False):
+            if isinstance(value, np.ndarray | np.generic):
+                value = Tensor(np.asarray(value))  # its dtype is checked, not cast
+            elif isinstance(spec, TensorSpec) and not isinstance(
+                    value, Tensor | Variable | TensorSpec):
+                try:
+                    value = convert_to_tensor(value, spec.dtype)
+                except (TypeError, ValueError) as error:
+                    raise TypeError(f"{self.name}: an argument for {spec} cannot be converted "
+                                    f"to a tensor: {error}") from None
+            conformed.append(value)
+        return (*conformed, *canonical[len(conformed):])
+
     def _signature_function(self, leaves: list, canonical: tuple) -> ConcreteFunction:
         concrete = self._cache.get("signature")
         if concrete is None:
@@ -317,6 +339,8 @@ class Function:
         if self.input_signature is not None and not args and not kwargs:
             args = tuple(self.input_signature)
         canonical = self._canonical(args, kwargs)
+        if self.input_signature is not None:
+            canonical = self._conform(canonical)
         leaves, treedef = nest.flatten(canonical)
         leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
         return self._concrete_for(leaves, treedef, canonical)

@@ -429,3 +429,37 @@ def test_a_staged_call_under_a_tape_inside_a_trace_is_differentiated():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(step(sf.constant(x)).numpy(), 2 * x.T @ (x @ np.ones((3, 2))))
     np.testing.assert_allclose(moving.numpy(), [3.75, 3.75])
+
+
+@pytest.mark.parametrize("jit", [True, False], ids=["compiled", "interpreted"])
+def test_an_integer_index_past_an_unknown_dim_raises_as_eagerly(jit):
+    """Once a slice of an unknown dim (empty when out of range): now checked at run time."""
+    spec = [sf.TensorSpec([None, None], sf.float32)]
+    rows = sf.function(lambda x: x[2] + x[-1], input_signature=spec, jit=jit)
+    columns = sf.function(lambda x: x[:, -3], input_signature=spec, jit=jit)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(rows(x).numpy(), x[2] + x[-1])
+    np.testing.assert_array_equal(columns(x).numpy(), x[:, -3])
+    with pytest.raises(IndexError, match="out of range"):
+        rows(np.ones((1, 3), np.float32))
+    with pytest.raises(IndexError, match="out of range"):
+        columns(np.ones((4, 2), np.float32))
+    with pytest.raises(IndexError):
+        x[:, -4]
+
+
+def test_input_signature_arguments_are_converted_to_its_dtypes():
+    """A list, a NumPy scalar or an object with __array__ where the signature has a spec
+    (once: 'expected 2 tensor arguments, got 1')."""
+    take = sf.function(lambda x, i: sf.gather(x, i),
+                       input_signature=[sf.TensorSpec([None, None], sf.float32),
+                                        sf.TensorSpec([], sf.int32)])
+
+    class ArrayLike:
+        def __array__(self, dtype=None, copy=None):
+            return np.array([[5.0, 6.0]], np.float32)
+
+    assert take([[1.0, 2.0], [3.0, 4.0]], np.int32(1)).numpy().tolist() == [3.0, 4.0]
+    assert take(ArrayLike(), 0).numpy().tolist() == [5.0, 6.0]
+    with pytest.raises(TypeError, match="cannot be converted to a tensor"):
+        take("rows", 0)

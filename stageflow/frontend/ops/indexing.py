@@ -83,6 +83,12 @@ def getitem(x: Any, key: Any) -> Tensor:
                     f"index {i} is out of bounds for axis {axis} with size {dim} "
                     f"(shape {x.shape}){describe_location()}"
                 )
+            if dim is None:  # checked when the graph runs: a gather (a slice would be empty)
+                gathers.append((len(shape), convert_to_tensor(np.int32(i))))
+                slices.append(_FULL)
+                shape.append(dim)
+                axis += 1
+                continue
             slices.append((i, i + 1 if i != -1 else None, None))
         axis += 1
     out = x
