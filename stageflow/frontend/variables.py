@@ -8,6 +8,7 @@ the variable is captured by reference: reads and writes become `read_variable` /
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,9 @@ class Variable:
                 initial_value = initial_value()
             value = convert_to_tensor(trace.lift(initial_value), dtype)._value
         self._value = value
+        # Held by a compiled call assigning the variable (its machine code runs without the
+        # GIL); reentrant, as such a call may fall back to steps calling other programs.
+        self._lock = threading.RLock()
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{next(_unique)}"
 

@@ -16,9 +16,10 @@ would, naming the op and the user's line.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -96,16 +97,53 @@ class CompiledProgram:
         else:
             shapes = self._output_shapes(arrays)
             if _largest(arrays, shapes) >= PROGRAM_MAX_KERNEL_ELEMENTS:
-                return self._step_plan(values)  # splits its large kernels over the cores
+                with self._assigned_locked(values):  # splits its kernels over the cores
+                    return self._step_plan(values)
         outputs = [np.empty(shapes[i], self._out_dtypes[i]) for i in self._written]
         states = [np.empty(shape, dtype) for _, shape, dtype in self._states]
+        if states:  # read-modify-write of variables: one call at a time per variable
+            return self._run_locked(values, arrays, outputs, states)
         if self._py(*arrays, *outputs, *states):
-            error = take_error() if self.callbacks else None
-            if error is not None:  # a py_func raised: as it did, not run again as steps
-                raise error
-            return self._step_plan(values)
-        for (index, _, _), state in zip(self._states, states, strict=True):
-            values[index]._store(state)
+            return self._failed(values)
+        return self._results(arrays, outputs)
+
+    def _run_locked(self, values: list[Any], arrays: list[np.ndarray],
+                    outputs: list[np.ndarray], states: list[np.ndarray]) -> list[Any]:
+        """The call holding the locks of the variables it assigns (in a fixed order, so two
+        programs sharing variables cannot deadlock): the machine code runs without the GIL,
+        and two threads updating one variable would otherwise both read its old value."""
+        with self._assigned_locked(values):
+            # Read again under the locks: another call may have replaced the values.
+            for index, _, _ in self._states:
+                value = values[index]._value
+                if value.flags.c_contiguous and value.flags.aligned:
+                    arrays[index] = value
+            if self._py(*arrays, *outputs, *states):
+                return self._failed(values)
+            for (index, _, _), state in zip(self._states, states, strict=True):
+                values[index]._store(state)
+        return self._results(arrays, outputs)
+
+    @contextlib.contextmanager
+    def _assigned_locked(self, values: list[Any]) -> Iterator[None]:
+        """Hold the locks of the variables this function assigns, in a fixed order."""
+        locks = [lock for _, lock in sorted(
+            {id(values[i]): values[i]._lock for i, _, _ in self._states}.items())]
+        for lock in locks:
+            lock.acquire()
+        try:
+            yield
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    def _failed(self, values: list[Any]) -> list[Any]:
+        error = take_error() if self.callbacks else None
+        if error is not None:  # a py_func raised: as it did, not run again as steps
+            raise error
+        return self._step_plan(values)
+
+    def _results(self, arrays: list[np.ndarray], outputs: list[np.ndarray]) -> list[Any]:
         if self._aliases is None:
             return outputs
         written = iter(outputs)

@@ -320,17 +320,38 @@ class Executable:
     """The machine-code form of a concrete function; `run` takes the same inputs as the
     interpreter (arguments, then captures) and returns the result arrays."""
 
-    def __init__(self, plan: Plan, stats: CompileStats, program: Any = None) -> None:
+    def __init__(self, plan: Plan, stats: CompileStats, program: Any = None,
+                 assigned: tuple[int, ...] = ()) -> None:
         self.plan = plan
         self.stats = stats
         self.program = program  # the whole function as one call, where it is one
-        self.run = program.run if program is not None else plan.run
+        self._assigned = assigned  # the inputs (variables) the function assigns
+        self.run = program.run if program is not None else self._plan_run()
+
+    def _plan_run(self) -> Callable[[list[Any]], list[Any]]:
+        """The step plan's run; holding the locks of the variables it assigns when it
+        assigns any (its kernels release the GIL: two threads running it would both read
+        a variable's old value), in a fixed order, as a program's call does."""
+        if not self._assigned:
+            return self.plan.run
+
+        def run(inputs: list[Any]) -> list[Any]:
+            locks = [lock for _, lock in sorted(
+                {id(inputs[i]): inputs[i]._lock for i in self._assigned}.items())]
+            for lock in locks:
+                lock.acquire()
+            try:
+                return self.plan.run(inputs)
+            finally:
+                for lock in reversed(locks):
+                    lock.release()
+        return run
 
     def track_memory(self, enabled: bool = True) -> None:
         """Measure the live temporaries' bytes at every step of later calls (slower), or
         stop; `measured_peak_bytes` is their peak since tracking was turned on."""
         self.plan.meter = None
-        untracked = self.program.run if self.program is not None else self.plan.run
+        untracked = self.program.run if self.program is not None else self._plan_run()
         self.run = self.plan.run_tracked if enabled else untracked
 
     @property
@@ -399,9 +420,17 @@ class Executable:
         for entry in entries:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
             program = linked[programs[entry]] if entry in programs else None
-            executables.append(cls(plan, stats, program))
+            executables.append(cls(plan, stats, program, _assigned_inputs(functions[entry])))
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
+
+
+def _assigned_inputs(function: FuncOp) -> tuple[int, ...]:
+    """The positions of the arguments (variables' handles) an `assign_variable` of the
+    function, or of a region in it, writes."""
+    args = {id(arg): index for index, arg in enumerate(function.body.blocks[0].args)}
+    return tuple(sorted({args[id(op.operands[0])] for op in function.walk()
+                         if op.name == "sf.assign_variable" and id(op.operands[0]) in args}))
 
 
 def _plan_runner(plans: dict[str, Plan], entry: str) -> Callable[[list[Any]], list[Any]]:
