@@ -78,6 +78,8 @@ class CompiledProgram:
         self._aliases = list(signature.aliases) if any(
             a >= 0 for a in signature.aliases) else None
         self._written = [i for i, a in enumerate(signature.aliases) if a < 0]
+        self._lock_key: tuple[int, ...] | None = None
+        self._locks: list[Any] = []
 
     def __repr__(self) -> str:
         return f"<CompiledProgram @{self.signature.name}>"
@@ -121,14 +123,19 @@ class CompiledProgram:
             if self._py(*arrays, *outputs, *states):
                 return self._failed(values)
             for (index, _, _), state in zip(self._states, states, strict=True):
-                values[index]._store(state)
+                values[index]._value = state  # of the variable's dtype and shape, by type
         return self._results(arrays, outputs)
 
     @contextlib.contextmanager
     def _assigned_locked(self, values: list[Any]) -> Iterator[None]:
-        """Hold the locks of the variables this function assigns, in a fixed order."""
-        locks = [lock for _, lock in sorted(
-            {id(values[i]): values[i]._lock for i, _, _ in self._states}.items())]
+        """Hold the locks of the variables this function assigns, in a fixed order (the
+        same variables call after call, usually: their sorted locks are kept)."""
+        key = tuple(id(values[i]) for i, _, _ in self._states)
+        if key != self._lock_key:
+            self._locks = [lock for _, lock in sorted(
+                {id(values[i]): values[i]._lock for i, _, _ in self._states}.items())]
+            self._lock_key = key
+        locks = self._locks
         for lock in locks:
             lock.acquire()
         try:

@@ -58,6 +58,7 @@ class ConcreteFunction:
         self.key = key
         self.jit = jit
         self._program = None
+        self._captured: list[Any] | None = None
         self._forward_backward = None
         self.pass_timings: list = []
         self._single_output = (out_treedef == (None,) and len(out_template) == 1
@@ -133,8 +134,10 @@ class ConcreteFunction:
                 results = replay(self.graph, list(tensors))
             return self.structure_outputs(results)
         values = [t if type(t) is Variable else t._value for t in tensors]
-        for capture in self.graph.captures:
-            values.append(_capture_runtime_value(capture.source, self.name))
+        if self._captured is None:  # variables by reference, eager tensors' fixed values
+            self._captured = [_capture_runtime_value(c.source, self.name)
+                              for c in self.graph.captures]
+        values.extend(self._captured)
         results = self.program.run(values)
         if self._single_output:
             return wrap(results[0])
