@@ -239,9 +239,11 @@ def test_add_broadcasts_any_shapes(shapes) -> None:
 def test_cast_matches_numpy(source: np.dtype, target: np.dtype) -> None:
     kernel = compiled(op_text("cast", [((None,), source)], {"dtype": target}))
     x = values(source)
-    if source in dtypes.FLOATING and target in dtypes.INTEGER:
-        # Out of range, NumPy's result is undefined (ours saturates): test in range only.
+    if source in dtypes.FLOATING and target == dtypes.uint32:
+        # Out of range, NumPy's uint32 result follows no rule: test in range only.
         x = x[np.isfinite(x) & (np.abs(x.astype(np.float64)) < 2e9)]
+    # Signed targets are tested on everything: NaN, infinities and values out of range give
+    # INT_MIN, as NumPy's cast does on x86 (eager results).
     if source in dtypes.INTEGER and target == BF16:
         x = x[np.abs(x.astype(np.float64)) < 2**24]  # exact in float32 (no double rounding)
     if source == F64 and target == F16:  # values that round differently through float32

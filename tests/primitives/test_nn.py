@@ -523,6 +523,18 @@ def test_loss_errors():
         nn.softmax_cross_entropy_with_logits([[1, 0]], np.array([[1, 2]], np.int32))
 
 
+@pytest.mark.parametrize("jit", [True, False], ids=["compiled", "interpreted"])
+@pytest.mark.parametrize("label", [3, -1])
+def test_out_of_range_labels_raise_when_a_staged_function_runs(jit, label):
+    """Once NaN in staged functions while eager raised: now IndexError from the graph."""
+    loss = sf.function(nn.sparse_softmax_cross_entropy_with_logits, jit=jit)
+    logits = np.zeros((2, 3), np.float32)
+    np.testing.assert_allclose(loss(np.array([0, 2], np.int32), logits).numpy(), np.log(3.0),
+                               rtol=1e-6)
+    with pytest.raises(IndexError, match="out of range"):
+        loss(np.array([0, label], np.int32), logits)
+
+
 # --------------------------------------------------------------------------- erf
 
 

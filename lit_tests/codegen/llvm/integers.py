@@ -1,6 +1,7 @@
 # RUN: python %s | filecheck %s
 """Integer ops with NumPy's semantics made total (no trap on x // 0 or MIN // -1), bools
-stored as bytes, saturating float -> int casts, and bfloat16 by integer bit operations."""
+stored as bytes, float -> int casts giving INT_MIN out of range (NumPy's on x86), and
+bfloat16 by integer bit operations."""
 
 from stageflow.codegen import CPUTarget
 from stageflow.ir import parse_module
@@ -38,7 +39,12 @@ for kernel in module.ops:
 
 # CHECK-LABEL: define internal void @"cast.run"
 # CHECK: %[[F:".[0-9]+"]] = load float, ptr
-# CHECK-NEXT: call i32 @"llvm.fptosi.sat.i32.f32"(float %[[F]])
+# CHECK-NEXT: %[[SAT:".[0-9]+"]] = call i32 @"llvm.fptosi.sat.i32.f32"(float %[[F]])
+# NaN and values out of range give INT_MIN, as NumPy's cast on x86.
+# CHECK-NEXT: %[[NAN:".[0-9]+"]] = fcmp uno float %[[F]], %[[F]]
+# CHECK-NEXT: %[[HI:".[0-9]+"]] = fcmp oge float %[[F]], 0x41e0000000000000
+# CHECK: %[[LO:".[0-9]+"]] = fcmp olt float %[[F]]
+# CHECK: select i1 %{{.*}}, i32 -2147483648, i32 %[[SAT]]
 # CHECK-NEXT: %[[B:".[0-9]+"]] = fcmp une float %[[F]], 0x0
 # bfloat16: round to nearest even on the bits, NaNs kept quiet.
 # CHECK-NEXT: %[[BITS:".[0-9]+"]] = bitcast float %[[F]] to i32

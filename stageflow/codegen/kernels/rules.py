@@ -6,7 +6,7 @@ branch on the operand's kind: 'f' floating, 'i' signed, 'u' unsigned, 'b' bool.
 Integer semantics are NumPy's, made total so compiled code never traps or hits undefined
 behaviour: ``x // 0 == x % 0 == 0``, ``MIN // -1 == MIN`` (wraps), shifts by the width or
 more give 0 or -1, negative integer powers give 0 (or +-1 for bases +-1; NumPy raises),
-float -> int casts saturate (NaN -> 0) where NumPy leaves them undefined.
+float -> int casts give the minimum for NaN and values out of range, as NumPy on x86 does.
 
 Every rule returns a value of the result's compute type; results of float16/bfloat16 ops
 are rounded to that precision by the caller (`apply`), as NumPy does after each op.
@@ -288,10 +288,17 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
     if target == "f":
         return (b.uitofp if source == "u" else b.sitofp)(x, to)
     if source == "f":
-        # Saturating (NaN -> 0); uint32 goes through int64 so that negative values wrap.
+        # NaN and values outside the range give the minimum, as NumPy's casts do on x86
+        # (its conversion instruction's "integer indefinite"): int32 and int64 agree with
+        # eager results there. uint32 goes through int64, so negative values wrap.
         wide = to if target == "i" else I64
         name = f"llvm.fptosi.sat.i{wide.width}.{'f32' if x.type == F32 else 'f64'}"
         value = b.call(e.intrinsic(name, wide, [x.type]), [x])
+        limit = e.like(x, float(2 ** (wide.width - 1)))
+        outside = b.or_(b.fcmp_unordered("uno", x, x),
+                        b.or_(b.fcmp_ordered(">=", x, limit),
+                              b.fcmp_ordered("<", x, b.fneg(limit))))
+        value = b.select(outside, ir.Constant(wide, -(2 ** (wide.width - 1))), value)
         return value if wide == to else b.trunc(value, to)
     if x.type.width == to.width:
         return x

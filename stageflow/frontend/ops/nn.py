@@ -23,7 +23,7 @@ from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops import random as sf_random
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
-from stageflow.frontend.ops.shape import expand_dims, reshape_to
+from stageflow.frontend.ops.shape import expand_dims, gather, reshape_to
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import conv
 from stageflow.primitives import structural as st
@@ -441,8 +441,8 @@ def _labels_like(labels: Any, logits: Tensor) -> Tensor:
 def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Tensor:
     """-log_softmax(logits)[..., label]: integer class labels of shape logits.shape[:-1].
 
-    An out-of-range label raises ``ValueError`` when the labels are known (eagerly) and
-    gives NaN in a staged function, which is what TensorFlow does on CPU and GPU.
+    An out-of-range label raises ``ValueError`` when the labels are known (eagerly), and
+    ``IndexError`` when a staged function runs (the check is two tiny gathers).
     """
     op = "sparse_softmax_cross_entropy_with_logits"
     logits = _floating(logits, op)
@@ -469,5 +469,11 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Tensor
     # turn 0 * -inf into NaN.
     zero = convert_to_tensor(0, logits.dtype)
     loss = reduce_sum(ew.where(hits, ew.negative(log_probs), zero), -1)
-    valid = ew.logical_and(ew.greater_equal(labels, 0), ew.less(labels, classes))
-    return ew.where(valid, loss, convert_to_tensor(float("nan"), logits.dtype))
+    if type(labels) is Tensor:
+        return loss
+    # Staged: the labels are known only when the graph runs. A gather at each label and at
+    # its mirror (classes - 1 - label) is out of range exactly where the label is, and a
+    # gather's index check raises IndexError there, compiled or not (as eagerly, not NaN).
+    zeros = st.broadcast_to_p.bind(zero, shape=(classes,))
+    check = ew.add(gather(zeros, labels), gather(zeros, ew.subtract(classes - 1, labels)))
+    return ew.add(loss, check)
