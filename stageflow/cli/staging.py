@@ -40,7 +40,13 @@ def parse_arg_spec(text: str) -> Any:
     if dtype is None:
         known = ", ".join(sorted(dtypes.BY_SHORT_NAME))
         raise CommandError(f"bad --arg {text!r}: unknown dtype {short!r} (one of {known})")
-    shape = [None if d.strip() == "?" else int(d) for d in dims.split(",") if d.strip()]
+    parts = [d.strip() for d in dims.split(",")] if dims.strip() else []
+    if any(not d or (d != "?" and not d.isdigit()) for d in parts):
+        raise CommandError(f"bad --arg {text!r}: each dim is a number or ?, separated by "
+                           "single commas")
+    shape = [None if d == "?" else int(d) for d in parts]
+    if any(d is not None and d >= 2**63 for d in shape):
+        raise CommandError(f"bad --arg {text!r}: a dim must be below 2**63")
     return TensorSpec(shape, dtype)
 
 
@@ -167,6 +173,9 @@ def run_compile(args: argparse.Namespace) -> int:
             artefact.save(output, header=args.header)
     except (ValueError, NotImplementedError, RuntimeError) as error:
         raise CommandError(" ".join(str(error).split())) from None
+    except OSError as error:  # an unwritable or missing folder: the user's to fix
+        raise CommandError(f"cannot write {error.filename or output}: "
+                           f"{error.strerror or error}") from None
     return 0
 
 

@@ -294,6 +294,9 @@ def test_shape_mismatch_with_an_unknown_dim(capsys, model_file):
         ("f32[3,x]", "bad --arg 'f32[3,x]'"),
         ("q7[4]", "unknown dtype 'q7'"),
         ("float[4]", "unknown dtype 'float'"),
+        ("f32[1,,4]", "separated by single commas"),  # once read as [1, 4]
+        ("f32[4,]", "separated by single commas"),
+        ("f32[99999999999999999999]", "below 2**63"),
     ],
 )
 def test_bad_arg_specs(capsys, model_file, spec, expected):
@@ -434,3 +437,12 @@ def test_console_script_devices():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert "/device:CPU:0" in result.stdout.splitlines()
+
+
+def test_an_unwritable_output_is_a_user_error(capsys, model_file, tmp_path):
+    """Once 'internal error: FileNotFoundError'."""
+    target = tmp_path / "missing" / "model.so"
+    status, _, err = run(capsys, "compile", f"{model_file}:staged", "--arg", "f32[2,4]",
+                         "-o", target)
+    message = assert_one_error_line(status, err, "compile")
+    assert message.startswith("cannot write") and "missing" in message
