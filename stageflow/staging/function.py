@@ -216,7 +216,11 @@ class Function:
                              "source is unavailable)")
         return converted.source
 
-    def _concrete_for(self, leaves: list, treedef: Any, canonical: tuple) -> ConcreteFunction:
+    def _concrete_for(self, leaves: list, treedef: Any, canonical: tuple,
+                      relaxed: bool = True) -> ConcreteFunction:
+        """The function for this key: cached, else one traced with unknown dims that
+        accepts it (a call), else traced. Asked for by specs (`get_concrete_function`), the
+        function of exactly those specs: a relaxed one would not have their shapes."""
         if self.input_signature is not None:
             return self._signature_function(leaves, canonical)
         key = (treedef, tuple(_leaf_key(leaf) for leaf in leaves), context.current_device())
@@ -225,9 +229,9 @@ class Function:
             self._cache.move_to_end(key)
             self._calls.append(False)
             return concrete
-        concrete = self._relaxed_match(key)
+        concrete = self._relaxed_match(key) if relaxed else None
         if concrete is None:
-            specs = self._specs(key, leaves)
+            specs = self._specs(key, leaves, relax=relaxed)
             concrete = self._trace(specs, treedef, _relaxed_key(key, specs))
             self._note_retrace(key, canonical)
         self._cache[key] = concrete
@@ -235,11 +239,11 @@ class Function:
             self._cache.popitem(last=False)
         return concrete
 
-    def _specs(self, key: tuple, leaves: list) -> list:
+    def _specs(self, key: tuple, leaves: list, relax: bool = True) -> list:
         """The leaves to trace with: specs for tensors, relaxed when reduce_retracing asks."""
         specs = [TensorSpec(k[2], k[1]) if k[0] == "tensor" else leaf
                  for k, leaf in zip(key[1], leaves, strict=True)]
-        if not self.reduce_retracing:
+        if not self.reduce_retracing or not relax:
             return specs
         for old_key in reversed(self._cache):
             if old_key[0] != key[0] or old_key[2] != key[2]:
@@ -343,7 +347,8 @@ class Function:
             canonical = self._conform(canonical)
         leaves, treedef = nest.flatten(canonical)
         leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
-        return self._concrete_for(leaves, treedef, canonical)
+        return self._concrete_for(leaves, treedef, canonical,
+                                  relaxed=not any(isinstance(x, TensorSpec) for x in leaves))
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """As a method: `self` is bound and keyed by identity, one Function per instance."""

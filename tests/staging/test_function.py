@@ -463,3 +463,16 @@ def test_input_signature_arguments_are_converted_to_its_dtypes():
     assert take(ArrayLike(), 0).numpy().tolist() == [5.0, 6.0]
     with pytest.raises(TypeError, match="cannot be converted to a tensor"):
         take("rows", 0)
+
+
+def test_get_concrete_function_of_specs_is_traced_for_those_specs():
+    """After calls relaxed a dim to unknown, asking for specs [8] gives a function of shape
+    [8] (once the relaxed [None] one came back), while calls keep using the relaxed one."""
+    f = sf.function(lambda x: x * 2.0, reduce_retracing=True)
+    for n in (3, 4, 5):
+        f(np.ones(n, np.float32))
+    assert f.get_concrete_function(sf.TensorSpec([8], sf.float32)).inputs[0].shape == (8,)
+    assert f.get_concrete_function(sf.TensorSpec([None], sf.float32)).inputs[0].shape == (None,)
+    count = f.tracing_count
+    assert f(np.ones(11, np.float32)).shape == (11,)
+    assert f.tracing_count == count
