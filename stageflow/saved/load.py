@@ -21,10 +21,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 from stageflow.core import context
+from stageflow.core.primitive import ResourceType
 from stageflow.frontend.module import Module
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import Variable
 from stageflow.ir.text import parse_module
+from stageflow.ir.types import abstract_value
 from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.runtime.executable import Plan
 from stageflow.saved.save import FORMAT
@@ -139,16 +141,39 @@ class LoadedModule(Module):
 
 def load(directory: str | os.PathLike) -> LoadedFunction | LoadedModule:
     """Load what `sf.saved.save` wrote: a `LoadedFunction` for a saved function, else a
-    `LoadedModule` with the saved staged methods."""
-    with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as file:
-        manifest = json.load(file)
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"sf.saved.load: {directory} has format {manifest.get('format')!r}, "
-                         f"this stageflow reads {FORMAT!r}")
-    with np.load(os.path.join(directory, "variables.npz")) as arrays:
-        values = dict(arrays)
-    variables = [Variable(values[f"v{i}"], trainable=v["trainable"], name=v["name"])
-                 for i, v in enumerate(manifest["variables"])]
+    `LoadedModule` with the saved staged methods. A missing, malformed or inconsistent file
+    raises ValueError naming the file and what in it is wrong."""
+    directory = os.fspath(directory)
+    manifest_path = os.path.join(directory, "manifest.json")
+    try:
+        with open(manifest_path, encoding="utf-8") as file:
+            manifest = json.load(file)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"sf.saved.load: cannot read {manifest_path}: {error}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise ValueError(f"sf.saved.load: {directory} has format {found!r}, this stageflow "
+                         f"reads {FORMAT!r}")
+    try:
+        return _load(directory, manifest)
+    except (KeyError, IndexError, TypeError) as error:
+        raise ValueError(f"sf.saved.load: {manifest_path} is inconsistent with the files "
+                         f"beside it ({type(error).__name__}: {error})") from None
+
+
+def _load(directory: str, manifest: dict) -> LoadedFunction | LoadedModule:
+    arrays_path = os.path.join(directory, "variables.npz")
+    try:
+        with np.load(arrays_path) as arrays:
+            values = dict(arrays)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"sf.saved.load: cannot read {arrays_path}: {error}") from None
+    entries = manifest["variables"]
+    missing = [f"v{i}" for i in range(len(entries)) if f"v{i}" not in values]
+    if missing:
+        raise ValueError(f"sf.saved.load: {arrays_path} lacks the variables {missing}")
+    variables = [Variable(values[f"v{i}"], trainable=bool(v["trainable"]), name=str(v["name"]))
+                 for i, v in enumerate(entries)]
     path = os.path.join(directory, "module.mlir")
     with open(path, encoding="utf-8") as file:
         outer = parse_module(file.read(), path)
@@ -163,11 +188,34 @@ def load(directory: str | os.PathLike) -> LoadedFunction | LoadedModule:
 
     functions = {}
     for name, saved in manifest["functions"].items():
-        concretes = [SavedConcrete(name, modules[entry["module"]], entry,
-                                   [capture(c) for c in entry["captures"]])
-                     for entry in saved["concrete"]]
+        concretes = []
+        for entry in saved["concrete"]:
+            if entry["module"] not in modules:
+                raise ValueError(f"sf.saved.load: {path} has no module @{entry['module']} "
+                                 f"(the manifest's function {name!r} names it)")
+            captures = [capture(c) for c in entry["captures"]]
+            _check_captures(modules[entry["module"]], entry["entry"], captures, arrays_path)
+            concretes.append(SavedConcrete(name, modules[entry["module"]], entry, captures))
         functions[name] = LoadedFunction(name, saved["parameters"], concretes, variables)
     if manifest["kind"] == "function":
         (function,) = functions.values()
         return function
     return LoadedModule(functions, variables)
+
+
+def _check_captures(module: ModuleOp, entry: str, captures: list, arrays_path: str) -> None:
+    """The saved values a function captures have the types its IR declares (else a saved
+    variable of another shape or dtype would load silently and fail, or worse, later)."""
+    function = next((op for op in module.ops if isinstance(op, FuncOp)
+                     and op.sym_name.data == entry), None)
+    if function is None:
+        raise ValueError(f"sf.saved.load: the saved module has no function @{entry}")
+    declared = [abstract_value(t) for t in function.function_type.inputs.data]
+    for position, (value, want) in enumerate(
+            zip(captures, declared[len(declared) - len(captures):], strict=True)):
+        array = value.numpy() if isinstance(value, Variable) else np.asarray(value)
+        expected = want.value if isinstance(want, ResourceType) else want
+        if array.dtype != expected.dtype or tuple(array.shape) != tuple(expected.shape):
+            raise ValueError(f"sf.saved.load: {arrays_path}: captured value {position} of "
+                             f"@{entry} is {array.dtype.name}{list(array.shape)}, the function "
+                             f"takes {expected}")

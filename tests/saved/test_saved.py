@@ -208,3 +208,46 @@ def test_infinite_and_nan_constants_survive_saving(tmp_path):
     loaded = sf.saved.load(str(tmp_path / "masked"))
     np.testing.assert_array_equal(loaded.f(x).numpy(), model.f(x).numpy())
     assert loaded.f(x).numpy()[0] > 0 and np.isinf(loaded.f(x).numpy()[1])
+
+
+class _Scaled(sf.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = sf.Variable([1.0, 2.0, 3.0])
+
+    @sf.function(input_signature=[sf.TensorSpec([3], sf.float32)])
+    def f(self, x):
+        return x * self.w
+
+
+def test_broken_saved_directories_raise_naming_the_file(tmp_path):
+    """Once raw KeyError/IndexError, or a variable of the wrong shape loaded silently."""
+    import json
+
+    def fresh(name):
+        path = tmp_path / name
+        sf.saved.save(_Scaled(), str(path))
+        return path
+
+    with pytest.raises(ValueError, match="cannot read .*manifest.json"):
+        sf.saved.load(str(tmp_path / "absent"))
+    broken = fresh("no_functions")
+    manifest = json.loads((broken / "manifest.json").read_text())
+    del manifest["functions"]
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"manifest.json is inconsistent.*functions"):
+        sf.saved.load(str(broken))
+    truncated = fresh("truncated_npz")
+    (truncated / "variables.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="cannot read .*variables.npz"):
+        sf.saved.load(str(truncated))
+    reshaped = fresh("reshaped")
+    np.savez(reshaped / "variables.npz", v0=np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"variables.npz: captured value 0 .*float32\[4\]"):
+        sf.saved.load(str(reshaped))
+    emptied = fresh("emptied")
+    np.savez(emptied / "variables.npz")
+    with pytest.raises(ValueError, match=r"lacks the variables \['v0'\]"):
+        sf.saved.load(str(emptied))
+    loaded = sf.saved.load(str(fresh("intact")))
+    np.testing.assert_array_equal(loaded.f(sf.ones((3,))).numpy(), [1.0, 2.0, 3.0])
