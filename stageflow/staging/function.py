@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import time
 import warnings
 import weakref
@@ -107,7 +108,10 @@ class Function:
         self.input_signature = None if input_signature is None else tuple(input_signature)
         self.jit = jit
         self.reduce_retracing = reduce_retracing
-        self.name = name or getattr(python_function, "__name__", "function")
+        # The name becomes IR and LLVM symbols, quoted: control characters, quotes and
+        # backslashes would end them (a newline once ended the LLVM module's text early).
+        self.name = re.sub(r'[\x00-\x1f\x7f"\\]', "_",
+                           name or getattr(python_function, "__name__", "function"))
         self.tracing_count = 0
         self._signature = inspect.signature(python_function)
         self._positional = [

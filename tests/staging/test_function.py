@@ -476,3 +476,16 @@ def test_get_concrete_function_of_specs_is_traced_for_those_specs():
     count = f.tracing_count
     assert f(np.ones(11, np.float32)).shape == (11,)
     assert f.tracing_count == count
+
+
+@pytest.mark.parametrize("name", ["bad\nname } ; define void @evil()", 'quote"d', "back\\slash",
+                                  "tab\tname"])
+def test_hostile_function_names_compile(name):
+    """A function name is quoted in IR and LLVM symbols; a newline once ended the module."""
+    def f(x):
+        return x * 2.0
+
+    f.__name__ = f.__qualname__ = name
+    staged = sf.function(f, autograph=False)
+    np.testing.assert_array_equal(staged(np.ones(3, np.float32)).numpy(), [2.0, 2.0, 2.0])
+    assert "\n" not in staged.name and '"' not in staged.name
