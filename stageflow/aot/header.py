@@ -12,7 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.codegen.program.builder import NO_MEMORY, OP_FAILED, ProgramSignature
+from stageflow.codegen.program.builder import (
+    NO_MEMORY,
+    NULL_POINTER,
+    OP_FAILED,
+    ProgramSignature,
+)
 from stageflow.core.primitive import ShapedType
 
 _C_TYPES = {
@@ -68,6 +73,8 @@ def header_text(symbol: str, signature: ProgramSignature, variables: list[Any],
         "that do",
         " *                  not agree with each other, an index out of range)",
         f" *   {NO_MEMORY}            out of memory",
+        f" *   {NULL_POINTER}            a NULL pointer where memory is needed (inputs, outputs,",
+        " *                  each buffer, dims when there are unknown dims, the state)",
     ]
     if libraries:
         lines += [" *", " * The library calls the CBLAS of NumPy's bundled OpenBLAS, loaded from:"]

@@ -35,9 +35,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from stageflow.aot.header import header_text
 from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.llvm.emitter import I32, I64
+from stageflow.codegen.llvm.loops import return_unless
 from stageflow.codegen.lowered import matmul
 from stageflow.codegen.program.builder import (
     NO_MEMORY,
+    NULL_POINTER,
     ProgramSignature,
     constant_bytes,
     declare,
@@ -320,21 +322,49 @@ def _c_entries(module: ir.Module, symbol: str, signature: ProgramSignature,
                 position += 1
         return dims
 
+    unknown = sum(d is None for ty in signature.inputs for d in ty.shape)
+    n_outputs = len(signature.outputs)
+
+    def not_null(b: ir.IRBuilder, pointer: ir.Value) -> ir.Value:
+        return b.icmp_unsigned("!=", pointer, ir.Constant(_PTR, None))
+
+    def require(b: ir.IRBuilder, conditions: list[ir.Value]) -> None:
+        """Return NULL_POINTER unless every condition holds (before touching memory)."""
+        ok: ir.Value = ir.Constant(ir.IntType(1), 1)
+        for condition in conditions:
+            ok = b.and_(ok, condition)
+        return_unless(b, ok, ir.Constant(I32, NULL_POINTER))
+
+    def array_pointers(b: ir.IRBuilder, array: ir.Value, count: int) -> list[ir.Value]:
+        """The array itself and each of its `count` pointers non-NULL."""
+        require(b, [not_null(b, array)])
+        return [not_null(b, b.load(b.gep(array, [ir.Constant(I64, i)], source_etype=_PTR),
+                                   typ=_PTR)) for i in range(count)]
+
     function = ir.Function(module, ir.FunctionType(I32, [_PTR, _PTR]),
                            f"{symbol}_output_dims")
     given, out = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
+    require(b, [not_null(b, out)] + ([not_null(b, given)] if unknown else []))
     b.ret(b.call(shapes, [full_dims(b, given), out]))
 
     params = ([_PTR] if state is not None else []) + [_PTR, _PTR, _PTR]
     function = ir.Function(module, ir.FunctionType(I32, params), symbol)
     b = ir.IRBuilder(function.append_basic_block("entry"))
+    inputs, given, outputs = function.args[-3:]
+    checks = [not_null(b, given)] if unknown else []
+    if state is not None:
+        checks.append(not_null(b, function.args[0]))
+    require(b, checks)
+    if user:
+        require(b, array_pointers(b, inputs, len(user)))
+    if n_outputs:
+        require(b, array_pointers(b, outputs, n_outputs))
     if state is None:
-        inputs, given, outputs = function.args
         b.ret(b.call(program, [inputs, full_dims(b, given), outputs,
                                ir.Constant(_PTR, None)]))
         return
-    handle, inputs, given, outputs = function.args
+    handle = function.args[0]
     _stateful_call(b, function, state, signature, user, handle, inputs, full_dims(b, given),
                    outputs, program)
 

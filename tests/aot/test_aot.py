@@ -271,3 +271,50 @@ def test_a_py_func_cannot_be_compiled_ahead_of_time():
     with pytest.raises(NotImplementedError, match=r"calls_python holds a py_func \(at .*"
                                                   r"test_aot.py:\d+"):
         sf.aot.compile(calls_python, sf.TensorSpec([3]))
+
+
+NULL_CALLS = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+P, I64 = ctypes.c_void_p, ctypes.c_int64
+entry, dims_of = lib.scaled, lib.scaled_output_dims
+entry.argtypes, dims_of.argtypes = [P, P, P], [P, P]
+buffer = (ctypes.c_float * 64)()
+inputs = (P * 1)(ctypes.addressof(buffer))
+outputs = (P * 1)(ctypes.addressof(buffer))
+dims = (I64 * 1)(4)
+out = (I64 * 2)()
+null_input = (P * 1)(None)
+huge = [(I64 * 1)(2**62 + 1), (I64 * 1)(2**63 - 1), (I64 * 1)(2**61)]
+codes = [
+    entry(None, dims, outputs), entry(inputs, None, outputs), entry(inputs, dims, None),
+    entry(null_input, dims, outputs), entry(inputs, dims, null_input),
+    dims_of(None, out), dims_of(dims, None),
+    *(entry(inputs, d, outputs) for d in huge), *(dims_of(d, out) for d in huge),
+    entry(inputs, dims, outputs),
+]
+print(" ".join(map(str, codes)))
+"""
+
+
+def test_null_pointers_and_overflowing_dims_return_codes(tmp_path):
+    """Called from C with NULL pointers or dims whose bytes overflow an int64, the library
+    returns its documented codes (once: segfaults, or 0 and writes out of bounds)."""
+    from stageflow.codegen.program.builder import NULL_POINTER
+
+    @sf.function
+    def scaled(x):
+        return x * 2.0
+
+    library = sf.aot.compile(scaled, sf.TensorSpec([None, 4], sf.float32), name="scaled")
+    library.save(str(tmp_path / "scaled.so"))
+    script = tmp_path / "calls.py"
+    script.write_text(NULL_CALLS)
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "scaled.so")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    codes = [int(c) for c in result.stdout.split()]
+    assert codes[:7] == [NULL_POINTER] * 7
+    assert codes[7:13] == [1] * 6  # input 0's dims do not fit: its bytes exceed 2**62
+    assert codes[13] == 0
+    assert "NULL pointer" in library.header

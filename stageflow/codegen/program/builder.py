@@ -65,6 +65,7 @@ from stageflow.passes.plan_buffers import BUFFER_ATTR
 
 OP_FAILED = 1000
 NO_MEMORY = 999
+NULL_POINTER = 998  # an ahead-of-time entry given NULL where it needs memory
 # The ops a program emits itself (no lowered-op entry), besides those whose result aliases
 # their operand: what a primitive's ``LoweredBy.PROGRAM`` fact expects.
 PROGRAM_OPS = frozenset({"constant", "read_variable", "assign_variable", "call", "py_func"})
@@ -289,6 +290,10 @@ class ProgramBuilder:
                 pointers.append(pointer)
             given = []
             ok: ir.Value = ir.Constant(I1, 1)
+            # The bytes of the array must fit in 2**62: every product of dims the program
+            # computes (sizes, offsets) then fits in an i64 (dims whose product overflowed
+            # once gave 0 elements and wrote out of bounds).
+            room: ir.Value = i64((1 << 62) // max(ty.dtype.itemsize, 1))
             for axis, static in enumerate(ty.shape):
                 size = b.load(b.gep(dims, [i64(position)], source_etype=I64), typ=I64)
                 size.name = f"arg{index}.d{axis}"
@@ -299,6 +304,11 @@ class ProgramBuilder:
                 else:
                     ok = b.and_(ok, b.icmp_signed("==", size, i64(static)))
                     given.append(i64(static))
+                    size = i64(static)
+                ok = b.and_(ok, b.icmp_signed("<=", size, room))
+                room = b.select(b.icmp_signed(">", size, i64(0)),
+                                b.sdiv(room, b.select(b.icmp_signed(">", size, i64(0)), size,
+                                                      i64(1))), room)
             return_unless(b, ok, ir.Constant(I32, index + 1))
             all_dims.append(given)
         return pointers, all_dims
