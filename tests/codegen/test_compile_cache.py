@@ -89,3 +89,51 @@ def test_key_covers_level_and_target():
     assert cache.key("ir", 3, "cpu a") != cache.key("ir", 1, "cpu a")
     assert cache.key("ir", 3, "cpu a") != cache.key("ir", 3, "cpu b")
     assert cache.key("ir", 3, "cpu a") == cache.key("ir", 3, "cpu a")
+
+
+def _sealed(payload: bytes) -> bytes:
+    """An entry whose checksum matches `payload` (what a tampered cache could hold)."""
+    import hashlib
+
+    return cache.MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def test_entries_with_a_valid_checksum_but_bad_code_are_moved_aside(tmp_path):
+    """Once: every later process crashed (garbage) or aborted ('Symbol not found')."""
+    cold = _child(tmp_path, 2.0)
+    entries = _entries(tmp_path)
+    garbage, foreign = entries[0], entries[1:]
+    garbage.write_bytes(_sealed(b"\x7fELF" + b"\0" * 60))
+    for entry in foreign:  # well-formed objects defining other symbols than their module's
+        data = entry.read_bytes()
+        header = len(cache.MAGIC) + cache.DIGEST_BYTES
+        renamed = data[header:].replace(entry.stem[:16].encode(), b"0" * 16)
+        entry.write_bytes(_sealed(renamed))
+    again = _child(tmp_path, 2.0)
+    assert again["sum"] == cold["sum"] and again["corrupt"] == len(entries)
+    assert len(list(tmp_path.glob("objects/*/*.bad"))) == len(entries)
+    assert _child(tmp_path, 2.0)["hits"] == len(entries)  # recompiled and stored again
+
+
+def test_a_fifo_in_place_of_an_entry_is_skipped(tmp_path):
+    """Once: the read blocked forever."""
+    cold = _child(tmp_path, 2.0)
+    entry = _entries(tmp_path)[0]
+    entry.unlink()
+    os.mkfifo(entry)
+    environment = {**os.environ, "STAGEFLOW_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", CHILD, "2.0"], env=environment,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["sum"] == cold["sum"]
+
+
+def test_the_cache_is_bounded_least_recently_used_first(tmp_path):
+    _child(tmp_path, 2.0)
+    first = _entries(tmp_path)
+    os.utime(first[0], (1, 1))  # the oldest use
+    size = sum(p.stat().st_size for p in first)
+    _child(tmp_path, 3.0, STAGEFLOW_CACHE_MAX_BYTES=str(size + 1))
+    remaining = _entries(tmp_path)
+    assert first[0] not in remaining
+    assert sum(p.stat().st_size for p in remaining) <= size + 1

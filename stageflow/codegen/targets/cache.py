@@ -12,14 +12,24 @@ Where: ``STAGEFLOW_CACHE_DIR`` (or ``sf.config.cache_dir``), by default
 ``sf.config.cache = False``) turns it off. Entries are written to a temporary file and
 renamed into place, so concurrent processes never read half an entry; each carries a
 checksum, and an entry that does not match it (truncated, overwritten) is ignored and
-rewritten, never handed to the linker.
+rewritten, never handed to the linker. What passes the checksum is still checked before it
+is linked (`usable`): a regular file (a FIFO in its place would block the read forever), an
+ELF object defining the module's functions, every symbol it needs resolvable here (a
+missing one aborts the process inside LLVM). An entry failing that is moved aside
+(``.bad``) and compiled again.
+
+The cache is bounded: past ``STAGEFLOW_CACHE_MAX_BYTES`` (default 2 GiB) the entries used
+longest ago are deleted (a hit refreshes an entry's time) down to three quarters of it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import struct
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite
@@ -70,21 +80,84 @@ def _path(entry: str) -> str:
 
 def load(entry: str) -> bytes | None:
     """The object code stored under `entry`, or None (absent, unreadable or corrupt)."""
+    path = _path(entry)
     try:
-        with open(_path(entry), "rb") as file:
-            data = file.read()
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         stats.misses += 1
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            data = b""  # a FIFO or a device: never read from it
+        else:
+            with os.fdopen(descriptor, "rb", closefd=False) as file:
+                data = file.read()
+    except OSError:
+        data = b""
+    finally:
+        os.close(descriptor)
     header = len(MAGIC) + DIGEST_BYTES
     payload = data[header:]
     if (not data.startswith(MAGIC) or len(data) <= header
             or hashlib.sha256(payload).digest() != data[len(MAGIC):header]):
         stats.corrupt += 1
         stats.misses += 1
+        quarantine(entry)
         return None
     stats.hits += 1
+    try:
+        os.utime(path)  # last used now: the least recently used go first
+    except OSError:
+        pass
     return payload
+
+
+def usable(payload: bytes, defines: set[str], resolve: Callable[[str], int]) -> bool:
+    """Whether object code may be linked: an ELF object defining `defines` whose undefined
+    symbols `resolve` finds (an address, 0 where missing)."""
+    symbols = elf_symbols(payload)
+    if symbols is None:
+        return False
+    defined, undefined = symbols
+    return defines <= defined and all(resolve(name) for name in undefined)
+
+
+def elf_symbols(data: bytes) -> tuple[set[str], set[str]] | None:
+    """The global symbols a little-endian ELF64 object defines and those it leaves
+    undefined; None where it is not one (or not well formed)."""
+    try:
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+            return None
+        section_offset = struct.unpack_from("<Q", data, 0x28)[0]
+        entry_size, count = struct.unpack_from("<HH", data, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", data, section_offset + i * entry_size)
+                    for i in range(count)]
+        defined: set[str] = set()
+        undefined: set[str] = set()
+        for section in sections:
+            if section[1] != 2:  # SHT_SYMTAB
+                continue
+            strings = sections[section[6]]
+            offset, size, symbol_size = section[4], section[5], section[9] or 24
+            for at in range(offset, offset + size, symbol_size):
+                name_at, info, _, index = struct.unpack_from("<IBBH", data, at)
+                end = data.index(b"\0", strings[4] + name_at)
+                name = data[strings[4] + name_at:end].decode()
+                if not name or info >> 4 not in (1, 2):  # global or weak only
+                    continue
+                (undefined if index == 0 else defined).add(name)
+        return defined, undefined
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def quarantine(entry: str) -> None:
+    """Move a bad entry aside (``.bad``), so that it is compiled and stored again."""
+    path = _path(entry)
+    try:
+        os.replace(path, path + ".bad")
+    except OSError:
+        pass
 
 
 def store(entry: str, payload: bytes) -> None:
@@ -102,3 +175,50 @@ def store(entry: str, payload: bytes) -> None:
         config.emit("compiles", f"compilation cache: cannot write {path}")
         if temporary is not None and os.path.exists(temporary):
             os.unlink(temporary)
+        return
+    _bound(len(payload) + len(MAGIC) + DIGEST_BYTES)
+
+
+_size: dict[str, int] = {}  # per cache directory: its bytes, as last counted plus stored
+
+
+def max_bytes() -> int:
+    return int(os.environ.get("STAGEFLOW_CACHE_MAX_BYTES", 2 << 30))
+
+
+def _bound(added: int) -> None:
+    """Keep the cache under `max_bytes`: counted once per process, then tracked; past the
+    bound, the entries used longest ago are deleted down to three quarters of it."""
+    root = os.path.join(str(config.cache_dir), "objects")
+    limit = max_bytes()
+    if root not in _size:
+        _size[root] = sum(size for _, size, _ in _entries(root))
+    else:
+        _size[root] += added
+    if _size[root] <= limit:
+        return
+    entries = sorted(_entries(root))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in entries:
+        if total <= limit * 3 // 4:
+            break
+        try:
+            os.unlink(path)
+            total -= size
+        except OSError:
+            pass
+    _size[root] = total
+
+
+def _entries(root: str) -> list[tuple[float, int, str]]:
+    """(last use, bytes, path) of every stored entry under `root`."""
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            found.append((info.st_mtime, info.st_size, path))
+    return found

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -373,6 +374,10 @@ class JIT:
         """`job`'s object code: from the disk cache, else optimised and generated (and
         then cached)."""
         code = cache.load(job.entry) if cache.enabled() else None
+        if code is not None and not cache.usable(code, _defined_functions(job.text), _resolvable):
+            cache.quarantine(job.entry)
+            cache.stats.corrupt += 1
+            code = None
         if code is None:
             code = self._make(job)
             if cache.enabled():
@@ -448,3 +453,19 @@ def prepare_kernels(functions: list[FuncOp | Kernel],
                     py_entries: bool = True) -> Prepared[list[CompiledKernel]]:
     """Start compiling several kernels (see `CPUTarget.prepare_many`)."""
     return (_DEFAULT if py_entries else _RAW_ONLY).prepare_many(functions)
+
+
+_DEFINE = re.compile(r'^define (?!internal |private )[^@\n]*@"?([^"(\s]+)"?\(',
+                     re.MULTILINE)
+_SIBLING = re.compile(r"[0-9a-f]{16}")  # stageflow's symbols carry their module's cache key
+
+
+def _defined_functions(text: str) -> set[str]:
+    """The functions an LLVM module's text exports (its object code must define them)."""
+    return set(_DEFINE.findall(text))
+
+
+def _resolvable(name: str) -> int:
+    """An undefined symbol of cached object code: found in this process (libc, libm, the
+    BLAS, py_func entries), or another stageflow module's, linked beside it."""
+    return 1 if _SIBLING.search(name) else llvm.address_of_symbol(name) or 0
