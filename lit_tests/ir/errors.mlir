@@ -78,3 +78,12 @@ func.func @unknown_op(%a: tensor<4xf32>) {
   %0 = sf.nope %a : (tensor<4xf32>) -> tensor<4xf32>
   func.return
 }
+
+// -----
+
+// A flag must be true or false: 7 would otherwise read as true.
+// CHECK: errors.mlir:[[# @LINE + 2]]:3: 'sf.matmul' op attribute transpose_a must be true or false, got 7 : i64
+func.func @flag_as_integer(%a: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %0 = sf.matmul %a, %a {transpose_a = 7, transpose_b = false} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  func.return %0 : tensor<2x2xf32>
+}

@@ -103,6 +103,7 @@ class SfOp(IRDLOperation):
     PRIMITIVE: ClassVar[Primitive]
     PARAMS: ClassVar[tuple[str, ...]] = ()
     ANY_PARAMS: ClassVar[bool] = False
+    FLAGS: ClassVar[tuple[str, ...]] = ()
 
     @property
     def primitive(self) -> Primitive:
@@ -122,6 +123,11 @@ class SfOp(IRDLOperation):
         return tuple(inferred) if isinstance(inferred, tuple) else (inferred,)
 
     def verify_(self) -> None:
+        for name in type(self).FLAGS:  # a flag given as 7 would read as true: refuse it
+            if name in self.attributes and not isinstance(_decoded(self.attributes[name]),
+                                                          bool):
+                raise VerifyException(f"'{self.name}' op attribute {name} must be true or "
+                                      f"false, got {self.attributes[name]}")
         try:
             callees = [v for v in self.params().values() if isinstance(v, SymbolRef)]
             if callees:  # the rule needs the function itself: check against its signature
@@ -281,11 +287,20 @@ def _field(name: str) -> str:
     return f"{name}_" if name in _RESERVED or hasattr(SfOp, name) else name
 
 
+def _decoded(attribute: Attribute) -> Any:
+    """An attribute's param value, None where it is not one."""
+    try:
+        return decode(attribute)
+    except TypeError:
+        return None
+
+
 def define_op(primitive: Primitive) -> type[SfOp]:
     """Build the IRDL op class of a primitive from its shape rule's signature."""
     fields: dict[str, Any] = {"name": f"sf.{primitive.name}"}
     arity: int | None = 0
     params: list[str] = []
+    flags: list[str] = []  # params the rule declares bool: `true`/`false`, nothing else
     any_params = False
     for parameter in inspect.signature(primitive.shape_rule).parameters.values():
         kind = parameter.kind
@@ -300,6 +315,8 @@ def define_op(primitive: Primitive) -> type[SfOp]:
             definition = attr_def if required else opt_attr_def
             fields[_field(parameter.name)] = definition(Attribute, attr_name=parameter.name)
             params.append(parameter.name)
+            if parameter.annotation in (bool, "bool"):
+                flags.append(parameter.name)
         else:
             any_params = True
     if primitive.multiple_results:
@@ -309,10 +326,12 @@ def define_op(primitive: Primitive) -> type[SfOp]:
     fields["traits"] = traits_def() if primitive.stateful else traits_def(Pure())
     fields["PRIMITIVE"] = primitive
     fields["PARAMS"] = tuple(params)
+    fields["FLAGS"] = tuple(flags)
     fields["ANY_PARAMS"] = any_params
     fields["__annotations__"] = {
         "PRIMITIVE": "ClassVar[Primitive]",
         "PARAMS": "ClassVar[tuple[str, ...]]",
+        "FLAGS": "ClassVar[tuple[str, ...]]",
         "ANY_PARAMS": "ClassVar[bool]",
     }
     fields["__doc__"] = f"``sf.{primitive.name}``: {primitive.summary}."
