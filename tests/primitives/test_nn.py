@@ -535,6 +535,18 @@ def test_out_of_range_labels_raise_when_a_staged_function_runs(jit, label):
         loss(np.array([0, label], np.int32), logits)
 
 
+@pytest.mark.parametrize("jit", [True, False], ids=["compiled", "interpreted"])
+def test_softmax_over_an_unknown_dim_that_is_empty(jit):
+    """Eagerly a (3, 0) softmax is (3, 0); staged with unknown dims it once raised (the max
+    of no elements)."""
+    spec = [sf.TensorSpec([None, None], sf.float32)]
+    both = sf.function(lambda v: (nn.softmax(v), nn.log_softmax(v)), input_signature=spec,
+                       jit=jit)
+    assert [t.shape for t in both(np.zeros((3, 0), np.float32))] == [(3, 0), (3, 0)]
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_allclose(both(x)[0].numpy(), nn.softmax(x).numpy(), rtol=1e-6)
+
+
 # --------------------------------------------------------------------------- erf
 
 

@@ -120,6 +120,10 @@ def _shifted(logits: Any, axis: int, op: str) -> tuple[Tensor, int]:
     axis = _axis(op, axis, x.ndim)
     if x.shape[axis] == 0:  # no elements to shift, and the max of none is an error
         return x, axis
+    if x.shape[axis] is None:  # maybe none when the graph runs: a -inf pad keeps one
+        pads = tuple((0, 1) if a == axis else (0, 0) for a in range(x.ndim))
+        padded = st.pad_p.bind(x, pads=pads, value=float("-inf"))
+        return ew.subtract(x, reduce_max(padded, axis, keepdims=True)), axis
     return ew.subtract(x, reduce_max(x, axis, keepdims=True)), axis
 
 
