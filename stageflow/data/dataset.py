@@ -110,6 +110,27 @@ class Dataset:
         """All but the first `count` elements."""
         return _Taken(self, None, int(count))
 
+    def filter(self, predicate: Callable[..., Any]) -> Dataset:
+        """The elements for which `predicate` (a tuple element passed as separate arguments,
+        returning a bool scalar) is true; staged with `sf.function` like `map`'s function."""
+        return _Filtered(self, predicate)
+
+    @staticmethod
+    def zip(datasets: tuple[Dataset, ...]) -> Dataset:
+        """Tuples of one element of each dataset, until the shortest ends."""
+        datasets = tuple(datasets)
+        if not datasets or not all(isinstance(d, Dataset) for d in datasets):
+            raise TypeError("Dataset.zip: give a tuple of datasets")
+        return _Zipped(datasets)
+
+    def enumerate(self, start: int = 0) -> Dataset:
+        """``(index, element)`` pairs, the index an int64 counting from `start`."""
+        return Dataset.zip((_Counted(int(start)), self))
+
+    def concatenate(self, dataset: Dataset) -> Dataset:
+        """This dataset's elements, then `dataset`'s (of the same structure)."""
+        return _Concatenated(self, dataset)
+
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Elements prepared ahead by a background thread, up to `buffer_size` of them."""
         return _Prefetched(self, _count(buffer_size, "buffer_size"))
@@ -388,6 +409,69 @@ class _Mapped(Dataset):
     def _make(self, run: Run) -> sources.Source:
         return sources.Mapped(self._inputs[0]._make(run), self._apply, self._parallel,
                               self.element_spec if self._parallel > 1 else None)
+
+
+class _Filtered(Dataset):
+    def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any]) -> None:
+        super().__init__((input_dataset,))
+        self._mapped = _Mapped(input_dataset, predicate, 1)  # its staging, reused
+
+    def _keep(self, element: Element) -> bool:
+        result = np.asarray(to_arrays(self._mapped._call(to_tensors(element))))
+        if result.shape != () or result.dtype != np.bool_:
+            raise TypeError(f"Dataset.filter: the predicate must return a bool scalar, got "
+                            f"{result.dtype.name}{list(result.shape)}")
+        return bool(result)
+
+    @property
+    def element_spec(self) -> Any:
+        return self._inputs[0].element_spec
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Filtered(self._inputs[0]._make(run), self._keep)
+
+
+class _Counted(Dataset):
+    def __init__(self, start: int) -> None:
+        super().__init__()
+        self._start = start
+
+    @property
+    def element_spec(self) -> Any:
+        return TensorSpec((), np.int64)
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Counted(self._start)
+
+
+class _Zipped(Dataset):
+    @property
+    def element_spec(self) -> Any:
+        return tuple(d.element_spec for d in self._inputs)
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Zipped([d._make(run) for d in self._inputs])
+
+
+class _Concatenated(Dataset):
+    def __init__(self, first: Dataset, second: Dataset) -> None:
+        super().__init__((first, second))
+        specs = [nest.flatten(d.element_spec) for d in (first, second)]
+        if specs[0][1] != specs[1][1] or any(
+                a.dtype != b.dtype or len(a.shape) != len(b.shape)
+                for a, b in zip(specs[0][0], specs[1][0], strict=True)):
+            raise TypeError(f"Dataset.concatenate: elements {first.element_spec} and "
+                            f"{second.element_spec} differ in structure, dtype or rank")
+
+    @property
+    def element_spec(self) -> Any:
+        (first, treedef), (second, _) = (nest.flatten(d.element_spec) for d in self._inputs)
+        return nest.unflatten(treedef, [TensorSpec(
+            tuple(x if x == y else None for x, y in zip(a.shape, b.shape, strict=True)),
+            a.dtype) for a, b in zip(first, second, strict=True)])
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Concatenated(*(d._make(run) for d in self._inputs))
 
 
 class _Shuffled(Dataset):

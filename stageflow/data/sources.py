@@ -241,6 +241,96 @@ class Repeated(Source):
             self.inner.close()
 
 
+class Counted(Source):
+    """``start``, ``start + 1``, ... as int64 scalars, without end."""
+
+    def __init__(self, start: int) -> None:
+        self.start, self.index = start, 0
+
+    def next(self) -> Element:
+        self.index += 1
+        return np.int64(self.start + self.index - 1)
+
+    def state(self) -> dict[str, Any]:
+        return {"index": self.index}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.index = int(state["index"])
+
+
+class Filtered(Source):
+    """The input elements for which `keep` is true."""
+
+    def __init__(self, inner: Source, keep: Callable[[Element], bool]) -> None:
+        self.inner, self.keep = inner, keep
+
+    def next(self) -> Element:
+        while True:
+            element = self.inner.next()
+            if self.keep(element):
+                return element
+
+    def state(self) -> dict[str, Any]:
+        return {"inner": self.inner.state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Zipped(Source):
+    """One element from each input, as a tuple, until the shortest ends."""
+
+    def __init__(self, inners: list[Source]) -> None:
+        self.inners = inners
+
+    def next(self) -> Element:
+        elements = []
+        for inner in self.inners:  # a loop, not a generator: StopIteration must escape
+            elements.append(inner.next())
+        return tuple(elements)
+
+    def state(self) -> dict[str, Any]:
+        return {"inners": [inner.state() for inner in self.inners]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        for inner, saved in zip(self.inners, state["inners"], strict=True):
+            inner.restore(saved)
+
+    def close(self) -> None:
+        for inner in self.inners:
+            inner.close()
+
+
+class Concatenated(Source):
+    """The first input's elements, then the second's."""
+
+    def __init__(self, first: Source, second: Source) -> None:
+        self.parts, self.current = [first, second], 0
+
+    def next(self) -> Element:
+        while self.current < len(self.parts):
+            try:
+                return self.parts[self.current].next()
+            except StopIteration:
+                self.current += 1
+        raise StopIteration
+
+    def state(self) -> dict[str, Any]:
+        return {"current": self.current, "parts": [part.state() for part in self.parts]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.current = int(state["current"])
+        for part, saved in zip(self.parts, state["parts"], strict=True):
+            part.restore(saved)
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
 class Taken(Source):
     """The first `count` input elements (after skipping `skip`)."""
 
@@ -351,5 +441,5 @@ class Prefetched(Source):
         self.inner.close()
 
 
-__all__ = ["Batched", "Generated", "Mapped", "Prefetched", "Repeated", "Shuffled", "Slices",
-           "Source", "Taken"]
+__all__ = ["Batched", "Concatenated", "Counted", "Filtered", "Generated", "Mapped", "Prefetched",
+           "Repeated", "Shuffled", "Slices", "Source", "Taken", "Zipped"]

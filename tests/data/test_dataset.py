@@ -241,3 +241,38 @@ def test_arguments_are_checked():
         ds.batch(0)
     with pytest.raises(ValueError, match="buffer_size must be >= 1"):
         ds.shuffle(0)
+
+
+def test_filter_zip_enumerate_and_concatenate():
+    ds = sf.data.Dataset.range(10)
+    assert as_numpy(ds.filter(lambda x: x % 3 == 0)) == [0, 3, 6, 9]
+    pairs = as_numpy(sf.data.Dataset.zip((ds, ds.map(lambda x: x * 2).take(3))))
+    assert [tuple(int(v) for v in p) for p in pairs] == [(0, 0), (1, 2), (2, 4)]
+    assert [(int(i), int(x)) for i, x in as_numpy(sf.data.Dataset.range(5, 8).enumerate(1))] \
+        == [(1, 5), (2, 6), (3, 7)]
+    joined = ds.take(2).concatenate(sf.data.Dataset.range(100, 102))
+    assert as_numpy(joined) == [0, 1, 100, 101]
+    with pytest.raises(TypeError, match="bool scalar"):
+        as_numpy(ds.filter(lambda x: x * 2))
+    with pytest.raises(TypeError, match="differ in structure"):
+        ds.concatenate(sf.data.Dataset.from_tensor_slices(IMAGES))
+    with pytest.raises(TypeError, match="tuple of datasets"):
+        sf.data.Dataset.zip((ds, [1, 2]))
+
+
+@given(position=st.integers(0, 13))  # 10 even numbers, then 3 pairs
+def test_restoring_through_filter_zip_enumerate_and_concatenate(tmp_path_factory, position):
+    def pipeline():
+        evens = sf.data.Dataset.range(20).filter(lambda x: x % 2 == 0).shuffle(4)
+        return evens.enumerate().concatenate(
+            sf.data.Dataset.zip((sf.data.Dataset.range(3), sf.data.Dataset.range(3))))
+
+    path = str(tmp_path_factory.mktemp("pipes") / "it")
+    original = iter(pipeline())
+    for _ in range(position):
+        next(original)
+    sf.train.Checkpoint(it=original).write(path)
+    expected = [tuple(int(v) for v in item) for item in original]
+    restored = iter(pipeline())
+    sf.train.Checkpoint(it=restored).restore(path)
+    assert [tuple(int(v) for v in item) for item in restored] == expected
