@@ -23,36 +23,23 @@ def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
               body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
               name: str) -> list[ir.Value]:
     """``for i in range(start, stop, step): values = body(i, values)``; the final values."""
-    function = b.block.function
-    header = function.append_basic_block(f"{name}.head")
-    inside = function.append_basic_block(f"{name}.body")
-    after = function.append_basic_block(f"{name}.end")
-    entry = b.block
-    b.branch(header)
-    b.position_at_end(header)
-    index = b.phi(I64, name=name)
-    index.add_incoming(start, entry)
-    carried = []
-    for value in initial:
-        phi = b.phi(value.type)
-        phi.add_incoming(value, entry)
-        carried.append(phi)
-    b.cbranch(b.icmp_signed("<", index, stop), inside, after)
-    b.position_at_end(inside)
-    updated = body(index, list(carried))
-    index.add_incoming(b.add(index, step, flags=("nsw",)), b.block)
-    for phi, value in zip(carried, updated, strict=True):
-        phi.add_incoming(value, b.block)
-    b.branch(header)
-    b.position_at_end(after)
-    return carried
+
+    def advance(state: list[ir.Value]) -> list[ir.Value]:
+        index, *values = state
+        updated = body(index, values)
+        return [b.add(index, step, flags=("nsw",)), *updated]
+
+    _, *final = while_loop(b, [start, *initial], lambda state: b.icmp_signed(
+        "<", state[0], stop), advance, name, index_name=name)
+    return final
 
 
 def while_loop(b: ir.IRBuilder, initial: Sequence[ir.Value],
                test: Callable[[list[ir.Value]], ir.Value],
-               body: Callable[[list[ir.Value]], list[ir.Value]], name: str) -> list[ir.Value]:
-    """``while test(values): values = body(values)`` (a loop whose trip count is not a
-    range); the final values."""
+               body: Callable[[list[ir.Value]], list[ir.Value]], name: str,
+               index_name: str = "") -> list[ir.Value]:
+    """``while test(values): values = body(values)``; the final values (the phis of the
+    loop header; the first is named `index_name`, a counted loop's index)."""
     function = b.block.function
     header = function.append_basic_block(f"{name}.head")
     inside = function.append_basic_block(f"{name}.body")
@@ -61,8 +48,8 @@ def while_loop(b: ir.IRBuilder, initial: Sequence[ir.Value],
     b.branch(header)
     b.position_at_end(header)
     carried = []
-    for value in initial:
-        phi = b.phi(value.type)
+    for position, value in enumerate(initial):
+        phi = b.phi(value.type, name=index_name if position == 0 else "")
         phi.add_incoming(value, entry)
         carried.append(phi)
     b.cbranch(test(list(carried)), inside, after)
