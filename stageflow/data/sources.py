@@ -40,6 +40,40 @@ class Source:
         """Stop background work (threads) of this stage and the stages before it."""
 
 
+class Stage(Source):
+    """A source reading one input source: its state holds the input's position."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+
+    def state(self) -> dict[str, Any]:
+        return {"inner": self.inner.state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Group(Source):
+    """A source reading several input sources: its state holds each one's position."""
+
+    def __init__(self, parts: list[Source]) -> None:
+        self.parts = parts
+
+    def state(self) -> dict[str, Any]:
+        return {"parts": [part.state() for part in self.parts]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        for part, saved in zip(self.parts, state["parts"], strict=True):
+            part.restore(saved)
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
 class Slices(Source):
     """Row `index` of every leaf, in turn."""
 
@@ -91,13 +125,14 @@ class Generated(Source):
         self.count = count
 
 
-class Mapped(Source):
+class Mapped(Stage):
     """`apply` of each input element; with ``parallel > 1`` that many calls run at once
     in threads (compiled functions and NumPy kernels release the GIL), in input order."""
 
     def __init__(self, inner: Source, apply: Callable[[Element], Element], parallel: int,
                  structure: Any) -> None:
-        self.inner, self.apply, self.parallel, self.structure = inner, apply, parallel, structure
+        super().__init__(inner)
+        self.apply, self.parallel, self.structure = apply, parallel, structure
         self.pool = ThreadPoolExecutor(parallel) if parallel > 1 else None
         self.pending: deque[Future | Element] = deque()
         self.inner_done = False
@@ -120,26 +155,27 @@ class Mapped(Source):
     def state(self) -> dict[str, Any]:
         ready = [p.result() if isinstance(p, Future) else p for p in self.pending]
         self.pending = deque(ready)
-        return {"inner": self.inner.state(), "ahead": pack(ready), "inner_done": self.inner_done}
+        return {**super().state(), "ahead": pack(ready), "inner_done": self.inner_done}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.inner.restore(state["inner"])
+        super().restore(state)
         self.pending = deque(unpack(state["ahead"], self.structure))
         self.inner_done = bool(state["inner_done"])
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
-        self.inner.close()
+        super().close()
 
 
-class Shuffled(Source):
+class Shuffled(Stage):
     """A buffer of `size` input elements; each step hands out a uniformly drawn one and
     refills its place (TensorFlow's shuffle). The draws come from a PCG64 generator
     seeded with `seed` (the dataset's seed and the epoch), saved with the buffer."""
 
     def __init__(self, inner: Source, size: int, seed: list[int], structure: Any) -> None:
-        self.inner, self.size, self.structure = inner, size, structure
+        super().__init__(inner)
+        self.size, self.structure = size, structure
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
         self.buffer: list[Element] = []
         self.inner_done = False
@@ -157,24 +193,22 @@ class Shuffled(Source):
         return self.buffer.pop()
 
     def state(self) -> dict[str, Any]:
-        return {"inner": self.inner.state(), "buffer": pack(self.buffer),
+        return {**super().state(), "buffer": pack(self.buffer),
                 "rng": self.rng.bit_generator.state, "inner_done": self.inner_done}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.inner.restore(state["inner"])
+        super().restore(state)
         self.buffer = unpack(state["buffer"], self.structure)
         self.rng.bit_generator.state = state["rng"]
         self.inner_done = bool(state["inner_done"])
 
-    def close(self) -> None:
-        self.inner.close()
 
-
-class Batched(Source):
+class Batched(Stage):
     """`size` consecutive input elements stacked; a last short batch unless dropped."""
 
     def __init__(self, inner: Source, size: int, drop_remainder: bool) -> None:
-        self.inner, self.size, self.drop_remainder = inner, size, drop_remainder
+        super().__init__(inner)
+        self.size, self.drop_remainder = size, drop_remainder
 
     def next(self) -> Element:
         elements = []
@@ -186,15 +220,6 @@ class Batched(Source):
         if not elements or (self.drop_remainder and len(elements) < self.size):
             raise StopIteration
         return stack(elements)
-
-    def state(self) -> dict[str, Any]:
-        return {"inner": self.inner.state()}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self.inner.restore(state["inner"])
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class Repeated(Source):
@@ -258,11 +283,12 @@ class Counted(Source):
         self.index = int(state["index"])
 
 
-class Filtered(Source):
+class Filtered(Stage):
     """The input elements for which `keep` is true."""
 
     def __init__(self, inner: Source, keep: Callable[[Element], bool]) -> None:
-        self.inner, self.keep = inner, keep
+        super().__init__(inner)
+        self.keep = keep
 
     def next(self) -> Element:
         while True:
@@ -270,45 +296,23 @@ class Filtered(Source):
             if self.keep(element):
                 return element
 
-    def state(self) -> dict[str, Any]:
-        return {"inner": self.inner.state()}
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.inner.restore(state["inner"])
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class Zipped(Source):
+class Zipped(Group):
     """One element from each input, as a tuple, until the shortest ends."""
-
-    def __init__(self, inners: list[Source]) -> None:
-        self.inners = inners
 
     def next(self) -> Element:
         elements = []
-        for inner in self.inners:  # a loop, not a generator: StopIteration must escape
-            elements.append(inner.next())
+        for part in self.parts:  # a loop, not a generator: StopIteration must escape
+            elements.append(part.next())
         return tuple(elements)
 
-    def state(self) -> dict[str, Any]:
-        return {"inners": [inner.state() for inner in self.inners]}
 
-    def restore(self, state: dict[str, Any]) -> None:
-        for inner, saved in zip(self.inners, state["inners"], strict=True):
-            inner.restore(saved)
-
-    def close(self) -> None:
-        for inner in self.inners:
-            inner.close()
-
-
-class Concatenated(Source):
+class Concatenated(Group):
     """The first input's elements, then the second's."""
 
     def __init__(self, first: Source, second: Source) -> None:
-        self.parts, self.current = [first, second], 0
+        super().__init__([first, second])
+        self.current = 0
 
     def next(self) -> Element:
         while self.current < len(self.parts):
@@ -319,23 +323,19 @@ class Concatenated(Source):
         raise StopIteration
 
     def state(self) -> dict[str, Any]:
-        return {"current": self.current, "parts": [part.state() for part in self.parts]}
+        return {**super().state(), "current": self.current}
 
     def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
         self.current = int(state["current"])
-        for part, saved in zip(self.parts, state["parts"], strict=True):
-            part.restore(saved)
-
-    def close(self) -> None:
-        for part in self.parts:
-            part.close()
 
 
-class Taken(Source):
+class Taken(Stage):
     """The first `count` input elements (after skipping `skip`)."""
 
     def __init__(self, inner: Source, count: int | None, skip: int) -> None:
-        self.inner, self.count, self.skip = inner, count, skip
+        super().__init__(inner)
+        self.count, self.skip = count, skip
         self.position = 0
 
     def next(self) -> Element:
@@ -349,22 +349,20 @@ class Taken(Source):
         return element
 
     def state(self) -> dict[str, Any]:
-        return {"inner": self.inner.state(), "position": self.position}
+        return {**super().state(), "position": self.position}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.inner.restore(state["inner"])
+        super().restore(state)
         self.position = int(state["position"])
 
-    def close(self) -> None:
-        self.inner.close()
 
-
-class Prefetched(Source):
+class Prefetched(Stage):
     """A background thread keeps up to `size` input elements ready. Saving pauses it: the
     state is the ready elements and the input's position behind them."""
 
     def __init__(self, inner: Source, size: int, structure: Any) -> None:
-        self.inner, self.size, self.structure = inner, size, structure
+        super().__init__(inner)
+        self.size, self.structure = size, structure
         self.ready: deque[Element] = deque()
         self.inner_done = False
         self.error: BaseException | None = None
@@ -428,18 +426,19 @@ class Prefetched(Source):
 
     def state(self) -> dict[str, Any]:
         self._pause()  # restarted by the next `next()`
-        return {"inner": self.inner.state(), "ahead": pack(list(self.ready)),
+        return {**super().state(), "ahead": pack(list(self.ready)),
                 "inner_done": self.inner_done}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.inner.restore(state["inner"])
+        super().restore(state)
         self.ready = deque(unpack(state["ahead"], self.structure))
         self.inner_done = bool(state["inner_done"])
 
     def close(self) -> None:
         self._pause()
-        self.inner.close()
+        super().close()
 
 
-__all__ = ["Batched", "Concatenated", "Counted", "Filtered", "Generated", "Mapped", "Prefetched",
-           "Repeated", "Shuffled", "Slices", "Source", "Taken", "Zipped"]
+__all__ = ["Batched", "Concatenated", "Counted", "Filtered", "Generated", "Group", "Mapped",
+           "Prefetched", "Repeated", "Shuffled", "Slices", "Source", "Stage", "Taken",
+           "Zipped"]
