@@ -16,10 +16,9 @@ would, naming the op and the user's line.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.runtime.callbacks import Callback, bind_callbacks, take_error
+from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
 
 # The program is calls and dims arithmetic, its kernels and ops compiled already: the
@@ -78,8 +78,7 @@ class CompiledProgram:
         self._aliases = list(signature.aliases) if any(
             a >= 0 for a in signature.aliases) else None
         self._written = [i for i, a in enumerate(signature.aliases) if a < 0]
-        self._lock_key: tuple[int, ...] | None = None
-        self._locks: list[Any] = []
+        self._locks = AssignedLocks()
 
     def __repr__(self) -> str:
         return f"<CompiledProgram @{self.signature.name}>"
@@ -111,9 +110,7 @@ class CompiledProgram:
 
     def _run_locked(self, values: list[Any], arrays: list[np.ndarray],
                     outputs: list[np.ndarray], states: list[np.ndarray]) -> list[Any]:
-        """The call holding the locks of the variables it assigns (in a fixed order, so two
-        programs sharing variables cannot deadlock): the machine code runs without the GIL,
-        and two threads updating one variable would otherwise both read its old value."""
+        """The call holding the locks of the variables it assigns (`runtime.locks`)."""
         with self._assigned_locked(values):
             # Read again under the locks: another call may have replaced the values.
             for index, _, _ in self._states:
@@ -126,23 +123,9 @@ class CompiledProgram:
                 values[index]._value = state  # of the variable's dtype and shape, by type
         return self._results(arrays, outputs)
 
-    @contextlib.contextmanager
-    def _assigned_locked(self, values: list[Any]) -> Iterator[None]:
-        """Hold the locks of the variables this function assigns, in a fixed order (the
-        same variables call after call, usually: their sorted locks are kept)."""
-        key = tuple(id(values[i]) for i, _, _ in self._states)
-        if key != self._lock_key:
-            self._locks = [lock for _, lock in sorted(
-                {id(values[i]): values[i]._lock for i, _, _ in self._states}.items())]
-            self._lock_key = key
-        locks = self._locks
-        for lock in locks:
-            lock.acquire()
-        try:
-            yield
-        finally:
-            for lock in reversed(locks):
-                lock.release()
+    def _assigned_locked(self, values: list[Any]) -> Any:
+        """Hold the locks of the variables this function assigns (`runtime.locks`)."""
+        return self._locks.held([values[i] for i, _, _ in self._states])
 
     def _failed(self, values: list[Any]) -> list[Any]:
         error = take_error() if self.callbacks else None

@@ -37,6 +37,7 @@ from stageflow.primitives.control import branch_index
 from stageflow.runtime.allocator import raise_once
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
+from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
 
@@ -329,22 +330,15 @@ class Executable:
         self.run = program.run if program is not None else self._plan_run()
 
     def _plan_run(self) -> Callable[[list[Any]], list[Any]]:
-        """The step plan's run; holding the locks of the variables it assigns when it
-        assigns any (its kernels release the GIL: two threads running it would both read
-        a variable's old value), in a fixed order, as a program's call does."""
+        """The step plan's run; holding the locks of the variables it assigns, when it
+        assigns any, as a program's call does (`runtime.locks`)."""
         if not self._assigned:
             return self.plan.run
+        locks = AssignedLocks()
 
         def run(inputs: list[Any]) -> list[Any]:
-            locks = [lock for _, lock in sorted(
-                {id(inputs[i]): inputs[i]._lock for i in self._assigned}.items())]
-            for lock in locks:
-                lock.acquire()
-            try:
+            with locks.held([inputs[i] for i in self._assigned]):
                 return self.plan.run(inputs)
-            finally:
-                for lock in reversed(locks):
-                    lock.release()
         return run
 
     def track_memory(self, enabled: bool = True) -> None:
