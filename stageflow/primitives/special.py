@@ -197,18 +197,22 @@ _TRIGAMMA = (7 / 6, -691 / 2730, 5 / 66, -1 / 30, 1 / 42, -1 / 30, 1 / 6)
 _SHIFTS = 10  # psi(x) = psi(x + 1) - 1/x, ten times: the series starts at x >= 10
 
 
+def _half_turns(m: Math, x: Any) -> tuple[Any, Any]:
+    """x = n + r with n an integer and r in [-1/2, 1/2]: (r, (-1)**n), so that
+    sin(pi x) = (-1)**n sin(pi r) and cos(pi x) = (-1)**n cos(pi r), exact at integers."""
+    n = m.floor(x + _c(m, x, 0.5))
+    half = n * _c(m, x, 0.5)
+    sign = m.select(m.floor(half) == half, _c(m, x, 1.0), _c(m, x, -1.0))
+    return x - n, sign
+
+
 def _sin_pi(m: Math, x: Any) -> Any:
-    """sin(pi x) with x reduced to [-1/2, 1/2] first (exact zeros at integers)."""
-    r = x - m.floor(x + _c(m, x, 0.5))
-    even = m.floor(x + _c(m, x, 0.5)) * _c(m, x, 0.5)
-    sign = m.select(m.floor(even) == even, _c(m, x, 1.0), _c(m, x, -1.0))
+    r, sign = _half_turns(m, x)
     return sign * m.sin(r * _c(m, x, math.pi))
 
 
 def _cos_pi(m: Math, x: Any) -> Any:
-    r = x - m.floor(x + _c(m, x, 0.5))
-    even = m.floor(x + _c(m, x, 0.5)) * _c(m, x, 0.5)
-    sign = m.select(m.floor(even) == even, _c(m, x, 1.0), _c(m, x, -1.0))
+    r, sign = _half_turns(m, x)
     return sign * m.cos(r * _c(m, x, math.pi))
 
 
