@@ -131,6 +131,17 @@ def assert_matches(got, expected, *, dtype=None, rtol: float | None = None,
         np.testing.assert_array_equal(value, expected.astype(want_dtype))
 
 
+def numeric_gradient(fn, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """The gradient of scalar `fn` at `x` by central differences, element by element."""
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += eps
+        down[index] -= eps
+        grad[index] = (fn(up) - fn(down)) / (2 * eps)
+    return grad
+
+
 def _eager_fast() -> bool:
     flags = getattr(context, "state", context)
     return bool(getattr(flags, "eager_fast", True))

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from strategies import numeric_gradient
 
 import stageflow as sf
 
@@ -114,14 +115,6 @@ def test_conv2d_transpose_checks_the_output_shape():
         sf.nn.conv2d_transpose(sf.ones((1, 2, 2, 1)), sf.ones((2, 2, 1, 1)), (1, 7, 7, 1), 2,
                                "VALID")
 
-
-def numeric_gradient(f, x, eps=1e-6):
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return grad
 
 
 @pytest.mark.parametrize("op", ["conv1d", "depthwise", "transpose"])

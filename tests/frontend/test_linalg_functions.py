@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from strategies import numeric_gradient
 
 import stageflow as sf
 
@@ -94,14 +95,6 @@ def test_factorizations_reconstruct_their_input(way):
     full_q, full_r = sf.linalg.qr(tall, full_matrices=True)
     assert full_q.shape == (3, 6, 6) and full_r.shape == (3, 6, 4)
 
-
-def numeric_gradient(f, x, eps=1e-6):
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return grad
 
 
 def symmetric(x):

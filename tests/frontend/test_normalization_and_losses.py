@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from strategies import numeric_gradient
 
 import stageflow as sf
 
@@ -18,15 +19,6 @@ WAYS = ["eager", "interpreted", "compiled"]
 def way(name: str, fn):
     return fn if name == "eager" else sf.function(fn, jit=name == "compiled")
 
-
-def numeric_gradient(fn, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    grad = np.zeros_like(x)
-    for index in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[index] += eps
-        down[index] -= eps
-        grad[index] = (fn(up) - fn(down)) / (2 * eps)
-    return grad
 
 
 @settings(max_examples=20, deadline=None)

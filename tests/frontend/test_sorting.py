@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from strategies import numeric_gradient
 
 import stageflow as sf
 
@@ -84,14 +85,6 @@ def test_top_k_matches_numpy(way):
     with pytest.raises(ValueError, match="k must be"):
         sf.math.top_k(x, k=10)
 
-
-def numeric_gradient(f, x, eps=1e-6):
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return grad
 
 
 @pytest.mark.parametrize("way", WAYS)
