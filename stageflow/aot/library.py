@@ -303,7 +303,8 @@ class _StateEntries:
 def _c_entries(module: ir.Module, symbol: str, signature: ProgramSignature,
                program: ir.Function, shapes: ir.Function, state: _StateEntries | None) -> None:
     """``NAME([state,] inputs, dims, outputs)`` and ``NAME_output_dims(dims, out)``: the
-    program with only the unknown dims given, in order (the static ones are filled in)."""
+    program with only the unknown dims given, in order (the static ones are filled in);
+    ``NAME_release()``: the program's release of the memory it keeps between calls."""
     user = [i for i, is_resource in enumerate(signature.resources) if not is_resource]
 
     def full_dims(b: ir.IRBuilder, given: ir.Value) -> ir.Value:
@@ -340,6 +341,11 @@ def _c_entries(module: ir.Module, symbol: str, signature: ProgramSignature,
         require(b, [not_null(b, array)])
         return [not_null(b, b.load(b.gep(array, [ir.Constant(I64, i)], source_etype=_PTR),
                                    typ=_PTR)) for i in range(count)]
+
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), []), f"{symbol}_release")
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    b.call(module.get_global(f"{program.name}.release"), [])
+    b.ret_void()
 
     function = ir.Function(module, ir.FunctionType(I32, [_PTR, _PTR]),
                            f"{symbol}_output_dims")

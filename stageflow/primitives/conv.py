@@ -24,7 +24,7 @@ from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.primitives.autodiff import equal, floating_only, reshape, where
-from stageflow.primitives.structural import pad_p, slice_p, transpose_p, unslice
+from stageflow.primitives.structural import pad_p, slice_p, unslice
 
 Pair = tuple[int, int]
 Padding = tuple[Pair, Pair]
@@ -124,28 +124,36 @@ def _conv2d_rule(
     return ShapedType(tuple(shape), x.dtype)
 
 
-def _conv2d(x, w, *, strides, padding, dilations):
-    """Pad, view every window in place, then one GEMM: (N*Ho*Wo, kh*kw*C) @ (kh*kw*C, O).
+def _compute_dtype(dtype: np.dtype) -> type | np.dtype:
+    """16-bit floats are computed in float32 and rounded once at the end."""
+    return np.float32 if dtype.itemsize < 4 else dtype
 
-    The window view costs nothing; the reshape copies it once (im2col), and the matmul goes
-    to BLAS. 16-bit floats are computed in float32 and rounded once at the end.
-    """
-    dtype = x.dtype
-    compute = np.float32 if dtype.itemsize < 4 else dtype
-    x = np.asarray(x, dtype=compute)
-    w = np.asarray(w, dtype=compute)
+
+def _columns(x, window: Pair, strides: Pair, padding: Padding, dilations: Pair):
+    """im2col: every window of the padded `x` as a row of kh*kw*C elements (taps in HWI
+    order), (N*Ho*Wo, kh*kw*C), and (N, Ho, Wo). The window view costs nothing; the reshape
+    copies it once."""
     if any(p for pair in padding for p in pair):
         x = np.pad(x, ((0, 0), padding[0], padding[1], (0, 0)))
-    kh, kw, channels, out_channels = w.shape
+    (kh, kw), channels = window, x.shape[3]
     (sh, sw), (dh, dw) = strides, dilations
     effective = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
     windows = sliding_window_view(x, effective, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
-    batch, out_h, out_w = windows.shape[:3]
-    columns = windows.transpose(0, 1, 2, 4, 5, 3).reshape(
-        batch * out_h * out_w, kh * kw * channels
-    )
+    positions = windows.shape[:3]
+    columns = windows.transpose(0, 1, 2, 4, 5, 3).reshape(-1, kh * kw * channels)
+    return columns, positions
+
+
+def _conv2d(x, w, *, strides, padding, dilations):
+    """im2col, then one GEMM: (N*Ho*Wo, kh*kw*C) @ (kh*kw*C, O), the matmul in BLAS."""
+    dtype = x.dtype
+    compute = _compute_dtype(dtype)
+    w = np.asarray(w, dtype=compute)
+    kh, kw, channels, out_channels = w.shape
+    columns, positions = _columns(np.asarray(x, dtype=compute), (kh, kw), strides, padding,
+                                  dilations)
     result = columns @ w.reshape(kh * kw * channels, out_channels)
-    return result.reshape(batch, out_h, out_w, out_channels).astype(dtype, copy=False)
+    return result.reshape(*positions, out_channels).astype(dtype, copy=False)
 
 
 conv2d_p = Primitive(
@@ -242,10 +250,10 @@ reduce_window_p = Primitive(
 )
 
 # --------------------------------------------------------------------------- gradients
-# Along one spatial axis (size H, window k, stride s, dilation d, padding (lo, hi)), output
-# i reads padded input i*s + a*d. The input gradient is therefore a stride-1 window pass of
-# the same kind over the cotangent with s - 1 zeros after each element ("dilated"), padded
-# by (k - 1)*d - lo before and H + lo - len(dilated) after; negative pads become crops.
+# Along one spatial axis (size H, window k, stride s, padding (lo, hi)), output i of a
+# pooling reads padded input i*s + a. The input gradient of sum pooling is therefore a
+# stride-1 sum pooling of the cotangent with s - 1 zeros after each element ("dilated"),
+# padded by k - 1 - lo before and H + lo - len(dilated) after; negative pads become crops.
 
 
 def _dilate(g, strides: Pair):
@@ -259,52 +267,220 @@ def _dilate(g, strides: Pair):
     return reshape(g, (n, h * sh, w * sw, c))
 
 
-def _transposed_window(g, shape, window: Pair, strides: Pair, padding: Padding,
-                       dilations: Pair, window_pass):
-    """The input gradient of a windowed op: `window_pass(t, pads)` runs the stride-1 window
-    op of the transposed problem (flipped filters, or the same sum) on the dilated `t`."""
+def _sum_pool_gradient(g, shape, window: Pair, strides: Pair, padding: Padding):
+    """The input gradient of sum pooling: a stride-1 sum pooling of the dilated cotangent."""
     if None in shape[1:3] or None in g.shape[1:3]:
-        raise NotImplementedError("the gradient of a windowed op needs a static height and "
-                                  f"width, got input {format_shape(shape)}")
+        raise NotImplementedError("the gradient of pooling needs a static height and width, "
+                                  f"got input {format_shape(shape)}")
     t = _dilate(g, strides)
     pads, crops = [], []
     for axis in (0, 1):
-        before = (window[axis] - 1) * dilations[axis] - padding[axis][0]
+        before = window[axis] - 1 - padding[axis][0]
         after = shape[1 + axis] + padding[axis][0] - t.shape[1 + axis]
         pads.append((max(before, 0), max(after, 0)))
         crops.append(max(-before, 0))
-    result = window_pass(t, tuple(pads))
+    result = reduce_window_p.bind(t, kind="sum", window=window, strides=(1, 1),
+                                  padding=tuple(pads))
     (top, left), (height, width) = crops, shape[1:3]
     if (top, left) == (0, 0) and result.shape[1:3] == (height, width):
         return result
     return result[:, top : top + height, left : left + width, :]
 
 
+def _check_conv_operands(op: str, a: ShapedType, b: ShapedType, names: tuple[str, str]) -> None:
+    if a.ndim != 4 or b.ndim != 4:
+        raise ValueError(f"{op}: expected {names[0]} and {names[1]} of rank 4, got "
+                         f"{format_shape(a.shape)} and {format_shape(b.shape)}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{op}: {names[0]} and {names[1]} have different dtypes "
+                        f"{a.dtype.name} and {b.dtype.name}")
+    if not dtypes.is_floating(a.dtype):
+        raise TypeError(f"{op}: dtype {a.dtype.name} is not supported (expected a floating "
+                        "dtype)")
+
+
+def _check_same(op: str, what: str, x: int | None, y: int | None, shapes: str) -> None:
+    if x is not None and y is not None and x != y:
+        raise ValueError(f"{op}: {what} differ ({x} and {y}): {shapes}")
+
+
+def _check_geometry(op: str, strides: Pair, padding: Padding, dilations: Pair) -> None:
+    _check_pairs(f"{op}: strides", strides, 1)
+    _check_pairs(f"{op}: dilations", dilations, 1)
+    _check_padding(padding)
+
+
+def _check_positions(op: str, image: Sequence[int | None], window: Sequence[int | None],
+                     positions: Sequence[int | None], strides: Pair, padding: Padding,
+                     dilations: Pair, shapes: str) -> None:
+    """The cotangent's height and width must be those of the forward conv's result."""
+    for axis in (0, 1):
+        check_window_fits(image[axis], window[axis], padding[axis], dilations[axis])
+        if None in (image[axis], window[axis]):
+            continue
+        expected = window_output_size(image[axis], window[axis], strides[axis],
+                                      padding[axis], dilations[axis])
+        _check_same(op, "the result's and the cotangent's spatial dims", expected,
+                    positions[axis], shapes)
+
+
+# The gradients of conv2d are primitives of their own (TensorFlow's Conv2DBackpropInput
+# and Conv2DBackpropFilter), not convolutions of transposed, dilated and padded operands:
+# as windows of the forward geometry they share its im2col, and a stride-2 conv's input
+# gradient multiplies no zeros (the composite convolved a cotangent with three zeros in
+# every four elements), its filter gradient transposes nothing.
+
+
+def _input_gradient_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                         input_size: Pair, **_: object) -> list[D]:
+    """(batch of the cotangent, the input's height and width, the filters' input channels)."""
+    g, w = operands
+    return [g[0], d.const(input_size[0]), d.const(input_size[1]), w[2]]
+
+
+def _input_gradient_rule(g: ShapedType, w: ShapedType, *, input_size: Pair, strides: Pair,
+                         padding: Padding, dilations: Pair) -> ShapedType:
+    op = "conv2d_input_gradient"
+    _check_conv_operands(op, g, w, ("the cotangent", "the filters"))
+    _check_pairs(f"{op}: input_size", input_size, 0)
+    _check_geometry(op, strides, padding, dilations)
+    shapes = f"cotangent {format_shape(g.shape)}, filters {format_shape(w.shape)}"
+    _check_same(op, "the cotangent's channels and the filters' output channels",
+                g.shape[3], w.shape[3], shapes)
+    _check_positions(op, input_size, w.shape[:2], g.shape[1:3], strides, padding, dilations,
+                     shapes)
+    return ShapedType((g.shape[0], *input_size, w.shape[2]), g.dtype)
+
+
+def _input_gradient(g, w, *, input_size, strides, padding, dilations):
+    """col2im: the cotangent's rows times the filters' transpose give every window's
+    contribution (N*Ho*Wo, kh*kw*C); each tap's is added into the padded input's strided
+    positions it was read from, one slice per tap; then the padding is cropped."""
+    dtype = g.dtype
+    compute = _compute_dtype(dtype)
+    g = np.asarray(g, dtype=compute)
+    kh, kw, channels, out_channels = w.shape
+    batch, ho, wo, _ = g.shape
+    columns = g.reshape(-1, out_channels) @ np.asarray(w, dtype=compute).reshape(
+        -1, out_channels).T
+    columns = columns.reshape(batch, ho, wo, kh, kw, channels)
+    (top, bottom), (left, right) = padding
+    (sh, sw), (dh, dw) = strides, dilations
+    height, width = input_size
+    padded = np.zeros((batch, height + top + bottom, width + left + right, channels), compute)
+    for a in range(kh):
+        for b in range(kw):
+            padded[:, a * dh: a * dh + (ho - 1) * sh + 1: sh,
+                   b * dw: b * dw + (wo - 1) * sw + 1: sw, :] += columns[:, :, :, a, b, :]
+    return padded[:, top: top + height, left: left + width, :].astype(dtype, copy=False)
+
+
+conv2d_input_gradient_p = Primitive(
+    "conv2d_input_gradient",
+    shape_rule=_input_gradient_rule,
+    kernel=_input_gradient,
+    dims=_input_gradient_dims,
+    summary="conv2d's gradient with respect to its input (TensorFlow's conv2d_transpose)",
+    family=Family.LINALG,
+    lowered_by=LoweredBy.OP_RULE,
+)
+
+
+def _filter_gradient_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
+                          filter_size: Pair, **_: object) -> list[D]:
+    """(the filters' height and width, the input's channels, the cotangent's channels)."""
+    x, g = operands
+    return [d.const(filter_size[0]), d.const(filter_size[1]), x[3], g[3]]
+
+
+def _filter_gradient_rule(x: ShapedType, g: ShapedType, *, filter_size: Pair, strides: Pair,
+                          padding: Padding, dilations: Pair) -> ShapedType:
+    op = "conv2d_filter_gradient"
+    _check_conv_operands(op, x, g, ("the input", "the cotangent"))
+    _check_pairs(f"{op}: filter_size", filter_size, 1)
+    _check_geometry(op, strides, padding, dilations)
+    shapes = f"input {format_shape(x.shape)}, cotangent {format_shape(g.shape)}"
+    _check_same(op, "the input's and the cotangent's batch", x.shape[0], g.shape[0], shapes)
+    _check_positions(op, x.shape[1:3], filter_size, g.shape[1:3], strides, padding, dilations,
+                     shapes)
+    return ShapedType((*filter_size, x.shape[3], g.shape[3]), x.dtype)
+
+
+def _filter_gradient(x, g, *, filter_size, strides, padding, dilations):
+    """im2col of the input as the forward conv does, transposed, times the cotangent's rows:
+    (kh*kw*C, N*Ho*Wo) @ (N*Ho*Wo, O)."""
+    dtype = x.dtype
+    compute = _compute_dtype(dtype)
+    columns, _ = _columns(np.asarray(x, dtype=compute), filter_size, strides, padding,
+                          dilations)
+    out_channels = g.shape[3]
+    result = columns.T @ np.asarray(g, dtype=compute).reshape(-1, out_channels)
+    return result.reshape(*filter_size, x.shape[3], out_channels).astype(dtype, copy=False)
+
+
+conv2d_filter_gradient_p = Primitive(
+    "conv2d_filter_gradient",
+    shape_rule=_filter_gradient_rule,
+    kernel=_filter_gradient,
+    dims=_filter_gradient_dims,
+    summary="conv2d's gradient with respect to its filters",
+    family=Family.LINALG,
+    lowered_by=LoweredBy.OP_RULE,
+)
+
+
+def _static_pair(shape: Sequence[int | None], what: str, whole: Sequence[int | None]) -> Pair:
+    if None in shape:
+        raise NotImplementedError(f"the gradient of conv2d needs a static {what}, got "
+                                  f"{format_shape(tuple(whole))}")
+    return (int(shape[0]), int(shape[1]))
+
+
 def conv2d_input_gradient(g, w, shape, strides: Pair, padding: Padding, dilations: Pair):
     """The gradient of ``conv2d(x, w)`` with respect to an `x` of `shape`, given the result's
-    cotangent `g` (also TensorFlow's ``conv2d_transpose`` of `g`): correlate with the
-    filters flipped in space, input and output channels swapped."""
-    flipped = transpose_p.bind(w[::-1, ::-1], perm=(0, 1, 3, 2))
-    return _transposed_window(
-        g, shape, tuple(w.shape[:2]), strides, padding, dilations,
-        lambda t, pads: conv2d_p.bind(t, flipped, strides=(1, 1), padding=pads,
-                                      dilations=dilations),
-    )
+    cotangent `g` (also TensorFlow's ``conv2d_transpose`` of `g`)."""
+    return conv2d_input_gradient_p.bind(
+        g, w, input_size=_static_pair(shape[1:3], "input height and width", shape),
+        strides=strides, padding=padding, dilations=dilations)
+
+
+def conv2d_filter_gradient(x, g, window, strides: Pair, padding: Padding, dilations: Pair):
+    """The gradient of ``conv2d(x, w)`` with respect to filters of height and width
+    `window`, given the result's cotangent `g`."""
+    return conv2d_filter_gradient_p.bind(
+        x, g, filter_size=_static_pair(window, "filter height and width", window),
+        strides=strides, padding=padding, dilations=dilations)
 
 
 @conv2d_p.def_vjp
 @floating_only
 def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
     (g,), (x, w) = cotangents, inputs
-    kh, kw = w.shape[:2]
-    dx = conv2d_input_gradient(g, w, x.shape, strides, padding, dilations)
-    # Filters: dw[a, b, c, o] = sum over n, i, j of x[n, i*s + a*d, j*s + b*d, c] g[n, i, j, o]:
-    # a conv of x with channels as batch and batch as channels, by g as [Ho, Wo, N, O]
-    # filters, stepping by the dilations and dilated by the strides; then crop to kh x kw.
-    dw = conv2d_p.bind(transpose_p.bind(x, perm=(3, 1, 2, 0)),
-                       transpose_p.bind(g, perm=(1, 2, 0, 3)),
-                       strides=dilations, padding=padding, dilations=strides)
-    return [dx, transpose_p.bind(dw[:, :kh, :kw, :], perm=(1, 2, 0, 3))]
+    geometry = (strides, padding, dilations)
+    return [conv2d_input_gradient(g, w, x.shape, *geometry),
+            conv2d_filter_gradient(x, g, w.shape[:2], *geometry)]
+
+
+# Both gradients are bilinear in their operands, as conv2d is: <c, dx(g, w)> = <conv2d(c, w), g>
+# and <c, dw(x, g)> = <conv2d(x, c), g>, so each one's gradients are the other two ops.
+
+
+@conv2d_input_gradient_p.def_vjp
+@floating_only
+def _input_gradient_vjp(cotangents, inputs, outputs, *, input_size, strides, padding,
+                        dilations):
+    (c,), (g, w) = cotangents, inputs
+    return [conv2d_p.bind(c, w, strides=strides, padding=padding, dilations=dilations),
+            conv2d_filter_gradient(c, g, w.shape[:2], strides, padding, dilations)]
+
+
+@conv2d_filter_gradient_p.def_vjp
+@floating_only
+def _filter_gradient_vjp(cotangents, inputs, outputs, *, filter_size, strides, padding,
+                         dilations):
+    (c,), (x, g) = cotangents, inputs
+    return [conv2d_input_gradient(g, c, x.shape, strides, padding, dilations),
+            conv2d_p.bind(x, c, strides=strides, padding=padding, dilations=dilations)]
 
 
 @reduce_window_p.def_vjp
@@ -312,11 +488,7 @@ def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
 def _reduce_window_vjp(cotangents, inputs, outputs, *, kind, window, strides, padding):
     (g,), (x,), (out,) = cotangents, inputs, outputs
     if kind == "sum":
-        return [_transposed_window(
-            g, x.shape, window, strides, padding, (1, 1),
-            lambda t, pads: reduce_window_p.bind(t, kind="sum", window=window, strides=(1, 1),
-                                                 padding=pads),
-        )]
+        return [_sum_pool_gradient(g, x.shape, window, strides, padding)]
     # max: each window's g goes to its first maximal element in row-major order (as TF's
     # and JAX's max-pool gradients): one strided view of the padded input per window offset.
     if None in out.shape[1:3]:

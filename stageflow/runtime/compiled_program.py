@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -238,9 +239,13 @@ def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
             addresses[f"{symbol}.py"])
         shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
             addresses[f"{symbol}.shapes"])
-        return CompiledProgram(signature, py, shapes, fallback, job.text, callbacks)
+        program = CompiledProgram(signature, py, shapes, fallback, job.text, callbacks)
+        # the memory the program keeps for its next call goes with the program
+        weakref.finalize(program, ctypes.CFUNCTYPE(None)(addresses[f"{symbol}.release"]))
+        return program
 
-    return Prepared([job], [f"{symbol}.py", f"{symbol}.shapes"], {}, make)
+    return Prepared([job], [f"{symbol}.py", f"{symbol}.shapes", f"{symbol}.release"], {},
+                    make)
 
 
 def _kernel_callees(function: FuncOp) -> list[str]:

@@ -34,7 +34,6 @@ from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
 from stageflow.primitives.control import branch_index
-from stageflow.runtime.allocator import raise_once
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.locks import AssignedLocks
@@ -398,8 +397,6 @@ class Executable:
                     programs[entry] = len(prepared)
                     prepared.append(program)
             seconds["llvm program IR"] = time.perf_counter() - mark
-        if programs:
-            raise_once()  # programs' buffers: see `runtime.allocator`
         mark = time.perf_counter()
         linked = link_all(prepared)
         seconds["llvm linking"] = time.perf_counter() - mark

@@ -318,3 +318,41 @@ def test_null_pointers_and_overflowing_dims_return_codes(tmp_path):
     assert codes[7:13] == [1] * 6  # input 0's dims do not fit: its bytes exceed 2**62
     assert codes[13] == 0
     assert "NULL pointer" in library.header
+
+
+RELEASE_CALLS = r"""
+import ctypes, sys
+import numpy as np
+lib = ctypes.CDLL(sys.argv[1])
+P = ctypes.c_void_p
+lib.picked.argtypes = [P, P, P]
+rng = np.random.default_rng(0)
+for rows in (4, 64, 4, 300, 0, 9):
+    x = rng.standard_normal((rows, 8)).astype(np.float32)
+    out = np.empty(rows, np.int64)
+    dims = (ctypes.c_int64 * 1)(rows)
+    code = lib.picked((P * 1)(x.ctypes.data), dims, (P * 1)(out.ctypes.data))
+    print(code, int(np.array_equal(out, np.argmax(np.tanh(x) * 2, axis=1))))
+    if rows % 2 == 0:
+        lib.picked_release()
+        lib.picked_release()
+"""
+
+
+def test_release_frees_the_kept_temporaries_and_calls_go_on(tmp_path):
+    """``NAME_release`` frees the workspace kept between calls (twice is harmless); calls
+    before and after, of growing and shrinking sizes, compute their own numbers."""
+
+    @sf.function
+    def picked(x):
+        return sf.argmax(sf.tanh(x) * 2.0, axis=1)
+
+    library = sf.aot.compile(picked, sf.TensorSpec([None, 8], sf.float32), name="picked")
+    library.save(str(tmp_path / "picked.so"))
+    assert "void picked_release(void);" in library.header
+    script = tmp_path / "calls.py"
+    script.write_text(RELEASE_CALLS)
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "picked.so")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:-1] == ["0 1"] * 6

@@ -1,8 +1,8 @@
-"""Lowered `conv2d` and `reduce_window` against their NumPy kernels and direct references:
-shapes, strides, padding, dilations and dtypes drawn by hypothesis, compiled alone (the
-status code says the compiled code ran, not the kernel it falls back to) and inside whole
-programs with static and unknown dims; gradients of a staged conv + pool + relu step
-against the eager tape and finite differences; bad dims refused cleanly."""
+"""Lowered `conv2d`, its two gradients and `reduce_window` against their NumPy kernels and
+direct references: shapes, strides, padding, dilations and dtypes drawn by hypothesis,
+compiled alone (the status code says the compiled code ran, not the kernel it falls back
+to) and inside whole programs with static and unknown dims; gradients of a staged conv +
+pool + relu step against the eager tape and finite differences; bad dims refused cleanly."""
 
 from __future__ import annotations
 
@@ -191,6 +191,80 @@ def test_conv2d_refuses_bad_dims_with_a_status_code():
         op(short, w)  # the NumPy kernel runs and raises its error
 
 
+# -- conv2d's gradients -------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       channels=st.integers(1, 4), out_channels=st.integers(1, 5), window=pairs,
+       strides=pairs, dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=pads, dtype=st.sampled_from(FLOATS), unknown=st.booleans())
+def test_conv2d_gradients_match_their_kernels_and_are_adjoint_to_the_conv(
+        batch, size, channels, out_channels, window, strides, dilations, padding, dtype,
+        unknown):
+    """<conv2d(x, w), g> = <x, input_gradient(g, w)> = <w, filter_gradient(x, g)>, with
+    every one of the three computed by its compiled lowering."""
+    for axis in (0, 1):
+        assume(size[axis] + sum(padding[axis]) >= (window[axis] - 1) * dilations[axis] + 1)
+    x = values((batch, *size, channels), dtype)
+    w = values((*window, channels, out_channels), dtype, seed=1)
+    geometry = {"strides": strides, "padding": padding, "dilations": dilations}
+    y = run_compiled("conv2d", [x, w], unknown, **geometry)
+    g = values(y.shape, dtype, seed=2)
+    dx = run_compiled("conv2d_input_gradient", [g, w], unknown, input_size=size, **geometry)
+    dw = run_compiled("conv2d_filter_gradient", [x, g], unknown, filter_size=window,
+                      **geometry)
+    for name, got, args, params in (
+            ("conv2d_input_gradient", dx, (g, w), {"input_size": size}),
+            ("conv2d_filter_gradient", dw, (x, g), {"filter_size": window})):
+        want = REGISTRY[name].kernel(*args, **params, **geometry)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=10 * tolerance(dtype),
+                                   atol=10 * tolerance(dtype))
+    inner = float(np.sum(y.astype(np.float64) * g))
+    scale = 10 * tolerance(dtype) * max(1.0, float(np.sum(np.abs(y * g))))
+    assert abs(float(np.sum(x.astype(np.float64) * dx)) - inner) <= scale
+    assert abs(float(np.sum(w.astype(np.float64) * dw)) - inner) <= scale
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gradients_of_large_problems_span_blocks_and_chunks(dtype):
+    """Many images (several blocks of positions; the filter gradient accumulates over them)
+    and filters too large for the scratch (chunks of filter rows)."""
+    for shape, window, stride in (((8, 33, 31, 16), (3, 3), (2, 2)),
+                                  ((3, 12, 12, 16), (10, 10), (1, 1))):
+        x = values(shape, dtype)
+        w = values((*window, shape[3], 4), dtype, seed=1)
+        geometry = {"strides": stride, "padding": ((1, 1), (1, 0)), "dilations": (1, 1)}
+        g = values(REGISTRY["conv2d"].kernel(x, w, **geometry).shape, dtype, seed=2)
+        for name, args, params in (("conv2d_input_gradient", [g, w],
+                                    {"input_size": shape[1:3]}),
+                                   ("conv2d_filter_gradient", [x, g], {"filter_size": window})):
+            np.testing.assert_allclose(run_compiled(name, args, True, **params, **geometry),
+                                       REGISTRY[name].kernel(*args, **params, **geometry),
+                                       rtol=100 * tolerance(dtype), atol=100 * tolerance(dtype))
+
+
+def test_conv2d_gradients_refuse_a_cotangent_of_other_positions():
+    """A cotangent whose height or width is not the conv's result's, or whose channels are
+    not the filters' outputs, gets a status code naming it; nothing is written."""
+    x = values((2, 6, 6, 3), np.float32)
+    w = values((3, 3, 3, 4), np.float32, seed=1)
+    geometry = {"strides": (2, 2), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    g = values((2, 3, 3, 4), np.float32, seed=2)
+    inputs = compiled(spec_for("conv2d_input_gradient", [g, w], True, input_size=(6, 6),
+                               **geometry))
+    filters = compiled(spec_for("conv2d_filter_gradient", [x, g], True, filter_size=(3, 3),
+                                **geometry))
+    dx, dw = np.empty((2, 6, 6, 3), np.float32), np.empty((3, 3, 3, 4), np.float32)
+    assert inputs.call([g, w], [dx]) == 0 and filters.call([x, g], [dw]) == 0
+    wide = values((2, 3, 4, 4), np.float32)
+    assert inputs.call([wide, w], [dx]) == 1
+    assert filters.call([x, wide], [dw]) == 2
+    assert inputs.call([values((2, 3, 3, 5), np.float32), w], [dx]) == 2
+    assert filters.call([x[:1].copy(), g], [dw]) == 2
+
+
 # -- reduce_window ------------------------------------------------------------------------
 
 
@@ -308,7 +382,7 @@ def train_step(w):
 
 
 def test_gradients_of_a_staged_conv_pool_relu_step_are_one_program():
-    """The gradient rules (convs of the transposed problem, pads, slices, selects) all
+    """The gradient rules (the conv gradients, pads, slices, selects) all
     compile: the staged step equals the eager tape's, and finite differences."""
     rng = np.random.default_rng(0)
     w = sf.Variable(rng.standard_normal((3, 3, 2, 3)))

@@ -171,6 +171,16 @@ def _conv2d(draw: st.DrawFn) -> Case:
     return [_array(shape), _array(filters)], params
 
 
+def _conv2d_gradient(draw: st.DrawFn, name: str) -> Case:
+    """The operands of conv2d's input or filter gradient: a conv's cotangent and its
+    filters, or its input and cotangent."""
+    (x, w), params = _conv2d(draw)
+    g = _array(REGISTRY["conv2d"].kernel(x, w, **params).shape)
+    if name == "conv2d_input_gradient":
+        return [g, w], {**params, "input_size": x.shape[1:3]}
+    return [x, g], {**params, "filter_size": w.shape[:2]}
+
+
 def _reduce_window(draw: st.DrawFn) -> Case:
     shape, params = _windows(draw, dilated=False)
     return [_array(shape)], {**params, "kind": draw(st.sampled_from(["max", "sum"]))}
@@ -214,6 +224,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "broadcast_to": lambda draw, name: _broadcast_to(draw),
     "iota": lambda draw, name: _iota(draw),
     "conv2d": lambda draw, name: _conv2d(draw),
+    **dict.fromkeys(["conv2d_input_gradient", "conv2d_filter_gradient"], _conv2d_gradient),
     "reduce_window": lambda draw, name: _reduce_window(draw),
 }
 

@@ -169,8 +169,8 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
           "matmul_add",
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
           "update_index", "cumsum", "cumprod", "gather_nd", "scatter_nd_add",
-          "scatter_nd_update", "conv2d", "sort",
-          "reduce_window"]
+          "scatter_nd_update", "conv2d", "conv2d_input_gradient", "conv2d_filter_gradient",
+          "sort", "reduce_window"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
 CONTROL = ["cond", "while", "py_func"]
@@ -503,6 +503,29 @@ def test_conv2d_rule(size, kernel, strides, dilations, padding, channels, seed):
     check_rule(conv.conv2d_p, [x, w], rng, params)
 
 
+@pytest.mark.parametrize("name", ["conv2d_input_gradient", "conv2d_filter_gradient"])
+@given(size=pairs, kernel=pairs, strides=pairs, dilations=st.tuples(st.integers(1, 2),
+       st.integers(1, 2)), padding=pad_pairs, channels=pairs, seed=seeds)
+def test_conv2d_gradient_rules(name, size, kernel, strides, dilations, padding, channels,
+                               seed):
+    """The gradients of conv2d's gradients (for second derivatives): each is bilinear, and
+    its rule is the other two ops."""
+    size = (size[0] + 2, size[1] + 2)
+    assume(all(fits(*args) for args in zip(size, kernel, strides, padding, dilations,
+                                           strict=True)))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, *size, channels[0]))
+    w = rng.standard_normal((*kernel, *channels))
+    geometry = {"strides": strides, "padding": padding, "dilations": dilations}
+    g = rng.standard_normal(conv.conv2d_p.kernel(x, w, **geometry).shape)
+    if name == "conv2d_input_gradient":
+        check_rule(conv.conv2d_input_gradient_p, [g, w], rng,
+                   {**geometry, "input_size": size})
+    else:
+        check_rule(conv.conv2d_filter_gradient_p, [x, g], rng,
+                   {**geometry, "filter_size": kernel})
+
+
 @pytest.mark.parametrize("kind", ["sum", "max"])
 @given(size=pairs, window=pairs, strides=pairs, seed=seeds, data=st.data())
 def test_reduce_window_rule(kind, size, window, strides, seed, data):
@@ -710,6 +733,10 @@ def staged_cases(rng, dtype):
         (sv.pad_p, [r(2, 3)], {"pads": ((1, 0), (2, 1)), "value": 0.0}),
         (sv.gather_p, [r(4, 3), np.array([[3, -1], [0, 3]])], {"axis": 0}),
         (conv.conv2d_p, [r(2, 6, 5, 3), r(3, 2, 3, 2)], {**window, "dilations": (1, 2)}),
+        (conv.conv2d_input_gradient_p, [r(2, 3, 5, 2), r(3, 2, 3, 2)],
+         {**window, "dilations": (1, 2), "input_size": (6, 5)}),
+        (conv.conv2d_filter_gradient_p, [r(2, 6, 5, 3), r(2, 3, 5, 2)],
+         {**window, "dilations": (1, 2), "filter_size": (3, 2)}),
         (conv.reduce_window_p, [r(2, 5, 5, 2)], {**window, "kind": "sum", "window": (3, 2)}),
         (conv.reduce_window_p, [r(2, 5, 5, 2)], {**window, "kind": "max", "window": (3, 3)}),
     ]
@@ -768,6 +795,10 @@ def test_rules_with_unknown_dims():
         (sv.concat_p, [r(4, 1), r(4, 2)], {"axis": 1}, [0, 1]),
         (sv.gather_p, [r(4, 5), np.array([4, 0, -1])], {"axis": 1}, [0]),
         (conv.conv2d_p, [r(2, 5, 5, 2), r(2, 2, 2, 3)], {**window, "dilations": (1, 1)}, [0]),
+        (conv.conv2d_input_gradient_p, [r(2, 3, 3, 3), r(2, 2, 2, 3)],
+         {**window, "dilations": (1, 1), "input_size": (5, 5)}, [0]),
+        (conv.conv2d_filter_gradient_p, [r(2, 5, 5, 2), r(2, 3, 3, 3)],
+         {**window, "dilations": (1, 1), "filter_size": (2, 2)}, [0, 1]),
         (conv.reduce_window_p, [r(2, 5, 5, 2)], {**window, "kind": "max", "window": (2, 2)},
          [0]),
         (conv.reduce_window_p, [r(2, 5, 5, 2)], {**window, "kind": "sum", "window": (2, 3)},

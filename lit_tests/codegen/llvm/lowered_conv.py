@@ -1,27 +1,34 @@
 # RUN: python %s | filecheck %s
-"""Lowered convolution and pooling. A 3x3 conv with unknown batch is im2col: blocks of
-output rows copied into malloc'd scratch, one filter row (kw * C = 3 * 4 = 12 elements) at
-a time, then the BLAS gemm of (rows, 36) x (36, 8) into the output; a 1x1 stride-1 conv is
-one gemm of the input in place (no scratch); max pooling combines whole channel rows with
-llvm.maximum, the window clipped to the input."""
+"""Lowered convolution, its gradients and pooling. A 3x3 conv with unknown batch is im2col:
+blocks of output rows copied into malloc'd scratch, one filter row (kw * C = 3 * 4 = 12
+elements) at a time, then the BLAS gemm of (rows, 36) x (36, 8) into the output; a 1x1
+stride-1 conv is one gemm of the input in place (no scratch); max pooling combines whole
+channel rows with llvm.maximum, the window clipped to the input. The stride-2 conv's input
+gradient zeroes its result, multiplies the cotangent's rows by the filters transposed into
+the scratch and adds its rows back (col2im); its filter gradient copies the windows as the
+conv does and multiplies the scratch transposed by the cotangent's rows."""
 
 from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
 
-X, OUT = "tensor<?x6x6x4xf32>", "tensor<?x6x6x8xf32>"
+X, OUT, G = "tensor<?x6x6x4xf32>", "tensor<?x6x6x8xf32>", "tensor<?x3x3x8xf32>"
+W = "tensor<3x3x4x8xf32>"
+GEOMETRY = "strides = [2, 2], padding = [[0, 1], [0, 1]], dilations = [1, 1]"
 CONV = ("sf.conv2d %x, %{w} {{strides = [1, 1], padding = {pads}, dilations = [1, 1]}}"
         " : ({x}, tensor<{k}x{k}x4x8xf32>) -> {out}")
 module = parse_module(f"""
-func.func @f(%x: {X}, %w: tensor<3x3x4x8xf32>, %v: tensor<1x1x4x8xf32>)
-    -> ({OUT}, {OUT}, tensor<?x3x3x4xf32>) {{
+func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G})
+    -> ({OUT}, {OUT}, tensor<?x3x3x4xf32>, {X}, {W}) {{
   %0 = {CONV.format(w="w", pads="[[1, 1], [1, 1]]", x=X, k=3, out=OUT)}
   %1 = {CONV.format(w="v", pads="[[0, 0], [0, 0]]", x=X, k=1, out=OUT)}
   %2 = sf.reduce_window %x {{kind = "max", window = [2, 2], strides = [2, 2],
       padding = [[0, 0], [0, 0]]}} : ({X}) -> tensor<?x3x3x4xf32>
-  func.return %0, %1, %2 : {OUT}, {OUT}, tensor<?x3x3x4xf32>
+  %3 = sf.conv2d_input_gradient %g, %w {{input_size = [6, 6], {GEOMETRY}}} : ({G}, {W}) -> {X}
+  %4 = sf.conv2d_filter_gradient %x, %g {{filter_size = [3, 3], {GEOMETRY}}} : ({X}, {G}) -> {W}
+  func.return %0, %1, %2, %3, %4 : {OUT}, {OUT}, tensor<?x3x3x4xf32>, {X}, {W}
 }}
 """)
-for op in list(module.ops.first.body.block.ops)[:3]:
+for op in list(module.ops.first.body.block.ops)[:5]:
     print(module_text([op_spec(op)]))
 
 # The 3x3 conv: channels and the output checked against the filters (codes 2, 3), the
@@ -39,10 +46,10 @@ for op in list(module.ops.first.body.block.ops)[:3]:
 # CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], float 0x3ff0000000000000, ptr %[[SCRATCH]],
 # CHECK-SAME: i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 8, float %{{".[0-9]+"}}, ptr
 # Inside the input, a filter row is one run of kw * C = 12 elements, copied in place.
-# CHECK: copy.head:
-# CHECK-NEXT: %"copy" = phi
-# CHECK-NEXT: icmp slt i64 %"copy", 12
-# CHECK: copy.body:
+# CHECK: move.head:
+# CHECK-NEXT: %"move" = phi
+# CHECK-NEXT: icmp slt i64 %"move", 12
+# CHECK: move.body:
 # CHECK: load float, ptr
 # CHECK: getelementptr float, ptr %[[SCRATCH]]
 
@@ -67,3 +74,30 @@ for op in list(module.ops.first.body.block.ops)[:3]:
 # CHECK-NEXT: %[[ACC:".[0-9]+"]] = load float, ptr %[[TO]]
 # CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
 # CHECK-NEXT: store float %[[M]], ptr %[[TO]]
+
+# The input gradient: the result zeroed, the scratch, then per chunk one gemm of the
+# cotangent's rows (lda = 8 channels) by the filters transposed (111, 112) into the
+# scratch, whose runs of 12 elements are added into the result.
+# CHECK-LABEL: define i32 @"conv2d_input_gradient"(
+# CHECK: fill.body:
+# CHECK: store float 0x0, ptr
+# CHECK: %[[COLUMNS:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: call void @"free"(ptr %[[COLUMNS]])
+# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 112, i64 %{{".[0-9]+"}},
+# CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 8, float 0x3ff0000000000000, ptr %{{".[0-9]+"}},
+# CHECK-SAME: i64 8, ptr %{{".[0-9]+"}}, i64 8, float {{ *}}0x0, ptr %[[COLUMNS]],
+# CHECK-SAME: i64 %[[CHUNK]])
+# CHECK: move.body:
+# CHECK: %[[PIXEL:".[0-9]+"]] = getelementptr float, ptr %"arg2"
+# CHECK: %[[COLUMN:".[0-9]+"]] = getelementptr float, ptr %[[COLUMNS]]
+# CHECK: %[[SUM:".[0-9]+"]] = fadd float
+# CHECK-NEXT: store float %[[SUM]], ptr %[[PIXEL]]
+
+# The filter gradient: windows copied as the conv copies them, then the scratch transposed
+# (112, 111) by the cotangent's rows into the chunk's filter rows, beta 1 after the first
+# block.
+# CHECK-LABEL: define i32 @"conv2d_filter_gradient"(
+# CHECK: %[[WINDOWS:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 112, i32 111, i64 %[[DEPTH:".[0-9]+"]],
+# CHECK-SAME: i64 8, i64 %{{".[0-9]+"}}, float 0x3ff0000000000000, ptr %[[WINDOWS]],
+# CHECK-SAME: i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 8, float %{{".[0-9]+"}}, ptr

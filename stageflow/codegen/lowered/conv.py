@@ -1,5 +1,5 @@
-"""Lowerings of the windowed ops over NHWC images: `conv2d` (float32, float64) through the
-BLAS gemm, `reduce_window` (max and sum pooling) as direct loops.
+"""Lowerings of the windowed ops over NHWC images: `conv2d` and its two gradients (float32,
+float64) through the BLAS gemm, `reduce_window` (max and sum pooling) as direct loops.
 
 conv2d picks its algorithm by shape:
 
@@ -11,12 +11,25 @@ conv2d picks its algorithm by shape:
   (kh*kw*C, O) matrix straight into those rows of the output. Blocks hold at least
   `MIN_BLOCK_ROWS` output positions (fewer rows made the gemm slower and repack the
   filters more often) and otherwise about `SCRATCH_BYTES`. Where that many rows of
-  kh*kw*C elements exceed `SCRATCH_BYTES` (the filter gradient: a conv whose "filters"
-  are the output gradient, a few hundred rows of ~10^4 elements), the filter rows are
-  split into chunks, each a gemm accumulating (beta 1) onto the previous chunks'.
+  kh*kw*C elements exceed `SCRATCH_BYTES` (large filters of many channels), the filter
+  rows are split into chunks, each a gemm accumulating (beta 1) onto the previous chunks'.
   128 KiB of scratch measured best: it stays in the L2 cache between the copy's writes and
   the gemm's reads, and below glibc's mmap threshold, so it is not page-faulted in again
   at every call (512 KiB made the 32x32x3 stem conv of a CIFAR ResNet 3-4x slower).
+
+The gradients walk the same blocks and chunks of windows (`_Windowed`):
+
+- the filter gradient copies the input's windows in as the forward conv does and
+  multiplies the scratch, transposed, by the block's cotangent rows into the chunk's
+  filter rows, accumulating over the blocks: dw = im2col(x)^T @ g;
+- the input gradient zeroes its result, multiplies the block's cotangent rows by the
+  chunk's filters transposed into the scratch, and adds each row's taps back where the
+  windows read the input (col2im): dx = col2im(g @ w^T).
+
+Expressed as convolutions instead (of the transposed input by the cotangent; of the
+cotangent dilated by the strides with the filters flipped), the gradients of the small
+ResNet's convs ran at 5-37 GFLOP/s against 35-86 this way (`benchmarks/conv.py`, batch 32):
+the stride-2 input gradient multiplied three zeros in four, and the transposes cost copies.
 
 Why im2col and a BLAS call rather than a generated direct convolution: the gemm runs at
 the BLAS's matmul speed whatever the channels (110-180 GFLOP/s on one core for the CIFAR
@@ -33,9 +46,9 @@ reading the pad value (the reduction's identity) would give.
 
 Both check the input channels and window fit before they touch memory, and fail (an error
 code, so the NumPy kernel runs and raises its error) where the window is larger than the
-padded input or an operand is not C-contiguous (programs pass only contiguous arrays; a
-strided view given to the op alone runs NumPy's kernel); conv2d returns 1 + its argument
-count where malloc fails.
+padded input, a cotangent is not of the conv's result's dims, or an operand is not
+C-contiguous (programs pass only contiguous arrays; a strided view given to the op alone
+runs NumPy's kernel); the convs return 1 + their argument count where malloc fails.
 """
 
 from __future__ import annotations
@@ -54,6 +67,7 @@ from stageflow.codegen.lowered.matmul import (
     GEMM_SYMBOLS,
     NO_TRANS,
     ROW_MAJOR,
+    TRANS,
     blas_available,
     gemm_function,
 )
@@ -66,7 +80,7 @@ from stageflow.codegen.lowered.rule import (
 )
 from stageflow.codegen.program.builder import declare
 from stageflow.core.op_facts import ReductionKind
-from stageflow.primitives.conv import Padding, Pair
+from stageflow.primitives.conv import Padding, Pair, window_positions
 from stageflow.primitives.reduction import MAX, SUM
 
 SCRATCH_BYTES = 128 * 1024
@@ -114,70 +128,64 @@ def _loop(b: ir.IRBuilder, stop: ir.Value, body: Callable[[ir.Value], None],
 
 
 @dataclass(frozen=True)
-class Conv2d:
+class _Windowed:
+    """The geometry of one conv2d-family op and the blocks of windows all three share.
+
+    The *image* is the NHWC array the windows lie in (the conv's input; the input gradient's
+    result), the *positions* the (N, Ho, Wo) grid of windows (the conv's result; the
+    cotangent), and the filters are kh x kw taps of C channels."""
+
     strides: Pair
     padding: Padding
     dilations: Pair
     dtype: np.dtype
 
-    def emit(self, ob: OpBuilder) -> None:
-        b = ob.b
-        x, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
-        kh, kw, channels, _ = w.dims
-        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
+    @property
+    def _real(self) -> ir.Type:
+        return F32 if self.dtype == np.float32 else F64
+
+    def _check(self, ob: OpBuilder, image: Operand, kh: ir.Value, kw: ir.Value,
+               positions: Operand | None, argument: int) -> None:
+        """Fail (naming `argument`) unless the windows fit the image and, given the
+        positions (a cotangent), their height and width are the windows' count; then
+        unless the output has the dims the primitive computes (all folded where static)."""
+        window = (kh, kw)
         ob.fail_unless(ob.all_of([
-            _window_fits(ob, x.dims[1 + axis], w.dims[axis], self.padding[axis],
-                         self.dilations[axis]) for axis in (0, 1)]), 0)
-        ob.expect_output(0, ob.spec.primitive.dims(
-            LLVMDims(b), [x.dims, w.dims], strides=self.strides, padding=self.padding,
-            dilations=self.dilations))
-        x, w = _row_major(ob, 0), _row_major(ob, 1)
-        rows = fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]), out.dims[2])
-        depth = fold_mul(b, fold_mul(b, kh, kw), channels)
-        empty = b.or_(ob.eq(rows, i64(0)), ob.eq(out.dims[3], i64(0)))
-        with b.if_then(b.not_(empty)):
-            with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
-                with no_terms:
-                    _fill(b, out, rows)
-                with terms:
-                    if self._pointwise(ob):
-                        self._gemm(ob, w, rows, depth, x.pointer, out.pointer)
-                    else:
-                        self._im2col(ob, x, w, depth)
+            _window_fits(ob, image.dims[1 + axis], window[axis], self.padding[axis],
+                         self.dilations[axis]) for axis in (0, 1)]), argument)
+        if positions is not None:
+            d = LLVMDims(ob.b)
+            ob.fail_unless(ob.all_of([
+                ob.eq(positions.dims[1 + axis], window_positions(
+                    d, image.dims[1 + axis], window[axis], self.strides[axis],
+                    self.padding[axis], self.dilations[axis])) for axis in (0, 1)]), argument)
+        spec = ob.spec
+        ob.expect_output(0, spec.primitive.dims(
+            LLVMDims(ob.b), [x.dims for x in ob.inputs], **spec.params))
 
-    def _pointwise(self, ob: OpBuilder) -> bool:
-        """A 1x1 filter, stride 1, no padding (statically): the input is the gemm's matrix."""
-        kh, kw = ob.spec.inputs[1].shape[:2]
-        return ((kh, kw) == (1, 1) and self.strides == (1, 1)
-                and self.padding == ((0, 0), (0, 0)))
+    def _gemm(self, ob: OpBuilder, transposed: tuple[bool, bool], m: ir.Value, n: ir.Value,
+              k: ir.Value, a: tuple[ir.Value, ir.Value], b_: tuple[ir.Value, ir.Value],
+              beta: ir.Value, c: tuple[ir.Value, ir.Value]) -> None:
+        """``C[m, n] = beta * C + op(A) @ op(B)`` (row-major; each matrix a pointer and its
+        leading dimension; op transposes where `transposed` says)."""
+        flags = [ir.Constant(I32, TRANS if t else NO_TRANS) for t in transposed]
+        ob.b.call(gemm_function(ob.b.module, self.dtype), [
+            ir.Constant(I32, ROW_MAJOR), *flags, m, n, k, ir.Constant(self._real, 1.0),
+            *a, *b_, beta, *c])
 
-    def _gemm(self, ob: OpBuilder, w: Operand, rows: ir.Value, depth: ir.Value,
-              matrix: ir.Value, target: ir.Value, first_tap_row: ir.Value | None = None,
-              beta: ir.Value | None = None) -> None:
-        """``target[rows, O] = beta * target + matrix[rows, depth] @ w'[depth, O]`` where w'
-        is the filters' rows from filter row `first_tap_row` on (row-major)."""
-        b, o = ob.b, w.dims[3]
-        real = F32 if self.dtype == np.float32 else F64
-        filters = w.pointer
-        if first_tap_row is not None:
-            skipped = b.mul(b.mul(first_tap_row, fold_mul(b, w.dims[1], w.dims[2])), o)
-            filters = w.address(b, skipped)
-        b.call(gemm_function(b.module, self.dtype), [
-            ir.Constant(I32, ROW_MAJOR), ir.Constant(I32, NO_TRANS), ir.Constant(I32, NO_TRANS),
-            rows, o, depth, ir.Constant(real, 1.0), matrix, depth, filters, o,
-            ir.Constant(real, 0.0) if beta is None else beta, target, o])
-
-    def _im2col(self, ob: OpBuilder, x: Operand, w: Operand, depth: ir.Value) -> None:
-        """Blocks of whole output image rows, split into chunks of filter rows where a block
-        would exceed `SCRATCH_BYTES`: each chunk's windows copied into scratch, one gemm
-        accumulating onto the previous chunks'."""
-        b, out = ob.b, ob.outputs[0]
-        kh, run = w.dims[0], fold_mul(b, w.dims[1], w.dims[2])
-        image_rows = fold_mul(b, out.dims[0], out.dims[1])
-        width = out.dims[2]
+    def _blocks(self, ob: OpBuilder, image: Operand, kh: ir.Value, kw: ir.Value,
+                positions: Operand, chunk: Callable[[_Chunk], None]) -> None:
+        """Blocks of whole image rows of the positions, split into chunks of filter rows
+        where a block would exceed `SCRATCH_BYTES`: `chunk` runs per block and chunk with
+        scratch for its windows (one row per position, the chunk's taps in HWI order)."""
+        b = ob.b
+        run = fold_mul(b, kw, image.dims[3])
+        depth = fold_mul(b, kh, run)
+        image_rows = fold_mul(b, positions.dims[0], positions.dims[1])
+        width = positions.dims[2]
         elements = i64(SCRATCH_BYTES // self.dtype.itemsize)
-        by_bytes = b.sdiv(elements, fold_mul(b, width, depth))
-        by_rows = b.sdiv(b.add(i64(MIN_BLOCK_ROWS - 1), width), width)
+        by_bytes = b.sdiv(elements, _max(b, i64(1), fold_mul(b, width, depth)))
+        by_rows = b.sdiv(b.add(i64(MIN_BLOCK_ROWS - 1), width), _max(b, i64(1), width))
         block = _max(b, i64(1), _min(b, image_rows, _max(b, by_bytes, by_rows)))
         per_tap_row = b.mul(b.mul(block, width), run)
         tap_rows = _max(b, i64(1), _min(b, kh, b.sdiv(elements, per_tap_row)))
@@ -187,44 +195,43 @@ class Conv2d:
                                         i64(self.dtype.itemsize))])
         return_unless(b, b.icmp_unsigned("!=", scratch, ir.Constant(_PTR, None)),
                       ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1))
-        columns = Operand(scratch, [], [], self.dtype)
-        real = F32 if self.dtype == np.float32 else F64
 
         def one_block(first: ir.Value) -> None:
             last = _min(b, b.add(first, block), image_rows)
-            target = out.address(b, b.mul(b.mul(first, width), out.dims[3]))
 
-            def chunk(a0: ir.Value) -> None:
+            def one_chunk(a0: ir.Value) -> None:
                 a1 = _min(b, b.add(a0, tap_rows), kh)
-                taps = (a0, a1, b.mul(b.sub(a1, a0), run))
-                _loop(b, last, lambda t: self._image_row(ob, x, w, columns, t, first, taps),
-                      "t", start=first)
-                beta = b.select(ob.eq(a0, i64(0)), ir.Constant(real, 0.0),
-                                ir.Constant(real, 1.0))
-                self._gemm(ob, w, b.mul(b.sub(last, first), width), taps[2], scratch,
-                           target, a0, beta)
+                chunk(_Chunk(first, last, b.mul(b.sub(last, first), width), a0, a1,
+                             b.mul(b.sub(a1, a0), run), b.mul(b.mul(a0, run),
+                                                              positions.dims[3]), scratch))
 
-            counted_loop(b, i64(0), kh, tap_rows, chunk, "tap_rows")
+            counted_loop(b, i64(0), kh, tap_rows, one_chunk, "tap_rows")
 
         counted_loop(b, i64(0), image_rows, block, one_block, "block")
         b.call(free, [scratch])
 
-    def _image_row(self, ob: OpBuilder, x: Operand, w: Operand, columns: Operand,
-                   t: ir.Value, first: ir.Value,
-                   taps: tuple[ir.Value, ir.Value, ir.Value]) -> None:
-        """The windows of output image row `t` (image t // Ho, row t % Ho) over filter rows
-        [a0, a1) into `columns` (rows of `depth` elements), one filter row (kw taps of C
-        channels) at a time: outside the input, zeros; inside with every tap inside and no
-        dilation, one contiguous run of kw*C elements; else tap by tap."""
-        b, out = ob.b, ob.outputs[0]
+    def _windows(self, ob: OpBuilder, image: Operand, kw: ir.Value, positions: Operand,
+                 c: _Chunk, accumulate: bool) -> None:
+        """Between the chunk's scratch and the image: copy the windows in (im2col), or add
+        the scratch's rows into the image where the windows read it (col2im)."""
+        columns = Operand(c.scratch, [], [], self.dtype)
+        _loop(ob.b, c.last, lambda t: self._image_row(ob, image, kw, positions, columns, t, c,
+                                                      accumulate), "t", start=c.first)
+
+    def _image_row(self, ob: OpBuilder, x: Operand, kw: ir.Value, positions: Operand,
+                   columns: Operand, t: ir.Value, c: _Chunk, accumulate: bool) -> None:
+        """The windows of positions row `t` (image t // Ho, row t % Ho) over filter rows
+        [a0, a1), one filter row (kw taps of C channels) at a time: outside the image, zeros
+        (or nothing to add); inside with every tap inside and no dilation, one contiguous
+        run of kw*C elements; else tap by tap."""
+        b = ob.b
         height, width, channels = x.dims[1:]
-        kw = w.dims[1]
         (sh, sw), (dh, dw) = self.strides, self.dilations
         (top, _), (left, _) = self.padding
-        a0, a1, depth = taps
-        image = b.sdiv(t, out.dims[1])
-        row = b.sub(t, b.mul(image, out.dims[1]))
-        base = b.mul(b.sub(t, first), out.dims[2])
+        ho, wo = positions.dims[1:3]
+        image = b.sdiv(t, ho)
+        row = b.sub(t, b.mul(image, ho))
+        base = b.mul(b.sub(t, c.first), wo)
         run = fold_mul(b, kw, channels)
         last_tap = fold_mul(b, fold_add(b, kw, i64(-1)), i64(dw))
 
@@ -232,33 +239,35 @@ class Conv2d:
             start = b.sub(fold_mul(b, j, i64(sw)), i64(left))
             whole = b.and_(b.icmp_signed(">=", start, i64(0)),
                            b.icmp_signed("<", fold_add(b, start, last_tap), width))
-            row_start = b.mul(b.add(base, j), depth)
+            row_start = b.mul(b.add(base, j), c.depth)
 
             def filter_row(a: ir.Value) -> None:
                 h = b.sub(fold_add(b, fold_mul(b, row, i64(sh)), fold_mul(b, a, i64(dh))),
                           i64(top))
-                target = b.add(row_start, fold_mul(b, b.sub(a, a0), run))
+                target = b.add(row_start, fold_mul(b, b.sub(a, c.a0), run))
                 source = x.offset(b, [image, h, start, i64(0)])
                 with b.if_else(b.icmp_unsigned("<", h, height)) as (inside, outside):
                     with inside:
                         if dw == 1:
                             with b.if_else(whole) as (contiguous, edge):
                                 with contiguous:
-                                    _copy(b, x, source, columns, target, run)
+                                    _move(b, x, source, columns, target, run, accumulate)
                                 with edge:
-                                    self._taps(b, x, w, columns, source, start, target)
+                                    self._taps(b, x, kw, columns, source, start, target,
+                                               accumulate)
                         else:
-                            self._taps(b, x, w, columns, source, start, target)
+                            self._taps(b, x, kw, columns, source, start, target, accumulate)
                     with outside:
-                        _zero(b, columns, target, run)
+                        if not accumulate:
+                            _zero(b, columns, target, run)
 
-            _loop(b, a1, filter_row, "filter_row", start=a0)
+            _loop(b, c.a1, filter_row, "filter_row", start=c.a0)
 
-        _loop(b, out.dims[2], position, "j")
+        _loop(b, wo, position, "j")
 
-    def _taps(self, b: ir.IRBuilder, x: Operand, w: Operand, columns: Operand,
-              source: ir.Value, start: ir.Value, target: ir.Value) -> None:
-        """One filter row tap by tap: C channels copied, or zeros where the tap is outside."""
+    def _taps(self, b: ir.IRBuilder, x: Operand, kw: ir.Value, columns: Operand,
+              source: ir.Value, start: ir.Value, target: ir.Value, accumulate: bool) -> None:
+        """One filter row tap by tap: C channels moved, or zeros where the tap is outside."""
         width, channels, dw = x.dims[2], x.dims[3], self.dilations[1]
 
         def tap(c: ir.Value) -> None:
@@ -266,20 +275,153 @@ class Conv2d:
             at = fold_add(b, target, fold_mul(b, c, channels))
             with b.if_else(b.icmp_unsigned("<", b.add(start, step), width)) as (inside, outside):
                 with inside:
-                    _copy(b, x, fold_add(b, source, fold_mul(b, step, x.strides[2])), columns,
-                          at, channels)
+                    _move(b, x, fold_add(b, source, fold_mul(b, step, x.strides[2])), columns,
+                          at, channels, accumulate)
                 with outside:
-                    _zero(b, columns, at, channels)
+                    if not accumulate:
+                        _zero(b, columns, at, channels)
 
-        _loop(b, w.dims[1], tap, "tap")
+        _loop(b, kw, tap, "tap")
 
 
-def _copy(b: ir.IRBuilder, source: Operand, at: ir.Value, target: Operand, to: ir.Value,
-          count: ir.Value) -> None:
-    """``target[to + k] = source[at + k]`` for k < count."""
-    _loop(b, count, lambda k: b.store(b.load(source.address(b, b.add(at, k)),
-                                             typ=source.element),
-                                      target.address(b, b.add(to, k))), "copy")
+@dataclass(frozen=True)
+class _Chunk:
+    """One block of positions (image rows [first, last): `rows` positions) and one chunk of
+    filter rows [a0, a1) (`depth` elements per window; the chunk's filters start at element
+    `filters` of an HWIO array), with the scratch holding its windows."""
+
+    first: ir.Value
+    last: ir.Value
+    rows: ir.Value
+    a0: ir.Value
+    a1: ir.Value
+    depth: ir.Value
+    filters: ir.Value
+    scratch: ir.Value
+
+
+class Conv2d(_Windowed):
+    """``conv2d(x, w)``: per chunk, the windows copied in and one gemm by the chunk's filters
+    into the block's output rows (accumulating after the first chunk)."""
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        x, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        kh, kw, channels, _ = w.dims
+        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
+        self._check(ob, x, kh, kw, None, 0)
+        x, w = _row_major(ob, 0), _row_major(ob, 1)
+        rows = fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]), out.dims[2])
+        depth = fold_mul(b, fold_mul(b, kh, kw), channels)
+        o = w.dims[3]
+        empty = b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0)))
+        with b.if_then(b.not_(empty)):
+            with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
+                with no_terms:
+                    _fill(b, out, rows)
+                with terms:
+                    if self._pointwise(ob):
+                        self._gemm(ob, (False, False), rows, o, depth, (x.pointer, depth),
+                                   (w.pointer, o), ir.Constant(self._real, 0.0),
+                                   (out.pointer, o))
+                    else:
+                        self._blocks(ob, x, kh, kw, out, lambda c: self._chunk(ob, x, w, c))
+
+    def _pointwise(self, ob: OpBuilder) -> bool:
+        """A 1x1 filter, stride 1, no padding (statically): the input is the gemm's matrix."""
+        kh, kw = ob.spec.inputs[1].shape[:2]
+        return ((kh, kw) == (1, 1) and self.strides == (1, 1)
+                and self.padding == ((0, 0), (0, 0)))
+
+    def _chunk(self, ob: OpBuilder, x: Operand, w: Operand, c: _Chunk) -> None:
+        b, out = ob.b, ob.outputs[0]
+        o = w.dims[3]
+        self._windows(ob, x, w.dims[1], out, c, accumulate=False)
+        beta = b.select(ob.eq(c.a0, i64(0)), ir.Constant(self._real, 0.0),
+                        ir.Constant(self._real, 1.0))
+        target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
+        self._gemm(ob, (False, False), c.rows, o, c.depth, (c.scratch, c.depth),
+                   (w.address(b, c.filters), o), beta, (target, o))
+
+
+@dataclass(frozen=True)
+class Conv2dFilterGradient(_Windowed):
+    """``dw = im2col(x)^T @ g``: per chunk, the windows of the input copied in as the
+    forward conv copies them and one gemm, the scratch transposed, by the block's cotangent
+    rows into the chunk's filter rows (accumulating after the first block)."""
+
+    filter_size: Pair = (1, 1)
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        x, g, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        kh, kw = i64(self.filter_size[0]), i64(self.filter_size[1])
+        ob.fail_unless(ob.eq(x.dims[0], g.dims[0]), 1)
+        self._check(ob, x, kh, kw, g, 1)
+        x, g = _row_major(ob, 0), _row_major(ob, 1)
+        rows = fold_mul(b, fold_mul(b, g.dims[0], g.dims[1]), g.dims[2])
+        size = out.size(b)
+        with b.if_then(b.not_(ob.eq(size, i64(0)))):
+            with b.if_else(ob.eq(rows, i64(0))) as (no_terms, terms):
+                with no_terms:
+                    _fill(b, out, fold_mul(b, fold_mul(b, kh, kw), x.dims[3]))
+                with terms:
+                    self._blocks(ob, x, kh, kw, g, lambda c: self._chunk(ob, x, g, c))
+
+    def _chunk(self, ob: OpBuilder, x: Operand, g: Operand, c: _Chunk) -> None:
+        b, out = ob.b, ob.outputs[0]
+        o = g.dims[3]
+        self._windows(ob, x, i64(self.filter_size[1]), g, c, accumulate=False)
+        beta = b.select(ob.eq(c.first, i64(0)), ir.Constant(self._real, 0.0),
+                        ir.Constant(self._real, 1.0))
+        rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
+        self._gemm(ob, (True, False), c.depth, o, c.rows, (c.scratch, c.depth), (rows, o),
+                   beta, (out.address(b, c.filters), o))
+
+
+class Conv2dInputGradient(_Windowed):
+    """``dx = col2im(g @ w^T)``: the result zeroed, then per chunk one gemm of the block's
+    cotangent rows by the chunk's filters transposed into scratch, whose rows are added
+    into the result where the windows read the input."""
+
+    def emit(self, ob: OpBuilder) -> None:
+        b = ob.b
+        g, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        kh, kw, _, o = w.dims
+        ob.fail_unless(ob.eq(g.dims[3], o), 1)
+        self._check(ob, out, kh, kw, g, 0)
+        g, w = _row_major(ob, 0), _row_major(ob, 1)
+        size = out.size(b)
+        rows = fold_mul(b, fold_mul(b, g.dims[0], g.dims[1]), g.dims[2])
+        with b.if_then(b.not_(ob.eq(size, i64(0)))):
+            _fill(b, out, fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]), out.dims[2]))
+            with b.if_then(b.not_(b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0))))):
+                self._blocks(ob, out, kh, kw, g, lambda c: self._chunk(ob, g, w, c))
+
+    def _chunk(self, ob: OpBuilder, g: Operand, w: Operand, c: _Chunk) -> None:
+        b, out = ob.b, ob.outputs[0]
+        o = w.dims[3]
+        rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
+        self._gemm(ob, (False, True), c.rows, c.depth, o, (rows, o), (w.address(b, c.filters), o),
+                   ir.Constant(self._real, 0.0), (c.scratch, c.depth))
+        self._windows(ob, out, w.dims[1], g, c, accumulate=True)
+
+
+def _move(b: ir.IRBuilder, image: Operand, at: ir.Value, columns: Operand, to: ir.Value,
+          count: ir.Value, accumulate: bool) -> None:
+    """``columns[to + k] = image[at + k]`` for k < count, or with `accumulate`
+    ``image[at + k] += columns[to + k]``."""
+
+    def one(k: ir.Value) -> None:
+        pixel = image.address(b, b.add(at, k))
+        column = columns.address(b, b.add(to, k))
+        if accumulate:
+            total = b.fadd(b.load(pixel, typ=image.element), b.load(column, typ=image.element))
+            b.store(total, pixel)
+        else:
+            b.store(b.load(pixel, typ=image.element), column)
+
+    _loop(b, count, one, "move")
 
 
 def _zero(b: ir.IRBuilder, target: Operand, to: ir.Value, count: ir.Value) -> None:
@@ -288,20 +430,40 @@ def _zero(b: ir.IRBuilder, target: Operand, to: ir.Value, count: ir.Value) -> No
 
 
 def _fill(b: ir.IRBuilder, out: Operand, rows: ir.Value) -> None:
-    """Zero every element of `out` (a conv with no terms to sum)."""
-    size = fold_mul(b, rows, out.dims[3])
+    """Zero every element of `out` (rows of its last dim)."""
+    size = fold_mul(b, rows, out.dims[-1])
     _loop(b, size, lambda i: b.store(ir.Constant(out.element, 0.0), out.address(b, i)),
           "fill")
 
 
-@lowering("conv2d")
-def _conv2d(spec: OpSpec) -> Conv2d | None:
+def _geometry(spec: OpSpec) -> tuple[Pair, Padding, Pair, np.dtype] | None:
+    """The op's strides, padding, dilations and dtype; None where the BLAS cannot serve."""
     dtype = spec.inputs[0].dtype
     if dtype not in GEMM_SYMBOLS or not blas_available():
         return None
     params = spec.params
-    return Conv2d(tuple(params["strides"]), tuple(tuple(p) for p in params["padding"]),
-                  tuple(params["dilations"]), dtype)
+    return (tuple(params["strides"]), tuple(tuple(p) for p in params["padding"]),
+            tuple(params["dilations"]), dtype)
+
+
+@lowering("conv2d")
+def _conv2d(spec: OpSpec) -> Conv2d | None:
+    geometry = _geometry(spec)
+    return None if geometry is None else Conv2d(*geometry)
+
+
+@lowering("conv2d_input_gradient")
+def _conv2d_input_gradient(spec: OpSpec) -> Conv2dInputGradient | None:
+    geometry = _geometry(spec)
+    return None if geometry is None else Conv2dInputGradient(*geometry)
+
+
+@lowering("conv2d_filter_gradient")
+def _conv2d_filter_gradient(spec: OpSpec) -> Conv2dFilterGradient | None:
+    geometry = _geometry(spec)
+    if geometry is None:
+        return None
+    return Conv2dFilterGradient(*geometry, filter_size=tuple(spec.params["filter_size"]))
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ on a batch of 64, an HMC leapfrog on 16 chains). Here one LLVM function does wha
 steps do: it computes every value's dims from its arguments' (`shape_functions`),
 allocates the buffers of the plan that `plan-buffers` wrote into the IR, calls each fused
 kernel and each lowered op (`structured`) through their C entry points, checks their status
-codes, and frees what it allocated. The same function is what an ahead-of-time library
-exports, so the JIT and the AOT path share it.
+codes, and keeps its buffers' memory for the next call. The same function is what an
+ahead-of-time library exports, so the JIT and the AOT path share it.
 
 C ABI of a program (one per function)::
 
@@ -23,14 +23,18 @@ C ABI of a program (one per function)::
         refused its operands (inconsistent unknown dims, an index out of range), or
         `NO_MEMORY`; then the outputs hold nothing meaningful and nothing else was written.
 
+    void NAME.release()
+        Frees the memory kept for the next call (the next call allocates it again).
+
     i32 NAME.shapes(ptr dims, ptr out_dims)
         Writes the dims of the returned values for arguments of `dims`; returns as NAME.
 
     i32 NAME.py(PyArrayObject* arg0, ..., out0, ..., state0, ...)
         NAME for NumPy arrays (flags, ranks and output dims checked, as kernels do).
 
-Memory: a buffer of the plan is allocated once per call at the largest size any value in
-it takes (sizes are computed at run time, so unknown dims are fine); returned values and
+Memory: a buffer of the plan is room in the program's workspace (one block kept from call
+to call, `workspace`) at the largest size any value in it takes (sizes are computed at run
+time, so unknown dims are fine); returned values and
 new variable values are computed straight into the caller's outputs where an op computes
 them; a reshape aliases its operand; other views (broadcast, transpose, slice) are copies
 into memory of their own. Variable writes are deferred: a read after a write sees the
@@ -53,6 +57,7 @@ from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
 from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_ok
 from stageflow.codegen.lowered.rule import contiguous_strides
 from stageflow.codegen.program.dims import function_dims
+from stageflow.codegen.program.workspace import ALIGNMENT, Workspace
 from stageflow.core.op_facts import HostOnly, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.ir.attributes import decode
@@ -263,8 +268,9 @@ class ProgramBuilder:
         self.kernel_entry, self.op_entry = kernel_entry, op_entry
         self.symbol = symbol
         self.signature = signature_of(function)
-        self._malloc = declare(self.module, "malloc", _PTR, [I64])
-        self._free = declare(self.module, "free", ir.VoidType(), [_PTR])
+        self.workspace = Workspace(module, symbol,
+                                   declare(module, "aligned_alloc", _PTR, [I64, I64]),
+                                   declare(module, "free", ir.VoidType(), [_PTR]))
         self._memcpy = declare(self.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                      [_PTR, _PTR, I64, I1])
 
@@ -390,6 +396,13 @@ class ProgramBuilder:
         b.ret(b.call(program, [data_in, dims_in, data_out, dims_out]))
 
 
+@dataclass(frozen=True)
+class _Offset:
+    """Where a buffer starts in the workspace (bytes), before the workspace is acquired."""
+
+    value: ir.Value
+
+
 class _Body:
     """The body of one program: storage for every value, the op calls, the cleanup."""
 
@@ -407,7 +420,8 @@ class _Body:
         self.storage: dict[SSAValue, ir.Value] = dict(zip(self.args, pointers, strict=True))
         self.status = b.alloca(I32, name="status")
         self.cleanup = function.append_basic_block("cleanup")
-        self.allocated: list[ir.Value] = []
+        self.used: ir.Value = i64(0)  # bytes of the workspace placed so far
+        self.workspace: ir.Value = ir.Constant(_PTR, None)
         # per loop, per carried value: the two buffers its iterations write in turn
         self.spares: dict[WhileOp, list[tuple[ir.Value, ir.Value]]] = {}
         self.constants = 0
@@ -465,13 +479,14 @@ class _Body:
                    and op.primitive.name == "assign_variable" and op.operands[1] is value)
 
     def allocate(self, buffers: dict[SSAValue, int]) -> None:
-        """malloc every buffer and every unplanned value, at their run-time sizes."""
+        """Place every buffer and every unplanned value in the workspace, at their run-time
+        sizes."""
         b = self.b
         sizes: dict[int, ir.Value] = {}
         for value, buffer in buffers.items():
             size = self.nbytes(value)
             sizes[buffer] = size if buffer not in sizes else _max(b, sizes[buffer], size)
-        memory = {buffer: self.malloc(size) for buffer, size in sorted(sizes.items())}
+        memory = {buffer: self.place(size) for buffer, size in sorted(sizes.items())}
         for value, buffer in buffers.items():
             self.storage[value] = memory[buffer]
         for op in self.ops:
@@ -481,17 +496,21 @@ class _Body:
                     continue
                 for result in owner.results:
                     if result not in self.storage:
-                        self.storage[result] = self.malloc(self.nbytes(result))
+                        self.storage[result] = self.place(self.nbytes(result))
             for owner in [op, *inner]:
                 if isinstance(owner, WhileOp):
-                    self.spares[owner] = [(self.malloc(self.nbytes(r)),
-                                           self.malloc(self.nbytes(r))) for r in owner.results]
+                    self.spares[owner] = [(self.place(self.nbytes(r)),
+                                           self.place(self.nbytes(r))) for r in owner.results]
                 elif isinstance(owner, CondOp):
-                    self.copies[owner] = [self.malloc(self.nbytes(r)) for r in owner.results]
-        failed: ir.Value = ir.Constant(I1, 0)
-        for pointer in self.allocated:
-            failed = b.or_(failed, b.icmp_unsigned("==", pointer, ir.Constant(_PTR, None)))
-        self.fail_if(failed, NO_MEMORY)
+                    self.copies[owner] = [self.place(self.nbytes(r)) for r in owner.results]
+        self.workspace = self.p.workspace.acquire(b, self.used)
+        self.fail_if(b.icmp_unsigned("==", self.workspace, ir.Constant(_PTR, None)), NO_MEMORY)
+        for value, offset in list(self.storage.items()):
+            if isinstance(offset, _Offset):
+                self.storage[value] = self.at(offset)
+        self.spares = {op: [(self.at(x), self.at(y)) for x, y in pairs]
+                       for op, pairs in self.spares.items()}
+        self.copies = {op: [self.at(x) for x in offsets] for op, offsets in self.copies.items()}
 
     def alloca(self, ty: ir.Type, count: int) -> ir.Value:
         """Stack memory for one call's argument arrays, in the entry block: an alloca
@@ -500,12 +519,15 @@ class _Body:
         entry.position_at_start(self.function.entry_basic_block)
         return entry.alloca(ty, count)
 
-    def malloc(self, size: ir.Value) -> ir.Value:
+    def place(self, size: ir.Value) -> _Offset:
+        """Room for `size` bytes in the workspace: its offset, aligned to `ALIGNMENT`."""
         b = self.b
-        at_least_one = _max(b, size, i64(1))
-        pointer = b.call(self.p._malloc, [at_least_one])
-        self.allocated.append(pointer)
-        return pointer
+        offset = self.used
+        self.used = b.add(offset, b.and_(b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT)))
+        return _Offset(offset)
+
+    def at(self, offset: _Offset) -> ir.Value:
+        return self.b.gep(self.workspace, [offset.value], source_etype=I8)
 
     def fail_if(self, failed: ir.Value, code: int | ir.Value) -> None:
         b = self.b
@@ -535,8 +557,7 @@ class _Body:
         b.store(ir.Constant(I32, 0), self.status)
         b.branch(self.cleanup)
         b.position_at_end(self.cleanup)
-        for pointer in self.allocated:
-            b.call(self.p._free, [pointer])
+        self.p.workspace.release(b, self.workspace)
         b.ret(b.load(self.status, typ=I32))
 
     def emit_op(self, op: Operation, index: int) -> None:
