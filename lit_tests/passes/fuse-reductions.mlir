@@ -1,9 +1,9 @@
 // RUN: stageflow opt %s --passes fuse | filecheck %s
 // RUN: stageflow opt %s --passes 'fuse{reductions=false}' | filecheck %s --check-prefix=APART
 
-// A reduction joins the kernel of the group producing its operand when every op of that
-// group leads to the operand: the kernel folds each element into the result as it computes
-// it, and writes the operand only if something else reads it.
+// A reduction joins the kernel of the group producing its operand when the operand spans
+// the group's iteration space: the kernel folds each element into the result as it
+// computes it, and writes the operand only if something else reads it.
 
 // sum(x * x) over the rows: one kernel, the square never written.
 // CHECK-LABEL: func.func @sum_of_squares(
@@ -84,18 +84,43 @@ func.func @written_and_column_summed(%x: tensor<4x8xf32>, %m: tensor<4x8xf32>) -
   func.return %g, %s : tensor<4x8xf32>, tensor<8xf32>
 }
 
-// A reduction of an argument has no producer to join, and a group with an op that does not
-// lead to the reduced value (%y) keeps the reduction out: the group's iteration space is
-// not the value's.
+// Batch norm's backward: the gradient (also written: the next layer reads it) and its
+// product with the normalised input (only summed) are both summed over N, H and W in the
+// loop that computes them; the product is never written.
+// CHECK-LABEL: func.func @batch_norm_sums(
+// CHECK-NEXT:    %g, %dx, %sg, %sgx = sf.call %d, %m, %gamma, %xhat {callee = @batch_norm_sums_kernel0}
+// CHECK-NEXT:    func.return %g, %dx, %sg, %sgx
+// CHECK-LABEL: func.func @batch_norm_sums_kernel0(
+// CHECK-NEXT:    %g = sf.multiply %d, %m
+// CHECK-NEXT:    %dx = sf.multiply %g, %gamma
+// CHECK-NEXT:    %gx = sf.multiply %g, %xhat
+// CHECK-NEXT:    %sg = sf.reduce_sum %g {axes = [0, 1, 2], keepdims = false}
+// CHECK-NEXT:    %sgx = sf.reduce_sum %gx {axes = [0, 1, 2], keepdims = false}
+// CHECK-NEXT:    func.return %g, %dx, %sg, %sgx
+func.func @batch_norm_sums(%d: tensor<2x4x4x8xf32>, %m: tensor<2x4x4x8xf32>, %gamma: tensor<8xf32>, %xhat: tensor<2x4x4x8xf32>) -> (tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %g = sf.multiply %d, %m : (tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf32>
+  %dx = sf.multiply %g, %gamma : (tensor<2x4x4x8xf32>, tensor<8xf32>) -> tensor<2x4x4x8xf32>
+  %gx = sf.multiply %g, %xhat : (tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf32>
+  %sg = sf.reduce_sum %g {axes = [0, 1, 2], keepdims = false} : (tensor<2x4x4x8xf32>) -> tensor<8xf32>
+  %sgx = sf.reduce_sum %gx {axes = [0, 1, 2], keepdims = false} : (tensor<2x4x4x8xf32>) -> tensor<8xf32>
+  func.return %g, %dx, %sg, %sgx : tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// A reduction of an argument has no producer to join; a value smaller than its group's
+// iteration space (%a, broadcast along the rows) keeps its reduction out; a row sum of a
+// value also written (%b) stays a step.
 // CHECK-LABEL: func.func @not_fused(
 // CHECK-NEXT:    %r = sf.reduce_sum %x {axes = [1], keepdims = true}
-// CHECK-NEXT:    %a, %y = sf.call %x, %r {callee = @not_fused_kernel0}
-// CHECK-NEXT:    %s = sf.reduce_sum %a {axes = [1], keepdims = false}
-// CHECK-NEXT:    func.return %y, %s
-func.func @not_fused(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>) {
+// CHECK-NEXT:    %a, %b, %y = sf.call %r, %x {callee = @not_fused_kernel0}
+// CHECK-NEXT:    %s = sf.reduce_sum %a {axes = [0], keepdims = false}
+// CHECK-NEXT:    %t = sf.reduce_sum %b {axes = [1], keepdims = false}
+// CHECK-NEXT:    func.return %y, %s, %b, %t
+func.func @not_fused(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1xf32>, tensor<4x8xf32>, tensor<4xf32>) {
   %r = sf.reduce_sum %x {axes = [1], keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
-  %a = sf.abs %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %y = sf.multiply %a, %r : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
-  %s = sf.reduce_sum %a {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
-  func.return %y, %s : tensor<4x8xf32>, tensor<4xf32>
+  %a = sf.abs %r : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %b = sf.exp %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = sf.multiply %a, %b : (tensor<4x1xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = sf.reduce_sum %a {axes = [0], keepdims = false} : (tensor<4x1xf32>) -> tensor<1xf32>
+  %t = sf.reduce_sum %b {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+  func.return %y, %s, %b, %t : tensor<4x8xf32>, tensor<1xf32>, tensor<4x8xf32>, tensor<4xf32>
 }

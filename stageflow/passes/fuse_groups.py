@@ -20,16 +20,17 @@ so that two groups can never need each other either::
 
 Once the groups are formed, a reduction (``sf.reduce_sum``, ``_prod``, ``_max``,
 ``_min``, of a dtype code generation accumulates) joins the group producing its operand
-when every op of that group leads to the operand: the operand then spans the group's
-iteration space, so the kernel visits each of its elements once and folds it into the
-result without writing the operand out. An operand also used elsewhere is written anyway:
-its reductions join only if they keep the innermost axis (see `_only_reduced` and
-`_keeps_rows`). Further reductions of the same operand may join too. Forming the groups
-first keeps elementwise fusion as it was: a group whose value feeds a reduction and other
-elementwise ops keeps them, and the reduction stays separate, rather than the reduction
-splitting that group in two. A value computed from a reduction's result could only be
-computed after the whole loop, so it is never in its group (the reduction would close a
-cycle)::
+when the operand spans the group's iteration space (its shape is the one the group's
+shapes broadcast to), so the kernel visits each of its elements once and folds it into
+the result without writing the operand out. An operand also used elsewhere is written
+anyway: its reductions join only if they keep the innermost axis (see `_only_reduced` and
+`_keeps_rows`). Reductions of several values of a group may join it (batch norm's
+backward sums the gradient and its product with the normalised input in one loop).
+Forming the groups first keeps elementwise fusion as it was: a group whose value feeds a
+reduction and other elementwise ops keeps them, and the reduction stays separate, rather
+than the reduction splitting that group in two. A value computed from a reduction's
+result could only be computed after the whole loop, so it is never in its group (the
+reduction would close a cycle)::
 
     %e = sf.exp %d            // were %e reduced only, %e and %s would be one kernel; %y
     %s = sf.reduce_sum %e     // needs all of %s, so it can never join them: %e is written,
@@ -213,12 +214,13 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
 
 def _end_in_reductions(ops: list[Operation], groups: list[list[int]],
                        deps: list[list[int]], max_ops: int) -> None:
-    """Append to each group the fusible reductions of one of its values that every op of
-    the group leads to (so that the value spans the group's iteration space). A reduction
-    has one operand, so it closes no cycle; it is its group's last op, and nothing joins
-    the group after it (groups are complete before any reduction is considered)."""
+    """Append to each group the fusible reductions of its values that span the group's
+    iteration space. A reduction has one operand, so it closes no cycle (a group is convex:
+    no member can need a reduction of another); it is among its group's last ops, and
+    nothing joins the group after it (groups are complete before any reduction is
+    considered)."""
     group_of = {j: members for members in groups for j in members}
-    reduced: dict[int, int] = {}  # id of a group -> the producer of the value it reduces
+    spaces = {id(members): _space(ops, members) for members in groups}
     for i, op in enumerate(ops):
         if not is_fusible_reduction(op):
             continue
@@ -226,12 +228,19 @@ def _end_in_reductions(ops: list[Operation], groups: list[list[int]],
         members = group_of.get(producer) if producer is not None else None
         if members is None or len(members) >= max_ops:
             continue
-        done = reduced.get(id(members))
         if not (_only_reduced(ops[producer]) or _keeps_rows(op)):
             continue
-        if done is None and _spans(members, producer, deps) or done == producer:
+        space = spaces[id(members)]
+        if space is not None and _result_shape(ops[producer]) == space:
             members.append(i)
-            reduced[id(members)] = producer
+
+
+def _space(ops: list[Operation], members: list[int]) -> tuple[int, ...] | None:
+    """The iteration space of a group: the shape its ops' results broadcast to."""
+    space = _result_shape(ops[members[0]])
+    for j in members[1:]:
+        space = _broadcast(space, _result_shape(ops[j]))
+    return space
 
 
 def _only_reduced(producer: Operation) -> bool:
@@ -248,18 +257,6 @@ def _keeps_rows(reduction: Operation) -> bool:
     slower than writing it alone; a row folded into registers instead slowed the write."""
     rank = len(reduction.operands[0].type.get_shape())
     return rank > 0 and rank - 1 not in reduction.params()["axes"]
-
-
-def _spans(members: list[int], producer: int, deps: list[list[int]]) -> bool:
-    """Whether every op of `members` is `producer` or one of its ancestors."""
-    inside = set(members)
-    reached, stack = {producer}, [producer]
-    while stack:
-        for y in deps[stack.pop()]:
-            if y in inside and y not in reached:
-                reached.add(y)
-                stack.append(y)
-    return reached == inside
 
 
 def _propagate(nodes: dict[int, _Node], node_of: list[int], formed: int) -> None:

@@ -123,6 +123,28 @@ def test_a_written_value_with_column_sums_is_one_kernel(rows) -> None:
         np.testing.assert_allclose(s.numpy(), (x * m).sum(axis=0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("batch", [1, 6])
+def test_reductions_of_several_values_of_one_group_are_one_kernel(batch) -> None:
+    """Batch norm's backward sums: the gradient (written as well) and its product with the
+    normalised input (only summed) reduced over N, H and W in one loop, beside a value the
+    sums do not need."""
+    def f(d, m, gamma, xhat):
+        g = d * m
+        gx = g * xhat
+        return g * gamma, sf.reduce_sum(g, axis=[0, 1, 2]), sf.reduce_sum(gx, axis=[0, 1, 2])
+
+    rng = np.random.default_rng(9)
+    d, m, xhat = (rng.standard_normal((batch, 5, 7, 16)).astype(np.float32) for _ in range(3))
+    gamma = rng.standard_normal(16).astype(np.float32)
+    [kernel] = _kernels(sf.function(f), d, m, gamma, xhat)
+    assert _reduction_names(kernel) == ["sf.reduce_sum", "sf.reduce_sum"]
+    g = d * m
+    want = (g * gamma, g.sum(axis=(0, 1, 2)), (g * xhat).sum(axis=(0, 1, 2)))
+    for staged in (sf.function(f), sf.function(f, jit=False)):
+        for got, expected in zip(staged(d, m, gamma, xhat), want, strict=True):
+            np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("kind", ["sum", "prod", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
 def test_integer_and_bool_derived_reductions_are_exact(kind, dtype) -> None:
