@@ -124,3 +124,17 @@ func.func @not_fused(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1xf32>, te
   %t = sf.reduce_sum %b {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
   func.return %y, %s, %b, %t : tensor<4x8xf32>, tensor<1xf32>, tensor<4x8xf32>, tensor<4xf32>
 }
+
+// With unknown dims a reduction joins only where every op of the group leads to its
+// operand: %c and %y have the same type, but %y's unknown dim comes from %m as well, and
+// code generation cannot prove the two equal, so %c's column sums stay a step.
+// CHECK-LABEL: func.func @unknown_dims(
+// CHECK-NEXT:    %c, %y = sf.call %x, %m {callee = @unknown_dims_kernel0}
+// CHECK-NEXT:    %s = sf.reduce_sum %c {axes = [0], keepdims = false}
+// CHECK-NEXT:    func.return %y, %s
+func.func @unknown_dims(%x: tensor<?x4xf32>, %m: tensor<?x1xf32>) -> (tensor<?x4xf32>, tensor<4xf32>) {
+  %c = sf.exp %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %y = sf.multiply %c, %m : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %s = sf.reduce_sum %c {axes = [0], keepdims = false} : (tensor<?x4xf32>) -> tensor<4xf32>
+  func.return %y, %s : tensor<?x4xf32>, tensor<4xf32>
+}

@@ -20,8 +20,9 @@ so that two groups can never need each other either::
 
 Once the groups are formed, a reduction (``sf.reduce_sum``, ``_prod``, ``_max``,
 ``_min``, of a dtype code generation accumulates) joins the group producing its operand
-when the operand spans the group's iteration space (its shape is the one the group's
-shapes broadcast to), so the kernel visits each of its elements once and folds it into
+when the operand spans the group's iteration space (its static shape is the one the
+group's shapes broadcast to; with unknown dims, every op of the group leads to it), so the
+kernel visits each of its elements once and folds it into
 the result without writing the operand out. An operand also used elsewhere is written
 anyway: its reductions join only if they keep the innermost axis (see `_only_reduced` and
 `_keeps_rows`). Reductions of several values of a group may join it (batch norm's
@@ -159,7 +160,7 @@ def _broadcast(a: tuple[int, ...] | None, b: tuple[int, ...] | None
                ) -> tuple[int, ...] | None:
     """The shape both broadcast to, or None: a kernel has one iteration space, so ops whose
     shapes do not broadcast together (two weight updates sharing a 0-d learning rate) stay
-    in two kernels. An unknown dim (-1) matches itself and 1 only: beside a known size it
+    in two kernels. An unknown dim (DYNAMIC_INDEX) matches itself and 1 only: beside a known size it
     might differ at run time."""
     if a is None or b is None:
         return None
@@ -230,9 +231,26 @@ def _end_in_reductions(ops: list[Operation], groups: list[list[int]],
             continue
         if not (_only_reduced(ops[producer]) or _keeps_rows(op)):
             continue
-        space = spaces[id(members)]
-        if space is not None and _result_shape(ops[producer]) == space:
+        if _spans(ops, members, producer, deps, spaces[id(members)]):
             members.append(i)
+
+
+def _spans(ops: list[Operation], members: list[int], producer: int, deps: list[list[int]],
+           space: tuple[int, ...] | None) -> bool:
+    """Whether the value of `producer` spans the iteration space of its group: its shape is
+    the group's, all static; with unknown dims (which two values may have only as sizes
+    equal at run time), every op of the group leads to it."""
+    shape = _result_shape(ops[producer])
+    if space is not None and shape == space and min(space, default=0) >= 0:
+        return True
+    inside = set(members) - {j for j in members if is_fusible_reduction(ops[j])}
+    reached, stack = {producer}, [producer]
+    while stack:
+        for y in deps[stack.pop()]:
+            if y in inside and y not in reached:
+                reached.add(y)
+                stack.append(y)
+    return reached == inside
 
 
 def _space(ops: list[Operation], members: list[int]) -> tuple[int, ...] | None:
