@@ -211,6 +211,10 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
     module, program, shapes, signature = whole_function_module(symbol, functions)
     state = _StateEntries(module, symbol, signature, variables) if not freeze else None
     _c_entries(module, symbol, signature, program, shapes, state)
+    guard = module.globals.get(matmul.GUARD_SYMBOL)
+    if guard is not None:  # the library's own: the JIT's is Python's
+        guard.initializer = ir.Constant(guard.value_type, None)
+        guard.linkage = "internal"
     for function in module.functions:
         if not function.is_declaration and not function.name.startswith(f"{symbol}_") \
                 and function.name != symbol:

@@ -356,3 +356,30 @@ def test_release_frees_the_kept_temporaries_and_calls_go_on(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:-1] == ["0 1"] * 6
+
+
+def test_a_convolution_and_its_gradients_split_over_threads_in_a_c_program(tmp_path):
+    """A conv's value and both gradients, large enough to run as tasks on several threads,
+    from C: the library defines its own guard of OpenBLAS's thread count (the JIT's is
+    Python's) and gets the numbers Python gets."""
+    rng = np.random.default_rng(0)
+    w = sf.constant(rng.standard_normal((3, 3, 8, 16)).astype(np.float32) * 0.1)
+
+    @sf.function
+    def grads(x):
+        with sf.GradientTape() as tape:
+            tape.watch([x, w])
+            y = sf.nn.conv2d(x, w, 2, "SAME")
+            loss = sf.reduce_sum(y * y)
+        dx, dw = tape.gradient(loss, [x, w])
+        return loss, dx, dw
+
+    x = rng.standard_normal((8, 32, 32, 8)).astype(np.float32)
+    library = sf.aot.compile(grads, sf.TensorSpec([8, 32, 32, 8]), name="grads")
+    assert "sf.blas.threads" not in library.header
+    executable = build(tmp_path, library, [x])
+    assert run(executable)[0] == "rc 0"
+    want = [t.numpy() for t in grads(sf.constant(x))]
+    for index, expected in enumerate(want):
+        got = read_output(tmp_path, index, np.float32, expected.shape)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)

@@ -6,12 +6,16 @@ pool + relu step against the eager tape and finite differences; bad dims refused
 
 from __future__ import annotations
 
+import ctypes
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
+from stageflow.codegen.lowered import matmul
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
@@ -430,3 +434,37 @@ def test_a_staged_step_under_an_eager_tape_compiles_its_backward(capsys, monkeyp
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-4, atol=1e-4)
     log = capsys.readouterr().err
     assert "forward_vjp: compiled" in log and "Python steps" not in log
+
+
+def blas_threads() -> int:
+    library = ctypes.CDLL(matmul.blas_libraries()[0])
+    return library.scipy_openblas_get_num_threads64_()
+
+
+def test_convolutions_on_several_threads_leave_openblas_as_they_found_it():
+    """A conv step large enough to split its windows over tasks runs them with OpenBLAS
+    single-threaded and restores its thread count after, also when calls from two threads
+    overlap; every call gets the numbers of the eager step."""
+    rng = np.random.default_rng(3)
+    w = sf.constant(rng.standard_normal((3, 3, 8, 16)).astype(np.float32) * 0.1)
+
+    def step(x):
+        with sf.GradientTape() as tape:
+            tape.watch([x, w])
+            loss = sf.reduce_sum(sf.square(sf.nn.conv2d(x, w, 1, "SAME")))
+        return tape.gradient(loss, [x, w])
+
+    staged = sf.function(step)
+    images = [rng.standard_normal((8, 24, 24, 8)).astype(np.float32) for _ in range(2)]
+    wants = [[t.numpy() for t in step(sf.constant(x))] for x in images]
+    before = blas_threads()
+
+    def check(index: int) -> bool:
+        for _ in range(20):
+            for got, want in zip(staged(images[index]), wants[index], strict=True):
+                np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-3)
+        return True
+
+    with ThreadPoolExecutor(2) as pool:
+        assert all(pool.map(check, [0, 1]))
+    assert blas_threads() == before

@@ -32,15 +32,33 @@ for op in list(module.ops.first.body.block.ops)[:5]:
     print(module_text([op_spec(op)]))
 
 # The 3x3 conv: channels and the output checked against the filters (codes 2, 3), the
-# input and filters refused unless C-contiguous, then the scratch (code 4 without it).
+# input and filters refused unless C-contiguous. Then its image rows are split into a task
+# per CPU (sched_getaffinity): with OpenBLAS made single-threaded under the process-wide
+# guard, a thread starts per task after the first, the first runs here, the others are
+# joined (or run here where their thread did not start), and OpenBLAS's thread count is
+# restored.
 # CHECK-LABEL: define i32 @"conv2d"(
 # CHECK: icmp eq i64 %"arg0.d3", 4
 # CHECK: ret i32 2
 # CHECK: ret i32 3
+# CHECK: call i32 @"sched_getaffinity"(i32 0, i64 128,
+# CHECK: bitcast [3 x i64]* @"sf.blas.threads"
+# CHECK: blas.lock:
+# CHECK-NEXT: atomicrmw xchg
+# CHECK: call i32 @"scipy_openblas_get_num_threads64_"()
+# CHECK: call void @"scipy_openblas_set_num_threads64_"(i32 1)
+# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d.rows.thread"
+# CHECK: call void @"conv2d.rows"(
+# CHECK: call i32 @"pthread_join"(
+# CHECK: call void @"conv2d.rows"(
+# CHECK: call void @"scipy_openblas_set_num_threads64_"(i32 %{{".[0-9]+"}})
+# A task loads the operands again from the entry's arguments, then its scratch (code 4
+# without it), its blocks, the free; in each chunk of filter rows, one gemm of the scratch
+# (lda = the chunk's depth) by the filters, beta 0 for the first chunk, 1 after it.
+# CHECK-LABEL: define internal i32 @"conv2d.rows.body"(ptr %"data", ptr %"dims",
+# CHECK-SAME: ptr %"strides", i64 %"first", i64 %"last", i64 %"task", ptr %"private")
 # CHECK: %[[SCRATCH:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: ret i32 4
-# The blocks follow, then the free; in each chunk of filter rows, one gemm of the scratch
-# (lda = the chunk's depth) by the filters, beta 0 for the first chunk, 1 after it.
 # CHECK: call void @"free"(ptr %[[SCRATCH]])
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}}, i64 8,
 # CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], float 0x3ff0000000000000, ptr %[[SCRATCH]],
@@ -52,6 +70,8 @@ for op in list(module.ops.first.body.block.ops)[:5]:
 # CHECK: move.body:
 # CHECK: load float, ptr
 # CHECK: getelementptr float, ptr %[[SCRATCH]]
+# CHECK-LABEL: define internal ptr @"conv2d.rows.thread"(ptr %".1")
+# CHECK: call void @"conv2d.rows"(ptr %".1")
 
 # The 1x1 stride-1 conv: no scratch, one gemm of the input as a (rows, 4) matrix.
 # CHECK-LABEL: define i32 @"conv2d"(
@@ -75,12 +95,14 @@ for op in list(module.ops.first.body.block.ops)[:5]:
 # CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
 # CHECK-NEXT: store float %[[M]], ptr %[[TO]]
 
-# The input gradient: the result zeroed, the scratch, then per chunk one gemm of the
-# cotangent's rows (lda = 8 channels) by the filters transposed (111, 112) into the
+# The input gradient: the result zeroed, whole images split into tasks; per chunk one gemm
+# of the cotangent's rows (lda = 8 channels) by the filters transposed (111, 112) into the
 # scratch, whose runs of 12 elements are added into the result.
 # CHECK-LABEL: define i32 @"conv2d_input_gradient"(
 # CHECK: fill.body:
 # CHECK: store float 0x0, ptr
+# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_input_gradient.rows.thread"
+# CHECK-LABEL: define internal i32 @"conv2d_input_gradient.rows.body"(
 # CHECK: %[[COLUMNS:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: call void @"free"(ptr %[[COLUMNS]])
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 112, i64 %{{".[0-9]+"}},
@@ -93,11 +115,21 @@ for op in list(module.ops.first.body.block.ops)[:5]:
 # CHECK: %[[SUM:".[0-9]+"]] = fadd float
 # CHECK-NEXT: store float %[[SUM]], ptr %[[PIXEL]]
 
-# The filter gradient: windows copied as the conv copies them, then the scratch transposed
-# (112, 111) by the cotangent's rows into the chunk's filter rows, beta 1 after the first
-# block.
+# The filter gradient: each task after the first gets filters of its own (malloc'd before
+# the threads start), added into the result and freed once all are joined. A task copies
+# the windows as the conv copies them, then multiplies the scratch transposed (112, 111)
+# by the cotangent's rows into the chunk's filter rows of its own filters (the result's
+# for the first task), beta 1 after its first block.
 # CHECK-LABEL: define i32 @"conv2d_filter_gradient"(
+# CHECK: call ptr @"malloc"
+# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_filter_gradient.rows.thread"
+# CHECK: merge.body:
+# CHECK: fadd float
+# CHECK: call void @"free"
+# CHECK-LABEL: define internal i32 @"conv2d_filter_gradient.rows.body"(
+# CHECK: %[[OWN:".[0-9]+"]] = icmp eq ptr %"private", null
 # CHECK: %[[WINDOWS:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: %[[START:".[0-9]+"]] = icmp eq i64 %"block", %"first"
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 112, i32 111, i64 %[[DEPTH:".[0-9]+"]],
 # CHECK-SAME: i64 8, i64 %{{".[0-9]+"}}, float 0x3ff0000000000000, ptr %[[WINDOWS]],
 # CHECK-SAME: i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 8, float %{{".[0-9]+"}}, ptr

@@ -59,7 +59,13 @@ from stageflow.codegen.lowered import (  # noqa: F401
     scan,
     sorting,
 )
-from stageflow.codegen.lowered.rule import RULES, Lowering, OpBuilder, Operand, OpSpec
+from stageflow.codegen.lowered.rule import (
+    RULES,
+    Lowering,
+    OpBuilder,
+    OpSpec,
+    load_operands,
+)
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import ModuleJob, Prepared, levels, process_jit
 from stageflow.core.primitive import REGISTRY, ShapedType
@@ -101,46 +107,9 @@ def add_op_entry(module: ir.Module, spec: OpSpec, lowering: Lowering, symbol: st
     data, dims, strides = function.args
     data.name, dims.name, strides.name = "data", "dims", "strides"
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    types = spec.inputs + spec.outputs
-    position = stride_position = 0
-    operands: list[Operand] = []
-    checks: list[tuple[ir.Value, int]] = []
-    for index, ty in enumerate(types):
-        base = b.load(b.gep(data, [i64(index)], source_etype=pointer), typ=pointer)
-        base.name = f"arg{index}"
-        given = []
-        for axis in range(ty.ndim):
-            size = b.load(b.gep(dims, [i64(position)], source_etype=I64), typ=I64)
-            size.name = f"arg{index}.d{axis}"
-            given.append(size)
-            position += 1
-        ok: ir.Value | None = None
-        for size, static in zip(given, ty.shape, strict=True):
-            fits = (b.icmp_signed(">=", size, i64(0)) if static is None
-                    else b.icmp_signed("==", size, i64(static)))
-            ok = fits if ok is None else b.and_(ok, fits)
-        if ok is not None:
-            checks.append((ok, index))
-        known = [size if static is None else i64(static)
-                 for size, static in zip(given, ty.shape, strict=True)]
-        if index < len(spec.inputs):
-            element_strides = []
-            for axis in range(ty.ndim):
-                stride = b.load(b.gep(strides, [i64(stride_position)], source_etype=I64),
-                                typ=I64)
-                stride.name = f"arg{index}.s{axis}"
-                element_strides.append(stride)
-                stride_position += 1
-        else:
-            element_strides = []
-            step: ir.Value = i64(1)
-            for d in reversed(known):
-                element_strides.append(step)
-                step = d if isinstance(step, ir.Constant) and step.constant == 1 else b.mul(
-                    step, d)
-            element_strides.reverse()
-        operands.append(Operand(base, known, element_strides, ty.dtype))
-    ob = OpBuilder(b, spec, operands[:len(spec.inputs)], operands[len(spec.inputs):])
+    operands, checks = load_operands(b, spec, data, dims, strides)
+    ob = OpBuilder(b, spec, operands[:len(spec.inputs)], operands[len(spec.inputs):],
+                   (data, dims, strides))
     for ok, index in checks:
         ob.fail_unless(ok, index)
     lowering.emit(ob)

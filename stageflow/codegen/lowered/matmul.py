@@ -28,6 +28,7 @@ import ctypes
 import glob
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -53,17 +54,89 @@ def blas_libraries() -> list[str]:
                   for p in glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*")))
 
 
+# OpenBLAS threads every gemm large enough over a pool of its own, process-wide. Code that
+# runs gemms on several threads of its own (a convolution's tasks) makes it single-threaded
+# meanwhile: gemms of two tasks each threaded by OpenBLAS ran the small ResNet's step at half
+# the speed of single-threaded ones. The count of such regions, a lock and the number of
+# threads to restore are one process-wide block (`GUARD_WORDS` i64s at `GUARD_SYMBOL`:
+# Python's for the JIT, the library's own ahead of time).
+GUARD_SYMBOL, GUARD_WORDS = "sf.blas.threads", 3
+THREAD_SYMBOLS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_")
+_guard = (ctypes.c_int64 * GUARD_WORDS)()
+
+
 def blas_available() -> bool:
     """Load NumPy's bundled OpenBLAS into LLVM's symbol search once; whether it exports
-    the CBLAS gemm functions."""
+    the CBLAS gemm functions and the thread count's getter and setter."""
     global _available
     with _lock:
         if _available is None:
             for path in blas_libraries():
                 ctypes.CDLL(path)
                 llvm.load_library_permanently(path)
-            _available = all(llvm.address_of_symbol(s) for s in GEMM_SYMBOLS.values())
+            llvm.add_symbol(GUARD_SYMBOL, ctypes.addressof(_guard))
+            _available = all(llvm.address_of_symbol(s)
+                             for s in (*GEMM_SYMBOLS.values(), *THREAD_SYMBOLS))
         return _available
+
+
+def blas_guard(module: ir.Module) -> ir.GlobalVariable:
+    """The process-wide guard block, declared in `module` (defined by the JIT's symbol)."""
+    existing = module.globals.get(GUARD_SYMBOL)
+    if isinstance(existing, ir.GlobalVariable):
+        return existing
+    return ir.GlobalVariable(module, ir.ArrayType(I64, GUARD_WORDS), GUARD_SYMBOL)
+
+
+def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
+    """Emit `region` with OpenBLAS single-threaded around it: the first of the regions
+    running at once saves the thread count and sets it to 1, the last one out restores it
+    (under a spin lock: a region is milliseconds, the lock a few instructions)."""
+    module = b.module
+    guard = blas_guard(module)
+    get = _declare(module, THREAD_SYMBOLS[0], I32, [])
+    put = _declare(module, THREAD_SYMBOLS[1], ir.VoidType(), [I32])
+    words = b.bitcast(guard, ir.PointerType(I64))
+    lock, count, saved = (b.gep(words, [i64(k)], source_etype=I64) for k in range(GUARD_WORDS))
+
+    def locked(body: Callable[[], None]) -> None:
+        head = b.append_basic_block("blas.lock")
+        held = b.append_basic_block("blas.held")
+        b.branch(head)
+        b.position_at_end(head)
+        taken = b.atomic_rmw("xchg", lock, i64(1), "acquire")
+        b.cbranch(b.icmp_signed("==", taken, i64(0)), held, head)
+        b.position_at_end(held)
+        body()
+        b.store_atomic(i64(0), lock, "release", 8)
+
+    def enter() -> None:
+        first = b.icmp_signed("==", b.load(count, typ=I64), i64(0))
+        with b.if_then(first):
+            threads = b.sext(b.call(get, []), I64)
+            b.store(threads, saved)
+            with b.if_then(b.icmp_signed(">", threads, i64(1))):
+                b.call(put, [ir.Constant(I32, 1)])
+        b.store(b.add(b.load(count, typ=I64), i64(1)), count)
+
+    def leave() -> None:
+        left = b.sub(b.load(count, typ=I64), i64(1))
+        b.store(left, count)
+        threads = b.load(saved, typ=I64)
+        with b.if_then(b.and_(b.icmp_signed("==", left, i64(0)),
+                              b.icmp_signed(">", threads, i64(1)))):
+            b.call(put, [b.trunc(threads, I32)])
+
+    locked(enter)
+    region()
+    locked(leave)
+
+
+def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    existing = module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import I1, I32, storage_type
+from stageflow.codegen.llvm.emitter import I1, I32, I64, storage_type
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64, return_unless
 from stageflow.core.primitive import REGISTRY, Primitive, ShapedType
 
@@ -83,9 +83,10 @@ class OpBuilder:
     """The builder positioned in the function body, the operands, and the checks."""
 
     def __init__(self, b: ir.IRBuilder, spec: OpSpec, inputs: list[Operand],
-                 outputs: list[Operand]) -> None:
+                 outputs: list[Operand], arguments: tuple[ir.Value, ...] = ()) -> None:
         self.b, self.spec = b, spec
         self.inputs, self.outputs = inputs, outputs
+        self.arguments = arguments  # the entry's (data, dims, strides), as it was called
 
     def fail_unless(self, ok: ir.Value, argument: int) -> None:
         """Return ``1 + argument`` (its index among inputs then outputs) unless `ok`."""
@@ -159,3 +160,46 @@ def lowering(*names: str) -> Callable[[Rule], Rule]:
         return rule
 
     return register
+
+
+def load_operands(b: ir.IRBuilder, spec: OpSpec, data: ir.Value, dims: ir.Value,
+                  strides: ir.Value) -> tuple[list[Operand], list[tuple[ir.Value, int]]]:
+    """The operands of an op's C entry ``i32 (ptr data, ptr dims, ptr strides)``: per input
+    then output, its data pointer, dims (static ones as constants) and element strides
+    (given for inputs, C-contiguous for outputs); and the checks that the given dims match
+    the static ones, with the index of the operand each one is about."""
+    pointer = ir.PointerType()
+    types = spec.inputs + spec.outputs
+    position = stride_position = 0
+    operands: list[Operand] = []
+    checks: list[tuple[ir.Value, int]] = []
+    for index, ty in enumerate(types):
+        base = b.load(b.gep(data, [i64(index)], source_etype=pointer), typ=pointer)
+        base.name = f"arg{index}"
+        given = []
+        for axis in range(ty.ndim):
+            size = b.load(b.gep(dims, [i64(position)], source_etype=I64), typ=I64)
+            size.name = f"arg{index}.d{axis}"
+            given.append(size)
+            position += 1
+        ok: ir.Value | None = None
+        for size, static in zip(given, ty.shape, strict=True):
+            fits = (b.icmp_signed(">=", size, i64(0)) if static is None
+                    else b.icmp_signed("==", size, i64(static)))
+            ok = fits if ok is None else b.and_(ok, fits)
+        if ok is not None:
+            checks.append((ok, index))
+        known = [size if static is None else i64(static)
+                 for size, static in zip(given, ty.shape, strict=True)]
+        if index < len(spec.inputs):
+            element_strides = []
+            for axis in range(ty.ndim):
+                stride = b.load(b.gep(strides, [i64(stride_position)], source_etype=I64),
+                                typ=I64)
+                stride.name = f"arg{index}.s{axis}"
+                element_strides.append(stride)
+                stride_position += 1
+        else:
+            element_strides = contiguous_strides(b, known)
+        operands.append(Operand(base, known, element_strides, ty.dtype))
+    return operands, checks
