@@ -18,6 +18,10 @@
   that two modules compile at once (about 50 ms less for a cold MLP step here). Off by
   default: forking a process that other runtimes (JAX, OpenMP pools) run threads in is
   unsafe for them, they warn, and the fork's copy-on-write costs the next call a few ms.
+- ``STAGEFLOW_EAGER_COMPILE=0`` (or ``sf.config.eager_compile = False``): eager
+  convolutions keep NumPy's kernels instead of the compiled ones (compiled in the
+  background per signature, see `stageflow.runtime.eager_kernels`), so that an eager
+  program's numbers never depend on when a compile finished.
 - ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
   between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
   ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
@@ -53,6 +57,8 @@ remat: bool = os.environ.get("STAGEFLOW_REMAT", "1") != "0"
 verify: str = os.environ.get("STAGEFLOW_VERIFY", "end").strip() or "end"
 
 parallel_compile: bool = os.environ.get("STAGEFLOW_PARALLEL_COMPILE", "0") == "1"
+
+eager_compile: bool = os.environ.get("STAGEFLOW_EAGER_COMPILE", "1") != "0"
 
 _dump_counter = itertools.count()
 _checked_log: set[str] | None = None

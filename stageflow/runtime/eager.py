@@ -2,17 +2,20 @@
 
 No IR object is built here. The shape rule runs first so that bad input fails with the
 op's own message (naming the shapes and the user's line) instead of a NumPy error.
+Convolutions run their compiled lowering once it is compiled (`eager_kernels`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from stageflow.codegen.lowered.compile import CompiledOp
 from stageflow.core import context
 from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.runtime.eager_kernels import KERNELS, MACS
 
 CHECKED_LIMIT = 4096
 
@@ -37,8 +40,13 @@ class EagerTrace:
                 )
             values.append(arg._value)
         self._check(primitive, values, params)
+        kernel = primitive.kernel
+        if primitive.name in MACS:
+            compiled = KERNELS.lookup(primitive, values, params)
+            if compiled is not None:
+                kernel = _without_params(compiled)
         try:
-            result = primitive.kernel(*values, **params)
+            result = kernel(*values, **params)
         except KERNEL_ERRORS as error:
             raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
         if primitive.multiple_results:
@@ -73,6 +81,11 @@ class EagerTrace:
 
     def variable_created(self, variable: Any) -> None:
         """Eagerly, variables may be created at any time."""
+
+
+def _without_params(op: CompiledOp) -> Any:
+    """A compiled op called as kernels are (its params are fixed already)."""
+    return lambda *arrays, **_: op(*arrays)
 
 
 context.set_eager_trace(EagerTrace())

@@ -1,0 +1,67 @@
+"""Eager convolutions on compiled lowerings: large ones compile in the background and then
+run compiled with NumPy's numbers (to rounding), gradients included; small ones, and all of
+them with `sf.config.eager_compile` off, stay on NumPy's kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+from stageflow.codegen.lowered.compile import CompiledOp
+from stageflow.core import config
+from stageflow.core.primitive import REGISTRY
+from stageflow.runtime import eager_kernels
+from stageflow.runtime.eager_kernels import KERNELS, MIN_MACS
+
+
+def conv_step(x, w):
+    with sf.GradientTape() as tape:
+        tape.watch([x, w])
+        loss = sf.reduce_sum(sf.square(sf.nn.conv2d(x, w, 2, "SAME")))
+    return loss, *tape.gradient(loss, [x, w])
+
+
+def compiled_of(name: str, *arrays: np.ndarray, **params) -> CompiledOp | None:
+    return KERNELS.lookup(REGISTRY[name], list(arrays), params)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_large_eager_conv_and_its_gradients_run_compiled(dtype, monkeypatch):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 32, 32, 8)).astype(dtype)
+    w = rng.standard_normal((3, 3, 8, 16)).astype(dtype)
+    with monkeypatch.context() as patch:
+        patch.setattr(config, "eager_compile", False)
+        want = [t.numpy() for t in conv_step(sf.constant(x), sf.constant(w))]
+    conv_step(sf.constant(x), sf.constant(w))  # starts the compiles
+    eager_kernels.settle()
+    geometry = {"strides": (2, 2), "padding": ((0, 1), (0, 1)), "dilations": (1, 1)}
+    assert isinstance(compiled_of("conv2d", x, w, **geometry), CompiledOp)
+    y = REGISTRY["conv2d"].kernel(x, w, **geometry)
+    assert isinstance(compiled_of("conv2d_filter_gradient", x, y, filter_size=(3, 3),
+                                  **geometry), CompiledOp)
+    assert isinstance(compiled_of("conv2d_input_gradient", y, w, input_size=(32, 32),
+                                  **geometry), CompiledOp)
+    got = [t.numpy() for t in conv_step(sf.constant(x), sf.constant(w))]
+    tolerance = 1e-4 if dtype == np.float32 else 1e-10
+    for g, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, e, rtol=tolerance, atol=tolerance * np.abs(e).max())
+
+
+def test_small_convs_and_switched_off_compiles_stay_on_numpy(monkeypatch):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 8, 8, 2)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 2, 2)).astype(np.float32)
+    geometry = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    assert 8 * 8 * 2 * 18 < MIN_MACS
+    assert compiled_of("conv2d", x, w, **geometry) is None
+    eager_kernels.settle()
+    assert compiled_of("conv2d", x, w, **geometry) is None
+    big = rng.standard_normal((64, 32, 32, 16)).astype(np.float32)
+    filters = rng.standard_normal((3, 3, 16, 16)).astype(np.float32)
+    monkeypatch.setattr(config, "eager_compile", False)
+    assert compiled_of("conv2d", big, filters, **geometry) is None
+    eager_kernels.settle()
+    assert compiled_of("conv2d", big, filters, **geometry) is None
+
