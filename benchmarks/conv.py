@@ -4,10 +4,10 @@
 
 For each conv of the model (32x32x3 input; 3x3 convs of 16, 32 and 64 channels, strides 1
 and 2, "SAME"; 1x1 stride-2 projections) at batch 8: GFLOP/s of the forward conv, and of
-its input and filter gradients together (two convs of the transposed problems, with the
-pads, slices and transposes of the gradient rule), each as a staged function compiled into
-one program, against the same computation run eagerly (the NumPy kernels: pad, a window
-view copied once, one matmul) in the same process, interleaved round by round.
+its input and filter gradients together (`conv2d_input_gradient` and
+`conv2d_filter_gradient`), each as a staged function compiled into one program, against the same computation run eagerly on the NumPy kernels (pad, a window
+view copied once, one matmul; eager convolutions' compiled kernels switched off) in the
+same process, interleaved round by round.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def measure(batch: int, size: int, cin: int, cout: int, k: int, stride: int) -> 
 
 def main(batch: int = 8) -> dict:
     print(f"conv2d float32, batch {batch} (GFLOP/s, medians; gradients: input + filters)")
+    sf.config.eager_compile = False  # the eager side is the NumPy kernels' reference
     results: dict[str, dict[str, float]] = {}
     total_flops, total_seconds = 0, {"eager": 0.0, "compiled": 0.0}
     for layer in LAYERS:
