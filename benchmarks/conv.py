@@ -5,9 +5,10 @@
 For each conv of the model (32x32x3 input; 3x3 convs of 16, 32 and 64 channels, strides 1
 and 2, "SAME"; 1x1 stride-2 projections) at batch 8: GFLOP/s of the forward conv, and of
 its input and filter gradients together (`conv2d_input_gradient` and
-`conv2d_filter_gradient`), each as a staged function compiled into one program, against the same computation run eagerly on the NumPy kernels (pad, a window
-view copied once, one matmul; eager convolutions' compiled kernels switched off) in the
-same process, interleaved round by round.
+`conv2d_filter_gradient`), each as a staged function compiled into one program, against
+the same computation run eagerly on the NumPy kernels (pad, a window view copied once, one
+matmul; eager convolutions' compiled kernels switched off) in the same process,
+interleaved round by round.
 """
 
 from __future__ import annotations
