@@ -4,15 +4,16 @@ NumPy's convolution kernels are im2col copies and one matmul (and, for the input
 a strided add per filter tap); the lowered ones (`codegen.lowered.conv`) block the copies
 into the cache and split them over the cores. In the small ResNet's eager training step at
 batch 32 the NumPy kernels took 90 of its 125 ms. So an eager op of these primitives runs
-the compiled op of its exact signature (operand shapes and dtypes, params).
+the compiled op of its params and dtypes: the lowerings are shape-generic
+(`lowering(generic=True)`), so one compile serves every shape.
 
-Compiling one costs ~135 ms (cached on disk after that, like every compiled op), more than
-a small convolution takes: an op of fewer than `MIN_MACS` multiply-adds stays on NumPy, and
-the others compile on a background thread while NumPy's kernel serves their first calls,
-so an eager step never waits for LLVM. Until a signature's op is ready its results are
-NumPy's, which may differ from the compiled op's in the last bits (float sums in another
-order); `settle()` waits for the compiles under way (for tests and benchmarks), and
-``sf.config.eager_compile = False`` keeps NumPy's kernels.
+Compiling one costs about 100 ms (cached on disk after that, like every compiled op), more
+than a small convolution takes: an op of fewer than `MIN_MACS` multiply-adds stays on
+NumPy, and the others compile on a background thread while NumPy's kernel serves their
+first calls, so an eager step never waits for LLVM. Until a signature's op is ready its
+results are NumPy's, which may differ from the compiled op's in the last bits (float sums
+in another order); `settle()` waits for the compiles under way (for tests and benchmarks),
+and ``sf.config.eager_compile = False`` keeps NumPy's kernels.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
+from stageflow.codegen.lowered.rule import generic_spec
 from stageflow.core import config
 from stageflow.core.primitive import Primitive, ShapedType
 
@@ -59,7 +61,8 @@ class EagerKernels:
 
     def __init__(self) -> None:
         self._ops: dict[tuple, CompiledOp | None] = {}
-        self._pending: dict[tuple, Future[CompiledOp | None]] = {}
+        self._pending: dict[tuple, Future[CompiledOp | None]] = {}  # by signature
+        self._compiles: dict[tuple, Future[CompiledOp | None]] = {}  # by compiled spec
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -93,10 +96,14 @@ class EagerKernels:
             if MACS[primitive.name]([v.shape for v in values], output.shape) < MIN_MACS:
                 self._keep(key, None)
                 return None
-            spec = OpSpec(primitive.name, inputs, (output,), dict(params))
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="stageflow-eager")
-            self._pending[key] = self._pool.submit(lambda: compile_ops([spec])[0])
+            spec = generic_spec(OpSpec(primitive.name, inputs, (output,), dict(params)))
+            compiling = self._compiles.get(spec.key)
+            if compiling is None:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="stageflow-eager")
+                compiling = self._pool.submit(lambda: compile_ops([spec])[0])
+                self._compiles[spec.key] = compiling
+            self._pending[key] = compiling
             return None
 
     def _keep(self, key: tuple, op: CompiledOp | None) -> None:

@@ -1,12 +1,14 @@
 # RUN: python %s | filecheck %s
-"""Lowered convolution, its gradients and pooling. A 3x3 conv with unknown batch is im2col:
-blocks of output rows copied into malloc'd scratch, one filter row (kw * C = 3 * 4 = 12
-elements) at a time, then the BLAS gemm of (rows, 36) x (36, 8) into the output; a 1x1
-stride-1 conv is one gemm of the input in place (no scratch); max pooling combines whole
-channel rows with llvm.maximum, the window clipped to the input. The stride-2 conv's input
-gradient zeroes its result, multiplies the cotangent's rows by the filters transposed into
-the scratch and adds its rows back (col2im); its filter gradient copies the windows as the
-conv does and multiplies the scratch transposed by the cotangent's rows."""
+"""Lowered convolution, its gradients and pooling. The convolutions compile shape-generic
+(every dim a run-time value, one function per params and dtype). A 3x3 conv is im2col:
+blocks of output rows copied into malloc'd scratch, one filter row (kw * C elements) at a
+time as vectors of 16 floats and one masked vector for the rest, then the BLAS gemm of
+(rows, kh*kw*C) x (kh*kw*C, O) into the output; a 1x1 stride-1 unpadded conv is one gemm of
+the input in place when its filters are 1x1 at run time; max pooling combines whole channel
+rows with llvm.maximum, the window clipped to the input. The stride-2 conv's input gradient
+zeroes its result, multiplies the cotangent's rows by the filters transposed into the
+scratch and adds its rows back (col2im); its filter gradient copies the windows as the conv
+does and multiplies the scratch transposed by the cotangent's rows."""
 
 from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
@@ -31,15 +33,14 @@ func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G})
 for op in list(module.ops.first.body.block.ops)[:5]:
     print(module_text([op_spec(op)]))
 
-# The 3x3 conv: channels and the output checked against the filters (codes 2, 3), the
-# input and filters refused unless C-contiguous. Then its image rows are split into a task
-# per CPU (sched_getaffinity): with OpenBLAS made single-threaded under the process-wide
-# guard, a thread starts per task after the first, the first runs here, the others are
-# joined (or run here where their thread did not start), and OpenBLAS's thread count is
-# restored.
+# The 3x3 conv: the channels checked against the filters' (code 3), the input and filters
+# refused unless C-contiguous, windows too large for the input refused (code 1). Then its
+# image rows are split into a task per CPU (sched_getaffinity): with OpenBLAS made
+# single-threaded under the process-wide guard, a thread starts per task after the first,
+# the first runs here, the others are joined (or run here where their thread did not
+# start), and OpenBLAS's thread count is restored.
 # CHECK-LABEL: define i32 @"conv2d"(
-# CHECK: icmp eq i64 %"arg0.d3", 4
-# CHECK: ret i32 2
+# CHECK: icmp eq i64 %"arg0.d3", %"arg1.d2"
 # CHECK: ret i32 3
 # CHECK: call i32 @"sched_getaffinity"(i32 0, i64 128,
 # CHECK: bitcast [3 x i64]* @"sf.blas.threads"
@@ -54,31 +55,34 @@ for op in list(module.ops.first.body.block.ops)[:5]:
 # CHECK: call void @"scipy_openblas_set_num_threads64_"(i32 %{{".[0-9]+"}})
 # A task loads the operands again from the entry's arguments, then its scratch (code 4
 # without it), its blocks, the free; in each chunk of filter rows, one gemm of the scratch
-# (lda = the chunk's depth) by the filters, beta 0 for the first chunk, 1 after it.
+# (lda = the chunk's depth) by the filters (O columns), beta 0 for the first chunk, 1 after.
 # CHECK-LABEL: define internal i32 @"conv2d.rows.body"(ptr %"data", ptr %"dims",
 # CHECK-SAME: ptr %"strides", i64 %"first", i64 %"last", i64 %"task", ptr %"private")
 # CHECK: %[[SCRATCH:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: ret i32 4
 # CHECK: call void @"free"(ptr %[[SCRATCH]])
-# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}}, i64 8,
-# CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], float 0x3ff0000000000000, ptr %[[SCRATCH]],
-# CHECK-SAME: i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 8, float %{{".[0-9]+"}}, ptr
-# Inside the input, a filter row is one run of kw * C = 12 elements, copied in place.
-# CHECK: move.head:
-# CHECK-NEXT: %"move" = phi
-# CHECK-NEXT: icmp slt i64 %"move", 12
+# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}},
+# CHECK-SAME: i64 %"arg1.d3", i64 %[[DEPTH:".[0-9]+"]], float 0x3ff0000000000000,
+# CHECK-SAME: ptr %[[SCRATCH]], i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
+# A filter row's run of kw * C elements, inside the input: whole vectors, then a masked
+# one; outside it, zeros.
 # CHECK: move.body:
-# CHECK: load float, ptr
-# CHECK: getelementptr float, ptr %[[SCRATCH]]
+# CHECK: load <16 x float>, ptr %{{".[0-9]+"}}, align 4
+# CHECK: store <16 x float>
+# CHECK: call <16 x float> @"llvm.masked.load.v16f32.p0"(
+# CHECK: call void @"llvm.masked.store.v16f32.p0"(
 # CHECK-LABEL: define internal ptr @"conv2d.rows.thread"(ptr %".1")
 # CHECK: call void @"conv2d.rows"(ptr %".1")
 
-# The 1x1 stride-1 conv: no scratch, one gemm of the input as a (rows, 4) matrix.
+# The 1x1 stride-1 unpadded conv: when the filters are 1x1 at run time, one gemm of the
+# input as a (rows, C) matrix, no scratch; else the windows as above.
 # CHECK-LABEL: define i32 @"conv2d"(
-# CHECK-NOT: malloc
-# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}}, i64 8,
-# CHECK-SAME: i64 4, float 0x3ff0000000000000, ptr %"arg0", i64 4, ptr %"arg1", i64 8,
-# CHECK-SAME: float {{ *}}0x0, ptr %"arg2", i64 8)
+# CHECK: icmp eq i64 %"arg1.d0", 1
+# CHECK-NEXT: icmp eq i64 %"arg1.d1", 1
+# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}},
+# CHECK-SAME: i64 %"arg1.d3", i64 %[[C:".[0-9]+"]], float 0x3ff0000000000000,
+# CHECK-SAME: ptr %"arg0", i64 %[[C]], ptr %"arg1", i64 %"arg1.d3",
+# CHECK: call i32 @"pthread_create"(
 
 # Max pooling: the taps of each window clipped to the input, the channels innermost and
 # contiguous (index + c), combined with llvm.maximum.
@@ -95,25 +99,26 @@ for op in list(module.ops.first.body.block.ops)[:5]:
 # CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
 # CHECK-NEXT: store float %[[M]], ptr %[[TO]]
 
-# The input gradient: the result zeroed, whole images split into tasks; per chunk one gemm
-# of the cotangent's rows (lda = 8 channels) by the filters transposed (111, 112) into the
-# scratch, whose runs of 12 elements are added into the result.
+# The input gradient: the result zeroed (memset), whole images split into tasks; per chunk
+# one gemm of the cotangent's rows (lda = O) by the filters transposed (111, 112) into the
+# scratch, whose runs are added into the result, whole vectors then a masked one.
 # CHECK-LABEL: define i32 @"conv2d_input_gradient"(
-# CHECK: fill.body:
-# CHECK: store float 0x0, ptr
+# CHECK: call void @"llvm.memset.p0.i64"(
 # CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_input_gradient.rows.thread"
 # CHECK-LABEL: define internal i32 @"conv2d_input_gradient.rows.body"(
 # CHECK: %[[COLUMNS:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: call void @"free"(ptr %[[COLUMNS]])
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 112, i64 %{{".[0-9]+"}},
-# CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 8, float 0x3ff0000000000000, ptr %{{".[0-9]+"}},
-# CHECK-SAME: i64 8, ptr %{{".[0-9]+"}}, i64 8, float {{ *}}0x0, ptr %[[COLUMNS]],
-# CHECK-SAME: i64 %[[CHUNK]])
+# CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 %"arg1.d3", float 0x3ff0000000000000,
+# CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
+# CHECK-SAME: float {{ *}}0x0, ptr %[[COLUMNS]], i64 %[[CHUNK]])
 # CHECK: move.body:
-# CHECK: %[[PIXEL:".[0-9]+"]] = getelementptr float, ptr %"arg2"
-# CHECK: %[[COLUMN:".[0-9]+"]] = getelementptr float, ptr %[[COLUMNS]]
-# CHECK: %[[SUM:".[0-9]+"]] = fadd float
-# CHECK-NEXT: store float %[[SUM]], ptr %[[PIXEL]]
+# CHECK: %[[PIXELS:".[0-9]+"]] = load <16 x float>
+# CHECK-NEXT: %[[COLUMN:".[0-9]+"]] = load <16 x float>
+# CHECK-NEXT: %[[SUM:".[0-9]+"]] = fadd <16 x float>
+# CHECK: call <16 x float> @"llvm.masked.load.v16f32.p0"(
+# CHECK: fadd <16 x float>
+# CHECK: call void @"llvm.masked.store.v16f32.p0"(
 
 # The filter gradient: each task after the first gets filters of its own (malloc'd before
 # the threads start), added into the result and freed once all are joined. A task copies
@@ -131,5 +136,5 @@ for op in list(module.ops.first.body.block.ops)[:5]:
 # CHECK: %[[WINDOWS:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: %[[START:".[0-9]+"]] = icmp eq i64 %"block", %"first"
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 112, i32 111, i64 %[[DEPTH:".[0-9]+"]],
-# CHECK-SAME: i64 8, i64 %{{".[0-9]+"}}, float 0x3ff0000000000000, ptr %[[WINDOWS]],
-# CHECK-SAME: i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 8, float %{{".[0-9]+"}}, ptr
+# CHECK-SAME: i64 %"arg1.d3", i64 %{{".[0-9]+"}}, float 0x3ff0000000000000,
+# CHECK-SAME: ptr %[[WINDOWS]], i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 %"arg1.d3",

@@ -64,6 +64,7 @@ from stageflow.codegen.lowered.rule import (
     Lowering,
     OpBuilder,
     OpSpec,
+    generic_spec,
     load_operands,
 )
 from stageflow.codegen.targets import cache
@@ -76,13 +77,14 @@ OPT_LEVEL = 2
 
 
 def op_spec(op: SfOp) -> OpSpec | None:
-    """The `OpSpec` of an `sf` op with ranked tensor operands and results, else None."""
+    """The `OpSpec` an `sf` op with ranked tensor operands and results compiles to (its
+    dims erased where its lowering is shape-generic), else None."""
     values = list(op.operands) + list(op.results)
     if not all(isinstance(v.type, TensorType) for v in values):
         return None
-    return OpSpec(op.name.removeprefix("sf."),
-                  tuple(shaped_type(v.type) for v in op.operands),
-                  tuple(shaped_type(v.type) for v in op.results), op.params())
+    return generic_spec(OpSpec(op.name.removeprefix("sf."),
+                               tuple(shaped_type(v.type) for v in op.operands),
+                               tuple(shaped_type(v.type) for v in op.results), op.params()))
 
 
 def rule_for(spec: OpSpec) -> Lowering | None:

@@ -149,17 +149,33 @@ class Lowering(Protocol):
 
 Rule = Callable[[OpSpec], Lowering | None]
 RULES: dict[str, Rule] = {}
+GENERIC: set[str] = set()  # primitives whose ops compile shape-generic (`lowering`)
 
 
-def lowering(*names: str) -> Callable[[Rule], Rule]:
-    """Register a rule for primitives `names` (used as a decorator)."""
+def lowering(*names: str, generic: bool = False) -> Callable[[Rule], Rule]:
+    """Register a rule for primitives `names` (used as a decorator). With `generic`, the
+    ops are compiled with every dim unknown (`generic_spec`): one function serves every
+    shape, where a static dim saves little and each specialisation costs a compile."""
 
     def register(rule: Rule) -> Rule:
         for name in names:
             RULES[name] = rule
+            if generic:
+                GENERIC.add(name)
         return rule
 
     return register
+
+
+def generic_spec(spec: OpSpec) -> OpSpec:
+    """`spec` with every dim unknown where its primitive's rule is `generic`."""
+    if spec.name not in GENERIC:
+        return spec
+
+    def erased(types: tuple[ShapedType, ...]) -> tuple[ShapedType, ...]:
+        return tuple(ShapedType((None,) * ty.ndim, ty.dtype) for ty in types)
+
+    return OpSpec(spec.name, erased(spec.inputs), erased(spec.outputs), spec.params)
 
 
 def load_operands(b: ir.IRBuilder, spec: OpSpec, data: ir.Value, dims: ir.Value,
