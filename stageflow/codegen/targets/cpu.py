@@ -16,10 +16,11 @@ Kernel ABI (both entry points are in the module `CPUTarget.emit` returns)::
         1 + the argument index also for a wrong rank, a non-contiguous or misaligned array,
         or a read-only output. This is the fast path: no per-argument ctypes conversion.
 
-Compilation: the host CPU's name and features, the new pass manager at O3 with loop and
-SLP vectorisation (less for small and tiny kernels, see `levels`), one MCJIT engine per
-process owning a target machine of its own
-(llvmlite's engine takes ownership of its machine: sharing one crashed the process), and
+Compilation: the host CPU's name and features, the new pass manager at O2 with loop and
+SLP vectorisation (less for small and tiny kernels, see `levels`; O3 took 1.5x the time on
+the small ResNet step's 99 kernels, 1.07 against 0.70 s, and ran them no faster), one
+MCJIT engine per process owning a target machine of its own (llvmlite's engine takes
+ownership of its machine: sharing one crashed the process), and
 every kernel module added to it as object code. Symbols are suffixed with the module's
 cache key (a hash of its IR text and the target), so kernels of the same name never clash in
 the engine and a module compiled once is reused: in this process, and in later ones through
@@ -101,7 +102,7 @@ class CPUTarget:
     LLVM time saved, and Python calls of the kernels take the slower ctypes path."""
 
     libm: frozenset[str] = DEFAULT_LIBM
-    opt: int = 3
+    opt: int = 2
     py_entries: bool = True
     name: str = field(default="cpu", init=False)
 
@@ -137,7 +138,7 @@ class CPUTarget:
 
     def prepare_many(self, kernels: list[Kernel | FuncOp]) -> Prepared[list[CompiledKernel]]:
         """Start compiling several kernels, one LLVM module per pair of `levels` (small and
-        tiny static kernels, where vectorised loops cannot pay back LLVM's O3 time, at lower
+        tiny static kernels, where vectorised loops cannot pay back LLVM's O2 time, at lower
         ones): one optimisation and code generation run per module, not per kernel. The
         entries are the kernels' indices."""
         kernels = [k if isinstance(k, Kernel) else analyse(k) for k in kernels]
