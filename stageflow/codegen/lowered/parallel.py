@@ -39,6 +39,14 @@ _AFFINITY_BYTES = 128  # a glibc cpu_set_t: 1024 CPUs
 TaskBody = Callable[[OpBuilder, ir.Value, ir.Value, ir.Value, ir.Value], None]
 
 
+def _alloca(b: ir.IRBuilder, ty: ir.Type, count: int = 1, name: str = "") -> ir.Value:
+    """Stack memory in the function's entry block: an alloca where `b` is (in a loop of a
+    program) would take new stack at every iteration."""
+    entry = ir.IRBuilder(b.function.entry_basic_block)
+    entry.position_at_start(b.function.entry_basic_block)
+    return entry.alloca(ty, count, name=name)
+
+
 def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     existing = module.globals.get(name)
     if isinstance(existing, ir.Function):
@@ -56,7 +64,7 @@ def cpu_count(b: ir.IRBuilder) -> ir.Value:
         cached.linkage = "internal"
     known = b.load(cached, typ=I64)
     with b.if_then(b.icmp_signed("==", known, i64(0))):
-        mask = b.alloca(ir.ArrayType(I64, _AFFINITY_BYTES // 8))
+        mask = _alloca(b, ir.ArrayType(I64, _AFFINITY_BYTES // 8))
         affinity = _declare(module, "sched_getaffinity", I32, [I32, I64, _PTR])
         ok = b.icmp_signed("==", b.call(affinity, [ir.Constant(I32, 0), i64(_AFFINITY_BYTES),
                                                     mask]), ir.Constant(I32, 0))
@@ -90,9 +98,9 @@ def run_tasks(ob: OpBuilder, name: str, units: ir.Value, tasks: ir.Value, body: 
     function = task_function(ob, name, body)
     tasks = b.select(b.icmp_signed("<", tasks, i64(1)), i64(1), tasks)
     tasks = b.select(b.icmp_signed(">", tasks, i64(MAX_TASKS)), i64(MAX_TASKS), tasks)
-    records = b.alloca(I64, MAX_TASKS * len(_FIELDS), name=f"{name}.records")
-    threads = b.alloca(I64, MAX_TASKS, name=f"{name}.threads")
-    started = b.alloca(I8, MAX_TASKS, name=f"{name}.started")
+    records = _alloca(b, I64, MAX_TASKS * len(_FIELDS), f"{name}.records")
+    threads = _alloca(b, I64, MAX_TASKS, f"{name}.threads")
+    started = _alloca(b, I8, MAX_TASKS, f"{name}.started")
     module = b.module
     create = _declare(module, "pthread_create", I32, [_PTR, _PTR, _PTR, _PTR])
     join = _declare(module, "pthread_join", I32, [I64, _PTR])
@@ -117,7 +125,7 @@ def run_tasks(ob: OpBuilder, name: str, units: ir.Value, tasks: ir.Value, body: 
 
     counted_loop(b, i64(0), tasks, i64(1), fill, "task.fill")
     if private is not None:
-        slot = b.alloca(ir.IntType(1), name=f"{name}.missing")
+        slot = _alloca(b, ir.IntType(1), 1, f"{name}.missing")
         b.store(ir.Constant(ir.IntType(1), 0), slot)
 
         def check(t: ir.Value) -> None:
@@ -156,7 +164,7 @@ def run_tasks(ob: OpBuilder, name: str, units: ir.Value, tasks: ir.Value, body: 
         together()
     else:
         guard(b, together)
-    status = b.alloca(I32, name=f"{name}.status")
+    status = _alloca(b, I32, 1, f"{name}.status")
     b.store(ir.Constant(I32, 0), status)
 
     def collect(t: ir.Value) -> None:
@@ -233,3 +241,4 @@ def _free(b: ir.IRBuilder, record: ir.Value) -> None:
     memory = _load(b, record, 6)
     with b.if_then(b.icmp_unsigned("!=", memory, ir.Constant(_PTR, None))):
         b.call(_declare(b.module, "free", ir.VoidType(), [_PTR]), [memory])
+
