@@ -7,6 +7,7 @@ pool + relu step against the eager tape and finite differences; bad dims refused
 from __future__ import annotations
 
 import ctypes
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -468,3 +469,25 @@ def test_convolutions_on_several_threads_leave_openblas_as_they_found_it():
     with ThreadPoolExecutor(2) as pool:
         assert all(pool.map(check, [0, 1]))
     assert blas_threads() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_fork_during_a_convolution_leaves_the_child_openblas_restored():
+    """The guard as a region in another thread leaves it (count 1, OpenBLAS at 1 thread)
+    is reset in a forked child: no region, the saved thread count back."""
+    before = blas_threads()
+    library = ctypes.CDLL(matmul.blas_libraries()[0])
+    lock, count, saved = list(matmul._guard)
+    matmul._guard[1], matmul._guard[2] = 1, max(before, 2)
+    library.scipy_openblas_set_num_threads64_(1)
+    try:
+        child = os.fork()
+        if child == 0:
+            ok = (matmul._guard[0], matmul._guard[1]) == (0, 0) and blas_threads() == max(
+                before, 2)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(child, 0)
+    finally:
+        matmul._guard[0], matmul._guard[1], matmul._guard[2] = lock, count, saved
+        library.scipy_openblas_set_num_threads64_(before)
+    assert os.waitstatus_to_exitcode(status) == 0

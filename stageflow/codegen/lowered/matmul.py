@@ -65,6 +65,21 @@ THREAD_SYMBOLS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_t
 _guard = (ctypes.c_int64 * GUARD_WORDS)()
 
 
+def _reset_guard_in_child() -> None:
+    """A fork copies the guard as it is: a region running in another thread of the parent
+    (which the child does not have) would leave OpenBLAS single-threaded in the child for
+    good, and a held lock would hang it. The child starts with no region and the thread
+    count the first region saved."""
+    lock, count, saved = _guard
+    _guard[0] = _guard[1] = 0
+    if count > 0 and saved > 1 and _available:
+        library = ctypes.CDLL(blas_libraries()[0])
+        getattr(library, THREAD_SYMBOLS[1])(ctypes.c_int(saved))
+
+
+os.register_at_fork(after_in_child=_reset_guard_in_child)
+
+
 def blas_available() -> bool:
     """Load NumPy's bundled OpenBLAS into LLVM's symbol search once; whether it exports
     the CBLAS gemm functions and the thread count's getter and setter."""
