@@ -99,13 +99,15 @@ for op in list(module.ops.first.body.block.ops)[:5]:
 # CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
 # CHECK-NEXT: store float %[[M]], ptr %[[TO]]
 
-# The input gradient: the result zeroed (memset), whole images split into tasks; per chunk
-# one gemm of the cotangent's rows (lda = O) by the filters transposed (111, 112) into the
-# scratch, whose runs are added into the result, whole vectors then a masked one.
+# The input gradient: whole images split into tasks (a result with no terms is zeroed
+# whole); a task zeroes its images of the result (memset), then per chunk one gemm of the
+# cotangent's rows (lda = O) by the filters transposed (111, 112) into the scratch, whose
+# runs are added into the result, whole vectors then a masked one.
 # CHECK-LABEL: define i32 @"conv2d_input_gradient"(
 # CHECK: call void @"llvm.memset.p0.i64"(
 # CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_input_gradient.rows.thread"
 # CHECK-LABEL: define internal i32 @"conv2d_input_gradient.rows.body"(
+# CHECK: call void @"llvm.memset.p0.i64"(
 # CHECK: %[[COLUMNS:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: call void @"free"(ptr %[[COLUMNS]])
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 112, i64 %{{".[0-9]+"}},

@@ -456,10 +456,11 @@ class Conv2dFilterGradient(_Windowed):
 
 
 class Conv2dInputGradient(_Windowed):
-    """``dx = col2im(g @ w^T)``: the result zeroed, then per chunk one gemm of the block's
-    cotangent rows by the chunk's filters transposed into scratch, whose rows are added
-    into the result where the windows read the input. Images are split over the cores (the
-    windows of neighbouring rows of one image add into the same input rows)."""
+    """``dx = col2im(g @ w^T)``: per chunk one gemm of the block's cotangent rows by the
+    chunk's filters transposed into scratch, whose rows are added into the result (zeroed
+    first) where the windows read the input. Images are split over the cores (the windows
+    of neighbouring rows of one image add into the same input rows); each task zeroes its
+    own."""
 
     def emit(self, ob: OpBuilder) -> None:
         b = ob.b
@@ -472,14 +473,21 @@ class Conv2dInputGradient(_Windowed):
         rows = fold_mul(b, fold_mul(b, g.dims[0], g.dims[1]), g.dims[2])
         depth = fold_mul(b, fold_mul(b, kh, kw), w.dims[2])
         with b.if_then(b.not_(ob.eq(size, i64(0)))):
-            _fill(b, out, fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]), out.dims[2]))
-            with b.if_then(b.not_(b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0))))):
-                self._split(ob, g.dims[0], b.mul(b.mul(rows, depth), o), self._task)
+            with b.if_else(b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0)))) as (no_terms, terms):
+                with no_terms:
+                    _fill(b, out, fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]),
+                                           out.dims[2]))
+                with terms:
+                    self._split(ob, g.dims[0], b.mul(b.mul(rows, depth), o), self._task)
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
+        """Zero the task's images of the result (each task its own, in parallel), then add
+        their windows in."""
         b = ob.b
         g, w, out = _contiguous(ob)
+        image = fold_mul(b, fold_mul(b, out.dims[1], out.dims[2]), out.dims[3])
+        _zero(b, out, b.mul(first, image), b.mul(b.sub(last, first), image))
         ho = g.dims[1]
         self._blocks(ob, out, w.dims[0], w.dims[1], g, (b.mul(first, ho), b.mul(last, ho)),
                      lambda c: self._chunk(ob, g, w, c))
