@@ -3,8 +3,8 @@ float64) through the BLAS gemm, `reduce_window` (max and sum pooling) as direct 
 
 conv2d picks its algorithm by shape:
 
-- a 1x1 filter with stride 1 and no padding is one gemm of the input, read in place as an
-  (N*H*W, C) matrix, by the filters as a (C, O) matrix: no copy at all;
+- a 1x1 filter (at run time) with stride 1 and no padding is one gemm of the input, read
+  in place as an (N*H*W, C) matrix, by the filters as a (C, O) matrix: no copy at all;
 - anything else is *im2col*: the windows of a block of output rows are copied into a
   scratch matrix, one row per output position (kh*kw*C elements: the filter taps in HWI
   order, padding as zeros), and one gemm per block multiplies it by the filters as a
@@ -22,13 +22,13 @@ The gradients walk the same blocks and chunks of windows (`_Windowed`):
 - the filter gradient copies the input's windows in as the forward conv does and
   multiplies the scratch, transposed, by the block's cotangent rows into the chunk's
   filter rows, accumulating over the blocks: dw = im2col(x)^T @ g;
-- the input gradient zeroes its result, multiplies the block's cotangent rows by the
-  chunk's filters transposed into the scratch, and adds each row's taps back where the
-  windows read the input (col2im): dx = col2im(g @ w^T).
+- the input gradient zeroes its result (each task its own images), multiplies the block's
+  cotangent rows by the chunk's filters transposed into the scratch, and adds each row's
+  taps back where the windows read the input (col2im): dx = col2im(g @ w^T).
 
 Expressed as convolutions instead (of the transposed input by the cotangent; of the
 cotangent dilated by the strides with the filters flipped), the gradients of the small
-ResNet's convs ran at 5-37 GFLOP/s against 35-86 this way (`benchmarks/conv.py`, batch 32):
+ResNet's convs ran at 5-57 GFLOP/s against 34-103 this way (`benchmarks/conv.py`, batch 32):
 the stride-2 input gradient multiplied three zeros in four, and the transposes cost copies.
 
 All three split their blocks over the cores (`parallel`): the image rows of the result or
@@ -41,8 +41,8 @@ at 550-980 with OpenBLAS threading one task's block gemms, and at 500 with both.
 
 Why im2col and a BLAS call rather than a generated direct convolution: the gemm runs at
 the BLAS's matmul speed whatever the channels (110-180 GFLOP/s on one core for the CIFAR
-ResNet's shapes), and the copy, a contiguous run of kw*C elements per filter row with
-static dims folded in, costs a fraction of it; a direct loop nest over taps and channels
+ResNet's shapes), and the copy, a contiguous run of kw*C elements per filter row, costs a
+fraction of it; a direct loop nest over taps and channels
 would have to match OpenBLAS's register blocking to come near (`benchmarks/conv.py`).
 The scratch is allocated by the lowered function (malloc and free around the blocks), so
 a program's buffer plan does not see it.
