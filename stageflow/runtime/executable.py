@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block
 
-from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable
+from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable, split_rows
 from stageflow.codegen.lowered.compile import lower_functions
 from stageflow.codegen.targets.cpu import Prepared, link_all, prepare_kernels
 from stageflow.core import config
@@ -305,7 +305,7 @@ def _splits(kernel: FuncOp) -> bool:
     A kernel with its types' static shapes compiles to less code (no check for a flat loop,
     one loop where broadcasting is decided by the types), so in less LLVM time."""
 
-    if not leading_dim_splittable(kernel):
+    if split_rows(kernel) is None:
         return False
     # Inputs count too: a kernel ending in reductions may iterate over many more elements
     # than it writes.
@@ -403,7 +403,8 @@ class Executable:
         seconds["llvm"] = time.perf_counter() - start
         compiled: dict[Any, Any] = dict(zip(names, linked[0], strict=True))
         for name in splittable:
-            compiled[name] = RowParallelKernel(compiled[name])
+            if leading_dim_splittable(kernels[name]):  # programs split the others
+                compiled[name] = RowParallelKernel(compiled[name])
         if jit:  # -- the other ops with a lowering, keyed by op (see `Plan`)
             compiled.update(linked[1])
         stats.kernels = len(kernels)

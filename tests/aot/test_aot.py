@@ -383,3 +383,21 @@ def test_a_convolution_and_its_gradients_split_over_threads_in_a_c_program(tmp_p
     for index, expected in enumerate(want):
         got = read_output(tmp_path, index, np.float32, expected.shape)
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_a_kernel_split_over_threads_in_a_c_program(tmp_path):
+    """A kernel large enough to split its rows over the cores, with a broadcast operand:
+    the library compiles it for any number of rows, as the JIT does, and gets Python's
+    numbers."""
+    bias = sf.constant(np.linspace(-1, 1, 512).astype(np.float32))
+
+    @sf.function
+    def squashed(x):
+        return sf.tanh(x * 0.5 + bias)
+
+    x = np.random.default_rng(2).standard_normal((601, 512)).astype(np.float32)
+    library = sf.aot.compile(squashed, sf.TensorSpec([601, 512]), name="squashed")
+    executable = build(tmp_path, library, [x])
+    assert run(executable)[0] == "rc 0"
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (601, 512)),
+                               squashed(sf.constant(x)).numpy(), rtol=1e-6, atol=1e-6)

@@ -211,3 +211,26 @@ def test_the_lowered_stage_shows_the_program_or_why_there_is_none():
     text = sf.function(printing).get_concrete_function(sf.constant([1.0])).ir("lowered")
     assert text.startswith("; not one program (@printing: sf.print runs on the host only: "
                            "it prints from Python when the op runs (at ")
+
+
+def test_large_kernels_split_their_rows_over_threads_with_broadcast_operands():
+    """A kernel of 2^18 elements or more with operands broadcast along its rows (a bias, a
+    row of scales) runs in a program as one call per core, each over a block of rows; the
+    broadcast operands are passed whole. Odd row counts and several results included."""
+    rng = np.random.default_rng(4)
+
+    def f(x, bias, scale):
+        y = sf.tanh(x * scale + bias)
+        return y, y * 2.0 + x
+
+    for rows in (601, 1024):
+        x = rng.standard_normal((rows, 512)).astype(np.float32)
+        bias = rng.standard_normal(512).astype(np.float32)
+        scale = rng.standard_normal((1, 512)).astype(np.float32)
+        staged = sf.function(f)
+        concrete = staged.get_concrete_function(x, bias, scale)
+        assert 'call ptr @"sf.call.thread"' in concrete.program.program.llvm_ir
+        got = staged(x, bias, scale)
+        want = f(*(sf.constant(a) for a in (x, bias, scale)))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)

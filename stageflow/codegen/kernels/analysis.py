@@ -147,34 +147,59 @@ def _aligned(specs: list[tuple[DimSpec, ...]], rank: int) -> list[DimSpec]:
     return result
 
 
-def _tensor_type(value: SSAValue, what: str, dynamic_leading: bool = False) -> ShapedType:
+def _tensor_type(value: SSAValue, what: str,
+                 rows: tuple[int, int] | None = None) -> ShapedType:
+    """The value's type; with `rows` (rank, leading dim) of a row-split kernel, a value of
+    that rank and leading dim gets its leading dim unknown (one broadcast along the rows
+    keeps its type)."""
     if not isinstance(value.type, TensorType):
         raise NotImplementedError(f"{what} has type {value.type}; kernels take ranked tensors")
     ty = shaped_type(value.type)
-    return ShapedType((None, *ty.shape[1:]), ty.dtype) if dynamic_leading else ty
+    if rows is not None and len(ty.shape) == rows[0] and ty.shape[0] == rows[1]:
+        return ShapedType((None, *ty.shape[1:]), ty.dtype)
+    return ty
 
 
-def leading_dim_splittable(function: FuncOp) -> bool:
-    """Whether every argument and value of the kernel has the same rank and the same leading
-    dim (the same static size, or unknown everywhere): then the kernel may run on blocks of
-    rows (callers check at run time that the arrays' shapes are all equal). Reductions'
-    results are left out, as long as none reduces the leading axis: each row of the
-    iteration space then reduces into the same row of their results."""
+def split_rows(function: FuncOp) -> tuple[int, int] | None:
+    """(rank, leading dim) where the kernel may run on blocks of rows, else None: the values
+    of its highest rank share one leading dim (not 1), every other value broadcasts along
+    it (a lower rank, or a leading dim of 1), and no reduction reduces the leading axis
+    (each row of the iteration space then reduces into the same row of its results, which
+    are left out). Constants must be 0-d: a splat would pin the leading dim."""
     block = function.body.block
     reductions = [op for op in block.ops if isinstance(op, ReductionOp)]
     if any(0 in op.params()["axes"] for op in reductions):
-        return False
+        return None
     reduced = {r for op in reductions for r in op.results}
     values = list(block.args) + [r for op in block.ops for r in op.results if r not in reduced]
     shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
     if len(shapes) != len(values):
-        return False
+        return None
     constants = {r for op in block.ops if isinstance(op, ConstantOp) for r in op.results}
-    varying = [s for v, s in zip(values, shapes, strict=True) if v not in constants]
-    if any(s for v, s in zip(values, shapes, strict=True) if v in constants) or not varying:
-        return False  # only 0-d constants: a splat would pin the leading dim
-    rank, lead = len(varying[0]), varying[0][0] if varying[0] else 1
-    return rank >= 1 and lead != 1 and all(len(s) == rank and s[0] == lead for s in varying)
+    if any(s for v, s in zip(values, shapes, strict=True) if v in constants):
+        return None
+    varying = [tuple(s) for v, s in zip(values, shapes, strict=True) if v not in constants]
+    rank = max((len(s) for s in varying), default=0)
+    leads = {s[0] for s in varying if len(s) == rank and rank >= 1 and s[0] != 1}
+    if len(leads) != 1:
+        return None
+    return rank, leads.pop()
+
+
+def leading_dim_splittable(function: FuncOp) -> bool:
+    """Whether the kernel may run on blocks of rows (`split_rows`) with every value of
+    one rank (no broadcast operand): what the step plan splits, checking at run time that
+    the arrays' shapes are all equal."""
+    rows = split_rows(function)
+    if rows is None:
+        return False
+    block = function.body.block
+    constants = {r for op in block.ops if isinstance(op, ConstantOp) for r in op.results}
+    reduced = {r for op in block.ops if isinstance(op, ReductionOp) for r in op.results}
+    values = list(block.args) + [r for op in block.ops for r in op.results
+                                 if r not in reduced and r not in constants]
+    return all(len(v.type.get_shape()) == rows[0] and v.type.get_shape()[0] == rows[1]
+               for v in values)
 
 
 def _constant_params(op: ConstantOp) -> dict[str, Any]:
@@ -198,12 +223,13 @@ def analyse(function: FuncOp, dynamic_leading: bool = False, repeated: bool = Fa
     marks a kernel a loop calls (see `Kernel.repeated`)."""
     name = function.sym_name.data
     block = function.body.block
+    rows = split_rows(function) if dynamic_leading else None
     numbers: dict[SSAValue, int] = {}
     specs: list[tuple[DimSpec, ...]] = []
     types: list[ShapedType] = []
     inputs = []
     for index, value in enumerate(block.args):
-        ty = _tensor_type(value, f"argument #{index} of @{name}", dynamic_leading)
+        ty = _tensor_type(value, f"argument #{index} of @{name}", rows)
         label = f"%{value.name_hint}" if value.name_hint else f"#{index}"
         inputs.append(Arg(f"argument {label}", ty, False))
         numbers[value] = index
@@ -221,8 +247,10 @@ def analyse(function: FuncOp, dynamic_leading: bool = False, repeated: bool = Fa
             reduction = _reduction(op, numbers, len(specs), name)
             numbers[op.results[0]] = reduction.result
             specs.append(reduction.reduced_spec(specs[reduction.operand]))
-            types.append(_tensor_type(op.results[0], f"the result of {op.name}",
-                                      dynamic_leading))
+            ty = _tensor_type(op.results[0], f"the result of {op.name}")
+            if types[reduction.operand].shape[:1] == (None,) and ty.shape:
+                ty = ShapedType((None, *ty.shape[1:]), ty.dtype)  # the rows it keeps
+            types.append(ty)
             reductions.append(reduction)
             continue
         if not isinstance(op, ElementwiseOp | ConstantOp) or len(op.results) != 1:
@@ -233,7 +261,7 @@ def analyse(function: FuncOp, dynamic_leading: bool = False, repeated: bool = Fa
             raise NotImplementedError(f"codegen has no lowering for {op.name}")
         params = _constant_params(op) if isinstance(op, ConstantOp) else op.params()
         ty = _tensor_type(op.results[0], f"the result of {op.name}",
-                          dynamic_leading and not isinstance(op, ConstantOp))
+                          None if isinstance(op, ConstantOp) else rows)
         operands = tuple(numbers[v] for v in op.operands)
         operand_specs = [specs[i] for i in operands]
         rank = len(ty.shape)

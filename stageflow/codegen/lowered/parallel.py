@@ -242,3 +242,80 @@ def _free(b: ir.IRBuilder, record: ir.Value) -> None:
     with b.if_then(b.icmp_unsigned("!=", memory, ir.Constant(_PTR, None))):
         b.call(_declare(b.module, "free", ir.VoidType(), [_PTR]), [memory])
 
+
+def run_calls(b: ir.IRBuilder, entry: ir.Function, tasks: ir.Value,
+              arguments: Callable[[ir.Value], tuple[ir.Value, ir.Value]]) -> ir.Value:
+    """Call ``i32 entry(ptr, ptr)`` once per task in [0, `tasks`) (at most `MAX_TASKS`), on
+    a thread each but the first, with the two arguments `arguments(task)` builds; the first
+    nonzero status, else 0."""
+    module = b.module
+    create = _declare(module, "pthread_create", I32, [_PTR, _PTR, _PTR, _PTR])
+    join = _declare(module, "pthread_join", I32, [I64, _PTR])
+    trampoline = _call_thread(module)
+    records = _alloca(b, I64, MAX_TASKS * _CALL_WORDS, "call.records")
+    threads = _alloca(b, I64, MAX_TASKS, "call.threads")
+    started = _alloca(b, I8, MAX_TASKS, "call.started")
+    status = _alloca(b, I64, 1, "call.status")
+
+    def record(t: ir.Value) -> ir.Value:
+        return b.gep(records, [b.mul(t, i64(_CALL_WORDS))], source_etype=I64)
+
+    def word(at: ir.Value, k: int) -> ir.Value:
+        return b.gep(at, [i64(k)], source_etype=I64)
+
+    def fill(t: ir.Value) -> None:
+        at = record(t)
+        first, second = arguments(t)
+        for k, value in enumerate((entry, first, second)):
+            b.store(b.ptrtoint(value, I64), word(at, k))
+        b.store(i64(0), word(at, 3))
+
+    def start(t: ir.Value) -> None:
+        code = b.call(create, [b.gep(threads, [t], source_etype=I64), ir.Constant(_PTR, None),
+                               trampoline, record(t)])
+        b.store(b.zext(b.icmp_signed("==", code, ir.Constant(I32, 0)), I8),
+                b.gep(started, [t], source_etype=I8))
+
+    def finish(t: ir.Value) -> None:
+        ran = b.icmp_unsigned("!=", b.load(b.gep(started, [t], source_etype=I8), typ=I8),
+                              ir.Constant(I8, 0))
+        with b.if_else(ran) as (threaded, here):
+            with threaded:
+                b.call(join, [b.load(b.gep(threads, [t], source_etype=I64), typ=I64),
+                              ir.Constant(_PTR, None)])
+            with here:
+                b.call(trampoline, [record(t)])
+
+    def collect(t: ir.Value) -> None:
+        code = b.load(word(record(t), 3), typ=I64)
+        now = b.load(status, typ=I64)
+        b.store(b.select(b.icmp_signed("==", now, i64(0)), code, now), status)
+
+    b.store(i64(0), status)
+    counted_loop(b, i64(0), tasks, i64(1), fill, "call.fill")
+    counted_loop(b, i64(1), tasks, i64(1), start, "call.start")
+    b.call(trampoline, [record(i64(0))])
+    counted_loop(b, i64(1), tasks, i64(1), finish, "call.join")
+    counted_loop(b, i64(0), tasks, i64(1), collect, "call.collect")
+    return b.trunc(b.load(status, typ=I64), I32)
+
+
+_CALL_WORDS = 4  # entry, its two arguments, its status
+
+
+def _call_thread(module: ir.Module) -> ir.Function:
+    """``ptr sf.call.thread(ptr record)``: the record's entry called with its arguments,
+    the status stored after them (a POSIX thread's start routine)."""
+    existing = module.globals.get("sf.call.thread")
+    if isinstance(existing, ir.Function):
+        return existing
+    thread = ir.Function(module, ir.FunctionType(_PTR, [_PTR]), "sf.call.thread")
+    thread.linkage = "internal"
+    b = ir.IRBuilder(thread.append_basic_block("entry"))
+    (record,) = thread.args
+    words = [b.load(b.gep(record, [i64(k)], source_etype=I64), typ=I64) for k in range(3)]
+    callee = b.inttoptr(words[0], ir.PointerType(ir.FunctionType(I32, [_PTR, _PTR])))
+    code = b.call(callee, [b.inttoptr(w, _PTR) for w in words[1:]])
+    b.store(b.sext(code, I64), b.gep(record, [i64(3)], source_etype=I64))
+    b.ret(ir.Constant(_PTR, None))
+    return thread

@@ -52,9 +52,11 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, Region, SSAValue
 
+from stageflow.codegen.kernels.analysis import split_rows
 from stageflow.codegen.llvm.emitter import I1, I8, I32, I64
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
 from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_ok
+from stageflow.codegen.lowered.parallel import MAX_TASKS, cpu_count, run_calls
 from stageflow.codegen.lowered.rule import contiguous_strides
 from stageflow.codegen.program.dims import function_dims
 from stageflow.codegen.program.workspace import ALIGNMENT, Workspace
@@ -65,12 +67,15 @@ from stageflow.ir.builder import constant_value, source_location
 from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp, nested_ops
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import ResourceTensorType, shaped_type
-from stageflow.passes.fuse import is_kernel
+from stageflow.passes.fuse import is_kernel, reduced_results
 from stageflow.passes.plan_buffers import BUFFER_ATTR
 
 OP_FAILED = 1000
 NO_MEMORY = 999
 NULL_POINTER = 998  # an ahead-of-time entry given NULL where it needs memory
+# A kernel call of results this large splits its rows over the cores (`split_rows`): a
+# thread costs ~35 us to start, a 2^18-element kernel of a few ops a few hundred.
+SPLIT_KERNEL_ELEMENTS = 1 << 18
 # The ops a program emits itself (no lowered-op entry), besides those whose result aliases
 # their operand: what a primitive's ``LoweredBy.PROGRAM`` fact expects.
 PROGRAM_OPS = frozenset({"constant", "read_variable", "assign_variable", "call", "py_func"})
@@ -163,6 +168,23 @@ def callback_symbol(op: SfOp) -> str:
     like a kernel's entry, resolved when the program is linked to the callable the op
     names (`runtime.callbacks`)."""
     return f"sf.callback.{op.params()['func']}"
+
+
+def rows_to_split(kernel: FuncOp) -> int:
+    """The rows a program splits a call of `kernel` over the cores by, 0 where it calls it
+    whole: a kernel that can run on blocks of rows (`split_rows`), with no reductions, whose
+    results all have one static shape of at least `SPLIT_KERNEL_ELEMENTS` elements. Such a
+    kernel is compiled with its leading dim unknown (by the JIT's executable from
+    `MIN_PARALLEL_ELEMENTS` on, by `whole_function_module` here)."""
+    if reduced_results(kernel) or split_rows(kernel) is None:
+        return 0
+    shapes = {tuple(shaped_type(ty).shape) for ty in kernel.function_type.outputs.data}
+    if len(shapes) != 1:
+        return 0
+    (shape,) = shapes
+    if not shape or None in shape or shape[0] < 2 or int(np.prod(shape)) < SPLIT_KERNEL_ELEMENTS:
+        return 0
+    return shape[0]
 
 
 def emits_itself(primitive: Primitive) -> bool:
@@ -583,7 +605,11 @@ class _Body:
             self.storage[op.results[0]] = self.storage[op.operands[0]]
         elif name == "call":
             callee = op.params()["callee"].name
-            self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
+            rows = self.split_rows(op)
+            if rows:
+                self.call_split(self.p.kernel_entry(callee), op, index, rows)
+            else:
+                self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
         elif name == "py_func":
             entry = declare(self.p.module, callback_symbol(op), I32, [_PTR, _PTR])
             self.call_entry(entry, op, index, strides=False)
@@ -772,6 +798,51 @@ class _Body:
         self.constants += 1
         return constant_bytes(self.p.module, f"{self.p.symbol}.const{self.constants}",
                               constant_value(op))
+
+    def split_rows(self, op: SfOp) -> int:
+        """The rows a kernel call splits over the cores by (`rows_to_split`; 0: whole)."""
+        kernel = self.p.functions.get(op.params()["callee"].name)
+        return 0 if kernel is None else rows_to_split(kernel)
+
+    def call_split(self, entry: ir.Function, op: Operation, index: int, rows: int) -> None:
+        """The kernel call as one call per core, each over a block of rows: an operand of
+        the results' rank and leading dim is offset to the block and given its rows; one
+        broadcast along the rows (a lower rank, or a leading dim of 1) is passed whole."""
+        b = self.b
+        values = list(op.operands) + list(op.results)
+        rank = len(value_type(op.results[0]).shape)
+        total = max(sum(len(self.dims[v]) for v in values), 1)
+        cpus = cpu_count(b)
+        tasks = b.select(b.icmp_signed("<", cpus, i64(rows)), cpus, i64(rows))
+        tasks = b.select(b.icmp_signed(">", tasks, i64(MAX_TASKS)), i64(MAX_TASKS), tasks)
+        data = self.alloca(_PTR, MAX_TASKS * len(values))
+        dims = self.alloca(I64, MAX_TASKS * total)
+
+        def arguments(t: ir.Value) -> tuple[ir.Value, ir.Value]:
+            first = b.sdiv(b.mul(i64(rows), t), tasks)
+            last = b.sdiv(b.mul(i64(rows), b.add(t, i64(1))), tasks)
+            own_data = b.gep(data, [b.mul(t, i64(len(values)))], source_etype=_PTR)
+            own_dims = b.gep(dims, [b.mul(t, i64(total))], source_etype=I64)
+            position = 0
+            for slot, value in enumerate(values):
+                ty = value_type(value)
+                sizes = list(self.dims[value])
+                pointer = self.storage[value]
+                if len(ty.shape) == rank and ty.shape[0] == rows:
+                    row = i64(ty.dtype.itemsize)
+                    for size in sizes[1:]:
+                        row = fold_mul(b, row, size)
+                    pointer = b.gep(pointer, [b.mul(first, row)], source_etype=I8)
+                    sizes[0] = b.sub(last, first)
+                b.store(pointer, b.gep(own_data, [i64(slot)], source_etype=_PTR))
+                for size in sizes:
+                    b.store(size, b.gep(own_dims, [i64(position)], source_etype=I64))
+                    position += 1
+            return own_data, own_dims
+
+        code = run_calls(b, entry, tasks, arguments)
+        self.fail_if(b.icmp_signed("!=", code, ir.Constant(I32, 0)),
+                     ir.Constant(I32, OP_FAILED + index))
 
     def call_entry(self, entry: ir.Function, op: Operation, index: int, strides: bool) -> None:
         b = self.b

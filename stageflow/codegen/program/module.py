@@ -10,7 +10,12 @@ from xdsl.dialects.func import FuncOp
 from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.kernels.loops import Driver, KernelBuilder
 from stageflow.codegen.lowered.compile import add_op_entry, op_spec, rule_for
-from stageflow.codegen.program.builder import ProgramBuilder, ProgramSignature, supported
+from stageflow.codegen.program.builder import (
+    ProgramBuilder,
+    ProgramSignature,
+    rows_to_split,
+    supported,
+)
 from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry, process_jit
 from stageflow.ir.dialect import SfOp
 
@@ -32,7 +37,7 @@ def whole_function_module(symbol: str, functions: dict[str, FuncOp]) -> tuple[
 
     def kernel_entry(name: str) -> ir.Function:
         if name not in kernels:
-            kernel = analyse(functions[name])
+            kernel = analyse(functions[name], dynamic_leading=rows_to_split(functions[name]) > 0)
             builder = KernelBuilder(kernel, module, f"{symbol}.{name}", DEFAULT_LIBM)
             check, run = builder.build_check(), builder.build_run(Driver())
             add_kernel_entry(module, kernel, f"{symbol}.{name}", check, run)
