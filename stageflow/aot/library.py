@@ -35,6 +35,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from stageflow.aot.header import header_text
 from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.llvm.emitter import I32, I64
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import return_unless
 from stageflow.codegen.lowered import matmul
 from stageflow.codegen.program.builder import (
@@ -42,7 +43,6 @@ from stageflow.codegen.program.builder import (
     NULL_POINTER,
     ProgramSignature,
     constant_bytes,
-    declare,
 )
 from stageflow.codegen.program.module import whole_function_module
 from stageflow.codegen.targets.cpu import process_jit

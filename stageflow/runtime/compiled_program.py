@@ -27,11 +27,11 @@ from llvmlite import ir
 from xdsl.dialects.func import FuncOp
 
 from stageflow.codegen.llvm.emitter import I32
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.lowered.compile import op_spec, rule_for
 from stageflow.codegen.program.builder import (
     ProgramBuilder,
     ProgramSignature,
-    declare,
     supported,
 )
 from stageflow.codegen.targets import cache

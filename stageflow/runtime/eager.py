@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from stageflow.codegen.lowered.compile import CompiledOp
 from stageflow.core import context
 from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import Primitive, ShapedType
@@ -40,13 +39,11 @@ class EagerTrace:
                 )
             values.append(arg._value)
         self._check(primitive, values, params)
-        kernel = primitive.kernel
-        if primitive.name in MACS:
-            compiled = KERNELS.lookup(primitive, values, params)
-            if compiled is not None:
-                kernel = _without_params(compiled)
+        compiled = (KERNELS.lookup(primitive, values, params) if primitive.name in MACS
+                    else None)
         try:
-            result = kernel(*values, **params)
+            result = (primitive.kernel(*values, **params) if compiled is None
+                      else compiled(*values))
         except KERNEL_ERRORS as error:
             raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
         if primitive.multiple_results:
@@ -81,11 +78,6 @@ class EagerTrace:
 
     def variable_created(self, variable: Any) -> None:
         """Eagerly, variables may be created at any time."""
-
-
-def _without_params(op: CompiledOp) -> Any:
-    """A compiled op called as kernels are (its params are fixed already)."""
-    return lambda *arrays, **_: op(*arrays)
 
 
 context.set_eager_trace(EagerTrace())

@@ -69,6 +69,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.dims import LLVMDims
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64, return_unless
 from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.lowered.matmul import (
@@ -88,7 +89,6 @@ from stageflow.codegen.lowered.rule import (
     contiguous_strides,
     lowering,
 )
-from stageflow.codegen.program.builder import declare
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.conv import Padding, Pair, window_positions
 from stageflow.primitives.reduction import MAX, SUM

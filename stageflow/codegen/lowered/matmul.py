@@ -36,6 +36,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, I32, I64
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, dot, small_matmul
@@ -109,8 +110,8 @@ def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
     (under a spin lock: a region is milliseconds, the lock a few instructions)."""
     module = b.module
     guard = blas_guard(module)
-    get = _declare(module, THREAD_SYMBOLS[0], I32, [])
-    put = _declare(module, THREAD_SYMBOLS[1], ir.VoidType(), [I32])
+    get = declare(module, THREAD_SYMBOLS[0], I32, [])
+    put = declare(module, THREAD_SYMBOLS[1], ir.VoidType(), [I32])
     words = b.bitcast(guard, ir.PointerType(I64))
     lock, count, saved = (b.gep(words, [i64(k)], source_etype=I64) for k in range(GUARD_WORDS))
 
@@ -146,12 +147,6 @@ def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
     region()
     locked(leave)
 
-
-def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    existing = module.globals.get(name)
-    if isinstance(existing, ir.Function):
-        return existing
-    return ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:

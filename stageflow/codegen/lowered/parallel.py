@@ -24,6 +24,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I8, I32, I64
+from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, i64
 from stageflow.codegen.lowered.rule import OpBuilder, load_operands
 
@@ -39,19 +40,6 @@ _AFFINITY_BYTES = 128  # a glibc cpu_set_t: 1024 CPUs
 TaskBody = Callable[[OpBuilder, ir.Value, ir.Value, ir.Value, ir.Value], None]
 
 
-def _alloca(b: ir.IRBuilder, ty: ir.Type, count: int = 1, name: str = "") -> ir.Value:
-    """Stack memory in the function's entry block: an alloca where `b` is (in a loop of a
-    program) would take new stack at every iteration."""
-    entry = ir.IRBuilder(b.function.entry_basic_block)
-    entry.position_at_start(b.function.entry_basic_block)
-    return entry.alloca(ty, count, name=name)
-
-
-def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    existing = module.globals.get(name)
-    if isinstance(existing, ir.Function):
-        return existing
-    return ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def cpu_count(b: ir.IRBuilder) -> ir.Value:
@@ -64,8 +52,8 @@ def cpu_count(b: ir.IRBuilder) -> ir.Value:
         cached.linkage = "internal"
     known = b.load(cached, typ=I64)
     with b.if_then(b.icmp_signed("==", known, i64(0))):
-        mask = _alloca(b, ir.ArrayType(I64, _AFFINITY_BYTES // 8))
-        affinity = _declare(module, "sched_getaffinity", I32, [I32, I64, _PTR])
+        mask = entry_alloca(b, ir.ArrayType(I64, _AFFINITY_BYTES // 8))
+        affinity = declare(module, "sched_getaffinity", I32, [I32, I64, _PTR])
         ok = b.icmp_signed("==", b.call(affinity, [ir.Constant(I32, 0), i64(_AFFINITY_BYTES),
                                                     mask]), ir.Constant(I32, 0))
         popcount = module.declare_intrinsic("llvm.ctpop", [I64])
@@ -91,20 +79,15 @@ def run_tasks(ob: OpBuilder, name: str, units: ir.Value, tasks: ir.Value, body: 
     `MAX_TASKS`; clamped), the first on this thread. With `private`, each task after the
     first gets the memory it returns (``private(b, task)``, null where it failed: the op
     then returns its argument count + 1) and, once every task is done, `merge` folds it
-    into the result and frees it; the first task gets null. `guard` wraps the tasks when
-    there are several. Returns from the entry with the first failing task's status."""
+    into the result and frees it; the first task gets null. `guard` wraps the tasks.
+    Returns from the entry with the first failing task's status."""
     assert (private is None) == (merge is None), "private memory needs its merge"
     b = ob.b
     function = task_function(ob, name, body)
     tasks = b.select(b.icmp_signed("<", tasks, i64(1)), i64(1), tasks)
     tasks = b.select(b.icmp_signed(">", tasks, i64(MAX_TASKS)), i64(MAX_TASKS), tasks)
-    records = _alloca(b, I64, MAX_TASKS * len(_FIELDS), f"{name}.records")
-    threads = _alloca(b, I64, MAX_TASKS, f"{name}.threads")
-    started = _alloca(b, I8, MAX_TASKS, f"{name}.started")
-    module = b.module
-    create = _declare(module, "pthread_create", I32, [_PTR, _PTR, _PTR, _PTR])
-    join = _declare(module, "pthread_join", I32, [I64, _PTR])
-    trampoline = _trampoline(module, function)
+    records = entry_alloca(b, I64, MAX_TASKS * len(_FIELDS), f"{name}.records")
+    trampoline = _trampoline(b.module, function)
     data, dims, strides = ob.arguments
     no_memory = ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1)
 
@@ -121,11 +104,10 @@ def run_tasks(ob: OpBuilder, name: str, units: ir.Value, tasks: ir.Value, body: 
         if private is not None:
             with b.if_then(b.icmp_signed(">", t, i64(0))):
                 _store(b, at, 6, private(b, t))
-        b.store(ir.Constant(I8, 0), b.gep(started, [t], source_etype=I8))
 
     counted_loop(b, i64(0), tasks, i64(1), fill, "task.fill")
     if private is not None:
-        slot = _alloca(b, ir.IntType(1), 1, f"{name}.missing")
+        slot = entry_alloca(b, ir.IntType(1), 1, f"{name}.missing")
         b.store(ir.Constant(ir.IntType(1), 0), slot)
 
         def check(t: ir.Value) -> None:
@@ -139,32 +121,14 @@ def run_tasks(ob: OpBuilder, name: str, units: ir.Value, tasks: ir.Value, body: 
             counted_loop(b, i64(1), tasks, i64(1), lambda t: _free(b, record(t)), "task.free")
             b.ret(no_memory)
 
-    def start(t: ir.Value) -> None:
-        code = b.call(create, [b.gep(threads, [t], source_etype=I64), ir.Constant(_PTR, None),
-                               trampoline, record(t)])
-        b.store(b.zext(b.icmp_signed("==", code, ir.Constant(I32, 0)), I8),
-                b.gep(started, [t], source_etype=I8))
-
-    def finish(t: ir.Value) -> None:
-        ran = b.icmp_unsigned("!=", b.load(b.gep(started, [t], source_etype=I8), typ=I8),
-                              ir.Constant(I8, 0))
-        with b.if_else(ran) as (threaded, here):
-            with threaded:
-                thread = b.load(b.gep(threads, [t], source_etype=I64), typ=I64)
-                b.call(join, [thread, ir.Constant(_PTR, None)])
-            with here:
-                b.call(function, [record(t)])
-
     def together() -> None:
-        counted_loop(b, i64(1), tasks, i64(1), start, "task.start")
-        b.call(function, [record(i64(0))])
-        counted_loop(b, i64(1), tasks, i64(1), finish, "task.join")
+        _on_threads(b, tasks, record, trampoline, function)
 
     if guard is None:
         together()
     else:
         guard(b, together)
-    status = _alloca(b, I32, 1, f"{name}.status")
+    status = entry_alloca(b, I32, 1, f"{name}.status")
     b.store(ir.Constant(I32, 0), status)
 
     def collect(t: ir.Value) -> None:
@@ -240,7 +204,7 @@ def _load(b: ir.IRBuilder, record: ir.Value, index: int) -> ir.Value:
 def _free(b: ir.IRBuilder, record: ir.Value) -> None:
     memory = _load(b, record, 6)
     with b.if_then(b.icmp_unsigned("!=", memory, ir.Constant(_PTR, None))):
-        b.call(_declare(b.module, "free", ir.VoidType(), [_PTR]), [memory])
+        b.call(declare(b.module, "free", ir.VoidType(), [_PTR]), [memory])
 
 
 def run_calls(b: ir.IRBuilder, entry: ir.Function, tasks: ir.Value,
@@ -248,14 +212,9 @@ def run_calls(b: ir.IRBuilder, entry: ir.Function, tasks: ir.Value,
     """Call ``i32 entry(ptr, ptr)`` once per task in [0, `tasks`) (at most `MAX_TASKS`), on
     a thread each but the first, with the two arguments `arguments(task)` builds; the first
     nonzero status, else 0."""
-    module = b.module
-    create = _declare(module, "pthread_create", I32, [_PTR, _PTR, _PTR, _PTR])
-    join = _declare(module, "pthread_join", I32, [I64, _PTR])
-    trampoline = _call_thread(module)
-    records = _alloca(b, I64, MAX_TASKS * _CALL_WORDS, "call.records")
-    threads = _alloca(b, I64, MAX_TASKS, "call.threads")
-    started = _alloca(b, I8, MAX_TASKS, "call.started")
-    status = _alloca(b, I64, 1, "call.status")
+    trampoline = _call_thread(b.module)
+    records = entry_alloca(b, I64, MAX_TASKS * _CALL_WORDS, "call.records")
+    status = entry_alloca(b, I64, 1, "call.status")
 
     def record(t: ir.Value) -> ir.Value:
         return b.gep(records, [b.mul(t, i64(_CALL_WORDS))], source_etype=I64)
@@ -270,22 +229,6 @@ def run_calls(b: ir.IRBuilder, entry: ir.Function, tasks: ir.Value,
             b.store(b.ptrtoint(value, I64), word(at, k))
         b.store(i64(0), word(at, 3))
 
-    def start(t: ir.Value) -> None:
-        code = b.call(create, [b.gep(threads, [t], source_etype=I64), ir.Constant(_PTR, None),
-                               trampoline, record(t)])
-        b.store(b.zext(b.icmp_signed("==", code, ir.Constant(I32, 0)), I8),
-                b.gep(started, [t], source_etype=I8))
-
-    def finish(t: ir.Value) -> None:
-        ran = b.icmp_unsigned("!=", b.load(b.gep(started, [t], source_etype=I8), typ=I8),
-                              ir.Constant(I8, 0))
-        with b.if_else(ran) as (threaded, here):
-            with threaded:
-                b.call(join, [b.load(b.gep(threads, [t], source_etype=I64), typ=I64),
-                              ir.Constant(_PTR, None)])
-            with here:
-                b.call(trampoline, [record(t)])
-
     def collect(t: ir.Value) -> None:
         code = b.load(word(record(t), 3), typ=I64)
         now = b.load(status, typ=I64)
@@ -293,9 +236,7 @@ def run_calls(b: ir.IRBuilder, entry: ir.Function, tasks: ir.Value,
 
     b.store(i64(0), status)
     counted_loop(b, i64(0), tasks, i64(1), fill, "call.fill")
-    counted_loop(b, i64(1), tasks, i64(1), start, "call.start")
-    b.call(trampoline, [record(i64(0))])
-    counted_loop(b, i64(1), tasks, i64(1), finish, "call.join")
+    _on_threads(b, tasks, record, trampoline, trampoline)
     counted_loop(b, i64(0), tasks, i64(1), collect, "call.collect")
     return b.trunc(b.load(status, typ=I64), I32)
 
@@ -319,3 +260,35 @@ def _call_thread(module: ir.Module) -> ir.Function:
     b.store(b.sext(code, I64), b.gep(record, [i64(3)], source_etype=I64))
     b.ret(ir.Constant(_PTR, None))
     return thread
+
+
+def _on_threads(b: ir.IRBuilder, tasks: ir.Value, record: Callable[[ir.Value], ir.Value],
+                thread: ir.Function, here: ir.Function) -> None:
+    """Tasks 1 to `tasks` - 1 on a POSIX thread each (`thread`, a start routine, given
+    the task's record), task 0 on this thread (`here`), then each thread joined; a task
+    whose thread did not start runs here instead."""
+    module = b.module
+    create = declare(module, "pthread_create", I32, [_PTR, _PTR, _PTR, _PTR])
+    join = declare(module, "pthread_join", I32, [I64, _PTR])
+    threads = entry_alloca(b, I64, MAX_TASKS, "threads")
+    started = entry_alloca(b, I8, MAX_TASKS, "started")
+
+    def start(t: ir.Value) -> None:
+        code = b.call(create, [b.gep(threads, [t], source_etype=I64), ir.Constant(_PTR, None),
+                               thread, record(t)])
+        b.store(b.zext(b.icmp_signed("==", code, ir.Constant(I32, 0)), I8),
+                b.gep(started, [t], source_etype=I8))
+
+    def finish(t: ir.Value) -> None:
+        ran = b.icmp_unsigned("!=", b.load(b.gep(started, [t], source_etype=I8), typ=I8),
+                              ir.Constant(I8, 0))
+        with b.if_else(ran) as (threaded, unstarted):
+            with threaded:
+                b.call(join, [b.load(b.gep(threads, [t], source_etype=I64), typ=I64),
+                              ir.Constant(_PTR, None)])
+            with unstarted:
+                b.call(here, [record(t)])
+
+    counted_loop(b, i64(1), tasks, i64(1), start, "task.start")
+    b.call(here, [record(i64(0))])
+    counted_loop(b, i64(1), tasks, i64(1), finish, "task.join")

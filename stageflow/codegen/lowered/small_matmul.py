@@ -20,9 +20,9 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I64
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, nest
-from stageflow.codegen.program.builder import declare
 from stageflow.core import dtypes
 
 # Measured with benchmarks/loop.py and a (1, 64) @ (64, 64) step: the generated code took

@@ -17,6 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I32, I64
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import (
     counted_loop,
     fold_loop,
@@ -26,7 +27,6 @@ from stageflow.codegen.llvm.loops import (
     while_loop,
 )
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
-from stageflow.codegen.program.builder import declare
 from stageflow.core import dtypes
 
 _PTR = ir.PointerType()

@@ -54,6 +54,7 @@ from xdsl.ir import Operation, Region, SSAValue
 
 from stageflow.codegen.kernels.analysis import split_rows
 from stageflow.codegen.llvm.emitter import I1, I8, I32, I64
+from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
 from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_ok
 from stageflow.codegen.lowered.parallel import MAX_TASKS, cpu_count, run_calls
@@ -80,14 +81,6 @@ SPLIT_KERNEL_ELEMENTS = 1 << 18
 # their operand: what a primitive's ``LoweredBy.PROGRAM`` fact expects.
 PROGRAM_OPS = frozenset({"constant", "read_variable", "assign_variable", "call", "py_func"})
 _PTR = ir.PointerType()
-
-
-def declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    """The function `name` of `module`, declared on first use (malloc, free, memcpy)."""
-    existing = module.globals.get(name)
-    if isinstance(existing, ir.Function):
-        return existing
-    return ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def constant_bytes(module: ir.Module, name: str, array: np.ndarray) -> ir.GlobalVariable:
@@ -290,9 +283,7 @@ class ProgramBuilder:
         self.kernel_entry, self.op_entry = kernel_entry, op_entry
         self.symbol = symbol
         self.signature = signature_of(function)
-        self.workspace = Workspace(module, symbol,
-                                   declare(module, "aligned_alloc", _PTR, [I64, I64]),
-                                   declare(module, "free", ir.VoidType(), [_PTR]))
+        self.workspace = Workspace(module, symbol)
         self._memcpy = declare(self.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                      [_PTR, _PTR, I64, I1])
 
@@ -535,11 +526,8 @@ class _Body:
         self.copies = {op: [self.at(x) for x in offsets] for op, offsets in self.copies.items()}
 
     def alloca(self, ty: ir.Type, count: int) -> ir.Value:
-        """Stack memory for one call's argument arrays, in the entry block: an alloca
-        elsewhere (in a loop) would take new stack space at every iteration."""
-        entry = ir.IRBuilder(self.function.entry_basic_block)
-        entry.position_at_start(self.function.entry_basic_block)
-        return entry.alloca(ty, count)
+        """Stack memory for one call's argument arrays, in the entry block."""
+        return entry_alloca(self.b, ty, count)
 
     def place(self, size: ir.Value) -> _Offset:
         """Room for `size` bytes in the workspace: its offset, aligned to `ALIGNMENT`."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I8, I64
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import i64
 
 ALIGNMENT = 64  # bytes: a cache line, and any vector the kernels load
@@ -32,15 +33,14 @@ _PTR = ir.PointerType()
 
 
 class Workspace:
-    """The cached block of the program `symbol` in `module`, and the code that uses it
-    (`alloc` and `free`: C's ``aligned_alloc`` and ``free`` declared in `module`)."""
+    """The cached block of the program `symbol` in `module`, and the code that uses it."""
 
-    def __init__(self, module: ir.Module, symbol: str, alloc: ir.Function,
-                 free: ir.Function) -> None:
+    def __init__(self, module: ir.Module, symbol: str) -> None:
         self.cached = ir.GlobalVariable(module, _PTR, f"{symbol}.workspace")
         self.cached.initializer = ir.Constant(_PTR, None)
         self.cached.linkage = "internal"
-        self._alloc, self._free = alloc, free
+        self._alloc = declare(module, "aligned_alloc", _PTR, [I64, I64])
+        self._free = declare(module, "free", ir.VoidType(), [_PTR])
         self._release_function(module, symbol)
 
     def acquire(self, b: ir.IRBuilder, size: ir.Value) -> ir.Value:

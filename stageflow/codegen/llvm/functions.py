@@ -1,0 +1,22 @@
+"""Module- and function-level helpers every LLVM builder here needs: declaring an external
+function once per module, and stack memory in a function's entry block."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+
+def declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    """The function `name` of `module`, declared on first use (malloc, free, memcpy)."""
+    existing = module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def entry_alloca(b: ir.IRBuilder, ty: ir.Type, count: int = 1, name: str = "") -> ir.Value:
+    """Stack memory in the entry block of `b`'s function: an alloca where `b` is (in a loop)
+    would take new stack space at every iteration."""
+    entry = ir.IRBuilder(b.function.entry_basic_block)
+    entry.position_at_start(b.function.entry_basic_block)
+    return entry.alloca(ty, count, name=name)
