@@ -1,5 +1,6 @@
 """The listings of the TensorFlow Eager paper, written with stageflow, printing what the
-paper says they print. Listings 4-5 (GPU devices) arrive with the GPU runtime.
+paper says they print. Listings 4-5 place tensors on a GPU where one exists, else on a
+second (logical) CPU device.
 
     python examples/paper_listings.py
 """
@@ -87,6 +88,37 @@ def section_4_1_add_noise() -> None:
     print(f"with sf.random.normal it returns fresh values: {fresh}")
 
 
+def accelerator() -> str:
+    """The device listings 4 and 5 use: the first GPU, else the second logical CPU."""
+    gpus = [name for name in sf.list_devices() if "GPU" in name]
+    return gpus[0] if gpus else "/device:CPU:1"
+
+
+def listing_4() -> None:
+    """Tensor copies between devices: every tensor is a handle to data on one device."""
+    a = sf.constant(1.0)  # stored on CPU
+    b = a.to(accelerator())  # a.gpu() where there is a GPU
+    print(f"listing 4: a is on {a.device}, b on {b.device}")
+    if "GPU" not in b.device:
+        try:
+            a.gpu()
+        except ValueError as error:
+            print("  a.gpu():", str(error).split(";")[0])
+
+
+def listing_5() -> None:
+    """An op placed on a device gets its inputs on the CPU copied there transparently."""
+    before = sf.config.statistics()["device_copies"]
+    # stored on CPU
+    a = sf.constant(1.0)
+    b = sf.constant(2.0)
+    with sf.device(accelerator()):
+        c = sf.add(a, b)
+    assert c.numpy() == 3.0
+    copies = sf.config.statistics()["device_copies"] - before
+    print(f"listing 5: c = {float(c)} on {c.device}, {copies} inputs copied there")
+
+
 def listing_6() -> None:
     """Two graph functions, one per value of the Python argument `training`."""
 
@@ -164,7 +196,9 @@ def state_creation() -> None:
 
 
 if __name__ == "__main__":
+    sf.config.set_logical_device_count("CPU", 2)  # before the devices are first used
     for listing in (section_4_1_select, section_4_1_add_noise, listing_1, listing_2,
-                    listing_3, listing_6, listing_7, listing_8, state_creation):
+                    listing_3, listing_4, listing_5, listing_6, listing_7, listing_8,
+                    state_creation):
         print(f"== {listing.__name__} ==")
         listing()

@@ -20,6 +20,7 @@ from stageflow import (
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
+from stageflow.core.devices import device
 from stageflow.core.dtypes import bfloat16, float16, float32, float64, int32, int64, uint32
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
 from stageflow.frontend.module import Module

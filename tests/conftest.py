@@ -25,6 +25,12 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
+import stageflow as sf
+
+# Four logical CPU devices for the whole suite, so that placement, copies between devices and
+# concurrent devices are tested on any machine (tests/runtime/test_devices.py).
+sf.config.set_logical_device_count("CPU", 4)
+
 # `import strategies` from any test module, whether or not `tests` becomes a package.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

@@ -26,6 +26,8 @@ from hypothesis.extra import numpy as hnp
 from strategies import axes
 
 import stageflow as sf
+from stageflow.passes import PTX_PIPELINE
+from stageflow.staging.compiler import Compilation
 
 F32, F64, I32, I64, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
                                                    np.bool_))
@@ -597,6 +599,25 @@ def staged(**options: Any) -> Callable[..., Callable]:
     return make
 
 
+def emulated_gpu(program: Program, variables: list[sf.Variable], generator: Any) -> Callable:
+    """The program staged, optimised by the PTX pipeline and run as a GPU runs it: each
+    fused kernel an emulated launch of the LLVM IR its PTX is made from, the other ops
+    (reductions, data movement, random bits, variables) their eager kernels."""
+    staged_program = sf.function(eager(program, variables, generator))
+
+    def run(*args: Any) -> list[Any]:
+        concrete = staged_program.get_concrete_function(*args)
+        compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
+        compilation.run_passes(PTX_PIPELINE)
+        [executable] = compilation.emulated_gpu_executables([concrete.name])
+        captured = [c.source if isinstance(c.source, sf.Variable) else c.source._value
+                    for c in concrete.graph.captures]
+        results = executable.run([a._value for a in args] + captured)
+        return concrete.structure_outputs([sf.constant(r) for r in results])
+
+    return run
+
+
 def assert_same(program: Program, got: list[np.ndarray], want: list[np.ndarray],
                 exact: list[bool]) -> None:
     for g, w, e in zip(got, want, exact, strict=True):
@@ -625,6 +646,13 @@ def test_random_programs_agree_three_ways(program: Program) -> None:
     compare(program, staged(jit=False), reference, args)
     compiled = compare(program, staged(), reference, args)
     assert compiled.get_concrete_function(*args).program.program is not None
+
+
+@settings(max_examples=20)
+@given(programs())
+def test_random_programs_agree_on_the_emulated_gpu(program: Program) -> None:
+    args = [sf.constant(x) for x in program.inputs]
+    compare(program, emulated_gpu, execute(program, eager, args), args)
 
 
 @settings(max_examples=10)

@@ -9,8 +9,9 @@ stderr, ``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, nev
 traceback: the command is driven by lit tests and scripts, which match on that line.
 
 ``stageflow dump``, ``graph`` and ``compile`` stage a user's function (`stageflow.cli.staging`);
-``stageflow devices`` lists devices. Each sub-command is a parser with a ``handler``
-default taking the parsed arguments and returning the exit status.
+``stageflow devices [--logical-cpus N]`` lists the devices with their memory. Each
+sub-command is a parser with a ``handler`` default taking the parsed arguments and
+returning the exit status.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from stageflow.passes import (
     format_timings,
     ir_printer,
 )
-from stageflow.runtime.devices import list_devices
+from stageflow.runtime.devices import all_devices, gpu_unavailable_reason
 
 SPLIT_MARKER = "// -----"
 
@@ -140,13 +141,19 @@ def build_parser() -> argparse.ArgumentParser:
     staging.add_parsers(commands)
 
     devices = commands.add_parser("devices", help="list the devices stageflow can run on")
+    staging.add_logical_cpus(devices)
     devices.set_defaults(handler=run_devices)
     return parser
 
 
 def run_devices(args: argparse.Namespace) -> int:
-    for name in list_devices():
-        print(name)
+    """One line per device (name, kind, memory), then why there is no GPU if there is none."""
+    staging.set_logical_cpus(args)
+    found = all_devices()
+    for device in found:
+        print(device.describe())
+    if not any(device.kind == "GPU" for device in found):
+        print(f"no GPU: {gpu_unavailable_reason()}")
     return 0
 
 

@@ -2,6 +2,8 @@
 
 ``FILE.py:FUNC`` names a function in a Python file (a plain function is wrapped in
 `sf.function`); ``--arg f32[?,784]`` gives one argument's dtype and dims (``?`` unknown).
+``dump --device NAME`` traces the call placed on that device (``--logical-cpus N`` first
+splits the CPU into N devices), so the IR shows the placement.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from stageflow.aot.library import compile_function
 from stageflow.cli.io import CommandError, write_output
-from stageflow.core import dtypes
+from stageflow.core import devices, dtypes
 from stageflow.core.source import PACKAGE_DIR
 from stageflow.frontend.spec import TensorSpec
 from stageflow.passes import IR_DUMP_HEADER, format_timings, ir_printer
@@ -83,7 +86,8 @@ def _concrete(args: argparse.Namespace) -> tuple[Any, float]:
     specs = [parse_arg_spec(text) for text in args.arg]
     start = time.perf_counter()
     try:
-        concrete = staged.get_concrete_function(*specs)
+        with placement(args):
+            concrete = staged.get_concrete_function(*specs)
     except (ValueError, TypeError, IndexError) as error:
         raise CommandError(" ".join(str(error).split())) from None
     except Exception as error:  # the user's function raised while it was traced
@@ -91,6 +95,28 @@ def _concrete(args: argparse.Namespace) -> tuple[Any, float]:
         message = " ".join(f"{type(error).__name__}: {error}".split())
         raise CommandError(f"{message}{where}") from None
     return concrete, time.perf_counter() - start
+
+
+def set_logical_cpus(args: argparse.Namespace) -> None:
+    """Apply ``--logical-cpus N`` (before anything uses the devices)."""
+    count = getattr(args, "logical_cpus", None)
+    if count is not None:
+        try:
+            devices.set_logical_device_count("CPU", count)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+
+
+def placement(args: argparse.Namespace) -> Any:
+    """The ``--device`` scope to trace in (none when not given)."""
+    set_logical_cpus(args)
+    name = getattr(args, "device", None)
+    if name is None:
+        return nullcontext()
+    try:
+        return devices.device(name)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
 
 
 def _user_frame(traceback: Any) -> str:
@@ -194,6 +220,9 @@ def add_parsers(commands: Any) -> None:
             parser.add_argument("--print-ir-after-all", action="store_true")
             parser.add_argument("--timing", action="store_true")
             parser.add_argument("-o", "--output", metavar="OUT")
+            parser.add_argument("--device", metavar="NAME",
+                                help="trace the call placed on this device, e.g. cpu:1")
+            add_logical_cpus(parser)
         elif name == "graph":
             parser.add_argument("-o", "--output", metavar="OUT.dot|OUT.svg", required=True)
         else:
@@ -205,3 +234,9 @@ def add_parsers(commands: Any) -> None:
                                 help="keep variables as state instead of constants")
             parser.add_argument("--arch", default="sm_80", help="PTX target: sm_80 or sm_90")
         parser.set_defaults(handler=handler)
+
+
+def add_logical_cpus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--logical-cpus", type=int, metavar="N",
+                        help="split the CPU into N devices first (as "
+                             "sf.config.set_logical_device_count)")

@@ -22,6 +22,10 @@
   convolutions keep NumPy's kernels instead of the compiled ones (compiled in the
   background per signature, see `stageflow.runtime.eager_kernels`), so that an eager
   program's numbers never depend on when a compile finished.
+- `set_logical_device_count("CPU", n)` (before the devices are first used) splits the CPU
+  into n devices; `statistics()` counts copies between devices (``device_copies``,
+  ``device_copy_bytes``) since `reset_statistics()`; `get_memory_info(device)` gives the
+  bytes a device's tensors hold (``current``) and held at most (``peak``), as TensorFlow's.
 - ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
   between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
   ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
@@ -34,6 +38,9 @@ import os
 import re
 import sys
 import warnings
+from typing import Any
+
+from stageflow.core import devices
 
 VERSION = "0.1.0"
 
@@ -100,3 +107,39 @@ def dump(function: str, stage: str, text: str) -> None:
     path = os.path.join(dump_dir, f"{next(_dump_counter):04d}.{safe}.mlir")
     with open(path, "w", encoding="utf-8") as file:
         file.write(text)
+
+
+set_logical_device_count = devices.set_logical_device_count
+logical_device_count = devices.logical_device_count
+
+
+def statistics() -> dict[str, Any]:
+    """Counters of the runtime's work since the last `reset_statistics`."""
+    counters = devices.COUNTERS
+    with counters.lock:
+        return {"device_copies": counters.copies, "device_copy_bytes": counters.copy_bytes}
+
+
+def reset_statistics() -> None:
+    """Zero the counters of `statistics` and the peaks of `get_memory_info`."""
+    counters = devices.COUNTERS
+    with counters.lock:
+        counters.copies = counters.copy_bytes = 0
+        for usage in counters.memory.values():
+            usage[1] = usage[0]
+
+
+def get_memory_info(device: str) -> dict[str, int]:
+    """``{"current": bytes, "peak": bytes}`` held by the tensors placed on `device`.
+
+    Counted for every device but ``/device:CPU:0``, whose tensors are plain NumPy arrays
+    that the eager fast path never stops to count (a ValueError says so)."""
+    name = devices.resolve(device)
+    if name == devices.HOST:
+        raise ValueError("memory of /device:CPU:0 is not counted: its tensors are plain "
+                         "NumPy arrays; split the CPU with "
+                         "sf.config.set_logical_device_count and use another device")
+    with devices.COUNTERS.lock:
+        current, peak = devices.COUNTERS.memory.get(name, (0, 0))
+    return {"current": current, "peak": peak}
+

@@ -18,11 +18,12 @@ from typing import Any, Protocol
 
 class Trace(Protocol):
     """What a context provides: apply a primitive to its arguments (for `Primitive.bind`),
-    and make a tensor of a NumPy array (for constants, in op functions and gradient rules)."""
+    and make a tensor of a NumPy array (for constants, in op functions and gradient rules;
+    on `device`, or where the device scope says, so that it needs no copy there)."""
 
     def process(self, primitive: Any, args: tuple, params: dict) -> Any: ...
 
-    def constant(self, array: Any) -> Any: ...
+    def constant(self, array: Any, device: str | None = None) -> Any: ...
 
 
 class _ThreadState(threading.local):
@@ -87,11 +88,6 @@ def push_trace(trace: Trace) -> Iterator[Trace]:
     finally:
         _thread.stack.pop()
         _count_active(-1)
-
-
-def current_device() -> str:
-    """The device scope ops and graph functions are placed in (part of trace-cache keys)."""
-    return "/device:CPU:0"
 
 
 @contextmanager

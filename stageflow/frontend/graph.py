@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from stageflow.core.devices import HOST
 from stageflow.core.errors import KERNEL_ERRORS, located_error
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.source import SourceLocation
@@ -26,6 +27,7 @@ class Value:
 
     type: Type
     id: int = field(default_factory=lambda: next(_ids))
+    device: str | None = None  # set where a scope inside the trace placed its op
 
     def __repr__(self) -> str:
         return f"%{self.id}:{self.type}"
@@ -40,6 +42,7 @@ class Equation:
     params: dict[str, Any]
     outputs: list[Value]
     location: SourceLocation | None
+    device: str | None = None  # the device a `sf.device` scope inside the trace named
 
 
 @dataclass(eq=False)
@@ -56,6 +59,7 @@ class Graph:
     """A graph function: typed inputs (arguments, then captures), equations, outputs."""
 
     name: str
+    device: str = HOST  # where the function runs: the caller's scope, else its inputs'
     inputs: list[Value] = field(default_factory=list)
     captures: list[Capture] = field(default_factory=list)
     equations: list[Equation] = field(default_factory=list)

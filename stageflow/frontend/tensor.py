@@ -1,8 +1,15 @@
-"""Eager tensors: immutable handles to NumPy arrays on ``/device:CPU:0``.
+"""Eager tensors: immutable handles to NumPy arrays on a device.
 
 A `Tensor` holds one NumPy array (or NumPy scalar for 0-d results) and never mutates it,
 so results may share memory with their inputs (reshape, slicing) safely. Python operators
 and indexing are installed by `stageflow.frontend.ops.operators`.
+
+A plain `Tensor` lives on the host's default device, ``/device:CPU:0``; the eager fast
+paths take only those (``type(x) is Tensor``). A tensor on any other device is a
+`PlacedTensor`, which goes through `Primitive.bind`, where the eager executor runs the op
+on a device and copies inputs from other devices (`stageflow.runtime.placement`). Copies
+of a tensor to other devices are kept on it (``_mirrors``, TensorFlow's "mirrors"), so a
+tensor used on another device many times is copied there once: tensors never change.
 """
 
 from __future__ import annotations
@@ -11,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import dtypes
+from stageflow.core import devices, dtypes
 from stageflow.core.source import describe_location
-
-CPU_DEVICE = "/device:CPU:0"
+from stageflow.primitives.functional import device_copy_p
 
 # `allocate(Tensor)`: a tensor without running `__init__`, for the eager fast paths that set
 # its value themselves.
@@ -24,7 +30,7 @@ allocate = object.__new__
 class Tensor:
     """A concrete, immutable, typed multi-dimensional array."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_value", "_mirrors", "__weakref__")
     __array_priority__ = 100  # NumPy defers `ndarray * Tensor` to Tensor.__rmul__
     __hash__ = None  # `==` is elementwise, as in NumPy; use `id()` or `.ref()` as a key
 
@@ -51,7 +57,23 @@ class Tensor:
 
     @property
     def device(self) -> str:
-        return CPU_DEVICE
+        """The full name of the device holding the value, e.g. ``"/device:CPU:0"``."""
+        return devices.HOST
+
+    def to(self, device: str) -> Tensor:
+        """This tensor on `device` (any form of its name: ``"cpu:1"``, ``"/gpu:0"``): a copy
+        made once and kept, or the tensor itself when it is there already. Differentiable:
+        the gradient is copied back."""
+        return device_copy_p.bind(self, device=devices.resolve(device))
+
+    def cpu(self, i: int = 0) -> Tensor:
+        """This tensor on ``/device:CPU:{i}`` (see `to`)."""
+        return self.to(f"/device:CPU:{i}")
+
+    def gpu(self, i: int = 0) -> Tensor:
+        """This tensor on ``/device:GPU:{i}`` (see `to`); without such a GPU an error says
+        why (no CUDA driver, no package, no device)."""
+        return self.to(f"/device:GPU:{i}")
 
     def numpy(self) -> np.ndarray:
         """A NumPy copy of the value (writable; the tensor itself stays unchanged)."""
@@ -108,6 +130,27 @@ class Tensor:
     def ref(self) -> TensorRef:
         """A hashable reference to this tensor (by identity), for sets and dict keys."""
         return TensorRef(self)
+
+
+class PlacedTensor(Tensor):
+    """A tensor on a device other than ``/device:CPU:0``: its value in that device's memory
+    (a host array for logical CPU devices) and the device's name."""
+
+    __slots__ = ("_device",)
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+
+def placed(value: Any, device: str) -> Tensor:
+    """Wrap a kernel's result computed on `device` (a plain `Tensor` on the default one)."""
+    if device == devices.HOST:
+        return wrap(value)
+    tensor = allocate(PlacedTensor)
+    tensor._value = value
+    tensor._device = device
+    return tensor
 
 
 class TensorRef:

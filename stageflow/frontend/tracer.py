@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from stageflow.core import devices
 from stageflow.core.errors import StagingError
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
@@ -19,6 +20,7 @@ from stageflow.core.source import describe_location, user_location
 from stageflow.frontend.graph import Capture, Equation, Graph, Value, run_equation
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.primitives import state
+from stageflow.primitives.functional import device_copy_p
 from stageflow.primitives.structural import constant_p
 
 SMALL_CONSTANT = 16  # elements; constants up to this size are deduplicated while tracing
@@ -58,6 +60,12 @@ class SymbolicTensor(Tensor):
                 return None
             total *= d
         return total
+
+    @property
+    def device(self) -> str:
+        """Where the op computing this value runs: the device of a `sf.device` scope
+        opened inside the trace, else the graph function's."""
+        return self._node.device or self._trace.graph.device
 
     def _staging_error(self, what: str) -> StagingError:
         return StagingError(f"{what} of a traced tensor {self._node.type}: {_VALUE_HINT}"
@@ -100,6 +108,7 @@ class GraphTrace:
         self._lifted_upto = 0
         self._constants: dict[tuple, SymbolicTensor] = {}
         self.op_lines: dict[tuple[str, int], int] = {}
+        self._scope_depth = devices.depth()  # scopes opened deeper place the ops inside
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -134,7 +143,7 @@ class GraphTrace:
                 f"{op}: a traced tensor of another function was used here (did it escape "
                 f"from an sf.function, e.g. through a Python global or list?){describe_location()}"
             )
-        if type(tensor) is Tensor:
+        if isinstance(tensor, Tensor):  # eager, on any device
             value = tensor._value
             return self._capture(tensor, ShapedType(value.shape, value.dtype))
         raise TypeError(f"{op}: expected a tensor, got {type(tensor).__name__}"
@@ -167,8 +176,9 @@ class GraphTrace:
             key = (equation.location.filename, equation.location.line)
             self.op_lines[key] = self.op_lines.get(key, 0) + 1
 
-    def constant(self, array: Any) -> SymbolicTensor:
-        """A constant op; small constants (Python scalars mostly) are made once per trace."""
+    def constant(self, array: Any, device: str | None = None) -> SymbolicTensor:
+        """A constant op; small constants (Python scalars mostly) are made once per trace.
+        (Its placement is its users': they follow their placed inputs.)"""
         array = np.asarray(array)
         if array.size > SMALL_CONSTANT:
             return self.process(constant_p, (), {"value": array})
@@ -192,9 +202,22 @@ class GraphTrace:
     def _emit(self, primitive: Primitive, inputs: list[Value], params: dict) -> list:
         types = primitive.abstract_eval(*(v.type for v in inputs), **params)
         types = types if primitive.multiple_results else (types,)
-        outputs = [Value(t) for t in types]
-        self._append(Equation(primitive, inputs, params, outputs, user_location()))
+        device = self._placement(primitive, inputs, params)
+        outputs = [Value(t, device=device) for t in types]
+        self._append(Equation(primitive, inputs, params, outputs, user_location(), device))
         return [SymbolicTensor(self, v) for v in outputs]
+
+    def _placement(self, primitive: Primitive, inputs: list[Value], params: dict) -> str | None:
+        """The device of an op, as eager execution would place it: a scope opened inside
+        the trace, a copy's target, else the first input's placement; None for the
+        function's own device (the caller's scope, fixed per trace)."""
+        if devices.depth() > self._scope_depth:
+            device = devices.current()
+        elif primitive is device_copy_p:
+            device = params["device"]
+        else:
+            device = next((v.device for v in inputs if v.device is not None), None)
+        return None if device == self.graph.device else device
 
     def variable_created(self, variable: Any) -> None:
         if not self.allow_variable_creation:
@@ -235,6 +258,6 @@ def _capture_value(source: Any, parent: Any) -> Any:
     """The run-time value of a capture: an array, a variable object, or an outer value."""
     if isinstance(source, SymbolicTensor):
         return np.asarray(parent.lift(source)._value)
-    if type(source) is Tensor:
+    if isinstance(source, Tensor):
         return source._value
     return source

@@ -3,6 +3,8 @@
 Eagerly a variable holds a NumPy array that `assign*` replaces. While a function is traced,
 the variable is captured by reference: reads and writes become `read_variable` /
 `assign_variable` ops on its resource handle, so the graph function mutates the live object.
+A variable lives on the device of the scope it is created in: reads give tensors there, and
+values assigned from other devices are copied to it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import context
+from stageflow.core import context, devices
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend import tape
@@ -45,6 +47,7 @@ class Variable:
                 initial_value = initial_value()
             value = convert_to_tensor(trace.lift(initial_value), dtype)._value
         self._value = value
+        self._device = devices.current() or devices.HOST
         # Held by a compiled call assigning the variable (its machine code runs without the
         # GIL); reentrant, as such a call may fall back to steps calling other programs.
         self._lock = threading.RLock()
@@ -65,7 +68,7 @@ class Variable:
 
     @property
     def device(self) -> str:
-        return "/device:CPU:0"
+        return self._device
 
     def read_value(self) -> Tensor:
         """The current value (a read op on the handle while tracing); active tapes watch

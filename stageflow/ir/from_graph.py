@@ -6,22 +6,27 @@ primitive with the user's source line as its ``loc``; inputs (arguments, then ca
 become block arguments; a call to another concrete function becomes ``sf.call`` with the
 callee's symbol, and every callee, direct or indirect, is emitted into the same module
 under a unique symbol name (two traces of one Python function share a name otherwise).
+Placement shows as a ``device`` attribute: on the function when it runs on a device other
+than ``/device:CPU:0``, on each op a ``sf.device`` scope inside the function placed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
+from stageflow.core.devices import HOST
 from stageflow.frontend.graph import Equation, Graph
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import build_function, build_op, location_attr
 from stageflow.ir.control import CondOp, WhileOp, YieldOp
 from stageflow.ir.text import module_to_text
 from stageflow.ir.types import ir_type
+
+DEVICE = "device"
 
 
 class _Symbols:
@@ -61,7 +66,10 @@ def graph_function(graph: Graph, name: str, symbols: _Symbols | None = None) -> 
         ops = _equations(graph.equations, values, symbols)
         return ops, [values[v] for v in graph.outputs]
 
-    return build_function(name, [v.type for v in graph.all_inputs], body)
+    function = build_function(name, [v.type for v in graph.all_inputs], body)
+    if graph.device != HOST:
+        function.attributes[DEVICE] = StringAttr(graph.device)
+    return function
 
 
 def _equations(equations: list[Equation], values: dict[Any, SSAValue],
@@ -88,6 +96,8 @@ def _equations(equations: list[Equation], values: dict[Any, SSAValue],
                           [v.type for v in eq.outputs], eq.location)
         if eq.location is not None and eq.primitive.name in ("cond", "while"):
             op.location = location_attr(eq.location)
+        if eq.device is not None:
+            op.attributes[DEVICE] = StringAttr(eq.device)
         ops.append(op)
         values.update(zip(eq.outputs, op.results, strict=True))
     return ops

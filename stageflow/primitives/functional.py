@@ -1,7 +1,9 @@
-"""The call primitive: one graph function calling another (the paper's figure 2).
+"""Ops about values rather than arithmetic: calls, gradient stops, device copies.
 
-Graph functions compose by a call op rather than by inlining, so a function staged once is
-compiled once however many callers it has; an optimisation pass may inline small callees.
+Graph functions compose by a call op rather than by inlining (the paper's figure 2), so a
+function staged once is compiled once however many callers it has; an optimisation pass may
+inline small callees. A device copy is an op too, so that a copy made inside a staged
+function shows in its IR and a gradient flows back across it to the source device.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 from stageflow.core.dims import same_dims
 from stageflow.core.op_facts import Cost, Family, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.primitives.autodiff import floating_only
 
 
 def _accepts(expected: Any, given: Any) -> bool:
@@ -61,3 +64,21 @@ stop_gradient_p = Primitive(
     lowered_by=LoweredBy.PROGRAM,
 )
 stop_gradient_p.def_nondifferentiable()
+
+
+device_copy_p = Primitive(
+    "device_copy",
+    shape_rule=lambda x, *, device: x,
+    kernel=lambda x, *, device: x,
+    dims=same_dims,
+    summary="x on device `device`: a copy where that device's memory is another, the same "
+            "bytes in a host program (logical CPU devices share the host's memory)",
+    family=Family.FUNCTIONAL, memory=Memory.ALIAS, cost=Cost.MOVEMENT,
+    lowered_by=LoweredBy.PROGRAM,
+)
+
+
+@device_copy_p.def_vjp
+@floating_only
+def _device_copy_vjp(cotangents, inputs, outputs, *, device):
+    return [device_copy_p.bind(cotangents[0], device=inputs[0].device)]

@@ -3,17 +3,24 @@
 No IR object is built here. The shape rule runs first so that bad input fails with the
 op's own message (naming the shapes and the user's line) instead of a NumPy error.
 Convolutions run their compiled lowering once it is compiled (`eager_kernels`).
+
+Placement: an op runs on the device of the innermost `sf.device` scope, else on the device
+of its first input not on ``/device:CPU:0`` (tensors moved to a device draw their ops
+there), else on the host; `device_copy` runs on the device it names. Inputs on other
+devices are copied there transparently, once per tensor (`Device.mirror`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from stageflow.core import context
+from stageflow.core import context, devices
 from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.source import describe_location
-from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tensor import PlacedTensor, Tensor, placed, wrap
+from stageflow.primitives.functional import device_copy_p
+from stageflow.runtime import devices as runtime_devices
 from stageflow.runtime.eager_kernels import KERNELS, MACS
 
 CHECKED_LIMIT = 4096
@@ -31,13 +38,20 @@ class EagerTrace:
 
     def process(self, primitive: Primitive, args: tuple, params: dict[str, Any]) -> Any:
         values = []
+        on_host = True
         for arg in args:
-            if type(arg) is not Tensor:
-                raise TypeError(
-                    f"{primitive.name}: expected a tensor, got {type(arg).__name__}"
-                    f"{describe_location()}"
-                )
+            kind = type(arg)
+            if kind is not Tensor:
+                if kind is not PlacedTensor:
+                    raise TypeError(
+                        f"{primitive.name}: expected a tensor, got {type(arg).__name__}"
+                        f"{describe_location()}"
+                    )
+                on_host = False
             values.append(arg._value)
+        scope = devices.current()
+        if not on_host or scope not in (None, devices.HOST) or primitive is device_copy_p:
+            return self._placed(primitive, args, params, scope)
         self._check(primitive, values, params)
         compiled = (KERNELS.lookup(primitive, values, params) if primitive.name in MACS
                     else None)
@@ -49,6 +63,26 @@ class EagerTrace:
         if primitive.multiple_results:
             return tuple(wrap(r) for r in result)
         return wrap(result)
+
+    def _placed(self, primitive: Primitive, args: tuple, params: dict[str, Any],
+                scope: str | None) -> Any:
+        """Run the op on its device, its inputs copied there where they live elsewhere."""
+        if primitive is device_copy_p:
+            name = params["device"]
+        else:
+            name = scope or next((a.device for a in args if type(a) is PlacedTensor),
+                                 devices.HOST)
+        device = runtime_devices.get(name)
+        values = [device.mirror(arg) for arg in args]
+        self._check(primitive, values, params)
+
+        try:
+            result = device.run(lambda: primitive.kernel(*values, **params))
+        except KERNEL_ERRORS as error:
+            raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
+        if primitive.multiple_results:
+            return tuple(placed(device.hold(r), name) for r in result)
+        return placed(device.hold(result), name)
 
     def _check(self, primitive: Primitive, values: list, params: dict[str, Any]) -> None:
         try:
@@ -63,14 +97,20 @@ class EagerTrace:
                 self._checked.clear()
             self._checked.add(key)
 
-    def constant(self, array: Any) -> Tensor:
-        return wrap(array)
+    def constant(self, array: Any, device: str | None = None) -> Tensor:
+        device = device or devices.current()
+        if device is None or device == devices.HOST:
+            return wrap(array)
+        return placed(runtime_devices.get(device).hold(array), device)
 
     def read_variable(self, variable: Any) -> Tensor:
-        return wrap(variable._value)
+        return placed(variable._value, variable._device)
 
     def assign_variable(self, variable: Any, value: Tensor) -> None:
-        variable._store(value._value)
+        if type(value) is Tensor and variable._device == devices.HOST:
+            variable._store(value._value)
+        else:
+            variable._store(runtime_devices.get(variable._device).mirror(value))
 
     def lift(self, value: Any) -> Any:
         """Values are already concrete here."""

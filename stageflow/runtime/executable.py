@@ -25,6 +25,7 @@ from xdsl.ir import Block
 from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable, split_rows
 from stageflow.codegen.lowered.compile import lower_functions
 from stageflow.codegen.targets.cpu import Prepared, link_all, prepare_kernels
+from stageflow.codegen.targets.emulated import EmulatedLaunch
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY
 from stageflow.ir.attributes import decode
@@ -413,6 +414,28 @@ class Executable:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
             program = linked[programs[entry]] if entry in programs else None
             executables.append(cls(plan, stats, program, _assigned_inputs(functions[entry])))
+        stats.ops = sum(len(e.plan.steps) for e in executables)
+        return executables
+
+
+    @classmethod
+    def build_emulated_gpu(cls, module: ModuleOp, entries: list[str],
+                           stats: CompileStats) -> list[Executable]:
+        """Executables of a module the PTX pipeline optimised, run as a GPU would run it:
+        each fused kernel an emulated launch of the LLVM IR its PTX is made from
+        (`EmulatedLaunch`), every other op its eager kernel on the host."""
+        functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
+        start = time.perf_counter()
+        launch = EmulatedLaunch()
+        compiled: dict[Any, Any] = {name: launch.compile(f)
+                                    for name, f in functions.items() if is_kernel(f)}
+        stats.seconds["llvm"] = time.perf_counter() - start
+        stats.kernels = len(compiled)
+        plans: dict[str, Plan] = {}
+        executables = []
+        for entry in entries:
+            plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
+            executables.append(cls(plan, stats, None, _assigned_inputs(functions[entry])))
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
 

@@ -84,7 +84,7 @@ def _traced(function: Function) -> list[tuple[Any, ConcreteFunction]]:
         function.get_concrete_function()
     found: dict[int, tuple[Any, ConcreteFunction]] = {}
     for key, concrete in function._cache.items():
-        if key == "signature":
+        if key[0] == "signature":  # ("signature", device)
             _, treedef = nest.flatten(function._canonical(function.input_signature, {}))
         else:
             treedef = key[0]

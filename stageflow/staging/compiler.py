@@ -95,6 +95,13 @@ class Compilation:
         self.finished(f"{self.stats.kernels} kernels, {self.stats.ops} steps")
         return executables
 
+    def emulated_gpu_executables(self, entries: list[str]) -> list[Executable]:
+        """The module (optimised by the PTX pipeline) as a GPU runs it, its kernels launched
+        on emulated grids on this CPU (`Executable.build_emulated_gpu`)."""
+        executables = Executable.build_emulated_gpu(self.module, entries, self.stats)
+        self.finished(f"{self.stats.kernels} emulated GPU kernels, {self.stats.ops} steps")
+        return executables
+
     def finished(self, produced: str) -> None:
         """Log the ``compiles`` line: what the compile produced and its total time."""
         total = time.perf_counter() - self._start

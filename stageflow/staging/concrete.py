@@ -16,6 +16,7 @@ from xdsl.dialects.func import FuncOp
 from stageflow.codegen import CPUTarget, PTXTarget
 from stageflow.codegen.program.module import whole_function_module
 from stageflow.core import context, nest
+from stageflow.core.devices import HOST
 from stageflow.core.primitive import ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.frontend import tape
@@ -23,7 +24,7 @@ from stageflow.frontend.dot import graph_dot
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.replay import replay
 from stageflow.frontend.spec import TensorSpec
-from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tensor import PlacedTensor, Tensor, placed, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
 from stageflow.ir.from_graph import graph_module
@@ -31,6 +32,7 @@ from stageflow.ir.text import module_to_text
 from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
 from stageflow.passes.fuse import is_kernel
 from stageflow.primitives.functional import call_p
+from stageflow.runtime import devices as runtime_devices
 from stageflow.runtime.interpreter import InterpreterPlan
 from stageflow.staging.compiler import Compilation
 from stageflow.staging.staged_grad import call_under_tape
@@ -58,6 +60,7 @@ class ConcreteFunction:
         self.key = key
         self.jit = jit
         self._program = None
+        self._on_host: bool | None = None
         self._captured: list[Any] | None = None
         self._forward_backward = None
         self.pass_timings: list = []
@@ -109,6 +112,15 @@ class ConcreteFunction:
                 "steps_reasons": dict(stats.steps_reasons)}
 
     @property
+    def on_host(self) -> bool:
+        """Whether the function runs on ``/device:CPU:0`` and returns every result there
+        (no op inside placed elsewhere); such calls skip placement entirely."""
+        if self._on_host is None:
+            self._on_host = self.graph.device == HOST and not any(
+                v.device for v in self.graph.outputs)
+        return self._on_host
+
+    @property
     def variables(self) -> list[Variable]:
         """The variables this function reads or writes (captured by reference)."""
         return [c.source for c in self.graph.captures if isinstance(c.source, Variable)]
@@ -133,6 +145,13 @@ class ConcreteFunction:
             if results is None:
                 results = replay(self.graph, list(tensors))
             return self.structure_outputs(results)
+        if not self.on_host or any(type(t) is PlacedTensor for t in tensors):
+            return self._call_placed(tensors)
+        return self.call_on_host(tensors)
+
+    def call_on_host(self, tensors: list | tuple) -> Any:
+        """`call_flat` where nothing is placed and no tape is active (the trace cache's fast
+        path: a host function called with plain tensors, eager execution only)."""
         values = [t if type(t) is Variable else t._value for t in tensors]
         if self._captured is None:  # variables by reference, eager tensors' fixed values
             self._captured = [_capture_runtime_value(c.source, self.name)
@@ -142,6 +161,25 @@ class ConcreteFunction:
         if self._single_output:
             return wrap(results[0])
         return self.structure_outputs([wrap(r) for r in results])
+
+    def _call_placed(self, tensors: list | tuple) -> Any:
+        """Run on the graph's device: arguments copied there (once per tensor), the program
+        run in that device's order, each result on the device its op was placed on."""
+        device = runtime_devices.get(self.graph.device)
+        values = [t if type(t) is Variable else device.mirror(t) for t in tensors]
+        if self._captured is None:
+            self._captured = [_capture_runtime_value(c.source, self.name)
+                              for c in self.graph.captures]
+        values.extend(self._captured)
+        program = self.program
+        results = device.run(lambda: program.run(values))
+        placed_results = []
+        for result, value in zip(results, self.graph.outputs, strict=True):
+            name = value.device or device.name
+            placed_results.append(placed(runtime_devices.get(name).hold(result), name))
+        if self._single_output:
+            return placed_results[0]
+        return self.structure_outputs(placed_results)
 
     def _taped(self, tensors: list | tuple) -> bool:
         """Whether an active tape must see this call: it watches an argument, or the graph
@@ -266,9 +304,11 @@ def _capture_runtime_value(source: Any, name: str) -> Any:
 
 
 def trace_function(function: Any, leaves: list, treedef: Any,
-                   allow_variable_creation: bool, key: tuple | None = None) -> ConcreteFunction:
-    """Run `function.python_function` in a graph-building context on symbolic arguments."""
-    graph = Graph(function.name)
+                   allow_variable_creation: bool, key: tuple | None = None,
+                   device: str = HOST) -> ConcreteFunction:
+    """Run `function.python_function` in a graph-building context on symbolic arguments,
+    for a graph function placed on `device`."""
+    graph = Graph(function.name, device=device)
     trace = GraphTrace(graph, context.current_trace(), allow_variable_creation)
     args: list = []
     with context.push_trace(trace):

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import config, context, nest
+from stageflow.core import config, context, devices, nest
+from stageflow.core.devices import HOST
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
-from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tensor import PlacedTensor, Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
 from stageflow.staging.autograph import convert
@@ -156,7 +157,7 @@ class Function:
             concrete = self._flat_cache.get(key) if key is not None else None
             if concrete is not None:
                 self._calls.append(False)
-                return concrete.call_flat(args)
+                return concrete.call_on_host(args)
         canonical = self._canonical(args, kwargs)
         if self.input_signature is not None:
             canonical = self._conform(canonical)
@@ -166,7 +167,7 @@ class Function:
         tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
         if isinstance(context.current_trace(), GraphTrace):
             return concrete.emit_call(tensors)
-        key = None if kwargs else self._flat_key(args)
+        key = None if kwargs or not concrete.on_host else self._flat_key(args)
         if key is not None:
             if len(self._flat_cache) >= CACHE_SIZE:
                 self._flat_cache.clear()
@@ -227,7 +228,7 @@ class Function:
         function of exactly those specs: a relaxed one would not have their shapes."""
         if self.input_signature is not None:
             return self._signature_function(leaves, canonical)
-        key = (treedef, tuple(_leaf_key(leaf) for leaf in leaves), context.current_device())
+        key = (treedef, tuple(_leaf_key(leaf) for leaf in leaves), _call_device(leaves))
         concrete = self._cache.get(key)
         if concrete is not None:
             self._cache.move_to_end(key)
@@ -236,7 +237,7 @@ class Function:
         concrete = self._relaxed_match(key) if relaxed else None
         if concrete is None:
             specs = self._specs(key, leaves, relax=relaxed)
-            concrete = self._trace(specs, treedef, _relaxed_key(key, specs))
+            concrete = self._trace(specs, treedef, _relaxed_key(key, specs), key[2])
             self._note_retrace(key, canonical)
         self._cache[key] = concrete
         if len(self._cache) > CACHE_SIZE:
@@ -285,12 +286,13 @@ class Function:
         return (*conformed, *canonical[len(conformed):])
 
     def _signature_function(self, leaves: list, canonical: tuple) -> ConcreteFunction:
-        concrete = self._cache.get("signature")
+        device = _call_device(leaves)
+        concrete = self._cache.get(("signature", device))
         if concrete is None:
             spec_args = self._canonical(tuple(self.input_signature), {})
             spec_leaves, treedef = nest.flatten(spec_args)
-            concrete = self._trace(spec_leaves, treedef, None)
-            self._cache["signature"] = concrete
+            concrete = self._trace(spec_leaves, treedef, None, device)
+            self._cache[("signature", device)] = concrete
         kinds = Tensor | Variable | TensorSpec
         names = [n for n, leaf in zip(self._names(canonical), leaves, strict=False)
                  if isinstance(leaf, kinds)]
@@ -325,19 +327,20 @@ class Function:
                     return f"argument {name!r}: {_describe_change(old, new)}"
         return "the nest structure of the arguments changed"
 
-    def _trace(self, leaves: list, treedef: Any, key: tuple | None) -> ConcreteFunction:
-        """Trace; a first trace that creates variables is followed by one more, which is
-        the one kept (the paper's state-creation rule)."""
+    def _trace(self, leaves: list, treedef: Any, key: tuple | None,
+               device: str) -> ConcreteFunction:
+        """Trace for `device`; a first trace that creates variables is followed by one
+        more, which is the one kept (the paper's state-creation rule)."""
         first = not self._traced_once
         self._traced_once = True
         self.tracing_count += 1
         start = time.perf_counter()
-        concrete = trace_function(self, leaves, treedef, first, key)
+        concrete = trace_function(self, leaves, treedef, first, key, device)
         config.emit("compiles", f"{self.name}: traced {len(concrete.graph.equations)} ops in "
                     f"{(time.perf_counter() - start) * 1e3:.1f} ms")
         if first and concrete.created_variables:
             self.tracing_count += 1
-            concrete = trace_function(self, leaves, treedef, False, key)
+            concrete = trace_function(self, leaves, treedef, False, key, device)
         return concrete
 
     # -- inspection ---------------------------------------------------------------------
@@ -368,6 +371,16 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<sf.function {self.name} ({self.tracing_count} traces)>"
+
+
+def _call_device(leaves: list) -> str:
+    """Where a call runs (part of the cache key): the innermost `sf.device` scope's device,
+    else that of the first tensor argument on a device other than the host's, else the
+    host (as an eager op is placed)."""
+    scope = devices.current()
+    if scope is not None:
+        return scope
+    return next((leaf.device for leaf in leaves if type(leaf) is PlacedTensor), HOST)
 
 
 def _same_but_dims(old: Any, new: Any) -> bool:

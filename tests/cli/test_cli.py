@@ -260,10 +260,24 @@ def test_graph_reports_errors_like_dump(capsys, model_file, tmp_path):
 # --------------------------------------------------------------------------- devices
 
 
-def test_devices_lists_the_cpu(capsys):
+def test_devices_lists_the_cpus_with_their_memory(capsys):
     status, out, err = run(capsys, "devices")
     assert (status, err) == (0, "")
-    assert "/device:CPU:0" in out.splitlines()
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines[:4]] == [f"/device:CPU:{i}" for i in range(4)]
+    assert all(" CPU  host memory " in line for line in lines[:4])
+    assert lines[4].startswith("no GPU: ")
+
+
+def test_dump_shows_the_placement_of_a_device(capsys, tmp_path):
+    source = tmp_path / "placed.py"
+    source.write_text("import stageflow as sf\n\ndef f(x):\n    return sf.exp(x)\n")
+    status, out, err = run(capsys, "dump", f"{source}:f", "--arg", "f32[3]", "--device", "cpu:2")
+    assert (status, err) == (0, "")
+    assert 'attributes {device = "/device:CPU:2"}' in out
+    status, out, err = run(capsys, "dump", f"{source}:f", "--arg", "f32[3]", "--device", "gpu:0")
+    message = assert_one_error_line(status, err, "dump")
+    assert "no device /device:GPU:0: there is no GPU" in message
 
 
 # --------------------------------------------------------------------------- errors
@@ -436,7 +450,7 @@ def test_console_script_devices():
     result = subprocess.run([_console_script(), "devices"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "/device:CPU:0" in result.stdout.splitlines()
+    assert result.stdout.startswith("/device:CPU:0  CPU  host memory ")
 
 
 def test_an_unwritable_output_is_a_user_error(capsys, model_file, tmp_path):

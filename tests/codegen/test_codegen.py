@@ -25,6 +25,7 @@ from hypothesis.extra import numpy as hnp
 
 import stageflow as sf
 from stageflow.codegen import CPUTarget, PTXTarget, analyse, compile_kernel
+from stageflow.codegen.targets.emulated import EmulatedLaunch
 from stageflow.codegen.targets.ptx import ptxas_path
 from stageflow.core import dtypes
 from stageflow.core.primitive import REGISTRY, ShapedType
@@ -453,3 +454,102 @@ def test_ptx_uses_global_loads_and_the_kernel_annotation() -> None:
 def test_ptx_rejects_unknown_arch() -> None:
     with pytest.raises(ValueError, match="sm_80, sm_90"):
         PTXTarget("sm_70")
+
+
+# -- emulated GPU launches --------------------------------------------------------------------
+# The LLVM IR each PTX kernel is made from, compiled for this CPU and launched over grids of
+# blocks and threads (`EmulatedLaunch`): every elementwise op, every dtype, and broadcasting
+# must give eager's numbers however the grid is cut (one thread for everything, a grid
+# smaller than the array so that threads loop, more threads than elements).
+
+GRIDS = [(1, 1), (3, 32), (64, 128)]
+
+
+@functools.cache
+def emulated(text: str):
+    return EmulatedLaunch().compile(function(text))
+
+
+def launch(kernel, inputs: list[np.ndarray], like: np.ndarray) -> list[np.ndarray]:
+    """The kernel's output on every grid of `GRIDS` (outputs start as garbage)."""
+    results = []
+    for grid, block in GRIDS:
+        out = np.full(like.shape, 7, like.dtype)
+        kernel.launch(inputs, [out], grid, block)
+        results.append(out)
+    return results
+
+
+@pytest.mark.parametrize(("name", "dtype"), unary_cases(), ids=str)
+def test_emulated_unary_matches_eager(name: str, dtype: np.dtype) -> None:
+    x = values(dtype)
+    want = reference(name, x)
+    atol = {F32: 1e-7, F64: 1e-15}.get(dtype) if name in ("sin", "cos") else None
+    for got in launch(emulated(op_text(name, [((None,), dtype)])), [x], want):
+        assert_same(got, want, atol=atol)
+
+
+@pytest.mark.parametrize(("name", "dtype"), binary_cases(), ids=str)
+def test_emulated_binary_matches_eager(name: str, dtype: np.dtype) -> None:
+    x, y = binary_operands(name, dtype)
+    want = reference(name, x, y)
+    for got in launch(emulated(op_text(name, [((None,), dtype)] * 2)), [x, y], want):
+        assert_same(got, want)
+
+
+@pytest.mark.parametrize("source", dtypes.ALL, ids=str)
+@pytest.mark.parametrize("target", [F16, BF16, F32, I32, U32, BOOL], ids=str)
+def test_emulated_cast_matches_eager(source: np.dtype, target: np.dtype) -> None:
+    x = values(source)
+    if source in dtypes.FLOATING and target == U32:
+        x = x[np.isfinite(x) & (np.abs(x.astype(np.float64)) < 2e9)]
+    if source in dtypes.INTEGER and target == BF16:
+        x = x[np.abs(x.astype(np.float64)) < 2**24]
+    want = reference("cast", x, dtype=target)
+    kernel = emulated(op_text("cast", [((None,), source)], {"dtype": target}))
+    for got in launch(kernel, [x], want):
+        assert_same(got, want)
+
+
+@given(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=5),
+       st.integers(0, 2**31), st.sampled_from(GRIDS))
+def test_emulated_select_broadcasts_any_shapes(shapes, seed, grid) -> None:
+    cond_shape, x_shape, y_shape = shapes.input_shapes
+    dynamic = [tuple([None] * len(s)) for s in (cond_shape, x_shape, y_shape)]
+    kernel = emulated(op_text("select", [(dynamic[0], BOOL), (dynamic[1], F32),
+                                         (dynamic[2], F32)]))
+    rng = np.random.default_rng(seed)
+    cond = rng.random(cond_shape) < 0.5
+    x, y = (rng.standard_normal(s).astype(np.float32) for s in (x_shape, y_shape))
+    want = reference("select", cond, x, y)
+    out = np.full(want.shape, np.nan, np.float32)
+    kernel.launch([cond, x, y], [out], *grid)
+    assert_same(out, want)
+
+
+def test_emulated_launch_of_inconsistent_dims_writes_nothing() -> None:
+    kernel = emulated(op_text("add", [((None,), F32)] * 2))
+    out = np.full(3, 7.0, np.float32)
+    kernel.launch([np.ones(3, np.float32), np.ones(4, np.float32)], [out], 2, 8)
+    assert np.array_equal(out, [7.0, 7.0, 7.0])  # every thread returned at once
+
+
+def test_emulated_launch_checks_its_arguments() -> None:
+    kernel = emulated(op_text("add", [((None,), F32)] * 2))
+    with pytest.raises(TypeError, match="takes 3 arrays, got 2"):
+        kernel.launch([np.ones(3, np.float32)], [np.empty(3, np.float32)], 1, 1)
+    with pytest.raises(ValueError, match="at least one block"):
+        kernel.launch([np.ones(3, np.float32)] * 2, [np.empty(3, np.float32)], 0, 1)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        kernel.launch([np.ones(3, np.float32)] * 2, [np.empty(6, np.float32)[::2]], 1, 1)
+
+
+def test_emulated_kernels_are_the_ptx_kernels() -> None:
+    """The emulated module holds the same thread function as the PTX one: same checks,
+    same loop, same math (no libm), only the registers and address space differ."""
+    text = op_text("tanh", [((None,), F32)])
+    ptx_ir = PTXTarget().emit(function(text))
+    host_ir = str(EmulatedLaunch().module(analyse(function(text)), "tanh_launch"))
+    assert "llvm.nvvm.read.ptx.sreg" in ptx_ir and "llvm.nvvm" not in host_ir
+    assert "tanhf" not in host_ir
+    assert ptx_ir.count("fmul") == host_ir.count("fmul")

@@ -206,6 +206,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "select": lambda draw, name: _select(draw),
     "cast": lambda draw, name: _one_operand(draw, dtype=np.dtype(np.float32)),
     "stop_gradient": lambda draw, name: _one_operand(draw),
+    "device_copy": lambda draw, name: _one_operand(draw, device="/device:CPU:1"),
     **dict.fromkeys(["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"],
                     lambda draw, name: _reduction(name, draw)),
     **dict.fromkeys(["argmax", "argmin"], lambda draw, name: _arg_reduction(draw)),

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import stageflow as sf
 from stageflow.core.primitive import REGISTRY
 from stageflow.core.shapes import normalize_axes
-from stageflow.primitives import conv, elementwise, linalg, reduction, scan, sorting
+from stageflow.primitives import conv, elementwise, functional, linalg, reduction, scan, sorting
 from stageflow.primitives import nd_indexing as nd
 from stageflow.primitives import structural as sv
 from stageflow.primitives.autodiff import HANDLED_BY_TAPE
@@ -170,7 +170,7 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
           "update_index", "cumsum", "cumprod", "gather_nd", "scatter_nd_add",
           "scatter_nd_update", "conv2d", "conv2d_input_gradient", "conv2d_filter_gradient",
-          "sort", "reduce_window"]
+          "sort", "reduce_window", "device_copy"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
 CONTROL = ["cond", "while", "py_func"]
@@ -376,6 +376,18 @@ def test_transpose_rule(shape, seed, data):
     rng = np.random.default_rng(seed)
     perm = tuple(data.draw(st.permutations(range(len(shape)))))
     check_rule(sv.transpose_p, [rng.standard_normal(shape)], rng, {"perm": perm})
+
+
+@given(shape=strategies.shapes(max_dims=3), seed=seeds)
+def test_device_copy_rule(shape, seed):
+    """A copy to a logical device (the suite has four): the cotangent is copied back."""
+    rng = np.random.default_rng(seed)
+    check_rule(functional.device_copy_p, [rng.standard_normal(shape)], rng,
+               {"device": "/device:CPU:1"})
+    x = sf.constant(rng.standard_normal(shape))
+    [grad] = functional.device_copy_p.vjp([sf.ones_like(x).to("cpu:1")], [x],
+                                          [x.to("cpu:1")], device="/device:CPU:1")
+    assert grad.device == "/device:CPU:0"
 
 
 bounds = st.none() | st.integers(-6, 6)

@@ -107,7 +107,7 @@ class ShapeTrace:
         out = primitive.abstract_eval(*avals, **params)
         return tuple(map(Abstract, out)) if primitive.multiple_results else Abstract(out)
 
-    def constant(self, array):
+    def constant(self, array, device=None):
         return wrap(np.asarray(array))
 
 

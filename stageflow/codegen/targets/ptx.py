@@ -82,8 +82,7 @@ class GridDriver(Driver):
         raise NotImplementedError(f"@{layout.kernel.name} ends in reductions; PTX kernels are "
                                   "elementwise (fuse with reductions=false for this target)")
 
-    @staticmethod
-    def _special(b: ir.IRBuilder, register: str) -> ir.Value:
+    def _special(self, b: ir.IRBuilder, register: str) -> ir.Value:
         name = f"llvm.nvvm.read.ptx.sreg.{register}"
         function = b.module.globals.get(name)
         if function is None:
@@ -119,6 +118,31 @@ class GridDriver(Driver):
         counted_loop(b, start, layout.total, step, element, "i")
 
 
+def entry_function(module: ir.Module, kernel: Kernel, symbol: str, driver: GridDriver,
+                   address_space: int) -> ir.Function:
+    """``void symbol(arg..., dim...)``: check the dims, then run this thread's elements
+    (see the module docstring). The PTX ``.entry`` and the emulated launch's kernel."""
+    builder = KernelBuilder(kernel, module, symbol, frozenset(), address_space)
+    check, run = builder.build_check(), builder.build_run(driver)
+    pointer = ir.PointerType(addrspace=address_space)
+    num_dims = sum(arg.ndim for arg in kernel.args)
+    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * len(kernel.args)
+                                                + [I64] * num_dims), symbol)
+    for index, arg in enumerate(entry.args[:len(kernel.args)]):
+        arg.name = f"arg{index}"
+    name_dims(kernel, entry.args[len(kernel.args):])
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    code = b.call(check, list(entry.args[len(kernel.args):]))
+    go, stop = entry.append_basic_block("run"), entry.append_basic_block("exit")
+    b.cbranch(b.icmp_signed("==", code, ir.Constant(I32, 0)), go, stop)
+    b.position_at_end(go)
+    b.call(run, list(entry.args))
+    b.ret_void()
+    b.position_at_end(stop)
+    b.ret_void()
+    return entry
+
+
 @dataclass(frozen=True)
 class PTXTarget:
     """Emits kernels as PTX for `arch` (``sm_80`` or ``sm_90``)."""
@@ -136,25 +160,8 @@ class PTXTarget:
         kernel = kernel if isinstance(kernel, Kernel) else analyse(kernel)
         module = ir.Module(name=kernel.name)
         module.triple = TRIPLE
-        builder = KernelBuilder(kernel, module, kernel.name, frozenset(), GLOBAL)
-        check, run = builder.build_check(), builder.build_run(GridDriver())
-        pointer = ir.PointerType(addrspace=GLOBAL)
-        num_dims = sum(arg.ndim for arg in kernel.args)
-        entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * len(kernel.args)
-                                                    + [I64] * num_dims), kernel.name)
+        entry = entry_function(module, kernel, kernel.name, GridDriver(), GLOBAL)
         entry.calling_convention = "ptx_kernel"
-        for index, arg in enumerate(entry.args[:len(kernel.args)]):
-            arg.name = f"arg{index}"
-        name_dims(kernel, entry.args[len(kernel.args):])
-        b = ir.IRBuilder(entry.append_basic_block("entry"))
-        code = b.call(check, list(entry.args[len(kernel.args):]))
-        go, stop = entry.append_basic_block("run"), entry.append_basic_block("exit")
-        b.cbranch(b.icmp_signed("==", code, ir.Constant(I32, 0)), go, stop)
-        b.position_at_end(go)
-        b.call(run, list(entry.args))
-        b.ret_void()
-        b.position_at_end(stop)
-        b.ret_void()
         # Older NVVM readers find kernels by this annotation; LLVM 22 by the calling convention.
         annotation = module.add_metadata([entry, ir.MetaDataString(module, "kernel"),
                                           ir.Constant(I32, 1)])

@@ -71,7 +71,9 @@ def weak_operand(value: Any, like: Any) -> Tensor:
                 f"cannot combine the Python int {value!r} with a bool tensor"
                 f"{describe_location()}"
             )
-        return context.current_trace().constant(to_array(value, target))
+        # Made where `like` is, so that `placed_tensor + 1.0` copies nothing.
+        device = like.device if type(like) is not Tensor else None
+        return context.current_trace().constant(to_array(value, target), device)
     return convert_to_tensor(value)
 
 

@@ -1,0 +1,185 @@
+"""Device names and the device scope (`sf.device`), below every layer that places work.
+
+A device name is TensorFlow's: ``/job:NAME/task:N/device:TYPE:N``, where the job and task
+are present only for devices of other processes. Users may write short forms
+(``"cpu:1"``, ``"/gpu:0"``, ``"GPU"``, ``"/device:CPU:0"``); `canonical` turns every form
+into the full one, so names compare equal whatever way they were written.
+
+The scope is a per-thread stack. What devices exist is the runtime's business (it installs
+`set_resolver`); this layer only parses names and keeps the stack, and it turns the eager
+fast path off while a scope other than the default device is open, so that every op goes
+through `Primitive.bind` and the eager executor can place it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from stageflow.core import context
+
+HOST = "/device:CPU:0"
+TYPES = ("CPU", "GPU")
+
+_NAME = re.compile(
+    r"^/?(?:job:(?P<job>[A-Za-z0-9_.-]+)/)?(?:/?task:(?P<task>\d+)/)?"
+    r"/?(?:device:)?(?P<type>[A-Za-z]+)(?::(?P<index>\d+))?$"
+)
+
+
+@dataclass(frozen=True)
+class DeviceName:
+    """A parsed device name: the device type and index, and for remote devices the job and
+    task of the process that owns it."""
+
+    type: str
+    index: int
+    job: str | None = None
+    task: int | None = None
+
+    def __str__(self) -> str:
+        where = f"/job:{self.job}/task:{self.task}" if self.job is not None else ""
+        return f"{where}/device:{self.type}:{self.index}"
+
+
+def parse(name: str) -> DeviceName:
+    """``"gpu:1"``, ``"/GPU:1"``, ``"/device:GPU:1"`` all give ``DeviceName("GPU", 1)``;
+    ValueError for anything that is not a device name."""
+    if not isinstance(name, str):
+        raise TypeError(f"a device name is a string such as '/device:CPU:0', got "
+                        f"{type(name).__name__}")
+    match = _NAME.match(name.strip())
+    kind = match and match["type"].upper()
+    if match is None or kind not in TYPES or (match["task"] is not None) != (
+            match["job"] is not None):
+        raise ValueError(f"{name!r} is not a device name (write e.g. '/device:CPU:0', "
+                         "'cpu:1', '/gpu:0' or '/job:worker/task:1/device:CPU:0')")
+    task = match["task"]
+    return DeviceName(kind, int(match["index"] or 0), match["job"],
+                      None if task is None else int(task))
+
+
+def canonical(name: str) -> str:
+    """The full name of a device written in any accepted form."""
+    return str(parse(name))
+
+
+# The runtime's check that a device exists: canonical name in, the name back, or an error
+# naming the device and listing the real ones.
+_resolve: Callable[[str], str] = canonical
+
+
+def set_resolver(resolve: Callable[[str], str]) -> None:
+    """Install the runtime's device lookup (used by `device` and `resolve`)."""
+    global _resolve
+    _resolve = resolve
+
+
+def resolve(name: str) -> str:
+    """The canonical name of an existing device, or ValueError/RuntimeError naming it."""
+    return _resolve(canonical(name))
+
+
+class _Scopes(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[str | None] = []
+
+
+_scopes = _Scopes()
+
+
+def current() -> str | None:
+    """The device the innermost `device` scope of this thread names; None outside any
+    scope (or inside ``sf.device(None)``): ops then run where their inputs are."""
+    stack = _scopes.stack
+    return stack[-1] if stack else None
+
+
+def depth() -> int:
+    """How many scopes this thread has open (a trace records scopes opened inside it)."""
+    return len(_scopes.stack)
+
+
+@contextmanager
+def device(name: str | None) -> Iterator[str | None]:
+    """Place the ops and graph-function calls of the block on device `name` (any accepted
+    form); ``None`` clears the placement of enclosing scopes. Yields the canonical name."""
+    full = None if name is None else resolve(name)
+    _scopes.stack.append(full)
+    with context.slow_path() if full not in (None, HOST) else _nothing():
+        try:
+            yield full
+        finally:
+            _scopes.stack.pop()
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+# -- what the runtime is configured to create, and what it counts ---------------------------
+
+_logical_counts = {"CPU": 1}
+_started = False
+
+
+def set_logical_device_count(kind: str, count: int) -> None:
+    """Split the host's `kind` (``"CPU"``) into `count` devices ``/device:CPU:0`` ...
+    ``/device:CPU:{count-1}``, each with its own memory accounting and worker thread. Only
+    before the devices are first used (TensorFlow's logical devices have the same rule)."""
+    kind = str(kind).upper()
+    if kind != "CPU":
+        raise ValueError(f"logical devices can be made of the CPU only, not {kind!r}")
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"the logical device count must be a positive int, got {count!r}")
+    if _started and count != _logical_counts[kind]:
+        raise RuntimeError("the logical device count can only be set before the devices are "
+                           f"first used (they are {', '.join(_started_names)})")
+    _logical_counts[kind] = count
+
+
+def logical_device_count(kind: str) -> int:
+    return _logical_counts[kind.upper()]
+
+
+_started_names: list[str] = []
+
+
+def mark_started(names: list[str]) -> None:
+    """Called by the runtime once it has created its devices: the count is fixed now."""
+    global _started
+    _started = True
+    _started_names[:] = names
+
+
+class Counters:
+    """What placement did since the last reset: copies between devices and their bytes,
+    and per device the bytes its tensors hold now and at most (`sf.config` reads them)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.copies = 0
+        self.copy_bytes = 0
+        self.memory: dict[str, list[int]] = {}
+
+    def copied(self, nbytes: int) -> None:
+        with self.lock:
+            self.copies += 1
+            self.copy_bytes += nbytes
+
+    def allocated(self, device: str, nbytes: int) -> None:
+        with self.lock:
+            usage = self.memory.setdefault(device, [0, 0])
+            usage[0] += nbytes
+            usage[1] = max(usage[1], usage[0])
+
+    def freed(self, device: str, nbytes: int) -> None:
+        with self.lock:
+            self.memory[device][0] -= nbytes
+
+
+COUNTERS = Counters()
