@@ -20,6 +20,7 @@ from benchmarks import (
     call_overhead,
     checkpoint,
     compile_latency,
+    devices,
     eager_overhead,
     fused_elementwise,
     fused_reduction,
@@ -115,6 +116,12 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("first call of a fresh MLP step", f"{latency['cold_ms']:.0f} ms cold",
                  f"{latency['warm_ms']:.0f} ms warm cache (goal: at most jax.jit's"
                  f"{same_run})"))
+    placement = devices.main()
+    rows.append(("eager op / staged call on a logical CPU device",
+                 f"+{placement['eager placed'] - placement['eager host']:.1f} us",
+                 f"+{placement['staged placed'] - placement['staged host']:.1f} us staged; "
+                 f"copy {placement['copy GB/s'] / placement['numpy copy GB/s']:.2f}x "
+                 "numpy copyto"))
     width = max(len(r[0]) for r in rows)
     print("\nsummary")
     for name, figure, ratio in rows:
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
                    "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
                    "memory": peaks, "hmc": chains, "remat": saved, "resnet": convnet,
                    "loop": recurrence, "checkpoint": saving, "transformer": attention,
-                   "compile_latency": latency}
+                   "compile_latency": latency, "devices": placement}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")
         print(f"figures written to {args.json}")

@@ -27,9 +27,11 @@ from hypothesis import HealthCheck, settings
 
 import stageflow as sf
 
-# Four logical CPU devices for the whole suite, so that placement, copies between devices and
-# concurrent devices are tested on any machine (tests/runtime/test_devices.py).
+# Four logical CPU devices and one emulated GPU (after any real ones) for the whole suite, so
+# that placement, copies between devices, concurrent devices and the GPU device's logic are
+# tested on any machine (tests/runtime/test_devices.py, test_gpu.py).
 sf.config.set_logical_device_count("CPU", 4)
+sf.config.set_emulated_gpu_count(1)
 
 # `import strategies` from any test module, whether or not `tests` becomes a package.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

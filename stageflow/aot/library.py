@@ -46,7 +46,7 @@ from stageflow.codegen.program.builder import (
 )
 from stageflow.codegen.program.module import whole_function_module
 from stageflow.codegen.targets.cpu import process_jit
-from stageflow.codegen.targets.ptx import PTXTarget
+from stageflow.codegen.targets.ptx import PTXTarget, entry_name
 from stageflow.frontend.variables import Variable
 from stageflow.ir.builder import build_constant
 from stageflow.ir.dialect import SfOp
@@ -463,7 +463,7 @@ def _kernel_manifest(kernel: Any) -> dict[str, Any]:
     params += [{"name": f"arg{i}.d{axis}", "type": "u64", "role": "dim"}
                for i, arg in enumerate(kernel.args) for axis in range(arg.ndim)]
     return {
-        "name": kernel.name,
+        "name": entry_name(kernel),
         "params": params,
         "iteration_space": dims(kernel.shape),
         "launch": {"block": [256, 1, 1],

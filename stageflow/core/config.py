@@ -23,9 +23,11 @@
   background per signature, see `stageflow.runtime.eager_kernels`), so that an eager
   program's numbers never depend on when a compile finished.
 - `set_logical_device_count("CPU", n)` (before the devices are first used) splits the CPU
-  into n devices; `statistics()` counts copies between devices (``device_copies``,
-  ``device_copy_bytes``) since `reset_statistics()`; `get_memory_info(device)` gives the
-  bytes a device's tensors hold (``current``) and held at most (``peak``), as TensorFlow's.
+  into n devices; `set_emulated_gpu_count(n)` adds n GPUs emulated on the CPU (their
+  kernels the PTX kernels' LLVM IR over emulated grids: for testing, slow);
+  `statistics()` counts copies between devices (``device_copies``, ``device_copy_bytes``)
+  since `reset_statistics()`; `get_memory_info(device)` gives the bytes a device's
+  tensors hold (``current``) and held at most (``peak``), as TensorFlow's.
 - ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
   between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
   ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
@@ -111,6 +113,8 @@ def dump(function: str, stage: str, text: str) -> None:
 
 set_logical_device_count = devices.set_logical_device_count
 logical_device_count = devices.logical_device_count
+set_emulated_gpu_count = devices.set_emulated_gpu_count
+emulated_gpu_count = devices.emulated_gpu_count
 
 
 def statistics() -> dict[str, Any]:

@@ -146,6 +146,26 @@ def logical_device_count(kind: str) -> int:
     return _logical_counts[kind.upper()]
 
 
+_emulated_gpus = 0
+
+
+def set_emulated_gpu_count(count: int) -> None:
+    """Add `count` emulated GPUs after the real ones: devices whose memory is host memory
+    and whose kernels are the PTX kernels' LLVM IR launched on the CPU over an emulated
+    grid (slow: for testing GPU code paths without a GPU). Only before first use."""
+    global _emulated_gpus
+    if not isinstance(count, int) or count < 0:
+        raise ValueError(f"the emulated GPU count must be an int >= 0, got {count!r}")
+    if _started and count != _emulated_gpus:
+        raise RuntimeError("the emulated GPU count can only be set before the devices are "
+                           f"first used (they are {', '.join(_started_names)})")
+    _emulated_gpus = count
+
+
+def emulated_gpu_count() -> int:
+    return _emulated_gpus
+
+
 _started_names: list[str] = []
 
 

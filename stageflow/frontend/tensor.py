@@ -143,6 +143,36 @@ class PlacedTensor(Tensor):
         return self._device
 
 
+class DeviceTensor(PlacedTensor):
+    """A tensor in a device's own memory (a GPU's). `_buffer` holds it there (its shape,
+    dtype and the device's handle); host code that reads ``_value`` (any NumPy kernel, an
+    op of the frontend) gets a copy fetched from the device on first use, counted as one."""
+
+    __slots__ = ("_buffer",)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._buffer.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._buffer.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._buffer.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._buffer.shape))
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "_value":
+            raise AttributeError(name)
+        value = self._value = self._buffer.fetch()
+        return value
+
+
 def placed(value: Any, device: str) -> Tensor:
     """Wrap a kernel's result computed on `device` (a plain `Tensor` on the default one)."""
     if device == devices.HOST:

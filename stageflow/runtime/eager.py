@@ -18,7 +18,7 @@ from stageflow.core import context, devices
 from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.source import describe_location
-from stageflow.frontend.tensor import PlacedTensor, Tensor, placed, wrap
+from stageflow.frontend.tensor import PlacedTensor, Tensor, wrap
 from stageflow.primitives.functional import device_copy_p
 from stageflow.runtime import devices as runtime_devices
 from stageflow.runtime.eager_kernels import KERNELS, MACS
@@ -40,15 +40,15 @@ class EagerTrace:
         values = []
         on_host = True
         for arg in args:
-            kind = type(arg)
-            if kind is not Tensor:
-                if kind is not PlacedTensor:
-                    raise TypeError(
-                        f"{primitive.name}: expected a tensor, got {type(arg).__name__}"
-                        f"{describe_location()}"
-                    )
-                on_host = False
-            values.append(arg._value)
+            if type(arg) is Tensor:
+                values.append(arg._value)
+            elif isinstance(arg, PlacedTensor):
+                on_host = False  # (a tensor in a GPU's memory is not fetched here)
+            else:
+                raise TypeError(
+                    f"{primitive.name}: expected a tensor, got {type(arg).__name__}"
+                    f"{describe_location()}"
+                )
         scope = devices.current()
         if not on_host or scope not in (None, devices.HOST) or primitive is device_copy_p:
             return self._placed(primitive, args, params, scope)
@@ -70,19 +70,18 @@ class EagerTrace:
         if primitive is device_copy_p:
             name = params["device"]
         else:
-            name = scope or next((a.device for a in args if type(a) is PlacedTensor),
+            name = scope or next((a.device for a in args if type(a) is not Tensor),
                                  devices.HOST)
         device = runtime_devices.get(name)
         values = [device.mirror(arg) for arg in args]
         self._check(primitive, values, params)
-
         try:
-            result = device.run(lambda: primitive.kernel(*values, **params))
+            result = device.execute(primitive, values, params)
         except KERNEL_ERRORS as error:
             raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
         if primitive.multiple_results:
-            return tuple(placed(device.hold(r), name) for r in result)
-        return placed(device.hold(result), name)
+            return tuple(device.wrap(r) for r in result)
+        return device.wrap(result)
 
     def _check(self, primitive: Primitive, values: list, params: dict[str, Any]) -> None:
         try:
@@ -101,16 +100,18 @@ class EagerTrace:
         device = device or devices.current()
         if device is None or device == devices.HOST:
             return wrap(array)
-        return placed(runtime_devices.get(device).hold(array), device)
+        return runtime_devices.get(device).wrap(array)
 
     def read_variable(self, variable: Any) -> Tensor:
-        return placed(variable._value, variable._device)
+        if variable._device == devices.HOST:
+            return wrap(variable._value)
+        return runtime_devices.get(variable._device).wrap(variable._value)
 
     def assign_variable(self, variable: Any, value: Tensor) -> None:
         if type(value) is Tensor and variable._device == devices.HOST:
             variable._store(value._value)
         else:
-            variable._store(runtime_devices.get(variable._device).mirror(value))
+            variable._store(runtime_devices.get(variable._device).variable_value(value))
 
     def lift(self, value: Any) -> Any:
         """Values are already concrete here."""

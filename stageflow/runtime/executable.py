@@ -25,7 +25,6 @@ from xdsl.ir import Block
 from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable, split_rows
 from stageflow.codegen.lowered.compile import lower_functions
 from stageflow.codegen.targets.cpu import Prepared, link_all, prepare_kernels
-from stageflow.codegen.targets.emulated import EmulatedLaunch
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY
 from stageflow.ir.attributes import decode
@@ -36,6 +35,7 @@ from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
 from stageflow.primitives.control import branch_index
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
+from stageflow.runtime.gpu import host_step
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
@@ -64,8 +64,11 @@ class Plan:
 
     def __init__(self, func: FuncOp, functions: dict[str, FuncOp],
                  compiled: dict[Any, Any], plans: dict[str, Plan],
-                 block: Block | None = None, above: list[Any] | None = None) -> None:
+                 block: Block | None = None, above: list[Any] | None = None,
+                 host: Callable[[Callable], Callable] | None = None) -> None:
         slots: dict[int, int] = {}
+        self.host = host
+        on_host = host or (lambda kernel: kernel)
 
         def slot(value: Any) -> int:
             return slots.setdefault(id(value), len(slots))
@@ -87,9 +90,9 @@ class Plan:
             name = op.name.removeprefix("sf.")
             if isinstance(op, ControlOp):
                 above_op = free_values(op)
-                runner = _region_runner(op, above_op, func, functions, compiled, plans)
-                self.steps.append(Step(runner, ins + tuple(slot(v) for v in above_op), {},
-                                       outs, True, name, source_location(op)))
+                runner = _region_runner(op, above_op, func, functions, compiled, plans, host)
+                self.steps.append(Step(on_host(runner), ins + tuple(slot(v) for v in above_op),
+                                       {}, outs, True, name, source_location(op)))
             elif name == "constant":
                 self.constants.append((outs[0], constant_value(op)))
             elif name == "call":
@@ -99,7 +102,8 @@ class Plan:
                                            source_location(op)))
                 else:
                     if callee not in plans:
-                        plans[callee] = Plan(functions[callee], functions, compiled, plans)
+                        plans[callee] = Plan(functions[callee], functions, compiled, plans,
+                                             host=host)
                     self.steps.append(Step(plans[callee].run_tuple, ins, {}, outs, True, callee,
                                            source_location(op)))
             else:
@@ -107,7 +111,7 @@ class Plan:
                 # -- an op lowered to machine code (`codegen.structured`), else its NumPy kernel
                 kernel, params = compiled.get(op), {}
                 if kernel is None:
-                    kernel, params = primitive.kernel, op.params()
+                    kernel, params = on_host(primitive.kernel), op.params()
                 self.steps.append(Step(kernel, ins, params, outs, primitive.multiple_results,
                                        name, source_location(op)))
         self.size = len(slots)
@@ -134,7 +138,7 @@ class Plan:
                 buffers = buffers if isinstance(buffers, tuple) else (buffers,)
                 self.temporary_slots.update(s for s, b in zip(outs, buffers, strict=True)
                                             if b >= 0)
-            if (IN_PLACE_ATTR in op.attributes and outs in step_of
+            if (IN_PLACE_ATTR in op.attributes and outs in step_of and self.host is None
                     and _callee_name(op) in compiled):
                 index = step_of[outs]
                 step = self.steps[index]
@@ -171,9 +175,9 @@ class Plan:
 
 def _region_runner(op: ControlOp, above: list[Any], func: FuncOp,
                    functions: dict[str, FuncOp], compiled: dict[Any, Any],
-                   plans: dict[str, Plan]) -> Callable[..., Any]:
+                   plans: dict[str, Plan], host: Any = None) -> Callable[..., Any]:
     """What runs a region op as one step: its operands, then its values from above."""
-    regions = [Plan(func, functions, compiled, plans, region.block, above)
+    regions = [Plan(func, functions, compiled, plans, region.block, above, host)
                for region in op.regions]
     if isinstance(op, CondOp):
         return CondRunner(regions)
@@ -419,23 +423,31 @@ class Executable:
 
 
     @classmethod
-    def build_emulated_gpu(cls, module: ModuleOp, entries: list[str],
-                           stats: CompileStats) -> list[Executable]:
-        """Executables of a module the PTX pipeline optimised, run as a GPU would run it:
-        each fused kernel an emulated launch of the LLVM IR its PTX is made from
-        (`EmulatedLaunch`), every other op its eager kernel on the host."""
+    def build_gpu(cls, module: ModuleOp, entries: list[str], stats: CompileStats,
+                  device: Any) -> list[Executable]:
+        """Executables of a module the PTX pipeline optimised, run on a GPU device: each
+        fused kernel a launch on the device's memory (`GPUDevice.kernel_step`), every other
+        op its NumPy kernel on the host, its operands fetched from the device
+        (`host_step`; a kernel puts host values it is given on the device)."""
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
         start = time.perf_counter()
-        launch = EmulatedLaunch()
-        compiled: dict[Any, Any] = {name: launch.compile(f)
-                                    for name, f in functions.items() if is_kernel(f)}
+        compiled: dict[Any, Any] = {}
+        for name, function in functions.items():
+            if is_kernel(function):
+                try:
+                    compiled[name] = device.kernel_step(analyse(function))
+                except NotImplementedError as error:  # its ops run on the host instead
+                    _note_steps(stats, name, str(error))
         stats.seconds["llvm"] = time.perf_counter() - start
         stats.kernels = len(compiled)
         plans: dict[str, Plan] = {}
         executables = []
         for entry in entries:
-            plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
+            plan = plans[entry] = Plan(functions[entry], functions, compiled, plans,
+                                       host=host_step)
             executables.append(cls(plan, stats, None, _assigned_inputs(functions[entry])))
+        for plan in plans.values():  # constants on the GPU once, not at every launch
+            plan.constants = [(slot, device.copy_in(value)) for slot, value in plan.constants]
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
 

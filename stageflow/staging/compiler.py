@@ -95,11 +95,11 @@ class Compilation:
         self.finished(f"{self.stats.kernels} kernels, {self.stats.ops} steps")
         return executables
 
-    def emulated_gpu_executables(self, entries: list[str]) -> list[Executable]:
-        """The module (optimised by the PTX pipeline) as a GPU runs it, its kernels launched
-        on emulated grids on this CPU (`Executable.build_emulated_gpu`)."""
-        executables = Executable.build_emulated_gpu(self.module, entries, self.stats)
-        self.finished(f"{self.stats.kernels} emulated GPU kernels, {self.stats.ops} steps")
+    def gpu_executables(self, entries: list[str], device: Any) -> list[Executable]:
+        """The module (optimised by the PTX pipeline) as launches on a GPU device, the ops
+        without kernels on the host (`Executable.build_gpu`)."""
+        executables = Executable.build_gpu(self.module, entries, self.stats, device)
+        self.finished(f"{self.stats.kernels} GPU kernels, {self.stats.ops} steps")
         return executables
 
     def finished(self, produced: str) -> None:

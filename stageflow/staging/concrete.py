@@ -24,7 +24,7 @@ from stageflow.frontend.dot import graph_dot
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.replay import replay
 from stageflow.frontend.spec import TensorSpec
-from stageflow.frontend.tensor import PlacedTensor, Tensor, placed, wrap
+from stageflow.frontend.tensor import PlacedTensor, Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
 from stageflow.ir.from_graph import graph_module
@@ -61,6 +61,7 @@ class ConcreteFunction:
         self.jit = jit
         self._program = None
         self._on_host: bool | None = None
+        self._gpu_programs: dict[str, Any] = {}
         self._captured: list[Any] | None = None
         self._forward_backward = None
         self.pass_timings: list = []
@@ -145,7 +146,7 @@ class ConcreteFunction:
             if results is None:
                 results = replay(self.graph, list(tensors))
             return self.structure_outputs(results)
-        if not self.on_host or any(type(t) is PlacedTensor for t in tensors):
+        if not self.on_host or any(isinstance(t, PlacedTensor) for t in tensors):
             return self._call_placed(tensors)
         return self.call_on_host(tensors)
 
@@ -170,16 +171,32 @@ class ConcreteFunction:
         if self._captured is None:
             self._captured = [_capture_runtime_value(c.source, self.name)
                               for c in self.graph.captures]
-        values.extend(self._captured)
-        program = self.program
+        if device.kind == "CPU":
+            program = self.program
+            values.extend(self._captured)
+        else:
+            program, captured = self._gpu_program(device)
+            values.extend(captured)
         results = device.run(lambda: program.run(values))
         placed_results = []
         for result, value in zip(results, self.graph.outputs, strict=True):
-            name = value.device or device.name
-            placed_results.append(placed(runtime_devices.get(name).hold(result), name))
+            placed_results.append(runtime_devices.get(value.device or device.name).wrap(result))
         if self._single_output:
             return placed_results[0]
         return self.structure_outputs(placed_results)
+
+    def _gpu_program(self, device: Any) -> tuple[Any, list[Any]]:
+        """The graph optimised by the PTX pipeline and planned as launches on `device`, and
+        its captured tensors copied there (both made on the first call there)."""
+        found = self._gpu_programs.get(device.name)
+        if found is None:
+            compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
+            compilation.run_passes(PTX_PIPELINE)
+            program = compilation.gpu_executables([self.name], device)[0]
+            captured = [v if isinstance(v, Variable) else device.copy_in(v)
+                        for v in self._captured]
+            found = self._gpu_programs[device.name] = (program, captured)
+        return found
 
     def _taped(self, tensors: list | tuple) -> bool:
         """Whether an active tape must see this call: it watches an argument, or the graph

@@ -380,7 +380,7 @@ def _call_device(leaves: list) -> str:
     scope = devices.current()
     if scope is not None:
         return scope
-    return next((leaf.device for leaf in leaves if type(leaf) is PlacedTensor), HOST)
+    return next((leaf.device for leaf in leaves if isinstance(leaf, PlacedTensor)), HOST)
 
 
 def _same_but_dims(old: Any, new: Any) -> bool:

@@ -405,6 +405,8 @@ def test_bfloat16_rounds_to_nearest_even() -> None:
 PTX_FAMILIES = {
     "unary_f32": [(n, [((None,), F32)]) for n in UNARY if F32 in ELEMENTWISE[n].operand_dtypes],
     "unary_f64": [(n, [((None,), F64)]) for n in TRANSCENDENTAL + ["round", "sqrt", "sign"]],
+    "unary_int": [(n, [((None,), d)]) for n in UNARY for d in (I32, I64, U32)
+                  if d in ELEMENTWISE[n].operand_dtypes],
     "half": [(n, [((None,), d)]) for n in ("tanh", "exp", "erf") for d in (F16, BF16)],
     "binary_f32": [(n, [((None, 8), F32), ((8,), F32)]) for n in BINARY
                    if F32 in ELEMENTWISE[n].operand_dtypes],
@@ -553,3 +555,16 @@ def test_emulated_kernels_are_the_ptx_kernels() -> None:
     assert "llvm.nvvm.read.ptx.sreg" in ptx_ir and "llvm.nvvm" not in host_ir
     assert "tanhf" not in host_ir
     assert ptx_ir.count("fmul") == host_ir.count("fmul")
+
+
+def test_ptx_entry_names_are_identifiers(tmp_path: Path) -> None:
+    """A kernel of a lambda is named ``<lambda>_kernel0``: as a PTX symbol NVPTX would abort
+    the process on it, so the entry gets a sanitised name, which ptxas accepts."""
+    text = op_text("exp", [((None,), F32)]).replace("@exp_kernel", '@"<lambda>_kernel0"')
+    ptx = PTXTarget().compile(function(text))
+    assert ".entry _lambda__kernel0(" in ptx
+    source = tmp_path / "lambda.ptx"
+    source.write_text(ptx)
+    result = subprocess.run([str(ptxas_path()), "-arch=sm_80", str(source), "-o",
+                             str(tmp_path / "lambda.cubin")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -62,7 +62,7 @@ class EmulatedKernel:
                block: int) -> None:
         """Launch `grid` blocks of `block` threads on C-contiguous arrays, the outputs
         written in place (the caller allocates them, as a GPU runtime would)."""
-        arrays = [np.ascontiguousarray(a) for a in inputs] + list(outputs)
+        arrays = [np.asarray(a, order="C") for a in inputs] + list(outputs)
         if len(arrays) != len(self.kernel.args):
             raise TypeError(f"@{self.kernel.name} takes {len(self.kernel.args)} arrays, got "
                             f"{len(arrays)}")
@@ -85,7 +85,7 @@ class EmulatedKernel:
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         """Allocate the outputs and launch; the outputs."""
-        inputs = tuple(np.ascontiguousarray(a) for a in inputs)
+        inputs = tuple(np.asarray(a, order="C") for a in inputs)
         shapes = [a.shape for a in inputs]
         outputs = [np.empty(tuple(spec_value(d, shapes) for d in spec), arg.dtype)
                    for arg, spec in zip(self.kernel.outputs, self.kernel.output_shapes,

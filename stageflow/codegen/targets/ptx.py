@@ -22,6 +22,7 @@ expands as ``x - y * trunc(x / y)``: exact only while the quotient is small.
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ _LOWERABLE = ("llvm.nvvm.read.ptx.sreg.", "llvm.fma.", "llvm.sqrt.", "llvm.floor
               "llvm.ceil.", "llvm.roundeven.", "llvm.trunc.", "llvm.fabs.", "llvm.copysign.",
               "llvm.fptosi.sat.", "llvm.fptoui.sat.", "llvm.abs.", "llvm.smax.", "llvm.smin.",
               "llvm.umax.", "llvm.umin.", "llvm.maximum.", "llvm.minimum.", "llvm.maxnum.",
-              "llvm.minnum.", "llvm.assume", "llvm.lifetime.",
+              "llvm.minnum.", "llvm.scmp.", "llvm.ucmp.", "llvm.assume", "llvm.lifetime.",
               "llvm.experimental.noalias.scope.decl", "llvm.is.fpclass.")
 
 _INIT_LOCK = threading.Lock()
@@ -59,6 +60,13 @@ def _initialise() -> None:
             llvm.initialize_all_targets()
             llvm.initialize_all_asmprinters()
             _initialised = True
+
+
+def entry_name(kernel: Kernel) -> str:
+    """The kernel's ``.entry`` symbol: its name with every character PTX identifiers do
+    not allow replaced by ``_`` (a function named ``<lambda>`` gives ``_lambda__kernel0``;
+    NVPTX aborts the process on the name as it is)."""
+    return re.sub(r"[^A-Za-z0-9_$]", "_", kernel.name)
 
 
 def ptxas_path() -> Path | None:
@@ -160,7 +168,7 @@ class PTXTarget:
         kernel = kernel if isinstance(kernel, Kernel) else analyse(kernel)
         module = ir.Module(name=kernel.name)
         module.triple = TRIPLE
-        entry = entry_function(module, kernel, kernel.name, GridDriver(), GLOBAL)
+        entry = entry_function(module, kernel, entry_name(kernel), GridDriver(), GLOBAL)
         entry.calling_convention = "ptx_kernel"
         # Older NVVM readers find kernels by this annotation; LLVM 22 by the calling convention.
         annotation = module.add_metadata([entry, ir.MetaDataString(module, "kernel"),

@@ -1,0 +1,205 @@
+"""What a GPU device needs from below it: memory, copies, kernels loaded and launched.
+
+Two drivers give the same five operations:
+
+- `CUDADriver`: an NVIDIA GPU through the CUDA driver API (the ``cuda-python`` package, the
+  ``stageflow[cuda]`` extra): ``cuMemAlloc``/``cuMemFree`` behind a caching allocator,
+  ``cuMemcpyHtoD``/``DtoH``, our PTX loaded with ``cuModuleLoadData`` and launched with
+  ``cuLaunchKernel`` on the context's default stream, synchronously.
+- `EmulatedDriver`: host memory, and the PTX kernels' LLVM IR compiled for the host and
+  launched over an emulated grid (`stageflow.codegen.targets.emulated`), so that the GPU
+  device's own logic (what runs as a kernel, what falls back to the host, copies, staged
+  launch sequences) is tested on every machine. Enabled by
+  `sf.config.set_emulated_gpu_count`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections import defaultdict
+from typing import Any, Protocol
+
+import numpy as np
+
+from stageflow.codegen.kernels.analysis import Kernel
+from stageflow.codegen.targets.emulated import EmulatedLaunch
+from stageflow.codegen.targets.ptx import PTXTarget, entry_name
+
+
+class Driver(Protocol):
+    """Memory and kernels of one GPU (handles are the driver's own: pointers or arrays)."""
+
+    kind: str
+    memory_bytes: int
+
+    def allocate(self, nbytes: int) -> Any: ...
+
+    def free(self, handle: Any, nbytes: int) -> None: ...
+
+    def upload(self, handle: Any, array: np.ndarray) -> None: ...
+
+    def download(self, handle: Any, out: np.ndarray) -> None: ...
+
+    def copy(self, destination: Any, source: Any, nbytes: int) -> None: ...
+
+    def load(self, kernel: Kernel) -> Any: ...
+
+    def launch(self, function: Any, kernel: Kernel, handles: list[Any], dims: list[int],
+               grid: int, block: int) -> None: ...
+
+
+class EmulatedDriver:
+    """Host memory and emulated launches of the PTX kernels' LLVM IR (one thread of the
+    host runs every GPU thread in turn)."""
+
+    kind = "GPU (emulated on the CPU)"
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.memory_bytes = memory_bytes
+        self._launch = EmulatedLaunch()
+
+    def allocate(self, nbytes: int) -> np.ndarray:
+        return np.empty(max(nbytes, 1), np.uint8)
+
+    def free(self, handle: Any, nbytes: int) -> None:
+        """Host memory: freed with its last reference."""
+
+    def upload(self, handle: np.ndarray, array: np.ndarray) -> None:
+        handle[:array.nbytes] = np.asarray(array, order="C").reshape(-1).view(np.uint8)
+
+    def download(self, handle: np.ndarray, out: np.ndarray) -> None:
+        out.reshape(-1).view(np.uint8)[:] = handle[:out.nbytes]
+
+    def copy(self, destination: np.ndarray, source: np.ndarray, nbytes: int) -> None:
+        destination[:nbytes] = source[:nbytes]
+
+    def load(self, kernel: Kernel) -> Any:
+        return self._launch.compile(kernel)
+
+    def launch(self, function: Any, kernel: Kernel, handles: list[np.ndarray],
+               dims: list[int], grid: int, block: int) -> None:
+        arrays = []
+        position = 0
+        for handle, arg in zip(handles, kernel.args, strict=True):
+            shape = tuple(dims[position:position + arg.ndim])
+            position += arg.ndim
+            count = int(np.prod(shape))
+            arrays.append(handle[:count * arg.dtype.itemsize].view(arg.dtype).reshape(shape))
+        count = len(kernel.inputs)
+        function.launch(arrays[:count], arrays[count:], grid, block)
+
+
+def _cuda() -> Any:
+    """The CUDA driver bindings of ``cuda-python`` (ImportError where not installed)."""
+    from cuda.bindings import driver  # noqa: PLC0415 - an optional package, probed
+
+    return driver
+
+
+class CUDAError(RuntimeError):
+    """A CUDA driver call failed (its name and error code in the message)."""
+
+
+class CUDADriver:
+    """One GPU through the CUDA driver API: its primary context, made current on each
+    calling thread; freed blocks are kept by size and reused (a caching allocator)."""
+
+    kind = "GPU"
+
+    def __init__(self, ordinal: int) -> None:
+        self._cu = _cuda()
+        self._check("cuInit", self._cu.cuInit(0))
+        self.device = self._check("cuDeviceGet", self._cu.cuDeviceGet(ordinal))
+        self.context = self._check("cuDevicePrimaryCtxRetain",
+                                   self._cu.cuDevicePrimaryCtxRetain(self.device))
+        self.memory_bytes = int(self._check("cuDeviceTotalMem",
+                                            self._cu.cuDeviceTotalMem(self.device)))
+        attribute = self._cu.CUdevice_attribute
+        major = self._check("cuDeviceGetAttribute", self._cu.cuDeviceGetAttribute(
+            attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device))
+        if major < 8:
+            raise CUDAError(f"GPU {ordinal} has compute capability {major}.x; stageflow's PTX "
+                            "needs 8.0 or newer")
+        self.target = PTXTarget("sm_90" if major >= 9 else "sm_80")
+        self._free: dict[int, list[Any]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def _check(self, name: str, result: Any) -> Any:
+        error, *values = result if isinstance(result, tuple) else (result,)
+        if int(error) != 0:
+            raise CUDAError(f"{name} failed: {getattr(error, 'name', error)}")
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def _current(self) -> None:
+        self._check("cuCtxSetCurrent", self._cu.cuCtxSetCurrent(self.context))
+
+    def allocate(self, nbytes: int) -> Any:
+        size = max(nbytes, 1)
+        with self._lock:
+            if self._free[size]:
+                return self._free[size].pop()
+        self._current()
+        return self._check("cuMemAlloc", self._cu.cuMemAlloc(size))
+
+    def free(self, handle: Any, nbytes: int) -> None:
+        with self._lock:
+            self._free[max(nbytes, 1)].append(handle)
+
+    def upload(self, handle: Any, array: np.ndarray) -> None:
+        array = np.asarray(array, order="C")
+        self._current()
+        self._check("cuMemcpyHtoD", self._cu.cuMemcpyHtoD(handle, array.ctypes.data,
+                                                          array.nbytes))
+
+    def download(self, handle: Any, out: np.ndarray) -> None:
+        self._current()
+        self._check("cuMemcpyDtoH", self._cu.cuMemcpyDtoH(out.ctypes.data, handle, out.nbytes))
+
+    def copy(self, destination: Any, source: Any, nbytes: int) -> None:
+        self._current()
+        self._check("cuMemcpyDtoD", self._cu.cuMemcpyDtoD(destination, source, nbytes))
+        self._check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
+
+    def load(self, kernel: Kernel) -> Any:
+        ptx = ctypes.create_string_buffer(self.target.compile(kernel).encode())
+        self._current()
+        module = self._check("cuModuleLoadData",
+                             self._cu.cuModuleLoadData(ctypes.addressof(ptx)))
+        return self._check("cuModuleGetFunction",
+                           self._cu.cuModuleGetFunction(module, entry_name(kernel).encode()))
+
+    def launch(self, function: Any, kernel: Kernel, handles: list[Any], dims: list[int],
+               grid: int, block: int) -> None:
+        values = [np.array([int(h)], np.uint64) for h in handles]
+        values += [np.array([d], np.int64) for d in dims]
+        pointers = np.array([v.ctypes.data for v in values], np.uint64)
+        self._current()
+        self._check("cuLaunchKernel", self._cu.cuLaunchKernel(
+            function, grid, 1, 1, block, 1, 1, 0, 0, pointers.ctypes.data, 0))
+        self._check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
+
+
+def cuda_gpus() -> tuple[list[CUDADriver], str]:
+    """A driver per usable CUDA GPU, and why there are none (or '' where there are)."""
+    try:
+        cu = _cuda()
+    except ImportError:
+        return [], ("the CUDA driver bindings are not installed (pip install "
+                    "'stageflow[cuda]' brings cuda-python)")
+    try:
+        error, = cu.cuInit(0)
+    except RuntimeError as failure:  # no libcuda to load
+        return [], f"the CUDA driver could not be loaded ({failure})"
+    if int(error) != 0:
+        return [], f"the CUDA driver could not be initialised ({getattr(error, 'name', error)})"
+    error, count = cu.cuDeviceGetCount()
+    if int(error) != 0 or count == 0:
+        return [], "the CUDA driver reports no GPU"
+    drivers, reasons = [], []
+    for ordinal in range(count):
+        try:
+            drivers.append(CUDADriver(ordinal))
+        except CUDAError as failure:
+            reasons.append(str(failure))
+    return drivers, "; ".join(reasons)
