@@ -1,4 +1,5 @@
-"""The sub-commands that stage a user's Python function: ``dump``, ``graph``, ``compile``.
+"""The sub-commands that stage a user's Python function: ``dump``, ``graph``, ``compile``,
+``report`` (an HTML page explaining the compile, `stageflow.staging.report`).
 
 ``FILE.py:FUNC`` names a function in a Python file (a plain function is wrapped in
 `sf.function`); ``--arg f32[?,784]`` gives one argument's dtype and dims (``?`` unknown).
@@ -205,11 +206,21 @@ def run_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_report(args: argparse.Namespace) -> int:
+    """Write the HTML page explaining the staged function's compile."""
+    concrete, _ = _concrete(args)
+    concrete.report(args.output)
+    return 0
+
+
 def add_parsers(commands: Any) -> None:
     for name, handler, summary in (("dump", run_dump, "print a staged function's IR"),
                                    ("graph", run_graph, "draw a staged function's graph"),
                                    ("compile", run_compile,
-                                    "compile a staged function to a library or PTX")):
+                                    "compile a staged function to a library or PTX"),
+                                   ("report", run_report,
+                                    "write an HTML page explaining a staged function's "
+                                    "compile")):
         parser = commands.add_parser(name, help=summary)
         parser.add_argument("target", metavar="FILE.py:FUNC")
         parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
@@ -225,6 +236,8 @@ def add_parsers(commands: Any) -> None:
             add_logical_cpus(parser)
         elif name == "graph":
             parser.add_argument("-o", "--output", metavar="OUT.dot|OUT.svg", required=True)
+        elif name == "report":
+            parser.add_argument("-o", "--output", metavar="OUT.html", required=True)
         else:
             parser.add_argument("-o", "--output", metavar="OUT.so|OUT.o|OUT.ptx", required=True)
             parser.add_argument("--header", metavar="OUT.h",

@@ -3,6 +3,9 @@
 - ``STAGEFLOW_DUMP_DIR=DIR`` (or ``sf.config.dump_dir = "DIR"``): every compiled function
   writes its IR at each stage and after each pass into DIR, one file per function and
   stage, numbered so that the files sort in pipeline order (as XLA's ``--xla_dump_to``).
+- ``STAGEFLOW_REPORT_DIR=DIR`` (or ``sf.config.report_dir``): every compile (staged
+  functions, staged gradients, loaded saved functions, ahead-of-time libraries) writes an
+  HTML page explaining it into DIR (`stageflow.staging.report`), numbered as the dumps.
 - ``STAGEFLOW_LOG=compiles,retraces,passes`` (or ``sf.config.log = {...}``): one line on
   stderr per trace and compilation with its time (``compiles``), per cache miss with its
   reason (``retraces``), per pass with its time (``passes``).
@@ -49,6 +52,7 @@ VERSION = "0.1.0"
 LOG_CATEGORIES = frozenset({"compiles", "retraces", "passes"})
 
 dump_dir: str | None = os.environ.get("STAGEFLOW_DUMP_DIR") or None
+report_dir: str | None = os.environ.get("STAGEFLOW_REPORT_DIR") or None
 log: set[str] = {c.strip() for c in os.environ.get("STAGEFLOW_LOG", "").split(",") if c.strip()}
 
 
@@ -98,6 +102,14 @@ def emit(category: str, message: str) -> None:
     """Print one log line for `category` if it is on."""
     if logging(category):
         print(f"stageflow[{category}] {message}", file=sys.stderr, flush=True)
+
+
+def report_path(function: str) -> str:
+    """``DIR/NNNN.FUNCTION.html`` in the report directory (created)."""
+    assert report_dir
+    os.makedirs(report_dir, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", function)
+    return os.path.join(report_dir, f"{next(_dump_counter):04d}.{safe}.html")
 
 
 def dump(function: str, stage: str, text: str) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -29,13 +31,15 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import IsTerminator
 
 from stageflow.ir.attributes import SymbolRef
-from stageflow.ir.builder import build_function, build_op
+from stageflow.ir.builder import build_function, build_op, source_location
 from stageflow.ir.control import ControlOp, nested_ops
 from stageflow.ir.dialect import ReductionOp
 from stageflow.passes.fuse_groups import (
     IsEffect,
+    Rejection,
     dependencies,
     find_groups,
+    is_fusible_reduction,
     is_scalar_constant,
 )
 from stageflow.passes.fuse_matmul import MatmulEpilogue
@@ -160,15 +164,95 @@ def fuse_block(
     block: Block, max_ops: int, is_effect: IsEffect, names: Iterator[str], kernels: set[str],
     reductions: bool = True,
 ) -> list[FuncOp]:
-    """Outline the fusion groups of `block`, adding their names to `kernels`; the kernels."""
+    """Outline the fusion groups of `block`, adding their names to `kernels`; the kernels.
+    Inside `fusion_notes`, why each kernel's neighbours stayed out of it is noted."""
+    sink = _NOTES.get()
+    rejected: list[Rejection] | None = [] if sink is not None else None
+    groups = find_groups(block, max_ops, is_effect, reductions, rejected)
+    named = [(group, next(names)) for group in groups]
+    if sink is not None:
+        sink.extend(_notes(named, rejected or [], reductions))
     outlined = []
-    for group in find_groups(block, max_ops, is_effect, reductions):
-        kernel = outline(group, next(names))
+    for group, name in named:
+        kernel = outline(group, name)
         kernels.add(kernel.sym_name.data)
         outlined.append(kernel)
     if outlined:
         sort_block(block, is_effect)
     return outlined
+
+
+@dataclass(frozen=True)
+class FusionNote:
+    """Why `neighbour` (an op, or another kernel's op) is not in kernel `kernel`."""
+
+    kernel: str
+    neighbour: str
+    reason: str
+
+
+_NOTES: ContextVar[list[FusionNote] | None] = ContextVar("fusion_notes", default=None)
+
+
+@contextmanager
+def fusion_notes() -> Iterator[list[FusionNote]]:
+    """Collect, while the block runs, why `fuse` left each kernel's neighbours out of it:
+    the merges it turned down (with their reason) and the ops next to a kernel that no
+    kernel can hold (`stageflow report` shows them)."""
+    notes: list[FusionNote] = []
+    token = _NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOTES.reset(token)
+
+
+def _notes(named: list[tuple[list[Operation], str]], rejected: list[Rejection],
+           reductions: bool) -> list[FusionNote]:
+    kernel_of = {op: name for group, name in named for op in group}
+
+    def describe(op: Operation) -> str:
+        where = source_location(op)
+        inside = f" (in @{kernel_of[op]})" if op in kernel_of else ""
+        return f"{op.name}{inside}" + (f" at {where.filename}:{where.line}" if where else "")
+
+    notes = []
+    for a, b, why in rejected:
+        if a not in kernel_of:  # a reduction left out of b's kernel
+            a, b = b, a
+        if kernel_of.get(a) != kernel_of.get(b):
+            notes.append(FusionNote(kernel_of.get(a, describe(a)), describe(b), why))
+    for group, name in named:
+        members = set(group)
+        seen: set[Operation] = set()
+        neighbours = [v.owner for op in group for v in op.operands]
+        neighbours += [use.operation for op in group for r in op.results for use in r.uses]
+        for other in neighbours:
+            if (isinstance(other, Operation) and other not in members and other not in seen
+                    and other not in kernel_of and not other.has_trait(IsTerminator)):
+                seen.add(other)
+                why = _not_fusible(other, reductions)
+                note = FusionNote(name, describe(other), why)
+                if why and not any(n.kernel == name and n.neighbour == note.neighbour
+                                   for n in notes):
+                    notes.append(note)
+    return notes
+
+
+def _not_fusible(op: Operation, reductions: bool) -> str:
+    """Why no kernel holds `op` ('' for a constant a kernel clones or an op noted already)."""
+    if op.name == "sf.constant":
+        return "" if is_scalar_constant(op.results[0]) else "a constant: a kernel argument"
+    if isinstance(op, ControlOp):
+        return "a region op: a kernel never spans a region's boundary"
+    if is_fusible_reduction(op):
+        return ("a reduction ends only the kernel computing its operand" if reductions else
+                "a reduction, and this target's kernels are elementwise")
+    if isinstance(op, ReductionOp):
+        return "a reduction of a kind or dtype kernels do not accumulate"
+    if is_stateful(op):
+        return "it has effects (state, randomness or a callback): it keeps its place"
+    return f"{op.name} is not elementwise (kernels hold elementwise ops and their reductions)"
 
 
 def outline(group: list[Operation], name: str) -> FuncOp:

@@ -176,10 +176,18 @@ def _broadcast(a: tuple[int, ...] | None, b: tuple[int, ...] | None
     return tuple(shape[::-1])
 
 
+# A merge or a reduction the grouping turned down: (the op, the op of the other side, why).
+Rejection = tuple[Operation, Operation, str]
+
+
 def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
-                reductions: bool = True) -> list[list[Operation]]:
+                reductions: bool = True,
+                rejected: list[Rejection] | None = None) -> list[list[Operation]]:
     """The fusion groups of `block`, each in program order, ordered by their last op (where
-    their calls go); with `reductions`, groups may end in reductions of their values."""
+    their calls go); with `reductions`, groups may end in reductions of their values.
+    `rejected`, if given, receives every merge of a fusible op with a fusible producer, and
+    every reduction of a group's value, that was turned down, with the reason."""
+    turned_down: list[tuple[int, int, str]] = []
     ops = list(block.ops)
     deps = dependencies(ops, is_effect)
     fusible = [is_fusible(op) for op in ops]
@@ -197,11 +205,12 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
             candidates = dict.fromkeys(node_of[y] for y in producers if nodes[node_of[y]].fusible)
             for candidate in candidates:
                 union = _union(node, nodes[candidate])
-                if len(union.members) <= max_ops and union.space is not None and not any(
-                    nodes[node_of[y]].ancestors & union.bits for y in union.inputs
-                ):
+                why = _refusal(union, nodes, node_of, max_ops)
+                if why is None:
                     node = union
                     del nodes[candidate]
+                else:
+                    turned_down.append((i, candidate, why))
         for member in node.members:
             node_of[member] = i
         nodes[i] = node
@@ -209,12 +218,28 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
             _propagate(nodes, node_of, i)
     groups = [sorted(n.members) for n in nodes.values() if n.fusible]
     if reductions:
-        _end_in_reductions(ops, groups, deps, max_ops)
+        _end_in_reductions(ops, groups, deps, max_ops, turned_down)
+    if rejected is not None:
+        rejected.extend((ops[i], ops[j], why) for i, j, why in turned_down)
     return [[ops[j] for j in members] for members in sorted(groups, key=lambda m: m[-1])]
 
 
+def _refusal(union: _Node, nodes: dict[int, _Node], node_of: list[int],
+             max_ops: int) -> str | None:
+    """Why two groups may not merge into `union`, or None if they may."""
+    if len(union.members) > max_ops:
+        return f"together they would exceed {max_ops} ops (max-ops)"
+    if union.space is None:
+        return "their shapes do not broadcast together (a kernel has one iteration space)"
+    if any(nodes[node_of[y]].ancestors & union.bits for y in union.inputs):
+        return ("another op lies on a path between them: one kernel could run neither before "
+                "nor after it")
+    return None
+
+
 def _end_in_reductions(ops: list[Operation], groups: list[list[int]],
-                       deps: list[list[int]], max_ops: int) -> None:
+                       deps: list[list[int]], max_ops: int,
+                       turned_down: list[tuple[int, int, str]]) -> None:
     """Append to each group the fusible reductions of its values that span the group's
     iteration space. A reduction has one operand, so it closes no cycle (a group is convex:
     no member can need a reduction of another); it is among its group's last ops, and
@@ -227,12 +252,18 @@ def _end_in_reductions(ops: list[Operation], groups: list[list[int]],
             continue
         producer = next(iter(deps[i]), None)
         members = group_of.get(producer) if producer is not None else None
-        if members is None or len(members) >= max_ops:
+        if members is None:
             continue
-        if not (_only_reduced(ops[producer]) or _keeps_rows(op)):
-            continue
-        if _spans(ops, members, producer, deps, spaces[id(members)]):
+        if len(members) >= max_ops:
+            turned_down.append((i, producer, f"the kernel holds {max_ops} ops (max-ops)"))
+        elif not (_only_reduced(ops[producer]) or _keeps_rows(op)):
+            turned_down.append((i, producer, "its operand is also used elsewhere and it folds "
+                                "the innermost axis (measured slower in the writing loop)"))
+        elif _spans(ops, members, producer, deps, spaces[id(members)]):
             members.append(i)
+        else:
+            turned_down.append((i, producer, "its operand does not span the kernel's "
+                                "iteration space"))
 
 
 def _spans(ops: list[Operation], members: list[int], producer: int, deps: list[list[int]],

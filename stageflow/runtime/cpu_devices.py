@@ -75,8 +75,8 @@ class Device:
         if value is None:
             if self.name == devices.HOST and hasattr(tensor, "_buffer"):
                 value = tensor._value
-            else:
-                value = self.run(lambda: self.copy_in(tensor._value))
+            else:  # (a copy is the runtime's, made on the calling thread)
+                value = self.copy_in(tensor._value)
             mirrors[self.name] = value
         return value
 

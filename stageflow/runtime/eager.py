@@ -75,6 +75,8 @@ class EagerTrace:
         device = runtime_devices.get(name)
         values = [device.mirror(arg) for arg in args]
         self._check(primitive, values, params)
+        if primitive is device_copy_p:  # the copy is made: `mirror` made it
+            return device.wrap(values[0])
         try:
             result = device.execute(primitive, values, params)
         except KERNEL_ERRORS as error:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -29,7 +30,9 @@ from stageflow.frontend.graph import Graph
 from stageflow.ir.from_graph import graphs_module
 from stageflow.ir.text import module_to_text
 from stageflow.passes import PassTiming, Pipeline
+from stageflow.passes.fuse import FusionNote, fusion_notes
 from stageflow.runtime.executable import CompileStats, Executable
+from stageflow.staging.report import render, residual_summary
 
 AfterPass = Callable[[Any, ModuleOp], None]
 
@@ -38,21 +41,32 @@ class Compilation:
     """One module on its way to machine code, dumped, logged and timed at every stage."""
 
     def __init__(self, name: str, module: ModuleOp, first_stage: str,
-                 build_seconds: float = 0.0) -> None:
+                 build_seconds: float = 0.0, record: bool = False) -> None:
         self.name = name
         self.module = module
         self.stats = CompileStats()
         self.stats.seconds["build IR"] = build_seconds
         self.timings: list[PassTiming] = []
         self._start = time.perf_counter() - build_seconds
+        # What a report shows (`stageflow.staging.report`): kept when asked for one, or
+        # when every compile writes one (``STAGEFLOW_REPORT_DIR``).
+        self.record = record or bool(config.report_dir)
+        self.stages: list[tuple[str, str]] = []
+        self.fusion_notes: list[FusionNote] = []
+        self.residuals: dict[str, list] = {}
+        self.history: list[tuple[str, str]] = []
+        self.traced_module = module.clone() if self.record else None
+        if self.record:
+            self.stages.append((first_stage, module_to_text(module, debuginfo=True)))
         self.dump(first_stage)
 
     @classmethod
-    def of_graphs(cls, name: str, graphs: list[tuple[Graph, str]]) -> Compilation:
+    def of_graphs(cls, name: str, graphs: list[tuple[Graph, str]],
+                  record: bool = False) -> Compilation:
         """The module of traced `graphs`, each a ``func.func`` of the given symbol."""
         start = time.perf_counter()
         module = graphs_module(graphs)
-        return cls(name, module, "traced", time.perf_counter() - start)
+        return cls(name, module, "traced", time.perf_counter() - start, record)
 
     @classmethod
     def of_module(cls, name: str, module: ModuleOp) -> Compilation:
@@ -74,11 +88,19 @@ class Compilation:
 
         def observe(module_pass: Any, module: ModuleOp) -> None:
             self.dump(f"after.{module_pass.name}")
+            if self.record:
+                self.stages.append((module_pass.name, module_to_text(module, debuginfo=True)))
+                if module_pass.name in ("inline", "remat") and residual_summary(module):
+                    self.residuals.setdefault(f"after {module_pass.name}",
+                                              residual_summary(module))
             if after_pass is not None:
                 after_pass(module_pass, module)
 
         start = time.perf_counter()
-        timings = Pipeline.parse(spec, verify=config.verify, after_pass=observe).run(self.module)
+        pipeline = Pipeline.parse(spec, verify=config.verify, after_pass=observe)
+        with fusion_notes() if self.record else nullcontext([]) as notes:
+            timings = pipeline.run(self.module)
+        self.fusion_notes.extend(notes)
         seconds = self.stats.seconds
         seconds["optimize"] = seconds.get("optimize", 0.0) + time.perf_counter() - start
         for timing in timings:
@@ -103,6 +125,10 @@ class Compilation:
         return executables
 
     def finished(self, produced: str) -> None:
-        """Log the ``compiles`` line: what the compile produced and its total time."""
+        """Log the ``compiles`` line: what the compile produced and its total time; write
+        the report page when every compile writes one."""
         total = time.perf_counter() - self._start
         config.emit("compiles", f"{self.name}: compiled {produced} in {total * 1e3:.1f} ms")
+        if config.report_dir and self.record:
+            with open(config.report_path(self.name), "w", encoding="utf-8") as file:
+                file.write(render(self, self.history))

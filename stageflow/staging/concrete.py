@@ -35,6 +35,7 @@ from stageflow.primitives.functional import call_p
 from stageflow.runtime import devices as runtime_devices
 from stageflow.runtime.interpreter import InterpreterPlan
 from stageflow.staging.compiler import Compilation
+from stageflow.staging.report import render
 from stageflow.staging.staged_grad import call_under_tape
 
 LARGE_TRACE_OPS = 10_000
@@ -62,6 +63,7 @@ class ConcreteFunction:
         self._program = None
         self._on_host: bool | None = None
         self._gpu_programs: dict[str, Any] = {}
+        self.trace_history: list[tuple[str, str]] = []  # the sf.function's, shared
         self._captured: list[Any] | None = None
         self._forward_backward = None
         self.pass_timings: list = []
@@ -281,6 +283,19 @@ class ConcreteFunction:
             return _lowered_text(module, self.name)
         return _kernel_text(module, stage)
 
+    def report(self, path: str | None = None) -> str:
+        """Compile this function once more, recording every stage, and return the HTML page
+        that explains the compile (`stageflow.staging.report`); written to `path` if given."""
+        compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)], record=True)
+        compilation.history = list(self.trace_history)
+        compilation.run_passes(DEFAULT_PIPELINE)
+        compilation.executables([self.name], self.jit)
+        page = render(compilation, compilation.history)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as file:
+                file.write(page)
+        return page
+
     def graph_dot(self) -> str:
         """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""
         return graph_dot(self)
@@ -354,5 +369,7 @@ def trace_function(function: Any, leaves: list, treedef: Any,
             "Use sf.while_loop or vectorised ops to keep graphs small.",
             stacklevel=5,
         )
-    return ConcreteFunction(function.name, graph, leaves, out_treedef, template,
-                            trace.created_variables, key, function.jit)
+    concrete = ConcreteFunction(function.name, graph, leaves, out_treedef, template,
+                                trace.created_variables, key, function.jit)
+    concrete.trace_history = function.trace_history
+    return concrete

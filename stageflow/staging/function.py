@@ -129,6 +129,8 @@ class Function:
         self._calls: deque[bool] = deque(maxlen=RETRACE_WINDOW)
         self._last_key: tuple | None = None
         self._warned = False
+        # (signature, why it was traced) per trace, for `stageflow report`.
+        self.trace_history: list[tuple[str, str]] = []
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, python_function)
 
@@ -303,6 +305,9 @@ class Function:
     def _note_retrace(self, key: tuple, canonical: tuple) -> None:
         self._calls.append(True)
         previous, self._last_key = self._last_key, key
+        reason = ("the first call" if previous is None
+                  else self._change_reason(previous, key, canonical))
+        self.trace_history.append((_describe_key(key), reason))
         if previous is not None and config.logging("retraces"):
             config.emit("retraces", f"{self.name}: {self._change_reason(previous, key, canonical)}")
         if self._warned or sum(self._calls) < RETRACE_LIMIT or previous is None:
@@ -371,6 +376,18 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<sf.function {self.name} ({self.tracing_count} traces)>"
+
+
+def _describe_key(key: tuple) -> str:
+    """A cache key in words: each argument's dtype and shape (or value), and the device."""
+    parts = []
+    for leaf in key[1]:
+        if leaf[0] == "tensor":
+            dims = ", ".join("?" if d is None else str(d) for d in leaf[2])
+            parts.append(f"{np.dtype(leaf[1]).name}[{dims}]")
+        else:
+            parts.append(repr(leaf[-1]) if leaf[0] != "variable" else "a variable")
+    return f"({', '.join(parts)}) on {key[2]}"
 
 
 def _call_device(leaves: list) -> str:
