@@ -35,7 +35,6 @@ from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
 from stageflow.primitives.control import branch_index
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
-from stageflow.runtime.gpu import host_step
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
@@ -65,10 +64,10 @@ class Plan:
     def __init__(self, func: FuncOp, functions: dict[str, FuncOp],
                  compiled: dict[Any, Any], plans: dict[str, Plan],
                  block: Block | None = None, above: list[Any] | None = None,
-                 host: Callable[[Callable], Callable] | None = None) -> None:
+                 host: Callable[..., Callable] | None = None) -> None:
         slots: dict[int, int] = {}
         self.host = host
-        on_host = host or (lambda kernel: kernel)
+        on_host = host or (lambda kernel, primitive=None: kernel)
 
         def slot(value: Any) -> int:
             return slots.setdefault(id(value), len(slots))
@@ -111,7 +110,7 @@ class Plan:
                 # -- an op lowered to machine code (`codegen.structured`), else its NumPy kernel
                 kernel, params = compiled.get(op), {}
                 if kernel is None:
-                    kernel, params = on_host(primitive.kernel), op.params()
+                    kernel, params = on_host(primitive.kernel, primitive), op.params()
                 self.steps.append(Step(kernel, ins, params, outs, primitive.multiple_results,
                                        name, source_location(op)))
         self.size = len(slots)
@@ -426,9 +425,10 @@ class Executable:
     def build_gpu(cls, module: ModuleOp, entries: list[str], stats: CompileStats,
                   device: Any) -> list[Executable]:
         """Executables of a module the PTX pipeline optimised, run on a GPU device: each
-        fused kernel a launch on the device's memory (`GPUDevice.kernel_step`), every other
-        op its NumPy kernel on the host, its operands fetched from the device
-        (`host_step`; a kernel puts host values it is given on the device)."""
+        fused kernel a launch on the device's memory (`GPUDevice.kernel_step`), moves and
+        reductions the device's index-map kernels, every other op its NumPy kernel on the
+        host, its operands fetched from the device (`GPUDevice.plan_step`; a kernel puts
+        host values it is given on the device)."""
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
         start = time.perf_counter()
         compiled: dict[Any, Any] = {}
@@ -444,7 +444,7 @@ class Executable:
         executables = []
         for entry in entries:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans,
-                                       host=host_step)
+                                       host=device.plan_step)
             executables.append(cls(plan, stats, None, _assigned_inputs(functions[entry])))
         for plan in plans.values():  # constants on the GPU once, not at every launch
             plan.constants = [(slot, device.copy_in(value)) for slot, value in plan.constants]

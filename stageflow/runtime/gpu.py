@@ -10,7 +10,9 @@ runs its NumPy kernel on the host with its inputs fetched and its results put ba
 transfer counted as a copy (TensorFlow's soft placement, visible in the statistics). A
 graph function placed on a GPU is optimised by the PTX pipeline and runs as one sequence
 of steps: each fused kernel a launch on device memory, each other op on the host
-(`Executable.build_gpu`).
+(`Executable.build_gpu`). Eagerly, moves (transpose, slice, broadcast, reshape) and
+reductions run on the GPU too, as the gather and reduce kernels of
+`stageflow.codegen.targets.indexed` following an index map computed once per signature.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from stageflow.codegen.kernels.analysis import Kernel, analyse
 from stageflow.codegen.kernels.wrapper import spec_value
+from stageflow.codegen.targets.indexed import gather_entry, reduce_entry
 from stageflow.core import devices
 from stageflow.core.op_facts import LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
@@ -34,6 +37,10 @@ from stageflow.runtime.gpu_drivers import Driver
 
 BLOCK = 256  # threads per block
 MAX_BLOCKS = 65535
+MAX_MAPS = 256  # index maps kept per GPU (by op signature)
+# Ops that only move elements: applied to the flat indices of their operand, their NumPy
+# kernel gives the index map the gather kernel follows.
+MOVES = frozenset({"broadcast_to", "reshape", "transpose", "slice"})
 
 
 class DeviceArray:
@@ -67,6 +74,8 @@ class GPUDevice(Device):
         self.driver = driver
         self._order = threading.RLock()
         self._kernels: dict[tuple, Any] = {}
+        self._maps: dict[tuple, tuple[DeviceArray, tuple]] = {}
+        self._entries: dict[str, Any] = {}
 
     def run(self, work: Callable[[], Any]) -> Any:
         with self._order:
@@ -127,11 +136,84 @@ class GPUDevice(Device):
     # -- eager ops --------------------------------------------------------------------------
 
     def execute(self, primitive: Primitive, values: list[Any], params: dict[str, Any]) -> Any:
-        """An op on tensors of this GPU: its kernel launched, else run on the host."""
+        """An op on tensors of this GPU: its kernel launched (an elementwise op's own, or
+        the gather or reduce kernel on an index map), else run on the host."""
         kernel = self._op_kernel(primitive, values, params)
-        if kernel is None:
-            return host_step(primitive.kernel)(*values, **params)
-        return kernel(*values)[0]
+        if kernel is not None:
+            return kernel(*values)[0]
+        indexed = self._indexed(primitive, values, params)
+        if indexed is not None:
+            return indexed
+        return host_step(primitive.kernel)(*values, **params)
+
+    def _indexed(self, primitive: Primitive, values: list[Any],
+                 params: dict[str, Any]) -> DeviceArray | None:
+        """A move (`MOVES`) or a reduction done on this GPU through an index map, or None
+        where neither applies (the op then runs on the host)."""
+        if len(values) != 1 or primitive.multiple_results:
+            return None
+        x = self.on_device(values[0])
+        kind = primitive.reduction
+        try:
+            key = (primitive.name, x.shape, *sorted(params.items()))
+            hash(key)
+        except TypeError:
+            return None
+        if primitive.name in MOVES:
+            found = self._maps.get(key)
+            if found is None:
+                positions = np.arange(int(np.prod(x.shape)), dtype=np.int64).reshape(x.shape)
+                found = self._remember(key, primitive.kernel(positions, **params))
+            indices, shape = found
+            out = DeviceArray(self, shape, x.dtype)
+            function = self._entry(f"gather_i{8 * x.dtype.itemsize}",
+                                   gather_entry(8 * x.dtype.itemsize), 3, 1)
+            self._launch(function, [x.handle, indices.handle, out.handle],
+                         [int(np.prod(shape))])
+            return out
+        if kind is None or x.dtype not in kind.native_dtypes or "axes" not in params:
+            return None
+        axes = tuple(params["axes"])
+        width = int(np.prod([x.shape[a] for a in axes]))
+        if width == 0 and kind.needs_elements:
+            return None  # NumPy's error, from the host
+        found = self._maps.get(key)
+        if found is None:
+            kept = [a for a in range(len(x.shape)) if a not in axes]
+            positions = np.arange(int(np.prod(x.shape)), dtype=np.int64).reshape(x.shape)
+            shape = primitive.abstract_eval(ShapedType(x.shape, x.dtype), **params).shape
+            found = self._remember(key, positions.transpose(kept + list(axes)), shape)
+        indices, shape = found
+        out = DeviceArray(self, shape, x.dtype)
+        rows = int(np.prod(shape))
+        function = self._entry(f"reduce_{kind.name}_{x.dtype.name}",
+                               reduce_entry(kind, x.dtype), 3, 2)
+        self._launch(function, [x.handle, indices.handle, out.handle], [rows, width])
+        return out
+
+    def _remember(self, key: tuple, indices: np.ndarray,
+                  shape: tuple[int, ...] | None = None) -> tuple[DeviceArray, tuple]:
+        """An index map put on this GPU and kept for its signature."""
+        if len(self._maps) >= MAX_MAPS:
+            self._maps.clear()
+        shape = tuple(indices.shape) if shape is None else tuple(shape)
+        found = self._maps[key] = (self.copy_in(np.ascontiguousarray(indices)), shape)
+        return found
+
+    def _entry(self, name: str, build: Any, pointers: int, integers: int) -> Any:
+        """An index-map kernel of this GPU, loaded once."""
+        function = self._entries.get(name)
+        if function is None:
+            function = self._entries[name] = self.driver.load_entry(name, build, pointers,
+                                                                    integers)
+        return function
+
+    def _launch(self, function: Any, handles: list[Any], integers: list[int]) -> None:
+        total = integers[0]
+        if total:
+            with self._order:
+                self.driver.call(function, handles, integers,
+                                 min(MAX_BLOCKS, -(-total // BLOCK)), BLOCK)
 
     def _op_kernel(self, primitive: Primitive, values: list[Any],
                    params: dict[str, Any]) -> KernelStep | None:
@@ -162,6 +244,14 @@ class GPUDevice(Device):
                                                            body)))
         except NotImplementedError:  # e.g. float16 on a host without F16C, emulated
             return None
+
+    def plan_step(self, kernel: Callable[..., Any],
+                  primitive: Primitive | None = None) -> Callable[..., Any]:
+        """What a step of a GPU plan runs for an op outside the fused kernels: a move or a
+        reduction on this GPU (`execute`), anything else on the host (`host_step`)."""
+        if primitive is not None and (primitive.name in MOVES or primitive.reduction):
+            return lambda *values, **params: self.execute(primitive, list(values), params)
+        return host_step(kernel)
 
     def kernel_step(self, kernel: Kernel) -> KernelStep:
         """A fused kernel of this GPU, callable on device or host arrays (see `KernelStep`)."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from stageflow.codegen.kernels.analysis import Kernel
 from stageflow.codegen.targets.emulated import EmulatedLaunch
-from stageflow.codegen.targets.ptx import PTXTarget, entry_name
+from stageflow.codegen.targets.ptx import EntryBuilder, PTXTarget, entry_name
 
 
 class Driver(Protocol):
@@ -47,6 +47,12 @@ class Driver(Protocol):
 
     def launch(self, function: Any, kernel: Kernel, handles: list[Any], dims: list[int],
                grid: int, block: int) -> None: ...
+
+    def load_entry(self, name: str, build: EntryBuilder, pointers: int,
+                   integers: int) -> Any: ...
+
+    def call(self, function: Any, handles: list[Any], integers: list[int], grid: int,
+             block: int) -> None: ...
 
 
 class EmulatedDriver:
@@ -88,6 +94,15 @@ class EmulatedDriver:
             arrays.append(handle[:count * arg.dtype.itemsize].view(arg.dtype).reshape(shape))
         count = len(kernel.inputs)
         function.launch(arrays[:count], arrays[count:], grid, block)
+
+    def load_entry(self, name: str, build: EntryBuilder, pointers: int,
+                   integers: int) -> Any:
+        return self._launch.compile_entry(name, build, [ctypes.c_void_p] * pointers
+                                          + [ctypes.c_int64] * integers)
+
+    def call(self, function: Any, handles: list[np.ndarray], integers: list[int], grid: int,
+             block: int) -> None:
+        function(*[h.ctypes.data for h in handles], *integers, grid, block)
 
 
 def _cuda() -> Any:
@@ -162,17 +177,28 @@ class CUDADriver:
         self._check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
 
     def load(self, kernel: Kernel) -> Any:
-        ptx = ctypes.create_string_buffer(self.target.compile(kernel).encode())
+        return self._function(self.target.compile(kernel), entry_name(kernel))
+
+    def load_entry(self, name: str, build: EntryBuilder, pointers: int,
+                   integers: int) -> Any:
+        return self._function(self.target.compile_entry(name, build), name)
+
+    def _function(self, ptx: str, name: str) -> Any:
+        text = ctypes.create_string_buffer(ptx.encode())
         self._current()
         module = self._check("cuModuleLoadData",
-                             self._cu.cuModuleLoadData(ctypes.addressof(ptx)))
+                             self._cu.cuModuleLoadData(ctypes.addressof(text)))
         return self._check("cuModuleGetFunction",
-                           self._cu.cuModuleGetFunction(module, entry_name(kernel).encode()))
+                           self._cu.cuModuleGetFunction(module, name.encode()))
 
     def launch(self, function: Any, kernel: Kernel, handles: list[Any], dims: list[int],
                grid: int, block: int) -> None:
+        self.call(function, handles, dims, grid, block)
+
+    def call(self, function: Any, handles: list[Any], integers: list[int], grid: int,
+             block: int) -> None:
         values = [np.array([int(h)], np.uint64) for h in handles]
-        values += [np.array([d], np.int64) for d in dims]
+        values += [np.array([d], np.int64) for d in integers]
         pointers = np.array([v.ctypes.data for v in values], np.uint64)
         self._current()
         self._check("cuLaunchKernel", self._cu.cuLaunchKernel(

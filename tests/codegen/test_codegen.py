@@ -26,12 +26,14 @@ from hypothesis.extra import numpy as hnp
 import stageflow as sf
 from stageflow.codegen import CPUTarget, PTXTarget, analyse, compile_kernel
 from stageflow.codegen.targets.emulated import EmulatedLaunch
+from stageflow.codegen.targets.indexed import gather_entry, reduce_entry
 from stageflow.codegen.targets.ptx import ptxas_path
 from stageflow.core import dtypes
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir import load_primitives, parse_module
 from stageflow.ir.types import tensor_type
 from stageflow.primitives.elementwise import ElementwisePrimitive
+from stageflow.primitives.reduction import MAX, MIN, PROD, SUM
 
 load_primitives()
 
@@ -568,3 +570,21 @@ def test_ptx_entry_names_are_identifiers(tmp_path: Path) -> None:
     result = subprocess.run([str(ptxas_path()), "-arch=sm_80", str(source), "-o",
                              str(tmp_path / "lambda.cubin")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptxas_accepts_the_index_map_kernels(arch: str, tmp_path: Path) -> None:
+    """The gather kernel for every element width and the reduce kernel for every kind and
+    native dtype (`stageflow.codegen.targets.indexed`), as one PTX module each."""
+    target = PTXTarget(arch)
+    builders = [(f"gather_i{bits}", gather_entry(bits)) for bits in (8, 16, 32, 64)]
+    builders += [(f"reduce_{kind.name}_{dtype.name}", reduce_entry(kind, dtype))
+                 for kind in (SUM, PROD, MAX, MIN) for dtype in sorted(kind.native_dtypes,
+                                                                       key=str)]
+    for name, build in builders:
+        source = tmp_path / f"{name}.ptx"
+        source.write_text(target.compile_entry(name, build))
+        result = subprocess.run([str(ptxas_path()), f"-arch={arch}", str(source), "-o",
+                                 str(source.with_suffix(".cubin"))], capture_output=True,
+                                text=True)
+        assert result.returncode == 0, f"{name}\n{result.stderr}"

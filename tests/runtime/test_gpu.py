@@ -108,9 +108,52 @@ def test_ops_without_a_kernel_run_on_the_host_with_counted_transfers():
     product = sf.matmul(a, b)  # a, b fetched, the product put back
     assert copies() - before == 3 and product.device == GPU
     np.testing.assert_allclose(product.numpy(), np.arange(12).reshape(3, 4) @ np.ones((4, 2)))
-    total = sf.reduce_sum(a, axis=0)
-    assert total.device == GPU and total.shape == (4,)
-    np.testing.assert_allclose(total.numpy(), [12.0, 15.0, 18.0, 21.0])
+    joined = sf.concat([a, a], axis=0)  # several operands: no index map either
+    assert joined.device == GPU and joined.shape == (6, 4)
+
+
+MOVES = {
+    "transpose": lambda t: sf.transpose(t, tuple(reversed(range(t.ndim)))),
+    "slice": lambda t: t[..., ::-2] if t.ndim else t,
+    "reshape": lambda t: sf.reshape(t, (-1,)),
+    "broadcast": lambda t: sf.broadcast_to(t, (2, *t.shape)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOVES))
+@given(x=hnp.arrays(st.sampled_from([np.float32, np.int64, np.bool_, np.float16]),
+                    hnp.array_shapes(min_dims=0, max_dims=3, max_side=5)))
+def test_moves_run_on_the_gpu_as_gathers(name, x):
+    move = MOVES[name]
+    want = move(sf.constant(x)).numpy()
+    placed = sf.constant(x).gpu()
+    before = copies()
+    got = move(placed)
+    assert got.device == GPU and type(got) is DeviceTensor
+    assert copies() - before <= 1  # at most the index map, once per signature
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+REDUCTIONS = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@given(x=hnp.arrays(st.sampled_from([np.float32, np.float64, np.int32, np.int64]),
+                    hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+                    elements=st.integers(-3, 3)),
+       data=st.data(), keepdims=st.booleans())
+def test_reductions_run_on_the_gpu(name, x, data, keepdims):
+    axes = data.draw(st.lists(st.integers(0, x.ndim - 1), unique=True, min_size=1))
+    op = getattr(sf, name)
+    want = op(sf.constant(x), axis=tuple(axes), keepdims=keepdims).numpy()
+    got = op(sf.constant(x).gpu(), axis=tuple(axes), keepdims=keepdims)
+    assert got.device == GPU and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_a_max_over_nothing_raises_as_numpy_does():
+    with pytest.raises(ValueError):
+        sf.reduce_max(sf.constant(np.ones((2, 0), np.float32)).gpu(), axis=1)
 
 
 def test_a_gpu_tensor_reaches_the_host_once():

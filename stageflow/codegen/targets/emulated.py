@@ -15,7 +15,9 @@ number here. One launch of a kernel at a time: the registers are the module's.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -27,7 +29,7 @@ from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.loops import counted_loop
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import ModuleJob, process_jit
-from stageflow.codegen.targets.ptx import GridDriver, entry_function
+from stageflow.codegen.targets.ptx import EntryBuilder, GridDriver, entry_function
 
 REGISTERS = ("tid.x", "ntid.x", "ctaid.x", "nctaid.x")
 BLOCK = 64  # threads per block when the step plan launches a kernel
@@ -110,7 +112,13 @@ class EmulatedLaunch:
     def module(self, kernel: Kernel | FuncOp, symbol: str) -> ir.Module:
         """The llvmlite module: the kernel (internal) and ``symbol``, its grid launch."""
         kernel = kernel if isinstance(kernel, Kernel) else analyse(kernel)
-        module = ir.Module(name=kernel.name)
+        return self.entry_module(symbol, lambda module, name, driver, space:
+                                 entry_function(module, kernel, name, driver, space))
+
+    def entry_module(self, symbol: str, build: EntryBuilder) -> ir.Module:
+        """The llvmlite module: the thread function `build` makes (internal) and
+        ``symbol``, its launch over a grid (its arguments, then the grid and the block)."""
+        module = ir.Module(name=symbol)
         module.triple = process_jit().triple
         registers = {}
         for register in REGISTERS:
@@ -118,7 +126,7 @@ class EmulatedLaunch:
             variable.linkage = "internal"
             variable.initializer = ir.Constant(I32, 0)
             registers[register] = variable
-        entry = entry_function(module, kernel, f"{symbol}.thread", RegisterDriver(registers), 0)
+        entry = build(module, f"{symbol}.thread", RegisterDriver(registers), 0)
         entry.linkage = "internal"
         launch = ir.Function(module, ir.FunctionType(
             ir.VoidType(), [*entry.function_type.args, I32, I32]), symbol)
@@ -150,3 +158,12 @@ class EmulatedLaunch:
         job = ModuleJob.of(self.module(kernel, symbol), self.opt, 3)
         name = job.name(symbol)
         return EmulatedKernel(kernel, process_jit().link([job], [name])[name], job.text)
+
+    def compile_entry(self, name: str, build: EntryBuilder,
+                      arguments: list[Any]) -> Callable[..., None]:
+        """JIT-compile the emulated launch of the entry `build` makes, whose arguments have
+        the ctypes types `arguments`; ``launch(*args, grid, block)``."""
+        symbol = f"{name}.launch.{cache.PLACEHOLDER}"
+        job = ModuleJob.of(self.entry_module(symbol, build), self.opt, 3)
+        address = process_jit().link([job], [job.name(symbol)])[job.name(symbol)]
+        return ctypes.CFUNCTYPE(None, *arguments, ctypes.c_int32, ctypes.c_int32)(address)

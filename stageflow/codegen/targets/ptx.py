@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,19 +98,20 @@ class GridDriver(Driver):
             function = ir.Function(b.module, ir.FunctionType(I32, []), name)
         return b.zext(b.call(function, []), I64)
 
-    def _grid(self, b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
+    def grid(self, b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
+        """This thread's first element and the grid's stride."""
         block, threads = self._special(b, "ctaid.x"), self._special(b, "ntid.x")
         start = b.add(b.mul(block, threads), self._special(b, "tid.x"))
         return start, b.mul(threads, self._special(b, "nctaid.x"))
 
     def flat(self, b: ir.IRBuilder, layout: Layout, body: Body) -> None:
-        start, step = self._grid(b)
+        start, step = self.grid(b)
         strides = layout.flat_strides()
         counted_loop(b, start, layout.total, step,
                      lambda i: body([i if s else ir.Constant(I64, 0) for s in strides]), "i")
 
     def broadcast(self, b: ir.IRBuilder, layout: Layout, body: Body) -> None:
-        start, step = self._grid(b)
+        start, step = self.grid(b)
         strides = [layout.strides(index) for index in range(len(layout.kernel.args))]
 
         def element(flat: ir.Value) -> None:
@@ -124,6 +126,10 @@ class GridDriver(Driver):
             body(offsets)
 
         counted_loop(b, start, layout.total, step, element, "i")
+
+
+# Builds ``void symbol(...)`` into a module: (module, symbol, driver, address space) -> it.
+EntryBuilder = Callable[[ir.Module, str, GridDriver, int], ir.Function]
 
 
 def entry_function(module: ir.Module, kernel: Kernel, symbol: str, driver: GridDriver,
@@ -166,9 +172,14 @@ class PTXTarget:
     def module(self, kernel: Kernel | FuncOp) -> ir.Module:
         """The llvmlite module with the ``.entry`` function (unoptimised)."""
         kernel = kernel if isinstance(kernel, Kernel) else analyse(kernel)
-        module = ir.Module(name=kernel.name)
+        return self.entry_module(entry_name(kernel), lambda module, symbol, driver, space:
+                                 entry_function(module, kernel, symbol, driver, space))
+
+    def entry_module(self, name: str, build: EntryBuilder) -> ir.Module:
+        """The llvmlite module with the ``.entry`` that `build` makes, named `name`."""
+        module = ir.Module(name=name)
         module.triple = TRIPLE
-        entry = entry_function(module, kernel, entry_name(kernel), GridDriver(), GLOBAL)
+        entry = build(module, name, GridDriver(), GLOBAL)
         entry.calling_convention = "ptx_kernel"
         # Older NVVM readers find kernels by this annotation; LLVM 22 by the calling convention.
         annotation = module.add_metadata([entry, ir.MetaDataString(module, "kernel"),
@@ -191,10 +202,18 @@ class PTXTarget:
 
     def compile_many(self, kernels: list[Kernel | FuncOp]) -> str:
         """Several kernels as one PTX module (one ``.entry`` each)."""
+        return self.assemble([self.emit(kernel) for kernel in kernels])
+
+    def compile_entry(self, name: str, build: EntryBuilder) -> str:
+        """The ``.entry`` `build` makes as PTX assembly text."""
+        return self.assemble([str(self.entry_module(name, build))])
+
+    def assemble(self, texts: list[str]) -> str:
+        """LLVM modules for NVPTX (text), linked, optimised and emitted as one PTX module."""
         machine = self._machine()
-        module = llvm.parse_assembly(self.emit(kernels[0]))
-        for kernel in kernels[1:]:
-            module.link_in(llvm.parse_assembly(self.emit(kernel)))
+        module = llvm.parse_assembly(texts[0])
+        for text in texts[1:]:
+            module.link_in(llvm.parse_assembly(text))
         module.data_layout = str(machine.target_data)
         module.verify()
         options = llvm.create_pipeline_tuning_options(speed_level=self.opt)
