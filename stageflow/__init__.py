@@ -6,6 +6,7 @@
 from stageflow import (
     aot,
     data,
+    distribute,
     layers,
     linalg,
     losses,

@@ -9,7 +9,8 @@ stderr, ``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, nev
 traceback: the command is driven by lit tests and scripts, which match on that line.
 
 ``stageflow dump``, ``graph`` and ``compile`` stage a user's function (`stageflow.cli.staging`);
-``stageflow devices [--logical-cpus N]`` lists the devices with their memory. Each
+``stageflow devices [--logical-cpus N] [--address A]`` lists the devices with their
+memory (with an address, a Ray cluster's workers' too). Each
 sub-command is a parser with a ``handler`` default taking the parsed arguments and
 returning the exit status.
 """
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from stageflow import distribute
 from stageflow.cli import staging
 from stageflow.cli.io import CommandError, read_input, write_output
 from stageflow.ir.text import IRError, module_to_text, parse_module
@@ -142,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     devices = commands.add_parser("devices", help="list the devices stageflow can run on")
     staging.add_logical_cpus(devices)
+    devices.add_argument("--address", metavar="ADDRESS",
+                         help="also the devices of a Ray cluster's workers ('auto' or "
+                              "'ray://host:port'), one worker per --workers")
+    devices.add_argument("--workers", type=int, default=1, metavar="N",
+                         help="workers to start on the cluster for --address (default 1)")
     devices.set_defaults(handler=run_devices)
     return parser
 
@@ -149,11 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
 def run_devices(args: argparse.Namespace) -> int:
     """One line per device (name, kind, memory), then why there is no GPU if there is none."""
     staging.set_logical_cpus(args)
-    found = all_devices()
-    for device in found:
-        print(device.describe())
-    if not any(device.kind == "GPU" for device in found):
-        print(f"no GPU: {gpu_unavailable_reason()}")
+    if args.address:
+        distribute.connect(jobs={"worker": args.workers}, address=args.address)
+    try:
+        found = all_devices()
+        for device in found:
+            print(device.describe())
+        if not any(device.kind == "GPU" for device in found):
+            print(f"no GPU: {gpu_unavailable_reason()}")
+    finally:
+        if args.address:
+            distribute.shutdown()
     return 0
 
 

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from stageflow.core import context
 
@@ -70,6 +71,25 @@ def canonical(name: str) -> str:
 # The runtime's check that a device exists: canonical name in, the name back, or an error
 # naming the device and listing the real ones.
 _resolve: Callable[[str], str] = canonical
+
+
+def _keep_here(variable: Any) -> None:
+    """Until the runtime installs its hook: the variable keeps its value in this process."""
+
+
+# The runtime's hook for a variable created on a device: it may keep the value there.
+_variable_placed: Callable[[Any], None] = _keep_here
+
+
+def set_variable_hook(hook: Callable[[Any], None]) -> None:
+    """Install what runs when a variable is created on a device other than the host."""
+    global _variable_placed
+    _variable_placed = hook
+
+
+def variable_placed(variable: Any) -> None:
+    """Tell the runtime about a variable created on a device other than the host."""
+    _variable_placed(variable)
 
 
 def set_resolver(resolve: Callable[[str], str]) -> None:

@@ -53,6 +53,10 @@ class Variable:
         self._lock = threading.RLock()
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{next(_unique)}"
+        # Where the value lives when a device of another process keeps it (`fetch`).
+        self._fetch: Any = None
+        if self._device != devices.HOST:
+            devices.variable_placed(self)
 
     @property
     def dtype(self) -> np.dtype:
@@ -83,11 +87,16 @@ class Variable:
     def _as_tensor(self) -> Tensor:
         return self.read_value()
 
+    def _current(self) -> np.ndarray:
+        """The value now: this process's, or fetched from the device that keeps it."""
+        return self._value if self._fetch is None else self._fetch()
+
     def numpy(self) -> np.ndarray:
-        return np.array(self._value)
+        return np.array(self._current())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return np.array(self._value, dtype=dtype) if copy else np.asarray(self._value, dtype)
+        value = self._current()
+        return np.array(value, dtype=dtype) if copy else np.asarray(value, dtype)
 
     def assign(self, value: Any) -> Variable:
         """Replace the value (same dtype and shape)."""
@@ -125,7 +134,8 @@ class Variable:
         return len(self._value)
 
     def __repr__(self) -> str:
-        body = np.array2string(np.asarray(self._value), separator=", ", prefix="sf.Variable(")
+        body = np.array2string(np.asarray(self._current()), separator=", ",
+                               prefix="sf.Variable(")
         return (f"sf.Variable({body}, name={self.name!r}, shape={self.shape}, "
                 f"dtype={self.dtype.name})")
 

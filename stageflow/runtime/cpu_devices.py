@@ -24,7 +24,10 @@ T = TypeVar("T")
 
 
 class Device:
-    """A device of this process: the memory of its tensors and the order its work runs in."""
+    """A device of this process: the memory of its tensors and the order its work runs in.
+    A device of another process (`remote`) runs graph functions itself (`call_function`)."""
+
+    remote = False
 
     def __init__(self, name: str, memory_bytes: int, shared_by: int) -> None:
         self.name = name
@@ -83,6 +86,17 @@ class Device:
     def own(self, tensor: Any) -> Any:
         """The value of a tensor that lives on this device."""
         return tensor._value
+
+    def read_variable(self, variable: Any) -> Tensor:
+        """A tensor of the variable's value on this device (eager reads)."""
+        return self.wrap(variable._value)
+
+    def assign_variable(self, variable: Any, tensor: Any) -> None:
+        """Store `tensor` as the variable's value (eager writes)."""
+        variable._store(self.variable_value(tensor))
+
+    def adopt(self, variable: Any) -> None:
+        """A variable was created on this device (kept in this process's memory)."""
 
     def variable_value(self, tensor: Any) -> Any:
         """What a variable of this device stores when `tensor` is assigned to it."""

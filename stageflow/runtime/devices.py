@@ -66,6 +66,21 @@ def gpu_unavailable_reason() -> str:
     return _no_gpu_reason or "no GPU was found"
 
 
+def register(device: Device) -> None:
+    """Add a device of another process (`sf.distribute.connect` adds its workers')."""
+    table = _devices()
+    with _lock:
+        table[device.name] = device
+
+
+def unregister(names: list[str]) -> None:
+    """Remove devices of other processes (a shut down or replaced cluster's)."""
+    table = _devices()
+    with _lock:
+        for name in names:
+            table.pop(name, None)
+
+
 def get(name: str) -> Device:
     """The device of a canonical name, or ValueError naming it and listing the real ones."""
     device = _devices().get(name)
@@ -78,7 +93,7 @@ def _missing(name: str) -> str:
     known = ", ".join(_devices())
     parsed = devices.parse(name)
     if parsed.job is not None:
-        why = "devices of other processes are not connected"
+        why = "no worker of that job and task is connected (sf.distribute.connect)"
     elif parsed.type == "GPU":
         gpus = sum(1 for d in _devices().values() if d.kind == "GPU")
         why = (f"there is no GPU: {gpu_unavailable_reason()}" if not gpus else
@@ -104,3 +119,4 @@ def all_devices() -> list[Device]:
 
 
 devices.set_resolver(resolve)
+devices.set_variable_hook(lambda variable: get(variable._device).adopt(variable))

@@ -107,13 +107,13 @@ class EagerTrace:
     def read_variable(self, variable: Any) -> Tensor:
         if variable._device == devices.HOST:
             return wrap(variable._value)
-        return runtime_devices.get(variable._device).wrap(variable._value)
+        return runtime_devices.get(variable._device).read_variable(variable)
 
     def assign_variable(self, variable: Any, value: Tensor) -> None:
         if type(value) is Tensor and variable._device == devices.HOST:
             variable._store(value._value)
         else:
-            variable._store(runtime_devices.get(variable._device).variable_value(value))
+            runtime_devices.get(variable._device).assign_variable(variable, value)
 
     def lift(self, value: Any) -> Any:
         """Values are already concrete here."""

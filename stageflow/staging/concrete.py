@@ -169,6 +169,9 @@ class ConcreteFunction:
         """Run on the graph's device: arguments copied there (once per tensor), the program
         run in that device's order, each result on the device its op was placed on."""
         device = runtime_devices.get(self.graph.device)
+        if device.remote:
+            results = device.call_function(self, list(tensors))
+            return results[0] if self._single_output else self.structure_outputs(results)
         values = [t if type(t) is Variable else device.mirror(t) for t in tensors]
         if self._captured is None:
             self._captured = [_capture_runtime_value(c.source, self.name)

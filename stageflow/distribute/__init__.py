@@ -1,0 +1,13 @@
+"""`sf.distribute`: devices of other processes through Ray, with the local syntax.
+
+    sf.distribute.connect(jobs={"worker": 2})          # a local Ray cluster, 2 workers
+    with sf.device("/job:worker/task:1/device:CPU:0"):
+        y = f(x)                                        # runs there; y stays there
+    y.numpy()                                           # fetched
+    sf.distribute.shutdown()
+"""
+
+from stageflow.distribute.cluster import connect, shutdown, workers
+from stageflow.distribute.remote import TIMEOUT, RemoteDeviceError
+
+__all__ = ["TIMEOUT", "RemoteDeviceError", "connect", "shutdown", "workers"]

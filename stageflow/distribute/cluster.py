@@ -1,0 +1,87 @@
+"""Connecting to a Ray cluster: one `Worker` actor per task of each job, their devices
+added to the runtime's (the paper's single coordinator, section 4.5).
+
+With no address, `connect` starts a local Ray cluster on this machine (for development and
+tests); ``address="auto"`` or ``"ray://host:port"`` joins a running one (``ray start
+--head`` on the head node, ``ray start --address=...`` on the others). Connecting again
+replaces the workers: their devices are listed anew and the old ones' tensors are lost.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from stageflow.distribute.remote import TIMEOUT, RemoteDevice, RemoteDeviceError
+from stageflow.distribute.worker import Worker
+from stageflow.runtime import devices as runtime_devices
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"actors": [], "devices": [], "started": False}
+
+
+def _ray() -> Any:
+    try:
+        import ray  # noqa: PLC0415 - an optional dependency, imported when used
+    except ImportError:
+        raise ImportError("sf.distribute needs Ray: pip install 'stageflow[distributed]'") \
+            from None
+    return ray
+
+
+def connect(jobs: dict[str, int] | None = None, address: str | None = None) -> list[str]:
+    """Start (or join, with `address`) a Ray cluster and one worker per task of `jobs`
+    (default ``{"worker": 1}``); the names of the devices they add."""
+    jobs = {"worker": 1} if jobs is None else dict(jobs)
+    if not jobs or any(not isinstance(n, int) or n < 1 for n in jobs.values()):
+        raise ValueError(f"jobs must map job names to task counts >= 1, got {jobs!r}")
+    ray = _ray()
+    with _lock:
+        _release(kill=True)
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, logging_level="ERROR",
+                     log_to_driver=False)
+            _state["started"] = address is None
+        actor_class = ray.remote(num_cpus=0)(Worker)
+        created = []
+        for job, count in jobs.items():
+            for task in range(count):
+                created.append(actor_class.remote(job, task))
+        names: list[str] = []
+        for actor in created:
+            try:
+                found = ray.get(actor.devices.remote(), timeout=TIMEOUT)
+            except ray.exceptions.GetTimeoutError:
+                raise RemoteDeviceError(f"a worker did not start within {TIMEOUT:.0f} s") \
+                    from None
+            for name in found:
+                runtime_devices.register(RemoteDevice(name, actor, ray))
+                names.append(name)
+        _state["actors"], _state["devices"] = created, names
+        return names
+
+
+def _release(kill: bool) -> None:
+    runtime_devices.unregister(_state["devices"])
+    if kill:
+        ray = _ray()
+        for actor in _state["actors"]:
+            ray.kill(actor)
+    _state["actors"], _state["devices"] = [], []
+
+
+def shutdown() -> None:
+    """Stop the workers (and the local cluster `connect` started); their devices go."""
+    with _lock:
+        if not _state["actors"] and not _state["started"]:
+            return
+        ray = _ray()
+        _release(kill=True)
+        if _state["started"]:
+            ray.shutdown()
+            _state["started"] = False
+
+
+def workers() -> list[Any]:
+    """The connected workers' actors, in the order of their devices' tasks."""
+    return list(_state["actors"])
