@@ -23,6 +23,7 @@ import numpy as np
 
 from stageflow.core import devices
 from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.distribute.worker import VariableKey
 from stageflow.frontend.tensor import DeviceTensor, Tensor, allocate
@@ -164,7 +165,10 @@ class RemoteDevice(Device):
 
     def assign_variable(self, variable: Any, tensor: Any) -> None:
         if tuple(tensor.shape) != variable.shape or tensor.dtype != variable.dtype:
-            variable._store(np.zeros(tensor.shape, tensor.dtype))  # its error, named
+            raise ValueError(
+                f"assign: variable {variable.name!r} is {variable.dtype.name}"
+                f"{format_shape(variable.shape)}, the value is {tensor.dtype.name}"
+                f"{format_shape(tuple(tensor.shape))}{describe_location()}")
         self.wait(self.actor.assign_variable.remote(variable._remote_key,
                                                     self.mirror(tensor).ref))
 

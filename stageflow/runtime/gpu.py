@@ -150,15 +150,18 @@ class GPUDevice(Device):
                  params: dict[str, Any]) -> DeviceArray | None:
         """A move (`MOVES`) or a reduction done on this GPU through an index map, or None
         where neither applies (the op then runs on the host)."""
-        if len(values) != 1 or primitive.multiple_results:
-            return None
-        x = self.on_device(values[0])
         kind = primitive.reduction
+        if len(values) != 1 or primitive.multiple_results or not (
+                primitive.name in MOVES
+                or kind is not None and values[0].dtype in kind.native_dtypes
+                and "axes" in params):
+            return None
         try:
-            key = (primitive.name, x.shape, *sorted(params.items()))
+            key = (primitive.name, tuple(values[0].shape), *sorted(params.items()))
             hash(key)
         except TypeError:
             return None
+        x = self.on_device(values[0])
         if primitive.name in MOVES:
             found = self._maps.get(key)
             if found is None:
@@ -171,8 +174,6 @@ class GPUDevice(Device):
             self._launch(function, [x.handle, indices.handle, out.handle],
                          [int(np.prod(shape))])
             return out
-        if kind is None or x.dtype not in kind.native_dtypes or "axes" not in params:
-            return None
         axes = tuple(params["axes"])
         width = int(np.prod([x.shape[a] for a in axes]))
         if width == 0 and kind.needs_elements:

@@ -100,6 +100,10 @@ def test_variables_live_on_their_worker():
     np.testing.assert_allclose(v.numpy(), [3.0, 4.0, 5.0])
     with sf.device(W1), pytest.raises(NotImplementedError, match="lives on /job:worker/task:0"):
         step(sf.constant([1.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match=r"assign: variable .* is float32\(3,\), the value is "
+                                         r"float32\(1,\)"):
+        v.assign(sf.constant([1.0]))
+    np.testing.assert_allclose(v.numpy(), [3.0, 4.0, 5.0])  # unchanged
 
 
 def test_a_function_calling_python_stays_here_with_a_clear_error():
