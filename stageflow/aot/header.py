@@ -8,6 +8,7 @@ loads.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -77,8 +78,10 @@ def header_text(symbol: str, signature: ProgramSignature, variables: list[Any],
         " *                  each buffer, dims when there are unknown dims, the state)",
     ]
     if libraries:
-        lines += [" *", " * The library calls the CBLAS of NumPy's bundled OpenBLAS, loaded from:"]
-        lines += [f" *   {path}" for path in libraries]
+        lines += [" *", " * The library calls the CBLAS of NumPy's bundled OpenBLAS: a saved .so"
+                        " finds", " * these files beside it (copied there; keep them together):"]
+        lines += [f" *   {os.path.basename(path)}" for path in libraries]
+        lines += [" * An .o must be linked with them (they are in NumPy's numpy.libs)."]
     lines += [" */", ""]
     if variables:
         lines += [

@@ -71,7 +71,10 @@ class CPUArtefact:
 
     def save(self, path: str | os.PathLike, header: str | os.PathLike | None = None) -> str:
         """Write ``OUT.so`` (linked with the system's ``cc``) or ``OUT.o``, and the header
-        (default: beside it, ``OUT.h``); the library's path."""
+        (default: beside it, ``OUT.h``); the library's path. A ``.so`` that calls the BLAS
+        gets NumPy's bundled OpenBLAS (and the libraries it needs) copied beside it and
+        finds them there (``RUNPATH $ORIGIN``), so the directory moves as a whole: nothing
+        of the build environment is needed to load it."""
         path = os.fspath(path)
         if not path.endswith((".so", ".o")):
             raise ValueError(f"sf.aot: write a .so or a .o, not {path!r}")
@@ -90,14 +93,28 @@ class CPUArtefact:
             obj = os.path.join(scratch, f"{self.name}.o")
             with open(obj, "wb") as file:
                 file.write(self.object_code)
-            links = []
-            for library in self.libraries:
-                links += [library, f"-Wl,-rpath,{os.path.dirname(library)}"]
+            links = [_beside(library, path) for library in self.libraries]
+            if links:
+                links.append("-Wl,-rpath,$ORIGIN")  # (no shell: $ORIGIN reaches the linker)
             result = subprocess.run([cc, "-shared", "-o", path, obj, *links, "-lm"],
                                     capture_output=True, text=True)
         if result.returncode:
             raise RuntimeError(f"sf.aot: linking {path} failed: {result.stderr.strip()}")
         return path
+
+
+def _beside(library: str, output: str) -> str:
+    """Copy `library` and the shared libraries of its directory it may need (NumPy's
+    wheel keeps OpenBLAS's gfortran and quadmath there) next to `output`, unless the same
+    files are there already; the copy of `library`."""
+    target = os.path.dirname(os.path.abspath(output))
+    source = os.path.dirname(library)
+    for name in os.listdir(source):
+        original, copy = os.path.join(source, name), os.path.join(target, name)
+        if ".so" in name and not (os.path.exists(copy)
+                                  and os.path.getsize(copy) == os.path.getsize(original)):
+            shutil.copy2(original, copy)
+    return os.path.join(target, os.path.basename(library))
 
 
 @dataclass

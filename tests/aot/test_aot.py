@@ -401,3 +401,32 @@ def test_a_kernel_split_over_threads_in_a_c_program(tmp_path):
     assert run(executable)[0] == "rc 0"
     np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (601, 512)),
                                squashed(sf.constant(x)).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_library_with_a_matmul_runs_after_its_directory_moves(tmp_path):
+    """The BLAS is copied beside the library and found there (RUNPATH $ORIGIN): the
+    directory, moved elsewhere, loads and runs with nothing of the build environment on
+    any search path."""
+    predict = mlp_forward()
+    library = sf.aot.compile(predict, sf.TensorSpec([None, 784], sf.float32), name="mlp")
+    built = tmp_path / "built"
+    built.mkdir()
+    x = np.random.default_rng(3).standard_normal((2, 784)).astype(np.float32)
+    executable = build(built, library, [x])
+    assert "scipy_openblas" in " ".join(p.name for p in built.iterdir())
+    assert str(np.__file__).rsplit("/", 2)[0] not in (built / "libmlp.so").read_bytes().decode(
+        "latin-1")  # no path into the Python environment is recorded
+    moved = tmp_path / "elsewhere" / "moved"
+    shutil.copytree(built, moved)
+    shutil.rmtree(built)
+    # The program is linked again to find libmlp.so where it is now; the OpenBLAS that
+    # libmlp.so needs is found through libmlp.so's own RUNPATH only.
+    subprocess.run([CC, "-O1", "-o", str(moved / "main"), str(moved / "main.c"), f"-L{moved}",
+                    "-lmlp", f"-Wl,-rpath,{moved}"], check=True, cwd=moved)
+    assert run(moved / executable.name, 2)[0] == "rc 0"
+    probabilities, _ = predict(sf.constant(x))
+    np.testing.assert_allclose(read_output(moved, 0, np.float32, (2, 10)),
+                               probabilities.numpy(), rtol=1e-5, atol=1e-7)
+    ldd = subprocess.run(["ldd", str(moved / "libmlp.so")], capture_output=True, text=True)
+    blas = [line for line in ldd.stdout.splitlines() if "scipy_openblas" in line]
+    assert blas and all(str(moved) in line for line in blas), ldd.stdout
