@@ -11,6 +11,7 @@ remembering where each op was parsed so that verifier errors point at the source
 from __future__ import annotations
 
 import io
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -100,15 +101,40 @@ class _BitPattern(Parser._TensorLiteralElement):
         return super().to_type(parser, type)
 
 
+# The most elements a splat dense literal (``dense<1.0> : tensor<...>``) may expand to: the
+# parser writes every element out, so 337 bytes of IR could ask for gigabytes.
+MAX_SPLAT_ELEMENTS = 1 << 24
+
+
 class _RecordingParser(Parser):
-    """xDSL's parser, also noting the start offset of every op it parses, and reading
-    hexadecimal dense elements of float type as bit patterns (as MLIR does)."""
+    """xDSL's parser, also noting the start offset of every op it parses, reading
+    hexadecimal dense elements of float type as bit patterns (as MLIR does), and refusing
+    splat literals of more than `MAX_SPLAT_ELEMENTS` elements before they are expanded."""
+
+    _splat = False
 
     def parse_operation(self) -> Operation:
         start = self.pos
         op = super().parse_operation()
         _PARSED_AT[op] = (self.lexer.input, start)
         return op
+
+    def _parse_tensor_literal(self) -> tuple[list, list[int]]:
+        elements, shape = super()._parse_tensor_literal()
+        self._splat = not shape
+        return elements, shape
+
+    def _parse_dense_literal_type(self) -> Any:
+        start = self.pos
+        type = super()._parse_dense_literal_type()
+        count = math.prod(type.get_shape())
+        if self._splat and count > MAX_SPLAT_ELEMENTS:
+            self.raise_error(f"a splat dense literal of {count:,} elements: at most "
+                             f"{MAX_SPLAT_ELEMENTS:,} are held in IR (broadcast a scalar in "
+                             "the function instead: sf.fill, sf.broadcast_to)",
+                             start, self.pos)
+        self._splat = False
+        return type
 
     def _parse_tensor_literal_element(self) -> Parser._TensorLiteralElement:
         element = super()._parse_tensor_literal_element()
