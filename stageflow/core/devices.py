@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,16 +129,11 @@ def device(name: str | None) -> Iterator[str | None]:
     form); ``None`` clears the placement of enclosing scopes. Yields the canonical name."""
     full = None if name is None else resolve(name)
     _scopes.stack.append(full)
-    with context.slow_path() if full not in (None, HOST) else _nothing():
+    with context.slow_path() if full not in (None, HOST) else nullcontext():
         try:
             yield full
         finally:
             _scopes.stack.pop()
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 # -- what the runtime is configured to create, and what it counts ---------------------------

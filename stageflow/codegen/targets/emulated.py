@@ -24,7 +24,6 @@ from llvmlite import ir
 from xdsl.dialects.func import FuncOp
 
 from stageflow.codegen.kernels.analysis import Kernel, analyse
-from stageflow.codegen.kernels.wrapper import spec_value
 from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.loops import counted_loop
 from stageflow.codegen.targets import cache
@@ -32,8 +31,6 @@ from stageflow.codegen.targets.cpu import ModuleJob, process_jit
 from stageflow.codegen.targets.ptx import EntryBuilder, GridDriver, entry_function
 
 REGISTERS = ("tid.x", "ntid.x", "ctaid.x", "nctaid.x")
-BLOCK = 64  # threads per block when the step plan launches a kernel
-MAX_GRID = 4  # blocks at most: 256 threads, so larger arrays loop
 
 
 class RegisterDriver(GridDriver):
@@ -47,9 +44,7 @@ class RegisterDriver(GridDriver):
 
 
 class EmulatedKernel:
-    """A kernel launched on the CPU. `launch` takes the grid; called like a compiled CPU
-    kernel (``kernel(*inputs) -> outputs``, `run_into`) it launches on `grid_for`'s grid,
-    so that the step plan of a function runs it in place of one."""
+    """A kernel launched on the CPU over a grid of the caller's choice (`launch`)."""
 
     def __init__(self, kernel: Kernel, address: int, llvm_ir: str) -> None:
         self.kernel = kernel
@@ -77,30 +72,6 @@ class EmulatedKernel:
         dims = [size for array, arg in zip(arrays, self.kernel.args, strict=True)
                 for size in array.shape[:arg.ndim]]
         self._call(*[a.ctypes.data for a in arrays], *dims, grid, block)
-
-    @staticmethod
-    def grid_for(outputs: list[np.ndarray]) -> int:
-        """At most `MAX_GRID` blocks of `BLOCK`, so that large arrays take the grid-stride
-        loop more than once."""
-        total = max((out.size for out in outputs), default=0)
-        return max(1, min(MAX_GRID, -(-total // BLOCK)))
-
-    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Allocate the outputs and launch; the outputs."""
-        inputs = tuple(np.asarray(a, order="C") for a in inputs)
-        shapes = [a.shape for a in inputs]
-        outputs = [np.empty(tuple(spec_value(d, shapes) for d in spec), arg.dtype)
-                   for arg, spec in zip(self.kernel.outputs, self.kernel.output_shapes,
-                                        strict=True)]
-        self.launch(list(inputs), outputs, self.grid_for(outputs), BLOCK)
-        return tuple(outputs)
-
-    def run_into(self, arrays: list[np.ndarray]) -> int:
-        """Launch on inputs then preallocated outputs; 0 (the status of a CPU kernel)."""
-        count = len(self.kernel.inputs)
-        outputs = list(arrays[count:])
-        self.launch(list(arrays[:count]), outputs, self.grid_for(outputs), BLOCK)
-        return 0
 
 
 @dataclass(frozen=True)
