@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -491,3 +492,33 @@ def test_a_fork_during_a_convolution_leaves_the_child_openblas_restored():
         matmul._guard[0], matmul._guard[1], matmul._guard[2] = lock, count, saved
         library.scipy_openblas_set_num_threads64_(before)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_forked_child_splits_convolutions_on_a_pool_of_its_own():
+    """The parent's pool of worker threads (started by its first split convolution) does
+    not exist in a forked child: the child's calls start a pool of their own and give the
+    same numbers, and neither process hangs."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 24, 24, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 16)).astype(np.float32) * 0.1
+    conv = sf.function(lambda a, b: sf.nn.conv2d(a, b, 1, "SAME"))
+    want = conv(x, w).numpy()  # the pool starts here
+    child = os.fork()
+    if child == 0:
+        try:
+            ok = all(np.allclose(conv(x, w).numpy(), want, rtol=1e-5, atol=1e-5)
+                     for _ in range(5))
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the forked child hung on its first split convolution")
+    assert os.waitstatus_to_exitcode(status) == 0
+    np.testing.assert_allclose(conv(x, w).numpy(), want, rtol=1e-5, atol=1e-5)

@@ -5,9 +5,11 @@ but the rest of a convolution (copying windows in and adding them back) ran on o
 and OpenBLAS's threading of a convolution's small block gemms made the small ResNet's
 step bimodal: the same process ran at 550 or 980 examples/s at batch 8, depending on
 where its worker thread slept. Here an op splits its units (image rows of a
-convolution) into one task per core: the entry starts a thread per task after the first
-(``pthread_create``, about 35 us here, so only work worth several times that is split),
-runs the first task itself, and joins them.
+convolution) into one task per core, run by the module's pool of worker threads and the
+calling thread (`stageflow.codegen.lowered.pool`: threads started once; a thread started
+per call cost about 35 us here); where the pool is busy, the entry starts a thread per task
+after the first, runs the first itself, and joins them. Only work worth several times a
+thread's start is split.
 
 A task is a function of its own (`task_function`): it loads the op's operands again from
 the entry's ``(data, dims, strides)``, so the op's code needs nothing passed but its range
@@ -26,6 +28,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import I8, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, i64
+from stageflow.codegen.lowered.pool import pool_run
 from stageflow.codegen.lowered.rule import OpBuilder, load_operands
 
 MAX_TASKS = 64
@@ -264,9 +267,21 @@ def _call_thread(module: ir.Module) -> ir.Function:
 
 def _on_threads(b: ir.IRBuilder, tasks: ir.Value, record: Callable[[ir.Value], ir.Value],
                 thread: ir.Function, here: ir.Function) -> None:
-    """Tasks 1 to `tasks` - 1 on a POSIX thread each (`thread`, a start routine, given
-    the task's record), task 0 on this thread (`here`), then each thread joined; a task
-    whose thread did not start runs here instead."""
+    """Every task (`thread`, a start routine, given the task's record) run on the module's
+    pool of worker threads and this thread (`stageflow.codegen.lowered.pool`); where the
+    pool is busy, tasks 1 to `tasks` - 1 on a POSIX thread each, task 0 on this thread
+    (`here`), then each thread joined, a task whose thread did not start run here."""
+    module = b.module
+    base = record(i64(0))
+    stride = b.sub(b.ptrtoint(record(i64(1)), I64), b.ptrtoint(base, I64))
+    pooled = b.call(pool_run(module, cpu_count), [thread, base, stride, tasks])
+    with b.if_then(b.not_(pooled)):
+        _start_and_join(b, tasks, record, thread, here)
+
+
+def _start_and_join(b: ir.IRBuilder, tasks: ir.Value, record: Callable[[ir.Value], ir.Value],
+                    thread: ir.Function, here: ir.Function) -> None:
+    """`_on_threads` with threads of its own (the pool was busy or could not start)."""
     module = b.module
     create = declare(module, "pthread_create", I32, [_PTR, _PTR, _PTR, _PTR])
     join = declare(module, "pthread_join", I32, [I64, _PTR])
