@@ -15,6 +15,7 @@ from staged_modes import stage_each_op
 
 import stageflow as sf
 from stageflow.core import context
+from stageflow.testing.strategies import axes  # noqa: F401 - shared with the campaigns
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -79,23 +80,6 @@ def arrays(dtype, shape=None, lo: float = -10, hi: float = 10, nonzero: bool = F
         np.dtype(dtype), shapes() if shape is None else shape,
         elements=elements(dtype, lo, hi, nonzero),
     )
-
-
-@st.composite
-def axes(draw, ndim: int, allow_none: bool = True):
-    """An `axis` argument for a rank-`ndim` tensor: None, an int or a tuple (negatives too)."""
-    choices = ["tuple"]
-    if allow_none:
-        choices.append("none")
-    if ndim:
-        choices.append("int")
-    kind = draw(st.sampled_from(choices))
-    if kind == "none":
-        return None
-    if kind == "int":
-        return draw(st.integers(-ndim, ndim - 1))
-    chosen = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim)) if ndim else []
-    return tuple(a - ndim if draw(st.booleans()) else a for a in chosen)
 
 
 def numpy_axis(axis):
