@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -646,10 +647,13 @@ class Tally:
     first: list[str] = field(default_factory=list)
 
 
-def run_campaign(count: int, campaign_seed: int, ways: list[str]) -> dict[str, Tally]:
+def run_campaign(count: int, campaign_seed: int, ways: list[str],
+                 progress: Callable[[int], None] | None = None) -> dict[str, Tally]:
     """`count` random programs from `campaign_seed`, each run eagerly and every way of
-    `ways`; per way, how many ran, disagreed with eager, or raised."""
+    `ways`; per way, how many ran, disagreed with eager, or raised. `progress(n)` is
+    called after each program."""
     tallies = {way: Tally() for way in ways}
+    done = [0]
 
     @seed(campaign_seed)
     @settings(max_examples=count, database=None, deadline=None, derandomize=False,
@@ -676,6 +680,9 @@ def run_campaign(count: int, campaign_seed: int, ways: list[str]) -> dict[str, T
                                        f"{str(error)[:400]}")
             tally.programs += 1
             tally.seconds += time.perf_counter() - start
+        done[0] += 1
+        if progress is not None:
+            progress(done[0])
 
     try:
         one()
@@ -699,7 +706,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown ways {unknown} (have: {', '.join(WAYS)})")
     start = time.perf_counter()
-    tallies = run_campaign(args.count, campaign_seed, ways)
+
+    def progress(done: int) -> None:
+        if done % 100 == 0:
+            print(f"  {done} programs, {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                  flush=True)
+
+    tallies = run_campaign(args.count, campaign_seed, ways, progress)
     print(f"random programs against eager, seed {campaign_seed}, "
           f"{time.perf_counter() - start:.0f} s")
     print(f"  {'way':14} {'programs':>9} {'mismatches':>11} {'errors':>7} {'seconds':>8}")
