@@ -17,7 +17,9 @@ import numpy as np
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from test_random_programs import (
+
+import stageflow as sf
+from stageflow.testing.random_programs import (
     BINARY,
     BOOL,
     NUMERIC,
@@ -32,8 +34,6 @@ from test_random_programs import (
     execute,
     staged,
 )
-
-import stageflow as sf
 
 Chain = list[tuple[str, Callable[..., Any], int | None]]  # (name, function, partner)
 

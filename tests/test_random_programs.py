@@ -165,3 +165,18 @@ def test_a_campaign_counts_what_each_way_did(capsys):
     out = capsys.readouterr().out
     assert out.startswith("random programs against eager, seed 7,")
     assert "compiled" in out and "mismatches" in out
+
+
+def test_a_value_returned_and_broadcast_into_an_empty_result_is_computed() -> None:
+    """Found by a campaign: log_softmax's result, returned and broadcast into a `where`
+    over an empty shape, was an output of that kernel, whose empty iteration space never
+    wrote it (the compiled call returned garbage)."""
+    def f(x, e):
+        y = sf.nn.log_softmax(x, axis=0)
+        return y, sf.where(e < 0.0, y, e)
+
+    x = sf.constant(np.array([[[0.5]], [[1.32]]]))
+    e = sf.constant(np.zeros((0, 2, 2, 0, 3)))
+    want = f(x, e)[0].numpy()
+    for way in ways(f):
+        np.testing.assert_allclose(way(x, e)[0].numpy(), want, rtol=1e-12)

@@ -106,13 +106,13 @@ func.func @batch_norm_sums(%d: tensor<2x4x4x8xf32>, %m: tensor<2x4x4x8xf32>, %ga
   func.return %g, %dx, %sg, %sgx : tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 
-// A reduction of an argument has no producer to join; a value smaller than its group's
-// iteration space (%a, broadcast along the rows) keeps its reduction out; a row sum of a
-// value also written (%b) stays a step.
+// A reduction of an argument has no producer to join; a value narrower than the group
+// that broadcasts it (%a, along the rows) and used elsewhere is a kernel of its own, which
+// its reduction then ends; a row sum of a value also written (%b) stays a step.
 // CHECK-LABEL: func.func @not_fused(
 // CHECK-NEXT:    %r = sf.reduce_sum %x {axes = [1], keepdims = true}
-// CHECK-NEXT:    %a, %b, %y = sf.call %r, %x {callee = @not_fused_kernel0}
-// CHECK-NEXT:    %s = sf.reduce_sum %a {axes = [0], keepdims = false}
+// CHECK-NEXT:    %a, %s = sf.call %r {callee = @not_fused_kernel1}
+// CHECK-NEXT:    %b, %y = sf.call %x, %a {callee = @not_fused_kernel0}
 // CHECK-NEXT:    %t = sf.reduce_sum %b {axes = [1], keepdims = false}
 // CHECK-NEXT:    func.return %y, %s, %b, %t
 func.func @not_fused(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1xf32>, tensor<4x8xf32>, tensor<4xf32>) {

@@ -252,10 +252,12 @@ func.func @crossed(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
 }
 
 // Two weight updates sharing a 0-d learning rate: their shapes do not broadcast together,
-// and a kernel has one iteration space, so the second update is a kernel of its own.
+// and a kernel has one iteration space, so the second update is a kernel of its own; the
+// rate's cast, which both read, is narrower than either update: a kernel of its own too.
 // CHECK-LABEL: func.func @two_updates(
-// CHECK-NEXT:    %r, %v = sf.call %lr, %g, %w {callee = @two_updates_kernel0}
-// CHECK-NEXT:    %u = sf.call %h, %r, %k {callee = @two_updates_kernel1}
+// CHECK-NEXT:    %r = sf.call %lr {callee = @two_updates_kernel0}
+// CHECK-NEXT:    %v = sf.call %g, %r, %w {callee = @two_updates_kernel1}
+// CHECK-NEXT:    %u = sf.call %h, %r, %k {callee = @two_updates_kernel2}
 // CHECK-NEXT:    func.return %v, %u
 func.func @two_updates(%lr: tensor<f64>, %g: tensor<3x16xf32>, %w: tensor<3x16xf32>, %h: tensor<16x16xf32>, %k: tensor<16x16xf32>) -> (tensor<3x16xf32>, tensor<16x16xf32>) {
   %r = sf.cast %lr {dtype = f32} : (tensor<f64>) -> tensor<f32>
@@ -264,4 +266,17 @@ func.func @two_updates(%lr: tensor<f64>, %g: tensor<3x16xf32>, %w: tensor<3x16xf
   %t = sf.multiply %h, %r : (tensor<16x16xf32>, tensor<f32>) -> tensor<16x16xf32>
   %u = sf.subtract %k, %t : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
   func.return %v, %u : tensor<3x16xf32>, tensor<16x16xf32>
+}
+
+// A value used outside a kernel is never an output narrower than the kernel's iteration
+// space: the kernel computes each element of that space once, so with an empty space
+// (here 0x3) the narrow output (%y, 2x1) would never be written. %y is a kernel of its own.
+// CHECK-LABEL: func.func @narrow_output(
+// CHECK-NEXT:    %y = sf.call %x {callee = @narrow_output_kernel0}
+// CHECK-NEXT:    %z = sf.call %y, %e {callee = @narrow_output_kernel1}
+// CHECK-NEXT:    func.return %y, %z
+func.func @narrow_output(%x: tensor<2x1xf32>, %e: tensor<2x0xf32>) -> (tensor<2x1xf32>, tensor<2x0xf32>) {
+  %y = sf.exp %x : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %z = sf.add %y, %e : (tensor<2x1xf32>, tensor<2x0xf32>) -> tensor<2x0xf32>
+  func.return %y, %z : tensor<2x1xf32>, tensor<2x0xf32>
 }

@@ -192,6 +192,8 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
     deps = dependencies(ops, is_effect)
     fusible = [is_fusible(op) for op in ops]
     live = _live(ops, block, fusible)
+    users = _users(ops, block)
+    shapes = [_result_shape(op) for op in ops]
     node_of = list(range(len(ops)))  # op index -> id of its node (the op that formed it)
     nodes: dict[int, _Node] = {}
     for i, producers in enumerate(deps):
@@ -205,7 +207,8 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
             candidates = dict.fromkeys(node_of[y] for y in producers if nodes[node_of[y]].fusible)
             for candidate in candidates:
                 union = _union(node, nodes[candidate])
-                why = _refusal(union, nodes, node_of, max_ops)
+                why = _refusal(union, nodes, node_of, max_ops) or _narrow_output(
+                    union, users, shapes, ops)
                 if why is None:
                     node = union
                     del nodes[candidate]
@@ -222,6 +225,33 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
     if rejected is not None:
         rejected.extend((ops[i], ops[j], why) for i, j, why in turned_down)
     return [[ops[j] for j in members] for members in sorted(groups, key=lambda m: m[-1])]
+
+
+def _users(ops: Sequence[Operation], block: Block) -> list[set[int]]:
+    """For each op, the indices of the ops of the block using its results (-1: a use
+    outside the block, the terminator's included)."""
+    index = {op: i for i, op in enumerate(ops)}
+    found: list[set[int]] = []
+    for op in ops:
+        here: set[int] = set()
+        for result in op.results:
+            for use in result.uses:
+                user = block.find_ancestor_op_in_block(use.operation)
+                here.add(index.get(user, -1) if user is not None else -1)
+        found.append(here)
+    return found
+
+
+def _narrow_output(union: _Node, users: list[set[int]], shapes: list, ops: list) -> str | None:
+    """Why a value of the union used outside it cannot be one of its outputs: a kernel
+    computes every element of its iteration space once, so an output of another shape
+    would be written only where that space has elements (never, if it is empty)."""
+    members = set(union.members)
+    for i in union.members:
+        if users[i] - members and shapes[i] != union.space:
+            return (f"{ops[i].name}'s result, used elsewhere, would be an output narrower "
+                    "than the kernel's iteration space")
+    return None
 
 
 def _refusal(union: _Node, nodes: dict[int, _Node], node_of: list[int],
