@@ -139,7 +139,7 @@ def device(name: str | None) -> Iterator[str | None]:
 # -- what the runtime is configured to create, and what it counts ---------------------------
 
 _logical_counts = {"CPU": 1}
-_started = False
+_started: list[str] = []  # the devices the runtime made (none yet: the counts may change)
 
 
 def set_logical_device_count(kind: str, count: int) -> None:
@@ -153,7 +153,7 @@ def set_logical_device_count(kind: str, count: int) -> None:
         raise ValueError(f"the logical device count must be a positive int, got {count!r}")
     if _started and count != _logical_counts[kind]:
         raise RuntimeError("the logical device count can only be set before the devices are "
-                           f"first used (they are {', '.join(_started_names)})")
+                           f"first used (they are {', '.join(_started)})")
     _logical_counts[kind] = count
 
 
@@ -173,7 +173,7 @@ def set_emulated_gpu_count(count: int) -> None:
         raise ValueError(f"the emulated GPU count must be an int >= 0, got {count!r}")
     if _started and count != _emulated_gpus:
         raise RuntimeError("the emulated GPU count can only be set before the devices are "
-                           f"first used (they are {', '.join(_started_names)})")
+                           f"first used (they are {', '.join(_started)})")
     _emulated_gpus = count
 
 
@@ -181,14 +181,9 @@ def emulated_gpu_count() -> int:
     return _emulated_gpus
 
 
-_started_names: list[str] = []
-
-
 def mark_started(names: list[str]) -> None:
-    """Called by the runtime once it has created its devices: the count is fixed now."""
-    global _started
-    _started = True
-    _started_names[:] = names
+    """Called by the runtime once it has created its devices: the counts are fixed now."""
+    _started[:] = names
 
 
 class Counters:

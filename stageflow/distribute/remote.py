@@ -145,9 +145,6 @@ class RemoteDevice(Device):
         tensor._device = self.name
         return tensor
 
-    def variable_value(self, tensor: Any) -> Any:
-        return tensor._value
-
     # -- variables: kept by the worker, under a key of their own ---------------------------
 
     def adopt(self, variable: Any) -> None:

@@ -162,11 +162,10 @@ class GPUDevice(Device):
         except TypeError:
             return None
         x = self.on_device(values[0])
+        found = self._maps.get(key)
         if primitive.name in MOVES:
-            found = self._maps.get(key)
             if found is None:
-                positions = np.arange(int(np.prod(x.shape)), dtype=np.int64).reshape(x.shape)
-                found = self._remember(key, primitive.kernel(positions, **params))
+                found = self._remember(key, primitive.kernel(_positions(x.shape), **params))
             indices, shape = found
             out = DeviceArray(self, shape, x.dtype)
             function = self._entry(f"gather_i{8 * x.dtype.itemsize}",
@@ -178,12 +177,10 @@ class GPUDevice(Device):
         width = int(np.prod([x.shape[a] for a in axes]))
         if width == 0 and kind.needs_elements:
             return None  # NumPy's error, from the host
-        found = self._maps.get(key)
         if found is None:
             kept = [a for a in range(len(x.shape)) if a not in axes]
-            positions = np.arange(int(np.prod(x.shape)), dtype=np.int64).reshape(x.shape)
             shape = primitive.abstract_eval(ShapedType(x.shape, x.dtype), **params).shape
-            found = self._remember(key, positions.transpose(kept + list(axes)), shape)
+            found = self._remember(key, _positions(x.shape).transpose(kept + list(axes)), shape)
         indices, shape = found
         out = DeviceArray(self, shape, x.dtype)
         rows = int(np.prod(shape))
@@ -210,11 +207,9 @@ class GPUDevice(Device):
         return function
 
     def _launch(self, function: Any, handles: list[Any], integers: list[int]) -> None:
-        total = integers[0]
-        if total:
+        if integers[0]:
             with self._order:
-                self.driver.call(function, handles, integers,
-                                 min(MAX_BLOCKS, -(-total // BLOCK)), BLOCK)
+                self.driver.call(function, handles, integers, _blocks(integers[0]), BLOCK)
 
     def _op_kernel(self, primitive: Primitive, values: list[Any],
                    params: dict[str, Any]) -> KernelStep | None:
@@ -281,11 +276,21 @@ class KernelStep:
         if total:
             everything = arrays + outputs
             dims = [d for array in everything for d in array.shape]
-            grid = min(MAX_BLOCKS, -(-total // BLOCK))
             with device._order:
                 device.driver.launch(self.function, self.kernel,
-                                     [a.handle for a in everything], dims, grid, BLOCK)
+                                     [a.handle for a in everything], dims, _blocks(total),
+                                     BLOCK)
         return tuple(outputs)
+
+
+def _blocks(total: int) -> int:
+    """Blocks of `BLOCK` threads for `total` elements (the grid-stride loop takes more)."""
+    return min(MAX_BLOCKS, -(-total // BLOCK))
+
+
+def _positions(shape: tuple[int, ...]) -> np.ndarray:
+    """The flat index of every element of an array of `shape` (what index maps move)."""
+    return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
 
 
 def host_step(kernel: Callable[..., Any]) -> Callable[..., Any]:

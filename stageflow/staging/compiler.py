@@ -54,7 +54,7 @@ class Compilation:
         self.stages: list[tuple[str, str]] = []
         self.fusion_notes: list[FusionNote] = []
         self.residuals: dict[str, list] = {}
-        self.history: list[tuple[str, str]] = []
+        self.history: list[tuple[str, str]] = []  # the sf.function's traces, when known
         self.traced_module = module.clone() if self.record else None
         if self.record:
             self.stages.append((first_stage, module_to_text(module, debuginfo=True)))
@@ -90,9 +90,10 @@ class Compilation:
             self.dump(f"after.{module_pass.name}")
             if self.record:
                 self.stages.append((module_pass.name, module_to_text(module, debuginfo=True)))
-                if module_pass.name in ("inline", "remat") and residual_summary(module):
-                    self.residuals.setdefault(f"after {module_pass.name}",
-                                              residual_summary(module))
+                residuals = (residual_summary(module)
+                             if module_pass.name in ("inline", "remat") else None)
+                if residuals:
+                    self.residuals.setdefault(f"after {module_pass.name}", residuals)
             if after_pass is not None:
                 after_pass(module_pass, module)
 
@@ -131,4 +132,4 @@ class Compilation:
         config.emit("compiles", f"{self.name}: compiled {produced} in {total * 1e3:.1f} ms")
         if config.report_dir and self.record:
             with open(config.report_path(self.name), "w", encoding="utf-8") as file:
-                file.write(render(self, self.history))
+                file.write(render(self))

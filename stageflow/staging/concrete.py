@@ -93,6 +93,7 @@ class ConcreteFunction:
 
     def _compile(self):
         compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
+        compilation.history = self.trace_history
         compilation.run_passes(DEFAULT_PIPELINE)
         return compilation.executables([self.name])[0]
 
@@ -290,10 +291,10 @@ class ConcreteFunction:
         """Compile this function once more, recording every stage, and return the HTML page
         that explains the compile (`stageflow.staging.report`); written to `path` if given."""
         compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)], record=True)
-        compilation.history = list(self.trace_history)
+        compilation.history = self.trace_history
         compilation.run_passes(DEFAULT_PIPELINE)
         compilation.executables([self.name], self.jit)
-        page = render(compilation, compilation.history)
+        page = render(compilation)
         if path is not None:
             with open(path, "w", encoding="utf-8") as file:
                 file.write(page)

@@ -59,13 +59,13 @@ nav a{margin-right:1em}details{margin:.3em 0}summary{cursor:pointer}
 """
 
 
-def render(compilation: Any, history: Sequence[tuple[str, str]] = ()) -> str:
+def render(compilation: Any) -> str:
     """The report page of a compilation that recorded its stages."""
     stages: list[tuple[str, str]] = compilation.stages
     module = compilation.module
     parts = [_summary(compilation, module), _timings(compilation), _ir(stages),
              _kernels(module, compilation.fusion_notes), _buffers(module),
-             _remat(compilation.residuals), _retraces(history),
+             _remat(compilation.residuals), _retraces(compilation.history),
              _graph(compilation.traced_module), _sources(stages)]
     nav = " ".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS)
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
