@@ -2,14 +2,17 @@
 // RUN: stageflow opt %s | stageflow opt - | filecheck %s
 
 // Structural ops: their params are ints, nested int lists with `none` for Python's None
-// (slice bounds), floats (pad value) and dtypes (iota).
+// (slice bounds), floats (pad value) and dtypes (iota). A reshape's -2 - k is the
+// operand's dim k.
 
 // CHECK-LABEL: func.func @shapes
-func.func @shapes(%x: tensor<2x3x4xf32>) -> tensor<4x6xf32> {
+func.func @shapes(%x: tensor<2x3x4xf32>, %u: tensor<?x?xf32>) -> tensor<4x6xf32> {
   // CHECK-NEXT: %0 = sf.reshape %x {shape = [-1, 6]} : (tensor<2x3x4xf32>) -> tensor<4x6xf32>
+  // CHECK-NEXT: %r = sf.reshape %u {shape = [-3, 1, -2]} : (tensor<?x?xf32>) -> tensor<?x1x?xf32>
   // CHECK-NEXT: %1 = sf.transpose %x {perm = [2, 0, 1]} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
   // CHECK-NEXT: %2 = sf.broadcast_to %x {shape = [5, 2, 3, 4]} : (tensor<2x3x4xf32>) -> tensor<5x2x3x4xf32>
   %0 = sf.reshape %x {shape = [-1, 6]} : (tensor<2x3x4xf32>) -> tensor<4x6xf32>
+  %r = sf.reshape %u {shape = [-3, 1, -2]} : (tensor<?x?xf32>) -> tensor<?x1x?xf32>
   %1 = sf.transpose %x {perm = [2, 0, 1]} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
   %2 = sf.broadcast_to %x {shape = [5, 2, 3, 4]} : (tensor<2x3x4xf32>) -> tensor<5x2x3x4xf32>
   func.return %0 : tensor<4x6xf32>

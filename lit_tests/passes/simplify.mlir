@@ -109,6 +109,21 @@ func.func @reshapes(%x: tensor<2x3x4xf32>, %d: tensor<?x4xf32>, %u: tensor<?x?xf
   func.return %1, %2, %3 : tensor<4x6xf32>, tensor<?x4xf32>, tensor<?x?xf32>
 }
 
+// Dims named as the operand's (-2 - k: a squeeze or expand_dims of unknown dims) name
+// what the inner reshape gave them; a chain through an inferred (-1) dim stays.
+// CHECK-LABEL: func.func @reshapes_of_unknown_dims
+// CHECK-NEXT:    %0 = sf.reshape %x {shape = [1, -3, -2]} : (tensor<?x?x1xf32>) -> tensor<1x?x?xf32>
+// CHECK-NEXT:    %1 = sf.reshape %y {shape = [-1, 1]} : (tensor<?x4xf32>) -> tensor<?x1xf32>
+// CHECK-NEXT:    %2 = sf.reshape %1 {shape = [-2]} : (tensor<?x1xf32>) -> tensor<?xf32>
+// CHECK-NEXT:    func.return %0, %2 :
+func.func @reshapes_of_unknown_dims(%x: tensor<?x?x1xf32>, %y: tensor<?x4xf32>) -> (tensor<1x?x?xf32>, tensor<?xf32>) {
+  %0 = sf.reshape %x {shape = [-3, -2]} : (tensor<?x?x1xf32>) -> tensor<?x?xf32>
+  %1 = sf.reshape %0 {shape = [1, -2, -3]} : (tensor<?x?xf32>) -> tensor<1x?x?xf32>
+  %2 = sf.reshape %y {shape = [-1, 1]} : (tensor<?x4xf32>) -> tensor<?x1xf32>
+  %3 = sf.reshape %2 {shape = [-2]} : (tensor<?x1xf32>) -> tensor<?xf32>
+  func.return %1, %3 : tensor<1x?x?xf32>, tensor<?xf32>
+}
+
 // Broadcasts and casts to the operand's own type go; a broadcast of ?x3 to 4x3 does not.
 // CHECK-LABEL: func.func @noop_moves
 // CHECK-NEXT:    %0 = sf.broadcast_to %d {shape = [4, 3]} : (tensor<?x3xf32>) -> tensor<?x3xf32>

@@ -61,3 +61,37 @@ def num_elements(shape: Sequence[int | None]) -> int | None:
             return None
         total *= d
     return total
+
+
+def same_dim_reference(axis: int) -> int:
+    """The entry of a reshape's `shape` that stands for the operand's dim `axis` (see
+    `reshape_param`)."""
+    return -2 - axis
+
+
+def reshape_param(source: Shape, target: Sequence[int | None]) -> tuple[int, ...]:
+    """The `shape` param of a reshape of `source` to `target`, whose unknown (None) dims
+    are the run-time dims of `source`.
+
+    An element count cannot always tell an unknown dim: not two of them, nor one beside a
+    dim of size 0. But where `target` is `source` with dims of size 1 inserted or removed
+    (a squeeze, an expand_dims, an integer index: row-major order keeps the others in
+    place), each unknown dim is an operand's dim, which the param names by
+    `same_dim_reference`. Otherwise one unknown dim is a -1; more raise ``ValueError``.
+    """
+    target = tuple(target)
+    if None not in target:
+        return tuple(int(d) for d in target)
+    kept = [(i, d) for i, d in enumerate(source) if d != 1]
+    wanted = [(j, d) for j, d in enumerate(target) if d != 1]
+    if len(kept) == len(wanted) and all(a == b for (_, a), (_, b) in zip(kept, wanted,
+                                                                          strict=True)):
+        param = [-1 if d is None else int(d) for d in target]
+        for (i, d), (j, _) in zip(kept, wanted, strict=True):
+            if d is None:
+                param[j] = same_dim_reference(i)
+        return tuple(param)
+    if sum(d is None for d in target) > 1:
+        raise ValueError(f"cannot reshape {format_shape(source)} into {format_shape(target)}: "
+                         "more than one unknown dim, not all of them the operand's")
+    return tuple(-1 if d is None else int(d) for d in target)

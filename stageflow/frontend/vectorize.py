@@ -19,6 +19,7 @@ from typing import Any
 from stageflow.core import nest
 from stageflow.core.op_facts import Family
 from stageflow.core.primitive import ShapedType
+from stageflow.core.shapes import same_dim_reference
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -170,7 +171,9 @@ def _transpose(values: list, batched: list[bool], params: dict, primitive: Any) 
 def _reshape(values: list, batched: list[bool], params: dict, primitive: Any
              ) -> Batched:
     x = values[0]
-    return [structural.reshape_p.bind(x, shape=(x.shape[0], *params["shape"]))], [True]
+    batch = same_dim_reference(0) if x.shape[0] is None else x.shape[0]
+    shape = (batch, *(n - 1 if n <= -2 else n for n in params["shape"]))
+    return [structural.reshape_p.bind(x, shape=shape)], [True]
 
 
 def _broadcast(values: list, batched: list[bool], params: dict, primitive: Any

@@ -72,7 +72,9 @@ class TransposeChain(RewritePattern):
 
 
 class ReshapeChain(RewritePattern):
-    """``reshape(reshape(x, s), t)`` -> ``reshape(x, t)`` (row-major order composes)."""
+    """``reshape(reshape(x, s), t)`` -> ``reshape(x, t)`` (row-major order composes); dims
+    of `t` that name the inner result's dims (``-2 - k``) name what `s` gave them, and the
+    chain stays where that was inferred (a -1)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, SfOp) or op.name != "sf.reshape":
@@ -80,8 +82,19 @@ class ReshapeChain(RewritePattern):
         inner = _producer(op.operands[0], "sf.reshape")
         if inner is None:
             return
+        inner_shape = inner.params()["shape"]
+        shape = []
+        for n in op.params()["shape"]:
+            if n <= -2:
+                n = inner_shape[-2 - n]
+                if n == -1:
+                    return
+            shape.append(n)
+        if -1 in shape and any(n <= -2 for n in shape):
+            return
         new = build_op(
-            "reshape", [inner.operands[0]], op.params(), op.result_types, op.location
+            "reshape", [inner.operands[0]], {"shape": tuple(shape)}, op.result_types,
+            op.location
         )
         _replace_by_op(op, new, rewriter)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from stageflow.core import context, dtypes
 from stageflow.core.primitive import REGISTRY
+from stageflow.core.shapes import reshape_param
 
 # Primitives whose gradients the tape and function machinery provide, not a rule here:
 # variable reads and writes (the tape maps reads back to their variables) and `call` (a
@@ -103,14 +104,16 @@ def unbroadcast(g: Any, operand: Any) -> Any:
 
 
 def reshape(g: Any, shape: Sequence[int | None]) -> Any:
-    """`g` reshaped to `shape`, in which at most one dim may be unknown (None)."""
+    """`g` reshaped to `shape`, whose unknown dims (None) are `g`'s run-time dims
+    (`core.shapes.reshape_param`)."""
     shape = tuple(shape)
     if tuple(g.shape) == shape:
         return g
-    if sum(d is None for d in shape) > 1:
-        raise NotImplementedError(f"gradient: cannot reshape to {shape} with more than one "
-                                  "unknown dim")
-    return _bind("reshape", g, shape=tuple(-1 if d is None else d for d in shape))
+    try:
+        param = reshape_param(g.shape, shape)
+    except ValueError as error:
+        raise NotImplementedError(f"gradient: {error}") from None
+    return _bind("reshape", g, shape=param)
 
 
 def broadcast_like(g: Any, x: Any) -> Any:

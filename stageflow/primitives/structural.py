@@ -63,41 +63,55 @@ broadcast_to_p = Primitive(
 
 def _reshape_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
                   shape: tuple[int, ...]) -> list[D]:
-    """The target dims; the -1 one is the element count over the others' product (0 when
-    that is 0, a reshape the op rejects)."""
+    """The target dims: ``n >= 0`` as given, ``-2 - k`` the operand's dim k
+    (`core.shapes.reshape_param`), and the -1 one the element count over the others'
+    product (0 when that is 0, a reshape the op rejects)."""
+    source = operands[0]
+    dims = [source[-2 - n] if n <= -2 else d.const(n) for n in shape]
     if -1 not in shape:
-        return [d.const(n) for n in shape]
+        return dims
     known = math.prod(n for n in shape if n != -1)
     total = d.const(1)
-    for dim in operands[0]:
+    for dim in source:
         total = d.mul(total, dim)
     inferred = d.const(0) if known == 0 else d.floordiv(total, known)
-    return [inferred if n == -1 else d.const(n) for n in shape]
+    return [inferred if n == -1 else dim for n, dim in zip(shape, dims, strict=True)]
 
 
 def _reshape_rule(x: ShapedType, *, shape: tuple[int, ...]) -> ShapedType:
     if sum(1 for d in shape if d == -1) > 1:
         raise ValueError(f"at most one -1 allowed in the new shape {shape}")
-    if any(d < -1 for d in shape):
-        raise ValueError(f"negative dim in the new shape {shape}")
+    references = [-2 - d for d in shape if d <= -2]
+    if references and -1 in shape:
+        raise ValueError(f"a -1 beside dims of the operand in the new shape {shape}")
+    if any(k >= x.ndim for k in references):
+        raise ValueError(f"the new shape {shape} names dim {max(references)} of a rank "
+                         f"{x.ndim} operand")
+    result = tuple(_reshape_dims(PYTHON, [x.shape], shape=shape))
     total = num_elements(x.shape)
-    known = math.prod(d for d in shape if d != -1)
+    known = math.prod(d for d in shape if d >= 0)
     if -1 in shape and (known == 0 or total is not None and total % known):
         raise ValueError(f"cannot reshape {format_shape(x.shape)} into {shape}")
-    if -1 not in shape and total is not None and total != known:
+    size = num_elements(result)
+    if -1 not in shape and None not in (total, size) and total != size:
         raise ValueError(
             f"cannot reshape {format_shape(x.shape)} ({total} elements) into "
-            f"{format_shape(shape)} ({known} elements)"
+            f"{format_shape(result)} ({size} elements)"
         )
-    return ShapedType(tuple(_reshape_dims(PYTHON, [x.shape], shape=shape)), x.dtype)
+    return ShapedType(result, x.dtype)
+
+
+def _reshape_kernel(x: np.ndarray, *, shape: tuple[int, ...]) -> np.ndarray:
+    return np.reshape(x, [x.shape[-2 - n] if n <= -2 else n for n in shape])
 
 
 reshape_p = Primitive(
     "reshape",
     shape_rule=_reshape_rule,
-    kernel=lambda x, *, shape: np.reshape(x, shape),
+    kernel=_reshape_kernel,
     dims=_reshape_dims,
-    summary="the same elements in row-major order with a new shape (one dim may be -1)",
+    summary="the same elements in row-major order with a new shape (one dim may be -1; "
+            "-2 - k is the operand's dim k)",
     family=STRUCTURAL,
     memory=Memory.ALIAS, cost=Cost.MOVEMENT, lowered_by=LoweredBy.PROGRAM,
 )

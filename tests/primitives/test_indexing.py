@@ -143,3 +143,38 @@ def test_integer_tensor_usable_as_python_index():
     assert items[sf.constant(-1, sf.int64)] == 30
     with pytest.raises(TypeError):
         items[sf.constant(1.0)]  # noqa: B018
+
+
+@given(data=st.data())
+def test_basic_indexing_with_unknown_dims_matches_numpy(data):
+    """Traced with every dim unknown (sizes 0 and 1 included), integer indices and None
+    reshape to dims that only the input's run-time dims give (two unknown ones, or one
+    beside a 0): compiled and interpreted agree with NumPy."""
+    x = data.draw(arrays(data.draw(st.sampled_from(ALL)), shapes(min_dims=1, max_side=4)))
+    index = data.draw(hnp.basic_indices(x.shape, allow_newaxis=True, allow_ellipsis=True))
+    signature = [sf.TensorSpec([None] * x.ndim, x.dtype)]
+    for jit in (True, False):
+        staged = sf.function(lambda t: t[index], input_signature=signature, jit=jit)
+        assert_matches(staged(x), x[index])
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_squeeze_of_unknown_dims_and_its_gradient(jit):
+    """A squeeze and an expand_dims between unknown dims, and their gradients (reshapes
+    back to the operand's unknown dims)."""
+    x = np.arange(24.0).reshape(2, 1, 3, 4)
+
+    @sf.function(input_signature=[sf.TensorSpec([None, 1, None, None], sf.float64)], jit=jit)
+    def f(t):
+        with sf.GradientTape() as tape:
+            tape.watch(t)
+            y = sf.expand_dims(sf.squeeze(t, 1), -1)
+            loss = sf.reduce_sum(y * y)
+        return y, tape.gradient(loss, t)
+
+    y, g = f(x)
+    assert_matches(y, x[:, 0, :, :, None])
+    np.testing.assert_array_equal(g.numpy(), 2 * x)
+    empty = np.zeros((0, 1, 3, 0))
+    y, g = f(empty)
+    assert y.shape == (0, 3, 0, 1) and g.shape == empty.shape

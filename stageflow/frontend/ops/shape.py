@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stageflow.core import dtypes
-from stageflow.core.shapes import normalize_axis
+from stageflow.core.shapes import normalize_axis, reshape_param
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -30,13 +30,14 @@ def _axis(op: str, axis: int, ndim: int) -> int:
 
 
 def reshape_to(x: Tensor, shape: Sequence[int | None]) -> Tensor:
-    """Reshape to `shape`, in which one unknown dim (None) may stand for "the rest"."""
+    """Reshape to `shape`, whose unknown dims (None) are `x`'s run-time dims
+    (`core.shapes.reshape_param`)."""
     if tuple(shape) == tuple(x.shape):  # x[...], a squeeze of nothing: any unknown dims
         return x
-    unknown = sum(1 for d in shape if d is None)
-    if unknown > 1:
-        raise _fail("reshape", f"cannot infer more than one unknown dim of {tuple(shape)}")
-    target = tuple(-1 if d is None else int(d) for d in shape)
+    try:
+        target = reshape_param(x.shape, shape)
+    except ValueError as error:
+        raise _fail("reshape", str(error)) from None
     if target == tuple(x.shape):
         return x
     return st.reshape_p.bind(x, shape=target)
@@ -46,7 +47,10 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     """The elements of `x` in row-major order with a new shape; one dim may be -1."""
     x = convert_to_tensor(x)
     shape = (shape,) if isinstance(shape, int) else shape
-    return st.reshape_p.bind(x, shape=tuple(int(d) for d in shape))
+    shape = tuple(int(d) for d in shape)
+    if any(d < -1 for d in shape):
+        raise _fail("reshape", f"negative dim in the new shape {shape} (-1 alone infers one)")
+    return st.reshape_p.bind(x, shape=shape)
 
 
 def transpose(x: Any, perm: Sequence[int] | None = None) -> Tensor:
