@@ -22,6 +22,7 @@ from stageflow.frontend.ops.creation import ones_like, zeros, zeros_like
 from stageflow.frontend.ops.elementwise import add
 from stageflow.frontend.ops.shape import one_hot, reshape, stack
 from stageflow.frontend.tensor import Tensor
+from stageflow.primitives.autodiff import needing
 from stageflow.primitives.functional import stop_gradient_p
 
 
@@ -131,7 +132,7 @@ class GradientTape:
             output_gradients)[0]
         source_leaves, source_tree = nest.flatten(sources)
         with self.stop_recording():
-            cotangents = backpropagate(self._records, targets, seeds)
+            cotangents = backpropagate(self._records, targets, seeds, self._watched)
             results = [self._source_gradient(s, cotangents) for s in source_leaves]
         return nest.unflatten(source_tree, results)
 
@@ -159,7 +160,7 @@ class GradientTape:
         with self.stop_recording():
             for i in range(size):
                 seed = reshape(one_hot(i, size, dtype=target.dtype), target.shape)
-                cotangents = backpropagate(self._records, [target], [seed])
+                cotangents = backpropagate(self._records, [target], [seed], self._watched)
                 grad = self._source_gradient(source, cotangents)
                 rows.append(zeros_like(source) if grad is None else grad)
         source_shape = tuple(convert_to_tensor(source).shape)
@@ -168,8 +169,12 @@ class GradientTape:
         return reshape(stack(rows), tuple(target.shape) + source_shape)
 
 
-def backpropagate(records: list[Record], targets: list, seeds: list | tuple) -> dict[int, Any]:
-    """Cotangents (by tensor id) of everything recorded, from `targets` seeded by `seeds`."""
+def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
+                  watched: dict[int, Any]) -> dict[int, Any]:
+    """Cotangents (by tensor id) of everything recorded, from `targets` seeded by `seeds`.
+
+    Each rule is told which operands are `watched` (sources, or computed from them): only
+    their cotangents can reach a source, so only those are computed."""
     cotangents: dict[int, Any] = {}
     for target, seed in zip(targets, seeds, strict=True):
         target = convert_to_tensor(target)
@@ -185,7 +190,8 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple) -> 
         if rule is None:
             raise LookupError(f"differentiation rule for '{record.primitive.name}' is not "
                               "implemented")
-        incoming = rule(outgoing, record.inputs, record.outputs, **record.params)
+        with needing([id(x) in watched for x in record.inputs]):
+            incoming = rule(outgoing, record.inputs, record.outputs, **record.params)
         for x, g in zip(record.inputs, incoming, strict=True):
             if g is not None and isinstance(x, Tensor) and dtypes.is_floating(x.dtype):
                 _accumulate(cotangents, x, g)

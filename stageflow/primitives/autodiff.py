@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -67,8 +69,38 @@ def matmul(a: Any, b: Any, *, transpose_a: bool, transpose_b: bool) -> Any:
     return _bind("matmul", a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
+class _Needed(threading.local):
+    mask: Sequence[bool] | None = None
+
+
+_NEEDED = _Needed()
+
+
+@contextmanager
+def needing(mask: Sequence[bool]) -> Iterator[None]:
+    """Run a gradient rule knowing which of its operands' cotangents the backward pass
+    uses (those on a path to a source: `GradientTape` knows them). Eagerly a rule computes
+    what it returns at once, so the others would be work thrown away (a constant operand's
+    share of a product, summed back to its shape); staged, pruning drops them anyway."""
+    previous, _NEEDED.mask = _NEEDED.mask, mask
+    try:
+        yield
+    finally:
+        _NEEDED.mask = previous
+
+
+def wanted(inputs: Sequence[Any]) -> list[bool]:
+    """Which operands of the rule running now get a cotangent: the floating ones that the
+    backward pass needs (`needing`)."""
+    mask = _NEEDED.mask
+    if mask is None or len(mask) != len(inputs):
+        return [dtypes.is_floating(x.dtype) for x in inputs]
+    return [m and dtypes.is_floating(x.dtype) for x, m in zip(inputs, mask, strict=True)]
+
+
 def floating_only(rule: Callable[..., list]) -> Callable[..., list]:
-    """Wrap a gradient rule: operands that are not floating get None.
+    """Wrap a gradient rule: operands that are not floating, or whose cotangent the
+    backward pass does not need (`needing`), get None.
 
     Integer and bool tensors carry no gradient (as in TensorFlow and JAX), so the rule is
     not even run when no operand is floating or every cotangent is None.
@@ -76,11 +108,11 @@ def floating_only(rule: Callable[..., list]) -> Callable[..., list]:
 
     @functools.wraps(rule)
     def vjp(cotangents: list, inputs: list, outputs: list, **params: Any) -> list:
-        wanted = [dtypes.is_floating(x.dtype) for x in inputs]
-        if not any(wanted) or all(g is None for g in cotangents):
+        want = wanted(inputs)
+        if not any(want) or all(g is None for g in cotangents):
             return [None] * len(inputs)
         grads = rule(cotangents, inputs, outputs, **params)
-        return [g if w else None for g, w in zip(grads, wanted, strict=True)]
+        return [g if w else None for g, w in zip(grads, want, strict=True)]
 
     return vjp
 

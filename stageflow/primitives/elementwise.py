@@ -7,6 +7,7 @@ needs no explicit broadcast for the common case; both operands must have the sam
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from stageflow.core.dims import broadcast_dims, same_dims
 from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import broadcast_shapes
-from stageflow.primitives.autodiff import floating_only, unbroadcast, where, zeros_like
+from stageflow.primitives.autodiff import floating_only, unbroadcast, wanted, where, zeros_like
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
 ALL = dtypes.ALL
@@ -264,28 +265,33 @@ _UNARY_VJPS = {
 
 def _share(g, wins, ties):
     """g where an operand of max/min wins, half of g where it ties (split evenly, as JAX)."""
-    return g * (cast_p.bind(wins, dtype=g.dtype) + 0.5 * cast_p.bind(ties, dtype=g.dtype))
+    return where(wins, g, where(ties, 0.5 * g, 0.0))
 
 
-def _pow_vjp(g, x, y, out):
-    # d/dx = y x**(y - 1), with x**1 in place of x**-1 where y == 0 (no 0 * inf at x == 0);
+def _pow_dx(g, x, y, out):
+    # d/dx = y x**(y - 1), with x**1 in place of x**-1 where y == 0 (no 0 * inf at x == 0).
+    return g * y * x ** where(y == 0, 1.0, y - 1.0)
+
+
+def _pow_dy(g, x, y, out):
     # d/dy = out log(x), taken as 0 where x <= 0 (JAX gives 0 at x == 0, NaN below).
-    dx = g * y * x ** where(y == 0, 1.0, y - 1.0)
     positive = x > 0
-    dy = where(positive, g * out * log_p.bind(where(positive, x, 1.0)), 0.0)
-    return dx, dy
+    return where(positive, g * out * log_p.bind(where(positive, x, 1.0)), 0.0)
 
 
+# Each operand's cotangent on its own: an eager backward pass computes only those it needs.
 _BINARY_VJPS = {
-    add_p: lambda g, x, y, out: (g, g),
-    subtract_p: lambda g, x, y, out: (g, -g),
-    multiply_p: lambda g, x, y, out: (g * y, g * x),
-    divide_p: lambda g, x, y, out: (g / y, -g * out / y),
-    floordiv_p: lambda g, x, y, out: (zeros_like(x), zeros_like(y)),
-    mod_p: lambda g, x, y, out: (g, -g * floordiv_p.bind(x, y)),
-    pow_p: _pow_vjp,
-    maximum_p: lambda g, x, y, out: (_share(g, x > y, x == y), _share(g, y > x, x == y)),
-    minimum_p: lambda g, x, y, out: (_share(g, x < y, x == y), _share(g, y < x, x == y)),
+    add_p: (lambda g, x, y, out: g, lambda g, x, y, out: g),
+    subtract_p: (lambda g, x, y, out: g, lambda g, x, y, out: -g),
+    multiply_p: (lambda g, x, y, out: g * y, lambda g, x, y, out: g * x),
+    divide_p: (lambda g, x, y, out: g / y, lambda g, x, y, out: -g * out / y),
+    floordiv_p: (lambda g, x, y, out: zeros_like(x), lambda g, x, y, out: zeros_like(y)),
+    mod_p: (lambda g, x, y, out: g, lambda g, x, y, out: -g * floordiv_p.bind(x, y)),
+    pow_p: (_pow_dx, _pow_dy),
+    maximum_p: (lambda g, x, y, out: _share(g, x > y, x == y),
+                lambda g, x, y, out: _share(g, y > x, x == y)),
+    minimum_p: (lambda g, x, y, out: _share(g, x < y, x == y),
+                lambda g, x, y, out: _share(g, y < x, x == y)),
 }
 
 
@@ -296,19 +302,21 @@ def _def_unary_vjp(primitive: Primitive, rule) -> None:
         return [rule(cotangents[0], inputs[0], outputs[0])]
 
 
-def _def_binary_vjp(primitive: Primitive, rule) -> None:
+def _def_binary_vjp(primitive: Primitive, rules: tuple[Callable, Callable]) -> None:
+    """Set `primitive`'s gradient from one rule per operand, ``rule(g, x, y, out)``."""
+
     @primitive.def_vjp
     @floating_only
     def vjp(cotangents, inputs, outputs):
-        x, y = inputs
-        gx, gy = rule(cotangents[0], x, y, outputs[0])
-        return [unbroadcast(gx, x), unbroadcast(gy, y)]
+        (g,), (x, y), (out,) = cotangents, inputs, outputs
+        return [unbroadcast(rule(g, x, y, out), operand) if want else None
+                for rule, operand, want in zip(rules, inputs, wanted(inputs), strict=True)]
 
 
 for _primitive, _rule in _UNARY_VJPS.items():
     _def_unary_vjp(_primitive, _rule)
-for _primitive, _rule in _BINARY_VJPS.items():
-    _def_binary_vjp(_primitive, _rule)
+for _primitive, _rules in _BINARY_VJPS.items():
+    _def_binary_vjp(_primitive, _rules)
 
 
 @select_p.def_vjp

@@ -346,14 +346,17 @@ _UNARY_VJPS = {
 }
 
 
-def _atan2_vjp(g, y, x, out):
-    scale = g / (x * x + y * y)
-    return scale * x, -scale * y
+def _atan2_dy(g, y, x, out):
+    return g * x / (x * x + y * y)
+
+
+def _atan2_dx(g, y, x, out):
+    return -g * y / (x * x + y * y)
 
 
 for _primitive, _rule in _UNARY_VJPS.items():
     ew._def_unary_vjp(_primitive, _rule)
-ew._def_binary_vjp(atan2_p, _atan2_vjp)
+ew._def_binary_vjp(atan2_p, (_atan2_dy, _atan2_dx))
 trigamma_p.def_nondifferentiable()
 
 

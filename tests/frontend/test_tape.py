@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import stageflow as sf
+from stageflow.runtime.eager import EagerTrace
 
 
 def test_listing_1_nested_tapes():
@@ -259,3 +260,26 @@ def test_gradients_through_a_staged_function_match_eager(name):
             y = fn(x)
         grads.append(tape.gradient(y, x, output_gradients=cotangent).numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10, atol=1e-12)
+
+
+def test_backward_computes_only_the_cotangents_that_reach_a_source(monkeypatch):
+    """Eagerly, a constant operand's cotangent (its share of a product, summed back to its
+    shape) is work thrown away: the rules are told which operands are watched."""
+    bound = []
+    process = EagerTrace.process
+
+    def counting(self, primitive, args, params):
+        bound.append(primitive.name)
+        return process(self, primitive, args, params)
+
+    x = sf.constant(np.arange(6.0).reshape(2, 3))
+    scale = sf.constant(np.array([1.0, 2.0, 3.0]))
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = sf.reduce_sum(sf.nn.relu(x * scale - 1.0))
+    monkeypatch.setattr(EagerTrace, "process", counting)
+    grad = tape.gradient(y, x)
+    np.testing.assert_array_equal(grad.numpy(), np.where(x.numpy() * scale.numpy() > 1.0,
+                                                         scale.numpy(), 0.0))
+    assert "reduce_sum" not in bound  # the scale's and the 1.0's sums are not taken
+    assert bound.count("multiply") == 1  # g * scale; not g * x
