@@ -35,7 +35,7 @@ from stageflow.codegen.program.builder import (
     supported,
 )
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.cpu import ModuleJob, Prepared, process_jit
+from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, process_jit
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
@@ -232,16 +232,17 @@ def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
     symbol = job.name(symbol)
     signature = builder.signature
 
-    def make(addresses: dict[str, int]) -> CompiledProgram:
+    def make(linked: Linked) -> CompiledProgram:
         count = (len(signature.inputs) + len(builder.written_outputs())
                  + len(signature.assigned))
-        py = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * count)(
-            addresses[f"{symbol}.py"])
-        shapes = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
-            addresses[f"{symbol}.shapes"])
+        py = linked.function(f"{symbol}.py", ctypes.CFUNCTYPE(
+            ctypes.c_int32, *[ctypes.py_object] * count))
+        shapes = linked.function(f"{symbol}.shapes", ctypes.CFUNCTYPE(
+            ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p))
         program = CompiledProgram(signature, py, shapes, fallback, job.text, callbacks)
-        # the memory the program keeps for its next call goes with the program
-        weakref.finalize(program, ctypes.CFUNCTYPE(None)(addresses[f"{symbol}.release"]))
+        # the memory the program keeps for its next call goes with the program (the
+        # finaliser holds the engine until it has run)
+        weakref.finalize(program, linked.function(f"{symbol}.release", ctypes.CFUNCTYPE(None)))
         return program
 
     return Prepared([job], [f"{symbol}.py", f"{symbol}.shapes", f"{symbol}.release"], {},

@@ -68,7 +68,7 @@ from stageflow.codegen.lowered.rule import (
     load_operands,
 )
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.cpu import ModuleJob, Prepared, levels, process_jit
+from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, levels, process_jit
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
@@ -268,17 +268,18 @@ def prepare_ops(specs: Sequence[OpSpec],
     entries = {key: symbol for group, (_, symbols) in zip(ordered, built, strict=True)
                for key, symbol in zip(group, symbols, strict=True)}
 
-    def make(addresses: dict[str, int]) -> dict[tuple, CompiledOp]:
+    def make(linked: Linked) -> dict[tuple, CompiledOp]:
         pointer = ctypes.c_void_p
         layout_ok = process_jit().layout_ok
         compiled: dict[tuple, CompiledOp] = {}
         for group, (job, symbols) in zip(ordered, built, strict=True):
             for (spec, _), symbol in zip(group.values(), symbols, strict=True):
-                raw = ctypes.CFUNCTYPE(ctypes.c_int32, pointer, pointer, pointer)(
-                    addresses[symbol])
+                raw = linked.function(symbol, ctypes.CFUNCTYPE(
+                    ctypes.c_int32, pointer, pointer, pointer))
                 n = len(spec.inputs) + len(spec.outputs)
-                py = (ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)(
-                    addresses[f"{symbol}.py"]) if layout_ok and py_entries else None)
+                py = (linked.function(f"{symbol}.py", ctypes.CFUNCTYPE(
+                    ctypes.c_int32, *[ctypes.py_object] * n))
+                    if layout_ok and py_entries else None)
                 compiled[spec.key] = CompiledOp(spec, raw, py, job.text, symbol)
         return compiled
 
@@ -326,8 +327,8 @@ def lower_functions(functions: Sequence[FuncOp],
     prepared = prepare_ops([spec for _, spec in chosen], py_entries)
     lowered = [(op, spec.key) for op, spec in chosen if spec.key in prepared.entries]
 
-    def make(addresses: dict[str, int]) -> dict[SfOp, CompiledOp]:
-        compiled = prepared.make(addresses)
+    def make(linked: Linked) -> dict[SfOp, CompiledOp]:
+        compiled = prepared.make(linked)
         return {op: compiled[key] for op, key in lowered}
 
     return Prepared(prepared.jobs, prepared.symbols,

@@ -18,14 +18,25 @@ Kernel ABI (both entry points are in the module `CPUTarget.emit` returns)::
 
 Compilation: the host CPU's name and features, the new pass manager at O2 with loop and
 SLP vectorisation (less for small and tiny kernels, see `levels`; O3 took 1.5x the time on
-the small ResNet step's 99 kernels, 1.07 against 0.70 s, and ran them no faster), one
-MCJIT engine per process owning a target machine of its own (llvmlite's engine takes
-ownership of its machine: sharing one crashed the process), and
-every kernel module added to it as object code. Symbols are suffixed with the module's
-cache key (a hash of its IR text and the target), so kernels of the same name never clash in
-the engine and a module compiled once is reused: in this process, and in later ones through
-the on-disk cache (`stageflow.codegen.targets.cache`). libm is loaded into LLVM's symbol search (for
-``sinf``, ``powf``, ``fmodf``...): MCJIT aborts the process on an unresolved symbol.
+the small ResNet step's 99 kernels, 1.07 against 0.70 s, and ran them no faster), and
+every kernel module added as object code to an MCJIT engine (`Engine`). Symbols are
+suffixed with the module's cache key (a hash of its IR text and the target), so kernels of
+the same name never clash in an engine and a module compiled once is reused: in this
+process, and in later ones through the on-disk cache (`stageflow.codegen.targets.cache`).
+libm is loaded into LLVM's symbol search (for ``sinf``, ``powf``, ``fmodf``...): MCJIT
+aborts the process on an unresolved symbol.
+
+Engines are generations, so that code nobody can call any more is freed: MCJIT frees an
+object's memory only with its engine. Modules are linked into the current engine until it
+holds `GENERATION_MODULES`, then into a new one; every callable made from linked code holds
+its engine (`Linked.function`), and an engine no longer current is freed with its last
+caller. One link call's modules always share an engine (a program calls the kernels linked
+with it, resolved by name inside the engine); a module already linked into a live engine
+is reused where the whole call's modules are there, else linked again. Each engine owns a
+target machine of its own (llvmlite's engine takes ownership of its machine: sharing one
+crashed the process). A retrace of a small function links two modules: it grew the process
+by ~29 KB per retrace with one engine for the process, ~9 KB with generations (what is
+left is LLVM's: each optimisation run leaks llvmlite's pass instrumentation callbacks).
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ import ctypes
 import ctypes.util
 import re
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -63,6 +75,11 @@ _LIBM_SYMBOLS = ("sinf", "sin", "cosf", "cos", "powf", "pow", "fmodf", "fmod", "
 
 
 T = TypeVar("T")
+
+# Modules linked into one engine before the next one is made: a new engine cost ~1 ms
+# (its target machine, its first finalisation, its disposal), a module ~9 KB of memory
+# kept until the last caller of anything in its generation is gone.
+GENERATION_MODULES = 64
 
 SMALL_KERNEL_ELEMENTS = 4096
 TINY_KERNEL_ELEMENTS = 1024
@@ -153,18 +170,17 @@ class CPUTarget:
                    for i, symbol in zip(group, symbols, strict=True)}
         job_of = {i: job for group, (job, _) in zip(groups, built, strict=True) for i in group}
 
-        def make(addresses: dict[str, int]) -> list[CompiledKernel]:
+        def make(linked: Linked) -> list[CompiledKernel]:
             layout_ok = process_jit().layout_ok
             compiled = []
             for i, kernel in enumerate(kernels):
                 symbol = entries[i]
-                raw = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(
-                    addresses[symbol])
+                raw = linked.function(symbol, ctypes.CFUNCTYPE(
+                    ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p))
                 py = None
                 if layout_ok and self.py_entries:
-                    py = ctypes.CFUNCTYPE(ctypes.c_int32,
-                                          *[ctypes.py_object] * len(kernel.args))(
-                        addresses[f"{symbol}.py"])
+                    py = linked.function(f"{symbol}.py", ctypes.CFUNCTYPE(
+                        ctypes.c_int32, *[ctypes.py_object] * len(kernel.args)))
                 compiled.append(CompiledKernel(kernel, raw, py, llvm_ir=job_of[i].text,
                                                symbol=symbol))
             return compiled
@@ -227,11 +243,37 @@ class Prepared(Generic[T]):
     jobs: list[ModuleJob]
     symbols: list[str]
     entries: dict[Any, str]
-    make: Callable[[dict[str, int]], T]
+    make: Callable[[Linked], T]
 
     def finish(self) -> T:
         """Link the modules and make the result."""
         return self.make(process_jit().link(self.jobs, self.symbols))
+
+
+class Engine:
+    """An MCJIT execution engine and the modules linked into it (by cache key). Its code
+    lives as long as it does: whatever calls the code holds it (`Linked.function`)."""
+
+    def __init__(self, machine: llvm.TargetMachine) -> None:
+        backing = llvm.parse_assembly("")
+        backing.triple = llvm.get_process_triple()
+        self.engine = llvm.create_mcjit_compiler(backing, machine)  # owns `machine`
+        self.loaded: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Linked:
+    """The addresses of linked symbols and the engine their code lives in."""
+
+    addresses: dict[str, int]
+    engine: Engine
+
+    def function(self, symbol: str, prototype: type) -> Any:
+        """`symbol` as a ctypes function of `prototype` (a ``ctypes.CFUNCTYPE``), holding
+        the engine: its code is not freed while the function can be called."""
+        function = prototype(self.addresses[symbol])
+        function.engine = self.engine
+        return function
 
 
 def link_all(prepared: Sequence[Prepared]) -> list[Any]:
@@ -285,8 +327,8 @@ def _py_entry(module: ir.Module, kernel: Kernel, symbol: str, raw: ir.Function) 
 
 
 class JIT:
-    """The process's one execution engine, a target machine for optimising, and compiler
-    threads making object code.
+    """The process's execution engines (`Engine`, as generations), a target machine for
+    optimising, and compiler threads making object code.
 
     LLVM's optimisation and code generation run in llvmlite calls that release the GIL, so
     a module handed to the compiler threads (`schedule`) compiles while Python builds the
@@ -311,11 +353,12 @@ class JIT:
             self.features += ",-prefer-256-bit"
         self.target = llvm.Target.from_default_triple()
         self.machine = self._new_machine()  # optimisation and assembly only
-        backing = llvm.parse_assembly("")
-        backing.triple = llvm.get_process_triple()
-        # The engine owns the machine it is given: never reuse one (FACTS: segfault).
-        self.engine = llvm.create_mcjit_compiler(backing, self._new_machine(jit=True))
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held while linking: engines and what they hold
+        self._engines: weakref.WeakSet[Engine] = weakref.WeakSet()
+        self.current = self._new_engine()
+        # Code that runs outside the calls of it (detached threads, fork handlers) is never
+        # freed: its link calls go to this engine, made on first need and kept.
+        self._permanent: Engine | None = None
         # Emit the object code the engine loads (and the disk cache keeps), one per code
         # generation level: JIT settings (LLVM's large code model on x86-64), but not the
         # engine's own machine.
@@ -331,7 +374,6 @@ class JIT:
                                             thread_name_prefix="stageflow-llvm")
         self._pending: dict[str, Future[bytes]] = {}
         self._pending_lock = threading.Lock()
-        self.loaded: set[str] = set()
         self.layout_ok = array_layout_matches()
         self.has_f16c = "+f16c" in self.features.split(",")
 
@@ -339,6 +381,20 @@ class JIT:
         return self.target.create_target_machine(
             cpu=self.cpu_name, features=self.features, opt=codegen, codemodel="jitdefault",
             jit=jit)
+
+    def _new_engine(self) -> Engine:
+        # The engine owns the machine it is given: never reuse one (FACTS: segfault).
+        engine = Engine(self._new_machine(jit=True))
+        self._engines.add(engine)
+        return engine
+
+    def engines(self) -> list[Engine]:
+        """The engines alive: current, permanent, or held by a caller of their code."""
+        return list(self._engines)
+
+    def is_linked(self, entry: str) -> bool:
+        """Whether the module of cache key `entry` is linked into a live engine."""
+        return any(entry in engine.loaded for engine in self.engines())
 
     def optimize(self, text: str, level: int) -> llvm.ModuleRef:
         """The module parsed and optimised at `level`: LLVM's O1-O3 pipelines, or at 0 a
@@ -368,7 +424,7 @@ class JIT:
     def schedule(self, job: ModuleJob) -> None:
         """Start making `job`'s object code on the compiler thread (once per module)."""
         with self._pending_lock:
-            if job.entry not in self.loaded and job.entry not in self._pending:
+            if job.entry not in self._pending and not self.is_linked(job.entry):
                 self._pending[job.entry] = self._compiler.submit(self._object_code, job)
 
     def _object_code(self, job: ModuleJob) -> bytes:
@@ -400,27 +456,46 @@ class JIT:
     def _compile_here(self, text: str, level: int, codegen: int) -> bytes:
         return self.object_machines[codegen].emit_object(self.optimize(text, level))
 
-    def link(self, jobs: list[ModuleJob], symbols: list[str]) -> dict[str, int]:
-        """Link each module's object code once, finalising the engine once for them all;
-        the addresses of `symbols`."""
+    def link(self, jobs: list[ModuleJob], symbols: list[str]) -> Linked:
+        """Link the modules into one engine (`engine_for`), each module's object code once
+        per engine, finalising the engine once for them all; the addresses of `symbols`."""
         if not self.has_f16c and any(" half" in job.text for job in jobs):
             raise NotImplementedError("float16 kernels need a CPU with F16C on this JIT")
         for job in jobs:
             self.schedule(job)
         with self.lock:
+            engine = self._engine_for(jobs)
             added = False
             for job in jobs:
-                if job.entry in self.loaded:
+                if job.entry in engine.loaded:
                     continue
                 with self._pending_lock:
-                    future = self._pending.pop(job.entry)
-                code = future.result()
-                self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
-                self.loaded.add(job.entry)
+                    future = self._pending.pop(job.entry, None)
+                # without a future, the module is linked into another engine: made again
+                # (from the disk cache where it is on)
+                code = future.result() if future is not None else self._object_code(job)
+                engine.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+                engine.loaded.add(job.entry)
                 added = True
             if added:
-                self.engine.finalize_object()
-            return {s: self.engine.get_function_address(s) for s in symbols}
+                engine.engine.finalize_object()
+            return Linked({s: engine.engine.get_function_address(s) for s in symbols}, engine)
+
+    def _engine_for(self, jobs: list[ModuleJob]) -> Engine:
+        """Where a link call's modules go: the permanent engine for code running outside
+        its calls; a live engine holding them all already; else the current one, a new
+        generation begun when it is full."""
+        if any(_outlives_calls(job.text) for job in jobs):
+            if self._permanent is None:
+                self._permanent = self._new_engine()
+            return self._permanent
+        entries = {job.entry for job in jobs}
+        for engine in (self.current, *self.engines()):
+            if entries <= engine.loaded:
+                return engine
+        if len(self.current.loaded) >= GENERATION_MODULES:
+            self.current = self._new_engine()
+        return self.current
 
 
 _JIT_INSTANCE: JIT | None = None
@@ -459,6 +534,15 @@ def prepare_kernels(functions: list[FuncOp | Kernel],
 _DEFINE = re.compile(r'^define (?!internal |private )[^@\n]*@"?([^"(\s]+)"?\(',
                      re.MULTILINE)
 _SIBLING = re.compile(r"[0-9a-f]{16}")  # stageflow's symbols carry their module's cache key
+# Code calling these runs outside the calls of it: detached threads and fork handlers (the
+# op pools of `stageflow.codegen.lowered.pool`), which must never find it freed. (Found by
+# substring: a regular expression over the MLP training step's 217 KB of IR took 1-5 ms.)
+_OUTLIVES_CALLS = ("@\"pthread_detach\"", "@pthread_detach(", "@\"__register_atfork\"",
+                   "@__register_atfork(")
+
+
+def _outlives_calls(text: str) -> bool:
+    return any(name in text for name in _OUTLIVES_CALLS)
 
 
 def _defined_functions(text: str) -> set[str]:

@@ -27,7 +27,7 @@ from stageflow.codegen.kernels.analysis import Kernel, analyse
 from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.loops import counted_loop
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.cpu import ModuleJob, process_jit
+from stageflow.codegen.targets.cpu import Linked, ModuleJob, process_jit
 from stageflow.codegen.targets.ptx import EntryBuilder, GridDriver, entry_function
 
 REGISTERS = ("tid.x", "ntid.x", "ctaid.x", "nctaid.x")
@@ -46,14 +46,14 @@ class RegisterDriver(GridDriver):
 class EmulatedKernel:
     """A kernel launched on the CPU over a grid of the caller's choice (`launch`)."""
 
-    def __init__(self, kernel: Kernel, address: int, llvm_ir: str) -> None:
+    def __init__(self, kernel: Kernel, linked: Linked, symbol: str, llvm_ir: str) -> None:
         self.kernel = kernel
         self.llvm_ir = llvm_ir
         count = len(kernel.args)
         num_dims = sum(arg.ndim for arg in kernel.args)
-        self._call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * count,
-                                      *[ctypes.c_int64] * num_dims, ctypes.c_int32,
-                                      ctypes.c_int32)(address)
+        self._call = linked.function(symbol, ctypes.CFUNCTYPE(
+            None, *[ctypes.c_void_p] * count, *[ctypes.c_int64] * num_dims, ctypes.c_int32,
+            ctypes.c_int32))
 
     def launch(self, inputs: list[np.ndarray], outputs: list[np.ndarray], grid: int,
                block: int) -> None:
@@ -128,7 +128,7 @@ class EmulatedLaunch:
         symbol = f"{kernel.name}.launch.{cache.PLACEHOLDER}"
         job = ModuleJob.of(self.module(kernel, symbol), self.opt, 3)
         name = job.name(symbol)
-        return EmulatedKernel(kernel, process_jit().link([job], [name])[name], job.text)
+        return EmulatedKernel(kernel, process_jit().link([job], [name]), name, job.text)
 
     def compile_entry(self, name: str, build: EntryBuilder,
                       arguments: list[Any]) -> Callable[..., None]:
@@ -136,5 +136,6 @@ class EmulatedLaunch:
         the ctypes types `arguments`; ``launch(*args, grid, block)``."""
         symbol = f"{name}.launch.{cache.PLACEHOLDER}"
         job = ModuleJob.of(self.entry_module(symbol, build), self.opt, 3)
-        address = process_jit().link([job], [job.name(symbol)])[job.name(symbol)]
-        return ctypes.CFUNCTYPE(None, *arguments, ctypes.c_int32, ctypes.c_int32)(address)
+        linked = process_jit().link([job], [job.name(symbol)])
+        return linked.function(job.name(symbol), ctypes.CFUNCTYPE(
+            None, *arguments, ctypes.c_int32, ctypes.c_int32))
