@@ -22,20 +22,36 @@ func.func @sum_of_squares(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   func.return %s : tensor<4xf32>
 }
 
-// max(tanh(x) + b) over the leading axis, kept as 1; unknown dims stay in the signature.
-// CHECK-LABEL: func.func @max_of_tanh(
-// CHECK-NEXT:    %m = sf.call %x, %b {callee = @max_of_tanh_kernel0} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<1x8xf32>
+// sum(tanh(x) + b) over the leading axis, kept as 1; unknown dims stay in the signature.
+// CHECK-LABEL: func.func @sum_of_tanh(
+// CHECK-NEXT:    %m = sf.call %x, %b {callee = @sum_of_tanh_kernel0} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<1x8xf32>
 // CHECK-NEXT:    func.return %m
-// CHECK-LABEL: func.func @max_of_tanh_kernel0(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<1x8xf32> attributes {sf.kernel}
+// CHECK-LABEL: func.func @sum_of_tanh_kernel0(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<1x8xf32> attributes {sf.kernel}
 // CHECK-NEXT:    %t = sf.tanh %x
 // CHECK-NEXT:    %h = sf.add %t, %b
-// CHECK-NEXT:    %m = sf.reduce_max %h {axes = [0], keepdims = true}
+// CHECK-NEXT:    %m = sf.reduce_sum %h {axes = [0], keepdims = true}
 // CHECK-NEXT:    func.return %m
-func.func @max_of_tanh(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<1x8xf32> {
+func.func @sum_of_tanh(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<1x8xf32> {
+  %t = sf.tanh %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %h = sf.add %t, %b : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %m = sf.reduce_sum %h {axes = [0], keepdims = true} : (tensor<?x8xf32>) -> tensor<1x8xf32>
+  func.return %m : tensor<1x8xf32>
+}
+
+// A max over a dim that may be 0 stays a step: its lowering refuses an empty axis, as NumPy
+// does, where a kernel would give -inf. Over a known non-zero dim it joins the kernel.
+// CHECK-LABEL: func.func @max_of_tanh(
+// CHECK-NEXT:    %h = sf.call %x, %b {callee = @max_of_tanh_kernel0} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+// CHECK-NEXT:    %m = sf.reduce_max %h {axes = [0], keepdims = true}
+// CHECK-NEXT:    %n = sf.call %y {callee = @max_of_tanh_kernel1} : (tensor<4x8xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    func.return %m, %n
+func.func @max_of_tanh(%x: tensor<?x8xf32>, %b: tensor<8xf32>, %y: tensor<4x8xf32>) -> (tensor<1x8xf32>, tensor<4xf32>) {
   %t = sf.tanh %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
   %h = sf.add %t, %b : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
   %m = sf.reduce_max %h {axes = [0], keepdims = true} : (tensor<?x8xf32>) -> tensor<1x8xf32>
-  func.return %m : tensor<1x8xf32>
+  %u = sf.tanh %y : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = sf.reduce_max %u {axes = [1], keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+  func.return %m, %n : tensor<1x8xf32>, tensor<4xf32>
 }
 
 // Two reductions of one value over several axes join it, and the value is never written.

@@ -17,6 +17,7 @@ from stageflow.codegen.program.builder import (
     NO_MEMORY,
     NULL_POINTER,
     OP_FAILED,
+    TOO_LARGE,
     ProgramSignature,
 )
 from stageflow.core.primitive import ShapedType
@@ -74,6 +75,8 @@ def header_text(symbol: str, signature: ProgramSignature, variables: list[Any],
         "that do",
         " *                  not agree with each other, an index out of range)",
         f" *   {NO_MEMORY}            out of memory",
+        f" *   {TOO_LARGE}            a result or temporary the input dims imply would take more",
+        " *                  than 2^62 bytes",
         f" *   {NULL_POINTER}            a NULL pointer where memory is needed (inputs, outputs,",
         " *                  each buffer, dims when there are unknown dims, the state)",
     ]

@@ -164,6 +164,8 @@ def run_devices(args: argparse.Namespace) -> int:
             print(device.describe())
         if not any(device.kind == "GPU" for device in found):
             print(f"no GPU: {gpu_unavailable_reason()}")
+    except RuntimeError as error:  # e.g. no thread left for one more logical CPU
+        raise CommandError(f"cannot start the devices: {error}") from None
     finally:
         if args.address:
             distribute.shutdown()

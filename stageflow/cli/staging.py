@@ -64,6 +64,8 @@ def load_function(target: str) -> Any:
     if not file.is_file():
         raise CommandError(f"cannot read {path}: no such file")
     spec = importlib.util.spec_from_file_location(f"_stageflow_user_{file.stem}", file)
+    if spec is None:  # a suffix no importer reads, e.g. .mlir
+        raise CommandError(f"cannot import {path}: not a Python file (expected FILE.py:FUNC)")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(file.resolve().parent))
     try:
@@ -209,7 +211,11 @@ def run_compile(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     """Write the HTML page explaining the staged function's compile."""
     concrete, _ = _concrete(args)
-    concrete.report(args.output)
+    try:
+        concrete.report(args.output)
+    except OSError as error:  # an unwritable or missing folder: the user's to fix
+        raise CommandError(f"cannot write {error.filename or args.output}: "
+                           f"{error.strerror or error}") from None
     return 0
 
 

@@ -35,4 +35,6 @@ def located_error(name: str, location: Any, error: Exception) -> Exception:
     if isinstance(error, CallbackError):
         error.error.add_note(f"raised in sf.{name}" + (f" at {location}" if location else ""))
         return error.error
-    return type(error)(f"{name}: {error}{where}")
+    message = str(error)  # NumPy's ufuncs name themselves already: "matmul: Input operand..."
+    return type(error)(f"{message if message.startswith(f'{name}:') else f'{name}: {message}'}"
+                       f"{where}")

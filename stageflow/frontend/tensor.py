@@ -218,6 +218,10 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     if want is not None and not dtypes.is_floating(want) and _has_python_float(value):
         raise TypeError(f"cannot convert Python floats in {value!r} to {want.name} exactly; "
                         "round them first or use sf.cast")
+    if want is not None and _has_none(value):  # NumPy would make None a NaN
+        raise TypeError(f"cannot convert {value!r} to a {want.name} tensor: it holds None")
+    if want is not None and _is_complex(value):  # NumPy would drop the imaginary parts
+        raise TypeError(f"cannot convert complex values to a {want.name} tensor")
     if isinstance(value, Tensor):
         value = value._value
         source_is_numpy = True
@@ -234,9 +238,28 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
             info = np.iinfo(np.int32)
             if array.size == 0 or (array.min() >= info.min and array.max() <= info.max):
                 array = array.astype(np.int32)
+    if not array.dtype.isnative:  # the same numbers in the machine's byte order
+        array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype not in dtypes.ALL:
         raise TypeError(f"cannot make a tensor of dtype {array.dtype}")
     return array
+
+
+def _is_complex(value: Any) -> bool:
+    """Whether `value` is a complex number or a NumPy array of them (there are no complex
+    tensors)."""
+    if isinstance(value, np.ndarray | np.generic):
+        return value.dtype.kind == "c"
+    return isinstance(value, complex)
+
+
+def _has_none(value: Any) -> bool:
+    """Whether Python data holds None."""
+    if value is None:
+        return True
+    if isinstance(value, list | tuple):
+        return any(_has_none(v) for v in value)
+    return False
 
 
 def _has_python_float(value: Any) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -100,15 +101,29 @@ class Variable:
 
     def assign(self, value: Any) -> Variable:
         """Replace the value (same dtype and shape)."""
-
-        context.current_trace().assign_variable(self, convert_to_tensor(value, self.dtype))
+        tensor = convert_to_tensor(value, self.dtype)
+        with self._lock:  # never between a compiled call's read and its write
+            context.current_trace().assign_variable(self, tensor)
         return self
 
     def assign_add(self, delta: Any) -> Variable:
-        return self.assign(self.read_value() + delta)
+        return self._update(lambda value: value + delta)
 
     def assign_sub(self, delta: Any) -> Variable:
-        return self.assign(self.read_value() - delta)
+        return self._update(lambda value: value - delta)
+
+    def _update(self, change: Callable[[Tensor], Any]) -> Variable:
+        """``assign(change(value))`` losing no update made meanwhile by another thread (a
+        compiled call replaces the value under the lock, without the GIL): the new value is
+        written only if the value is still the one it was computed from, else computed
+        again. The lock is not held while computing, as the change may wait for a logical
+        device whose queued call waits for the lock."""
+        while True:
+            seen = self._value
+            value = change(self.read_value())
+            with self._lock:
+                if self._value is seen:
+                    return self.assign(value)
 
     def _store(self, array: Any) -> None:
         """Write a new value after checking dtype and shape (eager and interpreted writes)."""

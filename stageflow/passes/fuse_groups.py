@@ -73,15 +73,24 @@ def is_fusible(op: Operation) -> bool:
 def is_fusible_reduction(op: Operation) -> bool:
     """Whether `op` may end a kernel: a reduction (its primitive has a `reduction` kind) of
     one ranked tensor to another of the same dtype, one the kind accumulates in natively
-    (`ReductionKind.native_dtypes`, which code generation honours too)."""
+    (`ReductionKind.native_dtypes`, which code generation honours too). A kind that needs
+    elements (max, min) joins only where every reduced dim is known and not 0: a kernel
+    cannot refuse an empty one (it would give the identity, -inf, where NumPy raises), the
+    op's own lowering does."""
     if not (isinstance(op, ReductionOp) and len(op.operands) == 1 and len(op.results) == 1):
         return False
     kind = op.primitive.reduction
     operand, result = op.operands[0].type, op.results[0].type
-    return (kind is not None
+    if not (kind is not None
             and isinstance(operand, TensorType) and isinstance(result, TensorType)
             and operand.get_element_type() == result.get_element_type()
-            and dtype_of(result.get_element_type()) in kind.native_dtypes)
+            and dtype_of(result.get_element_type()) in kind.native_dtypes):
+        return False
+    if kind.needs_elements:
+        shape = operand.get_shape()
+        return all(0 <= axis < len(shape) and shape[axis] > 0
+                   for axis in op.params()["axes"])
+    return True
 
 
 def is_scalar_constant(value: SSAValue) -> bool:

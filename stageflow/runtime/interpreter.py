@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 
 from stageflow.core.errors import KERNEL_ERRORS, located_error
 from stageflow.frontend.graph import Graph
+from stageflow.frontend.variables import Variable
+from stageflow.runtime.locks import AssignedLocks
 
 
 class Step(NamedTuple):
@@ -62,10 +64,18 @@ class InterpreterPlan:
                                eq.primitive.multiple_results, eq.primitive.name, eq.location))
         self.output_slots = [slot(v) for v in graph.outputs]
         self.size = len(slots)
+        # A graph writing variables (here, in a region or a callee) runs holding the locks
+        # of its variable inputs, as a compiled call does: its kernels may release the GIL
+        # between a variable's read and its write (`runtime.locks`).
+        self._locks = AssignedLocks() if any(
+            eq.primitive.name == "assign_variable" for eq in graph.all_equations()) else None
 
     def run(self, inputs: list[Any]) -> list[Any]:
         if len(inputs) != len(self.input_slots):
             raise TypeError(f"expected {len(self.input_slots)} inputs, got {len(inputs)}")
         env: list[Any] = list(inputs)  # inputs occupy the first slots, in order
         env.extend([None] * (self.size - len(inputs)))
-        return run_steps(self.steps, env, self.output_slots)
+        if self._locks is None:
+            return run_steps(self.steps, env, self.output_slots)
+        with self._locks.held([x for x in inputs if isinstance(x, Variable)]):
+            return run_steps(self.steps, env, self.output_slots)

@@ -13,23 +13,26 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import stat
 import warnings
+import zipfile
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from stageflow.core import context
-from stageflow.core.primitive import ResourceType
+from stageflow.core import context, dtypes
+from stageflow.core.primitive import ResourceType, ShapedType
 from stageflow.frontend.module import Module
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import Variable
-from stageflow.ir.text import parse_module
+from stageflow.ir.text import IRError, parse_module
 from stageflow.ir.types import abstract_value
 from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.runtime.executable import Plan
-from stageflow.saved.save import FORMAT
+from stageflow.saved import manifest as schema
+from stageflow.saved.save import FORMAT, digest
 from stageflow.saved.structure import Node, build, describe, match
 from stageflow.staging.compiler import Compilation
 
@@ -73,16 +76,12 @@ class SavedConcrete:
 class LoadedFunction:
     """A saved staged function: callable like the original with any saved signature."""
 
-    def __init__(self, name: str, parameters: list[dict], concretes: list[SavedConcrete],
-                 variables: list[Variable]) -> None:
+    def __init__(self, name: str, signature: inspect.Signature,
+                 concretes: list[SavedConcrete], variables: list[Variable]) -> None:
         self.name = name
         self.concretes = concretes
         self.variables = variables
-        self._signature = inspect.Signature([
-            inspect.Parameter(p["name"], getattr(inspect.Parameter, p["kind"]),
-                              default=p.get("default", inspect.Parameter.empty))
-            for p in parameters
-        ])
+        self._signature = signature
 
     @property
     def trainable_variables(self) -> list[Variable]:
@@ -142,80 +141,246 @@ class LoadedModule(Module):
 def load(directory: str | os.PathLike) -> LoadedFunction | LoadedModule:
     """Load what `sf.saved.save` wrote: a `LoadedFunction` for a saved function, else a
     `LoadedModule` with the saved staged methods. A missing, malformed or inconsistent file
-    raises ValueError naming the file and what in it is wrong."""
+    raises ValueError naming the file and what in it is wrong (for the manifest, the path
+    of the field), before anything is compiled or run."""
     directory = os.fspath(directory)
     manifest_path = os.path.join(directory, "manifest.json")
     try:
-        with open(manifest_path, encoding="utf-8") as file:
-            manifest = json.load(file)
-    except (OSError, ValueError) as error:
+        manifest = json.loads(_read(manifest_path))
+    except (ValueError, RecursionError) as error:
+        if str(error).startswith("sf.saved.load"):
+            raise
         raise ValueError(f"sf.saved.load: cannot read {manifest_path}: {error}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else None
         raise ValueError(f"sf.saved.load: {directory} has format {found!r}, this stageflow "
                          f"reads {FORMAT!r}")
     try:
-        return _load(directory, manifest)
-    except (KeyError, IndexError, TypeError) as error:
-        raise ValueError(f"sf.saved.load: {manifest_path} is inconsistent with the files "
-                         f"beside it ({type(error).__name__}: {error})") from None
+        schema.check(manifest)
+    except schema.ManifestError as error:
+        raise ValueError(f"sf.saved.load: {manifest_path}: {error}") from None
+    return _Loader(directory, manifest).load()
 
 
-def _load(directory: str, manifest: dict) -> LoadedFunction | LoadedModule:
-    arrays_path = os.path.join(directory, "variables.npz")
+def _read(path: str) -> bytes:
+    """A file's bytes; only a regular file is read (a FIFO would block, a device never
+    end)."""
+    _regular(path)
     try:
-        with np.load(arrays_path) as arrays:
-            values = dict(arrays)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"sf.saved.load: cannot read {arrays_path}: {error}") from None
-    entries = manifest["variables"]
-    missing = [f"v{i}" for i in range(len(entries)) if f"v{i}" not in values]
-    if missing:
-        raise ValueError(f"sf.saved.load: {arrays_path} lacks the variables {missing}")
-    variables = [Variable(values[f"v{i}"], trainable=bool(v["trainable"]), name=str(v["name"]))
-                 for i, v in enumerate(entries)]
-    path = os.path.join(directory, "module.mlir")
-    with open(path, encoding="utf-8") as file:
-        outer = parse_module(file.read(), path)
-    modules = {}
-    for op in list(outer.ops):
-        op.detach()
-        modules[op.sym_name.data] = op
-
-    def capture(node: Node) -> Any:
-        return variables[node["variable"]] if "variable" in node else values[
-            f"c{node['constant']}"]
-
-    functions = {}
-    for name, saved in manifest["functions"].items():
-        concretes = []
-        for entry in saved["concrete"]:
-            if entry["module"] not in modules:
-                raise ValueError(f"sf.saved.load: {path} has no module @{entry['module']} "
-                                 f"(the manifest's function {name!r} names it)")
-            captures = [capture(c) for c in entry["captures"]]
-            _check_captures(modules[entry["module"]], entry["entry"], captures, arrays_path)
-            concretes.append(SavedConcrete(name, modules[entry["module"]], entry, captures))
-        functions[name] = LoadedFunction(name, saved["parameters"], concretes, variables)
-    if manifest["kind"] == "function":
-        (function,) = functions.values()
-        return function
-    return LoadedModule(functions, variables)
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise ValueError(f"sf.saved.load: cannot read {path}: {error.strerror}") from None
 
 
-def _check_captures(module: ModuleOp, entry: str, captures: list, arrays_path: str) -> None:
-    """The saved values a function captures have the types its IR declares (else a saved
-    variable of another shape or dtype would load silently and fail, or worse, later)."""
-    function = next((op for op in module.ops if isinstance(op, FuncOp)
-                     and op.sym_name.data == entry), None)
-    if function is None:
-        raise ValueError(f"sf.saved.load: the saved module has no function @{entry}")
-    declared = [abstract_value(t) for t in function.function_type.inputs.data]
-    for position, (value, want) in enumerate(
-            zip(captures, declared[len(declared) - len(captures):], strict=True)):
-        array = value.numpy() if isinstance(value, Variable) else np.asarray(value)
-        expected = want.value if isinstance(want, ResourceType) else want
-        if array.dtype != expected.dtype or tuple(array.shape) != tuple(expected.shape):
-            raise ValueError(f"sf.saved.load: {arrays_path}: captured value {position} of "
-                             f"@{entry} is {array.dtype.name}{list(array.shape)}, the function "
-                             f"takes {expected}")
+def _regular(path: str) -> None:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise ValueError(f"sf.saved.load: cannot read {path}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ValueError(f"sf.saved.load: cannot read {path}: it is {kind}")
+
+
+def _leaves(node: Node) -> list[Node]:
+    """The tensor and variable nodes of an argument structure, in the graph's order."""
+    if "tensor" in node or "variable" in node:
+        return [node]
+    if "value" in node:
+        return []
+    children = [child for _, child in node["dict"]] if "dict" in node else next(
+        iter(node.values()))
+    return [leaf for child in children for leaf in _leaves(child)]
+
+
+def _outputs(node: Node) -> list[int]:
+    """The graph result indices of a result structure, in order."""
+    if "output" in node:
+        return [node["output"]]
+    if "value" in node:
+        return []
+    children = [child for _, child in node["dict"]] if "dict" in node else next(
+        iter(node.values()))
+    return [index for child in children for index in _outputs(child)]
+
+
+def _same_type(value: ShapedType, dtype: np.dtype, shape: tuple) -> bool:
+    return value.dtype == dtype and tuple(value.shape) == tuple(shape)
+
+
+class _Loader:
+    """One load: the files of `directory` read and checked against each other."""
+
+    def __init__(self, directory: str, manifest: dict) -> None:
+        self.manifest = manifest
+        self.manifest_path = os.path.join(directory, "manifest.json")
+        self.mlir_path = os.path.join(directory, "module.mlir")
+        self.arrays_path = os.path.join(directory, "variables.npz")
+        # The type each saved array must have: what the functions taking it declare.
+        self.declared: dict[str, list[tuple[str, ShapedType]]] = {
+            f"v{i}": [] for i in range(len(manifest["variables"]))}
+
+    def fail(self, where: str, what: str) -> ValueError:
+        return ValueError(f"sf.saved.load: {self.manifest_path}: field {where} {what}")
+
+    def load(self) -> LoadedFunction | LoadedModule:
+        modules = self._modules()
+        plans = []
+        for name, saved in self.manifest["functions"].items():
+            where = schema.field_path("functions", name)
+            parameters = self._signature(saved["parameters"], where)
+            if not saved["concrete"]:
+                raise self.fail(f"{where}.concrete", "is empty: nothing was saved to call")
+            for index, entry in enumerate(saved["concrete"]):
+                at = f"{where}.concrete[{index}]"
+                self._check_concrete(entry, modules, len(parameters.parameters), at)
+            plans.append((name, saved, parameters))
+        if self.manifest["kind"] == "function" and len(plans) != 1:
+            raise self.fail("functions", f"holds {len(plans)} functions, a saved function "
+                                         "(kind 'function') has one")
+        if "digest" in self.manifest and self.manifest["digest"] != digest(self.manifest):
+            raise self.fail("digest", "does not match the manifest's content: the file was "
+                                      "edited after it was saved")
+        values = self._arrays()
+        variables = [Variable(values[f"v{i}"], trainable=v["trainable"], name=v["name"])
+                     for i, v in enumerate(self.manifest["variables"])]
+
+        def capture(node: Node) -> Any:
+            if "variable" in node:
+                return variables[node["variable"]]
+            return values[f"c{node['constant']}"]
+
+        functions = {}
+        for name, saved, parameters in plans:
+            concretes = [SavedConcrete(name, modules[entry["module"]], entry,
+                                       [capture(c) for c in entry["captures"]])
+                         for entry in saved["concrete"]]
+            functions[name] = LoadedFunction(name, parameters, concretes, variables)
+        if self.manifest["kind"] == "function":
+            (function,) = functions.values()
+            return function
+        return LoadedModule(functions, variables)
+
+    def _modules(self) -> dict[str, ModuleOp]:
+        """The nested modules of module.mlir by name."""
+        try:
+            text = _read(self.mlir_path).decode("utf-8")
+            outer = parse_module(text, self.mlir_path)
+        except UnicodeDecodeError as error:
+            raise ValueError(f"sf.saved.load: cannot read {self.mlir_path}: not UTF-8 text "
+                             f"({error.reason} at byte {error.start})") from None
+        except IRError as error:
+            where = "" if str(error).startswith(self.mlir_path) else f"{self.mlir_path}: "
+            raise ValueError(f"sf.saved.load: {where}{error}") from None
+        modules = {}
+        for op in list(outer.ops):
+            if not isinstance(op, ModuleOp) or op.sym_name is None:
+                raise ValueError(f"sf.saved.load: {self.mlir_path}: expected only named "
+                                 f"builtin.module ops at the top level, found {op.name}")
+            op.detach()
+            modules[op.sym_name.data] = op
+        return modules
+
+    def _signature(self, parameters: list[dict], where: str) -> inspect.Signature:
+        try:
+            return inspect.Signature([
+                inspect.Parameter(p["name"], getattr(inspect.Parameter, p["kind"]),
+                                  default=p.get("default", inspect.Parameter.empty))
+                for p in parameters])
+        except ValueError as error:
+            raise self.fail(f"{where}.parameters", f"are not a Python signature: "
+                                                   f"{error}") from None
+
+    def _check_concrete(self, entry: dict, modules: dict[str, ModuleOp], parameters: int,
+                        at: str) -> None:
+        """The entry's module and function exist, and its arguments, captures and results
+        agree with the function's type in the IR; note the types of the arrays it takes."""
+        module = modules.get(entry["module"])
+        if module is None:
+            raise self.fail(f"{at}.module", f"names @{entry['module']}, which "
+                                            f"{self.mlir_path} does not hold")
+        function = next((op for op in module.ops if isinstance(op, FuncOp)
+                         and op.sym_name.data == entry["entry"]), None)
+        if function is None:
+            raise self.fail(f"{at}.entry", f"names @{entry['entry']}, which module "
+                                           f"@{entry['module']} of {self.mlir_path} does "
+                                           "not hold")
+        arguments = entry["arguments"]["tuple"]
+        if len(arguments) != parameters:
+            raise self.fail(f"{at}.arguments", f"has {len(arguments)} items for "
+                                               f"{parameters} parameters")
+        leaves = _leaves(entry["arguments"]) + entry["captures"]
+        inputs = [abstract_value(t) for t in function.function_type.inputs.data]
+        if len(leaves) != len(inputs):
+            raise self.fail(at, f"passes {len(leaves)} arguments and captures, @"
+                                f"{entry['entry']} in {self.mlir_path} takes {len(inputs)}")
+        for position, (leaf, want) in enumerate(zip(leaves, inputs, strict=True)):
+            self._check_input(leaf, want, f"{at} input {position}", entry["entry"])
+        results = _outputs(entry["outputs"])
+        count = len(function.function_type.outputs.data)
+        if results != list(range(count)):
+            raise self.fail(f"{at}.outputs", f"uses the results {results}, @{entry['entry']} "
+                                             f"in {self.mlir_path} returns {count}, each "
+                                             "used once in order")
+
+    def _check_input(self, leaf: Node, want: Any, at: str, entry: str) -> None:
+        if "tensor" in leaf:
+            spec = leaf["tensor"]
+            if isinstance(want, ResourceType) or not _same_type(
+                    want, dtypes.as_dtype(spec["dtype"]), tuple(spec["shape"])):
+                raise self.fail(at, f"is a tensor {spec['dtype']}{spec['shape']}, @{entry} in "
+                                    f"{self.mlir_path} takes {want}")
+            return
+        key, count = (f"v{leaf['variable']}", len(self.manifest["variables"])) \
+            if "variable" in leaf else (f"c{leaf['constant']}", None)
+        if count is not None and leaf["variable"] >= count:
+            raise self.fail(at, f"is variable {leaf['variable']}, the manifest lists {count}")
+        if ("variable" in leaf) != isinstance(want, ResourceType):
+            raise self.fail(at, f"is a {'variable' if 'variable' in leaf else 'constant'}, "
+                                f"@{entry} in {self.mlir_path} takes {want}")
+        self.declared.setdefault(key, []).append(
+            (f"@{entry}", want.value if isinstance(want, ResourceType) else want))
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """The saved arrays, each checked against the types declared for it before its
+        data is read (a header may claim terabytes)."""
+        _regular(self.arrays_path)
+        try:
+            with zipfile.ZipFile(self.arrays_path) as archive:
+                members = {n.removesuffix(".npy"): n for n in archive.namelist()}
+                missing = [k for k in self.declared if k not in members]
+                if missing:
+                    raise ValueError(f"sf.saved.load: {self.arrays_path} lacks the "
+                                     f"variables {missing}")
+                return {key: self._array(archive, members[key], key) for key in self.declared}
+        except (OSError, EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError,
+                ValueError) as error:
+            if str(error).startswith("sf.saved.load"):
+                raise
+            raise ValueError(f"sf.saved.load: cannot read {self.arrays_path}: "
+                             f"{type(error).__name__}: {error}") from None
+
+    def _array(self, archive: zipfile.ZipFile, member: str, key: str) -> np.ndarray:
+        with archive.open(member) as file:
+            version = np.lib.format.read_magic(file)
+            if version not in ((1, 0), (2, 0)):
+                raise ValueError(f"sf.saved.load: {self.arrays_path}: {key} is in .npy "
+                                 f"format {version}, which sf.saved does not write")
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(file)
+            what = f"{key} is {dtype}{list(shape)}"
+            if dtype.hasobject or dtype not in dtypes.ALL:
+                raise ValueError(f"sf.saved.load: {self.arrays_path}: {what}, not an array of "
+                                 "a dtype stageflow knows")
+            for user, want in self.declared[key]:
+                if not _same_type(want, dtype, shape):
+                    raise ValueError(f"sf.saved.load: {self.arrays_path}: {what}, {user} in "
+                                     f"{self.mlir_path} takes {want}")
+            if int(np.prod(shape, dtype=object)) * dtype.itemsize > archive.getinfo(
+                    member).file_size:
+                raise ValueError(f"sf.saved.load: {self.arrays_path}: {what}, more than the "
+                                 "entry holds")
+        with archive.open(member) as file:
+            return np.lib.format.read_array(file, allow_pickle=False)

@@ -12,11 +12,12 @@ directory holds
   constants (``c0``...);
 - ``manifest.json``: the format, each function's parameters and concrete functions (module
   name, entry symbol, argument and result structures, captures), each variable's name and
-  trainable flag.
+  trainable flag, and the digest of all that (`digest`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import io
 import json
@@ -152,6 +153,15 @@ def _saved_concrete(name: str, index: int, arguments: Any, concrete: ConcreteFun
     return entry, ModuleOp(ops, sym_name=StringAttr(symbol))
 
 
+def digest(manifest: dict) -> str:
+    """The SHA-256 of the manifest's content (its JSON with sorted keys and no whitespace,
+    its own ``digest`` left out): a loader refuses an edit that keeps the files consistent
+    with each other but changes what a call returns (a Python value among the results)."""
+    content = {key: value for key, value in manifest.items() if key != "digest"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def save(obj: Any, directory: str | os.PathLike) -> None:
     """Save `obj` (an `sf.function`, or an object such as an `sf.Module` with staged
     methods) with every signature it has been traced with, and its variables."""
@@ -180,6 +190,7 @@ def save(obj: Any, directory: str | os.PathLike) -> None:
         "functions": manifest_functions,
         "variables": [{"name": v.name, "trainable": v.trainable} for v in state.variables],
     }
+    manifest["digest"] = digest(manifest)
     arrays = {f"v{i}": v.numpy() for i, v in enumerate(state.variables)}
     arrays.update({f"c{i}": c for i, c in enumerate(state.constants)})
     os.makedirs(directory, exist_ok=True)

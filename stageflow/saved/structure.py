@@ -98,8 +98,8 @@ def match(node: Node, value: Any, path: str, inputs: list, where: str) -> None:
 def _tensor(spec: dict, value: Any, path: str, where: str) -> np.ndarray:
     if isinstance(value, Tensor | Variable):
         array = value._value
-    elif isinstance(value, np.ndarray):
-        array = value
+    elif isinstance(value, np.ndarray | np.generic):  # a NumPy scalar, as staged calls take
+        array = np.asarray(value)
     else:
         raise TypeError(f"{where}: {path} must be a tensor {_type(spec)}, got "
                         f"{type(value).__name__}")

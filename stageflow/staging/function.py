@@ -142,7 +142,10 @@ class Function:
             args = (self._instance(), *args)
         if not kwargs and self._simple and len(args) == len(self._positional):
             return args
-        bound = self._signature.bind(*args, **kwargs)
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:  # Python's message names neither the function nor what it takes
+            raise TypeError(f"{self.name}{self._signature}: {error}") from None
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
@@ -164,7 +167,7 @@ class Function:
         if self.input_signature is not None:
             canonical = self._conform(canonical)
         leaves, treedef = nest.flatten(canonical)
-        leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
+        leaves = self._tensor_leaves(leaves, canonical)
         concrete = self._concrete_for(leaves, treedef, canonical)
         tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
         if isinstance(context.current_trace(), GraphTrace):
@@ -175,6 +178,20 @@ class Function:
                 self._flat_cache.clear()
             self._flat_cache[key] = concrete
         return concrete.call_flat(tensors)
+
+    def _tensor_leaves(self, leaves: list, canonical: tuple) -> list:
+        """NumPy leaves made tensors; one that cannot be (a dtype with no tensors, an array
+        too big to copy) is an error naming its argument, not only the array's dtype."""
+        converted = []
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, np.ndarray):
+                try:
+                    leaf = Tensor(leaf)
+                except (TypeError, ValueError, MemoryError) as error:
+                    name = self._names(canonical)[i]
+                    raise _kind(error)(f"{self.name}: argument {name!r}: {error}") from None
+            converted.append(leaf)
+        return converted
 
     def _flat_key(self, args: tuple) -> tuple | None:
         """The cache key of a call whose arguments are all eager tensors (the common case,
@@ -274,24 +291,27 @@ class Function:
         ``__array__`` of the spec's dtype, as TensorFlow converts them."""
         specs = self._canonical(tuple(self.input_signature), {})
         conformed = []
-        for value, spec in zip(canonical, specs, strict=False):
-            if isinstance(value, np.ndarray | np.generic):
-                value = Tensor(np.asarray(value))  # its dtype is checked, not cast
-            elif isinstance(spec, TensorSpec) and not isinstance(
-                    value, Tensor | Variable | TensorSpec):
-                try:
+        for name, value, spec in zip(self._signature.parameters, canonical, specs,
+                                     strict=False):
+            try:
+                if isinstance(value, np.ndarray | np.generic):
+                    value = Tensor(np.asarray(value))  # its dtype is checked, not cast
+                elif isinstance(spec, TensorSpec) and not isinstance(
+                        value, Tensor | Variable | TensorSpec):
                     value = convert_to_tensor(value, spec.dtype)
-                except (TypeError, ValueError) as error:
-                    raise TypeError(f"{self.name}: an argument for {spec} cannot be converted "
-                                    f"to a tensor: {error}") from None
+            except (TypeError, ValueError, MemoryError) as error:
+                kind = MemoryError if isinstance(error, MemoryError) else TypeError
+                raise kind(f"{self.name}: argument {name!r} (for {spec}) cannot be "
+                           f"converted to a tensor: {error}") from None
             conformed.append(value)
         return (*conformed, *canonical[len(conformed):])
 
     def _signature_function(self, leaves: list, canonical: tuple) -> ConcreteFunction:
         device = _call_device(leaves)
+        spec_args = self._canonical(tuple(self.input_signature), {})
+        self._check_fixed(canonical, spec_args)
         concrete = self._cache.get(("signature", device))
         if concrete is None:
-            spec_args = self._canonical(tuple(self.input_signature), {})
             spec_leaves, treedef = nest.flatten(spec_args)
             concrete = self._trace(spec_leaves, treedef, None, device)
             self._cache[("signature", device)] = concrete
@@ -301,6 +321,25 @@ class Function:
         tensors = [leaf for leaf in leaves if isinstance(leaf, kinds)]
         concrete.check_arguments(tensors, names)
         return concrete
+
+    def _check_fixed(self, canonical: tuple, spec_args: tuple) -> None:
+        """Arguments the input_signature leaves out are traced once, with their defaults: a
+        call passing another value (a different number, a tensor) would silently get the
+        traced one, so it is an error naming the argument."""
+        kinds = Tensor | Variable | TensorSpec
+        for name, value, traced in zip(self._signature.parameters, canonical, spec_args,
+                                       strict=False):
+            if isinstance(traced, TensorSpec):
+                continue  # a tensor argument: check_arguments checks it against its spec
+            got, got_tree = nest.flatten(value)
+            want, want_tree = nest.flatten(traced)
+            if got_tree == want_tree and all(
+                    isinstance(w, TensorSpec) or (not isinstance(g, kinds) and _same_value(g, w))
+                    for g, w in zip(got, want, strict=True)):
+                continue
+            raise TypeError(f"{self.name}: argument {name!r} is {_describe_value(value)}, but "
+                            f"the input_signature has no TensorSpec for it, so the function "
+                            f"was traced with {traced!r} and cannot take another value")
 
     def _note_retrace(self, key: tuple, canonical: tuple) -> None:
         self._calls.append(True)
@@ -358,7 +397,7 @@ class Function:
         if self.input_signature is not None:
             canonical = self._conform(canonical)
         leaves, treedef = nest.flatten(canonical)
-        leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
+        leaves = self._tensor_leaves(leaves, canonical)
         return self._concrete_for(leaves, treedef, canonical,
                                   relaxed=not any(isinstance(x, TensorSpec) for x in leaves))
 
@@ -388,6 +427,29 @@ def _describe_key(key: tuple) -> str:
         else:
             parts.append(repr(leaf[-1]) if leaf[0] != "variable" else "a variable")
     return f"({', '.join(parts)}) on {key[2]}"
+
+
+def _kind(error: Exception) -> type[Exception]:
+    """The built-in type to re-raise a conversion error as, with a message naming the
+    argument (NumPy's own subclasses take other constructor arguments)."""
+    return next(kind for kind in (MemoryError, TypeError, ValueError) if isinstance(error, kind))
+
+
+def _same_value(got: Any, want: Any) -> bool:
+    """Whether a Python argument is the value a signature's trace used (the same object,
+    or an equal one of the same type)."""
+    if got is want:
+        return True
+    try:
+        return type(got) is type(want) and bool(got == want)
+    except (TypeError, ValueError):  # e.g. an array's ambiguous truth value
+        return False
+
+
+def _describe_value(value: Any) -> str:
+    if isinstance(value, Tensor | Variable):
+        return f"a {type(value).__name__.lower()} {np.dtype(value.dtype).name}{list(value.shape)}"
+    return repr(value)[:80]
 
 
 def _call_device(leaves: list) -> str:

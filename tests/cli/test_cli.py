@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -460,3 +461,35 @@ def test_an_unwritable_output_is_a_user_error(capsys, model_file, tmp_path):
                          "-o", target)
     message = assert_one_error_line(status, err, "compile")
     assert message.startswith("cannot write") and "missing" in message
+
+
+def test_report_to_an_unwritable_output_is_a_user_error(capsys, model_file, tmp_path):
+    """Found by the command-line campaign: 'internal error: FileNotFoundError'."""
+    target = tmp_path / "missing" / "report.html"
+    status, _, err = run(capsys, "report", f"{model_file}:staged", "--arg", "f32[2,4]",
+                         "-o", target)
+    message = assert_one_error_line(status, err, "report")
+    assert message.startswith("cannot write") and "missing" in message
+
+
+def test_a_target_in_a_file_that_is_not_python_is_a_user_error(capsys, tmp_path):
+    """Found by the command-line campaign: 'internal error: AttributeError: 'NoneType'
+    object has no attribute 'loader''."""
+    source = tmp_path / "model.mlir"
+    source.write_text("func.func @f() {\n}\n")
+    status, _, err = run(capsys, "dump", f"{source}:f", "--arg", "f32[2]")
+    message = assert_one_error_line(status, err, "dump")
+    assert message == f"cannot import {source}: not a Python file (expected FILE.py:FUNC)"
+
+
+def test_more_logical_cpus_than_threads_is_a_user_error():
+    """Found by the command-line campaign (memory capped at 2 GB): ``--logical-cpus 100000``
+    ran out of threads, 'internal error: RuntimeError: can't start new thread'."""
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    result = subprocess.run([sys.executable, "-m", "stageflow.cli", "devices",
+                             "--logical-cpus", "100000"], capture_output=True, text=True,
+                            timeout=120, preexec_fn=cap_memory)
+    assert result.returncode == 1
+    assert result.stderr.startswith("stageflow devices: error: cannot start the devices: ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -137,3 +138,31 @@ def test_the_cache_is_bounded_least_recently_used_first(tmp_path):
     remaining = _entries(tmp_path)
     assert first[0] not in remaining
     assert sum(p.stat().st_size for p in remaining) <= size + 1
+
+
+def test_an_entry_with_a_bad_section_alignment_is_moved_aside(tmp_path):
+    """Found by the cache-faults campaign: an object whose section headers were damaged
+    (under a valid checksum) still defined its symbols, and LLVM's linker aborted the
+    process on an alignment that is not a power of two."""
+    cold = _child(tmp_path, 2.0)
+    entries = _entries(tmp_path)
+    header = len(cache.MAGIC) + cache.DIGEST_BYTES
+    for entry in entries:
+        payload = bytearray(entry.read_bytes()[header:])
+        sections = struct.unpack_from("<Q", payload, 0x28)[0]
+        size, count = struct.unpack_from("<HH", payload, 0x3A)
+        for index in range(count):  # every section aligned to 3 bytes
+            struct.pack_into("<Q", payload, sections + index * size + 0x30, 3)
+        entry.write_bytes(_sealed(bytes(payload)))
+    again = _child(tmp_path, 2.0)
+    assert again["sum"] == cold["sum"] and again["corrupt"] == len(entries)
+
+
+def test_an_elf_header_pointing_past_any_int_is_not_an_object():
+    """Found by the cache-faults campaign: an entry whose (damaged) header put the section
+    table at an offset past what an index holds raised OverflowError into the compile
+    instead of being moved aside."""
+    data = bytearray(b"\x7fELF\x02\x01" + b"\0" * 58)
+    struct.pack_into("<Q", data, 0x28, 2**63 + 5)
+    struct.pack_into("<HH", data, 0x3A, 64, 1)
+    assert cache.elf_symbols(bytes(data)) is None

@@ -111,8 +111,8 @@ def test_convert_to_tensor_checks_the_dtype_of_tensors():
 @pytest.mark.parametrize(
     "value",
     [
-        np.array([1, 2], np.uint8),
-        np.array([1, 2], np.int16),
+        np.array([1, 2], np.uint16),
+        np.array([1, 2], np.int8).view([("a", np.int8)]),
         np.array([1j]),
         1j,
         "text",
@@ -131,7 +131,7 @@ def test_unsupported_values_raise_type_error(value):
         sf.convert_to_tensor(value)
 
 
-@pytest.mark.parametrize("dtype", [np.uint8, np.complex64, np.int16, "U3", object])
+@pytest.mark.parametrize("dtype", [np.uint16, np.complex64, np.float128, "U3", object])
 def test_unsupported_dtypes_raise_type_error(dtype):
     with pytest.raises(TypeError):
         sf.constant([1], dtype)
@@ -142,6 +142,35 @@ def test_unsupported_dtypes_raise_type_error(dtype):
 def test_ragged_lists_raise_value_error():
     with pytest.raises(ValueError):
         sf.constant([[1, 2], [3]])
+
+
+# Found by the bad-inputs campaign (`stageflow.testing.bad_inputs`).
+
+@pytest.mark.parametrize("value", [None, [1.0, None], (None,)])
+def test_none_with_a_dtype_is_refused_not_made_nan(value):
+    """NumPy makes None a NaN when asked for floats."""
+    with pytest.raises(TypeError, match="holds None"):
+        sf.constant(value, sf.float32)
+
+
+@pytest.mark.parametrize("value", [1 + 2j, np.ones(2, np.complex64)])
+def test_complex_values_with_a_real_dtype_are_refused(value):
+    """NumPy drops the imaginary parts with only a warning."""
+    with pytest.raises(TypeError, match="complex"):
+        sf.constant(value, sf.float32)
+
+
+def test_arrays_of_the_other_byte_order_are_the_same_numbers():
+    """Once 'cannot make a tensor of dtype >f4'."""
+    swapped = np.arange(3, dtype=np.float32).astype(">f4")
+    tensor = sf.constant(swapped)
+    assert tensor.dtype == np.float32 and tensor.numpy().tolist() == [0.0, 1.0, 2.0]
+
+
+def test_an_operand_that_cannot_be_a_tensor_names_the_line():
+    """An op's operand converted inside the op: the message says which line passed it."""
+    with pytest.raises(TypeError, match="dtype object\n  at .*test_tensor.py"):
+        sf.constant([1.0]) * np.array([object()])
 
 
 def test_numpy_returns_a_copy_that_does_not_alias():

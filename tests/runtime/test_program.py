@@ -234,3 +234,12 @@ def test_large_kernels_split_their_rows_over_threads_with_broadcast_operands():
         want = f(*(sf.constant(a) for a in (x, bias, scale)))
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_error_names_its_op_once():
+    """Found by the bad-inputs campaign: NumPy's matmul names itself, and the interpreter's
+    error read 'matmul: matmul: Input operand 1 has a mismatch ...'."""
+    interpreted = sf.function(lambda x, w: sf.matmul(x, w), jit=False,
+                              input_signature=[sf.TensorSpec([None, None])] * 2)
+    with pytest.raises(ValueError, match=r"^matmul: (?!matmul:)(?s:.*)test_program.py"):
+        interpreted(sf.ones((2, 0)), sf.ones((3, 5)))

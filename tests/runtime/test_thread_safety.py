@@ -74,3 +74,43 @@ def test_a_training_step_from_threads_counts_every_step():
     hammer(step)
     assert int(opt.iterations.numpy()) == THREADS * CALLS
     np.testing.assert_allclose(w.numpy(), 1.0 - 1e-3 * 4 * THREADS * CALLS, rtol=1e-4)
+
+
+# Found by the threads campaign (`python -m stageflow.testing.threads`).
+
+@pytest.mark.parametrize("size", [1, 1 << 21], ids=["scalar", "large"])
+def test_eager_updates_beside_compiled_ones_lose_nothing(size):
+    """Eager `assign_add` read the value, added (NumPy releases the GIL on large arrays)
+    and stored: an update made meanwhile by another thread, eager or compiled, was lost."""
+    v = sf.Variable(np.zeros(size, np.float32))
+    ones = sf.ones((size,))
+
+    @sf.function
+    def increment():
+        v.assign_add(ones)
+
+    def eager():
+        v.assign_add(ones)
+        v.assign_sub(ones)
+        v.assign_add(ones)
+
+    threads = [threading.Thread(target=lambda f=f: [f() for _ in range(CALLS)])
+               for f in (increment, eager) * 3]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    np.testing.assert_array_equal(v.numpy()[:4], np.full(min(size, 4), 2 * 3 * CALLS))
+
+
+def test_interpreted_assign_add_loses_nothing():
+    """The interpreter (`jit=False`) ran a variable's read and write without its lock."""
+    v = sf.Variable(np.zeros(1 << 21, np.float32))
+
+    @sf.function(jit=False)
+    def increment():
+        v.assign_add(1.0)
+
+    hammer(increment)
+    np.testing.assert_array_equal(v.numpy()[:4], np.full(4, THREADS * CALLS))
+

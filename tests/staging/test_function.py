@@ -489,3 +489,40 @@ def test_hostile_function_names_compile(name):
     staged = sf.function(f, autograph=False)
     np.testing.assert_array_equal(staged(np.ones(3, np.float32)).numpy(), [2.0, 2.0, 2.0])
     assert "\n" not in staged.name and '"' not in staged.name
+
+
+# Found by the bad-inputs campaign (`stageflow.testing.bad_inputs`).
+
+def test_an_argument_the_signature_leaves_out_cannot_change_silently():
+    """A keyword the input_signature has no spec for was traced with its default; another
+    value was once ignored (the call returned x * 2.0 for scale=5.0)."""
+    scaled = sf.function(lambda x, *, scale=2.0: x * scale,
+                         input_signature=[sf.TensorSpec([2], sf.float32)])
+    assert scaled(sf.ones((2,)), scale=2.0).numpy().tolist() == [2.0, 2.0]
+    with pytest.raises(TypeError, match="argument 'scale' is 5.0.*traced with 2.0"):
+        scaled(sf.ones((2,)), scale=5.0)
+    with pytest.raises(TypeError, match="argument 'scale' is a tensor float32"):
+        scaled(sf.ones((2,)), scale=sf.constant(5.0))
+
+
+def test_none_for_a_signature_spec_is_refused_not_made_nan():
+    f = sf.function(lambda x: x + 1.0, input_signature=[sf.TensorSpec([], sf.float32)])
+    with pytest.raises(TypeError, match="argument 'x'.*holds None"):
+        f(None)
+
+
+@pytest.mark.parametrize("call", [lambda f: f(1, 2, 3), lambda f: f(1, 2, c=3),
+                                  lambda f: f(1, a=2)])
+def test_a_call_that_does_not_bind_names_the_function_and_its_parameters(call):
+    def add(a, b):
+        return a + b
+
+    with pytest.raises(TypeError, match=r"^add\(a, b\): "):
+        call(sf.function(add))
+
+
+def test_an_array_that_cannot_be_a_tensor_names_its_argument():
+    """Once 'cannot make a tensor of dtype uint16', naming no argument."""
+    f = sf.function(lambda x, y: x + y)
+    with pytest.raises(TypeError, match="argument 'y': cannot make a tensor of dtype uint16"):
+        f(np.ones(2, np.float32), np.ones(2, np.uint16))

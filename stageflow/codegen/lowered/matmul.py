@@ -168,7 +168,8 @@ def _select_max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 def _layout(b: ir.IRBuilder, x: Operand, transpose: bool) -> tuple[ir.Value, ir.Value,
                                                                   ir.Value]:
     """(usable, cblas transpose flag, leading dim) for the stored matrix of `x`: row-major
-    as is, or column-major read as the transpose of a row-major one."""
+    as is, or column-major read as the transpose of a row-major one; an empty one (no gemm
+    reads it) whatever its strides."""
     rows, cols = x.dims[-2:]
     row_stride, col_stride = x.strides[-2:]
     flat_rows, flat_cols = (b.icmp_signed("<=", d, i64(1)) for d in (rows, cols))
@@ -181,7 +182,8 @@ def _layout(b: ir.IRBuilder, x: Operand, transpose: bool) -> tuple[ir.Value, ir.
                     b.select(flat_cols, wide_rows, col_stride))
     as_is, flipped = ((TRANS, NO_TRANS) if transpose else (NO_TRANS, TRANS))
     flag = b.select(row_ok, ir.Constant(I32, as_is), ir.Constant(I32, flipped))
-    return b.or_(row_ok, col_ok), flag, lead
+    empty = b.or_(b.icmp_signed("==", rows, i64(0)), b.icmp_signed("==", cols, i64(0)))
+    return b.or_(b.or_(row_ok, col_ok), empty), flag, lead
 
 
 @dataclass(frozen=True)

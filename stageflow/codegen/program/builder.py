@@ -43,7 +43,7 @@ written value, and the variables' own storage is never written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +74,7 @@ from stageflow.passes.plan_buffers import BUFFER_ATTR
 OP_FAILED = 1000
 NO_MEMORY = 999
 NULL_POINTER = 998  # an ahead-of-time entry given NULL where it needs memory
+TOO_LARGE = 997  # a value the arguments' dims imply would take more than 2**62 bytes
 # A kernel call of results this large splits its rows over the cores (`split_rows`): a
 # thread costs ~35 us to start, a 2^18-element kernel of a few ops a few hundred.
 SPLIT_KERNEL_ELEMENTS = 1 << 18
@@ -309,10 +310,6 @@ class ProgramBuilder:
                 pointers.append(pointer)
             given = []
             ok: ir.Value = ir.Constant(I1, 1)
-            # The bytes of the array must fit in 2**62: every product of dims the program
-            # computes (sizes, offsets) then fits in an i64 (dims whose product overflowed
-            # once gave 0 elements and wrote out of bounds).
-            room: ir.Value = i64((1 << 62) // max(ty.dtype.itemsize, 1))
             for axis, static in enumerate(ty.shape):
                 size = b.load(b.gep(dims, [i64(position)], source_etype=I64), typ=I64)
                 size.name = f"arg{index}.d{axis}"
@@ -323,18 +320,15 @@ class ProgramBuilder:
                 else:
                     ok = b.and_(ok, b.icmp_signed("==", size, i64(static)))
                     given.append(i64(static))
-                    size = i64(static)
-                ok = b.and_(ok, b.icmp_signed("<=", size, room))
-                room = b.select(b.icmp_signed(">", size, i64(0)),
-                                b.sdiv(room, b.select(b.icmp_signed(">", size, i64(0)), size,
-                                                      i64(1))), room)
+            ok = b.and_(ok, _fits(b, given, ty.dtype.itemsize))
             return_unless(b, ok, ir.Constant(I32, index + 1))
             all_dims.append(given)
         return pointers, all_dims
 
     def _value_dims(self, b: ir.IRBuilder,
                     arg_dims: list[list[ir.Value]]) -> dict[SSAValue, list[ir.Value]]:
-        """Every value's dims; a resource argument's are its variable's."""
+        """Every value's dims; a resource argument's are its variable's. Returns
+        `TOO_LARGE` early where a value's would not fit (`_fits`)."""
         known = function_dims(b, self.function, arg_dims, self.functions)
         for arg, given in zip(self.function.body.block.args, arg_dims, strict=True):
             known.setdefault(arg, given)
@@ -346,6 +340,11 @@ class ProgramBuilder:
                     for value in values:
                         if isinstance(value.type, TensorType):
                             known[value] = [i64(d) for d in value.type.get_shape()]
+        ok: ir.Value = ir.Constant(I1, 1)
+        for value, sizes in known.items():
+            if not all(isinstance(d, ir.Constant) for d in sizes):
+                ok = b.and_(ok, _fits(b, sizes, shaped_type(value.type).dtype.itemsize))
+        return_unless(b, ok, ir.Constant(I32, TOO_LARGE))
         return known
 
     def _shapes(self) -> ir.Function:
@@ -895,3 +894,17 @@ def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
         return i64(max(x.constant, y.constant))
     return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _fits(b: ir.IRBuilder, dims: Sequence[ir.Value], itemsize: int) -> ir.Value:
+    """Whether an array of `dims` (each >= 0) takes at most 2**62 bytes, its dims counted
+    as if a 0 among them were a 1: every product of dims the program computes (sizes,
+    offsets) then fits in an i64. Dims whose product overflowed once gave 0 elements and
+    wrote out of bounds."""
+    ok: ir.Value = ir.Constant(I1, 1)
+    room: ir.Value = i64((1 << 62) // max(itemsize, 1))
+    for size in dims:
+        ok = b.and_(ok, b.icmp_signed("<=", size, room))
+        positive = b.icmp_signed(">", size, i64(0))
+        room = b.select(positive, b.sdiv(room, b.select(positive, size, i64(1))), room)
+    return ok

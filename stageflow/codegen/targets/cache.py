@@ -132,6 +132,10 @@ def elf_symbols(data: bytes) -> tuple[set[str], set[str]] | None:
         entry_size, count = struct.unpack_from("<HH", data, 0x3A)
         sections = [struct.unpack_from("<IIQQQQIIQQ", data, section_offset + i * entry_size)
                     for i in range(count)]
+        for section in sections:  # LLVM's linker aborts the process on either
+            if section[8] & (section[8] - 1) or (
+                    section[1] != 8 and section[4] + section[5] > len(data)):  # not NOBITS
+                return None
         defined: set[str] = set()
         undefined: set[str] = set()
         for section in sections:
@@ -147,7 +151,7 @@ def elf_symbols(data: bytes) -> tuple[set[str], set[str]] | None:
                     continue
                 (undefined if index == 0 else defined).add(name)
         return defined, undefined
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError):
         return None
 
 

@@ -34,7 +34,11 @@ def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
     as_tensor = getattr(value, "_as_tensor", None)
     if as_tensor is not None:
         return convert_to_tensor(as_tensor(), dtype)
-    return context.current_trace().constant(to_array(value, dtype))
+    try:
+        array = to_array(value, dtype)
+    except (TypeError, ValueError) as error:  # an op's operand: say which line passed it
+        raise type(error)(f"{error}{describe_location()}") from None
+    return context.current_trace().constant(array)
 
 
 def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:

@@ -1,0 +1,63 @@
+"""The bad-inputs campaign (`stageflow.testing.bad_inputs`): a slice of it finds no crash,
+no wrong result and no unclear error, and its judge and its child processes do detect
+those, so that the slice cannot pass by seeing nothing."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stageflow.testing.bad_inputs import OUTCOMES, main, run_campaign, unclear_because
+from stageflow.testing.isolated import Died, Hung, run_isolated
+
+
+def test_a_slice_of_the_campaign_finds_no_defect():
+    tally = run_campaign(400, 2026)
+    assert sum(tally.total(o) for o in OUTCOMES) == 400
+    assert tally.total("ok") > 0 and tally.total("clear error") > 0
+    for outcome in ("unclear error", "wrong result", "crash", "hang"):
+        assert tally.total(outcome) == 0, tally.examples
+
+
+def test_the_summary_names_the_seed_and_tallies_by_family(capsys):
+    assert main(["--count", "8", "--seed", "7"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("bad inputs to staged functions, seed 7, 8 calls")
+    assert "wrong" in out and "crash" in out and "total" in out
+
+
+def _abort_on_two(item: int) -> int:
+    if item == 2:
+        os.abort()
+    return item
+
+
+def _hang_on_one(item: int) -> int:
+    if item == 1:
+        time.sleep(60)
+    return item
+
+
+def test_a_child_that_aborts_is_counted_as_a_crash_and_the_rest_still_run():
+    results = run_isolated(_abort_on_two, [0, 1, 2, 3], batch=4)
+    assert results[:2] == [0, 1] and results[3] == 3
+    assert isinstance(results[2], Died) and results[2].how == "signal 6" and results[2].alone
+
+
+def test_a_child_that_gives_no_result_in_time_is_counted_as_a_hang():
+    results = run_isolated(_hang_on_one, [0, 1, 2], timeout=3)
+    assert results[0] == 0 and isinstance(results[1], Hung) and results[2] == 2
+
+
+def test_internal_exceptions_and_vague_messages_are_unclear():
+    parameters = ["features", "weights"]
+    assert unclear_because(KeyError("features"), "project", parameters, None) == "raw KeyError"
+    assert unclear_because(AttributeError("x"), "project", parameters, None) is not None
+    assert unclear_because(ValueError("project: internal error"), "project", parameters,
+                           None) == "says internal error"
+    assert unclear_because(TypeError("too many positional arguments"), "project", parameters,
+                           None) is not None
+    assert unclear_because(TypeError("cannot make a tensor of dtype uint8"), "project",
+                           parameters, None) is not None
+    assert unclear_because(TypeError("project: argument 'weights': cannot make a tensor of "
+                                     "dtype uint8"), "project", parameters, None) is None
