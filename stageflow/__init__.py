@@ -22,7 +22,18 @@ from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
 from stageflow.core.devices import device
-from stageflow.core.dtypes import bfloat16, float16, float32, float64, int32, int64, uint32
+from stageflow.core.dtypes import (
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint32,
+)
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
 from stageflow.frontend.module import Module
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators

@@ -18,8 +18,9 @@ from stageflow.core import context
 from stageflow.testing.strategies import axes  # noqa: F401 - shared with the campaigns
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-INTS = (np.dtype(np.int32), np.dtype(np.int64))
+INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.int32, np.int64))
 NUMERIC = FLOATS + INTS
+INDICES = (np.dtype(np.int32), np.dtype(np.int64))  # what gather takes, as in TensorFlow
 BOOL = np.dtype(np.bool_)
 ALL = NUMERIC + (BOOL,)
 
@@ -55,8 +56,9 @@ def elements(dtype, lo: float = -10, hi: float = 10, nonzero: bool = False):
     dtype = np.dtype(dtype)
     if dtype == BOOL:
         return st.booleans()
-    if dtype.kind == "i":
-        values = st.integers(int(lo), int(hi))
+    if dtype.kind in "iu":  # the bounds clipped to the dtype's range
+        info = np.iinfo(dtype)
+        values = st.integers(max(int(lo), int(info.min)), min(int(hi), int(info.max)))
         return values.filter(bool) if nonzero else values
     lo, hi = _representable(lo, dtype, hi), _representable(hi, dtype, lo)
     values = st.floats(

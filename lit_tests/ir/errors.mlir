@@ -54,9 +54,9 @@ func.func @result_count(%s: tensor<4xui32>) {
 
 // -----
 
-// CHECK: errors.mlir:[[# @LINE + 2]]:3: 'sf.exp' op element type i8 is not supported by stageflow
-func.func @element_type(%a: tensor<4xi8>) {
-  %0 = sf.exp %a : (tensor<4xi8>) -> tensor<4xi8>
+// CHECK: errors.mlir:[[# @LINE + 2]]:3: 'sf.exp' op element type ui16 is not supported by stageflow
+func.func @element_type(%a: tensor<4xui16>) {
+  %0 = sf.exp %a : (tensor<4xui16>) -> tensor<4xui16>
   func.return
 }
 

@@ -280,3 +280,22 @@ func.func @narrow_output(%x: tensor<2x1xf32>, %e: tensor<2x0xf32>) -> (tensor<2x
   %z = sf.add %y, %e : (tensor<2x1xf32>, tensor<2x0xf32>) -> tensor<2x0xf32>
   func.return %y, %z : tensor<2x1xf32>, tensor<2x0xf32>
 }
+
+// pow of signed integers stays out of kernels: NumPy refuses a negative exponent, which a
+// kernel cannot do for one element of many (its own lowering returns an error code). The
+// float pow beside it joins its kernel.
+// CHECK-LABEL: func.func @integer_pow(
+// CHECK-NEXT:    %d = sf.call %x {callee = @integer_pow_kernel0} : (tensor<4xi32>) -> tensor<4xi32>
+// CHECK-NEXT:    %p = sf.pow %d, %y : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+// CHECK-NEXT:    %q = sf.call %p, %f, %g {callee = @integer_pow_kernel1}
+// CHECK-NOT:     sf.pow {{.*}}i32
+// CHECK-LABEL: func.func @integer_pow_kernel1(
+// CHECK:         sf.pow %f, %g : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+func.func @integer_pow(%x: tensor<4xi32>, %y: tensor<4xi32>, %f: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xi32>, tensor<4xf32>) {
+  %d = sf.add %x, %x : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %p = sf.pow %d, %y : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %pf = sf.cast %p {dtype = f32} : (tensor<4xi32>) -> tensor<4xf32>
+  %h = sf.pow %f, %g : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = sf.add %pf, %h : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %p, %q : tensor<4xi32>, tensor<4xf32>
+}

@@ -16,14 +16,19 @@ float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
 uint32 = np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
 
-ALL = (float16, bfloat16, float32, float64, int32, int64, uint32, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint32, bool_)
 FLOATING = (float16, bfloat16, float32, float64)
-INTEGER = (int32, int64, uint32)
+INTEGER = (int8, int16, int32, int64, uint8, uint32)
+UNSIGNED = (uint8, uint32)
+SIGNED = (int8, int16, int32, int64)
 
 # Short names used by the IR (`tensor<4x?xf32>`) and by the command line (`f32[8,784]`).
 SHORT_NAMES = {
@@ -31,8 +36,11 @@ SHORT_NAMES = {
     bfloat16: "bf16",
     float32: "f32",
     float64: "f64",
+    int8: "i8",
+    int16: "i16",
     int32: "i32",
     int64: "i64",
+    uint8: "ui8",
     uint32: "ui32",
     bool_: "i1",
 }

@@ -85,7 +85,9 @@ class Primitive:
     The facts (see `stageflow.core.op_facts`) are set by each family's factory functions:
     `family`, `memory`, `cost`, `reduction` (for reductions), and `lowered_by`, which part
     of code generation lowers the op or a `HostOnly` reason. None means undeclared: the
-    op-facts test reports it.
+    op-facts test reports it. `refuses` are the operand dtypes for which some values are an
+    error (NumPy raises: integers to negative powers): a kernel cannot refuse one element of
+    many, so such an op is never fused and runs by a lowering of its own that can.
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class Primitive:
         cost: Cost = Cost.OPAQUE,
         reduction: ReductionKind | None = None,
         lowered_by: Lowering | None = None,
+        refuses: tuple[np.dtype, ...] = (),
     ) -> None:
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
@@ -118,6 +121,7 @@ class Primitive:
         self.cost = cost
         self.reduction = reduction
         self.lowered_by = lowered_by
+        self.refuses = frozenset(refuses)
         self.vjp: Callable[..., list] | None = None
         self.differentiable = True
         REGISTRY[name] = self

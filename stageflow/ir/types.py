@@ -46,8 +46,11 @@ ELEMENT_TYPES: dict[np.dtype, Attribute] = {
     dtypes.bfloat16: BFloat16Type(),
     dtypes.float32: Float32Type(),
     dtypes.float64: Float64Type(),
+    dtypes.int8: IntegerType(8),
+    dtypes.int16: IntegerType(16),
     dtypes.int32: IntegerType(32),
     dtypes.int64: IntegerType(64),
+    dtypes.uint8: IntegerType(8, Signedness.UNSIGNED),
     dtypes.uint32: IntegerType(32, Signedness.UNSIGNED),
     dtypes.bool_: IntegerType(1),
 }

@@ -61,12 +61,15 @@ IsEffect = Callable[[Operation], bool]
 
 
 def is_fusible(op: Operation) -> bool:
-    """Whether `op` may be a kernel op: elementwise, pure, one ranked-tensor result."""
+    """Whether `op` may be a kernel op: elementwise, pure, one ranked-tensor result, and
+    no operand of a dtype whose values it may refuse (`ElementwisePrimitive.refuses`)."""
     return (
         isinstance(op, ElementwiseOp)
         and not is_stateful(op)
         and len(op.results) == 1
         and all(isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
+        and not any(dtype_of(v.type.get_element_type()) in op.primitive.refuses
+                    for v in op.operands)
     )
 
 

@@ -57,7 +57,7 @@ def unary(name: str, kernel, summary: str, allowed=NUMERIC,
 
 def binary(
     name: str, kernel, summary: str, allowed=NUMERIC, result_dtype=None,
-    cost: Cost = Cost.ELEMENTWISE,
+    cost: Cost = Cost.ELEMENTWISE, refuses: tuple[np.dtype, ...] = (),
 ) -> ElementwisePrimitive:
     """A broadcasting binary op; `result_dtype(dtype)` gives the result dtype (default: same)."""
 
@@ -73,7 +73,7 @@ def binary(
 
     return ElementwisePrimitive(
         name, shape_rule=shape_rule, kernel=kernel, summary=summary, dims=broadcast_dims,
-        operand_dtypes=allowed, cost=cost,
+        operand_dtypes=allowed, cost=cost, refuses=refuses,
     )
 
 
@@ -190,7 +190,8 @@ divide_p = binary("divide", np.true_divide, "x / y (integers divide to float64)"
                   result_dtype=_true_divide_dtype)
 floordiv_p = binary("floordiv", np.floor_divide, "floor(x / y)")
 mod_p = binary("mod", np.remainder, "x - floor(x / y) * y (sign of y, as Python)")
-pow_p = binary("pow", np.power, "x ** y", cost=T)
+# NumPy raises for integers to negative integer powers.
+pow_p = binary("pow", np.power, "x ** y", cost=T, refuses=dtypes.SIGNED)
 maximum_p = binary("maximum", np.maximum, "elementwise max (NaN propagates)")
 minimum_p = binary("minimum", np.minimum, "elementwise min (NaN propagates)")
 logical_and_p = binary("logical_and", np.logical_and, "x and y", BOOL)

@@ -27,7 +27,7 @@ from stageflow.primitives.autodiff import (
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
 # The dtypes compiled loops accumulate reductions in (see `ReductionKind.native_dtypes`).
-NATIVE = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32})
+NATIVE = frozenset({dtypes.float32, dtypes.float64, *dtypes.INTEGER})
 _FACTS = {"family": Family.REDUCTION, "cost": Cost.REDUCTION, "lowered_by": LoweredBy.OP_RULE}
 
 

@@ -58,11 +58,13 @@ def _sort_rule(keys: ShapedType, *payloads: ShapedType, axis: int, descending: b
 def _sort(keys: np.ndarray, *payloads: np.ndarray, axis: int, descending: bool
           ) -> list[np.ndarray]:
     keys = np.asarray(keys)
+    # ml_dtypes' bfloat16 has no ordering of its own for NumPy's sorts: rank as float32.
+    ranked = keys.astype(np.float32) if keys.dtype == dtypes.bfloat16 else keys
     if descending:  # the reverse of a stable ascending sort of the reversed axis
-        flipped = np.argsort(np.flip(keys, axis), axis=axis, kind="stable")
+        flipped = np.argsort(np.flip(ranked, axis), axis=axis, kind="stable")
         order = (keys.shape[axis] - 1) - np.flip(flipped, axis)
     else:
-        order = np.argsort(keys, axis=axis, kind="stable")
+        order = np.argsort(ranked, axis=axis, kind="stable")
     return [np.ascontiguousarray(np.take_along_axis(keys, order, axis=axis)),
             order.astype(np.int32),
             *(np.ascontiguousarray(np.take_along_axis(np.asarray(p), order, axis=axis))

@@ -38,9 +38,11 @@ from hypothesis.extra import numpy as hnp
 import stageflow as sf
 from stageflow.testing.strategies import axes
 
-F32, F64, I32, I64, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
-                                                   np.bool_))
-FLOATS, INTS = (F32, F64), (I32, I64)
+F32, F64, I8, U8, I16, I32, I64, BOOL = (
+    np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32,
+                          np.int64, np.bool_))
+FLOATS, INTS = (F32, F64), (I8, U8, I16, I32, I64)
+INDICES = (I32, I64)  # what gather takes, as in TensorFlow
 NUMERIC = FLOATS + INTS
 TOLERANCES = {F32: 1e-5, F64: 1e-12}
 
@@ -118,8 +120,8 @@ class Program:
 def values(dtype: np.dtype) -> st.SearchStrategy[Any]:
     if dtype == BOOL:
         return st.booleans()
-    if dtype.kind == "i":
-        return st.integers(-4, 4)
+    if dtype.kind in "iu":
+        return st.integers(0 if dtype.kind == "u" else -4, 4)
     return st.floats(-3, 3, width=dtype.itemsize * 8, allow_subnormal=False)
 
 
@@ -150,7 +152,7 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
 def tame(x: Any, limit: float) -> Any:
     """`x` clipped into [-limit, limit] (integer bounds for integer tensors)."""
     if x.dtype.kind in "iu":
-        return sf.clip_by_value(x, -int(limit), int(limit))
+        return sf.clip_by_value(x, 0 if x.dtype.kind == "u" else -int(limit), int(limit))
     return sf.clip_by_value(x, -limit, limit)
 
 
@@ -237,7 +239,7 @@ def op_binary(draw: Any, p: Program) -> None:
     name = draw(st.sampled_from(names))
     fn, _, exact = BINARY[name]
     w = p.pool[b]
-    exact = v.exact and w.exact and (exact or v.dtype.kind == "i")
+    exact = v.exact and w.exact and (exact or v.dtype.kind in "iu")
     shape = broadcast(v.shape, w.shape)
     if draw(st.booleans()):
         p.push(name, (a, b), lambda run, x, y: fn(x, y), Value(shape, v.dtype, exact))
@@ -316,10 +318,10 @@ def op_reduce(draw: Any, p: Program) -> None:
     names = list(REDUCTIONS)
     if any(v.shape[i] == 0 for i in reduced):  # an empty max is an error, as in NumPy
         names = ["reduce_sum", "reduce_prod", "reduce_mean", "reduce_logsumexp"]
-    if v.dtype.kind == "i":
+    if v.dtype.kind in "iu":
         names.remove("reduce_logsumexp")
     name = draw(st.sampled_from(names))
-    exact = v.exact and (name in ("reduce_max", "reduce_min") or v.dtype.kind == "i")
+    exact = v.exact and (name in ("reduce_max", "reduce_min") or v.dtype.kind in "iu")
     fn = REDUCTIONS[name]
     p.push(f"{name}[axis={axis}, keepdims={keepdims}]", (a,),
            lambda run, x: fn(x, axis, keepdims), Value(shape, v.dtype, exact))
@@ -473,7 +475,7 @@ def op_pad(draw: Any, p: Program) -> None:
     a = draw(st.sampled_from(found))
     v = p.pool[a]
     pads = [(draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in v.shape]
-    fill = draw(st.sampled_from([0, 3])) if v.dtype.kind == "i" else draw(
+    fill = draw(st.sampled_from([0, 3])) if v.dtype.kind in "iu" else draw(
         st.sampled_from([0.0, 1.5]))
     shape = tuple(d + lo + hi for d, (lo, hi) in zip(v.shape, pads, strict=True))
     p.push(f"pad[{pads}, {fill}]", (a,), lambda run, x: sf.pad(x, pads, constant_values=fill),
@@ -488,7 +490,7 @@ def op_gather(draw: Any, p: Program) -> None:
     v = p.pool[a]
     axis = draw(st.integers(0, len(v.shape) - 1))
     dim = v.shape[axis]
-    computed = p.picks(lambda w: w.dtype.kind == "i" and w.exact)
+    computed = p.picks(lambda w: w.dtype in INDICES and w.exact)
     if dim and computed and draw(st.booleans()):  # indices computed by the program
         i = draw(st.sampled_from(computed))
         index_shape = p.pool[i].shape
@@ -498,7 +500,7 @@ def op_gather(draw: Any, p: Program) -> None:
         text = "gather[abs(i) % dim]"
     else:
         index_shape = draw(small_shapes(0, 2)) if dim else (0,)
-        dtype = draw(st.sampled_from(INTS))
+        dtype = draw(st.sampled_from(INDICES))
         i = add_input(draw, p, index_shape, dtype, st.integers(0, max(dim - 1, 0)))
         subscript = axis == 0 and len(index_shape) >= 1 and draw(st.booleans())
 
@@ -551,7 +553,7 @@ def op_variable(draw: Any, p: Program) -> None:
     if not found:
         return
     a = draw(st.sampled_from(found))
-    add = dtype.kind == "i" and draw(st.booleans())
+    add = dtype.kind in "iu" and draw(st.booleans())
     p.var_exact[k] = p.var_exact[k] and p.pool[a].exact
     if add:
         p.push(f"v{k}.assign_add", (a,), lambda run, x: run.variables[k].assign_add(x), None)

@@ -407,12 +407,12 @@ def test_bfloat16_rounds_to_nearest_even() -> None:
 PTX_FAMILIES = {
     "unary_f32": [(n, [((None,), F32)]) for n in UNARY if F32 in ELEMENTWISE[n].operand_dtypes],
     "unary_f64": [(n, [((None,), F64)]) for n in TRANSCENDENTAL + ["round", "sqrt", "sign"]],
-    "unary_int": [(n, [((None,), d)]) for n in UNARY for d in (I32, I64, U32)
+    "unary_int": [(n, [((None,), d)]) for n in UNARY for d in dtypes.INTEGER
                   if d in ELEMENTWISE[n].operand_dtypes],
     "half": [(n, [((None,), d)]) for n in ("tanh", "exp", "erf") for d in (F16, BF16)],
     "binary_f32": [(n, [((None, 8), F32), ((8,), F32)]) for n in BINARY
                    if F32 in ELEMENTWISE[n].operand_dtypes],
-    "binary_int": [(n, [((None,), d)] * 2) for n in BINARY for d in (I32, I64, U32)
+    "binary_int": [(n, [((None,), d)] * 2) for n in BINARY for d in dtypes.INTEGER
                    if d in ELEMENTWISE[n].operand_dtypes],
     "logic": [(n, [((None,), BOOL)] * 2) for n in ("logical_and", "logical_or", "equal")],
     "select": [("select", [((None, None), BOOL), ((None, None), F32), ((), F32)])],

@@ -4,6 +4,7 @@ gradients against finite differences."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,8 @@ from strategies import numeric_gradient
 import stageflow as sf
 
 WAYS = ["eager", "interpreted", "compiled"]
-DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint32, np.float16]
+DTYPES = [np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32,
+          np.float16, ml_dtypes.bfloat16]
 
 
 def run(f, way, *args, signature=None):
@@ -37,19 +39,24 @@ def numpy_argsort(x, axis, descending):
        way=st.sampled_from(WAYS), unknown=st.booleans())
 def test_sort_and_argsort_match_numpy(data, dtype, descending, way, unknown):
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=9))
-    floating = np.dtype(dtype).kind == "f"
+    floating = np.dtype(dtype) in sf.core.dtypes.FLOATING
     elements = (st.sampled_from([-2.0, -1.0, 0.0, 1.0, 2.5, np.nan, np.inf]) if floating
-                else st.integers(0 if dtype == np.uint32 else -3, 3))  # many ties
+                else st.integers(0 if np.dtype(dtype).kind == "u" else -3, 3))  # many ties
     x = data.draw(hnp.arrays(dtype, shape, elements=elements))
     axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
     direction = "DESCENDING" if descending else "ASCENDING"
     signature = [sf.TensorSpec([None] * x.ndim, dtype)] if unknown else None
     values, order = run(lambda v: (sf.sort(v, axis, direction), sf.argsort(v, axis, direction)),
                         way, sf.constant(x), signature=signature)
-    want = numpy_argsort(x, axis % x.ndim, descending)
+    # (NumPy cannot order bfloat16 itself: its order is float32's)
+    ranked = x.astype(np.float32) if dtype == ml_dtypes.bfloat16 else x
+    want = numpy_argsort(ranked, axis % x.ndim, descending)
     np.testing.assert_array_equal(order.numpy(), want)
     assert order.dtype == sf.int32
-    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, want, axis))
+    got = values.numpy()
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got.astype(np.float64),
+                                  np.take_along_axis(x, want, axis).astype(np.float64))
 
 
 def test_the_orders_of_nan_and_ties():
@@ -62,11 +69,13 @@ def test_the_orders_of_nan_and_ties():
         sf.sort(sf.constant([True, False]))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, ml_dtypes.bfloat16, np.int8])
 @pytest.mark.parametrize("way", WAYS)
-def test_a_large_sort_compiles_to_one_program(way):
-    x = np.random.default_rng(0).standard_normal((3, 5000))
+def test_a_large_sort_compiles_to_one_program(way, dtype):
+    x = (np.random.default_rng(0).standard_normal((3, 5000)) * 40).astype(dtype)
     got = run(lambda v: sf.sort(v), way, sf.constant(x))
-    np.testing.assert_array_equal(got.numpy(), np.sort(x, axis=-1))
+    want = np.take_along_axis(x, np.argsort(x.astype(np.float64), axis=-1, kind="stable"), -1)
+    np.testing.assert_array_equal(got.numpy(), want)
     if way == "compiled":
         staged = sf.function(lambda v: sf.sort(v))
         staged(sf.constant(x))

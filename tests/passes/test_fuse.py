@@ -40,7 +40,7 @@ from stageflow.ir import (
 from stageflow.ir.from_graph import graph_module
 from stageflow.passes import DEFAULT_PIPELINE, PassSpecError, Pipeline, parse_pipeline
 from stageflow.passes.fuse import is_kernel
-from stageflow.passes.fuse_groups import is_fusible_reduction
+from stageflow.passes.fuse_groups import is_fusible, is_fusible_reduction
 from stageflow.passes.support import callee_name
 
 load_primitives()
@@ -83,8 +83,9 @@ def assert_well_formed(module: ModuleOp, max_ops: int = 256) -> None:
             assert sum(isinstance(op, ElementwiseOp) for op in body) <= max_ops
             assert analyse(function).outputs  # codegen accepts it
         else:
-            # What is left is dead: used by nothing but other elementwise ops left.
-            left = [op for op in body if isinstance(op, ElementwiseOp)]
+            # What is left is dead: used by nothing but other elementwise ops left (a pow
+            # of integers, which may refuse its values, is never fused).
+            left = [op for op in body if is_fusible(op)]
             assert all(isinstance(use.operation, ElementwiseOp)
                        for op in left for use in op.result.uses)
 

@@ -238,7 +238,7 @@ def _python_scalar(dtype, domain):
     """A Python scalar of the kind that is allowed with a `dtype` tensor."""
     if np.dtype(dtype).kind == "f":
         return elements(np.float64, **domain).map(float)
-    return elements(np.int64, **domain).map(int)
+    return elements(dtype, **domain).map(int)  # in the dtype's range, as NumPy requires
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -518,8 +518,9 @@ def test_cast_accepts_dtype_names_and_half_precision():
     assert half.dtype == sf.bfloat16
     assert_matches(sf.cast(half, sf.float32), np.array([1.703125, -1.703125, 0.0], np.float32))
     assert sf.cast(x, sf.float32).dtype == sf.float32
+    assert_matches(sf.cast(x, np.uint8), np.array([1, 255, 0], np.uint8))
     with pytest.raises(TypeError):
-        sf.cast(x, np.uint8)
+        sf.cast(x, np.uint16)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -599,7 +600,8 @@ def test_float_ops_reject_integer_operands():
 def test_integer_ops_stay_integer(data):
     x = data.draw(arrays(data.draw(st.sampled_from(INTS)), lo=-1000, hi=1000))
     t = sf.constant(x)
-    assert_matches(t * 3 - 1, x * 3 - 1)
+    with np.errstate(over="ignore"):  # 8- and 16-bit values wrap, as they do in stageflow
+        assert_matches(t * 3 - 1, x * 3 - 1)
     assert_matches(sf.square(t), x * x)
     assert_matches(sf.sign(t), np.sign(x))
     assert_matches(abs(t), np.abs(x))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from strategies import ALL, INTS, arrays, assert_matches, shapes
+from strategies import ALL, INDICES, arrays, assert_matches, shapes
 
 import stageflow as sf
 
@@ -106,7 +106,7 @@ def test_slice_bounds_may_be_tensors():
 def test_integer_list_and_tensor_indices_gather(data):
     x = data.draw(arrays(data.draw(st.sampled_from(ALL)), shapes(min_dims=1, min_side=1)))
     size = x.shape[0]
-    indices = data.draw(arrays(data.draw(st.sampled_from(INTS)), shapes(max_dims=2),
+    indices = data.draw(arrays(data.draw(st.sampled_from(INDICES)), shapes(max_dims=2),
                                lo=-size, hi=size - 1))
     t = sf.constant(x)
     assert_matches(t[sf.constant(indices)], x[indices])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from strategies import ALL, INTS, arrays, assert_matches, shapes
+from strategies import ALL, INDICES, arrays, assert_matches, shapes
 
 import stageflow as sf
 
@@ -282,7 +282,7 @@ def test_gather_matches_numpy(data):
     index_shape = data.draw(shapes(max_dims=2))
     if size == 0:
         assume(math.prod(index_shape) == 0)
-    index_dtype = data.draw(st.sampled_from(INTS))
+    index_dtype = data.draw(st.sampled_from(INDICES))
     indices = data.draw(arrays(index_dtype, index_shape, lo=-size, hi=max(size - 1, 0)))
     got = sf.gather(sf.constant(params), sf.constant(indices), axis=axis)
     assert_matches(got, np.take(params, indices, axis=axis))
@@ -315,7 +315,7 @@ def _one_hot_reference(indices, depth, axis, on, off, dtype):
 @given(data=st.data())
 def test_one_hot_matches_reference(data):
     depth = data.draw(st.integers(0, 4))
-    indices = data.draw(arrays(data.draw(st.sampled_from(INTS)), shapes(max_dims=2),
+    indices = data.draw(arrays(data.draw(st.sampled_from(INDICES)), shapes(max_dims=2),
                                lo=-1, hi=depth))
     axis = data.draw(st.integers(-indices.ndim - 1, indices.ndim))
     got = sf.one_hot(sf.constant(indices), depth, axis=axis)

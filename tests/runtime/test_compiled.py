@@ -164,3 +164,24 @@ def test_kernel_stages_llvm_asm_ptx():
     assert "vmul" in asm or "mulps" in asm or "mulss" in asm
     ptx = cf.ir("ptx")
     assert ptx.startswith("// kernel @gelu_tanh_kernel") and ".entry" in ptx
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_integers_to_negative_powers_raise_numpys_error_every_way(dtype):
+    """NumPy raises for a negative integer exponent; so do eager execution, the interpreter
+    and the compiled program (whose pow runs by a lowering that refuses it, not in a kernel),
+    with or without unknown dims; other exponents broadcast and wrap as NumPy's do."""
+    x = np.array([[2, 3, -2]], dtype)
+    good, bad = np.array([[3], [0]], dtype), np.array([2, -1, 1], dtype)
+
+    def f(a, b):
+        return (a * 2) ** b + 1
+
+    unknown = [sf.TensorSpec([None, None], dtype)] * 2
+    ways = [lambda a, b: f(sf.constant(a), sf.constant(b)), sf.function(f),
+            sf.function(f, jit=False), sf.function(f, input_signature=unknown)]
+    for way in ways:
+        np.testing.assert_array_equal(way(x, good).numpy(), (x * 2) ** good + 1)
+        with pytest.raises(ValueError, match="Integers to negative integer powers"):
+            way(x, bad if way is not ways[-1] else bad[None])
+    assert sf.function(f).get_concrete_function(x, good).program is not None

@@ -5,7 +5,9 @@ result from its operands' elements (already in their compute types, see `emitter
 branch on the operand's kind: 'f' floating, 'i' signed, 'u' unsigned, 'b' bool.
 Integer semantics are NumPy's, made total so compiled code never traps or hits undefined
 behaviour: ``x // 0 == x % 0 == 0``, ``MIN // -1 == MIN`` (wraps), shifts by the width or
-more give 0 or -1, negative integer powers give 0 (or +-1 for bases +-1; NumPy raises),
+more give 0 or -1, negative integer powers give 0 (or +-1 for bases +-1; NumPy raises, and
+so do compiled programs: `pow` of signed integers is never fused, its own lowering refuses
+them, `codegen.lowered.integer_power`),
 float -> int casts give the minimum for NaN and values out of range, as NumPy on x86 does.
 
 Every rule returns a value of the result's compute type; results of float16/bfloat16 ops
@@ -28,6 +30,7 @@ from stageflow.codegen.llvm.emitter import (
     F64,
     HALF_PRECISION,
     I1,
+    I32,
     I64,
     Emitter,
     kind,
@@ -290,8 +293,10 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
     if source == "f":
         # NaN and values outside the range give the minimum, as NumPy's casts do on x86
         # (its conversion instruction's "integer indefinite"): int32 and int64 agree with
-        # eager results there. uint32 goes through int64, so negative values wrap.
-        wide = to if target == "i" else I64
+        # eager results there. uint32 goes through int64, so negative values wrap; the
+        # 8- and 16-bit types through int32, keeping its low bits (300.0 -> int8 44, NaN
+        # -> 0), as NumPy's C casts compile.
+        wide = I64 if dst == dtypes.uint32 else to if to.width >= 32 else I32
         name = f"llvm.fptosi.sat.i{wide.width}.{'f32' if x.type == F32 else 'f64'}"
         value = b.call(e.intrinsic(name, wide, [x.type]), [x])
         limit = e.like(x, float(2 ** (wide.width - 1)))

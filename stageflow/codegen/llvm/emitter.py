@@ -37,8 +37,11 @@ STORAGE: dict[np.dtype, ir.Type] = {
     dtypes.bfloat16: I16,
     dtypes.float32: F32,
     dtypes.float64: F64,
+    dtypes.int8: I8,
+    dtypes.int16: I16,
     dtypes.int32: I32,
     dtypes.int64: I64,
+    dtypes.uint8: I8,
     dtypes.uint32: I32,
     dtypes.bool_: I8,
 }
@@ -53,7 +56,7 @@ def kind(dtype: np.dtype) -> str:
         return "f"
     if dtype == dtypes.bool_:
         return "b"
-    return "u" if dtype == dtypes.uint32 else "i"
+    return "u" if dtype in dtypes.UNSIGNED else "i"
 
 
 def storage_type(dtype: np.dtype) -> ir.Type:

@@ -52,6 +52,7 @@ from stageflow.codegen.llvm.numpy_abi import (
 )
 from stageflow.codegen.lowered import (  # noqa: F401
     conv,
+    integer_power,
     matmul,
     movement,
     random_bits,

@@ -38,8 +38,8 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, F64, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_mul, i64
-from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
-from stageflow.codegen.lowered.small_matmul import broadcast_into, dot, small_matmul
+from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
+from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
 from stageflow.core import dtypes
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums

@@ -32,8 +32,7 @@ from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
 
 # The dtypes argmax and argmin compare in.
-ARG_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64,
-                        dtypes.uint32})
+ARG_DTYPES = frozenset({dtypes.float32, dtypes.float64, *dtypes.INTEGER})
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,14 @@ def contiguous_strides(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> list[ir.Val
     return strides[::-1]
 
 
+def dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value]) -> ir.Value:
+    """``sum(indices[k] * strides[k])``, constants folded."""
+    total: ir.Value = i64(0)
+    for index, stride in zip(indices, strides, strict=True):
+        total = fold_add(b, total, fold_mul(b, index, stride))
+    return total
+
+
 class Lowering(Protocol):
     def emit(self, ob: OpBuilder) -> None: ...
 

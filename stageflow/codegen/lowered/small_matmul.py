@@ -22,7 +22,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
-from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, nest
+from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, nest
 from stageflow.core import dtypes
 
 # Measured with benchmarks/loop.py and a (1, 64) @ (64, 64) step: the generated code took
@@ -176,11 +176,3 @@ def broadcast_into(ob: OpBuilder, c: Operand, out: Operand) -> None:
                 nest(b, [n], copy, "element")
 
     nest(b, out.dims[:-1], copy_row, "row")
-
-
-def dot(b: ir.IRBuilder, indices: list[ir.Value], strides: list[ir.Value]) -> ir.Value:
-    """``sum(indices[k] * strides[k])``, constants folded."""
-    total: ir.Value = i64(0)
-    for index, stride in zip(indices, strides, strict=True):
-        total = fold_add(b, total, fold_mul(b, index, stride))
-    return total

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import I32, I64
+from stageflow.codegen.llvm.emitter import I32, I64, Emitter
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import (
     counted_loop,
@@ -30,7 +30,7 @@ from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering,
 from stageflow.core import dtypes
 
 _PTR = ir.PointerType()
-_KEYS = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint32)
+_KEYS = (*dtypes.FLOATING, *dtypes.INTEGER)
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -45,7 +45,7 @@ class Sort:
 
     def _before(self, b: ir.IRBuilder, u: ir.Value, v: ir.Value) -> ir.Value:
         """Whether key `u` goes strictly before key `v`."""
-        if self.dtype.kind == "f":
+        if self.dtype in dtypes.FLOATING:  # (half-precision keys compared as float32)
             if self.descending:
                 return b.or_(b.fcmp_ordered(">", u, v),
                              b.and_(b.fcmp_unordered("uno", u, u), b.fcmp_ordered("ord", v, v)))
@@ -71,14 +71,15 @@ class Sort:
         first = scratch
         second = b.gep(scratch, [n], source_etype=I64)
         others = [d for a, d in enumerate(keys.dims) if a != self.axis]
+        e = Emitter(b)
 
         def line(at: list[ir.Value]) -> None:
             def at_position(position: ir.Value) -> list[ir.Value]:
                 return [*at[: self.axis], position, *at[self.axis:]]
 
             def key(position: ir.Value) -> ir.Value:
-                return b.load(keys.address(b, keys.offset(b, at_position(position))),
-                              typ=keys.element)
+                return e.load(keys.address(b, keys.offset(b, at_position(position))),
+                              self.dtype)
 
             counted_loop(b, i64(0), n, i64(1),
                          lambda i: b.store(i, b.gep(first, [i], source_etype=I64)), "init")

@@ -74,14 +74,18 @@ def _count(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 
 
 def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Mean over `axis` (integer tensors: integer mean truncated, as TensorFlow does)."""
+    """Mean over `axis` (integer tensors: integer mean truncated, as TensorFlow does, their
+    sum taken in int64 so that the mean of values of the dtype is one, never a wrapped sum
+    divided)."""
     x = convert_to_tensor(x)
     axes = _axes(x, axis, "reduce_mean")
-    total = red.reduce_sum_p.bind(x, axes=axes, keepdims=bool(keepdims))
-    count = _count(x, axes)
-    if dtypes.is_floating(x.dtype):
-        return ew.divide(total, count)
-    return ew.multiply(ew.sign(total), ew.floordiv(ew.abs(total), count))
+    if not dtypes.is_integer(x.dtype):  # floats (a bool is refused by the sum)
+        total = red.reduce_sum_p.bind(x, axes=axes, keepdims=bool(keepdims))
+        return ew.divide(total, _count(x, axes))
+    wide = x if x.dtype == dtypes.int64 else ew.cast(x, dtypes.int64)
+    total = red.reduce_sum_p.bind(wide, axes=axes, keepdims=bool(keepdims))
+    mean = ew.multiply(ew.sign(total), ew.floordiv(ew.abs(total), _count(wide, axes)))
+    return mean if x.dtype == dtypes.int64 else ew.cast(mean, x.dtype)
 
 
 def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
