@@ -5,12 +5,13 @@ is linked into the next process that compiles the same kernels, so a damaged ent
 noticed, never crash or hang that process, and never give a wrong result. A campaign warms
 a fresh cache directory (``STAGEFLOW_CACHE_DIR``) by compiling a few functions in a child
 process, then applies one fault of `FAULTS` at random per round (truncated entries, garbage
-under a valid checksum, swapped entries, a FIFO, a directory or a symlink to /dev/zero in an
-entry's place, entries or folders without read or write permission, a tiny
-``STAGEFLOW_CACHE_MAX_BYTES``, several processes compiling at once) and runs a fresh child
-that must compile and give NumPy's results, within a timeout. Permission faults bite only
-where the children do not run as root (as root they are applied and counted, but a root
-process reads and writes past them).
+under a recomputed SHA-256, as a writer other than the cache's own would leave (the cache
+authenticates entries with a key of its directory), swapped entries, a FIFO, a directory or
+a symlink to /dev/zero in an entry's place, entries or folders without read or write
+permission, a tiny ``STAGEFLOW_CACHE_MAX_BYTES``, several processes compiling at once) and
+runs a fresh child that must compile and give NumPy's results, within a timeout. Permission
+faults bite only where the children do not run as root (as root they are applied and
+counted, but a root process reads and writes past them).
 
     python -m stageflow.testing.cache_faults --count 60 [--seed N]
 
@@ -125,7 +126,7 @@ class Cache:
 
 
 def _framed(payload: bytes) -> bytes:
-    """An entry holding `payload` under a valid checksum."""
+    """An entry holding `payload` under a correct plain SHA-256 (not the cache's MAC)."""
     return MAGIC + hashlib.sha256(payload).digest() + payload
 
 
@@ -155,7 +156,7 @@ def truncate_checksummed(cache: Cache, rng: random.Random) -> dict[str, str]:
 
 
 def garbage(cache: Cache, rng: random.Random) -> dict[str, str]:
-    """Random bytes (an ELF header first, or not) under a valid checksum."""
+    """Random bytes (an ELF header first, or not) under a recomputed plain checksum."""
     path = rng.choice(cache.entries())
     noise = rng.randbytes(rng.choice([1, 64, 4096]))
     head = _payload(path)[:rng.choice([0, 16, 64])]
@@ -165,7 +166,7 @@ def garbage(cache: Cache, rng: random.Random) -> dict[str, str]:
 
 def corrupt_symbols(cache: Cache, rng: random.Random) -> dict[str, str]:
     """Bytes of the object's tail (its symbol and string tables, section headers)
-    overwritten at random, under a valid checksum."""
+    overwritten at random, under a recomputed plain checksum."""
     path = rng.choice(cache.entries())
     payload = bytearray(_payload(path))
     for _ in range(rng.randint(1, 16)):
@@ -175,7 +176,7 @@ def corrupt_symbols(cache: Cache, rng: random.Random) -> dict[str, str]:
 
 
 def swap(cache: Cache, rng: random.Random) -> dict[str, str]:
-    """Two entries' files exchanged (each keeps its valid checksum)."""
+    """Two entries' files exchanged (each keeps its valid MAC)."""
     first, second = rng.sample(cache.entries(), 2)
     scratch = first + ".swap"
     os.replace(first, scratch)

@@ -4,6 +4,8 @@ can be turned off."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import struct
@@ -92,11 +94,23 @@ def test_key_covers_level_and_target():
     assert cache.key("ir", 3, "cpu a") == cache.key("ir", 3, "cpu a")
 
 
-def _sealed(payload: bytes) -> bytes:
-    """An entry whose checksum matches `payload` (what a tampered cache could hold)."""
-    import hashlib
+def _sealed(folder, payload: bytes) -> bytes:
+    """An entry of the cache in `folder` holding `payload` under a valid MAC: what its own
+    writer would write (the linker's checks are all that stand between it and the JIT)."""
+    return cache.MAGIC + hmac.digest((folder / "key").read_bytes(), payload, "sha256") + payload
 
-    return cache.MAGIC + hashlib.sha256(payload).digest() + payload
+
+def test_entries_under_a_plain_checksum_are_refused(tmp_path):
+    """An entry whose plain SHA-256 is right but whose MAC is not (written by anything but
+    this cache's writer) never reaches the linker, whatever it holds."""
+    cold = _child(tmp_path, 2.0)
+    entries = _entries(tmp_path)
+    header = len(cache.MAGIC) + cache.DIGEST_BYTES
+    for entry in entries:
+        payload = entry.read_bytes()[header:]
+        entry.write_bytes(cache.MAGIC + hashlib.sha256(payload).digest() + payload)
+    again = _child(tmp_path, 2.0)
+    assert again["sum"] == cold["sum"] and again["corrupt"] == len(entries)
 
 
 def test_entries_with_a_valid_checksum_but_bad_code_are_moved_aside(tmp_path):
@@ -104,12 +118,12 @@ def test_entries_with_a_valid_checksum_but_bad_code_are_moved_aside(tmp_path):
     cold = _child(tmp_path, 2.0)
     entries = _entries(tmp_path)
     garbage, foreign = entries[0], entries[1:]
-    garbage.write_bytes(_sealed(b"\x7fELF" + b"\0" * 60))
+    garbage.write_bytes(_sealed(tmp_path, b"\x7fELF" + b"\0" * 60))
     for entry in foreign:  # well-formed objects defining other symbols than their module's
         data = entry.read_bytes()
         header = len(cache.MAGIC) + cache.DIGEST_BYTES
         renamed = data[header:].replace(entry.stem[:16].encode(), b"0" * 16)
-        entry.write_bytes(_sealed(renamed))
+        entry.write_bytes(_sealed(tmp_path, renamed))
     again = _child(tmp_path, 2.0)
     assert again["sum"] == cold["sum"] and again["corrupt"] == len(entries)
     assert len(list(tmp_path.glob("objects/*/*.bad"))) == len(entries)
@@ -153,7 +167,7 @@ def test_an_entry_with_a_bad_section_alignment_is_moved_aside(tmp_path):
         size, count = struct.unpack_from("<HH", payload, 0x3A)
         for index in range(count):  # every section aligned to 3 bytes
             struct.pack_into("<Q", payload, sections + index * size + 0x30, 3)
-        entry.write_bytes(_sealed(bytes(payload)))
+        entry.write_bytes(_sealed(tmp_path, bytes(payload)))
     again = _child(tmp_path, 2.0)
     assert again["sum"] == cold["sum"] and again["corrupt"] == len(entries)
 

@@ -10,13 +10,16 @@ process's engine in well under a millisecond; a miss optimises and emits it, the
 Where: ``STAGEFLOW_CACHE_DIR`` (or ``sf.config.cache_dir``), by default
 ``$XDG_CACHE_HOME/stageflow`` or ``~/.cache/stageflow``; ``STAGEFLOW_CACHE=0`` (or
 ``sf.config.cache = False``) turns it off. Entries are written to a temporary file and
-renamed into place, so concurrent processes never read half an entry; each carries a
-checksum, and an entry that does not match it (truncated, overwritten) is ignored and
-rewritten, never handed to the linker. What passes the checksum is still checked before it
-is linked (`usable`): a regular file (a FIFO in its place would block the read forever), an
-ELF object defining the module's functions, every symbol it needs resolvable here (a
-missing one aborts the process inside LLVM). An entry failing that is moved aside
-(``.bad``) and compiled again.
+renamed into place, so concurrent processes never read half an entry. Each carries an
+HMAC-SHA-256 of its object code under a key kept in the cache directory (``key``, made at
+first use): an entry that does not match it (truncated, overwritten, or written by anything
+but this cache's writer, even with a correct plain checksum) is ignored and rewritten, never
+handed to the linker. Object code LLVM's linker is given runs unchecked, so a damaged
+entry under a recomputed checksum once crashed every later process; what passes the MAC is
+still checked before it is linked (`usable`): a regular file (a FIFO in its place would
+block the read forever), a well-formed ELF object (`elf_symbols`) defining the module's
+functions, every symbol it needs resolvable here (a missing one aborts the process inside
+LLVM). An entry failing that is moved aside (``.bad``) and compiled again.
 
 The cache is bounded: past ``STAGEFLOW_CACHE_MAX_BYTES`` (default 2 GiB) the entries used
 longest ago are deleted (a hit refreshes an entry's time) down to three quarters of it.
@@ -24,7 +27,9 @@ longest ago are deleted (a hit refreshes an entry's time) down to three quarters
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import hmac
 import os
 import stat
 import struct
@@ -37,8 +42,8 @@ import llvmlite.binding as llvm
 
 from stageflow.core import config
 
-FORMAT = "stageflow-object-1"
-MAGIC = b"SFOBJ1\n"
+FORMAT = "stageflow-object-2"
+MAGIC = b"SFOBJ2\n"
 DIGEST_BYTES = 32
 # Stands for the cache key in symbol names while the key is computed over the text; the
 # same kernels then get the same symbols in every process, so cached object code links.
@@ -99,7 +104,7 @@ def load(entry: str) -> bytes | None:
     header = len(MAGIC) + DIGEST_BYTES
     payload = data[header:]
     if (not data.startswith(MAGIC) or len(data) <= header
-            or hashlib.sha256(payload).digest() != data[len(MAGIC):header]):
+            or not hmac.compare_digest(seal(payload)[:header], data[:header])):
         stats.corrupt += 1
         stats.misses += 1
         quarantine(entry)
@@ -122,37 +127,120 @@ def usable(payload: bytes, defines: set[str], resolve: Callable[[str], int]) -> 
     return defines <= defined and all(resolve(name) for name in undefined)
 
 
+# ELF64 section types and special section indices read below.
+_SYMTAB, _RELA, _NOBITS = 2, 4, 8
+_ALLOC = 2  # SHF_ALLOC: the section is loaded
+_SPECIAL_INDICES = (0xFFF1, 0xFFF2)  # SHN_ABS, SHN_COMMON
+_X86_64, _X86_64_RELOCATIONS = 62, range(1, 43)  # R_X86_64_64 .. R_X86_64_REX_GOTPCRELX
+
+
 def elf_symbols(data: bytes) -> tuple[set[str], set[str]] | None:
     """The global symbols a little-endian ELF64 object defines and those it leaves
-    undefined; None where it is not one (or not well formed)."""
+    undefined; None where it is not one, or not well formed.
+
+    Well formed means what LLVM's linker trusts without checking, which a damaged object
+    under a valid checksum turned into crashes: section alignments that are powers of two
+    and contents inside the file; symbols inside the loaded sections they name; relocations
+    (of a known type, on x86-64) against an existing symbol, inside the loaded section they
+    patch (a
+    relocation section's size bytes flipped once patched code past its end, and the first
+    call crashed)."""
     try:
         if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
             return None
+        machine = struct.unpack_from("<H", data, 0x12)[0]
         section_offset = struct.unpack_from("<Q", data, 0x28)[0]
         entry_size, count = struct.unpack_from("<HH", data, 0x3A)
         sections = [struct.unpack_from("<IIQQQQIIQQ", data, section_offset + i * entry_size)
                     for i in range(count)]
         for section in sections:  # LLVM's linker aborts the process on either
             if section[8] & (section[8] - 1) or (
-                    section[1] != 8 and section[4] + section[5] > len(data)):  # not NOBITS
+                    section[1] != _NOBITS and section[4] + section[5] > len(data)):
                 return None
         defined: set[str] = set()
         undefined: set[str] = set()
-        for section in sections:
-            if section[1] != 2:  # SHT_SYMTAB
+        symbol_counts: dict[int, int] = {}
+        for number, section in enumerate(sections):
+            if section[1] != _SYMTAB:
                 continue
             strings = sections[section[6]]
-            offset, size, symbol_size = section[4], section[5], section[9] or 24
+            offset, size, symbol_size = section[4], section[5], section[9]
+            if symbol_size != 24 or size % 24:
+                return None
+            symbol_counts[number] = size // 24
             for at in range(offset, offset + size, symbol_size):
-                name_at, info, _, index = struct.unpack_from("<IBBH", data, at)
+                name_at, info, _, index, value, extent = struct.unpack_from("<IBBHQQ", data, at)
+                if 0 < index < 0xFF00 and (index >= count or not sections[index][2] & _ALLOC
+                                           or value + extent > sections[index][5]):
+                    return None
+                if index >= 0xFF00 and index not in _SPECIAL_INDICES:
+                    return None
                 end = data.index(b"\0", strings[4] + name_at)
                 name = data[strings[4] + name_at:end].decode()
                 if not name or info >> 4 not in (1, 2):  # global or weak only
                     continue
                 (undefined if index == 0 else defined).add(name)
+        for section in sections:
+            if section[1] != _RELA:
+                continue
+            offset, size, entry, symbols, target = (section[4], section[5], section[9],
+                                                    section[6], section[7])
+            if (entry != 24 or size % 24 or symbols not in symbol_counts or target >= count
+                    or not sections[target][2] & _ALLOC):
+                return None
+            for at in range(offset, offset + size, 24):
+                where, info = struct.unpack_from("<QQ", data, at)
+                if (machine == _X86_64 and info & 0xFFFFFFFF not in _X86_64_RELOCATIONS
+                        or info >> 32 >= symbol_counts[symbols]
+                        or where + 4 > sections[target][5]):
+                    return None
         return defined, undefined
     except (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError):
         return None
+
+
+def seal(payload: bytes) -> bytes:
+    """An entry's bytes: the format's magic, the payload's MAC under this cache's key, the
+    payload."""
+    return MAGIC + hmac.digest(_key(), payload, "sha256") + payload
+
+
+_keys: dict[str, bytes] = {}  # per cache directory
+
+
+def _key() -> bytes:
+    """The cache directory's key: read, or made (32 random bytes, readable by the owner
+    only) by the first process to need it; one that cannot be read or made leaves a key of
+    this process, so that its entries are refused by the others."""
+    folder = str(config.cache_dir)
+    key = _keys.get(folder)
+    if key is not None:
+        return key
+    path = os.path.join(folder, "key")
+    temporary = None
+    try:  # written whole, then linked into place: no process reads half a key
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=folder, suffix=".key")
+        with os.fdopen(handle, "wb") as file:
+            file.write(os.urandom(32))
+        os.link(temporary, path)
+    except FileExistsError:
+        pass
+    except OSError:
+        return _keys.setdefault(folder, os.urandom(32))
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            key = os.read(descriptor, 33) if stat.S_ISREG(os.fstat(descriptor).st_mode) else b""
+        finally:
+            os.close(descriptor)
+    except OSError:
+        key = b""
+    return _keys.setdefault(folder, key if len(key) == 32 else os.urandom(32))
 
 
 def quarantine(entry: str) -> None:
@@ -173,7 +261,7 @@ def store(entry: str, payload: bytes) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         with os.fdopen(handle, "wb") as file:
-            file.write(MAGIC + hashlib.sha256(payload).digest() + payload)
+            file.write(seal(payload))
         os.replace(temporary, path)
     except OSError:
         config.emit("compiles", f"compilation cache: cannot write {path}")
