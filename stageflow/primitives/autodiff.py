@@ -26,7 +26,7 @@ import numpy as np
 
 from stageflow.core import context, dtypes
 from stageflow.core.primitive import REGISTRY
-from stageflow.core.shapes import reshape_param
+from stageflow.core.shapes import format_shape, reshape_param
 
 # Primitives whose gradients the tape and function machinery provide, not a rule here:
 # variable reads and writes (the tape maps reads back to their variables) and `call` (a
@@ -121,13 +121,21 @@ def unbroadcast(g: Any, operand: Any) -> Any:
     """Sum `g`, shaped like a broadcast result, back down to `operand`'s shape.
 
     Sums the leading dims `operand` lacks and the dims where `operand` has size 1 but `g`
-    does not. An unknown (None) operand dim is taken as not broadcast: a traced operand
-    whose unknown dim is 1 at run time while the result's is larger is not supported.
+    does not. An unknown (None) operand dim is taken as not broadcast where `g`'s is unknown
+    too; where `g`'s is known and not 1, the operand's may have been 1 at run time, and the
+    gradient's shape would depend on it: that is refused (it once gave the result's shape).
     """
     shape = tuple(operand.shape)
     if tuple(g.shape) == shape:
         return g
     lead = g.ndim - len(shape)
+    for axis, d in enumerate(shape):
+        e = g.shape[lead + axis]
+        if d is None and e is not None and e != 1:
+            raise NotImplementedError(
+                f"gradient: an operand of shape {format_shape(shape)} was broadcast to "
+                f"{format_shape(tuple(g.shape))}, and whether its unknown dim {axis} was 1 "
+                "is known only at run time; give that dim in the input_signature")
     if lead:
         g = _bind("reduce_sum", g, axes=tuple(range(lead)), keepdims=False)
     ones = tuple(i for i, (d, e) in enumerate(zip(shape, g.shape, strict=True))

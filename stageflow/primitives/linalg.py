@@ -16,7 +16,7 @@ from stageflow.core.dims import PYTHON, D, DimArith, broadcast_dims
 from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import check_broadcast, format_shape
-from stageflow.primitives.autodiff import floating_only, reshape, unbroadcast
+from stageflow.primitives.autodiff import floating_only, product, reshape, unbroadcast
 
 
 def _matmul_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
@@ -86,11 +86,14 @@ def _product_vjp(g, a, b, transpose_a: bool, transpose_b: bool) -> list:
         ga = matmul_p.bind(b, g, transpose_a=transpose_b, transpose_b=True)
     else:
         ga = matmul_p.bind(g, b, transpose_a=False, transpose_b=not transpose_b)
+    rows = product(a.shape[:-1])
     if len(b.shape) == 2 and len(a.shape) > 2 and not transpose_a and None not in (
-            a.shape[-1], g.shape[-1]):
+            a.shape[-1], g.shape[-1]) and (rows is not None or 0 not in (a.shape[-1],
+                                                                         g.shape[-1])):
         # A single matrix b applied to a batch: its cotangent sums over the batch, which one
-        # product of the stacked rows does (not a product per batch, then a sum).
-        a, g = reshape(a, (None, a.shape[-1])), reshape(g, (None, g.shape[-1]))
+        # product of the stacked rows does (not a product per batch, then a sum). (Their
+        # count is given where known: next to an empty row, no count can be inferred.)
+        a, g = reshape(a, (rows, a.shape[-1])), reshape(g, (rows, g.shape[-1]))
     if transpose_b:
         gb = matmul_p.bind(g, a, transpose_a=True, transpose_b=transpose_a)
     else:

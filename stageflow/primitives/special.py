@@ -357,7 +357,14 @@ def _atan2_dx(g, y, x, out):
 for _primitive, _rule in _UNARY_VJPS.items():
     ew._def_unary_vjp(_primitive, _rule)
 ew._def_binary_vjp(atan2_p, (_atan2_dy, _atan2_dx))
-trigamma_p.def_nondifferentiable()
+
+
+@trigamma_p.def_vjp
+def _trigamma_vjp(cotangents, inputs, outputs):
+    # Its derivative (tetragamma) has no primitive yet: an error, not a silent zero (the
+    # second derivative of digamma once came back as None).
+    raise NotImplementedError("the derivative of trigamma (the second of digamma, the third "
+                              "of lgamma) is not implemented")
 
 
 __all__ = ["ALGORITHMS", "Math", "NumPyMath", "acos_p", "asin_p", "atan2_p", "atan_p",

@@ -29,6 +29,7 @@ from stageflow.primitives.autodiff import (
     reshape,
     unbroadcast,
     where,
+    zeros_like,
 )
 
 
@@ -433,6 +434,8 @@ def _gather_vjp(cotangents, inputs, outputs, *, axis):
         raise NotImplementedError("the gradient of gather needs a known size of the gathered "
                                   "axis and known index dims")
     pre, post = product(params.shape[:axis]), product(params.shape[axis + 1 :])
+    if m == 0 or post == 0:  # nothing gathered (and no row count to infer beside a 0)
+        return [zeros_like(params), None]
     flat = reshape(indices, (m,))
     columns = iota_p.bind(shape=(m, n), dtype=flat.dtype, dimension=1)
     hits = equal(reshape(where(flat < 0, flat + n, flat), (m, 1)), columns)

@@ -180,10 +180,28 @@ FACTORIZATIONS = ["inv", "solve", "triangular_solve", "cholesky", "eigh", "qr", 
                   "slogdet"]
 
 
+# Rules that refuse to differentiate (a clear error, not a silent zero), checked below.
+REFUSED = {"trigamma"}
+
+
 def test_every_rule_is_checked_here():
     with_rules = {name for name, p in REGISTRY.items() if p.vjp is not None}
     assert with_rules == (set(UNARY_DOMAINS) | set(BINARY) | set(OTHERS) | set(CONTROL)
-                          | set(FACTORIZATIONS))
+                          | set(FACTORIZATIONS) | REFUSED)
+
+
+def test_the_derivative_of_trigamma_is_refused_not_zero():
+    """Once the second derivative of digamma came back as None (trigamma had no rule)."""
+    x = sf.constant(1.5, sf.float64)
+    with sf.GradientTape() as outer:
+        outer.watch(x)
+        with sf.GradientTape() as inner:
+            inner.watch(x)
+            y = sf.math.digamma(x)
+        first = inner.gradient(y, x)
+    np.testing.assert_allclose(first.numpy(), 0.9348022005446793)  # trigamma(1.5)
+    with pytest.raises(NotImplementedError, match="derivative of trigamma"):
+        outer.gradient(first, x)
 
 
 # --------------------------------------------------------------------------- elementwise
@@ -829,3 +847,42 @@ def test_rules_with_unknown_dims():
         for got, want in zip(staged, rule(*inputs), strict=True):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12,
                                        err_msg=primitive.name)
+
+
+def test_gradients_of_empty_products_and_gathers():
+    """Found by the random-gradients campaign: the batched matmul's rule and gather's
+    reshaped with a row count inferred beside a 0 dim, which cannot be."""
+    a, b = sf.constant(np.ones((1, 2, 1))), sf.constant(np.ones((1, 0)))
+    with sf.GradientTape() as tape:
+        tape.watch([a, b])
+        y = sf.reduce_sum(a @ b)
+    ga, gb = tape.gradient(y, [a, b])
+    assert ga.shape == (1, 2, 1) and gb.shape == (1, 0)
+    np.testing.assert_array_equal(ga.numpy(), np.zeros((1, 2, 1)))
+
+    def gathered(x, i):
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(sf.gather(x, i, axis=2))
+        return tape.gradient(y, x)
+
+    staged = sf.function(gathered, input_signature=[sf.TensorSpec([None, 1, 1], sf.float64),
+                                                    sf.TensorSpec([0, 3], sf.int64)])
+    got = staged(np.ones((2, 1, 1)), np.zeros((0, 3), np.int64))
+    np.testing.assert_array_equal(got.numpy(), np.zeros((2, 1, 1)))
+
+
+def test_a_gradient_through_a_broadcast_unknown_dim_is_refused():
+    """An operand dim unknown while tracing, broadcast against a known one, may have been 1
+    at run time: the gradient (summed or not) depends on it. Once it silently took the
+    result's shape ([1., 1., 1.] for an input of shape (1,))."""
+    def grad(t):
+        with sf.GradientTape() as tape:
+            tape.watch(t)
+            y = sf.reduce_sum(sf.broadcast_to(t, (3,)))
+        return tape.gradient(y, t)
+
+    staged = sf.function(grad, input_signature=[sf.TensorSpec([None], sf.float64)])
+    with pytest.raises(NotImplementedError, match="give that dim in the input_signature"):
+        staged(np.array([2.0]))
+    np.testing.assert_array_equal(grad(sf.constant([2.0])).numpy(), [3.0])
