@@ -92,7 +92,19 @@ def push_trace(trace: Trace) -> Iterator[Trace]:
 
 @contextmanager
 def init_scope() -> Iterator[None]:
-    """Run the block eagerly, even inside a trace (the paper's `tf.init_scope`)."""
+    """Run the block eagerly, even inside a trace (the paper's `tf.init_scope`).
+
+    >>> @sf.function
+    ... def step(x):
+    ...     with sf.init_scope():
+    ...         sf.print("runs eagerly, once per trace")
+    ...     return x + 1.0
+    >>> step(sf.constant(1.0))
+    runs eagerly, once per trace
+    sf.Tensor(2., shape=(), dtype=float32)
+    >>> step(sf.constant(2.0))
+    sf.Tensor(3., shape=(), dtype=float32)
+    """
     with push_trace(_eager_trace):
         yield
 

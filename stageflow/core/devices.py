@@ -126,7 +126,13 @@ def depth() -> int:
 @contextmanager
 def device(name: str | None) -> Iterator[str | None]:
     """Place the ops and graph-function calls of the block on device `name` (any accepted
-    form); ``None`` clears the placement of enclosing scopes. Yields the canonical name."""
+    form); ``None`` clears the placement of enclosing scopes. Yields the canonical name.
+
+    >>> with sf.device("/cpu:0"):
+    ...     y = sf.constant([1.0]) + 1.0
+    >>> y
+    sf.Tensor([2.], shape=(1,), dtype=float32)
+    """
     full = None if name is None else resolve(name)
     _scopes.stack.append(full)
     with context.slow_path() if full not in (None, HOST) else nullcontext():

@@ -38,19 +38,40 @@ def _pair(y_true: Any, y_pred: Any) -> tuple[Tensor, Tensor]:
 
 
 def mean_squared_error(y_true: Any, y_pred: Any) -> Tensor:
-    """``mean((y_true - y_pred)**2, axis=-1)``."""
+    """``mean((y_true - y_pred)**2, axis=-1)``.
+
+    y_true, y_pred: float tensors [..., n] of one shape; returns the per-example loss [...] of
+    y_pred's dtype.
+
+    >>> sf.losses.mean_squared_error([[0.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 0.0]])
+    sf.Tensor([0.5, 0.5], shape=(2,), dtype=float32)
+    """
     y_true, y_pred = _pair(y_true, y_pred)
     return reduce_mean(ew.square(y_pred - y_true), -1)
 
 
 def mean_absolute_error(y_true: Any, y_pred: Any) -> Tensor:
-    """``mean(|y_true - y_pred|, axis=-1)``."""
+    """``mean(|y_true - y_pred|, axis=-1)``.
+
+    y_true, y_pred: float tensors [..., n] of one shape; returns the per-example loss [...] of
+    y_pred's dtype.
+
+    >>> sf.losses.mean_absolute_error([[0.0, 1.0], [1.0, 1.0]], [[2.0, 1.0], [1.0, 0.0]])
+    sf.Tensor([1. , 0.5], shape=(2,), dtype=float32)
+    """
     y_true, y_pred = _pair(y_true, y_pred)
     return reduce_mean(ew.abs(y_pred - y_true), -1)
 
 
 def huber(y_true: Any, y_pred: Any, delta: float = 1.0) -> Tensor:
-    """``mean(0.5 e**2 if |e| <= delta else delta * (|e| - 0.5 delta), axis=-1)``."""
+    """``mean(0.5 e**2 if |e| <= delta else delta * (|e| - 0.5 delta), axis=-1)``.
+
+    y_true, y_pred: float tensors [..., n] of one shape; returns the per-example loss [...] of
+    y_pred's dtype.
+
+    >>> sf.losses.huber([[0.0, 0.0]], [[0.5, 3.0]])
+    sf.Tensor([1.3125], shape=(1,), dtype=float32)
+    """
     y_true, y_pred = _pair(y_true, y_pred)
     error = ew.abs(y_pred - y_true)
     quadratic = ew.minimum(error, delta)
@@ -59,7 +80,16 @@ def huber(y_true: Any, y_pred: Any, delta: float = 1.0) -> Tensor:
 
 def binary_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False) -> Tensor:
     """The mean over the last axis of the binary cross-entropy of probabilities (clipped
-    to [1e-7, 1 - 1e-7], as Keras does) or of logits."""
+    to [1e-7, 1 - 1e-7], as Keras does) or of logits.
+
+    y_true: labels in [0, 1]; y_pred: float probabilities (or logits) of y_true's shape [...,
+    n]; returns [...] of y_pred's dtype.
+
+    >>> sf.losses.binary_crossentropy([[1.0, 0.0]], [[0.5, 0.5]])
+    sf.Tensor([0.6931472], shape=(1,), dtype=float32)
+    >>> sf.losses.binary_crossentropy([[1.0, 0.0]], [[0.0, 0.0]], from_logits=True)
+    sf.Tensor([0.6931472], shape=(1,), dtype=float32)
+    """
     y_true, y_pred = _pair(y_true, y_pred)
     if from_logits:
         return reduce_mean(sigmoid_cross_entropy_with_logits(y_true, y_pred), -1)
@@ -71,7 +101,16 @@ def binary_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False) -> 
 def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False,
                              label_smoothing: float = 0.0) -> Tensor:
     """``-sum(y_true * log(y_pred), axis=-1)`` over one-hot (or soft) labels; with
-    `label_smoothing` the labels move towards uniform by that fraction."""
+    `label_smoothing` the labels move towards uniform by that fraction.
+
+    y_true: float labels [..., classes]; y_pred: probabilities (or logits) of that shape;
+    returns [...] of y_pred's dtype.
+
+    >>> sf.losses.categorical_crossentropy([[0.0, 1.0], [1.0, 0.0]], [[0.5, 0.5], [0.9, 0.1]])
+    sf.Tensor([0.6931472 , 0.10536055], shape=(2,), dtype=float32)
+    >>> sf.losses.categorical_crossentropy([[0.0, 1.0]], [[0.0, 0.0]], from_logits=True)
+    sf.Tensor([0.6931472], shape=(1,), dtype=float32)
+    """
     y_true, y_pred = _pair(y_true, y_pred)
     if label_smoothing:
         classes = y_pred.shape[-1]
@@ -88,7 +127,14 @@ def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False
 
 def sparse_categorical_crossentropy(y_true: Any, y_pred: Any,
                                     from_logits: bool = False) -> Tensor:
-    """The cross-entropy of integer class labels (shape ``y_pred.shape[:-1]``)."""
+    """The cross-entropy of integer class labels (shape ``y_pred.shape[:-1]``).
+
+    y_true: int labels [...]; y_pred: float probabilities (or logits) [..., classes]; returns
+    [...] of y_pred's dtype.
+
+    >>> sf.losses.sparse_categorical_crossentropy([1, 0], [[0.5, 0.5], [0.9, 0.1]])
+    sf.Tensor([0.6931472 , 0.10536057], shape=(2,), dtype=float32)
+    """
     y_pred = convert_to_tensor(y_pred)
     if from_logits:
         return sparse_softmax_cross_entropy_with_logits(y_true, y_pred)
@@ -99,7 +145,17 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any,
 
 
 class Loss:
-    """A loss function with its reduction: ``loss(y_true, y_pred, sample_weight=None)``."""
+    """A loss function with its reduction: ``loss(y_true, y_pred, sample_weight=None)``.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> loss = sf.losses.Loss(sf.losses.mean_absolute_error, reduction="sum")
+    >>> loss([[0.0], [0.0]], [[1.0], [3.0]])
+    sf.Tensor(4., shape=(), dtype=float32)
+    >>> loss
+    <sf.losses.Loss 'mean_absolute_error' reduction='sum'>
+    """
 
     def __init__(self, function: Callable[..., Tensor],
                  reduction: str = "sum_over_batch_size", name: str | None = None,
@@ -126,28 +182,79 @@ class Loss:
 
 
 class MeanSquaredError(Loss):
+    """`mean_squared_error` as a loss object, reduced over the batch.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> mse = sf.losses.MeanSquaredError()
+    >>> mse([[0.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 0.0]])
+    sf.Tensor(0.5, shape=(), dtype=float32)
+    >>> sf.losses.MeanSquaredError(reduction="none")([[0.0, 1.0]], [[1.0, 1.0]])
+    sf.Tensor([0.5], shape=(1,), dtype=float32)
+    """
+
     def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
         super().__init__(mean_squared_error, reduction, name)
 
 
 class MeanAbsoluteError(Loss):
+    """`mean_absolute_error` as a loss object, reduced over the batch.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> mae = sf.losses.MeanAbsoluteError()
+    >>> mae([[0.0, 1.0], [1.0, 1.0]], [[2.0, 1.0], [1.0, 0.0]], sample_weight=[1.0, 0.0])
+    sf.Tensor(0.5, shape=(), dtype=float32)
+    """
+
     def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
         super().__init__(mean_absolute_error, reduction, name)
 
 
 class Huber(Loss):
+    """`huber` as a loss object: quadratic within `delta`, linear beyond.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.Huber(delta=2.0)([[0.0, 0.0]], [[1.0, 4.0]])
+    sf.Tensor(3.25, shape=(), dtype=float32)
+    """
+
     def __init__(self, delta: float = 1.0, reduction: str = "sum_over_batch_size",
                  name: str | None = None):
         super().__init__(huber, reduction, name, delta=float(delta))
 
 
 class BinaryCrossentropy(Loss):
+    """`binary_crossentropy` as a loss object, of probabilities or (`from_logits`) logits.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> bce = sf.losses.BinaryCrossentropy(from_logits=True)
+    >>> bce([[1.0], [0.0]], [[0.0], [0.0]])
+    sf.Tensor(0.6931472, shape=(), dtype=float32)
+    """
+
     def __init__(self, from_logits: bool = False, reduction: str = "sum_over_batch_size",
                  name: str | None = None):
         super().__init__(binary_crossentropy, reduction, name, from_logits=from_logits)
 
 
 class CategoricalCrossentropy(Loss):
+    """`categorical_crossentropy` as a loss object, for one-hot or soft labels.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> cce = sf.losses.CategoricalCrossentropy()
+    >>> cce([[0.0, 1.0], [1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]])
+    sf.Tensor(0.6931472, shape=(), dtype=float32)
+    """
+
     def __init__(self, from_logits: bool = False, label_smoothing: float = 0.0,
                  reduction: str = "sum_over_batch_size", name: str | None = None):
         super().__init__(categorical_crossentropy, reduction, name, from_logits=from_logits,
@@ -155,6 +262,16 @@ class CategoricalCrossentropy(Loss):
 
 
 class SparseCategoricalCrossentropy(Loss):
+    """`sparse_categorical_crossentropy` as a loss object, for integer labels.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> scce = sf.losses.SparseCategoricalCrossentropy(from_logits=True)
+    >>> scce([1, 0], [[0.0, 0.0], [0.0, 0.0]])
+    sf.Tensor(0.6931472, shape=(), dtype=float32)
+    """
+
     def __init__(self, from_logits: bool = False, reduction: str = "sum_over_batch_size",
                  name: str | None = None):
         super().__init__(sparse_categorical_crossentropy, reduction, name,

@@ -27,7 +27,20 @@ __all__ = ["AUC", "Accuracy", "CategoricalAccuracy", "Mean", "MeanSquaredError",
 
 
 class Metric(Module):
-    """The base class: `update_state`, `result`, `reset_state`, and ``metric(...)``."""
+    """The base class: `update_state`, `result`, `reset_state`, and ``metric(...)``.
+
+    Subclasses keep scalar state variables (`add_state`), fold batches in with `update_state`
+    and report `result()`; calling a metric does both.
+
+    >>> m = sf.metrics.Mean()
+    >>> isinstance(m, sf.metrics.Metric)
+    True
+    >>> m([1.0, 3.0])
+    sf.Tensor(2., shape=(), dtype=float32)
+    >>> m.reset_state()
+    >>> m.result()
+    sf.Tensor(0., shape=(), dtype=float32)
+    """
 
     def __init__(self, name: str | None = None, dtype: Any = dtypes.float32) -> None:
         super().__init__(name)
@@ -57,7 +70,16 @@ class Metric(Module):
 
 
 class Sum(Metric):
-    """The (weighted) sum of all values seen."""
+    """The (weighted) sum of all values seen.
+
+    values: float tensor of any shape (or a Python number).
+
+    >>> s = sf.metrics.Sum()
+    >>> s.update_state([1.0, 2.0])
+    >>> s.update_state(4.0)
+    >>> s.result()
+    sf.Tensor(7., shape=(), dtype=float32)
+    """
 
     def __init__(self, name: str | None = None, dtype: Any = dtypes.float32) -> None:
         super().__init__(name, dtype)
@@ -74,7 +96,16 @@ class Sum(Metric):
 
 
 class Mean(Metric):
-    """The (weighted) mean of all values seen: ``sum(w * x) / sum(w)``, 0 before any."""
+    """The (weighted) mean of all values seen: ``sum(w * x) / sum(w)``, 0 before any.
+
+    values: float tensor of any shape; `sample_weight` broadcasts against it.
+
+    >>> m = sf.metrics.Mean()
+    >>> m.update_state([1.0, 2.0])
+    >>> m.update_state([6.0], sample_weight=[2.0])
+    >>> m.result()
+    sf.Tensor(3.75, shape=(), dtype=float32)
+    """
 
     def __init__(self, name: str | None = None, dtype: Any = dtypes.float32) -> None:
         super().__init__(name, dtype)
@@ -99,7 +130,17 @@ class Mean(Metric):
 
 class Accuracy(Mean):
     """How often `y_pred` equals `y_true` (Keras' `Accuracy`: values compared as they are;
-    for class scores use `SparseCategoricalAccuracy` or `CategoricalAccuracy`)."""
+    for class scores use `SparseCategoricalAccuracy` or `CategoricalAccuracy`).
+
+    `update_state` takes batches (labels [batch, ...] and predictions of the shapes below);
+    `result()` is a float32 scalar over every batch since the last `reset_state`. y_true and
+    y_pred: tensors of one shape, compared for equality.
+
+    >>> acc = sf.metrics.Accuracy()
+    >>> acc.update_state([1, 2, 3, 4], [1, 2, 0, 4])
+    >>> acc.result()
+    sf.Tensor(0.75, shape=(), dtype=float32)
+    """
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         y_true, y_pred = convert_to_tensor(y_true), convert_to_tensor(y_pred)
@@ -108,7 +149,17 @@ class Accuracy(Mean):
 
 
 class SparseCategoricalAccuracy(Mean):
-    """How often ``argmax(y_pred, -1)`` equals the integer label `y_true`."""
+    """How often ``argmax(y_pred, -1)`` equals the integer label `y_true`.
+
+    `update_state` takes batches (labels [batch, ...] and predictions of the shapes below);
+    `result()` is a float32 scalar over every batch since the last `reset_state`. y_true: int
+    labels [batch]; y_pred: scores [batch, classes].
+
+    >>> acc = sf.metrics.SparseCategoricalAccuracy()
+    >>> acc.update_state([1, 0], [[0.1, 0.9], [0.2, 0.8]])
+    >>> acc.result()
+    sf.Tensor(0.5, shape=(), dtype=float32)
+    """
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         y_true, y_pred = convert_to_tensor(y_true), convert_to_tensor(y_pred)
@@ -119,7 +170,17 @@ class SparseCategoricalAccuracy(Mean):
 
 
 class CategoricalAccuracy(Mean):
-    """How often ``argmax(y_pred, -1)`` equals ``argmax(y_true, -1)`` (one-hot labels)."""
+    """How often ``argmax(y_pred, -1)`` equals ``argmax(y_true, -1)`` (one-hot labels).
+
+    `update_state` takes batches (labels [batch, ...] and predictions of the shapes below);
+    `result()` is a float32 scalar over every batch since the last `reset_state`. y_true: one-
+    hot [batch, classes]; y_pred: scores of that shape.
+
+    >>> acc = sf.metrics.CategoricalAccuracy()
+    >>> acc.update_state([[0.0, 1.0], [1.0, 0.0]], [[0.1, 0.9], [0.6, 0.4]])
+    >>> acc.result()
+    sf.Tensor(1., shape=(), dtype=float32)
+    """
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         matches = ew.equal(argmax(y_true, axis=-1), argmax(y_pred, axis=-1))
@@ -127,7 +188,17 @@ class CategoricalAccuracy(Mean):
 
 
 class MeanSquaredError(Mean):
-    """The mean of ``(y_true - y_pred)**2`` over every element seen."""
+    """The mean of ``(y_true - y_pred)**2`` over every element seen.
+
+    `update_state` takes batches (labels [batch, ...] and predictions of the shapes below);
+    `result()` is a float32 scalar over every batch since the last `reset_state`. y_true and
+    y_pred: float tensors [batch, n].
+
+    >>> mse = sf.metrics.MeanSquaredError()
+    >>> mse.update_state([[0.0, 1.0]], [[1.0, 1.0]])
+    >>> mse.result()
+    sf.Tensor(0.5, shape=(), dtype=float32)
+    """
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         y_pred = _as(y_pred, self.dtype)
@@ -172,7 +243,17 @@ class _Confusion(Metric):
 
 class Precision(_Confusion):
     """``true positives / predicted positives`` (a prediction above `threshold`, 0.5 by
-    default, is positive; labels above 0.5 are positive)."""
+    default, is positive; labels above 0.5 are positive).
+
+    `update_state` takes batches (labels [batch, ...] and predictions of the shapes below);
+    `result()` is a float32 scalar over every batch since the last `reset_state`. y_true: 0/1
+    labels; y_pred: probabilities of that shape.
+
+    >>> p = sf.metrics.Precision()
+    >>> p.update_state([1, 0, 1, 0], [0.9, 0.8, 0.2, 0.1])
+    >>> p.result()
+    sf.Tensor(0.5, shape=(), dtype=float32)
+    """
 
     def __init__(self, threshold: float = 0.5, name: str | None = None,
                  dtype: Any = dtypes.float32) -> None:
@@ -183,7 +264,17 @@ class Precision(_Confusion):
 
 
 class Recall(_Confusion):
-    """``true positives / actual positives`` at `threshold`."""
+    """``true positives / actual positives`` at `threshold`.
+
+    `update_state` takes batches (labels [batch, ...] and predictions of the shapes below);
+    `result()` is a float32 scalar over every batch since the last `reset_state`. y_true: 0/1
+    labels; y_pred: probabilities of that shape.
+
+    >>> r = sf.metrics.Recall()
+    >>> r.update_state([1, 0, 1, 1], [0.9, 0.8, 0.2, 0.7])
+    >>> r.result()
+    sf.Tensor(0.6666667, shape=(), dtype=float32)
+    """
 
     def __init__(self, threshold: float = 0.5, name: str | None = None,
                  dtype: Any = dtypes.float32) -> None:
@@ -196,7 +287,17 @@ class Recall(_Confusion):
 class AUC(_Confusion):
     """The area under the ROC curve, Keras' way: the confusion counts at `num_thresholds`
     evenly spaced thresholds in [0, 1] (with -eps and 1 + eps at the ends), the curve
-    integrated by the trapezoidal rule."""
+    integrated by the trapezoidal rule.
+
+    `update_state` takes batches (labels [batch, ...] and predictions of the shapes below);
+    `result()` is a float32 scalar over every batch since the last `reset_state`. y_true: 0/1
+    labels; y_pred: probabilities of that shape.
+
+    >>> auc = sf.metrics.AUC()
+    >>> auc.update_state([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    >>> auc.result()
+    sf.Tensor(0.75, shape=(), dtype=float32)
+    """
 
     def __init__(self, num_thresholds: int = 200, name: str | None = None,
                  dtype: Any = dtypes.float32) -> None:

@@ -48,6 +48,18 @@ class Module:
         y = net(sf.ones((2, 3)))       # or sf.function(net)(...): the same numbers
         net.variables                  # [v, out.kernel, out.bias]
         net.submodules                 # [out]
+
+    >>> class Scale(sf.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = sf.Variable(2.0)
+    ...     def __call__(self, x):
+    ...         return self.w * x
+    >>> m = Scale()
+    >>> m(sf.constant([1.0, 2.0]))
+    sf.Tensor([2., 4.], shape=(2,), dtype=float32)
+    >>> len(m.trainable_variables)
+    1
     """
 
     # Attributes never walked: bookkeeping, and references to state owned by others.

@@ -33,7 +33,18 @@ __all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop"]
 class Optimizer(Module):
     """The base class: `apply_gradients` over ``(gradient, variable)`` pairs, per-variable
     slots, and `minimize`. Subclasses define `_create_slots(variable)` and
-    `_update(gradient, variable, lr)`."""
+    `_update(gradient, variable, lr)`.
+
+    Use a subclass; they share `apply_gradients` and `minimize`.
+
+    >>> w = sf.Variable(3.0, name="w")
+    >>> opt = sf.optimizers.SGD(learning_rate=0.25)
+    >>> _ = opt.minimize(lambda: w * w, [w])
+    >>> w
+    sf.Variable(1.5, name='w', shape=(), dtype=float32)
+    >>> isinstance(opt, sf.optimizers.Optimizer)
+    True
+    """
 
     # Slots are tracked through `_slot_variables`; `_slots` maps model variables to them.
     _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_slots", "_schedule"}
@@ -185,6 +196,15 @@ class SGD(Optimizer):
 
     Without momentum ``w -= lr * g``. With momentum ``m = momentum * m - lr * g`` and
     ``w += m``, or with Nesterov ``w += momentum * m - lr * g`` (the new `m`).
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.SGD(learning_rate=0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.95, -1.95], name='w', shape=(2,), dtype=float32)
     """
 
     def __init__(self, learning_rate: float | Callable | Variable = 0.01,
@@ -220,6 +240,15 @@ class Adam(Optimizer):
     ``m += (g - m) * (1 - beta_1)``, ``v += (g*g - v) * (1 - beta_2)``,
     ``alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)``,
     ``w -= alpha * m / (sqrt(v) + epsilon)``, with ``t`` the step number from 1.
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.Adam(learning_rate=0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.9000013, -1.9000013], name='w', shape=(2,), dtype=float32)
     """
 
     def __init__(self, learning_rate: float | Callable | Variable = 0.001, beta_1: float = 0.9,
@@ -252,7 +281,17 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter), Keras' rule: before the Adam
-    step, ``w -= lr * weight_decay * w``."""
+    step, ``w -= lr * weight_decay * w``.
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.AdamW(learning_rate=0.1, weight_decay=0.5)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.8500013, -1.8000013], name='w', shape=(2,), dtype=float32)
+    """
 
     def __init__(self, learning_rate: float | Callable | Variable = 0.001,
                  weight_decay: float = 0.004, beta_1: float = 0.9, beta_2: float = 0.999,
@@ -272,7 +311,17 @@ class RMSprop(Optimizer):
     """RMSprop, Keras' rule: ``v = rho * v + (1 - rho) * g*g``; with momentum
     ``m = momentum * m + lr * g / sqrt(v + epsilon)``, ``w -= m``, else
     ``w -= lr * g / sqrt(v + epsilon)``; `centered` divides by the variance instead
-    (``v - mg**2`` with ``mg`` the mean gradient)."""
+    (``v - mg**2`` with ``mg`` the mean gradient).
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.RMSprop(learning_rate=0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.68377286, -1.6837728 ], name='w', shape=(2,), dtype=float32)
+    """
 
     def __init__(self, learning_rate: float | Callable | Variable = 0.001, rho: float = 0.9,
                  momentum: float = 0.0, epsilon: float = 1e-7, centered: bool = False,
@@ -308,7 +357,17 @@ class RMSprop(Optimizer):
 
 class Adagrad(Optimizer):
     """Adagrad, Keras' rule: ``a += g*g``, ``w -= lr * g / sqrt(a + epsilon)``, the
-    accumulator starting at `initial_accumulator_value`."""
+    accumulator starting at `initial_accumulator_value`.
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.Adagrad(learning_rate=0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.9154846, -1.9154845], name='w', shape=(2,), dtype=float32)
+    """
 
     def __init__(self, learning_rate: float | Callable | Variable = 0.001,
                  initial_accumulator_value: float = 0.1, epsilon: float = 1e-7,
@@ -330,7 +389,17 @@ class Adagrad(Optimizer):
 
 class Lion(Optimizer):
     """Lion (Chen et al., 2023): ``w -= lr * sign(beta_1 * m + (1 - beta_1) * g)``, then
-    ``m = beta_2 * m + (1 - beta_2) * g``."""
+    ``m = beta_2 * m + (1 - beta_2) * g``.
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.Lion(learning_rate=0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.9, -1.9], name='w', shape=(2,), dtype=float32)
+    """
 
     def __init__(self, learning_rate: float | Callable | Variable = 0.001, beta_1: float = 0.9,
                  beta_2: float = 0.99, name: str | None = None) -> None:

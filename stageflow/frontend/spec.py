@@ -14,7 +14,13 @@ from stageflow.core.shapes import format_shape
 
 @dataclass(frozen=True, init=False)
 class TensorSpec:
-    """Describes tensors an `sf.function` accepts; `None` dims accept any size."""
+    """Describes tensors an `sf.function` accepts; `None` dims accept any size.
+
+    >>> sf.TensorSpec([None, 3])
+    TensorSpec(shape=(?, 3), dtype=float32)
+    >>> sf.TensorSpec([2], sf.int32)
+    TensorSpec(shape=(2,), dtype=int32)
+    """
 
     shape: tuple[int | None, ...]
     dtype: np.dtype

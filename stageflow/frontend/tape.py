@@ -45,7 +45,14 @@ _tapes = _Tapes()
 
 
 class GradientTape:
-    """Records ops on watched values while active; `gradient` differentiates them."""
+    """Records ops on watched values while active; `gradient` differentiates them.
+
+    >>> x = sf.Variable(3.0)
+    >>> with sf.GradientTape() as tape:
+    ...     y = x * x
+    >>> tape.gradient(y, x)
+    sf.Tensor(6., shape=(), dtype=float32)
+    """
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self.persistent = persistent
@@ -278,7 +285,14 @@ class _CustomGradient:
 
 
 def custom_gradient(f: Callable) -> Callable:
-    """Decorate `f(*x) -> (y, grad_fn)` so that tapes use `grad_fn(dy) -> dx` for it."""
+    """Decorate `f(*x) -> (y, grad_fn)` so that tapes use `grad_fn(dy) -> dx` for it.
+
+    >>> @sf.custom_gradient
+    ... def clipped_identity(x):
+    ...     return sf.identity(x), lambda dy: sf.clip_by_value(dy, -1.0, 1.0)
+    >>> sf.grad(lambda x: 5.0 * clipped_identity(x))(sf.constant(2.0))
+    sf.Tensor(1., shape=(), dtype=float32)
+    """
 
     def wrapped(*args: Any) -> Any:
         inputs = [convert_to_tensor(a) for a in args]
@@ -306,7 +320,17 @@ def custom_gradient(f: Callable) -> Callable:
 
 
 def grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
-    """The function computing df/dx with respect to argument(s) `argnums` of `f`."""
+    """The function computing df/dx with respect to argument(s) `argnums` of `f`.
+
+    f takes and returns float tensors (f's result a scalar); the gradient has the argument's
+    shape and dtype.
+
+    >>> df = sf.grad(lambda x: sf.reduce_sum(x * x))
+    >>> df(sf.constant([1.0, 2.0]))
+    sf.Tensor([2., 4.], shape=(2,), dtype=float32)
+    >>> sf.grad(lambda x, y: x * y, argnums=(0, 1))(sf.constant(2.0), sf.constant(3.0))
+    (sf.Tensor(3., shape=(), dtype=float32), sf.Tensor(2., shape=(), dtype=float32))
+    """
     value_and_grad_f = value_and_grad(f, argnums)
 
     def gradient_function(*args: Any, **kwargs: Any) -> Any:
@@ -316,7 +340,11 @@ def grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
 
 
 def value_and_grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
-    """The function computing (f(x), df/dx) with respect to argument(s) `argnums`."""
+    """The function computing (f(x), df/dx) with respect to argument(s) `argnums`.
+
+    >>> sf.value_and_grad(lambda x: x ** 3.0)(sf.constant(2.0))
+    (sf.Tensor(8., shape=(), dtype=float32), sf.Tensor(12., shape=(), dtype=float32))
+    """
     def value_and_gradient(*args: Any, **kwargs: Any) -> Any:
         positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
         args = [convert_to_tensor(a) if i in positions and not hasattr(a, "_store") else a
@@ -331,7 +359,11 @@ def value_and_grad(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
 
 
 def stop_gradient(x: Any) -> Any:
-    """`x` with no gradient flowing through it (tapes treat it as a constant)."""
+    """`x` with no gradient flowing through it (tapes treat it as a constant).
+
+    >>> sf.grad(lambda x: x * sf.stop_gradient(x))(sf.constant(3.0))
+    sf.Tensor(3., shape=(), dtype=float32)
+    """
     return stop_gradient_p.bind(convert_to_tensor(x))
 
 

@@ -28,7 +28,22 @@ allocate = object.__new__
 
 
 class Tensor:
-    """A concrete, immutable, typed multi-dimensional array."""
+    """A concrete, immutable, typed multi-dimensional array.
+
+    Made by `sf.constant` and every op; `.shape` is a tuple, `.dtype` a NumPy dtype, `.numpy()`
+    the values.
+
+    >>> t = sf.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> t
+    sf.Tensor([[1., 2.],
+               [3., 4.]], shape=(2, 2), dtype=float32)
+    >>> t.shape, t.dtype
+    ((2, 2), dtype('float32'))
+    >>> (t + 1.0)[1]
+    sf.Tensor([4., 5.], shape=(2,), dtype=float32)
+    >>> float(t.numpy().sum())
+    10.0
+    """
 
     __slots__ = ("_value", "_mirrors", "__weakref__")
     __array_priority__ = 100  # NumPy defers `ndarray * Tensor` to Tensor.__rmul__

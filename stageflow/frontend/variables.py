@@ -27,7 +27,15 @@ _unique = itertools.count()
 
 
 class Variable:
-    """A named, typed, mutable tensor; usable wherever a tensor is."""
+    """A named, typed, mutable tensor; usable wherever a tensor is.
+
+    >>> v = sf.Variable([1.0, 2.0], name="v")
+    >>> v
+    sf.Variable([1., 2.], name='v', shape=(2,), dtype=float32)
+    >>> _ = v.assign_add([1.0, 1.0])
+    >>> v * 2.0
+    sf.Tensor([4., 6.], shape=(2,), dtype=float32)
+    """
 
     __hash__ = object.__hash__  # variables are objects with identity (unlike tensors)
     __array_priority__ = 100  # NumPy defers `ndarray * variable` to the variable's operators

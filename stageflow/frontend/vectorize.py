@@ -46,6 +46,10 @@ def vectorized_map(fn: Callable[..., Any], elems: Any,
     (the same nest, each leaf without that dim) and returns a tensor or a nest. Works eagerly
     and inside `sf.function`. ``sf.vectorized_map(lambda x: sf.reduce_sum(x * x), xs)`` is
     the row norms squared of ``xs``.
+
+    >>> rows = sf.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> sf.vectorized_map(lambda row: sf.reduce_sum(row * row), rows)
+    sf.Tensor([ 5., 25.], shape=(2,), dtype=float32)
     """
     leaves = nest.flatten(elems)[0]
     leaves = [convert_to_tensor(leaf) for leaf in leaves]

@@ -110,7 +110,11 @@ def resolve(name: str) -> str:
 
 
 def list_devices() -> list[str]:
-    """Names of the available devices, as `sf.list_devices()` reports them."""
+    """Names of the available devices, as `sf.list_devices()` reports them.
+
+    >>> "/device:CPU:0" in sf.list_devices()
+    True
+    """
     return list(_devices())
 
 

@@ -45,7 +45,13 @@ _OUTPUT = object()  # marks a result leaf that comes from the graph's outputs
 
 
 class ConcreteFunction:
-    """A graph function for one input signature; callable with tensors of that signature."""
+    """A graph function for one input signature; callable with tensors of that signature.
+
+    >>> double = sf.function(lambda x: x * 2.0)
+    >>> concrete = double.get_concrete_function(sf.TensorSpec([None], sf.float32))
+    >>> concrete(sf.constant([1.0, 2.0]))
+    sf.Tensor([2., 4.], shape=(2,), dtype=float32)
+    """
 
     def __init__(self, name: str, graph: Graph, inputs: list[TensorSpec | Variable],
                  out_treedef: Any, out_template: list, created_variables: list,

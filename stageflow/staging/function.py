@@ -35,7 +35,11 @@ RETRACE_WINDOW, RETRACE_LIMIT = 10, 5
 
 
 class RetracingWarning(UserWarning):
-    """A staged function is traced again and again; its inputs keep changing signature."""
+    """A staged function is traced again and again; its inputs keep changing signature.
+
+    >>> issubclass(sf.RetracingWarning, UserWarning)
+    True
+    """
 
 
 class _Identity:
@@ -90,7 +94,20 @@ def _describe_change(old: Any, new: Any) -> str:
 
 
 class Function:
-    """A polymorphic staged function: one graph function per input signature."""
+    """A polymorphic staged function: one graph function per input signature.
+
+    Made by `sf.function`; calling it traces once per input signature and runs the graph.
+
+    >>> @sf.function
+    ... def scale(x):
+    ...     return x * 3.0
+    >>> scale(sf.constant([1.0, 2.0]))
+    sf.Tensor([3., 6.], shape=(2,), dtype=float32)
+    >>> scale(sf.constant([4.0, 5.0]))
+    sf.Tensor([12., 15.], shape=(2,), dtype=float32)
+    >>> scale
+    <sf.function scale (1 traces)>
+    """
 
     def __init__(
         self,
@@ -488,7 +505,16 @@ def function(
     autograph: bool = True,
 ) -> Any:
     """Stage `func` as a polymorphic graph function (usable as `@sf.function(...)` too);
-    with `autograph`, Python ``if``/``while``/``for`` on tensors become control-flow ops."""
+    with `autograph`, Python ``if``/``while``/``for`` on tensors become control-flow ops.
+
+    >>> @sf.function
+    ... def affine(x, w):
+    ...     return x @ w + 1.0
+    >>> affine(sf.ones((1, 2)), sf.ones((2, 3)))
+    sf.Tensor([[3., 3., 3.]], shape=(1, 3), dtype=float32)
+    >>> affine
+    <sf.function affine (1 traces)>
+    """
     if func is None:
         return functools.partial(function, input_signature=input_signature, jit=jit,
                                  reduce_retracing=reduce_retracing, autograph=autograph)

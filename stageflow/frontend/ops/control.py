@@ -62,6 +62,14 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any],
     traced predicate both are traced into the branches of one op: they must return the
     same structure of tensors with the same dtypes (dims that differ become unknown), and
     only the taken branch's effects happen when the graph runs.
+
+    >>> sf.cond(sf.constant(True), lambda: sf.constant(1.0), lambda: sf.constant(0.0))
+    sf.Tensor(1., shape=(), dtype=float32)
+    >>> @sf.function
+    ... def relu_sum(x):
+    ...     return sf.cond(sf.reduce_sum(x) > 0, lambda: sf.reduce_sum(x), lambda: sf.constant(0.0))
+    >>> relu_sum(sf.constant([1.0, -3.0]))
+    sf.Tensor(0., shape=(), dtype=float32)
     """
     if not isinstance(pred, SymbolicTensor):
         return true_fn() if bool(pred) else false_fn()
@@ -75,7 +83,11 @@ def switch_case(branch_index: Any, branch_fns: Sequence[Callable[[], Any]]
                 | Mapping[int, Callable[[], Any]], default: Callable[[], Any] | None = None,
                 name: str | None = None) -> Any:
     """``branch_fns[branch_index]()``; an index out of range runs `default`, or the last
-    branch when there is none (TensorFlow's rule). `branch_fns` may be a dict from 0..n-1."""
+    branch when there is none (TensorFlow's rule). `branch_fns` may be a dict from 0..n-1.
+
+    >>> sf.switch_case(sf.constant(1), [lambda: sf.constant(10), lambda: sf.constant(20)])
+    sf.Tensor(20, shape=(), dtype=int32)
+    """
     if isinstance(branch_fns, Mapping):
         if sorted(branch_fns) != list(range(len(branch_fns))):
             raise ValueError(f"switch_case: the keys of branch_fns must be 0..n-1, got "
@@ -132,6 +144,11 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     whose body is traced once, whatever the trip count; a loop variable whose dims change
     between iterations gets unknown dims there (no shape invariants to declare). At most
     `maximum_iterations` iterations run when it is given.
+
+    >>> cond = lambda i, total: i < 4
+    >>> body = lambda i, total: (i + 1, total * 2)
+    >>> sf.while_loop(cond, body, (sf.constant(0), sf.constant(1)))
+    (sf.Tensor(4, shape=(), dtype=int32), sf.Tensor(16, shape=(), dtype=int32))
     """
     if not isinstance(loop_vars, list | tuple):
         raise TypeError(f"while_loop: loop_vars must be a tuple or list, got "
@@ -218,7 +235,11 @@ def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[...
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any],
               init_val: Any) -> Any:
     """``val = body_fun(i, val)`` for i in range(lower, upper) (JAX's `fori_loop`), one
-    `while` op when traced."""
+    `while` op when traced.
+
+    >>> sf.fori_loop(0, 5, lambda i, total: total + i, sf.constant(0))
+    sf.Tensor(10, shape=(), dtype=int32)
+    """
     start = convert_to_tensor(lower)
     end = convert_to_tensor(upper, start.dtype)
 
@@ -276,13 +297,20 @@ def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     `Tout` is a dtype or `sf.TensorSpec` (traced: a spec, for the rank), or a list of them
     (then a list of results). Eagerly this is ``func(*inp)``, differentiable as the ops
     `func` runs are; traced, its gradient runs `func` under a tape (the paper's py_func).
+
+    >>> sf.py_func(lambda a: a * 2, [sf.constant([1.0, 2.0])], sf.float32)
+    sf.Tensor([2., 4.], shape=(2,), dtype=float32)
     """
     return _py_func(_Callback(func, tensors=True), inp, Tout)
 
 
 def numpy_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
                    name: str | None = None) -> Any:
-    """`py_func` whose `func` receives NumPy arrays (TensorFlow's ``numpy_function``)."""
+    """`py_func` whose `func` receives NumPy arrays (TensorFlow's ``numpy_function``).
+
+    >>> sf.numpy_function(lambda a: np.sort(a), [sf.constant([3.0, 1.0])], sf.float32)
+    sf.Tensor([1., 3.], shape=(2,), dtype=float32)
+    """
     return _py_func(_Callback(func, tensors=False), inp, Tout)
 
 

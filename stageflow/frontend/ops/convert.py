@@ -18,12 +18,22 @@ _PYTHON_SCALARS = (bool, int, float)
 
 
 def is_tensor(x: Any) -> bool:
-    """True for eager and symbolic tensors (and anything that converts like one)."""
+    """True for eager and symbolic tensors (and anything that converts like one).
+
+    >>> sf.is_tensor(sf.constant(1.0)), sf.is_tensor(1.0)
+    (True, False)
+    """
     return isinstance(x, Tensor) or hasattr(x, "_as_tensor")
 
 
 def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
-    """A tensor for `value`; tensors pass through (a different `dtype` is a ``TypeError``)."""
+    """A tensor for `value`; tensors pass through (a different `dtype` is a ``TypeError``).
+
+    >>> sf.convert_to_tensor([1.0, 2.0])
+    sf.Tensor([1., 2.], shape=(2,), dtype=float32)
+    >>> sf.convert_to_tensor(np.arange(3))
+    sf.Tensor([0, 1, 2], shape=(3,), dtype=int64)
+    """
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != dtypes.as_dtype(dtype):
             raise TypeError(
@@ -42,7 +52,21 @@ def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
 
 
 def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
-    """A tensor from Python or NumPy data; `shape` fills a scalar or reshapes same-size data."""
+    """A tensor from Python or NumPy data; `shape` fills a scalar or reshapes same-size data.
+
+    value: a Python number, nested list or NumPy array; Python floats become float32, ints
+    int32, unless `dtype` says otherwise.
+
+    >>> sf.constant([1.0, 2.0])
+    sf.Tensor([1., 2.], shape=(2,), dtype=float32)
+    >>> sf.constant(3)
+    sf.Tensor(3, shape=(), dtype=int32)
+    >>> sf.constant(0.0, shape=[2, 2])
+    sf.Tensor([[0., 0.],
+               [0., 0.]], shape=(2, 2), dtype=float32)
+    >>> sf.constant([1, 2], dtype=sf.float64)
+    sf.Tensor([1., 2.], shape=(2,), dtype=float64)
+    """
     array = to_array(value, dtype)
     if shape is not None:
         shape = tuple(int(d) for d in shape)

@@ -27,17 +27,42 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def fill(dims: int | Sequence[int], value: Any, dtype: Any = None) -> Tensor:
-    """A tensor of shape `dims` holding `value` everywhere."""
+    """A tensor of shape `dims` holding `value` everywhere.
+
+    Returns `dims` of `dtype` (by default, value's dtype: float32 for a Python float).
+
+    >>> sf.fill([2, 3], 7)
+    sf.Tensor([[7, 7, 7],
+               [7, 7, 7]], shape=(2, 3), dtype=int32)
+    >>> sf.fill(2, 0.5)
+    sf.Tensor([0.5, 0.5], shape=(2,), dtype=float32)
+    """
     return broadcast_to(convert_to_tensor(value, dtype), _shape(dims))
 
 
 def zeros(shape: int | Sequence[int], dtype: Any = dtypes.float32) -> Tensor:
-    """A tensor of zeros."""
+    """A tensor of zeros.
+
+    Returns `shape` of `dtype` (float32 by default).
+
+    >>> sf.zeros([2])
+    sf.Tensor([0., 0.], shape=(2,), dtype=float32)
+    >>> sf.zeros((2, 2), dtype=sf.int64).dtype
+    dtype('int64')
+    """
     return fill(shape, 0, dtype)
 
 
 def ones(shape: int | Sequence[int], dtype: Any = dtypes.float32) -> Tensor:
-    """A tensor of ones."""
+    """A tensor of ones.
+
+    Returns `shape` of `dtype` (float32 by default).
+
+    >>> sf.ones((2, 3)).shape
+    (2, 3)
+    >>> sf.ones(2, dtype=sf.int32)
+    sf.Tensor([1, 1], shape=(2,), dtype=int32)
+    """
     return fill(shape, 1, dtype)
 
 
@@ -52,18 +77,38 @@ def _fill_like(x: Any, value: int, dtype: Any) -> Tensor:
 
 
 def zeros_like(x: Any, dtype: Any = None) -> Tensor:
-    """Zeros with the shape (and, by default, the dtype) of `x`."""
+    """Zeros with the shape (and, by default, the dtype) of `x`.
+
+    >>> sf.zeros_like([1.5, 2.5])
+    sf.Tensor([0., 0.], shape=(2,), dtype=float32)
+    """
     return _fill_like(x, 0, dtype)
 
 
 def ones_like(x: Any, dtype: Any = None) -> Tensor:
-    """Ones with the shape (and, by default, the dtype) of `x`."""
+    """Ones with the shape (and, by default, the dtype) of `x`.
+
+    >>> sf.ones_like([[1, 2]])
+    sf.Tensor([[1, 1]], shape=(1, 2), dtype=int32)
+    """
     return _fill_like(x, 1, dtype)
 
 
 def eye(num_rows: int, num_columns: int | None = None, batch_shape: Sequence[int] = (),
         dtype: Any = dtypes.float32) -> Tensor:
-    """An identity matrix (or a batch of them) with ones on the main diagonal."""
+    """An identity matrix (or a batch of them) with ones on the main diagonal.
+
+    Returns [*batch_shape, num_rows, num_columns] of `dtype` (float32 by default).
+
+    >>> sf.eye(2)
+    sf.Tensor([[1., 0.],
+               [0., 1.]], shape=(2, 2), dtype=float32)
+    >>> sf.linalg.eye(2, 3, dtype=sf.int32)
+    sf.Tensor([[1, 0, 0],
+               [0, 1, 0]], shape=(2, 3), dtype=int32)
+    >>> sf.eye(2, batch_shape=[4]).shape
+    (4, 2, 2)
+    """
     dtype = dtypes.as_dtype(dtype)
     shape = (int(num_rows), int(num_rows if num_columns is None else num_columns))
     rows = st.iota_p.bind(shape=shape, dtype=dtypes.int32, dimension=0)
@@ -73,7 +118,16 @@ def eye(num_rows: int, num_columns: int | None = None, batch_shape: Sequence[int
 
 
 def diag(v: Any) -> Tensor:
-    """NumPy's `diag`: a vector becomes a diagonal matrix; a matrix gives its diagonal."""
+    """NumPy's `diag`: a vector becomes a diagonal matrix; a matrix gives its diagonal.
+
+    v: [n] or [n, n] tensor of any dtype; returns [n, n] or [n] of its dtype.
+
+    >>> sf.diag([1, 2])
+    sf.Tensor([[1, 0],
+               [0, 2]], shape=(2, 2), dtype=int32)
+    >>> sf.diag([[1, 2], [3, 4]])
+    sf.Tensor([1, 4], shape=(2,), dtype=int32)
+    """
     v = convert_to_tensor(v)
     if v.ndim == 1:
         mask = ew.cast(eye(v.shape[0]), dtypes.bool_)
@@ -87,7 +141,16 @@ def diag(v: Any) -> Tensor:
 
 
 def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> Tensor:  # noqa: A001
-    """start, start + delta, ... up to but excluding `limit` (like Python's `range`)."""
+    """start, start + delta, ... up to but excluding `limit` (like Python's `range`).
+
+    Returns a 1-D tensor of the arguments' dtype (int32 for Python ints, float32 for floats)
+    unless `dtype` says otherwise.
+
+    >>> sf.range(4)
+    sf.Tensor([0, 1, 2, 3], shape=(4,), dtype=int32)
+    >>> sf.range(1.0, 2.0, 0.25)
+    sf.Tensor([1.  , 1.25, 1.5 , 1.75], shape=(4,), dtype=float32)
+    """
     if limit is None:
         start, limit = 0, start
     values = (start, limit, delta)
@@ -103,7 +166,13 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> T
 
 
 def linspace(start: float, stop: float, num: int, dtype: Any = dtypes.float32) -> Tensor:
-    """`num` evenly spaced values from `start` to `stop`, both included."""
+    """`num` evenly spaced values from `start` to `stop`, both included.
+
+    Returns [num] of `dtype` (float32 by default).
+
+    >>> sf.linspace(0.0, 1.0, 5)
+    sf.Tensor([0.  , 0.25, 0.5 , 0.75, 1.  ], shape=(5,), dtype=float32)
+    """
     dtype = dtypes.as_dtype(dtype)
     num = int(num)
     if num < 1:

@@ -24,6 +24,19 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False)
 
     A 1-D operand is a row (left) or column (right) vector whose dim is dropped from the
     result, as in NumPy.
+
+    a: [..., m, k], b: [..., k, n], of one int or float dtype; returns [..., m, n] of that dtype
+    (also the `@` operator).
+
+    >>> a = sf.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> sf.matmul(a, [[1.0], [1.0]])
+    sf.Tensor([[3.],
+               [7.]], shape=(2, 1), dtype=float32)
+    >>> sf.matmul(a, a, transpose_b=True)
+    sf.Tensor([[ 5., 11.],
+               [11., 25.]], shape=(2, 2), dtype=float32)
+    >>> (sf.ones((5, 2, 3)) @ sf.ones((3, 4))).shape
+    (5, 2, 4)
     """
     a, b = binary_operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
@@ -76,6 +89,18 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     result has that dtype. A chain is contracted a pair at a time, always the pair whose
     result is smallest next (opt_einsum's greedy order), each pair as one batched matmul,
     so the compiler only ever sees transposes, reshapes, sums and matmuls.
+
+    operands: tensors of one numeric dtype; returns that dtype, the shape the equation's output
+    names.
+
+    >>> a = sf.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> sf.einsum("ij,jk->ik", a, sf.eye(2))
+    sf.Tensor([[1., 2.],
+               [3., 4.]], shape=(2, 2), dtype=float32)
+    >>> sf.einsum("ii->", a)
+    sf.Tensor(5., shape=(), dtype=float32)
+    >>> sf.einsum("bij,bjk->bik", sf.ones((3, 2, 4)), sf.ones((3, 4, 5))).shape
+    (3, 2, 5)
     """
     tensors = [convert_to_tensor(t) for t in operands]
     specs, output = _parse(equation, tensors)
@@ -200,7 +225,18 @@ def _cheapest_pair(terms: list[tuple[str, Tensor]], output: str) -> tuple[int, i
 
 
 def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Tensor:
-    """Sum products over the last `axes` dims of `a` and the first of `b` (or listed axes)."""
+    """Sum products over the last `axes` dims of `a` and the first of `b` (or listed axes).
+
+    a, b: tensors of one numeric dtype; returns a.shape[:-axes] + b.shape[axes:] of that dtype.
+
+    >>> a = sf.ones((2, 3, 4))
+    >>> sf.tensordot(a, sf.ones((3, 4, 5)), axes=2).shape
+    (2, 5)
+    >>> sf.tensordot(a, sf.ones((2, 5)), axes=[[0], [0]]).shape
+    (3, 4, 5)
+    >>> sf.tensordot([1.0, 2.0], [3.0, 4.0], axes=1)
+    sf.Tensor(11., shape=(), dtype=float32)
+    """
     a, b = binary_operands(a, b)
     if isinstance(axes, int):
         a_axes = list(range(a.ndim - axes, a.ndim))

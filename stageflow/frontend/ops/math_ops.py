@@ -29,38 +29,82 @@ __all__ = ["clip_by_global_norm", "cosh", "cumprod", "cumsum", "global_norm", "i
 
 def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Tensor:
     """Running sums along `axis` (TensorFlow's arguments: `exclusive` starts from 0 without
-    the element itself, `reverse` runs from the end)."""
+    the element itself, `reverse` runs from the end).
+
+    x: int or float tensor; returns x's shape and dtype.
+
+    >>> sf.cumsum([1.0, 2.0, 3.0])
+    sf.Tensor([1., 3., 6.], shape=(3,), dtype=float32)
+    >>> sf.cumsum([1.0, 2.0, 3.0], exclusive=True, reverse=True)
+    sf.Tensor([5., 3., 0.], shape=(3,), dtype=float32)
+    """
     x = convert_to_tensor(x)
     return scan.cumsum_p.bind(x, axis=normalize_axis(axis, x.ndim), exclusive=bool(exclusive),
                               reverse=bool(reverse))
 
 
 def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Tensor:
-    """Running products along `axis` (`exclusive`: from 1, without the element itself)."""
+    """Running products along `axis` (`exclusive`: from 1, without the element itself).
+
+    x: int or float tensor; returns x's shape and dtype.
+
+    >>> sf.cumprod([1.0, 2.0, 3.0])
+    sf.Tensor([1., 2., 6.], shape=(3,), dtype=float32)
+    >>> sf.cumprod([[1, 2], [3, 4]], axis=1, exclusive=True)
+    sf.Tensor([[1, 1],
+               [1, 3]], shape=(2, 2), dtype=int32)
+    """
     x = convert_to_tensor(x)
     return scan.cumprod_p.bind(x, axis=normalize_axis(axis, x.ndim),
                                exclusive=bool(exclusive), reverse=bool(reverse))
 
 
 def tan(x: Any) -> Tensor:
-    """``sin(x) / cos(x)``, elementwise."""
+    """``sin(x) / cos(x)``, elementwise.
+
+    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
+    shape and dtype.
+
+    >>> sf.math.tan([0.0, 0.7853982])
+    sf.Tensor([0., 1.], shape=(2,), dtype=float32)
+    """
     return ew.divide(ew.sin(x), ew.cos(x))
 
 
 def sinh(x: Any) -> Tensor:
-    """``(e**x - e**-x) / 2`` through expm1 (exact near 0), elementwise."""
+    """``(e**x - e**-x) / 2`` through expm1 (exact near 0), elementwise.
+
+    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
+    shape and dtype.
+
+    >>> sf.math.sinh([0.0, 1.0])
+    sf.Tensor([0.       , 1.1752012], shape=(2,), dtype=float32)
+    """
     x = convert_to_tensor(x)
     return (ew.expm1(x) - ew.expm1(ew.negative(x))) * 0.5
 
 
 def cosh(x: Any) -> Tensor:
-    """``(e**x + e**-x) / 2``, elementwise."""
+    """``(e**x + e**-x) / 2``, elementwise.
+
+    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
+    shape and dtype.
+
+    >>> sf.math.cosh([0.0, 1.0])
+    sf.Tensor([1.       , 1.5430807], shape=(2,), dtype=float32)
+    """
     x = convert_to_tensor(x)
     return (ew.exp(x) + ew.exp(ew.negative(x))) * 0.5
 
 
 def is_nan(x: Any) -> Tensor:
-    """Where `x` is NaN (a bool tensor; all false for integers)."""
+    """Where `x` is NaN (a bool tensor; all false for integers).
+
+    x: tensor of any shape; returns a bool tensor of its shape.
+
+    >>> sf.math.is_nan([1.0, float('inf'), float('nan')])
+    sf.Tensor([False, False,  True], shape=(3,), dtype=bool)
+    """
     x = convert_to_tensor(x)
     if not dtypes.is_floating(x.dtype):
         return ew.not_equal(ones_like(x), ones_like(x))
@@ -68,7 +112,13 @@ def is_nan(x: Any) -> Tensor:
 
 
 def is_inf(x: Any) -> Tensor:
-    """Where `x` is +inf or -inf."""
+    """Where `x` is +inf or -inf.
+
+    x: tensor of any shape; returns a bool tensor of its shape.
+
+    >>> sf.math.is_inf([1.0, float('-inf'), float('nan')])
+    sf.Tensor([False,  True, False], shape=(3,), dtype=bool)
+    """
     x = convert_to_tensor(x)
     if not dtypes.is_floating(x.dtype):
         return is_nan(x)
@@ -76,7 +126,13 @@ def is_inf(x: Any) -> Tensor:
 
 
 def is_finite(x: Any) -> Tensor:
-    """Where `x` is neither NaN nor infinite."""
+    """Where `x` is neither NaN nor infinite.
+
+    x: tensor of any shape; returns a bool tensor of its shape.
+
+    >>> sf.math.is_finite([1.0, float('inf'), float('nan')])
+    sf.Tensor([ True, False, False], shape=(3,), dtype=bool)
+    """
     return ew.logical_not(ew.logical_or(is_nan(x), is_inf(x)))
 
 
@@ -88,19 +144,38 @@ def _as_counts(x: Any) -> Tensor:
 
 
 def reduce_any(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Whether any element over `axis` is true (non-zero); false over no elements."""
+    """Whether any element over `axis` is true (non-zero); false over no elements.
+
+    x: bool (or numeric, non-zero is true) tensor; axis: None, an int or ints; returns a bool
+    tensor without those axes.
+
+    >>> sf.reduce_any([[True, False], [False, False]], axis=1)
+    sf.Tensor([ True, False], shape=(2,), dtype=bool)
+    """
     return ew.greater(reduce_sum(_as_counts(x), axis, keepdims), 0)
 
 
 def reduce_all(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Whether every element over `axis` is true (non-zero); true over no elements."""
+    """Whether every element over `axis` is true (non-zero); true over no elements.
+
+    x: bool (or numeric, non-zero is true) tensor; axis: None, an int or ints; returns a bool
+    tensor without those axes.
+
+    >>> sf.reduce_all([[True, False], [True, True]], axis=1)
+    sf.Tensor([False,  True], shape=(2,), dtype=bool)
+    """
     x = convert_to_tensor(x)
     falses = ew.cast(ew.logical_not(ew.cast(_as_counts(x), np.bool_)), dtypes.int32)
     return ew.equal(reduce_sum(falses, axis, keepdims), 0)
 
 
 def reverse(x: Any, axis: int | Sequence[int]) -> Tensor:
-    """`x` with the order of its elements reversed along each of `axis`."""
+    """`x` with the order of its elements reversed along each of `axis`.
+
+    >>> sf.reverse([[1, 2], [3, 4]], axis=[1])
+    sf.Tensor([[2, 1],
+               [4, 3]], shape=(2, 2), dtype=int32)
+    """
     x = convert_to_tensor(x)
     axes = {normalize_axis(a, x.ndim) for a in ([axis] if isinstance(axis, int) else axis)}
     return x[tuple(slice(None, None, -1) if a in axes else slice(None)
@@ -109,7 +184,11 @@ def reverse(x: Any, axis: int | Sequence[int]) -> Tensor:
 
 def roll(x: Any, shift: int | Sequence[int], axis: int | Sequence[int]) -> Tensor:
     """Elements shifted by `shift` along `axis`, those that fall off re-entering at the
-    other end (NumPy's `roll`; a known size along each axis)."""
+    other end (NumPy's `roll`; a known size along each axis).
+
+    >>> sf.roll([1, 2, 3, 4], shift=1, axis=0)
+    sf.Tensor([4, 1, 2, 3], shape=(4,), dtype=int32)
+    """
     x = convert_to_tensor(x)
     shifts = [shift] if isinstance(shift, int) else list(shift)
     axes = [axis] if isinstance(axis, int) else list(axis)
@@ -132,7 +211,19 @@ def roll(x: Any, shift: int | Sequence[int], axis: int | Sequence[int]) -> Tenso
 
 def meshgrid(*xs: Any, indexing: str = "xy") -> list[Tensor]:
     """Coordinate grids from 1-D tensors (NumPy's and TensorFlow's `meshgrid`; ``"xy"``
-    swaps the first two output dims, ``"ij"`` keeps them in argument order)."""
+    swaps the first two output dims, ``"ij"`` keeps them in argument order).
+
+    xs: 1-D tensors [n0], [n1], ...; returns one tensor per input, of shape [n1, n0, ...] ("xy")
+    or [n0, n1, ...] ("ij").
+
+    >>> xx, yy = sf.meshgrid([1, 2, 3], [10, 20])
+    >>> xx
+    sf.Tensor([[1, 2, 3],
+               [1, 2, 3]], shape=(2, 3), dtype=int32)
+    >>> yy
+    sf.Tensor([[10, 10, 10],
+               [20, 20, 20]], shape=(2, 3), dtype=int32)
+    """
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}"
                          f"{describe_location()}")
@@ -152,7 +243,13 @@ def meshgrid(*xs: Any, indexing: str = "xy") -> list[Tensor]:
 
 
 def global_norm(t_list: Sequence[Any]) -> Tensor:
-    """``sqrt(sum of the squares of every element of every tensor)`` (Nones skipped)."""
+    """``sqrt(sum of the squares of every element of every tensor)`` (Nones skipped).
+
+    t_list: float tensors of any shapes; returns a scalar of their dtype.
+
+    >>> sf.global_norm([sf.constant([3.0]), sf.constant([[4.0]])])
+    sf.Tensor(5., shape=(), dtype=float32)
+    """
     squares = [reduce_sum(ew.square(convert_to_tensor(t))) for t in t_list if t is not None]
     if not squares:
         raise ValueError(f"global_norm: no tensors{describe_location()}")
@@ -165,7 +262,17 @@ def global_norm(t_list: Sequence[Any]) -> Tensor:
 def clip_by_global_norm(t_list: Sequence[Any], clip_norm: float,
                         use_norm: Any = None) -> tuple[list[Any], Tensor]:
     """Every tensor scaled by ``clip_norm / max(global_norm, clip_norm)``: the list's joint
-    norm is at most `clip_norm`. Returns the clipped list (Nones kept) and the norm."""
+    norm is at most `clip_norm`. Returns the clipped list (Nones kept) and the norm.
+
+    t_list: float tensors of any shapes (or None); returns the clipped list and the global norm
+    (a scalar).
+
+    >>> clipped, norm = sf.clip_by_global_norm([sf.constant([3.0, 0.0]), sf.constant([4.0])], 1.0)
+    >>> norm
+    sf.Tensor(5., shape=(), dtype=float32)
+    >>> clipped[0], clipped[1]
+    (sf.Tensor([0.6, 0. ], shape=(2,), dtype=float32), sf.Tensor([0.8], shape=(1,), dtype=float32))
+    """
     norm = global_norm(t_list) if use_norm is None else convert_to_tensor(use_norm)
     scale = clip_norm / ew.maximum(norm, clip_norm)
     clipped = [None if t is None else convert_to_tensor(t) * ew.cast(scale, convert_to_tensor(

@@ -33,7 +33,8 @@ def gather_nd(params: Any, indices: Any) -> Tensor:
     """The slices of `params` at the index tuples of `indices` (``[..., k]``): the result
     is ``indices.shape[:-1] + params.shape[k:]``.
 
-    >>> sf.gather_nd([[1, 2], [3, 4]], [[0, 1], [1, 0]])   # [2, 3]
+    >>> sf.gather_nd([[1, 2], [3, 4]], [[0, 1], [1, 0]])
+    sf.Tensor([2, 3], shape=(2,), dtype=int32)
     """
     params = convert_to_tensor(params)
     indices = _indices(indices, "gather_nd")
@@ -41,7 +42,15 @@ def gather_nd(params: Any, indices: Any) -> Tensor:
 
 
 def tensor_scatter_nd_update(tensor: Any, indices: Any, updates: Any) -> Tensor:
-    """`tensor` with the slices at the index tuples replaced by `updates`."""
+    """`tensor` with the slices at the index tuples replaced by `updates`.
+
+    tensor: any shape; indices: int [..., k]; updates: indices.shape[:-1] + tensor.shape[k:];
+    returns tensor's shape and dtype.
+
+    >>> sf.tensor_scatter_nd_update([[0, 0], [0, 0]], [[1]], [[3, 4]])
+    sf.Tensor([[0, 0],
+               [3, 4]], shape=(2, 2), dtype=int32)
+    """
     tensor = convert_to_tensor(tensor)
     indices = _indices(indices, "tensor_scatter_nd_update")
     return nd.scatter_nd_update_p.bind(tensor, indices, convert_to_tensor(updates, tensor.dtype),
@@ -49,7 +58,14 @@ def tensor_scatter_nd_update(tensor: Any, indices: Any, updates: Any) -> Tensor:
 
 
 def tensor_scatter_nd_add(tensor: Any, indices: Any, updates: Any) -> Tensor:
-    """`tensor` with `updates` added at the index tuples (duplicates accumulate)."""
+    """`tensor` with `updates` added at the index tuples (duplicates accumulate).
+
+    tensor: any shape; indices: int [..., k]; updates: indices.shape[:-1] + tensor.shape[k:];
+    returns tensor's shape and dtype.
+
+    >>> sf.tensor_scatter_nd_add([1, 1, 1], [[0], [2], [0]], [5, 6, 7])
+    sf.Tensor([13,  1,  7], shape=(3,), dtype=int32)
+    """
     tensor = convert_to_tensor(tensor)
     indices = _indices(indices, "tensor_scatter_nd_add")
     return nd.scatter_nd_add_p.bind(tensor, indices, convert_to_tensor(updates, tensor.dtype),
@@ -58,7 +74,14 @@ def tensor_scatter_nd_add(tensor: Any, indices: Any, updates: Any) -> Tensor:
 
 def scatter_nd(indices: Any, updates: Any, shape: Sequence[int]) -> Tensor:
     """Zeros of `shape` with `updates` added at the index tuples (TensorFlow's rule:
-    duplicates are summed)."""
+    duplicates are summed).
+
+    indices: int [..., k]; updates: indices.shape[:-1] + shape[k:]; returns `shape` of updates'
+    dtype.
+
+    >>> sf.scatter_nd([[1], [3], [1]], [5.0, 6.0, 7.0], [4])
+    sf.Tensor([ 0., 12.,  0.,  6.], shape=(4,), dtype=float32)
+    """
     updates = convert_to_tensor(updates)
     return tensor_scatter_nd_add(zeros(tuple(int(d) for d in shape), updates.dtype), indices,
                                  updates)
@@ -67,7 +90,13 @@ def scatter_nd(indices: Any, updates: Any, shape: Sequence[int]) -> Tensor:
 def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int) -> Tensor:
     """Sums of the slices of `data` by segment: ``out[s] = sum of data[i] where
     segment_ids[i] == s``, for ``num_segments`` segments (`segment_ids` of the leading
-    dims of `data`)."""
+    dims of `data`).
+
+    data: [n, ...] numeric; segment_ids: int [n]; returns [num_segments, ...] of data's dtype.
+
+    >>> sf.unsorted_segment_sum([1.0, 2.0, 3.0, 4.0], [0, 1, 0, 1], num_segments=3)
+    sf.Tensor([4., 6., 0.], shape=(3,), dtype=float32)
+    """
     data = convert_to_tensor(data)
     ids = _indices(segment_ids, "unsorted_segment_sum")
     shape = (int(num_segments), *data.shape[ids.ndim:])

@@ -67,30 +67,62 @@ def _axis(op: str, axis: int, ndim: int) -> int:
 
 def relu(features: Any) -> Tensor:
     """max(x, 0); integer tensors are allowed, as in TensorFlow. (At exactly 0 the gradient
-    is 0.5: `maximum` splits ties, as JAX's does.)"""
+    is 0.5: `maximum` splits ties, as JAX's does.)
+
+    features: int or float tensor of any shape; returns its shape and dtype.
+
+    >>> sf.nn.relu([-2.0, 0.0, 3.0])
+    sf.Tensor([0., 0., 3.], shape=(3,), dtype=float32)
+    """
     return ew.maximum(convert_to_tensor(features), 0)
 
 
 def relu6(features: Any) -> Tensor:
-    """min(max(x, 0), 6)."""
+    """min(max(x, 0), 6).
+
+    features: int or float tensor of any shape; returns its shape and dtype.
+
+    >>> sf.nn.relu6([-2.0, 3.0, 8.0])
+    sf.Tensor([0., 3., 6.], shape=(3,), dtype=float32)
+    """
     return ew.minimum(relu(features), 6)
 
 
 def leaky_relu(features: Any, alpha: float = 0.2) -> Tensor:
-    """x where x > 0, else alpha * x."""
+    """x where x > 0, else alpha * x.
+
+    features: float tensor of any shape; returns a tensor of its shape and dtype.
+
+    >>> sf.nn.leaky_relu([-2.0, 3.0], alpha=0.1)
+    sf.Tensor([-0.2,  3. ], shape=(2,), dtype=float32)
+    """
     x = _floating(features, "leaky_relu")
     return ew.where(ew.greater(x, 0.0), x, ew.multiply(x, float(alpha)))
 
 
 def elu(features: Any) -> Tensor:
-    """x where x > 0, else exp(x) - 1 (expm1 keeps small negative x accurate)."""
+    """x where x > 0, else exp(x) - 1 (expm1 keeps small negative x accurate).
+
+    features: float tensor of any shape; returns a tensor of its shape and dtype.
+
+    >>> sf.nn.elu([-1.0, 0.0, 2.0])
+    sf.Tensor([-0.63212055,  0.        ,  2.        ], shape=(3,), dtype=float32)
+    """
     x = _floating(features, "elu")
     # expm1 sees only min(x, 0), so the unused branch cannot overflow for large x.
     return ew.where(ew.greater(x, 0.0), x, ew.expm1(ew.minimum(x, 0.0)))
 
 
 def gelu(features: Any, approximate: bool = False) -> Tensor:
-    """x * Phi(x): exactly 0.5 x (1 + erf(x / sqrt 2)), or TensorFlow's tanh approximation."""
+    """x * Phi(x): exactly 0.5 x (1 + erf(x / sqrt 2)), or TensorFlow's tanh approximation.
+
+    features: float tensor of any shape; returns a tensor of its shape and dtype.
+
+    >>> sf.nn.gelu([-1.0, 0.0, 1.0])
+    sf.Tensor([-0.15865526,  0.        ,  0.8413447 ], shape=(3,), dtype=float32)
+    >>> sf.nn.gelu([-1.0, 0.0, 1.0], approximate=True)
+    sf.Tensor([-0.158808,  0.      ,  0.841192], shape=(3,), dtype=float32)
+    """
     x = _floating(features, "gelu")
     if approximate:
         cube = ew.multiply(ew.multiply(x, x), x)
@@ -100,13 +132,27 @@ def gelu(features: Any, approximate: bool = False) -> Tensor:
 
 
 def softplus(features: Any) -> Tensor:
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): no overflow, accurate for x << 0."""
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): no overflow, accurate for x << 0.
+
+    features: float tensor of any shape; returns a tensor of its shape and dtype.
+
+    >>> sf.nn.softplus([-100.0, 0.0, 100.0])
+    sf.Tensor([3.783506e-44, 6.931472e-01, 1.000000e+02], shape=(3,), dtype=float32)
+    """
     x = _floating(features, "softplus")
     return ew.add(ew.maximum(x, 0.0), ew.log1p(ew.exp(ew.negative(ew.abs(x)))))
 
 
 def silu(features: Any) -> Tensor:
-    """x * sigmoid(x) (also called swish)."""
+    """x * sigmoid(x) (also called swish).
+
+    features: float tensor of any shape; returns a tensor of its shape and dtype.
+
+    >>> sf.nn.silu([-1.0, 0.0, 1.0])
+    sf.Tensor([-0.2689414,  0.       ,  0.7310586], shape=(3,), dtype=float32)
+    >>> sf.nn.swish is sf.nn.silu
+    True
+    """
     x = _floating(features, "silu")
     return ew.multiply(x, ew.sigmoid(x))
 
@@ -128,14 +174,28 @@ def _shifted(logits: Any, axis: int, op: str) -> tuple[Tensor, int]:
 
 
 def softmax(logits: Any, axis: int = -1) -> Tensor:
-    """exp(x) / sum(exp(x)) along `axis`, stable for any finite logits."""
+    """exp(x) / sum(exp(x)) along `axis`, stable for any finite logits.
+
+    logits: float tensor [..., n] (any rank; `axis` picks the class axis); returns its shape and
+    dtype, summing to 1 along `axis`.
+
+    >>> sf.nn.softmax([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    sf.Tensor([[0.09003057, 0.24472846, 0.66524094],
+               [0.33333334, 0.33333334, 0.33333334]], shape=(2, 3), dtype=float32)
+    """
     shifted, axis = _shifted(logits, axis, "softmax")
     e = ew.exp(shifted)
     return ew.divide(e, reduce_sum(e, axis, keepdims=True))
 
 
 def log_softmax(logits: Any, axis: int = -1) -> Tensor:
-    """x - logsumexp(x) along `axis`, without forming softmax (so no log(0) = -inf)."""
+    """x - logsumexp(x) along `axis`, without forming softmax (so no log(0) = -inf).
+
+    logits: float tensor [..., n]; returns its shape and dtype.
+
+    >>> sf.nn.log_softmax([0.0, 0.0, 0.0, 0.0])
+    sf.Tensor([-1.3862944, -1.3862944, -1.3862944, -1.3862944], shape=(4,), dtype=float32)
+    """
     shifted, axis = _shifted(logits, axis, "log_softmax")
     if shifted.shape[axis] == 0:
         return shifted
@@ -151,6 +211,16 @@ def dropout(x: Any, rate: float, training: bool = True, seed: int | None = None)
     The expected value is unchanged, so no rescaling is needed at inference, where
     (`training=False`) x is returned as it is. The mask comes from `sf.random.uniform`, a
     stateful op: a staged function draws a fresh mask on every call.
+
+    x: float tensor of any shape; rate in [0, 1); returns x's shape and dtype (x itself when
+    training is False).
+
+    >>> sf.random.set_seed(0)
+    >>> sf.nn.dropout(sf.ones((2, 4)), rate=0.5, seed=1)
+    sf.Tensor([[0., 0., 2., 2.],
+               [0., 0., 0., 2.]], shape=(2, 4), dtype=float32)
+    >>> sf.nn.dropout([1.0, 2.0], rate=0.5, training=False)
+    sf.Tensor([1., 2.], shape=(2,), dtype=float32)
     """
     x = _floating(x, "dropout")
     rate = float(rate)
@@ -246,6 +316,20 @@ def conv2d(input: Any, filters: Any, strides: IntOrInts, padding: PaddingArg,  #
 
     Output [N, Ho, Wo, O]; with "SAME", Ho = ceil(H / stride); with "VALID",
     Ho = ceil((H - (kh - 1) * dilation) / stride).
+
+    input: float tensor [N, H, W, C]; filters: [kh, kw, C, O] of its dtype; returns [N, Ho, Wo,
+    O] of that dtype.
+
+    >>> x = sf.reshape(sf.range(16.0), (1, 4, 4, 1))
+    >>> k = sf.ones((2, 2, 1, 1))
+    >>> y = sf.nn.conv2d(x, k, strides=2, padding="VALID")
+    >>> y.shape
+    (1, 2, 2, 1)
+    >>> sf.reshape(y, (2, 2))
+    sf.Tensor([[10., 18.],
+               [42., 50.]], shape=(2, 2), dtype=float32)
+    >>> sf.nn.conv2d(x, k, strides=1, padding="SAME").shape
+    (1, 4, 4, 1)
     """
     x = _image(input, "conv2d", data_format)
     w = convert_to_tensor(filters)
@@ -263,7 +347,15 @@ def conv1d(input: Any, filters: Any, stride: int | Sequence[int], padding: Paddi
     """1-D convolution of NWC `input` [N, W, C] by WIO `filters` [K, C, O] (TensorFlow's
     `tf.nn.conv1d`): output [N, Wo, O], Wo as for `conv2d`'s width. Explicit `padding` is
     one (left, right) pair. ``sf.nn.conv1d(sf.ones((1, 5, 1)), sf.ones((3, 1, 1)), 1,
-    "VALID")`` -> ``[[[3.], [3.], [3.]]]``."""
+    "VALID")`` -> ``[[[3.], [3.], [3.]]]``.
+
+    input: float tensor [N, W, C]; filters: [K, C, O] of its dtype; returns [N, Wo, O].
+
+    >>> x = sf.reshape(sf.range(5.0), (1, 5, 1))
+    >>> y = sf.nn.conv1d(x, [[[1.0]], [[-1.0]]], stride=1, padding="VALID")
+    >>> sf.reshape(y, (4,))
+    sf.Tensor([-1., -1., -1., -1.], shape=(4,), dtype=float32)
+    """
     if data_format != "NWC":
         raise _fail("conv1d", f"only data_format='NWC' is supported, got {data_format!r}")
     x, w = convert_to_tensor(input), convert_to_tensor(filters)
@@ -287,7 +379,18 @@ def conv2d_transpose(input: Any, filters: Any, output_shape: Sequence[int],  # n
     the gradient of ``conv2d(y, filters, strides, padding)`` with respect to a `y` of
     `output_shape` [N, Ho, Wo, O], applied to `input` [N, H, W, I]; `filters` are
     [kh, kw, O, I]. ``sf.nn.conv2d_transpose(sf.ones((1, 2, 2, 1)), sf.ones((2, 2, 1, 1)),
-    (1, 4, 4, 1), 2)`` upsamples each pixel into a 2x2 block of ones."""
+    (1, 4, 4, 1), 2)`` upsamples each pixel into a 2x2 block of ones.
+
+    input: float tensor [N, H, W, O]; filters: [kh, kw, C, O]; returns `output_shape` [N, Ho,
+    Wo, C] in input's dtype.
+
+    >>> x = sf.ones((1, 2, 2, 1))
+    >>> y = sf.nn.conv2d_transpose(x, sf.ones((2, 2, 1, 1)), [1, 4, 4, 1], strides=2)
+    >>> y.shape
+    (1, 4, 4, 1)
+    >>> float(sf.reduce_sum(y))
+    16.0
+    """
     x = _image(input, "conv2d_transpose", data_format)
     w = convert_to_tensor(filters)
     shape = tuple(int(d) for d in output_shape)
@@ -319,6 +422,17 @@ def depthwise_conv2d(input: Any, filter: Any, strides: IntOrInts, padding: Paddi
     A sum over the kh * kw taps of strided slices of the padded input times the taps'
     filter rows: elementwise work the fusion pass turns into one kernel (no matmul to
     gain from when each output reads one channel). Needs a known height and width.
+
+    input: float tensor [N, H, W, C]; filter: [kh, kw, C, M]; returns [N, Ho, Wo, C * M] in
+    input's dtype.
+
+    >>> x = sf.ones((1, 3, 3, 2))
+    >>> f = sf.reshape(sf.constant([1.0, 10.0] * 4), (2, 2, 2, 1))
+    >>> y = sf.nn.depthwise_conv2d(x, f, strides=1, padding="VALID")
+    >>> y.shape
+    (1, 2, 2, 2)
+    >>> y[0, 0, 0]
+    sf.Tensor([ 4., 40.], shape=(2,), dtype=float32)
     """
     x = _image(input, "depthwise_conv2d", data_format)
     w = convert_to_tensor(filter)
@@ -358,7 +472,16 @@ def _pool_args(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: Paddin
 
 def max_pool2d(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
                data_format: str = "NHWC") -> Tensor:
-    """Maximum over each window; padding never wins (it is -inf, or the int minimum)."""
+    """Maximum over each window; padding never wins (it is -inf, or the int minimum).
+
+    input: int or float tensor [N, H, W, C]; ksize, strides: an int or (h, w); returns [N, Ho,
+    Wo, C] of its dtype.
+
+    >>> x = sf.reshape(sf.range(16.0), (1, 4, 4, 1))
+    >>> sf.reshape(sf.nn.max_pool2d(x, ksize=2, strides=2, padding="VALID"), (2, 2))
+    sf.Tensor([[ 5.,  7.],
+               [13., 15.]], shape=(2, 2), dtype=float32)
+    """
     x, window, stride_hw, pads = _pool_args(input, ksize, strides, padding, "max_pool2d",
                                             data_format)
     return conv.reduce_window_p.bind(x, kind="max", window=window, strides=stride_hw,
@@ -367,7 +490,16 @@ def max_pool2d(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: Paddin
 
 def avg_pool2d(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: PaddingArg,  # noqa: A002
                data_format: str = "NHWC") -> Tensor:
-    """Mean over each window, counting only real elements (TF's "SAME" excludes padding)."""
+    """Mean over each window, counting only real elements (TF's "SAME" excludes padding).
+
+    input: float tensor [N, H, W, C]; ksize, strides: an int or (h, w); returns [N, Ho, Wo, C]
+    of its dtype.
+
+    >>> x = sf.reshape(sf.range(16.0), (1, 4, 4, 1))
+    >>> sf.reshape(sf.nn.avg_pool2d(x, ksize=2, strides=2, padding="VALID"), (2, 2))
+    sf.Tensor([[ 2.5,  4.5],
+               [10.5, 12.5]], shape=(2, 2), dtype=float32)
+    """
     x, window, stride_hw, pads = _pool_args(input, ksize, strides, padding, "avg_pool2d",
                                             data_format)
     if not dtypes.is_floating(x.dtype):
@@ -423,6 +555,12 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) 
 
     `labels` are probabilities of logits' dtype (Python data is converted to it). Going
     through log_softmax keeps the loss finite and exact for logits of any size.
+
+    labels, logits: float tensors [..., n] (class probabilities and unnormalised scores);
+    returns [...] of logits' dtype.
+
+    >>> sf.nn.softmax_cross_entropy_with_logits([[0.0, 1.0], [0.5, 0.5]], [[0.0, 0.0], [0.0, 0.0]])
+    sf.Tensor([0.6931472, 0.6931472], shape=(2,), dtype=float32)
     """
     logits = _floating(logits, "softmax_cross_entropy_with_logits")
     labels = _labels_like(labels, logits)
@@ -447,6 +585,11 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Tensor
 
     An out-of-range label raises ``ValueError`` when the labels are known (eagerly), and
     ``IndexError`` when a staged function runs (the check is two tiny gathers).
+
+    labels: int tensor [...]; logits: float tensor [..., n]; returns [...] of logits' dtype.
+
+    >>> sf.nn.sparse_softmax_cross_entropy_with_logits([1, 0], [[0.0, 0.0], [10.0, 0.0]])
+    sf.Tensor([6.931472e-01, 4.541771e-05], shape=(2,), dtype=float32)
     """
     op = "sparse_softmax_cross_entropy_with_logits"
     logits = _floating(logits, op)

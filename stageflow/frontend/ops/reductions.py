@@ -38,22 +38,56 @@ def _reduce(primitive: Primitive, x: Any, axis: Axis, keepdims: bool) -> Tensor:
 
 
 def reduce_sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Sum over `axis` (all axes when None); the dtype is kept (no int64 widening)."""
+    """Sum over `axis` (all axes when None); the dtype is kept (no int64 widening).
+
+    x: tensor of any shape; axis: None (all axes), an int or a list of ints; returns x's dtype
+    with those axes removed (kept as size 1 with keepdims=True).
+
+    >>> x = sf.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> sf.reduce_sum(x)
+    sf.Tensor(10., shape=(), dtype=float32)
+    >>> sf.reduce_sum(x, axis=0)
+    sf.Tensor([4., 6.], shape=(2,), dtype=float32)
+    >>> sf.reduce_sum(x, axis=1, keepdims=True)
+    sf.Tensor([[3.],
+               [7.]], shape=(2, 1), dtype=float32)
+    """
     return _reduce(red.reduce_sum_p, x, axis, keepdims)
 
 
 def reduce_prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Product over `axis`."""
+    """Product over `axis`.
+
+    x: tensor of any shape; axis: None (all axes), an int or a list of ints; returns x's dtype
+    with those axes removed (kept as size 1 with keepdims=True).
+
+    >>> sf.reduce_prod([[1.0, 2.0], [3.0, 4.0]], axis=1)
+    sf.Tensor([ 2., 12.], shape=(2,), dtype=float32)
+    """
     return _reduce(red.reduce_prod_p, x, axis, keepdims)
 
 
 def reduce_max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Maximum over `axis`; an empty reduction is an error, as in NumPy."""
+    """Maximum over `axis`; an empty reduction is an error, as in NumPy.
+
+    x: tensor of any shape; axis: None (all axes), an int or a list of ints; returns x's dtype
+    with those axes removed (kept as size 1 with keepdims=True).
+
+    >>> sf.reduce_max([[1.0, 5.0], [3.0, 4.0]], axis=0)
+    sf.Tensor([3., 5.], shape=(2,), dtype=float32)
+    """
     return _reduce(red.reduce_max_p, x, axis, keepdims)
 
 
 def reduce_min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Minimum over `axis`."""
+    """Minimum over `axis`.
+
+    x: tensor of any shape; axis: None (all axes), an int or a list of ints; returns x's dtype
+    with those axes removed (kept as size 1 with keepdims=True).
+
+    >>> sf.reduce_min([[1.0, 5.0], [3.0, 4.0]], axis=1)
+    sf.Tensor([1., 3.], shape=(2,), dtype=float32)
+    """
     return _reduce(red.reduce_min_p, x, axis, keepdims)
 
 
@@ -76,7 +110,16 @@ def _count(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Mean over `axis` (integer tensors: integer mean truncated, as TensorFlow does, their
     sum taken in int64 so that the mean of values of the dtype is one, never a wrapped sum
-    divided)."""
+    divided).
+
+    x: tensor of any shape; axis: None (all axes), an int or a list of ints; returns x's dtype
+    with those axes removed (kept as size 1 with keepdims=True).
+
+    >>> sf.reduce_mean([[1.0, 2.0], [3.0, 4.0]], axis=1)
+    sf.Tensor([1.5, 3.5], shape=(2,), dtype=float32)
+    >>> sf.reduce_mean(sf.constant([1, 2]))
+    sf.Tensor(1, shape=(), dtype=int32)
+    """
     x = convert_to_tensor(x)
     axes = _axes(x, axis, "reduce_mean")
     if not dtypes.is_integer(x.dtype):  # floats (a bool is refused by the sum)
@@ -89,7 +132,16 @@ def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """log(sum(exp(x))) over `axis`, computed stably by shifting by the maximum."""
+    """log(sum(exp(x))) over `axis`, computed stably by shifting by the maximum.
+
+    x: float tensor; axis: None (all axes), an int or a list of ints; returns x's dtype with
+    those axes removed (kept as size 1 with keepdims=True).
+
+    >>> sf.reduce_logsumexp([0.0, 0.0])
+    sf.Tensor(0.6931472, shape=(), dtype=float32)
+    >>> sf.reduce_logsumexp([1000.0, 1000.0])
+    sf.Tensor(1000.6932, shape=(), dtype=float32)
+    """
     x = convert_to_tensor(x)
     axes = _axes(x, axis, "reduce_logsumexp")
     keepdims = bool(keepdims)
@@ -114,10 +166,25 @@ def _arg_reduce(primitive: Primitive, x: Any, axis: int | None) -> Tensor:
 
 
 def argmax(x: Any, axis: int | None = 0) -> Tensor:
-    """Index (int64) of the first maximum along `axis` (of the flattened tensor if None)."""
+    """Index (int64) of the first maximum along `axis` (of the flattened tensor if None).
+
+    x: int or float tensor; returns x's shape without `axis` (a scalar for axis=None), int64.
+
+    >>> x = sf.constant([[1.0, 9.0, 3.0], [7.0, 2.0, 7.0]])
+    >>> sf.argmax(x, axis=1)
+    sf.Tensor([1, 0], shape=(2,), dtype=int64)
+    >>> sf.argmax(x, axis=None)
+    sf.Tensor(1, shape=(), dtype=int64)
+    """
     return _arg_reduce(red.argmax_p, x, axis)
 
 
 def argmin(x: Any, axis: int | None = 0) -> Tensor:
-    """Index (int64) of the first minimum along `axis` (of the flattened tensor if None)."""
+    """Index (int64) of the first minimum along `axis` (of the flattened tensor if None).
+
+    x: int or float tensor; returns x's shape without `axis` (a scalar for axis=None), int64.
+
+    >>> sf.argmin([[1.0, 9.0], [0.0, 2.0]], axis=0)
+    sf.Tensor([1, 1], shape=(2,), dtype=int64)
+    """
     return _arg_reduce(red.argmin_p, x, axis)

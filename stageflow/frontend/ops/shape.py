@@ -44,7 +44,16 @@ def reshape_to(x: Tensor, shape: Sequence[int | None]) -> Tensor:
 
 
 def reshape(x: Any, shape: Sequence[int]) -> Tensor:
-    """The elements of `x` in row-major order with a new shape; one dim may be -1."""
+    """The elements of `x` in row-major order with a new shape; one dim may be -1.
+
+    x: tensor of any dtype; returns `shape` of its dtype.
+
+    >>> sf.reshape(sf.range(6), [2, 3])
+    sf.Tensor([[0, 1, 2],
+               [3, 4, 5]], shape=(2, 3), dtype=int32)
+    >>> sf.reshape(sf.range(6), [-1, 2]).shape
+    (3, 2)
+    """
     x = convert_to_tensor(x)
     shape = (shape,) if isinstance(shape, int) else shape
     shape = tuple(int(d) for d in shape)
@@ -54,7 +63,15 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
 
 
 def transpose(x: Any, perm: Sequence[int] | None = None) -> Tensor:
-    """Permute the axes; the default reverses them, as NumPy and TensorFlow do."""
+    """Permute the axes; the default reverses them, as NumPy and TensorFlow do.
+
+    >>> sf.transpose([[1, 2, 3]])
+    sf.Tensor([[1],
+               [2],
+               [3]], shape=(3, 1), dtype=int32)
+    >>> sf.transpose(sf.ones((2, 3, 4)), perm=[0, 2, 1]).shape
+    (2, 4, 3)
+    """
     x = convert_to_tensor(x)
     if perm is None:
         perm = tuple(reversed(range(x.ndim)))
@@ -66,7 +83,15 @@ def transpose(x: Any, perm: Sequence[int] | None = None) -> Tensor:
 
 
 def expand_dims(x: Any, axis: int) -> Tensor:
-    """Insert a dim of size 1 at `axis` (negative counts from the end of the result)."""
+    """Insert a dim of size 1 at `axis` (negative counts from the end of the result).
+
+    x: tensor of any dtype; returns its shape with a 1 inserted, its dtype.
+
+    >>> sf.expand_dims([1, 2], 0).shape
+    (1, 2)
+    >>> sf.expand_dims([1, 2], -1).shape
+    (2, 1)
+    """
     x = convert_to_tensor(x)
     axis = _axis("expand_dims", axis, x.ndim + 1)
     shape = list(x.shape)
@@ -75,7 +100,13 @@ def expand_dims(x: Any, axis: int) -> Tensor:
 
 
 def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Tensor:
-    """Remove dims of size 1 (only those in `axis` when given)."""
+    """Remove dims of size 1 (only those in `axis` when given).
+
+    >>> sf.squeeze(sf.ones((1, 2, 1))).shape
+    (2,)
+    >>> sf.squeeze(sf.ones((1, 2, 1)), axis=0).shape
+    (2, 1)
+    """
     x = convert_to_tensor(x)
     if axis is None:
         axes = {i for i, d in enumerate(x.shape) if d == 1}
@@ -89,7 +120,16 @@ def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Tensor:
 
 
 def concat(values: Sequence[Any], axis: int) -> Tensor:
-    """Join tensors along an existing axis."""
+    """Join tensors along an existing axis.
+
+    values: tensors of one dtype whose shapes agree except along `axis`; returns that dtype.
+
+    >>> sf.concat([[[1, 2]], [[3, 4]]], axis=0)
+    sf.Tensor([[1, 2],
+               [3, 4]], shape=(2, 2), dtype=int32)
+    >>> sf.concat([sf.ones((2, 1)), sf.zeros((2, 2))], axis=1).shape
+    (2, 3)
+    """
     tensors = [convert_to_tensor(v) for v in values]
     if not tensors:
         raise _fail("concat", "needs at least one tensor")
@@ -100,7 +140,15 @@ def concat(values: Sequence[Any], axis: int) -> Tensor:
 
 
 def stack(values: Sequence[Any], axis: int = 0) -> Tensor:
-    """Join tensors of the same shape along a new axis."""
+    """Join tensors of the same shape along a new axis.
+
+    values: tensors of one shape [...] and dtype; returns [..., len(values), ...] with the new
+    axis at `axis`.
+
+    >>> sf.stack([[1, 2], [3, 4]], axis=1)
+    sf.Tensor([[1, 3],
+               [2, 4]], shape=(2, 2), dtype=int32)
+    """
     tensors = [convert_to_tensor(v) for v in values]
     if not tensors:
         raise _fail("stack", "needs at least one tensor")
@@ -109,7 +157,16 @@ def stack(values: Sequence[Any], axis: int = 0) -> Tensor:
 
 
 def split(x: Any, num_or_size_splits: int | Sequence[int], axis: int = 0) -> list[Tensor]:
-    """Cut `x` along `axis` into equal parts (an int) or parts of the given sizes."""
+    """Cut `x` along `axis` into equal parts (an int) or parts of the given sizes.
+
+    x: tensor of any dtype; returns a list of tensors of its dtype.
+
+    >>> a, b = sf.split(sf.range(6), 2)
+    >>> a, b
+    (sf.Tensor([0, 1, 2], shape=(3,), dtype=int32), sf.Tensor([3, 4, 5], shape=(3,), dtype=int32))
+    >>> [t.shape for t in sf.split(sf.ones((2, 5)), [1, 4], axis=1)]
+    [(2, 1), (2, 4)]
+    """
     x = convert_to_tensor(x)
     axis = _axis("split", axis, x.ndim)
     size = x.shape[axis]
@@ -137,7 +194,14 @@ def split(x: Any, num_or_size_splits: int | Sequence[int], axis: int = 0) -> lis
 
 
 def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
-    """Replicate `x` to `shape` by NumPy's broadcasting rules."""
+    """Replicate `x` to `shape` by NumPy's broadcasting rules.
+
+    x: tensor of any dtype whose shape broadcasts to `shape`; returns `shape` of its dtype.
+
+    >>> sf.broadcast_to([1, 2, 3], [2, 3])
+    sf.Tensor([[1, 2, 3],
+               [1, 2, 3]], shape=(2, 3), dtype=int32)
+    """
     x = convert_to_tensor(x)
     shape = tuple(int(d) for d in shape)
     if shape == tuple(x.shape):
@@ -146,7 +210,12 @@ def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
 
 
 def tile(x: Any, multiples: Sequence[int]) -> Tensor:
-    """Repeat `x` `multiples[i]` times along axis i."""
+    """Repeat `x` `multiples[i]` times along axis i.
+
+    >>> sf.tile([[1, 2]], [2, 2])
+    sf.Tensor([[1, 2, 1, 2],
+               [1, 2, 1, 2]], shape=(2, 4), dtype=int32)
+    """
     x = convert_to_tensor(x)
     multiples = [int(m) for m in multiples]
     if len(multiples) < x.ndim:
@@ -160,7 +229,15 @@ def tile(x: Any, multiples: Sequence[int]) -> Tensor:
 
 def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT",
         constant_values: float = 0) -> Tensor:
-    """Pad with `constant_values`: paddings[i] = (before, after) along axis i."""
+    """Pad with `constant_values`: paddings[i] = (before, after) along axis i.
+
+    x: [d0, ..., dk]; paddings: [[before, after], ...] per axis; returns [d0 + b0 + a0, ...] of
+    x's dtype.
+
+    >>> sf.pad([[1, 2]], [[1, 0], [0, 1]])
+    sf.Tensor([[0, 0, 0],
+               [1, 2, 0]], shape=(2, 3), dtype=int32)
+    """
     x = convert_to_tensor(x)
     if mode.upper() != "CONSTANT":
         raise _fail("pad", f"mode {mode!r} is not supported (only 'CONSTANT')")
@@ -172,7 +249,17 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT",
 
 
 def gather(params: Any, indices: Any, axis: int = 0) -> Tensor:
-    """`params` indexed along `axis` by the integer tensor `indices`."""
+    """`params` indexed along `axis` by the integer tensor `indices`.
+
+    params: tensor of any dtype; indices: int tensor; returns params.shape[:axis] +
+    indices.shape + params.shape[axis + 1:] of params' dtype.
+
+    >>> sf.gather([10, 20, 30], [2, 0])
+    sf.Tensor([30, 10], shape=(2,), dtype=int32)
+    >>> sf.gather([[1, 2], [3, 4]], [1, 1], axis=1)
+    sf.Tensor([[2, 2],
+               [4, 4]], shape=(2, 2), dtype=int32)
+    """
     params = convert_to_tensor(params)
     indices = convert_to_tensor(indices)
     return st.gather_p.bind(params, indices, axis=_axis("gather", axis, max(params.ndim, 1)))
@@ -182,7 +269,16 @@ def dynamic_update_index(x: Any, update: Any, index: Any) -> Tensor:
     """`x` with row `index` (along axis 0, negative from the end) replaced by `update`
     (JAX's ``lax.dynamic_update_index_in_dim`` at axis 0): how a loop writes its outputs
     one row per iteration. Inside a compiled loop carrying `x`, the row is written in
-    place."""
+    place.
+
+    x: [n, ...]; update: x.shape[1:] of x's dtype; index: int scalar; returns x's shape and
+    dtype.
+
+    >>> sf.dynamic_update_index(sf.zeros((3, 2)), [1.0, 2.0], 1)
+    sf.Tensor([[0., 0.],
+               [1., 2.],
+               [0., 0.]], shape=(3, 2), dtype=float32)
+    """
     x = convert_to_tensor(x)
     update = convert_to_tensor(update, x.dtype)
     return st.update_index_p.bind(x, update, convert_to_tensor(index))
@@ -190,7 +286,15 @@ def dynamic_update_index(x: Any, update: Any, index: Any) -> Tensor:
 
 def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 0.0,
             axis: int = -1, dtype: Any = dtypes.float32) -> Tensor:
-    """A new axis of length `depth` holding `on_value` at each index, `off_value` elsewhere."""
+    """A new axis of length `depth` holding `on_value` at each index, `off_value` elsewhere.
+
+    indices: int tensor [...]; returns [..., depth] (with axis=-1) of on_value's dtype
+    (float32).
+
+    >>> sf.one_hot([0, 2], depth=3)
+    sf.Tensor([[1., 0., 0.],
+               [0., 0., 1.]], shape=(2, 3), dtype=float32)
+    """
     indices = convert_to_tensor(indices)
     dtype = dtypes.as_dtype(dtype)
     axis = _axis("one_hot", axis, indices.ndim + 1)
@@ -204,5 +308,9 @@ def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 
 
 
 def identity(x: Any) -> Tensor:
-    """`x` itself as a tensor (a variable is read)."""
+    """`x` itself as a tensor (a variable is read).
+
+    >>> sf.identity(sf.Variable([1.0, 2.0]))
+    sf.Tensor([1., 2.], shape=(2,), dtype=float32)
+    """
     return convert_to_tensor(x)

@@ -34,6 +34,12 @@ def sort(values: Any, axis: int = -1, direction: str = "ASCENDING") -> Tensor:
     same shape and dtype. ``sf.sort([3, 1, 2])`` -> ``[1, 2, 3]``;
     ``sf.sort([[3., 1.], [0., 2.]], direction="DESCENDING")`` -> ``[[3., 1.], [2., 0.]]``.
     Differentiable: a value's gradient goes back to where the value came from.
+
+    >>> sf.sort([3, 1, 2])
+    sf.Tensor([1, 2, 3], shape=(3,), dtype=int32)
+    >>> sf.sort([[3.0, 1.0], [0.0, 2.0]], direction="DESCENDING")
+    sf.Tensor([[3., 1.],
+               [2., 0.]], shape=(2, 2), dtype=float32)
     """
     values = convert_to_tensor(values)
     return sort_p.bind(values, axis=normalize_axis(axis, values.ndim),
@@ -47,6 +53,13 @@ def argsort(values: Any, axis: int = -1, direction: str = "ASCENDING",
     values keep their order; `stable` is accepted for TensorFlow's signature).
 
     Same shape as `values`. ``sf.argsort([3, 1, 2])`` -> ``[1, 2, 0]``.
+
+    values: int or float tensor of any shape; returns int32 positions of its shape.
+
+    >>> sf.argsort([3.0, 1.0, 2.0])
+    sf.Tensor([1, 2, 0], shape=(3,), dtype=int32)
+    >>> sf.argsort([3, 1, 2], direction="DESCENDING")
+    sf.Tensor([0, 2, 1], shape=(3,), dtype=int32)
     """
     del stable
     values = convert_to_tensor(values)
@@ -61,6 +74,15 @@ def top_k(input: Any, k: int = 1, sorted: bool = True) -> tuple[Tensor, Tensor]:
 
     ``sf.math.top_k([1., 5., 3., 5.], k=2)`` -> ``([5., 5.], [1, 3])``.
     Differentiable in `values` (the gradient goes to the chosen positions).
+
+    input: int or float tensor [..., n]; returns values [..., k] of its dtype and indices [...,
+    k] int32.
+
+    >>> values, indices = sf.math.top_k([1.0, 7.0, 3.0, 5.0], k=2)
+    >>> values
+    sf.Tensor([7., 5.], shape=(2,), dtype=float32)
+    >>> indices
+    sf.Tensor([1, 3], shape=(2,), dtype=int32)
     """
     del sorted  # always sorted, largest first
     input = convert_to_tensor(input)
