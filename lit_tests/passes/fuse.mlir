@@ -299,3 +299,16 @@ func.func @integer_pow(%x: tensor<4xi32>, %y: tensor<4xi32>, %f: tensor<4xf32>, 
   %q = sf.add %pf, %h : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return %p, %q : tensor<4xi32>, tensor<4xf32>
 }
+
+// Equal static shapes, unknown dims of different origins: at run time %a's may be 1 and
+// %g's 0, so the space of sign and pow together may be empty where %s is not. %s, used
+// outside, stays out of pow's kernel (it was never written once).
+// CHECK-LABEL: func.func @unknown_origins(
+// CHECK-NEXT:    %s = sf.call %a {callee = @unknown_origins_kernel0}
+// CHECK-NEXT:    %p = sf.call %s, %g {callee = @unknown_origins_kernel1}
+// CHECK-NEXT:    func.return %p, %s
+func.func @unknown_origins(%a: tensor<3x?xf64>, %g: tensor<1x?xf64>) -> (tensor<3x?xf64>, tensor<3x?xf64>) {
+  %s = sf.sign %a : (tensor<3x?xf64>) -> tensor<3x?xf64>
+  %p = sf.pow %s, %g : (tensor<3x?xf64>, tensor<1x?xf64>) -> tensor<3x?xf64>
+  func.return %p, %s : tensor<3x?xf64>, tensor<3x?xf64>
+}

@@ -206,6 +206,7 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
     live = _live(ops, block, fusible)
     users = _users(ops, block)
     shapes = [_result_shape(op) for op in ops]
+    origins = _dim_origins(ops, shapes)
     node_of = list(range(len(ops)))  # op index -> id of its node (the op that formed it)
     nodes: dict[int, _Node] = {}
     for i, producers in enumerate(deps):
@@ -220,7 +221,7 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
             for candidate in candidates:
                 union = _union(node, nodes[candidate])
                 why = _refusal(union, nodes, node_of, max_ops) or _narrow_output(
-                    union, users, shapes, ops)
+                    union, users, shapes, origins, ops)
                 if why is None:
                     node = union
                     del nodes[candidate]
@@ -254,16 +255,74 @@ def _users(ops: Sequence[Operation], block: Block) -> list[set[int]]:
     return found
 
 
-def _narrow_output(union: _Node, users: list[set[int]], shapes: list, ops: list) -> str | None:
+def _narrow_output(union: _Node, users: list[set[int]], shapes: list, origins: list,
+                   ops: list) -> str | None:
     """Why a value of the union used outside it cannot be one of its outputs: a kernel
     computes every element of its iteration space once, so an output of another shape
-    would be written only where that space has elements (never, if it is empty)."""
+    would be written only where that space has elements (never, if it is empty). Unknown
+    dims of equal static shapes may still differ at run time (one of them 1, broadcast):
+    each must come from where the space's does (`_dim_origins`)."""
     members = set(union.members)
+    space = None
     for i in union.members:
-        if users[i] - members and shapes[i] != union.space:
-            return (f"{ops[i].name}'s result, used elsewhere, would be an output narrower "
-                    "than the kernel's iteration space")
+        if not users[i] - members:
+            continue
+        if shapes[i] == union.space:
+            space = _space_origins(union, shapes, origins) if space is None else space
+            if all(o is None or o == s for o, s in zip(origins[i], space, strict=True)):
+                continue
+        return (f"{ops[i].name}'s result, used elsewhere, would be an output narrower "
+                "than the kernel's iteration space")
     return None
+
+
+# Stands for an unknown dim of an iteration space that its ops' dims do not agree on.
+_MIXED = object()
+
+
+def _dim_origins(ops: list[Operation], shapes: list) -> list[tuple | None]:
+    """For each op's result, where each unknown dim comes from at run time: the (value,
+    axis) it is read from, followed through elementwise ops whose operands' unknown dims at
+    that axis (those not statically 1) agree; a dim they do not agree on is the op's own
+    (it is their broadcast). None for a known dim."""
+    known: dict[SSAValue, tuple] = {}
+
+    def of(value: SSAValue) -> tuple:
+        if value not in known:
+            shape = value.type.get_shape() if isinstance(value.type, TensorType) else ()
+            known[value] = tuple(None if d >= 0 else (value, k) for k, d in enumerate(shape))
+        return known[value]
+
+    found: list[tuple | None] = []
+    for op, shape in zip(ops, shapes, strict=True):
+        if shape is None:
+            found.append(None)
+            continue
+        result = op.results[0]
+        if isinstance(op, ElementwiseOp):
+            operands = [(o.type.get_shape(), of(o)) for o in op.operands
+                        if isinstance(o.type, TensorType)]
+            axes = []
+            for k, d in enumerate(shape):
+                seen = {origin[at] for s, origin in operands
+                        if (at := len(s) - len(shape) + k) >= 0 and s[at] != 1}
+                axes.append(None if d >= 0 else seen.pop() if len(seen) == 1 else (result, k))
+            known[result] = tuple(axes)
+        found.append(of(result))
+    return found
+
+
+def _space_origins(union: _Node, shapes: list, origins: list) -> tuple:
+    """Where each dim of the union's iteration space comes from: the origin its members'
+    dims (those not statically 1) agree on, else `_MIXED`."""
+    rank = len(union.space)
+    axes = []
+    for k in range(rank):
+        seen = {origins[i][at] for i in union.members
+                if shapes[i] is not None and (at := len(shapes[i]) - rank + k) >= 0
+                and shapes[i][at] != 1}
+        axes.append(seen.pop() if len(seen) == 1 else _MIXED)
+    return tuple(axes)
 
 
 def _refusal(union: _Node, nodes: dict[int, _Node], node_of: list[int],

@@ -185,3 +185,18 @@ def test_integers_to_negative_powers_raise_numpys_error_every_way(dtype):
         with pytest.raises(ValueError, match="Integers to negative integer powers"):
             way(x, bad if way is not ways[-1] else bad[None])
     assert sf.function(f).get_concrete_function(x, good).program is not None
+
+
+def test_a_value_returned_beside_an_empty_broadcast_is_written():
+    """Found by the 10,000-program campaign: sign(a) and pow(sign(a), g) shared a kernel
+    (equal static shapes (3, ?)); at run time a's unknown dim was 1 and g's 0, the kernel's
+    space empty, and the returned sign(a) was never written."""
+    def f(a, g):
+        s = sf.sign(a)
+        return sf.pow(s, g), s
+
+    a, g = np.array([[-2.0], [0.5], [-1.0]]), np.zeros((1, 0))
+    spec = [sf.TensorSpec([3, None], sf.float64), sf.TensorSpec([1, None], sf.float64)]
+    p, s = sf.function(f, input_signature=spec)(a, g)
+    assert p.shape == (3, 0)
+    np.testing.assert_array_equal(s.numpy(), np.sign(a))
