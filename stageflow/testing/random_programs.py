@@ -1,19 +1,18 @@
-"""Random, well-typed programs over the whole op set, and the campaign that runs them.
+"""The random-program campaign: random, well-typed programs (`stageflow.testing.random_ops`,
+and with nested branches and loops, `stageflow.testing.control_programs`) run eagerly and
+five other ways, every result and variable compared with eager's.
 
-A program is a list of steps over a pool of typed values: inputs, variable reads, random
-draws and op results. Each step records the shape and dtype it produces, so the strategy
-(`programs`, a hypothesis strategy) only builds programs that trace. Values are kept tame
-(clipped before exp, products and matmuls; logs and divisions see positive operands), so
-float results agree within a small tolerance. A value is *exact* when every step to it
-rounds the same way in every implementation (movement, integer arithmetic, max/min,
-comparisons, uniform draws); only exact values feed comparisons, argmax and float-to-int
-casts, where an ulp of difference would change the answer, and exact results must match
-bit for bit.
+The ways: interpreted (``jit=False``), compiled, compiled for unknown input dims, and
+compiled ahead of time into a shared library called through ctypes, for known and for
+unknown dims (`stageflow.testing.aot_calls`). Building a library costs a C link, so the
+two AOT ways run on every K-th program only (``--aot-every K``). A program the AOT compiler
+refuses on purpose is counted as *unsupported*, with its reason, not as an error.
 
-The test suite runs a slice of them (``tests/test_random_programs.py``); a campaign runs
-many, with a seed never used before, and prints what disagreed::
+The test suite runs a slice (``tests/test_random_programs.py``); a campaign runs many, with
+a seed never used before, and prints what disagreed::
 
-    python -m stageflow.testing.random_programs --count 10000 [--seed N]
+    python -m stageflow.testing.random_programs --count 10000 [--seed N] [--control 0.25]
+                                                [--aot-every 10]
 
 Needs the test extra (hypothesis).
 """
@@ -21,10 +20,12 @@ Needs the test extra (hypothesis).
 from __future__ import annotations
 
 import argparse
-import math
 import random
+import re
 import sys
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,559 +34,11 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
-from hypothesis.extra import numpy as hnp
 
 import stageflow as sf
-from stageflow.testing.strategies import axes
-
-F32, F64, I8, U8, I16, I32, I64, BOOL = (
-    np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32,
-                          np.int64, np.bool_))
-FLOATS, INTS = (F32, F64), (I8, U8, I16, I32, I64)
-INDICES = (I32, I64)  # what gather takes, as in TensorFlow
-NUMERIC = FLOATS + INTS
-TOLERANCES = {F32: 1e-5, F64: 1e-12}
-
-
-@dataclass(frozen=True)
-class Value:
-    """What a pool entry holds at trace time, and whether it is computed exactly."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    exact: bool
-
-
-@dataclass
-class Run:
-    """The state one execution of a program works on: its arguments, its own variables and
-    its own random generator (so the three ways start from the same state)."""
-
-    args: tuple[Any, ...]
-    variables: list[sf.Variable]
-    generator: sf.random.Generator
-
-
-@dataclass(frozen=True)
-class Step:
-    """One line of a program: `apply(run, *pool[operands])`, pushing `result` if any."""
-
-    text: str
-    operands: tuple[int, ...]
-    apply: Callable[..., Any] = field(repr=False)
-    result: Value | None
-
-    def __repr__(self) -> str:
-        target = "" if self.result is None else f"{self.result.dtype}{list(self.result.shape)} = "
-        return f"{target}{self.text}{list(self.operands)}"
-
-
-@dataclass
-class Program:
-    """Inputs, initial variable values, steps and which pool values are returned."""
-
-    inputs: list[np.ndarray] = field(default_factory=list)
-    unknown: list[tuple[bool, ...]] = field(default_factory=list)
-    variables: list[np.ndarray] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
-    pool: list[Value] = field(default_factory=list, repr=False)
-    var_exact: list[bool] = field(default_factory=list, repr=False)
-    outputs: tuple[int, ...] = ()
-    seed: int = 0
-
-    def push(self, text: str, operands: tuple[int, ...], apply: Callable[..., Any],
-             result: Value | None) -> int:
-        self.steps.append(Step(text, operands, apply, result))
-        if result is None:
-            return -1
-        self.pool.append(result)
-        return len(self.pool) - 1
-
-    def picks(self, want: Callable[[Value], bool]) -> list[int]:
-        return [i for i, v in enumerate(self.pool) if want(v)]
-
-    def signature(self) -> list[sf.TensorSpec]:
-        return [sf.TensorSpec([None if u else d for d, u in zip(x.shape, mask, strict=True)],
-                              x.dtype) for x, mask in zip(self.inputs, self.unknown, strict=True)]
-
-    def __call__(self, run: Run) -> list[Any]:
-        pool: list[Any] = []
-        for step in self.steps:
-            value = step.apply(run, *(pool[i] for i in step.operands))
-            if step.result is not None:
-                pool.append(value)
-        return [pool[i] for i in self.outputs]
-
-
-def values(dtype: np.dtype) -> st.SearchStrategy[Any]:
-    if dtype == BOOL:
-        return st.booleans()
-    if dtype.kind in "iu":
-        return st.integers(0 if dtype.kind == "u" else -4, 4)
-    return st.floats(-3, 3, width=dtype.itemsize * 8, allow_subnormal=False)
-
-
-def small_shapes(min_dims: int = 0, max_dims: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
-    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=0, max_side=4)
-
-
-def add_input(draw: Any, p: Program, shape: tuple[int, ...], dtype: np.dtype,
-              elements: st.SearchStrategy[Any] | None = None, known: bool = False) -> int:
-    """A new argument of the function, some of its dims unknown in the signature (none if
-    `known`)."""
-    elements = values(dtype) if elements is None else elements
-    array = draw(hnp.arrays(dtype, shape, elements=elements))
-    j = len(p.inputs)
-    p.inputs.append(array)
-    mask = draw(st.lists(st.booleans(), min_size=len(shape), max_size=len(shape)))
-    p.unknown.append(tuple(u and not known for u in mask))
-    return p.push(f"arg{j}", (), lambda run: run.args[j], Value(shape, dtype, True))
-
-
-def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        return None
-
-
-def tame(x: Any, limit: float) -> Any:
-    """`x` clipped into [-limit, limit] (integer bounds for integer tensors)."""
-    if x.dtype.kind in "iu":
-        return sf.clip_by_value(x, 0 if x.dtype.kind == "u" else -int(limit), int(limit))
-    return sf.clip_by_value(x, -limit, limit)
-
-
-def partner(draw: Any, p: Program, a: int, exact: bool = False) -> int | None:
-    """A pool value of a's dtype whose shape broadcasts with a's (a itself if none)."""
-    v = p.pool[a]
-    found = p.picks(lambda w: w.dtype == v.dtype and broadcast(w.shape, v.shape) is not None
-                    and (w.exact or not exact))
-    return draw(st.sampled_from(found)) if found else None
-
-
-# Unary ops: (function, dtypes, exact when the operand is).
-UNARY: dict[str, tuple[Callable[[Any], Any], tuple[np.dtype, ...], bool]] = {
-    "exp": (lambda x: sf.exp(tame(x, 3.0)), FLOATS, False),
-    "expm1": (lambda x: sf.expm1(tame(x, 3.0)), FLOATS, False),
-    "log": (lambda x: sf.log(sf.abs(x) + 0.5), FLOATS, False),
-    "log1p": (lambda x: sf.log1p(sf.abs(x)), FLOATS, False),
-    "sqrt": (lambda x: sf.sqrt(sf.abs(x)), FLOATS, False),
-    "rsqrt": (lambda x: sf.rsqrt(sf.abs(x) + 0.5), FLOATS, False),
-    "reciprocal": (lambda x: sf.reciprocal(sf.abs(x) + 0.5), FLOATS, False),
-    "tanh": (sf.tanh, FLOATS, False),
-    "sigmoid": (sf.sigmoid, FLOATS, False),
-    "sin": (lambda x: sf.sin(tame(x, 8.0)), FLOATS, False),
-    "cos": (lambda x: sf.cos(tame(x, 8.0)), FLOATS, False),
-    "erf": (sf.erf, FLOATS, False),
-    "atan": (sf.atan, FLOATS, False),
-    "asin": (lambda x: sf.asin(sf.tanh(x)), FLOATS, False),
-    "acos": (lambda x: sf.acos(sf.tanh(x)), FLOATS, False),
-    "erfinv": (lambda x: sf.math.erfinv(0.9 * sf.tanh(x)), FLOATS, False),
-    "lgamma": (lambda x: sf.math.lgamma(sf.abs(x) + 0.5), FLOATS, False),
-    "digamma": (lambda x: sf.math.digamma(sf.abs(x) + 0.5), FLOATS, False),
-    "sort": (lambda x: sf.sort(x) if x.ndim else x, NUMERIC, True),
-    "softplus": (lambda x: sf.nn.softplus(tame(x, 8.0)), FLOATS, False),
-    "gelu": (lambda x: sf.nn.gelu(tame(x, 8.0)), FLOATS, False),
-    "square": (lambda x: sf.square(tame(x, 4.0)), NUMERIC, True),
-    "negative": (sf.negative, NUMERIC, True),
-    "abs": (sf.abs, NUMERIC, True),
-    "sign": (sf.sign, NUMERIC, True),
-    "relu": (sf.nn.relu, FLOATS, True),
-    "floor": (sf.floor, FLOATS, True),
-    "ceil": (sf.ceil, FLOATS, True),
-    "round": (sf.round, FLOATS, True),
-    "logical_not": (sf.logical_not, (BOOL,), True),
-}
-
-# Binary ops: (function, dtypes, exact when both operands are).
-BINARY: dict[str, tuple[Callable[[Any, Any], Any], tuple[np.dtype, ...], bool]] = {
-    "add": (sf.add, NUMERIC, False),
-    "subtract": (sf.subtract, NUMERIC, False),
-    "multiply": (lambda a, b: tame(a, 4.0) * tame(b, 4.0), NUMERIC, False),
-    "maximum": (sf.maximum, NUMERIC, True),
-    "minimum": (sf.minimum, NUMERIC, True),
-    "divide": (lambda a, b: a / (sf.abs(b) + 0.5), FLOATS, False),
-    "pow": (lambda a, b: sf.pow(sf.abs(a) + 0.5, tame(b, 2.0)), FLOATS, False),
-    "floordiv": (lambda a, b: sf.floordiv(a, sf.maximum(sf.abs(b), 1)), INTS, True),
-    "mod": (lambda a, b: sf.mod(a, sf.maximum(sf.abs(b), 1)), INTS, True),
-    "logical_and": (sf.logical_and, (BOOL,), True),
-    "logical_or": (sf.logical_or, (BOOL,), True),
-}
-
-COMPARISONS = {name: getattr(sf, name) for name in
-               ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")}
-
-
-def op_unary(draw: Any, p: Program) -> None:
-    a = draw(st.sampled_from(range(len(p.pool))))
-    v = p.pool[a]
-    names = [n for n, (_, kinds, _) in UNARY.items() if v.dtype in kinds]
-    if not names:
-        return
-    name = draw(st.sampled_from(names))
-    fn, _, exact = UNARY[name]
-    exact = exact and (v.dtype.kind != "f" or name != "square")
-    p.push(name, (a,), lambda run, x: fn(x), Value(v.shape, v.dtype, v.exact and exact))
-
-
-def op_binary(draw: Any, p: Program) -> None:
-    a = draw(st.sampled_from(range(len(p.pool))))
-    v = p.pool[a]
-    b = partner(draw, p, a)
-    names = [n for n, (_, kinds, _) in BINARY.items() if v.dtype in kinds]
-    if b is None or not names:
-        return
-    name = draw(st.sampled_from(names))
-    fn, _, exact = BINARY[name]
-    w = p.pool[b]
-    exact = v.exact and w.exact and (exact or v.dtype.kind in "iu")
-    shape = broadcast(v.shape, w.shape)
-    if draw(st.booleans()):
-        p.push(name, (a, b), lambda run, x, y: fn(x, y), Value(shape, v.dtype, exact))
-    else:
-        p.push(name, (b, a), lambda run, y, x: fn(y, x), Value(shape, v.dtype, exact))
-
-
-def op_compare(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.exact and v.dtype != BOOL)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    b = partner(draw, p, a, exact=True)
-    name = draw(st.sampled_from(sorted(COMPARISONS)))
-    shape = broadcast(p.pool[a].shape, p.pool[b].shape)
-    p.push(name, (a, b), lambda run, x, y: COMPARISONS[name](x, y), Value(shape, BOOL, True))
-
-
-def op_where(draw: Any, p: Program) -> None:
-    conditions = p.picks(lambda v: v.dtype == BOOL)
-    if not conditions:
-        return
-    c = draw(st.sampled_from(conditions))
-    a = draw(st.sampled_from(range(len(p.pool))))
-    b = partner(draw, p, a)
-    shape = broadcast(p.pool[c].shape, p.pool[a].shape, p.pool[b].shape)
-    if shape is None:
-        return
-    exact = p.pool[a].exact and p.pool[b].exact and p.pool[c].exact
-    p.push("where", (c, a, b), lambda run, cond, x, y: sf.where(cond, x, y),
-           Value(shape, p.pool[a].dtype, exact))
-
-
-def op_cast(draw: Any, p: Program) -> None:
-    a = draw(st.sampled_from(range(len(p.pool))))
-    v = p.pool[a]
-    targets = [d for d in NUMERIC + (BOOL,) if d != v.dtype and (v.exact or d.kind == "f")]
-    if v.dtype == BOOL:
-        targets = [d for d in targets if d != BOOL]
-    if not targets:
-        return
-    dtype = draw(st.sampled_from(targets))
-    p.push(f"cast[{dtype}]", (a,), lambda run, x: sf.cast(x, dtype),
-           Value(v.shape, dtype, v.exact))
-
-
-def _reduced_shape(shape: tuple[int, ...], axis: Any, keepdims: bool) -> tuple[tuple[int, ...],
-                                                                              set[int]]:
-    ndim = len(shape)
-    reduced = set(range(ndim)) if axis is None else {
-        a % ndim for a in (axis if isinstance(axis, tuple) else (axis,))}
-    out = tuple(1 if i in reduced else d for i, d in enumerate(shape)
-                if keepdims or i not in reduced)
-    return out, reduced
-
-
-REDUCTIONS = {
-    "reduce_sum": lambda x, axis, keep: sf.reduce_sum(x, axis, keep),
-    "reduce_prod": lambda x, axis, keep: sf.reduce_prod(tame(x, 1.5), axis, keep),
-    "reduce_mean": lambda x, axis, keep: sf.reduce_mean(x, axis, keep),
-    "reduce_max": lambda x, axis, keep: sf.reduce_max(x, axis, keep),
-    "reduce_min": lambda x, axis, keep: sf.reduce_min(x, axis, keep),
-    "reduce_logsumexp": lambda x, axis, keep: sf.reduce_logsumexp(x, axis, keep),
-}
-
-
-def op_reduce(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.dtype != BOOL)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    v = p.pool[a]
-    axis = draw(axes(len(v.shape)))
-    keepdims = draw(st.booleans())
-    shape, reduced = _reduced_shape(v.shape, axis, keepdims)
-    names = list(REDUCTIONS)
-    if any(v.shape[i] == 0 for i in reduced):  # an empty max is an error, as in NumPy
-        names = ["reduce_sum", "reduce_prod", "reduce_mean", "reduce_logsumexp"]
-    if v.dtype.kind in "iu":
-        names.remove("reduce_logsumexp")
-    name = draw(st.sampled_from(names))
-    exact = v.exact and (name in ("reduce_max", "reduce_min") or v.dtype.kind in "iu")
-    fn = REDUCTIONS[name]
-    p.push(f"{name}[axis={axis}, keepdims={keepdims}]", (a,),
-           lambda run, x: fn(x, axis, keepdims), Value(shape, v.dtype, exact))
-
-
-def op_arg_reduce(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.exact and v.dtype != BOOL and math.prod(v.shape) > 0)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    v = p.pool[a]
-    axis = draw(st.none() | st.integers(-len(v.shape), len(v.shape) - 1)) if v.shape else None
-    shape = () if axis is None else tuple(d for i, d in enumerate(v.shape)
-                                          if i != axis % len(v.shape))
-    fn = draw(st.sampled_from([sf.argmax, sf.argmin]))
-    p.push(f"{fn.__name__}[axis={axis}]", (a,), lambda run, x: fn(x, axis),
-           Value(shape, I64, True))
-
-
-def op_softmax(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.dtype.kind == "f" and v.shape)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    v = p.pool[a]
-    axis = draw(st.integers(-len(v.shape), len(v.shape) - 1))
-    fn = draw(st.sampled_from([sf.nn.softmax, sf.nn.log_softmax]))
-    p.push(f"{fn.__name__}[axis={axis}]", (a,), lambda run, x: fn(x, axis),
-           Value(v.shape, v.dtype, False))
-
-
-def op_matmul(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.dtype in (F32, F64) and v.shape)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    v = p.pool[a]
-    transpose_a = len(v.shape) >= 2 and draw(st.booleans())
-    transpose_b = draw(st.booleans())
-    if len(v.shape) >= 2 and draw(st.booleans()):  # a with itself: a a^T or a^T a
-        rows = v.shape[-1] if transpose_a else v.shape[-2]
-        shape = v.shape[:-2] + (rows, rows)
-        p.push(f"matmul[self, transpose_a={transpose_a}]", (a,),
-               lambda run, x: sf.matmul(tame(x, 4.0), tame(x, 4.0), transpose_a=transpose_a,
-                                        transpose_b=not transpose_a),
-               Value(shape, v.dtype, False))
-        return
-    k = v.shape[-2] if transpose_a else v.shape[-1]
-    m = v.shape[-1] if transpose_a else (v.shape[-2] if len(v.shape) >= 2 else None)
-    n = draw(st.integers(0, 4))
-    batch = v.shape[:-2]
-    # A vector operand's dim is dropped from the result by a reshape, which infers at most
-    # one unknown dim: a matrix times a vector, and a vector times a known b.
-    if len(v.shape) == 2 and draw(st.booleans()):
-        b_shape: tuple[int, ...] = (k,)
-        transpose_b = False
-    else:
-        b_batch = tuple(draw(st.sampled_from([d, 1])) for d in batch)[draw(st.integers(0, 2)):]
-        if not batch and draw(st.booleans()):
-            b_batch = (draw(st.integers(0, 3)),)
-        b_shape = b_batch + ((n, k) if transpose_b else (k, n))
-    b = add_input(draw, p, b_shape, v.dtype, known=len(v.shape) == 1)
-    out_batch = broadcast(batch, b_shape[:-2]) if len(b_shape) >= 2 else batch
-    shape = out_batch + ((m,) if m is not None else ()) + ((n,) if len(b_shape) >= 2 else ())
-    p.push(f"matmul[transpose_a={transpose_a}, transpose_b={transpose_b}]", (a, b),
-           lambda run, x, y: sf.matmul(tame(x, 4.0), tame(y, 4.0), transpose_a=transpose_a,
-                                       transpose_b=transpose_b),
-           Value(shape, v.dtype, False))
-
-
-def op_transpose(draw: Any, p: Program) -> None:
-    a = draw(st.sampled_from(range(len(p.pool))))
-    v = p.pool[a]
-    perm = tuple(draw(st.permutations(range(len(v.shape)))))
-    p.push(f"transpose[{perm}]", (a,), lambda run, x: sf.transpose(x, perm),
-           Value(tuple(v.shape[i] for i in perm), v.dtype, v.exact))
-
-
-def op_reshape(draw: Any, p: Program) -> None:
-    a = draw(st.sampled_from(range(len(p.pool))))
-    v = p.pool[a]
-    size = math.prod(v.shape)
-    if size == 0:
-        shape = list(draw(small_shapes(1, 3)))
-        shape[draw(st.integers(0, len(shape) - 1))] = 0
-    else:
-        factors = [f for f in range(2, size + 1) for _ in range(_multiplicity(size, f))]
-        rank = draw(st.integers(0 if size == 1 else 1, 4))
-        shape = [1] * max(rank, 1)
-        for f in draw(st.permutations(factors)):
-            shape[draw(st.integers(0, len(shape) - 1))] *= f
-        shape = shape[:rank] if rank else []
-    target = list(shape)
-    if size and target and draw(st.booleans()):
-        target[draw(st.integers(0, len(target) - 1))] = -1
-    p.push(f"reshape[{target}]", (a,), lambda run, x: sf.reshape(x, target),
-           Value(tuple(shape), v.dtype, v.exact))
-
-
-def _multiplicity(n: int, f: int) -> int:
-    """How often the prime `f` divides `n` (0 for composites)."""
-    if any(f % q == 0 for q in range(2, f)):
-        return 0
-    count = 0
-    while n % f == 0:
-        n, count = n // f, count + 1
-    return count
-
-
-def op_slice(draw: Any, p: Program) -> None:
-    a = draw(st.sampled_from(range(len(p.pool))))
-    v = p.pool[a]
-    key: list[Any] = []
-    for d in v.shape:
-        if d and draw(st.integers(0, 3)) == 0:
-            key.append(draw(st.integers(-d, d - 1)))
-            continue
-        bound = st.none() | st.integers(-6, 6)
-        step = draw(st.sampled_from([None, 1, 2, 3, -1, -2]))
-        key.append(slice(draw(bound), draw(bound), step))
-        if draw(st.integers(0, 5)) == 0:
-            key.append(None)
-    if key and draw(st.booleans()):  # the trailing axes through `...`
-        key = key[:draw(st.integers(0, len(key)))] + [Ellipsis]
-    index = tuple(key)
-    shape = np.empty(v.shape)[index].shape
-    p.push(f"getitem[{index}]", (a,), lambda run, x: x[index], Value(shape, v.dtype, v.exact))
-
-
-def op_concat(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.shape)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    v = p.pool[a]
-    axis = draw(st.integers(-len(v.shape), len(v.shape) - 1))
-    other_shape = list(v.shape)
-    other_shape[axis] = draw(st.integers(0, 3))
-    b = add_input(draw, p, tuple(other_shape), v.dtype)
-    order = draw(st.sampled_from([(a, b), (b, a), (a, b, a)]))
-    shape = list(v.shape)
-    shape[axis] = sum(p.pool[i].shape[axis] for i in order)
-    p.push(f"concat[axis={axis}]", order, lambda run, *xs: sf.concat(list(xs), axis),
-           Value(tuple(shape), v.dtype, v.exact))
-
-
-def op_pad(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.dtype != BOOL)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    v = p.pool[a]
-    pads = [(draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in v.shape]
-    fill = draw(st.sampled_from([0, 3])) if v.dtype.kind in "iu" else draw(
-        st.sampled_from([0.0, 1.5]))
-    shape = tuple(d + lo + hi for d, (lo, hi) in zip(v.shape, pads, strict=True))
-    p.push(f"pad[{pads}, {fill}]", (a,), lambda run, x: sf.pad(x, pads, constant_values=fill),
-           Value(shape, v.dtype, v.exact))
-
-
-def op_gather(draw: Any, p: Program) -> None:
-    found = p.picks(lambda v: v.shape)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    v = p.pool[a]
-    axis = draw(st.integers(0, len(v.shape) - 1))
-    dim = v.shape[axis]
-    computed = p.picks(lambda w: w.dtype in INDICES and w.exact)
-    if dim and computed and draw(st.booleans()):  # indices computed by the program
-        i = draw(st.sampled_from(computed))
-        index_shape = p.pool[i].shape
-
-        def apply(run: Run, x: Any, indices: Any) -> Any:
-            return sf.gather(x, sf.mod(sf.abs(indices), dim), axis=axis)
-        text = "gather[abs(i) % dim]"
-    else:
-        index_shape = draw(small_shapes(0, 2)) if dim else (0,)
-        dtype = draw(st.sampled_from(INDICES))
-        i = add_input(draw, p, index_shape, dtype, st.integers(0, max(dim - 1, 0)))
-        subscript = axis == 0 and len(index_shape) >= 1 and draw(st.booleans())
-
-        def apply(run: Run, x: Any, indices: Any) -> Any:
-            return x[indices] if subscript else sf.gather(x, indices, axis=axis)
-        text = "getitem[indices]" if subscript else "gather"
-    shape = v.shape[:axis] + index_shape + v.shape[axis + 1:]
-    p.push(f"{text}[axis={axis}]", (a, i), apply, Value(shape, v.dtype, v.exact))
-
-
-def op_broadcast_to(draw: Any, p: Program) -> None:
-    a = draw(st.sampled_from(range(len(p.pool))))
-    v = p.pool[a]
-    lead = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))
-    shape = lead + tuple(draw(st.integers(0, 3)) if d == 1 else d for d in v.shape)
-    p.push(f"broadcast_to[{shape}]", (a,), lambda run, x: sf.broadcast_to(x, shape),
-           Value(shape, v.dtype, v.exact))
-
-
-def op_random(draw: Any, p: Program) -> None:
-    shape = draw(small_shapes(0, 3))
-    kind = draw(st.sampled_from(["uniform", "uniform_int", "normal", "global_uniform"]))
-    dtype = I32 if kind == "uniform_int" else draw(st.sampled_from(FLOATS))
-    if kind == "uniform":
-        def apply(run: Run) -> Any:
-            return run.generator.uniform(shape, -2.0, 2.0, dtype=dtype)
-    elif kind == "uniform_int":
-        def apply(run: Run) -> Any:
-            return run.generator.uniform(shape, -3, 5, dtype=dtype)
-    elif kind == "normal":
-        def apply(run: Run) -> Any:
-            return run.generator.normal(shape, dtype=dtype)
-    else:
-        def apply(run: Run) -> Any:
-            return sf.random.uniform(shape, dtype=dtype)
-    p.push(f"random.{kind}", (), apply, Value(shape, dtype, kind != "normal"))
-
-
-def op_variable(draw: Any, p: Program) -> None:
-    if not p.variables:
-        return
-    k = draw(st.integers(0, len(p.variables) - 1))
-    initial = p.variables[k]
-    shape, dtype = initial.shape, initial.dtype
-    if draw(st.booleans()):
-        p.push(f"read v{k}", (), lambda run: run.variables[k].read_value(),
-               Value(shape, dtype, p.var_exact[k]))
-        return
-    found = p.picks(lambda v: v.dtype == dtype and broadcast(v.shape, shape) == shape)
-    if not found:
-        return
-    a = draw(st.sampled_from(found))
-    add = dtype.kind in "iu" and draw(st.booleans())
-    p.var_exact[k] = p.var_exact[k] and p.pool[a].exact
-    if add:
-        p.push(f"v{k}.assign_add", (a,), lambda run, x: run.variables[k].assign_add(x), None)
-    else:
-        p.push(f"v{k}.assign", (a,),
-               lambda run, x: run.variables[k].assign(sf.broadcast_to(x, shape)), None)
-
-
-OPS = [op_unary, op_binary, op_compare, op_where, op_cast, op_reduce, op_arg_reduce,
-       op_softmax, op_matmul, op_transpose, op_reshape, op_slice, op_concat, op_pad,
-       op_gather, op_broadcast_to, op_random, op_variable]
-
-
-@st.composite
-def programs(draw: Any, max_steps: int = 8) -> Program:
-    """A random program: 1-3 inputs of broadcastable shapes, 0-2 variables, up to
-    `max_steps` ops drawn from the whole op set, and a few of its values returned."""
-    p = Program(seed=draw(st.integers(0, 2**32 - 1)))
-    count = draw(st.integers(1, 3))
-    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=count, max_dims=3, max_side=4))
-    for shape in shapes.input_shapes:
-        add_input(draw, p, shape, draw(st.sampled_from(NUMERIC + (BOOL,))))
-    for _ in range(draw(st.integers(0, 2))):
-        dtype = draw(st.sampled_from((F32, F64, I32)))
-        p.variables.append(draw(hnp.arrays(dtype, small_shapes(0, 2), elements=values(dtype))))
-        p.var_exact.append(True)
-    for _ in range(draw(st.integers(1, max_steps))):
-        draw(st.sampled_from(OPS))(draw, p)
-    last = len(p.pool) - 1
-    others = draw(st.lists(st.integers(0, last), max_size=3, unique=True))
-    p.outputs = tuple(dict.fromkeys([last, *others]))
-    return p
+from stageflow.testing.aot_calls import Libraries, Unsupported
+from stageflow.testing.control_programs import control_programs
+from stageflow.testing.random_ops import TOLERANCES, Program, eager, programs, staged
 
 
 def execute(program: Program, make: Callable[..., Callable], args: list[Any]
@@ -598,16 +51,6 @@ def execute(program: Program, make: Callable[..., Callable], args: list[Any]
     function = make(program, variables, generator)
     results = function(*args)
     return [r.numpy() for r in results], [v.numpy() for v in variables], function
-
-
-def eager(program: Program, variables: list[sf.Variable], generator: Any) -> Callable:
-    return lambda *args: program(Run(args, variables, generator))
-
-
-def staged(**options: Any) -> Callable[..., Callable]:
-    def make(program: Program, variables: list[sf.Variable], generator: Any) -> Callable:
-        return sf.function(eager(program, variables, generator), **options)
-    return make
 
 
 def assert_same(program: Program, got: list[np.ndarray], want: list[np.ndarray],
@@ -630,12 +73,34 @@ def compare(program: Program, make: Callable[..., Callable], reference: Any,
     return function
 
 
-WAYS = {
-    "interpreted": lambda program: staged(jit=False),
-    "compiled": lambda program: staged(),
-    "unknown dims": lambda program: staged(input_signature=program.signature()),
-}
-KNOWN_LIMITS = ("cannot infer more than one unknown dim",)
+WAYS = ("interpreted", "compiled", "unknown dims", "aot", "aot unknown dims")
+AOT_WAYS = ("aot", "aot unknown dims")
+
+
+def way(name: str, program: Program, libraries: Libraries) -> Callable[..., Callable]:
+    """How `program` is run the way called `name` (one of `WAYS`)."""
+    if name == "interpreted":
+        return staged(jit=False)
+    if name == "compiled":
+        return staged()
+    if name == "unknown dims":
+        return staged(input_signature=program.signature())
+    return libraries.way(unknown_dims=name == "aot unknown dims")
+
+
+def reason(refusal: Unsupported) -> str:
+    """A refusal's message without what differs from program to program (the library's
+    name, the source line), so that refusals of one kind are counted together."""
+    text = re.sub(r"@program\d+", "@program", str(refusal))
+    return re.sub(r" \(at [^:]*:\d+:.*\)$", "", text)[:200]
+
+
+@st.composite
+def campaign_programs(draw: Any, control: float) -> Program:
+    """A straight-line program, or with probability `control` one with region ops."""
+    if draw(st.integers(0, 999)) < round(control * 1000):
+        return draw(control_programs())
+    return draw(programs())
 
 
 @dataclass
@@ -645,51 +110,60 @@ class Tally:
     programs: int = 0
     mismatches: int = 0
     errors: int = 0
+    unsupported: int = 0
     seconds: float = 0.0
     first: list[str] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
 
 
-def run_campaign(count: int, campaign_seed: int, ways: list[str],
-                 progress: Callable[[int], None] | None = None) -> dict[str, Tally]:
-    """`count` random programs from `campaign_seed`, each run eagerly and every way of
-    `ways`; per way, how many ran, disagreed with eager, or raised. `progress(n)` is
-    called after each program."""
-    tallies = {way: Tally() for way in ways}
+def run_campaign(count: int, campaign_seed: int, ways: list[str], control: float = 0.25,
+                 aot_every: int = 10, progress: Callable[[int], None] | None = None
+                 ) -> dict[str, Tally]:
+    """`count` random programs from `campaign_seed` (a share `control` of them with
+    branches and loops), each run eagerly and every way of `ways` (the AOT ways on every
+    `aot_every`-th program); per way, how many ran, disagreed with eager, raised, or were
+    refused by the AOT compiler on purpose. `progress(n)` is called after each program."""
+    tallies = {name: Tally() for name in ways}
     done = [0]
 
     @seed(campaign_seed)
     @settings(max_examples=count, database=None, deadline=None, derandomize=False,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(programs())
+    @given(campaign_programs(control))
     def one(program: Program) -> None:
         args = [sf.constant(x) for x in program.inputs]
         reference = execute(program, eager, args)
-        for way in ways:
-            tally = tallies[way]
+        for name in ways:
+            if name in AOT_WAYS and done[0] % aot_every:
+                continue
+            tally = tallies[name]
             start = time.perf_counter()
+            tally.programs += 1
             try:
-                compare(program, WAYS[way](program), reference, args)
+                compare(program, way(name, program, libraries), reference, args)
+            except Unsupported as refusal:
+                tally.unsupported += 1
+                tally.reasons[reason(refusal)] += 1
             except AssertionError as error:
                 tally.mismatches += 1
                 if len(tally.first) < 3:
                     tally.first.append(f"{program!r}\n  {str(error)[:400]}")
             except Exception as error:  # noqa: BLE001 - counted and shown, not fatal
-                if any(limit in str(error) for limit in KNOWN_LIMITS):
-                    continue
                 tally.errors += 1
                 if len(tally.first) < 3:
                     tally.first.append(f"{program!r}\n  {type(error).__name__}: "
                                        f"{str(error)[:400]}")
-            tally.programs += 1
             tally.seconds += time.perf_counter() - start
         done[0] += 1
         if progress is not None:
             progress(done[0])
 
-    try:
-        one()
-    except UnsatisfiedAssumption:
-        pass
+    with tempfile.TemporaryDirectory(prefix="sf-random-programs-") as directory:
+        libraries = Libraries(directory)
+        try:
+            one()
+        except UnsatisfiedAssumption:
+            pass
     return tallies
 
 
@@ -701,12 +175,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="the campaign's seed (default: a fresh one, printed)")
     parser.add_argument("--ways", default=",".join(WAYS),
                         help=f"comma-separated, of: {', '.join(WAYS)}")
+    parser.add_argument("--control", type=float, default=0.25,
+                        help="the share of programs with branches and loops (default 0.25)")
+    parser.add_argument("--aot-every", type=int, default=10, metavar="K",
+                        help="run the AOT ways on every K-th program only: each builds a "
+                             "shared library (default 10)")
     args = parser.parse_args(argv)
     campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
     ways = [w.strip() for w in args.ways.split(",") if w.strip()]
     unknown = [w for w in ways if w not in WAYS]
     if unknown:
         parser.error(f"unknown ways {unknown} (have: {', '.join(WAYS)})")
+    if not 0 <= args.control <= 1:
+        parser.error("--control is a share, between 0 and 1")
+    if args.aot_every < 1:
+        parser.error("--aot-every is at least 1")
     start = time.perf_counter()
 
     def progress(done: int) -> None:
@@ -714,16 +197,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {done} programs, {time.perf_counter() - start:.0f} s", file=sys.stderr,
                   flush=True)
 
-    tallies = run_campaign(args.count, campaign_seed, ways, progress)
+    tallies = run_campaign(args.count, campaign_seed, ways, args.control, args.aot_every,
+                           progress)
     print(f"random programs against eager, seed {campaign_seed}, "
-          f"{time.perf_counter() - start:.0f} s")
-    print(f"  {'way':14} {'programs':>9} {'mismatches':>11} {'errors':>7} {'seconds':>8}")
-    for way, tally in tallies.items():
-        print(f"  {way:14} {tally.programs:9d} {tally.mismatches:11d} {tally.errors:7d} "
-              f"{tally.seconds:8.1f}")
-    for way, tally in tallies.items():
+          f"{time.perf_counter() - start:.0f} s ({args.control:.0%} with control flow, AOT "
+          f"on every {args.aot_every})")
+    print(f"  {'way':17} {'programs':>9} {'mismatches':>11} {'errors':>7} {'unsupported':>12} "
+          f"{'seconds':>8}")
+    for name, tally in tallies.items():
+        print(f"  {name:17} {tally.programs:9d} {tally.mismatches:11d} {tally.errors:7d} "
+              f"{tally.unsupported:12d} {tally.seconds:8.1f}")
+    for name, tally in tallies.items():
+        for reason, times in tally.reasons.most_common():
+            print(f"\n{name}: unsupported ({times}): {reason}")
         for text in tally.first:
-            print(f"\n{way}: {text}")
+            print(f"\n{name}: {text}")
     return 0 if all(t.mismatches == t.errors == 0 for t in tallies.values()) else 1
 
 
