@@ -22,7 +22,7 @@ from stageflow.frontend.ops.creation import ones_like, zeros, zeros_like
 from stageflow.frontend.ops.elementwise import add
 from stageflow.frontend.ops.shape import one_hot, reshape, stack
 from stageflow.frontend.tensor import Tensor
-from stageflow.primitives.autodiff import needing
+from stageflow.primitives.autodiff import NEEDED
 from stageflow.primitives.functional import stop_gradient_p
 
 
@@ -181,7 +181,7 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
     """Cotangents (by tensor id) of everything recorded, from `targets` seeded by `seeds`.
 
     Each rule is told which operands are `watched` (sources, or computed from them): only
-    their cotangents can reach a source, so only those are computed."""
+    their cotangents can reach a source, so only those are computed (`autodiff.NEEDED`)."""
     cotangents: dict[int, Any] = {}
     for target, seed in zip(targets, seeds, strict=True):
         target = convert_to_tensor(target)
@@ -189,19 +189,23 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
             continue
         seed = ones_like(target) if seed is None else convert_to_tensor(seed, target.dtype)
         _accumulate(cotangents, target, seed)
-    for record in reversed(records):
-        outgoing = [cotangents.get(id(y)) for y in record.outputs]
-        if all(g is None for g in outgoing) or not record.primitive.differentiable:
-            continue
-        rule = record.primitive.vjp
-        if rule is None:
-            raise LookupError(f"differentiation rule for '{record.primitive.name}' is not "
-                              "implemented")
-        with needing([id(x) in watched for x in record.inputs]):
+    previous = NEEDED.mask
+    try:
+        for record in reversed(records):
+            outgoing = [cotangents.get(id(y)) for y in record.outputs]
+            if all(g is None for g in outgoing) or not record.primitive.differentiable:
+                continue
+            rule = record.primitive.vjp
+            if rule is None:
+                raise LookupError(f"differentiation rule for '{record.primitive.name}' is "
+                                  "not implemented")
+            NEEDED.mask = [id(x) in watched for x in record.inputs]
             incoming = rule(outgoing, record.inputs, record.outputs, **record.params)
-        for x, g in zip(record.inputs, incoming, strict=True):
-            if g is not None and isinstance(x, Tensor) and dtypes.is_floating(x.dtype):
-                _accumulate(cotangents, x, g)
+            for x, g in zip(record.inputs, incoming, strict=True):
+                if g is not None and isinstance(x, Tensor) and dtypes.is_floating(x.dtype):
+                    _accumulate(cotangents, x, g)
+    finally:
+        NEEDED.mask = previous
     return cotangents
 
 

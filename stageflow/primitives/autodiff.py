@@ -18,8 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,30 +68,23 @@ def matmul(a: Any, b: Any, *, transpose_a: bool, transpose_b: bool) -> Any:
     return _bind("matmul", a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
-class _Needed(threading.local):
+class Needed(threading.local):
+    """Which operands' cotangents the backward pass running on this thread uses: those on a
+    path to a source (`GradientTape` knows them), set before each rule runs (None: all).
+    Eagerly a rule computes what it returns at once, so the others would be work thrown
+    away (a constant operand's share of a product, summed back to its shape); staged,
+    pruning drops them anyway."""
+
     mask: Sequence[bool] | None = None
 
 
-_NEEDED = _Needed()
-
-
-@contextmanager
-def needing(mask: Sequence[bool]) -> Iterator[None]:
-    """Run a gradient rule knowing which of its operands' cotangents the backward pass
-    uses (those on a path to a source: `GradientTape` knows them). Eagerly a rule computes
-    what it returns at once, so the others would be work thrown away (a constant operand's
-    share of a product, summed back to its shape); staged, pruning drops them anyway."""
-    previous, _NEEDED.mask = _NEEDED.mask, mask
-    try:
-        yield
-    finally:
-        _NEEDED.mask = previous
+NEEDED = Needed()
 
 
 def wanted(inputs: Sequence[Any]) -> list[bool]:
     """Which operands of the rule running now get a cotangent: the floating ones that the
-    backward pass needs (`needing`)."""
-    mask = _NEEDED.mask
+    backward pass needs (`NEEDED`)."""
+    mask = NEEDED.mask
     if mask is None or len(mask) != len(inputs):
         return [dtypes.is_floating(x.dtype) for x in inputs]
     return [m and dtypes.is_floating(x.dtype) for x, m in zip(inputs, mask, strict=True)]
@@ -100,7 +92,7 @@ def wanted(inputs: Sequence[Any]) -> list[bool]:
 
 def floating_only(rule: Callable[..., list]) -> Callable[..., list]:
     """Wrap a gradient rule: operands that are not floating, or whose cotangent the
-    backward pass does not need (`needing`), get None.
+    backward pass does not need (`NEEDED`), get None.
 
     Integer and bool tensors carry no gradient (as in TensorFlow and JAX), so the rule is
     not even run when no operand is floating or every cotangent is None.
