@@ -38,6 +38,7 @@ import numpy as np
 
 import stageflow as sf
 from stageflow.codegen.program.builder import NULL_POINTER, OP_FAILED
+from stageflow.testing.campaign import add_seed, seed_of
 
 OUTCOMES = ["calls", "documented error", "correct result", "wrong result", "guard zone",
             "asan report", "crash"]
@@ -501,10 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.aot_abi",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=500, help="calls per library")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     start = time.perf_counter()
     tallies = run_campaign(args.count, campaign_seed)
     print_table(f"AOT C ABI under ASan, seed {campaign_seed}, "

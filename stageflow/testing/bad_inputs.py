@@ -39,7 +39,6 @@ import inspect
 import linecache
 import random
 import re
-import sys
 import time
 import traceback
 from collections import Counter
@@ -50,6 +49,8 @@ from typing import Any
 import numpy as np
 
 import stageflow as sf
+from stageflow.testing.campaign import add_seed, print_counts, seed_of
+from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.isolated import Died, Hung, run_isolated
 
 RAW = (KeyError, AttributeError, IndexError, AssertionError, NameError, UnboundLocalError,
@@ -463,28 +464,19 @@ def run_campaign(count: int, campaign_seed: int, *, batch: int = 200,
 
 def print_table(tally: Tally) -> None:
     short = {"clear error": "clear", "unclear error": "unclear", "wrong result": "wrong"}
-    heads = [short.get(o, o) for o in OUTCOMES]
-    print(f"  {'family':26}" + "".join(f"{h:>8}" for h in heads))
-    for family in FAMILIES:
-        counts = tally.counts.get(family)
-        if counts:
-            print(f"  {family:26}" + "".join(f"{counts[o]:8d}" for o in OUTCOMES))
-    print(f"  {'total':26}" + "".join(f"{tally.total(o):8d}" for o in OUTCOMES))
+    print_counts("family", FAMILIES, tally.counts, OUTCOMES, short, 26)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.bad_inputs",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     start = time.perf_counter()
 
-    def progress(done: int) -> None:
-        print(f"  {done} calls, {time.perf_counter() - start:.0f} s", file=sys.stderr,
-              flush=True)
+    progress = report_progress("calls")
 
     tally = run_campaign(args.count, campaign_seed, progress=progress)
     print(f"bad inputs to staged functions, seed {campaign_seed}, {args.count} calls, "

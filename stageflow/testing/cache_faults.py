@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stageflow.codegen.targets.cache import DIGEST_BYTES, MAGIC
+from stageflow.testing.campaign import add_seed, seed_of
+from stageflow.testing.campaign import progress as report_progress
 
 OUTCOMES = ["recovered", "wrong result", "error", "crash", "hang"]
 WRONG = 3  # the child's exit status when a result differs from NumPy's
@@ -319,24 +321,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.cache_faults",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=len(FAULTS) * 3)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help=f"comma-separated, of: {', '.join(FAULTS)}")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds a child may take before it counts as a hang")
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     kinds = [k.strip() for k in args.faults.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in FAULTS]
     if unknown:
         parser.error(f"unknown faults {unknown} (have: {', '.join(FAULTS)})")
     start = time.perf_counter()
 
-    def progress(done: int) -> None:
-        if done % 10 == 0:
-            print(f"  {done} rounds, {time.perf_counter() - start:.0f} s", file=sys.stderr,
-                  flush=True)
+    progress = report_progress("rounds", 10)
 
     tallies = run_campaign(args.count, campaign_seed, kinds, args.timeout, progress=progress)
     print_table(f"compilation cache faults, seed {campaign_seed}, "

@@ -51,6 +51,8 @@ import numpy as np
 import stageflow as sf
 from stageflow.ir.text import IRError, module_to_text, parse_module
 from stageflow.passes import PassFailure, PassSpecError, Pipeline, available_passes
+from stageflow.testing.campaign import add_seed, print_counts, seed_of
+from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.isolated import MEMORY_LIMIT, Died, Hung, run_isolated
 
 OUTCOMES = ["ok", "clear error", "unclear error", "internal error", "memory", "crash", "hang"]
@@ -382,27 +384,19 @@ def run_campaign(count: int, campaign_seed: int, *, batch: int = 200,
 
 def print_table(tally: Tally) -> None:
     short = {"clear error": "clear", "unclear error": "unclear", "internal error": "internal"}
-    print(f"  {'family':22}" + "".join(f"{short.get(o, o):>9}" for o in OUTCOMES))
-    for family in FAMILIES:
-        counts = tally.counts.get(family)
-        if counts:
-            print(f"  {family:22}" + "".join(f"{counts[o]:9d}" for o in OUTCOMES))
-    print(f"  {'total':22}" + "".join(f"{tally.total(o):9d}" for o in OUTCOMES))
+    print_counts("family", FAMILIES, tally.counts, OUTCOMES, short, 22, 9)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.cli_inputs",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     start = time.perf_counter()
 
-    def progress(done: int) -> None:
-        print(f"  {done} inputs, {time.perf_counter() - start:.0f} s", file=sys.stderr,
-              flush=True)
+    progress = report_progress("inputs")
 
     tally = run_campaign(args.count, campaign_seed, progress=progress)
     print(f"hostile inputs to the stageflow command and IR parser, seed {campaign_seed}, "

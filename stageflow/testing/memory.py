@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import stageflow as sf
+from stageflow.testing.campaign import add_seed, seed_of
 
 Step = Callable[[int], None]
 
@@ -265,13 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.memory",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated, of: {', '.join(SCENARIOS)}")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # one scenario, in this process
     args = parser.parse_args(argv)
-    seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    seed = seed_of(args)
     if args.child is not None:
         print(json.dumps(run_scenario(SCENARIOS[args.child], args.count, seed)))
         return 0

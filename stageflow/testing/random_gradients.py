@@ -32,9 +32,7 @@ Needs the test extra (hypothesis).
 from __future__ import annotations
 
 import argparse
-import random
 import re
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -48,6 +46,8 @@ from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.extra import numpy as hnp
 
 import stageflow as sf
+from stageflow.testing.campaign import add_seed, seed_of
+from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.random_ops import (
     F64,
     Program,
@@ -333,12 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.random_gradients",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     parser.add_argument("--ways", default=",".join(WAYS),
                         help=f"comma-separated, of: {', '.join(WAYS)}")
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     ways = [w.strip() for w in args.ways.split(",") if w.strip()]
     unknown = [w for w in ways if w not in WAYS]
     if unknown:
@@ -346,10 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"random gradients against finite differences, seed {campaign_seed}", flush=True)
     start = time.perf_counter()
 
-    def progress(done: int) -> None:
-        if done % 100 == 0:
-            print(f"  {done} programs, {time.perf_counter() - start:.0f} s", file=sys.stderr,
-                  flush=True)
+    progress = report_progress("programs", 100)
 
     tallies = run_campaign(args.count, campaign_seed, ways, progress)
     print(f"{time.perf_counter() - start:.0f} s")

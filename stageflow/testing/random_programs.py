@@ -20,9 +20,7 @@ Needs the test extra (hypothesis).
 from __future__ import annotations
 
 import argparse
-import random
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -37,6 +35,8 @@ from hypothesis.errors import UnsatisfiedAssumption
 
 import stageflow as sf
 from stageflow.testing.aot_calls import Libraries, Unsupported
+from stageflow.testing.campaign import add_seed, seed_of
+from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.control_programs import control_programs
 from stageflow.testing.random_ops import TOLERANCES, Program, eager, programs, staged
 
@@ -171,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.random_programs",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     parser.add_argument("--ways", default=",".join(WAYS),
                         help=f"comma-separated, of: {', '.join(WAYS)}")
     parser.add_argument("--control", type=float, default=0.25,
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the AOT ways on every K-th program only: each builds a "
                              "shared library (default 10)")
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     ways = [w.strip() for w in args.ways.split(",") if w.strip()]
     unknown = [w for w in ways if w not in WAYS]
     if unknown:
@@ -192,10 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--aot-every is at least 1")
     start = time.perf_counter()
 
-    def progress(done: int) -> None:
-        if done % 100 == 0:
-            print(f"  {done} programs, {time.perf_counter() - start:.0f} s", file=sys.stderr,
-                  flush=True)
+    progress = report_progress("programs", 100)
 
     tallies = run_campaign(args.count, campaign_seed, ways, args.control, args.aot_every,
                            progress)

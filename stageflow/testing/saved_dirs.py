@@ -50,7 +50,6 @@ import random
 import re
 import shutil
 import stat
-import sys
 import tempfile
 import time
 import zipfile
@@ -62,6 +61,8 @@ from typing import Any
 import numpy as np
 
 import stageflow as sf
+from stageflow.testing.campaign import add_seed, print_counts, seed_of
+from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.isolated import Died, Hung, run_isolated
 
 OUTCOMES = ["loaded and correct", "clear error", "unclear error", "wrong result", "crash",
@@ -660,28 +661,19 @@ def run_campaign(count: int, campaign_seed: int, *, batch: int = 100, timeout: f
 def print_table(tally: Tally) -> None:
     short = {"loaded and correct": "correct", "clear error": "clear",
              "unclear error": "unclear", "wrong result": "wrong"}
-    heads = [short.get(o, o) for o in OUTCOMES]
-    print(f"  {'tampering':26}" + "".join(f"{h:>8}" for h in heads))
-    for tampering in TAMPERINGS:
-        counts = tally.counts.get(tampering)
-        if counts:
-            print(f"  {tampering:26}" + "".join(f"{counts[o]:8d}" for o in OUTCOMES))
-    print(f"  {'total':26}" + "".join(f"{tally.total(o):8d}" for o in OUTCOMES))
+    print_counts("tampering", TAMPERINGS, tally.counts, OUTCOMES, short, 26)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.saved_dirs",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     start = time.perf_counter()
 
-    def progress(done: int) -> None:
-        print(f"  {done} directories, {time.perf_counter() - start:.0f} s", file=sys.stderr,
-              flush=True)
+    progress = report_progress("directories")
 
     tally = run_campaign(args.count, campaign_seed, progress=progress)
     print(f"tampered saved directories, seed {campaign_seed}, {args.count} loads, "

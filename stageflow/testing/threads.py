@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import stageflow as sf
+from stageflow.testing.campaign import add_seed, seed_of
+from stageflow.testing.campaign import progress as report_progress
 
 LARGE = 1 << 21  # a variable whose kernels split over the cores
 LOGICAL_CPUS = 4
@@ -435,14 +436,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stageflow.testing.threads",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=120)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the campaign's seed (default: a fresh one, printed)")
+    add_seed(parser)
     parser.add_argument("--kinds", default=",".join(KINDS),
                         help=f"comma-separated, of: {', '.join(KINDS)}")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a scenario may take before it counts as a deadlock")
     args = parser.parse_args(argv)
-    campaign_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+    campaign_seed = seed_of(args)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -451,10 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         sf.config.set_logical_device_count("CPU", LOGICAL_CPUS)
     start = time.perf_counter()
 
-    def progress(done: int) -> None:
-        if done % 20 == 0:
-            print(f"  {done} scenarios, {time.perf_counter() - start:.0f} s", file=sys.stderr,
-                  flush=True)
+    progress = report_progress("scenarios", 20)
 
     tallies = run_campaign(args.count, campaign_seed, kinds, args.timeout, progress=progress)
     print_table(f"threads against shared state, seed {campaign_seed}, "

@@ -1,0 +1,46 @@
+"""What the campaigns' command lines share: the summary table, the seed (a fresh one unless
+given, so that a campaign explores cases no earlier run drew, and printed, so that one can
+be replayed) and progress reports on stderr (stdout keeps only the summary table)."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+
+def add_seed(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the campaign's seed (default: a fresh one, printed)")
+
+
+def seed_of(args: argparse.Namespace) -> int:
+    """The seed given, else a fresh one."""
+    return args.seed if args.seed is not None else random.SystemRandom().getrandbits(63)
+
+
+def progress(unit: str, every: int = 1) -> Callable[[int], None]:
+    """A report of how many `unit` are done and the seconds since, every `every` of them."""
+    start = time.perf_counter()
+
+    def report(done: int) -> None:
+        if done % every == 0:
+            print(f"  {done} {unit}, {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                  flush=True)
+
+    return report
+
+
+def print_counts(heading: str, rows: Iterable[str], counts: Mapping[str, Mapping[str, int]],
+                 outcomes: Sequence[str], short: Mapping[str, str], width: int,
+                 column: int = 8) -> None:
+    """The summary table: a row per kind of case drawn (`rows`, those with counts), a
+    column per outcome (`short` names), and the totals."""
+    print(f"  {heading:{width}}" + "".join(f"{short.get(o, o):>{column}}" for o in outcomes))
+    for row in rows:
+        if row in counts:
+            print(f"  {row:{width}}" + "".join(f"{counts[row][o]:{column}d}" for o in outcomes))
+    print(f"  {'total':{width}}" + "".join(
+        f"{sum(c[o] for c in counts.values()):{column}d}" for o in outcomes))
