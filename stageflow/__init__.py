@@ -164,6 +164,7 @@ from stageflow.frontend.variables import Variable
 from stageflow.frontend.vectorize import vectorized_map
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 from stageflow.runtime.devices import list_devices
+from stageflow.staging import composites as _composites  # noqa: F401 - installs the runner
 from stageflow.staging.concrete import ConcreteFunction
 from stageflow.staging.function import Function, RetracingWarning, function
 

@@ -97,6 +97,32 @@ def test_namespace_imports_as_a_module(namespace):
     assert inspect.getdoc(module)
 
 
+# Every other public namespace, by the path users spell (settings and constants such as
+# `sf.config.dump_dir` and `sf.data.AUTOTUNE` are part of an API, so not only callables).
+OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "errors",
+                    "optimizers.schedules", "linalg", "math"]
+
+
+@pytest.mark.parametrize("path", OTHER_NAMESPACES)
+def test_other_namespace_shows_exactly_its_public_names(path):
+    module = sf
+    for part in path.split("."):
+        module = getattr(module, part)
+    assert isinstance(module.__all__, list)
+    assert all(hasattr(module, name) for name in module.__all__), f"sf.{path}: __all__ lies"
+    public = [name for name in dir(module) if not name.startswith("_")]
+    assert public == sorted(module.__all__), f"sf.{path} shows more than its __all__"
+    assert inspect.getdoc(module)
+
+
+def test_layers_lists_the_names_of_its_implementation_modules():
+    """`sf.layers.__all__` is written out: it must not miss a layer defined since."""
+    modules = ["layers", "attention", "normalization_layers", "recurrent"]
+    defined = {name for module in modules
+               for name in importlib.import_module(f"stageflow.frontend.{module}").__all__}
+    assert set(sf.layers.__all__) == defined
+
+
 @pytest.mark.parametrize("method", ["normal", "uniform"])
 def test_random_generator_has_from_seed_and_the_same_methods(method):
     assert callable(sf.random.Generator.from_seed)

@@ -16,9 +16,16 @@ import pytest
 
 import stageflow as sf
 
-# The namespaces whose public callables carry examples; the rest follow.
-NAMESPACES: list[ModuleType] = [sf, sf.math, sf.nn, sf.linalg, sf.random, sf.losses,
-                                sf.optimizers, sf.metrics]
+# Every public namespace, by the name users spell it (`sf.config` is the module
+# `stageflow.core.config`, the schedules `stageflow.frontend.schedules`).
+NAMESPACES: dict[str, ModuleType] = {
+    "sf": sf, "sf.math": sf.math, "sf.nn": sf.nn, "sf.linalg": sf.linalg,
+    "sf.random": sf.random, "sf.losses": sf.losses, "sf.optimizers": sf.optimizers,
+    "sf.optimizers.schedules": sf.optimizers.schedules, "sf.metrics": sf.metrics,
+    "sf.layers": sf.layers, "sf.data": sf.data, "sf.train": sf.train, "sf.aot": sf.aot,
+    "sf.saved": sf.saved, "sf.distribute": sf.distribute, "sf.config": sf.config,
+    "sf.errors": sf.errors,
+}
 
 
 def _exported(module: ModuleType) -> list[str]:
@@ -28,22 +35,23 @@ def _exported(module: ModuleType) -> list[str]:
     return list(names) if names is not None else [n for n in dir(module) if n[0] != "_"]
 
 
-def _public(module: ModuleType) -> list[tuple[str, object]]:
-    """The functions and classes a namespace exports, modules and dtypes left out."""
+def _public(prefix: str, module: ModuleType) -> list[tuple[str, object]]:
+    """The functions and classes a namespace exports, modules, dtypes and settings left
+    out."""
     found = []
     for name in _exported(module):
         value = getattr(module, name)
         if inspect.isfunction(value) or inspect.isclass(value):
-            found.append((f"{module.__name__}.{name}", value))
+            found.append((f"{prefix}.{name}", value))
     return found
 
 
 def _callables() -> list[tuple[str, object]]:
     """Each public callable once, named by the first namespace that exports it."""
     seen: dict[int, tuple[str, object]] = {}
-    for namespace in NAMESPACES:
-        for name, value in _public(namespace):
-            seen.setdefault(id(value), (name.replace("stageflow", "sf", 1), value))
+    for prefix, namespace in NAMESPACES.items():
+        for name, value in _public(prefix, namespace):
+            seen.setdefault(id(value), (name, value))
     return sorted(seen.values(), key=lambda item: item[0])
 
 

@@ -7,5 +7,7 @@ to PTX with a manifest (see `stageflow.aot.library`).
 
 from stageflow.aot.library import CPUArtefact, PTXArtefact
 from stageflow.aot.library import compile_function as compile  # noqa: A001 - sf.aot.compile
+from stageflow.core.exports import public_dir
 
 __all__ = ["CPUArtefact", "PTXArtefact", "compile"]
+__dir__ = public_dir(globals())  # not the submodules `header`, `library`

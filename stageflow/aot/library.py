@@ -61,7 +61,31 @@ _PTR = ir.PointerType()
 
 @dataclass
 class CPUArtefact:
-    """A compiled library: object code, its C header, and what it links to."""
+    """A compiled library: object code, its C header, and what it links to.
+
+    `sf.aot.compile` makes it; the header declares ``NAME(inputs, dims, outputs)`` over
+    C-contiguous buffers of the specs' dtypes, the unknown dims passed in `dims`. With
+    ``freeze=True`` (the default) the variables' current values are constants of the
+    library; with ``freeze=False`` they are state that ``NAME_state_new`` creates:
+
+    >>> import os, shutil, tempfile
+    >>> w = sf.Variable([1.0, 2.0, 3.0], name="w")
+    >>> predict = sf.function(lambda x: sf.reduce_sum(x * w, axis=1))
+    >>> spec = sf.TensorSpec([None, 3], sf.float32)
+    >>> lib = sf.aot.compile(predict, spec, name="predict")
+    >>> for line in lib.header.splitlines():
+    ...     if line.startswith("int32_t predict("):
+    ...         print(line)
+    int32_t predict(const void *const *inputs, const int64_t *dims, void *const *outputs);
+    >>> stateful = sf.aot.compile(predict, spec, name="predict", freeze=False)
+    >>> "predict_state *predict_state_new(void);" in stateful.header
+    True
+    >>> directory = tempfile.mkdtemp()
+    >>> _ = lib.save(os.path.join(directory, "predict.o"))   # to link into a program
+    >>> sorted(os.listdir(directory))
+    ['predict.h', 'predict.o']
+    >>> shutil.rmtree(directory)
+    """
 
     name: str
     object_code: bytes
@@ -119,7 +143,28 @@ def _beside(library: str, output: str) -> str:
 
 @dataclass
 class PTXArtefact:
-    """PTX text with every fused kernel, and the manifest describing how to launch them."""
+    """PTX text with every fused kernel, and the manifest describing how to launch them:
+    each kernel's parameters (pointers of the given dtypes and shapes, then every dim),
+    iteration space and launch geometry; `host_ops` are the ops left for the host (those
+    without a PTX lowering yet). Compiling PTX needs no GPU.
+
+    >>> import os, shutil, tempfile
+    >>> affine = sf.function(lambda x: x * 2.0 + 1.0)
+    >>> ptx = sf.aot.compile(affine, sf.TensorSpec([1024], sf.float32), target="ptx",
+    ...                      arch="sm_90", name="affine")
+    >>> kernel = ptx.manifest["kernels"][0]
+    >>> kernel["name"], kernel["iteration_space"], ptx.manifest["host_ops"]
+    ('affine_kernel0', [1024], [])
+    >>> [(p["role"], p["dtype"], p["shape"]) for p in kernel["params"][:2]]
+    [('input', 'float32', [1024]), ('output', 'float32', [1024])]
+    >>> ".target sm_90" in ptx.ptx
+    True
+    >>> directory = tempfile.mkdtemp()
+    >>> _ = ptx.save(os.path.join(directory, "affine.ptx"))
+    >>> sorted(os.listdir(directory))
+    ['affine.json', 'affine.ptx']
+    >>> shutil.rmtree(directory)
+    """
 
     name: str
     ptx: str
@@ -140,7 +185,28 @@ class PTXArtefact:
 def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str | None = None,
                      freeze: bool = True, arch: str = "sm_80") -> CPUArtefact | PTXArtefact:
     """Compile `function` (an `sf.function` or a concrete function) for the inputs `specs`
-    ahead of time: a library and header for ``target="cpu"``, PTX for ``"ptx"``."""
+    ahead of time: a library and header for ``target="cpu"``, PTX for ``"ptx"``.
+
+    `specs` are one `sf.TensorSpec` per argument; a None dim is given at each call (the
+    C function's `dims`), so one library serves every batch size. The library needs
+    neither Python nor stageflow: here ctypes stands in for a C program.
+
+    >>> import ctypes, os, shutil, tempfile
+    >>> affine = sf.function(lambda x: x * 2.0 + 1.0)
+    >>> lib = sf.aot.compile(affine, sf.TensorSpec([None], sf.float32), name="affine")
+    >>> directory = tempfile.mkdtemp()
+    >>> path = lib.save(os.path.join(directory, "libaffine.so"))
+    >>> sorted(os.listdir(directory))                    # the library and its header
+    ['libaffine.h', 'libaffine.so']
+    >>> x, y = np.array([1.0, 2.0, 3.0], np.float32), np.empty(3, np.float32)
+    >>> buffers = ctypes.c_void_p * 1
+    >>> dims = (ctypes.c_int64 * 1)(3)                   # the unknown dim: 3
+    >>> ctypes.CDLL(path).affine(buffers(x.ctypes.data), dims, buffers(y.ctypes.data))
+    0
+    >>> y
+    array([3., 5., 7.], dtype=float32)
+    >>> shutil.rmtree(directory)
+    """
     if target not in TARGETS:
         raise ValueError(f"sf.aot.compile: target must be one of {TARGETS}, got {target!r}")
     concrete = (function.get_concrete_function(*specs)

@@ -46,6 +46,15 @@ import warnings
 from typing import Any
 
 from stageflow.core import devices
+from stageflow.core.exports import public_dir
+
+# The settings and functions of `sf.config`; the rest (`emit`, `dump`, ...) is the
+# compiler's and the runtime's, hidden from `dir(sf.config)`.
+__all__ = ["cache", "cache_dir", "dump_dir", "eager_compile", "emulated_gpu_count",
+           "get_memory_info", "log", "logical_device_count", "parallel_compile",
+           "remat", "report_dir", "reset_statistics", "set_emulated_gpu_count",
+           "set_logical_device_count", "statistics", "verify"]
+__dir__ = public_dir(globals())
 
 VERSION = "0.1.0"
 
@@ -130,14 +139,36 @@ emulated_gpu_count = devices.emulated_gpu_count
 
 
 def statistics() -> dict[str, Any]:
-    """Counters of the runtime's work since the last `reset_statistics`."""
+    """Counters of the runtime's work since the last `reset_statistics`: copies between
+    devices (``device_copies``) and their bytes (``device_copy_bytes``), ints. A copy is
+    made when an op runs on a device its operands are not on, so the counters show
+    placement mistakes that cost time.
+
+    >>> sf.config.reset_statistics()
+    >>> x = sf.constant([1.0, 2.0, 3.0])                # on /device:CPU:0
+    >>> with sf.device("/device:CPU:2"):
+    ...     y = x * 2.0                                 # x is copied to CPU:2 first
+    >>> sf.config.statistics()
+    {'device_copies': 1, 'device_copy_bytes': 12}
+    """
     counters = devices.COUNTERS
     with counters.lock:
         return {"device_copies": counters.copies, "device_copy_bytes": counters.copy_bytes}
 
 
 def reset_statistics() -> None:
-    """Zero the counters of `statistics` and the peaks of `get_memory_info`."""
+    """Zero the counters of `statistics` and the peaks of `get_memory_info` (a peak becomes
+    the current usage), to measure one part of a program.
+
+    >>> with sf.device("/device:CPU:1"):
+    ...     y = sf.constant([1.0, 2.0]) * 2.0
+    >>> sf.config.reset_statistics()
+    >>> sf.config.statistics()
+    {'device_copies': 0, 'device_copy_bytes': 0}
+    >>> info = sf.config.get_memory_info("/device:CPU:1")
+    >>> info["peak"] == info["current"]
+    True
+    """
     counters = devices.COUNTERS
     with counters.lock:
         counters.copies = counters.copy_bytes = 0
@@ -149,7 +180,18 @@ def get_memory_info(device: str) -> dict[str, int]:
     """``{"current": bytes, "peak": bytes}`` held by the tensors placed on `device`.
 
     Counted for every device but ``/device:CPU:0``, whose tensors are plain NumPy arrays
-    that the eager fast path never stops to count (a ValueError says so)."""
+    that the eager fast path never stops to count (a ValueError says so). The bytes are
+    those of the tensors' arrays: a float32 tensor of 256 elements holds 1024.
+
+    >>> before = sf.config.get_memory_info("/device:CPU:1")["current"]
+    >>> with sf.device("/device:CPU:1"):
+    ...     y = sf.range(256.0) * 2.0
+    >>> sf.config.get_memory_info("/device:CPU:1")["current"] - before
+    1024
+    >>> del y                                           # its memory is freed
+    >>> sf.config.get_memory_info("/device:CPU:1")["current"] - before
+    0
+    """
     name = devices.resolve(device)
     if name == devices.HOST:
         raise ValueError("memory of /device:CPU:0 is not counted: its tensors are plain "

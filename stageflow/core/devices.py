@@ -151,7 +151,19 @@ _started: list[str] = []  # the devices the runtime made (none yet: the counts m
 def set_logical_device_count(kind: str, count: int) -> None:
     """Split the host's `kind` (``"CPU"``) into `count` devices ``/device:CPU:0`` ...
     ``/device:CPU:{count-1}``, each with its own memory accounting and worker thread. Only
-    before the devices are first used (TensorFlow's logical devices have the same rule)."""
+    before the devices are first used (TensorFlow's logical devices have the same rule).
+    So placement, and the copies between devices it causes, can be tried on one machine.
+
+    >>> sf.config.set_logical_device_count("CPU", 4)     # before the devices are used
+    >>> with sf.device("/device:CPU:3"):
+    ...     y = sf.constant([1.0, 2.0]) * 2.0
+    >>> y.device
+    '/device:CPU:3'
+    >>> sf.config.set_logical_device_count("CPU", 2)     # too late: they exist
+    Traceback (most recent call last):
+    ...
+    RuntimeError: the logical device count can only be set before the devices are first ...
+    """
     kind = str(kind).upper()
     if kind != "CPU":
         raise ValueError(f"logical devices can be made of the CPU only, not {kind!r}")
@@ -164,6 +176,15 @@ def set_logical_device_count(kind: str, count: int) -> None:
 
 
 def logical_device_count(kind: str) -> int:
+    """How many devices the host's `kind` (``"CPU"``) is split into (1 unless
+    `set_logical_device_count` said otherwise).
+
+    >>> sf.config.set_logical_device_count("CPU", 4)
+    >>> sf.config.logical_device_count("CPU")
+    4
+    >>> sf.list_devices()[:4]
+    ['/device:CPU:0', '/device:CPU:1', '/device:CPU:2', '/device:CPU:3']
+    """
     return _logical_counts[kind.upper()]
 
 
@@ -173,7 +194,15 @@ _emulated_gpus = 0
 def set_emulated_gpu_count(count: int) -> None:
     """Add `count` emulated GPUs after the real ones: devices whose memory is host memory
     and whose kernels are the PTX kernels' LLVM IR launched on the CPU over an emulated
-    grid (slow: for testing GPU code paths without a GPU). Only before first use."""
+    grid (slow: for testing GPU code paths without a GPU). Only before first use.
+
+    >>> sf.config.set_emulated_gpu_count(1)              # before the devices are used
+    >>> gpu = [name for name in sf.list_devices() if "GPU" in name][-1]  # after real ones
+    >>> with sf.device(gpu):
+    ...     y = sf.constant([1.0, 2.0]) * 2.0 + 1.0      # one fused kernel, emulated
+    >>> y.device == gpu, y.numpy()
+    (True, array([3., 5.], dtype=float32))
+    """
     global _emulated_gpus
     if not isinstance(count, int) or count < 0:
         raise ValueError(f"the emulated GPU count must be an int >= 0, got {count!r}")
@@ -184,6 +213,12 @@ def set_emulated_gpu_count(count: int) -> None:
 
 
 def emulated_gpu_count() -> int:
+    """How many emulated GPUs `set_emulated_gpu_count` asked for (0 by default).
+
+    >>> sf.config.set_emulated_gpu_count(1)
+    >>> sf.config.emulated_gpu_count()
+    1
+    """
     return _emulated_gpus
 
 

@@ -3,14 +3,56 @@ how a kernel's error is re-raised naming the op and the user's line."""
 
 from typing import Any
 
+from stageflow.core.exports import public_dir
+
+# `sf.errors`: the exceptions a user catches. `CallbackError` never reaches them (the
+# kernels' error handling re-raises what it carries); it and the helpers stay out of `dir`.
+__all__ = ["OutOfRangeError", "StagingError"]
+__dir__ = public_dir(globals())
+
 
 class StagingError(Exception):
-    """A symbolic tensor was asked for a concrete value while a function was being traced."""
+    """A symbolic tensor was asked for a concrete value while a function was being traced.
+
+    Tracing runs the Python function once on tensors without values, to record the graph:
+    ``float(t)``, ``t.item()``, ``t.numpy()`` or a Python ``if`` on such a tensor cannot
+    be answered then. The message names the user's line; computing with sf ops instead
+    keeps the value in the graph:
+
+    >>> @sf.function
+    ... def halve_peak(x):
+    ...     limit = float(sf.reduce_max(x))     # a Python float: the trace has none
+    ...     return sf.minimum(x, limit / 2)
+    >>> halve_peak(sf.constant([1.0, 4.0]))
+    Traceback (most recent call last):
+    ...
+    stageflow.core.errors.StagingError: float() of a traced tensor float32[]: a traced ...
+    >>> @sf.function
+    ... def halve_peak(x):
+    ...     return sf.minimum(x, sf.reduce_max(x) / 2)
+    >>> halve_peak(sf.constant([1.0, 4.0]))
+    sf.Tensor([1., 2.], shape=(2,), dtype=float32)
+    """
 
 
 class OutOfRangeError(Exception):
     """A staged function asked an exhausted `sf.data` iterator for its next element (the
-    eager ``next`` raises StopIteration instead)."""
+    eager ``next`` raises StopIteration instead): a graph cannot stop a Python loop, so
+    the call raises, as TensorFlow's ``tf.errors.OutOfRangeError``, and a training loop
+    catches it at the end of the epoch.
+
+    >>> batches = iter(sf.data.Dataset.range(4).batch(2))
+    >>> @sf.function
+    ... def total():
+    ...     return sf.reduce_sum(next(batches))      # one batch per call
+    >>> int(total()), int(total())
+    (1, 5)
+    >>> try:
+    ...     total()
+    ... except sf.errors.OutOfRangeError as error:
+    ...     print(error)
+    sf.data.Iterator: end of the dataset (the staged function asked for one more element)
+    """
 
 
 class CallbackError(Exception):

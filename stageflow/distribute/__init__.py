@@ -7,7 +7,9 @@
     sf.distribute.shutdown()
 """
 
+from stageflow.core.exports import public_dir
 from stageflow.distribute.cluster import connect, shutdown, workers
 from stageflow.distribute.remote import TIMEOUT, RemoteDeviceError
 
 __all__ = ["TIMEOUT", "RemoteDeviceError", "connect", "shutdown", "workers"]
+__dir__ = public_dir(globals())  # not the submodules `cluster`, `remote`, `worker`

@@ -31,7 +31,37 @@ def _ray() -> Any:
 
 def connect(jobs: dict[str, int] | None = None, address: str | None = None) -> list[str]:
     """Start (or join, with `address`) a Ray cluster and one worker per task of `jobs`
-    (default ``{"worker": 1}``); the names of the devices they add."""
+    (default ``{"worker": 1}``); the names of the devices they add.
+
+    Each worker is a process running a stageflow runtime; its devices are named
+    ``/job:JOB/task:TASK/device:CPU:0``... Ops and staged functions placed there with
+    `sf.device` run in that process, and their results (tensors of the dtypes and shapes
+    the ops give) stay there until fetched::
+
+        names = sf.distribute.connect(jobs={"worker": 2})  # a local cluster: seconds
+        # ['/job:worker/task:0/device:CPU:0', '/job:worker/task:1/device:CPU:0']
+        with sf.device(names[1]):
+            y = sf.constant([1.0, 2.0]) * 3.0    # runs in worker 1; y stays there
+        y.numpy()                                 # fetched: array([3., 6.], dtype=float32)
+        sf.distribute.shutdown()
+
+    Starting Ray takes seconds, so the example below stays in this process: the same
+    placement syntax names this process's (logical) devices, a worker's device exists
+    only once `connect` made it, and `jobs` is checked before Ray starts.
+
+    >>> with sf.device("/device:CPU:1"):
+    ...     y = sf.constant([1.0, 2.0]) * 3.0
+    >>> y.device, y.numpy()
+    ('/device:CPU:1', array([3., 6.], dtype=float32))
+    >>> sf.constant(1.0).to("/job:worker/task:0/device:CPU:0")
+    Traceback (most recent call last):
+    ...
+    ValueError: no device /job:worker/task:0/device:CPU:0: no worker of that job and task ...
+    >>> sf.distribute.connect(jobs={"worker": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: jobs must map job names to task counts >= 1, got {'worker': 0}
+    """
     jobs = {"worker": 1} if jobs is None else dict(jobs)
     if not jobs or any(not isinstance(n, int) or n < 1 for n in jobs.values()):
         raise ValueError(f"jobs must map job names to task counts >= 1, got {jobs!r}")
@@ -71,7 +101,20 @@ def _release(kill: bool) -> None:
 
 
 def shutdown() -> None:
-    """Stop the workers (and the local cluster `connect` started); their devices go."""
+    """Stop the workers (and the local cluster `connect` started); their devices go, and
+    their tensors with them (fetch what is needed first). Without a connection it does
+    nothing, so a program may call it on every exit path::
+
+        sf.distribute.connect(jobs={"worker": 2})
+        try:
+            ...
+        finally:
+            sf.distribute.shutdown()
+
+    >>> sf.distribute.shutdown()          # nothing connected: nothing to stop
+    >>> sf.distribute.workers()
+    []
+    """
     with _lock:
         if not _state["actors"] and not _state["started"]:
             return
@@ -83,5 +126,12 @@ def shutdown() -> None:
 
 
 def workers() -> list[Any]:
-    """The connected workers' actors, in the order of their devices' tasks."""
+    """The connected workers' actors, in the order of their devices' tasks: Ray actor
+    handles, for asking a worker directly what it ran
+    (``ray.get(sf.distribute.workers()[0].stats.remote())``: its process id and counts of
+    ops and calls). None before `connect` and after `shutdown`:
+
+    >>> sf.distribute.workers()
+    []
+    """
     return list(_state["actors"])

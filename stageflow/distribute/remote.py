@@ -36,7 +36,22 @@ INLINE_BYTES = 64 * 1024  # host arrays up to this size go to workers inline, no
 
 
 class RemoteDeviceError(RuntimeError):
-    """A device of another process cannot be used: its worker died or did not answer."""
+    """A device of another process cannot be used: its worker died or did not answer
+    within `TIMEOUT` seconds. Every later use of a dead worker's device raises it too,
+    until `connect` replaces the workers::
+
+        try:
+            y = step(x)                      # placed on a worker's device
+        except sf.distribute.RemoteDeviceError:
+            sf.distribute.connect(jobs={"worker": 2})
+
+    It is a RuntimeError, so code catching the runtime's errors catches it too:
+
+    >>> issubclass(sf.distribute.RemoteDeviceError, RuntimeError)
+    True
+    >>> sf.distribute.TIMEOUT                # seconds, every wait for a worker
+    120.0
+    """
 
 
 class RemoteArray:

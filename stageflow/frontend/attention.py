@@ -29,6 +29,19 @@ class MultiHeadAttention(Layer):
     no weight), and the heads' outputs are projected back to the query's features (or
     `output_shape`). ``return_attention_scores=True`` also returns the weights ``[batch,
     heads, query length, key length]``.
+
+    The output is ``[batch, query length, query features]``, of the query's floating
+    dtype; each query position's weights over the key positions sum to 1.
+
+    >>> mha = sf.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> query, value = sf.ones((1, 3, 8)), sf.ones((1, 5, 6))
+    >>> out, scores = mha(query, value, return_attention_scores=True)
+    >>> out.shape, scores.shape
+    ((1, 3, 8), (1, 2, 3, 5))
+    >>> mask = sf.constant([[[True, True, False, False, False]] * 3])   # [batch, 3, 5]
+    >>> _, scores = mha(query, value, attention_mask=mask, return_attention_scores=True)
+    >>> np.round(scores[0, 0, 0].numpy(), 2)      # the two unmasked (equal) keys share it
+    array([0.5, 0.5, 0. , 0. , 0. ], dtype=float32)
     """
 
     def __init__(self, num_heads: int, key_dim: int, value_dim: int | None = None,
@@ -110,7 +123,12 @@ def _dense(x: Tensor, kernel: Any, bias: Any) -> Tensor:
 
 
 class Reshape(Layer):
-    """Each example reshaped to `target_shape` (the batch dim kept; -1 inferred once)."""
+    """Each example reshaped to `target_shape` (the batch dim kept; -1 inferred once), the
+    dtype kept: ``[batch, *dims] -> [batch, *target_shape]``.
+
+    >>> sf.layers.Reshape((2, -1))(sf.ones((4, 6))).shape
+    (4, 2, 3)
+    """
 
     def __init__(self, target_shape: Sequence[int], trainable: bool = True,
                  name: str | None = None, dtype: Any = None) -> None:

@@ -67,7 +67,20 @@ INITIALIZERS: dict[str, Callable[..., Tensor]] = {
 
 
 def get_initializer(initializer: str | Callable) -> Callable[..., Any]:
-    """A callable ``(shape, dtype) -> value`` for an initializer name or callable."""
+    """A callable ``(shape, dtype) -> value`` for an initializer name or callable: what
+    the layers' ``*_initializer=`` arguments accept. Names: ``"glorot_uniform"``,
+    ``"he_uniform"``, ``"orthogonal"``, ``"uniform"``, ``"zeros"``, ``"ones"``.
+
+    >>> sf.layers.get_initializer("ones")((2, 3), sf.float64)
+    sf.Tensor([[1., 1., 1.],
+               [1., 1., 1.]], shape=(2, 3), dtype=float64)
+    >>> kernel = sf.layers.get_initializer("glorot_uniform")((3, 4), sf.float32)
+    >>> bool(np.abs(kernel.numpy()).max() <= np.sqrt(6 / (3 + 4)))  # U(-l, l)
+    True
+    >>> q = sf.layers.get_initializer("orthogonal")((4, 4), sf.float32).numpy()
+    >>> bool(np.allclose(q.T @ q, np.eye(4), atol=1e-5))
+    True
+    """
     if callable(initializer):
         return initializer
     if isinstance(initializer, str) and initializer in INITIALIZERS:

@@ -14,6 +14,7 @@ dropout, `Sequential`) get the caller's value, or the enclosing layer call's, or
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import threading
@@ -28,6 +29,7 @@ from stageflow.core import dtypes
 from stageflow.core.shapes import format_shape, normalize_axis
 from stageflow.core.source import describe_location
 from stageflow.frontend.activations import get_activation
+from stageflow.frontend.composite import Composite
 from stageflow.frontend.initializers import get_initializer
 from stageflow.frontend.module import Module, camel_to_snake
 from stageflow.frontend.ops import elementwise as ew
@@ -62,6 +64,24 @@ class Layer(Module):
 
     ``trainable=False`` freezes the layer: its variables (and its sub-layers') are made
     non-trainable, so tapes do not watch them and `trainable_variables` leaves them out.
+
+    Subclass it with a `build` that creates the variables with `add_weight` (the input's
+    shape is known by then, so no layer asks for its input size) and a `call`; variables
+    take the input's floating dtype, else float32:
+
+    >>> class Scale(sf.layers.Layer):
+    ...     def build(self, input_shape):
+    ...         self.w = self.add_weight("w", (input_shape[-1],), "ones")
+    ...     def call(self, inputs):
+    ...         return inputs * self.w
+    >>> layer = Scale(name="scale")
+    >>> layer(sf.constant([[1.0, 2.0, 3.0]], sf.float64))
+    sf.Tensor([[1., 2., 3.]], shape=(1, 3), dtype=float64)
+    >>> layer.w
+    sf.Variable([1., 1., 1.], name='scale/w', shape=(3,), dtype=float64)
+    >>> layer.trainable = False
+    >>> layer.trainable_variables
+    []
     """
 
     _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_trainable"}
@@ -225,6 +245,18 @@ class Dense(_KernelLayer):
     `kernel` is ``[input_dim, units]``, created on the first call with
     `kernel_initializer` (Glorot uniform), `bias` is ``[units]`` of `bias_initializer`
     (zeros). The variables take the input's floating dtype unless `dtype` is given.
+
+    Inputs ``[..., input_dim]`` (rank 1 or more), outputs ``[..., units]`` of the
+    variables' dtype.
+
+    >>> layer = sf.layers.Dense(4, activation="relu")
+    >>> y = layer(sf.ones((2, 3)))          # the first call creates the variables
+    >>> y.shape, y.dtype.name
+    ((2, 4), 'float32')
+    >>> layer.kernel.shape, layer.bias.shape
+    ((3, 4), (4,))
+    >>> sf.layers.Dense(2, kernel_initializer="ones")(sf.constant([[1.0, 2.0, 3.0]]))
+    sf.Tensor([[6., 6.]], shape=(1, 2), dtype=float32)
     """
 
     def __init__(self, units: int, activation: str | Callable | None = None,
@@ -255,6 +287,19 @@ class Conv2D(_KernelLayer):
 
     `strides` and `kernel_size` are an int or a pair; `padding` is ``"valid"`` or
     ``"same"`` (TensorFlow's rule), as in Keras.
+
+    Inputs ``[N, H, W, C]`` (C known when the kernel is created), outputs ``[N, Ho, Wo,
+    filters]``: with ``"same"`` ``Ho = ceil(H / stride)``, with ``"valid"`` ``Ho =
+    ceil((H - kh + 1) / stride)``.
+
+    >>> conv = sf.layers.Conv2D(8, 3, padding="same", activation="relu")
+    >>> images = sf.ones((2, 16, 16, 3))
+    >>> conv(images).shape
+    (2, 16, 16, 8)
+    >>> conv.kernel.shape, conv.bias.shape
+    ((3, 3, 3, 8), (8,))
+    >>> sf.layers.Conv2D(4, (3, 3), strides=2)(images).shape
+    (2, 7, 7, 4)
     """
 
     def __init__(self, filters: int, kernel_size: int | Sequence[int], strides: Any = 1,
@@ -294,7 +339,12 @@ def _padding_mode(padding: Any, layer: str) -> str:
 
 
 class Flatten(Layer):
-    """``[batch, d1, d2, ...] -> [batch, d1 * d2 * ...]``."""
+    """``[batch, d1, d2, ...] -> [batch, d1 * d2 * ...]``, the dtype kept: between
+    convolutions and dense layers. The non-batch dims must be known (the batch need not).
+
+    >>> sf.layers.Flatten()(sf.ones((2, 3, 4, 5))).shape
+    (2, 60)
+    """
 
     def call(self, inputs: Any) -> Tensor:
         inputs = convert_to_tensor(inputs)
@@ -307,7 +357,17 @@ class Flatten(Layer):
 
 class Sequential(Layer):
     """Layers (or any callables) applied in order: ``Sequential([Dense(64, "relu"),
-    Dense(10)])``. Its variables are its layers' variables, in layer order."""
+    Dense(10)])``. Its variables are its layers' variables, in layer order, so an optimizer
+    or a checkpoint given the model reaches them all.
+
+    >>> model = sf.layers.Sequential([sf.layers.Dense(8, activation="relu"),
+    ...                               sf.layers.Dropout(0.5),
+    ...                               sf.layers.Dense(2)])
+    >>> model(sf.ones((4, 3)), training=True).shape   # Dropout gets training=True
+    (4, 2)
+    >>> [v.shape for v in model.trainable_variables]
+    [(3, 8), (8,), (8, 2), (2,)]
+    """
 
     def __init__(self, layers: Iterable[Callable] | None = None, trainable: bool = True,
                  name: str | None = None) -> None:
@@ -348,6 +408,19 @@ class BatchNormalization(Layer):
     updates them too. Inference normalises with the moving statistics. Then ``gamma * x +
     beta`` where `scale` and `center`. As in Keras, a layer made non-trainable normalises
     with its moving statistics even in training (fine-tuning keeps them frozen).
+
+    Inputs of any rank with a known channel dim, outputs of their shape and dtype;
+    `gamma`, `beta` and the moving statistics are ``[channels]``.
+
+    >>> bn = sf.layers.BatchNormalization(momentum=0.9)
+    >>> x = sf.constant([[0.0, 10.0], [2.0, 30.0]])    # batch mean [1, 20], variance [1, 100]
+    >>> np.round(bn(x, training=True).numpy(), 2)
+    array([[-1., -1.],
+           [ 1.,  1.]], dtype=float32)
+    >>> bn.moving_mean.numpy()                       # 0.9 * 0 + 0.1 * [1, 20]
+    array([0.1, 2. ], dtype=float32)
+    >>> bn(x).shape                                  # inference: the moving statistics
+    (2, 2)
     """
 
     def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3,
@@ -398,33 +471,65 @@ class BatchNormalization(Layer):
     def call(self, inputs: Any, training: bool = False) -> Tensor:
         inputs = convert_to_tensor(inputs)
         axis = self._channel_axis(inputs.ndim)
+        gamma = None if self.gamma is None else self.gamma.read_value()
+        beta = None if self.beta is None else self.beta.read_value()
+        moving = self.moving_mean.read_value(), self.moving_variance.read_value()
         if training and self.trainable:
-            reduced = tuple(a for a in range(inputs.ndim) if a != axis)
-            mean = reduce_mean(inputs, reduced)
-            # The variance's gradient through the mean is zero (the deviations sum to 0),
-            # so the tape need not differentiate it (tf.nn.moments does the same).
-            deviation = inputs - _per_channel(stop_gradient(mean), axis, inputs.ndim)
-            variance = reduce_mean(ew.square(deviation), reduced)
-            self._update_moving_statistics(mean, variance)
-        else:
-            mean, variance = self.moving_mean.read_value(), self.moving_variance.read_value()
-        return self._normalize(inputs, mean, variance, axis)
+            normalize = _batch_norm_training(axis, inputs.ndim, self.epsilon, self.momentum)
+            outputs, mean, variance = normalize(inputs, gamma, beta, *moving)
+            self.moving_mean.assign(mean)
+            self.moving_variance.assign(variance)
+            return outputs
+        return _batch_norm_inference(axis, inputs.ndim, self.epsilon)(inputs, gamma, beta,
+                                                                       *moving)
 
-    def _update_moving_statistics(self, mean: Tensor, variance: Tensor) -> None:
-        for moving, batch in ((self.moving_mean, mean), (self.moving_variance, variance)):
-            moving.assign(moving.read_value() * self.momentum
-                          + stop_gradient(batch) * (1.0 - self.momentum))
 
-    def _normalize(self, x: Tensor, mean: Tensor, variance: Tensor, axis: int) -> Tensor:
-        """``x * inv + (beta - mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``
-        (TensorFlow's form): one multiply and one add over x, the rest per channel."""
-        inv = ew.rsqrt(variance + self.epsilon)
-        if self.gamma is not None:
-            inv = inv * self.gamma
-        shift = -(mean * inv)
-        if self.beta is not None:
-            shift = shift + self.beta
-        return x * _per_channel(inv, axis, x.ndim) + _per_channel(shift, axis, x.ndim)
+@functools.cache
+def _batch_norm_training(axis: int, ndim: int, epsilon: float, momentum: float) -> Composite:
+    """Batch norm in training, one composite (eagerly one compiled call, forward and
+    backward): the batch's mean and (biased) variance over every axis but `axis`, the
+    normalised inputs, and the moving statistics moved towards the batch's,
+    ``moving * momentum + batch * (1 - momentum)``."""
+    reduced = tuple(a for a in range(ndim) if a != axis)
+
+    def batch_norm_training(x: Tensor, gamma: Tensor | None, beta: Tensor | None,
+                            moving_mean: Tensor, moving_variance: Tensor
+                            ) -> tuple[Tensor, Tensor, Tensor]:
+        mean = reduce_mean(x, reduced)
+        # The variance's gradient through the mean is zero (the deviations sum to 0),
+        # so the tape need not differentiate it (tf.nn.moments does the same).
+        deviation = x - _per_channel(stop_gradient(mean), axis, ndim)
+        variance = reduce_mean(ew.square(deviation), reduced)
+        outputs = _normalize(x, mean, variance, gamma, beta, epsilon, axis)
+        batch = stop_gradient(mean), stop_gradient(variance)
+        return (outputs, moving_mean * momentum + batch[0] * (1.0 - momentum),
+                moving_variance * momentum + batch[1] * (1.0 - momentum))
+
+    return Composite(batch_norm_training, "batch_norm_training")
+
+
+@functools.cache
+def _batch_norm_inference(axis: int, ndim: int, epsilon: float) -> Composite:
+    """Batch norm with given statistics, one composite (eagerly one compiled pass)."""
+
+    def batch_norm_inference(x: Tensor, gamma: Tensor | None, beta: Tensor | None,
+                             mean: Tensor, variance: Tensor) -> Tensor:
+        return _normalize(x, mean, variance, gamma, beta, epsilon, axis)
+
+    return Composite(batch_norm_inference, "batch_norm_inference")
+
+
+def _normalize(x: Tensor, mean: Tensor, variance: Tensor, gamma: Tensor | None,
+               beta: Tensor | None, epsilon: float, axis: int) -> Tensor:
+    """``x * inv + (beta - mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``
+    (TensorFlow's form): one multiply and one add over x, the rest per channel."""
+    inv = ew.rsqrt(variance + epsilon)
+    if gamma is not None:
+        inv = inv * gamma
+    shift = -(mean * inv)
+    if beta is not None:
+        shift = shift + beta
+    return x * _per_channel(inv, axis, x.ndim) + _per_channel(shift, axis, x.ndim)
 
 
 def _per_channel(values: Tensor, axis: int, ndim: int) -> Tensor:
@@ -459,18 +564,45 @@ class _Pooling2D(Layer):
 
 
 class MaxPool2D(_Pooling2D):
-    """The maximum of each window (padding never wins)."""
+    """The maximum of each window (padding never wins).
+
+    Inputs ``[N, H, W, C]``, outputs ``[N, Ho, Wo, C]`` of their dtype (`Conv2D`'s sizes);
+    ``pool_size`` defaults to 2x2 with strides equal to it, halving H and W.
+
+    >>> x = sf.reshape(sf.range(16.0), (1, 4, 4, 1))
+    >>> sf.reshape(sf.layers.MaxPool2D()(x), (2, 2))
+    sf.Tensor([[ 5.,  7.],
+               [13., 15.]], shape=(2, 2), dtype=float32)
+    >>> sf.layers.MaxPool2D(3, strides=1, padding="same")(x).shape
+    (1, 4, 4, 1)
+    """
 
 
 class AveragePooling2D(_Pooling2D):
-    """The mean of each window, over its real elements only (TensorFlow's ``"same"``)."""
+    """The mean of each window, over its real elements only (TensorFlow's ``"same"``).
+
+    Inputs ``[N, H, W, C]`` (floating), outputs ``[N, Ho, Wo, C]`` of their dtype.
+
+    >>> x = sf.reshape(sf.range(16.0), (1, 4, 4, 1))
+    >>> sf.reshape(sf.layers.AveragePooling2D(pool_size=2)(x), (2, 2))
+    sf.Tensor([[ 2.5,  4.5],
+               [10.5, 12.5]], shape=(2, 2), dtype=float32)
+    """
 
     _pool = staticmethod(nn.avg_pool2d)
 
 
 class GlobalAveragePooling2D(Layer):
     """The mean over height and width: ``[N, H, W, C] -> [N, C]`` (``[N, 1, 1, C]`` with
-    `keepdims`)."""
+    `keepdims`), the dtype kept: a convnet's features, whatever the image size, for its
+    classifier.
+
+    >>> features = sf.ones((2, 7, 7, 64))
+    >>> sf.layers.GlobalAveragePooling2D()(features).shape
+    (2, 64)
+    >>> sf.layers.GlobalAveragePooling2D(keepdims=True)(features).shape
+    (2, 1, 1, 64)
+    """
 
     def __init__(self, keepdims: bool = False, trainable: bool = True,
                  name: str | None = None, dtype: Any = None) -> None:
@@ -490,7 +622,16 @@ class GlobalAveragePooling2D(Layer):
 
 class Dropout(Layer):
     """`sf.nn.dropout` while training (a fresh mask on every call, staged or not); the
-    identity otherwise."""
+    identity otherwise. Kept elements are scaled by ``1 / (1 - rate)``, so the expected
+    sum is unchanged; the shape and dtype are the input's.
+
+    >>> drop = sf.layers.Dropout(0.5, seed=1)
+    >>> x = sf.ones((2, 4))
+    >>> bool(sf.reduce_all(drop(x) == x))            # inference: the identity
+    True
+    >>> np.unique(drop(x, training=True).numpy())    # dropped, or kept and doubled
+    array([0., 2.], dtype=float32)
+    """
 
     def __init__(self, rate: float, seed: int | None = None, trainable: bool = True,
                  name: str | None = None, dtype: Any = None) -> None:
@@ -506,7 +647,12 @@ class Dropout(Layer):
 
 class ReLU(Layer):
     """Keras' ReLU: `max_value` above it, x from `threshold` up, and
-    ``negative_slope * (x - threshold)`` below (plain ``max(x, 0)`` by default)."""
+    ``negative_slope * (x - threshold)`` below (plain ``max(x, 0)`` by default). The
+    shape and dtype are the input's.
+
+    >>> sf.layers.ReLU(max_value=6.0, negative_slope=0.1)(sf.constant([-10.0, 3.0, 8.0]))
+    sf.Tensor([-1.,  3.,  6.], shape=(3,), dtype=float32)
+    """
 
     def __init__(self, max_value: float | None = None, negative_slope: float = 0.0,
                  threshold: float = 0.0, trainable: bool = True, name: str | None = None,
@@ -528,7 +674,13 @@ class ReLU(Layer):
 
 class Add(Layer):
     """The sum of a list of inputs: ``Add()([residual, shortcut])`` closes a residual
-    block."""
+    block. The inputs broadcast against each other, as `sf.add`'s do.
+
+    >>> shortcut = sf.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> sf.layers.Add()([sf.ones((2, 2)), shortcut])
+    sf.Tensor([[2., 3.],
+               [4., 5.]], shape=(2, 2), dtype=float32)
+    """
 
     def __init__(self, trainable: bool = True, name: str | None = None,
                  dtype: Any = None) -> None:

@@ -20,7 +20,16 @@ __all__ = ["Embedding", "LayerNormalization"]
 class LayerNormalization(Layer):
     """Each example normalised over `axis` (the features) to mean 0 and variance 1, then
     ``* gamma + beta`` (learned, of the normalised dims' shape; `scale`/`center` False
-    leaves them out)."""
+    leaves them out). Unlike batch normalisation it needs no batch statistics, so training
+    and inference compute the same; the shape and dtype are the input's.
+
+    >>> ln = sf.layers.LayerNormalization()            # over the last axis
+    >>> ln(sf.constant([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]]))
+    sf.Tensor([[-1.2238274,  0.       ,  1.2238274],
+               [-1.2247357,  0.       ,  1.2247357]], shape=(2, 3), dtype=float32)
+    >>> ln.gamma.shape, ln.beta.shape
+    ((3,), (3,))
+    """
 
     def __init__(self, axis: int | Sequence[int] = -1, epsilon: float = 1e-3,
                  center: bool = True, scale: bool = True,
@@ -61,7 +70,18 @@ def _bad_axis(axis: int, rank: int) -> int:
 
 class Embedding(Layer):
     """A lookup table: integer ids of any shape -> their rows of `embeddings`
-    (``[input_dim, output_dim]``, initialised U(-0.05, 0.05))."""
+    (``[input_dim, output_dim]``, initialised U(-0.05, 0.05)): ids ``[...]`` give
+    ``[..., output_dim]`` of the table's dtype (float32 unless `dtype` is given).
+
+    >>> embed = sf.layers.Embedding(input_dim=10, output_dim=4)
+    >>> vectors = embed(sf.constant([[1, 2, 3], [4, 5, 5]]))
+    >>> vectors.shape, vectors.dtype.name
+    ((2, 3, 4), 'float32')
+    >>> embed.embeddings.shape
+    (10, 4)
+    >>> bool(sf.reduce_all(vectors[1, 1] == vectors[1, 2]))      # the same id, the same row
+    True
+    """
 
     def __init__(self, input_dim: int, output_dim: int,
                  embeddings_initializer: str | Callable = "uniform", trainable: bool = True,

@@ -113,7 +113,19 @@ class _Recurrent(Layer):
 
 
 class SimpleRNN(_Recurrent):
-    """``h = activation(x @ kernel + h @ recurrent_kernel + bias)``."""
+    """``h = activation(x @ kernel + h @ recurrent_kernel + bias)``.
+
+    Inputs ``[batch, time, features]`` (time known); the last ``h``, ``[batch, units]``, or
+    with `return_sequences` every step's, ``[batch, time, units]``, of the inputs' floating
+    dtype. Here a linear cell with unit weights keeps a running sum:
+
+    >>> rnn = sf.layers.SimpleRNN(1, activation="linear", return_sequences=True,
+    ...                           kernel_initializer="ones", recurrent_initializer="ones")
+    >>> sf.reshape(rnn(sf.ones((1, 4, 1))), (4,))
+    sf.Tensor([1., 2., 3., 4.], shape=(4,), dtype=float32)
+    >>> rnn.kernel.shape, rnn.recurrent_kernel.shape, rnn.bias.shape
+    ((1, 1), (1, 1), (1,))
+    """
 
     def __init__(self, units: int, activation: str | Callable = "tanh", **options: Any) -> None:
         super().__init__(units, activation=activation, **options)
@@ -125,7 +137,24 @@ class SimpleRNN(_Recurrent):
 
 class LSTM(_Recurrent):
     """Keras' LSTM: gates i, f, c, o in the kernels' columns; ``c = f*c + i*tanh(z_c)``,
-    ``h = o * tanh(c)``; the forget gate's bias starts at one (`unit_forget_bias`)."""
+    ``h = o * tanh(c)``; the forget gate's bias starts at one (`unit_forget_bias`), so
+    that the cell remembers by default.
+
+    Inputs ``[batch, time, features]``; the kernels hold the four gates side by side,
+    ``[features, 4 * units]`` and ``[units, 4 * units]``. With `return_state` the layer
+    also returns the last ``h`` and ``c``, ``[batch, units]`` each.
+
+    >>> lstm = sf.layers.LSTM(4, return_sequences=True, return_state=True)
+    >>> sequence, h, c = lstm(sf.ones((2, 5, 3)))
+    >>> sequence.shape, h.shape, c.shape
+    ((2, 5, 4), (2, 4), (2, 4))
+    >>> lstm.kernel.shape, lstm.recurrent_kernel.shape
+    ((3, 16), (4, 16))
+    >>> lstm.bias.numpy().reshape(4, 4)[1]          # the forget gate's
+    array([1., 1., 1., 1.], dtype=float32)
+    >>> bool(np.allclose(sequence[:, -1].numpy(), h.numpy()))
+    True
+    """
 
     gates = 4
 
@@ -163,7 +192,17 @@ class LSTM(_Recurrent):
 class GRU(_Recurrent):
     """Keras' GRU (``reset_after=True``): gates z, r, h; ``h = z * h + (1 - z) * hh`` with
     ``hh = tanh(x_h + r * (h @ U_h + b_h))``; a bias for the inputs and one for the state
-    (`bias` is ``[2, 3 * units]``)."""
+    (`bias` is ``[2, 3 * units]``), Keras' layout of the weights.
+
+    Inputs ``[batch, time, features]``; outputs ``[batch, units]`` (``[batch, time,
+    units]`` with `return_sequences`) of their floating dtype.
+
+    >>> gru = sf.layers.GRU(3)
+    >>> gru(sf.ones((2, 5, 4))).shape
+    (2, 3)
+    >>> gru.kernel.shape, gru.recurrent_kernel.shape, gru.bias.shape
+    ((4, 9), (3, 9), (2, 9))
+    """
 
     gates = 3
 

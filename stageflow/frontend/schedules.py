@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from stageflow.core import dtypes
+from stageflow.core.exports import public_dir
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 
 __all__ = ["CosineDecay", "ExponentialDecay", "LearningRateSchedule",
            "PiecewiseConstantDecay"]
+__dir__ = public_dir(globals())  # `sf.optimizers.schedules` is this module: not its imports
 
 
 def _step(step: Any) -> Any:
@@ -24,7 +26,22 @@ def _step(step: Any) -> Any:
 
 
 class LearningRateSchedule:
-    """The base class: ``schedule(step)`` gives the rate at that step."""
+    """The base class: ``schedule(step)`` gives the rate at that step.
+
+    A subclass defines `__call__` with sf ops on the step (an int64 scalar tensor, symbolic
+    in a staged step), so the rate changes without retracing; it returns a float scalar.
+    An optimizer given a schedule calls it with its step counter on every step:
+
+    >>> class InverseTime(sf.optimizers.schedules.LearningRateSchedule):
+    ...     def __call__(self, step):
+    ...         return 1.0 / (1.0 + sf.cast(step, sf.float64))
+    >>> w = sf.Variable(0.0)
+    >>> opt = sf.optimizers.SGD(learning_rate=InverseTime())
+    >>> for _ in range(2):                  # steps 0 and 1: rates 1 and 1/2
+    ...     _ = opt.apply_gradients([(sf.constant(1.0), w)])
+    >>> float(w), float(opt.learning_rate)
+    (-1.5, 0.5)
+    """
 
     def __call__(self, step: Any) -> Any:
         raise NotImplementedError
@@ -36,7 +53,19 @@ class LearningRateSchedule:
 
 class ExponentialDecay(LearningRateSchedule):
     """``initial * decay_rate ** (step / decay_steps)`` (the exponent floored if
-    `staircase`)."""
+    `staircase`): the rate is multiplied by `decay_rate` every `decay_steps` steps. The
+    rate is a float64 scalar tensor (the optimizer casts it to each variable's dtype).
+
+    >>> schedule = sf.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10,
+    ...                                                     decay_rate=0.5)
+    >>> schedule(0)
+    sf.Tensor(0.1, shape=(), dtype=float64)
+    >>> [round(float(schedule(step)), 4) for step in (5, 10, 20)]
+    [0.0707, 0.05, 0.025]
+    >>> stairs = sf.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5, staircase=True)
+    >>> [float(stairs(step)) for step in (5, 10, 15)]
+    [0.1, 0.05, 0.05]
+    """
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float,
                  staircase: bool = False) -> None:
@@ -58,7 +87,17 @@ class ExponentialDecay(LearningRateSchedule):
 class CosineDecay(LearningRateSchedule):
     """A linear warm-up from `initial_learning_rate` to `warmup_target` over
     `warmup_steps` (none when `warmup_target` is None), then a cosine from there down to
-    ``alpha`` times it over `decay_steps`, constant after."""
+    ``alpha`` times it over `decay_steps`, constant after. The rate is a float64 scalar
+    tensor.
+
+    >>> cosine = sf.optimizers.schedules.CosineDecay(0.1, decay_steps=100, alpha=0.1)
+    >>> [round(float(cosine(step)), 4) for step in (0, 50, 100, 200)]
+    [0.1, 0.055, 0.01, 0.01]
+    >>> warm = sf.optimizers.schedules.CosineDecay(0.0, decay_steps=100, warmup_target=0.1,
+    ...                                            warmup_steps=10)
+    >>> [round(float(warm(step)), 4) for step in (0, 5, 10, 60, 110)]
+    [0.0, 0.05, 0.1, 0.05, 0.0]
+    """
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, alpha: float = 0.0,
                  warmup_target: float | None = None, warmup_steps: int = 0) -> None:
@@ -86,7 +125,13 @@ class CosineDecay(LearningRateSchedule):
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):
-    """``values[i]`` while ``boundaries[i-1] < step <= boundaries[i]`` (Keras' rule)."""
+    """``values[i]`` while ``boundaries[i-1] < step <= boundaries[i]`` (Keras' rule):
+    `values` has one more entry than `boundaries`. The rate is a float64 scalar tensor.
+
+    >>> steps = sf.optimizers.schedules.PiecewiseConstantDecay([100, 200], [1.0, 0.5, 0.1])
+    >>> [float(steps(step)) for step in (50, 100, 101, 200, 250)]
+    [1.0, 1.0, 0.5, 0.5, 0.1]
+    """
 
     def __init__(self, boundaries: Sequence[int], values: Sequence[float]) -> None:
         if len(values) != len(boundaries) + 1:

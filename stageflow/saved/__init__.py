@@ -6,7 +6,9 @@ manifest, reloadable and callable without the Python source that defined them.
     loaded.predict(x)                      # compiled from the saved IR
 """
 
+from stageflow.core.exports import public_dir
 from stageflow.saved.load import LoadedFunction, LoadedModule, load
 from stageflow.saved.save import save
 
 __all__ = ["LoadedFunction", "LoadedModule", "load", "save"]
+__dir__ = public_dir(globals())  # not the submodules `manifest`, `structure`

@@ -36,6 +36,24 @@ class Checkpoint:
 
     Objects assigned later (``ckpt.dataset = iterator``) are saved too. `save_counter`
     numbers the saves and is itself saved, so numbering continues after a restore.
+
+    Values are restored by where they are in the object graph (``weights``, an
+    optimizer's slots for it...), not by variable names, with their dtypes and shapes:
+
+    >>> import os, shutil, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> w = sf.Variable([1.0, 2.0], name="w")
+    >>> opt = sf.optimizers.Adam(0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, 0.5]), w)])
+    >>> ckpt = sf.train.Checkpoint(weights=w, optimizer=opt)
+    >>> path = ckpt.save(os.path.join(directory, "ckpt"))
+    >>> os.path.basename(path)
+    'ckpt-1'
+    >>> _ = w.assign([0.0, 0.0])
+    >>> _ = ckpt.restore(path).assert_consumed()   # the variable, Adam's step and slots
+    >>> np.round(w.numpy(), 3), int(opt.iterations)
+    (array([0.9, 1.9], dtype=float32), 1)
+    >>> shutil.rmtree(directory)
     """
 
     def __init__(self, **objects: Any) -> None:
@@ -164,7 +182,23 @@ def _state(obj: Any) -> Any:
 
 
 class CheckpointLoadStatus:
-    """What a restore matched: assertions for tests and resumable programs."""
+    """What a restore matched: assertions for tests and resumable programs. `restore`
+    returns it; its methods return it too, so that they chain.
+
+    >>> import os, shutil, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> w, b = sf.Variable([1.0, 2.0]), sf.Variable(0.5)
+    >>> path = sf.train.Checkpoint(w=w, b=b).write(os.path.join(directory, "both"))
+    >>> status = sf.train.Checkpoint(w=sf.Variable([0.0, 0.0])).restore(path)
+    >>> status.assert_existing_objects_matched() is status    # w got its value
+    True
+    >>> status.assert_consumed()                              # b's value went nowhere
+    Traceback (most recent call last):
+    ...
+    AssertionError: sf.train: values of '...' not restored (no such object yet): ...b...
+    >>> _ = status.expect_partial()                           # intended: no warning
+    >>> shutil.rmtree(directory)
+    """
 
     def __init__(self, restore: Restore | None) -> None:
         self._restore = restore
@@ -202,7 +236,21 @@ class CheckpointLoadStatus:
 
 
 def latest_checkpoint(checkpoint_dir: str) -> str | None:
-    """The path of the latest checkpoint `save` recorded in `checkpoint_dir`, or None."""
+    """The path of the latest checkpoint `save` recorded in `checkpoint_dir`, or None: a
+    resumable program restores it, None restoring nothing on its first run.
+
+    >>> import os, shutil, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> ckpt = sf.train.Checkpoint(step=sf.Variable(0))
+    >>> print(sf.train.latest_checkpoint(directory))
+    None
+    >>> _ = ckpt.restore(sf.train.latest_checkpoint(directory))   # a first run: nothing
+    >>> for _ in range(2):
+    ...     _ = ckpt.save(os.path.join(directory, "ckpt"))
+    >>> os.path.basename(sf.train.latest_checkpoint(directory))
+    'ckpt-2'
+    >>> shutil.rmtree(directory)
+    """
     directory = os.fspath(checkpoint_dir)
     latest = storage.read_pointer(directory).get("latest")
     if not latest:
@@ -217,6 +265,19 @@ class CheckpointManager:
     Its list survives the process: a new manager on the same directory continues it. The
     pointer file names a checkpoint only once it is complete, and old checkpoints are
     deleted only after the pointer stopped naming them.
+
+    >>> import os, shutil, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> ckpt = sf.train.Checkpoint(w=sf.Variable([1.0, 2.0]))
+    >>> manager = sf.train.CheckpointManager(ckpt, directory, max_to_keep=2)
+    >>> for _ in range(3):
+    ...     _ = manager.save()
+    >>> [os.path.basename(path) for path in manager.checkpoints]     # ckpt-1 deleted
+    ['ckpt-2', 'ckpt-3']
+    >>> again = sf.train.CheckpointManager(ckpt, directory)      # in a later process
+    >>> os.path.basename(again.latest_checkpoint)
+    'ckpt-3'
+    >>> shutil.rmtree(directory)
     """
 
     def __init__(self, checkpoint: Checkpoint, directory: str, max_to_keep: int | None = 5,
@@ -258,7 +319,27 @@ class CheckpointManager:
 
 class PythonState:
     """Python state in a checkpoint: subclasses define `serialize` (a JSON value or NumPy
-    array nest) and `deserialize` (its inverse), as TensorFlow's ``PythonState``."""
+    array nest) and `deserialize` (its inverse), as TensorFlow's ``PythonState``: state
+    that is not tensors (a counter, a vocabulary) saved and restored with the model's.
+
+    >>> import os, shutil, tempfile
+    >>> class Epoch(sf.train.PythonState):
+    ...     def __init__(self):
+    ...         self.number = 0
+    ...     def serialize(self):
+    ...         return self.number
+    ...     def deserialize(self, value):
+    ...         self.number = value
+    >>> directory = tempfile.mkdtemp()
+    >>> epoch = Epoch()
+    >>> epoch.number = 7
+    >>> path = sf.train.Checkpoint(epoch=epoch).write(os.path.join(directory, "run"))
+    >>> resumed = Epoch()
+    >>> _ = sf.train.Checkpoint(epoch=resumed).restore(path)
+    >>> resumed.number
+    7
+    >>> shutil.rmtree(directory)
+    """
 
     def serialize(self) -> Any:
         raise NotImplementedError
@@ -280,6 +361,19 @@ class NumpyState(PythonState):
         state = sf.train.NumpyState()
         state.mean = np.zeros(3)
         sf.train.Checkpoint(stats=state).save(prefix)
+
+    Arrays come back with their dtype and shape:
+
+    >>> import os, shutil, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> stats = sf.train.NumpyState()
+    >>> stats.mean, stats.count = np.array([0.5, 1.5], np.float32), 10
+    >>> path = sf.train.Checkpoint(stats=stats).write(os.path.join(directory, "stats"))
+    >>> stats.mean, stats.count = np.zeros(2, np.float32), 0
+    >>> _ = sf.train.Checkpoint(stats=stats).restore(path)
+    >>> stats.mean, stats.count
+    (array([0.5, 1.5], dtype=float32), 10)
+    >>> shutil.rmtree(directory)
     """
 
     def serialize(self) -> dict[str, Any]:

@@ -1,0 +1,116 @@
+"""The runner of eager composites (`frontend.composite`): one staged function per composite
+and input signature, compiled in the background.
+
+A call whose signature is new starts its compile on a worker thread and returns None, so
+the composite's ops run one by one meanwhile: an eager step never waits for LLVM (as for
+the eager convolutions, `runtime.eager_kernels`). What is compiled is what the call needs:
+the forward/backward pair when a tape records it, the plain program otherwise (a
+composite reads no variables: they are its operands, so a tape watching none of them has
+nothing to record). Nested tapes (higher-order gradients) get the ops one by one. Compiled
+code is cached on disk like every staged function's, so a later process finds it there.
+`settle()` waits for the compiles under way (tests and benchmarks).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from stageflow.core import context, nest
+from stageflow.frontend import composite as composite_module
+from stageflow.frontend import tape
+from stageflow.frontend.composite import Composite
+from stageflow.frontend.spec import TensorSpec
+from stageflow.staging.concrete import ConcreteFunction, trace_function
+from stageflow.staging.function import Function
+from stageflow.staging.staged_grad import ForwardBackward
+
+__all__ = ["settle"]
+
+MAX_SIGNATURES = 256  # concrete functions kept (the oldest forgotten first)
+
+
+class CompositeRunner:
+    """Concrete functions of composites by signature; builds them on a worker thread."""
+
+    def __init__(self) -> None:
+        self._ready: dict[tuple, ConcreteFunction] = {}
+        self._pending: dict[tuple, Future[None]] = {}
+        self._functions: dict[Composite, Function] = {}
+        self._failed: set[tuple] = set()  # never tried again: their ops run one by one
+        self._errors: list[Exception] = []  # for `settle` to raise
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __call__(self, composite: Composite, arguments: tuple) -> Any:
+        key = (composite, *[None if a is None else (a._value.dtype, a._value.shape)
+                            for a in arguments])
+        tensors = [a for a in arguments if a is not None]
+        taped = bool(context.state.tape_count) and tape.any_watching(tensors)
+        if taped and tape.recording_tapes() != 1:
+            return None  # nested tapes (higher order): the ops, one by one
+        concrete = self._ready.get(key)
+        built = None if concrete is None else (
+            concrete._forward_backward if taped else concrete._program)
+        if built is None:
+            self._start(key, composite, arguments, taped)
+            return None
+        return concrete.call_flat(tensors)
+
+    def _start(self, key: tuple, composite: Composite, arguments: tuple, taped: bool) -> None:
+        """Submit the build this call needs, unless one is under way for its signature or
+        one failed (its ops then always run one by one; `settle` raises the error)."""
+        with self._lock:
+            pending = self._pending.get(key)
+            if key in self._failed or pending is not None and not pending.done():
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="stageflow-composite")
+            specs = [None if a is None else TensorSpec(a.shape, a.dtype) for a in arguments]
+            self._pending[key] = self._pool.submit(self._build, key, composite, specs, taped)
+
+    def _build(self, key: tuple, composite: Composite, specs: list[TensorSpec | None],
+               taped: bool) -> None:
+        try:
+            self._compile(key, composite, specs, taped)
+        except Exception as error:  # noqa: BLE001 - kept for `settle`; the ops still run
+            with self._lock:
+                self._failed.add(key)
+                self._errors.append(error)
+
+    def _compile(self, key: tuple, composite: Composite, specs: list[TensorSpec | None],
+                 taped: bool) -> None:
+        concrete = self._ready.get(key)
+        if concrete is None:
+            function = self._functions.get(composite)
+            if function is None:
+                function = Function(composite.function, name=composite.name, autograph=False)
+                self._functions[composite] = function
+            leaves, treedef = nest.flatten(tuple(specs))
+            concrete = trace_function(function, leaves, treedef, False)
+        if taped:
+            concrete._forward_backward = ForwardBackward(concrete)
+        else:
+            concrete.program  # noqa: B018 - compiles
+        with self._lock:
+            if len(self._ready) >= MAX_SIGNATURES:
+                del self._ready[next(iter(self._ready))]
+            self._ready[key] = concrete
+
+    def settle(self) -> None:
+        """Wait for the builds under way; the first error of a build that failed since the
+        last `settle` is raised here (its composite keeps running its ops one by one)."""
+        with self._lock:
+            pending = list(self._pending.values())
+        for future in pending:
+            future.result()
+        with self._lock:
+            errors, self._errors = self._errors, []
+        if errors:
+            raise errors[0]
+
+
+RUNNER = CompositeRunner()
+settle = RUNNER.settle
+composite_module.set_runner(RUNNER)
