@@ -23,7 +23,7 @@ from stageflow.core.dims import PYTHON, D, DimArith
 from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
-from stageflow.primitives.autodiff import equal, floating_only, reshape, where
+from stageflow.primitives.autodiff import equal, floating_only, reshape, wanted, where
 from stageflow.primitives.structural import pad_p, slice_p, unslice
 
 Pair = tuple[int, int]
@@ -455,10 +455,10 @@ def conv2d_filter_gradient(x, g, window, strides: Pair, padding: Padding, dilati
 @conv2d_p.def_vjp
 @floating_only
 def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
-    (g,), (x, w) = cotangents, inputs
+    (g,), (x, w), (dx, dw) = cotangents, inputs, wanted(inputs)
     geometry = (strides, padding, dilations)
-    return [conv2d_input_gradient(g, w, x.shape, *geometry),
-            conv2d_filter_gradient(x, g, w.shape[:2], *geometry)]
+    return [conv2d_input_gradient(g, w, x.shape, *geometry) if dx else None,
+            conv2d_filter_gradient(x, g, w.shape[:2], *geometry) if dw else None]
 
 
 # Both gradients are bilinear in their operands, as conv2d is: <c, dx(g, w)> = <conv2d(c, w), g>
@@ -469,18 +469,21 @@ def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
 @floating_only
 def _input_gradient_vjp(cotangents, inputs, outputs, *, input_size, strides, padding,
                         dilations):
-    (c,), (g, w) = cotangents, inputs
-    return [conv2d_p.bind(c, w, strides=strides, padding=padding, dilations=dilations),
-            conv2d_filter_gradient(c, g, w.shape[:2], strides, padding, dilations)]
+    (c,), (g, w), (dg, dw) = cotangents, inputs, wanted(inputs)
+    return [conv2d_p.bind(c, w, strides=strides, padding=padding, dilations=dilations)
+            if dg else None,
+            conv2d_filter_gradient(c, g, w.shape[:2], strides, padding, dilations)
+            if dw else None]
 
 
 @conv2d_filter_gradient_p.def_vjp
 @floating_only
 def _filter_gradient_vjp(cotangents, inputs, outputs, *, filter_size, strides, padding,
                          dilations):
-    (c,), (x, g) = cotangents, inputs
-    return [conv2d_input_gradient(g, c, x.shape, strides, padding, dilations),
-            conv2d_p.bind(x, c, strides=strides, padding=padding, dilations=dilations)]
+    (c,), (x, g), (dx, dg) = cotangents, inputs, wanted(inputs)
+    return [conv2d_input_gradient(g, c, x.shape, strides, padding, dilations) if dx else None,
+            conv2d_p.bind(x, c, strides=strides, padding=padding, dilations=dilations)
+            if dg else None]
 
 
 @reduce_window_p.def_vjp

@@ -75,6 +75,7 @@ from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 
 OPT_LEVEL = 2
+SHAPES_KEPT = 64  # operand shapes whose result shapes a shape-generic op remembers
 
 
 def op_spec(op: SfOp) -> OpSpec | None:
@@ -169,6 +170,9 @@ class CompiledOp:
         self._out_dtypes = [ty.dtype for ty in spec.outputs]
         static = all(d is not None for ty in spec.outputs for d in ty.shape)
         self._static_shapes = [tuple(ty.shape) for ty in spec.outputs] if static else None
+        # A shape-generic op's result shapes by operand shapes: an eager convolution asks
+        # again at every step, and the shape rule costs more than a small one's kernel.
+        self._shapes_of: dict[tuple, list[tuple[int, ...]] | None] = {}
 
     def __repr__(self) -> str:
         return f"<CompiledOp sf.{self.spec.name}>"
@@ -191,6 +195,16 @@ class CompiledOp:
     def _output_shapes(self, arrays: list[np.ndarray]) -> list[tuple[int, ...]] | None:
         if self._static_shapes is not None:
             return self._static_shapes
+        key = tuple(a.shape for a in arrays)
+        try:
+            return self._shapes_of[key]
+        except KeyError:
+            if len(self._shapes_of) >= SHAPES_KEPT:
+                self._shapes_of.clear()
+            shapes = self._shapes_of[key] = self._infer_shapes(arrays)
+            return shapes
+
+    def _infer_shapes(self, arrays: list[np.ndarray]) -> list[tuple[int, ...]] | None:
         try:
             inferred = self._rule(*[ShapedType(a.shape, a.dtype) for a in arrays],
                                   **self.spec.params)
