@@ -34,8 +34,7 @@ print(layer.forward.get_concrete_function(sf.TensorSpec([None, 4], sf.float32)).
 # CHECK-SAME: (!sf.resource<tensor<3xf32>>) -> tensor<3xf32>
 # CHECK-NEXT: %[[Y:[0-9]+]] = sf.add %[[XW]], %[[RB]] :
 # CHECK-SAME: (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
-# CHECK-NEXT: sf.constant dense<0.000000e+00>
-# CHECK-NEXT: sf.maximum %[[Y]]
+# CHECK-NEXT: sf.relu %[[Y]]
 # CHECK-NEXT: func.return
 
 linear = Dense(2, relu=False)

@@ -27,8 +27,7 @@ print(outer.get_concrete_function(S([3, 3], sf.float32), S([3, 3], sf.float32)).
 # CHECK-NEXT: func.return %[[R]] : tensor<3x3xf32>
 # CHECK-LABEL: func.func @inner
 # CHECK-SAME: (%[[A:[0-9]+]]: tensor<3x3xf32> loc(unknown)) -> tensor<3x3xf32> {
-# CHECK-NEXT: %[[ZERO:[0-9]+]] = sf.constant dense<0.000000e+00> : tensor<f32>
-# CHECK-NEXT: %[[Y:[0-9]+]] = sf.maximum %[[A]], %[[ZERO]]
+# CHECK-NEXT: %[[Y:[0-9]+]] = sf.relu %[[A]]
 # CHECK-NEXT: func.return %[[Y]] : tensor<3x3xf32>
 
 scale = sf.Variable(2.0)

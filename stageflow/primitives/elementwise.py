@@ -160,12 +160,17 @@ def _rsqrt(x):
     return np.reciprocal(np.sqrt(x))
 
 
+def _relu(x):
+    return np.maximum(x, x.dtype.type(0))
+
+
 F = dtypes.FLOATING
 T = Cost.TRANSCENDENTAL
 
 negative_p = unary("negative", np.negative, "-x")
 abs_p = unary("abs", np.abs, "|x|")
 sign_p = unary("sign", np.sign, "-1, 0 or 1 by the sign of x")
+relu_p = unary("relu", _relu, "max(x, 0) (NaN propagates); its gradient is 0 at 0")
 exp_p = unary("exp", np.exp, "e**x", F, T)
 expm1_p = unary("expm1", np.expm1, "e**x - 1, accurate near 0", F, T)
 log_p = unary("log", np.log, "natural logarithm", F, T)
@@ -246,6 +251,9 @@ _UNARY_VJPS = {
     negative_p: lambda g, x, out: -g,
     abs_p: lambda g, x, out: g * sign_p.bind(x),  # 0 at x == 0
     sign_p: lambda g, x, out: zeros_like(x),
+    # 0 at 0, as TensorFlow's, PyTorch's and JAX's relu: one select, where maximum(x, 0)
+    # would split ties (four more passes over the activation in an eager backward).
+    relu_p: lambda g, x, out: where(out > 0, g, 0.0),
     exp_p: lambda g, x, out: g * out,
     expm1_p: lambda g, x, out: g * (out + 1.0),
     log_p: lambda g, x, out: g / x,

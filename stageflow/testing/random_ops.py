@@ -182,7 +182,7 @@ UNARY: dict[str, tuple[Callable[[Any], Any], tuple[np.dtype, ...], bool]] = {
     "negative": (sf.negative, NUMERIC, True),
     "abs": (sf.abs, NUMERIC, True),
     "sign": (sf.sign, NUMERIC, True),
-    "relu": (sf.nn.relu, FLOATS, True),
+    "relu": (sf.nn.relu, NUMERIC, True),
     "floor": (sf.floor, FLOATS, True),
     "ceil": (sf.ceil, FLOATS, True),
     "round": (sf.round, FLOATS, True),

@@ -106,7 +106,7 @@ def test_dump_prints_the_traced_module(capsys, model_file):
     assert out.startswith("builtin.module {")
     assert re.search(r"func\.func @model\(%\d+: tensor<\?x4xf32> loc\(unknown\), "
                      r"%\d+: tensor<4x2xf32> loc\(unknown\)\) -> tensor<\?x2xf32> \{", out)
-    assert "sf.matmul" in out and "sf.maximum" in out
+    assert "sf.matmul" in out and "sf.relu" in out
     # Every op names the user's line in the tmp file (the column is where the call starts).
     assert f'loc("{model_file}":{MATMUL_LINE}:9)' in out
     assert f'loc("{model_file}":{RELU_LINE}:12)' in out
@@ -190,7 +190,7 @@ def test_graph_writes_dot(capsys, model_file, tmp_path):
     assert dot.rstrip().endswith("}")
     assert 'arg0 [shape=ellipse, label="arg 0: float32[?, 4]"];' in dot
     assert re.search(r'op\d+ \[shape=box, .*label="matmul', dot)
-    assert re.search(r'op\d+ \[shape=box, .*label="maximum"', dot)
+    assert re.search(r'op\d+ \[shape=box, .*label="relu"', dot)
     assert re.search(r'arg1 -> op\d+ \[label="float32\[4, 2\]"\];', dot)
     assert re.search(r'op\d+ -> out0 \[label="float32\[\?, 2\]"\];', dot)
 

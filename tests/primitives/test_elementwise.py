@@ -58,6 +58,7 @@ UNARY = {
     "negative": (np.negative, NUMERIC, (-10, 10)),
     "abs": (np.abs, NUMERIC, (-10, 10)),
     "sign": (np.sign, NUMERIC, (-10, 10)),
+    "relu": (lambda x: np.maximum(x, 0), NUMERIC, (-10, 10)),
     "exp": (np.exp, FLOATS, (-10, 10)),
     "expm1": (np.expm1, FLOATS, (-10, 10)),
     "log": (np.log, FLOATS, (0.01, 100)),
@@ -146,8 +147,9 @@ def binary_case(draw, name: str, dtypes=None):
 
 
 def op(name):
-    """The public function of an op: top-level, else in `sf.math` (lgamma, erfinv, ...)."""
-    return getattr(sf, name, None) or getattr(sf.math, name)
+    """The public function of an op: top-level, else in `sf.math` (lgamma, erfinv, ...) or
+    `sf.nn` (relu)."""
+    return getattr(sf, name, None) or getattr(sf.math, name, None) or getattr(sf.nn, name)
 
 
 @pytest.mark.parametrize("path", PATHS)

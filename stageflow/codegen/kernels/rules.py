@@ -109,6 +109,18 @@ def _abs_int(e: Emitter, n: Node) -> ir.Value:
     return e.b.call(function, [x, ir.Constant(I1, 0)])  # abs(MIN) == MIN, as NumPy wraps
 
 
+def _relu_float(e: Emitter, n: Node) -> ir.Value:
+    """max(x, 0) with NumPy's NaN: x where x >= 0 or x is NaN, else 0."""
+    x = n.args[0]
+    keep = e.b.or_(e.b.fcmp_ordered(">=", x, e.like(x, 0.0)), e.is_nan(x))
+    return e.select(keep, x, e.like(x, 0.0))
+
+
+def _relu_int(e: Emitter, n: Node) -> ir.Value:
+    x = n.args[0]
+    return e.select(e.b.icmp_signed(">=", x, e.like(x, 0)), x, e.like(x, 0))
+
+
 def _rsqrt(e: Emitter, n: Node) -> ir.Value:
     x = n.args[0]
     return e.b.fdiv(e.like(x, 1.0), e.call("sqrt", x))
@@ -331,6 +343,7 @@ RULES: dict[str, Rule] = {
     "log1p": unary_math(mathlib.log1p),
     "sqrt": intrinsic("sqrt"),
     "rsqrt": _rsqrt,
+    "relu": by_kind(f=_relu_float, i=_relu_int, u=lambda e, n: n.args[0]),
     "reciprocal": _reciprocal,
     "sin": unary_math(mathlib.sin),
     "cos": unary_math(mathlib.cos),

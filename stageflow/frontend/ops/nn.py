@@ -26,6 +26,7 @@ from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
 from stageflow.frontend.ops.shape import expand_dims, gather, reshape_to
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import conv
+from stageflow.primitives import elementwise as ew_p
 from stageflow.primitives import structural as st
 
 __all__ = [
@@ -65,16 +66,20 @@ def _axis(op: str, axis: int, ndim: int) -> int:
 # --------------------------------------------------------------------------- activations
 
 
-def relu(features: Any) -> Tensor:
-    """max(x, 0); integer tensors are allowed, as in TensorFlow. (At exactly 0 the gradient
-    is 0.5: `maximum` splits ties, as JAX's does.)
+relu = ew.unary_op(ew_p.relu_p, """max(x, 0); integer tensors are allowed, as in TensorFlow.
+    The gradient at exactly 0 is 0, as TensorFlow's, PyTorch's and JAX's.
 
     features: int or float tensor of any shape; returns its shape and dtype.
 
     >>> sf.nn.relu([-2.0, 0.0, 3.0])
     sf.Tensor([0., 0., 3.], shape=(3,), dtype=float32)
-    """
-    return ew.maximum(convert_to_tensor(features), 0)
+    >>> x = sf.constant([-1.0, 0.0, 2.0])
+    >>> with sf.GradientTape() as tape:
+    ...     tape.watch(x)
+    ...     y = sf.reduce_sum(sf.nn.relu(x))
+    >>> tape.gradient(y, x)
+    sf.Tensor([0., 0., 1.], shape=(3,), dtype=float32)
+    """)
 
 
 def relu6(features: Any) -> Tensor:
