@@ -303,7 +303,8 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
                 and function.name != symbol:
             function.linkage = "internal"
     text = str(module)
-    libraries = matmul.blas_libraries() if "scipy_cblas_" in text else []
+    # Every symbol of NumPy's OpenBLAS carries its ``scipy_`` prefix: gemms and LAPACK alike.
+    libraries = matmul.blas_libraries() if re.search(r'@"?scipy_', text) else []
     return CPUArtefact(symbol, _object_code(text),
                        header_text(symbol, signature, variables, libraries), signature, libraries)
 

@@ -1,9 +1,12 @@
 """Matrix factorizations and solvers over the last two dims, batched over the leading ones:
 `inv`, `solve`, `triangular_solve`, `cholesky`, `eigh`, `qr`, `svd`, `slogdet`; gradients.
 
-The kernels are NumPy's LAPACK calls (`numpy.linalg`, batched). They have no compiled
-lowering yet: NumPy does not export its LAPACK to machine code, and linking one ourselves
-is a dependency to earn; a staged function using them runs as Python steps and says so.
+The kernels are NumPy's LAPACK calls (`numpy.linalg`, batched). Compiled code calls the same
+LAPACK routines, from the OpenBLAS NumPy bundles (`codegen.lowered.linalg`), so a staged
+function using them is one compiled program and gets eager's numbers; where LAPACK reports a
+singular or indefinite matrix, the kernel runs and raises NumPy's `LinAlgError`. Each
+primitive's dims are arithmetic on its operand's (`dims`), so programs with unknown dims
+size their results at run time.
 The gradient rules are the standard ones (Giles' "extended collection of matrix derivative
 results", Murray's for Cholesky, Townsend's for the SVD), written with matmuls, these ops and
 masks, so they are staged and differentiable again. The rules for `eigh` and `svd` assume
@@ -13,12 +16,14 @@ columns, as TensorFlow's and JAX's do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from stageflow.core import dtypes
-from stageflow.core.op_facts import Cost, Family, HostOnly
+from stageflow.core.dims import PYTHON, D, DimArith, same_dims
+from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.primitives.autodiff import (
@@ -30,8 +35,7 @@ from stageflow.primitives.autodiff import (
 )
 from stageflow.primitives.structural import transpose_p
 
-_LAPACK = HostOnly("it calls LAPACK through NumPy (no compiled LAPACK yet)")
-_FACTS = {"family": Family.LINALG, "cost": Cost.OPAQUE, "lowered_by": _LAPACK}
+_FACTS = {"family": Family.LINALG, "cost": Cost.OPAQUE, "lowered_by": LoweredBy.OP_RULE}
 
 
 def _check(x: ShapedType, op: str, square: bool = True) -> None:
@@ -53,11 +57,16 @@ def _square(op: str):
 
 # -- the primitives ------------------------------------------------------------------------
 
-inv_p = Primitive("inv", shape_rule=_square("inv"), kernel=np.linalg.inv,
+inv_p = Primitive("inv", shape_rule=_square("inv"), kernel=np.linalg.inv, dims=same_dims,
                   summary="the inverse of each square matrix", **_FACTS)
 cholesky_p = Primitive("cholesky", shape_rule=_square("cholesky"), kernel=np.linalg.cholesky,
-                       summary="the lower Cholesky factor of each symmetric positive "
-                               "definite matrix", **_FACTS)
+                       dims=same_dims, summary="the lower Cholesky factor of each symmetric "
+                                               "positive definite matrix", **_FACTS)
+
+
+def _solve_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], **_: object) -> list[D]:
+    """The right-hand sides' dims (`solve` and `triangular_solve`)."""
+    return list(operands[1])
 
 
 def _solve_rule(a: ShapedType, b: ShapedType) -> ShapedType:
@@ -72,7 +81,7 @@ def _solve_rule(a: ShapedType, b: ShapedType) -> ShapedType:
 
 
 solve_p = Primitive("solve", shape_rule=_solve_rule,
-                    kernel=lambda a, b: np.linalg.solve(a, b),
+                    kernel=lambda a, b: np.linalg.solve(a, b), dims=_solve_dims,
                     summary="x with a @ x = b for square a", **_FACTS)
 
 
@@ -94,45 +103,66 @@ def _triangular_solve_rule(a: ShapedType, b: ShapedType, *, lower: bool, adjoint
 
 triangular_solve_p = Primitive(
     "triangular_solve", shape_rule=_triangular_solve_rule, kernel=_triangular_solve,
+    dims=_solve_dims,
     summary="x with t @ x = b (or t^T @ x = b, adjoint) for the lower (upper) triangle t "
             "of a", **_FACTS)
 
 
+def _eigh_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], **_: object
+               ) -> list[list[D]]:
+    """Eigenvalues [..., n], eigenvectors [..., n, n]."""
+    a = list(operands[0])
+    return [a[:-1], a]
+
+
 def _eigh_rule(a: ShapedType) -> tuple[ShapedType, ShapedType]:
     _check(a, "eigh")
-    return ShapedType(a.shape[:-1], a.dtype), a
+    values, vectors = _eigh_dims(PYTHON, [a.shape])
+    return ShapedType(tuple(values), a.dtype), ShapedType(tuple(vectors), a.dtype)
 
 
-eigh_p = Primitive("eigh", shape_rule=_eigh_rule,
+eigh_p = Primitive("eigh", shape_rule=_eigh_rule, dims=_eigh_dims,
                    kernel=lambda a: list(np.linalg.eigh(a, UPLO="L")),
                    summary="eigenvalues (ascending) and eigenvectors of each symmetric "
                            "matrix (its lower triangle read)", multiple_results=True,
                    **_FACTS)
 
 
+def _qr_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, full_matrices: bool,
+             **_: object) -> list[list[D]]:
+    """q [..., m, k] and r [..., k, n], k = m for full matrices, else min(m, n)."""
+    *batch, m, n = operands[0]
+    k = m if full_matrices else d.min(m, n)
+    return [[*batch, m, k], [*batch, k, n]]
+
+
 def _qr_rule(a: ShapedType, *, full_matrices: bool) -> tuple[ShapedType, ShapedType]:
     _check(a, "qr", square=False)
-    m, n = a.shape[-2:]
-    batch = a.shape[:-2]
-    k = m if full_matrices else (None if None in (m, n) else min(m, n))
-    return ShapedType((*batch, m, k), a.dtype), ShapedType((*batch, k, n), a.dtype)
+    q, r = _qr_dims(PYTHON, [a.shape], full_matrices=full_matrices)
+    return ShapedType(tuple(q), a.dtype), ShapedType(tuple(r), a.dtype)
 
 
-qr_p = Primitive("qr", shape_rule=_qr_rule,
+qr_p = Primitive("qr", shape_rule=_qr_rule, dims=_qr_dims,
                  kernel=lambda a, *, full_matrices: list(
                      np.linalg.qr(a, mode="complete" if full_matrices else "reduced")),
                  summary="q (orthonormal columns) and upper-triangular r with a = q @ r",
                  multiple_results=True, **_FACTS)
 
 
+def _svd_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, full_matrices: bool,
+              **_: object) -> list[list[D]]:
+    """s [..., k], u [..., m, k] and v [..., n, k], k = min(m, n) (u [..., m, m] and v
+    [..., n, n] for full matrices)."""
+    *batch, m, n = operands[0]
+    k = d.min(m, n)
+    return [[*batch, k], [*batch, m, m if full_matrices else k],
+            [*batch, n, n if full_matrices else k]]
+
+
 def _svd_rule(a: ShapedType, *, full_matrices: bool) -> tuple[ShapedType, ...]:
     _check(a, "svd", square=False)
-    m, n = a.shape[-2:]
-    batch = a.shape[:-2]
-    k = None if None in (m, n) else min(m, n)
-    return (ShapedType((*batch, k), a.dtype),
-            ShapedType((*batch, m, m if full_matrices else k), a.dtype),
-            ShapedType((*batch, n, n if full_matrices else k), a.dtype))
+    return tuple(ShapedType(tuple(dims), a.dtype)
+                 for dims in _svd_dims(PYTHON, [a.shape], full_matrices=full_matrices))
 
 
 def _svd(a, *, full_matrices: bool):
@@ -140,17 +170,25 @@ def _svd(a, *, full_matrices: bool):
     return [s, u, np.ascontiguousarray(np.swapaxes(vh, -1, -2))]
 
 
-svd_p = Primitive("svd", shape_rule=_svd_rule, kernel=_svd,
+svd_p = Primitive("svd", shape_rule=_svd_rule, kernel=_svd, dims=_svd_dims,
                   summary="singular values (descending), u and v with a = u diag(s) v^T",
                   multiple_results=True, **_FACTS)
 
 
+def _slogdet_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], **_: object
+                  ) -> list[list[D]]:
+    """The sign and log |det|, one per matrix: the batch dims."""
+    batch = list(operands[0][:-2])
+    return [batch, list(batch)]
+
+
 def _slogdet_rule(a: ShapedType) -> tuple[ShapedType, ShapedType]:
     _check(a, "slogdet")
-    return ShapedType(a.shape[:-2], a.dtype), ShapedType(a.shape[:-2], a.dtype)
+    sign, log_abs = _slogdet_dims(PYTHON, [a.shape])
+    return ShapedType(tuple(sign), a.dtype), ShapedType(tuple(log_abs), a.dtype)
 
 
-slogdet_p = Primitive("slogdet", shape_rule=_slogdet_rule,
+slogdet_p = Primitive("slogdet", shape_rule=_slogdet_rule, dims=_slogdet_dims,
                       kernel=lambda a: [np.asarray(v) for v in np.linalg.slogdet(a)],
                       summary="the sign and log |det| of each square matrix",
                       multiple_results=True, **_FACTS)

@@ -430,3 +430,47 @@ def test_a_library_with_a_matmul_runs_after_its_directory_moves(tmp_path):
     ldd = subprocess.run(["ldd", str(moved / "libmlp.so")], capture_output=True, text=True)
     blas = [line for line in ldd.stdout.splitlines() if "scipy_openblas" in line]
     assert blas and all(str(moved) in line for line in blas), ldd.stdout
+
+
+def test_a_library_calling_lapack_without_a_matmul_links_the_blas(tmp_path):
+    """LAPACK alone (no gemm in the module) still links NumPy's OpenBLAS."""
+    @sf.function
+    def inverse(a):
+        return sf.linalg.inv(a)
+
+    library = sf.aot.compile(inverse, sf.TensorSpec([None, 3, 3], sf.float64), name="inverse")
+    assert library.libraries
+    a = np.random.default_rng(5).standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    executable = build(tmp_path, library, [a])
+    assert run(executable, 2)[0] == "rc 0"
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float64, (2, 3, 3)),
+                               np.linalg.inv(a), rtol=1e-12, atol=1e-12)
+
+
+def test_a_library_calling_lapack_in_a_c_program(tmp_path):
+    """A Gaussian log-likelihood's Cholesky factor, triangular solves and slogdet (LAPACK,
+    after the BLAS's matmul) in a C program: Python's numbers, for a batch of unknown size;
+    an indefinite matrix returns the Cholesky's error code (no kernel to fall back on)."""
+    @sf.function
+    def gaussian(a, y, jitter):
+        k = sf.matmul(a, a, transpose_b=True) + sf.reshape(jitter, [-1, 1, 1]) * sf.eye(
+            4, dtype=sf.float64)
+        low = sf.linalg.cholesky(k)
+        alpha = sf.linalg.cholesky_solve(low, y)
+        return alpha, sf.linalg.slogdet(k)[1]
+
+    specs = [sf.TensorSpec([None, 4, 4], sf.float64), sf.TensorSpec([None, 4, 1], sf.float64),
+             sf.TensorSpec([None], sf.float64)]
+    library = sf.aot.compile(gaussian, *specs, name="gaussian")
+    rng = np.random.default_rng(4)
+    a, y = rng.standard_normal((3, 4, 4)), rng.standard_normal((3, 4, 1))
+    jitter = np.array([0.5, 1.0, 2.0])
+    executable = build(tmp_path, library, [a, y, jitter])
+    assert run(executable, 3, 3, 3)[0] == "rc 0"
+    alpha, logdet = (t.numpy() for t in gaussian(a, y, jitter))
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float64, (3, 4, 1)), alpha,
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(read_output(tmp_path, 1, np.float64, (3,)), logdet, rtol=1e-12)
+    (tmp_path / "in2.bin").write_bytes(np.array([0.5, -100.0, 2.0]).tobytes())
+    lines = run(executable, 3, 3, 3)
+    assert lines[0].startswith("rc ") and int(lines[0][3:]) >= OP_FAILED

@@ -244,6 +244,31 @@ def test_matmul_batches_broadcast_and_transposes(engine):
                              [(2, 3, 4), (2, 4, 3)]])
 
 
+def test_factorizations_and_solvers(engine):
+    """k = min(m, n) of qr and svd is a run-time min; full matrices take m (and n)."""
+    def f(a, s, b):
+        q, r = sf.linalg.qr(a)
+        full_q, full_r = sf.linalg.qr(a, full_matrices=True)
+        sv, u, v = sf.linalg.svd(a)
+        _, full_u, full_v = sf.linalg.svd(a, full_matrices=True)
+        w, vectors = sf.linalg.eigh(s)
+        sign, log_abs = sf.linalg.slogdet(s)
+        return (q, r, full_q, full_r, sv, u, v, full_u, full_v, w, vectors, sign, log_abs,
+                sf.linalg.inv(s), sf.linalg.cholesky(s), sf.linalg.solve(s, b),
+                sf.linalg.triangular_solve(s, b))
+
+    def make(shape: Shape) -> np.ndarray:
+        if shape[-1] == shape[-2]:  # symmetric positive definite
+            return np.broadcast_to(np.eye(shape[-1]), shape).astype(np.float32) * 2.0
+        return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+    specs = [sf.TensorSpec([None, None, None]), sf.TensorSpec([None, None, None]),
+             sf.TensorSpec([None, None, None])]
+    check(engine, f, specs, [[(2, 5, 3), (2, 4, 4), (2, 4, 1)],
+                             [(1, 2, 6), (3, 2, 2), (3, 2, 5)],
+                             [(0, 3, 1), (0, 1, 1), (0, 1, 3)]], make=make)
+
+
 def test_reductions_transpose_pad_and_gather(engine):
     def f(x, i):
         return (sf.reduce_sum(x, axis=1), sf.reduce_max(x, axis=(0, 2), keepdims=True),
@@ -393,12 +418,10 @@ def test_window_positions_match_the_shape_rule(engine, size, window, stride, lo,
 
 # Primitives without a dims function: a call is resolved through its callee; the others have
 # results whose dims the types fix (from params, or 0-d), none, or a variable's value; or
-# they only ever run on the host (their results' sizes depend on the values, or LAPACK
-# computes them), so no program computes their dims.
+# they only ever run on the host (their results' sizes depend on the values), so no
+# program computes their dims.
 WITHOUT_RULE = {"call", "constant", "random_bits", "dim_size", "read_variable",
-                "assign_variable", "print", "cond", "while", "py_func", "nonzero", "unique",
-                "inv", "solve", "triangular_solve", "cholesky", "eigh", "qr", "svd",
-                "slogdet"}
+                "assign_variable", "print", "cond", "while", "py_func", "nonzero", "unique"}
 
 
 def test_every_primitive_is_covered():

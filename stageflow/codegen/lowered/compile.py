@@ -20,7 +20,8 @@ C ABI of a lowered op (one per distinct op: same primitive, types and params)::
 This is what a whole-function lowering calls for each such op, and what the executable
 calls now. Where the compiled code declines (a code other than 0: unusual strides for the
 BLAS, an index out of range, an empty max), the op's NumPy kernel runs instead, so errors
-read as they do eagerly. The families: `reduction`, `movement`, `random_bits`, `matmul`.
+read as they do eagerly. The families: `reduction`, `movement`, `random_bits`, `matmul`,
+`linalg` (LAPACK).
 
 Compilation: every lowered op of a module goes in one LLVM module (one optimisation and
 code generation run), named by its compilation-cache key as kernel modules are. Measured
@@ -53,6 +54,7 @@ from stageflow.codegen.llvm.numpy_abi import (
 from stageflow.codegen.lowered import (  # noqa: F401
     conv,
     integer_power,
+    linalg,
     matmul,
     movement,
     random_bits,
