@@ -279,13 +279,13 @@ def test_cast_rule():
 
 
 def test_ties_and_kinks():
-    """max/min split ties evenly; abs and sign give 0 at 0; floor & co give zeros."""
+    """max/min split ties evenly; abs, sign and relu give 0 at 0; floor & co give zeros."""
     gx, gy = tape_grad(sf.maximum, [1.0, 2.0, 3.0], [1.0, 1.0, 4.0])
     assert gx.numpy().tolist() == [0.5, 1.0, 0.0] and gy.numpy().tolist() == [0.5, 0.0, 1.0]
     gx, gy = tape_grad(sf.minimum, [1.0, 2.0], [1.0, 1.0])
     assert gx.numpy().tolist() == [0.5, 0.0] and gy.numpy().tolist() == [0.5, 1.0]
     assert tape_grad(sf.abs, [-2.0, 0.0, 3.0])[0].numpy().tolist() == [-1.0, 0.0, 1.0]
-    assert tape_grad(sf.nn.relu, [-1.0, 0.0, 2.0])[0].numpy().tolist() == [0.0, 0.5, 1.0]
+    assert tape_grad(sf.nn.relu, [-1.0, 0.0, 2.0])[0].numpy().tolist() == [0.0, 0.0, 1.0]
     for f in (sf.sign, sf.floor, sf.ceil, sf.round):
         assert tape_grad(f, [-1.5, 0.0, 2.5])[0].numpy().tolist() == [0.0, 0.0, 0.0]
 
