@@ -201,6 +201,23 @@ def _pad(draw: st.DrawFn) -> Case:
     return [_array(shape)], {"pads": pads, "value": 0.0}
 
 
+def _factorization(name: str, draw: st.DrawFn) -> Case:
+    """Batched matrices each factorization's kernel takes: symmetric positive definite
+    (n I plus ones), square, or any m x n for qr and svd; right-hand sides for solvers."""
+    batch = draw(shapes(max_dims=2))
+    n = draw(st.integers(0, 3))
+    if name in ("qr", "svd"):
+        m = draw(st.integers(0, 3))
+        return [_array((*batch, m, n))], {"full_matrices": draw(st.booleans())}
+    matrix = _array((*batch, n, n)) + n * np.eye(n)
+    if name in ("solve", "triangular_solve"):
+        rhs = _array((*batch, n, draw(st.integers(0, 3))))
+        if name == "solve":
+            return [matrix, rhs], {}
+        return [matrix, rhs], {"lower": draw(st.booleans()), "adjoint": draw(st.booleans())}
+    return [matrix], {}
+
+
 # Operands and params for each primitive, by name (`name` for families sharing a strategy).
 CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "select": lambda draw, name: _select(draw),
@@ -227,6 +244,8 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "conv2d": lambda draw, name: _conv2d(draw),
     **dict.fromkeys(["conv2d_input_gradient", "conv2d_filter_gradient"], _conv2d_gradient),
     "reduce_window": lambda draw, name: _reduce_window(draw),
+    **dict.fromkeys(["inv", "cholesky", "eigh", "slogdet", "solve", "triangular_solve", "qr",
+                     "svd"], lambda draw, name: _factorization(name, draw)),
 }
 
 
