@@ -24,6 +24,8 @@ from stageflow.core.context import init_scope
 from stageflow.core.devices import device
 from stageflow.core.dtypes import (
     bfloat16,
+    complex64,
+    complex128,
     float16,
     float32,
     float64,
@@ -37,6 +39,7 @@ from stageflow.core.dtypes import (
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
 from stageflow.frontend.module import Module
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
+from stageflow.frontend.ops.complex_numbers import complex
 from stageflow.frontend.ops.control import (
     cond,
     fori_loop,

@@ -5,6 +5,7 @@ Exactly the public names (`__all__`); they are defined and documented in
 `stageflow.frontend.ops` (elementwise, reductions, math_ops).
 """
 
+from stageflow.frontend.ops.complex_numbers import angle, conj, imag, real
 from stageflow.frontend.ops.elementwise import (
     abs,
     acos,
@@ -76,12 +77,13 @@ from stageflow.frontend.ops.reductions import (
 from stageflow.frontend.ops.sorting import top_k
 
 __all__ = [
-    "abs", "acos", "add", "argmax", "argmin", "asin", "atan", "atan2", "ceil", "cos",
-    "cosh", "cumprod", "cumsum", "digamma", "divide", "equal", "erf", "erfinv", "exp",
-    "expm1", "floor", "floordiv", "greater", "greater_equal", "is_finite", "is_inf",
-    "is_nan", "less", "less_equal", "lgamma", "log", "log1p", "logical_and", "logical_not",
-    "logical_or", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow",
-    "reciprocal", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max",
-    "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "round", "rsqrt", "sigmoid",
-    "sign", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "top_k",
+    "abs", "acos", "add", "angle", "argmax", "argmin", "asin", "atan", "atan2", "ceil",
+    "conj", "cos", "cosh", "cumprod", "cumsum", "digamma", "divide", "equal", "erf",
+    "erfinv", "exp", "expm1", "floor", "floordiv", "greater", "greater_equal", "imag",
+    "is_finite", "is_inf", "is_nan", "less", "less_equal", "lgamma", "log", "log1p",
+    "logical_and", "logical_not", "logical_or", "maximum", "minimum", "mod", "multiply",
+    "negative", "not_equal", "pow", "real", "reciprocal", "reduce_all", "reduce_any",
+    "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
+    "reduce_sum", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "square",
+    "subtract", "tan", "tanh", "top_k",
 ]

@@ -23,6 +23,7 @@ NUMERIC = FLOATS + INTS
 INDICES = (np.dtype(np.int32), np.dtype(np.int64))  # what gather takes, as in TensorFlow
 BOOL = np.dtype(np.bool_)
 ALL = NUMERIC + (BOOL,)
+COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
 
 MAX_DIMS = 4
 MAX_SIDE = 4
@@ -32,6 +33,8 @@ TOLERANCES = {
     np.dtype(np.float16): (1e-3, 1e-3),
     np.dtype(np.float32): (2e-6, 1e-6),
     np.dtype(np.float64): (1e-12, 1e-12),
+    np.dtype(np.complex64): (2e-6, 1e-6),
+    np.dtype(np.complex128): (1e-12, 1e-12),
 }
 
 
@@ -52,10 +55,16 @@ def broadcast_shapes(num_shapes: int = 2, min_dims: int = 0, max_dims: int = MAX
 
 
 def elements(dtype, lo: float = -10, hi: float = 10, nonzero: bool = False):
-    """Scalars of `dtype` in [lo, hi] (booleans ignore the bounds)."""
+    """Scalars of `dtype` in [lo, hi] (booleans ignore the bounds; complex numbers have a
+    modulus of at most max(|lo|, |hi|), and of at least 0.25 if `nonzero`)."""
     dtype = np.dtype(dtype)
     if dtype == BOOL:
         return st.booleans()
+    if dtype.kind == "c":
+        return st.complex_numbers(min_magnitude=0.25 if nonzero else 0,
+                                  max_magnitude=max(abs(lo), abs(hi)), allow_infinity=False,
+                                  allow_nan=False, allow_subnormal=False,
+                                  width=dtype.itemsize * 8)
     if dtype.kind in "iu":  # the bounds clipped to the dtype's range
         info = np.iinfo(dtype)
         values = st.integers(max(int(lo), int(info.min)), min(int(hi), int(info.max)))
@@ -94,7 +103,8 @@ def assert_matches(got, expected, *, dtype=None, rtol: float | None = None,
     """`got` is a tensor with exactly the shape and dtype of `expected` and close values.
 
     Integers and booleans must match exactly; floats within the dtype's tolerance (or the
-    given one). `dtype` overrides the expected dtype (the reference may be computed wider).
+    given one), complex numbers by the modulus of the difference. `dtype` overrides the
+    expected dtype (the reference may be computed wider).
     """
     assert isinstance(got, sf.Tensor), f"expected an sf.Tensor, got {type(got).__name__}"
     expected = np.asarray(expected)
@@ -105,10 +115,11 @@ def assert_matches(got, expected, *, dtype=None, rtol: float | None = None,
     value = got.numpy()
     assert value.shape == expected.shape
     assert value.dtype == want_dtype
-    if want_dtype.kind == "f" or want_dtype == sf.bfloat16:
+    if want_dtype.kind in "fc" or want_dtype == sf.bfloat16:
         default_rtol, default_atol = TOLERANCES.get(want_dtype, (1e-2, 1e-2))
+        wide = np.complex128 if want_dtype.kind == "c" else np.float64
         np.testing.assert_allclose(
-            value.astype(np.float64), expected.astype(np.float64),
+            value.astype(wide), expected.astype(wide),
             rtol=default_rtol if rtol is None else rtol,
             atol=default_atol if atol is None else atol,
             equal_nan=True,

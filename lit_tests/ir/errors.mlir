@@ -97,3 +97,12 @@ func.func @huge_splat() -> tensor<15000x15000xf32> {
   func.return %0 : tensor<15000x15000xf32>
 }
 
+
+// -----
+
+// Complex numbers have no order: the comparison's shape rule refuses them.
+// CHECK: errors.mlir:[[# @LINE + 2]]:3: 'sf.less' op dtype complex64 is not supported (expected one of float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint32)
+func.func @ordered_complex(%x: tensor<4xcomplex<f32>>) -> tensor<4xi1> {
+  %0 = sf.less %x, %x : (tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>) -> tensor<4xi1>
+  func.return %0 : tensor<4xi1>
+}

@@ -27,6 +27,7 @@ _C_TYPES = {
     "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
     "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool (one byte)",
     "float16": "IEEE half (uint16_t bits)", "bfloat16": "bfloat16 (uint16_t bits)",
+    "complex64": "float _Complex", "complex128": "double _Complex",
 }
 
 

@@ -3,6 +3,9 @@
 A stageflow dtype *is* a NumPy dtype object: eager tensors wrap NumPy arrays, so reading
 ``t.dtype`` costs nothing and compares equal to ``np.float32`` and to ``"float32"``.
 bfloat16 comes from ml_dtypes, the NumPy extension JAX and TensorFlow share.
+
+complex64 and complex128 are pairs of float32 and float64 (real part first), NumPy's
+layout; the IR spells them ``complex<f32>`` and ``complex<f64>``, as MLIR does.
 """
 
 from __future__ import annotations
@@ -23,9 +26,13 @@ int64 = np.dtype(np.int64)
 uint8 = np.dtype(np.uint8)
 uint32 = np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
+complex64 = np.dtype(np.complex64)
+complex128 = np.dtype(np.complex128)
 
-ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint32, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint32, bool_,
+       complex64, complex128)
 FLOATING = (float16, bfloat16, float32, float64)
+COMPLEX = (complex64, complex128)
 INTEGER = (int8, int16, int32, int64, uint8, uint32)
 UNSIGNED = (uint8, uint32)
 SIGNED = (int8, int16, int32, int64)
@@ -43,6 +50,8 @@ SHORT_NAMES = {
     uint8: "ui8",
     uint32: "ui32",
     bool_: "i1",
+    complex64: "c64",
+    complex128: "c128",
 }
 BY_SHORT_NAME = {short: dtype for dtype, short in SHORT_NAMES.items()}
 
@@ -69,3 +78,29 @@ def is_integer(dtype: np.dtype) -> bool:
     return dtype in INTEGER
 
 
+def is_complex(dtype: np.dtype) -> bool:
+    return dtype in COMPLEX
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    """Floating or complex: the dtypes that carry gradients (as in TensorFlow and JAX)."""
+    return dtype in FLOATING or dtype in COMPLEX
+
+
+# complex64 is made of float32s, complex128 of float64s.
+_PARTS = {complex64: float32, complex128: float64}
+_COMPLEX_OF = {float32: complex64, float64: complex128}
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of a complex dtype's parts (float32 for complex64); others unchanged."""
+    return _PARTS.get(dtype, dtype)
+
+
+def complex_dtype(dtype: np.dtype) -> np.dtype:
+    """The complex dtype whose parts are `dtype` (float32 or float64), else ``TypeError``."""
+    try:
+        return _COMPLEX_OF[dtype]
+    except KeyError:
+        raise TypeError(f"there is no complex dtype made of {dtype.name} "
+                        "(use float32 or float64)") from None

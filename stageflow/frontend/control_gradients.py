@@ -40,13 +40,13 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.primitives.control import callback_of, cond_p, py_func_p, while_p
 
 
-def _floating(value: Any) -> bool:
-    return isinstance(value, Tensor) and dtypes.is_floating(value.dtype)
+def _differentiable(value: Any) -> bool:
+    return isinstance(value, Tensor) and dtypes.is_inexact(value.dtype)
 
 
 def _filled(cotangents: list, outputs: list) -> list:
     """Cotangents with zeros for unused float results (None stays for the others)."""
-    return [zeros_like(y) if g is None and _floating(y) else g
+    return [zeros_like(y) if g is None and _differentiable(y) else g
             for g, y in zip(cotangents, outputs, strict=True)]
 
 
@@ -66,7 +66,7 @@ def _gradients(graph: Graph, arguments: list, above: list, wrt: list,
 @cond_p.def_vjp
 def _cond_vjp(cotangents: list, inputs: list, outputs: list, *, branches: tuple) -> list:
     index, operands = inputs[0], list(inputs[1:])
-    wrt = [position for position, x in enumerate(operands) if _floating(x)]
+    wrt = [position for position, x in enumerate(operands) if _differentiable(x)]
     if not wrt:
         return [None] * len(inputs)
     cotangents = _filled(cotangents, outputs)
@@ -90,8 +90,8 @@ def _while_vjp(cotangents: list, inputs: list, outputs: list, *, cond: Graph,
                body: Graph, maximum_iterations: int | None = None) -> list:
     count = len(body.inputs)
     inits, above = list(inputs[:count]), list(inputs[count:])
-    carried_float = [k for k in range(count) if _floating(outputs[k])]
-    above_float = [j for j, x in enumerate(above) if _floating(x)]
+    carried_float = [k for k in range(count) if _differentiable(outputs[k])]
+    above_float = [j for j, x in enumerate(above) if _differentiable(x)]
     if not carried_float and not above_float:
         return [None] * len(inputs)
     cotangents = _filled(cotangents, outputs)
@@ -157,7 +157,7 @@ class _Gradient:
         with GradientTape() as tape:
             tape.watch(xs)
             ys = self.func(*args)
-        ys = [y for y in (ys if isinstance(ys, list | tuple) else [ys]) if _floating(y)]
+        ys = [y for y in (ys if isinstance(ys, list | tuple) else [ys]) if _differentiable(y)]
         grads = tape.gradient(ys, xs, output_gradients=cts)
         return [zeros_like(x) if g is None else g for g, x in zip(grads, xs, strict=True)]
 
@@ -167,11 +167,11 @@ def _py_func_vjp(cotangents: list, inputs: list, outputs: list, *, func: str,
                  shapes: tuple, dtypes: tuple) -> list:
     del shapes, dtypes
     callback = callback_of(func)
-    wrt = [i for i, x in enumerate(inputs) if _floating(x)]
+    wrt = [i for i, x in enumerate(inputs) if _differentiable(x)]
     if not wrt or not (isinstance(callback, _Callback) and callback.tensors):
         return [None] * len(inputs)  # numpy_function: NumPy code has no gradient
     cts = [g for g, y in zip(_filled(cotangents, outputs), outputs, strict=True)
-           if _floating(y)]
+           if _differentiable(y)]
     grads = py_func(_Gradient(callback.func, len(inputs), wrt), [*inputs, *cts],
                     [TensorSpec(inputs[i].shape, inputs[i].dtype) for i in wrt])
     result: list = [None] * len(inputs)

@@ -114,7 +114,7 @@ class GradientTape:
             return
         self._records.append(Record(primitive, inputs, params, outputs))
         for y in outputs:
-            if isinstance(y, Tensor) and dtypes.is_floating(y.dtype):
+            if isinstance(y, Tensor) and dtypes.is_inexact(y.dtype):
                 self._watched[id(y)] = y
 
     def _variable_read(self, variable: Any, tensor: Any) -> None:
@@ -185,7 +185,7 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
     cotangents: dict[int, Any] = {}
     for target, seed in zip(targets, seeds, strict=True):
         target = convert_to_tensor(target)
-        if not dtypes.is_floating(target.dtype):
+        if not dtypes.is_inexact(target.dtype):
             continue
         seed = ones_like(target) if seed is None else convert_to_tensor(seed, target.dtype)
         _accumulate(cotangents, target, seed)
@@ -202,7 +202,7 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
             NEEDED.mask = [id(x) in watched for x in record.inputs]
             incoming = rule(outgoing, record.inputs, record.outputs, **record.params)
             for x, g in zip(record.inputs, incoming, strict=True):
-                if g is not None and isinstance(x, Tensor) and dtypes.is_floating(x.dtype):
+                if g is not None and isinstance(x, Tensor) and dtypes.is_inexact(x.dtype):
                     _accumulate(cotangents, x, g)
     finally:
         NEEDED.mask = previous

@@ -109,6 +109,9 @@ class Tensor:
     def __int__(self) -> int:
         return int(self._scalar("int"))
 
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
     def __index__(self) -> int:
         if not dtypes.is_integer(self.dtype):
             raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
@@ -226,17 +229,21 @@ def wrap(value: Any) -> Tensor:
 def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     """Convert Python/NumPy data to an array with stageflow's default dtypes.
 
-    Python floats become float32, ints int32 (int64 when they do not fit), bools bool;
-    NumPy arrays and scalars keep their dtype. The result is a fresh array.
+    Python floats become float32, ints int32 (int64 when they do not fit), bools bool,
+    complex numbers complex64 (a pair of the default float32, as in JAX; TensorFlow makes
+    complex128 of them, which ``dtype=sf.complex128`` asks for); NumPy arrays and scalars
+    keep their dtype. The result is a fresh array.
     """
     want = None if dtype is None else dtypes.as_dtype(dtype)
-    if want is not None and not dtypes.is_floating(want) and _has_python_float(value):
+    if want is not None and not dtypes.is_inexact(want) and _has_python_float(value):
         raise TypeError(f"cannot convert Python floats in {value!r} to {want.name} exactly; "
                         "round them first or use sf.cast")
     if want is not None and _has_none(value):  # NumPy would make None a NaN
         raise TypeError(f"cannot convert {value!r} to a {want.name} tensor: it holds None")
-    if want is not None and _is_complex(value):  # NumPy would drop the imaginary parts
-        raise TypeError(f"cannot convert complex values to a {want.name} tensor")
+    if want is not None and not dtypes.is_complex(want) and _is_complex(value):
+        # NumPy would drop the imaginary parts: sf.cast or sf.math.real say so
+        raise TypeError(f"cannot convert complex values to a {want.name} tensor; "
+                        "use sf.cast or sf.math.real")
     if isinstance(value, Tensor):
         value = value._value
         source_is_numpy = True
@@ -249,6 +256,8 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     if want is None and not source_is_numpy:
         if array.dtype == np.float64:
             array = array.astype(np.float32)
+        elif array.dtype == np.complex128:
+            array = array.astype(np.complex64)
         elif array.dtype == np.int64:
             info = np.iinfo(np.int32)
             if array.size == 0 or (array.min() >= info.min and array.max() <= info.max):
@@ -261,10 +270,12 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
 
 
 def _is_complex(value: Any) -> bool:
-    """Whether `value` is a complex number or a NumPy array of them (there are no complex
-    tensors)."""
+    """Whether `value` is a complex number, a NumPy array of them or Python data holding
+    one."""
     if isinstance(value, np.ndarray | np.generic):
         return value.dtype.kind == "c"
+    if isinstance(value, list | tuple):
+        return any(_is_complex(v) for v in value)
     return isinstance(value, complex)
 
 

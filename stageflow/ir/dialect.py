@@ -212,7 +212,8 @@ class ElementwiseOp(SfOp):
 
 
 class UnaryElementwiseOp(ElementwiseOp):
-    """One operand, same type out (negative, exp, ...)."""
+    """One operand, same type out (negative, exp, ...; abs, real and imag of a complex
+    operand give its parts' type)."""
 
 
 class BinaryElementwiseOp(ElementwiseOp):

@@ -14,6 +14,7 @@ import numpy as np
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     BFloat16Type,
+    ComplexType,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -53,6 +54,8 @@ ELEMENT_TYPES: dict[np.dtype, Attribute] = {
     dtypes.uint8: IntegerType(8, Signedness.UNSIGNED),
     dtypes.uint32: IntegerType(32, Signedness.UNSIGNED),
     dtypes.bool_: IntegerType(1),
+    dtypes.complex64: ComplexType(Float32Type()),
+    dtypes.complex128: ComplexType(Float64Type()),
 }
 DTYPES: dict[Attribute, np.dtype] = {ty: dtype for dtype, ty in ELEMENT_TYPES.items()}
 

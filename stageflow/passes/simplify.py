@@ -43,12 +43,17 @@ from stageflow.passes.support import constant_array, erase_dead_producers, splat
 
 def _is(value: SSAValue, number: int, *, signed_zero: bool | None = None) -> bool:
     """Whether `value` is a constant with every element `number`; for a zero,
-    `signed_zero` asks for -0.0 (True), +0.0 (False) or either (None) in floats."""
+    `signed_zero` asks for -0.0 (True), +0.0 (False) or either (None) in floats (in both
+    parts of complex numbers). A complex 1 is never one: multiplying or dividing by it
+    is no identity (inf * 0 is NaN in the cross terms, zeros change sign)."""
     splat = splat_of(value)
     if splat is None or splat != number:
         return False
-    if number == 0 and signed_zero is not None and dtypes.is_floating(splat.dtype):
-        return bool(np.signbit(splat)) == signed_zero
+    if dtypes.is_complex(splat.dtype) and number != 0:
+        return False
+    if number == 0 and signed_zero is not None and dtypes.is_inexact(splat.dtype):
+        parts = (splat.real, splat.imag) if dtypes.is_complex(splat.dtype) else (splat,)
+        return all(bool(np.signbit(part)) == signed_zero for part in parts)
     return True
 
 

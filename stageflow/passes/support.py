@@ -38,9 +38,10 @@ def splat_value(array: np.ndarray) -> np.generic | None:
     if array.size == 0:
         return None
     first = array.reshape(-1)[:1]
-    if dtypes.is_floating(array.dtype):  # by bits: NaN equals itself, -0.0 is not 0.0
-        bits = np.dtype(f"u{array.dtype.itemsize}")
-        same = bool(np.all(array.view(bits) == first.view(bits)))
+    if dtypes.is_inexact(array.dtype):  # by bits: NaN equals itself, -0.0 is not 0.0
+        bits = np.dtype(f"u{dtypes.real_dtype(array.dtype).itemsize}")  # complex: per part
+        words = array.reshape(-1).view(bits).reshape(array.size, -1)
+        same = bool(np.all(words == words[:1]))
     else:
         same = bool(np.all(array == first))
     return first[0] if same else None

@@ -63,6 +63,12 @@ def cast(x: Any, dtype: np.dtype) -> Any:
     return _bind("cast", x, dtype=dtype)
 
 
+def conj(x: Any) -> Any:
+    """The complex conjugate of a complex `x`; any other `x` itself, so a gradient rule
+    written for complex operands binds nothing more for real ones."""
+    return _bind("conj", x) if dtypes.is_complex(x.dtype) else x
+
+
 def matmul(a: Any, b: Any, *, transpose_a: bool, transpose_b: bool) -> Any:
     """The batched matrix product of operands of rank >= 2."""
     return _bind("matmul", a, b, transpose_a=transpose_a, transpose_b=transpose_b)
@@ -82,20 +88,20 @@ NEEDED = Needed()
 
 
 def wanted(inputs: Sequence[Any]) -> list[bool]:
-    """Which operands of the rule running now get a cotangent: the floating ones that the
-    backward pass needs (`NEEDED`)."""
+    """Which operands of the rule running now get a cotangent: the floating and complex ones
+    that the backward pass needs (`NEEDED`)."""
     mask = NEEDED.mask
     if mask is None or len(mask) != len(inputs):
-        return [dtypes.is_floating(x.dtype) for x in inputs]
-    return [m and dtypes.is_floating(x.dtype) for x, m in zip(inputs, mask, strict=True)]
+        return [dtypes.is_inexact(x.dtype) for x in inputs]
+    return [m and dtypes.is_inexact(x.dtype) for x, m in zip(inputs, mask, strict=True)]
 
 
 def floating_only(rule: Callable[..., list]) -> Callable[..., list]:
-    """Wrap a gradient rule: operands that are not floating, or whose cotangent the
-    backward pass does not need (`NEEDED`), get None.
+    """Wrap a gradient rule: operands that are neither floating nor complex, or whose
+    cotangent the backward pass does not need (`NEEDED`), get None.
 
     Integer and bool tensors carry no gradient (as in TensorFlow and JAX), so the rule is
-    not even run when no operand is floating or every cotangent is None.
+    not even run when no operand is floating or complex, or every cotangent is None.
     """
 
     @functools.wraps(rule)

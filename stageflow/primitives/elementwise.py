@@ -2,6 +2,13 @@
 
 Binary ops broadcast their operands as NumPy does (like TensorFlow's `AddV2`), so the IR
 needs no explicit broadcast for the common case; both operands must have the same dtype.
+
+Complex tensors take the arithmetic that is defined on them (``+ - * /``, negative, exp,
+log, sqrt, reciprocal, abs, ==, !=) and the primitives that take them apart and put them
+together (`real`, `imag`, `conj`, `complex`); an op with no complex meaning (ordering,
+max/min, rounding) refuses them in its shape rule, naming itself and the dtype. Their
+gradients follow TensorFlow: the cotangent of z = x + iy is dL/dx + i dL/dy, so a rule
+multiplies by the conjugate of the holomorphic derivative (`autodiff.conj`).
 """
 
 from __future__ import annotations
@@ -16,9 +23,20 @@ from stageflow.core.dims import broadcast_dims, same_dims
 from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import broadcast_shapes
-from stageflow.primitives.autodiff import floating_only, unbroadcast, wanted, where, zeros_like
+from stageflow.primitives.autodiff import (
+    cast,
+    conj,
+    floating_only,
+    unbroadcast,
+    wanted,
+    where,
+    zeros_like,
+)
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
+ARITHMETIC = NUMERIC + dtypes.COMPLEX  # what + - * and negation are defined on
+INEXACT = dtypes.FLOATING + dtypes.COMPLEX
+PARTS = (dtypes.float32, dtypes.float64)  # the floats a complex dtype is made of
 ALL = dtypes.ALL
 BOOL = (dtypes.bool_,)
 
@@ -44,10 +62,12 @@ class ElementwisePrimitive(Primitive):
 
 
 def unary(name: str, kernel, summary: str, allowed=NUMERIC,
-          cost: Cost = Cost.ELEMENTWISE) -> ElementwisePrimitive:
+          cost: Cost = Cost.ELEMENTWISE, result_dtype=None) -> ElementwisePrimitive:
+    """A unary op; `result_dtype(dtype)` gives the result dtype (default: the operand's)."""
+
     def shape_rule(x: ShapedType) -> ShapedType:
         _check_dtype(x, allowed)
-        return x
+        return x if result_dtype is None else ShapedType(x.shape, result_dtype(x.dtype))
 
     return ElementwisePrimitive(
         name, shape_rule=shape_rule, kernel=kernel, summary=summary, dims=same_dims,
@@ -82,7 +102,23 @@ def _to_bool(_: np.dtype) -> np.dtype:
 
 
 def _true_divide_dtype(dtype: np.dtype) -> np.dtype:
-    return dtype if dtypes.is_floating(dtype) else dtypes.float64
+    return dtype if dtypes.is_inexact(dtype) else dtypes.float64
+
+
+def _complex(x, y):
+    """x + iy of real arrays of one dtype, in the complex dtype made of it."""
+    result = np.empty(np.broadcast_shapes(np.shape(x), np.shape(y)),
+                      dtypes.complex_dtype(np.asarray(x).dtype))
+    result.real, result.imag = x, y
+    return result
+
+
+def _real(x):
+    return np.real(x).copy()  # a view of the parts would share the tensor's memory
+
+
+def _imag(x):
+    return np.imag(x).copy()
 
 
 def _logistic(x):
@@ -167,17 +203,24 @@ def _relu(x):
 F = dtypes.FLOATING
 T = Cost.TRANSCENDENTAL
 
-negative_p = unary("negative", np.negative, "-x")
-abs_p = unary("abs", np.abs, "|x|")
+negative_p = unary("negative", np.negative, "-x", ARITHMETIC)
+abs_p = unary("abs", np.abs, "|x| (the modulus of a complex x, in its parts' dtype)",
+              ARITHMETIC, result_dtype=dtypes.real_dtype)
 sign_p = unary("sign", np.sign, "-1, 0 or 1 by the sign of x")
 relu_p = unary("relu", _relu, "max(x, 0) (NaN propagates); its gradient is 0 at 0")
-exp_p = unary("exp", np.exp, "e**x", F, T)
+exp_p = unary("exp", np.exp, "e**x", INEXACT, T)
 expm1_p = unary("expm1", np.expm1, "e**x - 1, accurate near 0", F, T)
-log_p = unary("log", np.log, "natural logarithm", F, T)
+log_p = unary("log", np.log, "natural logarithm (the principal branch for complex x)",
+              INEXACT, T)
 log1p_p = unary("log1p", np.log1p, "log(1 + x), accurate near 0", F, T)
-sqrt_p = unary("sqrt", np.sqrt, "square root", F)
+sqrt_p = unary("sqrt", np.sqrt, "square root (the principal one for complex x)", INEXACT)
 rsqrt_p = unary("rsqrt", _rsqrt, "1 / sqrt(x)", F)
-reciprocal_p = unary("reciprocal", np.reciprocal, "1 / x", F)
+reciprocal_p = unary("reciprocal", np.reciprocal, "1 / x", INEXACT)
+real_p = unary("real", _real, "the real part of complex x", dtypes.COMPLEX,
+               result_dtype=dtypes.real_dtype)
+imag_p = unary("imag", _imag, "the imaginary part of complex x", dtypes.COMPLEX,
+               result_dtype=dtypes.real_dtype)
+conj_p = unary("conj", np.conjugate, "the complex conjugate x - iy of x + iy", dtypes.COMPLEX)
 sin_p = unary("sin", np.sin, "sine", F, T)
 cos_p = unary("cos", np.cos, "cosine", F, T)
 tanh_p = unary("tanh", np.tanh, "hyperbolic tangent", F, T)
@@ -188,11 +231,13 @@ ceil_p = unary("ceil", np.ceil, "round towards +inf", F)
 round_p = unary("round", np.rint, "round half to even", F)
 logical_not_p = unary("logical_not", np.logical_not, "not x", BOOL)
 
-add_p = binary("add", np.add, "x + y")
-subtract_p = binary("subtract", np.subtract, "x - y")
-multiply_p = binary("multiply", np.multiply, "x * y")
-divide_p = binary("divide", np.true_divide, "x / y (integers divide to float64)",
+add_p = binary("add", np.add, "x + y", ARITHMETIC)
+subtract_p = binary("subtract", np.subtract, "x - y", ARITHMETIC)
+multiply_p = binary("multiply", np.multiply, "x * y", ARITHMETIC)
+divide_p = binary("divide", np.true_divide, "x / y (integers divide to float64)", ARITHMETIC,
                   result_dtype=_true_divide_dtype)
+complex_p = binary("complex", _complex, "x + iy, of float32 (float64) parts: complex64 "
+                   "(complex128)", PARTS, result_dtype=dtypes.complex_dtype)
 floordiv_p = binary("floordiv", np.floor_divide, "floor(x / y)")
 mod_p = binary("mod", np.remainder, "x - floor(x / y) * y (sign of y, as Python)")
 # NumPy raises for integers to negative integer powers.
@@ -236,7 +281,12 @@ def _cast_rule(x: ShapedType, *, dtype: np.dtype) -> ShapedType:
 
 
 def _cast(x, *, dtype):
-    return np.asarray(x).astype(dtype)
+    """NumPy's astype, but complex to real keeps the real part without NumPy's warning
+    (as TensorFlow's cast does) and complex to bool tests both parts."""
+    x = np.asarray(x)
+    if dtypes.is_complex(x.dtype) and not dtypes.is_complex(dtype):
+        x = x != 0 if dtype == dtypes.bool_ else x.real
+    return x.astype(dtype)
 
 
 cast_p = Primitive("cast", shape_rule=_cast_rule, kernel=_cast, summary="convert to dtype",
@@ -246,21 +296,34 @@ cast_p = Primitive("cast", shape_rule=_cast_rule, kernel=_cast, summary="convert
 # A rule maps `g`, the cotangent of the result `out`, to the operands' cotangents. Binary
 # rules return them at the broadcast shape; `unbroadcast` sums them back to each operand.
 # Piecewise-constant ops (sign, floor, ceil, round, floordiv) give zeros, as JAX does.
+# Rules of ops taking complex operands multiply by `conj` of the derivative, which is the
+# derivative itself for real operands (the same ops in the same order).
+
+
+def _abs_dx(g, x, out):
+    """g sign(x); for complex x, g x / |x| (the direction of x), 0 at x == 0."""
+    if not dtypes.is_complex(x.dtype):
+        return g * sign_p.bind(x)  # 0 at x == 0
+    return cast(g / where(out == 0.0, 1.0, out), x.dtype) * x
+
 
 _UNARY_VJPS = {
     negative_p: lambda g, x, out: -g,
-    abs_p: lambda g, x, out: g * sign_p.bind(x),  # 0 at x == 0
+    abs_p: _abs_dx,
     sign_p: lambda g, x, out: zeros_like(x),
     # 0 at 0, as TensorFlow's, PyTorch's and JAX's relu: one select, where maximum(x, 0)
     # would split ties (four more passes over the activation in an eager backward).
     relu_p: lambda g, x, out: where(out > 0, g, 0.0),
-    exp_p: lambda g, x, out: g * out,
+    exp_p: lambda g, x, out: g * conj(out),
     expm1_p: lambda g, x, out: g * (out + 1.0),
-    log_p: lambda g, x, out: g / x,
+    log_p: lambda g, x, out: g / conj(x),
     log1p_p: lambda g, x, out: g / (x + 1.0),
-    sqrt_p: lambda g, x, out: g * 0.5 / out,
+    sqrt_p: lambda g, x, out: g * 0.5 / conj(out),
     rsqrt_p: lambda g, x, out: g * -0.5 * out / x,
-    reciprocal_p: lambda g, x, out: -g * out * out,
+    reciprocal_p: lambda g, x, out: -g * conj(out) * conj(out),
+    real_p: lambda g, x, out: cast(g, x.dtype),  # g + 0i
+    imag_p: lambda g, x, out: complex_p.bind(zeros_like(g), g),  # 0 + gi
+    conj_p: lambda g, x, out: conj_p.bind(g),
     sin_p: lambda g, x, out: g * cos_p.bind(x),
     cos_p: lambda g, x, out: -g * sin_p.bind(x),
     tanh_p: lambda g, x, out: g * (1.0 - out * out),
@@ -294,8 +357,10 @@ def _pow_dy(g, x, y, out):
 _BINARY_VJPS = {
     add_p: (lambda g, x, y, out: g, lambda g, x, y, out: g),
     subtract_p: (lambda g, x, y, out: g, lambda g, x, y, out: -g),
-    multiply_p: (lambda g, x, y, out: g * y, lambda g, x, y, out: g * x),
-    divide_p: (lambda g, x, y, out: g / y, lambda g, x, y, out: -g * out / y),
+    multiply_p: (lambda g, x, y, out: g * conj(y), lambda g, x, y, out: g * conj(x)),
+    divide_p: (lambda g, x, y, out: g / conj(y),
+               lambda g, x, y, out: -g * conj(out) / conj(y)),
+    complex_p: (lambda g, x, y, out: real_p.bind(g), lambda g, x, y, out: imag_p.bind(g)),
     floordiv_p: (lambda g, x, y, out: zeros_like(x), lambda g, x, y, out: zeros_like(y)),
     mod_p: (lambda g, x, y, out: g, lambda g, x, y, out: -g * floordiv_p.bind(x, y)),
     pow_p: (_pow_dx, _pow_dy),
@@ -340,8 +405,9 @@ def _select_vjp(cotangents, inputs, outputs):
 @cast_p.def_vjp
 @floating_only
 def _cast_vjp(cotangents, inputs, outputs, *, dtype):
-    # Only float -> float casts pass a gradient (cast back); to or from int/bool: none.
-    if not dtypes.is_floating(dtype):
+    # Only casts between float and complex dtypes pass a gradient (cast back: complex to
+    # real keeps the real part, real to complex adds 0i); to or from int/bool: none.
+    if not dtypes.is_inexact(dtype):
         return [None]
     return [cast_p.bind(cotangents[0], dtype=inputs[0].dtype)]
 

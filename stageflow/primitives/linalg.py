@@ -16,7 +16,7 @@ from stageflow.core.dims import PYTHON, D, DimArith, broadcast_dims
 from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import check_broadcast, format_shape
-from stageflow.primitives.autodiff import floating_only, product, reshape, unbroadcast
+from stageflow.primitives.autodiff import conj, floating_only, product, reshape, unbroadcast
 
 
 def _matmul_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
@@ -81,11 +81,12 @@ def _matmul_vjp(cotangents, inputs, outputs, *, transpose_a, transpose_b):
 def _product_vjp(g, a, b, transpose_a: bool, transpose_b: bool) -> list:
     inputs_a = a
     # out = A @ B with A = a or a^T, B = b or b^T: dA = g @ B^T, dB = A^T @ g, transposed
-    # back where the operand was; batch dims broadcast, so sum them back.
+    # back where the operand was; batch dims broadcast, so sum them back. Complex operands
+    # enter conjugated (dA = g @ B^H, TensorFlow's adjoints).
     if transpose_a:
-        ga = matmul_p.bind(b, g, transpose_a=transpose_b, transpose_b=True)
+        ga = matmul_p.bind(conj(b), g, transpose_a=transpose_b, transpose_b=True)
     else:
-        ga = matmul_p.bind(g, b, transpose_a=False, transpose_b=not transpose_b)
+        ga = matmul_p.bind(g, conj(b), transpose_a=False, transpose_b=not transpose_b)
     rows = product(a.shape[:-1])
     if len(b.shape) == 2 and len(a.shape) > 2 and not transpose_a and None not in (
             a.shape[-1], g.shape[-1]) and (rows is not None or 0 not in (a.shape[-1],
@@ -95,9 +96,9 @@ def _product_vjp(g, a, b, transpose_a: bool, transpose_b: bool) -> list:
         # count is given where known: next to an empty row, no count can be inferred.)
         a, g = reshape(a, (rows, a.shape[-1])), reshape(g, (rows, g.shape[-1]))
     if transpose_b:
-        gb = matmul_p.bind(g, a, transpose_a=True, transpose_b=transpose_a)
+        gb = matmul_p.bind(g, conj(a), transpose_a=True, transpose_b=transpose_a)
     else:
-        gb = matmul_p.bind(a, g, transpose_a=not transpose_a, transpose_b=False)
+        gb = matmul_p.bind(conj(a), g, transpose_a=not transpose_a, transpose_b=False)
     return [unbroadcast(ga, inputs_a), unbroadcast(gb, b)]
 
 

@@ -19,6 +19,7 @@ from stageflow.core.shapes import normalize_axes, normalize_axis
 from stageflow.primitives.autodiff import (
     broadcast_like,
     cast,
+    conj,
     equal,
     floating_only,
     reshape,
@@ -26,8 +27,11 @@ from stageflow.primitives.autodiff import (
 )
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
-# The dtypes compiled loops accumulate reductions in (see `ReductionKind.native_dtypes`).
+ORDERED = tuple(d for d in dtypes.ALL if not dtypes.is_complex(d))  # complex has no max
+# The dtypes compiled loops accumulate reductions in (see `ReductionKind.native_dtypes`):
+# sums and products of complex numbers too, which have no max or min.
 NATIVE = frozenset({dtypes.float32, dtypes.float64, *dtypes.INTEGER})
+NATIVE_SUMS = NATIVE | frozenset(dtypes.COMPLEX)
 _FACTS = {"family": Family.REDUCTION, "cost": Cost.REDUCTION, "lowered_by": LoweredBy.OP_RULE}
 
 
@@ -45,7 +49,8 @@ def reduction(kind: ReductionKind, reducer, summary: str, allowed) -> Primitive:
 
     def shape_rule(x: ShapedType, *, axes: tuple[int, ...], keepdims: bool) -> ShapedType:
         if x.dtype not in allowed:
-            raise TypeError(f"dtype {x.dtype.name} is not supported")
+            names = ", ".join(d.name for d in allowed)
+            raise TypeError(f"dtype {x.dtype.name} is not supported (expected one of {names})")
         if tuple(normalize_axes(axes, x.ndim)) != tuple(axes):
             raise ValueError(f"axes {axes} must be sorted, unique and in [0, {x.ndim})")
         shape = _reduction_dims(PYTHON, [x.shape], axes=axes, keepdims=keepdims)
@@ -84,15 +89,15 @@ def _extremum(numpy_reducer):
     return reduce
 
 
-SUM = ReductionKind("sum", "add", 0.0, NATIVE)
-PROD = ReductionKind("prod", "multiply", 1.0, NATIVE)
+SUM = ReductionKind("sum", "add", 0.0, NATIVE_SUMS)
+PROD = ReductionKind("prod", "multiply", 1.0, NATIVE_SUMS)
 MAX = ReductionKind("max", "maximum", -np.inf, NATIVE, needs_elements=True)
 MIN = ReductionKind("min", "minimum", np.inf, NATIVE, needs_elements=True)
 
-reduce_sum_p = reduction(SUM, _sum, "sum over `axes`", NUMERIC)
-reduce_prod_p = reduction(PROD, _prod, "product over `axes`", NUMERIC)
-reduce_max_p = reduction(MAX, _extremum(np.max), "maximum over `axes`", dtypes.ALL)
-reduce_min_p = reduction(MIN, _extremum(np.min), "minimum over `axes`", dtypes.ALL)
+reduce_sum_p = reduction(SUM, _sum, "sum over `axes`", NUMERIC + dtypes.COMPLEX)
+reduce_prod_p = reduction(PROD, _prod, "product over `axes`", NUMERIC + dtypes.COMPLEX)
+reduce_max_p = reduction(MAX, _extremum(np.max), "maximum over `axes`", ORDERED)
+reduce_min_p = reduction(MIN, _extremum(np.min), "minimum over `axes`", ORDERED)
 
 
 def _arg_reduction_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
@@ -144,7 +149,8 @@ def _reduce_sum_vjp(cotangents, inputs, outputs, *, axes, keepdims):
 def _reduce_prod_vjp(cotangents, inputs, outputs, *, axes, keepdims):
     # d out / d x_i is the product of the other elements. Zeros are counted rather than
     # divided by: none -> out / x_i; one -> the product of the rest at the zero, 0 elsewhere;
-    # more -> 0. (So the second derivative is not right at an exact zero.)
+    # more -> 0. (So the second derivative is not right at an exact zero.) Complex x: the
+    # conjugate of that product, as for every holomorphic op.
     x = inputs[0]
     g = _kept(cotangents[0], x, axes, keepdims)
     is_zero = equal(x, 0.0)
@@ -152,7 +158,7 @@ def _reduce_prod_vjp(cotangents, inputs, outputs, *, axes, keepdims):
     rest = reduce_prod_p.bind(nonzero, axes=axes, keepdims=True)
     zeros = reduce_sum_p.bind(cast(is_zero, dtypes.int32), axes=axes, keepdims=True)
     one_zero = where(is_zero & (zeros == 1), rest, 0.0)
-    return [g * where(zeros == 0, rest / nonzero, one_zero)]
+    return [g * conj(where(zeros == 0, rest / nonzero, one_zero))]
 
 
 def _extremum_vjp(cotangents, inputs, outputs, *, axes, keepdims):

@@ -17,11 +17,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
+
 from stageflow.core import config, context, dtypes
 from stageflow.core.primitive import ResourceType
 from stageflow.frontend import tape
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
-from stageflow.frontend.ops.creation import zeros_like
 from stageflow.frontend.replay import replay
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor, wrap
@@ -45,7 +46,7 @@ class ForwardBackward:
         with context.push_trace(trace):
             args = [trace.symbolic(trace.add_input(v.type)) for v in graph.inputs]
             with GradientTape() as tape:
-                tape.watch([a for a in args if dtypes.is_floating(a.dtype)])
+                tape.watch([a for a in args if dtypes.is_inexact(a.dtype)])
                 outputs = [_as_symbol(trace, y) for y in replay(graph, args)]
             cut = len(joint.equations)
             cotangents = [trace.symbolic(trace.add_input(o._node.type)) for o in outputs]
@@ -122,7 +123,7 @@ class StagedVJP:
 
     def vjp(self, cotangents: list, inputs: list, outputs: list) -> list:
         plan = self._plan
-        filled = [(g if g is not None else zeros_like(y))._value
+        filled = [g._value if g is not None else np.zeros(y.shape, y.dtype)
                   for g, y in zip(cotangents, outputs, strict=True)]
         values = self._residuals + filled
         values += [_runtime(c.source) for c in plan.backward.captures]

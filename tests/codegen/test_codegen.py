@@ -39,9 +39,11 @@ load_primitives()
 
 F16, BF16, F32, F64 = dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
 I32, I64, U32, BOOL = dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.bool_
-# (rtol, atol): a few ulps; atol only absorbs differences among subnormal results.
+C64, C128 = dtypes.complex64, dtypes.complex128
+# (rtol, atol): a few ulps; atol only absorbs differences among subnormal results. Complex
+# results are compared by the modulus of the difference (NumPy's allclose).
 TOLERANCE = {F16: (2e-3, 1e-7), BF16: (8e-3, 1e-38), F32: (1e-6, 1.2e-38),
-             F64: (1e-12, 2.3e-308)}
+             F64: (1e-12, 2.3e-308), C64: (1e-6, 1.2e-38), C128: (1e-12, 2.3e-308)}
 EXPANDED = CPUTarget(libm=frozenset())  # the math PTX runs, executed on the CPU
 ELEMENTWISE = {name: p for name, p in REGISTRY.items() if isinstance(p, ElementwisePrimitive)}
 UNARY = sorted(n for n, p in ELEMENTWISE.items() if p.shape_rule.__code__.co_argcount == 1)
@@ -89,8 +91,15 @@ def assert_same(got: np.ndarray, want: np.ndarray, atol: float | None = None) ->
     assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
     if want.dtype in TOLERANCE:
         rtol, default_atol = TOLERANCE[want.dtype]
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
-                                   atol=default_atol if atol is None else atol, equal_nan=True)
+        if want.dtype.kind == "c":  # finite values by their distance, the others by parts
+            finite = np.isfinite(want)
+            pairs = [(got[finite].astype(C128), want[finite].astype(C128))]
+            pairs += [(part(got[~finite]), part(want[~finite])) for part in (np.real, np.imag)]
+        else:
+            pairs = [(got.astype(np.float64), want.astype(np.float64))]
+        for have, expected in pairs:
+            np.testing.assert_allclose(have, expected, rtol=rtol, equal_nan=True,
+                                       atol=default_atol if atol is None else atol)
     else:
         np.testing.assert_array_equal(got, want)
 
@@ -100,6 +109,14 @@ def values(dtype: np.dtype, count: int = 400, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if dtype == BOOL:
         return np.array([True, False, True, True, False] * 3)
+    if dtype in dtypes.COMPLEX:  # each part ordinary or special, beside every other
+        real, imag = (values(dtypes.real_dtype(dtype), count, seed + k) for k in (0, 1))
+        parts = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 1e-30, np.inf, -np.inf, np.nan])
+        grid = np.meshgrid(parts, parts)
+        z = np.empty(len(real) + grid[0].size, dtype)
+        z.real = np.concatenate([real, grid[0].ravel()])
+        z.imag = np.concatenate([imag[::-1], grid[1].ravel()])
+        return z
     if dtype in dtypes.INTEGER:
         info = np.iinfo(dtype)
         lo = 0 if dtype == U32 else -1000
@@ -242,9 +259,9 @@ def test_add_broadcasts_any_shapes(shapes) -> None:
 def test_cast_matches_numpy(source: np.dtype, target: np.dtype) -> None:
     kernel = compiled(op_text("cast", [((None,), source)], {"dtype": target}))
     x = values(source)
-    if source in dtypes.FLOATING and target == dtypes.uint32:
+    if source in dtypes.FLOATING + dtypes.COMPLEX and target == dtypes.uint32:
         # Out of range, NumPy's uint32 result follows no rule: test in range only.
-        x = x[np.isfinite(x) & (np.abs(x.astype(np.float64)) < 2e9)]
+        x = x[np.isfinite(x) & (np.abs(np.real(x).astype(np.float64)) < 2e9)]
     # Signed targets are tested on everything: NaN, infinities and values out of range give
     # INT_MIN, as NumPy's cast does on x86 (eager results).
     if source in dtypes.INTEGER and target == BF16:
@@ -505,8 +522,8 @@ def test_emulated_binary_matches_eager(name: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize("target", [F16, BF16, F32, I32, U32, BOOL], ids=str)
 def test_emulated_cast_matches_eager(source: np.dtype, target: np.dtype) -> None:
     x = values(source)
-    if source in dtypes.FLOATING and target == U32:
-        x = x[np.isfinite(x) & (np.abs(x.astype(np.float64)) < 2e9)]
+    if source in dtypes.FLOATING + dtypes.COMPLEX and target == U32:
+        x = x[np.isfinite(x) & (np.abs(np.real(x).astype(np.float64)) < 2e9)]
     if source in dtypes.INTEGER and target == BF16:
         x = x[np.abs(x.astype(np.float64)) < 2**24]
     want = reference("cast", x, dtype=target)

@@ -22,7 +22,7 @@ from stageflow.ir.dialect import load_primitives
 from stageflow.primitives.elementwise import ElementwisePrimitive
 
 Case = tuple[list[np.ndarray], dict[str, Any]]
-F64, I64 = np.dtype(np.float64), np.dtype(np.int64)
+F64, I64, C128 = np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.complex128)
 
 
 def _array(shape: tuple[int, ...], dtype: np.dtype = F64) -> np.ndarray:
@@ -33,7 +33,7 @@ def _array(shape: tuple[int, ...], dtype: np.dtype = F64) -> np.ndarray:
 def _elementwise(name: str, draw: st.DrawFn) -> Case:
     primitive = REGISTRY[name]
     allowed = primitive.operand_dtypes
-    dtype = F64 if F64 in allowed else I64 if I64 in allowed else np.dtype(np.bool_)
+    dtype = next((d for d in (F64, C128, I64) if d in allowed), np.dtype(np.bool_))
     arity = 1 if primitive.dims is same_dims else 2
     operands = draw(hnp.mutually_broadcastable_shapes(num_shapes=arity, max_side=3)).input_shapes
     return [_array(shape, dtype) for shape in operands], {}

@@ -178,6 +178,9 @@ CONTROL = ["cond", "while", "py_func"]
 # tests/frontend/test_linalg_functions.py.
 FACTORIZATIONS = ["inv", "solve", "triangular_solve", "cholesky", "eigh", "qr", "svd",
                   "slogdet"]
+# The complex parts, checked against finite differences on both parts (with complex
+# operands of the rules above) in tests/primitives/test_complex.py.
+COMPLEX = ["real", "imag", "conj", "complex"]
 
 
 # Rules that refuse to differentiate (a clear error, not a silent zero), checked below.
@@ -187,7 +190,7 @@ REFUSED = {"trigamma"}
 def test_every_rule_is_checked_here():
     with_rules = {name for name, p in REGISTRY.items() if p.vjp is not None}
     assert with_rules == (set(UNARY_DOMAINS) | set(BINARY) | set(OTHERS) | set(CONTROL)
-                          | set(FACTORIZATIONS) | REFUSED)
+                          | set(FACTORIZATIONS) | set(COMPLEX) | REFUSED)
 
 
 def test_the_derivative_of_trigamma_is_refused_not_zero():

@@ -10,10 +10,11 @@ vectorises without reassociating anything. Where one does, each row is folded in
 registers and combined into its result element at the end of the row; float sums keep
 `LANES` partial sums there (the row is unrolled by `LANES` elements, each added to its own
 lane, the lanes added pairwise at the end), as `codegen.reduction` does, so results match
-NumPy's pairwise sums to rounding; integer sums (wrapping), products, max and min combine
-in order. Reductions of the same kernel over other axes are combined element by element
-meanwhile. Only sequential targets run these loops (the CPU): on a GPU every thread would
-combine into the same results.
+NumPy's pairwise sums to rounding; complex sums add in order in complex128 (rounded once
+at the end of the row), integer sums (wrapping), products, max and min combine in order.
+Reductions of the same kernel over other axes are combined element by element meanwhile.
+Only sequential targets run these loops (the CPU): on a GPU every thread would combine
+into the same results.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from llvmlite import ir
 
 from stageflow.codegen.kernels.analysis import Reduction
 from stageflow.codegen.kernels.layout import Address, Body, Layout
-from stageflow.codegen.llvm.emitter import Emitter, storage_type
+from stageflow.codegen.llvm import complex_math
+from stageflow.codegen.llvm.emitter import C128, Emitter, storage_type
 from stageflow.codegen.llvm.loops import (
     counted_loop,
     fold_add,
@@ -117,9 +119,20 @@ def _fold_row(e: Emitter, layout: Layout, bases: list[ir.Value], steps: list[ir.
     b = e.b
     n = layout.space[-1]
     lanes = [r.kind.name == "sum" and r.dtype.kind == "f" for _, r in along_rows]
+    wide = [r.kind.name == "sum" and r.dtype.kind == "c" for _, r in along_rows]
     types = [storage_type(r.dtype) for _, r in along_rows]
-    starts = [identity_of(r.kind, r.dtype, ty) for (_, r), ty in zip(along_rows, types,
-                                                                    strict=True)]
+    starts = [Emitter.const(C128, 0.0) if w else identity_of(r.kind, r.dtype, ty)
+              for (_, r), ty, w in zip(along_rows, types, wide, strict=True)]
+
+    def fold(k: int, acc: ir.Value, value: ir.Value) -> ir.Value:
+        if wide[k]:
+            return complex_math.add(e, acc, complex_math.widened(e, value))
+        reduction = along_rows[k][1]
+        return combine(e, reduction.kind, reduction.dtype, acc, value)
+
+    def rounded(totals: list[ir.Value]) -> list[ir.Value]:
+        return [complex_math.narrowed(e, t, ty) if w else t
+                for t, ty, w in zip(totals, types, wide, strict=True)]
 
     def at(j: ir.Value) -> dict[int, ir.Value]:
         values = element([fold_add(b, base, fold_mul(b, j, step))
@@ -129,11 +142,11 @@ def _fold_row(e: Emitter, layout: Layout, bases: list[ir.Value], steps: list[ir.
 
     def one(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
         values = at(j)
-        return [combine(e, r.kind, r.dtype, a, values[r.operand])
-                for (_, r), a in zip(along_rows, acc, strict=True)]
+        return [fold(k, a, values[r.operand])
+                for k, ((_, r), a) in enumerate(zip(along_rows, acc, strict=True))]
 
     if not any(lanes):
-        return fold_loop(b, i64(0), n, i64(1), starts, one, "j")
+        return rounded(fold_loop(b, i64(0), n, i64(1), starts, one, "j"))
     vectors = [ir.VectorType(ty, LANES) for ty in types]
 
     def group(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
@@ -146,7 +159,7 @@ def _fold_row(e: Emitter, layout: Layout, bases: list[ir.Value], steps: list[ir.
                 if lanes[k]:
                     chunks[k] = b.insert_element(chunks[k], value, i64(lane))
                 else:
-                    acc[k] = combine(e, reduction.kind, reduction.dtype, acc[k], value)
+                    acc[k] = fold(k, acc[k], value)
         return [b.fadd(a, chunk) if lane else a
                 for a, chunk, lane in zip(acc, chunks, lanes, strict=True)]
 
@@ -155,4 +168,4 @@ def _fold_row(e: Emitter, layout: Layout, bases: list[ir.Value], steps: list[ir.
                for v, ty, start, lane in zip(vectors, types, starts, lanes, strict=True)]
     partial = fold_loop(b, i64(0), full, i64(LANES), initial, group, "j")
     totals = [lanes_total(b, p) if lane else p for p, lane in zip(partial, lanes, strict=True)]
-    return fold_loop(b, full, n, i64(1), totals, one, "tail")
+    return rounded(fold_loop(b, full, n, i64(1), totals, one, "tail"))

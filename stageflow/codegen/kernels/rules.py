@@ -2,7 +2,8 @@
 
 `RULES[name](e, node)` builds the LLVM instructions computing one element of the op's
 result from its operands' elements (already in their compute types, see `emitter`). Rules
-branch on the operand's kind: 'f' floating, 'i' signed, 'u' unsigned, 'b' bool.
+branch on the operand's kind: 'f' floating, 'c' complex (`llvm.complex_math`), 'i' signed,
+'u' unsigned, 'b' bool.
 Integer semantics are NumPy's, made total so compiled code never traps or hits undefined
 behaviour: ``x // 0 == x % 0 == 0``, ``MIN // -1 == MIN`` (wraps), shifts by the width or
 more give 0 or -1, negative integer powers give 0 (or +-1 for bases +-1; NumPy raises, and
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from stageflow.codegen.llvm import complex_math as cm
 from stageflow.codegen.llvm import mathlib
 from stageflow.codegen.llvm.emitter import (
     COMPUTE,
@@ -82,6 +84,10 @@ def intrinsic(base: str) -> Rule:
 
 def unary_math(function: Callable[[Emitter, ir.Value], ir.Value]) -> Rule:
     return lambda e, n: function(e, n.args[0])
+
+
+def binary_math(function: Callable[[Emitter, ir.Value, ir.Value], ir.Value]) -> Rule:
+    return lambda e, n: function(e, *n.args)
 
 
 # -- unary ------------------------------------------------------------------------------------
@@ -269,6 +275,8 @@ def _shift_right(e: Emitter, n: Node) -> ir.Value:
 
 def _compare(fop: str, iop: str) -> Rule:
     def rule(e: Emitter, n: Node) -> ir.Value:
+        if n.kind == "c":  # only == and != take complex operands (the shape rules)
+            return (cm.equal if fop == "==" else cm.not_equal)(e, *n.args)
         if n.kind == "f":
             return (e.b.fcmp_unordered if fop == "!=" else e.b.fcmp_ordered)(fop, *n.args)
         if n.kind == "u" or n.kind == "b":
@@ -280,6 +288,23 @@ def _compare(fop: str, iop: str) -> Rule:
 
 # -- cast -------------------------------------------------------------------------------------
 
+def _complex_cast(e: Emitter, n: Node) -> ir.Value:
+    """Casts to or from complex, through the real casts of the parts: to complex the value
+    is the real part (the imaginary part 0, or the source's, converted); from complex, the
+    real part is converted (TensorFlow's and, without its warning, NumPy's cast), except
+    to bool, true where either part is nonzero."""
+    x, (src,), dst = n.args[0], n.dtypes, n.result
+    if kind(dst) == "c":
+        part = dtypes.real_dtype(dst)
+        if kind(src) != "c":
+            return cm.pack(e, _cast(e, Node((x,), (src,), part)), e.const(COMPUTE[part], 0.0))
+        return cm.pack(e, *(_cast(e, Node((p,), (dtypes.real_dtype(src),), part))
+                            for p in cm.parts(e, x)))
+    if dst == dtypes.bool_:
+        return cm.nonzero(e, x)
+    return _cast(e, Node((cm.parts(e, x)[0],), (dtypes.real_dtype(src),), dst))
+
+
 def _cast(e: Emitter, n: Node) -> ir.Value:
     """Convert between compute types; f16/bf16 results are rounded by `apply` afterwards."""
     b, x = e.b, n.args[0]
@@ -288,6 +313,8 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
     to = COMPUTE[dst]
     if src == dst:
         return x
+    if "c" in (source, target):
+        return _complex_cast(e, n)
     if target == "b":
         if source == "f":
             return b.fcmp_unordered("!=", x, e.like(x, 0.0))  # NaN is true
@@ -326,25 +353,31 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
 
 def _constant(e: Emitter, n: Node) -> ir.Value:
     first = np.asarray(n.params["value"]).reshape(-1)[0]
-    number = float(first) if kind(n.result) == "f" else int(first)
-    return e.const(COMPUTE[n.result], number)
+    numbers = {"f": float, "c": complex}
+    return e.const(COMPUTE[n.result], numbers.get(kind(n.result), int)(first))
 
 
 RULES: dict[str, Rule] = {
-    "negative": by_kind(f=builder("fneg"), iu=lambda e, n: e.b.neg(n.args[0])),
-    "abs": by_kind(f=intrinsic("fabs"), i=_abs_int, u=lambda e, n: n.args[0]),
+    "negative": by_kind(f=builder("fneg"), iu=lambda e, n: e.b.neg(n.args[0]),
+                        c=unary_math(cm.negative)),
+    "abs": by_kind(f=intrinsic("fabs"), i=_abs_int, u=lambda e, n: n.args[0],
+                   c=unary_math(cm.abs_)),
     "sign": by_kind(f=_sign_float, i=_sign_int,
                     u=lambda e, n: e.b.zext(e.b.icmp_unsigned("!=", n.args[0],
                                                               e.like(n.args[0], 0)),
                                             n.args[0].type)),
-    "exp": unary_math(mathlib.exp),
+    "exp": by_kind(f=unary_math(mathlib.exp), c=unary_math(cm.exp)),
     "expm1": unary_math(mathlib.expm1),
-    "log": unary_math(mathlib.log),
+    "log": by_kind(f=unary_math(mathlib.log), c=unary_math(cm.log)),
     "log1p": unary_math(mathlib.log1p),
-    "sqrt": intrinsic("sqrt"),
+    "sqrt": by_kind(f=intrinsic("sqrt"), c=unary_math(cm.sqrt)),
     "rsqrt": _rsqrt,
     "relu": by_kind(f=_relu_float, i=_relu_int, u=lambda e, n: n.args[0]),
-    "reciprocal": _reciprocal,
+    "reciprocal": by_kind(f=_reciprocal, c=unary_math(cm.reciprocal)),
+    "real": lambda e, n: cm.parts(e, n.args[0])[0],
+    "imag": lambda e, n: cm.parts(e, n.args[0])[1],
+    "conj": unary_math(cm.conj),
+    "complex": binary_math(cm.pack),
     "sin": unary_math(mathlib.sin),
     "cos": unary_math(mathlib.cos),
     "tanh": unary_math(mathlib.tanh),
@@ -354,10 +387,10 @@ RULES: dict[str, Rule] = {
     "ceil": intrinsic("ceil"),
     "round": intrinsic("roundeven"),
     "logical_not": lambda e, n: e.b.not_(n.args[0]),
-    "add": by_kind(f=builder("fadd"), iu=builder("add")),
-    "subtract": by_kind(f=builder("fsub"), iu=builder("sub")),
-    "multiply": by_kind(f=builder("fmul"), iu=builder("mul")),
-    "divide": _true_divide,
+    "add": by_kind(f=builder("fadd"), iu=builder("add"), c=binary_math(cm.add)),
+    "subtract": by_kind(f=builder("fsub"), iu=builder("sub"), c=binary_math(cm.subtract)),
+    "multiply": by_kind(f=builder("fmul"), iu=builder("mul"), c=binary_math(cm.multiply)),
+    "divide": by_kind(fiu=_true_divide, c=binary_math(cm.divide)),
     "floordiv": by_kind(f=lambda e, n: _float_divmod(e, *n.args)[0], iu=_int_floordiv),
     "mod": by_kind(f=lambda e, n: _float_divmod(e, *n.args)[1], iu=_int_mod),
     "pow": by_kind(f=lambda e, n: mathlib.pow_(e, *n.args), iu=_int_pow),

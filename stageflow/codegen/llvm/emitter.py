@@ -13,6 +13,9 @@ type, so each rule is written once per kind of number instead of once per dtype:
     i32, u32  ``i32``         ``i32``         signedness lives in the dtype, not the type
     i64       ``i64``         ``i64``
     bool      ``i8`` (0/1)    ``i1``          NumPy's one byte per bool
+    c64       {float, float}  same            NumPy's pair, real part first (rules take
+    c128      {double,        same            the parts apart: `complex_math`)
+              double}
     ========  ==============  ==============  ==========================================
 
 bfloat16 is converted with integer bit operations (round to nearest even, NaN kept quiet),
@@ -31,6 +34,8 @@ from stageflow.core import dtypes
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+# A struct, not a vector: its alignment is its part's, as NumPy's complex arrays have.
+C64, C128 = ir.LiteralStructType([F32, F32]), ir.LiteralStructType([F64, F64])
 
 STORAGE: dict[np.dtype, ir.Type] = {
     dtypes.float16: F16,
@@ -44,6 +49,8 @@ STORAGE: dict[np.dtype, ir.Type] = {
     dtypes.uint8: I8,
     dtypes.uint32: I32,
     dtypes.bool_: I8,
+    dtypes.complex64: C64,
+    dtypes.complex128: C128,
 }
 COMPUTE: dict[np.dtype, ir.Type] = {**STORAGE, dtypes.float16: F32, dtypes.bfloat16: F32,
                                     dtypes.bool_: I1}
@@ -51,9 +58,12 @@ HALF_PRECISION = (dtypes.float16, dtypes.bfloat16)
 
 
 def kind(dtype: np.dtype) -> str:
-    """'f' (floating), 'i' (signed), 'u' (unsigned) or 'b' (bool): what a rule branches on."""
+    """'f' (floating), 'c' (complex), 'i' (signed), 'u' (unsigned) or 'b' (bool): what a
+    rule branches on."""
     if dtype in dtypes.FLOATING:
         return "f"
+    if dtype in dtypes.COMPLEX:
+        return "c"
     if dtype == dtypes.bool_:
         return "b"
     return "u" if dtype in dtypes.UNSIGNED else "i"
@@ -81,7 +91,11 @@ class Emitter:
     # -- constants and intrinsics -------------------------------------------------------
 
     @staticmethod
-    def const(ty: ir.Type, value: float | int | bool) -> ir.Constant:
+    def const(ty: ir.Type, value: complex | float | int | bool) -> ir.Constant:
+        if isinstance(ty, ir.LiteralStructType):  # complex: (real, imaginary)
+            part = ty.elements[0]
+            return ir.Constant(ty, [ir.Constant(part, complex(value).real),
+                                    ir.Constant(part, complex(value).imag)])
         if isinstance(ty, ir.IntType):
             if ty.width == 1:
                 return ir.Constant(ty, int(bool(value)))
@@ -89,7 +103,7 @@ class Emitter:
             return ir.Constant(ty, (int(value) + half) % (2 * half) - half)
         return ir.Constant(ty, float(value))
 
-    def like(self, value: ir.Value, constant: float | int) -> ir.Constant:
+    def like(self, value: ir.Value, constant: complex | float | int) -> ir.Constant:
         """A constant of `value`'s type."""
         return self.const(value.type, constant)
 

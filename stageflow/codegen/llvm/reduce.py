@@ -10,6 +10,7 @@ import math
 import numpy as np
 from llvmlite import ir
 
+from stageflow.codegen.llvm import complex_math
 from stageflow.codegen.llvm.emitter import I64, Emitter
 from stageflow.core.op_facts import ReductionKind
 
@@ -22,8 +23,11 @@ _INTEGER_EXTREMA = {"maximum": "max", "minimum": "min"}
 
 def combine(e: Emitter, kind: ReductionKind, dtype: np.dtype, x: ir.Value,
             y: ir.Value) -> ir.Value:
-    """`x` and `y` combined by `kind` (max and min of floats propagate NaN, as NumPy's do)."""
+    """`x` and `y` combined by `kind` (max and min of floats propagate NaN, as NumPy's do;
+    complex sums and products combine as the elementwise ops do)."""
     b, floating = e.b, dtype.kind == "f"
+    if dtype.kind == "c":
+        return (complex_math.add if kind.combine == "add" else complex_math.multiply)(e, x, y)
     if kind.combine == "add":
         return b.fadd(x, y) if floating else b.add(x, y)
     if kind.combine == "multiply":
@@ -40,8 +44,8 @@ def combine(e: Emitter, kind: ReductionKind, dtype: np.dtype, x: ir.Value,
 def identity_of(kind: ReductionKind, dtype: np.dtype, ty: ir.Type) -> ir.Value:
     """The value a reduction of `kind` starts from (what it returns over no elements); an
     infinite identity is an integer dtype's lowest or highest value."""
-    if dtype.kind == "f":
-        return ir.Constant(ty, float(kind.identity))
+    if dtype.kind in "fc":
+        return Emitter.const(ty, float(kind.identity))
     if math.isinf(kind.identity):
         info = np.iinfo(dtype)
         return Emitter.const(ty, int(info.min if kind.identity < 0 else info.max))

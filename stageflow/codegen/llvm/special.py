@@ -129,17 +129,22 @@ class _LLVMMath:
         return self._wrap(self.e.poly(x.v, coefficients))
 
 
+def evaluate(e: Emitter, name: str, *args: ir.Value) -> ir.Value:
+    """The special function `name` of float32/float64 values (computed in float64, rounded
+    once to their type); complex lowerings call it for their arguments' angles."""
+    m = _LLVMMath(e)
+    narrow = args[0].type == F32
+    wide = [_Value(e, e.b.fpext(a, F64) if narrow else a) for a in args]
+    result = ALGORITHMS[name](m, *wide).v
+    return e.b.fptrunc(result, F32) if narrow else result
+
+
 def special(name: str):  # noqa: ANN201 - a lowering rule (`kernels.rules.Rule`)
     """The rule lowering the special function `name` on float32/float64 operands."""
-    algorithm = ALGORITHMS[name]
 
     def rule(e: Emitter, node: Any) -> ir.Value:
-        m = _LLVMMath(e)
-        narrow = node.args[0].type == F32
-        args = [_Value(e, e.b.fpext(a, F64) if narrow else a) for a in node.args]
-        result = algorithm(m, *args).v
-        return e.b.fptrunc(result, F32) if narrow else result
+        return evaluate(e, name, *node.args)
     return rule
 
 
-__all__ = ["special"]
+__all__ = ["evaluate", "special"]

@@ -1,5 +1,6 @@
-"""Lowering of `matmul` and `matmul_add` (float32, float64): a loop over the broadcast batch
-calling the BLAS ``cblas_?gemm`` of the OpenBLAS that NumPy's wheel bundles. `matmul_add`
+"""Lowering of `matmul` and `matmul_add` (float32, float64, complex64, complex128): a loop
+over the broadcast batch calling the BLAS ``cblas_?gemm`` of the OpenBLAS that NumPy's
+wheel bundles (``cgemm``/``zgemm`` take alpha and beta by pointer). `matmul_add`
 (``alpha * a @ b + c``) copies ``c``, broadcast, into the result and calls the gemm with
 ``beta = 1``: the BLAS accumulates onto it in the pass where it would have zeroed it.
 
@@ -35,15 +36,17 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, F64, I32, I64
-from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.emitter import F32, F64, I32, I64, Emitter, storage_type
+from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
 from stageflow.core import dtypes
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
-GEMM_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_cblas_dgemm64_"}
+GEMM_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_cblas_dgemm64_",
+                dtypes.complex64: "scipy_cblas_cgemm64_",
+                dtypes.complex128: "scipy_cblas_zgemm64_"}
 _lock = threading.Lock()
 _available: bool | None = None
 
@@ -150,12 +153,13 @@ def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
-    """``cblas_?gemm`` of `dtype` (float32 or float64), declared in `module` on first use."""
+    """``cblas_?gemm`` of `dtype`, declared in `module` on first use."""
     name = GEMM_SYMBOLS[dtype]
     existing = module.globals.get(name)
     if existing is not None:
         return existing
-    real, pointer = (F32 if dtype == dtypes.float32 else F64), ir.PointerType()
+    pointer = ir.PointerType()
+    real = {dtypes.float32: F32, dtypes.float64: F64}.get(dtype, pointer)  # complex: by pointer
     signature = ir.FunctionType(ir.VoidType(), [I32, I32, I32, I64, I64, I64, real, pointer,
                                                 I64, pointer, I64, real, pointer, I64])
     return ir.Function(module, signature, name)
@@ -231,7 +235,14 @@ class Matmul:
         b_ok, b_flag, ldb = _layout(b, x, self.transpose_b)
         ob.fail_unless(b_ok, 1)
         b = ob.b
-        real = F32 if self.dtype == dtypes.float32 else F64
+        element = storage_type(self.dtype)
+        alpha, beta = (Emitter.const(element, value) for value in (self.alpha,
+                                                                   float(self.accumulate)))
+        if dtypes.is_complex(self.dtype):
+            pointers = entry_alloca(b, element, 2, "scalars")
+            b.store(alpha, pointers)
+            b.store(beta, b.gep(pointers, [i64(1)], source_etype=element))
+            alpha, beta = pointers, b.gep(pointers, [i64(1)], source_etype=element)
         if self.accumulate:
             broadcast_into(ob, ob.inputs[2], out)
         empty = b.or_(ob.eq(m, i64(0)), ob.eq(n, i64(0)))
@@ -240,7 +251,7 @@ class Matmul:
                 with no_terms:
                     if not self.accumulate:
                         nest(b, [out.size(b)], lambda i: b.store(
-                            ir.Constant(real, 0.0), out.address(b, i[0])), "zero")
+                            ir.Constant(element, None), out.address(b, i[0])), "zero")
                 with terms:
                     gemm = gemm_function(b.module, self.dtype)
 
@@ -249,8 +260,7 @@ class Matmul:
                         b_at = x.address(b, dot(b, at, b_strides))
                         c_at = out.address(b, dot(b, at, out.strides[:rank]))
                         b.call(gemm, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, rows, n,
-                                      k, ir.Constant(real, self.alpha), a_at, lda, b_at, ldb,
-                                      ir.Constant(real, float(self.accumulate)), c_at, n])
+                                      k, alpha, a_at, lda, b_at, ldb, beta, c_at, n])
 
                     if rank and len(x.dims) == 2 and not self.transpose_a:
                         # One gemm over all of a's rows where b is a single matrix and a's
@@ -289,6 +299,7 @@ def _matmul(spec: OpSpec) -> Matmul | None:
         return None
     transpose_a, transpose_b = bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"])
     alpha, accumulate = float(spec.params.get("alpha", 1.0)), spec.name == "matmul_add"
-    small = small_matmul(spec, transpose_a, transpose_b, dtype, alpha, accumulate)
+    small = (None if dtypes.is_complex(dtype)  # (its vector code is for real numbers)
+             else small_matmul(spec, transpose_a, transpose_b, dtype, alpha, accumulate))
     return small or Matmul(transpose_a, transpose_b, dtype, alpha, accumulate)
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
+from stageflow.codegen.llvm import complex_math
 from stageflow.codegen.llvm.dims import LLVMDims
-from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, storage_type
+from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, Emitter, storage_type
 from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
 from stageflow.core.shapes import normalize_axis
@@ -145,6 +146,8 @@ def stored_constant(value: float | int, dtype: np.dtype) -> ir.Constant:
     """`value` converted as NumPy converts it to `dtype`, as that dtype's storage constant."""
     converted = np.asarray(value).astype(dtype)
     ty = storage_type(dtype)
+    if dtype.kind == "c":
+        return Emitter.const(ty, complex(converted))
     if ty in (F16, F32, F64):
         return ir.Constant(ty, float(converted))
     bits = converted.reshape(1).view(f"u{dtype.itemsize}")[0]
@@ -216,7 +219,11 @@ class Iota:
 
         def body(at: list[ir.Value]) -> None:
             index = at[self.dimension]
-            if ty in (F32, F64):
+            if self.dtype.kind == "c":  # index + 0i
+                part = ty.elements[0]
+                value = complex_math.pack(Emitter(b), b.sitofp(index, part),
+                                          ir.Constant(part, 0.0))
+            elif ty in (F32, F64):
                 value = b.sitofp(index, ty)
             elif ty != I64:
                 value = b.trunc(index, ty)
@@ -230,7 +237,7 @@ class Iota:
 @lowering("iota")
 def _iota(spec: OpSpec) -> Iota | None:
     dtype = spec.outputs[0].dtype
-    if storage_type(dtype) in (F16, I1) or dtype.kind not in "iuf" or dtype.itemsize < 4:
+    if storage_type(dtype) in (F16, I1) or dtype.kind not in "iufc" or dtype.itemsize < 4:
         return None
     return Iota(spec.params["dimension"], dtype)
 
@@ -327,7 +334,7 @@ class GatherNd:
 class ScatterNd:
     width: int
     add: bool
-    floating: bool
+    kind: str  # the dtype's kind, which says how `add` adds: 'f', 'c', 'i' or 'u'
 
     def emit(self, ob: OpBuilder) -> None:
         b = ob.b
@@ -350,13 +357,17 @@ class ScatterNd:
                 value = b.load(updates.address(b, at_update), typ=updates.element)
                 target = out.address(b, fold_add(b, base, _dot(b, j, out.strides[self.width:])))
                 if self.add:
-                    current = b.load(target, typ=out.element)
-                    value = b.fadd(current, value) if self.floating else b.add(current, value)
+                    value = self._sum(b, b.load(target, typ=out.element), value)
                 b.store(value, target)
 
             nest(b, inner, element, "slice")
 
         nest(b, positions, body, "tuple")
+
+    def _sum(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+        if self.kind == "c":
+            return complex_math.add(Emitter(b), x, y)
+        return b.fadd(x, y) if self.kind == "f" else b.add(x, y)
 
 
 def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value]) -> ir.Value:
@@ -374,6 +385,6 @@ def _gather_nd(spec: OpSpec) -> GatherNd:
 @lowering("scatter_nd_add", "scatter_nd_update")
 def _scatter_nd(spec: OpSpec) -> ScatterNd | None:
     dtype = spec.outputs[0].dtype
-    if storage_type(dtype) in (F16, I1) or (dtype.kind not in "iuf"):
+    if storage_type(dtype) in (F16, I1) or (dtype.kind not in "iufc"):
         return None
-    return ScatterNd(spec.params["width"], spec.name == "scatter_nd_add", dtype.kind == "f")
+    return ScatterNd(spec.params["width"], spec.name == "scatter_nd_add", dtype.kind)

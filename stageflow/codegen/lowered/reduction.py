@@ -8,7 +8,8 @@ output, a loop LLVM vectorises without reassociating anything. When the innermos
 reduced, the row is folded into a register; float sums then keep `LANES` partial sums (one
 vector register of them, combined at the end of the row, loaded a vector at a time where
 the row is contiguous), which breaks the dependency chain of one add per element and, like
-NumPy's pairwise summation, keeps the rounding error of a long row small. Results
+NumPy's pairwise summation, keeps the rounding error of a long row small; complex rows are
+summed in order in complex128 (complex64 ones rounded once at the end). Results
 therefore match NumPy's to rounding, not bit for bit; integer results (wrapping as NumPy's
 do) and max/min/argmax/argmin are exact. max and min propagate NaN (``llvm.maximum``/
 ``llvm.minimum``), and argmax/argmin return the first NaN as NumPy does. A max, min, argmax
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import I64, Emitter, storage_type
+from stageflow.codegen.llvm import complex_math
+from stageflow.codegen.llvm.emitter import C128, I64, Emitter, storage_type
 from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, lowering, nest
@@ -96,6 +98,12 @@ class Reduce:
         def one(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             return [combine(e, self.kind, self.dtype, acc[0], element(j))]
 
+        if self.kind.name == "sum" and self.dtype.kind == "c":
+            def wide(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                return [complex_math.add(e, acc[0], complex_math.widened(e, element(j)))]
+
+            total = fold_loop(b, i64(0), n, i64(1), [Emitter.const(C128, 0.0)], wide, "j")[0]
+            return complex_math.narrowed(e, total, ty)
         if not (self.kind.name == "sum" and self.dtype.kind == "f"):
             return fold_loop(b, i64(0), n, i64(1), [identity], one, "j")[0]
         vector = ir.VectorType(ty, LANES)

@@ -14,7 +14,7 @@ from stageflow.core import context, dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import Tensor, to_array
 
-_PYTHON_SCALARS = (bool, int, float)
+_PYTHON_SCALARS = (bool, int, float, complex)
 
 
 def is_tensor(x: Any) -> bool:
@@ -55,7 +55,8 @@ def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
     """A tensor from Python or NumPy data; `shape` fills a scalar or reshapes same-size data.
 
     value: a Python number, nested list or NumPy array; Python floats become float32, ints
-    int32, unless `dtype` says otherwise.
+    int32, complex numbers complex64 (TensorFlow makes complex128: ask with `dtype`),
+    unless `dtype` says otherwise.
 
     >>> sf.constant([1.0, 2.0])
     sf.Tensor([1., 2.], shape=(2,), dtype=float32)
@@ -66,6 +67,8 @@ def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
                [0., 0.]], shape=(2, 2), dtype=float32)
     >>> sf.constant([1, 2], dtype=sf.float64)
     sf.Tensor([1., 2.], shape=(2,), dtype=float64)
+    >>> sf.constant([1 + 2j, 3])
+    sf.Tensor([1.+2.j, 3.+0.j], shape=(2,), dtype=complex64)
     """
     array = to_array(value, dtype)
     if shape is not None:
@@ -85,11 +88,17 @@ def weak_operand(value: Any, like: Any) -> Tensor:
     """Convert `value` for an op whose other operand is `like`.
 
     Python scalars take `like`'s dtype when that is lossless in kind (a float scalar with an
-    integer tensor is a ``TypeError``, as in TensorFlow).
+    integer tensor is a ``TypeError``, as in TensorFlow, and so is a complex scalar with a
+    real tensor).
     """
     if isinstance(value, _PYTHON_SCALARS) and is_tensor(like):
         target = convert_to_tensor(like).dtype
-        if isinstance(value, float) and not dtypes.is_floating(target):
+        if isinstance(value, complex) and not dtypes.is_complex(target):
+            raise TypeError(
+                f"cannot combine the Python complex {value!r} with a {target.name} tensor; "
+                f"use sf.cast or sf.complex{describe_location()}"
+            )
+        if isinstance(value, float) and not dtypes.is_inexact(target):
             raise TypeError(
                 f"cannot combine the Python float {value!r} with a {target.name} tensor; "
                 f"use sf.cast{describe_location()}"

@@ -20,8 +20,10 @@ from stageflow.primitives.elementwise import ElementwisePrimitive
 # Python scalar types that NumPy 2 already treats as weak for these dtypes (NEP 50),
 # so the fast path can hand them to the kernel unconverted.
 _WEAK_OK = {
-    float: frozenset(d for d in dtypes.FLOATING if d != dtypes.bfloat16),
-    int: frozenset(d for d in dtypes.FLOATING + dtypes.INTEGER if d != dtypes.bfloat16),
+    float: frozenset(d for d in dtypes.FLOATING + dtypes.COMPLEX if d != dtypes.bfloat16),
+    int: frozenset(d for d in dtypes.FLOATING + dtypes.INTEGER + dtypes.COMPLEX
+                   if d != dtypes.bfloat16),
+    complex: frozenset(dtypes.COMPLEX),
 }
 
 
@@ -76,19 +78,22 @@ def binary_op(primitive: ElementwisePrimitive, doc: str):
 
 negative = unary_op(ew.negative_p, """-x, elementwise.
 
-    x: int or float tensor of any shape; returns a tensor of x's shape and dtype.
+    x: int, float or complex tensor of any shape; returns a tensor of x's shape and dtype.
 
     >>> sf.negative([1.0, -2.0])
     sf.Tensor([-1.,  2.], shape=(2,), dtype=float32)
     """)
-abs = unary_op(ew.abs_p, """|x|, elementwise.
+abs = unary_op(ew.abs_p, """|x|, elementwise; the modulus of complex numbers.
 
-    x: int or float tensor of any shape; returns a tensor of x's shape and dtype.
+    x: int, float or complex tensor of any shape; returns a tensor of x's shape and dtype
+    (float32 for complex64, float64 for complex128).
 
     >>> sf.abs([-1.5, 0.0, 2.0])
     sf.Tensor([1.5, 0. , 2. ], shape=(3,), dtype=float32)
     >>> sf.abs(sf.constant([-3, 4]))
     sf.Tensor([3, 4], shape=(2,), dtype=int32)
+    >>> sf.abs([3 + 4j])
+    sf.Tensor([5.], shape=(1,), dtype=float32)
     """)  # noqa: A001 - the public name is sf.abs
 sign = unary_op(ew.sign_p, """-1, 0 or 1 by the sign of x.
 
@@ -99,8 +104,8 @@ sign = unary_op(ew.sign_p, """-1, 0 or 1 by the sign of x.
     """)
 exp = unary_op(ew.exp_p, """e**x, elementwise.
 
-    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
-    shape and dtype.
+    x: float or complex tensor (float16/bfloat16/float32/float64/complex64/complex128) of
+    any shape; returns a tensor of x's shape and dtype.
 
     >>> sf.exp([0.0, 1.0])
     sf.Tensor([1.      , 2.718282], shape=(2,), dtype=float32)
@@ -115,8 +120,10 @@ expm1 = unary_op(ew.expm1_p, """e**x - 1, accurate for small x.
     """)
 log = unary_op(ew.log_p, """Natural logarithm, elementwise.
 
-    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
-    shape and dtype. log(0) is -inf and log of a negative number NaN.
+    x: float or complex tensor (float16/bfloat16/float32/float64/complex64/complex128) of
+    any shape; returns a tensor of x's shape and dtype. log(0) is -inf and log of a
+    negative number NaN (of a complex one, the principal branch: imaginary part in
+    (-pi, pi]).
 
     >>> sf.math.log([1.0, 10.0])
     sf.Tensor([0.       , 2.3025851], shape=(2,), dtype=float32)
@@ -131,8 +138,8 @@ log1p = unary_op(ew.log1p_p, """log(1 + x), accurate for small x.
     """)
 sqrt = unary_op(ew.sqrt_p, """Square root, elementwise.
 
-    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
-    shape and dtype.
+    x: float or complex tensor (float16/bfloat16/float32/float64/complex64/complex128) of
+    any shape; returns a tensor of x's shape and dtype.
 
     >>> sf.sqrt([4.0, 2.0])
     sf.Tensor([2.       , 1.4142135], shape=(2,), dtype=float32)
@@ -147,8 +154,8 @@ rsqrt = unary_op(ew.rsqrt_p, """1 / sqrt(x), elementwise.
     """)
 reciprocal = unary_op(ew.reciprocal_p, """1 / x, elementwise (TensorFlow's tf.math.reciprocal).
 
-    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
-    shape and dtype.
+    x: float or complex tensor (float16/bfloat16/float32/float64/complex64/complex128) of
+    any shape; returns a tensor of x's shape and dtype.
 
     >>> sf.math.reciprocal([2.0, -4.0])
     sf.Tensor([ 0.5 , -0.25], shape=(2,), dtype=float32)
@@ -453,7 +460,8 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Tensor:
 
 
 def cast(x: Any, dtype: Any) -> Tensor:
-    """Convert `x` to `dtype` (floats to ints truncate towards zero, as NumPy does).
+    """Convert `x` to `dtype` (floats to ints truncate towards zero, as NumPy does; complex
+    to real keeps the real part, as TensorFlow does, and real to complex adds 0i).
 
     x: tensor of any shape and dtype; returns x's shape in `dtype`.
 

@@ -242,9 +242,12 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT",
     if mode.upper() != "CONSTANT":
         raise _fail("pad", f"mode {mode!r} is not supported (only 'CONSTANT')")
     pads = tuple((int(lo), int(hi)) for lo, hi in paddings)
-    if isinstance(constant_values, float) and not dtypes.is_floating(x.dtype):
+    if isinstance(constant_values, float) and not dtypes.is_inexact(x.dtype):
         raise _fail("pad", f"the Python float {constant_values!r} cannot pad a "
                     f"{x.dtype.name} tensor", TypeError)
+    if isinstance(constant_values, complex):  # a param is a real number (an IR attribute)
+        raise _fail("pad", f"constant_values must be a real number, got {constant_values!r}",
+                    TypeError)
     return st.pad_p.bind(x, pads=pads, value=constant_values)
 
 
