@@ -22,9 +22,11 @@
   default: forking a process that other runtimes (JAX, OpenMP pools) run threads in is
   unsafe for them, they warn, and the fork's copy-on-write costs the next call a few ms.
 - ``STAGEFLOW_EAGER_COMPILE=0`` (or ``sf.config.eager_compile = False``): eager
-  convolutions keep NumPy's kernels instead of the compiled ones (compiled in the
-  background per signature, see `stageflow.runtime.eager_kernels`), so that an eager
-  program's numbers never depend on when a compile finished.
+  convolutions keep NumPy's kernels instead of the compiled ones, and composites (batch
+  norm) run their ops one by one instead of as one staged function (both compiled in the
+  background per signature, see `stageflow.runtime.eager_kernels` and
+  `stageflow.frontend.composite`), so that an eager program's numbers never depend on
+  when a compile finished.
 - `set_logical_device_count("CPU", n)` (before the devices are first used) splits the CPU
   into n devices; `set_emulated_gpu_count(n)` adds n GPUs emulated on the CPU (their
   kernels the PTX kernels' LLVM IR over emulated grids: for testing, slow);

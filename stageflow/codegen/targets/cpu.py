@@ -333,9 +333,9 @@ class JIT:
     LLVM's optimisation and code generation run in llvmlite calls that release the GIL, so
     a module handed to the compiler threads (`schedule`) compiles while Python builds the
     next module's IR; `link` waits for them. One thread compiles in this process; with a
-    `CompileServer` (forked here when ``STAGEFLOW_PARALLEL_COMPILE=1``) a second one hands
-    modules to it, so two modules compile at once: llvmlite runs one LLVM call at a time
-    per process.
+    `CompileServer` (forked here when ``STAGEFLOW_PARALLEL_COMPILE=1`` and the JIT is made
+    on the main thread) a second one hands modules to it, so two modules compile at once:
+    llvmlite runs one LLVM call at a time per process.
     """
 
     def __init__(self) -> None:
@@ -367,8 +367,12 @@ class JIT:
         self.triple = llvm.get_process_triple()  # read once: builders must not wait for
         # the compiler thread's lock to learn it
         self.target_id = f"{self.triple} {self.cpu_name} {self.features}"
+        # Forked only from the main thread: the JIT made on a worker (an eager convolution's
+        # or composite's background compile) forks while the main thread may be inside an
+        # OpenBLAS gemm, whose fork handler stops the BLAS threads that gemm waits for.
         self._server = (CompileServer(self._compile_here)
-                        if config.parallel_compile and can_fork() else None)
+                        if config.parallel_compile and can_fork()
+                        and threading.current_thread() is threading.main_thread() else None)
         self._here = threading.Lock()  # held while this process compiles a module
         self._compiler = ThreadPoolExecutor(max_workers=1 if self._server is None else 2,
                                             thread_name_prefix="stageflow-llvm")
