@@ -17,7 +17,9 @@ TensorFlow's "SAME" does (one row and column more at the end) so that all comput
 function, and its moving variance is the unbiased one (its rule; the work is the same).
 
 The machine is noisy (two cores, shared): the contenders run in alternating rounds and each
-figure is its best round (`timing.interleaved_best`), the least disturbed one.
+figure is its best round (`timing.interleaved_best`), the least disturbed one. Each batch
+also prints the first call of each step that stages (trace and compile): stageflow's with
+an empty compilation cache of its own, after its eager step's background compiles.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shutil
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -211,8 +216,15 @@ def incumbent_steps(batch: int, initial: ResNet) -> dict[str, Step]:
     return steps
 
 
-def first_losses(steps: dict[str, Step]) -> dict[str, float]:
-    return {name: step() for name, step in steps.items()}
+def first_calls(steps: dict[str, Step], losses: dict[str, float]) -> dict[str, float]:
+    """Each step's first call (tracing and compiling where it stages): its loss goes in
+    `losses`, its seconds are returned."""
+    seconds = {}
+    for name, step in steps.items():
+        start = time.perf_counter()
+        losses[name] = step()
+        seconds[name] = time.perf_counter() - start
+    return seconds
 
 
 def loop(step: Step) -> Callable[[int], None]:
@@ -224,18 +236,23 @@ def loop(step: Step) -> Callable[[int], None]:
 
 def main(batches: list[int]) -> dict[int, dict[str, float]]:
     print("small CIFAR ResNet training step (examples/s, best of alternating rounds)")
+    # A cache of its own, empty: stageflow's first calls compile as cold as the incumbents'.
+    kept, sf.config.cache_dir = sf.config.cache_dir, tempfile.mkdtemp(prefix="stageflow-")
     sf.random.set_seed(0)
     initial = built_model()
     results = {}
     for batch in batches:
         steps = stageflow_steps(batch, initial)
-        # stageflow's first compile forks its compile server: before JAX starts threads.
-        first = first_losses(steps)
+        first: dict[str, float] = {}
+        first_calls({"stageflow eager": steps["stageflow eager"]}, first)
         eager_kernels.settle()  # the eager step's convolutions, compiled in the background
-        composites.settle()  # and its batch norms
+        composites.settle()  # and its batch norms: not while the staged step compiles
+        compiles = first_calls({"stageflow staged": steps["stageflow staged"]}, first)
         incumbents = incumbent_steps(batch, initial)
-        first.update(first_losses(incumbents))
+        compiles.update(first_calls(incumbents, first))
         steps.update(incumbents)
+        print(f"  batch {batch:3d}  first call (s): " + "  ".join(
+            f"{name} {compiles[name]:.2f}" for name in compiles if name != "PyTorch eager"))
         for name, loss in first.items():
             np.testing.assert_allclose(loss, first["stageflow eager"], rtol=2e-3,
                                        err_msg=f"{name}'s first loss")
@@ -245,6 +262,8 @@ def main(batches: list[int]) -> dict[int, dict[str, float]]:
         results[batch] = rates
         print(f"  batch {batch:3d}  " + "  ".join(f"{name} {rate:7.1f}"
                                                    for name, rate in rates.items()))
+    shutil.rmtree(sf.config.cache_dir, ignore_errors=True)
+    sf.config.cache_dir = kept
     return results
 
 

@@ -62,7 +62,8 @@ from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.loops import return_unless
 from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_layout_matches, array_ok
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.compile_server import CompileServer, can_fork
+from stageflow.codegen.targets.compile_server import CompileServer, can_serve
+from stageflow.codegen.targets.llvm_pipeline import MachineSpec, Pipeline
 from stageflow.core import config
 
 # sin, cos and pow go to libm by default: its range reduction (sin, cos of huge arguments)
@@ -333,9 +334,9 @@ class JIT:
     LLVM's optimisation and code generation run in llvmlite calls that release the GIL, so
     a module handed to the compiler threads (`schedule`) compiles while Python builds the
     next module's IR; `link` waits for them. One thread compiles in this process; with a
-    `CompileServer` (forked here when ``STAGEFLOW_PARALLEL_COMPILE=1`` and the JIT is made
-    on the main thread) a second one hands modules to it, so two modules compile at once:
-    llvmlite runs one LLVM call at a time per process.
+    `CompileServer` (a process started as the JIT is made, on machines of more than one
+    core, unless ``STAGEFLOW_PARALLEL_COMPILE=0``) a second one hands modules to it, so two
+    modules compile at once: llvmlite runs one LLVM call at a time per process.
     """
 
     def __init__(self) -> None:
@@ -351,28 +352,18 @@ class JIT:
             # LLVM prefers 256-bit vectors on AVX-512 CPUs; 512-bit ones ran the fused
             # gelu kernel ~25% faster in cache here.
             self.features += ",-prefer-256-bit"
-        self.target = llvm.Target.from_default_triple()
-        self.machine = self._new_machine()  # optimisation and assembly only
+        self.triple = llvm.get_process_triple()  # read once: builders must not wait for
+        # the compiler thread's lock to learn it
+        self.pipeline = Pipeline(MachineSpec(self.cpu_name, self.features, self.triple))
+        self.machine = self.pipeline.machine  # optimisation and assembly only
         self.lock = threading.Lock()  # held while linking: engines and what they hold
         self._engines: weakref.WeakSet[Engine] = weakref.WeakSet()
         self.current = self._new_engine()
         # Code that runs outside the calls of it (detached threads, fork handlers) is never
         # freed: its link calls go to this engine, made on first need and kept.
         self._permanent: Engine | None = None
-        # Emit the object code the engine loads (and the disk cache keeps), one per code
-        # generation level: JIT settings (LLVM's large code model on x86-64), but not the
-        # engine's own machine.
-        self.object_machines = {level: self._new_machine(jit=True, codegen=level)
-                                for level in (0, 3)}
-        self.triple = llvm.get_process_triple()  # read once: builders must not wait for
-        # the compiler thread's lock to learn it
         self.target_id = f"{self.triple} {self.cpu_name} {self.features}"
-        # Forked only from the main thread: the JIT made on a worker (an eager convolution's
-        # or composite's background compile) forks while the main thread may be inside an
-        # OpenBLAS gemm, whose fork handler stops the BLAS threads that gemm waits for.
-        self._server = (CompileServer(self._compile_here)
-                        if config.parallel_compile and can_fork()
-                        and threading.current_thread() is threading.main_thread() else None)
+        self._server = self._start_server() if config.parallel_compile and can_serve() else None
         self._here = threading.Lock()  # held while this process compiles a module
         self._compiler = ThreadPoolExecutor(max_workers=1 if self._server is None else 2,
                                             thread_name_prefix="stageflow-llvm")
@@ -381,14 +372,15 @@ class JIT:
         self.layout_ok = array_layout_matches()
         self.has_f16c = "+f16c" in self.features.split(",")
 
-    def _new_machine(self, jit: bool = False, codegen: int = 3) -> llvm.TargetMachine:
-        return self.target.create_target_machine(
-            cpu=self.cpu_name, features=self.features, opt=codegen, codemodel="jitdefault",
-            jit=jit)
+    def _start_server(self) -> CompileServer | None:
+        try:
+            return CompileServer(self.pipeline.spec)
+        except OSError:  # no second process here: this one compiles everything
+            return None
 
     def _new_engine(self) -> Engine:
         # The engine owns the machine it is given: never reuse one (FACTS: segfault).
-        engine = Engine(self._new_machine(jit=True))
+        engine = Engine(self.pipeline.new_machine(jit=True))
         self._engines.add(engine)
         return engine
 
@@ -401,29 +393,8 @@ class JIT:
         return any(entry in engine.loaded for engine in self.engines())
 
     def optimize(self, text: str, level: int) -> llvm.ModuleRef:
-        """The module parsed and optimised at `level`: LLVM's O1-O3 pipelines, or at 0 a
-        cleanup of the builders' code only (inlining the ``alwaysinline`` helpers, SROA,
-        instcombine, simplifycfg), which took about a twentieth of O1's time on tiny
-        kernels and left code of about O1's size."""
-        module = llvm.parse_assembly(text)
-        module.triple = self.triple
-        module.data_layout = str(self.machine.target_data)
-        module.verify()
-        if level == 0:
-            manager = llvm.create_new_module_pass_manager()
-            manager.add_always_inliner_pass()
-            manager.add_sroa_pass()
-            manager.add_instruction_combine_pass()
-            manager.add_simplify_cfg_pass()
-            manager.run(module, llvm.create_pass_builder(
-                self.machine, llvm.create_pipeline_tuning_options(speed_level=0)))
-            return module
-        options = llvm.create_pipeline_tuning_options(speed_level=level)
-        options.loop_vectorization = level >= 2
-        options.slp_vectorization = level >= 2
-        builder = llvm.create_pass_builder(self.machine, options)
-        builder.getModulePassManager().run(module, builder)
-        return module
+        """The module parsed and optimised at `level` (`llvm_pipeline.Pipeline.optimize`)."""
+        return self.pipeline.optimize(text, level)
 
     def schedule(self, job: ModuleJob) -> None:
         """Start making `job`'s object code on the compiler thread (once per module)."""
@@ -458,7 +429,7 @@ class JIT:
                 self._here.release()
 
     def _compile_here(self, text: str, level: int, codegen: int) -> bytes:
-        return self.object_machines[codegen].emit_object(self.optimize(text, level))
+        return self.pipeline.object_code(text, level, codegen)
 
     def link(self, jobs: list[ModuleJob], symbols: list[str]) -> Linked:
         """Link the modules into one engine (`engine_for`), each module's object code once
