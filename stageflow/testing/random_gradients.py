@@ -57,6 +57,7 @@ from stageflow.testing.random_ops import (
     op_binary,
     op_broadcast_to,
     op_compare,
+    op_complex,
     op_concat,
     op_gather,
     op_matmul,
@@ -77,7 +78,7 @@ __all__ = ["WAYS", "Case", "Tally", "differentiable_programs", "main", "run_camp
 # value reaches a later read without the tape seeing it).
 DIFFERENTIABLE_OPS = [op_unary, op_binary, op_compare, op_where, op_reduce, op_arg_reduce,
                       op_softmax, op_matmul, op_transpose, op_reshape, op_slice, op_concat,
-                      op_pad, op_gather, op_broadcast_to]
+                      op_pad, op_gather, op_broadcast_to, op_complex]
 
 STEP = 1e-5  # and 2 * STEP: truncation ~ h^2 f''' / 6, rounding ~ 1e-16 |f| / h
 RTOL = 1e-6  # finite differences against a gradient, relative to both

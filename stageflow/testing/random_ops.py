@@ -556,9 +556,46 @@ def op_variable(draw: Any, p: Program) -> None:
                lambda run, x: run.variables[k].assign(sf.broadcast_to(x, shape)), None)
 
 
+# Complex steps: two float values of one dtype become the parts of complex values, which a
+# complex computation takes back to a real value (its modulus, real or imaginary part), so
+# the pool stays real and every other step keeps its dtypes. Parts are tamed, and no
+# computation crosses a branch cut (log's argument has a positive real part).
+COMPLEX = {
+    "z * w + z": lambda z, w: z * w + z,
+    "conj(z) * w": lambda z, w: sf.math.conj(z) * w,
+    "exp(z) - w": lambda z, w: sf.exp(z) - w,
+    "z / (w conj(w) + 1)": lambda z, w: z / (w * sf.math.conj(w) + 1.0),
+    "log(z conj(z) + 1) z": lambda z, w: sf.log(z * sf.math.conj(z) + 1.0) * z,
+    "sum(z * w)": lambda z, w: sf.reduce_sum(z * w, axis=-1, keepdims=True),
+}
+PROJECTIONS = {"abs": sf.abs, "real": sf.math.real, "imag": sf.math.imag}
+
+
+def op_complex(draw: Any, p: Program) -> None:
+    found = p.picks(lambda v: v.dtype in FLOATS)
+    if not found:
+        return
+    a = draw(st.sampled_from(found))
+    b = partner(draw, p, a)
+    if b is None:
+        return
+    shape = broadcast(p.pool[a].shape, p.pool[b].shape)
+    name = draw(st.sampled_from([n for n in sorted(COMPLEX) if shape or not n.startswith("sum")]))
+    if name.startswith("sum"):
+        shape = (*shape[:-1], 1)
+    projection = draw(st.sampled_from(sorted(PROJECTIONS)))
+    compute, project = COMPLEX[name], PROJECTIONS[projection]
+
+    def apply(run: Run, x: Any, y: Any) -> Any:
+        x, y = tame(x, 2.0), tame(y, 2.0)
+        return project(compute(sf.complex(x, y), sf.complex(y, x)))
+
+    p.push(f"{projection}({name})", (a, b), apply, Value(shape, p.pool[a].dtype, False))
+
+
 OPS = [op_unary, op_binary, op_compare, op_where, op_cast, op_reduce, op_arg_reduce,
        op_softmax, op_matmul, op_transpose, op_reshape, op_slice, op_concat, op_pad,
-       op_gather, op_broadcast_to, op_random, op_variable]
+       op_gather, op_broadcast_to, op_random, op_variable, op_complex]
 
 
 @st.composite
