@@ -312,3 +312,17 @@ func.func @unknown_origins(%a: tensor<3x?xf64>, %g: tensor<1x?xf64>) -> (tensor<
   %p = sf.pow %s, %g : (tensor<3x?xf64>, tensor<1x?xf64>) -> tensor<3x?xf64>
   func.return %p, %s : tensor<3x?xf64>, tensor<3x?xf64>
 }
+
+// Inputs of three unknown sizes: each op's dim is the broadcast of the inputs' it reads
+// (a set of origins), so the last add's, {%x, %w, %b}, is the whole space's and it is the
+// kernel's output; %xw, read only inside, needs no origin of its own. One kernel.
+// CHECK-LABEL: func.func @broadcast_origins(
+// CHECK-NEXT:    %y = sf.call %x, %w, %b {callee = @broadcast_origins_kernel0}
+// CHECK-NEXT:    func.return %y
+func.func @broadcast_origins(%x: tensor<?xf32>, %w: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %xw = sf.multiply %x, %w : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
+  %z = sf.add %xw, %b : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
+  %t = sf.tanh %z : (tensor<?xf32>) -> tensor<?xf32>
+  %y = sf.add %t, %x : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
+  func.return %y : tensor<?xf32>
+}

@@ -276,21 +276,19 @@ def _narrow_output(union: _Node, users: list[set[int]], shapes: list, origins: l
     return None
 
 
-# Stands for an unknown dim of an iteration space that its ops' dims do not agree on.
-_MIXED = object()
-
-
 def _dim_origins(ops: list[Operation], shapes: list) -> list[tuple | None]:
-    """For each op's result, where each unknown dim comes from at run time: the (value,
-    axis) it is read from, followed through elementwise ops whose operands' unknown dims at
-    that axis (those not statically 1) agree; a dim they do not agree on is the op's own
-    (it is their broadcast). None for a known dim."""
+    """For each op's result, where each unknown dim comes from at run time: the set of
+    (value, axis) dims it is the broadcast of, followed through elementwise ops (an operand
+    dim statically 1 adds nothing); a value no elementwise op of the block made is its own
+    origin. None for a known dim. Dims of one set are equal at run time, whatever the
+    sizes: a dim of `x * w` is `{x's, w's}`, and so is that of `(x * w) + x`."""
     known: dict[SSAValue, tuple] = {}
 
     def of(value: SSAValue) -> tuple:
         if value not in known:
             shape = value.type.get_shape() if isinstance(value.type, TensorType) else ()
-            known[value] = tuple(None if d >= 0 else (value, k) for k, d in enumerate(shape))
+            known[value] = tuple(None if d >= 0 else frozenset({(value, k)})
+                                 for k, d in enumerate(shape))
         return known[value]
 
     found: list[tuple | None] = []
@@ -304,24 +302,27 @@ def _dim_origins(ops: list[Operation], shapes: list) -> list[tuple | None]:
                         if isinstance(o.type, TensorType)]
             axes = []
             for k, d in enumerate(shape):
-                seen = {origin[at] for s, origin in operands
-                        if (at := len(s) - len(shape) + k) >= 0 and s[at] != 1}
-                axes.append(None if d >= 0 else seen.pop() if len(seen) == 1 else (result, k))
+                leaves = frozenset().union(*(
+                    origin[at] for s, origin in operands
+                    if (at := len(s) - len(shape) + k) >= 0 and s[at] != 1
+                    and origin[at] is not None))
+                axes.append(None if d >= 0 else leaves or frozenset({(result, k)}))
             known[result] = tuple(axes)
         found.append(of(result))
     return found
 
 
 def _space_origins(union: _Node, shapes: list, origins: list) -> tuple:
-    """Where each dim of the union's iteration space comes from: the origin its members'
-    dims (those not statically 1) agree on, else `_MIXED`."""
+    """Where each unknown dim of the union's iteration space comes from: every origin of
+    its members' dims there (those not statically 1), as the space is their broadcast."""
     rank = len(union.space)
     axes = []
     for k in range(rank):
-        seen = {origins[i][at] for i in union.members
-                if shapes[i] is not None and (at := len(shapes[i]) - rank + k) >= 0
-                and shapes[i][at] != 1}
-        axes.append(seen.pop() if len(seen) == 1 else _MIXED)
+        leaves = frozenset().union(*(
+            origins[i][at] for i in union.members
+            if shapes[i] is not None and (at := len(shapes[i]) - rank + k) >= 0
+            and shapes[i][at] != 1 and origins[i][at] is not None))
+        axes.append(None if union.space[k] >= 0 else leaves)
     return tuple(axes)
 
 
