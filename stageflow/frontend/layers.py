@@ -501,9 +501,9 @@ def _batch_norm_training(axis: int, ndim: int, epsilon: float, momentum: float) 
         deviation = x - _per_channel(stop_gradient(mean), axis, ndim)
         variance = reduce_mean(ew.square(deviation), reduced)
         outputs = _normalize(x, mean, variance, gamma, beta, epsilon, axis)
-        batch = stop_gradient(mean), stop_gradient(variance)
-        return (outputs, moving_mean * momentum + batch[0] * (1.0 - momentum),
-                moving_variance * momentum + batch[1] * (1.0 - momentum))
+        return (outputs,
+                moving_mean * momentum + stop_gradient(mean) * (1.0 - momentum),
+                moving_variance * momentum + stop_gradient(variance) * (1.0 - momentum))
 
     return Composite(batch_norm_training, "batch_norm_training")
 

@@ -40,25 +40,18 @@ def training_step(layer: L.BatchNormalization, x: sf.Tensor) -> list[np.ndarray]
             layer.moving_variance.numpy()]
 
 
-def runs(calls: list) -> dict:
-    """Count the runner's compiled calls (its answers that are not None)."""
-    counted = {"compiled": 0}
+@pytest.fixture
+def counted(monkeypatch):
+    """How many composite calls the runner answered compiled (its answers not None)."""
+    counts = {"compiled": 0}
     runner = composites.RUNNER
 
     def counting(composite, arguments):
         result = runner(composite, arguments)
-        counted["compiled"] += result is not None
+        counts["compiled"] += result is not None
         return result
 
-    calls.append(counting)
-    return counted
-
-
-@pytest.fixture
-def counted(monkeypatch):
-    installed: list = []
-    counts = runs(installed)
-    monkeypatch.setattr(composite_module, "_runner", installed[0])
+    monkeypatch.setattr(composite_module, "_runner", counting)
     return counts
 
 

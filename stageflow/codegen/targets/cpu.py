@@ -144,7 +144,7 @@ class CPUTarget:
 
     def assembly(self, kernel: Kernel | FuncOp) -> str:
         """Host assembly of the optimised kernel (to see what vectorised)."""
-        return process_jit().machine.emit_assembly(self.optimized(kernel))
+        return process_jit().pipeline.machine.emit_assembly(self.optimized(kernel))
 
     def compile(self, kernel: Kernel | FuncOp) -> CompiledKernel:
         """JIT-compile; the result calls the kernel on NumPy arrays."""
@@ -355,7 +355,6 @@ class JIT:
         self.triple = llvm.get_process_triple()  # read once: builders must not wait for
         # the compiler thread's lock to learn it
         self.pipeline = Pipeline(MachineSpec(self.cpu_name, self.features, self.triple))
-        self.machine = self.pipeline.machine  # optimisation and assembly only
         self.lock = threading.Lock()  # held while linking: engines and what they hold
         self._engines: weakref.WeakSet[Engine] = weakref.WeakSet()
         self.current = self._new_engine()
