@@ -5,25 +5,68 @@ device-to-device copy bandwidth, measured in one run.
     python -m benchmarks.gpu --emulated [LOG2_N ...]
 
 x, w and b are copied to the GPU once; the staged function runs there as one launch of its
-fused kernel, its result left on the GPU. GB/s counts 16 bytes per element for the chain
-(three reads, one write) and 8 for the copy (a read and a write), as `fused_elementwise`
-does on the CPU. The goal on a GPU: at least 80% of the copy bandwidth. Without a GPU,
-``--emulated`` runs it on an emulated GPU, whose figures measure the emulation (every GPU
-thread in turn on one core), not a GPU.
+fused kernel, its result left on the GPU; each timed round ends by waiting for the GPU.
+GB/s counts 16 bytes per element for the chain (three reads, one write) and 8 for the copy
+(a read and a write), as `fused_elementwise` does on the CPU. The goal on a GPU: at least
+80% of the copy bandwidth. Where jax or torch sees a CUDA GPU, the same chain under
+jax.jit (XLA fuses it into one kernel) and in PyTorch eager (a kernel per op) is timed in
+the same rounds. Without a GPU, ``--emulated`` runs it on an emulated GPU, whose figures
+measure the emulation (every GPU thread in turn on one core), not a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import numpy as np
 
 import stageflow as sf
-from benchmarks.fused_elementwise import fused
+from benchmarks.fused_elementwise import C, fused
 from benchmarks.timing import interleaved_medians
 from stageflow.runtime import devices
 
 GPU = "/device:GPU:0"
+
+
+def _incumbents(arrays: list[np.ndarray]) -> dict[str, tuple[Callable[[], object],
+                                                             Callable[[], object]]]:
+    """The chain under jax.jit and in PyTorch eager, on their first CUDA GPU, where they
+    import and see one: name -> (one call, wait for the GPU)."""
+    found = {}
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        gpus = jax.devices("gpu")
+    except Exception:  # noqa: BLE001 - no jax, or no GPU for it
+        gpus = []
+    if gpus:
+        jx, jw, jb = (jax.device_put(a, gpus[0]) for a in arrays)
+
+        @jax.jit
+        def chain(x, w, b):
+            z = x * w + b
+            return 0.5 * z * (1.0 + jnp.tanh(C * (z + 0.044715 * z * z * z))) * 0.5 + x
+
+        chain(jx, jw, jb).block_until_ready()
+        found["jax.jit"] = (lambda: chain(jx, jw, jb), lambda: chain(jx, jw, jb)
+                            .block_until_ready())
+    try:
+        import torch
+
+        usable = torch.cuda.is_available()
+    except ImportError:
+        usable = False
+    if usable:
+        tx, tw, tb = (torch.from_numpy(a).cuda() for a in arrays)
+
+        def eager():
+            z = tx * tw + tb
+            return 0.5 * z * (1.0 + torch.tanh(C * (z + 0.044715 * z * z * z))) * 0.5 + tx
+
+        found["PyTorch eager"] = (eager, torch.cuda.synchronize)
+    return found
 
 
 def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
@@ -43,29 +86,38 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     for log2n in args.log2n:
         n = 1 << log2n
         rng = np.random.default_rng(0)
-        x, w, b = (sf.constant(rng.standard_normal(n).astype(np.float32)).gpu()
-                   for _ in range(3))
-        want = fused(*(t.cpu() for t in (x, w, b))).numpy()
+        arrays = [rng.standard_normal(n).astype(np.float32) for _ in range(3)]
+        x, w, b = (sf.constant(a).gpu() for a in arrays)
+        want = fused(*arrays)
         got = staged(x, w, b)
         assert got.device == GPU
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
 
-        def loop(work):
+        def loop(work: Callable[[], object], wait: Callable[[], object]):
             def run(count: int) -> None:
                 for _ in range(count):
                     work()
+                wait()
             return run
 
-        medians = interleaved_medians({
-            "chain": loop(lambda: staged(x, w, b)),  # noqa: B023 - timed in this iteration
-            "copy": loop(lambda: device.duplicate(x._buffer)),  # noqa: B023
-        })
-        chain = 16 * n / medians["chain"] / 1e9
+        runs = {
+            "chain": loop(lambda: staged(x, w, b), device.synchronize),  # noqa: B023
+            "copy": loop(lambda: device.duplicate(x._buffer), device.synchronize),  # noqa: B023
+        }
+        runs.update({name: loop(*pair) for name, pair in _incumbents(arrays).items()})
+        medians = interleaved_medians(runs)
         copy = 8 * n / medians["copy"] / 1e9
-        results[log2n] = {"chain GB/s": chain, "copy GB/s": copy, "ratio": chain / copy}
+        figures = {name: 16 * n / seconds / 1e9 for name, seconds in medians.items()
+                   if name != "copy"}
+        chain = figures.pop("chain")
+        results[log2n] = {"chain GB/s": chain, "copy GB/s": copy, "ratio": chain / copy,
+                          **{f"{name} GB/s": value for name, value in figures.items()}}
         print(f"fused gelu chain on {device.describe()}, 2^{log2n} float32: "
               f"{chain:.1f} GB/s, device copy {copy:.1f} GB/s, {chain / copy:.2f}x "
               "(goal >= 0.8)")
+        for name, value in figures.items():
+            print(f"  {name}: {value:.1f} GB/s, {value / copy:.2f}x the copy; stageflow "
+                  f"{chain / value:.2f}x it")
     return results
 
 

@@ -109,6 +109,12 @@ class GPUDevice(Device):
             self.driver.copy(result.handle, array.handle, array.nbytes)
         return result
 
+    def synchronize(self) -> None:
+        """Wait for every launch and copy queued on this GPU (they run asynchronously; a
+        read to the host waits by itself)."""
+        with self._order:
+            self.driver.synchronize()
+
     def on_device(self, value: Any) -> DeviceArray:
         """`value` in this GPU's memory: itself, or a copy of a host array."""
         if isinstance(value, DeviceArray) and value.device is self:

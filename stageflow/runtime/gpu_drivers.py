@@ -3,9 +3,12 @@
 Two drivers give the same five operations:
 
 - `CUDADriver`: an NVIDIA GPU through the CUDA driver API (the ``cuda-python`` package, the
-  ``stageflow[cuda]`` extra): ``cuMemAlloc``/``cuMemFree`` behind a caching allocator,
+  ``stageflow[cuda]`` extra): ``cuMemAlloc`` behind a caching allocator,
   ``cuMemcpyHtoD``/``DtoH``, our PTX loaded with ``cuModuleLoadData`` and launched with
-  ``cuLaunchKernel`` on the context's default stream, synchronously.
+  ``cuLaunchKernel`` on the context's default stream. Launches and device copies are
+  asynchronous: the stream orders them, so a block freed into the cache and handed out
+  again is only written after the launches that read it; a copy to the host waits for
+  them (and reports a failed launch), and `synchronize` waits for everything.
 - `EmulatedDriver`: host memory, and the PTX kernels' LLVM IR compiled for the host and
   launched over an emulated grid (`stageflow.codegen.targets.emulated`), so that the GPU
   device's own logic (what runs as a kernel, what falls back to the host, copies, staged
@@ -53,6 +56,8 @@ class Driver(Protocol):
 
     def call(self, function: Any, handles: list[Any], integers: list[int], grid: int,
              block: int) -> None: ...
+
+    def synchronize(self) -> None: ...
 
 
 class EmulatedDriver:
@@ -103,6 +108,9 @@ class EmulatedDriver:
     def call(self, function: Any, handles: list[np.ndarray], integers: list[int], grid: int,
              block: int) -> None:
         function(*[h.ctypes.data for h in handles], *integers, grid, block)
+
+    def synchronize(self) -> None:
+        """Emulated launches finish before they return."""
 
 
 def _cuda() -> Any:
@@ -173,8 +181,8 @@ class CUDADriver:
 
     def copy(self, destination: Any, source: Any, nbytes: int) -> None:
         self._current()
-        self._check("cuMemcpyDtoD", self._cu.cuMemcpyDtoD(destination, source, nbytes))
-        self._check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
+        self._check("cuMemcpyDtoDAsync",
+                    self._cu.cuMemcpyDtoDAsync(destination, source, nbytes, 0))
 
     def load(self, kernel: Kernel) -> Any:
         return self._function(self.target.compile(kernel), entry_name(kernel))
@@ -203,6 +211,9 @@ class CUDADriver:
         self._current()
         self._check("cuLaunchKernel", self._cu.cuLaunchKernel(
             function, grid, 1, 1, block, 1, 1, 0, 0, pointers.ctypes.data, 0))
+
+    def synchronize(self) -> None:
+        self._current()
         self._check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
 
 

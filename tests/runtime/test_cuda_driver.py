@@ -1,10 +1,12 @@
 """`CUDADriver` against a stand-in for ``cuda.bindings.driver``: no GPU runs the code here,
 but every call the driver makes (context, allocation, copies, module loading, the packing
 of kernel parameters, launches) goes through functions with the real bindings' names and
-return tuples, backed by host memory. A launch decodes the ``kernelParams`` array the
-driver packed, checks it against the PTX ``.entry`` it loaded, and runs the same kernel
-through the emulated launch on those "device" addresses, so a wrongly packed parameter
-gives a wrong number.
+return tuples, backed by host memory. Launches and device-to-device copies are queued,
+as on a stream, and run at the next copy from or to the host or synchronisation, so code
+that reads device memory before the stream has run gets stale numbers. A launch decodes
+the ``kernelParams`` array the driver packed, checks it against the PTX ``.entry`` it
+loaded, and runs the same kernel through the emulated launch on those "device" addresses,
+so a wrongly packed parameter gives a wrong number.
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ class FakeCuda(types.ModuleType):
         self.functions: dict[int, tuple[str, int]] = {}
         self.current = None
         self.launches = 0
+        self.stream: list = []  # work queued on the default stream, run in order
+
+    def _run_stream(self):
+        work, self.stream = self.stream, []
+        for item in work:
+            item()
 
     def cuInit(self, flags):  # noqa: N802 - the bindings' names
         return (CUresult.CUDA_SUCCESS,)
@@ -87,18 +95,21 @@ class FakeCuda(types.ModuleType):
 
     def cuMemcpyHtoD(self, device, host, nbytes):  # noqa: N802
         self._check_range(device, nbytes)
+        self._run_stream()
         ctypes.memmove(int(device), host, nbytes)
         return (CUresult.CUDA_SUCCESS,)
 
     def cuMemcpyDtoH(self, host, device, nbytes):  # noqa: N802
         self._check_range(device, nbytes)
+        self._run_stream()
         ctypes.memmove(host, int(device), nbytes)
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuMemcpyDtoD(self, destination, source, nbytes):  # noqa: N802
+    def cuMemcpyDtoDAsync(self, destination, source, nbytes, stream):  # noqa: N802
+        assert stream == 0
         self._check_range(destination, nbytes)
         self._check_range(source, nbytes)
-        ctypes.memmove(int(destination), int(source), nbytes)
+        self.stream.append(lambda: ctypes.memmove(int(destination), int(source), nbytes))
         return (CUresult.CUDA_SUCCESS,)
 
     def cuModuleLoadData(self, image):  # noqa: N802
@@ -121,12 +132,13 @@ class FakeCuda(types.ModuleType):
         name, count = self.functions[function]
         assert (gy, gz, by, bz, shared, extra) == (1, 1, 1, 1, 0, 0) and gx >= 1 and bx >= 1
         pointers = (ctypes.c_uint64 * count).from_address(params)
-        values = [ctypes.c_uint64.from_address(p).value for p in pointers]
-        self.compiled[name](values, gx, bx)
+        values = [ctypes.c_uint64.from_address(p).value for p in pointers]  # read at launch
+        self.stream.append(lambda: self.compiled[name](values, gx, bx))
         self.launches += 1
         return (CUresult.CUDA_SUCCESS,)
 
     def cuCtxSynchronize(self):  # noqa: N802
+        self._run_stream()
         return (CUresult.CUDA_SUCCESS,)
 
 
