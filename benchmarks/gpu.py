@@ -17,6 +17,7 @@ measure the emulation (every GPU thread in turn on one core), not a GPU.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -34,6 +35,7 @@ def _incumbents(arrays: list[np.ndarray]) -> dict[str, tuple[Callable[[], object
     """The chain under jax.jit and in PyTorch eager, on their first CUDA GPU, where they
     import and see one: name -> (one call, wait for the GPU)."""
     found = {}
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU
     try:
         import jax
         import jax.numpy as jnp
