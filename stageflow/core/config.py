@@ -28,6 +28,9 @@
   background per signature, see `stageflow.runtime.eager_kernels` and
   `stageflow.frontend.composite`), so that an eager program's numbers never depend on
   when a compile finished.
+- ``STAGEFLOW_LAUNCH_GRAPHS=0`` (or ``sf.config.launch_graphs = False``): staged functions
+  on a GPU always run as their plan of launches, never replayed as one recorded graph
+  (`stageflow.runtime.gpu_graphs`); for measuring what the graphs save.
 - `set_logical_device_count("CPU", n)` (before the devices are first used) splits the CPU
   into n devices; `set_emulated_gpu_count(n)` adds n GPUs emulated on the CPU (their
   kernels the PTX kernels' LLVM IR over emulated grids: for testing, slow);
@@ -54,7 +57,7 @@ from stageflow.core.exports import public_dir
 # The settings and functions of `sf.config`; the rest (`emit`, `dump`, ...) is the
 # compiler's and the runtime's, hidden from `dir(sf.config)`.
 __all__ = ["cache", "cache_dir", "dump_dir", "eager_compile", "emulated_gpu_count",
-           "get_memory_info", "log", "logical_device_count", "parallel_compile",
+           "get_memory_info", "launch_graphs", "log", "logical_device_count", "parallel_compile",
            "remat", "report_dir", "reset_statistics", "set_emulated_gpu_count",
            "set_logical_device_count", "statistics", "verify"]
 __dir__ = public_dir(globals())
@@ -84,6 +87,8 @@ verify: str = os.environ.get("STAGEFLOW_VERIFY", "end").strip() or "end"
 parallel_compile: bool = os.environ.get("STAGEFLOW_PARALLEL_COMPILE", "1") != "0"
 
 eager_compile: bool = os.environ.get("STAGEFLOW_EAGER_COMPILE", "1") != "0"
+
+launch_graphs: bool = os.environ.get("STAGEFLOW_LAUNCH_GRAPHS", "1") != "0"
 
 _dump_counter = itertools.count()
 _checked_log: set[str] | None = None

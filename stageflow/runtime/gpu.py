@@ -9,14 +9,20 @@ params; cached) and launches it; any other op, and an op whose kernel cannot be 
 runs its NumPy kernel on the host with its inputs fetched and its results put back, each
 transfer counted as a copy (TensorFlow's soft placement, visible in the statistics). A
 graph function placed on a GPU is optimised by the PTX pipeline and runs as one sequence
-of steps: each fused kernel a launch on device memory, each other op on the host
-(`Executable.build_gpu`). Eagerly, moves (transpose, slice, broadcast, reshape) and
+of steps: each fused kernel a launch on device memory, each matrix product a gemm of the
+driver (cuBLAS on a CUDA GPU; `_gemm` says which products qualify), each other op on the
+host (`Executable.build_gpu`). Eagerly, moves (transpose, slice, broadcast, reshape) and
 reductions run on the GPU too, as the gather and reduce kernels of
-`stageflow.codegen.targets.indexed` following an index map computed once per signature.
+`stageflow.codegen.targets.indexed` following an index map computed once per signature,
+or none where the op keeps the operand's order (a reshape is a device-to-device copy; a
+reduction over trailing axes reads its operand in place). A reduction is a tree of passes
+(`reduction_passes`): the first splits each row among many threads, each later one
+reduces the partial results of the one before, until one value per row remains.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -26,21 +32,31 @@ import numpy as np
 
 from stageflow.codegen.kernels.analysis import Kernel, analyse
 from stageflow.codegen.kernels.wrapper import spec_value
-from stageflow.codegen.targets.indexed import gather_entry, reduce_entry
+from stageflow.codegen.targets.indexed import gather_entry, reduce_entry, reduce_name
 from stageflow.core import devices
-from stageflow.core.op_facts import LoweredBy
+from stageflow.core.op_facts import LoweredBy, ReductionKind
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.tensor import DeviceTensor, Tensor, allocate
 from stageflow.ir.builder import build_function, build_op
+from stageflow.primitives.structural import broadcast_to_p
 from stageflow.runtime.cpu_devices import Device
-from stageflow.runtime.gpu_drivers import Driver
+from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE, Driver
 
 BLOCK = 256  # threads per block
 MAX_BLOCKS = 65535
 MAX_MAPS = 256  # index maps kept per GPU (by op signature)
+# How a reduction's passes split their rows (`reduction_passes`).
+# A GPU hides its memory's latency with many loads in flight: a pass aims at about half the
+# threads an H100 holds (132 SMs x 2048). Each of them folds at least MIN_SPAN elements: a
+# pass that folds fewer costs more in its launch than it saves in one thread's serial loads.
+# A warp's threads load together: a row long enough gets at least a warp, read coalesced.
+MIN_THREADS = 1 << 17
+MIN_SPAN = 16
+WARP = 32
 # Ops that only move elements: applied to the flat indices of their operand, their NumPy
 # kernel gives the index map the gather kernel follows.
 MOVES = frozenset({"broadcast_to", "reshape", "transpose", "slice"})
+GEMMS = frozenset({"matmul", "matmul_add"})  # matrix products: the driver's gemm
 
 
 class DeviceArray:
@@ -55,6 +71,7 @@ class DeviceArray:
         self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
         self.handle = device.driver.allocate(self.nbytes)
         devices.COUNTERS.allocated(device.name, self.nbytes)
+        device._arrays[device.driver.address(self.handle)] = self
         weakref.finalize(self, device.release, self.handle, self.nbytes)
 
     def fetch(self) -> np.ndarray:
@@ -74,8 +91,15 @@ class GPUDevice(Device):
         self.driver = driver
         self._order = threading.RLock()
         self._kernels: dict[tuple, Any] = {}
-        self._maps: dict[tuple, tuple[DeviceArray, tuple]] = {}
+        self._maps: dict[tuple, tuple[DeviceArray | None, tuple]] = {}
         self._entries: dict[str, Any] = {}
+        self._arrays: weakref.WeakValueDictionary[int, DeviceArray] = (
+            weakref.WeakValueDictionary())
+
+    def array_at(self, address: int) -> DeviceArray | None:
+        """The live array whose memory starts at `address` (launch graphs keep the arrays
+        they read alive through this)."""
+        return self._arrays.get(address)
 
     def run(self, work: Callable[[], Any]) -> Any:
         with self._order:
@@ -147,6 +171,9 @@ class GPUDevice(Device):
         kernel = self._op_kernel(primitive, values, params)
         if kernel is not None:
             return kernel(*values)[0]
+        product = self._gemm(primitive, values, params)
+        if product is not None:
+            return product
         indexed = self._indexed(primitive, values, params)
         if indexed is not None:
             return indexed
@@ -154,8 +181,8 @@ class GPUDevice(Device):
 
     def _indexed(self, primitive: Primitive, values: list[Any],
                  params: dict[str, Any]) -> DeviceArray | None:
-        """A move (`MOVES`) or a reduction done on this GPU through an index map, or None
-        where neither applies (the op then runs on the host)."""
+        """A move (`MOVES`) or a reduction done on this GPU through an index map (or none,
+        `_index_map`), or None where neither applies (the op then runs on the host)."""
         kind = primitive.reduction
         if len(values) != 1 or primitive.multiple_results or not (
                 primitive.name in MOVES
@@ -168,40 +195,60 @@ class GPUDevice(Device):
         except TypeError:
             return None
         x = self.on_device(values[0])
-        found = self._maps.get(key)
-        if primitive.name in MOVES:
-            if found is None:
-                found = self._remember(key, primitive.kernel(_positions(x.shape), **params))
-            indices, shape = found
-            out = DeviceArray(self, shape, x.dtype)
-            function = self._entry(f"gather_i{8 * x.dtype.itemsize}",
-                                   gather_entry(8 * x.dtype.itemsize), 3, 1)
-            self._launch(function, [x.handle, indices.handle, out.handle],
-                         [int(np.prod(shape))])
-            return out
-        axes = tuple(params["axes"])
-        width = int(np.prod([x.shape[a] for a in axes]))
-        if width == 0 and kind.needs_elements:
+        if kind is not None and kind.needs_elements and 0 in [x.shape[a] for a in params["axes"]]:
             return None  # NumPy's error, from the host
+        found = self._maps.get(key)
         if found is None:
-            kept = [a for a in range(len(x.shape)) if a not in axes]
-            shape = primitive.abstract_eval(ShapedType(x.shape, x.dtype), **params).shape
-            found = self._remember(key, _positions(x.shape).transpose(kept + list(axes)), shape)
+            found = self._remember(key, *_index_map(primitive, x.shape, x.dtype, params))
         indices, shape = found
         out = DeviceArray(self, shape, x.dtype)
-        rows = int(np.prod(shape))
-        function = self._entry(f"reduce_{kind.name}_{x.dtype.name}",
-                               reduce_entry(kind, x.dtype), 3, 2)
-        self._launch(function, [x.handle, indices.handle, out.handle], [rows, width])
+        if kind is None:
+            self._gather(x, indices, out)
+        else:
+            self._reduce(kind, x, indices, out,
+                         int(np.prod([x.shape[a] for a in params["axes"]])))
         return out
 
-    def _remember(self, key: tuple, indices: np.ndarray,
-                  shape: tuple[int, ...] | None = None) -> tuple[DeviceArray, tuple]:
-        """An index map put on this GPU and kept for its signature."""
+    def _gather(self, x: DeviceArray, indices: DeviceArray | None, out: DeviceArray) -> None:
+        """`out` filled with the elements of `x` the map names, or with `x`'s bytes where
+        there is no map (the move keeps their order: a device-to-device copy)."""
+        if indices is None:
+            if x.nbytes:
+                with self._order:
+                    self.driver.copy(out.handle, x.handle, x.nbytes)
+            return
+        bits = 8 * x.dtype.itemsize
+        count = int(np.prod(out.shape))
+        self._launch(self._entry(f"gather_i{bits}", gather_entry(bits), 3, 1),
+                     [x.handle, indices.handle, out.handle], [count], count)
+
+    def _reduce(self, kind: ReductionKind, x: DeviceArray, indices: DeviceArray | None,
+                out: DeviceArray, width: int) -> None:
+        """`out` filled with the rows of `width` elements of `x` (through the map, if any)
+        reduced by `kind`, in the passes `reduction_passes` plans: each pass but the last
+        leaves `parts` partial results per row in a temporary, the operand of the next pass,
+        read in order. A temporary is freed once the next pass is queued: launches run in
+        order, and the allocator hands its block out again."""
+        rows = int(np.prod(out.shape))
+        source = x
+        for parts in reduction_passes(rows, width):
+            target = out if parts == 1 else DeviceArray(self, (rows, parts), x.dtype)
+            mapped = indices is not None
+            handles = [source.handle, *([indices.handle] if mapped else []), target.handle]
+            function = self._entry(reduce_name(kind, x.dtype, mapped),
+                                   reduce_entry(kind, x.dtype, mapped), len(handles), 3)
+            self._launch(function, handles, [rows, width, parts], rows * parts)
+            source, indices, width = target, None, parts
+
+    def _remember(self, key: tuple, indices: np.ndarray | None,
+                  shape: tuple[int, ...]) -> tuple[DeviceArray | None, tuple]:
+        """An index map put on this GPU (None: the op needs none) and the result's shape,
+        kept for the op's signature."""
         if len(self._maps) >= MAX_MAPS:
             self._maps.clear()
-        shape = tuple(indices.shape) if shape is None else tuple(shape)
-        found = self._maps[key] = (self.copy_in(np.ascontiguousarray(indices)), shape)
+        found = self._maps[key] = (
+            None if indices is None else self.copy_in(np.ascontiguousarray(indices)),
+            tuple(shape))
         return found
 
     def _entry(self, name: str, build: Any, pointers: int, integers: int) -> Any:
@@ -212,10 +259,56 @@ class GPUDevice(Device):
                                                                     integers)
         return function
 
-    def _launch(self, function: Any, handles: list[Any], integers: list[int]) -> None:
-        if integers[0]:
+    def _launch(self, function: Any, handles: list[Any], integers: list[int],
+                items: int) -> None:
+        """`function` launched over enough blocks for `items` work items (none: no launch;
+        its grid-stride loop takes the items beyond `MAX_BLOCKS` blocks)."""
+        if items:
             with self._order:
-                self.driver.call(function, handles, integers, _blocks(integers[0]), BLOCK)
+                self.driver.call(function, handles, integers, _blocks(items), BLOCK)
+
+    def _gemm(self, primitive: Primitive, values: list[Any],
+              params: dict[str, Any]) -> DeviceArray | None:
+        """A matmul (`GEMMS`) as one strided-batched gemm of the driver, or None where the
+        driver has no gemm of the dtype, or the batch dims broadcast from both sides (no
+        one stride per operand walks them): the op then runs on the host."""
+        if primitive.name not in GEMMS:
+            return None
+        dtype = np.dtype(values[0].dtype)
+        if dtype not in self.driver.gemm_dtypes():
+            return None
+        a_shape, b_shape = tuple(values[0].shape), tuple(values[1].shape)
+        transpose_a, transpose_b = params["transpose_a"], params["transpose_b"]
+        m, k = (a_shape[-1], a_shape[-2]) if transpose_a else (a_shape[-2], a_shape[-1])
+        n = b_shape[-2] if transpose_b else b_shape[-1]
+        leading = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+        batch = math.prod(leading)
+        strides = []
+        for shape in (a_shape, b_shape):
+            count = math.prod(shape[:-2])
+            if count not in (1, batch):
+                return None
+            strides.append(0 if count == 1 else shape[-2] * shape[-1])
+        if max(batch, m, n, k) > GEMM_MAX_SIZE:
+            return None
+        a, b = self.on_device(values[0]), self.on_device(values[1])
+        shape = (*leading, m, n)
+        if primitive.name == "matmul_add":
+            out, alpha, beta = self._addend(values[2], shape), params["alpha"], 1.0
+        else:
+            out, alpha, beta = DeviceArray(self, shape, dtype), 1.0, 0.0
+        with self._order:
+            self.driver.gemm(a.handle, b.handle, out.handle, dtype, batch, m, n, k,
+                             transpose_a, transpose_b, strides[0], strides[1], alpha, beta)
+        return out
+
+    def _addend(self, value: Any, shape: tuple[int, ...]) -> DeviceArray:
+        """matmul_add's addend broadcast to the product's `shape` in new memory of this GPU
+        (a copy, or a gather), where the gemm then adds the product (beta 1)."""
+        addend = self.on_device(value)
+        if addend.shape == shape:
+            return self.duplicate(addend)
+        return self.on_device(self.execute(broadcast_to_p, [addend], {"shape": shape}))
 
     def _op_kernel(self, primitive: Primitive, values: list[Any],
                    params: dict[str, Any]) -> KernelStep | None:
@@ -249,9 +342,11 @@ class GPUDevice(Device):
 
     def plan_step(self, kernel: Callable[..., Any],
                   primitive: Primitive | None = None) -> Callable[..., Any]:
-        """What a step of a GPU plan runs for an op outside the fused kernels: a move or a
-        reduction on this GPU (`execute`), anything else on the host (`host_step`)."""
-        if primitive is not None and (primitive.name in MOVES or primitive.reduction):
+        """What a step of a GPU plan runs for an op outside the fused kernels: a move, a
+        reduction or a matrix product on this GPU (`execute`), anything else on the host
+        (`host_step`)."""
+        if primitive is not None and (primitive.name in MOVES or primitive.reduction
+                                      or primitive.name in GEMMS):
             return lambda *values, **params: self.execute(primitive, list(values), params)
         return host_step(kernel)
 
@@ -292,6 +387,45 @@ class KernelStep:
 def _blocks(total: int) -> int:
     """Blocks of `BLOCK` threads for `total` elements (the grid-stride loop takes more)."""
     return min(MAX_BLOCKS, -(-total // BLOCK))
+
+
+def reduction_passes(rows: int, width: int) -> list[int]:
+    """The partial results per row that each pass of a reduction of `rows` rows of `width`
+    elements leaves (`reduce_entry`): the last pass leaves 1, and each pass reduces the rows
+    of the previous pass's partial results. A pass doubles its parts while it has fewer work
+    items than it wants, `MIN_THREADS` (or a warp per row for rows of a warp's `MIN_SPAN`
+    elements and more, so that consecutive threads read consecutive elements), and each
+    item still folds `MIN_SPAN` elements or more."""
+    passes = []
+    while not passes or passes[-1] > 1:
+        wanted = MIN_THREADS if width < WARP * MIN_SPAN else max(MIN_THREADS, WARP * rows)
+        parts = 1
+        while 0 < rows * parts < wanted and width // (2 * parts) >= MIN_SPAN:
+            parts *= 2
+        passes.append(parts)
+        width = parts
+    return passes
+
+
+def _index_map(primitive: Primitive, shape: tuple[int, ...], dtype: np.dtype,
+               params: dict[str, Any]) -> tuple[np.ndarray | None, tuple[int, ...]]:
+    """The index map of a move or a reduction of an operand of `shape`, and the result's
+    shape. A reduction's map lists the operand's flat indices with the kept axes first and
+    the reduced ones last (its rows are the elements each result reduces). No map (None)
+    where it would be the identity: a reshape keeps the elements' order, and so does a
+    reduction whose reduced axes trail (in the operand's memory its rows are consecutive)."""
+    if primitive.name in MOVES and primitive.name != "reshape":
+        moved = primitive.kernel(_positions(shape), **params)
+        return moved, tuple(moved.shape)
+    result = tuple(primitive.abstract_eval(ShapedType(shape, dtype), **params).shape)
+    if primitive.name == "reshape":
+        return None, result
+    axes = sorted(params["axes"])
+    order = [a for a in range(len(shape)) if a not in axes] + axes
+    long = [a for a in order if shape[a] > 1]
+    if long == sorted(long) or 0 in shape:
+        return None, result
+    return _positions(shape).transpose(order), result
 
 
 def _positions(shape: tuple[int, ...]) -> np.ndarray:

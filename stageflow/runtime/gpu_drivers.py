@@ -1,26 +1,33 @@
-"""What a GPU device needs from below it: memory, copies, kernels loaded and launched.
+"""What a GPU device needs from below it: memory, copies, kernels loaded and launched,
+matrix products.
 
-Two drivers give the same five operations:
+Two drivers give the same operations:
 
 - `CUDADriver`: an NVIDIA GPU through the CUDA driver API (the ``cuda-python`` package, the
   ``stageflow[cuda]`` extra): ``cuMemAlloc`` behind a caching allocator,
   ``cuMemcpyHtoD``/``DtoH``, our PTX loaded with ``cuModuleLoadData`` and launched with
-  ``cuLaunchKernel`` on the context's default stream. Launches and device copies are
+  ``cuLaunchKernel`` on a stream of the driver's own. Launches and device copies are
   asynchronous: the stream orders them, so a block freed into the cache and handed out
-  again is only written after the launches that read it; a copy to the host waits for
-  them (and reports a failed launch), and `synchronize` waits for everything.
+  again is only written after the launches that read it. Copies from and to the host go
+  through the legacy default stream, with which the driver's (blocking) stream
+  synchronises: they wait for the launches before them (a copy to the host reports a
+  failed launch), and `synchronize` waits for everything. Work recorded from the stream
+  becomes a CUDA graph (`record_graph`), launched as one (`launch_graph`). Matrix products
+  are cuBLAS's strided-batched gemms (`cublas`), queued on the same stream.
 - `EmulatedDriver`: host memory, and the PTX kernels' LLVM IR compiled for the host and
   launched over an emulated grid (`stageflow.codegen.targets.emulated`), so that the GPU
   device's own logic (what runs as a kernel, what falls back to the host, copies, staged
-  launch sequences) is tested on every machine. Enabled by
-  `sf.config.set_emulated_gpu_count`.
+  launch sequences) is tested on every machine; its gemm is NumPy's matmul on the same
+  row-major operands. Enabled by `sf.config.set_emulated_gpu_count`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,6 +35,12 @@ import numpy as np
 from stageflow.codegen.kernels.analysis import Kernel
 from stageflow.codegen.targets.emulated import EmulatedLaunch
 from stageflow.codegen.targets.ptx import EntryBuilder, PTXTarget, entry_name
+from stageflow.runtime import cublas
+
+# The dtypes of both drivers' gemms (cuBLAS's S, D, C and Z gemms), so that the emulation
+# routes the same matmuls to the device as a real GPU does.
+GEMM_DTYPES = frozenset(cublas.FUNCTIONS)
+GEMM_MAX_SIZE = cublas.INT_MAX  # the largest m, n, k and batch count of a gemm
 
 
 class Driver(Protocol):
@@ -58,6 +71,26 @@ class Driver(Protocol):
              block: int) -> None: ...
 
     def synchronize(self) -> None: ...
+
+    def gemm_dtypes(self) -> frozenset[np.dtype]: ...
+
+    def gemm(self, a: Any, b: Any, out: Any, dtype: np.dtype, batch: int, m: int, n: int,
+             k: int, transpose_a: bool, transpose_b: bool, stride_a: int, stride_b: int,
+             alpha: float, beta: float) -> None:
+        """Row-major ``out[i] = alpha * op(a[i]) @ op(b[i]) + beta * out[i]`` for i below
+        `batch`, queued like a launch: ``a[i]`` is the ``[m, k]`` matrix (``[k, m]``,
+        transposed by op, with `transpose_a`) at element ``i * stride_a`` of `a`, likewise
+        ``b[i]`` ``[k, n]`` (or ``[n, k]``); `out` holds ``[batch, m, n]`` contiguously.
+        A stride of 0 gives every i the same matrix (a batch broadcast from one side). beta
+        is 0 (`out` is only written) or 1; any size may be 0 (k = 0: a product of zeros).
+        Only the dtypes of `gemm_dtypes`."""
+        ...
+
+    def address(self, handle: Any) -> int: ...
+
+    def record_graph(self, replay: Callable[[], None]) -> Any: ...
+
+    def launch_graph(self, graph: Any) -> None: ...
 
 
 class EmulatedDriver:
@@ -112,6 +145,48 @@ class EmulatedDriver:
     def synchronize(self) -> None:
         """Emulated launches finish before they return."""
 
+    def gemm_dtypes(self) -> frozenset[np.dtype]:
+        return GEMM_DTYPES
+
+    def gemm(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, dtype: np.dtype,
+             batch: int, m: int, n: int, k: int, transpose_a: bool, transpose_b: bool,
+             stride_a: int, stride_b: int, alpha: float, beta: float) -> None:
+        dtype = np.dtype(dtype)
+        left = _matrices(a, dtype, batch, stride_a, (k, m) if transpose_a else (m, k))
+        right = _matrices(b, dtype, batch, stride_b, (n, k) if transpose_b else (k, n))
+        if transpose_a:
+            left = left.swapaxes(-1, -2)
+        if transpose_b:
+            right = right.swapaxes(-1, -2)
+        result = out[:batch * m * n * dtype.itemsize].view(dtype).reshape(batch, m, n)
+        product = np.matmul(left, right) * dtype.type(alpha)
+        result[...] = product + result if beta else product  # beta 0: out is not read
+
+    def address(self, handle: np.ndarray) -> int:
+        return handle.ctypes.data
+
+    def record_graph(self, replay: Callable[[], None]) -> Callable[[], None]:
+        """The emulated graph is the replay itself."""
+        return replay
+
+    def launch_graph(self, graph: Callable[[], None]) -> None:
+        graph()
+
+
+def _matrices(handle: np.ndarray, dtype: np.dtype, batch: int, stride: int,
+              shape: tuple[int, int]) -> np.ndarray:
+    """The ``[batch, *shape]`` matrices of a gemm operand in host memory, one every
+    `stride` elements (0: the same one for all), read-only."""
+    size = shape[0] * shape[1]
+    count = (batch - 1) * stride + size if batch and size else 0
+    if count * dtype.itemsize > handle.size:
+        raise ValueError(f"a gemm operand of {handle.size} bytes is too small for {batch} "
+                         f"{list(shape)} matrices {stride} elements apart")
+    flat = handle[:count * dtype.itemsize].view(dtype)
+    return np.lib.stride_tricks.as_strided(
+        flat, (batch, *shape), (stride * dtype.itemsize, shape[1] * dtype.itemsize,
+                                dtype.itemsize), writeable=False)
+
 
 def _cuda() -> Any:
     """The CUDA driver bindings of ``cuda-python`` (ImportError where not installed)."""
@@ -145,8 +220,13 @@ class CUDADriver:
             raise CUDAError(f"GPU {ordinal} has compute capability {major}.x; stageflow's PTX "
                             "needs 8.0 or newer")
         self.target = PTXTarget("sm_90" if major >= 9 else "sm_80")
+        self._current()
+        self.stream = self._check("cuStreamCreate", self._cu.cuStreamCreate(0))
         self._free: dict[int, list[Any]] = defaultdict(list)
         self._lock = threading.Lock()
+        self._blas: cublas.Cublas | None = None
+        # Why matmuls run on the host ('' where cuBLAS runs them); None until first asked.
+        self.blas_reason: str | None = None
 
     def _check(self, name: str, result: Any) -> Any:
         error, *values = result if isinstance(result, tuple) else (result,)
@@ -182,7 +262,7 @@ class CUDADriver:
     def copy(self, destination: Any, source: Any, nbytes: int) -> None:
         self._current()
         self._check("cuMemcpyDtoDAsync",
-                    self._cu.cuMemcpyDtoDAsync(destination, source, nbytes, 0))
+                    self._cu.cuMemcpyDtoDAsync(destination, source, nbytes, self.stream))
 
     def load(self, kernel: Kernel) -> Any:
         return self._function(self.target.compile(kernel), entry_name(kernel))
@@ -210,11 +290,77 @@ class CUDADriver:
         pointers = np.array([v.ctypes.data for v in values], np.uint64)
         self._current()
         self._check("cuLaunchKernel", self._cu.cuLaunchKernel(
-            function, grid, 1, 1, block, 1, 1, 0, 0, pointers.ctypes.data, 0))
+            function, grid, 1, 1, block, 1, 1, 0, self.stream, pointers.ctypes.data, 0))
 
     def synchronize(self) -> None:
         self._current()
         self._check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
+
+    def gemm_dtypes(self) -> frozenset[np.dtype]:
+        """cuBLAS's dtypes where it loads and makes a handle for this GPU (on first asking),
+        else none: the matmuls then run on the host, and `blas_reason` says why."""
+        with self._lock:
+            if self.blas_reason is None:
+                library, self.blas_reason = cublas.load()
+                if library is not None:
+                    self._current()
+                    try:
+                        self._blas = cublas.Cublas(library, int(self.stream))
+                    except cublas.CublasError as failure:
+                        self.blas_reason = str(failure)
+        return GEMM_DTYPES if self._blas is not None else frozenset()
+
+    def gemm(self, a: Any, b: Any, out: Any, dtype: np.dtype, batch: int, m: int, n: int,
+             k: int, transpose_a: bool, transpose_b: bool, stride_a: int, stride_b: int,
+             alpha: float, beta: float) -> None:
+        """cuBLAS's gemm (after `gemm_dtypes` found it), except for empty products, which
+        cuBLAS is not asked for: nothing to write, or (k = 0) zeros written by a memset."""
+        if not batch * m * n:
+            return
+        self._current()
+        if not k:
+            if not beta:
+                self._check("cuMemsetD8Async", self._cu.cuMemsetD8Async(
+                    out, 0, batch * m * n * np.dtype(dtype).itemsize, self.stream))
+            return
+        self._blas.gemm(int(a), int(b), int(out), dtype, batch, m, n, k, transpose_a,
+                        transpose_b, stride_a, stride_b, alpha, beta)
+
+    def address(self, handle: Any) -> int:
+        return int(handle)
+
+    def record_graph(self, replay: Callable[[], None]) -> Any:
+        """The work `replay` puts on the stream, captured as an instantiated CUDA graph
+        (destroyed with the returned object)."""
+        cu = self._cu
+        self._current()
+        self._check("cuStreamBeginCapture", cu.cuStreamBeginCapture(
+            self.stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+        try:
+            replay()
+        except BaseException:
+            cu.cuStreamEndCapture(self.stream)
+            raise
+        graph = self._check("cuStreamEndCapture", cu.cuStreamEndCapture(self.stream))
+        executable = self._check("cuGraphInstantiate", cu.cuGraphInstantiate(graph, 0))
+        return _Graph(cu, graph, executable)
+
+    def launch_graph(self, graph: Any) -> None:
+        self._current()
+        self._check("cuGraphLaunch", self._cu.cuGraphLaunch(graph.executable, self.stream))
+
+
+class _Graph:
+    """An instantiated CUDA graph, destroyed when collected."""
+
+    def __init__(self, cu: Any, graph: Any, executable: Any) -> None:
+        self.executable = executable
+        weakref.finalize(self, _destroy_graph, cu, graph, executable)
+
+
+def _destroy_graph(cu: Any, graph: Any, executable: Any) -> None:
+    cu.cuGraphExecDestroy(executable)
+    cu.cuGraphDestroy(graph)
 
 
 def cuda_gpus() -> tuple[list[CUDADriver], str]:

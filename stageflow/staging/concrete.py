@@ -33,6 +33,7 @@ from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
 from stageflow.passes.fuse import is_kernel
 from stageflow.primitives.functional import call_p
 from stageflow.runtime import devices as runtime_devices
+from stageflow.runtime.gpu_graphs import LaunchGraphs, replayable
 from stageflow.runtime.interpreter import InterpreterPlan
 from stageflow.staging.compiler import Compilation
 from stageflow.staging.report import render
@@ -184,12 +185,10 @@ class ConcreteFunction:
             self._captured = [_capture_runtime_value(c.source, self.name)
                               for c in self.graph.captures]
         if device.kind == "CPU":
-            program = self.program
-            values.extend(self._captured)
+            results = device.run(lambda: self.program.run(values + self._captured))
         else:
-            program, captured = self._gpu_program(device)
-            values.extend(captured)
-        results = device.run(lambda: program.run(values))
+            graphs, captured = self._gpu_program(device)
+            results = device.run(lambda: graphs.run(values, captured))
         placed_results = []
         for result, value in zip(results, self.graph.outputs, strict=True):
             placed_results.append(runtime_devices.get(value.device or device.name).wrap(result))
@@ -197,17 +196,19 @@ class ConcreteFunction:
             return placed_results[0]
         return self.structure_outputs(placed_results)
 
-    def _gpu_program(self, device: Any) -> tuple[Any, list[Any]]:
-        """The graph optimised by the PTX pipeline and planned as launches on `device`, and
-        its captured tensors copied there (both made on the first call there)."""
+    def _gpu_program(self, device: Any) -> tuple[LaunchGraphs, list[Any]]:
+        """The graph optimised by the PTX pipeline and planned as launches on `device`
+        (replayed as launch graphs where that pays), and its captured tensors copied there
+        (both made on the first call there)."""
         found = self._gpu_programs.get(device.name)
         if found is None:
             compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
             compilation.run_passes(PTX_PIPELINE)
             program = compilation.gpu_executables([self.name], device)[0]
+            graphs = LaunchGraphs(device, program, replayable(compilation.module))
             captured = [v if isinstance(v, Variable) else device.copy_in(v)
                         for v in self._captured]
-            found = self._gpu_programs[device.name] = (program, captured)
+            found = self._gpu_programs[device.name] = (graphs, captured)
         return found
 
     def _taped(self, tensors: list | tuple) -> bool:

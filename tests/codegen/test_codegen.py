@@ -26,7 +26,7 @@ from hypothesis.extra import numpy as hnp
 import stageflow as sf
 from stageflow.codegen import CPUTarget, PTXTarget, analyse, compile_kernel
 from stageflow.codegen.targets.emulated import EmulatedLaunch
-from stageflow.codegen.targets.indexed import gather_entry, reduce_entry
+from stageflow.codegen.targets.indexed import gather_entry, reduce_entry, reduce_name
 from stageflow.codegen.targets.ptx import ptxas_path
 from stageflow.core import dtypes
 from stageflow.core.primitive import REGISTRY, ShapedType
@@ -591,13 +591,14 @@ def test_ptx_entry_names_are_identifiers(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptxas_accepts_the_index_map_kernels(arch: str, tmp_path: Path) -> None:
-    """The gather kernel for every element width and the reduce kernel for every kind and
-    native dtype (`stageflow.codegen.targets.indexed`), as one PTX module each."""
+    """The gather kernel for every element width and the reduce kernel's pass, through an
+    index map and in order, for every kind and native dtype
+    (`stageflow.codegen.targets.indexed`), as one PTX module each."""
     target = PTXTarget(arch)
     builders = [(f"gather_i{bits}", gather_entry(bits)) for bits in (8, 16, 32, 64)]
-    builders += [(f"reduce_{kind.name}_{dtype.name}", reduce_entry(kind, dtype))
-                 for kind in (SUM, PROD, MAX, MIN) for dtype in sorted(kind.native_dtypes,
-                                                                       key=str)]
+    builders += [(reduce_name(kind, dtype, mapped), reduce_entry(kind, dtype, mapped))
+                 for kind in (SUM, PROD, MAX, MIN)
+                 for dtype in sorted(kind.native_dtypes, key=str) for mapped in (True, False)]
     for name, build in builders:
         source = tmp_path / f"{name}.ptx"
         source.write_text(target.compile_entry(name, build))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import functools
+import gc
 import re
 import sys
 import types
@@ -26,18 +28,28 @@ from stageflow.codegen.targets.emulated import EmulatedLaunch
 from stageflow.passes import PTX_PIPELINE
 from stageflow.primitives import elementwise as ew
 from stageflow.primitives import reduction, structural
-from stageflow.runtime import gpu_drivers
+from stageflow.primitives.linalg import matmul_add_p, matmul_p
+from stageflow.runtime import cublas, gpu_drivers
 from stageflow.runtime.gpu import DeviceArray, GPUDevice
+from stageflow.runtime.gpu_graphs import LaunchGraph, LaunchGraphs, replayable
 from stageflow.staging.compiler import Compilation
 
 
 class CUresult(enum.IntEnum):
     CUDA_SUCCESS = 0
     CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906
 
 
 class Attribute(enum.IntEnum):
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+
+
+class CaptureMode(enum.IntEnum):
+    CU_STREAM_CAPTURE_MODE_RELAXED = 2
+
+
+STREAM = 0x5EA3  # the driver's stream (the legacy one is 0); an address, as cuBLAS takes it
 
 
 class FakeCuda(types.ModuleType):
@@ -45,6 +57,7 @@ class FakeCuda(types.ModuleType):
 
     CUresult = CUresult
     CUdevice_attribute = Attribute
+    CUstreamCaptureMode = CaptureMode
 
     def __init__(self, compiled: dict[str, object]) -> None:
         super().__init__("cuda.bindings.driver")
@@ -54,7 +67,13 @@ class FakeCuda(types.ModuleType):
         self.functions: dict[int, tuple[str, int]] = {}
         self.current = None
         self.launches = 0
-        self.stream: list = []  # work queued on the default stream, run in order
+        self.stream: list = []  # work queued on the stream, run in order
+        self.capture: list | None = None  # work recorded instead, while capturing
+        self.graphs: dict[int, list] = {}
+
+    def _enqueue(self, stream, work):
+        assert stream == STREAM
+        (self.stream if self.capture is None else self.capture).append(work)
 
     def _run_stream(self):
         work, self.stream = self.stream, []
@@ -95,21 +114,29 @@ class FakeCuda(types.ModuleType):
 
     def cuMemcpyHtoD(self, device, host, nbytes):  # noqa: N802
         self._check_range(device, nbytes)
+        if self.capture is not None:  # the legacy stream while capturing: as CUDA says
+            return (CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,)
         self._run_stream()
         ctypes.memmove(int(device), host, nbytes)
         return (CUresult.CUDA_SUCCESS,)
 
     def cuMemcpyDtoH(self, host, device, nbytes):  # noqa: N802
         self._check_range(device, nbytes)
+        if self.capture is not None:
+            return (CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,)
         self._run_stream()
         ctypes.memmove(host, int(device), nbytes)
         return (CUresult.CUDA_SUCCESS,)
 
     def cuMemcpyDtoDAsync(self, destination, source, nbytes, stream):  # noqa: N802
-        assert stream == 0
         self._check_range(destination, nbytes)
         self._check_range(source, nbytes)
-        self.stream.append(lambda: ctypes.memmove(int(destination), int(source), nbytes))
+        self._enqueue(stream, lambda: ctypes.memmove(int(destination), int(source), nbytes))
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuMemsetD8Async(self, device, value, count, stream):  # noqa: N802
+        self._check_range(device, count)
+        self._enqueue(stream, lambda: ctypes.memset(int(device), value, count))
         return (CUresult.CUDA_SUCCESS,)
 
     def cuModuleLoadData(self, image):  # noqa: N802
@@ -133,7 +160,7 @@ class FakeCuda(types.ModuleType):
         assert (gy, gz, by, bz, shared, extra) == (1, 1, 1, 1, 0, 0) and gx >= 1 and bx >= 1
         pointers = (ctypes.c_uint64 * count).from_address(params)
         values = [ctypes.c_uint64.from_address(p).value for p in pointers]  # read at launch
-        self.stream.append(lambda: self.compiled[name](values, gx, bx))
+        self._enqueue(stream, lambda: self.compiled[name](values, gx, bx))
         self.launches += 1
         return (CUresult.CUDA_SUCCESS,)
 
@@ -141,11 +168,105 @@ class FakeCuda(types.ModuleType):
         self._run_stream()
         return (CUresult.CUDA_SUCCESS,)
 
+    def cuStreamCreate(self, flags):  # noqa: N802
+        assert flags == 0 and self.current is not None  # blocking: ordered with the legacy one
+        return CUresult.CUDA_SUCCESS, STREAM
+
+    def cuStreamBeginCapture(self, stream, mode):  # noqa: N802
+        assert stream == STREAM and mode == CaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        assert self.capture is None
+        self.capture = []
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuStreamEndCapture(self, stream):  # noqa: N802
+        handle = len(self.graphs) + 1
+        self.graphs[handle], self.capture = self.capture, None
+        return CUresult.CUDA_SUCCESS, handle
+
+    def cuGraphInstantiate(self, graph, flags):  # noqa: N802
+        return CUresult.CUDA_SUCCESS, ("executable", graph)
+
+    def cuGraphLaunch(self, executable, stream):  # noqa: N802
+        for work in self.graphs[executable[1]]:
+            self._enqueue(stream, work)
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuGraphExecDestroy(self, executable):  # noqa: N802
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuGraphDestroy(self, graph):  # noqa: N802
+        del self.graphs[graph]
+        return (CUresult.CUDA_SUCCESS,)
+
+
+class FakeCublas:
+    """The cuBLAS functions `stageflow.runtime.cublas` calls, over the fake's memory. A gemm
+    checks its sizes, leading dims and strides against the buffers it reads and writes,
+    reads alpha and beta when called (host pointer mode), and queues its column-major
+    product, computed by NumPy, on the stream the handle was given, as cuBLAS queues its
+    kernels: a gemm run out of order with the launches around it gives wrong numbers."""
+
+    HANDLE = 0x4B1A5
+
+    def __init__(self, cuda: FakeCuda) -> None:
+        self.cuda = cuda
+        self.stream = None
+        self.gemms: list[tuple] = []  # (name, transa, transb, m, n, k, lda, ldb, ldc,
+        #                                 strideA, strideB, strideC, batchCount) of each call
+        for dtype, name in cublas.FUNCTIONS.items():
+            setattr(self, name, functools.partial(self._gemm, name, dtype))
+
+    def cublasCreate_v2(self, handle):  # noqa: N802 - the library's names
+        assert self.cuda.current is not None, "no current context"
+        handle.contents.value = self.HANDLE
+        return 0
+
+    def cublasSetStream_v2(self, handle, stream):  # noqa: N802
+        assert handle.value == self.HANDLE
+        self.stream = stream
+        return 0
+
+    def _gemm(self, name, dtype, handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b,
+              ldb, stride_b, beta, c, ldc, stride_c, batch):
+        assert handle.value == self.HANDLE and self.cuda.current is not None
+        assert min(m, n, k, batch) >= 1 and {transa, transb} <= {cublas.OP_N, cublas.OP_T}
+        alpha, beta = (np.frombuffer(ctypes.string_at(p, dtype.itemsize), dtype)[0]
+                       for p in (alpha, beta))
+        left = self._matrices(a, dtype, batch, stride_a, lda,
+                              (m, k) if transa == cublas.OP_N else (k, m))
+        right = self._matrices(b, dtype, batch, stride_b, ldb,
+                               (k, n) if transb == cublas.OP_N else (n, k))
+        out = self._matrices(c, dtype, batch, stride_c, ldc, (m, n))
+        self.gemms.append((name, transa, transb, m, n, k, lda, ldb, ldc, stride_a, stride_b,
+                           stride_c, batch))
+
+        def run():
+            x = left if transa == cublas.OP_N else left.swapaxes(1, 2)
+            y = right if transb == cublas.OP_N else right.swapaxes(1, 2)
+            product = alpha * np.matmul(x, y)
+            out[...] = product + beta * out if beta else product  # beta 0: C is not read
+
+        self.cuda._enqueue(self.stream, run)
+        return 0
+
+    def _matrices(self, pointer, dtype, batch, stride, ld, shape):
+        """The column-major ``[rows, cols]`` matrices at device address `pointer`, columns
+        `ld` and matrices `stride` elements apart, checked to lie inside their buffer."""
+        rows, cols = shape
+        assert ld >= rows and stride >= 0
+        extent = ((batch - 1) * stride + (cols - 1) * ld + rows) * dtype.itemsize
+        self.cuda._check_range(pointer, extent)
+        memory = np.frombuffer((ctypes.c_char * extent).from_address(pointer), dtype)
+        size = dtype.itemsize
+        return np.lib.stride_tricks.as_strided(memory, (batch, rows, cols),
+                                               (stride * size, size, ld * size))
+
 
 @pytest.fixture
 def device(monkeypatch):
     """A GPU device on `CUDADriver` over the stand-in bindings; every kernel the driver
-    compiles to PTX is also compiled for the emulated launch, which the fake runs."""
+    compiles to PTX is also compiled for the emulated launch, which the fake runs, and its
+    cuBLAS is the stand-in `FakeCublas` (``gpu.blas``), never a real library."""
     compiled: dict[str, object] = {}
     launch = EmulatedLaunch()
     compile_kernel = ptx_target.PTXTarget.compile
@@ -176,12 +297,15 @@ def device(monkeypatch):
     monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
     monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
     monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)
+    blas = FakeCublas(fake)
+    monkeypatch.setattr(cublas, "load", lambda: (blas, ""))
     monkeypatch.setattr(ptx_target.PTXTarget, "compile", kernel_ptx)
     monkeypatch.setattr(ptx_target.PTXTarget, "compile_entry", entry_ptx)
     drivers, reason = gpu_drivers.cuda_gpus()
     assert len(drivers) == 1 and reason == ""
     gpu = GPUDevice("/device:GPU:7", drivers[0])
     gpu.fake = fake
+    gpu.blas = blas
     return gpu
 
 
@@ -233,9 +357,182 @@ def test_a_staged_function_runs_on_the_driver(device):
                                atol=1e-6)
 
 
+def test_a_staged_function_replays_as_a_captured_cuda_graph(device):
+    def chain(x):
+        for _ in range(3):
+            x = sf.transpose(sf.tanh(x))[::-1] * 0.5 + x
+        return x
+
+    f = sf.function(chain)
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    concrete = f.get_concrete_function(sf.constant(x))
+    compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
+    compilation.run_passes(PTX_PIPELINE)
+    [program] = compilation.gpu_executables([concrete.name], device)
+    graphs = LaunchGraphs(device, program, replayable(compilation.module))
+    for call in range(4):
+        value = x + call
+        [result] = graphs.run([device.copy_in(value)], [])
+        np.testing.assert_allclose(result.fetch(), chain(sf.constant(value)).numpy(),
+                                   rtol=1e-6)
+    [graph] = graphs._states.values()
+    assert isinstance(graph, LaunchGraph) and len(device.fake.graphs) == 1
+    del graphs, graph
+    gc.collect()
+    assert not device.fake.graphs  # destroyed with the last replay's owner
+
+
 def test_a_failing_call_names_the_function(device, monkeypatch):
     monkeypatch.setattr(device.fake, "cuMemAlloc",
                         lambda nbytes: (CUresult.CUDA_ERROR_INVALID_VALUE, None))
     with pytest.raises(gpu_drivers.CUDAError, match="cuMemAlloc failed: "
                                                      "CUDA_ERROR_INVALID_VALUE"):
         DeviceArray(device, (1000,), np.float32)
+
+
+def random(rng, shape, dtype):
+    values = rng.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        values = values + 1j * rng.standard_normal(shape)
+    return values.astype(dtype)
+
+
+def product(a, b, transpose_a, transpose_b):
+    return np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a,
+                     np.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+GEMMS = [  # a's shape, b's shape, transpose_a, transpose_b
+    ((3, 4), (4, 5), False, False),
+    ((4, 3), (5, 4), True, True),
+    ((2, 3, 4), (4, 5), False, False),  # b's batch broadcast: its stride 0
+    ((1, 4, 3), (2, 2, 4, 5), True, False),  # a's batch broadcast
+    ((2, 2, 3, 4), (2, 2, 5, 4), False, True),
+    ((2, 1, 3), (2, 4, 1), True, True),  # k = 1, m = 3, n = 2
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize(("a_shape", "b_shape", "transpose_a", "transpose_b"), GEMMS)
+def test_a_matmul_is_one_cublas_gemm(device, dtype, a_shape, b_shape, transpose_a,
+                                     transpose_b):
+    rng = np.random.default_rng(0)
+    a, b = random(rng, a_shape, dtype), random(rng, b_shape, dtype)
+    got = device.execute(matmul_p, [device.copy_in(a), device.copy_in(b)],
+                         {"transpose_a": transpose_a, "transpose_b": transpose_b})
+    assert isinstance(got, DeviceArray) and len(device.blas.gemms) == 1
+    tolerance = 1e-5 if dtype in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(got.fetch(), product(a, b, transpose_a, transpose_b),
+                               rtol=tolerance, atol=tolerance)
+
+
+def test_the_row_major_product_is_the_column_major_product_of_the_transposes(device):
+    a, b = np.ones((2, 4, 3), np.float32), np.ones((5, 4), np.float32)  # m 3, k 4, n 5
+    device.execute(matmul_p, [device.copy_in(a), device.copy_in(b)],
+                   {"transpose_a": True, "transpose_b": True})
+    # cuBLAS's A is b (its rows of k: lda k; one matrix for the batch: stride 0), its B is
+    # a (rows of m: ldb m; stride 12); C is the [n, m] column-major transpose of the result.
+    assert device.blas.gemms == [("cublasSgemmStridedBatched", cublas.OP_T, cublas.OP_T,
+                                  5, 3, 4, 4, 3, 5, 0, 12, 15, 2)]
+
+
+def test_a_gemm_runs_in_order_with_the_launches_around_it(device):
+    rng = np.random.default_rng(1)
+    x, w = random(rng, (3, 4), np.float32), random(rng, (4, 2), np.float32)
+    on_device = device.copy_in(w)  # (a copy from the host runs what is queued first)
+    exp = device.execute(ew.exp_p, [device.copy_in(x)], {})  # queued: not yet run
+    p = device.execute(matmul_p, [exp, on_device], {"transpose_a": False, "transpose_b": False})
+    twice = device.execute(ew.add_p, [p, p], {})
+    assert device.fake.stream  # nothing has run: the first copy to the host runs it all
+    np.testing.assert_allclose(twice.fetch(), 2 * np.exp(x) @ w, rtol=1e-5)
+
+
+@pytest.mark.parametrize("addend", [(2, 3, 4), (4,)])
+def test_a_matmul_add_is_a_gemm_over_a_copy_of_its_addend(device, addend):
+    rng = np.random.default_rng(2)
+    a, b, c = (random(rng, s, np.float64) for s in [(2, 3, 5), (5, 4), addend])
+    on_device = device.copy_in(c)
+    got = device.execute(matmul_add_p, [device.copy_in(a), device.copy_in(b), on_device],
+                         {"alpha": -2.0, "transpose_a": False, "transpose_b": False})
+    np.testing.assert_allclose(got.fetch(), -2.0 * (a @ b) + c, rtol=1e-12)
+    np.testing.assert_array_equal(on_device.fetch(), c)  # the addend is left as it was
+    assert len(device.blas.gemms) == 1
+
+
+def test_empty_products_call_no_cublas(device):
+    dirty = device.copy_in(np.full((3, 4), np.nan, np.float32))
+    del dirty  # its block is handed out again, for the product
+    zeros = device.execute(matmul_p, [device.copy_in(np.ones((3, 0), np.float32)),
+                                      device.copy_in(np.ones((0, 4), np.float32))],
+                           {"transpose_a": False, "transpose_b": False})
+    np.testing.assert_array_equal(zeros.fetch(), np.zeros((3, 4)))  # set by a memset
+    empty = device.execute(matmul_p, [device.copy_in(np.ones((0, 2), np.float32)),
+                                      device.copy_in(np.ones((2, 4), np.float32))],
+                           {"transpose_a": False, "transpose_b": False})
+    assert empty.shape == (0, 4) and not device.blas.gemms
+
+
+def test_without_cublas_or_for_other_dtypes_matmuls_run_on_the_host(device, monkeypatch):
+    monkeypatch.setattr(cublas, "load", lambda: (None, "no cuBLAS here"))
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    params = {"transpose_a": False, "transpose_b": False}
+    got = device.execute(matmul_p, [device.copy_in(a), device.copy_in(b)], params)
+    np.testing.assert_array_equal(got, a @ b)  # the host's product, a NumPy array
+    assert device.driver.gemm_dtypes() == frozenset()
+    assert device.driver.blas_reason == "no cuBLAS here"
+    ints = np.arange(6, dtype=np.int32).reshape(2, 3)
+    np.testing.assert_array_equal(
+        device.execute(matmul_p, [device.copy_in(ints), device.copy_in(ints.T)], params),
+        ints @ ints.T)
+
+
+def test_a_failing_gemm_names_the_function_and_status(device, monkeypatch):
+    monkeypatch.setattr(device.blas, "cublasDgemmStridedBatched", lambda *args: 7)
+    with pytest.raises(cublas.CublasError, match="cublasDgemmStridedBatched failed: "
+                                                 r"CUBLAS_STATUS_INVALID_VALUE \(7\)"):
+        device.execute(matmul_p, [device.copy_in(np.ones((2, 2))),
+                                  device.copy_in(np.ones((2, 2)))],
+                       {"transpose_a": False, "transpose_b": False})
+
+
+def test_a_staged_function_captures_its_gemms_in_the_cuda_graph(device):
+    def chain(x, w):
+        for _ in range(3):
+            x = sf.tanh(sf.matmul(x, w, transpose_b=True) * 0.5 + 1.0)
+        return x
+
+    f = sf.function(chain)
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    w = np.linspace(1, -1, 16, dtype=np.float32).reshape(4, 4)
+    concrete = f.get_concrete_function(sf.constant(x), sf.constant(w))
+    compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
+    compilation.run_passes(PTX_PIPELINE)
+    [program] = compilation.gpu_executables([concrete.name], device)
+    graphs = LaunchGraphs(device, program, replayable(compilation.module))
+    for call in range(4):
+        value = x + call
+        [result] = graphs.run([device.copy_in(value), device.copy_in(w)], [])
+        np.testing.assert_allclose(result.fetch(),
+                                   chain(sf.constant(value), sf.constant(w)).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    assert len(device.blas.gemms) == 3 * 3  # planned, recorded, captured; then replayed
+    [graph] = graphs._states.values()
+    assert isinstance(graph, LaunchGraph)
+
+
+def test_cublas_is_looked_for_in_the_wheels_newest_first(tmp_path, monkeypatch):
+    for folder, name in [("cublas", "libcublas.so.12"), ("cu13", "libcublas.so.13"),
+                         ("cu13", "libcublasLt.so.13")]:
+        (tmp_path / folder / "lib").mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "lib" / name).write_bytes(b"not a library")
+    namespace = types.ModuleType("nvidia")
+    namespace.__path__ = [str(tmp_path)]
+    monkeypatch.setitem(sys.modules, "nvidia", namespace)
+    monkeypatch.setattr("ctypes.util.find_library", lambda name: None)
+    library, reason = cublas.load.__wrapped__()  # (uncached)
+    assert library is None and reason.startswith("cuBLAS could not be loaded")
+    assert "libcublasLt" not in reason
+    assert 0 < reason.index("cu13/lib/libcublas.so.13") < reason.index("libcublas.so.12")
+    namespace.__path__ = []
+    assert cublas.load.__wrapped__() == (None, "no cuBLAS library was found (pip install "
+                                               "'stageflow[cuda]' brings nvidia-cublas)")

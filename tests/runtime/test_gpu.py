@@ -1,13 +1,15 @@
 """GPU devices: the suite's first GPU is a real one where the machine has one, else the
 emulated GPU `conftest.py` asks for (host memory; kernels are the PTX kernels' LLVM IR
 launched over an emulated grid). Either way the same tests run: listings 4 and 5, eager
-elementwise ops as one kernel per op signature, other ops on the host with counted
-transfers, staged functions as launch sequences, gradients and memory accounting.
+elementwise ops as one kernel per op signature, matrix products as the driver's gemm
+(cuBLAS, or NumPy in the emulation), other ops on the host with counted transfers, staged
+functions as launch sequences, gradients and memory accounting.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 
 import numpy as np
 import pytest
@@ -17,8 +19,10 @@ from hypothesis.extra import numpy as hnp
 
 import stageflow as sf
 from stageflow.frontend.tensor import DeviceTensor
+from stageflow.primitives.linalg import matmul_add_p
 from stageflow.runtime import devices as runtime_devices
-from stageflow.runtime.gpu import DeviceArray, GPUDevice
+from stageflow.runtime import gpu as runtime_gpu
+from stageflow.runtime.gpu import DeviceArray, GPUDevice, reduction_passes
 
 GPU = "/device:GPU:0"
 
@@ -101,15 +105,97 @@ def test_one_kernel_per_op_signature():
     assert len(device._kernels) == before + 4
 
 
-def test_ops_without_a_kernel_run_on_the_host_with_counted_transfers():
-    a = sf.constant(np.arange(12, dtype=np.float32).reshape(3, 4)).gpu()
-    b = sf.constant(np.ones((4, 2), np.float32)).gpu()
+@pytest.mark.parametrize("dtype", [np.int32, np.float16])
+def test_ops_without_a_kernel_run_on_the_host_with_counted_transfers(dtype):
+    a = sf.constant(np.arange(12, dtype=dtype).reshape(3, 4)).gpu()
+    b = sf.constant(np.ones((4, 2), dtype)).gpu()
     before = copies()
-    product = sf.matmul(a, b)  # a, b fetched, the product put back
-    assert copies() - before == 3 and product.device == GPU
-    np.testing.assert_allclose(product.numpy(), np.arange(12).reshape(3, 4) @ np.ones((4, 2)))
+    product = sf.matmul(a, b)  # no gemm of the dtype: a, b fetched, the product put back
+    assert copies() - before == 3 and product.device == GPU and product.dtype == dtype
+    np.testing.assert_array_equal(product.numpy(), np.arange(12).reshape(3, 4) @ np.ones((4, 2)))
     joined = sf.concat([a, a], axis=0)  # several operands: no index map either
     assert joined.device == GPU and joined.shape == (6, 4)
+
+
+@st.composite
+def matmul_operands(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, bool, bool]:
+    """Operands of rank 2 to 4 whose batch dims are equal or broadcast from one side (all
+    ones, or none), of sizes 0 to 5, and the transposes to apply."""
+    leading = draw(st.lists(st.integers(1, 3), max_size=2))
+    m, n, k = (draw(st.integers(0, 5)) for _ in range(3))
+    transpose_a, transpose_b = draw(st.booleans()), draw(st.booleans())
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    broadcast = draw(st.sampled_from(["neither", "a", "b"]))
+    batches = []
+    for side in "ab":
+        ones = [1] * draw(st.integers(0, len(leading)))
+        batches.append(ones if broadcast == side else leading)
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((*batches[0], *((k, m) if transpose_a else (m, k)))).astype(dtype)
+    b = rng.standard_normal((*batches[1], *((n, k) if transpose_b else (k, n)))).astype(dtype)
+    return a, b, transpose_a, transpose_b
+
+
+def reference(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+    return np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a,
+                     np.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+def tolerance(dtype: np.dtype) -> dict[str, float]:
+    """float32: the host's and the GPU's sums round in different orders."""
+    return {"rtol": 1e-5, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-12}
+
+
+@given(operands=matmul_operands())
+def test_matmuls_run_on_the_gpu_as_one_gemm(operands):
+    a, b, transpose_a, transpose_b = operands
+    x, y = sf.constant(a).gpu(), sf.constant(b).gpu()
+    before = copies()
+    got = sf.matmul(x, y, transpose_a=transpose_a, transpose_b=transpose_b)
+    assert copies() == before  # operands and product stay on the GPU
+    assert got.device == GPU and type(got) is DeviceTensor and isinstance(got._buffer,
+                                                                          DeviceArray)
+    want = reference(a, b, transpose_a, transpose_b)
+    assert got.shape == want.shape and got.dtype == a.dtype
+    np.testing.assert_allclose(got.numpy(), want, **tolerance(a.dtype))
+
+
+def test_a_product_of_nothing_is_zeros_on_the_gpu():
+    x = sf.constant(np.ones((2, 3, 0), np.float32)).gpu()
+    y = sf.constant(np.ones((0, 4), np.float32)).gpu()
+    product = sf.matmul(x, y)
+    assert product.device == GPU and product.shape == (2, 3, 4)
+    np.testing.assert_array_equal(product.numpy(), np.zeros((2, 3, 4)))
+    for empty in [sf.matmul(y, sf.constant(np.ones((4, 5), np.float32)).gpu()),
+                  sf.matmul(sf.constant(np.ones((0, 2, 2), np.float32)).gpu(), x[0, :2])]:
+        assert empty.device == GPU and 0 in empty.shape and empty.numpy().size == 0
+
+
+def test_batch_dims_broadcast_from_both_sides_run_on_the_host():
+    a = np.arange(24, dtype=np.float32).reshape(2, 1, 3, 4)
+    b = np.ones((1, 5, 4, 2), np.float32)
+    x, y = sf.constant(a).gpu(), sf.constant(b).gpu()
+    before = copies()
+    product = sf.matmul(x, y)  # no one stride per operand: fetched, the product put back
+    assert copies() - before == 3 and product.device == GPU
+    np.testing.assert_allclose(product.numpy(), a @ b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("addend", [(2, 3, 4), (4,), (), (3, 1)])
+def test_matmul_add_adds_the_product_to_a_copy_of_its_addend(dtype, addend):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 3, 5)).astype(dtype), rng.standard_normal((5, 4)).astype(
+        dtype)
+    c = rng.standard_normal(addend).astype(dtype)
+    x, y, z = sf.constant(a).gpu(), sf.constant(b).gpu(), sf.constant(c).gpu()
+    matmul_add_p.bind(x, y, z, alpha=-0.5, transpose_a=False, transpose_b=False)  # maps
+    before = copies()
+    got = matmul_add_p.bind(x, y, z, alpha=-0.5, transpose_a=False, transpose_b=False)
+    assert copies() == before and got.device == GPU and got.shape == (2, 3, 4)
+    np.testing.assert_allclose(got.numpy(), -0.5 * (a @ b) + c, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(z.numpy(), c)  # the addend itself is left as it was
 
 
 MOVES = {
@@ -135,13 +221,16 @@ def test_moves_run_on_the_gpu_as_gathers(name, x):
 
 
 REDUCTIONS = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
+REDUCED_DTYPES = [np.float32, np.float64, np.int32, np.int64]
+# Small integers, at most 125 of them: sums and products are exact in float32 in any order
+# (a product stays below 2 ** 126), so a GPU's tree of passes must give NumPy's numbers.
+SMALL_ARRAYS = hnp.arrays(st.sampled_from(REDUCED_DTYPES),
+                          hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+                          elements=st.integers(-2, 2))
 
 
 @pytest.mark.parametrize("name", REDUCTIONS)
-@given(x=hnp.arrays(st.sampled_from([np.float32, np.float64, np.int32, np.int64]),
-                    hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
-                    elements=st.integers(-3, 3)),
-       data=st.data(), keepdims=st.booleans())
+@given(x=SMALL_ARRAYS, data=st.data(), keepdims=st.booleans())
 def test_reductions_run_on_the_gpu(name, x, data, keepdims):
     axes = data.draw(st.lists(st.integers(0, x.ndim - 1), unique=True, min_size=1))
     op = getattr(sf, name)
@@ -154,6 +243,119 @@ def test_reductions_run_on_the_gpu(name, x, data, keepdims):
 def test_a_max_over_nothing_raises_as_numpy_does():
     with pytest.raises(ValueError):
         sf.reduce_max(sf.constant(np.ones((2, 0), np.float32)).gpu(), axis=1)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@given(x=SMALL_ARRAYS, data=st.data(), keepdims=st.booleans(),
+       grid=st.sampled_from([(1, 1), (2, 3), (runtime_gpu.MAX_BLOCKS, runtime_gpu.BLOCK)]))
+def test_reductions_in_many_passes_on_any_grid(name, x, data, keepdims, grid):
+    """Thresholds so low that these arrays take up to four passes, whose parts rarely divide
+    their rows, on grids of one thread and up (threads loop over the work items)."""
+    axes = tuple(data.draw(st.lists(st.integers(0, x.ndim - 1), unique=True, min_size=1)))
+    op = getattr(sf, name)
+    want = op(sf.constant(x), axis=axes, keepdims=keepdims).numpy()
+    placed = sf.constant(x).gpu()
+    with pytest.MonkeyPatch.context() as patch:
+        for constant, value in [("MIN_THREADS", 8), ("MIN_SPAN", 2), ("WARP", 4),
+                                ("MAX_BLOCKS", grid[0]), ("BLOCK", grid[1])]:
+            patch.setattr(runtime_gpu, constant, value)
+        got = op(placed, axis=axes, keepdims=keepdims)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("dtype", REDUCED_DTYPES)
+@pytest.mark.parametrize(("shape", "axis"), [((8, 500), None), ((4000, 2), 0)])
+def test_thousands_of_elements_reduce_in_several_passes(name, dtype, shape, axis, monkeypatch):
+    """A reduction to a scalar read in place, and one through an index map (its rows are
+    columns): 4000 elements a row, three passes of 128, 8 and 1 partial results per row.
+    Float sums round in another order than NumPy's: they are held to the error bound of the
+    GPU's order, each element going through at most `depth` additions."""
+    rows, width = (1, 4000) if axis is None else (2, 4000)
+    passes = reduction_passes(rows, width)
+    assert passes == [128, 8, 1]
+    rng = np.random.default_rng(20)
+    floating = np.dtype(dtype).kind == "f"
+    if name == "reduce_prod" and floating:  # signs and a few powers of two: exact, finite
+        x = rng.choice([-1, 1], shape) * 2.0 ** rng.choice([-1, 0, 1], shape, p=[.01, .98, .01])
+    elif name == "reduce_prod":  # odd factors: the product wraps, never reaching zero
+        x = rng.choice([-3, -1, 1, 3], shape)
+    else:
+        x = rng.uniform(-1, 1, shape) if floating else rng.integers(-1000, 1000, shape)
+    x = x.astype(dtype)
+    launched = []
+    launch = GPUDevice._launch
+    monkeypatch.setattr(GPUDevice, "_launch", lambda device, *args: (
+        launched.append(args[-1]), launch(device, *args)))
+    got = getattr(sf, name)(sf.constant(x).gpu(), axis=axis)
+    assert launched == [rows * parts for parts in passes]
+    want = getattr(sf, name)(sf.constant(x), axis=axis).numpy()
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if name == "reduce_sum" and floating:
+        depth = sum(-(-w // parts) for w, parts in zip([width, *passes[:-1]], passes,
+                                                        strict=True))
+        exact = [math.fsum(column) for column in np.reshape(x.astype(np.float64), (-1, rows)).T]
+        bound = depth * np.finfo(dtype).eps * np.abs(x).reshape(-1, rows).sum(axis=0)
+        assert np.all(np.abs(got.numpy().astype(np.float64) - np.reshape(exact, want.shape))
+                      <= np.reshape(bound, want.shape))
+    else:  # integers wrap alike in any order; extrema and these products are exact
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize(("shape", "axis"), [((3, 1, 2), 1), ((3, 2, 1), (0, 2)),
+                                             ((2, 0, 3), 1), ((0,), 0), ((3, 0), 0)])
+def test_reductions_of_one_and_of_no_elements(name, shape, axis):
+    """Rows of one element; rows of none (a sum or a product is the identity, a max or a
+    min raises as NumPy's does); no rows."""
+    x = np.arange(1, math.prod(shape) + 1, dtype=np.float32).reshape(shape)
+    op = getattr(sf, name)
+    if math.prod(shape[a] for a in np.atleast_1d(axis)) == 0 and name in ("reduce_max",
+                                                                          "reduce_min"):
+        with pytest.raises(ValueError):
+            op(sf.constant(x).gpu(), axis=axis)
+        return
+    want = op(sf.constant(x), axis=axis).numpy()
+    got = op(sf.constant(x).gpu(), axis=axis)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_reductions_over_trailing_axes_and_reshapes_need_no_index_map():
+    """A C-contiguous operand's trailing axes are its rows already, whatever axes of one
+    element lie between: a reduction over them reads the operand in place, and a reshape is
+    a copy on the GPU; neither puts a map there. A reduction over a leading axis does."""
+    x = np.arange(6 * 7 * 9, dtype=np.float64).reshape(6, 7, 9)
+    placed = sf.constant(x).gpu()
+    gpu()._maps.clear()
+    before = copies()
+    got = [sf.reduce_sum(placed, axis=2), sf.reduce_max(placed, axis=(2, 1), keepdims=True),
+           sf.reduce_min(placed), sf.reduce_sum(sf.reshape(placed, (6, 7, 1, 9, 1)), axis=3),
+           sf.reshape(placed, (42, 9))]
+    assert copies() == before
+    want = [x.sum(axis=2), x.max(axis=(1, 2), keepdims=True), x.min(),
+            x.reshape(6, 7, 1, 9, 1).sum(axis=3), x.reshape(42, 9)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.numpy(), w)
+    before = copies()
+    np.testing.assert_array_equal(sf.reduce_sum(placed, axis=0).numpy(), x.sum(axis=0))
+    assert copies() - before == 2  # the map, and the result fetched
+
+
+@given(rows=st.integers(0, 2**20), width=st.integers(0, 2**30))
+def test_reduction_passes_keep_a_gpu_busy_and_end_in_one_value_a_row(rows, width):
+    """Each pass but the last splits each row into a power of two of parts, each folding
+    at least `MIN_SPAN` elements, and the next pass reduces those parts; the first pass
+    splits until the GPU has enough threads, or a long row a warp, or the row runs out."""
+    passes = reduction_passes(rows, width)
+    assert passes[-1] == 1 and all(parts > 1 for parts in passes[:-1])
+    for w, parts in zip([width, *passes[:-1]], passes, strict=True):
+        assert parts & (parts - 1) == 0 and (parts == 1 or w // parts >= runtime_gpu.MIN_SPAN)
+    first = passes[0]
+    if rows and width // (2 * first) >= runtime_gpu.MIN_SPAN:
+        assert rows * first >= runtime_gpu.MIN_THREADS
+        assert first >= runtime_gpu.WARP or width < runtime_gpu.WARP * runtime_gpu.MIN_SPAN
 
 
 def test_a_gpu_tensor_reaches_the_host_once():
@@ -190,17 +392,32 @@ def test_a_graph_function_runs_as_launches_on_the_gpu(jit):
         with sf.device("gpu:0"):
             got = f(x, w)
         counts.append(copies() - before)
-    # x and w go to the GPU once, the constants when the plan is made; later calls copy
-    # only what the host's steps (matmul, the row sums) fetch and put back.
-    assert counts[1] == counts[2] <= counts[0] - 2
+    # x, w and the constant 1.0 go to the GPU on the first call, with the index map that
+    # broadcasts 1.0 to the product's shape (once per GPU: the second parametrisation finds
+    # it); later calls copy nothing: the matmul (a matmul_add of 1.0) and the row sums run
+    # on the GPU too.
+    assert counts[0] in (3, 4) and counts[1:] == [0, 0]
     assert all(t.device == GPU for t in got)
     for g, expected in zip(got, want, strict=True):
         np.testing.assert_allclose(g.numpy(), expected, rtol=1e-5, atol=1e-6)
     with sf.device("gpu:0"):
         concrete = f.get_concrete_function(x, w)
-    program, _ = concrete._gpu_programs[GPU]
-    assert program.stats.kernels >= 1  # the fused tanh chain is a launch
+    graphs, _ = concrete._gpu_programs[GPU]
+    assert graphs.program.stats.kernels >= 1  # the fused tanh chain is a launch
 
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_graph_function_does_its_matmuls_on_the_gpu(jit):
+    f = sf.function(lambda a, b: sf.matmul(sf.matmul(a, b, transpose_b=True), b), jit=jit)
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((5, 4))
+    x, y = sf.constant(a).gpu(), sf.constant(b).gpu()
+    for _ in range(3):  # planned, recorded, replayed
+        before = copies()
+        with sf.device("gpu:0"):
+            got = f(x, y)
+        assert copies() == before and got.device == GPU
+        np.testing.assert_allclose(got.numpy(), a @ b.T @ b, rtol=1e-12)
 
 
 def test_variables_on_the_gpu():

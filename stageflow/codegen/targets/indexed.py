@@ -4,16 +4,28 @@ A fused kernel computes elementwise ops; moving elements (transpose, slice, broa
 reshape) and reducing them need no arithmetic of their own, only to know which input
 element goes where. The host computes that once per signature as an *index map* (apply the
 op's NumPy kernel to the flat indices of the operand, `stageflow.runtime.gpu`), the map
-lives on the GPU, and one of two kernels does the work:
+lives on the GPU (an op that keeps the operand's order needs none), and one of two kernels
+does the work:
 
 - ``gather_iN(in, map, out, n)``: ``out[i] = in[map[i]]`` for elements of N bits, any
   dtype (a move copies bits);
-- ``reduce_KIND_DTYPE(in, map, out, rows, width)``: output element ``j`` combines the
-  ``width`` input elements ``in[map[j * width + k]]`` in order, from the kind's identity
-  (sums in order, not pairwise: a GPU's float sums differ from NumPy's by rounding).
+- ``reduce_KIND_DTYPE(in, map, out, rows, width, parts)``: one pass of a tree reduction.
+  Each of ``rows`` rows of ``width`` elements ``in[map[r * width + k]]`` is cut into
+  ``parts`` interleaved slices, and work item ``i = r * parts + p`` folds its row's
+  elements ``p, p + parts, p + 2 * parts, ...`` in order from the kind's identity into
+  ``out[i]`` (loading `UNROLL` elements at a time, so that several loads of each thread
+  are in flight): consecutive threads read consecutive elements of a row (coalesced loads),
+  and the ``rows x parts`` partial results are the rows of the next pass. With
+  ``parts == 1`` a pass leaves one value per row. ``reduce_flat_KIND_DTYPE(in, out, rows,
+  width, parts)`` is the same pass without the map, reading ``in[r * width + k]``: every
+  pass after the first, and a first pass whose map would be the identity (the reduced
+  axes trailing). Floats are summed in this interleaved order, not pairwise: a GPU's
+  float sums differ from NumPy's by rounding.
 
 Both take the grid-stride loop of the fused kernels (`ptx.GridDriver`), so any grid is
-correct, and both are built for PTX and for the emulated launch from the same builder.
+correct, and both are built for PTX and for the emulated launch from the same builder. The
+threads of a launch never communicate (no shared memory, no barriers): a pass's partial
+results meet in the next launch.
 """
 
 from __future__ import annotations
@@ -22,10 +34,15 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I64, Emitter, storage_type
-from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, while_loop
 from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.targets.ptx import GridDriver
 from stageflow.core.op_facts import ReductionKind
+
+# Elements a reduction's work item loads before it folds them: a GPU thread does not run
+# ahead of a load it waits on, so loading one element per step would leave a single load of
+# each thread in flight. The folds stay in order (the loads only move ahead of them).
+UNROLL = 4
 
 
 def gather_entry(bits: int):
@@ -56,36 +73,61 @@ def gather_entry(bits: int):
     return build
 
 
-def reduce_entry(kind: ReductionKind, dtype: np.dtype):
-    """The builder of ``void reduce(ptr in, ptr map, ptr out, i64 rows, i64 width)`` of
-    `kind` over `dtype` (one of the kind's native dtypes)."""
+def reduce_name(kind: ReductionKind, dtype: np.dtype, mapped: bool) -> str:
+    """The entry name of `reduce_entry`'s kernel (the two variants are two kernels)."""
+    return f"reduce_{'' if mapped else 'flat_'}{kind.name}_{dtype.name}"
+
+
+def reduce_entry(kind: ReductionKind, dtype: np.dtype, mapped: bool):
+    """The builder of one pass of a reduction of `kind` over `dtype` (one of the kind's
+    native dtypes): ``void reduce(ptr in, ptr map, ptr out, i64 rows, i64 width, i64
+    parts)`` reading its operand through the index map where `mapped`, else ``void
+    reduce(ptr in, ptr out, i64 rows, i64 width, i64 parts)`` reading it in order."""
     ty = storage_type(dtype)
+    pointers = ("in", "map", "out") if mapped else ("in", "out")
 
     def build(module: ir.Module, symbol: str, driver: GridDriver,
               address_space: int) -> ir.Function:
         pointer = ir.PointerType(addrspace=address_space)
-        entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * 3 + [I64] * 2),
-                            symbol)
-        source, indices, out, rows, width = entry.args
-        for arg, name in zip(entry.args, ("in", "map", "out", "rows", "width"), strict=True):
+        entry = ir.Function(module, ir.FunctionType(
+            ir.VoidType(), [pointer] * len(pointers) + [I64] * 3), symbol)
+        for arg, name in zip(entry.args, (*pointers, "rows", "width", "parts"), strict=True):
             arg.name = name
+        source, *indices, out, rows, width, parts = entry.args
         b = ir.IRBuilder(entry.append_basic_block("entry"))
         e = Emitter(b)
         start, step = driver.grid(b)
 
-        def row(j: ir.Value) -> None:
-            base = b.mul(j, width)
+        offsets = [b.mul(parts, i64(u)) for u in range(UNROLL + 1)]
+
+        def item(i: ir.Value) -> None:
+            row = b.udiv(i, parts)
+            base = b.mul(row, width)
+
+            def element(k: ir.Value) -> ir.Value:
+                at = b.add(base, k)
+                if indices:
+                    at = b.load(b.gep(indices[0], [at], source_etype=I64), typ=I64)
+                return b.load(b.gep(source, [at], source_etype=ty), typ=ty)
+
+            def batch(state: list[ir.Value]) -> list[ir.Value]:
+                k, acc = state
+                for value in [element(b.add(k, offset)) for offset in offsets[:UNROLL]]:
+                    acc = combine(e, kind, dtype, acc, value)
+                return [b.add(k, offsets[UNROLL]), acc]
 
             def fold(k: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                at = b.load(b.gep(indices, [b.add(base, k)], source_etype=I64), typ=I64)
-                value = b.load(b.gep(source, [at], source_etype=ty), typ=ty)
-                return [combine(e, kind, dtype, acc[0], value)]
+                return [combine(e, kind, dtype, acc[0], element(k))]
 
-            total = fold_loop(b, i64(0), width, i64(1), [identity_of(kind, dtype, ty)], fold,
-                              "k")[0]
-            b.store(total, b.gep(out, [j], source_etype=ty))
+            # Whole batches while the batch's last element is in the row, then the rest.
+            fits = b.sub(width, offsets[UNROLL - 1])
+            k, acc = while_loop(b, [b.sub(i, b.mul(row, parts)), identity_of(kind, dtype, ty)],
+                                lambda state: b.icmp_signed("<", state[0], fits), batch,
+                                "batch", index_name="k")
+            total = fold_loop(b, k, width, parts, [acc], fold, "rest")[0]
+            b.store(total, b.gep(out, [i], source_etype=ty))
 
-        counted_loop(b, start, rows, step, row, "j")
+        counted_loop(b, start, b.mul(rows, parts), step, item, "i")
         b.ret_void()
         return entry
 

@@ -1,0 +1,261 @@
+"""Launch graphs: a staged function's launches on a GPU recorded once and replayed as one
+CUDA graph, with no Python per op.
+
+A function placed on a GPU runs as a plan of Python steps, each fused kernel, move,
+reduction or matrix product one call into the driver. For small tensors that Python, not
+the GPU, sets the pace. So the second call of a signature runs through a `Recorder`, which
+forwards every driver call and notes it, naming each buffer by where it came from: an
+argument of the call, a block allocated during the call, or an array that outlives it (a
+constant, a captured tensor, an index map). If the call stayed on the GPU (no copy to or
+from the host: a host step, a branch on a value or an upload would make one) and the graph
+pays (`pays`), the notes are replayed into the driver's graph (`Driver.record_graph`: a
+CUDA graph captured from the driver's stream; the emulated driver keeps the replay itself)
+over blocks the graph owns. Later calls copy their arguments into the graph's argument
+blocks, launch it, and copy its results into new arrays: a few driver calls, however many
+ops the function has. ``sf.config.launch_graphs = False`` keeps every call on its plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from stageflow.core import config
+from stageflow.core.primitive import REGISTRY
+from stageflow.ir.control import ControlOp
+from stageflow.runtime.gpu import DeviceArray, GPUDevice
+
+# What the choice between a plan and its graph weighs, measured on an H100 with the CUDA
+# driver (`benchmarks.gpu`): Python and driver time per call into the driver, and the
+# bandwidth of the copies a graph adds (read and write).
+CALL_SECONDS = 12e-6
+COPY_BYTES_PER_SECOND = 2.5e12
+MAX_SIGNATURES = 16  # graphs kept per function (by argument shapes and dtypes)
+
+Origin = tuple[str, Any]  # ("argument", i) | ("block", k) | ("fixed", DeviceArray)
+
+
+def pays(calls: int, copies: int, copy_bytes: int) -> bool:
+    """Whether replaying `calls` driver calls as one graph launch beats making them, when
+    the graph adds `copies` copies of `copy_bytes` bytes in all (its arguments in, its
+    results out)."""
+    plan = calls * CALL_SECONDS
+    graph = (copies + 1) * CALL_SECONDS + 2 * copy_bytes / COPY_BYTES_PER_SECOND
+    return graph < plan
+
+
+class Recorder:
+    """A driver that forwards every call to `driver` and notes the device work (launches,
+    copies, products) with each buffer's origin; any host transfer makes the call
+    unrecordable."""
+
+    def __init__(self, device: GPUDevice, arguments: list[DeviceArray]) -> None:
+        """`arguments`: the call's, which change from call to call (captured tensors,
+        the same every call, are found as fixed arrays)."""
+        self.driver = device.driver
+        self.device = device
+        self.kind = self.driver.kind
+        self.memory_bytes = self.driver.memory_bytes
+        self.blocks: list[int] = []  # bytes of each block allocated during the call
+        self.origins: dict[int, Origin] = {}
+        for index, argument in enumerate(arguments):
+            self.origins.setdefault(self.driver.address(argument.handle), ("argument", index))
+        self.notes: list[tuple[str, tuple[Any, ...]]] = []
+        self.touched_host = False
+
+    def __getattr__(self, name: str) -> Any:  # loading kernels and entries: forwarded
+        return getattr(self.driver, name)
+
+    def _origin(self, handle: Any) -> Origin | None:
+        address = self.driver.address(handle)
+        found = self.origins.get(address)
+        if found is None:
+            array = self.device.array_at(address)
+            if array is None:
+                return None
+            found = self.origins[address] = ("fixed", array)
+        return found
+
+    def _note(self, name: str, handles: list[Any], rest: tuple[Any, ...]) -> None:
+        origins = [self._origin(h) for h in handles]
+        if any(o is None for o in origins):
+            self.touched_host = True  # a buffer of unknown lifetime: not replayable
+        self.notes.append((name, (origins, *rest)))
+
+    def allocate(self, nbytes: int) -> Any:
+        handle = self.driver.allocate(nbytes)
+        self.origins[self.driver.address(handle)] = ("block", len(self.blocks))
+        self.blocks.append(nbytes)
+        return handle
+
+    def free(self, handle: Any, nbytes: int) -> None:
+        self.driver.free(handle, nbytes)
+
+    def upload(self, handle: Any, array: np.ndarray) -> None:
+        self.touched_host = True
+        self.driver.upload(handle, array)
+
+    def download(self, handle: Any, out: np.ndarray) -> None:
+        self.touched_host = True
+        self.driver.download(handle, out)
+
+    def copy(self, destination: Any, source: Any, nbytes: int) -> None:
+        self._note("copy", [destination, source], (nbytes,))
+        self.driver.copy(destination, source, nbytes)
+
+    def launch(self, function: Any, kernel: Any, handles: list[Any], dims: list[int],
+               grid: int, block: int) -> None:
+        self._note("launch", handles, (function, kernel, list(dims), grid, block))
+        self.driver.launch(function, kernel, handles, dims, grid, block)
+
+    def call(self, function: Any, handles: list[Any], integers: list[int], grid: int,
+             block: int) -> None:
+        self._note("call", handles, (function, list(integers), grid, block))
+        self.driver.call(function, handles, integers, grid, block)
+
+    def gemm(self, a: Any, b: Any, out: Any, *rest: Any) -> None:
+        self._note("gemm", [a, b, out], rest)
+        self.driver.gemm(a, b, out, *rest)
+
+
+class LaunchGraph:
+    """One signature's recorded call as a graph over blocks of its own: `__call__` copies
+    the arguments in, launches the graph and copies the results out."""
+
+    def __init__(self, device: GPUDevice, recorder: Recorder, arguments: list[DeviceArray],
+                 results: list[DeviceArray]) -> None:
+        self.device = device
+        driver = device.driver
+        self.blocks = [DeviceArray(device, (n,), np.uint8) for n in recorder.blocks]
+        used = {o[1] for _, (origins, *_) in recorder.notes for o in origins
+                if o[0] == "argument"}
+        self.arguments = {i: DeviceArray(device, arguments[i].shape, arguments[i].dtype)
+                          for i in sorted(used)}
+        self.fixed: list[DeviceArray] = []  # kept alive while the graph reads them
+
+        def handle(origin: Origin) -> Any:
+            kind, key = origin
+            if kind == "argument":
+                return self.arguments[key].handle
+            if kind == "block":
+                return self.blocks[key].handle
+            self.fixed.append(key)
+            return key.handle
+
+        steps: list[Callable[[], None]] = []
+        for name, (origins, *rest) in recorder.notes:
+            handles = [handle(o) for o in origins]
+            if name == "copy":
+                steps.append(lambda h=handles, r=rest: driver.copy(*h, *r))
+            elif name == "launch":
+                function, kernel, dims, grid, block = rest
+                steps.append(lambda h=handles, f=function, k=kernel, d=dims, g=grid, b=block:
+                             driver.launch(f, k, h, d, g, b))
+            elif name == "call":
+                function, integers, grid, block = rest
+                steps.append(lambda h=handles, f=function, i=integers, g=grid, b=block:
+                             driver.call(f, h, i, g, b))
+            else:
+                steps.append(lambda h=handles, r=rest: driver.gemm(*h, *r))
+
+        def replay() -> None:
+            for step in steps:
+                step()
+
+        self.results = [recorder.origins[driver.address(r.handle)] for r in results]
+        self.shapes = [(r.shape, r.dtype) for r in results]
+        self.graph = driver.record_graph(replay)
+
+    def __call__(self, arguments: list[DeviceArray]) -> list[DeviceArray]:
+        driver = self.device.driver
+        for index, block in self.arguments.items():
+            if block.nbytes:
+                driver.copy(block.handle, arguments[index].handle, block.nbytes)
+        driver.launch_graph(self.graph)
+        results = []
+        for (kind, key), (shape, dtype) in zip(self.results, self.shapes, strict=True):
+            if kind == "argument":
+                results.append(arguments[key])
+            elif kind == "fixed":
+                results.append(key)
+            else:
+                result = DeviceArray(self.device, shape, dtype)
+                if result.nbytes:
+                    driver.copy(result.handle, self.blocks[key].handle, result.nbytes)
+                results.append(result)
+        return results
+
+
+_PLAN = "plan"  # the signature runs as its plan: recording found host work, or no gain
+
+
+def replayable(module: ModuleOp) -> bool:
+    """Whether a replay of the module's launches would do all its calls do: False where it
+    has effects a replay would repeat or skip (variables, random state, callbacks: stateful
+    ops) or takes branches and trip counts from values (control flow)."""
+    for op in module.walk():
+        if isinstance(op, ControlOp):
+            return False
+        name = op.name.removeprefix("sf.")
+        primitive = REGISTRY.get(name)  # (a call's callee is in the module, walked too)
+        if primitive is not None and primitive.stateful and name != "call":
+            return False
+    return True
+
+
+class LaunchGraphs:
+    """A GPU program's graphs by argument signature: the first call of a signature runs the
+    plan (compiling, loading and placing what it needs), the second is recorded, later ones
+    replay the graph where there is one. `replayable`: see the function of that name."""
+
+    def __init__(self, device: GPUDevice, program: Any, replayable: bool) -> None:
+        self.device = device
+        self.program = program
+        self.replayable = replayable
+        self._states: dict[tuple, Any] = {}
+
+    def run(self, values: list[Any], captured: list[Any]) -> list[Any]:
+        """The program's results for the call's `values` and the captured tensors."""
+        device = self.device
+        if not (self.replayable and config.launch_graphs) or not all(
+                type(v) is DeviceArray and v.device is device for v in values + captured):
+            return self.program.run(values + captured)
+        signature = tuple((v.shape, v.dtype) for v in values)
+        state = self._states.get(signature)
+        if isinstance(state, LaunchGraph):
+            return state(values)
+        if state is None:
+            if len(self._states) >= MAX_SIGNATURES:
+                self._states.clear()
+            self._states[signature] = "record"
+            return self.program.run(values + captured)
+        if state == _PLAN:
+            return self.program.run(values + captured)
+        recorder = Recorder(device, values)
+        device.driver = recorder
+        try:
+            results = self.program.run(values + captured)
+        finally:
+            device.driver = recorder.driver
+        self._states[signature] = self._graph(recorder, values, results)
+        return results
+
+    def _graph(self, recorder: Recorder, values: list[DeviceArray],
+               results: list[Any]) -> LaunchGraph | str:
+        """The recorded call as a graph, or `_PLAN` where it cannot be one or would not
+        pay."""
+        if recorder.touched_host or not recorder.notes or not all(
+                type(r) is DeviceArray and recorder.driver.address(r.handle)
+                in recorder.origins for r in results):
+            return _PLAN
+        arguments = {o[1] for _, (origins, *_) in recorder.notes for o in origins
+                     if o[0] == "argument"}
+        copies = [values[i].nbytes for i in arguments]
+        copies += [r.nbytes for r in results
+                   if recorder.origins[recorder.driver.address(r.handle)][0] == "block"]
+        if not pays(len(recorder.notes), len(copies), sum(copies)):
+            return _PLAN
+        return LaunchGraph(self.device, recorder, values, results)

@@ -1,0 +1,170 @@
+"""Launch graphs: a staged function on a GPU is recorded on its second call of a signature
+and replayed as one graph from the third, where it stays on the GPU, has no effects and
+the graph pays. Replays must give what the plan gives for any arguments, return new arrays
+every call, and keep alive what they read."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+from stageflow.runtime import devices as runtime_devices
+from stageflow.runtime import gpu_graphs
+from stageflow.runtime.gpu_graphs import LaunchGraph, pays
+
+GPU = "/device:GPU:0"
+
+
+def states(f, *args):
+    with sf.device(GPU):
+        concrete = f.get_concrete_function(*args)
+    graphs, _ = concrete._gpu_programs[GPU]
+    return list(graphs._states.values())
+
+
+def chain(x, y):
+    """About ten launches: kernels and the moves between them."""
+    h = sf.tanh(x * y + 1.0)
+    for _ in range(3):
+        h = sf.transpose(h)[::-1] * 0.5 + h
+    return h, sf.exp(-h)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """The number of graph launches and of launches outside them the GPU's driver makes
+    (an emulated graph launches its kernels one by one)."""
+    driver = runtime_devices.get(GPU).driver
+    counts = {"graphs": 0, "launches": 0}
+    replaying = []
+
+    def counting(name, method):
+        def run(*args, **kwargs):
+            counts[name] += not replaying
+            if name == "graphs":
+                replaying.append(True)
+            try:
+                return method(*args, **kwargs)
+            finally:
+                if name == "graphs":
+                    replaying.pop()
+        return run
+
+    monkeypatch.setattr(driver, "launch_graph", counting("graphs", driver.launch_graph))
+    monkeypatch.setattr(driver, "launch", counting("launches", driver.launch))
+    monkeypatch.setattr(driver, "call", counting("launches", driver.call))
+    return counts
+
+
+def test_the_third_call_replays_the_second_as_one_graph(counted):
+    f = sf.function(chain)
+    rng = np.random.default_rng(0)
+    results = []
+    for call in range(5):
+        x, y = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+        launches = counted["launches"]
+        with sf.device(GPU):
+            got = f(sf.constant(x).gpu(), sf.constant(y).gpu())
+        if call >= 2:  # one graph launch, no launch of its own
+            assert counted["launches"] == launches and counted["graphs"] == call - 1
+        want = chain(sf.constant(x), sf.constant(y))
+        for g, w in zip(got, want, strict=True):
+            assert g.device == GPU
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-7)
+        results.append((got, [w.numpy() for w in want]))
+    assert [type(s) for s in states(f, sf.constant(x).gpu(), sf.constant(y).gpu())] \
+        == [LaunchGraph]
+    for got, want in results:  # every call's results are its own arrays
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-6, atol=1e-7)
+
+
+def test_a_graph_keeps_what_it_reads_alive():
+    weights = sf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    f = sf.function(lambda x: sf.transpose(sf.tanh(x * weights))[::-1] + 1.0)
+    x = sf.constant(np.ones((3, 4), np.float32)).gpu()
+    with sf.device(GPU):
+        for _ in range(3):
+            got = f(x)
+    [graph] = states(f, x)
+    # x is copied in at every call; the captured weights and the transpose's index map are
+    # read where they are, and kept alive by the graph however the device drops them
+    assert isinstance(graph, LaunchGraph) and list(graph.arguments) == [0]
+    runtime_devices.get(GPU)._maps.clear()
+    gc.collect()
+    noise = [sf.constant(np.full(12, 7, np.int64)).gpu() for _ in range(4)]
+    with sf.device(GPU):
+        again = f(x)
+    want = np.tanh(weights.numpy()).T[::-1] + 1.0
+    np.testing.assert_allclose(again.numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    del noise
+
+
+def test_host_work_keeps_the_plan():
+    f = sf.function(lambda x: sf.sort(sf.exp(x)) * 2.0)  # sort: a host step
+    x = sf.constant(np.array([3.0, 1.0, 2.0], np.float32)).gpu()
+    with sf.device(GPU):
+        for _ in range(3):
+            got = f(x)
+    assert states(f, x) == ["plan"]
+    np.testing.assert_allclose(got.numpy(), 2 * np.sort(np.exp([3.0, 1.0, 2.0])), rtol=1e-6)
+
+
+def test_effects_keep_the_plan():
+    v = sf.Variable(np.zeros(3, np.float32))
+
+    @sf.function
+    def step(x):
+        v.assign_add(x)
+        return sf.exp(x) * 2.0 + 1.0
+
+    x = sf.constant(np.ones(3, np.float32)).gpu()
+    with sf.device(GPU):
+        for _ in range(3):
+            step(x)
+    np.testing.assert_allclose(v.numpy(), [3.0, 3.0, 3.0])
+    with sf.device(GPU):
+        concrete = step.get_concrete_function(x)
+    graphs, _ = concrete._gpu_programs[GPU]
+    assert not graphs.replayable
+
+
+def test_a_graph_pays_for_many_small_launches_not_for_big_copies():
+    assert pays(calls=8, copies=3, copy_bytes=3 * 4096)
+    assert not pays(calls=1, copies=2, copy_bytes=8)  # one launch: nothing to save
+    assert not pays(calls=4, copies=2, copy_bytes=2 * 64 << 20)  # copies cost more
+    f = sf.function(lambda x: sf.exp(x) * 2.0)  # one fused kernel
+    x = sf.constant(np.ones(5, np.float32)).gpu()
+    with sf.device(GPU):
+        for _ in range(3):
+            f(x)
+    assert states(f, x) == ["plan"]
+
+
+def test_graphs_are_kept_per_signature(monkeypatch):
+    monkeypatch.setattr(gpu_graphs, "MAX_SIGNATURES", 2)
+    f = sf.function(chain, input_signature=[sf.TensorSpec([None, None], sf.float32)] * 2)
+    for side in [1, 2, 3, 2]:
+        x = sf.constant(np.linspace(0, 1, side * side, dtype=np.float32).reshape(side, side))
+        want = [t.numpy() for t in chain(x, x)]
+        with sf.device(GPU):
+            for _ in range(3):
+                got = f(x.gpu(), x.gpu())
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-6)
+    found = states(f, x, x)
+    assert len(found) == 2 and all(isinstance(state, LaunchGraph) for state in found)
+
+
+def test_launch_graphs_can_be_turned_off(monkeypatch, counted):
+    monkeypatch.setattr(sf.config, "launch_graphs", False)
+    f = sf.function(chain)
+    x = sf.constant(np.ones((4, 4), np.float32)).gpu()
+    with sf.device(GPU):
+        for _ in range(3):
+            f(x, x)
+    assert states(f, x, x) == [] and counted["graphs"] == 0
