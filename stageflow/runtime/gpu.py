@@ -46,12 +46,16 @@ BLOCK = 256  # threads per block
 MAX_BLOCKS = 65535
 MAX_MAPS = 256  # index maps kept per GPU (by op signature)
 # How a reduction's passes split their rows (`reduction_passes`).
-# A GPU hides its memory's latency with many loads in flight: a pass aims at about half the
-# threads an H100 holds (132 SMs x 2048). Each of them folds at least MIN_SPAN elements: a
-# pass that folds fewer costs more in its launch than it saves in one thread's serial loads.
+# A GPU hides its memory's latency with many loads in flight: a first pass aims at about
+# MIN_THREADS threads (an H100 holds 132 SMs x 2048). Each of them folds at least MIN_SPAN
+# elements: a pass that folds fewer costs more in its launch than it saves in one thread's
+# serial loads. The later passes read the few partial results of the pass before (from the
+# cache) and each launch costs microseconds of the host's time: their items fold up to
+# LATER_SPAN elements, so that a reduction of 2^27 elements takes four passes, not seven.
 # A warp's threads load together: a row long enough gets at least a warp, read coalesced.
 MIN_THREADS = 1 << 17
 MIN_SPAN = 16
+LATER_SPAN = 128
 WARP = 32
 # Ops that only move elements: applied to the flat indices of their operand, their NumPy
 # kernel gives the index map the gather kernel follows.
@@ -68,7 +72,7 @@ class DeviceArray:
         self.device = device
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
-        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.handle = device.driver.allocate(self.nbytes)
         devices.COUNTERS.allocated(device.name, self.nbytes)
         device._arrays[device.driver.address(self.handle)] = self
@@ -205,8 +209,7 @@ class GPUDevice(Device):
         if kind is None:
             self._gather(x, indices, out)
         else:
-            self._reduce(kind, x, indices, out,
-                         int(np.prod([x.shape[a] for a in params["axes"]])))
+            self._reduce(kind, x, indices, out, math.prod(x.shape[a] for a in params["axes"]))
         return out
 
     def _gather(self, x: DeviceArray, indices: DeviceArray | None, out: DeviceArray) -> None:
@@ -218,7 +221,7 @@ class GPUDevice(Device):
                     self.driver.copy(out.handle, x.handle, x.nbytes)
             return
         bits = 8 * x.dtype.itemsize
-        count = int(np.prod(out.shape))
+        count = math.prod(out.shape)
         self._launch(self._entry(f"gather_i{bits}", gather_entry(bits), 3, 1),
                      [x.handle, indices.handle, out.handle], [count], count)
 
@@ -229,7 +232,7 @@ class GPUDevice(Device):
         leaves `parts` partial results per row in a temporary, the operand of the next pass,
         read in order. A temporary is freed once the next pass is queued: launches run in
         order, and the allocator hands its block out again."""
-        rows = int(np.prod(out.shape))
+        rows = math.prod(out.shape)
         source = x
         for parts in reduction_passes(rows, width):
             target = out if parts == 1 else DeviceArray(self, (rows, parts), x.dtype)
@@ -373,7 +376,7 @@ class KernelStep:
         outputs = [DeviceArray(device, tuple(spec_value(d, shapes) for d in spec), arg.dtype)
                    for arg, spec in zip(self.kernel.outputs, self.kernel.output_shapes,
                                         strict=True)]
-        total = max((int(np.prod(out.shape)) for out in outputs), default=0)
+        total = max((math.prod(out.shape) for out in outputs), default=0)
         if total:
             everything = arrays + outputs
             dims = [d for array in everything for d in array.shape]
@@ -395,15 +398,16 @@ def reduction_passes(rows: int, width: int) -> list[int]:
     of the previous pass's partial results. A pass doubles its parts while it has fewer work
     items than it wants, `MIN_THREADS` (or a warp per row for rows of a warp's `MIN_SPAN`
     elements and more, so that consecutive threads read consecutive elements), and each
-    item still folds `MIN_SPAN` elements or more."""
+    item still folds `MIN_SPAN` elements or more (`LATER_SPAN` after the first pass)."""
     passes = []
+    span = MIN_SPAN
     while not passes or passes[-1] > 1:
-        wanted = MIN_THREADS if width < WARP * MIN_SPAN else max(MIN_THREADS, WARP * rows)
+        wanted = MIN_THREADS if width < WARP * span else max(MIN_THREADS, WARP * rows)
         parts = 1
-        while 0 < rows * parts < wanted and width // (2 * parts) >= MIN_SPAN:
+        while 0 < rows * parts < wanted and width // (2 * parts) >= span:
             parts *= 2
         passes.append(parts)
-        width = parts
+        width, span = parts, LATER_SPAN
     return passes
 
 

@@ -220,6 +220,7 @@ class CUDADriver:
             raise CUDAError(f"GPU {ordinal} has compute capability {major}.x; stageflow's PTX "
                             "needs 8.0 or newer")
         self.target = PTXTarget("sm_90" if major >= 9 else "sm_80")
+        self._thread = threading.local()
         self._current()
         self.stream = self._check("cuStreamCreate", self._cu.cuStreamCreate(0))
         self._free: dict[int, list[Any]] = defaultdict(list)
@@ -235,7 +236,13 @@ class CUDADriver:
         return values[0] if len(values) == 1 else tuple(values)
 
     def _current(self) -> None:
+        """Make the GPU's primary context current on this thread, once per thread: the
+        primary context is also the one the CUDA runtime (and so cuBLAS, PyTorch, JAX)
+        makes current, so nothing else replaces it."""
+        if getattr(self._thread, "current", False):
+            return
         self._check("cuCtxSetCurrent", self._cu.cuCtxSetCurrent(self.context))
+        self._thread.current = True
 
     def allocate(self, nbytes: int) -> Any:
         size = max(nbytes, 1)
@@ -285,12 +292,15 @@ class CUDADriver:
 
     def call(self, function: Any, handles: list[Any], integers: list[int], grid: int,
              block: int) -> None:
-        values = [np.array([int(h)], np.uint64) for h in handles]
-        values += [np.array([d], np.int64) for d in integers]
-        pointers = np.array([v.ctypes.data for v in values], np.uint64)
+        # kernelParams: an array of pointers to the parameters' values, each 8 bytes (a
+        # .u64 of the entry), read by cuLaunchKernel before it returns.
+        count = len(handles) + len(integers)
+        values = (ctypes.c_int64 * count)(*[int(h) for h in handles], *integers)
+        start = ctypes.addressof(values)
+        pointers = (ctypes.c_void_p * count)(*range(start, start + 8 * count, 8))
         self._current()
         self._check("cuLaunchKernel", self._cu.cuLaunchKernel(
-            function, grid, 1, 1, block, 1, 1, 0, self.stream, pointers.ctypes.data, 0))
+            function, grid, 1, 1, block, 1, 1, 0, self.stream, ctypes.addressof(pointers), 0))
 
     def synchronize(self) -> None:
         self._current()

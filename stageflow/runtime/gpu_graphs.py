@@ -17,6 +17,7 @@ ops the function has. ``sf.config.launch_graphs = False`` keeps every call on it
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -123,7 +124,9 @@ class Recorder:
 
 class LaunchGraph:
     """One signature's recorded call as a graph over blocks of its own: `__call__` copies
-    the arguments in, launches the graph and copies the results out."""
+    the arguments in, launches the graph and copies the results out. An argument that is
+    the very array copied in last time (a model's weights, call after call) is not copied
+    again: device arrays never change once written."""
 
     def __init__(self, device: GPUDevice, recorder: Recorder, arguments: list[DeviceArray],
                  results: list[DeviceArray]) -> None:
@@ -135,6 +138,7 @@ class LaunchGraph:
         self.arguments = {i: DeviceArray(device, arguments[i].shape, arguments[i].dtype)
                           for i in sorted(used)}
         self.fixed: list[DeviceArray] = []  # kept alive while the graph reads them
+        self._held: dict[int, weakref.ref] = {}  # argument block -> the array it holds
 
         def handle(origin: Origin) -> Any:
             kind, key = origin
@@ -172,8 +176,11 @@ class LaunchGraph:
     def __call__(self, arguments: list[DeviceArray]) -> list[DeviceArray]:
         driver = self.device.driver
         for index, block in self.arguments.items():
-            if block.nbytes:
-                driver.copy(block.handle, arguments[index].handle, block.nbytes)
+            argument = arguments[index]
+            held = self._held.get(index)
+            if block.nbytes and (held is None or held() is not argument):
+                driver.copy(block.handle, argument.handle, block.nbytes)
+                self._held[index] = weakref.ref(argument)
         driver.launch_graph(self.graph)
         results = []
         for (kind, key), (shape, dtype) in zip(self.results, self.shapes, strict=True):

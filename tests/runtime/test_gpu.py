@@ -256,7 +256,8 @@ def test_reductions_in_many_passes_on_any_grid(name, x, data, keepdims, grid):
     want = op(sf.constant(x), axis=axes, keepdims=keepdims).numpy()
     placed = sf.constant(x).gpu()
     with pytest.MonkeyPatch.context() as patch:
-        for constant, value in [("MIN_THREADS", 8), ("MIN_SPAN", 2), ("WARP", 4),
+        for constant, value in [("MIN_THREADS", 8), ("MIN_SPAN", 2), ("LATER_SPAN", 2),
+                                ("WARP", 4),
                                 ("MAX_BLOCKS", grid[0]), ("BLOCK", grid[1])]:
             patch.setattr(runtime_gpu, constant, value)
         got = op(placed, axis=axes, keepdims=keepdims)
@@ -269,12 +270,12 @@ def test_reductions_in_many_passes_on_any_grid(name, x, data, keepdims, grid):
 @pytest.mark.parametrize(("shape", "axis"), [((8, 500), None), ((4000, 2), 0)])
 def test_thousands_of_elements_reduce_in_several_passes(name, dtype, shape, axis, monkeypatch):
     """A reduction to a scalar read in place, and one through an index map (its rows are
-    columns): 4000 elements a row, three passes of 128, 8 and 1 partial results per row.
+    columns): 4000 elements a row, two passes of 128 and 1 partial results per row.
     Float sums round in another order than NumPy's: they are held to the error bound of the
     GPU's order, each element going through at most `depth` additions."""
     rows, width = (1, 4000) if axis is None else (2, 4000)
     passes = reduction_passes(rows, width)
-    assert passes == [128, 8, 1]
+    assert passes == [128, 1]
     rng = np.random.default_rng(20)
     floating = np.dtype(dtype).kind == "f"
     if name == "reduce_prod" and floating:  # signs and a few powers of two: exact, finite
@@ -346,12 +347,17 @@ def test_reductions_over_trailing_axes_and_reshapes_need_no_index_map():
 @given(rows=st.integers(0, 2**20), width=st.integers(0, 2**30))
 def test_reduction_passes_keep_a_gpu_busy_and_end_in_one_value_a_row(rows, width):
     """Each pass but the last splits each row into a power of two of parts, each folding
-    at least `MIN_SPAN` elements, and the next pass reduces those parts; the first pass
-    splits until the GPU has enough threads, or a long row a warp, or the row runs out."""
+    at least `MIN_SPAN` elements (`LATER_SPAN` after the first pass), and the next pass
+    reduces those parts; the first pass splits until the GPU has enough threads, or a long
+    row a warp, or the row runs out; a later pass folds at most twice `LATER_SPAN`."""
     passes = reduction_passes(rows, width)
     assert passes[-1] == 1 and all(parts > 1 for parts in passes[:-1])
-    for w, parts in zip([width, *passes[:-1]], passes, strict=True):
-        assert parts & (parts - 1) == 0 and (parts == 1 or w // parts >= runtime_gpu.MIN_SPAN)
+    spans = [runtime_gpu.MIN_SPAN] + [runtime_gpu.LATER_SPAN] * (len(passes) - 1)
+    for w, parts, span in zip([width, *passes[:-1]], passes, spans, strict=True):
+        assert parts & (parts - 1) == 0 and (parts == 1 or w // parts >= span)
+    for w, parts in zip(passes[:-1], passes[1:], strict=True):
+        assert rows * parts >= runtime_gpu.MIN_THREADS or -(-w // parts) < 2 * max(
+            runtime_gpu.LATER_SPAN, runtime_gpu.WARP)
     first = passes[0]
     if rows and width // (2 * first) >= runtime_gpu.MIN_SPAN:
         assert rows * first >= runtime_gpu.MIN_THREADS

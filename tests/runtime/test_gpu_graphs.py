@@ -168,3 +168,23 @@ def test_launch_graphs_can_be_turned_off(monkeypatch, counted):
         for _ in range(3):
             f(x, x)
     assert states(f, x, x) == [] and counted["graphs"] == 0
+
+
+def test_an_argument_passed_again_is_not_copied_again(monkeypatch):
+    f = sf.function(chain)
+    rng = np.random.default_rng(1)
+    weights = sf.constant(rng.standard_normal((4, 4)).astype(np.float32)).gpu()
+    driver = runtime_devices.get(GPU).driver
+    copied = []
+    copy = driver.copy
+    monkeypatch.setattr(driver, "copy", lambda *args: (copied.append(args[-1]), copy(*args)))
+    for call in range(5):
+        x = rng.standard_normal((4, 4)).astype(np.float32)
+        before = len(copied)
+        with sf.device(GPU):
+            got = f(sf.constant(x).gpu(), weights)
+        if call >= 3:  # x copied in, two results copied out; the weights stay
+            assert len(copied) - before == 3
+        want = chain(sf.constant(x), weights.cpu())
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-7)

@@ -30,6 +30,8 @@ results meet in the next launch.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 
@@ -73,8 +75,10 @@ def gather_entry(bits: int):
     return build
 
 
+@functools.cache
 def reduce_name(kind: ReductionKind, dtype: np.dtype, mapped: bool) -> str:
-    """The entry name of `reduce_entry`'s kernel (the two variants are two kernels)."""
+    """The entry name of `reduce_entry`'s kernel (the two variants are two kernels; cached:
+    a dtype's name costs microseconds, and every launch asks)."""
     return f"reduce_{'' if mapped else 'flat_'}{kind.name}_{dtype.name}"
 
 
