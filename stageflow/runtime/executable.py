@@ -425,10 +425,10 @@ class Executable:
     def build_gpu(cls, module: ModuleOp, entries: list[str], stats: CompileStats,
                   device: Any) -> list[Executable]:
         """Executables of a module the PTX pipeline optimised, run on a GPU device: each
-        fused kernel a launch on the device's memory (`GPUDevice.kernel_step`), moves and
-        reductions the device's index-map kernels, every other op its NumPy kernel on the
-        host, its operands fetched from the device (`GPUDevice.plan_step`; a kernel puts
-        host values it is given on the device)."""
+        fused kernel a launch on the device's memory (`GPUDevice.kernel_step`), matmuls the
+        device's gemms, moves and reductions its index-map kernels, every other op its NumPy
+        kernel on the host, its operands fetched from the device (`GPUDevice.plan_step`; a
+        kernel puts host values it is given on the device)."""
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
         start = time.perf_counter()
         compiled: dict[Any, Any] = {}

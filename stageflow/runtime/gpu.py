@@ -1,23 +1,27 @@
-"""GPU devices: tensors in the GPU's memory, elementwise ops as PTX kernels, the rest on the
-host.
+"""GPU devices: tensors in the GPU's memory, ops as PTX kernels and cuBLAS gemms, the rest
+on the host.
 
 A `GPUDevice` runs on a `Driver` (`gpu_drivers`: CUDA, or the emulation that tests it on
 any machine). Its tensors are `DeviceArray`s in the driver's memory, counted by the device
-and returned to the driver's allocator when collected. Eagerly, an elementwise op (one the
-kernels' table lowers) compiles one kernel per op signature (its dtypes, ranks and
-params; cached) and launches it; any other op, and an op whose kernel cannot be built,
-runs its NumPy kernel on the host with its inputs fetched and its results put back, each
-transfer counted as a copy (TensorFlow's soft placement, visible in the statistics). A
-graph function placed on a GPU is optimised by the PTX pipeline and runs as one sequence
-of steps: each fused kernel a launch on device memory, each matrix product a gemm of the
-driver (cuBLAS on a CUDA GPU; `_gemm` says which products qualify), each other op on the
-host (`Executable.build_gpu`). Eagerly, moves (transpose, slice, broadcast, reshape) and
-reductions run on the GPU too, as the gather and reduce kernels of
-`stageflow.codegen.targets.indexed` following an index map computed once per signature,
-or none where the op keeps the operand's order (a reshape is a device-to-device copy; a
-reduction over trailing axes reads its operand in place). A reduction is a tree of passes
-(`reduction_passes`): the first splits each row among many threads, each later one
-reduces the partial results of the one before, until one value per row remains.
+and returned to the driver's allocator when collected. An op on its tensors runs as:
+
+- an elementwise op (one the kernels' table lowers): one kernel per op signature (its
+  dtypes, ranks and params; cached), launched;
+- a matrix product: one strided-batched gemm of the driver (cuBLAS on a CUDA GPU; `_gemm`
+  says which products qualify);
+- a move (transpose, slice, broadcast, reshape) or a reduction: the gather and reduce
+  kernels of `stageflow.codegen.targets.indexed`, following an index map computed once per
+  signature, or none where the op keeps the operand's order (a reshape is a
+  device-to-device copy; a reduction over trailing axes reads its operand in place). A
+  reduction is a tree of passes (`reduction_passes`): the first splits each row among many
+  threads, each later one reduces the partial results of the one before;
+- anything else, and an op whose kernel cannot be built: its NumPy kernel on the host, its
+  inputs fetched and its results put back, each transfer counted as a copy (TensorFlow's
+  soft placement, visible in the statistics).
+
+A graph function placed on a GPU is optimised by the PTX pipeline and runs as a plan of
+the same steps, its fused kernels launched on device memory (`Executable.build_gpu`,
+`plan_step`), or replayed as one recorded graph (`gpu_graphs`).
 """
 
 from __future__ import annotations
@@ -170,8 +174,9 @@ class GPUDevice(Device):
     # -- eager ops --------------------------------------------------------------------------
 
     def execute(self, primitive: Primitive, values: list[Any], params: dict[str, Any]) -> Any:
-        """An op on tensors of this GPU: its kernel launched (an elementwise op's own, or
-        the gather or reduce kernel on an index map), else run on the host."""
+        """An op on tensors of this GPU: its kernel launched (an elementwise op's own, a
+        gemm for a matmul, the gather or reduce kernels for a move or a reduction), else run
+        on the host."""
         kernel = self._op_kernel(primitive, values, params)
         if kernel is not None:
             return kernel(*values)[0]
