@@ -136,13 +136,18 @@ class Variable:
     def _store(self, array: Any) -> None:
         """Write a new value after checking dtype and shape (eager and interpreted writes)."""
         array = np.asarray(array)
-        if array.dtype != self.dtype or array.shape != self.shape:
+        self.check_value(array)
+        self._value = array
+
+    def check_value(self, value: Any) -> None:
+        """Raise ValueError unless `value` (an array, of the host or a device) has the
+        variable's dtype and shape."""
+        if value.dtype != self.dtype or tuple(value.shape) != self.shape:
             raise ValueError(
                 f"assign: variable {self.name!r} is {self.dtype.name}{format_shape(self.shape)}"
-                f", the value is {array.dtype.name}{format_shape(array.shape)}"
+                f", the value is {value.dtype.name}{format_shape(tuple(value.shape))}"
                 f"{describe_location()}"
             )
-        self._value = array
 
     def __float__(self) -> float:
         return float(self.read_value())

@@ -45,7 +45,7 @@ def _assign(variable, value) -> tuple:
 read_variable_p = Primitive(
     "read_variable",
     shape_rule=_read_rule,
-    kernel=lambda variable: variable._value,
+    kernel=lambda variable: variable._current(),  # fetched, where a device keeps it
     summary="the current value of a variable",
     stateful=True,
     family=Family.STATE, memory=Memory.EXTERNAL, cost=Cost.STATE,

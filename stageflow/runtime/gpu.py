@@ -26,6 +26,7 @@ the same steps, its fused kernels launched on device memory (`Executable.build_g
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -81,6 +82,10 @@ class DeviceArray:
         devices.COUNTERS.allocated(device.name, self.nbytes)
         device._arrays[device.driver.address(self.handle)] = self
         weakref.finalize(self, device.release, self.handle, self.nbytes)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
     def fetch(self) -> np.ndarray:
         """A host copy (counted)."""
@@ -155,9 +160,31 @@ class GPUDevice(Device):
             value = value.fetch()
         return self.copy_in(value)
 
-    def variable_value(self, tensor: Any) -> Any:
-        """A GPU's variables keep their value in host memory (reads put it on the GPU)."""
-        return tensor._value
+    # -- variables: their values in this GPU's memory --------------------------------------
+
+    def adopt(self, variable: Any) -> None:
+        """A variable created on this GPU keeps its value in the GPU's memory; host reads
+        (``numpy()``, checkpoints) fetch it."""
+        variable._value = self.copy_in(variable._value)
+        variable._fetch = functools.partial(_host_value, variable)
+
+    def read_variable(self, variable: Any) -> Tensor:
+        return self.wrap(variable._value)
+
+    def assign_variable(self, variable: Any, tensor: Any) -> None:
+        """Store `tensor` (copied here once if it lives elsewhere) as the value."""
+        value = self.mirror(tensor)
+        variable.check_value(value)
+        variable._value = value
+
+    def _plan_assign(self, variable: Any, value: Any) -> tuple:
+        """A GPU plan's assign: the value stays in this GPU's memory for a variable of this
+        GPU; any other variable stores it as its own device does (on the host here)."""
+        if variable.device == self.name:
+            variable._value = self.on_device(value)
+        else:
+            variable._store(value.fetch() if isinstance(value, DeviceArray) else value)
+        return ()
 
     def own(self, tensor: Any) -> DeviceArray:
         return tensor._buffer
@@ -351,11 +378,16 @@ class GPUDevice(Device):
     def plan_step(self, kernel: Callable[..., Any],
                   primitive: Primitive | None = None) -> Callable[..., Any]:
         """What a step of a GPU plan runs for an op outside the fused kernels: a move, a
-        reduction or a matrix product on this GPU (`execute`), anything else on the host
-        (`host_step`)."""
-        if primitive is not None and (primitive.name in MOVES or primitive.reduction
-                                      or primitive.name in GEMMS):
+        reduction or a matrix product on this GPU (`execute`); a variable's read (its
+        value where it is: a variable of this GPU's is in its memory) and write
+        (`_plan_assign`); anything else on the host (`host_step`)."""
+        name = primitive.name if primitive is not None else None
+        if name in MOVES or name in GEMMS or primitive is not None and primitive.reduction:
             return lambda *values, **params: self.execute(primitive, list(values), params)
+        if name == "read_variable":
+            return lambda variable: variable._value
+        if name == "assign_variable":
+            return self._plan_assign
         return host_step(kernel)
 
     def kernel_step(self, kernel: Kernel) -> KernelStep:
@@ -440,6 +472,12 @@ def _index_map(primitive: Primitive, shape: tuple[int, ...], dtype: np.dtype,
 def _positions(shape: tuple[int, ...]) -> np.ndarray:
     """The flat index of every element of an array of `shape` (what index maps move)."""
     return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+
+
+def _host_value(variable: Any) -> np.ndarray:
+    """The value of a variable of a GPU, on the host (a host write may have left it there)."""
+    value = variable._value
+    return value.fetch() if isinstance(value, DeviceArray) else value
 
 
 def host_step(kernel: Callable[..., Any]) -> Callable[..., Any]:

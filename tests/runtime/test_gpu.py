@@ -475,3 +475,79 @@ def test_a_graph_function_follows_its_gpu_arguments():
     result = f(x.gpu())
     assert result.device == GPU
     np.testing.assert_allclose(result.numpy(), 2.0)
+
+
+def test_a_gpu_variable_keeps_its_value_in_gpu_memory():
+    with sf.device("gpu:0"):
+        v = sf.Variable(np.arange(3, dtype=np.float32))
+        delta = sf.constant(np.ones(3, np.float32))
+        half = delta * 0.5
+    assert isinstance(v._value, DeviceArray) and v.shape == (3,) and v.ndim == 1
+    before = copies()
+    v.assign_add(delta)  # read, add and store on the GPU
+    v.assign_sub(half)
+    assert v.read_value().device == GPU and copies() == before
+    np.testing.assert_allclose(v.numpy(), [0.5, 1.5, 2.5])  # one fetch
+    assert copies() == before + 1
+    v.assign(np.full(3, 4.0, np.float32))  # a host value: one upload
+    np.testing.assert_allclose(v.numpy(), 4.0)
+    with pytest.raises(ValueError, match=r"float32\(3,\), the value is float32\(2,\)"):
+        v.assign(sf.constant(np.ones(2, np.float32)).gpu())
+    np.testing.assert_allclose(v.numpy(), 4.0)  # nothing lost
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_staged_step_updates_gpu_variables_without_copies(jit):
+    with sf.device("gpu:0"):
+        w = sf.Variable(np.zeros((4, 3), np.float32))
+
+    def step(x, y):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_sum((sf.matmul(x, w) - y) ** 2)
+        w.assign_sub(0.01 * tape.gradient(loss, w))
+        return loss
+
+    f = sf.function(step, jit=jit)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((8, 4)).astype(np.float32), np.ones((8, 3), np.float32)
+    xs, ys = sf.constant(x).gpu(), sf.constant(y).gpu()
+    with sf.device("gpu:0"):
+        f(xs, ys)
+        before = copies()
+        losses = [float(f(xs, ys)) for _ in range(3)]  # each loss fetched: one copy
+    assert copies() - before == 3
+    reference = np.zeros((4, 3), np.float32)
+    for _ in range(4):
+        reference -= 0.01 * 2 * x.T @ (x @ reference - y)
+    np.testing.assert_allclose(w.numpy(), reference, rtol=1e-5, atol=1e-6)
+    assert losses[0] > losses[1] > losses[2]
+
+
+def test_gpu_variables_in_functions_on_the_host():
+    with sf.device("gpu:0"):
+        v = sf.Variable(np.arange(3, dtype=np.float32))
+    double = sf.function(lambda: v.assign(v.read_value() * 2.0).read_value() + 1.0)
+    np.testing.assert_allclose(double().numpy(), [1.0, 3.0, 5.0])  # read fetched, host write
+    np.testing.assert_allclose(v.numpy(), [0.0, 2.0, 4.0])
+    assert v.read_value().device == GPU  # the host value goes back up on the GPU's reads
+    np.testing.assert_allclose(sf.exp(v.read_value()).numpy(), np.exp([0.0, 2.0, 4.0]),
+                               rtol=1e-6)
+
+
+def test_an_optimizer_trains_gpu_variables_as_it_trains_host_ones():
+    rng = np.random.default_rng(3)
+    start = rng.standard_normal((5, 2)).astype(np.float32)
+    x = rng.standard_normal((16, 5)).astype(np.float32)
+    finals = []
+    for device in ["/device:CPU:0", GPU]:
+        with sf.device(device):
+            w = sf.Variable(start)
+            data = sf.constant(x)
+        optimizer = sf.optimizers.SGD(0.05, momentum=0.9)
+        for _ in range(3):
+            with sf.GradientTape() as tape:
+                loss = sf.reduce_mean(sf.tanh(sf.matmul(data, w)) ** 2)
+            optimizer.apply_gradients([(tape.gradient(loss, w), w)])
+        assert w.read_value().device == device
+        finals.append(w.numpy())
+    np.testing.assert_allclose(finals[1], finals[0], rtol=1e-5, atol=1e-6)
