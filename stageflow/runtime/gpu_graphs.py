@@ -230,7 +230,11 @@ class LaunchGraphs:
         if not (self.replayable and config.launch_graphs) or not all(
                 type(v) is DeviceArray and v.device is device for v in values + captured):
             return self.program.run(values + captured)
-        signature = tuple((v.shape, v.dtype) for v in values)
+        # Which arguments are one array matters too: a call recorded as f(x, x) reads one
+        # argument block for both.
+        first: dict[int, int] = {}
+        signature = tuple((v.shape, v.dtype, first.setdefault(id(v), i))
+                          for i, v in enumerate(values))
         state = self._states.get(signature)
         if isinstance(state, LaunchGraph):
             return state(values)

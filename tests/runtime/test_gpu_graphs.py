@@ -188,3 +188,18 @@ def test_an_argument_passed_again_is_not_copied_again(monkeypatch):
         want = chain(sf.constant(x), weights.cpu())
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_an_argument_passed_twice_is_another_signature():
+    f = sf.function(chain)
+    rng = np.random.default_rng(2)
+    x = sf.constant(rng.standard_normal((4, 4)).astype(np.float32)).gpu()
+    with sf.device(GPU):
+        for _ in range(3):
+            f(x, x)  # recorded and replayed with one array for both arguments
+        for _ in range(3):
+            y = sf.constant(rng.standard_normal((4, 4)).astype(np.float32)).gpu()
+            got = f(x, y)
+            want = chain(x.cpu(), y.cpu())
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-7)
