@@ -73,6 +73,7 @@ class ConcreteFunction:
         self.trace_history: list[tuple[str, str]] = []  # the sf.function's, shared
         self._captured: list[Any] | None = None
         self._forward_backward = None
+        self._placed_forward_backward: dict[str, Any] = {}  # by device name
         self.pass_timings: list = []
         self._single_output = (out_treedef == (None,) and len(out_template) == 1
                                and out_template[0] is _OUTPUT)  # (== would compare tensors)

@@ -10,6 +10,12 @@ forward runs once per call and the backward is staged too.
 The two functions go into one module as a marked pair (`stageflow.passes.remat`), where the
 `remat` pass decides which intermediates the forward saves and which the backward recomputes;
 then both are optimised and compiled together.
+
+A function placed on a device (its caller's scope, or its arguments') gets a pair of its
+own for that device: compiled for the host and run on a logical CPU's thread, or optimised
+by the PTX pipeline and run as launches on a GPU, its residuals kept in the device's memory.
+A function whose ops are placed on several devices, or on a remote one, is replayed op by
+op under the tape instead, each op where it is placed.
 """
 
 from __future__ import annotations
@@ -25,18 +31,22 @@ from stageflow.frontend import tape
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
 from stageflow.frontend.replay import replay
 from stageflow.frontend.tape import GradientTape
-from stageflow.frontend.tensor import Tensor, wrap
+from stageflow.frontend.tensor import PlacedTensor, Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.ir.text import module_to_text
-from stageflow.passes import DEFAULT_PIPELINE
+from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
 from stageflow.passes.remat import mark_pair
+from stageflow.runtime import devices as runtime_devices
 from stageflow.staging.compiler import Compilation
 
 
 class ForwardBackward:
-    """The forward-with-residuals and backward graphs of one concrete function."""
+    """The forward-with-residuals and backward graphs of one concrete function, run on the
+    host (`device` None) or on one device."""
 
-    def __init__(self, concrete: Any) -> None:
+    def __init__(self, concrete: Any, device: Any = None) -> None:
+        self.device = device
+        self._uploaded: dict[str, list[Any]] = {}  # captured tensors on a GPU, by graph
         graph = concrete.graph
         self.name = f"{concrete.name}_vjp"
         joint = Graph(f"{concrete.name}_joint")
@@ -95,18 +105,46 @@ class ForwardBackward:
             compilation.run_passes("inline,remat")
         self.module_text = module_to_text(compilation.module)
         compilation.dump("remat")
-        compilation.run_passes(DEFAULT_PIPELINE)
-        programs = compilation.executables([forward, backward], jit)
+        if self.device is not None and self.device.kind == "GPU":
+            compilation.run_passes(PTX_PIPELINE)
+            programs = compilation.gpu_executables([forward, backward], self.device)
+        else:
+            compilation.run_passes(DEFAULT_PIPELINE)
+            programs = compilation.executables([forward, backward], jit)
         return programs[0], programs[1]
+
+    def captured(self, graph: Graph) -> list[Any]:
+        """The runtime values of `graph`'s captures: variables by reference, tensors' values
+        (put on a GPU once)."""
+        values = [_runtime(c.source) for c in graph.captures]
+        if self.device is None or self.device.kind != "GPU":
+            return values
+        uploaded = self._uploaded.get(graph.name)
+        if uploaded is None:
+            uploaded = self._uploaded[graph.name] = [
+                v if hasattr(v, "_store") else self.device.copy_in(v) for v in values]
+        return uploaded
+
+    def run(self, program: Any, values: list[Any]) -> list[Any]:
+        """`program` run on the pair's device (in its order), or here."""
+        if self.device is None:
+            return program.run(values)
+        return self.device.run(lambda: program.run(values))
+
+    def value(self, tensor: Tensor) -> Any:
+        """`tensor`'s value on the pair's device (copied there once, `Device.mirror`)."""
+        return tensor._value if self.device is None else self.device.mirror(tensor)
+
+    def wrap(self, value: Any) -> Tensor:
+        return wrap(value) if self.device is None else self.device.wrap(value)
 
     def run_forward(self, arguments: list) -> tuple[list, list]:
         """Outputs and residuals (arrays) of the forward function for eager arguments."""
-        values = [a._value for a in arguments]
-        values += [_runtime(c.source) for c in self.forward.captures]
-        results = self.forward_program.run(values)
-        residuals = results[self.n_outputs :]
-        held = {id(a._value) for a in arguments}
+        values = [self.value(a) for a in arguments]
+        held = {id(v) for v in values}
         held.update(id(v._value) for v in self.variables)
+        results = self.run(self.forward_program, values + self.captured(self.forward))
+        residuals = results[self.n_outputs :]
         self.residual_bytes = sum(r.nbytes for r in residuals if id(r) not in held)
         return results[: self.n_outputs], residuals
 
@@ -123,12 +161,11 @@ class StagedVJP:
 
     def vjp(self, cotangents: list, inputs: list, outputs: list) -> list:
         plan = self._plan
-        filled = [g._value if g is not None else np.zeros(y.shape, y.dtype)
+        filled = [plan.value(g) if g is not None else np.zeros(y.shape, y.dtype)
                   for g, y in zip(cotangents, outputs, strict=True)]
-        values = self._residuals + filled
-        values += [_runtime(c.source) for c in plan.backward.captures]
-        grads = iter(plan.backward_program.run(values))
-        return [wrap(next(grads)) if connected else None for connected in plan.connected]
+        values = self._residuals + filled + plan.captured(plan.backward)
+        grads = iter(plan.run(plan.backward_program, values))
+        return [plan.wrap(next(grads)) if connected else None for connected in plan.connected]
 
 
 def call_under_tape(concrete: Any, arguments: list) -> list | None:
@@ -137,12 +174,21 @@ def call_under_tape(concrete: Any, arguments: list) -> list | None:
 
     if tape.recording_tapes() != 1 or not all(isinstance(a, Tensor) for a in arguments):
         return None
-    plan = concrete._forward_backward
-    if plan is None:
-        plan = concrete._forward_backward = ForwardBackward(concrete)
+    if concrete.on_host and not any(isinstance(a, PlacedTensor) for a in arguments):
+        plan = concrete._forward_backward
+        if plan is None:
+            plan = concrete._forward_backward = ForwardBackward(concrete)
+    else:
+        device = runtime_devices.get(concrete.graph.device)
+        if device.remote or any(eq.device for eq in concrete.graph.equations):
+            return None  # op by op, each op on its device
+        plan = concrete._placed_forward_backward.get(device.name)
+        if plan is None:
+            plan = concrete._placed_forward_backward[device.name] = ForwardBackward(
+                concrete, device)
     reads = [v.read_value() for v in plan.variables]  # watched like any variable read
     outputs, residuals = plan.run_forward(arguments)
-    results = [wrap(y) for y in outputs]
+    results = [plan.wrap(y) for y in outputs]
     tape.record(StagedVJP(plan, residuals), list(arguments) + reads, {}, tuple(results))
     return results
 

@@ -24,6 +24,7 @@ from stageflow.core import devices
 from stageflow.frontend.tensor import PlacedTensor, Tensor
 from stageflow.primitives import elementwise as ew
 from stageflow.runtime import devices as runtime_devices
+from stageflow.runtime.cpu_devices import LogicalCPU
 
 CPU0, CPU1, CPU2, CPU3 = (f"/device:CPU:{i}" for i in range(4))
 SCALAR = sf.TensorSpec([], sf.float32)
@@ -394,3 +395,45 @@ def test_stageflow_devices_lists_them_with_memory(tmp_path):
 
 def test_the_runtime_devices_are_what_list_devices_names():
     assert [d.name for d in runtime_devices.all_devices()] == sf.list_devices()
+
+
+def test_a_staged_function_under_a_tape_runs_on_its_device(monkeypatch):
+    threads = []
+    run = LogicalCPU.run
+
+    def recording(device, work):
+        threads.append(device.name)
+        return run(device, work)
+
+    monkeypatch.setattr(LogicalCPU, "run", recording)
+    f = sf.function(lambda x: sf.reduce_sum(sf.exp(x) * x))
+    x = sf.constant(np.array([0.5, -1.0, 2.0], np.float32))
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        with sf.device("cpu:1"):
+            loss = f(x)
+    grad = tape.gradient(loss, x)
+    assert loss.device == CPU1 and grad.device == CPU1
+    assert threads.count(CPU1) >= 2  # the forward and the backward, on CPU:1's thread
+    with sf.device("cpu:1"):
+        assert CPU1 in f.get_concrete_function(x)._placed_forward_backward
+    np.testing.assert_allclose(grad.numpy(), np.exp(x.numpy()) * (1 + x.numpy()), rtol=1e-6)
+
+
+def test_a_function_placing_its_own_ops_is_replayed_under_a_tape():
+    def loss_of(x):
+        with sf.device("cpu:2"):
+            y = sf.exp(x)
+        return sf.reduce_sum(y * x)
+
+    f = sf.function(loss_of)
+    x = sf.constant(np.array([0.5, -1.0], np.float32))
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        with sf.device("cpu:1"):
+            loss = f(x)
+    grad = tape.gradient(loss, x)
+    with sf.device("cpu:1"):
+        concrete = f.get_concrete_function(x)
+    assert not concrete._placed_forward_backward  # op by op, each op where it is placed
+    np.testing.assert_allclose(grad.numpy(), np.exp(x.numpy()) * (1 + x.numpy()), rtol=1e-6)

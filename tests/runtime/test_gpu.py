@@ -551,3 +551,43 @@ def test_an_optimizer_trains_gpu_variables_as_it_trains_host_ones():
         assert w.read_value().device == device
         finals.append(w.numpy())
     np.testing.assert_allclose(finals[1], finals[0], rtol=1e-5, atol=1e-6)
+
+
+def _taped_loss(w, x):
+    h = sf.matmul(x, w)
+    return sf.reduce_sum(sf.tanh(h) * h)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_staged_function_under_a_tape_runs_on_the_gpu(jit):
+    start = np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    host_w = sf.Variable(start)
+    with sf.GradientTape() as tape:
+        xs = sf.constant(x)
+        tape.watch(xs)
+        want = _taped_loss(host_w, xs)
+    want_dx, want_dw = tape.gradient(want, [xs, host_w])
+    with sf.device("gpu:0"):
+        w = sf.Variable(start)
+    f = sf.function(lambda x: _taped_loss(w, x), jit=jit)
+    gx = sf.constant(x).gpu()
+    counts = []
+    for _ in range(3):
+        before = copies()
+        with sf.GradientTape() as tape:
+            tape.watch(gx)
+            with sf.device("gpu:0"):
+                loss = f(gx)
+        dx, dw = tape.gradient(loss, [gx, w])
+        counts.append(copies() - before)
+        assert loss.device == dx.device == dw.device == GPU
+    # the forward and the backward run as staged programs on the GPU: x, w, the residuals
+    # and the gradients stay there (the loss's cotangent, made on the host, is put there)
+    assert counts[1] == counts[2] <= 1
+    with sf.device("gpu:0"):
+        concrete = f.get_concrete_function(gx)
+    assert GPU in concrete._placed_forward_backward
+    np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
+    np.testing.assert_allclose(dx.numpy(), want_dx.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dw.numpy(), want_dw.numpy(), rtol=1e-5, atol=1e-6)
