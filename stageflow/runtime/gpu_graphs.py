@@ -198,6 +198,7 @@ class LaunchGraph:
         return results
 
 
+_RECORD = "record"  # the signature's next call is recorded
 _PLAN = "plan"  # the signature runs as its plan: recording found host work, or no gain
 
 
@@ -243,7 +244,7 @@ class LaunchGraphs:
         if state is None:
             if len(self._states) >= MAX_SIGNATURES:
                 self._states.clear()
-            self._states[signature] = "record"
+            self._states[signature] = _RECORD
             return self.program.run(values + captured)
         if state == _PLAN:
             return self.program.run(values + captured)
