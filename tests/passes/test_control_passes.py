@@ -46,6 +46,9 @@ class FakeVariable:
     def __init__(self, value: np.ndarray) -> None:
         self._value = value
 
+    def _current(self) -> np.ndarray:
+        return self._value
+
     def _store(self, value: np.ndarray) -> None:
         self._value = np.asarray(value)
 
