@@ -1,8 +1,10 @@
 """The fused gelu chain of `fused_elementwise` on the first GPU, against that GPU's own
-device-to-device copy bandwidth, and float32 matrix products there, measured in one run.
+device-to-device copy bandwidth; float32 matrix products, sums and a small MLP there,
+against PyTorch and jax on the same GPU; measured in one run.
 
-    python -m benchmarks.gpu [LOG2_N ...] [--matmul N ...]   (default: 24; 4096 1024)
-    python -m benchmarks.gpu --emulated [LOG2_N ...]         (matmul default: 64)
+    python -m benchmarks.gpu [LOG2_N ...] [--matmul N ...] [--mlp BATCH ...]
+                                           (default: 24; 4096 1024; 64)
+    python -m benchmarks.gpu --emulated [LOG2_N ...]   (defaults: matmul 64, MLP batch 4)
 
 x, w and b are copied to the GPU once; the staged function runs there as one launch of its
 fused kernel, its result left on the GPU; each timed round ends by waiting for the GPU.
@@ -18,8 +20,11 @@ the same GPU where torch sees one (with TF32 off too), each round again ending b
 for the GPU. Without a GPU, ``--emulated`` runs both on an emulated GPU, whose figures
 measure the emulation (every GPU thread in turn on one core; NumPy's matmul), not a GPU.
 
+The sums are eager ``reduce_sum`` of 2^LOG2_N float32 values to one (a tree of reduction
+passes) in GB/s, against torch.sum on the same GPU.
+
 The MLP is a small forward pass, ``softmax(tanh(x @ w1 + b1) @ w2 + b2)`` at 784-256-10,
-staged on the GPU: about a dozen launches (two gemms, fused elementwise kernels, the
+staged on the GPU: nine launches (two gemms, fused elementwise kernels, the
 softmax's reductions and broadcasts), each far shorter than the Python that issues it. It is
 timed in microseconds per call as its plan of launches (``sf.config.launch_graphs =
 False``) and replayed as one launch graph, against PyTorch eager and jax.jit on the same GPU
