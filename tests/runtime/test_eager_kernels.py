@@ -65,3 +65,23 @@ def test_small_convs_and_switched_off_compiles_stay_on_numpy(monkeypatch):
     eager_kernels.settle()
     assert compiled_of("conv2d", big, filters, **geometry) is None
 
+
+
+def test_gradients_of_a_broadcast_seed_run_compiled(monkeypatch):
+    """`tape.gradient(y, ...)` seeds y with a broadcast view of ones, which the compiled
+    convolution gradients decline: they run on a contiguous copy, not on NumPy's kernels."""
+    rng = np.random.default_rng(2)
+    x = sf.constant(rng.standard_normal((8, 16, 16, 8)).astype(np.float32))
+    w = sf.constant(rng.standard_normal((3, 3, 8, 8)).astype(np.float32))
+
+    def gradients():
+        with sf.GradientTape() as tape:
+            tape.watch([x, w])
+            y = sf.nn.conv2d(x, w, 1, "SAME")
+        return tape.gradient(y, [x, w])
+
+    want = [g.numpy() for g in gradients()]  # starts the compiles
+    eager_kernels.settle()
+    monkeypatch.setattr(CompiledOp, "_numpy", lambda self, values: pytest.fail("NumPy ran"))
+    for g, e in zip(gradients(), want, strict=True):
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-4 * np.abs(e).max())
