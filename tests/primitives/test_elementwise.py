@@ -32,6 +32,7 @@ from strategies import (
 )
 
 import stageflow as sf
+from stageflow.primitives import elementwise as ew
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -607,3 +608,32 @@ def test_integer_ops_stay_integer(data):
     assert_matches(sf.square(t), x * x)
     assert_matches(sf.sign(t), np.sign(x))
     assert_matches(abs(t), np.abs(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int8,
+                                   np.bool_, np.complex64, np.complex128, "bfloat16"])
+@pytest.mark.parametrize("operands", ["full", "zero", "scalar_x", "broadcast"])
+def test_large_selects_blend_bits_exactly_as_numpy_where_selects(dtype, operands):
+    """Above `BLEND_MIN_SIZE` the select kernel blends bits under a mask: bit for bit
+    NumPy's where, NaN payloads, -0.0 and infinities included."""
+    dtype = sf.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(4)
+    shape = (ew.BLEND_MIN_SIZE // 64 + 3, 64)
+    cond = rng.random(shape) < 0.5
+
+    def draw(shape):
+        values = rng.standard_normal(shape) * 100
+        if np.dtype(dtype).kind in "fc":
+            flat = values.reshape(-1)
+            flat[:4] = [np.nan, -0.0, np.inf, -np.inf][: flat.size]
+        return values.astype(dtype)
+
+    x = draw(shape)
+    y = {"full": draw(shape), "zero": np.zeros((), dtype), "scalar_x": draw(shape),
+         "broadcast": draw(shape[1:])}[operands]
+    if operands == "scalar_x":
+        x = np.asarray(np.float32(-0.0)).astype(dtype)
+    got = ew.select_p.kernel(cond, x, y)
+    want = np.where(cond, x, y)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
