@@ -1,7 +1,9 @@
 """Lowered `conv2d`, its two gradients and `reduce_window` against their NumPy kernels and
 direct references: shapes, strides, padding, dilations and dtypes drawn by hypothesis,
 compiled alone (the status code says the compiled code ran, not the kernel it falls back
-to) and inside whole programs with static and unknown dims; gradients of a staged conv +
+to) and inside whole programs with static and unknown dims; the direct loops (conv2d and
+its stride-1 input gradient) forced on varied shapes and the rule that picks them;
+gradients of a staged conv +
 pool + relu step against the eager tape and finite differences; bad dims refused cleanly."""
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
-from stageflow.codegen.lowered import matmul
+from stageflow.codegen.lowered import conv, matmul
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
@@ -163,6 +165,117 @@ def test_large_filters_are_split_into_chunks_of_filter_rows(dtype):
     np.testing.assert_allclose(run_compiled("conv2d", [x, w], False, **params),
                                conv_reference(x, w, **params),
                                rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+
+
+_direct: dict[tuple, CompiledOp] = {}
+
+
+def run_direct(x: np.ndarray, w: np.ndarray, name: str = "conv2d", **params) -> np.ndarray:
+    """conv2d (or its input gradient of cotangent `x`) compiled with the direct loops
+    chosen for every O (C) a multiple of the vector's lanes (up to 64 here, beyond the
+    default rule's 32), every dim unknown."""
+    spec = spec_for(name, [x, w], True, **params)
+    if spec.key not in _direct:
+        saved = conv.DIRECT_MAX_OUT_CHANNELS
+        conv.DIRECT_MAX_OUT_CHANNELS = 64
+        try:
+            op = compile_ops([spec])[0]
+        finally:
+            conv.DIRECT_MAX_OUT_CHANNELS = saved
+        assert op is not None and ".direct" in op.llvm_ir
+        _direct[spec.key] = op
+    out = np.full(REGISTRY[name].kernel(x, w, **params).shape, np.nan, x.dtype)
+    assert _direct[spec.key].call([x, w], [out]) == 0
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 13), st.integers(1, 13)),
+       channels=st.integers(1, 40), out_channels=st.sampled_from([8, 16, 24, 32, 64]),
+       window=pairs, strides=pairs, row_dilation=st.integers(1, 2), padding=pads,
+       dtype=st.sampled_from(FLOATS))
+def test_the_direct_loops_match_a_direct_reference(batch, size, channels, out_channels,
+                                                     window, strides, row_dilation, padding,
+                                                     dtype):
+    """Tiles of 6 pixels over rows narrower than a tile, odd widths (the last tile moved
+    back), taps clipped at every border, channel blocks of 16 floats (8 doubles) and the
+    rest, any strides and filter-row dilation."""
+    dilations = (row_dilation, 1)
+    for axis in (0, 1):
+        assume(size[axis] + sum(padding[axis]) >= (window[axis] - 1) * dilations[axis] + 1)
+    x = values((batch, *size, channels), dtype)
+    w = values((*window, channels, out_channels), dtype, seed=1)
+    got = run_direct(x, w, strides=strides, padding=padding, dilations=dilations)
+    np.testing.assert_allclose(got, conv_reference(x, w, strides, padding, dilations),
+                               rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 2), size=st.tuples(st.integers(1, 11), st.integers(1, 11)),
+       channels=st.sampled_from([8, 16, 24, 32, 64]), out_channels=st.integers(1, 24),
+       window=st.tuples(st.integers(1, 4), st.integers(1, 4)), row_dilation=st.integers(1, 2),
+       padding=st.tuples(st.tuples(st.integers(0, 4), st.integers(0, 4)),
+                         st.tuples(st.integers(0, 4), st.integers(0, 4))),
+       dtype=st.sampled_from(FLOATS))
+def test_the_direct_input_gradient_matches_the_kernel(batch, size, channels, out_channels,
+                                                      window, row_dilation, padding, dtype):
+    """Stride 1: the cotangent convolved with the flipped, transposed filters, padded by
+    the filter's span less the conv's padding (negative where the padding is wider than the
+    filter: the rows and columns past it are cropped)."""
+    dilations = (row_dilation, 1)
+    for axis in (0, 1):
+        assume(size[axis] + sum(padding[axis]) >= (window[axis] - 1) * dilations[axis] + 1)
+    w = values((*window, channels, out_channels), dtype, seed=1)
+    params = {"strides": (1, 1), "padding": padding, "dilations": dilations}
+    ho, wo = REGISTRY["conv2d"].kernel(values((1, *size, channels), dtype), w,
+                                       **params).shape[1:3]
+    g = values((batch, ho, wo, out_channels), dtype, seed=2)
+    params["input_size"] = size
+    got = run_direct(g, w, "conv2d_input_gradient", **params)
+    want = REGISTRY["conv2d_input_gradient"].kernel(g, w, **params)
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_the_direct_loops_serve_the_small_resnets_shapes(dtype):
+    """3x3 "SAME" convs of 3 and 16 channels into 16 over 32x32 images (the rows split over
+    the cores), and a 1x1 stride-2 projection, against the reference."""
+    for c, o, k, s, pad in [(3, 16, 3, 1, (1, 1)), (16, 16, 3, 1, (1, 1)),
+                            (16, 32, 3, 2, (0, 1)), (16, 32, 1, 2, (0, 0))]:
+        x = values((4, 32, 32, c), dtype)
+        w = values((k, k, c, o), dtype, seed=1)
+        params = {"strides": (s, s), "padding": (pad, pad), "dilations": (1, 1)}
+        np.testing.assert_allclose(run_direct(x, w, **params), conv_reference(x, w, **params),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_vectors():
+    """O a multiple of 8 floats (4 doubles) up to 32, taps one column apart: direct; else
+    only im2col and the gemm. The input gradient, with C for O, also at stride 1 only."""
+    def chosen(o: int, dtype, dilations=(1, 1)) -> bool:
+        spec = spec_for("conv2d", [values((1, 5, 5, 3), dtype), values((3, 3, 3, o), dtype)],
+                        True, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=dilations)
+        return ".direct" in compiled(spec).llvm_ir
+
+    assert chosen(16, np.float32) and chosen(4, np.float64)
+    assert not chosen(16, np.float32, dilations=(1, 2))
+
+    def chosen_for_the_input_gradient(strides: tuple[int, int]) -> bool:
+        g, w = values((1, 3, 3, 4), np.float32), values((3, 3, 16, 4), np.float32)
+        spec = spec_for("conv2d_input_gradient", [g, w], True, strides=strides,
+                        padding=((1, 1), (1, 1)), dilations=(1, 1), input_size=(3, 3))
+        return ".direct" in compiled(spec).llvm_ir
+
+    assert chosen_for_the_input_gradient((1, 1))
+    assert not chosen_for_the_input_gradient((2, 2))
+    x = values((2, 7, 9, 5), np.float32)
+    for o in (8, 12, 32, 40, 64):
+        w = values((3, 3, 5, o), np.float32, seed=1)
+        params = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+        np.testing.assert_allclose(run_compiled("conv2d", [x, w], True, **params),
+                                   conv_reference(x, w, **params), rtol=1e-4, atol=1e-4)
 
 
 def test_conv2d_declines_strided_views_which_then_run_on_contiguous_copies(monkeypatch):

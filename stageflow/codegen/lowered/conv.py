@@ -1,10 +1,14 @@
 """Lowerings of the windowed ops over NHWC images: `conv2d` and its two gradients (float32,
-float64) through the BLAS gemm, `reduce_window` (max and sum pooling) as direct loops.
+float64) through the BLAS gemm or, for few output channels, a generated direct
+convolution; `reduce_window` (max and sum pooling) as direct loops.
 
 conv2d picks its algorithm by shape:
 
 - a 1x1 filter (at run time) with stride 1 and no padding is one gemm of the input, read
   in place as an (N*H*W, C) matrix, by the filters as a (C, O) matrix: no copy at all;
+- else, with filter taps one column apart (dilation 1 along the width; any strides, padding
+  and row dilation) and O a multiple of a vector's lanes (8 floats, 4 doubles) and at most
+  `DIRECT_MAX_OUT_CHANNELS` (32) at run time, the *direct loops* (`Conv2d._direct_task`);
 - anything else is *im2col*: the windows of a block of output rows are copied into a
   scratch matrix, one row per output position (kh*kw*C elements: the filter taps in HWI
   order, padding as zeros), and one gemm per block multiplies it by the filters as a
@@ -17,7 +21,13 @@ conv2d picks its algorithm by shape:
   the gemm's reads, and below glibc's mmap threshold, so it is not page-faulted in again
   at every call (512 KiB made the 32x32x3 stem conv of a CIFAR ResNet 3-4x slower).
 
-The gradients walk the same blocks and chunks of windows (`_Windowed`):
+The gradients walk the same blocks and chunks of windows (`_Windowed`), but for the
+input gradient at stride 1 under the direct loops' rule (C for O), a direct conv of the
+cotangent by the filters flipped and transposed, padded by the filter's span less the
+conv's padding: (kh-1)*dh - top above, kw-1 - left to the left. It ran the small ResNet's
+3x3 stride-1 input gradients of 16 and 32 channels at 102-187 GFLOP/s against col2im's
+83-148 (32x32x16 <- 16: 90 -> 157 at batch 8, 112 -> 187 at batch 32; 8x8x64 <- 64: 138
+-> 123, hence the same limit). The rest:
 
 - the filter gradient copies the input's windows in as the forward conv does and
   multiplies the scratch, transposed, by the block's cotangent rows into the chunk's
@@ -29,21 +39,43 @@ The gradients walk the same blocks and chunks of windows (`_Windowed`):
 Expressed as convolutions instead (of the transposed input by the cotangent; of the
 cotangent dilated by the strides with the filters flipped), the gradients of the small
 ResNet's convs ran at 5-57 GFLOP/s against 34-103 this way (`benchmarks/conv.py`, batch 32):
-the stride-2 input gradient multiplied three zeros in four, and the transposes cost copies.
+the stride-2 input gradient multiplied three zeros in four, and the transposes cost copies
+(those convolutions were im2col's; the direct loops need neither, hence the exception above).
 
 All three split their blocks over the cores (`parallel`): the image rows of the result or
-the cotangent (whole images for the input gradient, whose neighbouring rows add into the
-same input rows) into one task per core, each with its own scratch, the filter gradient's
+the cotangent (whole images for col2im, whose neighbouring rows add into the same input
+rows) into one task per core, each with its own scratch, the filter gradient's
 tasks after the first summing into filters of their own, added at the end. The tasks'
 gemms run with OpenBLAS single-threaded (`matmul.single_threaded_blas`), and so do a
 single task's: the small ResNet's staged step ran at 1,180 examples/s at batch 8 this way,
-at 550-980 with OpenBLAS threading one task's block gemms, and at 500 with both.
+at 550-980 with OpenBLAS threading one task's block gemms, and at 500 with both. The direct
+loops' tasks (image rows of the result, each with C zeros of its own) call no gemm and
+leave OpenBLAS's threads alone.
 
-Why im2col and a BLAS call rather than a generated direct convolution: the gemm runs at
-the BLAS's matmul speed whatever the channels (110-180 GFLOP/s on one core for the CIFAR
-ResNet's shapes), and the copy, a contiguous run of kw*C elements per filter row, costs a
-fraction of it; a direct loop nest over taps and channels
-would have to match OpenBLAS's register blocking to come near (`benchmarks/conv.py`).
+The direct loops are oneDNN's micro-kernel for NHWC: per output row, tiles of
+`DIRECT_TILE` (6) consecutive output pixels by a block of `DIRECT_VECTORS` (2) vectors of
+output channels, 12 sums held in registers (of AVX2's 16, with 2 vectors of filters and a
+broadcast) over the filter rows inside the image and their kw*C taps and channels (one
+contiguous run in the image and in the filters): per step the filters' vectors loaded, each
+pixel's input broadcast, one llvm.fma per pixel and vector. Blocks of 16 output channels,
+then one of 8 for the rest; the last tile of a row moves back to end at its end; a tile
+whose windows leave the image goes tap by tap, reading C zeros (calloc'd per task) for a
+pixel's taps outside. No scratch and no copy: the gemm for O = 16 is (rows x 144) @ (144 x
+16), too narrow for OpenBLAS's kernels. Measured against im2col in one process, round by
+round, on 2 threads (GFLOP/s, the small ResNet's layers, batch 8 and 32): the 32x32x3 stem
+into 16 34 -> 58 and 59 -> 99, 32x32x16 -> 16 75 -> 87 and 145 -> 183, its stride-2 conv
+into 32 108 -> 134 and 129 -> 171, 16x16x32 -> 32 125 -> 127 and 153 -> 184, the 1x1
+stride-2 projection into 32 43 -> 58 and 60 -> 80 (float64: 20-37 -> 31-46 at batch 8). Into
+64 channels (four blocks, each reading the inputs again; the gemm's N as wide as its
+kernels) im2col won: 16x16x32 stride 2 113 -> 81, 8x8x64 137 -> 104, the 1x1 projection
+53 -> 46 at batch 8; hence at most 32. The small ResNet's staged step at batch 32 ran at
+1,475-1,696 examples/s against 1,279-1,422 (torch.compile's 1,534-1,720 and 1,509-1,690 in
+the same runs), its first call (compiling) taking 2.2-2.4 s instead of 1.6-1.8: the loops
+cost about 0.06 s of compile time per conv and stride-1 input gradient.
+
+Why im2col and a BLAS call elsewhere: the gemm runs at the BLAS's matmul speed for wide
+enough O (110-180 GFLOP/s on one core for the CIFAR ResNet's shapes), and the copy, a
+contiguous run of kw*C elements per filter row, costs a fraction of it.
 The scratch is allocated by the lowered function (malloc and free around the blocks), so
 a program's buffer plan does not see it.
 
@@ -70,7 +102,14 @@ from llvmlite import ir
 from stageflow.codegen.llvm.dims import LLVMDims
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare
-from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64, return_unless
+from stageflow.codegen.llvm.loops import (
+    counted_loop,
+    fold_add,
+    fold_loop,
+    fold_mul,
+    i64,
+    return_unless,
+)
 from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.lowered.matmul import (
     GEMM_SYMBOLS,
@@ -81,13 +120,14 @@ from stageflow.codegen.lowered.matmul import (
     gemm_function,
     single_threaded_blas,
 )
-from stageflow.codegen.lowered.parallel import TaskBody, cpu_count, run_tasks
+from stageflow.codegen.lowered.parallel import Guard, TaskBody, cpu_count, run_tasks
 from stageflow.codegen.lowered.rule import (
     OpBuilder,
     Operand,
     OpSpec,
     contiguous_strides,
     lowering,
+    nest,
 )
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.conv import Padding, Pair, window_positions
@@ -96,6 +136,13 @@ from stageflow.primitives.reduction import MAX, SUM
 SCRATCH_BYTES = 128 * 1024
 MIN_BLOCK_ROWS = 1024
 VECTOR_BYTES = 64  # one AVX-512 register: col2im's adds, written as vectors
+# The direct loops (`Conv2d._direct_task`): a tile of 6 output pixels by 2 vectors of 8
+# floats of output channels holds 12 sums in AVX2's 16 registers, with the 2 vectors of
+# filters and a broadcast input.
+DIRECT_VECTOR_BYTES = 32
+DIRECT_VECTORS = 2
+DIRECT_TILE = 6
+DIRECT_MAX_OUT_CHANNELS = 32
 # A task gets at least this many multiply-adds (~40 us at 100 GFLOP/s): starting its thread
 # costs ~35 us.
 MIN_TASK_MACS = 1 << 21
@@ -233,12 +280,177 @@ class _Windowed:
 
     def _split(self, ob: OpBuilder, units: ir.Value, macs: ir.Value, body: TaskBody,
                private: Callable[[ir.IRBuilder, ir.Value], ir.Value] | None = None,
-               merge: Callable[[ir.IRBuilder, ir.Value], None] | None = None) -> None:
+               merge: Callable[[ir.IRBuilder, ir.Value], None] | None = None,
+               name: str = "rows", guard: Guard | None = single_threaded_blas) -> None:
         """Run `body` over `units` as one task per core, fewer where a task would get under
-        `MIN_TASK_MACS` multiply-adds (`macs` in all) or there are fewer units."""
+        `MIN_TASK_MACS` multiply-adds (`macs` in all) or there are fewer units; the BLAS
+        single-threaded around them unless `guard` says otherwise (tasks with no gemm)."""
         b = ob.b
         tasks = _min(b, _min(b, cpu_count(b), units), b.sdiv(macs, i64(MIN_TASK_MACS)))
-        run_tasks(ob, "rows", units, tasks, body, private, merge, single_threaded_blas)
+        run_tasks(ob, name, units, tasks, body, private, merge, guard)
+
+    @property
+    def _direct_allowed(self) -> bool:
+        """The params the direct loops serve: any strides, padding and filter-row
+        dilation; taps along a row one image column apart (their channels one run)."""
+        return self.dilations[1] == 1
+
+    def _lanes(self) -> int:
+        """Elements per vector of the direct loops: 8 floats, 4 doubles."""
+        return DIRECT_VECTOR_BYTES // self.dtype.itemsize
+
+    def _direct_fits(self, ob: OpBuilder, o: ir.Value) -> ir.Value:
+        """The run-time half of the selection rule: O a multiple of the vector's lanes and
+        at most `DIRECT_MAX_OUT_CHANNELS`."""
+        b = ob.b
+        return b.and_(ob.eq(b.srem(o, i64(self._lanes())), i64(0)),
+                      b.icmp_signed("<=", o, i64(DIRECT_MAX_OUT_CHANNELS)))
+
+    def _direct_rows(self, ob: OpBuilder, x: Operand, w: Operand, out: Operand,
+                     pads: tuple[ir.Value, ir.Value], rows: tuple[ir.Value, ir.Value]) -> None:
+        """Output image rows `rows` (first, last) of ``conv2d(x, w)`` (padded `pads` above and to
+        the left, the rest implied by the dims) by the direct loops: per row, per block of
+        output channels (`DIRECT_VECTORS` vectors, then fewer for the rest), tiles of
+        `DIRECT_TILE` output pixels (`_direct_tile`), the last one moved back to end at
+        the row's end (recomputing a few pixels rather than clipping it), clipped where
+        its windows leave the image (reading C zeros, calloc'd per task, there)."""
+        b = ob.b
+        height, width, channels = x.dims[1:]
+        kh, kw, o = w.dims[0], w.dims[1], w.dims[3]
+        ho, wo = out.dims[1:3]
+        (sh, sw), dh = self.strides, self.dilations[0]
+        top, left = pads
+        first, last = rows
+        lanes = self._lanes()
+        block = DIRECT_VECTORS * lanes
+        calloc = declare(b.module, "calloc", _PTR, [I64, I64])
+        zeros = b.call(calloc, [_max(b, i64(1), channels), i64(self.dtype.itemsize)])
+        return_unless(b, b.icmp_unsigned("!=", zeros, ir.Constant(_PTR, None)),
+                      ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1))
+        # The tiles whose every window lies inside the image, and inside the row where the
+        # padding is negative (the input gradient's): columns [inner_lo, inner_hi).
+        inner_lo = b.select(b.icmp_signed(">", left, i64(0)),
+                            b.sdiv(b.add(left, i64(sw - 1)), i64(sw)), i64(0))
+        reach = b.sub(b.add(width, b.sub(left, i64(1))), b.sub(kw, i64(1)))
+        inner_hi = _min(b, wo, b.select(b.icmp_signed("<", reach, i64(0)), i64(0),
+                                        b.add(b.sdiv(reach, i64(sw)), i64(1))))
+        last_tile = _max(b, i64(0), b.sub(wo, i64(DIRECT_TILE)))
+        whole = b.mul(b.sdiv(o, i64(block)), i64(block))
+
+        def row(t: ir.Value) -> None:
+            image = b.sdiv(t, ho)
+            i = b.sub(t, b.mul(image, ho))
+            h0 = b.sub(fold_mul(b, i, i64(sh)), top)
+            taps = _tap_range(b, h0, height, kh, dh)
+
+            def tiles(vectors: int, c0: ir.Value) -> None:
+                def tile(j: ir.Value) -> None:
+                    j0 = _min(b, j, last_tile)
+                    inside = b.and_(b.icmp_signed(">=", j0, inner_lo),
+                                    b.icmp_signed("<=", b.add(j0, i64(DIRECT_TILE)), inner_hi))
+                    w0 = b.sub(fold_mul(b, j0, i64(sw)), left)
+                    at = _DirectTile(image, i, h0, j0, w0, c0, taps, vectors, zeros)
+                    with b.if_else(inside) as (fast, clipped):
+                        with fast:
+                            self._direct_tile(ob, x, w, out, at, clipped=False)
+                        with clipped:
+                            self._direct_tile(ob, x, w, out, at, clipped=True)
+
+                counted_loop(b, i64(0), wo, i64(DIRECT_TILE), tile, "tile")
+
+            counted_loop(b, i64(0), whole, i64(block), lambda c0: tiles(DIRECT_VECTORS, c0),
+                         "out_block")
+            for vectors in range(1, DIRECT_VECTORS):
+                with b.if_then(b.icmp_signed("==", b.sub(o, whole), i64(vectors * lanes))):
+                    tiles(vectors, whole)
+
+        _loop(b, last, row, "direct_row", start=first)
+        b.call(declare(b.module, "free", ir.VoidType(), [_PTR]), [zeros])
+
+    def _direct_tile(self, ob: OpBuilder, x: Operand, w: Operand, out: Operand,
+                     at: _DirectTile, clipped: bool) -> None:
+        """`DIRECT_TILE` output pixels times `at.vectors` vectors of output channels, summed
+        in registers over the filter rows inside the image and, per filter row, its taps
+        and input channels: per step a vector of filters per output vector, each pixel's
+        input broadcast, one fma per pixel and vector. Unclipped, a filter row's taps and
+        channels are one run of kw*C elements (for the image and the filters alike).
+        Clipped, tap by tap over those inside for some pixel, a pixel reading the zeros
+        where its tap is outside the image or it is past the row's end (an image row
+        narrower than a tile; its sums are not stored)."""
+        b = ob.b
+        width, channels = x.dims[2:]
+        kw, o = w.dims[1], w.dims[3]
+        wo = out.dims[2]
+        sw, dh = self.strides[1], self.dilations[0]
+        lanes = self._lanes()
+        vector = ir.VectorType(x.element, lanes)
+        fma = declare(b.module, f"llvm.fma.v{lanes}{'f32' if x.element == F32 else 'f64'}",
+                      vector, [vector] * 3)
+        pixels = range(DIRECT_TILE)
+        w0 = at.w0
+        undefined = ir.Constant(vector, None)
+        splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+        exists = [b.icmp_signed("<", b.add(at.j0, i64(p)), wo) for p in pixels]
+
+        def step(sources: list[ir.Value], k: ir.Value, filters: ir.Value,
+                 sums: list[ir.Value]) -> list[ir.Value]:
+            """One input channel of one tap: sources[p] + k is pixel p's."""
+            weights = [b.load(w.address(b, fold_add(b, filters, i64(v * lanes))),
+                              typ=vector, align=x.dtype.itemsize) for v in range(at.vectors)]
+            updated = list(sums)
+            for p in pixels:
+                value = b.load(b.gep(sources[p], [k], source_etype=x.element), typ=x.element)
+                broadcast = b.shuffle_vector(b.insert_element(undefined, value, i64(0)),
+                                             undefined, splat)
+                for v in range(at.vectors):
+                    n = p * at.vectors + v
+                    updated[n] = b.call(fma, [broadcast, weights[v], sums[n]])
+            return updated
+
+        def taps(sources: list[ir.Value], count: ir.Value, filters: ir.Value,
+                 sums: list[ir.Value]) -> list[ir.Value]:
+            return fold_loop(b, i64(0), count, i64(1), sums, lambda k, s: step(
+                sources, k, b.add(filters, b.mul(k, o)), s), "k")
+
+        def filter_row(a: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+            h = fold_add(b, at.h0, fold_mul(b, a, i64(dh)))
+            filters = w.offset(b, [a, i64(0), i64(0), at.c0])
+            if not clipped:
+                return taps([x.address(b, x.offset(b, [at.image, h, b.add(w0, i64(p * sw)),
+                                                       i64(0)])) for p in pixels],
+                            fold_mul(b, kw, channels), filters, sums)
+            last = b.sub(_min(b, b.add(at.j0, i64(DIRECT_TILE)), wo), i64(1))
+            lo, _ = _tap_range(b, b.add(w0, fold_mul(b, b.sub(last, at.j0), i64(sw))), width,
+                               kw, 1)
+            _, hi = _tap_range(b, w0, width, kw, 1)
+
+            def tap(c: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+                columns = [fold_add(b, b.add(w0, c), i64(p * sw)) for p in pixels]
+                sources = [b.select(b.and_(exists[p], b.icmp_unsigned("<", columns[p], width)),
+                                    x.address(b, x.offset(b, [at.image, h, columns[p],
+                                                              i64(0)])), at.zeros)
+                           for p in pixels]
+                return taps(sources, channels, b.add(filters, b.mul(b.mul(c, channels), o)),
+                            sums)
+
+            return fold_loop(b, lo, hi, i64(1), sums, tap, "tap")
+
+        zero = ir.Constant(vector, [0.0] * lanes)
+        sums = fold_loop(b, at.rows[0], at.rows[1], i64(1),
+                         [zero] * (DIRECT_TILE * at.vectors), filter_row, "filter_row")
+        for p in pixels:
+            def store(p: int = p) -> None:
+                target = out.offset(b, [at.image, at.i, b.add(at.j0, i64(p)), at.c0])
+                for v in range(at.vectors):
+                    b.store(sums[p * at.vectors + v],
+                            out.address(b, fold_add(b, target, i64(v * lanes))),
+                            align=x.dtype.itemsize)
+
+            if clipped:
+                with b.if_then(exists[p]):
+                    store()
+            else:
+                store()
 
     def _windows(self, ob: OpBuilder, image: Operand, kw: ir.Value, positions: Operand,
                  c: _Chunk, accumulate: bool) -> None:
@@ -330,6 +542,36 @@ class _Chunk:
     scratch: ir.Value
 
 
+@dataclass(frozen=True)
+class _DirectTile:
+    """One tile of the direct loops: output pixels [j0, j0 + `DIRECT_TILE`) of row `i` of
+    `image` (input row `h0` under the first filter row, column `w0` under the first
+    tap), output channels from `c0` in
+    `vectors` vectors; `rows` the filter rows [lo, hi) inside the image; `zeros` C zeros,
+    read for the taps outside it."""
+
+    image: ir.Value
+    i: ir.Value
+    h0: ir.Value
+    j0: ir.Value
+    w0: ir.Value
+    c0: ir.Value
+    rows: tuple[ir.Value, ir.Value]
+    vectors: int
+    zeros: ir.Value
+
+
+def _tap_range(b: ir.IRBuilder, start: ir.Value, size: ir.Value, taps: ir.Value,
+               dilation: int) -> tuple[ir.Value, ir.Value]:
+    """The taps [lo, hi) among `taps`, `dilation` apart from `start`, inside [0, size)."""
+    lo = b.select(b.icmp_signed("<", start, i64(0)),
+                  b.sdiv(b.sub(i64(dilation - 1), start), i64(dilation)), i64(0))
+    room = b.sub(b.sub(size, i64(1)), start)
+    hi = b.select(b.icmp_signed("<", room, i64(0)), i64(0),
+                  _min(b, taps, b.add(b.sdiv(room, i64(dilation)), i64(1))))
+    return lo, hi
+
+
 def _contiguous(ob: OpBuilder) -> tuple[Operand, Operand, Operand]:
     """A task's two inputs and output, with the row-major strides their dims imply (the
     entry checked the inputs are so): constants where the dims are static."""
@@ -369,10 +611,32 @@ class Conv2d(_Windowed):
                                            (x.pointer, depth), (w.pointer, o),
                                            ir.Constant(self._real, 0.0), (out.pointer, o))
                             with windows:
-                                self._split(ob, image_rows, b.mul(b.mul(rows, depth), o),
-                                            self._task)
+                                self._windows_or_direct(ob, image_rows, rows, depth)
                     else:
-                        self._split(ob, image_rows, b.mul(b.mul(rows, depth), o), self._task)
+                        self._windows_or_direct(ob, image_rows, rows, depth)
+
+    def _windows_or_direct(self, ob: OpBuilder, image_rows: ir.Value, rows: ir.Value,
+                           depth: ir.Value) -> None:
+        """The image rows split over the cores, each task's rows by im2col and the gemm or,
+        where `_direct_fits` (at run time), by the direct loops."""
+        b = ob.b
+        w = ob.inputs[1]
+        macs = b.mul(b.mul(rows, depth), w.dims[3])
+        if not self._direct_allowed:
+            self._split(ob, image_rows, macs, self._task)
+            return
+        with b.if_else(self._direct_fits(ob, w.dims[3])) as (direct, windows):
+            with direct:
+                self._split(ob, image_rows, macs, self._direct_task, name="direct",
+                            guard=None)
+            with windows:
+                self._split(ob, image_rows, macs, self._task)
+
+    def _direct_task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+                     memory: ir.Value) -> None:
+        x, w, out = _contiguous(ob)
+        (top, _), (left, _) = self.padding
+        self._direct_rows(ob, x, w, out, (i64(top), i64(left)), (first, last))
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
@@ -460,7 +724,8 @@ class Conv2dInputGradient(_Windowed):
     chunk's filters transposed into scratch, whose rows are added into the result (zeroed
     first) where the windows read the input. Images are split over the cores (the windows
     of neighbouring rows of one image add into the same input rows); each task zeroes its
-    own."""
+    own. At stride 1, where the direct loops' rule holds for C, the result's rows are
+    split instead, each a direct conv of the cotangent (`_direct_task`)."""
 
     def emit(self, ob: OpBuilder) -> None:
         b = ob.b
@@ -478,7 +743,48 @@ class Conv2dInputGradient(_Windowed):
                     _fill(b, out, fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]),
                                            out.dims[2]))
                 with terms:
-                    self._split(ob, g.dims[0], b.mul(b.mul(rows, depth), o), self._task)
+                    macs = b.mul(b.mul(rows, depth), o)
+                    if self.strides != (1, 1) or not self._direct_allowed:
+                        self._split(ob, g.dims[0], macs, self._task)
+                        return
+                    with b.if_else(self._direct_fits(ob, w.dims[2])) as (direct, windows):
+                        with direct:
+                            self._split(ob, fold_mul(b, out.dims[0], out.dims[1]), macs,
+                                        self._direct_task, name="direct", guard=None)
+                        with windows:
+                            self._split(ob, g.dims[0], macs, self._task)
+
+    def _direct_task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+                     memory: ir.Value) -> None:
+        """Result rows [first, last) as the stride-1 conv of the cotangent by the filters
+        flipped in both taps and their channels transposed (copied per task, code 4
+        without memory), padded by the filter's span less the conv's padding: the direct
+        loops."""
+        b = ob.b
+        g, w, out = _contiguous(ob)
+        kh, kw, c, o = w.dims
+        count = fold_mul(b, fold_mul(b, fold_mul(b, kh, kw), c), o)
+        malloc = declare(b.module, "malloc", _PTR, [I64])
+        memory = b.call(malloc, [_max(b, i64(1), b.mul(count, i64(self.dtype.itemsize)))])
+        return_unless(b, b.icmp_unsigned("!=", memory, ir.Constant(_PTR, None)),
+                      ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1))
+        flipped = Operand(memory, [kh, kw, o, c], contiguous_strides(b, [kh, kw, o, c]),
+                          self.dtype)
+
+        def element(index: list[ir.Value]) -> None:
+            a, tap, k, channel = index
+            source = w.offset(b, [b.sub(b.sub(kh, i64(1)), a), b.sub(b.sub(kw, i64(1)), tap),
+                                  channel, k])
+            b.store(b.load(w.address(b, source), typ=w.element),
+                    flipped.address(b, flipped.offset(b, index)))
+
+        nest(b, flipped.dims, element, "flip")
+        (top, _), (left, _) = self.padding
+        dh = self.dilations[0]
+        pads = (b.sub(fold_mul(b, b.sub(kh, i64(1)), i64(dh)), i64(top)),
+                b.sub(b.sub(kw, i64(1)), i64(left)))
+        self._direct_rows(ob, g, flipped, out, pads, (first, last))
+        b.call(declare(b.module, "free", ir.VoidType(), [_PTR]), [memory])
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
