@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -48,21 +49,38 @@ from stageflow.runtime.gpu import GPUDevice
 GPU = "/device:GPU:0"
 
 
+def _torch() -> Any:
+    """torch where it imports and sees a CUDA GPU, else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _jax_gpu() -> Any:
+    """jax's first CUDA GPU where jax imports and sees one, else None (jax shares the GPU
+    rather than preallocating it)."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+
+        return jax.devices("gpu")[0]
+    except Exception:  # noqa: BLE001 - no jax, or no GPU for it
+        return None
+
+
 def _incumbents(arrays: list[np.ndarray]) -> dict[str, tuple[Callable[[], object],
                                                              Callable[[], object]]]:
     """The chain under jax.jit and in PyTorch eager, on their first CUDA GPU, where they
     import and see one: name -> (one call, wait for the GPU)."""
     found = {}
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU
-    try:
+    gpu = _jax_gpu()
+    if gpu is not None:
         import jax
         import jax.numpy as jnp
 
-        gpus = jax.devices("gpu")
-    except Exception:  # noqa: BLE001 - no jax, or no GPU for it
-        gpus = []
-    if gpus:
-        jx, jw, jb = (jax.device_put(a, gpus[0]) for a in arrays)
+        jx, jw, jb = (jax.device_put(a, gpu) for a in arrays)
 
         @jax.jit
         def chain(x, w, b):
@@ -72,13 +90,8 @@ def _incumbents(arrays: list[np.ndarray]) -> dict[str, tuple[Callable[[], object
         chain(jx, jw, jb).block_until_ready()
         found["jax.jit"] = (lambda: chain(jx, jw, jb), lambda: chain(jx, jw, jb)
                             .block_until_ready())
-    try:
-        import torch
-
-        usable = torch.cuda.is_available()
-    except ImportError:
-        usable = False
-    if usable:
+    torch = _torch()
+    if torch is not None:
         tx, tw, tb = (torch.from_numpy(a).cuda() for a in arrays)
 
         def eager():
@@ -102,13 +115,8 @@ def _torch_matmul(a: np.ndarray, b: np.ndarray) -> tuple[Callable[[], object],
                                                           Callable[[], object]] | None:
     """torch.matmul of `a` and `b` on torch's first CUDA GPU in plain FP32 (one call, wait
     for the GPU), or None where torch does not import or sees no GPU."""
-    try:
-        import torch
-
-        usable = torch.cuda.is_available()
-    except ImportError:
-        usable = False
-    if not usable:
+    torch = _torch()
+    if torch is None:
         return None
     torch.backends.cuda.matmul.allow_tf32 = False  # as cuBLAS's default math mode
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
@@ -140,13 +148,8 @@ def sum_figures(device: GPUDevice, n: int) -> dict[str, float]:
     np.testing.assert_allclose(float(sf.reduce_sum(x)), values.sum(dtype=np.float64),
                                rtol=1e-4, atol=1e-2)
     runs = {"stageflow": _loop(lambda: sf.reduce_sum(x), device.synchronize)}
-    try:
-        import torch
-
-        usable = torch.cuda.is_available()
-    except ImportError:
-        usable = False
-    if usable:
+    torch = _torch()
+    if torch is not None:
         t = torch.from_numpy(values).cuda()
         runs["torch.sum"] = _loop(lambda: torch.sum(t), torch.cuda.synchronize)
     return {name: 4 * n / seconds / 1e9 for name, seconds in interleaved_medians(runs).items()}
@@ -162,26 +165,18 @@ def _mlp_incumbents(arrays: list[np.ndarray]) -> dict[str, tuple[Callable[[], ob
     """The MLP in PyTorch eager and under jax.jit on their first CUDA GPU, where they see
     one: name -> (one call, wait for the GPU)."""
     found = {}
-    try:
-        import torch
-
-        usable = torch.cuda.is_available()
-    except ImportError:
-        usable = False
-    if usable:
+    torch = _torch()
+    if torch is not None:
         torch.backends.cuda.matmul.allow_tf32 = False
         tx, tw1, tb1, tw2, tb2 = (torch.from_numpy(a).cuda() for a in arrays)
         found["PyTorch eager"] = (
             lambda: torch.softmax(torch.tanh(tx @ tw1 + tb1) @ tw2 + tb2, dim=-1),
             torch.cuda.synchronize)
-    try:
+    gpu = _jax_gpu()
+    if gpu is not None:
         import jax
 
-        gpus = jax.devices("gpu")
-    except Exception:  # noqa: BLE001 - no jax, or no GPU for it
-        gpus = []
-    if gpus:
-        values = [jax.device_put(a, gpus[0]) for a in arrays]
+        values = [jax.device_put(a, gpu) for a in arrays]
 
         @jax.jit
         def forward(x, w1, b1, w2, b2):

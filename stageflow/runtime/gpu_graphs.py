@@ -88,6 +88,11 @@ class Recorder:
             self.touched_host = True  # a buffer of unknown lifetime: not replayable
         self.notes.append((name, (origins, *rest)))
 
+    def arguments_read(self) -> list[int]:
+        """The positions of the arguments the noted work reads (a graph copies them in)."""
+        return sorted({o[1] for _, (origins, *_) in self.notes for o in origins
+                       if o[0] == "argument"})
+
     def allocate(self, nbytes: int) -> Any:
         handle = self.driver.allocate(nbytes)
         self.origins[self.driver.address(handle)] = ("block", len(self.blocks))
@@ -135,10 +140,8 @@ class LaunchGraph:
         self.device = device
         driver = device.driver
         self.blocks = [DeviceArray(device, (n,), np.uint8) for n in recorder.blocks]
-        used = {o[1] for _, (origins, *_) in recorder.notes for o in origins
-                if o[0] == "argument"}
         self.arguments = {i: DeviceArray(device, arguments[i].shape, arguments[i].dtype)
-                          for i in sorted(used)}
+                          for i in recorder.arguments_read()}
         self.fixed: list[DeviceArray] = []  # kept alive while the graph reads them
         self._held: dict[int, weakref.ref] = {}  # argument block -> the array it holds
 
@@ -265,9 +268,7 @@ class LaunchGraphs:
                 type(r) is DeviceArray and recorder.driver.address(r.handle)
                 in recorder.origins for r in results):
             return _PLAN
-        arguments = {o[1] for _, (origins, *_) in recorder.notes for o in origins
-                     if o[0] == "argument"}
-        copies = [values[i].nbytes for i in arguments]
+        copies = [values[i].nbytes for i in recorder.arguments_read()]
         copies += [r.nbytes for r in results
                    if recorder.origins[recorder.driver.address(r.handle)][0] == "block"]
         if not pays(len(recorder.notes), len(copies), sum(copies)):

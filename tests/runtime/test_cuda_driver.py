@@ -309,6 +309,16 @@ def device(monkeypatch):
     return gpu
 
 
+def launch_graphs(device, function, *args) -> LaunchGraphs:
+    """`function` traced for `args`, optimised by the PTX pipeline and planned on `device`,
+    as the GPU device's staged calls do (`ConcreteFunction._gpu_program`)."""
+    concrete = function.get_concrete_function(*args)
+    compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
+    compilation.run_passes(PTX_PIPELINE)
+    [program] = compilation.gpu_executables([concrete.name], device)
+    return LaunchGraphs(device, program, replayable(compilation.module))
+
+
 def test_memory_round_trips_and_blocks_are_reused(device):
     x = np.arange(10, dtype=np.float32)
     on_device = device.copy_in(x)
@@ -348,10 +358,7 @@ def test_moves_and_reductions_launch_the_index_map_kernels(device):
 def test_a_staged_function_runs_on_the_driver(device):
     f = sf.function(lambda x: sf.reduce_sum(sf.tanh(x * 2.0) + x, axis=1))
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
-    concrete = f.get_concrete_function(sf.constant(x))
-    compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
-    compilation.run_passes(PTX_PIPELINE)
-    [program] = compilation.gpu_executables([concrete.name], device)
+    program = launch_graphs(device, f, sf.constant(x)).program
     [result] = program.run([device.copy_in(x)])
     np.testing.assert_allclose(result.fetch(), (np.tanh(x * 2.0) + x).sum(axis=1), rtol=1e-5,
                                atol=1e-6)
@@ -365,11 +372,7 @@ def test_a_staged_function_replays_as_a_captured_cuda_graph(device):
 
     f = sf.function(chain)
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
-    concrete = f.get_concrete_function(sf.constant(x))
-    compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
-    compilation.run_passes(PTX_PIPELINE)
-    [program] = compilation.gpu_executables([concrete.name], device)
-    graphs = LaunchGraphs(device, program, replayable(compilation.module))
+    graphs = launch_graphs(device, f, sf.constant(x))
     for call in range(4):
         value = x + call
         [result] = graphs.run([device.copy_in(value)], [])
@@ -504,11 +507,7 @@ def test_a_staged_function_captures_its_gemms_in_the_cuda_graph(device):
     f = sf.function(chain)
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
     w = np.linspace(1, -1, 16, dtype=np.float32).reshape(4, 4)
-    concrete = f.get_concrete_function(sf.constant(x), sf.constant(w))
-    compilation = Compilation.of_graphs(concrete.name, [(concrete.graph, concrete.name)])
-    compilation.run_passes(PTX_PIPELINE)
-    [program] = compilation.gpu_executables([concrete.name], device)
-    graphs = LaunchGraphs(device, program, replayable(compilation.module))
+    graphs = launch_graphs(device, f, sf.constant(x), sf.constant(w))
     for call in range(4):
         value = x + call
         [result] = graphs.run([device.copy_in(value), device.copy_in(w)], [])
