@@ -70,6 +70,13 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((f"MLP step temporaries, batch {batch}", f"{peak['runtime'] / 1024:.0f} KiB",
                      f"{peak['ratio']:.2f}x lower bound (goal <= 1.25), whole call "
                      f"{peak['compiled'] / peak['eager']:.2f}x eager's"))
+    convnet_peaks = memory.main_resnet(memory.RESNET_BATCHES)
+    rows.append(("small ResNet staged step temporaries, batch "
+                 + " / ".join(str(b) for b in convnet_peaks),
+                 " / ".join(f"{p['runtime'] / 2**20:.1f}" for p in convnet_peaks.values())
+                 + " MiB",
+                 " / ".join(f"{p['ratio']:.2f}" for p in convnet_peaks.values())
+                 + "x lower bound, with conv scratch (goal <= 1.25)"))
     chains = hmc.main([1, 16, 4096])
     for n, rates in chains.items():
         rows.append((f"HMC, N = {n}", f"{rates['staged']:,.0f} samples/s",
@@ -129,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
                    "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
-                   "memory": peaks, "hmc": chains, "remat": saved, "resnet": convnet,
+                   "memory": peaks, "resnet_memory": convnet_peaks, "hmc": chains,
+                   "remat": saved, "resnet": convnet,
                    "loop": recurrence, "checkpoint": saving, "transformer": attention,
                    "compile_latency": latency, "devices": placement}
         args.json.parent.mkdir(parents=True, exist_ok=True)

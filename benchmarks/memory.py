@@ -1,8 +1,9 @@
 """Peak memory of the MLP training step of `benchmarks.mlp_train` (784-256-256-10, SGD):
 the compiled function's temporaries against its buffer plan's lower bound and against
-running the same step eagerly.
+running the same step eagerly; and of the small ResNet's staged training step
+(`benchmarks.resnet`) against its lower bound.
 
-    python -m benchmarks.memory [BATCH ...]        (default 64 512)
+    python -m benchmarks.memory [BATCH ...]        (default 64 512; the ResNet: 1 8 32)
 
 Figures per batch size, all in bytes:
 
@@ -16,16 +17,27 @@ Figures per batch size, all in bytes:
   intermediates. The one measure taken the same way for both.
 
 The goal: runtime <= 1.25x the lower bound, and compiled below eager.
+
+The convolutions' lowered code also holds scratch of its own, outside the plan
+(`codegen.lowered.conv`: at most `SCRATCH_BYTES` of windows per task, one task per core,
+and a pixel's channels of zeros per task): the ResNet's figures add that bound to the runtime peak.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tracemalloc
 from collections.abc import Callable
 
 import stageflow as sf
 from benchmarks.mlp_train import init_params, make_data, make_train_step
+from benchmarks.resnet import built_model, make_batch
+from examples.resnet import train_step
+from stageflow.codegen.lowered.conv import SCRATCH_BYTES
+
+RESNET_BATCHES = [1, 8, 32]
+ZEROS_BYTES = 64 * 4  # the direct loops' zeros per task: a pixel of the widest input
 
 
 def traced_peak(step: Callable[[], object]) -> int:
@@ -59,6 +71,27 @@ def measure(batch: int) -> dict[str, float]:
             "eager": eager_peak}
 
 
+def measure_resnet(batch: int) -> dict[str, float]:
+    """The staged small-ResNet step's plan, lower bound and measured peak of temporaries,
+    the last with the convolutions' scratch bound added."""
+    model = built_model()
+    model.call = sf.function(model.call)
+    step = sf.function(train_step)
+    optimizer = sf.optimizers.SGD(0.01)
+    x, y = (sf.constant(a) for a in make_batch(batch))
+    concrete = step.get_concrete_function(model, optimizer, x, y)
+    step(model, optimizer, x, y)
+    concrete.program.track_memory()
+    step(model, optimizer, x, y)
+    stats = concrete.stats()
+    concrete.program.track_memory(False)
+    scratch = len(os.sched_getaffinity(0)) * (SCRATCH_BYTES + ZEROS_BYTES)
+    runtime = stats["measured_peak_temporary_bytes"] + scratch
+    lower = stats["lower_bound_bytes"]
+    return {"plan": stats["peak_temporary_bytes"], "lower_bound": lower, "scratch": scratch,
+            "runtime": runtime, "ratio": runtime / lower}
+
+
 def main(batches: list[int]) -> dict[int, dict[str, float]]:
     results = {}
     print("MLP 784-256-256-10 SGD step: peak temporary bytes (KiB)")
@@ -73,5 +106,19 @@ def main(batches: list[int]) -> dict[int, dict[str, float]]:
     return results
 
 
+def main_resnet(batches: list[int]) -> dict[int, dict[str, float]]:
+    results = {}
+    print("small ResNet staged training step: peak temporary bytes (KiB)")
+    print(f"  {'batch':>5}  {'plan':>8}  {'lower':>8}  {'plan/lower':>10}  {'runtime':>8}  "
+          f"{'runtime/lower':>13}  (runtime: measured + conv scratch bound)")
+    for batch in batches:
+        r = results[batch] = measure_resnet(batch)
+        print(f"  {batch:5d}  {r['plan'] / 1024:8.1f}  {r['lower_bound'] / 1024:8.1f}  "
+              f"{r['plan'] / r['lower_bound']:10.2f}  {r['runtime'] / 1024:8.1f}  "
+              f"{r['ratio']:13.2f}   (goal: runtime/lower <= 1.25)")
+    return results
+
+
 if __name__ == "__main__":
     main([int(a) for a in sys.argv[1:]] or [64, 512])
+    main_resnet(RESNET_BATCHES)
