@@ -4,6 +4,9 @@ A module holds its variables and sub-modules as ordinary attributes, directly or
 lists, tuples and dicts. Nothing is registered: `variables` and `submodules` walk the
 attributes when asked, depth first in attribute-assignment (and container) order, so the
 order is deterministic and the same object is reported once however many paths reach it.
+`variables` keeps its last walk while the structure is the same (`_WalkCache`): a training
+step asks for `trainable_variables` every step, and walking the small ResNet (40 modules)
+cost 0.25-0.5 ms of a 3.8 ms eager step at batch 1.
 The attribute names along the way are the named edges of the paper's object graph
 (`Module._flatten` yields them as paths), which checkpoints match state by.
 
@@ -14,6 +17,7 @@ on its first call follows the state-creation rule: the function is then traced o
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -62,6 +66,9 @@ class Module:
     1
     """
 
+    # The last `variables` walk (`_cached_variables`): a slot, never walked itself.
+    __slots__ = ("__dict__", "__weakref__", "__walk")
+
     # Attributes never walked: bookkeeping, and references to state owned by others.
     _TRACKING_IGNORED: frozenset[str] = frozenset({"_name"})
 
@@ -77,8 +84,15 @@ class Module:
         return name if name is not None else camel_to_snake(type(self).__name__)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, _TRACKED) or isinstance(self.__dict__.get(name), _TRACKED):
+            _Structure.generation += 1
         super().__setattr__(name, value)
         deferred.attribute_set(self, name, value)  # a checkpoint's value waiting for it
+
+    def __delattr__(self, name: str) -> None:
+        if isinstance(self.__dict__.get(name), _TRACKED):
+            _Structure.generation += 1
+        super().__delattr__(name)
 
     # -- tracking -----------------------------------------------------------------------
 
@@ -92,12 +106,12 @@ class Module:
         not enter sub-modules (their own attributes), only this module's containers.
         """
         seen: set[int] = {id(self)}
-        yield from _walk(self, (), predicate, recursive, seen)
+        yield from _walk(self, (), predicate, recursive, seen, None)
 
     @property
     def variables(self) -> list[Variable]:
         """Every variable of this module and its sub-modules, each once, in walk order."""
-        return [v for _, v in self._flatten(_is_variable)]
+        return _cached_variables(self)
 
     @property
     def trainable_variables(self) -> list[Variable]:
@@ -149,7 +163,12 @@ def _children(obj: Any) -> Iterator[tuple[str | int, Any]]:
 
 
 def _walk(node: Any, path: Path, predicate: Callable[[Any], bool], recursive: bool,
-          seen: set[int]) -> Iterator[tuple[Path, Any]]:
+          seen: set[int], mutable: list[tuple[Any, tuple]] | None
+          ) -> Iterator[tuple[Path, Any]]:
+    """`Module._flatten`'s walk; each list and dict it enters goes in `mutable` (where
+    given) with its contents then (`_contents`)."""
+    if mutable is not None and isinstance(node, list | dict):
+        mutable.append((node, _contents(node)))
     for key, child in _children(node):
         if not isinstance(child, Variable | Module | list | tuple | dict):
             continue
@@ -162,7 +181,64 @@ def _walk(node: Any, path: Path, predicate: Callable[[Any], bool], recursive: bo
         if isinstance(child, Module) and not recursive:
             continue
         if not isinstance(child, Variable):
-            yield from _walk(child, child_path, predicate, recursive, seen)
+            yield from _walk(child, child_path, predicate, recursive, seen, mutable)
+
+
+def _contents(container: list | dict) -> tuple:
+    """What a walk read of a list or dict: its items (a dict's keys too), in order."""
+    if isinstance(container, dict):
+        return tuple(container), tuple(container.values())
+    return tuple(container)
+
+
+def _unchanged(container: list | dict, contents: tuple) -> bool:
+    """Whether `container` holds the same objects (by identity) as when `_contents` read it."""
+    if isinstance(container, dict):
+        keys, values = contents
+        return (len(container) == len(keys) and tuple(container) == keys
+                and all(map(operator.is_, container.values(), values)))
+    return len(container) == len(contents) and all(map(operator.is_, container, contents))
+
+
+# What a walk enters: assigning or deleting an attribute holding one changes the structure.
+_TRACKED = (Variable, Module, list, tuple, dict)
+
+
+_WALK_SLOT = Module.__dict__["_Module__walk"]  # (a `__getattr__` of a subclass not asked)
+
+
+class _Structure:
+    """Counts the changes of module attributes that involve a tracked object, in any
+    module: a sub-module's new layer is seen by its parents' kept walks."""
+
+    generation = 0
+
+
+def _cached_variables(module: Module) -> list[Variable]:
+    """`module.variables`, walked again only when something the last walk read changed.
+
+    A walk reads module attributes and the lists, dicts and tuples they hold. Attributes
+    change through `Module.__setattr__` and `__delattr__` (`_Structure`); lists and dicts
+    change in place, so the walk keeps what each held and compares it by identity (the
+    small ResNet has two lists of three); tuples cannot change. The walk is kept in the
+    module's own slot, so a module reachable from its walk (a parent held by a child) is
+    garbage like any other cycle. Trainable flags are not kept: `trainable_variables`
+    reads them at each call.
+    """
+    try:
+        kept = _WALK_SLOT.__get__(module, Module)
+    except AttributeError:  # not walked yet
+        kept = None
+    if kept is not None:
+        generation, variables, mutable = kept
+        if generation == _Structure.generation and all(
+                _unchanged(c, contents) for c, contents in mutable):
+            return list(variables)
+    generation = _Structure.generation
+    mutable: list[tuple[Any, tuple]] = []
+    variables = [v for _, v in _walk(module, (), _is_variable, True, {id(module)}, mutable)]
+    _WALK_SLOT.__set__(module, (generation, variables, mutable))
+    return list(variables)
 
 
 __all__ = ["Module", "camel_to_snake"]

@@ -1,5 +1,8 @@
 """sf.Module tracking, the paper's listing 3, and sf.layers (Dense, Conv2D, Sequential)."""
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -325,3 +328,64 @@ def test_gradients_reach_every_layer_variable():
     for a, b in zip(eager, staged, strict=True):
         assert a.shape == b.shape
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- kept walks
+
+
+def test_variables_walk_is_kept_and_sees_every_change():
+    """`variables` keeps its walk while the structure stands; a new sub-layer or variable
+    anywhere below, a list or dict changed in place, a deleted attribute, a trainable flag
+    all show at the next call, as a fresh walk would."""
+    def fresh(module):
+        return ids(v for _, v in module._flatten(lambda o: isinstance(o, sf.Variable)))
+
+    top, child = sf.Module(), sf.Module()
+    top.child = child
+    top.blocks = [sf.layers.Dense(1)]
+    top.blocks[0](sf.ones((1, 2)))
+    top.table = {"a": sf.Variable(1.0)}
+    child.pair = (sf.Variable(2.0), [])
+    first = top.variables
+    assert ids(first) == fresh(top) and len(first) == 4
+    first.append(sf.Variable(0.0))  # the caller's copy: not the kept list
+    assert ids(top.variables) == fresh(top) and len(top.variables) == 4
+
+    changes = [
+        lambda: setattr(child, "w", sf.Variable(3.0)),  # a grandchild's new variable
+        lambda: (setattr(child, "inner", sf.layers.Dense(1)),  # a new sub-layer ...
+                 child.inner(sf.ones((1, 2)))),  # ... that builds its variables
+        lambda: (top.blocks.append(sf.layers.Dense(1)),  # in place, then built
+                 top.blocks[-1](sf.ones((1, 2)))),
+        lambda: top.blocks.__setitem__(0, sf.Variable(4.0)),  # an item replaced
+        lambda: top.table.update(b=sf.Variable(5.0)),  # a dict key added
+        lambda: top.table.update(a=sf.Variable(6.0)),  # a dict value replaced
+        lambda: child.pair[1].append(sf.Variable(7.0)),  # a list inside a tuple
+        lambda: delattr(child, "w"),
+        lambda: top.table.pop("a"),
+        lambda: setattr(top, "blocks", []),
+    ]
+    for change in changes:
+        before = ids(top.variables)
+        change()
+        assert ids(top.variables) == fresh(top) != before
+
+    frozen = top.variables[0]
+    frozen.trainable = False
+    assert ids(top.trainable_variables) == [i for i in fresh(top) if i != id(frozen)]
+    assert ids(top.non_trainable_variables) == [id(frozen)]
+    layer = child.inner
+    layer.trainable = False
+    assert not any(id(v) in ids(layer.variables) for v in top.trainable_variables)
+
+
+def test_a_kept_walk_does_not_keep_its_module_alive():
+    parent, child = sf.Module(), sf.Module()
+    parent.children = [child]
+    child.owners = [parent]  # a cycle through lists the kept walk holds
+    parent.v = sf.Variable(1.0)
+    assert len(parent.variables) == 1
+    gone = weakref.ref(parent)
+    del parent, child
+    gc.collect()
+    assert gone() is None

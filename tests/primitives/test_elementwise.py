@@ -612,10 +612,12 @@ def test_integer_ops_stay_integer(data):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int8,
                                    np.bool_, np.complex64, np.complex128, "bfloat16"])
-@pytest.mark.parametrize("operands", ["full", "zero", "scalar_x", "broadcast"])
+@pytest.mark.parametrize("operands", ["full", "zero", "scalar_x", "scalar_x_zero",
+                                      "broadcast"])
 def test_large_selects_blend_bits_exactly_as_numpy_where_selects(dtype, operands):
     """Above `BLEND_MIN_SIZE` the select kernel blends bits under a mask: bit for bit
-    NumPy's where, NaN payloads, -0.0 and infinities included."""
+    NumPy's where, NaN payloads, -0.0 and infinities included; a zero y (a relu's
+    gradient) blends in the mask's memory, never in an operand's."""
     dtype = sf.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
     rng = np.random.default_rng(4)
     shape = (ew.BLEND_MIN_SIZE // 64 + 3, 64)
@@ -630,10 +632,13 @@ def test_large_selects_blend_bits_exactly_as_numpy_where_selects(dtype, operands
 
     x = draw(shape)
     y = {"full": draw(shape), "zero": np.zeros((), dtype), "scalar_x": draw(shape),
-         "broadcast": draw(shape[1:])}[operands]
-    if operands == "scalar_x":
+         "scalar_x_zero": np.zeros((), dtype), "broadcast": draw(shape[1:])}[operands]
+    if operands.startswith("scalar_x"):
         x = np.asarray(np.float32(-0.0)).astype(dtype)
+    before = x.copy(), y.copy()
     got = ew.select_p.kernel(cond, x, y)
     want = np.where(cond, x, y)
     assert got.dtype == want.dtype and got.shape == want.shape
     assert got.tobytes() == want.tobytes()
+    assert not np.shares_memory(got, x) and not np.shares_memory(got, y)
+    assert x.tobytes() == before[0].tobytes() and y.tobytes() == before[1].tobytes()

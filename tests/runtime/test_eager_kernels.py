@@ -85,3 +85,38 @@ def test_gradients_of_a_broadcast_seed_run_compiled(monkeypatch):
     monkeypatch.setattr(CompiledOp, "_numpy", lambda self, values: pytest.fail("NumPy ran"))
     for g, e in zip(gradients(), want, strict=True):
         np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-4 * np.abs(e).max())
+
+
+def test_a_shape_generic_op_takes_the_fast_path_once_its_shapes_are_known(monkeypatch):
+    """A shape-generic compiled op remembers its result shapes by operand shapes: a call
+    with known shapes goes straight to the compiled entry, with `_slow`'s numbers; new
+    shapes, other dtypes and wrong ranks still go through `_slow` (and wrong
+    ranks on to NumPy's kernel, whose errors eager execution reports)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 16, 16, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 16)).astype(np.float32)
+    geometry = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    compiled_of("conv2d", x, w, **geometry)
+    eager_kernels.settle()
+    op = compiled_of("conv2d", x, w, **geometry)
+    assert isinstance(op, CompiledOp) and op._static_shapes is None
+    want = op._slow((x, w))  # remembers the shapes
+    slow_calls = []
+    slow = CompiledOp._slow
+    monkeypatch.setattr(CompiledOp, "_slow",
+                        lambda self, values: slow_calls.append(values) or slow(self, values))
+    np.testing.assert_array_equal(op(x, w), want)
+    assert slow_calls == []
+    other = rng.standard_normal((2, 8, 8, 8)).astype(np.float32)  # shapes not seen yet
+    np.testing.assert_allclose(op(other, w), REGISTRY["conv2d"].kernel(other, w, **geometry),
+                               rtol=1e-4, atol=1e-4)
+    assert len(slow_calls) == 1
+    op(other, w)  # remembered now
+    assert len(slow_calls) == 1
+    np.testing.assert_allclose(op(x.astype(np.float64), w), want, rtol=1e-4, atol=1e-4)
+    assert len(slow_calls) == 2
+    np.testing.assert_allclose(op(np.asfortranarray(x), w), want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError):
+        op(x[0], w)  # rank 3: NumPy's kernel refuses it
+    with pytest.raises(ValueError, match="conv2d"):
+        sf.nn.conv2d(sf.constant(x[0]), sf.constant(w), 1, "SAME")

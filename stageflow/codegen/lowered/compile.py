@@ -180,14 +180,24 @@ class CompiledOp:
         return f"<CompiledOp sf.{self.spec.name}>"
 
     def __call__(self, *arrays: Any) -> Any:
-        if self._py is None or self._static_shapes is None or len(arrays) != len(self._dtypes):
+        """The fast path: arrays of the op's dtypes whose result shapes are known (static,
+        or remembered for these operand shapes by `_output_shapes`), straight to the
+        compiled entry; anything else, or a call it declines, takes `_slow`. The eager
+        small ResNet's convolutions are shape-generic: through `_slow` each call cost
+        about 6 us more at batch 1 (26 calls a step)."""
+        py = self._py
+        if py is None or len(arrays) != len(self._dtypes):
             return self._slow(arrays)
         for a, dtype in zip(arrays, self._dtypes, strict=True):
-            if type(a) is not np.ndarray or a.dtype is not dtype:
+            if type(a) is not np.ndarray or a.dtype is not dtype or not a.flags.aligned:
                 return self._slow(arrays)
-        outputs = [np.empty(s, d) for s, d in zip(self._static_shapes, self._out_dtypes,
-                                                   strict=True)]
-        if self._py(*arrays, *outputs):
+        shapes = self._static_shapes
+        if shapes is None:  # (a key remembered has every operand's rank right)
+            shapes = self._shapes_of.get(tuple([a.shape for a in arrays]))
+            if shapes is None:
+                return self._slow(arrays)
+        outputs = [np.empty(s, d) for s, d in zip(shapes, self._out_dtypes, strict=True)]
+        if py(*arrays, *outputs):
             return self._slow(arrays)
         return outputs[0] if self._single else tuple(outputs)
 
