@@ -19,8 +19,7 @@ import inspect
 import math
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,8 +121,14 @@ class Layer(Module):
         training = _resolve_training(training)
         if takes_training(self.call):
             kwargs["training"] = training
-        with _training_scope(training):
+        # The mode pushed for the calls inside, without a context manager: a generator-based
+        # one cost 1.5 us of a layer call's 4.5 (the small ResNet's step makes 22).
+        modes = _training_modes()
+        modes.append(training)
+        try:
             return self.call(inputs, *args, **kwargs)
+        finally:
+            modes.pop()
 
     def call(self, inputs: Any) -> Any:
         return inputs
@@ -172,14 +177,13 @@ def _resolve_training(training: Any) -> bool:
     return stack[-1] if stack else False
 
 
-@contextmanager
-def _training_scope(training: bool) -> Iterator[None]:
-    stack = _training_stack.__dict__.setdefault("modes", [])
-    stack.append(training)
+def _training_modes() -> list[bool]:
+    """This thread's stack of the modes of the layer calls in progress."""
     try:
-        yield
-    finally:
-        stack.pop()
+        return _training_stack.modes
+    except AttributeError:
+        modes = _training_stack.modes = []
+        return modes
 
 
 # Signatures are read once per function (the check runs on every layer call).

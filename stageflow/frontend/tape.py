@@ -26,7 +26,7 @@ from stageflow.primitives.autodiff import NEEDED
 from stageflow.primitives.functional import stop_gradient_p
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Record:
     """One recorded op: `outputs = rule-owner(*inputs, **params)`."""
 
@@ -42,6 +42,9 @@ class _Tapes(threading.local):
 
 
 _tapes = _Tapes()
+# The dtypes that carry gradients (`dtypes.is_inexact`), one set: a membership test per
+# operand instead of a call and two.
+_INEXACT = frozenset(dtypes.FLOATING + dtypes.COMPLEX)
 
 
 class GradientTape:
@@ -106,16 +109,17 @@ class GradientTape:
     def watched_variables(self) -> list[Any]:
         return list(self._watched_variables.values())
 
-    def _is_watched(self, tensor: Any) -> bool:
-        return id(tensor) in self._watched
-
     def _record(self, primitive: Any, inputs: list, params: dict, outputs: list) -> None:
-        if not any(id(x) in self._watched for x in inputs):
+        watched = self._watched
+        for x in inputs:  # (a loop, not any(): no generator per op)
+            if id(x) in watched:
+                break
+        else:
             return
         self._records.append(Record(primitive, inputs, params, outputs))
         for y in outputs:
-            if isinstance(y, Tensor) and dtypes.is_inexact(y.dtype):
-                self._watched[id(y)] = y
+            if isinstance(y, Tensor) and y.dtype in _INEXACT:
+                watched[id(y)] = y
 
     def _variable_read(self, variable: Any, tensor: Any) -> None:
         if id(variable) not in self._watched_variables:
@@ -189,23 +193,35 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
             continue
         seed = ones_like(target) if seed is None else convert_to_tensor(seed, target.dtype)
         _accumulate(cotangents, target, seed)
-    previous = NEEDED.mask
+    get = cotangents.get
+    needed = NEEDED
+    previous = needed.mask
     try:
         for record in reversed(records):
-            outgoing = [cotangents.get(id(y)) for y in record.outputs]
-            if all(g is None for g in outgoing) or not record.primitive.differentiable:
+            outputs = record.outputs
+            outgoing = [get(id(y)) for y in outputs]
+            primitive = record.primitive
+            for g in outgoing:
+                if g is not None:
+                    break
+            else:
                 continue
-            rule = record.primitive.vjp
+            if not primitive.differentiable:
+                continue
+            rule = primitive.vjp
             if rule is None:
-                raise LookupError(f"differentiation rule for '{record.primitive.name}' is "
+                raise LookupError(f"differentiation rule for '{primitive.name}' is "
                                   "not implemented")
-            NEEDED.mask = [id(x) in watched for x in record.inputs]
-            incoming = rule(outgoing, record.inputs, record.outputs, **record.params)
-            for x, g in zip(record.inputs, incoming, strict=True):
-                if g is not None and isinstance(x, Tensor) and dtypes.is_inexact(x.dtype):
-                    _accumulate(cotangents, x, g)
+            inputs = record.inputs
+            needed.mask = [id(x) in watched for x in inputs]
+            incoming = rule(outgoing, inputs, outputs, **record.params)
+            for x, g in zip(inputs, incoming, strict=True):
+                if g is not None and isinstance(x, Tensor) and x.dtype in _INEXACT:
+                    previous_g = get(id(x))
+                    cotangents[id(x)] = g if previous_g is None else add(previous_g, g)
     finally:
-        NEEDED.mask = previous
+        needed.mask = previous
+        needed.last = None  # (it holds the last rule's operands alive)
     return cotangents
 
 
@@ -263,8 +279,13 @@ def would_watch(variable: Any) -> bool:
 def any_watching(inputs: list) -> bool:
     """Whether an active tape of the current trace watches one of `inputs`."""
     trace = context.current_trace()
-    return any(tape._recording and tape._trace is trace
-               and any(tape._is_watched(x) for x in inputs) for tape in _tapes.active)
+    for tape in _tapes.active:
+        if tape._recording and tape._trace is trace:
+            watched = tape._watched
+            for x in inputs:
+                if id(x) in watched:
+                    return True
+    return False
 
 
 class _CustomGradient:

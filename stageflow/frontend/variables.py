@@ -128,10 +128,13 @@ class Variable:
         device whose queued call waits for the lock."""
         while True:
             seen = self._value
-            value = change(self.read_value())
+            # Converted before taking the lock, and written under it once (not through
+            # `assign`, which would convert again and take the lock a second time).
+            value = convert_to_tensor(change(self.read_value()), self.dtype)
             with self._lock:
                 if self._value is seen:
-                    return self.assign(value)
+                    context.current_trace().assign_variable(self, value)
+                    return self
 
     def _store(self, array: Any) -> None:
         """Write a new value after checking dtype and shape (eager and interpreted writes)."""

@@ -79,21 +79,34 @@ class Needed(threading.local):
     path to a source (`GradientTape` knows them), set before each rule runs (None: all).
     Eagerly a rule computes what it returns at once, so the others would be work thrown
     away (a constant operand's share of a product, summed back to its shape); staged,
-    pruning drops them anyway."""
+    pruning drops them anyway.
+
+    `last` is the latest answer of `wanted`: (its operands, the mask, the answer).
+    `floating_only` asks first, then a binary rule asks again for the same operands."""
 
     mask: Sequence[bool] | None = None
+    last: tuple[Sequence[Any], Sequence[bool] | None, list[bool]] | None = None
 
 
 NEEDED = Needed()
+_INEXACT = frozenset(dtypes.FLOATING + dtypes.COMPLEX)  # `dtypes.is_inexact`, one lookup
 
 
 def wanted(inputs: Sequence[Any]) -> list[bool]:
     """Which operands of the rule running now get a cotangent: the floating and complex ones
-    that the backward pass needs (`NEEDED`)."""
-    mask = NEEDED.mask
+    that the backward pass needs (`NEEDED`). Asked again for the very operands list under
+    the very mask, the answer is the one computed before (copied)."""
+    needed = NEEDED
+    mask = needed.mask
+    last = needed.last
+    if last is not None and last[0] is inputs and last[1] is mask:
+        return list(last[2])
     if mask is None or len(mask) != len(inputs):
-        return [dtypes.is_inexact(x.dtype) for x in inputs]
-    return [m and dtypes.is_inexact(x.dtype) for x, m in zip(inputs, mask, strict=True)]
+        want = [x.dtype in _INEXACT for x in inputs]
+    else:
+        want = [m and x.dtype in _INEXACT for x, m in zip(inputs, mask, strict=True)]
+    needed.last = (inputs, mask, want)
+    return list(want)
 
 
 def floating_only(rule: Callable[..., list]) -> Callable[..., list]:

@@ -38,10 +38,13 @@ class EagerTrace:
 
     def process(self, primitive: Primitive, args: tuple, params: dict[str, Any]) -> Any:
         values = []
+        signature: list = [primitive]
         on_host = True
         for arg in args:
             if type(arg) is Tensor:
-                values.append(arg._value)
+                value = arg._value
+                values.append(value)
+                signature.append((value.dtype, value.shape))
             elif isinstance(arg, PlacedTensor):
                 on_host = False  # (a tensor in a GPU's memory is not fetched here)
             else:
@@ -52,9 +55,9 @@ class EagerTrace:
         scope = devices.current()
         if not on_host or scope not in (None, devices.HOST) or primitive is device_copy_p:
             return self._placed(primitive, args, params, scope)
-        self._check(primitive, values, params)
-        compiled = (KERNELS.lookup(primitive, values, params) if primitive.name in MACS
-                    else None)
+        key = self._check(primitive, values, params, (*signature, *params.items()))
+        compiled = (KERNELS.lookup(primitive, values, params, key)
+                    if key is not None and primitive.name in MACS else None)
         try:
             result = (primitive.kernel(*values, **params) if compiled is None
                       else compiled(*values))
@@ -85,11 +88,18 @@ class EagerTrace:
             return tuple(device.wrap(r) for r in result)
         return device.wrap(result)
 
-    def _check(self, primitive: Primitive, values: list, params: dict[str, Any]) -> None:
-        try:
+    def _check(self, primitive: Primitive, values: list, params: dict[str, Any],
+               key: tuple | None = None) -> tuple | None:
+        """Run the shape rule unless this signature passed it before. The signature (`key`:
+        the primitive, each operand's dtype and shape, the params) is built by `process`
+        in its loop over the operands and returned for `KERNELS.lookup` to use as its key
+        too: one tuple an op instead of two (each a list, a tuple per operand and the
+        params' items). None where a param is unhashable (checked every time)."""
+        if key is None:
             key = (primitive, *[(v.dtype, v.shape) for v in values], *params.items())
+        try:
             if key in self._checked:
-                return
+                return key
         except TypeError:  # an unhashable param: check every time
             key = None
         primitive.abstract_eval(*(ShapedType(v.shape, v.dtype) for v in values), **params)
@@ -97,6 +107,7 @@ class EagerTrace:
             if len(self._checked) >= CHECKED_LIMIT:
                 self._checked.clear()
             self._checked.add(key)
+        return key
 
     def constant(self, array: Any, device: str | None = None) -> Tensor:
         device = device or devices.current()

@@ -68,13 +68,16 @@ class EagerKernels:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
-    def lookup(self, primitive: Primitive, values: Sequence[Any],
-               params: dict[str, Any]) -> CompiledOp | None:
-        """The compiled op for these operands, or None while there is none (yet)."""
+    def lookup(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
+               key: tuple | None = None) -> CompiledOp | None:
+        """The compiled op for these operands, or None while there is none (yet). `key` is
+        the call's signature when the caller has built it (the eager executor's shape
+        check has: the primitive, each operand's (dtype, shape), the params' items)."""
         if not config.eager_compile or any(type(v) is not np.ndarray or v.dtype not in _FLOATS
                                            for v in values):
             return None
-        key = (primitive.name, *[(v.dtype, v.shape) for v in values], *params.items())
+        if key is None:
+            key = (primitive, *[(v.dtype, v.shape) for v in values], *params.items())
         try:
             op = self._ops[key]
         except KeyError:

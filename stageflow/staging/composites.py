@@ -24,7 +24,7 @@ from stageflow.frontend.composite import Composite
 from stageflow.frontend.spec import TensorSpec
 from stageflow.staging.concrete import ConcreteFunction, trace_function
 from stageflow.staging.function import Function
-from stageflow.staging.staged_grad import ForwardBackward
+from stageflow.staging.staged_grad import ForwardBackward, call_under_tape
 
 __all__ = ["settle"]
 
@@ -56,6 +56,10 @@ class CompositeRunner:
         if built is None:
             self._start(key, composite, arguments, taped)
             return None
+        if taped:  # `call_flat`'s way under a tape, less the checks made here already
+            results = call_under_tape(concrete, tensors)
+            if results is not None:
+                return concrete.structure_outputs(results)
         return concrete.call_flat(tensors)
 
     def _start(self, key: tuple, composite: Composite, arguments: tuple, taped: bool) -> None:

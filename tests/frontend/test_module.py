@@ -389,3 +389,36 @@ def test_a_kept_walk_does_not_keep_its_module_alive():
     del parent, child
     gc.collect()
     assert gone() is None
+
+
+def test_the_training_mode_of_a_layer_call_reaches_the_calls_inside_and_ends_with_it():
+    from stageflow.frontend import layers
+
+    seen = []
+
+    class Probe(sf.layers.Layer):
+        def call(self, x, training=False):
+            seen.append(training)
+            return x
+
+    class Failing(sf.layers.Layer):
+        def call(self, x):
+            raise RuntimeError("inner failure")
+
+    class Outer(sf.layers.Layer):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def call(self, x):  # passes no training: the inner call inherits this call's
+            return self.inner(x)
+
+    x = sf.constant([1.0])
+    Outer(Probe())(x, training=True)
+    Outer(Probe())(x)
+    assert seen == [True, False]
+    with pytest.raises(RuntimeError, match="inner failure"):
+        Outer(Failing())(x, training=True)
+    assert layers._training_modes() == []  # popped on the way out of the failed calls
+    Probe()(x)
+    assert seen[-1] is False

@@ -365,3 +365,67 @@ def test_mse_precision_recall_and_auc(staged):
     assert float(metrics["auc"].result()) == pytest.approx(exact, abs=0.01)
     metrics["auc"].reset_state()
     assert float(metrics["auc"].result()) == 0.0
+
+
+class _CountingLock:
+    """A reentrant lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.RLock()
+        self.taken = 0
+
+    def __enter__(self):
+        self.taken += 1
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
+
+    def acquire(self, *args):
+        self.taken += 1
+        return self._lock.acquire(*args)
+
+    def release(self):
+        self._lock.release()
+
+
+def test_an_update_converts_once_takes_the_lock_once_and_recomputes_on_a_race():
+    v = sf.Variable([1.0, 2.0])
+    lock = v._lock = _CountingLock()
+    v.assign_sub(sf.constant([0.5, 0.5]))
+    np.testing.assert_array_equal(v.numpy(), [0.5, 1.5])
+    assert lock.taken == 1
+    races = []
+
+    def racing_change(value):  # another thread writes between the read and the write
+        if not races:
+            races.append(value)
+            v._store(np.array([10.0, 20.0], np.float32))
+        return value + 1.0
+
+    assert v._update(racing_change) is v
+    np.testing.assert_array_equal(v.numpy(), [11.0, 21.0])  # computed again from the new
+    with pytest.raises(ValueError, match=r"assign: variable .* is float32\(2,\), the value is "
+                                         r"float32\(3,\)"):
+        v._update(lambda value: sf.constant([1.0, 1.0, 1.0]))
+    with pytest.raises(TypeError, match="expected a float32 tensor, got float64"):
+        v._update(lambda value: sf.constant([1.0, 2.0], sf.float64))
+    np.testing.assert_array_equal(v.numpy(), [11.0, 21.0])
+
+
+def test_sgd_steps_under_a_tape_and_inside_a_function_write_each_variable_once():
+    w = sf.Variable([1.0, -2.0])
+    opt = sf.optimizers.SGD(0.5)
+    lock = w._lock = _CountingLock()
+    with sf.GradientTape() as tape:  # updates recorded by an outer tape read the variable
+        opt.apply_gradients([(sf.constant([1.0, 1.0]), w)])
+        y = sf.reduce_sum(w * w)
+    np.testing.assert_allclose(w.numpy(), [0.5, -2.5])
+    assert lock.taken == 1
+    np.testing.assert_allclose(tape.gradient(y, w).numpy(), [1.0, -5.0])
+    step = sf.function(lambda g: opt.apply_gradients([(g, w)]))
+    step(sf.constant([1.0, 1.0]))
+    step(sf.constant([1.0, 1.0]))
+    np.testing.assert_allclose(w.numpy(), [-0.5, -3.5])

@@ -285,3 +285,73 @@ def test_backward_computes_only_the_cotangents_that_reach_a_source(monkeypatch):
                                                          scale.numpy(), 0.0))
     assert "reduce_sum" not in bound  # the scale's and the 1.0's sums are not taken
     assert bound.count("multiply") == 1  # g * scale; not g * x
+
+
+def test_wanted_answers_again_from_its_last_answer_only_for_the_same_operands_and_mask():
+    from stageflow.primitives import autodiff
+
+    x, i = sf.constant(1.0), sf.constant(1)
+    inputs = [x, i, x]
+    previous = autodiff.NEEDED.mask
+    try:
+        autodiff.NEEDED.mask = mask = [True, True, False]
+        first = autodiff.wanted(inputs)
+        assert first == [True, False, False]
+        first[0] = False  # the caller's copy: the remembered answer is not changed
+        assert autodiff.wanted(inputs) == [True, False, False]
+        assert autodiff.wanted([x, i, x]) == [True, False, False]  # another list: computed
+        autodiff.NEEDED.mask = [True, True, True]  # another mask: computed again
+        assert autodiff.wanted(inputs) == [True, False, True]
+        assert mask == [True, True, False]
+        autodiff.NEEDED.mask = None
+        assert autodiff.wanted(inputs) == [True, False, True]
+    finally:
+        autodiff.NEEDED.mask = previous
+        autodiff.NEEDED.last = None
+
+
+def test_a_backward_pass_keeps_no_operand_alive_and_nested_passes_keep_their_masks():
+    """`wanted`'s memo is dropped when a backward pass ends (it would hold the last rule's
+    operands), also one run inside a rule (a custom gradient differentiating again)."""
+    import gc
+    import weakref
+
+    from stageflow.primitives import autodiff
+
+    @sf.custom_gradient
+    def double(v):
+        def grad(dy):
+            with sf.GradientTape() as inner:
+                inner.watch(v)
+                z = v * v
+            return dy * inner.gradient(z, v) / v  # 2 dy, through a nested backward pass
+        return v * 2.0, grad
+
+    x = sf.constant(np.arange(1.0, 4.0, dtype=np.float32))
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        h = sf.exp(x)
+        y = sf.reduce_sum(double(h) * sf.constant(3.0) + h * h)
+    ref = weakref.ref(h)
+    g = tape.gradient(y, x)
+    np.testing.assert_allclose(g.numpy(), (6.0 + 2.0 * np.exp(x.numpy())) * np.exp(x.numpy()),
+                               rtol=1e-6)
+    assert autodiff.NEEDED.last is None and autodiff.NEEDED.mask is None
+    del tape, y, h
+    gc.collect()
+    assert ref() is None
+
+
+def test_an_op_is_recorded_when_any_operand_is_watched_and_its_float_results_watched():
+    a, b, n = sf.constant(2.0), sf.constant(3.0), sf.constant(4)
+    with sf.GradientTape(persistent=True) as tape:
+        tape.watch(b)
+        unwatched = a * a  # no operand watched: not recorded
+        y = a * b  # the second operand watched
+        k = n * n  # integer results are never watched
+        z = y * unwatched
+    assert len(tape._records) == 2
+    assert id(y) in tape._watched and id(z) in tape._watched
+    assert id(unwatched) not in tape._watched and id(k) not in tape._watched
+    assert float(tape.gradient(z, b)) == 8.0
+    assert tape.gradient(z, a) is None  # a constant here

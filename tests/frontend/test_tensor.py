@@ -295,3 +295,28 @@ def test_zero_d_results_behave_like_arrays():
     assert repr(s) == "sf.Tensor(3., shape=(), dtype=float32)"
     assert float(s) == 3.0
     assert_matches(s * 2.0 + sf.constant([1.0]), np.array([7.0], np.float32))
+
+
+
+@pytest.mark.parametrize("dtype", [sf.float16, sf.float32, sf.float64, sf.complex64,
+                                   sf.complex128])
+def test_weak_python_scalars_under_a_tape_take_the_tensors_dtype(dtype):
+    """Under a tape (ops through `Primitive.bind`) an int or float beside a floating or
+    complex tensor becomes a constant of its dtype, and one NumPy cannot convert still
+    fails with the message of `to_array`."""
+    x = sf.constant([1.0, 2.0], dtype)
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        values = [x * 2, 2.5 * x, x - 1, 0 + x]
+        if dtype.kind != "c":
+            values.append(sf.cast(x > 1, dtype))
+    for v in values:
+        assert v.dtype == dtype
+    np.testing.assert_allclose(np.asarray(values[:4], np.float64 if dtype.kind != "c"
+                                          else np.complex128),
+                               [[2, 4], [2.5, 5], [0, 1], [1, 2]])
+    assert tape.gradient(values[1], x).dtype == dtype
+    with pytest.raises(OverflowError, match="cannot convert int to a tensor"), \
+            sf.GradientTape() as tape:
+        tape.watch(x)
+        _ = x * 10**400

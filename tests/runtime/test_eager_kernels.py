@@ -120,3 +120,28 @@ def test_a_shape_generic_op_takes_the_fast_path_once_its_shapes_are_known(monkey
         op(x[0], w)  # rank 3: NumPy's kernel refuses it
     with pytest.raises(ValueError, match="conv2d"):
         sf.nn.conv2d(sf.constant(x[0]), sf.constant(w), 1, "SAME")
+
+
+def test_the_shape_check_and_the_kernel_lookup_share_one_key(monkeypatch):
+    """The eager executor builds an op's signature once: the key its shape check keeps is
+    the one `KERNELS.lookup` is asked under, and an unhashable param skips both caches
+    (checked every time, NumPy's kernel) without an error."""
+    from stageflow.runtime.eager import EagerTrace
+
+    trace = EagerTrace()
+    seen = []
+    monkeypatch.setattr(KERNELS, "lookup", lambda p, v, params, key=None: seen.append(key))
+    monkeypatch.setattr("stageflow.runtime.eager.KERNELS", KERNELS)
+    x = sf.constant(np.ones((1, 4, 4, 2), np.float32))
+    w = sf.constant(np.ones((3, 3, 2, 2), np.float32))
+    conv = REGISTRY["conv2d"]
+    params = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    trace.process(conv, (x, w), params)
+    assert seen == [(conv, (np.dtype(np.float32), (1, 4, 4, 2)),
+                     (np.dtype(np.float32), (3, 3, 2, 2)), *params.items())]
+    assert seen[0] in trace._checked
+    unhashable = {"strides": [1, 1], "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    result = trace.process(conv, (x, w), unhashable)
+    assert len(seen) == 1 and result.shape == (1, 4, 4, 2)
+    with pytest.raises(ValueError, match="conv2d"):  # the shape rule still runs each time
+        trace.process(conv, (x, sf.constant(np.ones((3, 3, 5, 2), np.float32))), unhashable)

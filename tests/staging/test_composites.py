@@ -161,3 +161,39 @@ def test_composites_on_a_logical_device_run_their_ops(monkeypatch):
         result = composite(sf.ones(2))
     assert len(calls) == 1
     np.testing.assert_array_equal(result.numpy(), [2.0, 2.0])
+
+
+def test_a_compiled_composite_under_a_tape_is_one_taped_op_and_unwatched_runs_untaped(
+        counted, monkeypatch):
+    """The runner calls the staged forward/backward pair itself when a tape watches an
+    operand (one record, the staged gradient); a tape watching none of the operands
+    records nothing and the plain program runs."""
+    from stageflow.staging.staged_grad import StagedVJP
+
+    x = sf.constant(np.random.default_rng(2).standard_normal((2, 3, 3, 3)).astype(np.float32))
+    layer = built_batch_norm()
+    training_step(layer, x)  # starts the compiles: taped, then untaped
+    composites.settle()
+    with sf.GradientTape(watch_accessed_variables=False):
+        layer(x, training=True)
+    composites.settle()
+    counted["compiled"] = 0
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x, training=True)
+        total = sf.reduce_sum(y * y)
+    owners = [r.primitive for r in tape._records]
+    assert counted["compiled"] == 1 and len(owners) == 3
+    assert isinstance(owners[0], StagedVJP)
+    gx = tape.gradient(total, x).numpy()
+    with monkeypatch.context() as patch:  # the ops one by one
+        patch.setattr(config, "eager_compile", False)
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            total = sf.reduce_sum(sf.square(layer(x, training=True)))
+        want = tape.gradient(total, x).numpy()
+    np.testing.assert_allclose(gx, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    with sf.GradientTape(watch_accessed_variables=False) as other:
+        z = layer(x, training=True)
+    assert counted["compiled"] == 2 and other._records == []
+    np.testing.assert_allclose(z.numpy(), y.numpy(), rtol=1e-6, atol=1e-6)
