@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from llvmlite import binding as llvm
 
 import stageflow as sf
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.lowered import conv, matmul
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.core import config
@@ -198,8 +200,8 @@ def test_the_direct_loops_match_a_direct_reference(batch, size, channels, out_ch
                                                      window, strides, row_dilation, padding,
                                                      dtype):
     """Tiles of 6 pixels over rows narrower than a tile, odd widths (the last tile moved
-    back), taps clipped at every border, channel blocks of 16 floats (8 doubles) and the
-    rest, any strides and filter-row dilation."""
+    back), taps clipped at every border, channel blocks of 32, 16 and 8 floats (16, 8 and 4
+    doubles), any strides and filter-row dilation."""
     dilations = (row_dilation, 1)
     for axis in (0, 1):
         assume(size[axis] + sum(padding[axis]) >= (window[axis] - 1) * dilations[axis] + 1)
@@ -251,31 +253,77 @@ def test_the_direct_loops_serve_the_small_resnets_shapes(dtype):
                                    rtol=1e-4, atol=1e-4)
 
 
-def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_vectors():
-    """O a multiple of 8 floats (4 doubles) up to 32, taps one column apart: direct; else
-    only im2col and the gemm. The input gradient, with C for O, also at stride 1 only."""
-    def chosen(o: int, dtype, dilations=(1, 1)) -> bool:
-        spec = spec_for("conv2d", [values((1, 5, 5, 3), dtype), values((3, 3, 3, o), dtype)],
-                        True, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=dilations)
-        return ".direct" in compiled(spec).llvm_ir
+_spies: list = []  # the gemm spies' callbacks, alive as long as the code calling them
 
-    assert chosen(16, np.float32) and chosen(4, np.float64)
-    assert not chosen(16, np.float32, dilations=(1, 2))
 
-    def chosen_for_the_input_gradient(strides: tuple[int, int]) -> bool:
-        g, w = values((1, 3, 3, 4), np.float32), values((3, 3, 16, 4), np.float32)
-        spec = spec_for("conv2d_input_gradient", [g, w], True, strides=strides,
-                        padding=((1, 1), (1, 1)), dilations=(1, 1), input_size=(3, 3))
-        return ".direct" in compiled(spec).llvm_ir
+def spy_on_gemms(monkeypatch) -> list[int]:
+    """The m of every gemm that convolutions compiled from now on call, in place of the
+    BLAS's (computing nothing): im2col calls gemms, the direct loops none."""
+    calls: list[int] = []
+    names = {}
+    for dtype, real in ((np.dtype(np.float32), ctypes.c_float),
+                        (np.dtype(np.float64), ctypes.c_double)):
+        pointer, size = ctypes.c_void_p, ctypes.c_int64
+        signature = ctypes.CFUNCTYPE(None, *[ctypes.c_int32] * 3, size, size, size, real,
+                                     pointer, size, pointer, size, real, pointer, size)
+        spy = signature(lambda *arguments: calls.append(arguments[3]))
+        _spies.append(spy)
+        names[dtype] = f"test.gemm.spy.{dtype.name}"
+        llvm.add_symbol(names[dtype], ctypes.cast(spy, ctypes.c_void_p).value)
+    gemm = conv.gemm_function
 
-    assert chosen_for_the_input_gradient((1, 1))
-    assert not chosen_for_the_input_gradient((2, 2))
+    def spying(module, dtype):
+        signature = gemm(module, dtype).function_type
+        return declare(module, names[dtype], signature.return_type, list(signature.args))
+
+    monkeypatch.setattr(conv, "gemm_function", spying)
+    return calls
+
+
+def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_vectors(
+        monkeypatch):
+    """O a multiple of 8 floats (4 doubles) up to 32, taps one column apart: direct (no
+    gemm); else only im2col and the gemm. The input gradient, with C for O, also at stride
+    1 only. Chosen at run time, by one copy of each family's code per dtype in a module,
+    which every op of the family there calls with its strides, padding and dilations."""
     x = values((2, 7, 9, 5), np.float32)
     for o in (8, 12, 32, 40, 64):
         w = values((3, 3, 5, o), np.float32, seed=1)
         params = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
         np.testing.assert_allclose(run_compiled("conv2d", [x, w], True, **params),
                                    conv_reference(x, w, **params), rtol=1e-4, atol=1e-4)
+
+    calls = spy_on_gemms(monkeypatch)
+    cases = []
+    for o, dtype, dilations, direct in [(16, np.float32, (1, 1), True),
+                                        (4, np.float64, (1, 1), True),
+                                        (16, np.float32, (1, 2), False),
+                                        (8, np.float32, (1, 1), True),
+                                        (12, np.float32, (1, 1), False),
+                                        (32, np.float32, (2, 1), True),
+                                        (40, np.float32, (1, 1), False),
+                                        (64, np.float32, (1, 1), False)]:
+        arrays = [values((1, 5, 5, 3), dtype), values((3, 3, 3, o), dtype)]
+        cases.append(("conv2d", arrays, direct, {"strides": (1, 1), "dilations": dilations}))
+    for stride, direct in ((1, True), (2, False)):
+        arrays = [values((1, 4 - stride, 4 - stride, 4), np.float32),
+                  values((3, 3, 16, 4), np.float32)]
+        cases.append(("conv2d_input_gradient", arrays, direct, {
+            "strides": (stride, stride), "dilations": (1, 1), "input_size": (3, 3)}))
+    specs = [spec_for(name, arrays, True, padding=((1, 1), (1, 1)), **params)
+             for name, arrays, _, params in cases]
+    ops = compile_ops(specs)
+    for op, (name, arrays, direct, params) in zip(ops, cases, strict=True):
+        out = np.empty(REGISTRY[name].kernel(*arrays, padding=((1, 1), (1, 1)),
+                                             **params).shape, arrays[0].dtype)
+        calls.clear()
+        assert op.call(arrays, [out]) == 0
+        assert (not calls) == direct, (name, arrays[1].shape, params)
+    text = ops[0].llvm_ir
+    assert all(op.llvm_ir is text for op in ops)
+    for shared in ("conv2d.float32", "conv2d.float64", "conv2d_input_gradient.float32",
+                   "conv2d.direct.float32", "conv2d.direct.float64"):
+        assert text.count(f'define internal i32 @"sf.{shared}"(') == 1
 
 
 def test_conv2d_declines_strided_views_which_then_run_on_contiguous_copies(monkeypatch):

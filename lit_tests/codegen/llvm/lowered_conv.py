@@ -1,19 +1,22 @@
 # RUN: python %s | filecheck %s
 """Lowered convolution, its gradients and pooling. The convolutions compile shape-generic
-(every dim a run-time value, one function per params and dtype). A conv whose output
-channels are a multiple of 8 floats up to 32 (at run time) runs the direct loops: tiles of
-6 output pixels by 2 vectors of 8 output channels summed in registers with llvm.fma, each
+(every dim a run-time value) and share their code: an op's entry copies its operands' dims
+and its geometry (strides, padding, dilations; the gradients' input or filter size) in one
+array and calls its family's code, one internal function per dtype in a module, which reads
+them at run time. A conv whose output channels are a multiple of 8 floats up to 32 (at run
+time) runs the direct loops, one function shared with the input gradient: tiles of 6
+output pixels by 2 vectors of 8 output channels summed in registers with llvm.fma, each
 pixel's input broadcast, taps outside the image read from calloc'd zeros. Otherwise a 3x3
-conv is im2col:
-blocks of output rows copied into malloc'd scratch, one filter row (kw * C elements) at a
-time as vectors of 16 floats and one masked vector for the rest, then the BLAS gemm of
-(rows, kh*kw*C) x (kh*kw*C, O) into the output; a 1x1 stride-1 unpadded conv is one gemm of
-the input in place when its filters are 1x1 at run time; max pooling combines whole channel
-rows with llvm.maximum, the window clipped to the input. The stride-2 conv's input gradient
-zeroes its result, multiplies the cotangent's rows by the filters transposed into the
-scratch and adds its rows back (col2im); its filter gradient copies the windows as the conv
-does and multiplies the scratch transposed by the cotangent's rows. A stride-1 input
-gradient of 8 channels is the direct loops over the cotangent, the filters flipped."""
+conv is im2col: blocks of output rows copied into malloc'd scratch, one filter row (kw * C
+elements) at a time as vectors of 16 floats and one masked vector for the rest, then the
+BLAS gemm of (rows, kh*kw*C) x (kh*kw*C, O) into the output; a 1x1 stride-1 unpadded conv
+is one gemm of the input in place when its filters are 1x1 at run time; max pooling
+combines whole channel rows with llvm.maximum, the window clipped to the input. The
+stride-2 conv's input gradient zeroes its result, multiplies the cotangent's rows by the
+filters transposed into the scratch and adds its rows back (col2im); its filter gradient
+copies the windows as the conv does and multiplies the scratch transposed by the
+cotangent's rows. A stride-1 input gradient of 8 channels is the direct loops over the
+cotangent, the filters flipped."""
 
 from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
@@ -40,80 +43,124 @@ func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G}, %u: {U})
 for op in list(module.ops.first.body.block.ops)[:6]:
     print(module_text([op_spec(op)]))
 
-# The 3x3 conv: the channels checked against the filters' (code 3), the input and filters
-# refused unless C-contiguous, windows too large for the input refused (code 1). Then the
-# selection rule: O a multiple of 8 and at most 32 picks the direct loops, their image rows
-# split into a task per CPU (sched_getaffinity; no BLAS, so no guard). Else the image rows
-# are split so for im2col: with OpenBLAS made single-threaded under the process-wide guard,
-# a thread starts per task after the first, the first runs here, the others are joined (or
-# run here where their thread did not start), and OpenBLAS's thread count is restored.
+# The 3x3 conv's entry: its operands' dims copied as given, then its geometry (strides 1 1,
+# padding 1 1 1 1, dilations 1 1, no size) in one array, passed with the data and strides
+# to the family's code, whose status it returns.
 # CHECK-LABEL: define i32 @"conv2d"(
+# CHECK: %"geometry" = alloca i64, i32 22
+# CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %"geometry", ptr %"dims", i64 96, i1 0)
+# CHECK-NEXT: getelementptr i64, i64* %"geometry", i64 12
+# CHECK-NEXT: store i64 1,
+# CHECK: getelementptr i64, i64* %"geometry", i64 20
+# CHECK-NEXT: store i64 0,
+# CHECK: %[[CODE:".[0-9]+"]] = call i32 @"sf.conv2d.float32"(ptr %"data", i64* %"geometry",
+# CHECK-SAME: ptr %"strides")
+# CHECK: ret i32 %[[CODE]]
+
+# The family's code, internal: the geometry read after the operands' dims; the channels
+# checked against the filters' (code 2), windows too large for the input refused (code 1),
+# the output's dims checked (code 3), the input and filters refused unless C-contiguous.
+# A 1x1 filter at stride 1 and no padding (at run time) is one gemm of the input as a
+# (rows, C) matrix, no scratch. Else the image rows are split into a task per CPU
+# (sched_getaffinity), run by the module's pool or a thread per task after the first (the
+# first runs here, the others are joined or run here where their thread did not start):
+# as they are where the direct loops' rule holds (O a multiple of 8, at most 32, taps one
+# column apart: no gemm), else with OpenBLAS made single-threaded under the process-wide
+# guard, its thread count restored after.
+# CHECK-LABEL: define internal i32 @"sf.conv2d.float32"(ptr %"data", ptr %"dims", ptr %"strides")
+# CHECK: %"sh" = load i64
+# CHECK: %"dw" = load i64
 # CHECK: icmp eq i64 %"arg0.d3", %"arg1.d2"
+# CHECK: ret i32 2
+# CHECK: ret i32 1
 # CHECK: ret i32 3
-# CHECK: srem i64 %"arg1.d3", 8
+# CHECK: icmp eq i64 %"sh", 1
+# CHECK-NEXT: icmp eq i64 %"sw", 1
+# CHECK-NEXT: icmp eq i64 %"top", 0
+# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}},
+# CHECK-SAME: i64 %"arg1.d3", i64 %[[C:".[0-9]+"]], float 0x3ff0000000000000,
+# CHECK-SAME: ptr %"arg0", i64 %[[C]], ptr %"arg1", i64 %"arg1.d3",
+# CHECK: icmp eq i64 %"dw", 1
+# CHECK-NEXT: srem i64 %"arg1.d3", 8
 # CHECK: icmp sle i64 %"arg1.d3", 32
 # CHECK: call i32 @"sched_getaffinity"(i32 0, i64 128,
-# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d.direct.thread"
-# CHECK: call void @"conv2d.direct"(
-# CHECK: call i32 @"sched_getaffinity"(i32 0, i64 128,
-# CHECK: bitcast [3 x i64]* @"sf.blas.threads"
+# CHECK: call i1 @"sf.pool.run"({{.*}}@"sf.conv2d.float32.rows.thread"
+# CHECK: call i32 @"pthread_create"({{.*}}@"sf.conv2d.float32.rows.thread"
+# CHECK: call void @"sf.conv2d.float32.rows"(
 # CHECK: blas.lock:
 # CHECK-NEXT: atomicrmw xchg
 # CHECK: call i32 @"scipy_openblas_get_num_threads64_"()
 # CHECK: call void @"scipy_openblas_set_num_threads64_"(i32 1)
-# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d.rows.thread"
-# CHECK: call void @"conv2d.rows"(
+# CHECK: call i32 @"pthread_create"({{.*}}@"sf.conv2d.float32.rows.thread"
+# CHECK: call void @"sf.conv2d.float32.rows"(
 # CHECK: call i32 @"pthread_join"(
-# CHECK: call void @"conv2d.rows"(
+# CHECK: call void @"sf.conv2d.float32.rows"(
 # CHECK: call void @"scipy_openblas_set_num_threads64_"(i32 %{{".[0-9]+"}})
-# A direct task: C zeros (code 4 without them), freed after its rows; per tile, unclipped,
-# one loop over a filter row's kw*C taps and channels: 2 vectors of filters, each of the 6
-# pixels' inputs broadcast, 12 fmas; clipped, tap by tap, a pixel outside reading zeros.
-# CHECK-LABEL: define internal i32 @"conv2d.direct.body"(
-# CHECK: %[[ZEROS:".[0-9]+"]] = call ptr @"calloc"
-# CHECK: ret i32 4
-# CHECK: call void @"free"(ptr %[[ZEROS]])
-# CHECK: k.body:
-# CHECK: %[[W0:".[0-9]+"]] = load <8 x float>
-# CHECK: %[[W1:".[0-9]+"]] = load <8 x float>
-# CHECK: %[[X:".[0-9]+"]] = shufflevector <8 x float>
-# CHECK-NEXT: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[X]], <8 x float> %[[W0]],
-# CHECK-NEXT: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[X]], <8 x float> %[[W1]],
-# CHECK-COUNT-5: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %{{".[0-9]+"}}, <8 x float> %[[W1]],
-# CHECK: tap.body:
-# CHECK: select i1 %{{".[0-9]+"}}, ptr %{{".[0-9]+"}}, ptr %[[ZEROS]]
-# CHECK-LABEL: define internal ptr @"conv2d.direct.thread"(ptr %".1")
 
-# A task loads the operands again from the entry's arguments, then its scratch (code 4
-# without it), its blocks, the free; in each chunk of filter rows, one gemm of the scratch
-# (lda = the chunk's depth) by the filters (O columns), beta 0 for the first chunk, 1 after.
-# CHECK-LABEL: define internal i32 @"conv2d.rows.body"(ptr %"data", ptr %"dims",
+# A task loads the operands and the geometry again from the entry's arguments. Under the
+# direct loops' rule, one call of the module's direct loops over its rows (their status
+# returned). Else its scratch (code 4 without it), its blocks, the free; in each chunk of
+# filter rows, one gemm of the scratch (lda = the chunk's depth) by the filters (O
+# columns), beta 0 for the first chunk, 1 after.
+# CHECK-LABEL: define internal i32 @"sf.conv2d.float32.rows.body"(ptr %"data", ptr %"dims",
 # CHECK-SAME: ptr %"strides", i64 %"first", i64 %"last", i64 %"task", ptr %"private")
+# CHECK: %"sh" = load i64
+# CHECK: icmp eq i64 %"dw", 1
+# CHECK-NEXT: srem i64 %"arg1.d3", 8
+# CHECK: %[[DIRECT:".[0-9]+"]] = call i32 @"sf.conv2d.direct.float32"(ptr %"arg0",
+# CHECK-SAME: ptr %"arg1", ptr %"arg2", i64 %"arg0.d0",
+# CHECK-SAME: i64 %"sh", i64 %"sw", i64 %"dh", i64 %"top", i64 %"left", i64 %"first",
+# CHECK-SAME: i64 %"last")
 # CHECK: %[[SCRATCH:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: ret i32 %[[DIRECT]]
 # CHECK: ret i32 4
 # CHECK: call void @"free"(ptr %[[SCRATCH]])
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}},
 # CHECK-SAME: i64 %"arg1.d3", i64 %[[DEPTH:".[0-9]+"]], float 0x3ff0000000000000,
 # CHECK-SAME: ptr %[[SCRATCH]], i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
-# A filter row's run of kw * C elements, inside the input: whole vectors, then a masked
-# one; outside it, zeros.
+# A filter row's run of kw * C elements, inside the input and undilated (at run time):
+# whole vectors, then a masked one; outside it, zeros.
 # CHECK: move.body:
 # CHECK: load <16 x float>, ptr %{{".[0-9]+"}}, align 4
 # CHECK: store <16 x float>
 # CHECK: call <16 x float> @"llvm.masked.load.v16f32.p0"(
 # CHECK: call void @"llvm.masked.store.v16f32.p0"(
-# CHECK-LABEL: define internal ptr @"conv2d.rows.thread"(ptr %".1")
-# CHECK: call void @"conv2d.rows"(ptr %".1")
 
-# The 1x1 stride-1 unpadded conv: when the filters are 1x1 at run time, one gemm of the
-# input as a (rows, C) matrix, no scratch; else the windows as above.
+# The direct loops, internal, one function per dtype in a module that conv2d's and its
+# input gradient's tasks call, the strides, row dilation, padding and rows its arguments:
+# C zeros (code 4 without them), freed after its rows; per tile, unclipped, one loop over a
+# filter row's kw*C taps and channels: 2 vectors of filters, each of the 6 pixels' inputs
+# broadcast, 12 fmas; clipped, tap by tap, a pixel outside reading zeros. Blocks of 32
+# channels in AVX-512 vectors first, then a block of 16 in AVX2 vectors for the rest.
+# CHECK-LABEL: define internal i32 @"sf.conv2d.direct.float32"(ptr %"x", ptr %"w", ptr %"out",
+# CHECK-SAME: i64 %"sh", i64 %"sw", i64 %"dh", i64 %"top", i64 %"left", i64 %"first",
+# CHECK-SAME: i64 %"last")
+# CHECK: %[[ZEROS:".[0-9]+"]] = call ptr @"calloc"
+# CHECK: ret i32 4
+# CHECK: call void @"free"(ptr %[[ZEROS]])
+# CHECK: k.body:
+# CHECK: %[[W0:".[0-9]+"]] = load <16 x float>
+# CHECK: %[[W1:".[0-9]+"]] = load <16 x float>
+# CHECK: %[[X:".[0-9]+"]] = shufflevector <16 x float>
+# CHECK-NEXT: call <16 x float> @"llvm.fma.v16f32"(<16 x float> %[[X]], <16 x float> %[[W0]],
+# CHECK-NEXT: call <16 x float> @"llvm.fma.v16f32"(<16 x float> %[[X]], <16 x float> %[[W1]],
+# CHECK-COUNT-5: call <16 x float> @"llvm.fma.v16f32"(<16 x float> %{{.+}}, <16 x float> %[[W1]],
+# CHECK: tap.body:
+# CHECK: select i1 %{{".[0-9]+"}}, ptr %{{".[0-9]+"}}, ptr %[[ZEROS]]
+# CHECK: %[[V0:".[0-9]+"]] = load <8 x float>
+# CHECK: %[[V1:".[0-9]+"]] = load <8 x float>
+# CHECK: %[[Y:".[0-9]+"]] = shufflevector <8 x float>
+# CHECK-NEXT: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[Y]], <8 x float> %[[V0]],
+# CHECK-NEXT: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[Y]], <8 x float> %[[V1]],
+# CHECK-LABEL: define internal ptr @"sf.conv2d.float32.rows.thread"(ptr %".1")
+# CHECK: call void @"sf.conv2d.float32.rows"(ptr %".1")
+
+# The 1x1 stride-1 unpadded conv: its entry passes no padding to the same code.
 # CHECK-LABEL: define i32 @"conv2d"(
-# CHECK: icmp eq i64 %"arg1.d0", 1
-# CHECK-NEXT: icmp eq i64 %"arg1.d1", 1
-# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 111, i64 %{{".[0-9]+"}},
-# CHECK-SAME: i64 %"arg1.d3", i64 %[[C:".[0-9]+"]], float 0x3ff0000000000000,
-# CHECK-SAME: ptr %"arg0", i64 %[[C]], ptr %"arg1", i64 %"arg1.d3",
-# CHECK: call i32 @"pthread_create"(
+# CHECK: getelementptr i64, i64* %"geometry", i64 14
+# CHECK-NEXT: store i64 0,
+# CHECK: call i32 @"sf.conv2d.float32"(
+# CHECK-LABEL: define internal i32 @"sf.conv2d.float32"(
 
 # Max pooling: the taps of each window clipped to the input, the channels innermost and
 # contiguous (index + c), combined with llvm.maximum.
@@ -130,16 +177,38 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
 # CHECK-NEXT: store float %[[M]], ptr %[[TO]]
 
-# The input gradient: whole images split into tasks (a result with no terms is zeroed
-# whole); a task zeroes its images of the result (memset), then per chunk one gemm of the
-# cotangent's rows (lda = O) by the filters transposed (111, 112) into the scratch, whose
-# runs are added into the result, whole vectors then a masked one.
+# The input gradient (strides 2 2, its input size 6 6 last in the geometry): where the
+# direct loops' rule does not hold at run time (stride 1 and C a multiple of 8 up to 32),
+# whole images split into tasks (a result with no terms is zeroed whole); a task zeroes
+# its images of the result (memset), then per chunk one gemm of the cotangent's rows (lda
+# = O) by the filters transposed (111, 112) into the scratch, whose runs are added into the
+# result, whole vectors then a masked one.
 # CHECK-LABEL: define i32 @"conv2d_input_gradient"(
+# CHECK: getelementptr i64, i64* %"geometry", i64 12
+# CHECK-NEXT: store i64 2,
+# CHECK: getelementptr i64, i64* %"geometry", i64 21
+# CHECK-NEXT: store i64 6,
+# CHECK: call i32 @"sf.conv2d_input_gradient.float32"(
+# CHECK-LABEL: define internal i32 @"sf.conv2d_input_gradient.float32"(
 # CHECK: call void @"llvm.memset.p0.i64"(
-# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_input_gradient.rows.thread"
-# CHECK-LABEL: define internal i32 @"conv2d_input_gradient.rows.body"(
+# CHECK: icmp eq i64 %"sh", 1
+# CHECK-NEXT: icmp eq i64 %"sw", 1
+# CHECK-NEXT: icmp eq i64 %"dw", 1
+# CHECK-NEXT: srem i64 %"arg1.d2", 8
+# CHECK: icmp sle i64 %"arg1.d2", 32
+# CHECK: call i32 @"pthread_create"({{.*}}@"sf.conv2d_input_gradient.float32.rows.thread"
+# CHECK-LABEL: define internal i32 @"sf.conv2d_input_gradient.float32.rows.body"(
+# The direct loops' branch: the filters flipped and transposed into memory of the task's
+# own (code 4 without it), the direct loops run over the cotangent by them, then freed.
+# CHECK: %[[FLIPPED:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: call void @"llvm.memset.p0.i64"(
 # CHECK: %[[COLUMNS:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: ret i32 4
+# CHECK: %[[DIRECT:".[0-9]+"]] = call i32 @"sf.conv2d.direct.float32"(ptr %"arg0",
+# CHECK-SAME: ptr %[[FLIPPED]], ptr %"arg2",
+# CHECK-NEXT: call void @"free"(ptr %[[FLIPPED]])
+# CHECK: flip3.body:
+# CHECK: ret i32 %[[DIRECT]]
 # CHECK: call void @"free"(ptr %[[COLUMNS]])
 # CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 112, i64 %{{".[0-9]+"}},
 # CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 %"arg1.d3", float 0x3ff0000000000000,
@@ -153,18 +222,23 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: fadd <16 x float>
 # CHECK: call void @"llvm.masked.store.v16f32.p0"(
 
-# The filter gradient: each task after the first gets filters of its own (malloc'd before
-# the threads start), added into the result and freed once all are joined. A task copies
-# the windows as the conv copies them, then multiplies the scratch transposed (112, 111)
-# by the cotangent's rows into the chunk's filter rows of its own filters (the result's
-# for the first task), beta 1 after its first block.
+# The filter gradient (its filter size 3 3 last in the geometry): each task after the
+# first gets filters of its own (malloc'd before the threads start), added into the result
+# and freed once all are joined. A task copies the windows as the conv copies them, then
+# multiplies the scratch transposed (112, 111) by the cotangent's rows into the chunk's
+# filter rows of its own filters (the result's for the first task), beta 1 after its
+# first block.
 # CHECK-LABEL: define i32 @"conv2d_filter_gradient"(
+# CHECK: getelementptr i64, i64* %"geometry", i64 21
+# CHECK-NEXT: store i64 3,
+# CHECK: call i32 @"sf.conv2d_filter_gradient.float32"(
+# CHECK-LABEL: define internal i32 @"sf.conv2d_filter_gradient.float32"(
 # CHECK: call ptr @"malloc"
-# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_filter_gradient.rows.thread"
+# CHECK: call i32 @"pthread_create"({{.*}}@"sf.conv2d_filter_gradient.float32.rows.thread"
 # CHECK: merge.body:
 # CHECK: fadd float
 # CHECK: call void @"free"
-# CHECK-LABEL: define internal i32 @"conv2d_filter_gradient.rows.body"(
+# CHECK-LABEL: define internal i32 @"sf.conv2d_filter_gradient.float32.rows.body"(
 # CHECK: %[[OWN:".[0-9]+"]] = icmp eq ptr %"private", null
 # CHECK: %[[WINDOWS:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: %[[START:".[0-9]+"]] = icmp eq i64 %"block", %"first"
@@ -172,19 +246,12 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-SAME: i64 %"arg1.d3", i64 %{{".[0-9]+"}}, float 0x3ff0000000000000,
 # CHECK-SAME: ptr %[[WINDOWS]], i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 
-# The stride-1 input gradient of 8 channels: the direct loops (C a multiple of 8, at most
-# 32) over the result's rows; a task flips and transposes the filters into memory of its
-# own (code 4 without it), then runs the forward conv's loops over the cotangent.
+# The stride-1 input gradient of 8 channels: the same code, its entry passing strides 1
+# and padding 1, for the direct loops to serve at run time.
 # CHECK-LABEL: define i32 @"conv2d_input_gradient"(
-# CHECK: srem i64 %"arg1.d2", 8
-# CHECK: icmp sle i64 %"arg1.d2", 32
-# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_input_gradient.direct.thread"
-# CHECK: call i32 @"pthread_create"({{.*}}@"conv2d_input_gradient.rows.thread"
-# CHECK-LABEL: define internal i32 @"conv2d_input_gradient.direct.body"(
-# CHECK: %[[FLIPPED:".[0-9]+"]] = call ptr @"malloc"
-# CHECK: ret i32 4
-# CHECK: call ptr @"calloc"
-# CHECK: flip3.body:
-# CHECK: call void @"free"(ptr %[[FLIPPED]])
-# CHECK: k.body:
+# CHECK: getelementptr i64, i64* %"geometry", i64 12
+# CHECK-NEXT: store i64 1,
+# CHECK: call i32 @"sf.conv2d_input_gradient.float32"(
+# CHECK-LABEL: define internal i32 @"sf.conv2d_input_gradient.float32"(
+# CHECK-LABEL: define internal i32 @"sf.conv2d.direct.float32"(
 # CHECK: call <8 x float> @"llvm.fma.v8f32"(
