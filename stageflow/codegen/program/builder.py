@@ -287,6 +287,7 @@ class ProgramBuilder:
         self.workspace = Workspace(module, symbol)
         self._memcpy = declare(self.module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                      [_PTR, _PTR, I64, I1])
+        self.constant_arrays: dict[tuple[int, ...], ir.GlobalVariable] = {}  # `i64_array`
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -527,6 +528,29 @@ class _Body:
     def alloca(self, ty: ir.Type, count: int) -> ir.Value:
         """Stack memory for one call's argument arrays, in the entry block."""
         return entry_alloca(self.b, ty, count)
+
+    def i64_array(self, values: list[ir.Value]) -> ir.Value:
+        """A call's array of dims or strides: where all are constants (a program of static
+        shapes), a constant global shared by the calls passing the same values; else stack
+        memory stored element by element. The stores and their address computations were
+        over half the instructions of the small ResNet step's program (2,365 stores, 2,958
+        getelementptrs in 9,962 lines), whose IR took ~0.3 s of Python to build."""
+        if all(isinstance(v, ir.Constant) for v in values):
+            key = tuple(v.constant for v in values) or (0,)
+            array = self.p.constant_arrays.get(key)
+            if array is None:
+                ty = ir.ArrayType(I64, len(key))
+                array = ir.GlobalVariable(self.p.module, ty,
+                                          f"{self.p.symbol}.dims{len(self.p.constant_arrays)}")
+                array.initializer = ir.Constant(ty, [i64(k) for k in key])
+                array.global_constant = True
+                array.linkage = "internal"
+                self.p.constant_arrays[key] = array
+            return array
+        array = self.alloca(I64, max(len(values), 1))
+        for slot, value in enumerate(values):
+            self.b.store(value, self.b.gep(array, [i64(slot)], source_etype=I64))
+        return array
 
     def place(self, size: ir.Value) -> _Offset:
         """Room for `size` bytes in the workspace: its offset, aligned to `ALIGNMENT`."""
@@ -835,19 +859,12 @@ class _Body:
         b = self.b
         values = list(op.operands) + list(op.results)
         data = self.alloca(_PTR, max(len(values), 1))
-        sizes = [s for v in values for s in self.dims[v]]
-        dims = self.alloca(I64, max(len(sizes), 1))
         for slot, value in enumerate(values):
             b.store(self.storage[value], b.gep(data, [i64(slot)], source_etype=_PTR))
-        for slot, size in enumerate(sizes):
-            b.store(size, b.gep(dims, [i64(slot)], source_etype=I64))
-        args = [data, dims]
+        args = [data, self.i64_array([s for v in values for s in self.dims[v]])]
         if strides:
-            steps = [s for v in op.operands for s in contiguous_strides(b, self.dims[v])]
-            stride_array = self.alloca(I64, max(len(steps), 1))
-            for slot, step in enumerate(steps):
-                b.store(step, b.gep(stride_array, [i64(slot)], source_etype=I64))
-            args.append(stride_array)
+            args.append(self.i64_array(
+                [s for v in op.operands for s in contiguous_strides(b, self.dims[v])]))
         code = b.call(entry, args)
         self.fail_if(b.icmp_signed("!=", code, ir.Constant(I32, 0)),
                      ir.Constant(I32, OP_FAILED + index))
