@@ -9,6 +9,12 @@ its input and filter gradients together (`conv2d_input_gradient` and
 the same computation run eagerly on the NumPy kernels (pad, a window view copied once, one
 matmul; eager convolutions' compiled kernels switched off) in the same process,
 interleaved round by round.
+
+Interleaved with NumPy's rounds, the compiled convolutions measure below what they reach
+timed alone, back to back: 16x16x32 3x3/1 -> 32 at batch 32 ran 100-125 GFLOP/s here and
+165-210 alone, 8x8x64 -> 64 105-110 against 160-172. The cause is not pinned down: it
+stays with OpenBLAS single-threaded (OPENBLAS_NUM_THREADS=1), so it is not only the BLAS
+threads spinning after NumPy's gemms. Read the figures as lower bounds.
 """
 
 from __future__ import annotations
