@@ -17,6 +17,7 @@ on its first call follows the state-creation rule: the function is then traced o
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from collections.abc import Callable, Iterator
@@ -85,13 +86,13 @@ class Module:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, _TRACKED) or isinstance(self.__dict__.get(name), _TRACKED):
-            _Structure.generation += 1
+            _Structure.changed()
         super().__setattr__(name, value)
         deferred.attribute_set(self, name, value)  # a checkpoint's value waiting for it
 
     def __delattr__(self, name: str) -> None:
         if isinstance(self.__dict__.get(name), _TRACKED):
-            _Structure.generation += 1
+            _Structure.changed()
         super().__delattr__(name)
 
     # -- tracking -----------------------------------------------------------------------
@@ -208,10 +209,17 @@ _WALK_SLOT = Module.__dict__["_Module__walk"]  # (a `__getattr__` of a subclass 
 
 
 class _Structure:
-    """Counts the changes of module attributes that involve a tracked object, in any
-    module: a sub-module's new layer is seen by its parents' kept walks."""
+    """Numbers the changes of module attributes that involve a tracked object, in any
+    module: a sub-module's new layer is seen by its parents' kept walks. Each change takes
+    a number never used before (`next` on a counter is atomic under the GIL), so changes
+    made by two threads at once cannot leave the number a walk was kept under."""
 
     generation = 0
+    _numbers = itertools.count(1)
+
+    @classmethod
+    def changed(cls) -> None:
+        cls.generation = next(cls._numbers)
 
 
 def _cached_variables(module: Module) -> list[Variable]:
