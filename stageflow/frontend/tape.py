@@ -42,9 +42,6 @@ class _Tapes(threading.local):
 
 
 _tapes = _Tapes()
-# The dtypes that carry gradients (`dtypes.is_inexact`), one set: a membership test per
-# operand instead of a call and two.
-_INEXACT = frozenset(dtypes.FLOATING + dtypes.COMPLEX)
 
 
 class GradientTape:
@@ -118,7 +115,7 @@ class GradientTape:
             return
         self._records.append(Record(primitive, inputs, params, outputs))
         for y in outputs:
-            if isinstance(y, Tensor) and y.dtype in _INEXACT:
+            if isinstance(y, Tensor) and y.dtype in dtypes.INEXACT:
                 watched[id(y)] = y
 
     def _variable_read(self, variable: Any, tensor: Any) -> None:
@@ -216,9 +213,8 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
             needed.mask = [id(x) in watched for x in inputs]
             incoming = rule(outgoing, inputs, outputs, **record.params)
             for x, g in zip(inputs, incoming, strict=True):
-                if g is not None and isinstance(x, Tensor) and x.dtype in _INEXACT:
-                    previous_g = get(id(x))
-                    cotangents[id(x)] = g if previous_g is None else add(previous_g, g)
+                if g is not None and isinstance(x, Tensor) and x.dtype in dtypes.INEXACT:
+                    _accumulate(cotangents, x, g)
     finally:
         needed.mask = previous
         needed.last = None  # (it holds the last rule's operands alive)

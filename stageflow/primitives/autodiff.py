@@ -89,7 +89,6 @@ class Needed(threading.local):
 
 
 NEEDED = Needed()
-_INEXACT = frozenset(dtypes.FLOATING + dtypes.COMPLEX)  # `dtypes.is_inexact`, one lookup
 
 
 def wanted(inputs: Sequence[Any]) -> list[bool]:
@@ -102,9 +101,9 @@ def wanted(inputs: Sequence[Any]) -> list[bool]:
     if last is not None and last[0] is inputs and last[1] is mask:
         return list(last[2])
     if mask is None or len(mask) != len(inputs):
-        want = [x.dtype in _INEXACT for x in inputs]
+        want = [x.dtype in dtypes.INEXACT for x in inputs]
     else:
-        want = [m and x.dtype in _INEXACT for x, m in zip(inputs, mask, strict=True)]
+        want = [m and x.dtype in dtypes.INEXACT for x, m in zip(inputs, mask, strict=True)]
     needed.last = (inputs, mask, want)
     return list(want)
 

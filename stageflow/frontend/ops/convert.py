@@ -15,7 +15,6 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import Tensor, to_array
 
 _PYTHON_SCALARS = (bool, int, float, complex)
-_INEXACT = frozenset(dtypes.FLOATING + dtypes.COMPLEX)
 
 
 def is_tensor(x: Any) -> bool:
@@ -121,7 +120,7 @@ def _weak_array(value: Any, target: np.dtype) -> np.ndarray:
     `to_array`'s checks would come to (0.3 against 1.7 us: the relu gradient's ``out > 0``
     makes one each, under a tape); where NumPy refuses it (an int past the float range),
     `to_array` converts it, to raise its own message."""
-    if type(value) in (int, float) and target in _INEXACT:
+    if type(value) in (int, float) and target in dtypes.INEXACT:
         try:
             return np.array(value, target)
         except (OverflowError, TypeError, ValueError):
