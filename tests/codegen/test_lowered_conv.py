@@ -21,7 +21,7 @@ from llvmlite import binding as llvm
 
 import stageflow as sf
 from stageflow.codegen.llvm.functions import declare
-from stageflow.codegen.lowered import conv, matmul
+from stageflow.codegen.lowered import conv, matmul, pool
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
@@ -684,3 +684,36 @@ def test_a_forked_child_splits_convolutions_on_a_pool_of_its_own():
         pytest.fail("the forked child hung on its first split convolution")
     assert os.waitstatus_to_exitcode(status) == 0
     np.testing.assert_allclose(conv(x, w).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def pool_word(name: str) -> int:
+    """A counter of the process's pool state (`pool._state`)."""
+    first = len(pool._SYNC) * pool._SYNC_WORDS
+    return pool._state[first + pool._WORDS.index(name)]
+
+
+def native_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing is split")
+def test_split_ops_of_every_module_share_the_process_pool():
+    """Convolutions compiled into different modules (per signature, and staged) post their
+    tasks to one pool: its workers start once per process, and a module's first split call
+    starts no thread. Each call gets the reference's numbers."""
+    params = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    shapes = [((4, 24, 24, 8), (3, 3, 8, 16)), ((2, 20, 20, 16), (3, 3, 16, 32)),
+              ((3, 16, 16, 24), (3, 3, 24, 8))]
+    cases = [(values(s, np.float32), values(k, np.float32, seed=1) * 0.1) for s, k in shapes]
+    run_compiled("conv2d", list(cases[0]), False, **params)  # the pool starts here, if not before
+    started, threads = pool_word("started"), native_threads()
+    assert started == min(len(os.sched_getaffinity(0)), pool._MAX_WORKERS + 1)
+    for x, w in cases[1:]:
+        before = pool_word("generation")
+        staged = sf.function(lambda a, b: sf.nn.conv2d(a, b, 1, "SAME"))
+        want = conv_reference(x, w, **params)
+        np.testing.assert_allclose(run_compiled("conv2d", [x, w], False, **params), want,
+                                   rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(staged(x, w).numpy(), want, rtol=1e-4, atol=1e-4)
+        assert pool_word("generation") >= before + 2  # both calls' jobs went to the pool
+    assert (pool_word("started"), native_threads()) == (started, threads)

@@ -62,7 +62,7 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # the output's dims checked (code 3), the input and filters refused unless C-contiguous.
 # A 1x1 filter at stride 1 and no padding (at run time) is one gemm of the input as a
 # (rows, C) matrix, no scratch. Else the image rows are split into a task per CPU
-# (sched_getaffinity), run by the module's pool or a thread per task after the first (the
+# (sched_getaffinity), run by the process's pool or a thread per task after the first (the
 # first runs here, the others are joined or run here where their thread did not start):
 # as they are where the direct loops' rule holds (O a multiple of 8, at most 32, taps one
 # column apart: no gemm), else with OpenBLAS made single-threaded under the process-wide

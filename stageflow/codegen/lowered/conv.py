@@ -176,9 +176,11 @@ DIRECT_BLOCKS = ((2, 64), (2, 32), (1, 32))
 DIRECT_VECTOR_BYTES = DIRECT_BLOCKS[-1][1]  # the narrowest: O must be a multiple of it
 DIRECT_TILE = 6
 DIRECT_MAX_OUT_CHANNELS = 32
-# A task gets at least this many multiply-adds (~40 us at 100 GFLOP/s): starting its thread
-# costs ~35 us.
-MIN_TASK_MACS = 1 << 21
+# A task gets at least this many multiply-adds (~5 us at 100 GFLOP/s): handing it to a
+# watching worker of the pool costs a microsecond or two. (At 2^21, the threshold while
+# waking a sleeping worker cost tens of microseconds, the small ResNet's staged step at
+# batch 1 ran at 975 examples/s; at 2^18, 1,290; at 2^16, 1,320.)
+MIN_TASK_MACS = 1 << 18
 _NO_MEMORY = 4  # a conv's code where malloc or calloc fails: 1 + its argument count
 _PTR = ir.PointerType()
 

@@ -5,7 +5,7 @@ but the rest of a convolution (copying windows in and adding them back) ran on o
 and OpenBLAS's threading of a convolution's small block gemms made the small ResNet's
 step bimodal: the same process ran at 550 or 980 examples/s at batch 8, depending on
 where its worker thread slept. Here an op splits its units (image rows of a
-convolution) into one task per core, run by the module's pool of worker threads and the
+convolution) into one task per core, run by the process's pool of worker threads and the
 calling thread (`stageflow.codegen.lowered.pool`: threads started once; a thread started
 per call cost about 35 us here); where the pool is busy, the entry starts a thread per task
 after the first, runs the first itself, and joins them. Only work worth several times a
@@ -267,7 +267,7 @@ def _call_thread(module: ir.Module) -> ir.Function:
 
 def _on_threads(b: ir.IRBuilder, tasks: ir.Value, record: Callable[[ir.Value], ir.Value],
                 thread: ir.Function, here: ir.Function) -> None:
-    """Every task (`thread`, a start routine, given the task's record) run on the module's
+    """Every task (`thread`, a start routine, given the task's record) run on the process's
     pool of worker threads and this thread (`stageflow.codegen.lowered.pool`); where the
     pool is busy, tasks 1 to `tasks` - 1 on a POSIX thread each, task 0 on this thread
     (`here`), then each thread joined, a task whose thread did not start run here."""
