@@ -2,7 +2,8 @@
 
 No IR object is built here. The shape rule runs first so that bad input fails with the
 op's own message (naming the shapes and the user's line) instead of a NumPy error.
-Convolutions run their compiled lowering once it is compiled (`eager_kernels`).
+Convolutions, and large elementwise ops where it is faster, run compiled code once it is
+compiled (`eager_kernels`).
 
 Placement: an op runs on the device of the innermost `sf.device` scope, else on the device
 of its first input not on ``/device:CPU:0`` (tensors moved to a device draw their ops
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from stageflow.core import context, devices
+from stageflow.core import config, context, devices
 from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import PlacedTensor, Tensor, wrap
 from stageflow.primitives.functional import device_copy_p
 from stageflow.runtime import devices as runtime_devices
-from stageflow.runtime.eager_kernels import KERNELS, MACS
+from stageflow.runtime.eager_kernels import KERNELS
 
 CHECKED_LIMIT = 4096
 
@@ -29,12 +30,16 @@ CHECKED_LIMIT = 4096
 class EagerTrace:
     """The bottom of every thread's trace stack: concrete tensors in, concrete tensors out.
 
-    The shape rule of an op runs once per distinct (op, operand types, params); later calls
-    with the same key skip it (a dict lookup instead of a few microseconds of Python).
+    An op's signature (the primitive, each operand's dtype and shape, the params) is built
+    once per call; the first call of a signature runs the shape rule and asks
+    `KERNELS.route` what runs it, later ones find that in `_routes` (one dict lookup instead
+    of a few microseconds of Python): None for the primitive's NumPy kernel, or compiled
+    code (`eager_kernels`).
     """
 
     def __init__(self) -> None:
-        self._checked: set[tuple] = set()
+        self._routes: dict[tuple, Any] = {}
+        self._checked: set[tuple] = set()  # signatures of ops placed on devices
 
     def process(self, primitive: Primitive, args: tuple, params: dict[str, Any]) -> Any:
         values = []
@@ -55,17 +60,32 @@ class EagerTrace:
         scope = devices.current()
         if not on_host or scope not in (None, devices.HOST) or primitive is device_copy_p:
             return self._placed(primitive, args, params, scope)
-        key = self._check(primitive, values, params, (*signature, *params.items()))
-        compiled = (KERNELS.lookup(primitive, values, params, key)
-                    if key is not None and primitive.name in MACS else None)
+        key = (*signature, *params.items())
         try:
-            result = (primitive.kernel(*values, **params) if compiled is None
-                      else compiled(*values))
+            run = self._routes[key]
+        except KeyError:
+            run = self._first_call(primitive, values, params, key)
+        except TypeError:  # an unhashable param: checked every time, NumPy's kernel
+            self._check(primitive, values, params)
+            run = None
+        try:
+            result = (primitive.kernel(*values, **params)
+                      if run is None or not config.eager_compile else run(*values))
         except KERNEL_ERRORS as error:
             raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
         if primitive.multiple_results:
             return tuple(wrap(r) for r in result)
         return wrap(result)
+
+    def _first_call(self, primitive: Primitive, values: list, params: dict[str, Any],
+                    key: tuple) -> Any:
+        """The shape rule, then the signature's route, kept."""
+        primitive.abstract_eval(*(ShapedType(v.shape, v.dtype) for v in values), **params)
+        run = KERNELS.route(primitive, values, params, key, self._routes)
+        if len(self._routes) >= CHECKED_LIMIT:
+            self._routes.clear()
+        self._routes[key] = run
+        return run
 
     def _placed(self, primitive: Primitive, args: tuple, params: dict[str, Any],
                 scope: str | None) -> Any:
@@ -88,26 +108,20 @@ class EagerTrace:
             return tuple(device.wrap(r) for r in result)
         return device.wrap(result)
 
-    def _check(self, primitive: Primitive, values: list, params: dict[str, Any],
-               key: tuple | None = None) -> tuple | None:
-        """Run the shape rule unless this signature passed it before. The signature (`key`:
-        the primitive, each operand's dtype and shape, the params) is built by `process`
-        in its loop over the operands and returned for `KERNELS.lookup` to use as its key
-        too: one tuple an op instead of two (each a list, a tuple per operand and the
-        params' items). None where a param is unhashable (checked every time)."""
-        if key is None:
-            key = (primitive, *[(v.dtype, v.shape) for v in values], *params.items())
+    def _check(self, primitive: Primitive, values: list, params: dict[str, Any]) -> None:
+        """Run the shape rule unless this signature passed it before (every time where a
+        param is unhashable)."""
+        key = (primitive, *[(v.dtype, v.shape) for v in values], *params.items())
         try:
             if key in self._checked:
-                return key
-        except TypeError:  # an unhashable param: check every time
+                return
+        except TypeError:
             key = None
         primitive.abstract_eval(*(ShapedType(v.shape, v.dtype) for v in values), **params)
         if key is not None:
             if len(self._checked) >= CHECKED_LIMIT:
                 self._checked.clear()
             self._checked.add(key)
-        return key
 
     def constant(self, array: Any, device: str | None = None) -> Tensor:
         device = device or devices.current()

@@ -1,41 +1,70 @@
-"""Eager convolutions on the compiled lowerings that staged functions run.
+"""Eager ops on the compiled code staged functions run: convolutions, and elementwise ops
+where the compiled loop measures faster than NumPy's.
 
-NumPy's convolution kernels are im2col copies and one matmul (and, for the input gradient,
-a strided add per filter tap); the lowered ones (`codegen.lowered.conv`) block the copies
-into the cache and split them over the cores. In the small ResNet's eager training step at
-batch 32 the NumPy kernels took 90 of its 125 ms. So an eager op of these primitives runs
+The eager executor asks `KERNELS.route` once per op signature (the primitive, each
+operand's dtype and shape, the params) what runs it from then on: None for the
+primitive's NumPy kernel, else a callable of the operand arrays. Compiling costs tens to
+hundreds of milliseconds (cached on disk after that, like every compiled op), more than
+an op takes: it runs on a background thread while NumPy's kernel serves the signature's
+first calls, so an eager step never waits for LLVM. `settle()` waits for the compiles
+under way (for tests and benchmarks), and ``sf.config.eager_compile = False`` keeps
+NumPy's kernels.
+
+Convolutions. NumPy's kernels are im2col copies and one matmul (and, for the input
+gradient, a strided add per filter tap); the lowered ones (`codegen.lowered.conv`) block
+the copies into the cache and split them over the cores. In the small ResNet's eager
+training step at batch 32 the NumPy kernels took 90 of its 125 ms. So a convolution runs
 the compiled op of its params and dtypes: the lowerings are shape-generic
-(`lowering(generic=True)`), so one compile serves every shape.
-
-Compiling one costs about 100 ms (cached on disk after that, like every compiled op), more
-than a small convolution takes: the ops compile on a background thread while NumPy's
-kernel serves their first calls, so an eager step never waits for LLVM. Only a tiny op (fewer
+(`lowering(generic=True)`), so one compile serves every shape. Only a tiny one (fewer
 than `MIN_MACS` multiply-adds, a few microseconds of work either way) stays on NumPy: at
 batch 1 the small ResNet's convolutions (0.13 to 2.4 M multiply-adds each) took 7.0 ms of
-a training step on NumPy's kernels and 2.3 ms compiled. Until a signature's op is ready its
-results are NumPy's, which may differ from the compiled op's in the last bits (float sums
-in another order); `settle()` waits for the compiles under way (for tests and benchmarks),
-and ``sf.config.eager_compile = False`` keeps NumPy's kernels.
+a training step on NumPy's kernels and 2.3 ms compiled. Until its op is ready a
+signature's results are NumPy's, which may differ from the compiled op's in the last bits
+(float sums in another order).
+
+Elementwise ops. Some of NumPy's loops are far from the memory's speed here: a ReLU
+(``np.maximum(x, 0)``) of (32, 32, 32, 16) float32 took 200 us where a copy took 45, and
+a relu's gradient (a select) about as long; as a one-op compiled program (a fused kernel,
+its rows split over the cores from `SPLIT_KERNEL_ELEMENTS` on) the ReLU took 29 us. Others
+are as fast as NumPy's, and a program call costs a few microseconds more than a ufunc
+call (an add of 2^16 float32: 8 us NumPy, 12 compiled). So an elementwise op of at least
+`MIN_ELEMENTS` result elements compiles its one-op program, then times both on its
+signature's next calls (`TRIAL_CALLS` each, in turns, the fastest call of each counted)
+and keeps the faster for good. Only ops whose compiled loop computes NumPy's numbers bit for bit
+take part (`exact`: the arithmetic ops, not the transcendental ones, on floats and
+booleans), so which one runs never shows in a result.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
-from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
+from stageflow.codegen.lowered.compile import OpSpec, compile_ops
 from stageflow.codegen.lowered.rule import generic_spec
 from stageflow.core import config
+from stageflow.core.op_facts import Cost, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.ir.builder import build_function, build_op
+from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.runtime.executable import CompileStats, Executable
 
 MIN_MACS = 1 << 16  # ~1 us of a convolution at 100 GFLOP/s
-MAX_OPS = 256  # signatures kept (the oldest forgotten first)
+MIN_ELEMENTS = 1 << 14  # smaller elementwise ops: a few microseconds either way
+TRIAL_CALLS = 3
+MAX_COMPILES = 256  # compiles kept (the oldest forgotten first)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_EXACT_DTYPES = frozenset({*_FLOATS, np.dtype(np.bool_)})
+
+Route = Callable[..., Any] | None  # what runs a signature: None for NumPy's kernel
+Routes = dict[tuple, Route]
 
 
 def _macs_conv(shapes: Sequence[tuple[int, ...]], out: tuple[int, ...]) -> int:
@@ -58,70 +87,154 @@ MACS: dict[str, Callable[[Sequence[tuple[int, ...]], tuple[int, ...]], int]] = {
 }
 
 
+# NumPy's SIMD maximum and minimum return the second operand of equal ones (+0 and -0),
+# the compiled loops the first.
+_SIGNED_ZEROS_DIFFER = frozenset({"maximum", "minimum"})
+
+
+def exact(primitive: Primitive) -> bool:
+    """Whether `primitive`'s compiled loop computes its NumPy kernel's numbers bit for bit
+    (on `_EXACT_DTYPES`: infinities, signed zeros and subnormals included, NaNs where NumPy's
+    are, their sign and payload aside, which NumPy does not define): a fused
+    elementwise op of plain arithmetic, comparison or selection; transcendental ones are
+    polynomials of their own."""
+    return (primitive.lowered_by is LoweredBy.ELEMENTWISE and primitive.cost is Cost.ELEMENTWISE
+            and primitive.name not in _SIGNED_ZEROS_DIFFER)
+
+
 class EagerKernels:
-    """The compiled ops of eager calls, by signature; compiles in the background."""
+    """Compiles what eager ops run, in the background; `route` answers per signature."""
 
     def __init__(self) -> None:
-        self._ops: dict[tuple, CompiledOp | None] = {}
-        self._pending: dict[tuple, Future[CompiledOp | None]] = {}  # by signature
-        self._compiles: dict[tuple, Future[CompiledOp | None]] = {}  # by compiled spec
+        self._compiles: dict[Any, Future[Any]] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
-    def lookup(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
-               key: tuple | None = None) -> CompiledOp | None:
-        """The compiled op for these operands, or None while there is none (yet). `key` is
-        the call's signature when the caller has built it (the eager executor's shape
-        check has: the primitive, each operand's (dtype, shape), the params' items)."""
-        if not config.eager_compile or any(type(v) is not np.ndarray or v.dtype not in _FLOATS
-                                           for v in values):
+    def route(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
+              key: tuple, routes: Routes) -> Route:
+        """What runs calls of signature `key` (these operands and params, whose shape rule
+        passed): None for NumPy's kernel, or a callable of the operand arrays which may
+        later put another route in `routes[key]` (a compile finished, a trial decided)."""
+        if not config.eager_compile or any(type(v) is not np.ndarray for v in values):
             return None
-        if key is None:
-            key = (primitive, *[(v.dtype, v.shape) for v in values], *params.items())
-        try:
-            op = self._ops[key]
-        except KeyError:
-            return self._start(primitive, key, values, params)
-        except TypeError:  # an unhashable param
-            return None
-        return op
+        if primitive.name in MACS:
+            return self._convolution(primitive, values, params, key, routes)
+        if exact(primitive):
+            return self._elementwise(primitive, values, params, key, routes)
+        return None
 
-    def _start(self, primitive: Primitive, key: tuple, values: Sequence[Any],
-               params: dict[str, Any]) -> CompiledOp | None:
+    def _convolution(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
+                     key: tuple, routes: Routes) -> Route:
+        if any(v.dtype not in _FLOATS for v in values):
+            return None
+        inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
+        output = primitive.shape_rule(*inputs, **params)
+        if MACS[primitive.name]([v.shape for v in values], output.shape) < MIN_MACS:
+            return None
+        spec = generic_spec(OpSpec(primitive.name, inputs, (output,), dict(params)))
+        compiling = self._compile(spec.key, lambda: compile_ops([spec])[0])
+        return _Pending(primitive, params, compiling, routes, key)
+
+    def _elementwise(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
+                     key: tuple, routes: Routes) -> Route:
+        inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
+        output = primitive.shape_rule(*inputs, **params)
+        if (math.prod(output.shape) < MIN_ELEMENTS or output.dtype not in _EXACT_DTYPES
+                or any(v.dtype not in _EXACT_DTYPES for v in values)):
+            return None
+        compiling = self._compile(key, lambda: _one_op_program(primitive, inputs, params))
+        return _Trial(primitive, params, compiling, routes, key)
+
+    def _compile(self, key: Any, make: Callable[[], Any]) -> Future[Any]:
+        """The compile of `key` (one per key, shared by the signatures needing it)."""
         with self._lock:
-            pending = self._pending.get(key)
-            if pending is not None:
-                if not pending.done():
-                    return None
-                del self._pending[key]
-                self._keep(key, pending.result())
-                return self._ops[key]
-            inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
-            output = primitive.shape_rule(*inputs, **params)
-            if MACS[primitive.name]([v.shape for v in values], output.shape) < MIN_MACS:
-                self._keep(key, None)
-                return None
-            spec = generic_spec(OpSpec(primitive.name, inputs, (output,), dict(params)))
-            compiling = self._compiles.get(spec.key)
+            compiling = self._compiles.get(key)
             if compiling is None:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(1, thread_name_prefix="stageflow-eager")
-                compiling = self._pool.submit(lambda: compile_ops([spec])[0])
-                self._compiles[spec.key] = compiling
-            self._pending[key] = compiling
-            return None
-
-    def _keep(self, key: tuple, op: CompiledOp | None) -> None:
-        if len(self._ops) >= MAX_OPS:
-            del self._ops[next(iter(self._ops))]
-        self._ops[key] = op
+                if len(self._compiles) >= MAX_COMPILES:
+                    del self._compiles[next(iter(self._compiles))]
+                compiling = self._compiles[key] = self._pool.submit(make)
+            return compiling
 
     def settle(self) -> None:
         """Wait for the compiles under way."""
         with self._lock:
-            pending = list(self._pending.values())
+            pending = list(self._compiles.values())
         for future in pending:
             future.result()
+
+
+class _Pending:
+    """A signature's route while its compiled op compiles: NumPy's kernel, then the op."""
+
+    def __init__(self, primitive: Primitive, params: dict[str, Any], compiling: Future[Any],
+                 routes: Routes, key: tuple) -> None:
+        self.kernel, self.params = primitive.kernel, params
+        self.compiling, self.routes, self.key = compiling, routes, key
+
+    def __call__(self, *arrays: Any) -> Any:
+        if not self.compiling.done():
+            return self.kernel(*arrays, **self.params)
+        compiled = self.routes[self.key] = self.compiling.result()
+        return (self.kernel(*arrays, **self.params) if compiled is None
+                else compiled(*arrays))
+
+
+class _Trial(_Pending):
+    """A signature's route while its one-op program compiles (NumPy's kernel runs), then
+    races NumPy's kernel: the two take turns, `TRIAL_CALLS` calls each (timed only once the
+    compile is done, so that it slows neither), and the faster call of each decides the
+    route for good."""
+
+    def __init__(self, primitive: Primitive, params: dict[str, Any], compiling: Future[Any],
+                 routes: Routes, key: tuple) -> None:
+        super().__init__(primitive, params, compiling, routes, key)
+        self.seconds: list[list[float]] = [[], []]  # NumPy's calls, the program's
+
+    def __call__(self, *arrays: Any) -> Any:
+        if not self.compiling.done():
+            return self.kernel(*arrays, **self.params)
+        program = self.compiling.result()
+        if program is None:  # (it could not be one program)
+            self.routes[self.key] = None
+            return self.kernel(*arrays, **self.params)
+        numpy, compiled = self.seconds
+        turn = compiled if len(compiled) < len(numpy) else numpy
+        start = time.perf_counter()
+        result = program(*arrays) if turn is compiled else self.kernel(*arrays, **self.params)
+        turn.append(time.perf_counter() - start)
+        if len(compiled) >= TRIAL_CALLS:
+            self.routes[self.key] = program if min(compiled) < min(numpy) else None
+        return result
+
+
+class _ProgramOp:
+    """A one-op program as a function of the operand arrays to its result."""
+
+    def __init__(self, run: Callable[[list[Any]], list[Any]]) -> None:
+        self.run = run
+
+    def __call__(self, *arrays: Any) -> Any:
+        return self.run(list(arrays))[0]
+
+
+def _one_op_program(primitive: Primitive, inputs: tuple[ShapedType, ...],
+                    params: dict[str, Any]) -> _ProgramOp | None:
+    """`primitive` on `inputs` as a staged function of one op, optimised as every staged
+    function is (its op becomes a kernel) and compiled to one program; None where it does
+    not become one."""
+    output = primitive.shape_rule(*inputs, **params)
+
+    def body(arguments: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        op = build_op(primitive, arguments, params, output)
+        return [op], list(op.results)
+
+    name = f"eager_{primitive.name}"
+    module = ModuleOp([build_function(name, inputs, body)])
+    Pipeline.parse(DEFAULT_PIPELINE).run(module)
+    (executable,) = Executable.build_entries(module, [name], CompileStats())
+    return None if executable.program is None else _ProgramOp(executable.program.run)
 
 
 KERNELS = EagerKernels()

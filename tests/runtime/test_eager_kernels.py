@@ -1,6 +1,7 @@
 """Eager convolutions on compiled lowerings: large ones compile in the background and then
 run compiled with NumPy's numbers (to rounding), gradients included; small ones, and all of
-them with `sf.config.eager_compile` off, stay on NumPy's kernels."""
+them with `sf.config.eager_compile` off, stay on NumPy's kernels. The eager executor asks
+for a signature's route once."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from stageflow.codegen.lowered.compile import CompiledOp
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY
 from stageflow.runtime import eager_kernels
+from stageflow.runtime.eager import EagerTrace
 from stageflow.runtime.eager_kernels import KERNELS, MIN_MACS
 
 
@@ -23,7 +25,14 @@ def conv_step(x, w):
 
 
 def compiled_of(name: str, *arrays: np.ndarray, **params) -> CompiledOp | None:
-    return KERNELS.lookup(REGISTRY[name], list(arrays), params)
+    """The compiled op a fresh eager executor's route for this signature leads to, once
+    its compile (started by the call) is done; None where it stays on NumPy."""
+    trace = EagerTrace()
+    trace.process(REGISTRY[name], tuple(sf.constant(a) for a in arrays), params)
+    eager_kernels.settle()
+    trace.process(REGISTRY[name], tuple(sf.constant(a) for a in arrays), params)
+    (route,) = trace._routes.values()
+    return route
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -122,24 +131,24 @@ def test_a_shape_generic_op_takes_the_fast_path_once_its_shapes_are_known(monkey
         sf.nn.conv2d(sf.constant(x[0]), sf.constant(w), 1, "SAME")
 
 
-def test_the_shape_check_and_the_kernel_lookup_share_one_key(monkeypatch):
-    """The eager executor builds an op's signature once: the key its shape check keeps is
-    the one `KERNELS.lookup` is asked under, and an unhashable param skips both caches
-    (checked every time, NumPy's kernel) without an error."""
-    from stageflow.runtime.eager import EagerTrace
-
+def test_a_signature_asks_for_its_route_once(monkeypatch):
+    """The eager executor builds an op's signature once a call: its first call runs the
+    shape rule and asks `KERNELS.route` under that key, later calls find the route kept;
+    an unhashable param skips the table (checked every time, NumPy's kernel) without an
+    error."""
     trace = EagerTrace()
     seen = []
-    monkeypatch.setattr(KERNELS, "lookup", lambda p, v, params, key=None: seen.append(key))
-    monkeypatch.setattr("stageflow.runtime.eager.KERNELS", KERNELS)
+    monkeypatch.setattr(KERNELS, "route",
+                        lambda p, v, params, key, routes: seen.append(key))
     x = sf.constant(np.ones((1, 4, 4, 2), np.float32))
     w = sf.constant(np.ones((3, 3, 2, 2), np.float32))
     conv = REGISTRY["conv2d"]
     params = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
     trace.process(conv, (x, w), params)
+    trace.process(conv, (x, w), params)
     assert seen == [(conv, (np.dtype(np.float32), (1, 4, 4, 2)),
                      (np.dtype(np.float32), (3, 3, 2, 2)), *params.items())]
-    assert seen[0] in trace._checked
+    assert trace._routes == {seen[0]: None}
     unhashable = {"strides": [1, 1], "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
     result = trace.process(conv, (x, w), unhashable)
     assert len(seen) == 1 and result.shape == (1, 4, 4, 2)

@@ -116,9 +116,9 @@ def _abs_int(e: Emitter, n: Node) -> ir.Value:
 
 
 def _relu_float(e: Emitter, n: Node) -> ir.Value:
-    """max(x, 0) with NumPy's NaN: x where x >= 0 or x is NaN, else 0."""
+    """max(x, 0) as NumPy's: x where x > 0 or x is NaN, else 0 (+0 for -0 too)."""
     x = n.args[0]
-    keep = e.b.or_(e.b.fcmp_ordered(">=", x, e.like(x, 0.0)), e.is_nan(x))
+    keep = e.b.or_(e.b.fcmp_ordered(">", x, e.like(x, 0.0)), e.is_nan(x))
     return e.select(keep, x, e.like(x, 0.0))
 
 
