@@ -93,6 +93,34 @@ def test_reductions_read_strided_views_and_propagate_nan():
             check(name, [view], unknown=True, axes=(1,), keepdims=False)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"])
+def test_leading_axes_of_a_large_input_reduce_on_every_core(dtype, name):
+    """Reducing a leading prefix of a row-major input's axes (batch norm's statistics):
+    rows split over the cores, each task's results combined at the end; sums and products
+    fold blocks of a vector's columns over the rows in registers, the last columns in
+    scalars; row counts not a multiple of the accumulators, widths not a multiple of the
+    vector, and strided views (the general loop) all give NumPy's results."""
+    rng = np.random.default_rng(7)
+    for shape, axes in [((1031, 37), (0,)), ((33, 65, 48), (0, 1)), ((4099, 3), (0,)),
+                        ((2, 70_000, 16), (0, 1))]:
+        x = values(shape, dtype, seed=shape[0])
+        if name == "reduce_prod":  # near 1 (floats) or +-1 (integers): no overflow
+            x = (1 + 0.001 * x if np.dtype(dtype).kind == "f"
+                 else rng.choice([-1, 1], shape)).astype(dtype)
+        if np.dtype(dtype).kind == "f":
+            x.reshape(-1)[::977] = np.nan if name in ("reduce_max", "reduce_min") else 0
+        for view in (x, x[::-1]):
+            got = compiled(spec_for(name, [x], unknown=True, axes=axes, keepdims=False))(view)
+            want = REGISTRY[name].kernel(view, axes=axes, keepdims=False)
+            if np.dtype(dtype).kind != "f" or name in ("reduce_max", "reduce_min"):
+                np.testing.assert_array_equal(got, want)
+            else:  # the sums' order differs; their error grows with the rows summed
+                rows = np.prod([shape[a] for a in axes])
+                tolerance = (1e-6 if dtype == np.float32 else 1e-14) * np.sqrt(rows)
+                np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
 def test_max_of_nothing_raises_as_eagerly():
     op = compiled(spec_for("reduce_max", [np.zeros((0, 3), np.float32)], unknown=True,
                            axes=(0,), keepdims=False))

@@ -27,12 +27,20 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm import complex_math
 from stageflow.codegen.llvm.emitter import C128, I64, Emitter, storage_type
-from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
+from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
-from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, lowering, nest
+from stageflow.codegen.lowered.parallel import cpu_count, run_tasks
+from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
 from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
 
+# A task of a reduction split over the cores gets at least this many elements (~10 us of
+# memory traffic): handing it to the pool's worker costs a microsecond or two.
+MIN_TASK_ELEMENTS = 1 << 16
+VECTOR_BYTES = 64  # an AVX-512 register of partial sums per block of columns
+ROW_ACCUMULATORS = 4
+_PTR = ir.PointerType()
 # The dtypes argmax and argmin compare in.
 ARG_DTYPES = frozenset({dtypes.float32, dtypes.float64, *dtypes.INTEGER})
 
@@ -75,7 +83,14 @@ class Reduce:
                 b.store(combine(e, self.kind, self.dtype, b.load(target, typ=ty), value),
                         target)
 
-            nest(b, x.dims, body)
+            if self.axes != tuple(range(len(self.axes))) or not self.axes:
+                nest(b, x.dims, body)
+                return
+            with b.if_else(b.and_(_row_major(ob, x), _row_major(ob, out))) as (rows, general):
+                with rows:
+                    self._leading_rows(ob)
+                with general:
+                    nest(b, x.dims, body)
             return
 
         def row(at: list[ir.Value]) -> None:
@@ -85,6 +100,107 @@ class Reduce:
             b.store(combine(e, self.kind, self.dtype, b.load(target, typ=ty), total), target)
 
         nest(b, x.dims[:last], row)
+
+    def _leading_rows(self, ob: OpBuilder) -> None:
+        """The reduced axes a leading prefix of a row-major input, the result row-major:
+        the input is (R, K) and its R rows combine into the K results. From
+        `MIN_TASK_ELEMENTS` elements on, the rows are split over the cores, each task after
+        the first into results of its own (set to the identity), combined into the result
+        at the end."""
+        b, x = ob.b, ob.inputs[0]
+        ty = storage_type(self.dtype)
+        prefix = len(self.axes)
+        rows = _product(b, x.dims[:prefix])
+        width = _product(b, x.dims[prefix:])
+        malloc = declare(b.module, "malloc", _PTR, [I64])
+        vectors = self.kind.combine in ("add", "multiply") and self.dtype.kind in "fiu"
+
+        def task(tb: OpBuilder, first: ir.Value, last: ir.Value, number: ir.Value,
+                 memory: ir.Value) -> None:
+            t = tb.b
+            mine = t.icmp_unsigned("!=", memory, ir.Constant(_PTR, None))
+            target = t.select(mine, memory, tb.outputs[0].pointer)
+            with t.if_then(mine):
+                identity = identity_of(self.kind, self.dtype, ty)
+                counted_loop(t, i64(0), width, i64(1), lambda j: t.store(
+                    identity, t.gep(memory, [j], source_etype=ty)), "identity")
+            fold = self._fold_columns if vectors else self._fold_rows
+            fold(Emitter(t), tb.inputs[0].pointer, target, (first, last), width, ty)
+
+        def merge(mb: ir.IRBuilder, partial: ir.Value) -> None:
+            self._combine_into(Emitter(mb), ob.outputs[0].pointer, partial, width, ty)
+
+        tasks = _smaller(b, _smaller(b, cpu_count(b), rows),
+                         b.sdiv(b.mul(rows, width), i64(MIN_TASK_ELEMENTS)))
+        bytes_ = b.mul(width, i64(self.dtype.itemsize))
+        run_tasks(ob, "rows", rows, tasks, task, lambda mb, t: mb.call(malloc, [bytes_]),
+                  merge)
+
+    def _fold_columns(self, e: Emitter, source: ir.Value, target: ir.Value,
+                      rows: tuple[ir.Value, ir.Value], width: ir.Value, ty: ir.Type) -> None:
+        """Sums and products: each block of a vector's columns folded over the rows in
+        `ROW_ACCUMULATORS` vector registers (rows taken in turn: independent adds, not one
+        chain of dependent ones), then into the target; the last columns likewise in
+        scalars. A register never waits on a store of the previous row's."""
+        b = e.b
+        lanes = VECTOR_BYTES // self.dtype.itemsize
+        vector = ir.VectorType(ty, lanes)
+        first, last = rows
+        unrolled = b.add(first, b.mul(b.sdiv(b.sub(last, first), i64(ROW_ACCUMULATORS)),
+                                      i64(ROW_ACCUMULATORS)))
+
+        def columns(c: ir.Value, shape: ir.Type) -> None:
+            identity = identity_of(self.kind, self.dtype, ty)
+            start = (ir.Constant(shape, [identity] * lanes) if shape is vector else identity)
+
+            def element(r: ir.Value) -> ir.Value:
+                at = b.gep(source, [b.add(b.mul(r, width), c)], source_etype=ty)
+                return b.load(at, typ=shape, align=self.dtype.itemsize)
+
+            def group(r: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                return [combine(e, self.kind, self.dtype, a, element(b.add(r, i64(k))))
+                        for k, a in enumerate(acc)]
+
+            acc = fold_loop(b, first, unrolled, i64(ROW_ACCUMULATORS),
+                            [start] * ROW_ACCUMULATORS, group, "rows")
+            acc = fold_loop(b, unrolled, last, i64(1), acc,
+                            lambda r, a: [combine(e, self.kind, self.dtype, a[0], element(r)),
+                                          *a[1:]], "rest")
+            while len(acc) > 1:
+                acc = [combine(e, self.kind, self.dtype, acc[k], acc[k + 1])
+                       for k in range(0, len(acc), 2)]
+            at = b.gep(target, [c], source_etype=ty)
+            b.store(combine(e, self.kind, self.dtype,
+                            b.load(at, typ=shape, align=self.dtype.itemsize), acc[0]),
+                    at, align=self.dtype.itemsize)
+
+        full = b.mul(b.sdiv(width, i64(lanes)), i64(lanes))
+        counted_loop(b, i64(0), full, i64(lanes), lambda c: columns(c, vector), "blocks")
+        counted_loop(b, full, width, i64(1), lambda c: columns(c, ty), "columns")
+
+    def _fold_rows(self, e: Emitter, source: ir.Value, target: ir.Value,
+                   rows: tuple[ir.Value, ir.Value], width: ir.Value, ty: ir.Type) -> None:
+        """Max and min (and complex sums): each row combined into the target element by
+        element."""
+        b = e.b
+
+        def row(r: ir.Value) -> None:
+            self._combine_into(e, target, b.gep(source, [b.mul(r, width)], source_etype=ty),
+                               width, ty)
+
+        counted_loop(b, rows[0], rows[1], i64(1), row, "row")
+
+    def _combine_into(self, e: Emitter, target: ir.Value, source: ir.Value, width: ir.Value,
+                      ty: ir.Type) -> None:
+        """``target[j] = combine(target[j], source[j])`` for j < `width`."""
+        b = e.b
+
+        def element(j: ir.Value) -> None:
+            at = b.gep(target, [j], source_etype=ty)
+            value = b.load(b.gep(source, [j], source_etype=ty), typ=ty)
+            b.store(combine(e, self.kind, self.dtype, b.load(at, typ=ty), value), at)
+
+        counted_loop(b, i64(0), width, i64(1), element, "combine")
 
     def _fold_row(self, e: Emitter, x, start: ir.Value, stride: ir.Value, n: ir.Value,
                   ty: ir.Type) -> ir.Value:
@@ -139,6 +255,29 @@ class Reduce:
         for value, block in results:
             partial.add_incoming(value, block)
         return fold_loop(b, full, n, i64(1), [lanes_total(b, partial)], one, "tail")[0]
+
+
+def _product(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> ir.Value:
+    total: ir.Value = i64(1)
+    for d in dims:
+        total = fold_mul(b, total, d)
+    return total
+
+
+def _smaller(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _row_major(ob: OpBuilder, x: Operand) -> ir.Value:
+    """Whether `x`'s strides are those of a row-major array of its dims (any stride on a
+    dim of 1)."""
+    b = ob.b
+    ok: ir.Value = ir.Constant(ir.IntType(1), 1)
+    expected: ir.Value = i64(1)
+    for d, stride in zip(reversed(x.dims), reversed(x.strides), strict=True):
+        ok = b.and_(ok, b.or_(ob.eq(stride, expected), b.icmp_signed("<=", d, i64(1))))
+        expected = fold_mul(b, expected, d)
+    return ok
 
 
 def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value]) -> ir.Value:
