@@ -28,6 +28,10 @@
   background per signature, see `stageflow.runtime.eager_kernels` and
   `stageflow.frontend.composite`), so that an eager program's numbers never depend on
   when a compile finished.
+- ``STAGEFLOW_MALLOC=default``: glibc's malloc keeps its own thresholds; by default the
+  runtime fixes them at import so that large arrays freed and allocated again at every
+  eager step stay in the heap instead of being page-faulted in each time
+  (`stageflow.runtime.allocator`).
 - ``STAGEFLOW_LAUNCH_GRAPHS=0`` (or ``sf.config.launch_graphs = False``): staged functions
   on a GPU always run as their plan of launches, never replayed as one recorded graph
   (`stageflow.runtime.gpu_graphs`); for measuring what the graphs save.
