@@ -70,8 +70,12 @@ def test_eager_batch_norm_runs_compiled_with_the_numbers_of_its_ops(kwargs, coun
     layer = built_batch_norm(**kwargs)
     got = training_step(layer, x)
     assert counted["compiled"] == 1
+    # x's gradient cancels (a batch norm's output ignores x's shift and scale): its error is
+    # that of sums of terms as large as y's, whichever order they are added in (measured
+    # against float64: 1.1e-6 for the ops, 1.3e-6 compiled, on a gradient of 1.9e-3).
+    scale = np.abs(want[0]).max()
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * max(np.abs(w).max(), scale))
     inference = layer(x).numpy()  # the inference composite compiles in turn
     composites.settle()
     np.testing.assert_allclose(layer(x).numpy(), inference, rtol=1e-6, atol=1e-6)
@@ -192,7 +196,7 @@ def test_a_compiled_composite_under_a_tape_is_one_taped_op_and_unwatched_runs_un
             tape.watch(x)
             total = sf.reduce_sum(sf.square(layer(x, training=True)))
         want = tape.gradient(total, x).numpy()
-    np.testing.assert_allclose(gx, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    np.testing.assert_allclose(gx, want, rtol=1e-4, atol=1e-4 * np.abs(y.numpy()).max())
     with sf.GradientTape(watch_accessed_variables=False) as other:
         z = layer(x, training=True)
     assert counted["compiled"] == 2 and other._records == []
