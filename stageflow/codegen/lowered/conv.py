@@ -148,9 +148,11 @@ from stageflow.codegen.lowered.rule import (
     Operand,
     OpSpec,
     contiguous_strides,
+    is_row_major,
     load_operands,
     lowering,
     nest,
+    smaller,
 )
 from stageflow.core.op_facts import ReductionKind
 from stageflow.core.primitive import ShapedType
@@ -189,14 +191,9 @@ def _row_major(ob: OpBuilder, index: int) -> Operand:
     """Input `index`, failing unless it is C-contiguous (any stride on a dim of 1), with
     the strides its dims imply: constants where the dims are static, so that the copy and
     reduction loops have constant steps (and trip counts) for LLVM to vectorise."""
-    b, x = ob.b, ob.inputs[index]
-    ok: ir.Value = ir.Constant(I1, 1)
-    expected: ir.Value = i64(1)
-    for d, s in zip(reversed(x.dims), reversed(x.strides), strict=True):
-        ok = b.and_(ok, b.or_(ob.eq(s, expected), b.icmp_signed("<=", d, i64(1))))
-        expected = fold_mul(b, expected, d)
-    ob.fail_unless(ok, index)
-    return Operand(x.pointer, x.dims, contiguous_strides(b, x.dims), x.dtype)
+    x = ob.inputs[index]
+    ob.fail_unless(is_row_major(ob, x), index)
+    return Operand(x.pointer, x.dims, contiguous_strides(ob.b, x.dims), x.dtype)
 
 
 def _window_fits(ob: OpBuilder, size: ir.Value, window: ir.Value,
@@ -217,10 +214,6 @@ def _positions(b: ir.IRBuilder, size: ir.Value, window: ir.Value, stride: ir.Val
     free = b.sub(b.add(size, b.add(*padding)), span)
     return b.select(b.icmp_signed("<", free, i64(0)), i64(0),
                     b.add(b.sdiv(free, stride), i64(1)))
-
-
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
 
 
 def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -375,9 +368,9 @@ class _Windowed:
         elements = i64(SCRATCH_BYTES // self.dtype.itemsize)
         by_bytes = b.sdiv(elements, _max(b, i64(1), fold_mul(b, width, depth)))
         by_rows = b.sdiv(b.add(i64(min_rows - 1), width), _max(b, i64(1), width))
-        block = _max(b, i64(1), _min(b, b.sub(stop, start), _max(b, by_bytes, by_rows)))
+        block = _max(b, i64(1), smaller(b, b.sub(stop, start), _max(b, by_bytes, by_rows)))
         per_tap_row = b.mul(b.mul(block, width), run)
-        tap_rows = _max(b, i64(1), _min(b, kh, b.sdiv(elements, per_tap_row)))
+        tap_rows = _max(b, i64(1), smaller(b, kh, b.sdiv(elements, per_tap_row)))
         malloc = declare(b.module, "malloc", _PTR, [I64])
         free = declare(b.module, "free", ir.VoidType(), [_PTR])
         scratch = b.call(malloc, [_max(b, i64(1), b.mul(b.mul(per_tap_row, tap_rows),
@@ -386,10 +379,10 @@ class _Windowed:
                       ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1))
 
         def one_block(first: ir.Value) -> None:
-            last = _min(b, b.add(first, block), stop)
+            last = smaller(b, b.add(first, block), stop)
 
             def one_chunk(a0: ir.Value) -> None:
-                a1 = _min(b, b.add(a0, tap_rows), kh)
+                a1 = smaller(b, b.add(a0, tap_rows), kh)
                 chunk(_Chunk(first, last, b.mul(b.sub(last, first), width), a0, a1,
                              b.mul(b.sub(a1, a0), run), b.mul(b.mul(a0, run),
                                                               positions.dims[3]), scratch))
@@ -407,7 +400,7 @@ class _Windowed:
         `MIN_TASK_MACS` multiply-adds (`macs` in all) or there are fewer units; the BLAS
         single-threaded around them unless `guard` says otherwise (tasks with no gemm)."""
         b = ob.b
-        tasks = _min(b, _min(b, cpu_count(b), units), b.sdiv(macs, i64(MIN_TASK_MACS)))
+        tasks = smaller(b, smaller(b, cpu_count(b), units), b.sdiv(macs, i64(MIN_TASK_MACS)))
         run_tasks(ob, name, units, tasks, body, private, merge, guard)
 
     def _lanes(self) -> int:
@@ -487,7 +480,7 @@ class _Windowed:
         inner_lo = b.select(b.icmp_signed(">", left, i64(0)),
                             b.sdiv(b.add(left, b.sub(sw, i64(1))), sw), i64(0))
         reach = b.sub(b.add(width, b.sub(left, i64(1))), b.sub(kw, i64(1)))
-        inner_hi = _min(b, wo, b.select(b.icmp_signed("<", reach, i64(0)), i64(0),
+        inner_hi = smaller(b, wo, b.select(b.icmp_signed("<", reach, i64(0)), i64(0),
                                         b.add(b.sdiv(reach, sw), i64(1))))
         last_tile = _max(b, i64(0), b.sub(wo, i64(DIRECT_TILE)))
         widest = blocks[0][0] * blocks[0][1]
@@ -506,7 +499,7 @@ class _Windowed:
 
             def tiles(vectors: int, lanes: int, c0: ir.Value) -> None:
                 def tile(j: ir.Value) -> None:
-                    j0 = _min(b, j, last_tile)
+                    j0 = smaller(b, j, last_tile)
                     inside = b.and_(b.icmp_signed(">=", j0, inner_lo),
                                     b.icmp_signed("<=", b.add(j0, i64(DIRECT_TILE)), inner_hi))
                     w0 = b.sub(b.mul(j0, sw), left)
@@ -581,7 +574,7 @@ class _Windowed:
                 return taps([x.address(b, fold_add(b, first, offset))
                              for offset in steps.offsets], fold_mul(b, kw, channels), filters,
                             sums)
-            last = b.sub(_min(b, b.add(at.j0, i64(DIRECT_TILE)), wo), i64(1))
+            last = b.sub(smaller(b, b.add(at.j0, i64(DIRECT_TILE)), wo), i64(1))
             lo, _ = _tap_range(b, b.add(w0, b.mul(b.sub(last, at.j0), sw)), width, kw, i64(1))
             _, hi = _tap_range(b, w0, width, kw, i64(1))
 
@@ -739,7 +732,7 @@ def _tap_range(b: ir.IRBuilder, start: ir.Value, size: ir.Value, taps: ir.Value,
                   b.sdiv(b.sub(fold_add(b, dilation, i64(-1)), start), dilation), i64(0))
     room = b.sub(b.sub(size, i64(1)), start)
     hi = b.select(b.icmp_signed("<", room, i64(0)), i64(0),
-                  _min(b, taps, b.add(b.sdiv(room, dilation), i64(1))))
+                  smaller(b, taps, b.add(b.sdiv(room, dilation), i64(1))))
     return lo, hi
 
 
@@ -1129,7 +1122,7 @@ class ReduceWindow:
         def taps(start: ir.Value, size: ir.Value, window: int) -> tuple[ir.Value, ir.Value]:
             """The taps [lo, hi) of a window starting at `start` that fall inside [0, size)."""
             lo = _max(b, i64(0), b.sub(i64(0), start))
-            hi = _min(b, i64(window), b.sub(size, start))
+            hi = smaller(b, i64(window), b.sub(size, start))
             return lo, hi
 
         def pixel(n: ir.Value, i: ir.Value, j: ir.Value) -> None:

@@ -31,7 +31,7 @@ from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
 from stageflow.codegen.lowered.parallel import cpu_count, run_tasks
-from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
+from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, is_row_major, lowering, nest, smaller
 from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
 
@@ -86,7 +86,7 @@ class Reduce:
             if self.axes != tuple(range(len(self.axes))) or not self.axes:
                 nest(b, x.dims, body)
                 return
-            with b.if_else(b.and_(_row_major(ob, x), _row_major(ob, out))) as (rows, general):
+            with b.if_else(b.and_(is_row_major(ob, x), is_row_major(ob, out))) as (rows, general):
                 with rows:
                     self._leading_rows(ob)
                 with general:
@@ -130,7 +130,7 @@ class Reduce:
         def merge(mb: ir.IRBuilder, partial: ir.Value) -> None:
             self._combine_into(Emitter(mb), ob.outputs[0].pointer, partial, width, ty)
 
-        tasks = _smaller(b, _smaller(b, cpu_count(b), rows),
+        tasks = smaller(b, smaller(b, cpu_count(b), rows),
                          b.sdiv(b.mul(rows, width), i64(MIN_TASK_ELEMENTS)))
         bytes_ = b.mul(width, i64(self.dtype.itemsize))
         run_tasks(ob, "rows", rows, tasks, task, lambda mb, t: mb.call(malloc, [bytes_]),
@@ -262,22 +262,6 @@ def _product(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> ir.Value:
     for d in dims:
         total = fold_mul(b, total, d)
     return total
-
-
-def _smaller(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
-def _row_major(ob: OpBuilder, x: Operand) -> ir.Value:
-    """Whether `x`'s strides are those of a row-major array of its dims (any stride on a
-    dim of 1)."""
-    b = ob.b
-    ok: ir.Value = ir.Constant(ir.IntType(1), 1)
-    expected: ir.Value = i64(1)
-    for d, stride in zip(reversed(x.dims), reversed(x.strides), strict=True):
-        ok = b.and_(ok, b.or_(ob.eq(stride, expected), b.icmp_signed("<=", d, i64(1))))
-        expected = fold_mul(b, expected, d)
-    return ok
 
 
 def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value]) -> ir.Value:

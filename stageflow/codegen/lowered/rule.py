@@ -133,6 +133,23 @@ def nest(b: ir.IRBuilder, dims: Sequence[ir.Value], body: Callable[[list[ir.Valu
     level(0, [])
 
 
+def smaller(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """The smaller of two signed integers."""
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def is_row_major(ob: OpBuilder, x: Operand) -> ir.Value:
+    """Whether `x`'s strides are those of a row-major array of its dims (any stride on a
+    dim of 1)."""
+    b = ob.b
+    ok: ir.Value = ir.Constant(I1, 1)
+    expected: ir.Value = i64(1)
+    for d, stride in zip(reversed(x.dims), reversed(x.strides), strict=True):
+        ok = b.and_(ok, b.or_(ob.eq(stride, expected), b.icmp_signed("<=", d, i64(1))))
+        expected = fold_mul(b, expected, d)
+    return ok
+
+
 def contiguous_strides(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> list[ir.Value]:
     """Row-major element strides of `dims`."""
     strides: list[ir.Value] = []

@@ -26,15 +26,11 @@ from stageflow.codegen.llvm.loops import (
     return_unless,
     while_loop,
 )
-from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
+from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest, smaller
 from stageflow.core import dtypes
 
 _PTR = ir.PointerType()
 _KEYS = (*dtypes.FLOATING, *dtypes.INTEGER)
-
-
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
 
 
 @dataclass(frozen=True)
@@ -102,8 +98,8 @@ class Sort:
         """Merge each pair of sorted runs of `width` positions from `source` into `target`."""
 
         def merge(lo: ir.Value) -> None:
-            mid = _min(b, b.add(lo, width), n)
-            end = _min(b, b.add(mid, width), n)
+            mid = smaller(b, b.add(lo, width), n)
+            end = smaller(b, b.add(mid, width), n)
 
             def position(buffer: ir.Value, k: ir.Value) -> ir.Value:
                 return b.load(b.gep(buffer, [k], source_etype=I64), typ=I64)
