@@ -12,6 +12,8 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I64
 
+MIN_UNROLLED_ROW = 4
+
 
 def i64(value: int) -> ir.Constant:
     """An i64 constant (dims, strides, offsets)."""
@@ -21,8 +23,9 @@ def i64(value: int) -> ir.Constant:
 def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
               initial: Sequence[ir.Value],
               body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
-              name: str) -> list[ir.Value]:
-    """``for i in range(start, stop, step): values = body(i, values)``; the final values."""
+              name: str, vectorize: bool = True) -> list[ir.Value]:
+    """``for i in range(start, stop, step): values = body(i, values)``; the final values
+    (`vectorize`: see `while_loop`)."""
 
     def advance(state: list[ir.Value]) -> list[ir.Value]:
         index, *values = state
@@ -30,16 +33,17 @@ def fold_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
         return [b.add(index, step, flags=("nsw",)), *updated]
 
     _, *final = while_loop(b, [start, *initial], lambda state: b.icmp_signed(
-        "<", state[0], stop), advance, name, index_name=name)
+        "<", state[0], stop), advance, name, index_name=name, vectorize=vectorize)
     return final
 
 
 def while_loop(b: ir.IRBuilder, initial: Sequence[ir.Value],
                test: Callable[[list[ir.Value]], ir.Value],
                body: Callable[[list[ir.Value]], list[ir.Value]], name: str,
-               index_name: str = "") -> list[ir.Value]:
+               index_name: str = "", vectorize: bool = True) -> list[ir.Value]:
     """``while test(values): values = body(values)``; the final values (the phis of the
-    loop header; the first is named `index_name`, a counted loop's index)."""
+    loop header; the first is named `index_name`, a counted loop's index). Unless
+    `vectorize`, the loop tells LLVM's loop vectoriser to leave it scalar (`scalar_loop`)."""
     function = b.block.function
     header = function.append_basic_block(f"{name}.head")
     inside = function.append_basic_block(f"{name}.body")
@@ -57,9 +61,22 @@ def while_loop(b: ir.IRBuilder, initial: Sequence[ir.Value],
     updated = body(list(carried))
     for phi, value in zip(carried, updated, strict=True):
         phi.add_incoming(value, b.block)
-    b.branch(header)
+    back = b.branch(header)
+    if not vectorize:
+        back.set_metadata("llvm.loop", scalar_loop(b.module))
     b.position_at_end(after)
     return carried
+
+
+def scalar_loop(module: ir.Module) -> ir.MDValue:
+    """A new loop ID (``llvm.loop`` metadata, self-referential so that it is distinct)
+    asking for vectorisation width 1: no loop vectorisation of that loop, its body may
+    still be SLP-vectorised."""
+    width = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"),
+                                 ir.Constant(ir.IntType(32), 1)])
+    loop = ir.MDValue(module, [width], name=str(len(module.metadata)))
+    loop.operands = (loop, width)
+    return loop
 
 
 def return_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
@@ -76,14 +93,15 @@ def return_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
 
 
 def counted_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
-                 body: Callable[[ir.Value], None], name: str) -> None:
-    """``for (i = start; i < stop; i += step) body(i)``; the builder ends after the loop."""
+                 body: Callable[[ir.Value], None], name: str, vectorize: bool = True) -> None:
+    """``for (i = start; i < stop; i += step) body(i)``; the builder ends after the loop
+    (`vectorize`: see `while_loop`)."""
 
     def no_values(index: ir.Value, values: list[ir.Value]) -> list[ir.Value]:
         body(index)
         return values
 
-    fold_loop(b, start, stop, step, [], no_values, name)
+    fold_loop(b, start, stop, step, [], no_values, name, vectorize)
 
 
 def _is_const(value: ir.Value, number: int) -> bool:
@@ -112,7 +130,16 @@ def strided_nest(b: ir.IRBuilder, sizes: Sequence[ir.Value],
                  body: Callable[[list[ir.Value]], object]) -> None:
     """Nested loops over `sizes` (outermost first) calling `body` with every argument's
     offset: the sum over the axes of the index times the argument's stride there
-    (``strides[argument][axis]``)."""
+    (``strides[argument][axis]``).
+
+    Where the innermost size is a constant from `MIN_UNROLLED_ROW` on, the outer loops stay
+    scalar (`scalar_loop`): LLVM unrolls the short inner loop whole and would vectorise
+    the loop around it instead, with gathers and scatters across rows. A per-channel scale
+    of (32, 32, 32, 16) float32 took 323 us so and 34 us with the unrolled rows
+    SLP-vectorised (a copy: 35 us). Below it (3 image channels) that outer vectorisation,
+    by interleaved loads, is the faster: 13 us against 25."""
+    last = sizes[-1] if sizes else None
+    short_rows = isinstance(last, ir.Constant) and last.constant >= MIN_UNROLLED_ROW
 
     def nest(axis: int, bases: list[ir.Value]) -> None:
         if axis == len(sizes):
@@ -123,6 +150,7 @@ def strided_nest(b: ir.IRBuilder, sizes: Sequence[ir.Value],
             nest(axis + 1, [fold_add(b, base, fold_mul(b, i, s[axis])) for base, s in
                             zip(bases, strides, strict=True)])
 
-        counted_loop(b, i64(0), sizes[axis], i64(1), step, f"i{axis}")
+        counted_loop(b, i64(0), sizes[axis], i64(1), step, f"i{axis}",
+                     vectorize=axis == len(sizes) - 1 or not short_rows)
 
     nest(0, [i64(0)] * len(strides))
