@@ -40,7 +40,7 @@ import stageflow as sf
 from benchmarks.timing import interleaved_best
 from examples.resnet import ResNet, cifar_resnet, train_step
 from stageflow.runtime import eager_kernels
-from stageflow.staging import composites
+from stageflow.staging import composites, fused_updates
 
 BATCHES = [1, 2, 4, 8, 16, 32]
 SIZE, CLASSES, LR, MOMENTUM, EPSILON = 32, 10, 0.01, 0.99, 1e-3
@@ -247,6 +247,7 @@ def main(batches: list[int]) -> dict[int, dict[str, float]]:
         first_calls({"stageflow eager": steps["stageflow eager"]}, first)
         eager_kernels.settle()  # the eager step's convolutions, compiled in the background
         composites.settle()  # and its batch norms: not while the staged step compiles
+        fused_updates.settle()  # and its SGD step
         compiles = first_calls({"stageflow staged": steps["stageflow staged"]}, first)
         incumbents = incumbent_steps(batch, initial)
         compiles.update(first_calls(incumbents, first))

@@ -168,6 +168,7 @@ from stageflow.frontend.vectorize import vectorized_map
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 from stageflow.runtime.devices import list_devices
 from stageflow.staging import composites as _composites  # noqa: F401 - installs the runner
+from stageflow.staging import fused_updates as _fused_updates  # noqa: F401 - and this one
 from stageflow.staging.concrete import ConcreteFunction
 from stageflow.staging.function import Function, RetracingWarning, function
 

@@ -9,6 +9,13 @@ the variable. Slots are created with eager initial
 values, so a training step under `sf.function` creates them on its first call only and is
 then traced once more (the paper's state-creation rule); later calls neither create state
 nor retrace.
+
+Eagerly, a step of the built-in optimizers runs as one compiled call where the staging
+layer installs a runner (`set_update_runner`): every variable's update and the step count,
+traced once per set of variables and gradient signature and compiled in the background,
+the updates running op by op meanwhile (as PyTorch's optimizers apply one "foreach" kernel
+per step rather than ops per parameter). The small ResNet's SGD step over 25 variables took
+176 us op by op at batch 1, a fifteenth of its training step.
 """
 
 from __future__ import annotations
@@ -29,6 +36,17 @@ from stageflow.frontend.variables import Variable
 
 __all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop"]
 
+# ``run(optimizer, rate, pairs)``: apply an eager step's updates as one compiled call and
+# return True, or return False (the updates then run op by op).
+UpdateRunner = Callable[["Optimizer", Tensor, list[tuple[Tensor, Variable]]], bool]
+_update_runner: UpdateRunner | None = None
+
+
+def set_update_runner(run: UpdateRunner) -> None:
+    """Install what runs an eager step's updates as one call (the staging layer's)."""
+    global _update_runner
+    _update_runner = run
+
 
 class Optimizer(Module):
     """The base class: `apply_gradients` over ``(gradient, variable)`` pairs, per-variable
@@ -47,7 +65,8 @@ class Optimizer(Module):
     """
 
     # Slots are tracked through `_slot_variables`; `_slots` maps model variables to them.
-    _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_slots", "_schedule"}
+    # `_fused_steps` is the update runner's, by variables and gradient signature.
+    _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_slots", "_schedule", "_fused_steps"}
 
     def __init__(self, learning_rate: float | Callable | Variable, name: str | None = None
                  ) -> None:
@@ -68,6 +87,7 @@ class Optimizer(Module):
         # id(model variable) -> (weak reference to it, {slot name: slot variable})
         self._slots: dict[int, tuple[weakref.ref, dict[str, Variable]]] = {}
         self._slot_variables: list[Variable] = []
+        self._fused_steps: dict[tuple, Any] = {}
 
     # -- hyper-parameters ---------------------------------------------------------------
 
@@ -146,6 +166,21 @@ class Optimizer(Module):
         for _, variable in pairs:
             self._create_slots(variable)
         rate = self._current_learning_rate()
+        if not (_update_runner is not None and self.fusable() and
+                _update_runner(self, rate, pairs)):
+            self.apply_updates(rate, pairs)
+        return self.iterations
+
+    def fusable(self) -> bool:
+        """Whether an eager step may run as one compiled call: the update rules are this
+        module's, which compute from tensors only (a subclass's rule may keep Python state
+        that a trace would freeze)."""
+        cls = type(self)
+        return cls._update.__module__ == __name__ and cls._coefficients.__module__ == __name__
+
+    def apply_updates(self, rate: Tensor, pairs: list[tuple[Tensor, Variable]]) -> None:
+        """Every variable's update at learning rate `rate` (float64), then the step count:
+        a step once the gradients are checked and the slots made (what a fused call runs)."""
         coefficients: dict[Any, dict[str, Tensor]] = {}
         for gradient, variable in pairs:
             if variable.dtype not in coefficients:
@@ -153,7 +188,6 @@ class Optimizer(Module):
                 coefficients[variable.dtype] = self._coefficients(lr, variable.dtype)
             self._update(gradient, variable, coefficients[variable.dtype])
         self.iterations.assign_add(1)
-        return self.iterations
 
     def _coefficients(self, lr: Tensor, dtype: Any) -> dict[str, Tensor]:
         """Per-step values shared by all variables of one dtype (computed once a step)."""
