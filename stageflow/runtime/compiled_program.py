@@ -129,7 +129,8 @@ class CompiledProgram:
         whether that call ran."""
         if all(a.flags.c_contiguous and a.flags.aligned for a in arrays):
             return False
-        arrays[:] = [np.ascontiguousarray(a) for a in arrays]
+        arrays[:] = [a if a.flags.c_contiguous and a.flags.aligned
+                     else np.ascontiguousarray(a) for a in arrays]  # (it makes 0-d 1-d)
         return not self._py(*arrays, *outputs, *states)
 
     def _assigned_locked(self, values: list[Any]) -> Any:

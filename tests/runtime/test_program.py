@@ -199,6 +199,31 @@ def test_non_contiguous_arguments_are_read_correctly():
     np.testing.assert_allclose(result.numpy(), (view * view).sum(0))
 
 
+def test_non_contiguous_variables_are_read_beside_scalars_and_assigned():
+    """The compiled entry refuses a non-contiguous argument before it runs anything; the
+    call is made again with contiguous copies of those only (a 0-d scalar stays 0-d)."""
+    v = sf.Variable(sf.zeros((4,)))  # a broadcast zero: stride 0
+    assert v.numpy().strides == (4,) and not np.asarray(v._value).flags.c_contiguous
+    calls = []
+
+    @sf.function
+    def step(x, scale):
+        calls.append(1)
+        v.assign_add(x[:, 1] * scale)
+        return v.read_value() + scale
+
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    program = program_of(step, sf.constant(x), sf.constant(2.0))
+    planned = []
+    fallback = program._step_plan
+    program._step_plan = lambda values: planned.append(1) or fallback(values)
+    for expected in ([4.0, 8.0, 12.0, 16.0], [6.0, 14.0, 22.0, 30.0]):
+        result = step(sf.constant(x), sf.constant(2.0))
+        np.testing.assert_array_equal(v.numpy(), np.subtract(expected, 2.0))
+        np.testing.assert_array_equal(result.numpy(), expected)
+    assert len(calls) == 1 and not planned  # the program ran, not the step plan
+
+
 def test_the_lowered_stage_shows_the_program_or_why_there_is_none():
     f = sf.function(lambda x: sf.reduce_max(sf.exp(x), axis=0))
     text = f.get_concrete_function(sf.TensorSpec([None, 4], sf.float32)).ir("lowered")
