@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
+from stageflow.runtime import compiled_program
 from stageflow.runtime.compiled_program import PROGRAM_MAX_KERNEL_ELEMENTS
 
 
@@ -268,3 +269,34 @@ def test_a_kernel_error_names_its_op_once():
                               input_signature=[sf.TensorSpec([None, None])] * 2)
     with pytest.raises(ValueError, match=r"^matmul: (?!matmul:)(?s:.*)test_program.py"):
         interpreted(sf.ones((2, 0)), sf.ones((3, 5)))
+
+
+def test_the_step_plan_a_program_falls_back_to_reads_stride_0_slots_as_the_program_does(
+        monkeypatch):
+    """Adam's slots start as broadcast zeros (stride 0). Where every function is a program,
+    kernels have no NumPy entry and the step plan calls their raw entry, which reads every
+    array as C-contiguous: a kernel updating a slot in place must refuse such a view (then
+    run on contiguous copies) rather than read past its one element."""
+
+    def losses(plan: bool) -> list[float]:
+        if plan:
+            monkeypatch.setattr(compiled_program.CompiledProgram, "run",
+                                lambda self, values: self._step_plan(values))
+        sf.random.set_seed(0)
+        w = sf.Variable(sf.random.normal((8, 4)))
+        optimizer = sf.optimizers.Adam(0.01)
+
+        @sf.function
+        def step(x):
+            with sf.GradientTape() as tape:
+                loss = sf.reduce_mean(sf.matmul(x, w) ** 2)
+            optimizer.apply_gradients([(tape.gradient(loss, w), w)])
+            return loss
+
+        x = sf.constant(np.linspace(-1.0, 1.0, 48, dtype=np.float32).reshape(6, 8))
+        return [float(step(x)) for _ in range(4)] + list(w.numpy().ravel())
+
+    compiled = losses(plan=False)
+    planned = losses(plan=True)
+    assert np.all(np.isfinite(planned))
+    np.testing.assert_allclose(planned, compiled, rtol=1e-6)

@@ -182,11 +182,15 @@ class CompiledKernel:
         return tuple(outputs)
 
     def run_into(self, arrays: Sequence[np.ndarray]) -> int:
-        """Run on inputs then preallocated outputs (C-contiguous, of the kernel's dtypes),
-        without converting anything; the status code (0: done; else nothing was written).
+        """Run on inputs then preallocated outputs (of the kernel's dtypes), without
+        converting anything; the status code (0: done; else nothing was written, as where an
+        array is not C-contiguous and aligned: 1 + its index).
         The GIL is released while the kernel runs, so threads can run blocks of rows."""
         if self._py is not None:
-            return self._py(*arrays)
+            return self._py(*arrays)  # (it checks their layout as below)
+        for index, array in enumerate(arrays):  # the raw entry reads them as C-contiguous
+            if not (array.flags.c_contiguous and array.flags.aligned):
+                return index + 1
         return self.raw(arrays, [d for a in arrays for d in a.shape])
 
     def raw(self, arrays: Sequence[np.ndarray], dims: Sequence[int]) -> int:
