@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import stageflow as sf
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops, rule_for
+from stageflow.codegen.lowered.rule import generic_spec
 from stageflow.codegen.lowered.small_matmul import SmallMatmul
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir.dialect import load_primitives
@@ -119,6 +120,26 @@ def test_leading_axes_of_a_large_input_reduce_on_every_core(dtype, name):
                 rows = np.prod([shape[a] for a in axes])
                 tolerance = (1e-6 if dtype == np.float32 else 1e-14) * np.sqrt(rows)
                 np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
+def test_large_static_reductions_compile_shape_generic_and_small_ones_stay_static():
+    """Batch norm's statistics at three widths are one compiled function; a small
+    reduction keeps its static dims (and the cheap levels of small code), as does one with
+    an unknown dim."""
+    wide = [values((8, 16, 16, c), np.float32, seed=c) for c in (16, 32, 64)]
+    specs = [generic_spec(spec_for("reduce_sum", [x], axes=(0, 1, 2), keepdims=False))
+             for x in wide]
+    assert all(ty.shape == (None,) * ty.ndim for ty in specs[0].inputs + specs[0].outputs)
+    assert len({spec.key for spec in specs}) == 1
+    op = compiled(specs[0])
+    for x in wide:
+        np.testing.assert_allclose(op(x), x.sum((0, 1, 2)), rtol=1e-5, atol=1e-4)
+    small = spec_for("reduce_sum", [np.zeros((4, 8), np.float32)], axes=(0,), keepdims=False)
+    assert generic_spec(small) == small
+    partly = OpSpec("reduce_sum", (ShapedType((None, 4096), np.dtype(np.float32)),),
+                    (ShapedType((4096,), np.dtype(np.float32)),),
+                    {"axes": (0,), "keepdims": False})
+    assert generic_spec(partly) == partly
 
 
 def test_max_of_nothing_raises_as_eagerly():

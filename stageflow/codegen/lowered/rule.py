@@ -16,6 +16,7 @@ outside the arrays it is given.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -174,27 +175,38 @@ class Lowering(Protocol):
 
 Rule = Callable[[OpSpec], Lowering | None]
 RULES: dict[str, Rule] = {}
-GENERIC: set[str] = set()  # primitives whose ops compile shape-generic (`lowering`)
+# Primitives whose ops compile shape-generic (`lowering`), by the static size from which
+# they do (0: always).
+GENERIC: dict[str, int] = {}
 
 
-def lowering(*names: str, generic: bool = False) -> Callable[[Rule], Rule]:
+def lowering(*names: str, generic: bool = False,
+             generic_from: int | None = None) -> Callable[[Rule], Rule]:
     """Register a rule for primitives `names` (used as a decorator). With `generic`, the
     ops are compiled with every dim unknown (`generic_spec`): one function serves every
-    shape, where a static dim saves little and each specialisation costs a compile."""
+    shape, where a static dim saves little and each specialisation costs a compile. With
+    `generic_from`, only ops of static shapes and at least that many elements are: small
+    ones keep their static shapes and the cheap levels of small code, and ones with an
+    unknown dim already serve every size along it."""
 
     def register(rule: Rule) -> Rule:
         for name in names:
             RULES[name] = rule
-            if generic:
-                GENERIC.add(name)
+            if generic or generic_from is not None:
+                GENERIC[name] = 0 if generic else int(generic_from or 0)
         return rule
 
     return register
 
 
 def generic_spec(spec: OpSpec) -> OpSpec:
-    """`spec` with every dim unknown where its primitive's rule is `generic`."""
-    if spec.name not in GENERIC:
+    """`spec` with every dim unknown where its primitive's rule is generic at its size."""
+    threshold = GENERIC.get(spec.name)
+    if threshold is None:
+        return spec
+    types = spec.inputs + spec.outputs
+    if threshold and (any(d is None for ty in types for d in ty.shape)
+                      or max(math.prod(ty.shape) for ty in types) < threshold):
         return spec
 
     def erased(types: tuple[ShapedType, ...]) -> tuple[ShapedType, ...]:
