@@ -101,10 +101,11 @@ def test_leading_axes_of_a_large_input_reduce_on_every_core(dtype, name):
     rows split over the cores, each task's results combined at the end; sums and products
     fold blocks of a vector's columns over the rows in registers, the last columns in
     scalars; row counts not a multiple of the accumulators, widths not a multiple of the
-    vector, and strided views (the general loop) all give NumPy's results."""
+    vector, widths of several axes (a product the tasks compute for themselves), and
+    strided views (the general loop) all give NumPy's results."""
     rng = np.random.default_rng(7)
     for shape, axes in [((1031, 37), (0,)), ((33, 65, 48), (0, 1)), ((4099, 3), (0,)),
-                        ((2, 70_000, 16), (0, 1))]:
+                        ((2, 70_000, 16), (0, 1)), ((40, 33, 70), (0,))]:
         x = values(shape, dtype, seed=shape[0])
         if name == "reduce_prod":  # near 1 (floats) or +-1 (integers): no overflow
             x = (1 + 0.001 * x if np.dtype(dtype).kind == "f"

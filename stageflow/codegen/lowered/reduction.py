@@ -119,14 +119,17 @@ class Reduce:
         def task(tb: OpBuilder, first: ir.Value, last: ir.Value, number: ir.Value,
                  memory: ir.Value) -> None:
             t = tb.b
+            # the task's own width: a function of its own (a value of the entry's, unless
+            # a constant, is not defined there)
+            own_width = _product(t, tb.inputs[0].dims[prefix:])
             mine = t.icmp_unsigned("!=", memory, ir.Constant(_PTR, None))
             target = t.select(mine, memory, tb.outputs[0].pointer)
             with t.if_then(mine):
                 identity = identity_of(self.kind, self.dtype, ty)
-                counted_loop(t, i64(0), width, i64(1), lambda j: t.store(
+                counted_loop(t, i64(0), own_width, i64(1), lambda j: t.store(
                     identity, t.gep(memory, [j], source_etype=ty)), "identity")
             fold = self._fold_columns if vectors else self._fold_rows
-            fold(Emitter(t), tb.inputs[0].pointer, target, (first, last), width, ty)
+            fold(Emitter(t), tb.inputs[0].pointer, target, (first, last), own_width, ty)
 
         def merge(mb: ir.IRBuilder, partial: ir.Value) -> None:
             self._combine_into(Emitter(mb), ob.outputs[0].pointer, partial, width, ty)
