@@ -6,6 +6,7 @@ ratio measured in the same process, interleaving the contenders round by round.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -27,16 +28,26 @@ def interleaved_samples(
 ) -> dict[str, list[float]]:
     """Seconds per iteration of each contender in each of `rounds` alternating rounds, after
     one untimed call each (a staged contender traces and compiles there, which would
-    otherwise make the calibration settle on one iteration per round)."""
+    otherwise make the calibration settle on one iteration per round).
+
+    What is alive by then (the setup's objects, and in ``python -m benchmarks`` those the
+    earlier benchmarks left) is frozen out of the garbage collector while the rounds run:
+    in that long run a full collection of the heap took 0.44 s, a whole round of whichever
+    contender's allocations triggered it (`timeit` turns the collector off instead)."""
     for run in runs.values():
         run(1)
-    counts = {name: calibrate(run, min_time) for name, run in runs.items()}
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run(counts[name])
-            samples[name].append((time.perf_counter() - start) / counts[name])
+    gc.collect()
+    gc.freeze()
+    try:
+        counts = {name: calibrate(run, min_time) for name, run in runs.items()}
+        samples: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(rounds):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run(counts[name])
+                samples[name].append((time.perf_counter() - start) / counts[name])
+    finally:
+        gc.unfreeze()
     return samples
 
 
