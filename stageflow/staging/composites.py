@@ -14,7 +14,7 @@ code is cached on disk like every staged function's, so a later process finds it
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from stageflow.core import context, nest
@@ -22,6 +22,7 @@ from stageflow.frontend import composite as composite_module
 from stageflow.frontend import tape
 from stageflow.frontend.composite import Composite
 from stageflow.frontend.spec import TensorSpec
+from stageflow.staging.background import BackgroundBuilds
 from stageflow.staging.concrete import ConcreteFunction, trace_function
 from stageflow.staging.function import Function
 from stageflow.staging.staged_grad import ForwardBackward, call_under_tape
@@ -36,12 +37,12 @@ class CompositeRunner:
 
     def __init__(self) -> None:
         self._ready: dict[tuple, ConcreteFunction] = {}
-        self._pending: dict[tuple, Future[None]] = {}
+        # builds by signature: one that answered None failed, and is never tried again
+        # (its ops run one by one)
+        self._pending: dict[tuple, Future[ConcreteFunction | None]] = {}
         self._functions: dict[Composite, Function] = {}
-        self._failed: set[tuple] = set()  # never tried again: their ops run one by one
-        self._errors: list[Exception] = []  # for `settle` to raise
+        self._builds = BackgroundBuilds("stageflow-composite")
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
 
     def __call__(self, composite: Composite, arguments: tuple) -> Any:
         key = (composite, *[None if a is None else (a._value.dtype, a._value.shape)
@@ -67,24 +68,14 @@ class CompositeRunner:
         one failed (its ops then always run one by one; `settle` raises the error)."""
         with self._lock:
             pending = self._pending.get(key)
-            if key in self._failed or pending is not None and not pending.done():
+            if pending is not None and (not pending.done() or pending.result() is None):
                 return
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="stageflow-composite")
             specs = [None if a is None else TensorSpec(a.shape, a.dtype) for a in arguments]
-            self._pending[key] = self._pool.submit(self._build, key, composite, specs, taped)
-
-    def _build(self, key: tuple, composite: Composite, specs: list[TensorSpec | None],
-               taped: bool) -> None:
-        try:
-            self._compile(key, composite, specs, taped)
-        except Exception as error:  # noqa: BLE001 - kept for `settle`; the ops still run
-            with self._lock:
-                self._failed.add(key)
-                self._errors.append(error)
+            self._pending[key] = self._builds.submit(
+                lambda: self._compile(key, composite, specs, taped))
 
     def _compile(self, key: tuple, composite: Composite, specs: list[TensorSpec | None],
-                 taped: bool) -> None:
+                 taped: bool) -> ConcreteFunction:
         concrete = self._ready.get(key)
         if concrete is None:
             function = self._functions.get(composite)
@@ -101,18 +92,12 @@ class CompositeRunner:
             if len(self._ready) >= MAX_SIGNATURES:
                 del self._ready[next(iter(self._ready))]
             self._ready[key] = concrete
+        return concrete
 
     def settle(self) -> None:
         """Wait for the builds under way; the first error of a build that failed since the
         last `settle` is raised here (its composite keeps running its ops one by one)."""
-        with self._lock:
-            pending = list(self._pending.values())
-        for future in pending:
-            future.result()
-        with self._lock:
-            errors, self._errors = self._errors, []
-        if errors:
-            raise errors[0]
+        self._builds.settle()
 
 
 RUNNER = CompositeRunner()

@@ -19,7 +19,6 @@ while tracing or compiling leaves that signature op by op for good and is raised
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from stageflow.core import config, context, devices, nest
@@ -29,6 +28,7 @@ from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import Variable
+from stageflow.staging.background import BackgroundBuilds
 from stageflow.staging.concrete import ConcreteFunction, trace_function
 from stageflow.staging.function import Function
 
@@ -43,10 +43,8 @@ class UpdateRunner:
     """Compiles optimizer steps on a worker thread; runs them once compiled."""
 
     def __init__(self) -> None:
-        self._pending: list[Future[ConcreteFunction | None]] = []
-        self._errors: list[Exception] = []  # for `settle` to raise
+        self._builds = BackgroundBuilds("stageflow-updates")
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
 
     def __call__(self, optimizer: Optimizer, rate: Tensor, pairs: Pairs) -> bool:
         if (not config.eager_compile or context.state.tape_count
@@ -78,42 +76,26 @@ class UpdateRunner:
         specs = (TensorSpec(rate.shape, rate.dtype),
                  [TensorSpec(g.shape, g.dtype) for g, _ in pairs])
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="stageflow-updates")
             if len(steps) >= MAX_STEPS:
                 del steps[next(iter(steps))]
-            future = self._pool.submit(self._build, optimizer, variables, specs)
-            steps[key] = future
-            self._pending = [f for f in self._pending if not f.done()] + [future]
+            steps[key] = self._builds.submit(lambda: self._build(optimizer, variables, specs))
 
     def _build(self, optimizer: Optimizer, variables: list[Variable],
-               specs: tuple[TensorSpec, list[TensorSpec]]) -> ConcreteFunction | None:
+               specs: tuple[TensorSpec, list[TensorSpec]]) -> ConcreteFunction:
         def step(rate: Tensor, gradients: list[Tensor]) -> None:
             optimizer.apply_updates(rate, list(zip(gradients, variables, strict=True)))
 
-        try:
-            function = Function(step, name=f"{type(optimizer).__name__.lower()}_step",
-                                autograph=False)
-            leaves, treedef = nest.flatten(specs)
-            concrete = trace_function(function, leaves, treedef, False)
-            concrete.program  # noqa: B018 - compiles
-            return concrete
-        except Exception as error:  # noqa: BLE001 - kept for `settle`; the ops still run
-            with self._lock:
-                self._errors.append(error)
-            return None
+        function = Function(step, name=f"{type(optimizer).__name__.lower()}_step",
+                            autograph=False)
+        leaves, treedef = nest.flatten(specs)
+        concrete = trace_function(function, leaves, treedef, False)
+        concrete.program  # noqa: B018 - compiles
+        return concrete
 
     def settle(self) -> None:
         """Wait for the compiles under way; the first error of one that failed since the
         last `settle` is raised here (its steps keep running op by op)."""
-        with self._lock:
-            pending = list(self._pending)
-        for future in pending:
-            future.result()
-        with self._lock:
-            errors, self._errors = self._errors, []
-        if errors:
-            raise errors[0]
+        self._builds.settle()
 
 
 RUNNER = UpdateRunner()
