@@ -39,8 +39,9 @@ import numpy as np
 import stageflow as sf
 from benchmarks.timing import interleaved_best
 from examples.resnet import ResNet, cifar_resnet, train_step
+from stageflow.models import composite_runner as composites
+from stageflow.models import fused_updates
 from stageflow.runtime import eager_kernels
-from stageflow.staging import composites, fused_updates
 
 BATCHES = [1, 2, 4, 8, 16, 32]
 SIZE, CLASSES, LR, MOMENTUM, EPSILON = 32, 10, 0.01, 0.99, 1e-3

@@ -37,7 +37,6 @@ from stageflow.core.dtypes import (
     uint32,
 )
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
-from stageflow.frontend.module import Module
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
 from stageflow.frontend.ops.complex_numbers import complex
 from stageflow.frontend.ops.control import (
@@ -165,10 +164,9 @@ from stageflow.frontend.tape import (
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.frontend.vectorize import vectorized_map
+from stageflow.models.module import Module
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 from stageflow.runtime.devices import list_devices
-from stageflow.staging import composites as _composites  # noqa: F401 - installs the runner
-from stageflow.staging import fused_updates as _fused_updates  # noqa: F401 - and this one
 from stageflow.staging.concrete import ConcreteFunction
 from stageflow.staging.function import Function, RetracingWarning, function
 

@@ -1,10 +1,10 @@
 """`sf.train`: object-graph checkpoints (the paper, section 4.3).
 
-Exactly the public names of `stageflow.frontend.train.checkpoint`, where they are defined and
+Exactly the public names of `stageflow.models.train.checkpoint`, where they are defined and
 documented.
 """
 
-from stageflow.frontend.train.checkpoint import (
+from stageflow.models.train.checkpoint import (
     Checkpoint,
     CheckpointLoadStatus,
     CheckpointManager,

@@ -17,7 +17,7 @@ import pytest
 import stageflow as sf
 
 # Every public namespace, by the name users spell it (`sf.config` is the module
-# `stageflow.core.config`, the schedules `stageflow.frontend.schedules`).
+# `stageflow.core.config`, the schedules `stageflow.models.schedules`).
 NAMESPACES: dict[str, ModuleType] = {
     "sf": sf, "sf.math": sf.math, "sf.nn": sf.nn, "sf.linalg": sf.linalg,
     "sf.random": sf.random, "sf.losses": sf.losses, "sf.optimizers": sf.optimizers,

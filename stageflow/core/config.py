@@ -26,7 +26,7 @@
   convolutions keep NumPy's kernels instead of the compiled ones, and composites (batch
   norm) run their ops one by one instead of as one staged function (both compiled in the
   background per signature, see `stageflow.runtime.eager_kernels` and
-  `stageflow.frontend.composite`), so that an eager program's numbers never depend on
+  `stageflow.models.composite`), so that an eager program's numbers never depend on
   when a compile finished.
 - ``STAGEFLOW_MALLOC=default``: glibc's malloc keeps its own thresholds; by default the
   runtime fixes them at import so that large arrays freed and allocated again at every

@@ -24,11 +24,11 @@ from xdsl.dialects.func import FuncOp
 
 from stageflow.core import context, dtypes
 from stageflow.core.primitive import ResourceType, ShapedType
-from stageflow.frontend.module import Module
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import Variable
 from stageflow.ir.text import IRError, parse_module
 from stageflow.ir.types import abstract_value
+from stageflow.models.module import Module
 from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.runtime.executable import Plan
 from stageflow.saved import manifest as schema

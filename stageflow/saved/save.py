@@ -29,12 +29,12 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from stageflow.core import nest
-from stageflow.frontend.module import Module
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import module_to_text
+from stageflow.models.module import Module
 from stageflow.saved.structure import JSON_SCALARS, Node, encode, value_node
 from stageflow.staging.concrete import ConcreteFunction
 from stageflow.staging.function import Function

@@ -14,10 +14,9 @@ without decorating anything:
   shapes), under a tape as one op whose gradient is the staged backward; nested tapes
   (higher-order gradients) replay its ops one by one, as for any staged function.
 
-Compiling is the staging layer's work, above this one: it installs the runner
-(`set_runner`). The runner compiles in the background and answers None meanwhile; then,
-and where no runner is installed (or ``sf.config.eager_compile`` is False, or a tensor
-lives on another device), the ops run one by one, with the same results to rounding.
+The runner (`composite_runner`) compiles in the background and answers None meanwhile;
+then, and where ``sf.config.eager_compile`` is False or a tensor lives on another device,
+the ops run one by one, with the same results to rounding.
 """
 
 from __future__ import annotations
@@ -28,18 +27,9 @@ from typing import Any
 from stageflow.core import config, context, devices
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace
+from stageflow.models.composite_runner import RUNNER
 
-__all__ = ["Composite", "set_runner"]
-
-Runner = Callable[["Composite", tuple], Any]
-_runner: Runner | None = None
-
-
-def set_runner(run: Runner) -> None:
-    """Install what runs a composite eagerly: ``run(composite, tensors)`` returns its
-    results, or None while it cannot (the composite's ops then run one by one)."""
-    global _runner
-    _runner = run
+__all__ = ["Composite"]
 
 
 class Composite:
@@ -56,11 +46,11 @@ class Composite:
         self.name = name
 
     def __call__(self, *tensors: Tensor) -> Any:
-        if (_runner is not None and config.eager_compile
+        if (config.eager_compile
                 and not isinstance(context.current_trace(), GraphTrace)
                 and devices.current() in (None, devices.HOST)
                 and all(type(t) is Tensor or t is None for t in tensors)):
-            results = _runner(self, tensors)
+            results = RUNNER(self, tensors)
             if results is not None:
                 return results
         return self.function(*tensors)

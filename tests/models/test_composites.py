@@ -9,9 +9,9 @@ import pytest
 
 import stageflow as sf
 from stageflow.core import config
-from stageflow.frontend import composite as composite_module
-from stageflow.frontend.composite import Composite
-from stageflow.staging import composites
+from stageflow.models import composite as composite_module
+from stageflow.models import composite_runner as composites
+from stageflow.models.composite import Composite
 
 L = sf.layers
 
@@ -51,7 +51,7 @@ def counted(monkeypatch):
         counts["compiled"] += result is not None
         return result
 
-    monkeypatch.setattr(composite_module, "_runner", counting)
+    monkeypatch.setattr(composite_module, "RUNNER", counting)
     return counts
 
 
@@ -156,7 +156,7 @@ def test_a_composite_that_fails_to_compile_runs_its_ops_and_settle_reports_it():
 
 def test_composites_on_a_logical_device_run_their_ops(monkeypatch):
     calls = []
-    monkeypatch.setattr(composite_module, "_runner", lambda c, a: calls.append(c))
+    monkeypatch.setattr(composite_module, "RUNNER", lambda c, a: calls.append(c))
     composite = Composite(lambda x: x + 1.0, "plus_one")
     with sf.device("/device:CPU:0"):
         composite(sf.ones(2))

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stageflow.core.shapes import format_shape
-from stageflow.frontend.module import Module
 from stageflow.frontend.ops.random import Generator
-from stageflow.frontend.optimizers import Optimizer
 from stageflow.frontend.variables import Variable
+from stageflow.models.module import Module
+from stageflow.models.optimizers import Optimizer
 
 Commit = Callable[[], None]
 VARIABLE_VALUE = "VARIABLE_VALUE"

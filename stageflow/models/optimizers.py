@@ -10,8 +10,8 @@ values, so a training step under `sf.function` creates them on its first call on
 then traced once more (the paper's state-creation rule); later calls neither create state
 nor retrace.
 
-Eagerly, a step of the built-in optimizers runs as one compiled call where the staging
-layer installs a runner (`set_update_runner`): every variable's update and the step count,
+Eagerly, a step of the built-in optimizers runs as one compiled call (`fused_updates`):
+every variable's update and the step count,
 traced once per set of variables and gradient signature and compiled in the background,
 the updates running op by op meanwhile (as PyTorch's optimizers apply one "foreach" kernel
 per step rather than ops per parameter). The small ResNet's SGD step over 25 variables took
@@ -25,28 +25,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stageflow.core import dtypes
-from stageflow.frontend.module import Module
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor
-from stageflow.frontend.train import deferred
 from stageflow.frontend.variables import Variable
+from stageflow.models.fused_updates import RUNNER
+from stageflow.models.module import Module
+from stageflow.models.train import deferred
 
 __all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop"]
-
-# ``run(optimizer, rate, pairs)``: apply an eager step's updates as one compiled call and
-# return True, or return False (the updates then run op by op).
-UpdateRunner = Callable[["Optimizer", Tensor, list[tuple[Tensor, Variable]]], bool]
-_update_runner: UpdateRunner | None = None
-
-
-def set_update_runner(run: UpdateRunner) -> None:
-    """Install what runs an eager step's updates as one call (the staging layer's)."""
-    global _update_runner
-    _update_runner = run
-
 
 class Optimizer(Module):
     """The base class: `apply_gradients` over ``(gradient, variable)`` pairs, per-variable
@@ -166,8 +155,7 @@ class Optimizer(Module):
         for _, variable in pairs:
             self._create_slots(variable)
         rate = self._current_learning_rate()
-        if not (_update_runner is not None and self.fusable() and
-                _update_runner(self, rate, pairs)):
+        if not (self.fusable() and RUNNER(self, rate, pairs)):
             self.apply_updates(rate, pairs)
         return self.iterations
 

@@ -1,4 +1,4 @@
-"""The runner of eager composites (`frontend.composite`): one staged function per composite
+"""The runner of eager composites (`models.composite`): one staged function per composite
 and input signature, compiled in the background.
 
 A call whose signature is new starts its compile on a worker thread and returns None, so
@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stageflow.core import context, nest
-from stageflow.frontend import composite as composite_module
 from stageflow.frontend import tape
-from stageflow.frontend.composite import Composite
 from stageflow.frontend.spec import TensorSpec
 from stageflow.staging.background import BackgroundBuilds
 from stageflow.staging.concrete import ConcreteFunction, trace_function
 from stageflow.staging.function import Function
 from stageflow.staging.staged_grad import ForwardBackward, call_under_tape
+
+if TYPE_CHECKING:
+    from stageflow.models.composite import Composite
 
 __all__ = ["settle"]
 
@@ -102,4 +103,3 @@ class CompositeRunner:
 
 RUNNER = CompositeRunner()
 settle = RUNNER.settle
-composite_module.set_runner(RUNNER)

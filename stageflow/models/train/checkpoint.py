@@ -19,10 +19,10 @@ from stageflow.core import context, dtypes
 from stageflow.frontend.ops.control import numpy_function
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tracer import GraphTrace
-from stageflow.frontend.train import deferred, storage
-from stageflow.frontend.train.graph import is_trackable, walk
-from stageflow.frontend.train.restore import Restore, serialize
 from stageflow.frontend.variables import Variable
+from stageflow.models.train import deferred, storage
+from stageflow.models.train.graph import is_trackable, walk
+from stageflow.models.train.restore import Restore, serialize
 
 
 class Checkpoint:

@@ -16,9 +16,6 @@ from typing import Any
 import numpy as np
 
 from stageflow.core.source import describe_location
-from stageflow.frontend.activations import get_activation
-from stageflow.frontend.initializers import get_initializer
-from stageflow.frontend.layers import Layer
 from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros_like
@@ -26,6 +23,9 @@ from stageflow.frontend.ops.elementwise import add, less, subtract
 from stageflow.frontend.ops.linalg import matmul
 from stageflow.frontend.ops.shape import dynamic_update_index, transpose
 from stageflow.frontend.tensor import Tensor
+from stageflow.models.activations import get_activation
+from stageflow.models.initializers import get_initializer
+from stageflow.models.layers.base import Layer
 
 __all__ = ["GRU", "LSTM", "SimpleRNN"]
 

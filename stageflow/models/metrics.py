@@ -13,7 +13,6 @@ import math
 from typing import Any
 
 from stageflow.core import dtypes
-from stageflow.frontend.module import Module
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones, zeros
@@ -21,6 +20,7 @@ from stageflow.frontend.ops.reductions import argmax, reduce_sum
 from stageflow.frontend.ops.shape import expand_dims, reshape, squeeze
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
+from stageflow.models.module import Module
 
 __all__ = ["AUC", "Accuracy", "CategoricalAccuracy", "Mean", "MeanSquaredError", "Metric",
            "Precision", "Recall", "SparseCategoricalAccuracy", "Sum"]

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.frontend.train import deferred
-from stageflow.frontend.train.graph import Commit, children, kind, prepare, slots, state, walk
 from stageflow.frontend.variables import Variable
+from stageflow.models.train import deferred
+from stageflow.models.train.graph import Commit, children, kind, prepare, slots, state, walk
 
 TENSOR = "__tensor__"
 

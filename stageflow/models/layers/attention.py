@@ -4,20 +4,20 @@ and `Reshape`, composites of matmuls, softmax and data movement."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from stageflow.core.source import describe_location
-from stageflow.frontend.initializers import get_initializer
-from stageflow.frontend.layers import Layer
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.elementwise import where
 from stageflow.frontend.ops.linalg import matmul
 from stageflow.frontend.ops.nn import dropout, softmax
-from stageflow.frontend.ops.shape import reshape, reshape_to, transpose
+from stageflow.frontend.ops.shape import reshape_to, transpose
 from stageflow.frontend.tensor import Tensor
+from stageflow.models.initializers import get_initializer
+from stageflow.models.layers.base import Layer
 
-__all__ = ["MultiHeadAttention", "Reshape"]
+__all__ = ["MultiHeadAttention"]
 
 
 class MultiHeadAttention(Layer):
@@ -120,27 +120,3 @@ class MultiHeadAttention(Layer):
 def _dense(x: Tensor, kernel: Any, bias: Any) -> Tensor:
     y = matmul(x, kernel)
     return y + bias if bias is not None else y
-
-
-class Reshape(Layer):
-    """Each example reshaped to `target_shape` (the batch dim kept; -1 inferred once), the
-    dtype kept: ``[batch, *dims] -> [batch, *target_shape]``.
-
-    >>> sf.layers.Reshape((2, -1))(sf.ones((4, 6))).shape
-    (4, 2, 3)
-    """
-
-    def __init__(self, target_shape: Sequence[int], trainable: bool = True,
-                 name: str | None = None, dtype: Any = None) -> None:
-        super().__init__(trainable=trainable, name=name, dtype=dtype)
-        self.target_shape = tuple(int(d) for d in target_shape)
-
-    def call(self, inputs: Any) -> Tensor:
-        inputs = convert_to_tensor(inputs)
-        target = list(self.target_shape)
-        per_example = inputs.shape[1:]
-        if -1 in target and None not in per_example:  # resolve it here: the batch may be
-            known = math.prod(d for d in target if d != -1)  # the one unknown dim
-            target[target.index(-1)] = math.prod(per_example) // max(known, 1)
-        batch = inputs.shape[0]
-        return reshape(inputs, (batch if batch is not None else -1, *target))

@@ -1,4 +1,4 @@
-"""The runner of eager optimizer steps (`frontend.optimizers`): one staged function per
+"""The runner of eager optimizer steps (`models.optimizers`): one staged function per
 optimizer, set of variables and gradient signature, compiled in the background.
 
 A step's updates are a few small ops per variable: eagerly each is a dispatch, and the
@@ -19,11 +19,9 @@ while tracing or compiling leaves that signature op by op for good and is raised
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stageflow.core import config, context, devices, nest
-from stageflow.frontend import optimizers
-from stageflow.frontend.optimizers import Optimizer
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace
@@ -31,6 +29,9 @@ from stageflow.frontend.variables import Variable
 from stageflow.staging.background import BackgroundBuilds
 from stageflow.staging.concrete import ConcreteFunction, trace_function
 from stageflow.staging.function import Function
+
+if TYPE_CHECKING:
+    from stageflow.models.optimizers import Optimizer
 
 __all__ = ["settle"]
 
@@ -100,4 +101,3 @@ class UpdateRunner:
 
 RUNNER = UpdateRunner()
 settle = RUNNER.settle
-optimizers.set_update_runner(RUNNER)

@@ -10,8 +10,7 @@ import pytest
 
 import stageflow as sf
 from stageflow.core import config
-from stageflow.frontend import optimizers
-from stageflow.staging import fused_updates
+from stageflow.models import fused_updates, optimizers
 
 opt = sf.optimizers
 
@@ -39,7 +38,7 @@ def counted(monkeypatch):
         counts["fused"] += fused
         return fused
 
-    monkeypatch.setattr(optimizers, "_update_runner", counting)
+    monkeypatch.setattr(optimizers, "RUNNER", counting)
     return counts
 
 

@@ -23,8 +23,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from stageflow.frontend.train import deferred
 from stageflow.frontend.variables import Variable
+from stageflow.models.train import deferred
 
 Path = tuple[str | int, ...]
 

@@ -392,7 +392,7 @@ def test_a_kept_walk_does_not_keep_its_module_alive():
 
 
 def test_the_training_mode_of_a_layer_call_reaches_the_calls_inside_and_ends_with_it():
-    from stageflow.frontend import layers
+    from stageflow.models.layers import base as layers
 
     seen = []
 

@@ -1,0 +1,1 @@
+"""Keras-style layers, one module per kind; `sf.layers` re-exports their public names."""

@@ -1,0 +1,102 @@
+"""Dense and embedding layers: the kernels of fully connected models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stageflow.core import dtypes
+from stageflow.core.source import describe_location
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.linalg import matmul
+from stageflow.frontend.ops.normalization import embedding_lookup
+from stageflow.frontend.ops.shape import reshape
+from stageflow.frontend.tensor import Tensor
+from stageflow.models.initializers import get_initializer
+from stageflow.models.layers.base import (
+    Layer,
+    _KernelLayer,
+)
+
+__all__ = ["Dense", "Embedding"]
+
+
+class Dense(_KernelLayer):
+    """``activation(inputs @ kernel + bias)`` over the last dim of the inputs.
+
+    `kernel` is ``[input_dim, units]``, created on the first call with
+    `kernel_initializer` (Glorot uniform), `bias` is ``[units]`` of `bias_initializer`
+    (zeros). The variables take the input's floating dtype unless `dtype` is given.
+
+    Inputs ``[..., input_dim]`` (rank 1 or more), outputs ``[..., units]`` of the
+    variables' dtype.
+
+    >>> layer = sf.layers.Dense(4, activation="relu")
+    >>> y = layer(sf.ones((2, 3)))          # the first call creates the variables
+    >>> y.shape, y.dtype.name
+    ((2, 4), 'float32')
+    >>> layer.kernel.shape, layer.bias.shape
+    ((3, 4), (4,))
+    >>> sf.layers.Dense(2, kernel_initializer="ones")(sf.constant([[1.0, 2.0, 3.0]]))
+    sf.Tensor([[6., 6.]], shape=(1, 2), dtype=float32)
+    """
+
+    def __init__(self, units: int, activation: str | Callable | None = None,
+                 use_bias: bool = True, kernel_initializer: str | Callable = "glorot_uniform",
+                 bias_initializer: str | Callable = "zeros", trainable: bool = True,
+                 name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(activation, use_bias, kernel_initializer, bias_initializer,
+                         trainable, name, dtype)
+        if int(units) < 1:
+            raise ValueError(f"Dense: units must be a positive int, got {units!r}")
+        self.units = int(units)
+
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
+        self._create((self._last_dim(input_shape, 1), self.units), self.units)
+
+    def call(self, inputs: Any) -> Tensor:
+        inputs = convert_to_tensor(inputs)
+        if inputs.ndim == 1:
+            outputs = matmul(reshape(inputs, (1, -1)), self.kernel)
+            outputs = reshape(outputs, (self.units,))
+        else:
+            outputs = matmul(inputs, self.kernel)
+        return self._epilogue(outputs)
+
+
+class Embedding(Layer):
+    """A lookup table: integer ids of any shape -> their rows of `embeddings`
+    (``[input_dim, output_dim]``, initialised U(-0.05, 0.05)): ids ``[...]`` give
+    ``[..., output_dim]`` of the table's dtype (float32 unless `dtype` is given).
+
+    >>> embed = sf.layers.Embedding(input_dim=10, output_dim=4)
+    >>> vectors = embed(sf.constant([[1, 2, 3], [4, 5, 5]]))
+    >>> vectors.shape, vectors.dtype.name
+    ((2, 3, 4), 'float32')
+    >>> embed.embeddings.shape
+    (10, 4)
+    >>> bool(sf.reduce_all(vectors[1, 1] == vectors[1, 2]))      # the same id, the same row
+    True
+    """
+
+    def __init__(self, input_dim: int, output_dim: int,
+                 embeddings_initializer: str | Callable = "uniform", trainable: bool = True,
+                 name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        if int(input_dim) < 1 or int(output_dim) < 1:
+            raise ValueError(f"Embedding: input_dim and output_dim must be positive, got "
+                             f"{input_dim!r} and {output_dim!r}")
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        self.embeddings_initializer = get_initializer(embeddings_initializer)
+        self.embeddings = None
+
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
+        self.embeddings = self.add_weight("embeddings", (self.input_dim, self.output_dim),
+                                          self.embeddings_initializer)
+
+    def call(self, inputs: Any) -> Tensor:
+        ids = convert_to_tensor(inputs)
+        if not dtypes.is_integer(ids.dtype):
+            raise TypeError(f"Embedding: ids must be integers, got {ids.dtype.name}"
+                            f"{describe_location()}")
+        return embedding_lookup(self.embeddings, ids)
