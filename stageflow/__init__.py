@@ -1,23 +1,16 @@
 """stageflow: eager by default, staged on demand — an ML DSL compiled through MLIR-style IR.
 
-`import stageflow as sf`; the names here are the public API (see API.md).
+`import stageflow as sf`; the names here are the public API. What eager execution needs
+(tensors, the op set, tapes, devices) is imported with the package; the names that live
+above the compiler (`sf.function`, the model layer, `sf.data`, `sf.aot`, ...) are imported
+the first time they are read (`_LAZY`, through the module's `__getattr__`), so that
+`import stageflow` and eager ops load neither xDSL nor LLVM.
 """
 
-from stageflow import (
-    aot,
-    data,
-    distribute,
-    layers,
-    linalg,
-    losses,
-    math,
-    metrics,
-    nn,
-    optimizers,
-    random,
-    saved,
-    train,
-)
+import importlib as _importlib
+from typing import Any as _Any
+
+from stageflow import linalg, math, nn, random
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
@@ -167,10 +160,35 @@ from stageflow.frontend.vectorize import vectorized_map
 from stageflow.models.module import Module
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 from stageflow.runtime.devices import list_devices
-from stageflow.staging.concrete import ConcreteFunction
-from stageflow.staging.function import Function, RetracingWarning, function
 
 bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
 newaxis = None
 
 __version__ = config.VERSION
+
+# Public names imported on first read: name -> (module, attribute or None for the module).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "function": ("stageflow.staging.function", "function"),
+    "Function": ("stageflow.staging.function", "Function"),
+    "RetracingWarning": ("stageflow.staging.function", "RetracingWarning"),
+    "ConcreteFunction": ("stageflow.staging.concrete", "ConcreteFunction"),
+    **{name: (f"stageflow.{name}", None) for name in (
+        "aot", "data", "distribute", "layers", "losses", "metrics", "optimizers", "saved",
+        "train")},
+}
+
+
+def __getattr__(name: str) -> _Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'stageflow' has no attribute {name!r}") from None
+    value = _importlib.import_module(module)
+    if attribute is not None:
+        value = getattr(value, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

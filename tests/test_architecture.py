@@ -6,6 +6,7 @@ module in its body (a dependency the layer contract and readers should see at th
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from collections import deque
@@ -139,3 +140,42 @@ def test_no_function_local_imports_of_stageflow():
     assert not found, "imports of stageflow modules inside functions (import at the top):\n" + \
         "\n".join(f"  {file}:{line} in {name}(): {modules}"
                   for (file, line), (name, modules) in sorted(found.items()))
+
+
+COMPILER = ("xdsl", "llvmlite", "stageflow.ir", "stageflow.passes", "stageflow.codegen",
+            "stageflow.staging")
+
+_LOADED = """
+import json
+import sys
+import numpy as np
+import stageflow as sf
+def loaded():
+    return sorted(m for m in {compiler!r} if m in sys.modules)
+after_import = loaded()
+x = sf.constant(np.ones((8, 8), np.float32))
+v = sf.Variable(np.zeros((8, 8), np.float32))
+with sf.GradientTape() as tape:
+    tape.watch(x)
+    y = sf.reduce_sum(sf.nn.softmax(sf.matmul(x, x)) * v + sf.nn.conv2d(
+        sf.reshape(x, (1, 8, 8, 1)), sf.ones((3, 3, 1, 2)), 1, "SAME")[0, :, :, 0])
+tape.gradient(y, [x, v])
+v.assign_add(x)
+sf.Module()
+after_eager = loaded()
+f = sf.function(lambda a: a * 2.0)
+f(x)
+print(json.dumps([after_import, after_eager, loaded()]))
+"""
+
+
+def test_the_compiler_loads_on_first_use_not_with_the_package():
+    """`import stageflow` and eager ops load neither xDSL nor LLVM nor the compiler's
+    layers (`core.lazy`); the first `sf.function` loads them."""
+    result = subprocess.run([sys.executable, "-c", _LOADED.format(compiler=COMPILER)],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    after_import, after_eager, after_function = json.loads(result.stdout.splitlines()[-1])
+    assert after_import == []
+    assert after_eager == []
+    assert after_function == sorted(COMPILER)

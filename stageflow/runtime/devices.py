@@ -20,11 +20,16 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import TYPE_CHECKING
 
-from stageflow.core import devices
+from stageflow.core import devices, lazy
 from stageflow.runtime.cpu_devices import Device, LogicalCPU
-from stageflow.runtime.gpu import GPUDevice
-from stageflow.runtime.gpu_drivers import EmulatedDriver, cuda_gpus
+
+if TYPE_CHECKING:  # GPU devices compile their kernels: loaded when the table is built
+    from stageflow.runtime import gpu, gpu_drivers
+else:
+    gpu = lazy.module("stageflow.runtime.gpu")
+    gpu_drivers = lazy.module("stageflow.runtime.gpu_drivers")
 
 _lock = threading.Lock()
 _table: dict[str, Device] | None = None
@@ -49,12 +54,12 @@ def _devices() -> dict[str, Device]:
                 for index in range(1, count):
                     name = f"/device:CPU:{index}"
                     table[name] = LogicalCPU(name, memory, count)
-                drivers, _no_gpu_reason = cuda_gpus()
-                drivers += [EmulatedDriver(memory)
+                drivers, _no_gpu_reason = gpu_drivers.cuda_gpus()
+                drivers += [gpu_drivers.EmulatedDriver(memory)
                             for _ in range(devices.emulated_gpu_count())]
                 for index, driver in enumerate(drivers):
                     name = f"/device:GPU:{index}"
-                    table[name] = GPUDevice(name, driver)
+                    table[name] = gpu.GPUDevice(name, driver)
                 devices.mark_started(list(table))
                 _table = table
     return _table

@@ -42,19 +42,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
 
-from stageflow.codegen.lowered.compile import OpSpec, compile_ops
-from stageflow.codegen.lowered.rule import generic_spec
-from stageflow.core import config
+from stageflow.core import config, lazy
 from stageflow.core.op_facts import Cost, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
-from stageflow.ir.builder import build_function, build_op
-from stageflow.passes import DEFAULT_PIPELINE, Pipeline
-from stageflow.runtime.executable import CompileStats, Executable
+
+if TYPE_CHECKING:  # the compiler: loaded by the first op that compiles
+    from stageflow.runtime import eager_compiles
+else:
+    eager_compiles = lazy.module("stageflow.runtime.eager_compiles")
 
 MIN_MACS = 1 << 16  # ~1 us of a convolution at 100 GFLOP/s
 # Smaller elementwise ops: a few microseconds either way (a relu of 2^12 float32: 2.6 us
@@ -133,8 +132,8 @@ class EagerKernels:
         output = primitive.shape_rule(*inputs, **params)
         if MACS[primitive.name]([v.shape for v in values], output.shape) < MIN_MACS:
             return None
-        spec = generic_spec(OpSpec(primitive.name, inputs, (output,), dict(params)))
-        compiling = self._compile(spec.key, lambda: compile_ops([spec])[0])
+        spec = eager_compiles.generic_op(primitive, inputs, output, params)
+        compiling = self._compile(spec.key, lambda: eager_compiles.compile_op(spec))
         return _Pending(primitive, params, compiling, routes, key)
 
     def _elementwise(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
@@ -144,7 +143,8 @@ class EagerKernels:
         if (math.prod(output.shape) < MIN_ELEMENTS or output.dtype not in _EXACT_DTYPES
                 or any(v.dtype not in _EXACT_DTYPES for v in values)):
             return None
-        compiling = self._compile(key, lambda: _one_op_program(primitive, inputs, params))
+        compiling = self._compile(
+            key, lambda: eager_compiles.one_op_program(primitive, inputs, params))
         return _Trial(primitive, params, compiling, routes, key)
 
     def _compile(self, key: Any, make: Callable[[], Any]) -> Future[Any]:
@@ -209,34 +209,6 @@ class _Trial(_Pending):
         if len(compiled) >= TRIAL_CALLS:
             self.routes[self.key] = program if min(compiled) < min(numpy) else None
         return result
-
-
-class _ProgramOp:
-    """A one-op program as a function of the operand arrays to its result."""
-
-    def __init__(self, run: Callable[[list[Any]], list[Any]]) -> None:
-        self.run = run
-
-    def __call__(self, *arrays: Any) -> Any:
-        return self.run(list(arrays))[0]
-
-
-def _one_op_program(primitive: Primitive, inputs: tuple[ShapedType, ...],
-                    params: dict[str, Any]) -> _ProgramOp | None:
-    """`primitive` on `inputs` as a staged function of one op, optimised as every staged
-    function is (its op becomes a kernel) and compiled to one program; None where it does
-    not become one."""
-    output = primitive.shape_rule(*inputs, **params)
-
-    def body(arguments: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-        op = build_op(primitive, arguments, params, output)
-        return [op], list(op.results)
-
-    name = f"eager_{primitive.name}"
-    module = ModuleOp([build_function(name, inputs, body)])
-    Pipeline.parse(DEFAULT_PIPELINE).run(module)
-    (executable,) = Executable.build_entries(module, [name], CompileStats())
-    return None if executable.program is None else _ProgramOp(executable.program.run)
 
 
 KERNELS = EagerKernels()

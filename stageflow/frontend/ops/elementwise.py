@@ -343,7 +343,7 @@ atan2 = binary_op(special.atan2_p, """The angle of the point (x, y) from the x a
     ``sf.atan2([1.0, 1.0], [1.0, -1.0])`` -> ``[0.7853982, 2.3561945]``.
 
     >>> sf.math.atan2([1.0, 1.0], [1.0, -1.0])
-    sf.Tensor([0.7853981, 2.3561945], shape=(2,), dtype=float32)
+    sf.Tensor([0.785398..., 2.356194...], shape=(2,), dtype=float32)
     """)
 maximum = binary_op(ew.maximum_p, """Elementwise maximum (NaN propagates).
 
