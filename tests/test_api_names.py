@@ -1,7 +1,7 @@
-"""The public names of API.md's "Tensors" and "Ops" sections exist with their meanings, and
-the public modules (`sf.nn`, `sf.layers`, ...) show exactly their `__all__`.
+"""The public API's tensor and op names exist with their meanings (the names TensorFlow users
+type), and the public modules (`sf.nn`, `sf.layers`, ...) show exactly their `__all__`.
 
-The lists are copied from API.md (not parsed from it), so the test runs on any clone.
+The lists are written out here, the contract this test holds the package to.
 Also: eager execution builds no IR (no `xdsl` module is imported).
 """
 
@@ -41,7 +41,7 @@ NN = (
     "sparse_softmax_cross_entropy_with_logits"
 ).split()
 RANDOM = ["set_seed", "normal", "uniform", "Generator"]
-# API.md's layers and optimizers that exist so far.
+# The layers and optimizers of the contract.
 LAYERS = ("Dense Conv2D BatchNormalization Dropout MaxPool2D AveragePooling2D "
           "GlobalAveragePooling2D Flatten ReLU Sequential").split()
 OPTIMIZERS = ["SGD", "Adam"]
@@ -86,7 +86,7 @@ def test_namespace_shows_exactly_its_public_names(namespace):
     module = getattr(sf, namespace)
     public = [name for name in dir(module) if not name.startswith("_")]
     assert public == sorted(module.__all__), f"sf.{namespace} shows more than its __all__"
-    assert set(NAMESPACES[namespace]) <= set(public), f"sf.{namespace} lacks API.md names"
+    assert set(NAMESPACES[namespace]) <= set(public), f"sf.{namespace} lacks names of the contract"
     assert all(callable(getattr(module, name)) or inspect.ismodule(getattr(module, name))
                for name in public)  # functions and classes; sub-namespaces (schedules)
 
@@ -145,7 +145,7 @@ def _parameters(fn) -> dict[str, inspect.Parameter]:
 
 ANY = object()  # any default (or none)
 
-# (function, {keyword: default or inspect.Parameter.empty}) as API.md spells them.
+# (function, {keyword: default or inspect.Parameter.empty}) as the contract spells them.
 SIGNATURES = [
     ("sf.constant", {"dtype": None, "shape": None}),
     ("sf.convert_to_tensor", {"dtype": None}),

@@ -1,4 +1,4 @@
-"""Eager `sf.Tensor` behaviour (API.md, "Tensors"): construction and default dtypes, repr,
+"""Eager `sf.Tensor` behaviour: construction and default dtypes, repr,
 NumPy interop, Python conversions, iteration, device, hashing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Eager elementwise ops and Python operators against NumPy (API.md, "Ops" and "Tensors").
+"""Eager elementwise ops and Python operators against NumPy.
 
 Every unary and binary op runs on hypothesis-drawn shapes (0-d and zero-size included),
 broadcast-compatible shape pairs and dtypes, on both eager dispatch paths (the NumPy fast
