@@ -25,13 +25,10 @@ from stageflow.ir.dialect import (
     FAMILIES,
     OPS,
     ElementwiseOp,
-    load_primitives,
     op_class,
     sf_dialect,
 )
 from stageflow.primitives.autodiff import HANDLED_BY_TAPE
-
-load_primitives()
 
 
 def _gradient(primitive: Primitive) -> list[str]:

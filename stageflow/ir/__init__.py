@@ -34,7 +34,6 @@ from stageflow.ir.dialect import (
     StructuralOp,
     TernaryElementwiseOp,
     UnaryElementwiseOp,
-    load_primitives,
     op_class,
     sf_dialect,
 )
@@ -91,7 +90,6 @@ __all__ = [
     "encode",
     "encode_params",
     "ir_type",
-    "load_primitives",
     "location_attr",
     "make_context",
     "module_to_text",

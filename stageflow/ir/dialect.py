@@ -21,14 +21,13 @@ Every op also shares one textual syntax (MLIR's, with the params in the attr-dic
     %4 = sf.iota {shape = [4], dtype = i32, dimension = 0} : () -> tensor<4xi32>
     %5 = sf.constant dense<[1.0, 2.0]> : tensor<2xf32>
 
-Adding a primitive needs no change here: `sf_dialect()` picks up whatever is registered.
+Adding a primitive needs no change here: `sf_dialect()` derives an op for each one
+`stageflow.primitives` registers, every one of them once this module is imported.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 from typing import Any, ClassVar, Self
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
@@ -54,6 +53,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from stageflow import primitives as _primitives  # noqa: F401 - registers every primitive
 from stageflow.core.op_facts import Family
 from stageflow.core.primitive import REGISTRY, Primitive
 from stageflow.ir.attributes import SymbolRef, decode, print_attr_dict
@@ -66,20 +66,6 @@ from stageflow.ir.types import (
     ir_type,
     shaped_type,
 )
-
-_loaded = False
-
-
-def load_primitives() -> None:
-    """Import every module of `stageflow.primitives` once, so REGISTRY is complete."""
-    global _loaded
-    if _loaded:
-        return
-    package = importlib.import_module("stageflow.primitives")
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-    _loaded = True
-
 
 # Operands and results: tensors, or handles to variables.
 VALUE_TYPE = base(TensorType) | base(ResourceTensorType)
@@ -397,8 +383,6 @@ def op_class(primitive: Primitive | str) -> type[SfOp] | type[ControlOp]:
     """The op class of a primitive (or primitive name), defining it on first use."""
     if isinstance(primitive, str):
         if primitive not in REGISTRY:
-            load_primitives()
-        if primitive not in REGISTRY:
             raise KeyError(f"no primitive named {primitive!r}")
         primitive = REGISTRY[primitive]
     if primitive.name in HAND_WRITTEN:
@@ -415,7 +399,6 @@ _dialect_cache: tuple[int, Dialect] | None = None
 def sf_dialect() -> Dialect:
     """The `sf` dialect: an op for every registered primitive and ``sf.yield``."""
     global _dialect_cache
-    load_primitives()
     if _dialect_cache is None or _dialect_cache[0] != len(REGISTRY):
         ops = {ConstantOp, YieldOp, *(op_class(primitive) for primitive in REGISTRY.values())}
         ordered: list[type[Operation]] = sorted(ops, key=lambda op: op.name)

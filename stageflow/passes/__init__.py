@@ -4,19 +4,11 @@ Each pass is an xDSL `ModulePass` with a kebab-case ``name`` and its options as 
 fields; `Pipeline` runs a sequence of them, verifying the IR after each, and
 `DEFAULT_PIPELINE` is the compiler's. `available_passes()` lists them (and the error for an
 unknown name in ``stageflow opt --passes``); each module's docstring says what its pass
-does and why. Importing this package imports every pass module, which registers its pass.
+does and why. Importing this package imports every module of it (`core.registration`), so
+every pass is registered from then on.
 """
 
-from stageflow.passes import (  # noqa: F401 - importing registers the passes
-    cse,
-    fold,
-    fuse,
-    inline,
-    plan_buffers,
-    prune,
-    remat,
-    simplify,
-)
+from stageflow.core.registration import import_modules
 from stageflow.passes.pipeline import (
     DEFAULT_PIPELINE,
     IR_DUMP_HEADER,
@@ -34,6 +26,8 @@ from stageflow.passes.registry import (
     parse_pipeline,
     register_pass,
 )
+
+import_modules(__name__, __path__)
 
 __all__ = [
     "DEFAULT_PIPELINE",

@@ -1,10 +1,10 @@
 """Passes by name: the registry `stageflow opt --passes` and the compiler look passes up in.
 
 Each pass module decorates its `ModulePass` with `register_pass`; the package imports every
-pass module (a new pass file is one line in `stageflow/passes/__init__.py`, and the test
-that every pass has a lit test covers it at once). Pipeline text is
-xDSL's syntax, parsed by xDSL's own `parse_pipeline`: passes separated by commas, options
-in braces with ``-`` or ``_`` in their names and spaces between options::
+module of it, so a new pass is registered by being a file of the package (and the test that
+every pass has a lit test covers it at once). Pipeline text is xDSL's syntax, parsed by
+xDSL's own `parse_pipeline`: passes separated by commas, options in braces with ``-`` or
+``_`` in their names and spaces between options::
 
     prune,fold{max-elements=64},cse,simplify{no-signed-zeros=true},inline{max-ops=16}
 """

@@ -30,12 +30,10 @@ from stageflow.codegen.targets.indexed import gather_entry, reduce_entry, reduce
 from stageflow.codegen.targets.ptx import ptxas_path
 from stageflow.core import dtypes
 from stageflow.core.primitive import REGISTRY, ShapedType
-from stageflow.ir import load_primitives, parse_module
+from stageflow.ir import parse_module
 from stageflow.ir.types import tensor_type
 from stageflow.primitives.elementwise import ElementwisePrimitive
 from stageflow.primitives.reduction import MAX, MIN, PROD, SUM
-
-load_primitives()
 
 F16, BF16, F32, F64 = dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
 I32, I64, U32, BOOL = dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.bool_

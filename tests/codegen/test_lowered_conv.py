@@ -25,9 +25,7 @@ from stageflow.codegen.lowered import conv, matmul, pool
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
-from stageflow.ir.dialect import load_primitives
 
-load_primitives()
 FLOATS = [np.float32, np.float64]
 _compiled: dict[tuple, CompiledOp] = {}
 

@@ -22,10 +22,8 @@ from stageflow.codegen.lowered import linalg
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops, op_spec, rule_for
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.ir import parse_module
-from stageflow.ir.dialect import load_primitives
 from stageflow.runtime.compiled_program import CompiledProgram
 
-load_primitives()
 FLOATS = [np.float32, np.float64]
 pytestmark = pytest.mark.skipif(not linalg.lapack_available(),
                                 reason="NumPy's OpenBLAS exports no LAPACK here")

@@ -14,9 +14,7 @@ from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops, r
 from stageflow.codegen.lowered.rule import generic_spec
 from stageflow.codegen.lowered.small_matmul import SmallMatmul
 from stageflow.core.primitive import REGISTRY, ShapedType
-from stageflow.ir.dialect import load_primitives
 
-load_primitives()
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
 _compiled: dict[tuple, CompiledOp | None] = {}
 

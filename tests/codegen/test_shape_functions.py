@@ -27,7 +27,6 @@ from stageflow.codegen.llvm.emitter import I64
 from stageflow.codegen.lowered.rule import i64
 from stageflow.codegen.program.dims import function_dims
 from stageflow.core.primitive import REGISTRY
-from stageflow.ir.dialect import load_primitives
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import parse_module
 from stageflow.passes import DEFAULT_PIPELINE, Pipeline
@@ -425,7 +424,6 @@ WITHOUT_RULE = {"call", "constant", "random_bits", "dim_size", "read_variable",
 
 
 def test_every_primitive_is_covered():
-    load_primitives()
     uncovered = {name for name, primitive in REGISTRY.items()
                  if primitive.dims is None and name not in WITHOUT_RULE}
     assert not uncovered

@@ -34,7 +34,6 @@ from stageflow.ir import (
     constant_value,
     decode,
     encode,
-    load_primitives,
     module_to_text,
     op_class,
     parse_module,
@@ -44,8 +43,6 @@ from stageflow.ir import (
 )
 from stageflow.ir.control import CondOp, ControlOp, WhileOp
 from stageflow.primitives.elementwise import ElementwisePrimitive
-
-load_primitives()
 
 F32, F64, I32, I64 = dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64
 U32, BOOL, BF16 = dtypes.uint32, dtypes.bool_, dtypes.bfloat16

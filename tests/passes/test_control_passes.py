@@ -19,7 +19,7 @@ from xdsl.ir import Block
 import stageflow as sf
 from stageflow.core import dtypes
 from stageflow.core.primitive import REGISTRY
-from stageflow.ir import ConstantOp, constant_value, load_primitives, module_to_text, parse_module
+from stageflow.ir import ConstantOp, constant_value, module_to_text, parse_module
 from stageflow.ir.control import CondOp, WhileOp, YieldOp
 from stageflow.ir.types import ResourceTensorType, shaped_type
 from stageflow.passes import DEFAULT_PIPELINE, Pipeline
@@ -27,7 +27,6 @@ from stageflow.passes.remat import FORWARD_ATTR, residual_count
 from stageflow.passes.support import callee_name
 from stageflow.primitives.control import branch_index
 
-load_primitives()
 LIT_DIR = pathlib.Path(__file__).resolve().parents[2] / "lit_tests" / "passes"
 MAX_ITERATIONS = 1000
 PIPELINES = {

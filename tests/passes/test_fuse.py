@@ -30,7 +30,6 @@ from stageflow.ir import (
     build_constant,
     build_function,
     build_op,
-    load_primitives,
     module_to_text,
     op_class,
     parse_module,
@@ -43,7 +42,6 @@ from stageflow.passes.fuse import is_kernel
 from stageflow.passes.fuse_groups import is_fusible, is_fusible_reduction
 from stageflow.passes.support import callee_name
 
-load_primitives()
 LIT = pathlib.Path(__file__).resolve().parents[2] / "lit_tests" / "passes" / "fuse.mlir"
 F32 = dtypes.float32
 

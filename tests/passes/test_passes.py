@@ -32,7 +32,6 @@ from stageflow.ir import (
     build_function,
     build_op,
     constant_value,
-    load_primitives,
     module_to_text,
     op_class,
     parse_module,
@@ -54,7 +53,6 @@ from stageflow.passes import (
 from stageflow.passes.remat import FORWARD_ATTR, residual_count
 from stageflow.passes.support import callee_name
 
-load_primitives()
 LIT_DIR = pathlib.Path(__file__).resolve().parents[2] / "lit_tests" / "passes"
 DYNAMIC_DIM = 4  # the size given to every `?` dim when a function is run
 SPECIAL = (0.0, -0.0, 1.0, 2.0, np.inf, -np.inf, np.nan)

@@ -18,7 +18,6 @@ from strategies import shapes
 
 from stageflow.core.dims import PYTHON, same_dims
 from stageflow.core.primitive import REGISTRY, ShapedType
-from stageflow.ir.dialect import load_primitives
 from stageflow.primitives.elementwise import ElementwisePrimitive
 
 Case = tuple[list[np.ndarray], dict[str, Any]]
@@ -259,7 +258,6 @@ def case(draw: st.DrawFn, name: str) -> Case:
 
 
 def _with_dims() -> list[str]:
-    load_primitives()
     return sorted(name for name, primitive in REGISTRY.items() if primitive.dims is not None)
 
 

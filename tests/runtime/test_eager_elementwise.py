@@ -19,12 +19,10 @@ from hypothesis.extra import numpy as hnp
 import stageflow as sf
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
-from stageflow.ir.dialect import load_primitives
 from stageflow.runtime import eager_kernels
 from stageflow.runtime.eager import EagerTrace
 from stageflow.runtime.eager_kernels import MIN_ELEMENTS, TRIAL_CALLS, _one_op_program, exact
 
-load_primitives()
 EXACT = sorted(p.name for p in REGISTRY.values() if exact(p))
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64)]
 SPECIAL = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-310, 0.5, -0.5, 1.5, -2.5,

@@ -51,17 +51,6 @@ from stageflow.codegen.llvm.numpy_abi import (
     array_dims,
     array_ok,
 )
-from stageflow.codegen.lowered import (  # noqa: F401
-    conv,
-    integer_power,
-    linalg,
-    matmul,
-    movement,
-    random_bits,
-    reduction,
-    scan,
-    sorting,
-)
 from stageflow.codegen.lowered.rule import (
     RULES,
     Lowering,
