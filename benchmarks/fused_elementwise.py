@@ -24,7 +24,7 @@ from benchmarks import incumbents
 from benchmarks.timing import interleaved_medians
 from stageflow.codegen import compile_kernel
 from stageflow.ir import parse_module
-from stageflow.runtime.parallel import workers
+from stageflow.runtime.row_parallel import workers
 
 C = float(np.sqrt(2.0 / np.pi))
 

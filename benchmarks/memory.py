@@ -19,7 +19,7 @@ Figures per batch size, all in bytes:
 The goal: runtime <= 1.25x the lower bound, and compiled below eager.
 
 The convolutions' lowered code also holds scratch of its own, outside the plan
-(`codegen.lowered.conv`: at most `SCRATCH_BYTES` of windows per task, one task per core,
+(`codegen.lowered.conv.im2col`: at most `SCRATCH_BYTES` of windows per task, one task per core,
 and a pixel's channels of zeros per task): the ResNet's figures add that bound to the runtime peak.
 """
 
@@ -35,7 +35,7 @@ import stageflow as sf
 from benchmarks.mlp_train import init_params, make_data, make_train_step
 from benchmarks.resnet import built_model, make_batch
 from examples.resnet import train_step
-from stageflow.codegen.lowered.conv import SCRATCH_BYTES
+from stageflow.codegen.lowered.conv.im2col import SCRATCH_BYTES
 
 RESNET_BATCHES = [1, 8, 32]
 ZEROS_BYTES = 64 * 4  # the direct loops' zeros per task: a pixel of the widest input

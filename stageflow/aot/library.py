@@ -37,7 +37,7 @@ from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import return_unless
-from stageflow.codegen.lowered import matmul, pool
+from stageflow.codegen.lowered import matmul, worker_pool
 from stageflow.codegen.program.builder import (
     NO_MEMORY,
     NULL_POINTER,
@@ -294,7 +294,7 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
     module, program, shapes, signature = whole_function_module(symbol, functions)
     state = _StateEntries(module, symbol, signature, variables) if not freeze else None
     _c_entries(module, symbol, signature, program, shapes, state)
-    for name in (matmul.GUARD_SYMBOL, pool.STATE_SYMBOL):
+    for name in (matmul.GUARD_SYMBOL, worker_pool.STATE_SYMBOL):
         block = module.globals.get(name)
         if block is not None:  # the library's own: the JIT's is Python's
             block.initializer = ir.Constant(block.value_type, None)

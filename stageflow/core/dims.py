@@ -6,7 +6,7 @@ A primitive's ``dims`` function computes its result's dims from its operands' di
 - `PYTHON`, on ints while tracing, where an unknown dim is ``None`` and arithmetic with an
   unknown gives an unknown (broadcasting decides otherwise: a known dim other than 1 wins);
   the shape rules call it after their dtype and consistency checks;
-- the LLVM interpreter of the whole-function program (`codegen.llvm.dims`), which emits i64
+- the LLVM interpreter of the whole-function program (`codegen.llvm.dim_arith`), which emits i64
   arithmetic for the dims known only at run time and folds the static ones.
 
 Nothing is checked here: mismatched operands are the shape rules' to reject while tracing

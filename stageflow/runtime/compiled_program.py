@@ -41,7 +41,7 @@ from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.runtime.callbacks import Callback, bind_callbacks, take_error
 from stageflow.runtime.locks import AssignedLocks
-from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS
+from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS
 
 # The program is calls and dims arithmetic, its kernels and ops compiled already: the
 # cleanup pipeline (`cpu.levels` of tiny code) and LLVM's fast code generation compiled an

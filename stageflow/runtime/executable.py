@@ -37,7 +37,7 @@ from stageflow.primitives.control import branch_index
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.locks import AssignedLocks
-from stageflow.runtime.parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
+from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
 
 def _callee_name(op: Any) -> str:

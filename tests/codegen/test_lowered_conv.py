@@ -21,8 +21,10 @@ from llvmlite import binding as llvm
 
 import stageflow as sf
 from stageflow.codegen.llvm.functions import declare
-from stageflow.codegen.lowered import conv, matmul, pool
+from stageflow.codegen.lowered import matmul, worker_pool
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
+from stageflow.codegen.lowered.conv import direct as direct_loops
+from stageflow.codegen.lowered.conv import windowed
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
 
@@ -176,12 +178,12 @@ def run_direct(x: np.ndarray, w: np.ndarray, name: str = "conv2d", **params) -> 
     default rule's 32), every dim unknown."""
     spec = spec_for(name, [x, w], True, **params)
     if spec.key not in _direct:
-        saved = conv.DIRECT_MAX_OUT_CHANNELS
-        conv.DIRECT_MAX_OUT_CHANNELS = 64
+        saved = direct_loops.DIRECT_MAX_OUT_CHANNELS
+        direct_loops.DIRECT_MAX_OUT_CHANNELS = 64
         try:
             op = compile_ops([spec])[0]
         finally:
-            conv.DIRECT_MAX_OUT_CHANNELS = saved
+            direct_loops.DIRECT_MAX_OUT_CHANNELS = saved
         assert op is not None and ".direct" in op.llvm_ir
         _direct[spec.key] = op
     out = np.full(REGISTRY[name].kernel(x, w, **params).shape, np.nan, x.dtype)
@@ -268,13 +270,13 @@ def spy_on_gemms(monkeypatch) -> list[int]:
         _spies.append(spy)
         names[dtype] = f"test.gemm.spy.{dtype.name}"
         llvm.add_symbol(names[dtype], ctypes.cast(spy, ctypes.c_void_p).value)
-    gemm = conv.gemm_function
+    gemm = windowed.gemm_function
 
     def spying(module, dtype):
         signature = gemm(module, dtype).function_type
         return declare(module, names[dtype], signature.return_type, list(signature.args))
 
-    monkeypatch.setattr(conv, "gemm_function", spying)
+    monkeypatch.setattr(windowed, "gemm_function", spying)
     return calls
 
 
@@ -685,9 +687,9 @@ def test_a_forked_child_splits_convolutions_on_a_pool_of_its_own():
 
 
 def pool_word(name: str) -> int:
-    """A counter of the process's pool state (`pool._state`)."""
-    first = len(pool._SYNC) * pool._SYNC_WORDS
-    return pool._state[first + pool._WORDS.index(name)]
+    """A counter of the process's pool state (`worker_pool._state`)."""
+    first = len(worker_pool._SYNC) * worker_pool._SYNC_WORDS
+    return worker_pool._state[first + worker_pool._WORDS.index(name)]
 
 
 def native_threads() -> int:
@@ -705,7 +707,7 @@ def test_split_ops_of_every_module_share_the_process_pool():
     cases = [(values(s, np.float32), values(k, np.float32, seed=1) * 0.1) for s, k in shapes]
     run_compiled("conv2d", list(cases[0]), False, **params)  # the pool starts here, if not before
     started, threads = pool_word("started"), native_threads()
-    assert started == min(len(os.sched_getaffinity(0)), pool._MAX_WORKERS + 1)
+    assert started == min(len(os.sched_getaffinity(0)), worker_pool._MAX_WORKERS + 1)
     for x, w in cases[1:]:
         before = pool_word("generation")
         staged = sf.function(lambda a, b: sf.nn.conv2d(a, b, 1, "SAME"))

@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 
 import stageflow as sf
-from stageflow.codegen.llvm.dims import LLVMDims
+from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.emitter import I64
 from stageflow.codegen.lowered.rule import i64
 from stageflow.codegen.program.dims import function_dims

@@ -1,5 +1,5 @@
 # RUN: python %s | filecheck %s
-"""The worker pool a split op runs its tasks on (`stageflow.codegen.lowered.pool`): its
+"""The worker pool a split op runs its tasks on (`stageflow.codegen.lowered.worker_pool`): its
 state is one process-wide block, declared (the JIT's symbol is Python's), so that every
 module's split ops share the same workers. An idle worker watches the job's generation
 (an atomic load) for a bounded number of time-stamp cycles, yielding the core at each
@@ -9,7 +9,7 @@ remaining before it waits for them. The words watched are stored atomically."""
 from llvmlite import ir
 
 from stageflow.codegen.llvm.loops import i64
-from stageflow.codegen.lowered.pool import pool_run
+from stageflow.codegen.lowered.worker_pool import pool_run
 
 module = ir.Module("pool")
 pool_run(module, lambda b: i64(2))

@@ -104,6 +104,12 @@ def counted_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Valu
     fold_loop(b, start, stop, step, [], no_values, name, vectorize)
 
 
+def range_loop(b: ir.IRBuilder, stop: ir.Value, body: Callable[[ir.Value], None], name: str,
+               start: ir.Value | None = None) -> None:
+    """``for (i = start; i < stop; i++) body(i)``, from 0 unless `start` is given."""
+    counted_loop(b, i64(0) if start is None else start, stop, i64(1), body, name)
+
+
 def _is_const(value: ir.Value, number: int) -> bool:
     return isinstance(value, ir.Constant) and value.constant == number
 

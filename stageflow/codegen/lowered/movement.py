@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm import complex_math
-from stageflow.codegen.llvm.dims import LLVMDims
+from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, Emitter, storage_type
 from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest

@@ -30,8 +30,8 @@ from stageflow.codegen.llvm.emitter import C128, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
-from stageflow.codegen.lowered.parallel import cpu_count, run_tasks
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, is_row_major, lowering, nest, smaller
+from stageflow.codegen.lowered.tasks import cpu_count, run_tasks
 from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
 from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind

@@ -139,6 +139,11 @@ def smaller(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
+def larger(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """The larger of two signed integers."""
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
 def is_row_major(ob: OpBuilder, x: Operand) -> ir.Value:
     """Whether `x`'s strides are those of a row-major array of its dims (any stride on a
     dim of 1)."""
@@ -149,6 +154,15 @@ def is_row_major(ob: OpBuilder, x: Operand) -> ir.Value:
         ok = b.and_(ok, b.or_(ob.eq(stride, expected), b.icmp_signed("<=", d, i64(1))))
         expected = fold_mul(b, expected, d)
     return ok
+
+
+def row_major(ob: OpBuilder, index: int) -> Operand:
+    """Input `index`, failing unless it is C-contiguous (any stride on a dim of 1), with
+    the strides its dims imply: constants where the dims are static, so that loops over it
+    have constant steps (and trip counts) for LLVM to vectorise."""
+    x = ob.inputs[index]
+    ob.fail_unless(is_row_major(ob, x), index)
+    return Operand(x.pointer, x.dims, contiguous_strides(ob.b, x.dims), x.dtype)
 
 
 def contiguous_strides(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> list[ir.Value]:

@@ -57,8 +57,8 @@ from stageflow.codegen.llvm.emitter import I1, I8, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
 from stageflow.codegen.llvm.numpy_abi import array_data, array_dims, array_ok
-from stageflow.codegen.lowered.parallel import MAX_TASKS, cpu_count, run_calls
 from stageflow.codegen.lowered.rule import contiguous_strides
+from stageflow.codegen.lowered.tasks import MAX_TASKS, cpu_count, run_calls
 from stageflow.codegen.program.dims import function_dims
 from stageflow.codegen.program.workspace import ALIGNMENT, Workspace
 from stageflow.core.op_facts import HostOnly, LoweredBy, Memory

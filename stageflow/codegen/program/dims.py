@@ -24,7 +24,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation, SSAValue
 
 from stageflow.codegen.kernels.analysis import analyse
-from stageflow.codegen.llvm.dims import LLVMDims
+from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.loops import i64
 from stageflow.ir.dialect import SfOp
 from stageflow.passes.fuse import is_kernel

@@ -526,8 +526,8 @@ _DEFINE = re.compile(r'^define (?!internal |private )[^@\n]*@"?([^"(\s]+)"?\(',
                      re.MULTILINE)
 _SIBLING = re.compile(r"[0-9a-f]{16}")  # stageflow's symbols carry their module's cache key
 # Code calling these runs outside the calls of it: detached threads and fork handlers (the
-# op pools of `stageflow.codegen.lowered.pool`), which must never find it freed. (Found by
-# substring: a regular expression over the MLP training step's 217 KB of IR took 1-5 ms.)
+# worker pool of `stageflow.codegen.lowered.worker_pool`), which must never find it freed.
+# (Found by substring: a regular expression over a training step's IR is slow.)
 _OUTLIVES_CALLS = ("@\"pthread_detach\"", "@pthread_detach(", "@\"__register_atfork\"",
                    "@__register_atfork(")
 

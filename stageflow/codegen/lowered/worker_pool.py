@@ -1,28 +1,26 @@
-"""Worker threads kept between calls: the tasks of a split op run on threads started once.
+"""The process's pool of worker threads, which the tasks of a split op run on: threads
+started once and kept between calls, as starting a POSIX thread per task costs about as
+much as a small convolution's task.
 
-Starting a POSIX thread per task cost about 35 us here, a tenth of the small ResNet's
-training step at batch 8, which splits a few dozen ops. The process has one pool
-(`pool_run`), whose state is one block at `STATE_SYMBOL`: Python's for the JIT, so that
-every module's split ops share the same workers; an ahead-of-time library's own. Its first
-use starts one worker per CPU but the caller's, detached, waiting on a condition variable;
-a call posts the job (the start routine, the first task's record, the records' stride, the
-task count), wakes them, and takes tasks itself too. All job state is written under one
-mutex, a task being claimed under it and run outside it, so a worker that wakes late never
-runs a task of a finished job: it finds every task claimed. The caller returns once every
-task has finished.
+The process has one pool (`pool_run`), whose state is one block at `STATE_SYMBOL`: Python's
+for the JIT, so that every module's split ops share the same workers; an ahead-of-time
+library's own. Its first use starts one worker per CPU but the caller's, detached, waiting
+on a condition variable; a call posts the job (the start routine, the first task's record,
+the records' stride, the task count), wakes them, and takes tasks itself too. All job state
+is written under one mutex, a task being claimed under it and run outside it, so a worker
+that wakes late never runs a task of a finished job: it finds every task claimed. The
+caller returns once every task has finished.
 
-Waking a worker asleep on a condition variable costs tens of microseconds on this
-(virtual) machine: the small ResNet's 3x3 convolution of 16 channels at batch 1 took 66 us
-on one core and 102 split over two. So a worker that finishes a job watches for the next
-one for `SPIN_CYCLES` before it sleeps, and the caller watches for its tasks' end as long
-before it waits, yielding the core at each look (``sched_yield``) so that a watching
-thread delays no other that could run there; the words watched (the job's generation, the
-tasks remaining) are written and read atomically. The same convolution then took 35 us
-split, and the small ResNet's staged step at batch 1 / 8 ran 1.4 / 1.25x faster.
+Waking a worker asleep on a condition variable costs tens of microseconds on a virtual
+machine, more than a small convolution's split saves. So a worker that finishes a job
+watches for the next one for `SPIN_CYCLES` before it sleeps, and the caller watches for
+its tasks' end as long before it waits, yielding the core at each look (``sched_yield``)
+so that a watching thread delays no other that could run there; the words watched (the
+job's generation, the tasks remaining) are written and read atomically.
 
 A call finding the pool in use (another thread's call, or a task splitting an op of its
-own) gets false and starts threads of its own, as before. After a fork the child has none
-of the parent's threads: an ``atfork`` handler (glibc's ``__register_atfork``, which its
+own) gets false and starts threads of its own. After a fork the child has none of the
+parent's threads: an ``atfork`` handler (glibc's ``__register_atfork``, which its
 ``pthread_atfork`` wraps statically) zeroes the pool (PTHREAD_*_INITIALIZER are zeros in
 glibc) so that the child's first call starts new ones.
 """
@@ -49,7 +47,8 @@ STATE_TYPE = ir.ArrayType(I64, len(_SYNC) * _SYNC_WORDS + len(_WORDS))
 _state = (ctypes.c_int64 * STATE_TYPE.count)()
 _registered = False
 # How long an idle worker watches for the next job, and the caller for its tasks' end,
-# before sleeping (time-stamp counter cycles: ~0.8 ms at 2.6 GHz).
+# before sleeping, in time-stamp counter cycles: under a millisecond, long enough to catch
+# the next split op of a step, short enough that an idle process soon sleeps.
 SPIN_CYCLES = 1 << 21
 
 

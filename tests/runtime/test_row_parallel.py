@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import stageflow as sf
-from stageflow.runtime import parallel
-from stageflow.runtime.parallel import RowParallelKernel
+from stageflow.runtime import row_parallel
+from stageflow.runtime.row_parallel import RowParallelKernel
 
 
 def _kernel_steps(function, *args):
@@ -17,7 +17,7 @@ def _kernel_steps(function, *args):
 
 @pytest.mark.parametrize("shape", [(1 << 18,), (513, 1031), (7, 64, 1024)])
 def test_large_kernels_split_over_rows_give_the_eager_numbers(shape, monkeypatch):
-    monkeypatch.setattr(parallel, "workers", lambda: 2)  # also on a one-core machine
+    monkeypatch.setattr(row_parallel, "workers", lambda: 2)  # also on a one-core machine
     rng = np.random.default_rng(0)
     x, y = (sf.constant(rng.standard_normal(shape).astype(np.float32)) for _ in range(2))
 
@@ -41,7 +41,7 @@ def test_broadcasting_kernels_are_not_split():
 
 
 def test_unknown_leading_dims_split_only_when_shapes_match(monkeypatch):
-    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    monkeypatch.setattr(row_parallel, "workers", lambda: 2)
     spec = sf.TensorSpec([None, 512])
     staged = sf.function(lambda a, b: a * b + 1.0, input_signature=[spec, spec])
     big = np.full((1024, 512), 2.0, np.float32)

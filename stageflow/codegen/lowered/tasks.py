@@ -1,15 +1,14 @@
-"""Splitting one lowered op over the cores: its units of work as tasks on POSIX threads.
+"""Splitting one lowered op over the cores: its units of work as tasks on threads.
 
 A whole-function program is one call on one thread. The BLAS threads its own gemm calls,
 but the rest of a convolution (copying windows in and adding them back) ran on one core,
-and OpenBLAS's threading of a convolution's small block gemms made the small ResNet's
-step bimodal: the same process ran at 550 or 980 examples/s at batch 8, depending on
-where its worker thread slept. Here an op splits its units (image rows of a
+and OpenBLAS's threading of a convolution's small block gemms made a step's time bimodal,
+depending on where its threads slept. Here an op splits its units (image rows of a
 convolution) into one task per core, run by the process's pool of worker threads and the
-calling thread (`stageflow.codegen.lowered.pool`: threads started once; a thread started
-per call cost about 35 us here); where the pool is busy, the entry starts a thread per task
-after the first, runs the first itself, and joins them. Only work worth several times a
-thread's start is split.
+calling thread (`codegen.lowered.worker_pool`: threads started once, as starting a thread
+per call costs as much as a small task's work); where the pool is busy, the entry starts a
+thread per task after the first, runs the first itself, and joins them. Only work worth
+several times a thread's start is split.
 
 A task is a function of its own (`task_function`): it loads the op's operands again from
 the entry's ``(data, dims, strides)``, so the op's code needs nothing passed but its range
@@ -28,8 +27,8 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import I8, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, i64
-from stageflow.codegen.lowered.pool import pool_run
 from stageflow.codegen.lowered.rule import OpBuilder, load_operands
+from stageflow.codegen.lowered.worker_pool import pool_run
 
 MAX_TASKS = 64
 _PTR = ir.PointerType()
@@ -41,8 +40,6 @@ _AFFINITY_BYTES = 128  # a glibc cpu_set_t: 1024 CPUs
 # The body of a task: the builder positioned in the task's function (its operands loaded),
 # its first and last unit, its number (0 runs on the calling thread) and its private memory.
 TaskBody = Callable[[OpBuilder, ir.Value, ir.Value, ir.Value, ir.Value], None]
-
-
 
 
 def cpu_count(b: ir.IRBuilder) -> ir.Value:
@@ -268,8 +265,8 @@ def _call_thread(module: ir.Module) -> ir.Function:
 def _on_threads(b: ir.IRBuilder, tasks: ir.Value, record: Callable[[ir.Value], ir.Value],
                 thread: ir.Function, here: ir.Function) -> None:
     """Every task (`thread`, a start routine, given the task's record) run on the process's
-    pool of worker threads and this thread (`stageflow.codegen.lowered.pool`); where the
-    pool is busy, tasks 1 to `tasks` - 1 on a POSIX thread each, task 0 on this thread
+    pool of worker threads and this thread (`codegen.lowered.worker_pool`); where the pool
+    is busy, tasks 1 to `tasks` - 1 on a POSIX thread each, task 0 on this thread
     (`here`), then each thread joined, a task whose thread did not start run here."""
     module = b.module
     base = record(i64(0))

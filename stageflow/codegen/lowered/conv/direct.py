@@ -1,0 +1,309 @@
+"""The direct loops: oneDNN's NHWC micro-kernel for convolutions into few output channels.
+
+Per output row, tiles of `DIRECT_TILE` consecutive output pixels by a block of output
+channels keep their sums in registers (2 vectors of output channels: 12 sums, with the
+filters' vectors and a broadcast input) over the filter rows inside the image and, per
+filter row, its kw*C taps and channels, one contiguous run in the image and in the
+filters: per step the filters' vectors are loaded, each pixel's input broadcast, one
+llvm.fma issued per pixel and vector. The last tile of a row moves back to end at the
+row's end; a tile whose windows leave the image goes tap by tap, reading C zeros
+(calloc'd per task) for a pixel's taps outside.
+
+Why: for O of 8 to 32 the im2col gemm is (rows x kh*kw*C) @ (kh*kw*C x O), too narrow for
+the BLAS's kernels, and its copy of the windows costs as much again; here there is no
+scratch and no copy. For wider O each further block of channels reads the inputs again
+while the gemm's N grows as wide as its kernels, so im2col wins from 64 channels on; hence
+`DIRECT_MAX_OUT_CHANNELS`. The loops call no gemm, so their tasks leave OpenBLAS's threads
+alone.
+
+One copy per dtype in a module (`DirectLoops.call`), which conv2d's tasks and the input
+gradient's call: it is the largest code of the convolutions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, I32, I64
+from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.loops import (
+    counted_loop,
+    fold_add,
+    fold_loop,
+    fold_mul,
+    i64,
+    range_loop,
+    return_unless,
+)
+from stageflow.codegen.lowered.conv.windowed import NO_MEMORY, PTR, Geometry
+from stageflow.codegen.lowered.rule import (
+    OpBuilder,
+    Operand,
+    contiguous_strides,
+    larger,
+    smaller,
+)
+
+# The blocks of output channels a tile covers, (vectors, bytes per vector) widest first,
+# each half the previous one's channels: 2 AVX-512 vectors (32 floats), then 2 AVX2 vectors
+# (16), then 1 (8). O is walked in blocks of the widest, the rest by the narrower ones in
+# turn. O = 16 keeps 2 ymm vectors rather than one zmm: 12 sums hide the FMA's latency, the
+# 6 of a single vector would not.
+DIRECT_BLOCKS = ((2, 64), (2, 32), (1, 32))
+DIRECT_VECTOR_BYTES = DIRECT_BLOCKS[-1][1]  # the narrowest: O must be a multiple of it
+DIRECT_TILE = 6
+DIRECT_MAX_OUT_CHANNELS = 32
+
+
+@dataclass(frozen=True)
+class DirectLoops:
+    """The direct loops for one dtype: the rule that selects them, and the call of the
+    module's one copy."""
+
+    dtype: np.dtype
+
+    @property
+    def lanes(self) -> int:
+        """Elements per vector of the narrowest block (the channels O must be a multiple
+        of): 8 floats, 4 doubles."""
+        return DIRECT_VECTOR_BYTES // self.dtype.itemsize
+
+    def fits(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value:
+        """The selection rule (at run time): taps along a row one image column apart (their
+        channels one run; any strides, padding and filter-row dilation), O a multiple of
+        the vector's lanes and at most `DIRECT_MAX_OUT_CHANNELS`."""
+        b = ob.b
+        return ob.all_of([ob.eq(geo.dilations[1], i64(1)),
+                          ob.eq(b.srem(o, i64(self.lanes)), i64(0)),
+                          b.icmp_signed("<=", o, i64(DIRECT_MAX_OUT_CHANNELS))])
+
+    def call(self, ob: OpBuilder, x: Operand, w: Operand, out: Operand,
+             steps: tuple[ir.Value, ir.Value, ir.Value], pads: tuple[ir.Value, ir.Value],
+             rows: tuple[ir.Value, ir.Value]) -> ir.Value:
+        """Output image rows `rows` (first, last) of ``conv2d(x, w)`` at `steps` (strides,
+        filter-row dilation), padded `pads` above and to the left, by the module's one copy
+        of the direct loops (`_function`); their status (`NO_MEMORY` without memory)."""
+        return ob.b.call(self._function(ob.b.module), [
+            x.pointer, w.pointer, out.pointer, *x.dims, *w.dims, *out.dims, *steps, *pads,
+            *rows])
+
+    def _function(self, module: ir.Module) -> ir.Function:
+        """``i32 sf.conv2d.direct.DTYPE(ptr x, ptr w, ptr out, i64 dims..., i64 sh, sw, dh,
+        top, left, first, last)``: the direct loops (`_rows`), internal, one per dtype in a
+        module."""
+        symbol = f"sf.conv2d.direct.{self.dtype.name}"
+        existing = module.globals.get(symbol)
+        if isinstance(existing, ir.Function):
+            return existing
+        labels = [f"{name}.d{axis}" for name in ("x", "w", "out") for axis in range(4)]
+        labels += ["sh", "sw", "dh", "top", "left", "first", "last"]
+        function = ir.Function(module, ir.FunctionType(I32, [PTR] * 3 + [I64] * len(labels)),
+                               symbol)
+        function.linkage = "internal"
+        for argument, label in zip(function.args, ["x", "w", "out", *labels], strict=True):
+            argument.name = label
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        operands = []
+        for k in range(3):
+            dims = list(function.args[3 + 4 * k: 7 + 4 * k])
+            operands.append(Operand(function.args[k], dims, contiguous_strides(b, dims),
+                                    self.dtype))
+        sh, sw, dh, top, left, first, last = function.args[15:]
+        self._rows(b, *operands, (sh, sw), dh, (top, left), (first, last))
+        b.ret(ir.Constant(I32, 0))
+        return function
+
+    def _rows(self, b: ir.IRBuilder, x: Operand, w: Operand, out: Operand,
+              strides: tuple[ir.Value, ir.Value], dh: ir.Value,
+              pads: tuple[ir.Value, ir.Value], rows: tuple[ir.Value, ir.Value]) -> None:
+        """Output image rows `rows` (first, last) of ``conv2d(x, w)`` (padded `pads` above and
+        to the left, the rest implied by the dims): per row, per block of output channels
+        (`DIRECT_BLOCKS`: the widest, then narrower for the rest), tiles of `DIRECT_TILE`
+        output pixels (`_tile`), the last one moved back to end at the row's end
+        (recomputing a few pixels rather than clipping it), clipped where its windows
+        leave the image (reading C zeros, calloc'd per task, there)."""
+        height, width, channels = x.dims[1:]
+        kh, kw, o = w.dims[0], w.dims[1], w.dims[3]
+        ho, wo = out.dims[1:3]
+        sh, sw = strides
+        top, left = pads
+        first, last = rows
+        blocks = [(vectors, size // self.dtype.itemsize) for vectors, size in DIRECT_BLOCKS]
+        calloc = declare(b.module, "calloc", PTR, [I64, I64])
+        zeros = b.call(calloc, [larger(b, i64(1), channels), i64(self.dtype.itemsize)])
+        return_unless(b, b.icmp_unsigned("!=", zeros, ir.Constant(PTR, None)),
+                      ir.Constant(I32, NO_MEMORY))
+        # The tiles whose every window lies inside the image, and inside the row where the
+        # padding is negative (the input gradient's): columns [inner_lo, inner_hi).
+        inner_lo = b.select(b.icmp_signed(">", left, i64(0)),
+                            b.sdiv(b.add(left, b.sub(sw, i64(1))), sw), i64(0))
+        reach = b.sub(b.add(width, b.sub(left, i64(1))), b.sub(kw, i64(1)))
+        inner_hi = smaller(b, wo, b.select(b.icmp_signed("<", reach, i64(0)), i64(0),
+                                           b.add(b.sdiv(reach, sw), i64(1))))
+        last_tile = larger(b, i64(0), b.sub(wo, i64(DIRECT_TILE)))
+        widest = blocks[0][0] * blocks[0][1]
+        whole = b.mul(b.sdiv(o, i64(widest)), i64(widest))
+        rest = b.sub(o, whole)
+        # Computed once here, not per tile: with the stride a constant LLVM folded them into
+        # each tile's addresses, read at run time they would cost multiplies in every tile.
+        shifts = [fold_mul(b, i64(p), sw) for p in range(DIRECT_TILE)]
+        steps = _Steps(sw, dh, shifts, [fold_mul(b, s, x.strides[2]) for s in shifts])
+
+        def row(t: ir.Value) -> None:
+            image = b.sdiv(t, ho)
+            i = b.sub(t, b.mul(image, ho))
+            h0 = b.sub(b.mul(i, sh), top)
+            taps = _tap_range(b, h0, height, kh, dh)
+
+            def tiles(vectors: int, lanes: int, c0: ir.Value) -> None:
+                def tile(j: ir.Value) -> None:
+                    j0 = smaller(b, j, last_tile)
+                    inside = b.and_(b.icmp_signed(">=", j0, inner_lo),
+                                    b.icmp_signed("<=", b.add(j0, i64(DIRECT_TILE)), inner_hi))
+                    w0 = b.sub(b.mul(j0, sw), left)
+                    at = _Tile(image, i, h0, j0, w0, c0, taps, vectors, lanes, zeros)
+                    with b.if_else(inside) as (fast, clipped):
+                        with fast:
+                            self._tile(b, x, w, out, steps, at, clipped=False)
+                        with clipped:
+                            self._tile(b, x, w, out, steps, at, clipped=True)
+
+                counted_loop(b, i64(0), wo, i64(DIRECT_TILE), tile, "tile")
+
+            counted_loop(b, i64(0), whole, i64(widest), lambda c0: tiles(*blocks[0], c0),
+                         "out_block")
+            for vectors, lanes in blocks[1:]:
+                width = vectors * lanes
+                with b.if_then(b.icmp_signed("==", b.and_(rest, i64(width)), i64(width))):
+                    tiles(vectors, lanes, b.add(whole, b.and_(rest, i64(-2 * width))))
+
+        range_loop(b, last, row, "direct_row", start=first)
+        b.call(declare(b.module, "free", ir.VoidType(), [PTR]), [zeros])
+
+    def _tile(self, b: ir.IRBuilder, x: Operand, w: Operand, out: Operand, steps: _Steps,
+              at: _Tile, clipped: bool) -> None:
+        """`DIRECT_TILE` output pixels times `at.vectors` vectors of output channels, summed
+        in registers over the filter rows inside the image and, per filter row, its taps
+        and input channels: per step a vector of filters per output vector, each pixel's
+        input broadcast, one fma per pixel and vector. Unclipped, a filter row's taps and
+        channels are one run of kw*C elements (for the image and the filters alike).
+        Clipped, tap by tap over those inside for some pixel, a pixel reading the zeros
+        where its tap is outside the image or it is past the row's end (an image row
+        narrower than a tile; its sums are not stored)."""
+        width, channels = x.dims[2:]
+        kw, o = w.dims[1], w.dims[3]
+        wo = out.dims[2]
+        sw, dh = steps.sw, steps.dh
+        lanes = at.lanes
+        vector = ir.VectorType(x.element, lanes)
+        fma = declare(b.module, f"llvm.fma.v{lanes}{'f32' if x.element == F32 else 'f64'}",
+                      vector, [vector] * 3)
+        pixels = range(DIRECT_TILE)
+        w0 = at.w0
+        undefined = ir.Constant(vector, None)
+        splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+        exists = [b.icmp_signed("<", b.add(at.j0, i64(p)), wo) for p in pixels]
+
+        def step(sources: list[ir.Value], k: ir.Value, filters: ir.Value,
+                 sums: list[ir.Value]) -> list[ir.Value]:
+            """One input channel of one tap: sources[p] + k is pixel p's."""
+            weights = [b.load(w.address(b, fold_add(b, filters, i64(v * lanes))),
+                              typ=vector, align=x.dtype.itemsize) for v in range(at.vectors)]
+            updated = list(sums)
+            for p in pixels:
+                value = b.load(b.gep(sources[p], [k], source_etype=x.element), typ=x.element)
+                broadcast = b.shuffle_vector(b.insert_element(undefined, value, i64(0)),
+                                             undefined, splat)
+                for v in range(at.vectors):
+                    n = p * at.vectors + v
+                    updated[n] = b.call(fma, [broadcast, weights[v], sums[n]])
+            return updated
+
+        def taps(sources: list[ir.Value], count: ir.Value, filters: ir.Value,
+                 sums: list[ir.Value]) -> list[ir.Value]:
+            return fold_loop(b, i64(0), count, i64(1), sums, lambda k, s: step(
+                sources, k, b.add(filters, b.mul(k, o)), s), "k")
+
+        def filter_row(a: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+            h = b.add(at.h0, b.mul(a, dh))
+            filters = w.offset(b, [a, i64(0), i64(0), at.c0])
+            if not clipped:
+                first = x.offset(b, [at.image, h, w0, i64(0)])
+                return taps([x.address(b, fold_add(b, first, offset))
+                             for offset in steps.offsets], fold_mul(b, kw, channels), filters,
+                            sums)
+            last = b.sub(smaller(b, b.add(at.j0, i64(DIRECT_TILE)), wo), i64(1))
+            lo, _ = _tap_range(b, b.add(w0, b.mul(b.sub(last, at.j0), sw)), width, kw, i64(1))
+            _, hi = _tap_range(b, w0, width, kw, i64(1))
+
+            def tap(c: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+                columns = [fold_add(b, b.add(w0, c), shift) for shift in steps.shifts]
+                sources = [b.select(b.and_(exists[p], b.icmp_unsigned("<", columns[p], width)),
+                                    x.address(b, x.offset(b, [at.image, h, columns[p],
+                                                              i64(0)])), at.zeros)
+                           for p in pixels]
+                return taps(sources, channels, b.add(filters, b.mul(b.mul(c, channels), o)),
+                            sums)
+
+            return fold_loop(b, lo, hi, i64(1), sums, tap, "tap")
+
+        zero = ir.Constant(vector, [0.0] * lanes)
+        sums = fold_loop(b, at.rows[0], at.rows[1], i64(1),
+                         [zero] * (DIRECT_TILE * at.vectors), filter_row, "filter_row")
+        for p in pixels:
+            def store(p: int = p) -> None:
+                target = out.offset(b, [at.image, at.i, b.add(at.j0, i64(p)), at.c0])
+                for v in range(at.vectors):
+                    b.store(sums[p * at.vectors + v],
+                            out.address(b, fold_add(b, target, i64(v * lanes))),
+                            align=x.dtype.itemsize)
+
+            if clipped:
+                with b.if_then(exists[p]):
+                    store()
+            else:
+                store()
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """One tile: output pixels [j0, j0 + `DIRECT_TILE`) of row `i` of `image` (input row
+    `h0` under the first filter row, column `w0` under the first tap), output channels
+    from `c0` in `vectors` vectors of `lanes` elements; `rows` the filter rows [lo, hi)
+    inside the image; `zeros` C zeros, read for the taps outside it."""
+
+    image: ir.Value
+    i: ir.Value
+    h0: ir.Value
+    j0: ir.Value
+    w0: ir.Value
+    c0: ir.Value
+    rows: tuple[ir.Value, ir.Value]
+    vectors: int
+    lanes: int
+    zeros: ir.Value
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """The column stride `sw` and filter-row dilation `dh`; pixel p of a tile reads
+    `shifts[p]` image columns (`offsets[p]` elements) right of its first one."""
+
+    sw: ir.Value
+    dh: ir.Value
+    shifts: list[ir.Value]
+    offsets: list[ir.Value]
+
+
+def _tap_range(b: ir.IRBuilder, start: ir.Value, size: ir.Value, taps: ir.Value,
+              dilation: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The taps [lo, hi) among `taps`, `dilation` apart from `start`, inside [0, size)."""
+    lo = b.select(b.icmp_signed("<", start, i64(0)),
+                  b.sdiv(b.sub(fold_add(b, dilation, i64(-1)), start), dilation), i64(0))
+    room = b.sub(b.sub(size, i64(1)), start)
+    hi = b.select(b.icmp_signed("<", room, i64(0)), i64(0),
+                  smaller(b, taps, b.add(b.sdiv(room, dilation), i64(1))))
+    return lo, hi

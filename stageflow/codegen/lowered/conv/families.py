@@ -1,0 +1,313 @@
+"""The three convolution ops, `conv2d`, `conv2d_filter_gradient` and
+`conv2d_input_gradient`, and their lowering rules: which algorithm each runs for which
+shape (`codegen.lowered.conv` says why), how it splits over the cores, and how it fails.
+
+Each checks the channels and the window's fit before it touches memory, and fails (an error
+code, so the NumPy kernel runs and raises its error) where the window is larger than the
+padded input, a cotangent is not of the conv's result's dims, or an operand is not
+C-contiguous (programs pass only contiguous arrays; a strided view given to the op alone
+runs NumPy's kernel); it returns 1 + its argument count where malloc fails. The rules
+decline dtypes the BLAS has no gemm for, and every op where no BLAS is loaded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import I32, I64
+from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.loops import fold_mul, i64, range_loop, return_unless
+from stageflow.codegen.lowered.conv.direct import DirectLoops
+from stageflow.codegen.lowered.conv.im2col import (
+    FILTER_GRADIENT_MIN_BLOCK_ROWS,
+    Chunk,
+    blocks,
+    windows,
+)
+from stageflow.codegen.lowered.conv.vectors import fill, zero
+from stageflow.codegen.lowered.conv.windowed import (
+    PTR,
+    Geometry,
+    Windowed,
+    blas_unless,
+    contiguous_operands,
+)
+from stageflow.codegen.lowered.matmul import GEMM_SYMBOLS, blas_available
+from stageflow.codegen.lowered.rule import (
+    OpBuilder,
+    Operand,
+    OpSpec,
+    contiguous_strides,
+    larger,
+    lowering,
+    nest,
+    row_major,
+)
+from stageflow.codegen.lowered.windows import window_count
+from stageflow.primitives.conv import Pair
+
+
+class Conv2d(Windowed):
+    """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as one gemm of the input
+    in place; else the output's image rows split over the cores, each task running the
+    direct loops where `DirectLoops.fits`, else per chunk the windows copied in and one
+    gemm by the chunk's filters into the block's output rows (accumulating after the first
+    chunk)."""
+
+    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
+        x, w = ob.inputs
+        return [x.dims[0], *[window_count(ob.b, x.dims[1 + axis], w.dims[axis],
+                                          geo.strides[axis], geo.padding[axis],
+                                          geo.dilations[axis]) for axis in (0, 1)], w.dims[3]]
+
+    def _body(self, ob: OpBuilder, geo: Geometry) -> None:
+        b = ob.b
+        x, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        kh, kw, channels, _ = w.dims
+        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
+        self._check(ob, geo, x, kh, kw, None, 0)
+        x, w = row_major(ob, 0), row_major(ob, 1)
+        image_rows = fold_mul(b, out.dims[0], out.dims[1])
+        rows = fold_mul(b, image_rows, out.dims[2])
+        depth = fold_mul(b, fold_mul(b, kh, kw), channels)
+        o = w.dims[3]
+        empty = b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0)))
+        # A 1x1 filter at stride 1 with no padding reads the input as an (N*H*W, C) matrix.
+        pointwise = ob.all_of([ob.eq(v, i64(1)) for v in (kh, kw, *geo.strides)]
+                              + [ob.eq(v, i64(0)) for pair in geo.padding for v in pair])
+        with b.if_then(b.not_(empty)):
+            with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
+                with no_terms:
+                    fill(b, out, rows)
+                with terms, b.if_else(pointwise) as (one_gemm, windowed):
+                    with one_gemm:
+                        self._gemm(ob, (False, False), rows, o, depth, (x.pointer, depth),
+                                   (w.pointer, o), ir.Constant(self._real, 0.0),
+                                   (out.pointer, o))
+                    with windowed:
+                        direct = DirectLoops(self.dtype).fits(ob, geo, o)
+                        self._split(ob, image_rows, b.mul(b.mul(rows, depth), o), self._task,
+                                    guard=blas_unless(direct))
+
+    def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+              memory: ir.Value) -> None:
+        """Output image rows [first, last) by the direct loops where they fit, else by
+        im2col and the gemm."""
+        b = ob.b
+        geo = Geometry.read(ob)
+        x, w, out = contiguous_operands(ob)
+        loops = DirectLoops(self.dtype)
+        with b.if_else(loops.fits(ob, geo, w.dims[3])) as (direct, im2col):
+            with direct:
+                code = loops.call(ob, x, w, out, (*geo.strides, geo.dilations[0]),
+                                  (geo.padding[0][0], geo.padding[1][0]), (first, last))
+                return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
+            with im2col:
+                blocks(ob, self.dtype, x, w.dims[0], w.dims[1], out, (first, last),
+                       lambda c: self._chunk(ob, geo, x, w, c))
+
+    def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk) -> None:
+        b, out = ob.b, ob.outputs[0]
+        o = w.dims[3]
+        windows(ob, geo, x, w.dims[1], out, c, accumulate=False)
+        beta = b.select(ob.eq(c.a0, i64(0)), ir.Constant(self._real, 0.0),
+                        ir.Constant(self._real, 1.0))
+        target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
+        self._gemm(ob, (False, False), c.rows, o, c.depth, (c.scratch, c.depth),
+                   (w.address(b, c.filters), o), beta, (target, o))
+
+
+class Conv2dFilterGradient(Windowed):
+    """``dw = im2col(x)^T @ g``: per chunk, the windows of the input copied in as the
+    forward conv copies them and one gemm, the scratch transposed, by the block's cotangent
+    rows into the chunk's filter rows (accumulating after a task's first block). The
+    cotangent's image rows are split over the cores, each task after the first summing into
+    filters of its own, added to the result at the end."""
+
+    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
+        x, g = ob.inputs
+        return [*geo.size, x.dims[3], g.dims[3]]
+
+    def _body(self, ob: OpBuilder, geo: Geometry) -> None:
+        b = ob.b
+        x, g, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        kh, kw = geo.size
+        ob.fail_unless(ob.eq(x.dims[0], g.dims[0]), 1)
+        self._check(ob, geo, x, kh, kw, g, 1)
+        x, g = row_major(ob, 0), row_major(ob, 1)
+        image_rows = fold_mul(b, g.dims[0], g.dims[1])
+        rows = fold_mul(b, image_rows, g.dims[2])
+        size = out.size(b)
+        bytes_ = b.mul(size, i64(self.dtype.itemsize))
+        malloc = declare(b.module, "malloc", PTR, [I64])
+
+        def merge(b: ir.IRBuilder, partial: ir.Value) -> None:
+            mine = Operand(partial, [], [], self.dtype)
+
+            def add(i: ir.Value) -> None:
+                target = out.address(b, i)
+                b.store(b.fadd(b.load(target, typ=out.element),
+                               b.load(mine.address(b, i), typ=out.element)), target)
+
+            range_loop(b, size, add, "merge")
+
+        with b.if_then(b.not_(ob.eq(size, i64(0)))):
+            with b.if_else(ob.eq(rows, i64(0))) as (no_terms, terms):
+                with no_terms:
+                    fill(b, out, fold_mul(b, fold_mul(b, kh, kw), x.dims[3]))
+                with terms:
+                    self._split(ob, image_rows, b.mul(rows, size), self._task,
+                                lambda b, t: b.call(malloc, [bytes_]), merge)
+
+    def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+              memory: ir.Value) -> None:
+        b = ob.b
+        geo = Geometry.read(ob)
+        x, g, out = contiguous_operands(ob)
+        target = b.select(b.icmp_unsigned("==", memory, ir.Constant(PTR, None)),
+                          out.pointer, memory)
+        kh, kw = geo.size
+        blocks(ob, self.dtype, x, kh, kw, g, (first, last),
+               lambda c: self._chunk(ob, geo, x, g, Operand(target, [], [], self.dtype),
+                                     first, c), FILTER_GRADIENT_MIN_BLOCK_ROWS)
+
+    def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, g: Operand, out: Operand,
+               start: ir.Value, c: Chunk) -> None:
+        b = ob.b
+        o = g.dims[3]
+        windows(ob, geo, x, geo.size[1], g, c, accumulate=False)
+        beta = b.select(ob.eq(c.first, start), ir.Constant(self._real, 0.0),
+                        ir.Constant(self._real, 1.0))
+        rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
+        self._gemm(ob, (True, False), c.depth, o, c.rows, (c.scratch, c.depth), (rows, o),
+                   beta, (out.address(b, c.filters), o))
+
+
+class Conv2dInputGradient(Windowed):
+    """``dx = col2im(g @ w^T)``: per chunk one gemm of the block's cotangent rows by the
+    chunk's filters transposed into scratch, whose rows are added into the result (zeroed
+    first) where the windows read the input. Images are split over the cores (the windows
+    of neighbouring rows of one image add into the same input rows); each task zeroes its
+    own. At stride 1, where the direct loops' rule holds for C, the result's rows are
+    split instead, each a direct conv of the cotangent (`_direct_rows`)."""
+
+    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
+        g, w = ob.inputs
+        return [g.dims[0], *geo.size, w.dims[2]]
+
+    def _body(self, ob: OpBuilder, geo: Geometry) -> None:
+        b = ob.b
+        g, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        kh, kw, _, o = w.dims
+        ob.fail_unless(ob.eq(g.dims[3], o), 1)
+        self._check(ob, geo, out, kh, kw, g, 0)
+        g, w = row_major(ob, 0), row_major(ob, 1)
+        size = out.size(b)
+        rows = fold_mul(b, fold_mul(b, g.dims[0], g.dims[1]), g.dims[2])
+        depth = fold_mul(b, fold_mul(b, kh, kw), w.dims[2])
+        with b.if_then(b.not_(ob.eq(size, i64(0)))):
+            with b.if_else(b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0)))) as (no_terms, terms):
+                with no_terms:
+                    fill(b, out, fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]),
+                                          out.dims[2]))
+                with terms:
+                    # The direct loops split the result's rows, col2im whole images.
+                    direct = self._direct(ob, geo)
+                    units = b.select(direct, fold_mul(b, out.dims[0], out.dims[1]), g.dims[0])
+                    self._split(ob, units, b.mul(b.mul(rows, depth), o), self._task,
+                                guard=blas_unless(direct))
+
+    def _direct(self, ob: OpBuilder, geo: Geometry) -> ir.Value:
+        """Whether the direct loops serve: at stride 1 where their rule holds for C."""
+        return ob.all_of([*[ob.eq(s, i64(1)) for s in geo.strides],
+                          DirectLoops(self.dtype).fits(ob, geo, ob.inputs[1].dims[2])])
+
+    def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+              memory: ir.Value) -> None:
+        """Result rows [first, last) by the direct loops (`_direct_rows`) where they serve,
+        else images [first, last) zeroed (each task its own, in parallel) and their windows
+        added in."""
+        b = ob.b
+        geo = Geometry.read(ob)
+        g, w, out = contiguous_operands(ob)
+        with b.if_else(self._direct(ob, geo)) as (direct, col2im):
+            with direct:
+                self._direct_rows(ob, geo, (first, last))
+            with col2im:
+                image = fold_mul(b, fold_mul(b, out.dims[1], out.dims[2]), out.dims[3])
+                zero(b, out, b.mul(first, image), b.mul(b.sub(last, first), image))
+                ho = g.dims[1]
+                blocks(ob, self.dtype, out, w.dims[0], w.dims[1], g,
+                       (b.mul(first, ho), b.mul(last, ho)),
+                       lambda c: self._chunk(ob, geo, g, w, c))
+
+    def _direct_rows(self, ob: OpBuilder, geo: Geometry,
+                     rows: tuple[ir.Value, ir.Value]) -> None:
+        """Result rows `rows` as the stride-1 conv of the cotangent by the filters flipped
+        in both taps and their channels transposed (copied per task, code 4 without
+        memory), padded by the filter's span less the conv's padding: (kh-1)*dh - top above,
+        kw-1 - left to the left. The direct loops."""
+        b = ob.b
+        g, w, out = contiguous_operands(ob)
+        kh, kw, c, o = w.dims
+        count = fold_mul(b, fold_mul(b, fold_mul(b, kh, kw), c), o)
+        malloc = declare(b.module, "malloc", PTR, [I64])
+        memory = b.call(malloc, [larger(b, i64(1), b.mul(count, i64(self.dtype.itemsize)))])
+        return_unless(b, b.icmp_unsigned("!=", memory, ir.Constant(PTR, None)),
+                      ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1))
+        flipped = Operand(memory, [kh, kw, o, c], contiguous_strides(b, [kh, kw, o, c]),
+                          self.dtype)
+
+        def element(index: list[ir.Value]) -> None:
+            a, tap, k, channel = index
+            source = w.offset(b, [b.sub(b.sub(kh, i64(1)), a), b.sub(b.sub(kw, i64(1)), tap),
+                                  channel, k])
+            b.store(b.load(w.address(b, source), typ=w.element),
+                    flipped.address(b, flipped.offset(b, index)))
+
+        nest(b, flipped.dims, element, "flip")
+        (top, _), (left, _) = geo.padding
+        pads = (b.sub(b.mul(b.sub(kh, i64(1)), geo.dilations[0]), top),
+                b.sub(b.sub(kw, i64(1)), left))
+        code = DirectLoops(self.dtype).call(ob, g, flipped, out,
+                                            (*geo.strides, geo.dilations[0]), pads, rows)
+        b.call(declare(b.module, "free", ir.VoidType(), [PTR]), [memory])
+        return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
+
+    def _chunk(self, ob: OpBuilder, geo: Geometry, g: Operand, w: Operand, c: Chunk) -> None:
+        b, out = ob.b, ob.outputs[0]
+        o = w.dims[3]
+        rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
+        self._gemm(ob, (False, True), c.rows, c.depth, o, (rows, o), (w.address(b, c.filters), o),
+                   ir.Constant(self._real, 0.0), (c.scratch, c.depth))
+        windows(ob, geo, out, w.dims[1], g, c, accumulate=True)
+
+
+def _geometry(spec: OpSpec, size: Pair = (0, 0)) -> tuple[tuple[int, ...], np.dtype] | None:
+    """The op's geometry as `Geometry` reads it (`size` its input or filter size) and its
+    dtype; None where the BLAS cannot serve."""
+    dtype = spec.inputs[0].dtype
+    if dtype not in GEMM_SYMBOLS or not blas_available():
+        return None
+    params = spec.params
+    (top, bottom), (left, right) = params["padding"]
+    return (*params["strides"], top, bottom, left, right, *params["dilations"], *size), dtype
+
+
+@lowering("conv2d", generic=True)
+def _conv2d(spec: OpSpec) -> Conv2d | None:
+    geometry = _geometry(spec)
+    return None if geometry is None else Conv2d(*geometry)
+
+
+@lowering("conv2d_input_gradient", generic=True)
+def _conv2d_input_gradient(spec: OpSpec) -> Conv2dInputGradient | None:
+    geometry = _geometry(spec, tuple(spec.params["input_size"]))
+    return None if geometry is None else Conv2dInputGradient(*geometry)
+
+
+@lowering("conv2d_filter_gradient", generic=True)
+def _conv2d_filter_gradient(spec: OpSpec) -> Conv2dFilterGradient | None:
+    geometry = _geometry(spec, tuple(spec.params["filter_size"]))
+    return None if geometry is None else Conv2dFilterGradient(*geometry)

@@ -1,0 +1,210 @@
+"""What the three convolution families share: the op's geometry read at run time, one copy
+of each family's code per LLVM module, the operands' checks, the gemm call and the split
+of the work over the cores.
+
+An op's entry copies its operands' dims and its geometry (strides, padding, dilations; the
+gradients' input or filter size) into one array and calls its family's function
+(`Windowed._shared`, one per family and dtype in a module), which reads them at run time.
+With a copy of the code per op, the geometry folded into constants, a network's dozen
+distinct convolutions made an op module several times larger and its compile time as
+much longer, for no speed: the direct loops' inner loop compiles to the same instructions
+with the strides read at run time.
+
+The split: the image rows of the result or of the cotangent (whole images for col2im,
+whose neighbouring rows add into the same input rows) become one task per core
+(`codegen.lowered.tasks`), each with scratch of its own. The tasks' gemms run with
+OpenBLAS single-threaded (`matmul.single_threaded_blas`), and so do a single task's:
+OpenBLAS threading the small block gemms as well made the tasks slower and their timing
+bimodal, depending on where its threads slept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, F64, I32, I64
+from stageflow.codegen.llvm.functions import entry_alloca, memcpy
+from stageflow.codegen.llvm.loops import i64, return_unless
+from stageflow.codegen.lowered.matmul import (
+    NO_TRANS,
+    ROW_MAJOR,
+    TRANS,
+    gemm_function,
+    single_threaded_blas,
+)
+from stageflow.codegen.lowered.rule import (
+    OpBuilder,
+    Operand,
+    OpSpec,
+    contiguous_strides,
+    load_operands,
+    smaller,
+)
+from stageflow.codegen.lowered.tasks import Guard, TaskBody, cpu_count, run_tasks
+from stageflow.codegen.lowered.windows import window_count, window_fits
+from stageflow.core.primitive import ShapedType
+
+# A task gets at least this many multiply-adds: several times what handing it to a
+# watching worker of the pool costs, and few enough that the small convolutions of a batch
+# of one still split (a threshold sized for waking a sleeping worker left them on one core).
+MIN_TASK_MACS = 1 << 18
+NO_MEMORY = 4  # a conv's code where malloc or calloc fails: 1 + its argument count
+PTR = ir.PointerType()
+
+# The dims array a family's shared code reads (`Windowed.emit`): the three operands' dims,
+# then the op's geometry (`Geometry`).
+_OPERAND_DIMS = 12
+_GEOMETRY = ("sh", "sw", "top", "bottom", "left", "right", "dh", "dw", "size0", "size1")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One op's strides, padding ((top, bottom), (left, right)), dilations and `size` (the
+    input gradient's input height and width, the filter gradient's filter height and
+    width; zeros for conv2d) as the family's shared code reads them at run time, from its
+    dims array after the operands' dims."""
+
+    strides: tuple[ir.Value, ir.Value]
+    padding: tuple[tuple[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]
+    dilations: tuple[ir.Value, ir.Value]
+    size: tuple[ir.Value, ir.Value]
+
+    @classmethod
+    def read(cls, ob: OpBuilder) -> Geometry:
+        """The geometry loaded at `ob`'s position (once per function: the loops reuse it)."""
+        b, dims = ob.b, ob.arguments[1]
+        v = []
+        for k, label in enumerate(_GEOMETRY):
+            value = b.load(b.gep(dims, [i64(_OPERAND_DIMS + k)], source_etype=I64), typ=I64)
+            value.name = label
+            v.append(value)
+        return cls((v[0], v[1]), ((v[2], v[3]), (v[4], v[5])), (v[6], v[7]), (v[8], v[9]))
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """One conv2d-family op: its geometry (`_GEOMETRY`'s values) and dtype, the entry that
+    passes them to its family's shared code, and what that code's families share.
+
+    The *image* is the NHWC array the windows lie in (the conv's input; the input gradient's
+    result), the *positions* the (N, Ho, Wo) grid of windows (the conv's result; the
+    cotangent), and the filters are kh x kw taps of C channels."""
+
+    geometry: tuple[int, ...]
+    dtype: np.dtype
+    # Compiled at the cleanup level, shape-generic: the copies are written as vectors and
+    # the work is in the gemms and the direct loops' explicit FMAs, so specialising each
+    # shape at O2 cost several times the compile time for no measurable speed.
+    optimize_loops = False
+
+    @property
+    def _real(self) -> ir.Type:
+        return F32 if self.dtype == np.float32 else F64
+
+    def emit(self, ob: OpBuilder) -> None:
+        """The op's entry: its operands' dims (copied as given: one memcpy, cheaper for LLVM
+        than a store per dim) and its geometry in one array, passed with its data and
+        strides to the family's code, whose status it returns."""
+        b = ob.b
+        data, given, strides = ob.arguments
+        dims = entry_alloca(b, I64, _OPERAND_DIMS + len(self.geometry), "geometry")
+        memcpy(b, dims, given, i64(_OPERAND_DIMS * 8))
+        for k, value in enumerate(self.geometry):
+            b.store(i64(value), b.gep(dims, [i64(_OPERAND_DIMS + k)], source_etype=I64))
+        code = b.call(self._shared(ob), [data, dims, strides])
+        return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
+
+    def _shared(self, ob: OpBuilder) -> ir.Function:
+        """``i32 sf.NAME.DTYPE(ptr data, ptr dims, ptr strides)``: the family's code, every
+        dim and the geometry read at run time (dims as `emit` stores them), built with the
+        module's first op of the family and dtype. Internal, so that modules linked into
+        one engine never clash."""
+        module = ob.b.module
+        symbol = f"sf.{ob.spec.name}.{self.dtype.name}"
+        existing = module.globals.get(symbol)
+        if isinstance(existing, ir.Function):
+            return existing
+        function = ir.Function(module, ir.FunctionType(I32, [PTR] * 3), symbol)
+        function.linkage = "internal"
+        for argument, label in zip(function.args, ("data", "dims", "strides"), strict=True):
+            argument.name = label
+        unknown = ShapedType((None,) * 4, self.dtype)
+        spec = OpSpec(ob.spec.name, (unknown, unknown), (unknown,), {})
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        operands, _ = load_operands(b, spec, *function.args)  # the entry checked the dims
+        shared = OpBuilder(b, spec, operands[:2], operands[2:], tuple(function.args))
+        self._body(shared, Geometry.read(shared))
+        shared.b.ret(ir.Constant(I32, 0))
+        return function
+
+    def _body(self, ob: OpBuilder, geo: Geometry) -> None:
+        """The family's code in its shared function."""
+        raise NotImplementedError
+
+    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
+        """The dims of the op's result its operands and geometry imply."""
+        raise NotImplementedError
+
+    def _check(self, ob: OpBuilder, geo: Geometry, image: Operand, kh: ir.Value,
+               kw: ir.Value, positions: Operand | None, argument: int) -> None:
+        """Fail (naming `argument`) unless the windows fit the image and, given the
+        positions (a cotangent), their height and width are the windows' count; then
+        unless the output has the dims the primitive computes."""
+        b, window = ob.b, (kh, kw)
+        ob.fail_unless(ob.all_of([
+            window_fits(ob, image.dims[1 + axis], window[axis], geo.padding[axis],
+                        geo.dilations[axis]) for axis in (0, 1)]), argument)
+        if positions is not None:
+            ob.fail_unless(ob.all_of([
+                ob.eq(positions.dims[1 + axis], window_count(
+                    b, image.dims[1 + axis], window[axis], geo.strides[axis],
+                    geo.padding[axis], geo.dilations[axis])) for axis in (0, 1)]), argument)
+        ob.expect_output(0, self._result_dims(ob, geo))
+
+    def _gemm(self, ob: OpBuilder, transposed: tuple[bool, bool], m: ir.Value, n: ir.Value,
+              k: ir.Value, a: tuple[ir.Value, ir.Value], b_: tuple[ir.Value, ir.Value],
+              beta: ir.Value, c: tuple[ir.Value, ir.Value]) -> None:
+        """``C[m, n] = beta * C + op(A) @ op(B)`` (row-major; each matrix a pointer and its
+        leading dimension; op transposes where `transposed` says)."""
+        flags = [ir.Constant(I32, TRANS if t else NO_TRANS) for t in transposed]
+        ob.b.call(gemm_function(ob.b.module, self.dtype), [
+            ir.Constant(I32, ROW_MAJOR), *flags, m, n, k, ir.Constant(self._real, 1.0),
+            *a, *b_, beta, *c])
+
+    def _split(self, ob: OpBuilder, units: ir.Value, macs: ir.Value, body: TaskBody,
+               private: Callable[[ir.IRBuilder, ir.Value], ir.Value] | None = None,
+               merge: Callable[[ir.IRBuilder, ir.Value], None] | None = None,
+               name: str = "rows", guard: Guard | None = single_threaded_blas) -> None:
+        """Run `body` over `units` as one task per core, fewer where a task would get under
+        `MIN_TASK_MACS` multiply-adds (`macs` in all) or there are fewer units; the BLAS
+        single-threaded around them unless `guard` says otherwise (tasks with no gemm)."""
+        b = ob.b
+        tasks = smaller(b, smaller(b, cpu_count(b), units), b.sdiv(macs, i64(MIN_TASK_MACS)))
+        run_tasks(ob, name, units, tasks, body, private, merge, guard)
+
+
+def blas_unless(direct: ir.Value) -> Guard:
+    """OpenBLAS single-threaded around the tasks unless they run the direct loops, which
+    call no gemm and leave its threads alone."""
+
+    def guard(b: ir.IRBuilder, region: Callable[[], None]) -> None:
+        with b.if_else(direct) as (alone, gemms):
+            with alone:
+                region()
+            with gemms:
+                single_threaded_blas(b, region)
+
+    return guard
+
+
+def contiguous_operands(ob: OpBuilder) -> tuple[Operand, Operand, Operand]:
+    """A task's two inputs and output, with the row-major strides their dims imply (the
+    entry checked the inputs are so): constants where the dims are static."""
+    b = ob.b
+    x, w = (Operand(a.pointer, a.dims, contiguous_strides(b, a.dims), a.dtype)
+            for a in ob.inputs)
+    return x, w, ob.outputs[0]
