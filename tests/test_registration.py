@@ -2,12 +2,13 @@
 and only then: nothing is registered by accident of what else was imported.
 
 Each package (`stageflow.primitives`, `stageflow.passes`, `stageflow.codegen.lowered`)
-imports every one of its modules (`core.registration`). The test imports each package
-alone, in a process where `stageflow/__init__.py` has not run (so none of its imports can
-fill a table), and reads the table; then, in another process, it imports `stageflow` and
-every module file of it, and reads the tables again: they must be the same. The first
-process also shows that each package imported every module file it has, and that
-registering the primitives loads no part of the compiler.
+imports every one of its modules (`core.registration`), and `sf.math` every module of
+`stageflow.frontend.ops`, where its ops are marked. The test imports each of them alone, in
+a process where `stageflow/__init__.py` has not run (so none of its imports can fill a
+table), and reads the table; then, in another process, it imports `stageflow` and every
+module file of it, and reads the tables again: they must be the same. The first process
+also shows that every module file of the package was imported, and that registering the
+primitives and the ops of `sf.math` loads no part of the compiler.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "stageflow"
 
-# table -> (the package that fills it, the expression reading it once imported)
+# table -> (the module imported, the package whose modules fill the table, the expression
+# reading the table once the module is imported), layer by layer from the bottom: the op
+# set's tables are read before anything of the compiler is imported
 TABLES = {
-    "primitives": ("stageflow.primitives",
+    "primitives": ("stageflow.primitives", "stageflow.primitives",
                    "sorted(sys.modules['stageflow.core.primitive'].REGISTRY)"),
-    "passes": ("stageflow.passes", "sorted(sys.modules['stageflow.passes'].available_passes())"),
-    "lowered": ("stageflow.codegen.lowered",
+    "math": ("stageflow.math", "stageflow.frontend.ops", "sys.modules['stageflow.math'].__all__"),
+    "passes": ("stageflow.passes", "stageflow.passes",
+               "sorted(sys.modules['stageflow.passes'].available_passes())"),
+    "lowered": ("stageflow.codegen.lowered", "stageflow.codegen.lowered",
                 "sorted(sys.modules['stageflow.codegen.lowered.rule'].RULES)"),
 }
 COMPILER = ("xdsl", "llvmlite", "stageflow.ir", "stageflow.passes", "stageflow.codegen")
@@ -38,11 +43,11 @@ package = types.ModuleType("stageflow")
 package.__path__ = [{root!r}]
 sys.modules["stageflow"] = package  # stageflow/__init__.py does not run
 report = {{}}
-for table, (name, read) in {tables!r}.items():
+for table, (name, package, read) in {tables!r}.items():
     importlib.import_module(name)
     report[table] = {{
         "entries": eval(read),
-        "modules": sorted(m for m in sys.modules if m.startswith(name + ".")),
+        "modules": sorted(m for m in sys.modules if m.startswith(package + ".")),
         "compiler": sorted(m for m in {compiler!r} if m in sys.modules),
     }}
 print(json.dumps(report))
@@ -53,7 +58,7 @@ import importlib, json, sys
 import stageflow
 for name in {modules!r}:
     importlib.import_module(name)
-print(json.dumps({{table: eval(read) for table, (_, read) in {tables!r}.items()}}))
+print(json.dumps({{table: eval(read) for table, (_, _, read) in {tables!r}.items()}}))
 """
 
 
@@ -93,12 +98,13 @@ def test_a_package_alone_fills_its_table_completely(table: str, alone: dict,
 
 
 @pytest.mark.parametrize("table", list(TABLES))
-def test_a_package_imports_every_module_file_it_has(table: str, alone: dict) -> None:
-    name = TABLES[table][0]
-    files = {m for m in module_names(ROOT.joinpath(*name.split("."))) if m != name}
+def test_every_module_file_of_the_package_is_imported(table: str, alone: dict) -> None:
+    name, package, _ = TABLES[table]
+    files = {m for m in module_names(ROOT.joinpath(*package.split("."))) if m != package}
     missing = sorted(files - set(alone[table]["modules"]))
     assert not missing, f"importing {name} did not import {missing}"
 
 
-def test_registering_the_primitives_loads_no_part_of_the_compiler(alone: dict) -> None:
-    assert alone["primitives"]["compiler"] == []
+@pytest.mark.parametrize("table", ["primitives", "math"])
+def test_registering_the_op_set_loads_no_part_of_the_compiler(table: str, alone: dict) -> None:
+    assert alone[table]["compiler"] == []

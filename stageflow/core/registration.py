@@ -6,7 +6,10 @@ The primitives of `stageflow.primitives` enter `core.primitive.REGISTRY`, the pa
 `rule.RULES`: each package's ``__init__`` calls ``import_modules(__name__, __path__)``. So a
 table is complete as soon as anything of its package is imported, whatever else was
 imported before or not at all, and a module is registered by being a file of its package:
-there is no list of modules to keep, nor one to forget a module in.
+there is no list of modules to keep, nor one to forget a module in. `stageflow/math.py` reads
+the ops the modules of `stageflow.frontend.ops` mark for `sf.math` the same way, after
+importing every one of them (there, not in that package's ``__init__``: modules below the
+package, the tape among them, import its modules).
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ float -> int casts give the minimum for NaN and values out of range, as NumPy on
 
 Every rule returns a value of the result's compute type; results of float16/bfloat16 ops
 are rounded to that precision by the caller (`apply`), as NumPy does after each op.
+
+The table is keyed by primitive name and takes some rules from where they are written: the
+transcendentals' float expansions from `llvm.mathlib` (each marked there with the primitive
+it lowers), the special functions' from `llvm.special`.
 """
 
 from __future__ import annotations
@@ -91,6 +95,19 @@ def binary_math(function: Callable[[Emitter, ir.Value, ir.Value], ir.Value]) -> 
 
 
 # -- unary ------------------------------------------------------------------------------------
+
+# Complex operands of the transcendentals that take them; their float side is `mathlib`'s.
+_COMPLEX_EXPANSIONS: dict[str, mathlib.MathFunction] = {"exp": cm.exp, "log": cm.log}
+
+
+def _expansion(name: str, function: mathlib.MathFunction) -> Rule:
+    """The rule of a primitive `mathlib` expands: `function` on floats, and `complex_math`'s
+    expansion on complex operands where the op takes them."""
+    kinds = {"f": unary_math(function)}
+    if name in _COMPLEX_EXPANSIONS:
+        kinds["c"] = unary_math(_COMPLEX_EXPANSIONS[name])
+    return by_kind(**kinds)
+
 
 def _sign_float(e: Emitter, n: Node) -> ir.Value:
     """NumPy: 1 if x > 0, -1 if x < 0, +0 for zeros, NaN stays NaN."""
@@ -366,10 +383,6 @@ RULES: dict[str, Rule] = {
                     u=lambda e, n: e.b.zext(e.b.icmp_unsigned("!=", n.args[0],
                                                               e.like(n.args[0], 0)),
                                             n.args[0].type)),
-    "exp": by_kind(f=unary_math(mathlib.exp), c=unary_math(cm.exp)),
-    "expm1": unary_math(mathlib.expm1),
-    "log": by_kind(f=unary_math(mathlib.log), c=unary_math(cm.log)),
-    "log1p": unary_math(mathlib.log1p),
     "sqrt": by_kind(f=intrinsic("sqrt"), c=unary_math(cm.sqrt)),
     "rsqrt": _rsqrt,
     "relu": by_kind(f=_relu_float, i=_relu_int, u=lambda e, n: n.args[0]),
@@ -378,11 +391,6 @@ RULES: dict[str, Rule] = {
     "imag": lambda e, n: cm.parts(e, n.args[0])[1],
     "conj": unary_math(cm.conj),
     "complex": binary_math(cm.pack),
-    "sin": unary_math(mathlib.sin),
-    "cos": unary_math(mathlib.cos),
-    "tanh": unary_math(mathlib.tanh),
-    "logistic": unary_math(mathlib.logistic),
-    "erf": unary_math(mathlib.erf),
     "floor": intrinsic("floor"),
     "ceil": intrinsic("ceil"),
     "round": intrinsic("roundeven"),
@@ -410,6 +418,7 @@ RULES: dict[str, Rule] = {
     "select": lambda e, n: e.select(*n.args),
     "cast": _cast,
     "constant": _constant,
+    **{name: _expansion(name, function) for name, function in mathlib.LOWERINGS.items()},
     **{name: special(name) for name in ALGORITHMS},
 }
 

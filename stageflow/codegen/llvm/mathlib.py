@@ -39,11 +39,30 @@ pow           in float64: exp(y log|x|) with C99's special cases (signs, zeros, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, Emitter
 from stageflow.primitives import elementwise as reference
+
+MathFunction = Callable[[Emitter, ir.Value], ir.Value]
+
+# The expansions that lower an elementwise primitive's float operands, by the primitive's
+# name: the lowering table (`kernels.rules`) takes every one, so such an expansion is
+# written here, marked with its primitive (`lowers`), and named nowhere else.
+LOWERINGS: dict[str, MathFunction] = {}
+
+
+def lowers(name: str) -> Callable[[MathFunction], MathFunction]:
+    """Decorator: the function is the lowering of primitive `name` on float operands."""
+
+    def register(function: MathFunction) -> MathFunction:
+        LOWERINGS[name] = function
+        return function
+
+    return register
+
 
 # -- exp ------------------------------------------------------------------------------------
 
@@ -92,6 +111,7 @@ def _exp_core(e: Emitter, x: ir.Value, full_range: bool) -> ir.Value:
                   _power_of_two(e, b.sub(ni, half), ty))
 
 
+@lowers("exp")
 def exp(e: Emitter, x: ir.Value) -> ir.Value:
     if "exp" in e.libm:
         return e.call("exp", x)
@@ -103,6 +123,7 @@ _EXPM1_SMALL = {F32: tuple(1 / math.factorial(k) for k in range(8, 1, -1)),
                 F64: tuple(1 / math.factorial(k) for k in range(14, 1, -1))}
 
 
+@lowers("expm1")
 def expm1(e: Emitter, x: ir.Value) -> ir.Value:
     if "expm1" in e.libm:
         return _libm_call(e, "expm1", x)
@@ -122,6 +143,7 @@ _TANH_F32_Q = (7.7902445e-07, 0.00032885166, 0.025884358, 0.46716008, 1.0)
 _TANH_F32_LIMIT = 9.02
 
 
+@lowers("tanh")
 def tanh(e: Emitter, x: ir.Value) -> ir.Value:
     if "tanh" in e.libm:
         return e.call("tanh", x)
@@ -143,6 +165,7 @@ def tanh(e: Emitter, x: ir.Value) -> ir.Value:
     return e.call("copysign", b.fdiv(t, b.fadd(t, e.like(x, 2.0))), x)
 
 
+@lowers("logistic")
 def logistic(e: Emitter, x: ir.Value) -> ir.Value:
     """NumPy's `_logistic`: nothing overflows, tiny results keep their relative precision."""
     b = e.b
@@ -161,6 +184,7 @@ _LOG_SERIES = {F32: tuple(1 / (2 * k + 1) for k in range(5, 0, -1)),
 _SUBNORMAL_SCALE = {F32: 24, F64: 54}
 
 
+@lowers("log")
 def log(e: Emitter, x: ir.Value) -> ir.Value:
     if "log" in e.libm:
         return e.call("log", x)
@@ -188,6 +212,7 @@ def log(e: Emitter, x: ir.Value) -> ir.Value:
     return e.select(b.fcmp_unordered("<", x, e.like(x, 0.0)), e.like(x, math.nan), result)
 
 
+@lowers("log1p")
 def log1p(e: Emitter, x: ir.Value) -> ir.Value:
     if "log1p" in e.libm:
         return _libm_call(e, "log1p", x)
@@ -234,10 +259,12 @@ def _sin_cos(e: Emitter, x: ir.Value, shift: int) -> ir.Value:
     return b.fptrunc(value, F32) if x.type == F32 else value
 
 
+@lowers("sin")
 def sin(e: Emitter, x: ir.Value) -> ir.Value:
     return e.call("sin", x) if "sin" in e.libm else _sin_cos(e, x, 0)
 
 
+@lowers("cos")
 def cos(e: Emitter, x: ir.Value) -> ir.Value:
     return e.call("cos", x) if "cos" in e.libm else _sin_cos(e, x, 1)
 
@@ -288,6 +315,7 @@ def _exp_neg_square(e: Emitter, y: ir.Value) -> ir.Value:
     return b.fmul(first, second)
 
 
+@lowers("erf")
 def erf(e: Emitter, x: ir.Value) -> ir.Value:
     """`reference._erf` (Cody), in float64 for every input type, as the reference does."""
     b = e.b

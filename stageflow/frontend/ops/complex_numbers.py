@@ -18,6 +18,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
 from stageflow.frontend.ops.creation import zeros_like
+from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import elementwise as ewp
 from stageflow.primitives import special
@@ -38,6 +39,7 @@ def complex(real: Any, imag: Any) -> Tensor:  # noqa: A001 - the public name is 
     return ewp.complex_p.bind(*binary_operands(real, imag))
 
 
+@math_op
 def real(x: Any) -> Tensor:
     """The real parts of a complex tensor, in the dtype of its parts; a real tensor itself.
 
@@ -51,6 +53,7 @@ def real(x: Any) -> Tensor:
     return ewp.real_p.bind(x) if dtypes.is_complex(x.dtype) else x
 
 
+@math_op
 def imag(x: Any) -> Tensor:
     """The imaginary parts of a complex tensor, in the dtype of its parts; zeros for a real
     tensor.
@@ -65,6 +68,7 @@ def imag(x: Any) -> Tensor:
     return ewp.imag_p.bind(x) if dtypes.is_complex(x.dtype) else zeros_like(x)
 
 
+@math_op
 def conj(x: Any) -> Tensor:
     """The complex conjugate x - iy of each x + iy; a real tensor itself.
 
@@ -77,6 +81,7 @@ def conj(x: Any) -> Tensor:
     return ewp.conj_p.bind(x) if dtypes.is_complex(x.dtype) else x
 
 
+@math_op
 def angle(x: Any) -> Tensor:
     """The argument of each complex number, atan2(imag, real) in [-pi, pi]; for a real
     tensor pi where it is negative and 0 elsewhere (as TensorFlow).

@@ -17,6 +17,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
+from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.ops.reductions import reduce_sum
 from stageflow.frontend.ops.shape import broadcast_to, concat, reshape
 from stageflow.frontend.tensor import Tensor
@@ -27,6 +28,7 @@ __all__ = ["clip_by_global_norm", "cosh", "cumprod", "cumsum", "global_norm", "i
            "sinh", "tan"]
 
 
+@math_op
 def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Tensor:
     """Running sums along `axis` (TensorFlow's arguments: `exclusive` starts from 0 without
     the element itself, `reverse` runs from the end).
@@ -43,6 +45,7 @@ def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False
                               reverse=bool(reverse))
 
 
+@math_op
 def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Tensor:
     """Running products along `axis` (`exclusive`: from 1, without the element itself).
 
@@ -59,6 +62,7 @@ def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = Fals
                                exclusive=bool(exclusive), reverse=bool(reverse))
 
 
+@math_op
 def tan(x: Any) -> Tensor:
     """``sin(x) / cos(x)``, elementwise.
 
@@ -71,6 +75,7 @@ def tan(x: Any) -> Tensor:
     return ew.divide(ew.sin(x), ew.cos(x))
 
 
+@math_op
 def sinh(x: Any) -> Tensor:
     """``(e**x - e**-x) / 2`` through expm1 (exact near 0), elementwise.
 
@@ -84,6 +89,7 @@ def sinh(x: Any) -> Tensor:
     return (ew.expm1(x) - ew.expm1(ew.negative(x))) * 0.5
 
 
+@math_op
 def cosh(x: Any) -> Tensor:
     """``(e**x + e**-x) / 2``, elementwise.
 
@@ -97,6 +103,7 @@ def cosh(x: Any) -> Tensor:
     return (ew.exp(x) + ew.exp(ew.negative(x))) * 0.5
 
 
+@math_op
 def is_nan(x: Any) -> Tensor:
     """Where `x` is NaN (a bool tensor; all false for integers).
 
@@ -111,6 +118,7 @@ def is_nan(x: Any) -> Tensor:
     return ew.not_equal(x, x)
 
 
+@math_op
 def is_inf(x: Any) -> Tensor:
     """Where `x` is +inf or -inf.
 
@@ -125,6 +133,7 @@ def is_inf(x: Any) -> Tensor:
     return ew.equal(ew.abs(x), np.inf)
 
 
+@math_op
 def is_finite(x: Any) -> Tensor:
     """Where `x` is neither NaN nor infinite.
 
@@ -143,6 +152,7 @@ def _as_counts(x: Any) -> Tensor:
     return ew.cast(x, dtypes.int32)
 
 
+@math_op
 def reduce_any(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Whether any element over `axis` is true (non-zero); false over no elements.
 
@@ -155,6 +165,7 @@ def reduce_any(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     return ew.greater(reduce_sum(_as_counts(x), axis, keepdims), 0)
 
 
+@math_op
 def reduce_all(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Whether every element over `axis` is true (non-zero); true over no elements.
 

@@ -15,6 +15,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import fill
+from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.ops.shape import reshape_to
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import reduction as red
@@ -37,6 +38,7 @@ def _reduce(primitive: Primitive, x: Any, axis: Axis, keepdims: bool) -> Tensor:
     return primitive.bind(x, axes=_axes(x, axis, primitive.name), keepdims=bool(keepdims))
 
 
+@math_op
 def reduce_sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Sum over `axis` (all axes when None); the dtype is kept (no int64 widening).
 
@@ -55,6 +57,7 @@ def reduce_sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return _reduce(red.reduce_sum_p, x, axis, keepdims)
 
 
+@math_op
 def reduce_prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Product over `axis`.
 
@@ -67,6 +70,7 @@ def reduce_prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return _reduce(red.reduce_prod_p, x, axis, keepdims)
 
 
+@math_op
 def reduce_max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Maximum over `axis`; an empty reduction is an error, as in NumPy.
 
@@ -79,6 +83,7 @@ def reduce_max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return _reduce(red.reduce_max_p, x, axis, keepdims)
 
 
+@math_op
 def reduce_min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Minimum over `axis`.
 
@@ -107,6 +112,7 @@ def _count(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     return total
 
 
+@math_op
 def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Mean over `axis` (integer tensors: integer mean truncated, as TensorFlow does, their
     sum taken in int64 so that the mean of values of the dtype is one, never a wrapped sum
@@ -131,6 +137,7 @@ def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return mean if x.dtype == dtypes.int64 else ew.cast(mean, x.dtype)
 
 
+@math_op
 def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """log(sum(exp(x))) over `axis`, computed stably by shifting by the maximum.
 
@@ -165,6 +172,7 @@ def _arg_reduce(primitive: Primitive, x: Any, axis: int | None) -> Tensor:
     return primitive.bind(x, axis=_axes(x, int(axis), primitive.name)[0])
 
 
+@math_op
 def argmax(x: Any, axis: int | None = 0) -> Tensor:
     """Index (int64) of the first maximum along `axis` (of the flattened tensor if None).
 
@@ -179,6 +187,7 @@ def argmax(x: Any, axis: int | None = 0) -> Tensor:
     return _arg_reduce(red.argmax_p, x, axis)
 
 
+@math_op
 def argmin(x: Any, axis: int | None = 0) -> Tensor:
     """Index (int64) of the first minimum along `axis` (of the flattened tensor if None).
 

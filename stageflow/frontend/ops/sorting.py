@@ -11,6 +11,7 @@ from typing import Any
 
 from stageflow.core.shapes import normalize_axis
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives.sorting import sort_p
 
@@ -67,6 +68,7 @@ def argsort(values: Any, axis: int = -1, direction: str = "ASCENDING",
                        descending=_descending(direction, "argsort"))[1]
 
 
+@math_op
 def top_k(input: Any, k: int = 1, sorted: bool = True) -> tuple[Tensor, Tensor]:  # noqa: A002
     """The `k` largest entries along the last axis and their int32 positions
     (TensorFlow's `tf.math.top_k`): ``(values, indices)``, each of shape
