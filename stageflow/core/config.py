@@ -20,8 +20,8 @@
   first compile): LLVM compiles in this process only. By default, on machines of more
   than one core, a compile server (a second Python process running LLVM alone, spawned at
   the first compile) makes object code beside the process's own compiler thread, so that
-  two modules compile at once: the small ResNet's staged training step compiled in 1.5-1.6
-  s instead of 2.3-2.9 s cold.
+  two modules compile at once: a staged training step's first call, cold, takes about a
+  third less time.
 - ``STAGEFLOW_EAGER_COMPILE=0`` (or ``sf.config.eager_compile = False``): eager
   convolutions keep NumPy's kernels instead of the compiled ones, and composites (batch
   norm) run their ops one by one instead of as one staged function (both compiled in the

@@ -103,7 +103,8 @@ class _BitPattern(Parser._TensorLiteralElement):
 
 # The most elements a splat dense literal (``dense<1.0> : tensor<...>``) may expand to: the
 # parser writes every element out, so 337 bytes of IR could ask for gigabytes, and 2^24
-# elements took 40 s to parse (traced IR broadcasts scalars instead of splatting).
+# elements took the parser most of a minute (traced IR broadcasts scalars instead of
+# splatting).
 MAX_SPLAT_ELEMENTS = 1 << 20
 
 

@@ -5,8 +5,8 @@ lists, tuples and dicts. Nothing is registered: `variables` and `submodules` wal
 attributes when asked, depth first in attribute-assignment (and container) order, so the
 order is deterministic and the same object is reported once however many paths reach it.
 `variables` keeps its last walk while the structure is the same (`_WalkCache`): a training
-step asks for `trainable_variables` every step, and walking the small ResNet (40 modules)
-cost 0.25-0.5 ms of a 3.8 ms eager step at batch 1.
+step asks for `trainable_variables` every step, and walking a small ResNet's modules anew
+each time cost a tenth of an eager step at batch 1.
 The attribute names along the way are the named edges of the paper's object graph
 (`Module._flatten` yields them as paths), which checkpoints match state by.
 

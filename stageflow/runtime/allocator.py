@@ -4,11 +4,11 @@ Every eager op's result is a fresh NumPy array, freed a few ops later. glibc ser
 above its mmap threshold with mmap and gives the heap's free top back to the system above
 its trim threshold, both moving with what the process did before (the thresholds adjust
 as mmapped blocks are freed). In a process that had also allocated a staged function's
-workspace, the small ResNet's eager training step at batch 32 alternated between 28 and
-45 ms a step, or ran every step at 45-50: its megabyte arrays went back to the system
-and were page-faulted in again each time. With the mmap threshold at glibc's largest (32
-MiB: smaller blocks come from the heap) and the heap kept up to `TRIM_THRESHOLD` of free
-memory, every step ran at 24-30 ms; with either alone, 45-78.
+workspace, an eager training step's megabyte arrays went back to the system and were
+page-faulted in again at every step, which made the step up to twice as slow, and its time
+bimodal. With the mmap threshold at glibc's largest (`MMAP_THRESHOLD`: smaller blocks come
+from the heap) and the heap kept up to `TRIM_THRESHOLD` of free memory, the arrays stay
+mapped from step to step; either setting alone does not suffice.
 
 `keep_freed_memory` sets both once, at import of the runtime; ``STAGEFLOW_MALLOC=default``
 leaves glibc's settings alone. Elsewhere than glibc (no ``mallopt``) nothing is changed.

@@ -3,7 +3,8 @@
 An array of tens of megabytes is beyond the C allocator's heap: NumPy gets it from ``mmap``
 and returns it with ``munmap`` when it dies, so every call of a compiled function on such
 tensors pays the kernel's page faults and the zeroing of every page before the first byte
-is written (a 2^24-element float32 result: ~7 ms on top of a ~22 ms kernel here). Like the
+is written (for a result of tens of megabytes, a third as much again as a memory-bound
+kernel's own time). Like the
 caching allocators of XLA and PyTorch, the pool keeps such blocks after use and hands one
 out again once nothing refers to it any more: a block is free when the pool holds the only
 reference (every array NumPy derives from a block, views of views included, keeps the block

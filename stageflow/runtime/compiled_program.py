@@ -44,14 +44,13 @@ from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS
 
 # The program is calls and dims arithmetic, its kernels and ops compiled already: the
-# cleanup pipeline (`cpu.levels` of tiny code) and LLVM's fast code generation compiled an
-# MLP training step's program in a fifth of the time of O2 with full code generation, and
-# HMC over 16 chains (one program of tiny kernels) sampled as fast.
+# cleanup pipeline (`cpu.levels` of tiny code) and LLVM's fast code generation compile an
+# MLP training step's program several times faster than O2 with full code generation, and
+# HMC over 16 chains (one program of tiny kernels) samples as fast.
 OPT_LEVEL, CODEGEN_LEVEL = 0, 0
 # The step plan splits kernels from `MIN_PARALLEL_ELEMENTS` on, but a split costs a thread
-# hop and the plan a Python step per op: measured on two cores, `a - 0.01 * b` of float32
-# ran in 69 us as a program and 181 us split at 784x256, 948 and 735 us at 2048x1024; an
-# MLP training step (batch 64 and 512, a 784x256 update) ran 1.3x faster as a program.
+# hop and the plan a Python step per op: up to a few million elements a kernel runs faster
+# inside the program than split by the plan, and so does an MLP's training step.
 PROGRAM_MAX_KERNEL_ELEMENTS = max(MIN_PARALLEL_ELEMENTS, 1 << 21)
 _PTR = ir.PointerType()
 

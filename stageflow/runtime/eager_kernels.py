@@ -1,5 +1,5 @@
 """Eager ops on the compiled code staged functions run: convolutions, and elementwise ops
-where the compiled loop measures faster than NumPy's.
+where the compiled loop proves faster than NumPy's.
 
 The eager executor asks `KERNELS.route` once per op signature (the primitive, each
 operand's dtype and shape, the params) what runs it from then on: None for the
@@ -12,22 +12,21 @@ NumPy's kernels.
 
 Convolutions. NumPy's kernels are im2col copies and one matmul (and, for the input
 gradient, a strided add per filter tap); the lowered ones (`codegen.lowered.conv`) block
-the copies into the cache and split them over the cores. In the small ResNet's eager
-training step at batch 32 the NumPy kernels took 90 of its 125 ms. So a convolution runs
-the compiled op of its params and dtypes: the lowerings are shape-generic
-(`lowering(generic=True)`), so one compile serves every shape. Only a tiny one (fewer
-than `MIN_MACS` multiply-adds, a few microseconds of work either way) stays on NumPy: at
-batch 1 the small ResNet's convolutions (0.13 to 2.4 M multiply-adds each) took 7.0 ms of
-a training step on NumPy's kernels and 2.3 ms compiled. Until its op is ready a
-signature's results are NumPy's, which may differ from the compiled op's in the last bits
-(float sums in another order).
+the copies into the cache and split them over the cores. On NumPy's kernels the
+convolutions take most of an eager convnet's training step, so a convolution runs the
+compiled op of its params and dtypes: the lowerings are shape-generic
+(`lowering(generic=True)`), so one compile serves every shape. Only a tiny one (fewer than
+`MIN_MACS` multiply-adds, a few microseconds of work either way) stays on NumPy; even at
+batch 1 a small ResNet's convolutions run several times faster compiled. Until its op is
+ready a signature's results are NumPy's, which may differ from the compiled op's in the
+last bits (float sums in another order).
 
-Elementwise ops. Some of NumPy's loops are far from the memory's speed here: a ReLU
-(``np.maximum(x, 0)``) of (32, 32, 32, 16) float32 took 200 us where a copy took 45, and
-a relu's gradient (a select) about as long; as a one-op compiled program (a fused kernel,
-its rows split over the cores from `SPLIT_KERNEL_ELEMENTS` on) the ReLU took 29 us. Others
-are as fast as NumPy's, and a program call costs a few microseconds more than a ufunc
-call (an add of 2^16 float32: 8 us NumPy, 12 compiled). So an elementwise op of at least
+Elementwise ops. Some of NumPy's loops are far from the memory's speed: a ReLU
+(``np.maximum(x, 0)``) takes several times as long as a copy of its result, and a relu's
+gradient (a select) about as long, where a one-op compiled program (a fused kernel, its
+rows split over the cores from `SPLIT_KERNEL_ELEMENTS` on) runs at the copy's speed. Others
+are as fast as NumPy's, and a program call costs a few microseconds more than a ufunc call
+(`benchmarks/eager_activations.py` times these routes). So an elementwise op of at least
 `MIN_ELEMENTS` result elements compiles its one-op program, then times both on its
 signature's next calls (`TRIAL_CALLS` each, in turns, the fastest call of each counted)
 and keeps the faster for good. Only ops whose compiled loop computes NumPy's numbers bit for bit
@@ -55,9 +54,9 @@ if TYPE_CHECKING:  # the compiler: loaded by the first op that compiles
 else:
     eager_compiles = lazy.module("stageflow.runtime.eager_compiles")
 
-MIN_MACS = 1 << 16  # ~1 us of a convolution at 100 GFLOP/s
-# Smaller elementwise ops: a few microseconds either way (a relu of 2^12 float32: 2.6 us
-# NumPy, 2.8 compiled; of 2^13: 4.1 and 3.0; a select of 2^12: 4.9 and 3.4).
+MIN_MACS = 1 << 16  # about a microsecond of a convolution's arithmetic
+# Smaller elementwise ops take a few microseconds either way: NumPy's and the compiled
+# loop come out even around here, the compiled one ahead from twice as many elements on.
 MIN_ELEMENTS = 1 << 12
 TRIAL_CALLS = 3
 MAX_COMPILES = 256  # compiles kept (the oldest forgotten first)

@@ -29,11 +29,11 @@ from stageflow.core.primitive import REGISTRY
 from stageflow.ir.control import ControlOp
 from stageflow.runtime.gpu import DeviceArray, GPUDevice
 
-# What the choice between a plan and its graph weighs, as measured on an H100 with the
-# CUDA driver (`benchmarks.gpu`): the host's time per step of a plan (the MLP's plan of 9
-# launches took 451 us a call, its graph 70 us; an eager op on a GPU tensor takes 25 us),
-# and the bandwidth of the copies a graph adds (the device copy: 2.98 TB/s counting the
-# bytes read and written).
+# What the choice between a plan and its graph weighs, calibrated on an H100 with the CUDA
+# driver (`benchmarks.gpu`): the host's time per step of a plan (`CALL_SECONDS`, what an
+# eager op on a GPU tensor takes; a graph replaces a plan's steps by one launch of a
+# fraction of their cost), and the bandwidth of the copies a graph adds
+# (`COPY_BYTES_PER_SECOND`, the device copy's, counting the bytes read and written).
 CALL_SECONDS = 25e-6
 COPY_BYTES_PER_SECOND = 3.0e12
 MAX_SIGNATURES = 16  # graphs kept per function (by argument shapes and dtypes)

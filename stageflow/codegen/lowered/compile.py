@@ -24,12 +24,10 @@ read as they do eagerly. The families: `reduction`, `movement`, `random_bits`, `
 `linalg` (LAPACK).
 
 Compilation: every lowered op of a module goes in one LLVM module (one optimisation and
-code generation run), named by its compilation-cache key as kernel modules are. Measured
-on ten ops of every family: about 45 ms for one op, 0.34 s for ten at O1, 0.48 s at O2,
-0.45 s at O3; but at O1 a row max over 1000x1000 float32 ran 20x slower (not vectorised)
-and a leading-axis sum 2x slower than at O2, while O3 ran no faster than O2. Hence O2, and
-for small and tiny ops, whose loops are too short to pay back LLVM's time, the kernels'
-lower levels (`cpu.levels`, a module per pair of levels).
+code generation run), named by its compilation-cache key as kernel modules are, at O2:
+O1 compiles little faster but leaves row reductions unvectorised, and O3 compiles as long
+for no faster code. Small and tiny ops, whose loops are too short to pay back LLVM's time,
+take the kernels' lower levels (`cpu.levels`, a module per pair of levels).
 """
 
 from __future__ import annotations
@@ -172,8 +170,8 @@ class CompiledOp:
         """The fast path: arrays of the op's dtypes whose result shapes are known (static,
         or remembered for these operand shapes by `_output_shapes`), straight to the
         compiled entry; anything else, or a call it declines, takes `_slow`. The eager
-        small ResNet's convolutions are shape-generic: through `_slow` each call cost
-        about 6 us more at batch 1 (26 calls a step)."""
+        small ResNet's convolutions are shape-generic, and through `_slow` each call would
+        run the shape rule again, a large share of a small convolution's time."""
         py = self._py
         if py is None or len(arrays) != len(self._dtypes):
             return self._slow(arrays)
@@ -231,7 +229,7 @@ class CompiledOp:
         if self.call(arrays, outputs):
             # An op that declines strided views (the convolutions: a tape's seed cotangent
             # is a broadcast view) runs on contiguous copies: a copy costs a fraction of the
-            # NumPy kernel (10x slower for a convolution's gradient).
+            # NumPy kernel (an order of magnitude slower for a convolution's gradient).
             if all(a.flags.c_contiguous for a in arrays) or self.call(
                     [np.ascontiguousarray(a) for a in arrays], outputs):
                 return self._numpy(values)

@@ -28,13 +28,11 @@ O(n^2) against the routines' O(n^3).
 
 Why a call from compiled code and not through NumPy: a staged function using these ops
 becomes one compiled program (`codegen.program`) instead of Python steps around each of
-them, each step a NumPy call with ``numpy.linalg``'s dispatch. Measured on this machine (2
-cores) with a Gaussian log-likelihood (cholesky, two triangular solves, slogdet, a sum),
-best of 7 runs: 12 us per call against 47 us as Python steps for one 8x8 matrix, 25
-against 72 for 16 of them, 166 against 390 for 4 of 64x64, 1.5-2.0 ms against 3.7-4.7 ms
-for one of 256x256 (there the kernel's triangular solve is an LU; OpenBLAS's threads make
-these vary). A function of one op gains nothing: a staged call of `inv` of one 8x8 matrix
-takes 12 us, ``np.linalg.inv`` 5 us; of 64 of them 79 us and 77 us.
+them, each step a NumPy call with ``numpy.linalg``'s dispatch: a Gaussian log-likelihood
+(cholesky, two triangular solves, slogdet, a sum) runs two to four times faster as one
+program on small matrices, and still faster on large ones, where the steps' cost is the
+kernels' (the eager triangular solve an LU). A function of one op gains nothing: a staged
+`inv` of small matrices costs what ``np.linalg.inv`` does, plus the call.
 
 Symbols: ``scipy_d<routine>_64_`` in ``numpy.libs/libscipy_openblas64_*`` (prefixed, 64-bit
 integers, the Fortran ABI: every argument by reference, a character argument's length as a

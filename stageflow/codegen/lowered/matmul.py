@@ -4,12 +4,11 @@ wheel bundles (``cgemm``/``zgemm`` take alpha and beta by pointer). `matmul_add`
 (``alpha * a @ b + c``) copies ``c``, broadcast, into the result and calls the gemm with
 ``beta = 1``: the BLAS accumulates onto it in the pass where it would have zeroed it.
 
-Why a BLAS call and not a generated kernel: OpenBLAS's SkylakeX sgemm runs at about 100%
-of one core's peak here from n = 512 on (130-140 GFLOP/s, 240-280 on two cores); a tiled
-and packed kernel generated through LLVM would have to match its register blocking, packing
-and prefetching per CPU to come near, and the target is 0.9x of it. Calling it from
-compiled code instead of through ``np.matmul`` also removes NumPy's dispatch from the
-call (measured with ``benchmarks/matmul.py``; figures in `primitives/linalg.py`).
+Why a BLAS call and not a generated kernel: OpenBLAS's SkylakeX sgemm runs near one
+core's peak from n = 512 on; a tiled and packed kernel generated through LLVM would have to
+match its register blocking, packing and prefetching per CPU to come near, and the target
+is 0.9x of it. Calling it from compiled code instead of through ``np.matmul`` also removes
+NumPy's dispatch from the call (``benchmarks/matmul.py`` measures both).
 
 Why NumPy's copy and not SciPy's ``cython_blas`` capsules: NumPy's wheel exports a CBLAS
 with 64-bit integers (``scipy_cblas_sgemm64_`` in ``numpy.libs/libscipy_openblas64_*``),
@@ -200,7 +199,7 @@ class Matmul:
     alpha: float = 1.0
     accumulate: bool = False
     # The work is in the gemm and memcpy calls: LLVM's loop optimisations (O2 vectorised
-    # the zeroing and copying loops) took 10-40 ms per matmul of an MLP and gained nothing.
+    # the zeroing and copying loops) cost compile time per matmul and gained nothing.
     optimize_loops = False
 
     def emit(self, ob: OpBuilder) -> None:

@@ -36,8 +36,8 @@ from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
 from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
 
-# A task of a reduction split over the cores gets at least this many elements (~10 us of
-# memory traffic): handing it to the pool's worker costs a microsecond or two.
+# A task of a reduction split over the cores gets at least this many elements: memory
+# traffic several times what handing it to the pool's worker costs.
 MIN_TASK_ELEMENTS = 1 << 16
 VECTOR_BYTES = 64  # an AVX-512 register of partial sums per block of columns
 ROW_ACCUMULATORS = 4
@@ -242,7 +242,7 @@ class Reduce:
             return [b.fadd(acc[0], b.load(at, typ=vector, align=self.dtype.itemsize))]
 
         # Strides are known only at run time; a row of stride 1 (the usual case) is read
-        # eight elements per load instead of gathered element by element (1.5x slower).
+        # eight elements per load instead of gathered element by element (slower).
         function = b.block.function
         contiguous = function.append_basic_block("row.contiguous")
         strided = function.append_basic_block("row.strided")
@@ -276,9 +276,8 @@ def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Valu
 
 
 # Reductions of this many elements or more compile shape-generic: they are compiled at the
-# optimising level (`cpu.levels`), where each shape's copy of the code costs LLVM time; the
-# small CIFAR ResNet's staged step reduced three batch norm widths through three copies
-# (75 kB of IR, 0.42 s of LLVM at batch 32), and one serves them all.
+# optimising level (`cpu.levels`), where each shape's copy of the code costs LLVM time: a
+# ResNet's batch norms of three widths took three copies, where one serves them all.
 GENERIC_FROM = SMALL_KERNEL_ELEMENTS
 
 

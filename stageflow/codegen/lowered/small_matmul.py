@@ -1,8 +1,8 @@
 """Small matmuls of static shape as generated vector code instead of a BLAS call.
 
-A recurrent step multiplies a (1, 64) state by a (64, 64) weight: 4096 multiply-adds, about
-40 ns of arithmetic, but OpenBLAS's gemm spends more than that deciding how to split the
-work, and inside a loop the call repeats every iteration. Below `MAX_MULTIPLY_ADDS`, with
+A recurrent step multiplies a (1, 64) state by a (64, 64) weight: 4096 multiply-adds, tens
+of nanoseconds of arithmetic, but OpenBLAS's gemm spends more than that deciding how to
+split the work, and inside a loop the call repeats every iteration. Below `MAX_MULTIPLY_ADDS`, with
 static shapes and row-major operands, each row of the result is computed in blocks of one
 vector register (16 float32 or 8 float64 lanes): up to `CHAINS` blocks' partial sums stay
 in registers while the loop runs over k, each step one broadcast of ``a[i, k]`` and per
@@ -25,8 +25,9 @@ from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, nest
 from stageflow.core import dtypes
 
-# Measured with benchmarks/loop.py and a (1, 64) @ (64, 64) step: the generated code took
-# about a third of the BLAS call's time. Larger products amortise the BLAS's set-up.
+# Below this the generated code beats the BLAS call, whose set-up costs more than such a
+# product's arithmetic (`benchmarks/loop.py` times a recurrent step); larger products
+# amortise the set-up.
 MAX_MULTIPLY_ADDS = 1 << 16
 VECTOR_BITS = 512
 # Independent sums per pass over k: an fma's latency is several cycles, so one chain of

@@ -17,8 +17,8 @@ Kernel ABI (both entry points are in the module `CPUTarget.emit` returns)::
         or a read-only output. This is the fast path: no per-argument ctypes conversion.
 
 Compilation: the host CPU's name and features, the new pass manager at O2 with loop and
-SLP vectorisation (less for small and tiny kernels, see `levels`; O3 took 1.5x the time on
-the small ResNet step's 99 kernels, 1.07 against 0.70 s, and ran them no faster), and
+SLP vectorisation (less for small and tiny kernels, see `levels`; O3 took half as long again
+to compile a ResNet step's kernels and ran them no faster), and
 every kernel module added as object code to an MCJIT engine (`Engine`). Symbols are
 suffixed with the module's cache key (a hash of its IR text and the target), so kernels of
 the same name never clash in an engine and a module compiled once is reused: in this
@@ -77,9 +77,9 @@ _LIBM_SYMBOLS = ("sinf", "sin", "cosf", "cos", "powf", "pow", "fmodf", "fmod", "
 
 T = TypeVar("T")
 
-# Modules linked into one engine before the next one is made: a new engine cost ~1 ms
-# (its target machine, its first finalisation, its disposal), a module ~9 KB of memory
-# kept until the last caller of anything in its generation is gone.
+# Modules linked into one engine before the next one is made: a new engine costs about a
+# millisecond (its target machine, its first finalisation, its disposal), a module a few
+# kilobytes of memory kept until the last caller of anything in its generation is gone.
 GENERATION_MODULES = 64
 
 SMALL_KERNEL_ELEMENTS = 4096
@@ -90,11 +90,11 @@ def levels(size: float, opt: int) -> tuple[int, int]:
     """LLVM's optimisation and code generation levels for code over `size` elements (its
     static size, infinity if unknown), `opt` for large code. Small code cannot pay back
     vectorisation (O1 from `SMALL_KERNEL_ELEMENTS` down), tiny code not even LLVM's loop
-    optimisations: the cleanup pipeline (`_JIT.optimize` at 0) optimised the MLP training
-    step's tiny kernels ~10x faster than O1, and HMC over 16 chains sampled as fast. Code
-    generation stays at O3: at O0 (fast instruction selection and register allocation)
-    emission was 5x faster, but HMC sampled 15% slower and a 1024-element kernel of exp,
-    tanh and five arithmetic ops took 21.9 instead of 17.0 us per call."""
+    optimisations: the cleanup pipeline (`_JIT.optimize` at 0) optimises an MLP training
+    step's tiny kernels an order of magnitude faster than O1, and HMC over 16 chains
+    samples as fast. Code generation stays at O3: O0 (fast instruction selection and
+    register allocation) emits several times faster, but its code runs slower, a kernel of
+    transcendentals and arithmetic by a fifth."""
     if size < TINY_KERNEL_ELEMENTS:
         return 0, 3
     return (min(opt, 1), 3) if size < SMALL_KERNEL_ELEMENTS else (opt, 3)
@@ -366,8 +366,8 @@ class JIT:
         self.cpu_name = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
         if "+avx512f" in self.features.split(","):
-            # LLVM prefers 256-bit vectors on AVX-512 CPUs; 512-bit ones ran the fused
-            # gelu kernel ~25% faster in cache here.
+            # LLVM prefers 256-bit vectors on AVX-512 CPUs; 512-bit ones run fused kernels
+            # of transcendentals (a gelu's) faster on data in cache.
             self.features += ",-prefer-256-bit"
         self.triple = llvm.get_process_triple()  # read once: builders must not wait for
         # the compiler thread's lock to learn it

@@ -117,9 +117,9 @@ def weak_operand(value: Any, like: Any) -> Tensor:
 def _weak_array(value: Any, target: np.dtype) -> np.ndarray:
     """`to_array(value, target)` for a weak scalar already checked against `target`. An int
     or float of a floating or complex `target` is `np.array(value, target)`, all that
-    `to_array`'s checks would come to (0.3 against 1.7 us: the relu gradient's ``out > 0``
-    makes one each, under a tape); where NumPy refuses it (an int past the float range),
-    `to_array` converts it, to raise its own message."""
+    `to_array`'s checks would come to, at a fraction of their cost (the relu gradient's
+    ``out > 0`` makes one each, under a tape); where NumPy refuses it (an int past the
+    float range), `to_array` converts it, to raise its own message."""
     if type(value) in (int, float) and target in dtypes.INEXACT:
         try:
             return np.array(value, target)

@@ -74,9 +74,9 @@ def write(path: str, tensors: dict[str, np.ndarray], graph: dict[str, Any]) -> N
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            # Reserving the file's blocks up front doubled the writes' bandwidth in a
-            # measurement here (256 MiB into the page cache: 1.4 -> 2.9 GB/s): the file
-            # system allocates once, not at every write. The fsync then dominates.
+            # Reserving the file's blocks up front doubles the writes' bandwidth into the
+            # page cache: the file system allocates once, not at every write. The fsync
+            # then dominates.
             _reserve(descriptor, 8 + len(text) + offset)
             _write_all(descriptor, struct.pack("<Q", len(text)) + text)
             for array in arrays:
