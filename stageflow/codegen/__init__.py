@@ -1,16 +1,24 @@
-"""Lowering of fused kernels to LLVM IR (CPU) and PTX (NVIDIA GPUs).
+"""Lowering to LLVM IR (CPU) and PTX (NVIDIA GPUs): fused kernels, single irregular ops and
+whole functions.
 
-A kernel is an elementwise ``func.func`` (see `kernel`); `compile_kernel` JIT-compiles one
-for this CPU and returns a callable on NumPy arrays. The pieces, in pipeline order:
+A kernel is an elementwise ``func.func`` (see `kernels.analysis`); `compile_kernel`
+JIT-compiles one for this CPU and returns a callable on NumPy arrays. The subpackages, in
+pipeline order:
 
-``kernel``   analysis: op list, iteration space, per-argument broadcasting
-``ops``      the lowering table, one rule per primitive, shared by all targets
-``mathlib``  exp, log, tanh, erf... expanded into instructions every backend lowers
-``emitter``  the IR builder helpers and the dtype -> LLVM type tables
-``loops``    shape checks and loop nests (flat and broadcasting)
-``cpu``      `CPUTarget`: LLVM IR, O3 + vectorisation, the MCJIT engine, the kernel ABI
-``wrapper``  the Python call path of a compiled kernel
-``ptx``      `PTXTarget`: the same kernels as PTX ``.entry`` functions (grid-stride loops)
+``llvm``      what every lowering uses: the emitter and its dtype tables (`llvm.emitter`),
+              math expansions every backend lowers (`llvm.mathlib`), loops, reduction
+              combines, dim arithmetic as LLVM IR (`llvm.dim_arith`), NumPy's array struct
+``kernels``   fused elementwise kernels: analysis (op list, iteration space, per-argument
+              broadcasting), the lowering table shared by all targets (`kernels.rules`),
+              loop nests (`kernels.loops`, `kernels.reduce_loops`), the Python call path
+              (`kernels.wrapper`)
+``lowered``   single irregular ops (reductions, data movement, matmul, convolutions,
+              pooling, LAPACK calls...), one rule per primitive, with a C ABI
+              (`lowered.compile`)
+``program``   a whole function as one LLVM function calling the kernels and lowered ops
+``targets``   `CPUTarget` (`targets.cpu`: O2 + vectorisation, the MCJIT engine, the on-disk
+              cache) and `PTXTarget` (`targets.ptx`: the same kernels as PTX ``.entry``
+              functions with grid-stride loops)
 """
 
 from stageflow.codegen.kernels.analysis import Kernel, analyse

@@ -7,7 +7,7 @@ and indexing are installed by `stageflow.frontend.ops.operators`.
 A plain `Tensor` lives on the host's default device, ``/device:CPU:0``; the eager fast
 paths take only those (``type(x) is Tensor``). A tensor on any other device is a
 `PlacedTensor`, which goes through `Primitive.bind`, where the eager executor runs the op
-on a device and copies inputs from other devices (`stageflow.runtime.placement`). Copies
+on a device and copies inputs from other devices (`stageflow.runtime.eager`). Copies
 of a tensor to other devices are kept on it (``_mirrors``, TensorFlow's "mirrors"), so a
 tensor used on another device many times is copied there once: tensors never change.
 """

@@ -106,8 +106,8 @@ class Plan:
                     self.steps.append(Step(plans[callee].run_tuple, ins, {}, outs, True, callee,
                                            source_location(op)))
             else:
-                primitive = REGISTRY[name]
-                # -- an op lowered to machine code (`codegen.structured`), else its NumPy kernel
+                primitive = op.primitive
+                # -- an op lowered to machine code (`codegen.lowered`), else its NumPy kernel
                 kernel, params = compiled.get(op), {}
                 if kernel is None:
                     kernel, params = on_host(primitive.kernel, primitive), op.params()

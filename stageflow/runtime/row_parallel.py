@@ -1,8 +1,9 @@
 """Large elementwise kernels split over the machine's cores.
 
 A kernel whose values all share one leading dim is compiled with that dim unknown
-(`codegen.kernel.leading_dim_splittable`), so the same machine code runs on any block of
-rows (results of reductions over other axes too: each block reduces into its own rows).
+(`codegen.kernels.analysis.leading_dim_splittable`), so the same machine code runs on any
+block of rows (results of reductions over other axes too: each block reduces into its own
+rows).
 Calls with enough elements are cut into one block per core and run on a small thread
 pool: the compiled code runs without the GIL (ctypes releases it), so the blocks really
 run at once and memory-bound kernels reach the bandwidth of every core. Small calls stay

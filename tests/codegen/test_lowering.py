@@ -1,4 +1,4 @@
-"""Lowered single ops (`codegen.structured`) against their NumPy kernels: reductions, data
+"""Lowered single ops (`codegen.lowered`) against their NumPy kernels: reductions, data
 movement, random bits (bit-identical), matmul; strided inputs, unknown dims, bad shapes;
 and staged functions compiled with them against eager execution."""
 

@@ -40,7 +40,7 @@ class Driver:
     """How a target spreads iterations: sequential loops (this class, the CPU)."""
 
     def reducing(self, b: ir.IRBuilder, layout: Layout, body: Body, address: Address) -> None:
-        """The loops of a kernel with reductions (`codegen.reduce_loops`)."""
+        """The loops of a kernel with reductions (`codegen.kernels.reduce_loops`)."""
 
         emit_reducing(b, layout, body, address)
 

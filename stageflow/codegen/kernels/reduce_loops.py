@@ -9,8 +9,8 @@ on reduced axes): a reduced leading axis adds whole rows into the result, a loop
 vectorises without reassociating anything. Where one does, each row is folded into
 registers and combined into its result element at the end of the row; float sums keep
 `LANES` partial sums there (the row is unrolled by `LANES` elements, each added to its own
-lane, the lanes added pairwise at the end), as `codegen.reduction` does, so results match
-NumPy's pairwise sums to rounding; complex sums add in order in complex128 (rounded once
+lane, the lanes added pairwise at the end), as `codegen.lowered.reduction` does, so results
+match NumPy's pairwise sums to rounding; complex sums add in order in complex128 (rounded once
 at the end of the row), integer sums (wrapping), products, max and min combine in order.
 Reductions of the same kernel over other axes are combined element by element meanwhile.
 Only sequential targets run these loops (the CPU): on a GPU every thread would combine

@@ -20,8 +20,9 @@ C ABI of a lowered op (one per distinct op: same primitive, types and params)::
 This is what a whole-function lowering calls for each such op, and what the executable
 calls now. Where the compiled code declines (a code other than 0: unusual strides for the
 BLAS, an index out of range, an empty max), the op's NumPy kernel runs instead, so errors
-read as they do eagerly. The families: `reduction`, `movement`, `random_bits`, `matmul`,
-`linalg` (LAPACK).
+read as they do eagerly. The families: `reduction`, `movement`, `scan`, `sorting`,
+`random_bits`, `integer_power`, `matmul` (with `small_matmul`), `linalg` (LAPACK), `conv`
+and `pooling`.
 
 Compilation: every lowered op of a module goes in one LLVM module (one optimisation and
 code generation run), named by its compilation-cache key as kernel modules are, at O2:

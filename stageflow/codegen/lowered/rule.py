@@ -1,8 +1,9 @@
 """What a lowering of one non-elementwise op sees: its operands as IR values, loop helpers.
 
-Elementwise ops are lowered by table (`ops`) inside fused kernels; the irregular ops
-(reductions, data movement, random bits, matmul) each get a hand-written rule that emits
-the body of one LLVM function (see `structured` for its C ABI). A rule is registered per
+Elementwise ops are lowered by table (`codegen.kernels.rules`) inside fused kernels; the
+irregular ops (reductions, data movement, random bits, matmul, convolutions...) each get a
+hand-written rule that emits the body of one LLVM function (see `codegen.lowered.compile`
+for its C ABI). A rule is registered per
 primitive name with `lowering`; it receives an `OpSpec` (operand and result types, params)
 and returns an object whose ``emit(ob)`` writes the body, or ``None`` where it does not
 handle those dtypes or params (the op then runs its NumPy kernel).

@@ -10,14 +10,14 @@ Kernel ABI (PTX parameters, in order)::
         grid-stride loop). If the dims are inconsistent every thread returns at once,
         having touched nothing (the host-side wrapper checks them first anyway).
 
-The element computation, shape checks and loop structure are the CPU's (`loops`, `ops`);
-only the driver differs: the flat loop strides over the grid, and the broadcasting loop
-turns the flat index into a multi-index with divisions. Nothing goes through libm: the
-NVPTX backend has no libm and LLVM *aborts the process* on an intrinsic it cannot select
-(``llvm.exp``, ``llvm.sin``, ``llvm.tanh``...), so every transcendental is `mathlib`'s
-expansion, and the optimised module is checked against an allow-list of intrinsics before
-any machine code is generated. float ``mod``/``floordiv`` use ``frem``, which NVPTX
-expands as ``x - y * trunc(x / y)``: exact only while the quotient is small.
+The element computation, shape checks and loop structure are the CPU's (`kernels.loops`,
+`kernels.rules`); only the driver differs: the flat loop strides over the grid, and the
+broadcasting loop turns the flat index into a multi-index with divisions. Nothing goes
+through libm: the NVPTX backend has no libm and LLVM *aborts the process* on an intrinsic
+it cannot select (``llvm.exp``, ``llvm.sin``, ``llvm.tanh``...), so every transcendental
+is `llvm.mathlib`'s expansion, and the optimised module is checked against an allow-list of
+intrinsics before any machine code is generated. float ``mod``/``floordiv`` use ``frem``,
+which NVPTX expands as ``x - y * trunc(x / y)``: exact only while the quotient is small.
 """
 
 from __future__ import annotations
