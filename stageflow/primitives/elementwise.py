@@ -213,6 +213,7 @@ expm1_p = unary("expm1", np.expm1, "e**x - 1, accurate near 0", F, T)
 log_p = unary("log", np.log, "natural logarithm (the principal branch for complex x)",
               INEXACT, T)
 log1p_p = unary("log1p", np.log1p, "log(1 + x), accurate near 0", F, T)
+log2_p = unary("log2", np.log2, "base-2 logarithm", F, T)
 sqrt_p = unary("sqrt", np.sqrt, "square root (the principal one for complex x)", INEXACT)
 rsqrt_p = unary("rsqrt", _rsqrt, "1 / sqrt(x)", F)
 reciprocal_p = unary("reciprocal", np.reciprocal, "1 / x", INEXACT)
@@ -350,6 +351,7 @@ _UNARY_VJPS = {
     expm1_p: lambda g, x, out: g * (out + 1.0),
     log_p: lambda g, x, out: g / conj(x),
     log1p_p: lambda g, x, out: g / (x + 1.0),
+    log2_p: lambda g, x, out: g / (x * math.log(2.0)),
     sqrt_p: lambda g, x, out: g * 0.5 / conj(out),
     rsqrt_p: lambda g, x, out: g * -0.5 * out / x,
     reciprocal_p: lambda g, x, out: -g * conj(out) * conj(out),

@@ -46,8 +46,8 @@ EXPANDED = CPUTarget(libm=frozenset())  # the math PTX runs, executed on the CPU
 ELEMENTWISE = {name: p for name, p in REGISTRY.items() if isinstance(p, ElementwisePrimitive)}
 UNARY = sorted(n for n, p in ELEMENTWISE.items() if p.shape_rule.__code__.co_argcount == 1)
 BINARY = sorted(n for n, p in ELEMENTWISE.items() if p.shape_rule.__code__.co_argcount == 2)
-TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "logistic", "erf",
-                  "atan", "asin", "acos", "erfinv", "lgamma", "digamma", "trigamma"]
+TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tanh", "logistic",
+                  "erf", "atan", "asin", "acos", "erfinv", "lgamma", "digamma", "trigamma"]
 
 
 def ir_type(shape: tuple[int | None, ...], dtype: np.dtype) -> str:

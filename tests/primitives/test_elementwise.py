@@ -64,6 +64,7 @@ UNARY = {
     "expm1": (np.expm1, FLOATS, (-10, 10)),
     "log": (np.log, FLOATS, (0.01, 100)),
     "log1p": (np.log1p, FLOATS, (-0.9, 100)),
+    "log2": (np.log2, FLOATS, (0.01, 100)),
     "sqrt": (np.sqrt, FLOATS, (0, 100)),
     "rsqrt": (lambda x: 1 / np.sqrt(x), FLOATS, (0.01, 100)),
     "reciprocal": (lambda x: 1 / x, FLOATS, (0.01, 100)),

@@ -156,7 +156,8 @@ def test_every_primitive_has_a_rule_or_is_marked():
 
 UNARY_DOMAINS = {
     "negative": None, "abs": None, "sign": None, "relu": None, "exp": None, "expm1": None,
-    "log": (0.5, 3.0), "log1p": (-0.5, 3.0), "sqrt": (0.5, 3.0), "rsqrt": (0.5, 3.0),
+    "log": (0.5, 3.0), "log1p": (-0.5, 3.0), "log2": (0.5, 3.0), "sqrt": (0.5, 3.0),
+    "rsqrt": (0.5, 3.0),
     "reciprocal": (0.5, 3.0),
     "sin": None, "cos": None, "tanh": None, "logistic": None, "erf": None,
     "floor": "fractional", "ceil": "fractional", "round": "fractional",

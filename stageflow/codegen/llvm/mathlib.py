@@ -26,6 +26,7 @@ tanh          float32: x P(x^2) / Q(x^2), a (9, 8) odd rational minimax fit on |
               float64: t = expm1(2|x|), t / (t + 2), sign copied from x
 log           x = m 2**e, m in [sqrt(1/2), sqrt 2): log m = 2 atanh((m-1)/(m+1)) as an odd
               series, plus e ln 2 (two-part); subnormals scaled first
+log2          the same m and e: e + log(m) / ln 2, exact at powers of two
 log1p         u = 1 + x: x where u == 1, else log(u) * x / (u - 1) (Goldberg)
 logistic      exactly NumPy's kernel: e = exp(-|x|), 1/(1+e) or e/(1+e)
 erf           exactly NumPy's kernel (Cody's rational forms, in float64)
@@ -184,10 +185,9 @@ _LOG_SERIES = {F32: tuple(1 / (2 * k + 1) for k in range(5, 0, -1)),
 _SUBNORMAL_SCALE = {F32: 24, F64: 54}
 
 
-@lowers("log")
-def log(e: Emitter, x: ir.Value) -> ir.Value:
-    if "log" in e.libm:
-        return e.call("log", x)
+def _log_parts(e: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(k, log m) for x = m 2**k with m in [sqrt(1/2), sqrt 2), k as a float of x's type;
+    meaningful for positive finite x (subnormals are scaled first)."""
     b, ty = e.b, x.type
     mantissa, bias = _FORMAT[ty]
     scale = _SUBNORMAL_SCALE[ty]
@@ -205,11 +205,35 @@ def log(e: Emitter, x: ir.Value) -> ir.Value:
     two_s = b.fadd(s, s)
     z = b.fmul(s, s)
     log_m = e.fma(b.fmul(two_s, z), e.poly(z, _LOG_SERIES[ty]), two_s)
-    k = b.sitofp(exponent, ty)
-    result = e.fma(k, e.like(x, _LN2_HI[ty]), e.fma(k, e.like(x, _LN2_LO[ty]), log_m))
+    return b.sitofp(exponent, ty), log_m
+
+
+def _log_special_cases(e: Emitter, x: ir.Value, result: ir.Value) -> ir.Value:
+    """`result` where x is positive and finite; a logarithm's values elsewhere, in any base:
+    inf at inf, -inf at zeros, NaN below zero and for NaN."""
+    b = e.b
     result = e.select(b.fcmp_ordered("==", x, e.like(x, math.inf)), x, result)
     result = e.select(b.fcmp_ordered("==", x, e.like(x, 0.0)), e.like(x, -math.inf), result)
     return e.select(b.fcmp_unordered("<", x, e.like(x, 0.0)), e.like(x, math.nan), result)
+
+
+@lowers("log")
+def log(e: Emitter, x: ir.Value) -> ir.Value:
+    if "log" in e.libm:
+        return e.call("log", x)
+    k, log_m = _log_parts(e, x)
+    ty = x.type
+    return _log_special_cases(e, x, e.fma(k, e.like(x, _LN2_HI[ty]),
+                                          e.fma(k, e.like(x, _LN2_LO[ty]), log_m)))
+
+
+@lowers("log2")
+def log2(e: Emitter, x: ir.Value) -> ir.Value:
+    """k + log(m) / ln 2 (`_log_parts`): exact at powers of two, where log m is 0."""
+    if "log2" in e.libm:
+        return e.call("log2", x)
+    k, log_m = _log_parts(e, x)
+    return _log_special_cases(e, x, e.fma(log_m, e.like(x, 1 / math.log(2.0)), k))
 
 
 @lowers("log1p")

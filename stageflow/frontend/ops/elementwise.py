@@ -141,6 +141,15 @@ log1p = math_op(unary_op(ew.log1p_p, """log(1 + x), accurate for small x.
     >>> sf.math.log1p([0.0, 1e-5])
     sf.Tensor([0.00000e+00, 9.99995e-06], shape=(2,), dtype=float32)
     """))
+log2 = math_op(unary_op(ew.log2_p, """Base-2 logarithm, elementwise (NumPy's np.log2).
+
+    x: float tensor (float16/bfloat16/float32/float64) of any shape; returns a tensor of x's
+    shape and dtype. A power of two gives its exponent exactly; log2(0) is -inf and log2 of
+    a negative number NaN.
+
+    >>> sf.math.log2([1.0, 8.0, 0.5, 10.0])
+    sf.Tensor([ 0.      ,  3.      , -1.      ,  3.321928], shape=(4,), dtype=float32)
+    """))
 sqrt = math_op(unary_op(ew.sqrt_p, """Square root, elementwise.
 
     x: float or complex tensor (float16/bfloat16/float32/float64/complex64/complex128) of
