@@ -2,9 +2,10 @@
 
 `missing_facts` is the checker: a shape rule; a gradient rule, or none needed; an IR op of
 its family in the dialect; a lowering in the table its `lowered_by` fact names (or a
-host-only reason); for reductions, a reduction kind that agrees with the eager kernel. A
-primitive added without one of them fails `test_every_primitive_declares_its_facts`, and
-`test_the_checker_reports_a_bare_primitive` shows that the checker does report them.
+host-only reason); for reductions, a reduction kind that agrees with the eager kernel;
+effects that agree with its cost and family. A primitive added without one of them fails
+`test_every_primitive_declares_its_facts`, and `test_the_checker_reports_a_bare_primitive`
+shows that the checker does report them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from stageflow.codegen.kernels.rules import RULES as ELEMENTWISE_RULES
 from stageflow.codegen.lowered.compile import RULES as OP_RULES
 from stageflow.codegen.program.builder import emits_itself
 from stageflow.core import config
-from stageflow.core.op_facts import Family, HostOnly, LoweredBy, ReductionKind
+from stageflow.core.op_facts import Cost, Effect, Family, HostOnly, LoweredBy, ReductionKind
 from stageflow.core.primitive import REGISTRY, Primitive, ShapedType
 from stageflow.ir.dialect import (
     FAMILIES,
@@ -103,11 +104,26 @@ def _empty_reduction(primitive: Primitive, kind: ReductionKind) -> list[str]:
     return [] if np.all(result == kind.identity) else ["an empty reduction is not the identity"]
 
 
+def _effects(primitive: Primitive) -> list[str]:
+    """An op has effects exactly where it costs `Cost.STATE` (remat never recomputes it),
+    and every op of the state family has one."""
+    effects, cost = primitive.effects, primitive.cost
+    problems = []
+    if primitive.stateful and cost is not Cost.STATE:
+        problems.append(f"effects {effects.name} but cost {cost.name}: an op with effects "
+                        "costs STATE")
+    if not primitive.stateful and cost is Cost.STATE:
+        problems.append("cost STATE but no effects")
+    if primitive.family is Family.STATE and not primitive.stateful:
+        problems.append("a state-family op without effects")
+    return problems
+
+
 def missing_facts(primitive: Primitive) -> list[str]:
     """What `primitive` lacks or declares inconsistently ([] when every fact is there)."""
     shape_rule = [] if callable(primitive.shape_rule) else ["no shape rule"]
     return [*shape_rule, *_gradient(primitive), *_ir_op(primitive), *_lowering(primitive),
-            *_reduction(primitive)]
+            *_reduction(primitive), *_effects(primitive)]
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -148,6 +164,17 @@ def test_the_checker_reports_a_missing_lowering_and_reduction_kind(
         "lowered_by=OP_RULE but not in the lowered-op rules",
         "a reduction over axes without its reduction kind",
     ]
+
+
+def test_the_checker_reports_effects_that_disagree_with_cost_and_family(
+        bare_primitive: Primitive) -> None:
+    bare_primitive.effects = Effect.WRITES
+    assert _effects(bare_primitive) == [
+        "effects WRITES but cost OPAQUE: an op with effects costs STATE"]
+    bare_primitive.effects, bare_primitive.cost = Effect.PURE, Cost.STATE
+    bare_primitive.family = Family.STATE
+    assert _effects(bare_primitive) == [
+        "cost STATE but no effects", "a state-family op without effects"]
 
 
 def test_a_host_only_op_is_named_once_with_its_reason_and_line(capsys, monkeypatch) -> None:

@@ -53,6 +53,9 @@ from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import ResourceTensorType
 from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
 from stageflow.passes.fuse import is_kernel
+from stageflow.passes.support import is_op
+from stageflow.primitives.functional import call_p
+from stageflow.primitives.state import read_variable_p
 from stageflow.staging.compiler import Compilation
 
 TARGETS = ("cpu", "ptx")
@@ -262,7 +265,7 @@ def _freeze_captures(entry: FuncOp, concrete: Any, freeze: bool) -> list[Variabl
                 continue
             for use in list(arg.uses):
                 op = use.operation
-                if not isinstance(op, SfOp) or op.primitive.name != "read_variable":
+                if not is_op(op, read_variable_p):
                     raise ValueError(
                         f"sf.aot.compile: @{entry.sym_name.data} writes variable "
                         f"{getattr(source, 'name', '?')!r} ({op.name}); compile it with "
@@ -531,7 +534,7 @@ def _ptx_artefact(symbol: str, functions: dict[str, FuncOp], arch: str) -> PTXAr
         "arch": arch,
         "kernels": [_kernel_manifest(kernel) for kernel in kernels],
         "host_ops": [op.name for op in functions[symbol].body.block.ops
-                     if isinstance(op, SfOp) and op.primitive.name != "call"],
+                     if isinstance(op, SfOp) and op.primitive is not call_p],
     }
     return PTXArtefact(symbol, ptx, manifest)
 

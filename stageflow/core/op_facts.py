@@ -51,12 +51,31 @@ class Cost(enum.Enum):
     MOVEMENT = "movement"  # shape ops cheap enough to redo (reshape, broadcast, transpose)
     ELEMENTWISE = "elementwise"
     TRANSCENDENTAL = "transcendental"  # elementwise through a polynomial or iteration
-    MATMUL = "matmul"
+    MATMUL = "matrix_product"
     REDUCTION = "reduction"
     COPY = "copy"  # gathers elements into new memory (slice, concat, pad, gather)
     RANDOM = "random"
-    STATE = "state"  # effects, variables and calls: never recomputed
+    STATE = "state"  # an op with effects (`Effect`): never recomputed
     OPAQUE = "opaque"
+
+
+class Effect(enum.Flag):
+    """What running the op does besides computing its results from its operands' values.
+
+    An op with no effect (`PURE`) may be pruned when unused, merged with an equal op,
+    folded, recomputed or reordered; `Primitive.stateful` is whether it has any. The
+    flags say what passes and runners need to know beyond that: whether the op only reads
+    (two reads of a variable with no write between them are the same value), whether it
+    runs functions of its own (whose effects are theirs), whether it needs this process's
+    Python when it runs (a saved or ahead-of-time compiled function cannot hold it).
+    """
+
+    PURE = 0
+    READS = enum.auto()  # reads a variable's current value
+    WRITES = enum.auto()  # replaces a variable's value
+    OUTPUT = enum.auto()  # writes to the process's output when it runs (printing)
+    CALLS = enum.auto()  # runs graph functions it holds as params: a callee, branches, a body
+    CALLBACK = enum.auto()  # calls a Python function of this process when it runs
 
 
 class LoweredBy(enum.Enum):

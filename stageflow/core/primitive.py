@@ -1,8 +1,8 @@
 """The primitive: one definition per op, shared by every layer.
 
 A `Primitive` holds an op's name, its shape/dtype rule, its eager NumPy kernel and the facts
-other layers need about it (`stageflow.core.op_facts`: its IR family, whether its result
-views an operand, its recomputation cost, its reduction kind, which part of code
+other layers need about it (`stageflow.core.op_facts`: its IR family, its effects, whether
+its result views an operand, its recomputation cost, its reduction kind, which part of code
 generation lowers it); the gradient rule is attached beside its definition, so adding an
 op touches one place per layer. `Primitive.bind` is the single dispatch point: it hands
 the op to the current trace (the eager trace runs the kernel; a staging trace runs the
@@ -23,7 +23,7 @@ import numpy as np
 
 from stageflow.core import context
 from stageflow.core.dims import DimsRule
-from stageflow.core.op_facts import Cost, Family, Lowering, Memory, ReductionKind
+from stageflow.core.op_facts import Cost, Effect, Family, Lowering, Memory, ReductionKind
 from stageflow.core.source import describe_location
 
 Shape = tuple[int | None, ...]
@@ -66,7 +66,8 @@ class Primitive:
     ``shape_rule(*avals, **params)`` returns the result type(s) or raises ``ValueError`` /
     ``TypeError`` with a message about the operands; ``kernel(*arrays, **params)`` computes
     the result eagerly with NumPy and is the reference every compiled path is tested
-    against. ``stateful`` ops are never pruned or folded.
+    against. `effects` say what else running it does (`Effect`); an op with any is
+    ``stateful``, and is never pruned or folded.
 
     The gradient rule, set with `def_vjp` beside the primitive's definition, is
     ``vjp(cotangents, inputs, outputs, **params) -> [input cotangent or None, ...]``: given
@@ -83,11 +84,12 @@ class Primitive:
     operands' (dims that depend on values).
 
     The facts (see `stageflow.core.op_facts`) are set by each family's factory functions:
-    `family`, `memory`, `cost`, `reduction` (for reductions), and `lowered_by`, which part
-    of code generation lowers the op or a `HostOnly` reason. None means undeclared: the
-    op-facts test reports it. `refuses` are the operand dtypes for which some values are an
-    error (NumPy raises: integers to negative powers): a kernel cannot refuse one element of
-    many, so such an op is never fused and runs by a lowering of its own that can.
+    `family`, `effects`, `memory`, `cost`, `reduction` (for reductions), and `lowered_by`,
+    which part of code generation lowers the op or a `HostOnly` reason. None means
+    undeclared: the op-facts test reports it. `refuses` are the operand dtypes for which
+    some values are an error (NumPy raises: integers to negative powers): a kernel cannot
+    refuse one element of many, so such an op is never fused and runs by a lowering of its
+    own that can.
     """
 
     def __init__(
@@ -99,7 +101,7 @@ class Primitive:
         summary: str,
         dims: DimsRule | None = None,
         multiple_results: bool = False,
-        stateful: bool = False,
+        effects: Effect = Effect.PURE,
         family: Family | None = None,
         memory: Memory = Memory.NEW,
         cost: Cost = Cost.OPAQUE,
@@ -115,7 +117,7 @@ class Primitive:
         self.summary = summary
         self.dims = dims
         self.multiple_results = multiple_results
-        self.stateful = stateful
+        self.effects = effects
         self.family = family
         self.memory = memory
         self.cost = cost
@@ -125,6 +127,11 @@ class Primitive:
         self.vjp: Callable[..., list] | None = None
         self.differentiable = True
         REGISTRY[name] = self
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the op has any effect: never pruned, merged, folded or recomputed."""
+        return bool(self.effects)
 
     @property
     def view(self) -> bool:

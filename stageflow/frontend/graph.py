@@ -13,6 +13,7 @@ from typing import Any
 
 from stageflow.core.devices import HOST
 from stageflow.core.errors import KERNEL_ERRORS, located_error
+from stageflow.core.op_facts import Effect
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.source import SourceLocation
 
@@ -93,10 +94,11 @@ class Graph:
         return found
 
     def python_callback(self) -> Equation | None:
-        """The first `py_func` equation anywhere in the graph: a call of a Python function
-        of this process, which a saved or ahead-of-time compiled function cannot hold."""
-        return next((eq for eq in self.all_equations() if eq.primitive.name == "py_func"),
-                    None)
+        """The first equation anywhere in the graph that calls back into Python (a
+        `py_func`): a call of a Python function of this process, which a saved or
+        ahead-of-time compiled function cannot hold."""
+        return next((eq for eq in self.all_equations()
+                     if Effect.CALLBACK in eq.primitive.effects), None)
 
     def callees(self) -> list[Any]:
         """The concrete functions this graph calls, directly or indirectly, each once."""

@@ -18,6 +18,7 @@ from stageflow.frontend.regions import emit
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.primitives import state
 from stageflow.primitives.control import branch_index, cond_p, while_p
+from stageflow.primitives.functional import call_p
 
 
 def replay(graph: Graph, arguments: list, captured: list | None = None) -> list:
@@ -34,7 +35,7 @@ def replay(graph: Graph, arguments: list, captured: list | None = None) -> list:
         elif eq.primitive is state.assign_variable_p:
             operands[0].assign(operands[1])
             results = []
-        elif eq.primitive.name == "call":
+        elif eq.primitive is call_p:
             results = replay(eq.params["callee"].graph, operands)
         elif eq.primitive in (cond_p, while_p):
             results = replay_control(eq.primitive, operands, eq.params)

@@ -18,7 +18,7 @@ from typing import Any
 
 from stageflow.core import nest
 from stageflow.core.op_facts import Family
-from stageflow.core.primitive import ShapedType
+from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import same_dim_reference
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.control import while_loop
@@ -29,8 +29,9 @@ from stageflow.frontend.ops.shape import broadcast_to, dynamic_update_index, res
 from stageflow.frontend.regions import share_captures, trace_regions
 from stageflow.frontend.replay import replay, replay_control
 from stageflow.frontend.tensor import Tensor
-from stageflow.primitives import structural
+from stageflow.primitives import linalg, reduction, scan, sorting, structural
 from stageflow.primitives.control import cond_p, while_p
+from stageflow.primitives.functional import call_p
 
 __all__ = ["vectorized_map"]
 
@@ -99,7 +100,7 @@ def vectorized_map(fn: Callable[..., Any], elems: Any,
 
 def _apply(eq: Any, values: list) -> list:
     """The equation's op on these operands in the current trace."""
-    if eq.primitive.name == "call":
+    if eq.primitive is call_p:
         return replay(eq.params["callee"].graph, values)
     if eq.primitive in (cond_p, while_p):
         return replay_control(eq.primitive, values, eq.params)
@@ -227,18 +228,21 @@ def _along_axis(values: list, batched: list[bool], params: dict, primitive: Any)
 
 
 Rule = Callable[[list, list[bool], dict, Any], Batched | None]
-RULES: dict[str, Rule] = {
-    **dict.fromkeys(["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"], _reduce),
-    "argmax": _arg_reduce, "argmin": _arg_reduce, "matmul": _matmul, "matmul_add": _matmul,
-    "transpose": _transpose, "reshape": _reshape, "broadcast_to": _broadcast,
-    "slice": _slice, "pad": _pad, "concat": _concat, "gather": _gather,
-    **dict.fromkeys(["sort", "cumsum", "cumprod"], _along_axis),
+RULES: dict[Primitive, Rule] = {
+    **dict.fromkeys([reduction.reduce_sum_p, reduction.reduce_prod_p, reduction.reduce_max_p,
+                     reduction.reduce_min_p], _reduce),
+    reduction.argmax_p: _arg_reduce, reduction.argmin_p: _arg_reduce,
+    linalg.matmul_p: _matmul, linalg.matmul_add_p: _matmul,
+    structural.transpose_p: _transpose, structural.reshape_p: _reshape,
+    structural.broadcast_to_p: _broadcast, structural.slice_p: _slice,
+    structural.pad_p: _pad, structural.concat_p: _concat, structural.gather_p: _gather,
+    **dict.fromkeys([sorting.sort_p, scan.cumsum_p, scan.cumprod_p], _along_axis),
 }
 
 
 def _rule_for(primitive: Any) -> Rule | None:
-    """The primitive's batching rule: by name, else its family's (elementwise ops)."""
-    rule = RULES.get(primitive.name)
+    """The primitive's batching rule: its own, else its family's (elementwise ops)."""
+    rule = RULES.get(primitive)
     if rule is None and primitive.family is Family.ELEMENTWISE:
         return _elementwise
     return rule

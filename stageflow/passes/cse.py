@@ -32,11 +32,10 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.transforms.common_subexpression_elimination import cse
 
-from stageflow.ir.control import ControlOp, nested_ops
+from stageflow.core.op_facts import Effect
 from stageflow.passes.registry import register_pass
-from stageflow.passes.support import is_stateful
-
-READ = "sf.read_variable"
+from stageflow.passes.support import effects_of, is_op
+from stageflow.primitives.state import read_variable_p
 
 
 @register_pass
@@ -75,7 +74,7 @@ def merge_variable_reads(module: ModuleOp) -> None:
     for block in blocks:
         last_read: dict[SSAValue, Operation] = {}
         for op in list(block.ops):
-            if op.name == READ:
+            if is_op(op, read_variable_p):
                 handle = op.operands[0]
                 earlier = last_read.get(handle)
                 if earlier is not None and earlier.result_types == op.result_types:
@@ -87,8 +86,6 @@ def merge_variable_reads(module: ModuleOp) -> None:
 
 
 def _may_write(op: Operation) -> bool:
-    """Whether `op` may change a variable: a stateful op other than a read, or a region op
-    holding one."""
-    if isinstance(op, ControlOp):
-        return any(_may_write(inner) for region in op.regions for inner in nested_ops(region))
-    return op.name != READ and is_stateful(op)
+    """Whether `op` may change a variable: it, or an op in its regions, may have an effect
+    other than reading."""
+    return bool(effects_of(op) & ~Effect.READS)

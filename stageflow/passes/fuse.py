@@ -33,7 +33,7 @@ from xdsl.traits import IsTerminator
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import build_function, build_op, source_location
 from stageflow.ir.control import ControlOp, nested_ops
-from stageflow.ir.dialect import ReductionOp
+from stageflow.ir.dialect import ConstantOp, ReductionOp
 from stageflow.passes.fuse_groups import (
     IsEffect,
     Rejection,
@@ -45,6 +45,7 @@ from stageflow.passes.fuse_groups import (
 from stageflow.passes.fuse_matmul import MatmulEpilogue
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import callee_name, functions, is_stateful
+from stageflow.primitives.functional import call_p
 
 # The unit attribute marking a kernel function (``attributes {sf.kernel}``): code generation
 # compiles it whole, and passes leave it alone (fuse never fuses into one).
@@ -241,7 +242,7 @@ def _notes(named: list[tuple[list[Operation], str]], rejected: list[Rejection],
 
 def _not_fusible(op: Operation, reductions: bool) -> str:
     """Why no kernel holds `op` ('' for a constant a kernel clones or an op noted already)."""
-    if op.name == "sf.constant":
+    if isinstance(op, ConstantOp):
         return "" if is_scalar_constant(op.results[0]) else "a constant: a kernel argument"
     if isinstance(op, ControlOp):
         return "a region op: a kernel never spans a region's boundary"
@@ -274,7 +275,7 @@ def outline(group: list[Operation], name: str) -> FuncOp:
     kernel = build_function(name, [v.type for v in args], _body(group, list(args), outputs),
                             group[0].location)
     kernel.attributes[KERNEL_ATTR] = UnitAttr()
-    call = build_op("call", list(args), {"callee": SymbolRef(name)}, [v.type for v in outputs])
+    call = build_op(call_p, list(args), {"callee": SymbolRef(name)}, [v.type for v in outputs])
     call.location = group[-1].location
     Rewriter.insert_op(call, InsertPoint.after(group[-1]))
     for old, new in zip(outputs, call.results, strict=True):

@@ -32,7 +32,9 @@ from stageflow.core import dtypes
 from stageflow.ir.builder import build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
-from stageflow.passes.support import erase_dead_producers, same_type, splat_of
+from stageflow.passes.support import erase_dead_producers, is_op, same_type, splat_of
+from stageflow.primitives.elementwise import add_p, multiply_p, subtract_p
+from stageflow.primitives.linalg import matmul_add_p, matmul_p
 
 
 def _only_user(value: SSAValue) -> Operation | None:
@@ -40,21 +42,17 @@ def _only_user(value: SSAValue) -> Operation | None:
     return uses[0].operation if len(uses) == 1 else None
 
 
-def _is_op(op: Operation | None, name: str) -> bool:
-    return isinstance(op, SfOp) and op.primitive.name == name
-
-
 def _scaled_product(value: SSAValue) -> tuple[SfOp, float] | None:
     """(the matmul, alpha) if `value` is ``m`` or ``m * s`` (or ``s * m``) for a matmul
     ``m`` used only there, with the scale applied in the product's type."""
     owner = value.owner
-    if _is_op(owner, "matmul"):
+    if is_op(owner, matmul_p):
         return owner, 1.0
-    if not _is_op(owner, "multiply") or not same_type(owner.results[0], value):
+    if not is_op(owner, multiply_p) or not same_type(owner.results[0], value):
         return None
     for product, scale in (owner.operands, owner.operands[::-1]):
         alpha = splat_of(scale)
-        if (alpha is not None and _is_op(product.owner, "matmul")
+        if (alpha is not None and is_op(product.owner, matmul_p)
                 and same_type(product, value) and _only_user(product) is owner):
             return product.owner, float(alpha)
     return None
@@ -64,13 +62,13 @@ class MatmulEpilogue(RewritePattern):
     """``alpha * (a @ b) + c`` (the forms in the module docstring) as one `matmul_add`."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not (_is_op(op, "add") or _is_op(op, "subtract")):
+        if not (is_op(op, add_p) or is_op(op, subtract_p)):
             return
         result = op.results[0]
         if not dtypes.is_floating(shaped_type(result.type).dtype):
             return
         left, right = op.operands
-        subtract = _is_op(op, "subtract")
+        subtract = is_op(op, subtract_p)
         orders = [(right, left)] if subtract else [(left, right), (right, left)]
         for product, addend in orders:
             if _only_user(product) is not op or not same_type(product, result):
@@ -80,7 +78,7 @@ class MatmulEpilogue(RewritePattern):
                 continue
             matmul, alpha = found
             params = {"alpha": -alpha if subtract else alpha, **matmul.params()}
-            fused = build_op("matmul_add", [*matmul.operands, addend], params, result.type,
+            fused = build_op(matmul_add_p, [*matmul.operands, addend], params, result.type,
                              op.location)
             rewriter.replace(op, fused)
             erase_dead_producers([product], rewriter)  # the matmul, the scale

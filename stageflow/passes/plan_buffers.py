@@ -47,7 +47,9 @@ from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.fuse import is_kernel, reduced_results
 from stageflow.passes.registry import register_pass
-from stageflow.passes.support import callee_name, functions, static_size
+from stageflow.passes.support import callee_name, functions, is_op, static_size
+from stageflow.primitives.functional import call_p
+from stageflow.primitives.state import assign_variable_p
 
 BUFFER_ATTR = "sf.buffer"  # per op: the buffer of its result (a list for several; -1: none)
 IN_PLACE_ATTR = "sf.in_place"  # per kernel call: the operand each result overwrites, or -1
@@ -101,10 +103,6 @@ def static_bytes(value: SSAValue) -> int | None:
     return count * np.dtype(dtype_of(value.type.get_element_type())).itemsize
 
 
-def _op_name(op: Operation) -> str:
-    return op.name.removeprefix("sf.") if isinstance(op, SfOp) else op.name
-
-
 def _is_view_op(op: Operation) -> bool:
     """Whether `op`'s eager kernel may return (a view of) its operand, not new memory."""
     return isinstance(op, SfOp) and op.primitive.view
@@ -137,9 +135,8 @@ def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
             allocation.end = max(allocation.end, index)
         if isinstance(op, ControlOp):
             region_ops.append(([allocations[v] for v in reads], list(op.results)))
-        name = _op_name(op)
         escaping = op.operands if isinstance(op, ReturnOp) else ()
-        if name == "assign_variable":
+        if is_op(op, assign_variable_p):  # the value now held by the variable
             escaping = op.operands[1:]
         for value in escaping:
             allocations[value].temporary = False
@@ -148,7 +145,7 @@ def _allocations(block: Block, kernels: set[str]) -> dict[SSAValue, Allocation]:
                 new(result, allocations[op.operands[0]])
                 continue
             tensor = isinstance(result.type, TensorType)
-            kernel_call = name == "call" and callee_name(op) in kernels
+            kernel_call = is_op(op, call_p) and callee_name(op) in kernels
             # A region op's result may be memory it read (never fresh: not an SfOp).
             fresh = kernel_call or (isinstance(op, SfOp) and not op.primitive.stateful)
             allocation = Allocation(index, static_bytes(result),
@@ -258,7 +255,7 @@ def plan_block(block: Block, kernels: dict[str, frozenset[int]]) -> BufferPlan:
     allocations = _allocations(block, set(kernels))
     in_place = {}
     for index, op in enumerate(block.ops):
-        name = callee_name(op) if _op_name(op) == "call" else None
+        name = callee_name(op) if is_op(op, call_p) else None
         if name in kernels:
             choices = _in_place(op, index, allocations, kernels[name])
             if any(choice >= 0 for choice in choices):

@@ -38,7 +38,22 @@ from stageflow.ir.types import AbstractValue, abstract_value, ir_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.simplify_regions import REGION_PATTERNS
 from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
-from stageflow.passes.support import constant_array, erase_dead_producers, splat_of, splat_value
+from stageflow.passes.support import (
+    constant_array,
+    erase_dead_producers,
+    is_op,
+    splat_of,
+    splat_value,
+)
+from stageflow.primitives.elementwise import (
+    add_p,
+    divide_p,
+    logical_not_p,
+    multiply_p,
+    negative_p,
+    subtract_p,
+)
+from stageflow.primitives.structural import broadcast_to_p
 
 
 def _is(value: SSAValue, number: int, *, signed_zero: bool | None = None) -> bool:
@@ -74,14 +89,14 @@ class ArithmeticIdentity(RewritePattern):
         x, y = op.operands
         zero_sign = None if self.no_signed_zeros else True
         candidates: list[SSAValue] = []
-        if op.name == "sf.add":
+        if is_op(op, add_p):
             candidates = [v for v, c in ((x, y), (y, x)) if _is(c, 0, signed_zero=zero_sign)]
-        elif op.name == "sf.subtract":
+        elif is_op(op, subtract_p):
             if _is(y, 0, signed_zero=None if self.no_signed_zeros else False):
                 candidates = [x]
-        elif op.name == "sf.multiply":
+        elif is_op(op, multiply_p):
             candidates = [v for v, c in ((x, y), (y, x)) if _is(c, 1)]
-        elif op.name == "sf.divide" and _is(y, 1):
+        elif is_op(op, divide_p) and _is(y, 1):
             candidates = [x]
         for candidate in candidates:
             if replace_by(op, candidate, rewriter):
@@ -92,9 +107,8 @@ class IntegerMultiplyByZero(RewritePattern):
     """``x * 0`` and ``0 * x`` -> ``0`` for integers (for floats they can be NaN)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if op.name != "sf.multiply" or not _is_integer(op.results[0]):
+        if not is_op(op, multiply_p) or not _is_integer(op.results[0]):
             return
-        assert isinstance(op, SfOp)
         for zero in op.operands:
             if not _is(zero, 0):
                 continue
@@ -107,7 +121,7 @@ class IntegerMultiplyByZero(RewritePattern):
             scalar = build_constant(np.zeros((), aval.dtype))
             scalar.location = op.location
             broadcast = build_op(
-                "broadcast_to", [scalar.result], {"shape": aval.shape}, result_type, op.location
+                broadcast_to_p, [scalar.result], {"shape": aval.shape}, result_type, op.location
             )
             operands = list(op.operands)
             rewriter.replace(op, [scalar, broadcast])
@@ -119,7 +133,7 @@ class DoubleNegation(RewritePattern):
     """``-(-x)`` -> ``x`` and ``not(not(x))`` -> ``x``."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if op.name not in ("sf.negative", "sf.logical_not"):
+        if not (is_op(op, negative_p) or is_op(op, logical_not_p)):
             return
         inner = op.operands[0].owner
         if isinstance(inner, Operation) and inner.name == op.name:
@@ -166,7 +180,7 @@ class BroadcastIntoConsumer(RewritePattern):
             return
         for index, operand in enumerate(op.operands):
             producer = operand.owner
-            if not (isinstance(producer, SfOp) and producer.name == "sf.broadcast_to"):
+            if not is_op(producer, broadcast_to_p):
                 continue
             source = producer.operands[0]
             if not _keeps_result_type(op, index, abstract_value(source.type)):

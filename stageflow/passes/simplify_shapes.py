@@ -11,15 +11,19 @@ from __future__ import annotations
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
+from stageflow.core.primitive import Primitive
 from stageflow.ir.builder import build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.passes.support import (
     constant_array,
     erase_dead_producers,
     inferred_types_match,
+    is_op,
     same_type,
     splat_value,
 )
+from stageflow.primitives.elementwise import cast_p, select_p
+from stageflow.primitives.structural import broadcast_to_p, reshape_p, transpose_p
 
 
 def replace_by(op: Operation, value: SSAValue, rewriter: PatternRewriter) -> bool:
@@ -43,22 +47,22 @@ def _replace_by_op(op: Operation, new: SfOp, rewriter: PatternRewriter) -> bool:
     return True
 
 
-def _producer(value: SSAValue, name: str) -> SfOp | None:
+def _producer(value: SSAValue, primitive: Primitive) -> SfOp | None:
     owner = value.owner
-    return owner if isinstance(owner, SfOp) and owner.name == name else None
+    return owner if is_op(owner, primitive) else None
 
 
 class TransposeChain(RewritePattern):
     """``transpose(transpose(x, p), q)`` -> ``transpose(x, p[q])``; identity perms -> ``x``."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, SfOp) or op.name != "sf.transpose":
+        if not is_op(op, transpose_p):
             return
         perm = tuple(op.params()["perm"])
         if perm == tuple(range(len(perm))):
             replace_by(op, op.operands[0], rewriter)
             return
-        inner = _producer(op.operands[0], "sf.transpose")
+        inner = _producer(op.operands[0], transpose_p)
         if inner is None:
             return
         inner_perm = inner.params()["perm"]
@@ -67,7 +71,7 @@ class TransposeChain(RewritePattern):
         if composed == tuple(range(len(composed))):
             replace_by(op, source, rewriter)
             return
-        new = build_op("transpose", [source], {"perm": composed}, op.result_types, op.location)
+        new = build_op(transpose_p, [source], {"perm": composed}, op.result_types, op.location)
         _replace_by_op(op, new, rewriter)
 
 
@@ -77,9 +81,9 @@ class ReshapeChain(RewritePattern):
     chain stays where that was inferred (a -1)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, SfOp) or op.name != "sf.reshape":
+        if not is_op(op, reshape_p):
             return
-        inner = _producer(op.operands[0], "sf.reshape")
+        inner = _producer(op.operands[0], reshape_p)
         if inner is None:
             return
         inner_shape = inner.params()["shape"]
@@ -93,7 +97,7 @@ class ReshapeChain(RewritePattern):
         if -1 in shape and any(n <= -2 for n in shape):
             return
         new = build_op(
-            "reshape", [inner.operands[0]], {"shape": tuple(shape)}, op.result_types,
+            reshape_p, [inner.operands[0]], {"shape": tuple(shape)}, op.result_types,
             op.location
         )
         _replace_by_op(op, new, rewriter)
@@ -107,10 +111,10 @@ class NoOpMove(RewritePattern):
     must also infer exactly the declared type.
     """
 
-    NAMES = frozenset({"sf.reshape", "sf.broadcast_to", "sf.cast"})
+    PRIMITIVES = frozenset({reshape_p, broadcast_to_p, cast_p})
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, SfOp) or op.name not in self.NAMES:
+        if not isinstance(op, SfOp) or op.primitive not in self.PRIMITIVES:
             return
         if same_type(op.operands[0], op.results[0]) and inferred_types_match(op):
             replace_by(op, op.operands[0], rewriter)
@@ -121,7 +125,7 @@ class SelectConstantCondition(RewritePattern):
     conditions only, and only if the chosen branch already has the result type)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if op.name != "sf.select":
+        if not is_op(op, select_p):
             return
         condition, if_true, if_false = op.operands
         array = constant_array(condition)

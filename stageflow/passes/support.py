@@ -1,5 +1,5 @@
-"""Helpers the passes share: reading constants, asking whether an op may be moved or
-removed, finding callees, and checking that a rewrite keeps a value's type.
+"""Helpers the passes share: reading constants, asking which op an op is and what effects
+it may have, finding callees, and checking that a rewrite keeps a value's type.
 
 The last one matters most. The verifier accepts a declared type that is less precise than
 the one the shape rule infers (``tensor<?xf32>`` where the rule knows ``4``), and binary ops
@@ -10,6 +10,7 @@ every rewrite that replaces a value checks `same_type` before it touches the IR.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TypeGuard
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, SymbolRefAttr, TensorType
@@ -20,9 +21,11 @@ from xdsl.rewriter import Rewriter
 from xdsl.traits import IsTerminator
 
 from stageflow.core import dtypes
+from stageflow.core.op_facts import Effect
+from stageflow.core.primitive import Primitive
 from stageflow.ir.attributes import SymbolRef
 from stageflow.ir.builder import constant_value
-from stageflow.ir.control import ControlOp, nested_ops
+from stageflow.ir.control import ControlOp
 from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import ir_type
 
@@ -53,17 +56,27 @@ def splat_of(value: SSAValue) -> np.generic | None:
     return None if array is None else splat_value(array)
 
 
-def is_stateful(op: Operation) -> bool:
-    """Whether `op` may read or write state: a stateful primitive, a region op holding one
-    in its regions (``sf.cond``/``sf.while`` have their contents' effects), or an op
+def is_op(op: object, primitive: Primitive) -> TypeGuard[SfOp]:
+    """Whether `op` is an op of `primitive`."""
+    return isinstance(op, SfOp) and op.primitive is primitive
+
+
+def effects_of(op: Operation) -> Effect:
+    """The effects `op` may have: its primitive's and those of the ops in its regions
+    (``sf.cond``/``sf.while`` have their contents' effects); every effect for an op
     stageflow does not know (terminators aside), conservatively."""
-    if isinstance(op, SfOp):
-        if op.primitive.stateful:
-            return True
-        return any(is_stateful(inner) for inner in op.walk() if inner is not op)
-    if isinstance(op, ControlOp):
-        return any(is_stateful(inner) for region in op.regions for inner in nested_ops(region))
-    return not op.has_trait(IsTerminator)
+    effects = Effect.PURE
+    for inner in op.walk():
+        if isinstance(inner, SfOp):
+            effects |= inner.primitive.effects
+        elif not isinstance(inner, ControlOp) and not inner.has_trait(IsTerminator):
+            return ~Effect.PURE
+    return effects
+
+
+def is_stateful(op: Operation) -> bool:
+    """Whether `op` may have an effect (`effects_of`): it is never removed or moved."""
+    return bool(effects_of(op))
 
 
 def same_type(a: SSAValue | Attribute, b: SSAValue | Attribute) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.errors import CallbackError
-from stageflow.core.op_facts import Cost, Family, HostOnly, LoweredBy
+from stageflow.core.op_facts import Cost, Effect, Family, HostOnly, LoweredBy
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 
 Type = ShapedType | ResourceType
@@ -107,7 +107,7 @@ cond_p = Primitive(
     kernel=_cond,
     summary="run one of several graphs, chosen by a predicate or an index (scf.if shape)",
     multiple_results=True,
-    stateful=True,  # whether its branches have effects is the IR's to say (`ir.control`)
+    effects=Effect.CALLS,  # its branches', which the IR's region op reads (`ir.control`)
     family=Family.CONTROL, cost=Cost.STATE,
     lowered_by=HostOnly("its branches run from Python"),
 )
@@ -144,7 +144,7 @@ while_p = Primitive(
     kernel=_while,
     summary="repeat a body graph while a condition graph holds (scf.while shape)",
     multiple_results=True,
-    stateful=True,
+    effects=Effect.CALLS,
     family=Family.CONTROL, cost=Cost.STATE,
     lowered_by=HostOnly("its regions run from Python"),
 )
@@ -219,7 +219,7 @@ py_func_p = Primitive(
     kernel=_py_func,
     summary="call a Python function on the operands' NumPy values",
     multiple_results=True,
-    stateful=True,
+    effects=Effect.CALLBACK,
     family=Family.STATE, cost=Cost.STATE,
     lowered_by=LoweredBy.PROGRAM,  # a call back into Python (`runtime.callbacks`)
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from stageflow.core.dims import same_dims
-from stageflow.core.op_facts import Cost, Family, LoweredBy, Memory
+from stageflow.core.op_facts import Cost, Effect, Family, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.primitives.autodiff import floating_only
 
@@ -49,7 +49,7 @@ call_p = Primitive(
     kernel=_call,
     summary="run another graph function on the operands (its arguments, then its captures)",
     multiple_results=True,
-    stateful=True,
+    effects=Effect.CALLS,  # the callee's, whatever they are
     family=Family.FUNCTIONAL, cost=Cost.STATE, lowered_by=LoweredBy.PROGRAM,
 )
 

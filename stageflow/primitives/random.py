@@ -23,8 +23,8 @@ of its last block, so ``4 * k`` values drawn in pieces of multiples of 4 equal o
 ``4 * k``, while 5 then 3 values do not equal one draw of 8 (the second call starts at a
 fresh block).
 
-The primitive is pure (``stateful=False``): it may be folded or pruned like any other
-op; statefulness lives in whoever holds the state (`sf.random.Generator`).
+The primitive is pure (no `effects`): it may be folded or pruned like any other op;
+statefulness lives in whoever holds the state (`sf.random.Generator`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Stateful primitives: variable reads and writes, and printing when the graph runs.
 
 A variable enters a graph function as a resource handle (captured by reference), so a
-staged `v.assign_add(1.0)` mutates the live Python variable (the paper's listing 7). These
-ops are `stateful`: passes never prune, fold or reorder them across each other.
+staged `v.assign_add(1.0)` mutates the live Python variable (the paper's listing 7). Each
+op declares its effect (a read, a write, output): passes never prune, fold or reorder them
+across each other.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 
 import numpy as np
 
-from stageflow.core.op_facts import Cost, Family, HostOnly, LoweredBy, Memory
+from stageflow.core.op_facts import Cost, Effect, Family, HostOnly, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
 
@@ -47,7 +48,7 @@ read_variable_p = Primitive(
     shape_rule=_read_rule,
     kernel=lambda variable: variable._current(),  # fetched, where a device keeps it
     summary="the current value of a variable",
-    stateful=True,
+    effects=Effect.READS,
     family=Family.STATE, memory=Memory.EXTERNAL, cost=Cost.STATE,
     lowered_by=LoweredBy.PROGRAM,
 )
@@ -58,7 +59,7 @@ assign_variable_p = Primitive(
     kernel=_assign,
     summary="replace a variable's value",
     multiple_results=True,
-    stateful=True,
+    effects=Effect.WRITES,
     family=Family.STATE, cost=Cost.STATE, lowered_by=LoweredBy.PROGRAM,
 )
 
@@ -83,7 +84,7 @@ print_p = Primitive(
     kernel=_print,
     summary="print tensor values when the op runs",
     multiple_results=True,
-    stateful=True,
+    effects=Effect.OUTPUT,
     family=Family.STATE, cost=Cost.STATE,
     lowered_by=HostOnly("it prints from Python when the op runs"),
 )

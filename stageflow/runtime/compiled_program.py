@@ -39,6 +39,8 @@ from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, process_j
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
+from stageflow.passes.support import is_op
+from stageflow.primitives.functional import call_p
 from stageflow.runtime.callbacks import Callback, bind_callbacks, take_error
 from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS
@@ -173,7 +175,7 @@ def _has_large_kernel(function: FuncOp) -> bool:
     more from several threads than the program saves (sizes as the types fix them; an unknown
     dim counts as 1)."""
     for op in function.body.block.ops:
-        if isinstance(op, SfOp) and op.primitive.name == "call":
+        if is_op(op, call_p):
             for value in (*op.operands, *op.results):  # a kernel may end in reductions
                 shape = shaped_type(value.type).shape
                 size = np.prod([d or 1 for d in shape], dtype=np.int64)
@@ -259,4 +261,4 @@ def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
 
 def _kernel_callees(function: FuncOp) -> list[str]:
     return [op.params()["callee"].name for op in function.body.block.ops
-            if isinstance(op, SfOp) and op.primitive.name == "call"]
+            if is_op(op, call_p)]

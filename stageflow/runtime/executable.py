@@ -26,14 +26,17 @@ from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable, 
 from stageflow.codegen.lowered.compile import lower_functions
 from stageflow.codegen.targets.cpu import Prepared, link_all, prepare_kernels
 from stageflow.core import config
-from stageflow.core.primitive import REGISTRY
 from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value, source_location
 from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp, free_values
+from stageflow.ir.dialect import ConstantOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
+from stageflow.passes.support import is_op
 from stageflow.primitives.control import branch_index
+from stageflow.primitives.functional import call_p
+from stageflow.primitives.state import assign_variable_p
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
 from stageflow.runtime.locks import AssignedLocks
@@ -92,9 +95,9 @@ class Plan:
                 runner = _region_runner(op, above_op, func, functions, compiled, plans, host)
                 self.steps.append(Step(on_host(runner), ins + tuple(slot(v) for v in above_op),
                                        {}, outs, True, name, source_location(op)))
-            elif name == "constant":
+            elif isinstance(op, ConstantOp):
                 self.constants.append((outs[0], constant_value(op)))
-            elif name == "call":
+            elif is_op(op, call_p):
                 callee = _callee_name(op)
                 if callee in compiled:
                     self.steps.append(Step(compiled[callee], ins, {}, outs, True, "kernel",
@@ -299,7 +302,7 @@ def _called_in_loops(functions: dict[str, FuncOp]) -> set[str]:
     """The functions some ``sf.while`` of the module calls from its regions."""
     return {_callee_name(inner) for function in functions.values()
             for loop in function.walk() if isinstance(loop, WhileOp)
-            for inner in loop.walk() if inner.name == "sf.call"}
+            for inner in loop.walk() if is_op(inner, call_p)}
 
 
 def _splits(kernel: FuncOp) -> bool:
@@ -457,7 +460,7 @@ def _assigned_inputs(function: FuncOp) -> tuple[int, ...]:
     function, or of a region in it, writes."""
     args = {id(arg): index for index, arg in enumerate(function.body.blocks[0].args)}
     return tuple(sorted({args[id(op.operands[0])] for op in function.walk()
-                         if op.name == "sf.assign_variable" and id(op.operands[0]) in args}))
+                         if is_op(op, assign_variable_p) and id(op.operands[0]) in args}))
 
 
 def _plan_runner(plans: dict[str, Plan], entry: str) -> Callable[[list[Any]], list[Any]]:

@@ -43,7 +43,9 @@ from stageflow.core.op_facts import LoweredBy, ReductionKind
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.tensor import DeviceTensor, Tensor, allocate
 from stageflow.ir.builder import build_function, build_op
-from stageflow.primitives.structural import broadcast_to_p
+from stageflow.primitives.linalg import matmul_add_p, matmul_p
+from stageflow.primitives.state import assign_variable_p, read_variable_p
+from stageflow.primitives.structural import broadcast_to_p, reshape_p, slice_p, transpose_p
 from stageflow.runtime.cpu_devices import Device
 from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE, Driver
 
@@ -64,8 +66,8 @@ LATER_SPAN = 128
 WARP = 32
 # Ops that only move elements: applied to the flat indices of their operand, their NumPy
 # kernel gives the index map the gather kernel follows.
-MOVES = frozenset({"broadcast_to", "reshape", "transpose", "slice"})
-GEMMS = frozenset({"matmul", "matmul_add"})  # matrix products: the driver's gemm
+MOVES = frozenset({broadcast_to_p, reshape_p, transpose_p, slice_p})
+GEMMS = frozenset({matmul_p, matmul_add_p})  # matrix products: the driver's gemm
 
 
 class DeviceArray:
@@ -221,7 +223,7 @@ class GPUDevice(Device):
         `_index_map`), or None where neither applies (the op then runs on the host)."""
         kind = primitive.reduction
         if len(values) != 1 or primitive.multiple_results or not (
-                primitive.name in MOVES
+                primitive in MOVES
                 or kind is not None and values[0].dtype in kind.native_dtypes
                 and "axes" in params):
             return None
@@ -307,7 +309,7 @@ class GPUDevice(Device):
         """A matmul (`GEMMS`) as one strided-batched gemm of the driver, or None where the
         driver has no gemm of the dtype, or the batch dims broadcast from both sides (no
         one stride per operand walks them): the op then runs on the host."""
-        if primitive.name not in GEMMS:
+        if primitive not in GEMMS:
             return None
         dtype = np.dtype(values[0].dtype)
         if dtype not in self.driver.gemm_dtypes():
@@ -328,7 +330,7 @@ class GPUDevice(Device):
             return None
         a, b = self.on_device(values[0]), self.on_device(values[1])
         shape = (*leading, m, n)
-        if primitive.name == "matmul_add":
+        if primitive is matmul_add_p:
             out, alpha, beta = self._addend(values[2], shape), params["alpha"], 1.0
         else:
             out, alpha, beta = DeviceArray(self, shape, dtype), 1.0, 0.0
@@ -381,12 +383,12 @@ class GPUDevice(Device):
         reduction or a matrix product on this GPU (`execute`); a variable's read (its
         value where it is: a variable of this GPU's is in its memory) and write
         (`_plan_assign`); anything else on the host (`host_step`)."""
-        name = primitive.name if primitive is not None else None
-        if name in MOVES or name in GEMMS or primitive is not None and primitive.reduction:
+        if primitive is not None and (primitive in MOVES or primitive in GEMMS
+                                      or primitive.reduction is not None):
             return lambda *values, **params: self.execute(primitive, list(values), params)
-        if name == "read_variable":
+        if primitive is read_variable_p:
             return lambda variable: variable._value
-        if name == "assign_variable":
+        if primitive is assign_variable_p:
             return self._plan_assign
         return host_step(kernel)
 
@@ -455,11 +457,11 @@ def _index_map(primitive: Primitive, shape: tuple[int, ...], dtype: np.dtype,
     the reduced ones last (its rows are the elements each result reduces). No map (None)
     where it would be the identity: a reshape keeps the elements' order, and so does a
     reduction whose reduced axes trail (in the operand's memory its rows are consecutive)."""
-    if primitive.name in MOVES and primitive.name != "reshape":
+    if primitive in MOVES and primitive is not reshape_p:
         moved = primitive.kernel(_positions(shape), **params)
         return moved, tuple(moved.shape)
     result = tuple(primitive.abstract_eval(ShapedType(shape, dtype), **params).shape)
-    if primitive.name == "reshape":
+    if primitive is reshape_p:
         return None, result
     axes = sorted(params["axes"])
     order = [a for a in range(len(shape)) if a not in axes] + axes

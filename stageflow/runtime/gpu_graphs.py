@@ -25,8 +25,9 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from stageflow.core import config
-from stageflow.core.primitive import REGISTRY
+from stageflow.core.op_facts import Effect
 from stageflow.ir.control import ControlOp
+from stageflow.ir.dialect import SfOp
 from stageflow.runtime.gpu import DeviceArray, GPUDevice
 
 # What the choice between a plan and its graph weighs, calibrated on an H100 with the CUDA
@@ -121,7 +122,7 @@ class Recorder:
 
     def call(self, function: Any, handles: list[Any], integers: list[int], grid: int,
              block: int) -> None:
-        self._note("call", handles, (function, list(integers), grid, block))
+        self._note("function_call", handles, (function, list(integers), grid, block))
         self.driver.call(function, handles, integers, grid, block)
 
     def gemm(self, a: Any, b: Any, out: Any, *rest: Any) -> None:
@@ -163,7 +164,7 @@ class LaunchGraph:
                 function, kernel, dims, grid, block = rest
                 steps.append(lambda h=handles, f=function, k=kernel, d=dims, g=grid, b=block:
                              driver.launch(f, k, h, d, g, b))
-            elif name == "call":
+            elif name == "function_call":
                 function, integers, grid, block = rest
                 steps.append(lambda h=handles, f=function, i=integers, g=grid, b=block:
                              driver.call(f, h, i, g, b))
@@ -207,14 +208,13 @@ _PLAN = "plan"  # the signature runs as its plan: recording found host work, or 
 
 def replayable(module: ModuleOp) -> bool:
     """Whether a replay of the module's launches would do all its calls do: False where it
-    has effects a replay would repeat or skip (variables, random state, callbacks: stateful
-    ops) or takes branches and trip counts from values (control flow)."""
+    has effects a replay would repeat or skip (variables, random state, callbacks: ops with
+    effects) or takes branches and trip counts from values (control flow)."""
     for op in module.walk():
         if isinstance(op, ControlOp):
             return False
-        name = op.name.removeprefix("sf.")
-        primitive = REGISTRY.get(name)  # (a call's callee is in the module, walked too)
-        if primitive is not None and primitive.stateful and name != "call":
+        # a call's effects are its callee's, which is in the module and walked too
+        if isinstance(op, SfOp) and op.primitive.effects & ~Effect.CALLS:
             return False
     return True
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from stageflow.core.errors import KERNEL_ERRORS, located_error
+from stageflow.core.op_facts import Effect
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.variables import Variable
 from stageflow.runtime.locks import AssignedLocks
@@ -68,7 +69,7 @@ class InterpreterPlan:
         # of its variable inputs, as a compiled call does: its kernels may release the GIL
         # between a variable's read and its write (`runtime.locks`).
         self._locks = AssignedLocks() if any(
-            eq.primitive.name == "assign_variable" for eq in graph.all_equations()) else None
+            Effect.WRITES in eq.primitive.effects for eq in graph.all_equations()) else None
 
     def run(self, inputs: list[Any]) -> list[Any]:
         if len(inputs) != len(self.input_slots):

@@ -227,8 +227,8 @@ class ConcreteFunction:
         if context.state.tape_count and self._taped(tensors):
             return self.structure_outputs(replay(self.graph, list(tensors)))
         trace = context.current_trace()
-        operands = [trace.operand(leaf, "call") for leaf in tensors]
-        operands += [trace.operand(c.source, "call") for c in self.graph.captures]
+        operands = [trace.operand(leaf, call_p.name) for leaf in tensors]
+        operands += [trace.operand(c.source, call_p.name) for c in self.graph.captures]
         results = trace._emit(call_p, operands, {"callee": self})
         return self.structure_outputs(results)
 
