@@ -19,9 +19,9 @@ from hypothesis.extra import numpy as hnp
 import stageflow as sf
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
-from stageflow.runtime import eager_kernels
+from stageflow.runtime import eager_compiles, eager_kernels
 from stageflow.runtime.eager import EagerTrace
-from stageflow.runtime.eager_kernels import MIN_ELEMENTS, TRIAL_CALLS, _one_op_program, exact
+from stageflow.runtime.eager_kernels import MIN_ELEMENTS, TRIAL_CALLS, exact
 
 EXACT = sorted(p.name for p in REGISTRY.values() if exact(p))
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64)]
@@ -29,7 +29,7 @@ SPECIAL = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-310, 0.5, -0.
            3.0, -7.0, 1e30, -1e300]
 # Operand shapes: equal, one broadcast along the rows, one a scalar.
 LAYOUTS = [((64, 32), (64, 32)), ((64, 32), (1, 32)), ((64, 32), ())]
-_programs: dict[tuple, eager_kernels._ProgramOp] = {}
+_programs: dict[tuple, eager_compiles._ProgramOp] = {}
 
 
 def operand_dtypes(name: str) -> list[list[np.dtype]]:
@@ -70,11 +70,11 @@ def values(dtype: np.dtype, shape: tuple[int, ...], position: int, seed: int) ->
         return array.astype(dtype)
 
 
-def program(name: str, arrays: list[np.ndarray], params: dict) -> eager_kernels._ProgramOp:
+def program(name: str, arrays: list[np.ndarray], params: dict) -> eager_compiles._ProgramOp:
     key = (name, *[(a.dtype, a.shape) for a in arrays], *params.items())
     if key not in _programs:
         inputs = tuple(ShapedType(a.shape, a.dtype) for a in arrays)
-        built = _one_op_program(REGISTRY[name], inputs, params)
+        built = eager_compiles.one_op_program(REGISTRY[name], inputs, params)
         assert built is not None, f"{name} did not become one program"
         _programs[key] = built
     return _programs[key]
@@ -222,8 +222,8 @@ def test_a_large_op_races_its_program_and_gives_numpys_bits_throughout():
         assert_same_bits(got.numpy(), want)
         eager_kernels.settle()
     assert isinstance(routes[0], eager_kernels._Trial)
-    assert isinstance(routes[-1], eager_kernels._ProgramOp) or routes[-1] is None
-    assert isinstance(routes[0].compiling.result(), eager_kernels._ProgramOp)
+    assert isinstance(routes[-1], eager_compiles._ProgramOp) or routes[-1] is None
+    assert isinstance(routes[0].compiling.result(), eager_compiles._ProgramOp)
 
 
 def test_small_transcendental_and_switched_off_ops_stay_on_numpy(monkeypatch):
