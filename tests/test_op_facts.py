@@ -18,7 +18,7 @@ import pytest
 import stageflow as sf
 from stageflow.codegen.kernels.rules import RULES as ELEMENTWISE_RULES
 from stageflow.codegen.lowered.compile import RULES as OP_RULES
-from stageflow.codegen.program.builder import emits_itself
+from stageflow.codegen.program.legality import emits_itself
 from stageflow.core import config
 from stageflow.core.op_facts import Cost, Effect, Family, HostOnly, LoweredBy, ReductionKind
 from stageflow.core.primitive import REGISTRY, Primitive, ShapedType

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.codegen.program.builder import (
+from stageflow.codegen.program.abi import (
     NO_MEMORY,
     NULL_POINTER,
     OP_FAILED,

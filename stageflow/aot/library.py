@@ -38,13 +38,9 @@ from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import return_unless
 from stageflow.codegen.lowered import matmul, worker_pool
-from stageflow.codegen.program.builder import (
-    NO_MEMORY,
-    NULL_POINTER,
-    ProgramSignature,
-    constant_bytes,
-)
+from stageflow.codegen.program.abi import NO_MEMORY, NULL_POINTER, ProgramSignature
 from stageflow.codegen.program.module import whole_function_module
+from stageflow.codegen.program.placement import constant_bytes
 from stageflow.codegen.targets.cpu import process_jit
 from stageflow.codegen.targets.ptx import PTXTarget, entry_name
 from stageflow.frontend.variables import Variable

@@ -1,6 +1,6 @@
 """Machine code calling Python: the entry a compiled program calls for a `py_func` op.
 
-A program calls each `py_func` through a symbol (`codegen.program.builder.callback_symbol`)
+A program calls each `py_func` through a symbol (`codegen.program.abi.callback_symbol`)
 with the same ABI as a kernel: an array of data pointers (operands, then results) and one
 of their dims. Here each such symbol is bound, before the program is linked, to a ctypes
 function (which takes the GIL, as every ctypes callback does) that views the operands as
@@ -21,7 +21,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from xdsl.ir import Operation
 
-from stageflow.codegen.program.builder import callback_symbol, value_type
+from stageflow.codegen.program.abi import callback_symbol, value_type
 from stageflow.core.errors import located_error
 from stageflow.ir.builder import source_location
 from stageflow.ir.dialect import SfOp
@@ -73,7 +73,7 @@ class Callback:
         try:
             results = py_func_p.kernel(*arrays[: self.inputs], **self.params)
         except BaseException as error:  # noqa: BLE001 - handed to the caller, unchanged
-            _pending.error = located_error("py_func", self.location, error) if isinstance(
+            _pending.error = located_error(py_func_p.name, self.location, error) if isinstance(
                 error, Exception) else error
             return 1
         for target, result in zip(arrays[self.inputs:], results, strict=True):

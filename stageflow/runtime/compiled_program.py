@@ -1,4 +1,4 @@
-"""A whole function as one machine-code call (`stageflow.codegen.program.builder`), from Python.
+"""A whole function as one machine-code call (`stageflow.codegen.program`), from Python.
 
 The executable's step plan calls one kernel per step from Python, a few microseconds each;
 for functions of small tensors that overhead is the run time. When every op of a function
@@ -29,11 +29,9 @@ from xdsl.dialects.func import FuncOp
 from stageflow.codegen.llvm.emitter import I32
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.lowered.compile import op_spec, rule_for
-from stageflow.codegen.program.builder import (
-    ProgramBuilder,
-    ProgramSignature,
-    supported,
-)
+from stageflow.codegen.program.abi import ProgramSignature
+from stageflow.codegen.program.builder import ProgramBuilder
+from stageflow.codegen.program.legality import supported
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, process_jit
 from stageflow.ir.dialect import SfOp

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 import stageflow as sf
-from stageflow.codegen.program.builder import NULL_POINTER, OP_FAILED
+from stageflow.codegen.program.abi import NULL_POINTER, OP_FAILED
 from stageflow.testing.campaign import add_seed, seed_of
 
 OUTCOMES = ["calls", "documented error", "correct result", "wrong result", "guard zone",

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import stageflow as sf
-from stageflow.codegen.program.builder import OP_FAILED
+from stageflow.codegen.program.abi import OP_FAILED
 from stageflow.codegen.targets.ptx import ptxas_path
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -300,7 +300,7 @@ print(" ".join(map(str, codes)))
 def test_null_pointers_and_overflowing_dims_return_codes(tmp_path):
     """Called from C with NULL pointers or dims whose bytes overflow an int64, the library
     returns its documented codes (once: segfaults, or 0 and writes out of bounds)."""
-    from stageflow.codegen.program.builder import NULL_POINTER
+    from stageflow.codegen.program.abi import NULL_POINTER
 
     @sf.function
     def scaled(x):

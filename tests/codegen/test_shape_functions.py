@@ -1,4 +1,4 @@
-"""Run-time dims (`codegen.program.dims`) against the shapes eager execution gives.
+"""Run-time dims (`codegen.program.runtime_dims`) against the shapes eager execution gives.
 
 Each test traces a function with unknown dims, optionally runs the default pipeline (so
 fused kernel calls appear), emits ``void dims(i64* in, i64* out)`` that loads every
@@ -25,7 +25,7 @@ import stageflow as sf
 from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.emitter import I64
 from stageflow.codegen.lowered.rule import i64
-from stageflow.codegen.program.dims import function_dims
+from stageflow.codegen.program.runtime_dims import function_dims
 from stageflow.core.primitive import REGISTRY
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import parse_module

@@ -10,12 +10,10 @@ from xdsl.dialects.func import FuncOp
 from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.kernels.loops import Driver, KernelBuilder
 from stageflow.codegen.lowered.compile import add_op_entry, op_spec, rule_for
-from stageflow.codegen.program.builder import (
-    ProgramBuilder,
-    ProgramSignature,
-    rows_to_split,
-    supported,
-)
+from stageflow.codegen.program.abi import ProgramSignature
+from stageflow.codegen.program.builder import ProgramBuilder
+from stageflow.codegen.program.calls import rows_to_split
+from stageflow.codegen.program.legality import supported
 from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry, process_jit
 from stageflow.ir.dialect import SfOp
 

@@ -4,9 +4,9 @@ A program needs the same buffers at every call of the same sizes. Allocated per 
 large buffer came from fresh pages: glibc gives blocks above its mmap threshold their own
 mappings, and trims the heap's top once more than twice that threshold is free, so a step
 whose temporaries total more than that (the small ResNet's training step at batch 32: 46
-MB) page-faulted through all of them at every call. Measured with the trimming disabled,
-that step ran 1.6x faster; keeping the block does the same without changing how the rest
-of the process allocates.
+MB) page-faulted through all of them at every call, and ran much faster with the trimming
+disabled; keeping the block does the same without changing how the rest of the process
+allocates.
 
 So every buffer of a program is an offset into one *workspace*, 64-byte aligned. The
 block is cached in a global of the program's module: a call takes it (an atomic exchange

@@ -28,6 +28,8 @@ from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.loops import i64
 from stageflow.ir.dialect import SfOp
 from stageflow.passes.fuse import is_kernel
+from stageflow.passes.support import is_op
+from stageflow.primitives.functional import call_p
 
 Dims = list[ir.Value]
 
@@ -76,8 +78,7 @@ def result_dims(b: ir.IRBuilder, op: Operation, operand_dims: list[Dims],
     if not isinstance(op, SfOp):
         raise NotImplementedError(f"no run-time shape rule for {op.name}")
     params = op.params()
-    name = op.primitive.name
-    if name == "call":
+    if is_op(op, call_p):
         callee = functions[params["callee"].name]
         if is_kernel(callee):
             return _kernel_call_dims(b, callee, operand_dims, statics)
