@@ -2,8 +2,9 @@
 the command line and ``STAGEFLOW_REPORT_DIR`` (staged functions, staged gradients, saved
 functions loaded, AOT libraries), and its rendering in headless Chromium.
 
-`.ci/run` installs Chromium where it is missing; only where it cannot (it prints a notice and
-sets ``STAGEFLOW_NO_BROWSER=1``) is the browser test skipped (see `chromium`).
+The browser test installs Chromium (Debian's package) where it is missing, saying so on the
+terminal, and fails where it cannot; only ``STAGEFLOW_NO_BROWSER=1``, typed by whoever runs
+the suite, skips it, and the skip is listed in the summary (see `chromium`).
 """
 
 from __future__ import annotations
@@ -156,20 +157,55 @@ def test_the_command_line_writes_the_page(tmp_path, capsys):
     assert "model.py:4" in page and '<section id="kernels">' in page
 
 
-def chromium() -> str:
-    """The Chromium binary (installed by .ci/run). Missing, the test fails, unless .ci/run
-    could not install it and said so (``STAGEFLOW_NO_BROWSER=1``, with a notice)."""
+def announce(config: pytest.Config, message: str) -> None:
+    """`message` on the terminal at once, past pytest's capture (an install takes a minute;
+    a worker of ``pytest -n`` writes there too)."""
+    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        print(f"\n[stageflow tests] {message}", file=sys.stderr, flush=True)
+
+
+def apt_install(package: str) -> subprocess.CompletedProcess:
+    """``apt-get install -y PACKAGE``, after ``apt-get update`` where the package lists do
+    not know it yet (a fresh machine's are empty)."""
+    command = ["apt-get", "install", "-y", "-q", package]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
+    return result
+
+
+@pytest.fixture(scope="session")
+def chromium(pytestconfig) -> str:
+    """The Chromium binary. Where it is missing, Debian's chromium package is installed,
+    announced on the terminal, so that the suite's one command is all a fresh machine needs;
+    where it cannot be (no apt-get, not root, no network) the test fails with apt's words.
+    ``STAGEFLOW_NO_BROWSER=1`` is the explicit way out: the test is skipped, naming it."""
+    if os.environ.get("STAGEFLOW_NO_BROWSER") == "1":
+        pytest.skip("STAGEFLOW_NO_BROWSER=1 was set: the report was not checked in a browser")
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found and os.environ.get("STAGEFLOW_NO_BROWSER") == "1":
-        pytest.skip("Chromium could not be installed here (see .ci/run's notice)")
-    assert found, ("Chromium is not installed: .ci/run installs Debian's chromium package "
-                   "(apt-get install chromium); the report's browser test needs it")
+    if found:
+        return found
+    if shutil.which("apt-get") is None:
+        pytest.fail("Chromium is not installed and there is no apt-get to install it with: "
+                    "install Chromium, or set STAGEFLOW_NO_BROWSER=1 to skip this test")
+    announce(pytestconfig, "Chromium is missing: installing Debian's chromium package "
+             "(apt-get install -y chromium) for the report's browser test")
+    result = apt_install("chromium")
+    found = shutil.which("chromium")
+    if result.returncode != 0 or not found:
+        pytest.fail("Chromium could not be installed (apt-get install -y chromium, exit "
+                    f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}\n"
+                    "Install Chromium, or set STAGEFLOW_NO_BROWSER=1 to skip this test")
+    announce(pytestconfig, f"Chromium installed ({found}) for the report's browser test")
     return found
 
 
-def test_the_page_loads_in_headless_chromium_without_console_errors(mlp_page, tmp_path):
+def test_the_page_loads_in_headless_chromium_without_console_errors(mlp_page, chromium,
+                                                                    tmp_path):
     path, _ = mlp_page
-    browser = chromium()
+    browser = chromium
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
              "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
     result = subprocess.run([browser, *flags, "--dump-dom", path.as_uri()], capture_output=True,
