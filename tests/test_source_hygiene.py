@@ -29,9 +29,6 @@ _RATE = rf"{_NUMBER}\s?(?:[GMT]FLOP/?s|[GMT]FLOPS|[KMGT]i?B/s|[a-z]+/s)(?![\w/])
 _SPEEDUP = rf"{_NUMBER}\s?(?:x|%)\s(?:faster|slower|as (?:fast|slow|long)|the time)\b"
 MEASUREMENT = re.compile("|".join((_TIME, _RATE, _SPEEDUP)))
 
-# Modules whose prose still carries figures, to be rewritten: each leaves this set when it
-# is (`test_the_pending_modules_still_carry_figures` says when), and none joins it.
-PENDING = frozenset({"stageflow/primitives/elementwise.py", "stageflow/primitives/linalg.py"})
 
 
 def prose(source: str) -> Iterator[tuple[int, str]]:
@@ -81,12 +78,6 @@ def _modules() -> list[tuple[str, Path]]:
 
 def test_no_module_carries_measured_figures_in_its_prose():
     offending = [f"{name}:{line}: {figure}" for name, path in _modules()
-                 if name not in PENDING for line, figure in measurements(path.read_text())]
+                 for line, figure in measurements(path.read_text())]
     assert not offending, ("measured figures belong in a benchmark's output or the README's "
                            "performance section:\n" + "\n".join(offending))
-
-
-def test_the_pending_modules_still_carry_figures():
-    """A module rewritten (or moved) leaves `PENDING`, so that the set only shrinks."""
-    clean = sorted(PENDING - {name for name, path in _modules() if measurements(path.read_text())})
-    assert not clean, f"no figures left in {clean}: remove them from PENDING"

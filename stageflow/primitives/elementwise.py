@@ -272,11 +272,10 @@ BLEND_MIN_SIZE = 1 << 14  # smaller selects: np.where (fewer calls, no temporari
 
 
 def _select(cond, x, y):
-    """``np.where(cond, x, y)``, bit for bit. np.where branches per element, so a mask of
-    no pattern (a relu's, in its gradient) costs it about 2 ns an element; on large
-    operands, each of the condition's shape or a single value, the operands' bits are
-    blended under a mask made from the condition instead: 7-13x faster on the small
-    ResNet's activations, where ten such selects took a quarter of an eager step."""
+    """``np.where(cond, x, y)``, bit for bit. np.where branches per element, which a mask
+    of no pattern (a relu's, in its gradient) makes slow; on large operands, each of the
+    condition's shape or a single value, the operands' bits are blended under a mask made
+    from the condition instead, without a branch (`benchmarks.eager_activations`)."""
     if getattr(cond, "size", 0) < BLEND_MIN_SIZE:  # (first: small selects pay nothing more)
         return np.where(cond, x, y)
     x, y = np.asarray(x), np.asarray(y)
@@ -288,8 +287,7 @@ def _select(cond, x, y):
     mask = cond.astype(bits)
     np.negative(mask, out=mask)  # all ones where cond holds
     if not y.ndim and y.view(bits) == 0:  # (a relu's gradient: a zero y adds nothing)
-        # In the mask's memory: a fresh result cost a fifth more (0.141 against 0.112 ms
-        # on the small ResNet's largest activation at batch 32).
+        # In the mask's memory: a fresh result would be one more large allocation.
         return np.bitwise_and(x.view(bits), mask, out=mask).view(x.dtype)
     blend = np.bitwise_and(x.view(bits), mask)
     np.invert(mask, out=mask)
@@ -371,8 +369,8 @@ _UNARY_VJPS = {
 
 def _share(g, wins, ties):
     """g where an operand of max/min wins, half of g where it ties (split evenly, as JAX).
-    As masks cast and multiplied: NumPy's three-way select took 7x as long on a ResNet
-    activation."""
+    As masks cast and multiplied, which stay vectorised where a three-way select would
+    branch per element."""
     return g * (cast_p.bind(wins, dtype=g.dtype) + 0.5 * cast_p.bind(ties, dtype=g.dtype))
 
 

@@ -52,8 +52,8 @@ def _matmul_rule(
 
 def _matmul(a, b, *, transpose_a, transpose_b):
     # Eager, interpreted and compiled code all call NumPy's bundled OpenBLAS here: it runs
-    # 130-140 GFLOP/s on one core of this machine (~100% of peak at n >= 512) and 240-280 on
-    # two (`benchmarks/matmul.py`); a generated kernel has to beat that before replacing it.
+    # near the cores' peak from n = 512 (`benchmarks/matmul.py`), so a generated kernel has
+    # to beat that before replacing it.
     if transpose_a:
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
