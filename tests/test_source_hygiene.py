@@ -30,7 +30,6 @@ _SPEEDUP = rf"{_NUMBER}\s?(?:x|%)\s(?:faster|slower|as (?:fast|slow|long)|the ti
 MEASUREMENT = re.compile("|".join((_TIME, _RATE, _SPEEDUP)))
 
 
-
 def prose(source: str) -> Iterator[tuple[int, str]]:
     """Each comment and docstring of a module as (first line, text): the comments from its
     tokens, and every string that stands alone as a statement (a module's, class's or
