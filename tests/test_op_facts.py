@@ -80,16 +80,16 @@ def _reduction(primitive: Primitive) -> list[str]:
 
 def _reduction_agrees_with_kernel(primitive: Primitive, kind: ReductionKind) -> list[str]:
     """The kind's combine and identity are what the eager kernels compute."""
-    combine = REGISTRY.get(kind.combine)
-    if combine is None or combine.family is not Family.ELEMENTWISE:
-        return [f"combine {kind.combine!r} is not an elementwise primitive"]
+    combine = kind.combine
+    if REGISTRY.get(combine.name) is not combine or combine.family is not Family.ELEMENTWISE:
+        return [f"combine {combine!r} is not a registered elementwise primitive"]
     x = np.array([-2.5, 0.0, 3.0])
     if not np.array_equal(combine.kernel(np.full_like(x, kind.identity), x), x):
-        return [f"identity {kind.identity} is not neutral for {kind.combine}"]
+        return [f"identity {kind.identity} is not neutral for {combine.name}"]
     pair = np.stack([x, x[::-1]])
     if not np.array_equal(primitive.kernel(pair, axes=(0,), keepdims=False),
                           combine.kernel(x, x[::-1])):
-        return [f"the kernel does not combine by {kind.combine}"]
+        return [f"the kernel does not combine by {combine.name}"]
     return _empty_reduction(primitive, kind)
 
 

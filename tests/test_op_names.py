@@ -36,6 +36,8 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/codegen/llvm/complex_math.py": ("atan2", "sqrt"),
     "stageflow/codegen/llvm/special.py": ("floor", "sqrt"),
     "stageflow/codegen/targets/cpu.py": ("cos", "expm1", "log1p", "pow", "sin"),
+    # LLVM's intrinsics of the extremum reductions (``llvm.maximum``)
+    "stageflow/codegen/llvm/reduce.py": ("maximum", "minimum"),
     # the public function a message names (``sf.reshape``), the Tensor methods and Python
     # operators (``__add__``) the frontend binds, a conversion's name (``complex(t)``)
     "stageflow/frontend/ops/nd_indexing.py": ("gather_nd",),
@@ -78,7 +80,7 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
 
 # Code generation and the eager runtime still key their rules by op name (the lowerings
 # of `codegen/lowered`, the elementwise table and math expansions of `codegen/kernels` and
-# `codegen/llvm`, a reduction kind's `combine`, the eager kernels' cost tables) and
+# `codegen/llvm`, the eager kernels' cost tables) and
 # `ir/from_graph` picks the region ops by name: keyed by the primitive, an entry goes.
 _KEYED_BY_NAME: dict[str, tuple[str, ...]] = {
     "stageflow/codegen/kernels/analysis.py": ("constant",),
@@ -90,7 +92,6 @@ _KEYED_BY_NAME: dict[str, tuple[str, ...]] = {
         "select", "shift_right_logical", "sign", "sqrt", "subtract"),
     "stageflow/codegen/llvm/mathlib.py": ("cos", "erf", "exp", "expm1", "floor", "log",
                                           "log1p", "log2", "logistic", "pow", "sin", "tanh"),
-    "stageflow/codegen/llvm/reduce.py": ("add", "maximum", "minimum", "multiply"),
     "stageflow/codegen/lowered/compile.py": ("sf.call", "sf.constant"),
     "stageflow/codegen/lowered/conv/families.py": ("conv2d", "conv2d_filter_gradient",
                                                    "conv2d_input_gradient"),
@@ -103,9 +104,8 @@ _KEYED_BY_NAME: dict[str, tuple[str, ...]] = {
         "scatter_nd_add", "scatter_nd_update", "slice", "transpose", "update_index"),
     "stageflow/codegen/lowered/pooling.py": ("reduce_window",),
     "stageflow/codegen/lowered/random_bits.py": ("random_bits",),
-    "stageflow/codegen/lowered/reduction.py": ("add", "argmax", "argmin", "multiply",
-                                               "reduce_max", "reduce_min", "reduce_prod",
-                                               "reduce_sum"),
+    "stageflow/codegen/lowered/reduction.py": ("argmax", "argmin", "reduce_max", "reduce_min",
+                                               "reduce_prod", "reduce_sum"),
     "stageflow/codegen/lowered/scan.py": ("cumprod", "cumsum"),
     "stageflow/codegen/lowered/sorting.py": ("gather", "sort"),
     "stageflow/ir/from_graph.py": ("cond", "while"),

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # for annotations only: `core.primitive` imports this module
+    from stageflow.core.primitive import Primitive
 
 
 class Family(enum.Enum):
@@ -98,7 +102,9 @@ class HostOnly:
 class ReductionKind:
     """How a reduction combines elements, as data the kernels and lowerings read.
 
-    `combine` names the binary elementwise primitive folding two partial results;
+    `combine` is the binary elementwise primitive folding two partial results (the object
+    itself, passed in where the reduction is defined: code generation compares it,
+    ``kind.combine is add_p``);
     `identity` is what the reduction of no elements starts from (an infinity stands for an
     integer dtype's lowest or highest value); `needs_elements` says that reducing an empty
     axis is an error rather than the identity (NumPy's max and min raise).
@@ -112,7 +118,7 @@ class ReductionKind:
     """
 
     name: str
-    combine: str
+    combine: Primitive
     identity: float
     native_dtypes: frozenset[np.dtype]
     needs_elements: bool = False

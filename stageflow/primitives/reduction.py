@@ -25,6 +25,7 @@ from stageflow.primitives.autodiff import (
     reshape,
     where,
 )
+from stageflow.primitives.elementwise import add_p, maximum_p, minimum_p, multiply_p
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
 ORDERED = tuple(d for d in dtypes.ALL if not dtypes.is_complex(d))  # complex has no max
@@ -89,10 +90,10 @@ def _extremum(numpy_reducer):
     return reduce
 
 
-SUM = ReductionKind("sum", "add", 0.0, NATIVE_SUMS)
-PROD = ReductionKind("prod", "multiply", 1.0, NATIVE_SUMS)
-MAX = ReductionKind("max", "maximum", -np.inf, NATIVE, needs_elements=True)
-MIN = ReductionKind("min", "minimum", np.inf, NATIVE, needs_elements=True)
+SUM = ReductionKind("sum", add_p, 0.0, NATIVE_SUMS)
+PROD = ReductionKind("prod", multiply_p, 1.0, NATIVE_SUMS)
+MAX = ReductionKind("max", maximum_p, -np.inf, NATIVE, needs_elements=True)
+MIN = ReductionKind("min", minimum_p, np.inf, NATIVE, needs_elements=True)
 
 reduce_sum_p = reduction(SUM, _sum, "sum over `axes`", NUMERIC + dtypes.COMPLEX)
 reduce_prod_p = reduction(PROD, _prod, "product over `axes`", NUMERIC + dtypes.COMPLEX)

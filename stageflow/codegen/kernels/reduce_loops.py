@@ -34,6 +34,7 @@ from stageflow.codegen.llvm.loops import (
     strided_nest,
 )
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
+from stageflow.primitives.reduction import SUM
 
 Reduced = list[tuple[int, Reduction]]  # (output argument index, the reduction it holds)
 
@@ -118,8 +119,8 @@ def _fold_row(e: Emitter, layout: Layout, bases: list[ir.Value], steps: list[ir.
     element is at `bases` (`steps`: every argument's stride along the row)."""
     b = e.b
     n = layout.space[-1]
-    lanes = [r.kind.name == "sum" and r.dtype.kind == "f" for _, r in along_rows]
-    wide = [r.kind.name == "sum" and r.dtype.kind == "c" for _, r in along_rows]
+    lanes = [r.kind is SUM and r.dtype.kind == "f" for _, r in along_rows]
+    wide = [r.kind is SUM and r.dtype.kind == "c" for _, r in along_rows]
     types = [storage_type(r.dtype) for _, r in along_rows]
     starts = [Emitter.const(C128, 0.0) if w else identity_of(r.kind, r.dtype, ty)
               for (_, r), ty, w in zip(along_rows, types, wide, strict=True)]

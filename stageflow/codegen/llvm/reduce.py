@@ -13,12 +13,14 @@ from llvmlite import ir
 from stageflow.codegen.llvm import complex_math
 from stageflow.codegen.llvm.emitter import I64, Emitter
 from stageflow.core.op_facts import ReductionKind
+from stageflow.primitives.elementwise import add_p, maximum_p, minimum_p, multiply_p
 
 LANES = 8  # partial sums per row for float sums along the innermost axis
 
 
-# The integer min/max intrinsics (``llvm.smax``, ``llvm.umin``, ...) of the extremum combines.
-_INTEGER_EXTREMA = {"maximum": "max", "minimum": "min"}
+# The intrinsics of the extremum combines: on floats (``llvm.maximum``, NaN propagating) and
+# on integers, after the signedness (``llvm.smax``, ``llvm.umin``, ...).
+_EXTREMA = {maximum_p: ("maximum", "max"), minimum_p: ("minimum", "min")}
 
 
 def combine(e: Emitter, kind: ReductionKind, dtype: np.dtype, x: ir.Value,
@@ -27,15 +29,16 @@ def combine(e: Emitter, kind: ReductionKind, dtype: np.dtype, x: ir.Value,
     complex sums and products combine as the elementwise ops do)."""
     b, floating = e.b, dtype.kind == "f"
     if dtype.kind == "c":
-        return (complex_math.add if kind.combine == "add" else complex_math.multiply)(e, x, y)
-    if kind.combine == "add":
+        return (complex_math.add if kind.combine is add_p else complex_math.multiply)(e, x, y)
+    if kind.combine is add_p:
         return b.fadd(x, y) if floating else b.add(x, y)
-    if kind.combine == "multiply":
+    if kind.combine is multiply_p:
         return b.fmul(x, y) if floating else b.mul(x, y)
+    on_floats, on_integers = _EXTREMA[kind.combine]
     if floating:
-        return e.call(kind.combine, x, y)
+        return e.call(on_floats, x, y)
     signed = "s" if dtype.kind == "i" else "u"
-    base = f"llvm.{signed}{_INTEGER_EXTREMA[kind.combine]}"
+    base = f"llvm.{signed}{on_integers}"
     ty = x.type
     function = e.intrinsic(f"{base}.{ty}", ty, [ty, ty])
     return b.call(function, [x, y])

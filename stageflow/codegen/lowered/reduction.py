@@ -35,6 +35,8 @@ from stageflow.codegen.lowered.tasks import cpu_count, run_tasks
 from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
 from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
+from stageflow.primitives.elementwise import add_p, multiply_p
+from stageflow.primitives.reduction import SUM
 
 # A task of a reduction split over the cores gets at least this many elements: memory
 # traffic several times what handing it to the pool's worker costs.
@@ -114,7 +116,7 @@ class Reduce:
         rows = _product(b, x.dims[:prefix])
         width = _product(b, x.dims[prefix:])
         malloc = declare(b.module, "malloc", _PTR, [I64])
-        vectors = self.kind.combine in ("add", "multiply") and self.dtype.kind in "fiu"
+        vectors = self.kind.combine in (add_p, multiply_p) and self.dtype.kind in "fiu"
 
         def task(tb: OpBuilder, first: ir.Value, last: ir.Value, number: ir.Value,
                  memory: ir.Value) -> None:
@@ -218,13 +220,13 @@ class Reduce:
         def one(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             return [combine(e, self.kind, self.dtype, acc[0], element(j))]
 
-        if self.kind.name == "sum" and self.dtype.kind == "c":
+        if self.kind is SUM and self.dtype.kind == "c":
             def wide(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
                 return [complex_math.add(e, acc[0], complex_math.widened(e, element(j)))]
 
             total = fold_loop(b, i64(0), n, i64(1), [Emitter.const(C128, 0.0)], wide, "j")[0]
             return complex_math.narrowed(e, total, ty)
-        if not (self.kind.name == "sum" and self.dtype.kind == "f"):
+        if not (self.kind is SUM and self.dtype.kind == "f"):
             return fold_loop(b, i64(0), n, i64(1), [identity], one, "j")[0]
         vector = ir.VectorType(ty, LANES)
         zero = ir.Constant(vector, [ir.Constant(ty, 0.0)] * LANES)
