@@ -10,6 +10,14 @@ whole package sit here at the root). They are not packages: pytest's default imp
 imports each test module by its file name, so test file names are unique across folders,
 and the shared helpers here (`strategies`, `staged_modes`) import the same from any folder.
 
+The suite runs on two processes (pytest-xdist's ``-n 2``, in pyproject's addopts; ``-n 0``
+runs it in one). Their tests share one compilation cache, so a kernel compiled by one is a
+cache hit for the other. Tests marked ``exclusive`` (training loops in child processes,
+timings, thread races, campaigns with timeouts) run while the other process waits between
+its tests, so that they have the cores to themselves as in a run of one process (see
+`cores`); ``xdist_group`` keeps a file's tests in one process where they share a costly
+fixture or a cluster.
+
 Profiles (pick one with ``HYPOTHESIS_PROFILE=name``):
 
 - ``ci`` (the default): derandomized, no deadline, few examples, no example database, so the
@@ -19,8 +27,10 @@ Profiles (pick one with ``HYPOTHESIS_PROFILE=name``):
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -64,13 +74,22 @@ STAGED_MODULES = {
 }
 
 
+def shared_temp(tmp_path_factory) -> Path:
+    """The run's temporary folder that every process of the run sees: the parent of each
+    pytest-xdist worker's own, else the run's."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
 @pytest.fixture(autouse=True, scope="session")
 def compilation_cache(tmp_path_factory):
-    """Compiled kernels are cached in a fresh directory (for test subprocesses too), never
-    in the user's cache."""
+    """Compiled kernels are cached in a fresh directory of this run, shared by its processes
+    (and by test subprocesses), never in the user's cache."""
     from stageflow.core import config
 
-    directory = str(tmp_path_factory.mktemp("compilation-cache"))
+    directory = shared_temp(tmp_path_factory) / "compilation-cache"
+    directory.mkdir(exist_ok=True)
+    directory = str(directory)
     saved = config.cache_dir, os.environ.get("STAGEFLOW_CACHE_DIR")
     config.cache_dir = os.environ["STAGEFLOW_CACHE_DIR"] = directory
     yield directory
@@ -98,6 +117,55 @@ def verify_after_every_pass():
         os.environ["STAGEFLOW_VERIFY"] = saved[1]
 
 
+class CoreLock:
+    """A readers-writer lock over the run's processes, on two `flock`ed files: a test holds
+    the tests file shared (with the other process's test), an exclusive test holds it alone.
+    An exclusive test holds the turnstile from before it waits for the shared holders until
+    it ends, and every test passes the turnstile before it takes the tests file, so that the
+    other process cannot start test after test ahead of a waiting exclusive one."""
+
+    def __init__(self, folder: Path) -> None:
+        self.turnstile = os.open(folder / "core-lock-turnstile", os.O_RDWR | os.O_CREAT)
+        self.tests = os.open(folder / "core-lock-tests", os.O_RDWR | os.O_CREAT)
+
+    def acquire(self, exclusive: bool) -> None:
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        fcntl.flock(self.tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+
+    def release(self, exclusive: bool) -> None:
+        fcntl.flock(self.tests, fcntl.LOCK_UN)
+        if exclusive:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def core_lock(tmp_path_factory):
+    """The run's `CoreLock` under pytest-xdist; None in a run of one process."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return CoreLock(shared_temp(tmp_path_factory))
+    return None
+
+
+@pytest.fixture(autouse=True)
+def cores(request, core_lock):
+    """Under pytest-xdist, each test holds the run's `CoreLock`: shared, or alone where it
+    is marked ``exclusive``. Such a test's timings, timeouts and split ops' worker threads
+    then see the cores free of the other process's tests (a split op's caller waits for its
+    workers' tasks; with another process's threads on the cores, a training loop of many
+    split ops ran ten times slower)."""
+    if core_lock is None:
+        yield
+        return
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    core_lock.acquire(exclusive)
+    try:
+        yield
+    finally:
+        core_lock.release(exclusive)
+
+
 @pytest.fixture(autouse=True)
 def execution_mode(request):
     """"eager" by default; "staged" runs each op as a traced, verified graph function."""
@@ -113,3 +181,4 @@ def execution_mode(request):
 def pytest_generate_tests(metafunc):
     if metafunc.module.__name__.rpartition(".")[2] in STAGED_MODULES:
         metafunc.parametrize("execution_mode", ["eager", "staged"], indirect=True)
+

@@ -9,6 +9,9 @@ import pytest
 
 import stageflow as sf
 
+# Training loops in child processes: their split ops need the cores (see conftest's `cores`).
+pytestmark = pytest.mark.exclusive
+
 EXAMPLES = sorted((pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 
 

@@ -116,7 +116,7 @@ pads = st.tuples(st.tuples(st.integers(0, 2), st.integers(0, 2)),
                  st.tuples(st.integers(0, 2), st.integers(0, 2)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 8), st.integers(1, 8)),
        channels=st.integers(1, 4), out_channels=st.integers(1, 5), window=pairs,
        strides=pairs, dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
@@ -362,7 +362,7 @@ def test_conv2d_refuses_bad_dims_with_a_status_code():
 # -- conv2d's gradients -------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 8), st.integers(1, 8)),
        channels=st.integers(1, 4), out_channels=st.integers(1, 5), window=pairs,
        strides=pairs, dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
@@ -436,7 +436,7 @@ def test_conv2d_gradients_refuse_a_cotangent_of_other_positions():
 # -- reduce_window ------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(batch=st.integers(1, 2), size=st.tuples(st.integers(1, 7), st.integers(1, 7)),
        channels=st.integers(1, 9), window=pairs, strides=pairs, padding=pads,
        kind=st.sampled_from(["max", "sum"]),

@@ -17,6 +17,9 @@ import stageflow as sf
 from stageflow.cli import main
 from stageflow.distribute import RemoteDeviceError
 
+# One cluster for the file, in one process of the run, with the cores to itself (its timeouts).
+pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.exclusive]
+
 W0, W1 = "/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"
 
 

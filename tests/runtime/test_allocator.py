@@ -13,6 +13,9 @@ import pytest
 
 from stageflow.runtime import allocator
 
+# Page faults and heap reuse of a process measured with the cores to itself.
+pytestmark = pytest.mark.exclusive
+
 STEPS = """
 import resource, sys
 import numpy as np

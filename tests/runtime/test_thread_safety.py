@@ -10,6 +10,9 @@ import pytest
 
 import stageflow as sf
 
+# Races between threads, with the cores to themselves.
+pytestmark = pytest.mark.exclusive
+
 THREADS, CALLS = 6, 150
 
 

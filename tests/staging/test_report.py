@@ -25,6 +25,9 @@ from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.passes.fuse import fusion_notes
 from stageflow.staging.report import SECTIONS
 
+# The MLP page (a module fixture) is built once, in one process of the run.
+pytestmark = pytest.mark.xdist_group("report")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from stageflow.testing.bad_inputs import OUTCOMES, main, run_campaign, unclear_because
 from stageflow.testing.isolated import Died, Hung, run_isolated
 
@@ -44,6 +46,7 @@ def test_a_child_that_aborts_is_counted_as_a_crash_and_the_rest_still_run():
     assert isinstance(results[2], Died) and results[2].how == "signal 6" and results[2].alone
 
 
+@pytest.mark.exclusive  # a child slower than the timeout would count as hung
 def test_a_child_that_gives_no_result_in_time_is_counted_as_a_hang():
     results = run_isolated(_hang_on_one, [0, 1, 2], timeout=3)
     assert results[0] == 0 and isinstance(results[1], Hung) and results[2] == 2

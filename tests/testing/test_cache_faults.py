@@ -7,7 +7,12 @@ from __future__ import annotations
 import os
 import random
 
+import pytest
+
 from stageflow.testing.cache_faults import FAULTS, Cache, main, run_campaign
+
+# Hangs are told by timeouts, which other processes' tests must not eat into.
+pytestmark = pytest.mark.exclusive
 
 
 def test_every_fault_is_recovered_from():

@@ -7,9 +7,13 @@ import random
 import threading
 
 import numpy as np
+import pytest
 
 import stageflow as sf
 from stageflow.testing.threads import KINDS, Scenario, Work, main, run_campaign
+
+# Deadlocks are told by timeouts, which other processes' tests must not eat into.
+pytestmark = pytest.mark.exclusive
 
 
 def test_a_slice_of_the_campaign_is_exact():

@@ -7,8 +7,12 @@ import signal
 import time
 
 import numpy as np
+import pytest
 
 import stageflow as sf
+
+# A saver killed at random moments, timed with the cores to itself.
+pytestmark = pytest.mark.exclusive
 
 SHAPES = [(256, 256), (64,), (512, 128), ()]
 
