@@ -52,14 +52,14 @@ def _ir_op(primitive: Primitive) -> list[str]:
 
 
 def _lowering(primitive: Primitive) -> list[str]:
-    lowering, name = primitive.lowered_by, primitive.name
+    lowering = primitive.lowered_by
     if lowering is None:
         return ["no lowering status (lowered_by)"]
     if isinstance(lowering, HostOnly):
         return [] if lowering.reason.strip() else ["host-only without a reason"]
     tables = {
-        LoweredBy.ELEMENTWISE: (name in ELEMENTWISE_RULES, "the elementwise rules table"),
-        LoweredBy.OP_RULE: (name in OP_RULES, "the lowered-op rules"),
+        LoweredBy.ELEMENTWISE: (primitive in ELEMENTWISE_RULES, "the elementwise rules table"),
+        LoweredBy.OP_RULE: (primitive in OP_RULES, "the lowered-op rules"),
         LoweredBy.PROGRAM: (emits_itself(primitive), "the ops a program emits itself"),
     }
     present, table = tables[lowering]

@@ -32,12 +32,19 @@ ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
 
 # Words that name an op and, in these modules, something else.
 _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
-    # libm's and LLVM's math functions, called and declared by their symbols
-    "stageflow/codegen/llvm/complex_math.py": ("atan2", "sqrt"),
+    # libm's functions and LLVM's intrinsics, called and declared by their symbols, and the
+    # IRBuilder method an elementwise rule calls (``builder("add")``)
+    "stageflow/codegen/kernels/rules.py": ("add", "ceil", "floor", "sqrt"),
+    "stageflow/codegen/llvm/complex_math.py": ("sqrt",),
+    "stageflow/codegen/llvm/mathlib.py": ("cos", "exp", "expm1", "floor", "log", "log1p",
+                                          "log2", "pow", "sin", "tanh"),
+    "stageflow/codegen/llvm/reduce.py": ("maximum", "minimum"),
     "stageflow/codegen/llvm/special.py": ("floor", "sqrt"),
     "stageflow/codegen/targets/cpu.py": ("cos", "expm1", "log1p", "pow", "sin"),
-    # LLVM's intrinsics of the extremum reductions (``llvm.maximum``)
-    "stageflow/codegen/llvm/reduce.py": ("maximum", "minimum"),
+    # the names generated LLVM code gives its values and loops (``%sign``, ``slice0``)
+    "stageflow/codegen/lowered/linalg.py": ("sign",),
+    "stageflow/codegen/lowered/movement.py": ("slice",),
+    "stageflow/codegen/lowered/sorting.py": ("gather",),
     # the public function a message names (``sf.reshape``), the Tensor methods and Python
     # operators (``__add__``) the frontend binds, a conversion's name (``complex(t)``)
     "stageflow/frontend/ops/nd_indexing.py": ("gather_nd",),
@@ -78,36 +85,9 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/testing/saved_dirs.py": ("call",),
 }
 
-# Code generation and the eager runtime still key their rules by op name (the lowerings
-# of `codegen/lowered`, the elementwise table and math expansions of `codegen/kernels` and
-# `codegen/llvm`, the eager kernels' cost tables) and
-# `ir/from_graph` picks the region ops by name: keyed by the primitive, an entry goes.
+# The eager runtime's cost tables and `ir/from_graph`'s choice of the region ops are still
+# keyed by op name: keyed by the primitive, an entry goes.
 _KEYED_BY_NAME: dict[str, tuple[str, ...]] = {
-    "stageflow/codegen/kernels/analysis.py": ("constant",),
-    "stageflow/codegen/kernels/rules.py": (
-        "abs", "add", "cast", "ceil", "complex", "conj", "constant", "divide", "equal", "exp",
-        "floor", "floordiv", "greater", "greater_equal", "imag", "less", "less_equal", "log",
-        "logical_and", "logical_not", "logical_or", "maximum", "minimum", "mod", "multiply",
-        "negative", "not_equal", "pow", "real", "reciprocal", "relu", "round", "rsqrt",
-        "select", "shift_right_logical", "sign", "sqrt", "subtract"),
-    "stageflow/codegen/llvm/mathlib.py": ("cos", "erf", "exp", "expm1", "floor", "log",
-                                          "log1p", "log2", "logistic", "pow", "sin", "tanh"),
-    "stageflow/codegen/lowered/compile.py": ("sf.call", "sf.constant"),
-    "stageflow/codegen/lowered/conv/families.py": ("conv2d", "conv2d_filter_gradient",
-                                                   "conv2d_input_gradient"),
-    "stageflow/codegen/lowered/integer_power.py": ("pow",),
-    "stageflow/codegen/lowered/linalg.py": ("cholesky", "eigh", "inv", "qr", "sign", "slogdet",
-                                            "solve", "svd", "triangular_solve"),
-    "stageflow/codegen/lowered/matmul.py": ("matmul", "matmul_add"),
-    "stageflow/codegen/lowered/movement.py": (
-        "broadcast_to", "concat", "dim_size", "gather", "gather_nd", "iota", "pad",
-        "scatter_nd_add", "scatter_nd_update", "slice", "transpose", "update_index"),
-    "stageflow/codegen/lowered/pooling.py": ("reduce_window",),
-    "stageflow/codegen/lowered/random_bits.py": ("random_bits",),
-    "stageflow/codegen/lowered/reduction.py": ("argmax", "argmin", "reduce_max", "reduce_min",
-                                               "reduce_prod", "reduce_sum"),
-    "stageflow/codegen/lowered/scan.py": ("cumprod", "cumsum"),
-    "stageflow/codegen/lowered/sorting.py": ("gather", "sort"),
     "stageflow/ir/from_graph.py": ("cond", "while"),
     "stageflow/runtime/eager_kernels.py": ("conv2d", "conv2d_filter_gradient",
                                            "conv2d_input_gradient", "maximum", "minimum"),

@@ -33,7 +33,7 @@ TABLES = {
     "passes": ("stageflow.passes", "stageflow.passes",
                "sorted(sys.modules['stageflow.passes'].available_passes())"),
     "lowered": ("stageflow.codegen.lowered", "stageflow.codegen.lowered",
-                "sorted(sys.modules['stageflow.codegen.lowered.rule'].RULES)"),
+                "sorted(p.name for p in sys.modules['stageflow.codegen.lowered.rule'].RULES)"),
 }
 COMPILER = ("xdsl", "llvmlite", "stageflow.ir", "stageflow.passes", "stageflow.codegen")
 

@@ -330,9 +330,9 @@ lgamma_p = ew.unary("lgamma", numpy_kernel(lgamma), "log |Gamma(x)|", F, T)
 digamma_p = ew.unary("digamma", numpy_kernel(digamma), "d lgamma(x) / dx", F, T)
 trigamma_p = ew.unary("trigamma", numpy_kernel(trigamma), "d digamma(x) / dx", F, T)
 
-# The algorithms each primitive lowers by (`codegen.llvm.special`).
-ALGORITHMS = {"atan": atan, "asin": asin, "acos": acos, "atan2": atan2, "erfinv": erfinv,
-              "lgamma": lgamma, "digamma": digamma, "trigamma": trigamma}
+# The algorithm each primitive is lowered by (`codegen.llvm.special`).
+ALGORITHMS = {atan_p: atan, asin_p: asin, acos_p: acos, atan2_p: atan2, erfinv_p: erfinv,
+              lgamma_p: lgamma, digamma_p: digamma, trigamma_p: trigamma}
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2
 

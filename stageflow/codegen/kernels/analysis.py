@@ -30,7 +30,7 @@ from xdsl.ir import SSAValue
 
 from stageflow.codegen.kernels.rules import RULES
 from stageflow.core.op_facts import ReductionKind
-from stageflow.core.primitive import ShapedType
+from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.ir.builder import constant_value
 from stageflow.ir.dialect import ConstantOp, ElementwiseOp, ReductionOp
 from stageflow.ir.types import shaped_type
@@ -41,9 +41,9 @@ DimSpec = int | Sources
 
 @dataclass(frozen=True)
 class Step:
-    """One op: ``values[result] = name(values[operands], **params)``."""
+    """One op: ``values[result] = primitive(values[operands], **params)``."""
 
-    name: str
+    primitive: Primitive
     operands: tuple[int, ...]
     result: int
     dtypes: tuple[np.dtype, ...]
@@ -256,7 +256,7 @@ def analyse(function: FuncOp, dynamic_leading: bool = False, repeated: bool = Fa
         if not isinstance(op, ElementwiseOp | ConstantOp) or len(op.results) != 1:
             raise NotImplementedError(f"{op.name} is not an elementwise op; @{name} is not a "
                                       "kernel")
-        primitive = "constant" if isinstance(op, ConstantOp) else op.primitive.name
+        primitive = op.primitive
         if primitive not in RULES:
             raise NotImplementedError(f"codegen has no lowering for {op.name}")
         params = _constant_params(op) if isinstance(op, ConstantOp) else op.params()

@@ -137,7 +137,7 @@ class KernelBuilder:
             for step in kernel.steps:
                 node = ops.Node(tuple(values[i] for i in step.operands), step.dtypes,
                                 step.result_dtype, step.params)
-                values[step.result] = ops.apply(e, step.name, node)
+                values[step.result] = ops.apply(e, step.primitive, node)
             first_output = len(kernel.inputs)
             for j, value_number in enumerate(kernel.results):
                 index = first_output + j

@@ -1,6 +1,6 @@
 """The lowering table: one rule per elementwise primitive, shared by every target.
 
-`RULES[name](e, node)` builds the LLVM instructions computing one element of the op's
+`RULES[primitive](e, node)` builds the LLVM instructions computing one element of the op's
 result from its operands' elements (already in their compute types, see `emitter`). Rules
 branch on the operand's kind: 'f' floating, 'c' complex (`llvm.complex_math`), 'i' signed,
 'u' unsigned, 'b' bool.
@@ -14,7 +14,7 @@ float -> int casts give the minimum for NaN and values out of range, as NumPy on
 Every rule returns a value of the result's compute type; results of float16/bfloat16 ops
 are rounded to that precision by the caller (`apply`), as NumPy does after each op.
 
-The table is keyed by primitive name and takes some rules from where they are written: the
+The table is keyed by primitive and takes some rules from where they are written: the
 transcendentals' float expansions from `llvm.mathlib` (each marked there with the primitive
 it lowers), the special functions' from `llvm.special`.
 """
@@ -43,7 +43,10 @@ from stageflow.codegen.llvm.emitter import (
 )
 from stageflow.codegen.llvm.special import special
 from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive
+from stageflow.primitives import elementwise as ew
 from stageflow.primitives.special import ALGORITHMS
+from stageflow.primitives.structural import constant_p
 
 
 @dataclass(frozen=True)
@@ -97,15 +100,15 @@ def binary_math(function: Callable[[Emitter, ir.Value, ir.Value], ir.Value]) -> 
 # -- unary ------------------------------------------------------------------------------------
 
 # Complex operands of the transcendentals that take them; their float side is `mathlib`'s.
-_COMPLEX_EXPANSIONS: dict[str, mathlib.MathFunction] = {"exp": cm.exp, "log": cm.log}
+_COMPLEX_EXPANSIONS: dict[Primitive, mathlib.MathFunction] = {ew.exp_p: cm.exp, ew.log_p: cm.log}
 
 
-def _expansion(name: str, function: mathlib.MathFunction) -> Rule:
+def _expansion(primitive: Primitive, function: mathlib.MathFunction) -> Rule:
     """The rule of a primitive `mathlib` expands: `function` on floats, and `complex_math`'s
     expansion on complex operands where the op takes them."""
     kinds = {"f": unary_math(function)}
-    if name in _COMPLEX_EXPANSIONS:
-        kinds["c"] = unary_math(_COMPLEX_EXPANSIONS[name])
+    if primitive in _COMPLEX_EXPANSIONS:
+        kinds["c"] = unary_math(_COMPLEX_EXPANSIONS[primitive])
     return by_kind(**kinds)
 
 
@@ -374,61 +377,62 @@ def _constant(e: Emitter, n: Node) -> ir.Value:
     return e.const(COMPUTE[n.result], numbers.get(kind(n.result), int)(first))
 
 
-RULES: dict[str, Rule] = {
-    "negative": by_kind(f=builder("fneg"), iu=lambda e, n: e.b.neg(n.args[0]),
-                        c=unary_math(cm.negative)),
-    "abs": by_kind(f=intrinsic("fabs"), i=_abs_int, u=lambda e, n: n.args[0],
-                   c=unary_math(cm.abs_)),
-    "sign": by_kind(f=_sign_float, i=_sign_int,
-                    u=lambda e, n: e.b.zext(e.b.icmp_unsigned("!=", n.args[0],
-                                                              e.like(n.args[0], 0)),
-                                            n.args[0].type)),
-    "sqrt": by_kind(f=intrinsic("sqrt"), c=unary_math(cm.sqrt)),
-    "rsqrt": _rsqrt,
-    "relu": by_kind(f=_relu_float, i=_relu_int, u=lambda e, n: n.args[0]),
-    "reciprocal": by_kind(f=_reciprocal, c=unary_math(cm.reciprocal)),
-    "real": lambda e, n: cm.parts(e, n.args[0])[0],
-    "imag": lambda e, n: cm.parts(e, n.args[0])[1],
-    "conj": unary_math(cm.conj),
-    "complex": binary_math(cm.pack),
-    "floor": intrinsic("floor"),
-    "ceil": intrinsic("ceil"),
-    "round": intrinsic("roundeven"),
-    "logical_not": lambda e, n: e.b.not_(n.args[0]),
-    "add": by_kind(f=builder("fadd"), iu=builder("add"), c=binary_math(cm.add)),
-    "subtract": by_kind(f=builder("fsub"), iu=builder("sub"), c=binary_math(cm.subtract)),
-    "multiply": by_kind(f=builder("fmul"), iu=builder("mul"), c=binary_math(cm.multiply)),
-    "divide": by_kind(fiu=_true_divide, c=binary_math(cm.divide)),
-    "floordiv": by_kind(f=lambda e, n: _float_divmod(e, *n.args)[0], iu=_int_floordiv),
-    "mod": by_kind(f=lambda e, n: _float_divmod(e, *n.args)[1], iu=_int_mod),
-    "pow": by_kind(f=lambda e, n: mathlib.pow_(e, *n.args), iu=_int_pow),
-    "maximum": by_kind(f=_float_extreme(True), i=_int_extreme(True, True),
-                       u=_int_extreme(False, True)),
-    "minimum": by_kind(f=_float_extreme(False), i=_int_extreme(True, False),
-                       u=_int_extreme(False, False)),
-    "logical_and": builder("and_"),
-    "logical_or": builder("or_"),
-    "shift_right_logical": by_kind(iu=_shift_right),
-    "equal": _compare("==", "=="),
-    "not_equal": _compare("!=", "!="),
-    "less": _compare("<", "<"),
-    "less_equal": _compare("<=", "<="),
-    "greater": _compare(">", ">"),
-    "greater_equal": _compare(">=", ">="),
-    "select": lambda e, n: e.select(*n.args),
-    "cast": _cast,
-    "constant": _constant,
-    **{name: _expansion(name, function) for name, function in mathlib.LOWERINGS.items()},
-    **{name: special(name) for name in ALGORITHMS},
+RULES: dict[Primitive, Rule] = {
+    ew.negative_p: by_kind(f=builder("fneg"), iu=lambda e, n: e.b.neg(n.args[0]),
+                           c=unary_math(cm.negative)),
+    ew.abs_p: by_kind(f=intrinsic("fabs"), i=_abs_int, u=lambda e, n: n.args[0],
+                      c=unary_math(cm.abs_)),
+    ew.sign_p: by_kind(f=_sign_float, i=_sign_int,
+                       u=lambda e, n: e.b.zext(e.b.icmp_unsigned("!=", n.args[0],
+                                                                 e.like(n.args[0], 0)),
+                                               n.args[0].type)),
+    ew.sqrt_p: by_kind(f=intrinsic("sqrt"), c=unary_math(cm.sqrt)),
+    ew.rsqrt_p: _rsqrt,
+    ew.relu_p: by_kind(f=_relu_float, i=_relu_int, u=lambda e, n: n.args[0]),
+    ew.reciprocal_p: by_kind(f=_reciprocal, c=unary_math(cm.reciprocal)),
+    ew.real_p: lambda e, n: cm.parts(e, n.args[0])[0],
+    ew.imag_p: lambda e, n: cm.parts(e, n.args[0])[1],
+    ew.conj_p: unary_math(cm.conj),
+    ew.complex_p: binary_math(cm.pack),
+    ew.floor_p: intrinsic("floor"),
+    ew.ceil_p: intrinsic("ceil"),
+    ew.round_p: intrinsic("roundeven"),
+    ew.logical_not_p: lambda e, n: e.b.not_(n.args[0]),
+    ew.add_p: by_kind(f=builder("fadd"), iu=builder("add"), c=binary_math(cm.add)),
+    ew.subtract_p: by_kind(f=builder("fsub"), iu=builder("sub"), c=binary_math(cm.subtract)),
+    ew.multiply_p: by_kind(f=builder("fmul"), iu=builder("mul"), c=binary_math(cm.multiply)),
+    ew.divide_p: by_kind(fiu=_true_divide, c=binary_math(cm.divide)),
+    ew.floordiv_p: by_kind(f=lambda e, n: _float_divmod(e, *n.args)[0], iu=_int_floordiv),
+    ew.mod_p: by_kind(f=lambda e, n: _float_divmod(e, *n.args)[1], iu=_int_mod),
+    ew.pow_p: by_kind(f=lambda e, n: mathlib.pow_(e, *n.args), iu=_int_pow),
+    ew.maximum_p: by_kind(f=_float_extreme(True), i=_int_extreme(True, True),
+                          u=_int_extreme(False, True)),
+    ew.minimum_p: by_kind(f=_float_extreme(False), i=_int_extreme(True, False),
+                          u=_int_extreme(False, False)),
+    ew.logical_and_p: builder("and_"),
+    ew.logical_or_p: builder("or_"),
+    ew.shift_right_logical_p: by_kind(iu=_shift_right),
+    ew.equal_p: _compare("==", "=="),
+    ew.not_equal_p: _compare("!=", "!="),
+    ew.less_p: _compare("<", "<"),
+    ew.less_equal_p: _compare("<=", "<="),
+    ew.greater_p: _compare(">", ">"),
+    ew.greater_equal_p: _compare(">=", ">="),
+    ew.select_p: lambda e, n: e.select(*n.args),
+    ew.cast_p: _cast,
+    constant_p: _constant,
+    **{primitive: _expansion(primitive, function)
+       for primitive, function in mathlib.LOWERINGS.items()},
+    **{primitive: special(primitive) for primitive in ALGORITHMS},
 }
 
 
-def apply(e: Emitter, name: str, node: Node) -> ir.Value:
+def apply(e: Emitter, primitive: Primitive, node: Node) -> ir.Value:
     """Lower one op by its rule; round float16/bfloat16 results as NumPy does per op."""
     try:
-        rule = RULES[name]
+        rule = RULES[primitive]
     except KeyError:
-        raise NotImplementedError(f"codegen has no lowering for sf.{name}") from None
+        raise NotImplementedError(f"codegen has no lowering for sf.{primitive.name}") from None
     value = rule(e, node)
     if node.result in HALF_PRECISION:
         value = e.round_to(value, node.result)

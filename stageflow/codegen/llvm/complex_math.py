@@ -23,6 +23,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm import mathlib
 from stageflow.codegen.llvm.emitter import F32, F64, Emitter
 from stageflow.codegen.llvm.special import evaluate
+from stageflow.primitives.special import atan2_p
 
 # Above this, a + |z| in sqrt may overflow: the operand is scaled by 1/4 first (FreeBSD's
 # csqrt threshold, DBL_MAX / (1 + sqrt(2))).
@@ -236,7 +237,7 @@ def log(e: Emitter, z: ir.Value) -> ir.Value:
                         builder.fmul(small, small))
         re = e.select(near_one, builder.fmul(half, mathlib.log1p(e, shifted)),
                       mathlib.log(e, _hypot(e, a, b, narrow)))
-    im = evaluate(e, "atan2", b, a)
+    im = evaluate(e, atan2_p, b, a)
     return pack(e, _narrow(e, re, narrow), _narrow(e, im, narrow))
 
 

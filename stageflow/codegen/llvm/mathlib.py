@@ -45,21 +45,22 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, Emitter
+from stageflow.core.primitive import Primitive
 from stageflow.primitives import elementwise as reference
 
 MathFunction = Callable[[Emitter, ir.Value], ir.Value]
 
-# The expansions that lower an elementwise primitive's float operands, by the primitive's
-# name: the lowering table (`kernels.rules`) takes every one, so such an expansion is
-# written here, marked with its primitive (`lowers`), and named nowhere else.
-LOWERINGS: dict[str, MathFunction] = {}
+# The expansions that lower an elementwise primitive's float operands, by the primitive:
+# the lowering table (`kernels.rules`) takes every one, so such an expansion is written
+# here, marked with its primitive (`lowers`), and named nowhere else.
+LOWERINGS: dict[Primitive, MathFunction] = {}
 
 
-def lowers(name: str) -> Callable[[MathFunction], MathFunction]:
-    """Decorator: the function is the lowering of primitive `name` on float operands."""
+def lowers(primitive: Primitive) -> Callable[[MathFunction], MathFunction]:
+    """Decorator: the function is the lowering of `primitive` on float operands."""
 
     def register(function: MathFunction) -> MathFunction:
-        LOWERINGS[name] = function
+        LOWERINGS[primitive] = function
         return function
 
     return register
@@ -112,7 +113,7 @@ def _exp_core(e: Emitter, x: ir.Value, full_range: bool) -> ir.Value:
                   _power_of_two(e, b.sub(ni, half), ty))
 
 
-@lowers("exp")
+@lowers(reference.exp_p)
 def exp(e: Emitter, x: ir.Value) -> ir.Value:
     if "exp" in e.libm:
         return e.call("exp", x)
@@ -124,7 +125,7 @@ _EXPM1_SMALL = {F32: tuple(1 / math.factorial(k) for k in range(8, 1, -1)),
                 F64: tuple(1 / math.factorial(k) for k in range(14, 1, -1))}
 
 
-@lowers("expm1")
+@lowers(reference.expm1_p)
 def expm1(e: Emitter, x: ir.Value) -> ir.Value:
     if "expm1" in e.libm:
         return _libm_call(e, "expm1", x)
@@ -144,7 +145,7 @@ _TANH_F32_Q = (7.7902445e-07, 0.00032885166, 0.025884358, 0.46716008, 1.0)
 _TANH_F32_LIMIT = 9.02
 
 
-@lowers("tanh")
+@lowers(reference.tanh_p)
 def tanh(e: Emitter, x: ir.Value) -> ir.Value:
     if "tanh" in e.libm:
         return e.call("tanh", x)
@@ -166,7 +167,7 @@ def tanh(e: Emitter, x: ir.Value) -> ir.Value:
     return e.call("copysign", b.fdiv(t, b.fadd(t, e.like(x, 2.0))), x)
 
 
-@lowers("logistic")
+@lowers(reference.logistic_p)
 def logistic(e: Emitter, x: ir.Value) -> ir.Value:
     """NumPy's `_logistic`: nothing overflows, tiny results keep their relative precision."""
     b = e.b
@@ -217,7 +218,7 @@ def _log_special_cases(e: Emitter, x: ir.Value, result: ir.Value) -> ir.Value:
     return e.select(b.fcmp_unordered("<", x, e.like(x, 0.0)), e.like(x, math.nan), result)
 
 
-@lowers("log")
+@lowers(reference.log_p)
 def log(e: Emitter, x: ir.Value) -> ir.Value:
     if "log" in e.libm:
         return e.call("log", x)
@@ -227,7 +228,7 @@ def log(e: Emitter, x: ir.Value) -> ir.Value:
                                           e.fma(k, e.like(x, _LN2_LO[ty]), log_m)))
 
 
-@lowers("log2")
+@lowers(reference.log2_p)
 def log2(e: Emitter, x: ir.Value) -> ir.Value:
     """k + log(m) / ln 2 (`_log_parts`): exact at powers of two, where log m is 0."""
     if "log2" in e.libm:
@@ -236,7 +237,7 @@ def log2(e: Emitter, x: ir.Value) -> ir.Value:
     return _log_special_cases(e, x, e.fma(log_m, e.like(x, 1 / math.log(2.0)), k))
 
 
-@lowers("log1p")
+@lowers(reference.log1p_p)
 def log1p(e: Emitter, x: ir.Value) -> ir.Value:
     if "log1p" in e.libm:
         return _libm_call(e, "log1p", x)
@@ -283,12 +284,12 @@ def _sin_cos(e: Emitter, x: ir.Value, shift: int) -> ir.Value:
     return b.fptrunc(value, F32) if x.type == F32 else value
 
 
-@lowers("sin")
+@lowers(reference.sin_p)
 def sin(e: Emitter, x: ir.Value) -> ir.Value:
     return e.call("sin", x) if "sin" in e.libm else _sin_cos(e, x, 0)
 
 
-@lowers("cos")
+@lowers(reference.cos_p)
 def cos(e: Emitter, x: ir.Value) -> ir.Value:
     return e.call("cos", x) if "cos" in e.libm else _sin_cos(e, x, 1)
 
@@ -339,7 +340,7 @@ def _exp_neg_square(e: Emitter, y: ir.Value) -> ir.Value:
     return b.fmul(first, second)
 
 
-@lowers("erf")
+@lowers(reference.erf_p)
 def erf(e: Emitter, x: ir.Value) -> ir.Value:
     """`reference._erf` (Cody), in float64 for every input type, as the reference does."""
     b = e.b

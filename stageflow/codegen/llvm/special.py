@@ -10,6 +10,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm import mathlib
 from stageflow.codegen.llvm.emitter import F32, F64, Emitter
+from stageflow.core.primitive import Primitive
 from stageflow.primitives.special import ALGORITHMS
 
 
@@ -129,21 +130,21 @@ class _LLVMMath:
         return self._wrap(self.e.poly(x.v, coefficients))
 
 
-def evaluate(e: Emitter, name: str, *args: ir.Value) -> ir.Value:
-    """The special function `name` of float32/float64 values (computed in float64, rounded
-    once to their type); complex lowerings call it for their arguments' angles."""
+def evaluate(e: Emitter, primitive: Primitive, *args: ir.Value) -> ir.Value:
+    """The special function `primitive` of float32/float64 values (computed in float64,
+    rounded once to their type); complex lowerings call it for their arguments' angles."""
     m = _LLVMMath(e)
     narrow = args[0].type == F32
     wide = [_Value(e, e.b.fpext(a, F64) if narrow else a) for a in args]
-    result = ALGORITHMS[name](m, *wide).v
+    result = ALGORITHMS[primitive](m, *wide).v
     return e.b.fptrunc(result, F32) if narrow else result
 
 
-def special(name: str):  # noqa: ANN201 - a lowering rule (`kernels.rules.Rule`)
-    """The rule lowering the special function `name` on float32/float64 operands."""
+def special(primitive: Primitive):  # noqa: ANN201 - a lowering rule (`kernels.rules.Rule`)
+    """The rule lowering the special function `primitive` on float32/float64 operands."""
 
     def rule(e: Emitter, node: Any) -> ir.Value:
-        return evaluate(e, name, *node.args)
+        return evaluate(e, primitive, *node.args)
     return rule
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 from xdsl.dialects.builtin import TensorType
-from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.dialects.func import FuncOp
 
 from stageflow.codegen.llvm.emitter import I32, I64, storage_type
 from stageflow.codegen.llvm.loops import i64
@@ -60,7 +60,7 @@ from stageflow.codegen.lowered.rule import (
 )
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, levels, process_jit
-from stageflow.core.primitive import REGISTRY, ShapedType
+from stageflow.core.primitive import ShapedType
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 
@@ -74,14 +74,14 @@ def op_spec(op: SfOp) -> OpSpec | None:
     values = list(op.operands) + list(op.results)
     if not all(isinstance(v.type, TensorType) for v in values):
         return None
-    return generic_spec(OpSpec(op.name.removeprefix("sf."),
+    return generic_spec(OpSpec(op.primitive.name,
                                tuple(shaped_type(v.type) for v in op.operands),
                                tuple(shaped_type(v.type) for v in op.results), op.params()))
 
 
 def rule_for(spec: OpSpec) -> Lowering | None:
     """The op's lowering, or None where it runs its NumPy kernel."""
-    rule = RULES.get(spec.name)
+    rule = RULES.get(spec.primitive)
     if rule is None:
         return None
     try:
@@ -153,7 +153,7 @@ class CompiledOp:
         self.llvm_ir = llvm_ir
         self.symbol = symbol  # of the ``NAME(data, dims, strides)`` entry
         self._raw, self._py = raw, py
-        primitive = REGISTRY[spec.name]
+        primitive = spec.primitive
         self._kernel, self._rule = primitive.kernel, primitive.shape_rule
         self._single = not primitive.multiple_results
         self._dtypes = [ty.dtype for ty in spec.inputs]
@@ -340,8 +340,7 @@ def lower_functions(functions: Sequence[FuncOp],
     """Start compiling every op of `functions` that has a lowering; the result maps op ->
     its compiled form, the entries op -> its symbol."""
     ops = [op for f in functions for op in f.body.walk()
-           if isinstance(op, SfOp) and not isinstance(op, ReturnOp)
-           and op.name not in ("sf.constant", "sf.call")]
+           if isinstance(op, SfOp) and op.primitive in RULES]
     specs = [op_spec(op) for op in ops]
     chosen = [(op, spec) for op, spec in zip(ops, specs, strict=True) if spec is not None]
     prepared = prepare_ops([spec for _, spec in chosen], py_entries)

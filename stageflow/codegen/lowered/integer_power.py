@@ -20,6 +20,7 @@ from stageflow.codegen.llvm.emitter import Emitter
 from stageflow.codegen.llvm.loops import i64
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, dot, lowering, nest
 from stageflow.core import dtypes
+from stageflow.primitives.elementwise import pow_p
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class IntegerPower:
                                       for d, o in zip(dims, broadcast, strict=True)]), index)
         ob.expect_output(0, broadcast)
         e = Emitter(b)
-        power = RULES["pow"]
+        power = RULES[pow_p]
 
         def element(at: list[ir.Value]) -> None:
             x, y = (e.load(operand.address(b, dot(b, at, steps)), self.dtype)
@@ -58,7 +59,7 @@ class IntegerPower:
         nest(b, broadcast, element, "element")
 
 
-@lowering("pow", generic=True)
+@lowering(pow_p, generic=True)
 def _integer_power(spec: OpSpec) -> IntegerPower | None:
     dtype = spec.inputs[0].dtype
     return IntegerPower(dtype) if dtype in dtypes.SIGNED else None

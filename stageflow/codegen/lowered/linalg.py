@@ -63,6 +63,17 @@ from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64, return_unless
 from stageflow.codegen.lowered.matmul import blas_available
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive
+from stageflow.primitives.factorizations import (
+    cholesky_p,
+    eigh_p,
+    inv_p,
+    qr_p,
+    slogdet_p,
+    solve_p,
+    svd_p,
+    triangular_solve_p,
+)
 
 _PTR = ir.PointerType()
 # routine -> (its arguments, how many of them are characters): all by reference
@@ -647,16 +658,16 @@ class Slogdet:
 
 
 LapackLowering = Solve | TriangularSolve | Cholesky | Eigh | QR | SVD | Slogdet
-_RULES: dict[str, Callable[[OpSpec], LapackLowering]] = {
-    "inv": lambda spec: Solve(inverse=True),
-    "solve": lambda spec: Solve(inverse=False),
-    "triangular_solve": lambda spec: TriangularSolve(bool(spec.params["lower"]),
+_RULES: dict[Primitive, Callable[[OpSpec], LapackLowering]] = {
+    inv_p: lambda spec: Solve(inverse=True),
+    solve_p: lambda spec: Solve(inverse=False),
+    triangular_solve_p: lambda spec: TriangularSolve(bool(spec.params["lower"]),
                                                      bool(spec.params["adjoint"])),
-    "cholesky": lambda spec: Cholesky(),
-    "eigh": lambda spec: Eigh(),
-    "qr": lambda spec: QR(bool(spec.params["full_matrices"])),
-    "svd": lambda spec: SVD(bool(spec.params["full_matrices"])),
-    "slogdet": lambda spec: Slogdet(),
+    cholesky_p: lambda spec: Cholesky(),
+    eigh_p: lambda spec: Eigh(),
+    qr_p: lambda spec: QR(bool(spec.params["full_matrices"])),
+    svd_p: lambda spec: SVD(bool(spec.params["full_matrices"])),
+    slogdet_p: lambda spec: Slogdet(),
 }
 
 
@@ -666,4 +677,4 @@ def _linalg(spec: OpSpec) -> LapackLowering | None:
     the loops and the workspace, which are run-time values anyway."""
     if any(ty.dtype not in FLOATS for ty in spec.inputs) or not lapack_available():
         return None
-    return _RULES[spec.name](spec)
+    return _RULES[spec.primitive](spec)

@@ -41,6 +41,7 @@ from stageflow.codegen.llvm.loops import fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
 from stageflow.core import dtypes
+from stageflow.primitives.linalg import matmul_add_p, matmul_p
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
 GEMM_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_cblas_dgemm64_",
@@ -291,13 +292,13 @@ class Matmul:
         return ok
 
 
-@lowering("matmul", "matmul_add")
+@lowering(matmul_p, matmul_add_p)
 def _matmul(spec: OpSpec) -> Matmul | None:
     dtype = spec.inputs[0].dtype
     if dtype not in GEMM_SYMBOLS or not blas_available():
         return None
     transpose_a, transpose_b = bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"])
-    alpha, accumulate = float(spec.params.get("alpha", 1.0)), spec.name == "matmul_add"
+    alpha, accumulate = float(spec.params.get("alpha", 1.0)), spec.primitive is matmul_add_p
     small = (None if dtypes.is_complex(dtype)  # (its vector code is for real numbers)
              else small_matmul(spec, transpose_a, transpose_b, dtype, alpha, accumulate))
     return small or Matmul(transpose_a, transpose_b, dtype, alpha, accumulate)

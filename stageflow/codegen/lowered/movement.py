@@ -23,7 +23,19 @@ from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, Emitter, stor
 from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest
 from stageflow.core.shapes import normalize_axis
-from stageflow.primitives.structural import slice_indices
+from stageflow.primitives.nd_indexing import gather_nd_p, scatter_nd_add_p, scatter_nd_update_p
+from stageflow.primitives.structural import (
+    broadcast_to_p,
+    concat_p,
+    dim_size_p,
+    gather_p,
+    iota_p,
+    pad_p,
+    slice_indices,
+    slice_p,
+    transpose_p,
+    update_index_p,
+)
 
 
 def offset(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value],
@@ -63,7 +75,7 @@ class Transpose:
         copy_to_output(ob, i64(0), [x.strides[p] for p in self.perm])
 
 
-@lowering("transpose")
+@lowering(transpose_p)
 def _transpose(spec: OpSpec) -> Transpose:
     return Transpose(tuple(spec.params["perm"]))
 
@@ -87,7 +99,7 @@ class BroadcastTo:
         copy_to_output(ob, i64(0), strides)
 
 
-@lowering("broadcast_to")
+@lowering(broadcast_to_p)
 def _broadcast_to(spec: OpSpec) -> BroadcastTo | None:
     shape = spec.params["shape"]
     if any(d is None for d in shape):
@@ -112,7 +124,7 @@ class Slice:
         copy_to_output(ob, base, strides)
 
 
-@lowering("slice")
+@lowering(slice_p)
 def _slice(spec: OpSpec) -> Slice:
     return Slice(tuple(tuple(s) for s in spec.params["slices"]))
 
@@ -137,7 +149,7 @@ class Concat:
             start = fold_add(b, start, x.dims[self.axis])
 
 
-@lowering("concat")
+@lowering(concat_p)
 def _concat(spec: OpSpec) -> Concat:
     return Concat(spec.params["axis"] % spec.inputs[0].ndim)
 
@@ -170,7 +182,7 @@ class Pad:
         copy(b, x.dims, x, i64(0), x.strides, out, base, out.strides)
 
 
-@lowering("pad")
+@lowering(pad_p)
 def _pad(spec: OpSpec) -> Pad:
     return Pad(tuple(tuple(p) for p in spec.params["pads"]),
                stored_constant(spec.params.get("value", 0.0), spec.outputs[0].dtype))
@@ -203,7 +215,7 @@ class Gather:
         nest(b, out.dims, body)
 
 
-@lowering("gather")
+@lowering(gather_p)
 def _gather(spec: OpSpec) -> Gather:
     return Gather(spec.params["axis"] % spec.inputs[0].ndim)
 
@@ -234,7 +246,7 @@ class Iota:
         nest(b, out.dims, body)
 
 
-@lowering("iota")
+@lowering(iota_p)
 def _iota(spec: OpSpec) -> Iota | None:
     dtype = spec.outputs[0].dtype
     if storage_type(dtype) in (F16, I1) or dtype.kind not in "iufc" or dtype.itemsize < 4:
@@ -254,7 +266,7 @@ class DimSize:
         b.store(ob.inputs[0].dims[self.axis], ob.outputs[0].address(b, i64(0)))
 
 
-@lowering("dim_size")
+@lowering(dim_size_p)
 def _dim_size(spec: OpSpec) -> DimSize:
     return DimSize(normalize_axis(spec.params["axis"], spec.inputs[0].ndim))
 
@@ -284,7 +296,7 @@ class UpdateIndex:
         copy(b, update.dims, update, i64(0), update.strides, out, base, out.strides[1:])
 
 
-@lowering("update_index")
+@lowering(update_index_p)
 def _update_index(spec: OpSpec) -> UpdateIndex | None:
     if storage_type(spec.outputs[0].dtype) in (I1,):
         return None
@@ -377,14 +389,14 @@ def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Valu
     return total
 
 
-@lowering("gather_nd")
+@lowering(gather_nd_p)
 def _gather_nd(spec: OpSpec) -> GatherNd:
     return GatherNd(spec.params["width"])
 
 
-@lowering("scatter_nd_add", "scatter_nd_update")
+@lowering(scatter_nd_add_p, scatter_nd_update_p)
 def _scatter_nd(spec: OpSpec) -> ScatterNd | None:
     dtype = spec.outputs[0].dtype
     if storage_type(dtype) in (F16, I1) or (dtype.kind not in "iufc"):
         return None
-    return ScatterNd(spec.params["width"], spec.name == "scatter_nd_add", dtype.kind)
+    return ScatterNd(spec.params["width"], spec.primitive is scatter_nd_add_p, dtype.kind)

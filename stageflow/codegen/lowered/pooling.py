@@ -22,7 +22,7 @@ from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, larger, lowering, row_major, smaller
 from stageflow.codegen.lowered.windows import window_fits
 from stageflow.core.op_facts import ReductionKind
-from stageflow.primitives.conv import Padding, Pair
+from stageflow.primitives.conv import Padding, Pair, reduce_window_p
 from stageflow.primitives.reduction import MAX, SUM
 
 
@@ -85,7 +85,7 @@ class ReduceWindow:
             "i"), "n")
 
 
-@lowering("reduce_window")
+@lowering(reduce_window_p)
 def _reduce_window(spec: OpSpec) -> ReduceWindow | None:
     dtype, params = spec.inputs[0].dtype, spec.params
     kind = {"max": MAX, "sum": SUM}[params["kind"]]

@@ -24,6 +24,7 @@ from stageflow.primitives.random import (
     PHILOX_W0,
     PHILOX_W1,
     WORDS_PER_BLOCK,
+    random_bits_p,
 )
 
 
@@ -80,7 +81,7 @@ class RandomBits:
             b.store(value, new_state.address(b, i64(i)))
 
 
-@lowering("random_bits")
+@lowering(random_bits_p)
 def _random_bits(spec: OpSpec) -> RandomBits:
     count = 1
     for d in spec.outputs[0].shape:

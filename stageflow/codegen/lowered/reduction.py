@@ -36,7 +36,15 @@ from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
 from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.elementwise import add_p, multiply_p
-from stageflow.primitives.reduction import SUM
+from stageflow.primitives.reduction import (
+    SUM,
+    argmax_p,
+    argmin_p,
+    reduce_max_p,
+    reduce_min_p,
+    reduce_prod_p,
+    reduce_sum_p,
+)
 
 # A task of a reduction split over the cores gets at least this many elements: memory
 # traffic several times what handing it to the pool's worker costs.
@@ -283,7 +291,7 @@ def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Valu
 GENERIC_FROM = SMALL_KERNEL_ELEMENTS
 
 
-@lowering("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", generic_from=GENERIC_FROM)
+@lowering(reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, generic_from=GENERIC_FROM)
 def _reduce(spec: OpSpec) -> Reduce | None:
     dtype, kind = spec.inputs[0].dtype, spec.primitive.reduction
     if kind is None or dtype not in kind.native_dtypes:
@@ -331,10 +339,10 @@ class ArgReduce:
         nest(b, out.dims, body)
 
 
-@lowering("argmax", "argmin")
+@lowering(argmax_p, argmin_p)
 def _arg_reduce(spec: OpSpec) -> ArgReduce | None:
     dtype = spec.inputs[0].dtype
     if dtype not in ARG_DTYPES:
         return None
-    return ArgReduce(spec.name == "argmax", spec.params["axis"] % spec.inputs[0].ndim, dtype)
+    return ArgReduce(spec.primitive is argmax_p, spec.params["axis"] % spec.inputs[0].ndim, dtype)
 

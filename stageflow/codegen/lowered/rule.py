@@ -3,10 +3,11 @@
 Elementwise ops are lowered by table (`codegen.kernels.rules`) inside fused kernels; the
 irregular ops (reductions, data movement, random bits, matmul, convolutions...) each get a
 hand-written rule that emits the body of one LLVM function (see `codegen.lowered.compile`
-for its C ABI). A rule is registered per
-primitive name with `lowering`; it receives an `OpSpec` (operand and result types, params)
-and returns an object whose ``emit(ob)`` writes the body, or ``None`` where it does not
-handle those dtypes or params (the op then runs its NumPy kernel).
+for its C ABI). A rule is registered for its primitives with `lowering`
+(``@lowering(sort_p)``), keyed by the primitive objects, in its family's module; it receives
+an `OpSpec` (operand and result types, params) and returns an object whose ``emit(ob)``
+writes the body, or ``None`` where it does not handle those dtypes or params (the op then
+runs its NumPy kernel).
 
 Inside ``emit`` every operand is an `Operand`: its data pointer, dims (static dims as
 constants, already checked) and element strides (inputs may be any strided view with
@@ -41,6 +42,7 @@ class OpSpec:
 
     @property
     def primitive(self) -> Primitive:
+        """The op's primitive: what its rule (`RULES`) is found by."""
         return REGISTRY[self.name]
 
     @property
@@ -189,15 +191,15 @@ class Lowering(Protocol):
 
 
 Rule = Callable[[OpSpec], Lowering | None]
-RULES: dict[str, Rule] = {}
+RULES: dict[Primitive, Rule] = {}
 # Primitives whose ops compile shape-generic (`lowering`), by the static size from which
 # they do (0: always).
-GENERIC: dict[str, int] = {}
+GENERIC: dict[Primitive, int] = {}
 
 
-def lowering(*names: str, generic: bool = False,
+def lowering(*primitives: Primitive, generic: bool = False,
              generic_from: int | None = None) -> Callable[[Rule], Rule]:
-    """Register a rule for primitives `names` (used as a decorator). With `generic`, the
+    """Register a rule for `primitives` (used as a decorator). With `generic`, the
     ops are compiled with every dim unknown (`generic_spec`): one function serves every
     shape, where a static dim saves little and each specialisation costs a compile. With
     `generic_from`, only ops of static shapes and at least that many elements are: small
@@ -205,10 +207,10 @@ def lowering(*names: str, generic: bool = False,
     unknown dim already serve every size along it."""
 
     def register(rule: Rule) -> Rule:
-        for name in names:
-            RULES[name] = rule
+        for primitive in primitives:
+            RULES[primitive] = rule
             if generic or generic_from is not None:
-                GENERIC[name] = 0 if generic else int(generic_from or 0)
+                GENERIC[primitive] = 0 if generic else int(generic_from or 0)
         return rule
 
     return register
@@ -216,7 +218,7 @@ def lowering(*names: str, generic: bool = False,
 
 def generic_spec(spec: OpSpec) -> OpSpec:
     """`spec` with every dim unknown where its primitive's rule is generic at its size."""
-    threshold = GENERIC.get(spec.name)
+    threshold = GENERIC.get(spec.primitive)
     if threshold is None:
         return spec
     types = spec.inputs + spec.outputs

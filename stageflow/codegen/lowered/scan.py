@@ -13,6 +13,7 @@ from stageflow.codegen.llvm.emitter import storage_type
 from stageflow.codegen.llvm.loops import fold_loop, i64
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, lowering, nest
 from stageflow.core import dtypes
+from stageflow.primitives.scan import cumprod_p, cumsum_p
 
 _NATIVE = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 
@@ -54,11 +55,11 @@ class Scan:
         nest(b, others, line)
 
 
-@lowering("cumsum", "cumprod")
+@lowering(cumsum_p, cumprod_p)
 def _scan(spec: OpSpec) -> Scan | None:
     dtype = spec.inputs[0].dtype
     if dtype not in _NATIVE:
         return None
     params = spec.params
-    return Scan(params["axis"] % spec.inputs[0].ndim, spec.name == "cumprod",
+    return Scan(params["axis"] % spec.inputs[0].ndim, spec.primitive is cumprod_p,
                 bool(params["exclusive"]), bool(params["reverse"]), dtype)

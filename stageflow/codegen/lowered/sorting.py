@@ -28,6 +28,7 @@ from stageflow.codegen.llvm.loops import (
 )
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest, smaller
 from stageflow.core import dtypes
+from stageflow.primitives.sorting import sort_p
 
 _PTR = ir.PointerType()
 _KEYS = (*dtypes.FLOATING, *dtypes.INTEGER)
@@ -142,7 +143,7 @@ class Sort:
         counted_loop(b, i64(0), n, i64(1), write, "gather")
 
 
-@lowering("sort")
+@lowering(sort_p)
 def _sort(spec: OpSpec) -> Sort | None:
     dtype = spec.inputs[0].dtype
     if dtype not in _KEYS:

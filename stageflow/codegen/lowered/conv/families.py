@@ -45,7 +45,12 @@ from stageflow.codegen.lowered.rule import (
     row_major,
 )
 from stageflow.codegen.lowered.windows import window_count
-from stageflow.primitives.conv import Pair
+from stageflow.primitives.conv import (
+    Pair,
+    conv2d_filter_gradient_p,
+    conv2d_input_gradient_p,
+    conv2d_p,
+)
 
 
 class Conv2d(Windowed):
@@ -295,19 +300,19 @@ def _geometry(spec: OpSpec, size: Pair = (0, 0)) -> tuple[tuple[int, ...], np.dt
     return (*params["strides"], top, bottom, left, right, *params["dilations"], *size), dtype
 
 
-@lowering("conv2d", generic=True)
+@lowering(conv2d_p, generic=True)
 def _conv2d(spec: OpSpec) -> Conv2d | None:
     geometry = _geometry(spec)
     return None if geometry is None else Conv2d(*geometry)
 
 
-@lowering("conv2d_input_gradient", generic=True)
+@lowering(conv2d_input_gradient_p, generic=True)
 def _conv2d_input_gradient(spec: OpSpec) -> Conv2dInputGradient | None:
     geometry = _geometry(spec, tuple(spec.params["input_size"]))
     return None if geometry is None else Conv2dInputGradient(*geometry)
 
 
-@lowering("conv2d_filter_gradient", generic=True)
+@lowering(conv2d_filter_gradient_p, generic=True)
 def _conv2d_filter_gradient(spec: OpSpec) -> Conv2dFilterGradient | None:
     geometry = _geometry(spec, tuple(spec.params["filter_size"]))
     return None if geometry is None else Conv2dFilterGradient(*geometry)
