@@ -58,6 +58,7 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     # graphs of a `cond` and a `while_loop`
     "stageflow/frontend/ops/control.py": ("cond", "while"),
     "stageflow/frontend/replay.py": ("cond",),
+    "stageflow/ir/from_graph.py": ("cond",),
     # the activations a layer takes by name (Keras' names)
     "stageflow/models/activations.py": ("relu", "tanh"),
     "stageflow/models/layers/recurrent.py": ("tanh",),
@@ -85,16 +86,7 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/testing/saved_dirs.py": ("call",),
 }
 
-# The eager runtime's cost tables and `ir/from_graph`'s choice of the region ops are still
-# keyed by op name: keyed by the primitive, an entry goes.
-_KEYED_BY_NAME: dict[str, tuple[str, ...]] = {
-    "stageflow/ir/from_graph.py": ("cond", "while"),
-    "stageflow/runtime/eager_kernels.py": ("conv2d", "conv2d_filter_gradient",
-                                           "conv2d_input_gradient", "maximum", "minimum"),
-}
-
-ALLOWED = {module: frozenset(words)
-           for table in (_OTHER_MEANINGS, _KEYED_BY_NAME) for module, words in table.items()}
+ALLOWED = {module: frozenset(words) for module, words in _OTHER_MEANINGS.items()}
 
 
 def _op_names() -> frozenset[str]:

@@ -25,6 +25,7 @@ from stageflow.ir.builder import build_function, build_op, location_attr
 from stageflow.ir.control import CondOp, WhileOp, YieldOp
 from stageflow.ir.text import module_to_text
 from stageflow.ir.types import ir_type
+from stageflow.primitives.control import cond_p, while_p
 
 DEVICE = "device"
 
@@ -79,12 +80,12 @@ def _equations(equations: list[Equation], values: dict[Any, SSAValue],
     for eq in equations:
         operands = [values[v] for v in eq.inputs]
         result_types = [ir_type(v.type) for v in eq.outputs]
-        if eq.primitive.name == "cond":
+        if eq.primitive is cond_p:
             branches = eq.params["branches"]
             regions = [_region(branch, [], operands[1:], symbols) for branch in branches]
             op: Operation = CondOp.create(operands=operands[:1], result_types=result_types,
                                           regions=regions)
-        elif eq.primitive.name == "while":
+        elif eq.primitive is while_p:
             count = len(eq.params["body"].inputs)
             carried = [v.type for v in eq.params["body"].inputs]
             regions = [_region(eq.params[key], carried, operands[count:], symbols)
@@ -94,7 +95,7 @@ def _equations(equations: list[Equation], values: dict[Any, SSAValue],
         else:
             op = build_op(eq.primitive, operands, _params(eq.params, symbols),
                           [v.type for v in eq.outputs], eq.location)
-        if eq.location is not None and eq.primitive.name in ("cond", "while"):
+        if eq.location is not None and eq.primitive in (cond_p, while_p):
             op.location = location_attr(eq.location)
         if eq.device is not None:
             op.attributes[DEVICE] = StringAttr(eq.device)

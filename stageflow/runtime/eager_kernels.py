@@ -48,6 +48,8 @@ import numpy as np
 from stageflow.core import config, lazy
 from stageflow.core.op_facts import Cost, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.primitives.conv import conv2d_filter_gradient_p, conv2d_input_gradient_p, conv2d_p
+from stageflow.primitives.elementwise import maximum_p, minimum_p
 
 if TYPE_CHECKING:  # the compiler: loaded by the first op that compiles
     from stageflow.runtime import eager_compiles
@@ -80,16 +82,16 @@ def _macs_filter_gradient(shapes: Sequence[tuple[int, ...]], out: tuple[int, ...
 
 
 # Multiply-adds of a call, from the operands' shapes and the result's, per primitive.
-MACS: dict[str, Callable[[Sequence[tuple[int, ...]], tuple[int, ...]], int]] = {
-    "conv2d": _macs_conv,
-    "conv2d_input_gradient": _macs_input_gradient,
-    "conv2d_filter_gradient": _macs_filter_gradient,
+MACS: dict[Primitive, Callable[[Sequence[tuple[int, ...]], tuple[int, ...]], int]] = {
+    conv2d_p: _macs_conv,
+    conv2d_input_gradient_p: _macs_input_gradient,
+    conv2d_filter_gradient_p: _macs_filter_gradient,
 }
 
 
 # NumPy's SIMD maximum and minimum return the second operand of equal ones (+0 and -0),
 # the compiled loops the first.
-_SIGNED_ZEROS_DIFFER = frozenset({"maximum", "minimum"})
+_SIGNED_ZEROS_DIFFER = frozenset({maximum_p, minimum_p})
 
 
 def exact(primitive: Primitive) -> bool:
@@ -99,7 +101,7 @@ def exact(primitive: Primitive) -> bool:
     elementwise op of plain arithmetic, comparison or selection; transcendental ones are
     polynomials of their own."""
     return (primitive.lowered_by is LoweredBy.ELEMENTWISE and primitive.cost is Cost.ELEMENTWISE
-            and primitive.name not in _SIGNED_ZEROS_DIFFER)
+            and primitive not in _SIGNED_ZEROS_DIFFER)
 
 
 class EagerKernels:
@@ -117,7 +119,7 @@ class EagerKernels:
         later put another route in `routes[key]` (a compile finished, a trial decided)."""
         if not config.eager_compile or any(type(v) is not np.ndarray for v in values):
             return None
-        if primitive.name in MACS:
+        if primitive in MACS:
             return self._convolution(primitive, values, params, key, routes)
         if exact(primitive):
             return self._elementwise(primitive, values, params, key, routes)
@@ -129,7 +131,7 @@ class EagerKernels:
             return None
         inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
         output = primitive.shape_rule(*inputs, **params)
-        if MACS[primitive.name]([v.shape for v in values], output.shape) < MIN_MACS:
+        if MACS[primitive]([v.shape for v in values], output.shape) < MIN_MACS:
             return None
         spec = eager_compiles.generic_op(primitive, inputs, output, params)
         compiling = self._compile(spec.key, lambda: eager_compiles.compile_op(spec))
