@@ -46,6 +46,11 @@ sf.config.set_emulated_gpu_count(1)
 # `import strategies` from any test module, whether or not `tests` becomes a package.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# The processes the tests start (campaign cases, examples, the CLI, compile servers) import
+# stageflow afresh: with Python's bytecode cache on, the first writes it and the others
+# read it, where ``PYTHONDONTWRITEBYTECODE`` would have each compile every module again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 # The execution-mode fixture wraps the whole test, the same for every example.
 SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large,
               HealthCheck.function_scoped_fixture]
