@@ -25,6 +25,7 @@ from benchmarks import (
     fused_elementwise,
     fused_reduction,
     hmc,
+    import_time,
     loop,
     matmul,
     memory,
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> None:
     eager = eager_overhead.main()
     rows.append(("eager dispatch, (4, 4) f32", f"{eager['stageflow_us']:.2f} us/op",
                  f"{eager['ratio']:.2f}x NumPy (goal <= 2x)"))
+    imports = import_time.main(["--rounds", "7"])
+    rows.append(("import stageflow", f"{imports['stageflow'] * 1e3:.0f} ms",
+                 f"{imports['stageflow'] / imports['numpy']:.2f}x NumPy's import "
+                 "(goal <= 300 ms)"))
     calls = call_overhead.main()
     rows.append(("cache-hit call, compiled", f"{calls['staged']:.2f} us",
                  "goal <= 5 us (jax.jit 8.9)"))
