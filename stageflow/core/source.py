@@ -9,6 +9,9 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -16,19 +19,36 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 
 @dataclass(frozen=True)
 class SourceLocation:
-    """A file, line and column in the user's code."""
+    """A file, line and column in the user's code; `name` names what stands there when the
+    file is not Python source (an ONNX model's node), printed in place of the line's text."""
 
     filename: str
     line: int
     column: int = 0
+    name: str = ""
 
     def source_text(self) -> str:
-        return linecache.getline(self.filename, self.line).strip()
+        return self.name or linecache.getline(self.filename, self.line).strip()
 
     def __str__(self) -> str:
         text = self.source_text()
         where = f"{self.filename}:{self.line}"
         return f"{where}: {text}" if text else where
+
+
+# The location ops are attributed to while a program that is not Python is traced (the
+# node of an imported model), in place of the Python frame that traces it.
+_FIXED: ContextVar[SourceLocation | None] = ContextVar("stageflow_fixed_location", default=None)
+
+
+@contextmanager
+def located_at(location: SourceLocation) -> Iterator[None]:
+    """Attribute the ops traced in the block, and the errors they raise, to `location`."""
+    token = _FIXED.set(location)
+    try:
+        yield
+    finally:
+        _FIXED.reset(token)
 
 
 def _is_internal(frame) -> bool:
@@ -40,7 +60,10 @@ def _is_internal(frame) -> bool:
 
 
 def user_location() -> SourceLocation | None:
-    """The innermost frame of the call stack that is not stageflow's own code."""
+    """The innermost frame of the call stack that is not stageflow's own code, or the
+    location `located_at` fixed."""
+    if (fixed := _FIXED.get()) is not None:
+        return fixed
     frame = sys._getframe(1)
     while frame is not None:
         if not _is_internal(frame):

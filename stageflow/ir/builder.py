@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
     FileLineColLoc,
     IntAttr,
     LocationAttr,
+    NameLoc,
     StringAttr,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
@@ -32,20 +33,26 @@ Location = SourceLocation | LocationAttr | None
 
 
 def location_attr(location: Location) -> LocationAttr | None:
-    """``SourceLocation("m.py", 12, 5)`` -> ``loc("m.py":12:5)``; attributes pass through."""
+    """``SourceLocation("m.py", 12, 5)`` -> ``loc("m.py":12:5)``, a named one ->
+    ``loc("name"("m.onnx":12:0))`` (MLIR's NameLoc); attributes pass through."""
     if location is None or isinstance(location, LocationAttr):
         return location
-    return FileLineColLoc(
+    where = FileLineColLoc(
         StringAttr(location.filename), IntAttr(location.line), IntAttr(location.column)
     )
+    return NameLoc(StringAttr(location.name), where) if location.name else where
 
 
 def source_location(op: Operation) -> SourceLocation | None:
     """The user's line `op` was traced from, as its ``loc(...)`` says (the inverse of
     `location_attr`)."""
     location = getattr(op, "location", None)
+    name = ""
+    if isinstance(location, NameLoc):
+        name, location = location.desc.data, location.location
     if isinstance(location, FileLineColLoc):
-        return SourceLocation(location.filename.data, location.line.data, location.column.data)
+        return SourceLocation(location.filename.data, location.line.data, location.column.data,
+                              name)
     return None
 
 

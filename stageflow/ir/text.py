@@ -20,7 +20,14 @@ from weakref import WeakKeyDictionary
 import ml_dtypes
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Builtin, FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    BFloat16Type,
+    Builtin,
+    FileLineColLoc,
+    ModuleOp,
+    NameLoc,
+)
 from xdsl.dialects.func import Func
 from xdsl.ir import Dialect, Operation
 from xdsl.parser import Parser
@@ -150,6 +157,8 @@ def source_position(op: Operation) -> SourcePosition | None:
     """Where `op` came from: its ``loc("f.py":3:1)`` if it has one (as MLIR reports
     diagnostics), else where it was parsed from, else ``None``."""
     location = op.location
+    if isinstance(location, NameLoc):
+        location = location.location
     if isinstance(location, FileLineColLoc):
         return SourcePosition(location.filename.data, location.line.data, location.column.data)
     if (parsed := _PARSED_AT.get(op)) is not None:

@@ -1,0 +1,50 @@
+"""ONNX's element types and stageflow's dtypes, both ways.
+
+ONNX names a tensor's element type by a `TensorProto.DataType` number; stageflow's dtypes
+are NumPy dtypes (`core.dtypes`). The types stageflow has no tensors of (strings, the 4-bit
+and 8-bit floats, uint16, uint64) map to nothing, and an import that meets one says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from stageflow.core import dtypes
+
+__all__ = ["from_onnx", "to_onnx", "type_name"]
+
+_TO_SF: dict[int, np.dtype] = {
+    TensorProto.FLOAT: dtypes.float32,
+    TensorProto.DOUBLE: dtypes.float64,
+    TensorProto.FLOAT16: dtypes.float16,
+    TensorProto.BFLOAT16: dtypes.bfloat16,
+    TensorProto.INT8: dtypes.int8,
+    TensorProto.INT16: dtypes.int16,
+    TensorProto.INT32: dtypes.int32,
+    TensorProto.INT64: dtypes.int64,
+    TensorProto.UINT8: dtypes.uint8,
+    TensorProto.UINT32: dtypes.uint32,
+    TensorProto.BOOL: dtypes.bool_,
+    TensorProto.COMPLEX64: dtypes.complex64,
+    TensorProto.COMPLEX128: dtypes.complex128,
+}
+_TO_ONNX: dict[np.dtype, int] = {dtype: code for code, dtype in _TO_SF.items()}
+
+
+def type_name(code: int) -> str:
+    """ONNX's own name of an element type: ``1`` -> ``"FLOAT"``."""
+    try:
+        return TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"element type {code}"
+
+
+def from_onnx(code: int) -> np.dtype | None:
+    """The stageflow dtype of ONNX element type `code`, or None where stageflow has none."""
+    return _TO_SF.get(code)
+
+
+def to_onnx(dtype: np.dtype) -> int:
+    """The ONNX element type of a stageflow dtype."""
+    return _TO_ONNX[np.dtype(dtype)]
