@@ -1,0 +1,322 @@
+"""Convolutions: Conv and ConvTranspose over 1, 2 and 3 spatial dims, strided, dilated,
+padded (explicit pads or auto_pad) and grouped.
+
+ONNX images are channels-first (N, C, *spatial) and filters (O, I / group, *kernel); sf's
+convolutions are channels-last (NHWC by HWIO). Every convolution here goes one way: the
+input is transposed to channels-last, convolved by `sf.nn.conv2d` (or its transpose), the
+bias added there, and the result transposed back. A filter known at import is transposed
+at import. A 1-D convolution is a 2-D one of height 1; a 3-D one is a sum over the depth
+taps of 2-D ones, the depth positions folded into the batch. A depthwise convolution (one
+input channel per group) is a sum of products of shifted slices, on channels-first data as
+it is; other groups are one convolution per group, concatenated.
+
+`window` resolves ONNX's geometry attributes (shared with the pooling ops) into explicit
+(before, after) pads per spatial axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+import stageflow as sf
+from stageflow.onnx.converters import Node, Value, converts
+
+Pads = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window's geometry along each spatial axis, its padding explicit."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: Pads
+
+    def span(self, axis: int) -> int:
+        """The dilated window's extent along `axis`."""
+        return (self.kernel[axis] - 1) * self.dilations[axis] + 1
+
+    def positions(self, axis: int, size: int) -> int:
+        """How many windows fit along `axis` of `size` with its padding (floor mode)."""
+        before, after = self.pads[axis]
+        return (size + before + after - self.span(axis)) // self.strides[axis] + 1
+
+
+def _ints(node: Node, name: str, rank: int, default: int) -> tuple[int, ...]:
+    values = tuple(int(v) for v in node.attr(name, [default] * rank))
+    if len(values) != rank:
+        raise node.error(f"{name} has {len(values)} values for {rank} spatial dims")
+    return values
+
+
+def window(node: Node, sizes: Sequence[int | None], kernel: Sequence[int]) -> Window:
+    """The node's strides, dilations and pads (attribute `pads`, or what `auto_pad` implies
+    for input spatial `sizes`) for a window of `kernel`."""
+    rank = len(sizes)
+    kernel = tuple(int(k) for k in kernel)
+    strides = _ints(node, "strides", rank, 1)
+    dilations = _ints(node, "dilations", rank, 1)
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        flat = _ints(node, "pads", 2 * rank, 0)
+        if min(flat, default=0) < 0:
+            raise node.error(f"negative pads {list(flat)} are not supported")
+        pads = tuple((flat[a], flat[rank + a]) for a in range(rank))
+    elif auto_pad == "VALID":
+        pads = ((0, 0),) * rank
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = tuple(_same(node, sizes[a], kernel[a], strides[a], dilations[a],
+                           auto_pad == "SAME_UPPER") for a in range(rank))
+    else:
+        raise node.error(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, "
+                         f"SAME_LOWER, VALID")
+    return Window(kernel, strides, dilations, pads)
+
+
+def _same(node: Node, size: int | None, kernel: int, stride: int, dilation: int,
+          upper: bool) -> tuple[int, int]:
+    """SAME padding: the output is ceil(size / stride); the odd pad goes after (UPPER) or
+    before (LOWER)."""
+    span = (kernel - 1) * dilation + 1
+    if size is None:
+        if stride != 1:
+            raise node.error("auto_pad SAME with strides > 1 needs static spatial dims; give "
+                             "the model's inputs static shapes (sf.onnx.load(..., "
+                             "input_shapes={name: shape}))")
+        total = span - 1
+    else:
+        total = max((math.ceil(size / stride) - 1) * stride + span - size, 0)
+    small, large = total // 2, total - total // 2
+    return (small, large) if upper else (large, small)
+
+
+def channels_last(x: Value) -> Value:
+    """(N, C, *spatial) as (N, *spatial, C)."""
+    return sf.transpose(x, (0, *range(2, x.ndim), 1))
+
+
+def channels_first(x: Value) -> Value:
+    """(N, *spatial, C) as (N, C, *spatial)."""
+    return sf.transpose(x, (0, x.ndim - 1, *range(1, x.ndim - 1)))
+
+
+def _spatial_rank(node: Node, x: Value, w: Value) -> int:
+    rank = x.ndim - 2
+    if rank not in (1, 2, 3) or w.ndim != x.ndim:
+        raise node.error(f"input of shape {x.shape} and filters of shape {w.shape}: "
+                         f"stageflow converts 1-D, 2-D and 3-D convolutions")
+    if None in w.shape:
+        raise node.error(f"the filters' shape {w.shape} must be static")
+    return rank
+
+
+def _check_kernel(node: Node, w: Value) -> None:
+    if "kernel_shape" in node.attributes and \
+            tuple(node.attr("kernel_shape")) != tuple(w.shape[2:]):
+        raise node.error(f"kernel_shape {node.attr('kernel_shape')} differs from the "
+                         f"filters' spatial shape {tuple(w.shape[2:])}")
+
+
+@converts("Conv")
+def conv(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
+    rank = _spatial_rank(node, x, w)
+    _check_kernel(node, w)
+    geometry = window(node, x.shape[2:], w.shape[2:])
+    group = int(node.attr("group", 1))
+    channels, out_channels = w.shape[1] * group, w.shape[0]
+    if x.shape[1] is not None and x.shape[1] != channels or out_channels % group:
+        raise node.error(f"input of shape {x.shape}, filters of shape {w.shape} and group "
+                         f"{group} do not match")
+    if group > 1 and w.shape[1] == 1:
+        y = _depthwise(node, x, w, geometry, group)
+        return y if b is None else y + sf.reshape(b, (out_channels,) + (1,) * rank)
+    filters = sf.transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I, O)
+    image = channels_last(x)
+    if group == 1:
+        y = _conv_last(image, filters, geometry)
+    else:
+        images = sf.split(image, group, axis=-1)
+        banks = sf.split(filters, group, axis=-1)
+        y = sf.concat([_conv_last(i, f, geometry) for i, f in zip(images, banks, strict=True)],
+                      axis=-1)
+    if b is not None:
+        y = y + b
+    return channels_first(y)
+
+
+def _conv_last(x: Value, w: Value, geometry: Window) -> Value:
+    """A channels-last convolution of 1, 2 or 3 spatial dims by (*kernel, I, O) filters."""
+    rank = x.ndim - 2
+    if rank == 1:
+        y = _conv_last(sf.expand_dims(x, 1), sf.expand_dims(w, 0), _raise_rank(geometry))
+        return sf.squeeze(y, 1)
+    if rank == 2:
+        return sf.nn.conv2d(x, w, geometry.strides, geometry.pads,
+                            dilations=geometry.dilations)
+    depth = geometry.positions(0, x.shape[1])
+    padded = sf.pad(x, [(0, 0), geometry.pads[0], (0, 0), (0, 0), (0, 0)])
+    planes = Window(geometry.kernel[1:], geometry.strides[1:], geometry.dilations[1:],
+                    geometry.pads[1:])
+    total = None
+    for tap in range(geometry.kernel[0]):
+        start = tap * geometry.dilations[0]
+        rows = padded[:, start:start + (depth - 1) * geometry.strides[0] + 1:
+                      geometry.strides[0]]
+        flat = sf.reshape(rows, (-1, *rows.shape[2:]))
+        y = _conv_last(flat, w[tap], planes)
+        total = y if total is None else total + y
+    assert total is not None
+    return sf.reshape(total, (-1, depth, *total.shape[1:]))
+
+
+def _raise_rank(geometry: Window) -> Window:
+    """A 1-D window as the 2-D one of height 1."""
+    return Window((1, *geometry.kernel), (1, *geometry.strides), (1, *geometry.dilations),
+                  ((0, 0), *geometry.pads))
+
+
+def tap_slices(geometry: Window, index: Sequence[int], outputs: Sequence[int]) -> tuple:
+    """The strided slices (over the spatial axes) of the padded input that window tap
+    `index` reads for the `outputs` positions along each axis."""
+    return tuple(slice(i * d, i * d + (n - 1) * s + 1, s) for i, d, s, n in
+                 zip(index, geometry.dilations, geometry.strides, outputs, strict=True))
+
+
+def _depthwise(node: Node, x: Value, w: Value, geometry: Window, group: int) -> Value:
+    """A convolution with one input channel per group: each tap multiplies a shifted slice
+    of the padded input by its (C, M) filter column, channels-first as it is."""
+    rank = x.ndim - 2
+    sizes = x.shape[2:]
+    if None in sizes:
+        raise node.error(f"a depthwise convolution needs static spatial dims, got input "
+                         f"shape {x.shape}; give the model's inputs static shapes "
+                         f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
+    outputs = [geometry.positions(a, sizes[a]) for a in range(rank)]
+    multiplier = w.shape[0] // group
+    padded = sf.expand_dims(sf.pad(x, [(0, 0), (0, 0), *geometry.pads]), 2)
+    filters = sf.reshape(w, (group, multiplier, *geometry.kernel))
+    total = None
+    for index in np.ndindex(*geometry.kernel):
+        tap = padded[(slice(None),) * 3 + tap_slices(geometry, index, outputs)]
+        term = tap * sf.reshape(filters[(slice(None), slice(None), *index)],
+                                (group, multiplier) + (1,) * rank)
+        total = term if total is None else total + term
+    assert total is not None
+    return sf.reshape(total, (-1, group * multiplier, *outputs))
+
+
+@converts("ConvTranspose")
+def conv_transpose(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
+    _spatial_rank(node, x, w)
+    _check_kernel(node, w)
+    sizes = x.shape[2:]
+    if None in x.shape[:1] + sizes:
+        raise node.error(f"needs static batch and spatial dims, got input shape {x.shape}; "
+                         f"give the model's inputs static shapes (sf.onnx.load(..., "
+                         f"input_shapes={{name: shape}}))")
+    group = int(node.attr("group", 1))
+    if x.shape[1] != w.shape[0] or w.shape[0] % group:
+        raise node.error(f"input of shape {x.shape}, filters of shape {w.shape} and group "
+                         f"{group} do not match")
+    geometry, outputs = _transposed_window(node, sizes, w.shape[2:])
+    filters = sf.transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, O / group, I)
+    image = channels_last(x)
+    if group == 1:
+        y = _transpose_last(image, filters, geometry)
+    else:
+        images = sf.split(image, group, axis=-1)
+        banks = sf.split(filters, group, axis=-1)
+        y = sf.concat([_transpose_last(i, f, geometry)
+                       for i, f in zip(images, banks, strict=True)], axis=-1)
+    y = _place(y, geometry.pads, outputs)
+    if b is not None:
+        y = y + b
+    return channels_first(y)
+
+
+def _transposed_window(node: Node, sizes: Sequence[int], kernel: Sequence[int]
+                       ) -> tuple[Window, list[int]]:
+    """ConvTranspose's geometry: its pads (which may be negative: they crop or extend the
+    full result) and output spatial sizes, from `pads`, `output_padding`, `output_shape`
+    and `auto_pad`, as ONNX's reference computes them."""
+    rank = len(sizes)
+    kernel = tuple(int(k) for k in kernel)
+    strides = _ints(node, "strides", rank, 1)
+    dilations = _ints(node, "dilations", rank, 1)
+    extra = _ints(node, "output_padding", rank, 0)
+    full = [s * (n - 1) + e + (k - 1) * d + 1
+            for n, s, e, k, d in zip(sizes, strides, extra, kernel, dilations, strict=True)]
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    shape = node.attr("output_shape", None)
+    if shape is not None:
+        shape = [int(v) for v in shape][-rank:]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") or (shape is not None and
+                                                    "pads" not in node.attributes):
+        outputs = shape if shape is not None else [n * s for n, s in
+                                                   zip(sizes, strides, strict=True)]
+        totals = [f - o for f, o in zip(full, outputs, strict=True)]
+        pads = tuple((t // 2, t - t // 2) if auto_pad == "SAME_UPPER" else (t - t // 2, t // 2)
+                     for t in totals)
+    elif auto_pad in ("NOTSET", "VALID"):
+        flat = _ints(node, "pads", 2 * rank, 0) if auto_pad == "NOTSET" else (0,) * 2 * rank
+        pads = tuple((flat[a], flat[rank + a]) for a in range(rank))
+        outputs = shape if shape is not None else [f - lo - hi for f, (lo, hi) in
+                                                   zip(full, pads, strict=True)]
+    else:
+        raise node.error(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, "
+                         f"SAME_LOWER, VALID")
+    if min(outputs) < 1:
+        raise node.error(f"the output's spatial shape {outputs} is empty")
+    return Window(kernel, strides, dilations, pads), outputs
+
+
+def _transpose_last(x: Value, w: Value, geometry: Window) -> Value:
+    """The full (unpadded) transposed convolution of channels-last `x` by (*kernel, O, I)
+    filters: spatial size stride * (n - 1) + the dilated kernel."""
+    rank = x.ndim - 2
+    if rank == 1:
+        y = _transpose_last(sf.expand_dims(x, 1), sf.expand_dims(w, 0), _raise_rank(geometry))
+        return sf.squeeze(y, 1)
+    full = [geometry.strides[a] * (x.shape[1 + a] - 1) + geometry.span(a)
+            for a in range(rank)]
+    if rank == 2:
+        return sf.nn.conv2d_transpose(x, w, (x.shape[0], *full, w.shape[-2]),
+                                      geometry.strides, ((0, 0), (0, 0)),
+                                      dilations=geometry.dilations)
+    planes = Window(geometry.kernel[1:], geometry.strides[1:], geometry.dilations[1:],
+                    geometry.pads[1:])
+    batch, depth = x.shape[:2]
+    flat = sf.reshape(x, (batch * depth, *x.shape[2:]))
+    stride = geometry.strides[0]
+    total = None
+    for tap in range(geometry.kernel[0]):
+        y = _transpose_last(flat, w[tap], planes)
+        y = sf.reshape(y, (batch, depth, 1, *y.shape[1:]))
+        spread = sf.pad(y, [(0, 0), (0, 0), (0, stride - 1)] + [(0, 0)] * (y.ndim - 3))
+        spread = sf.reshape(spread, (batch, depth * stride, *y.shape[3:]))
+        spread = spread[:, :stride * (depth - 1) + 1]
+        start = tap * geometry.dilations[0]
+        placed = sf.pad(spread, [(0, 0), (start, full[0] - start - spread.shape[1])]
+                        + [(0, 0)] * (spread.ndim - 2))
+        total = placed if total is None else total + placed
+    return total
+
+
+def _place(y: Value, pads: Pads, outputs: Sequence[int]) -> Value:
+    """The window of the full result `y` (channels-last) that begins `pads[a][0]` into each
+    spatial axis and spans `outputs`: cropped where it lies inside, zeros where beyond."""
+    crops, fills = [], []
+    for axis, ((before, _), size) in enumerate(zip(pads, outputs, strict=True)):
+        start = max(before, 0)
+        stop = min(start + size - max(-before, 0), y.shape[1 + axis])
+        crops.append(slice(start, stop))
+        fills.append((max(-before, 0), size - max(-before, 0) - (stop - start)))
+    y = y[(slice(None), *crops)]
+    if any(f != (0, 0) for f in fills):
+        y = sf.pad(y, [(0, 0), *fills, (0, 0)])
+    return y
