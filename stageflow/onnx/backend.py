@@ -4,6 +4,11 @@ interface ONNX's own conformance suite (`onnx.backend.test.BackendTest`) drives.
 `prepare` imports the model (`sf.onnx.load`) and returns a rep whose `run` calls the staged
 function, compiled unless ``jit=False`` is passed; `run_node` wraps one node in a model of
 its own, typed by the inputs given.
+
+ONNX's node tests feed the values an import must know (Reshape's shape, Slice's starts, TopK's
+k) as graph inputs. Where the import meets one (`UnknownAtImport`), the rep imports the model
+again with that run's integer inputs as initializers, and with all of them if that is not
+enough, one import per set of values: as a model that keeps them in initializers is imported.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from stageflow.core.devices import device as device_scope
 from stageflow.frontend.tensor import Tensor
 from stageflow.onnx import dtypes
+from stageflow.onnx.converters import UnknownAtImport
 from stageflow.onnx.importer import Model, load
 from stageflow.runtime.devices import list_devices
 
@@ -36,9 +42,11 @@ class StageflowRep(BackendRep):
     """A prepared model: `run` takes the inputs (a list in the graph's order, or a dict by
     name) and returns the outputs as NumPy arrays."""
 
-    def __init__(self, model: Model, device: str) -> None:
+    def __init__(self, model: Model, device: str, **kwargs: Any) -> None:
         self.model = model
         self.device = _device_name(device)
+        self._kwargs = kwargs  # sf.onnx.load's, for the imports with inputs folded in
+        self._folded: dict[tuple, Model] = {}
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, dict):
@@ -46,9 +54,31 @@ class StageflowRep(BackendRep):
         elif isinstance(inputs, np.ndarray):
             inputs = [inputs]
         with device_scope(self.device):
-            outputs = self.model(*inputs)
+            try:
+                outputs = self.model(*inputs)
+            except UnknownAtImport:
+                try:
+                    outputs = self._run_folded(inputs, integers_only=True)
+                except UnknownAtImport:
+                    outputs = self._run_folded(inputs, integers_only=False)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         return tuple(o.numpy() if isinstance(o, Tensor) else np.asarray(o) for o in outputs)
+
+    def _run_folded(self, inputs: Sequence[Any], integers_only: bool) -> Any:
+        """The model run with this run's (integer) inputs as initializers."""
+        arrays = {name: np.asarray(x) for name, x in zip(self.model.input_names, inputs,
+                                                           strict=True)}
+        folded = {name: a for name, a in arrays.items()
+                  if not integers_only or np.issubdtype(a.dtype, np.integer)}
+        key = (integers_only, *((name, a.dtype.str, a.shape, a.tobytes())
+                                for name, a in folded.items()))
+        if key not in self._folded:
+            proto = onnx.ModelProto()
+            proto.CopyFrom(self.model.proto)
+            proto.graph.initializer.extend(numpy_helper.from_array(a, name)
+                                           for name, a in folded.items())
+            self._folded[key] = load(proto, **self._kwargs)
+        return self._folded[key](*(a for name, a in arrays.items() if name not in folded))
 
 
 class StageflowBackend(Backend):
@@ -59,7 +89,7 @@ class StageflowBackend(Backend):
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU",
                 **kwargs: Any) -> StageflowRep:
         super().prepare(model, device, **kwargs)
-        return StageflowRep(load(model, **kwargs), device)
+        return StageflowRep(load(model, **kwargs), device, **kwargs)
 
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
@@ -77,7 +107,7 @@ class StageflowBackend(Backend):
                                   graph_outputs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid(node.domain,
                                                                              opset)])
-        return StageflowRep(load(model, **kwargs), device).run(arrays)
+        return StageflowRep(load(model, **kwargs), device, **kwargs).run(arrays)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

@@ -29,7 +29,8 @@ from onnx import helper
 from stageflow.core.source import SourceLocation
 from stageflow.frontend.tensor import Tensor
 
-__all__ = ["Converter", "Node", "OnnxError", "Value", "converts", "lookup", "supported_ops"]
+__all__ = ["Converter", "Node", "OnnxError", "UnknownAtImport", "Value", "converts", "lookup",
+           "supported_ops"]
 
 Value = np.ndarray | Tensor
 
@@ -39,6 +40,12 @@ DEFAULT_DOMAIN = ""
 class OnnxError(ValueError):
     """A model stageflow cannot import as it stands: the message names the node, its op and
     opset, and what to do."""
+
+
+class UnknownAtImport(OnnxError):
+    """A value the import must know (a shape, an axis, a count) is computed at run time
+    (`Node.const`); ONNX's backend suite, which feeds such values as graph inputs, folds the
+    run's inputs in and imports again."""
 
 
 @dataclass(frozen=True)
@@ -141,10 +148,10 @@ class Node:
             f"{what} must be known when the model is imported (an initializer, a Constant, "
             f"or computed from those and from static shapes), but it is computed at run "
             f"time; give the model's inputs static shapes (sf.onnx.load(..., "
-            f"input_shapes={{name: shape}}))")
+            f"input_shapes={{name: shape}}))", UnknownAtImport)
 
-    def error(self, message: str) -> OnnxError:
+    def error(self, message: str, kind: type[OnnxError] = OnnxError) -> OnnxError:
         """An error naming this node, its op and opset."""
-        return OnnxError(f"ONNX node {self.location.name!r} ({self.op_type}, opset "
-                         f"{self.opset}): {message}\n  at {self.location.filename}, node "
-                         f"{self.location.line}")
+        return kind(f"ONNX node {self.location.name!r} ({self.op_type}, opset "
+                    f"{self.opset}): {message}\n  at {self.location.filename}, node "
+                    f"{self.location.line}")
