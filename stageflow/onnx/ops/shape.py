@@ -1,0 +1,390 @@
+"""ONNX's tensor-manipulation ops: Reshape, Transpose, Concat, Split, Slice, Squeeze,
+Unsqueeze, Flatten, Expand, Tile, Pad, Shape, Size, Trilu, ReverseSequence, CenterCropPad and
+Compress.
+
+Shapes are static where the model's are: the numbers a result's shape depends on (Reshape's
+shape, Slice's starts, Pad's pads) are read with `node.const`, so the Shape -> Gather ->
+Concat -> Reshape chains exporters write fold at import. Shape of a tensor with a dim unknown
+until run time is an sf tensor (the unknown dims read with `dim_size`); a shape input computed
+from it cannot be known at import, and the op that needs it says to give `input_shapes`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import stageflow as sf
+from stageflow.core.shapes import same_dim_reference
+from stageflow.frontend.tensor import Tensor
+from stageflow.onnx.converters import Node, Value, converts
+from stageflow.primitives.structural import dim_size_p, reshape_p
+
+__all__ = ["axis_of", "dim_of", "gather_along", "ints", "shape_of", "static_shape"]
+
+
+def ints(node: Node, value: Value | None, what: str) -> list[int]:
+    """The known integer input `value` as a flat list."""
+    return [int(v) for v in np.asarray(node.const(value, what)).reshape(-1)]
+
+
+def axis_of(node: Node, axis: int, rank: int) -> int:
+    """`axis` in [0, rank), negative counting from the end; an error outside [-rank, rank)."""
+    if not -rank <= axis < rank:
+        raise node.error(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def static_shape(node: Node, x: Value, what: str) -> tuple[int, ...]:
+    """The shape of `x`, which must be known at import (`what` names the op's need)."""
+    if None in x.shape:
+        raise node.error(f"{what} needs the input's shape at import, but it is "
+                         f"{tuple(x.shape)}; give the model's inputs static shapes "
+                         f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
+    return tuple(int(d) for d in x.shape)
+
+
+def dim_of(x: Value, axis: int) -> Value:
+    """Dim `axis` of `x` as an int64 scalar: known, or read at run time."""
+    size = x.shape[axis]
+    if size is not None:
+        return np.asarray(size, np.int64)
+    return dim_size_p.bind(x, axis=axis)
+
+
+def shape_of(x: Value, start: int = 0, end: int | None = None) -> Value:
+    """``x.shape[start:end]`` as int64: an array when those dims are known, else an sf tensor
+    whose unknown dims are read at run time."""
+    axes = range(len(x.shape))[start:end]
+    if all(x.shape[a] is not None for a in axes):
+        return np.array([x.shape[a] for a in axes], np.int64)
+    return sf.concat([sf.reshape(dim_of(x, a), [1]) for a in axes], 0)
+
+
+@converts("Shape")
+def shape(node: Node, data: Value) -> Value:
+    rank = len(data.shape)
+    start, end = node.attr("start", 0), node.attr("end", rank)
+    return shape_of(data, *slice(start, end).indices(rank)[:2])
+
+
+@converts("Size")
+def size(node: Node, data: Value) -> Value:
+    if None not in data.shape:
+        return np.asarray(math.prod(data.shape), np.int64)
+    total: Value = np.asarray(1, np.int64)
+    for axis in range(len(data.shape)):
+        total = sf.multiply(total, dim_of(data, axis))
+    return total
+
+
+@converts("Reshape")
+def reshape(node: Node, data: Value, shape: Value) -> Value:
+    """Reshape: 0 copies the input's dim (unless `allowzero`), one -1 is inferred. An
+    unknown dim copied by a 0 stays the input's run-time dim."""
+    target = ints(node, shape, "the shape input")
+    source = tuple(data.shape)
+    if target.count(-1) > 1 or any(d < -1 for d in target):
+        raise node.error(f"the shape {target} has a dim below -1 or more than one -1")
+    copied = set() if node.attr("allowzero", 0) else {i for i, d in enumerate(target) if d == 0}
+    if any(i >= len(source) for i in copied):
+        raise node.error(f"the shape {target} copies (0) a dim the rank-{len(source)} input "
+                         f"does not have")
+    if None not in source:
+        return sf.reshape(data, [source[i] if i in copied else d for i, d in enumerate(target)])
+    param = [(same_dim_reference(i) if source[i] is None else source[i]) if i in copied else d
+             for i, d in enumerate(target)]
+    references = any(d <= -2 for d in param)
+    if -1 in param and references:
+        rest = [d for i, d in enumerate(source) if i not in copied]
+        if None in rest:
+            raise node.error(f"cannot infer the -1 of {target} from the input shape "
+                             f"{source} at import; give the model's inputs static shapes "
+                             f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
+        known = math.prod(d for i, d in enumerate(target) if i not in copied and d != -1)
+        if known == 0 or math.prod(rest) % known:
+            raise node.error(f"cannot reshape {source} into {target}")
+        param[param.index(-1)] = math.prod(rest) // known
+    return reshape_p.bind(sf.convert_to_tensor(data), shape=tuple(param))
+
+
+@converts("Transpose")
+def transpose(node: Node, data: Value) -> Value:
+    perm = node.attr("perm", None)
+    return sf.transpose(data, None if perm is None else list(perm))
+
+
+@converts("Concat")
+def concat(node: Node, *inputs: Value) -> Value:
+    rank = len(inputs[0].shape)
+    return sf.concat(list(inputs), axis_of(node, node.attr("axis"), rank))
+
+
+@converts("Split")
+def split(node: Node, data: Value, sizes: Value | None = None) -> list[Value]:
+    """Split by the `split` input's sizes, else into `num_outputs` (opset 18) parts of
+    ceil(dim / n) elements, the last smaller, else into as many equal parts as outputs."""
+    axis = axis_of(node, node.attr("axis", 0), len(data.shape))
+    parts = node.attr("num_outputs", None)
+    if sizes is not None:
+        counts = ints(node, sizes, "the split input")
+    else:
+        dim = data.shape[axis]
+        if dim is None:
+            raise node.error(f"splitting axis {axis} of unknown size needs the split input; "
+                             f"give the model's inputs static shapes (sf.onnx.load(..., "
+                             f"input_shapes={{name: shape}}))")
+        if parts is None:
+            parts = node.output_count
+            if dim % parts:
+                raise node.error(f"axis {axis} of size {dim} does not split into {parts} "
+                                 f"equal parts")
+        chunk = -(-dim // parts)
+        counts = [min(chunk, max(dim - k * chunk, 0)) for k in range(parts)]
+    return sf.split(data, counts, axis)
+
+
+@converts("Slice")
+def slice_(node: Node, data: Value, starts: Value, ends: Value, axes: Value | None = None,
+           steps: Value | None = None) -> Value:
+    """Slice: ONNX clamps its bounds as Python's slices do, negative steps included."""
+    rank = len(data.shape)
+    first = ints(node, starts, "the starts input")
+    last = ints(node, ends, "the ends input")
+    listed = list(range(len(first))) if axes is None else ints(node, axes, "the axes input")
+    stride = [1] * len(first) if steps is None else ints(node, steps, "the steps input")
+    if not len(first) == len(last) == len(listed) == len(stride):
+        raise node.error("starts, ends, axes and steps differ in length")
+    if 0 in stride:
+        raise node.error("a step is 0")
+    key = [slice(None)] * rank
+    for start, end, axis, step in zip(first, last, listed, stride, strict=True):
+        axis = axis_of(node, axis, rank)
+        dim = data.shape[axis]
+        if dim is not None:  # the clamped bounds, as small numbers
+            start, end, step = slice(start, end, step).indices(dim)
+            end = None if end < 0 else end
+        key[axis] = slice(start, end, step)
+    return sf.convert_to_tensor(data)[tuple(key)]
+
+
+def _axes_input(node: Node, axes: Value | None) -> list[int] | None:
+    if axes is None:
+        return None
+    return ints(node, axes, "the axes input")
+
+
+@converts("Squeeze")
+def squeeze(node: Node, data: Value, axes: Value | None = None) -> Value:
+    listed = _axes_input(node, axes)
+    if listed is None:
+        if None in data.shape:
+            raise node.error(f"Squeeze without axes of {tuple(data.shape)}: which unknown "
+                             f"dims are 1 is not known at import; name the axes, or give the "
+                             f"model's inputs static shapes (sf.onnx.load(..., "
+                             f"input_shapes={{name: shape}}))")
+        return sf.squeeze(data)
+    rank = len(data.shape)
+    return sf.squeeze(data, [axis_of(node, a, rank) for a in listed])
+
+
+@converts("Unsqueeze")
+def unsqueeze(node: Node, data: Value, axes: Value) -> Value:
+    listed = ints(node, axes, "the axes input")
+    rank = len(data.shape) + len(listed)
+    inserted = sorted(axis_of(node, a, rank) for a in listed)
+    if len(set(inserted)) != len(inserted):
+        raise node.error(f"repeated axis in {listed}")
+    result = sf.convert_to_tensor(data)
+    for axis in inserted:
+        result = sf.expand_dims(result, axis)
+    return result
+
+
+@converts("Flatten")
+def flatten(node: Node, data: Value) -> Value:
+    rank = len(data.shape)
+    axis = node.attr("axis", 1)
+    if not -rank <= axis <= rank:
+        raise node.error(f"axis {axis} is out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    outer, inner = data.shape[:axis], data.shape[axis:]
+    if None in outer and None in inner:
+        raise node.error(f"flattening {tuple(data.shape)} at axis {axis} leaves two "
+                         f"unknown dims; give the model's inputs static shapes "
+                         f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
+    if None in outer:
+        return sf.reshape(data, [-1, math.prod(inner)])
+    return sf.reshape(data, [math.prod(outer), -1 if None in inner else math.prod(inner)])
+
+
+@converts("Expand")
+def expand(node: Node, data: Value, shape: Value) -> Value:
+    """Expand: bidirectional broadcasting (a 1 in `shape` keeps the input's dim)."""
+    target = ints(node, shape, "the shape input")
+    if None in data.shape:  # broadcasting itself carries the unknown dims
+        return sf.where(np.ones(target, bool), data, data)
+    try:
+        result = np.broadcast_shapes(tuple(data.shape), tuple(target))
+    except ValueError:
+        raise node.error(f"cannot broadcast {tuple(data.shape)} to {target}") from None
+    return sf.broadcast_to(data, result)
+
+
+@converts("Tile")
+def tile(node: Node, data: Value, repeats: Value) -> Value:
+    counts = ints(node, repeats, "the repeats input")
+    if len(counts) != len(data.shape) or any(c < 0 for c in counts):
+        raise node.error(f"repeats {counts} for a rank-{len(data.shape)} input")
+    if None not in data.shape:
+        return sf.tile(data, counts)
+    result = sf.convert_to_tensor(data)
+    for axis, count in enumerate(counts):
+        if count == 0:
+            result = _take(result, axis, 0, 0)
+        elif count > 1:
+            result = sf.concat([result] * count, axis)
+    return result
+
+
+def _crop(x: Tensor, axis: int, before: int, after: int) -> Tensor:
+    """`x` with `before` elements cut from the start of `axis` and `after` from its end."""
+    key = [slice(None)] * x.ndim
+    key[axis] = slice(before, -after if after else None)
+    return x[tuple(key)]
+
+
+def _take(x: Tensor, axis: int, start: int | None, stop: int | None,
+          step: int | None = None) -> Tensor:
+    key = [slice(None)] * x.ndim
+    key[axis] = slice(start, stop, step)
+    return x[tuple(key)]
+
+
+def _pad_axis(node: Node, x: Tensor, axis: int, before: int, after: int, mode: str) -> Tensor:
+    """`x` padded along one axis in `mode` (edge, reflect or wrap)."""
+    dim = x.shape[axis]
+    if dim is not None:  # np.pad's own positions, gathered: any pad width
+        if dim == 0:
+            raise node.error(f"cannot pad an empty axis in mode {mode!r}")
+        positions = np.pad(np.arange(dim), (before, after), mode=mode)
+        return sf.gather(x, positions.astype(np.int64), axis)
+    if mode == "edge":
+        pieces = [_take(x, axis, 0, 1)] * before + [x] + [_take(x, axis, -1, None)] * after
+    elif mode == "reflect":
+        pieces = [_take(x, axis, before, 0, -1), x, _take(x, axis, -2, -2 - after, -1)]
+    else:
+        pieces = [_take(x, axis, -before, None), x, _take(x, axis, 0, after)]
+    return sf.concat([p for p in pieces if p is x or p.shape[axis] != 0], axis)
+
+
+@converts("Pad")
+def pad(node: Node, data: Value, pads: Value, constant_value: Value | None = None,
+        axes: Value | None = None) -> Value:
+    """Pad: negative pads crop; modes constant, reflect, edge and wrap."""
+    mode = node.attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise node.error(f"mode {mode!r} is not one of constant, reflect, edge, wrap")
+    rank = len(data.shape)
+    widths = ints(node, pads, "the pads input")
+    listed = list(range(rank)) if axes is None else [
+        axis_of(node, a, rank) for a in ints(node, axes, "the axes input")]
+    if len(widths) != 2 * len(listed):
+        raise node.error(f"{len(widths)} pads for {len(listed)} axes")
+    before, after = [0] * rank, [0] * rank
+    for k, axis in enumerate(listed):
+        before[axis], after[axis] = widths[k], widths[k + len(listed)]
+    x = sf.convert_to_tensor(data)
+    for axis in range(rank):
+        if before[axis] < 0 or after[axis] < 0:
+            x = _crop(x, axis, max(-before[axis], 0), max(-after[axis], 0))
+    before, after = [max(b, 0) for b in before], [max(a, 0) for a in after]
+    if mode == "constant":
+        value = 0 if constant_value is None else node.const(constant_value,
+                                                            "the constant_value input")
+        value = np.asarray(value, x.dtype).reshape(-1)
+        fill = value[0].item() if value.size else 0
+        return sf.pad(x, list(zip(before, after, strict=True)), constant_values=fill)
+    for axis in range(rank):
+        if before[axis] or after[axis]:
+            x = _pad_axis(node, x, axis, before[axis], after[axis], mode)
+    return x
+
+
+@converts("Trilu")
+def trilu(node: Node, data: Value, k: Value | None = None) -> Value:
+    """The upper (or lower) triangle of the last two dims, from diagonal `k`."""
+    diagonal = 0 if k is None else ints(node, k, "the k input")[0]
+    rows, cols = static_shape(node, data, "Trilu")[-2:]
+    keep = np.ones((rows, cols), bool)
+    keep = np.triu(keep, diagonal) if node.attr("upper", 1) else np.tril(keep, diagonal)
+    return sf.where(keep, data, sf.zeros_like(data))
+
+
+def gather_along(x: Value, indices: Value, axis: int) -> Tensor:
+    """``np.take_along_axis(x, indices, axis)`` for indices of x's rank (and shape, outside
+    `axis`; indices in range): GatherElements."""
+    shape = tuple(indices.shape)
+    coordinates = [sf.cast(indices, sf.int64) if a == axis else
+                   np.broadcast_to(np.arange(shape[a], dtype=np.int64).reshape(
+                       [-1 if b == a else 1 for b in range(len(shape))]), shape)
+                   for a in range(len(shape))]
+    return sf.gather_nd(x, sf.stack(coordinates, -1))
+
+
+@converts("ReverseSequence")
+def reverse_sequence(node: Node, data: Value, lengths: Value) -> Value:
+    """Each batch entry's first `lengths[b]` time steps reversed, the rest kept."""
+    batch_axis, time_axis = node.attr("batch_axis", 1), node.attr("time_axis", 0)
+    shape = static_shape(node, data, "ReverseSequence")
+    line = [1] * len(shape)
+    line[time_axis] = shape[time_axis]
+    steps = np.arange(shape[time_axis], dtype=np.int64).reshape(line)
+    line = [1] * len(shape)
+    line[batch_axis] = shape[batch_axis]
+    length = sf.reshape(sf.cast(lengths, sf.int64), line)
+    source = sf.where(sf.less(steps, length), length - 1 - steps, steps)
+    return gather_along(data, sf.broadcast_to(source, shape), time_axis)
+
+
+@converts("CenterCropPad")
+def center_crop_pad(node: Node, data: Value, shape: Value) -> Value:
+    """Each listed axis cropped or zero-padded to the given size, centred (the odd element
+    at the end)."""
+    sizes = ints(node, shape, "the shape input")
+    rank = len(data.shape)
+    listed = [axis_of(node, a, rank) for a in node.attr("axes", range(rank))]
+    if len(sizes) != len(listed):
+        raise node.error(f"{len(sizes)} sizes for {len(listed)} axes")
+    x = sf.convert_to_tensor(data)
+    for axis, want in zip(listed, sizes, strict=True):
+        dim = static_shape(node, data, "CenterCropPad")[axis]
+        if want < dim:
+            x = _take(x, axis, (dim - want) // 2, (dim - want) // 2 + want)
+        elif want > dim:
+            pads = [(0, 0)] * rank
+            pads[axis] = ((want - dim) // 2, want - dim - (want - dim) // 2)
+            x = sf.pad(x, pads)
+    return x
+
+
+@converts("Compress")
+def compress(node: Node, data: Value, condition: Value) -> Value:
+    """The slices along `axis` (of the flattened input without one) where `condition` is
+    true; a shorter condition leaves the remaining slices out."""
+    axis = node.attr("axis", None)
+    x = sf.convert_to_tensor(data)
+    if axis is None:
+        x, axis = sf.reshape(x, [-1]), 0
+    axis = axis_of(node, axis, x.ndim)
+    count = condition.shape[0]
+    if count is None or (x.shape[axis] is not None and count > x.shape[axis]):
+        raise node.error(f"a condition of shape {tuple(condition.shape)} for axis {axis} "
+                         f"of {tuple(x.shape)}")
+    if x.shape[axis] is None or count < x.shape[axis]:
+        x = _take(x, axis, 0, count)
+    if isinstance(condition, np.ndarray):
+        return sf.gather(x, np.flatnonzero(condition).astype(np.int64), axis)
+    return sf.boolean_mask(x, sf.cast(condition, sf.bool), axis)
+
