@@ -1,0 +1,175 @@
+"""Pooling: MaxPool (with its Indices), AveragePool, LpPool, their global forms, MaxUnpool.
+
+One mechanism for every rank, dilation and padding, on ONNX's channels-first data as it is
+(no transposes): the input padded with the reduction's identity, then reduced one spatial
+axis at a time (max and sum are separable) over the window's taps, each a strided slice.
+The average divides by a constant of per-position counts (padding counted or not, as
+`count_include_pad` says); ceil_mode extends the padding after so that the last window
+fits, and that extension is never counted. MaxPool's Indices output compares every tap
+with the best so far instead (argmax is not separable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+import stageflow as sf
+from stageflow.onnx.converters import Node, Value, converts
+from stageflow.onnx.ops.convolution import Window, tap_slices, window
+
+
+def _static_sizes(node: Node, x: Value) -> tuple[int, ...]:
+    sizes = tuple(x.shape[2:])
+    if x.ndim < 3 or None in sizes:
+        raise node.error(f"needs an input (N, C, *spatial) of static spatial dims, got shape "
+                         f"{x.shape}; give the model's inputs static shapes (sf.onnx.load(..., "
+                         f"input_shapes={{name: shape}}))")
+    return sizes
+
+
+def _geometry(node: Node, sizes: Sequence[int]) -> tuple[Window, list[int], list[int]]:
+    """The window, the output's spatial sizes, and the extra padding after each axis that
+    ceil_mode's last windows need beyond the declared pads."""
+    kernel = [int(k) for k in node.attr("kernel_shape")]
+    if len(kernel) != len(sizes):
+        raise node.error(f"kernel_shape {kernel} for {len(sizes)} spatial dims")
+    geometry = window(node, sizes, kernel)
+    ceil = bool(node.attr("ceil_mode", 0))
+    outputs, extra = [], []
+    for axis, size in enumerate(sizes):
+        before, after = geometry.pads[axis]
+        free = size + before + after - geometry.span(axis)
+        if free < 0:
+            raise node.error(f"the window {kernel} does not fit the padded input of spatial "
+                             f"shape {list(sizes)}")
+        stride = geometry.strides[axis]
+        count = -(-free // stride) + 1 if ceil else free // stride + 1
+        if ceil and (count - 1) * stride >= size + before:
+            count -= 1  # the last window must start inside the input or the pads before
+        outputs.append(count)
+        extra.append(max((count - 1) * stride + geometry.span(axis) - size - before - after, 0))
+    return geometry, outputs, extra
+
+
+def _identity(kind: str, dtype: np.dtype) -> float | int:
+    if kind == "sum":
+        return 0
+    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+
+
+def _padded(x: Value, geometry: Window, extra: Sequence[int], kind: str) -> Value:
+    pads = [(lo, hi + e) for (lo, hi), e in zip(geometry.pads, extra, strict=True)]
+    if not any(lo or hi for lo, hi in pads):
+        return x
+    return sf.pad(x, [(0, 0), (0, 0), *pads], constant_values=_identity(kind, _dtype(x)))
+
+
+def _dtype(x: Value) -> np.dtype:
+    return np.dtype(x.dtype) if isinstance(x, np.ndarray) else np.dtype(x.dtype.name)
+
+
+def reduce_windows(x: Value, geometry: Window, outputs: Sequence[int], kind: str) -> Value:
+    """max or sum over each window of the padded channels-first `x`, one axis at a time."""
+    combine = sf.maximum if kind == "max" else sf.add
+    for axis, count in enumerate(outputs):
+        taps = None
+        for tap in range(geometry.kernel[axis]):
+            start = tap * geometry.dilations[axis]
+            index = [slice(None)] * x.ndim
+            index[2 + axis] = slice(start, start + (count - 1) * geometry.strides[axis] + 1,
+                                    geometry.strides[axis])
+            piece = x[tuple(index)]
+            taps = piece if taps is None else combine(taps, piece)
+        x = taps
+    return x
+
+
+def _counts(sizes: Sequence[int], geometry: Window, outputs: Sequence[int],
+            include_pad: bool) -> np.ndarray:
+    """How many elements each window averages, shaped (*outputs): those of the input, or
+    with include_pad those of the declared padding too (never ceil_mode's extension)."""
+    counts = np.ones((), np.int64)
+    for axis, (size, count) in enumerate(zip(sizes, outputs, strict=True)):
+        before, after = geometry.pads[axis]
+        lo, hi = (-before, size + after) if include_pad else (0, size)
+        starts = np.arange(count) * geometry.strides[axis] - before
+        taps = starts[:, None] + np.arange(geometry.kernel[axis]) * geometry.dilations[axis]
+        counts = np.multiply.outer(counts, ((taps >= lo) & (taps < hi)).sum(axis=1))
+    return counts
+
+
+@converts("MaxPool")
+def max_pool(node: Node, x: Value) -> Value | list[Value]:
+    sizes = _static_sizes(node, x)
+    geometry, outputs, extra = _geometry(node, sizes)
+    padded = _padded(x, geometry, extra, "max")
+    if not node.wants(1):
+        return reduce_windows(padded, geometry, outputs, "max")
+    return list(_max_with_indices(node, padded, x.shape, geometry, outputs))
+
+
+def _max_with_indices(node: Node, padded: Value, shape: Sequence[int | None],
+                      geometry: Window, outputs: Sequence[int]) -> tuple[Value, Value]:
+    """The maximum of each window and the flat index (into the input, row-major or
+    column-major over the spatial axes as storage_order says) of its first maximum."""
+    if None in shape[:2]:
+        raise node.error(f"the Indices output needs a static batch and channel count, got "
+                         f"input shape {tuple(shape)}")
+    order = int(node.attr("storage_order", 0))
+    sizes = list(shape[2:])
+    steps = np.cumprod([1, *sizes[::-1]])[:-1][::-1] if order == 0 else \
+        np.cumprod([1, *sizes])[:-1]
+    planes = np.arange(shape[0] * shape[1], dtype=np.int64).reshape(
+        shape[0], shape[1], *[1] * len(sizes)) * int(np.prod(sizes))
+    best: Value | None = None
+    indices: Value | None = None
+    for index in np.ndindex(*geometry.kernel):
+        tap = padded[(slice(None), slice(None), *tap_slices(geometry, index, outputs))]
+        positions = [np.arange(n) * s - lo + i * d for n, s, (lo, _), i, d in
+                     zip(outputs, geometry.strides, geometry.pads, index, geometry.dilations,
+                         strict=True)]
+        flat = planes + _outer_sum([p * step for p, step in zip(positions, steps,
+                                                                  strict=True)])
+        if best is None:
+            best, indices = tap, flat
+        else:
+            better = sf.greater(tap, best)
+            indices = sf.where(better, flat, indices)
+            best = sf.where(better, tap, best)
+    return best, indices
+
+
+def _outer_sum(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """parts[0][:, None, ...] + parts[1][None, :, ...] + ...: each axis its own part."""
+    total = np.zeros((), np.int64)
+    for part in parts:
+        total = np.add.outer(total, part)
+    return total
+
+
+@converts("AveragePool", "LpPool")
+def average_pool(node: Node, x: Value) -> Value:
+    sizes = _static_sizes(node, x)
+    geometry, outputs, extra = _geometry(node, sizes)
+    if node.op_type == "LpPool":
+        p = int(node.attr("p", 2))
+        powered = sf.abs(x) if p == 1 else sf.pow(sf.abs(x), float(p))
+        total = reduce_windows(_padded(powered, geometry, extra, "sum"), geometry, outputs,
+                               "sum")
+        return total if p == 1 else sf.pow(total, 1.0 / p)
+    total = reduce_windows(_padded(x, geometry, extra, "sum"), geometry, outputs, "sum")
+    counts = _counts(sizes, geometry, outputs, bool(node.attr("count_include_pad", 0)))
+    return total / counts.astype(_dtype(x))
+
+
+@converts("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def global_pool(node: Node, x: Value) -> Value:
+    axes = tuple(range(2, x.ndim))
+    if node.op_type == "GlobalAveragePool":
+        return sf.reduce_mean(x, axis=axes, keepdims=True)
+    if node.op_type == "GlobalMaxPool":
+        return sf.reduce_max(x, axis=axes, keepdims=True)
+    p = float(node.attr("p", 2))
+    return sf.pow(sf.reduce_sum(sf.pow(sf.abs(x), p), axis=axes, keepdims=True), 1.0 / p)
