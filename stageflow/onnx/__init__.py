@@ -10,7 +10,8 @@ Needs the `onnx` package (``pip install stageflow[onnx]``).
 from stageflow.core.exports import public_dir
 from stageflow.onnx import ops as _ops  # noqa: F401 - registers the converters
 from stageflow.onnx.converters import OnnxError, supported_ops
+from stageflow.onnx.exporter import export
 from stageflow.onnx.importer import Model, load
 
-__all__ = ["Model", "OnnxError", "load", "supported_ops"]
+__all__ = ["Model", "OnnxError", "export", "load", "supported_ops"]
 __dir__ = public_dir(globals())

@@ -1,0 +1,549 @@
+"""How each primitive is written as ONNX nodes: the export's table, keyed by the primitive.
+
+A rule takes the `Builder` (which names values and holds the nodes of the graph being
+written), the equation (its params, its operands' and results' types) and the ONNX names
+of its operands, and returns the names of its results:
+
+    @exports(ew.exp_p)
+    def exp(b: Builder, eq: Equation, x: str) -> str:
+        return b.op("Exp", x)
+
+Rules write opset 18 and later (reductions take their axes as an input, Pad its pads).
+Where ONNX's meaning differs from stageflow's (integer division truncates, Mod of floats
+needs ``fmod=1``, Slice clamps) the rule composes stageflow's meaning from several nodes.
+Integers narrower than 32 bits (and bools, where they are counted) compute in int32 and
+are cast back, which wraps exactly as NumPy does: ONNX Runtime has no kernels of those
+types for many ops (`arithmetic`). Primitives without a rule (the factorizations, random
+draws, state updates, Python callbacks) are refused by the exporter, naming the op.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from stageflow.core import dtypes
+from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.frontend.graph import Equation
+from stageflow.onnx.dtypes import to_onnx
+from stageflow.primitives import conv, linalg, nd_indexing, reduction, scan, selection, sorting
+from stageflow.primitives import elementwise as ew
+from stageflow.primitives import functional as fn
+from stageflow.primitives import special as sp
+from stageflow.primitives import structural as st
+
+__all__ = ["RULES", "Builder", "exports"]
+
+Rule = Callable[..., str | list[str]]
+RULES: dict[Primitive, Rule] = {}
+
+INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+
+# The integer types ONNX Runtime computes in: narrower ones (and bools) widen to int32,
+# uint32 to int64; the result cast back to its type is NumPy's, wrapped.
+_WIDER = {np.dtype(t): dtypes.int32 for t in (np.int8, np.uint8, np.int16, np.uint16,
+                                              np.bool_)}
+_WIDER[dtypes.uint32] = dtypes.int64
+_BOOL_RESULTS = frozenset({"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+
+
+def exports(*primitives: Primitive) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the ONNX rule of `primitives`."""
+
+    def register(rule: Rule) -> Rule:
+        for primitive in primitives:
+            if primitive in RULES:
+                raise ValueError(f"primitive {primitive.name} has two ONNX rules")
+            RULES[primitive] = rule
+        return rule
+
+    return register
+
+
+class Builder:
+    """Names, initializers and the node lists of the graph and subgraphs being written."""
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+        self.initializers: list[onnx.TensorProto] = []
+        self.scopes: list[list[onnx.NodeProto]] = [[]]
+        self._constants: dict[tuple[str, tuple[int, ...], bytes], str] = {}
+        self._ids = itertools.count()
+
+    def fresh(self, hint: str = "v") -> str:
+        """A name no other value of the model has (subgraphs included)."""
+        return f"{hint}_{next(self._ids)}"
+
+    def node(self, op_type: str, inputs: Sequence[str], outputs: int = 1,
+             **attributes: Any) -> list[str]:
+        """Append one node to the innermost graph; the names of its `outputs` results."""
+        names = [self.fresh(op_type.lower()) for _ in range(outputs)]
+        self.scopes[-1].append(helper.make_node(op_type, list(inputs), names,
+                                                name=self.fresh(op_type), **attributes))
+        return names
+
+    def op(self, op_type: str, *inputs: str, **attributes: Any) -> str:
+        """A node of one result: its name."""
+        return self.node(op_type, inputs, **attributes)[0]
+
+    def const(self, value: Any, dtype: Any = None) -> str:
+        """An initializer holding `value` (one per distinct value), visible in subgraphs."""
+        array = np.array(value, dtype=dtype, order="C")
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key not in self._constants:
+            name = self.fresh("const")
+            self.initializers.append(numpy_helper.from_array(array, name))
+            self._constants[key] = name
+        return self._constants[key]
+
+    def cast(self, x: str, source: np.dtype, target: np.dtype) -> str:
+        return x if source == target else self.op("Cast", x, to=element_type(target))
+
+    def arithmetic(self, op_type: str, xs: Sequence[str], dtype: np.dtype,
+                   result: np.dtype | None = None, **attributes: Any) -> str:
+        """`op_type` of operands of `dtype`, computed in a wider integer type where ONNX
+        Runtime has no kernel for `dtype`, the result cast back (to `result` if given)."""
+        wide = _WIDER.get(np.dtype(dtype))
+        if wide is None:
+            return self.op(op_type, *xs, **attributes)
+        y = self.op(op_type, *(self.cast(x, dtype, wide) for x in xs), **attributes)
+        return y if op_type in _BOOL_RESULTS else self.cast(y, wide, result or dtype)
+
+    def ints(self, values: Sequence[int]) -> str:
+        """A 1-D int64 initializer (shapes, axes, pads)."""
+        return self.const(np.asarray(list(values), np.int64).reshape(-1))
+
+    def scalar(self, value: Any, dtype: np.dtype) -> str:
+        return self.const(np.asarray(value, dtype))
+
+    def dim(self, x: str, axis: int) -> str:
+        """Dim `axis` of `x` at run time, a 1-D int64 of one element."""
+        return self.op("Shape", x, start=axis, end=axis + 1)
+
+
+def element_type(dtype: np.dtype) -> int:
+    """ONNX's element type of a NumPy dtype (stageflow's, or one a rule computes in)."""
+    try:
+        return to_onnx(dtype)
+    except KeyError:
+        return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def _in(eq: Equation, i: int = 0) -> ShapedType:
+    return eq.inputs[i].type
+
+
+def _out(eq: Equation, i: int = 0) -> ShapedType:
+    return eq.outputs[i].type
+
+
+# ------------------------------------------------------------------------ elementwise
+
+_FLOAT_UNARY = {
+    ew.exp_p: "Exp", ew.log_p: "Log", ew.sqrt_p: "Sqrt", ew.reciprocal_p: "Reciprocal",
+    ew.tanh_p: "Tanh", ew.logistic_p: "Sigmoid", ew.sin_p: "Sin", ew.cos_p: "Cos",
+    ew.erf_p: "Erf", ew.floor_p: "Floor", ew.ceil_p: "Ceil", ew.round_p: "Round",
+    sp.atan_p: "Atan", sp.asin_p: "Asin", sp.acos_p: "Acos",
+}
+
+
+@exports(*_FLOAT_UNARY)
+def float_unary(b: Builder, eq: Equation, x: str) -> str:
+    return b.op(_FLOAT_UNARY[eq.primitive], x)
+
+
+@exports(ew.negative_p, ew.abs_p, ew.sign_p)
+def signed_unary(b: Builder, eq: Equation, x: str) -> str:
+    op_type = {ew.negative_p: "Neg", ew.abs_p: "Abs", ew.sign_p: "Sign"}[eq.primitive]
+    dtype = _in(eq).dtype
+    if dtype == dtypes.uint32:  # Neg has no unsigned kernel: 0 - x wraps the same
+        return b.arithmetic("Sub", [b.scalar(0, dtype), x], dtype) if op_type == "Neg" \
+            else b.arithmetic(op_type, [x], dtype)
+    return b.arithmetic(op_type, [x], dtype)
+
+
+@exports(ew.relu_p)
+def relu(b: Builder, eq: Equation, x: str) -> str:
+    dtype = _in(eq).dtype
+    if dtypes.is_floating(dtype):
+        return b.op("Relu", x)
+    return b.arithmetic("Max", [x, b.scalar(0, dtype)], dtype)
+
+
+@exports(ew.expm1_p)
+def expm1(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Sub", b.op("Exp", x), b.scalar(1, _in(eq).dtype))
+
+
+@exports(ew.log1p_p)
+def log1p(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Log", b.op("Add", x, b.scalar(1, _in(eq).dtype)))
+
+
+@exports(ew.log2_p)
+def log2(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Div", b.op("Log", x), b.scalar(math.log(2), _in(eq).dtype))
+
+
+@exports(ew.rsqrt_p)
+def rsqrt(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Reciprocal", b.op("Sqrt", x))
+
+
+@exports(ew.logical_not_p)
+def logical_not(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Not", x)
+
+
+_BINARY = {
+    ew.add_p: "Add", ew.subtract_p: "Sub", ew.multiply_p: "Mul", ew.maximum_p: "Max",
+    ew.minimum_p: "Min",
+}
+_COMPARISONS = {
+    ew.equal_p: "Equal", ew.less_p: "Less", ew.less_equal_p: "LessOrEqual",
+    ew.greater_p: "Greater", ew.greater_equal_p: "GreaterOrEqual",
+}
+
+
+@exports(*_BINARY)
+def binary(b: Builder, eq: Equation, x: str, y: str) -> str:
+    return b.arithmetic(_BINARY[eq.primitive], [x, y], _in(eq).dtype)
+
+
+@exports(*_COMPARISONS, ew.not_equal_p)
+def compare(b: Builder, eq: Equation, x: str, y: str) -> str:
+    dtype = _in(eq).dtype
+    if eq.primitive is ew.not_equal_p:
+        return b.op("Not", b.arithmetic("Equal", [x, y], dtype, dtypes.bool_))
+    return b.arithmetic(_COMPARISONS[eq.primitive], [x, y], dtype, dtypes.bool_)
+
+
+@exports(ew.logical_and_p, ew.logical_or_p)
+def logical(b: Builder, eq: Equation, x: str, y: str) -> str:
+    return b.op("And" if eq.primitive is ew.logical_and_p else "Or", x, y)
+
+
+@exports(ew.divide_p)
+def divide(b: Builder, eq: Equation, x: str, y: str) -> str:
+    """Integers divide in float64, as NumPy's true division."""
+    source, result = _in(eq).dtype, _out(eq).dtype
+    return b.op("Div", b.cast(x, source, result), b.cast(y, source, result))
+
+
+@exports(ew.floordiv_p)
+def floordiv(b: Builder, eq: Equation, x: str, y: str) -> str:
+    """Floats: floor(x / y). Integers: (x - x mod y) / y, exact, since ONNX's Div
+    truncates and the floored remainder is Mod's (fmod=0)."""
+    dtype = _in(eq).dtype
+    if dtypes.is_floating(dtype):
+        return b.op("Floor", b.op("Div", x, y))
+    remainder = b.arithmetic("Mod", [x, y], dtype, fmod=0)
+    return b.arithmetic("Div", [b.arithmetic("Sub", [x, remainder], dtype), y], dtype)
+
+
+@exports(ew.mod_p)
+def mod(b: Builder, eq: Equation, x: str, y: str) -> str:
+    """The remainder with the divisor's sign: Mod(fmod=0) of integers; of floats C's fmod,
+    plus y where the remainder is not 0 and its sign differs from y's (NumPy's rule)."""
+    dtype = _in(eq).dtype
+    if not dtypes.is_floating(dtype):
+        return b.arithmetic("Mod", [x, y], dtype, fmod=0)
+    r = b.op("Mod", x, y, fmod=1)
+    zero = b.scalar(0, dtype)
+    moved = b.op("And", b.op("Not", b.op("Equal", r, zero)),
+                 b.op("Xor", b.op("Less", r, zero), b.op("Less", y, zero)))
+    return b.op("Where", moved, b.op("Add", r, y), r)
+
+
+@exports(ew.pow_p)
+def power(b: Builder, eq: Equation, x: str, y: str) -> str:
+    return b.arithmetic("Pow", [x, y], _in(eq).dtype)
+
+
+@exports(sp.atan2_p)
+def atan2(b: Builder, eq: Equation, y: str, x: str) -> str:
+    """atan(y / x), moved by +-pi where x < 0; +-pi/2 (or 0) on the y axis."""
+    dtype = _in(eq).dtype
+    zero, pi = b.scalar(0, dtype), b.scalar(math.pi, dtype)
+    base = b.op("Atan", b.op("Div", y, x))
+    y_negative = b.op("Less", y, zero)
+    shift = b.op("Where", y_negative, b.op("Neg", pi), pi)
+    angle = b.op("Where", b.op("Less", x, zero), b.op("Add", base, shift), base)
+    half = b.op("Mul", b.op("Sign", y), b.scalar(math.pi / 2, dtype))
+    return b.op("Where", b.op("Equal", x, zero), half, angle)
+
+
+@exports(ew.select_p)
+def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
+    dtype = _in(eq, 1).dtype
+    if dtype in (dtypes.bool_, dtypes.int16, dtypes.uint16):  # no kernel of these types
+        wide = dtypes.int32
+        chosen = b.op("Where", condition, b.cast(x, dtype, wide), b.cast(y, dtype, wide))
+        return b.cast(chosen, wide, dtype)
+    return b.op("Where", condition, x, y)
+
+
+@exports(ew.cast_p)
+def cast(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Cast", x, to=element_type(_out(eq).dtype))
+
+
+@exports(ew.shift_right_logical_p)
+def shift_right_logical(b: Builder, eq: Equation, x: str, y: str) -> str:
+    """BitShift shifts unsigned integers: a signed operand's bits are shifted as the
+    unsigned type of its width (Cast between them keeps the bits)."""
+    dtype = _in(eq).dtype
+    bits = np.dtype(f"uint{dtype.itemsize * 8}")
+    shifted = b.op("BitShift", b.cast(x, dtype, bits), b.cast(y, dtype, bits),
+                   direction="RIGHT")
+    return b.cast(shifted, bits, dtype)
+
+
+@exports(fn.stop_gradient_p, fn.device_copy_p)
+def identity(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Identity", x)
+
+
+# ------------------------------------------------------------------------- reductions
+
+_REDUCTIONS = {
+    reduction.reduce_sum_p: "ReduceSum", reduction.reduce_prod_p: "ReduceProd",
+    reduction.reduce_max_p: "ReduceMax", reduction.reduce_min_p: "ReduceMin",
+}
+
+
+@exports(*_REDUCTIONS)
+def reduce(b: Builder, eq: Equation, x: str) -> str:
+    """Over `axes` (none: x itself, ``noop_with_empty_axes``)."""
+    dtype = _in(eq).dtype
+    axes = b.ints(eq.params["axes"])
+    return b.arithmetic(_REDUCTIONS[eq.primitive], [x, axes], dtype,
+                        keepdims=int(eq.params["keepdims"]), noop_with_empty_axes=1)
+
+
+@exports(reduction.argmax_p, reduction.argmin_p)
+def arg_reduce(b: Builder, eq: Equation, x: str) -> str:
+    """The first extremum along the axis (ONNX's default, NumPy's rule)."""
+    op_type = "ArgMax" if eq.primitive is reduction.argmax_p else "ArgMin"
+    dtype = _in(eq).dtype
+    wide = _WIDER.get(dtype)
+    operand = x if wide is None else b.cast(x, dtype, wide)
+    return b.op(op_type, operand, axis=eq.params["axis"], keepdims=0)
+
+
+@exports(scan.cumsum_p, scan.cumprod_p)
+def cumulative(b: Builder, eq: Equation, x: str) -> str:
+    op_type = "CumSum" if eq.primitive is scan.cumsum_p else "CumProd"
+    if op_type == "CumProd" and b.opset < 26:
+        raise NotImplementedError("cumprod needs opset 26 or later (CumProd)")
+    axis = b.const(np.int64(eq.params["axis"]))
+    return b.arithmetic(op_type, [x, axis], _in(eq).dtype,
+                        exclusive=int(eq.params["exclusive"]), reverse=int(eq.params["reverse"]))
+
+
+# ------------------------------------------------------------------------ linear algebra
+
+
+def _swap_last(b: Builder, x: str, ndim: int) -> str:
+    perm = [*range(ndim - 2), ndim - 1, ndim - 2]
+    return b.op("Transpose", x, perm=perm)
+
+
+@exports(linalg.matmul_p, linalg.matmul_add_p)
+def matmul(b: Builder, eq: Equation, x: str, y: str, c: str | None = None) -> str:
+    """MatMul of the operands transposed as asked; matmul_add adds alpha times it to c."""
+    dtype = _in(eq).dtype
+    if eq.params["transpose_a"]:
+        x = _swap_last(b, x, _in(eq, 0).ndim)
+    if eq.params["transpose_b"]:
+        y = _swap_last(b, y, _in(eq, 1).ndim)
+    product = b.arithmetic("MatMul", [x, y], dtype)
+    if c is None:
+        return product
+    scaled = b.arithmetic("Mul", [product, b.scalar(eq.params["alpha"], dtype)], dtype)
+    return b.arithmetic("Add", [scaled, c], dtype)
+
+
+@exports(conv.conv2d_p)
+def conv2d(b: Builder, eq: Equation, x: str, w: str) -> str:
+    """NHWC and HWIO transposed to ONNX's NCHW and OIHW, and the result back."""
+    (top, bottom), (left, right) = eq.params["padding"]
+    nchw = b.op("Transpose", x, perm=[0, 3, 1, 2])
+    oihw = b.op("Transpose", w, perm=[3, 2, 0, 1])
+    y = b.op("Conv", nchw, oihw, strides=list(eq.params["strides"]),
+             dilations=list(eq.params["dilations"]), pads=[top, left, bottom, right])
+    return b.op("Transpose", y, perm=[0, 2, 3, 1])
+
+
+@exports(conv.reduce_window_p)
+def reduce_window(b: Builder, eq: Equation, x: str) -> str:
+    """Max pooling (padding never wins), or sum pooling as an average over the whole
+    window, padding counted, times its size."""
+    (top, bottom), (left, right) = eq.params["padding"]
+    window, dtype = list(eq.params["window"]), _in(eq).dtype
+    if eq.params["kind"] != "max" and not dtypes.is_floating(dtype):
+        raise NotImplementedError("sum pooling of integers")
+    nchw = b.op("Transpose", x, perm=[0, 3, 1, 2])
+    common = {"kernel_shape": window, "strides": list(eq.params["strides"]),
+              "pads": [top, left, bottom, right]}
+    if eq.params["kind"] == "max":
+        y = b.arithmetic("MaxPool", [nchw], dtype, **common)
+    else:
+        average = b.op("AveragePool", nchw, count_include_pad=1, **common)
+        y = b.op("Mul", average, b.scalar(window[0] * window[1], dtype))
+    return b.op("Transpose", y, perm=[0, 2, 3, 1])
+
+
+# ------------------------------------------------------------------------- structural
+
+
+@exports(st.constant_p)
+def constant(b: Builder, eq: Equation) -> str:
+    return b.const(eq.params["value"], _out(eq).dtype)
+
+
+@exports(st.iota_p)
+def iota(b: Builder, eq: Equation) -> str:
+    """A constant: its shape is known while tracing."""
+    if None in eq.params["shape"]:
+        raise NotImplementedError("iota of an unknown shape")
+    return b.const(st.iota_p.kernel(**eq.params))
+
+
+@exports(st.dim_size_p)
+def dim_size(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Reshape", b.dim(x, eq.params["axis"]), b.ints([]))
+
+
+@exports(st.broadcast_to_p)
+def broadcast_to(b: Builder, eq: Equation, x: str) -> str:
+    """Expand; an unknown dim of the target is x's own (1 keeps it, Expand broadcasting
+    both ways)."""
+    shape = [1 if d is None else d for d in eq.params["shape"]]
+    return b.op("Expand", x, b.ints(shape))
+
+
+@exports(st.reshape_p)
+def reshape(b: Builder, eq: Equation, x: str) -> str:
+    """A dim ``-2 - k`` is x's dim k, read at run time; 0 is a size (``allowzero``)."""
+    target = eq.params["shape"]
+    if all(n >= -1 for n in target):
+        shape = b.ints(target)
+    else:
+        parts = [b.dim(x, -2 - n) if n <= -2 else b.ints([n]) for n in target]
+        shape = b.op("Concat", *parts, axis=0)
+    return b.op("Reshape", x, shape, allowzero=1)
+
+
+@exports(st.transpose_p)
+def transpose(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Transpose", x, perm=list(eq.params["perm"]))
+
+
+@exports(st.slice_p)
+def slice_(b: Builder, eq: Equation, x: str) -> str:
+    """Python's slices: an omitted bound is ONNX's clamped extreme for the step's
+    direction (Slice clamps as ``slice.indices`` does)."""
+    starts, ends, steps = [], [], []
+    for start, stop, step in eq.params["slices"]:
+        step = 1 if step is None else step
+        starts.append((0 if step > 0 else INT64_MAX) if start is None else start)
+        ends.append((INT64_MAX if step > 0 else INT64_MIN) if stop is None else stop)
+        steps.append(step)
+    if not starts:
+        return b.op("Identity", x)
+    axes = list(range(len(starts)))
+    return b.op("Slice", x, b.ints(starts), b.ints(ends), b.ints(axes), b.ints(steps))
+
+
+@exports(st.concat_p)
+def concat(b: Builder, eq: Equation, *xs: str) -> str:
+    return b.op("Concat", *xs, axis=eq.params["axis"])
+
+
+@exports(st.pad_p)
+def pad(b: Builder, eq: Equation, x: str) -> str:
+    pads = eq.params["pads"]
+    if not pads:
+        return b.op("Identity", x)
+    dtype = _in(eq).dtype
+    amounts = b.ints([lo for lo, _ in pads] + [hi for _, hi in pads])
+    return b.arithmetic("Pad", [x, amounts, b.scalar(eq.params["value"], _WIDER.get(
+        dtype, dtype))], dtype)
+
+
+@exports(st.gather_p)
+def gather(b: Builder, eq: Equation, params: str, indices: str) -> str:
+    return b.op("Gather", params, indices, axis=eq.params["axis"])
+
+
+@exports(st.update_index_p)
+def update_index(b: Builder, eq: Equation, x: str, update: str, index: str) -> str:
+    """ScatterND of one row; a negative index counts from the end."""
+    position = b.cast(index, _in(eq, 2).dtype, dtypes.int64)
+    zero = b.scalar(0, dtypes.int64)
+    size = b.op("Reshape", b.dim(x, 0), b.ints([]))
+    position = b.op("Where", b.op("Less", position, zero), b.op("Add", position, size),
+                    position)
+    row = b.op("Reshape", position, b.ints([1, 1]))
+    updates = b.op("Unsqueeze", update, b.ints([0]))
+    return b.op("ScatterND", x, row, updates)
+
+
+def _nd_indices(b: Builder, eq: Equation, params: str, indices: str) -> str:
+    """Index tuples in int64, negative entries counted from their dim's end."""
+    width = eq.params["width"]
+    indices = b.cast(indices, _in(eq, 1).dtype, dtypes.int64)
+    bounds = b.op("Slice", b.op("Shape", params), b.ints([0]), b.ints([width]))
+    negative = b.op("Less", indices, b.scalar(0, dtypes.int64))
+    return b.op("Where", negative, b.op("Add", indices, bounds), indices)
+
+
+@exports(nd_indexing.gather_nd_p)
+def gather_nd(b: Builder, eq: Equation, params: str, indices: str) -> str:
+    return b.op("GatherND", params, _nd_indices(b, eq, params, indices))
+
+
+@exports(nd_indexing.scatter_nd_add_p, nd_indexing.scatter_nd_update_p)
+def scatter_nd(b: Builder, eq: Equation, tensor: str, indices: str, updates: str) -> str:
+    """ScatterND; adding, duplicates accumulate (ONNX's ``reduction="add"``)."""
+    positions = _nd_indices(b, eq, tensor, indices)
+    if eq.primitive is nd_indexing.scatter_nd_add_p:
+        return b.arithmetic("ScatterND", [tensor, positions, updates], _in(eq).dtype,
+                            reduction="add")
+    return b.op("ScatterND", tensor, positions, updates)
+
+
+@exports(sorting.sort_p)
+def sort(b: Builder, eq: Equation, keys: str, *payloads: str) -> list[str]:
+    """TopK of the whole axis: ties keep their input order, as stageflow's stable sort;
+    the permutation also orders the payloads (GatherElements)."""
+    axis, dtype = eq.params["axis"], _in(eq).dtype
+    wide = _WIDER.get(dtype)
+    ranked = keys if wide is None else b.cast(keys, dtype, wide)
+    values, order = b.node("TopK", [ranked, b.dim(keys, axis)], 2, axis=axis,
+                           largest=int(eq.params["descending"]), sorted=1)
+    if wide is not None:
+        values = b.cast(values, wide, dtype)
+    results = [values, b.cast(order, dtypes.int64, _out(eq, 1).dtype)]
+    results += [b.op("GatherElements", p, order, axis=axis) for p in payloads]
+    return results
+
+
+@exports(selection.nonzero_p)
+def nonzero(b: Builder, eq: Equation, x: str) -> str:
+    return b.op("Transpose", b.op("NonZero", x), perm=[1, 0])
+
+
+@exports(selection.unique_p)
+def unique(b: Builder, eq: Equation, x: str) -> list[str]:
+    """Unique without sorting: values in the order they first occur, as TensorFlow's."""
+    values, _, inverse, _ = b.node("Unique", [x], 4, sorted=0)
+    return [values, b.cast(inverse, dtypes.int64, _out(eq, 1).dtype)]
