@@ -53,6 +53,7 @@ class StageflowRep(BackendRep):
             inputs = [inputs[name] for name in self.model.input_names]
         elif isinstance(inputs, np.ndarray):
             inputs = [inputs]
+        inputs = [np.asarray(x) for x in inputs]  # NumPy scalars too: tensors, not constants
         with device_scope(self.device):
             try:
                 outputs = self.model(*inputs)

@@ -35,7 +35,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 from onnx.backend.test.case.test_case import TestCase
@@ -161,8 +160,7 @@ def check(backend: Any, model: onnx.ModelProto, data_sets: DataSets, case: TestC
     try:
         rep = backend.prepare(model, "CPU", **kwargs)
         for inputs, references in data_sets:
-            outputs = rep.run([np.asarray(x) if isinstance(x, np.ndarray) else x
-                               for x in inputs])
+            outputs = rep.run(list(inputs))
             Runner.assert_similar_outputs(list(references), list(outputs), case.rtol, case.atol)
     except Exception as error:  # the outcome is the report: any failure is counted
         return _first_line(error)
