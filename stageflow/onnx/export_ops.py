@@ -51,6 +51,7 @@ INT64_MIN = np.iinfo(np.int64).min
 _WIDER = {np.dtype(t): dtypes.int32 for t in (np.int8, np.uint8, np.int16, np.uint16,
                                               np.bool_)}
 _WIDER[dtypes.uint32] = dtypes.int64
+_NO_WHERE = frozenset(np.dtype(t) for t in (np.bool_, np.int16, np.uint16))  # no kernels
 _BOOL_RESULTS = frozenset({"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
 
 
@@ -107,13 +108,16 @@ class Builder:
         return x if source == target else self.op("Cast", x, to=element_type(target))
 
     def arithmetic(self, op_type: str, xs: Sequence[str], dtype: np.dtype,
-                   result: np.dtype | None = None, **attributes: Any) -> str:
+                   result: np.dtype | None = None, *, keep: Sequence[int] = (),
+                   **attributes: Any) -> str:
         """`op_type` of operands of `dtype`, computed in a wider integer type where ONNX
-        Runtime has no kernel for `dtype`, the result cast back (to `result` if given)."""
+        Runtime has no kernel for `dtype`, the result cast back (to `result` if given);
+        the operands at the positions `keep` (axes, indices) are not values of `dtype`."""
         wide = _WIDER.get(np.dtype(dtype))
         if wide is None:
             return self.op(op_type, *xs, **attributes)
-        y = self.op(op_type, *(self.cast(x, dtype, wide) for x in xs), **attributes)
+        operands = [x if i in keep else self.cast(x, dtype, wide) for i, x in enumerate(xs)]
+        y = self.op(op_type, *operands, **attributes)
         return y if op_type in _BOOL_RESULTS else self.cast(y, wide, result or dtype)
 
     def ints(self, values: Sequence[int]) -> str:
@@ -283,7 +287,7 @@ def atan2(b: Builder, eq: Equation, y: str, x: str) -> str:
 @exports(ew.select_p)
 def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
     dtype = _in(eq, 1).dtype
-    if dtype in (dtypes.bool_, dtypes.int16, dtypes.uint16):  # no kernel of these types
+    if dtype in _NO_WHERE:
         wide = dtypes.int32
         chosen = b.op("Where", condition, b.cast(x, dtype, wide), b.cast(y, dtype, wide))
         return b.cast(chosen, wide, dtype)
@@ -324,7 +328,7 @@ def reduce(b: Builder, eq: Equation, x: str) -> str:
     """Over `axes` (none: x itself, ``noop_with_empty_axes``)."""
     dtype = _in(eq).dtype
     axes = b.ints(eq.params["axes"])
-    return b.arithmetic(_REDUCTIONS[eq.primitive], [x, axes], dtype,
+    return b.arithmetic(_REDUCTIONS[eq.primitive], [x, axes], dtype, keep=(1,),
                         keepdims=int(eq.params["keepdims"]), noop_with_empty_axes=1)
 
 
@@ -344,7 +348,7 @@ def cumulative(b: Builder, eq: Equation, x: str) -> str:
     if op_type == "CumProd" and b.opset < 26:
         raise NotImplementedError("cumprod needs opset 26 or later (CumProd)")
     axis = b.const(np.int64(eq.params["axis"]))
-    return b.arithmetic(op_type, [x, axis], _in(eq).dtype,
+    return b.arithmetic(op_type, [x, axis], _in(eq).dtype, keep=(1,),
                         exclusive=int(eq.params["exclusive"]), reverse=int(eq.params["reverse"]))
 
 
@@ -475,8 +479,8 @@ def pad(b: Builder, eq: Equation, x: str) -> str:
         return b.op("Identity", x)
     dtype = _in(eq).dtype
     amounts = b.ints([lo for lo, _ in pads] + [hi for _, hi in pads])
-    return b.arithmetic("Pad", [x, amounts, b.scalar(eq.params["value"], _WIDER.get(
-        dtype, dtype))], dtype)
+    return b.arithmetic("Pad", [x, amounts, b.scalar(eq.params["value"], dtype)], dtype,
+                        keep=(1,))
 
 
 @exports(st.gather_p)
@@ -516,7 +520,7 @@ def scatter_nd(b: Builder, eq: Equation, tensor: str, indices: str, updates: str
     """ScatterND; adding, duplicates accumulate (ONNX's ``reduction="add"``)."""
     positions = _nd_indices(b, eq, tensor, indices)
     if eq.primitive is nd_indexing.scatter_nd_add_p:
-        return b.arithmetic("ScatterND", [tensor, positions, updates], _in(eq).dtype,
+        return b.arithmetic("ScatterND", [tensor, positions, updates], _in(eq).dtype, keep=(1,),
                             reduction="add")
     return b.op("ScatterND", tensor, positions, updates)
 

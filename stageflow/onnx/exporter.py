@@ -147,8 +147,10 @@ class _Writer:
             self.b.scopes[-1].append(helper.make_node("Identity", [self.names[value]], [name],
                                                       name=self.b.fresh("Identity")))
             outputs.append(_value_info(name, value.type))
+        used = _used_names(self.b.scopes[-1])
+        initializers = [i for i in self.b.initializers if i.name in used]
         return helper.make_graph(self.b.scopes[-1], concrete.name, inputs, outputs,
-                                 initializer=self.b.initializers)
+                                 initializer=initializers)
 
     def equations(self, equations: list[Equation]) -> None:
         for eq in equations:
@@ -256,6 +258,18 @@ class _Writer:
                               [ShapedType((), dtypes.bool_), *types])
         return self.b.node("Loop", ["", first, *(self.names[v] for v in carried)], count,
                            body=graph)
+
+
+def _used_names(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """The names `nodes` read, those of their subgraphs included (initializers a rule made
+    and no node uses, a captured tensor the function never reads, are left out)."""
+    used: set[str] = set()
+    for node in nodes:
+        used.update(node.input)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                used |= _used_names(attribute.g.node)
+    return used
 
 
 def _error(eq: Equation, reason: str) -> OnnxError:
