@@ -8,7 +8,8 @@ a table of parse, pass and print times to stderr. Errors are reported as one lin
 stderr, ``stageflow opt: error: FILE:LINE:COL: message``, and exit status 1, never a
 traceback: the command is driven by lit tests and scripts, which match on that line.
 
-``stageflow dump``, ``graph`` and ``compile`` stage a user's function (`stageflow.cli.staging`);
+``stageflow dump``, ``graph``, ``compile`` and ``report`` stage a user's function or an ONNX
+model (`stageflow.cli.staging`); ``stageflow onnx-ops`` lists the ONNX ops stageflow imports;
 ``stageflow devices [--logical-cpus N] [--address A]`` lists the devices with their
 memory (with an address, a Ray cluster's workers' too). Each
 sub-command is a parser with a ``handler`` default taking the parsed arguments and
@@ -150,7 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--workers", type=int, default=1, metavar="N",
                          help="workers to start on the cluster for --address (default 1)")
     devices.set_defaults(handler=run_devices)
+
+    onnx_ops = commands.add_parser("onnx-ops", help="list the ONNX ops stageflow imports")
+    onnx_ops.set_defaults(handler=run_onnx_ops)
     return parser
+
+
+def run_onnx_ops(args: argparse.Namespace) -> int:
+    """One line per ONNX op stageflow imports, ``DOMAIN OP`` (the default domain written
+    ai.onnx), after a line giving the opsets read."""
+    importer = staging.model_module("stageflow.onnx.importer")
+    print(f"# ai.onnx opsets {importer.MIN_OPSET} to {importer.newest_opset()}; older models "
+          f"are converted to opset {importer.MIN_OPSET} by onnx's version converter")
+    for domain, op_type in staging.model_module("stageflow.onnx").supported_ops():
+        print(f"{domain or 'ai.onnx'} {op_type}")
+    return 0
 
 
 def run_devices(args: argparse.Namespace) -> int:

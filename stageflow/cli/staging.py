@@ -3,6 +3,8 @@
 
 ``FILE.py:FUNC`` names a function in a Python file (a plain function is wrapped in
 `sf.function`); ``--arg f32[?,784]`` gives one argument's dtype and dims (``?`` unknown).
+A model file (``model.onnx``) is a target too: its loader (`MODEL_LOADERS`, by suffix) makes
+it a staged function with its own input signature, which ``--arg`` may replace.
 ``dump --device NAME`` traces the call placed on that device (``--logical-cpus N`` first
 splits the CPU into N devices), so the IR shows the placement.
 """
@@ -54,9 +56,50 @@ def parse_arg_spec(text: str) -> Any:
     return TensorSpec(shape, dtype)
 
 
-def load_function(target: str) -> Any:
-    """The `sf.function` named by ``FILE.py:FUNC`` (``FUNC`` may be a dotted path)."""
+# Model files a target may name, by suffix: the module whose `load(path)` imports one as a
+# model whose `.function` is staged. Imported on first use: onnx is an optional dependency.
+MODEL_LOADERS: dict[str, str] = {".onnx": "stageflow.onnx"}
 
+
+def model_module(module: str) -> Any:
+    """The module `module`, or the error saying which package to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise CommandError(f"this needs the {error.name} package (pip install "
+                           f"stageflow[onnx])") from None
+
+
+def _load_model(module: str, path: str, specs: list[TensorSpec]) -> Function:
+    """The model's staged function; given `specs`, the inputs take their shapes."""
+    if not Path(path).is_file():
+        raise CommandError(f"cannot read {path}: no such file")
+    loader = model_module(module)
+    try:
+        model = loader.load(path)
+        if specs:
+            names = model.input_names
+            if len(specs) != len(names):
+                raise CommandError(f"{path} takes {len(names)} inputs ({', '.join(names)}); "
+                                   f"--arg gives {len(specs)}")
+            for name, spec, own in zip(names, specs, model.input_signature, strict=True):
+                if spec.dtype != own.dtype:
+                    raise CommandError(f"input {name!r} of {path} is {own.dtype.name}; "
+                                       f"--arg gives {spec.dtype.name}")
+            model = loader.load(path, input_shapes={name: spec.shape for name, spec
+                                                    in zip(names, specs, strict=True)})
+        return model.function
+    except (ValueError, OSError) as error:  # the loaders' errors (OnnxError is a ValueError)
+        raise CommandError(" ".join(str(error).split())) from None
+
+
+def load_function(target: str, specs: list[TensorSpec] | None = None) -> Any:
+    """The `sf.function` named by ``FILE.py:FUNC`` (``FUNC`` may be a dotted path), or the
+    staged function of a model file (``model.onnx``, its inputs shaped by `specs`)."""
+
+    module = MODEL_LOADERS.get(Path(target).suffix.lower())
+    if module is not None:
+        return _load_model(module, target, specs or [])
     path, _, name = target.rpartition(":")
     if not path or not name:
         raise CommandError(f"bad target {target!r}: expected FILE.py:FUNC")
@@ -85,8 +128,10 @@ def load_function(target: str) -> Any:
 
 
 def _concrete(args: argparse.Namespace) -> tuple[Any, float]:
-    staged = load_function(args.target)
     specs = [parse_arg_spec(text) for text in args.arg]
+    staged = load_function(args.target, specs)
+    if staged.input_signature is not None:  # a model's, shaped by the --arg given
+        specs = list(staged.input_signature)
     start = time.perf_counter()
     try:
         with placement(args):
@@ -228,9 +273,10 @@ def add_parsers(commands: Any) -> None:
                                     "write an HTML page explaining a staged function's "
                                     "compile")):
         parser = commands.add_parser(name, help=summary)
-        parser.add_argument("target", metavar="FILE.py:FUNC")
+        parser.add_argument("target", metavar="FILE.py:FUNC|MODEL.onnx")
         parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
-                            help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per argument")
+                            help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per "
+                                 "argument (a model file's inputs by default)")
         if name == "dump":
             parser.add_argument("--stage", default="traced",
                                 help="converted|traced|optimized|lowered|llvm|ptx|asm")

@@ -29,11 +29,16 @@ from stageflow.onnx.converters import DEFAULT_DOMAIN, OnnxError, Value
 from stageflow.onnx.evaluate import initializer_values, run_graph
 from stageflow.staging.function import function
 
-__all__ = ["MIN_OPSET", "Model", "load", "read_model"]
+__all__ = ["MIN_OPSET", "Model", "load", "newest_opset", "read_model"]
 
 # The oldest default-domain opset the converters are written for; older models are
 # converted up to it first.
 MIN_OPSET = 13
+
+
+def newest_opset() -> int:
+    """The newest default-domain opset imported: the installed onnx package's."""
+    return onnx.defs.onnx_opset_version()
 
 
 class Model(Module):
@@ -122,7 +127,7 @@ def _upgrade(proto: onnx.ModelProto, filename: str) -> onnx.ModelProto:
     """The model at opset MIN_OPSET or newer: ONNX's version converter lifts older ones."""
     versions = {o.domain: o.version for o in proto.opset_import}
     version = versions.get("", versions.get("ai.onnx", MIN_OPSET))
-    newest = onnx.defs.onnx_opset_version()
+    newest = newest_opset()
     if version > newest:
         raise OnnxError(f"sf.onnx.load: {filename} uses opset {version}, newer than the "
                         f"installed onnx package knows ({newest}); upgrade onnx")
