@@ -59,6 +59,9 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/frontend/ops/control.py": ("cond", "while"),
     "stageflow/frontend/replay.py": ("cond",),
     "stageflow/ir/from_graph.py": ("cond",),
+    "stageflow/onnx/exporter.py": ("cond",),
+    # ONNX's attribute values: ScatterND's reduction="add"
+    "stageflow/onnx/export_ops.py": ("add",),
     # the activations a layer takes by name (Keras' names)
     "stageflow/models/activations.py": ("relu", "tanh"),
     "stageflow/models/layers/recurrent.py": ("tanh",),
