@@ -21,7 +21,7 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.onnx.converters import Node, Value, converts
 from stageflow.primitives.structural import dim_size_p, reshape_p
 
-__all__ = ["axis_of", "dim_of", "gather_along", "ints", "shape_of", "static_shape"]
+__all__ = ["axis_of", "dim_of", "element_coordinates", "ints", "shape_of", "static_shape"]
 
 
 def ints(node: Node, value: Value | None, what: str) -> list[int]:
@@ -322,15 +322,16 @@ def trilu(node: Node, data: Value, k: Value | None = None) -> Value:
     return sf.where(keep, data, sf.zeros_like(data))
 
 
-def gather_along(x: Value, indices: Value, axis: int) -> Tensor:
-    """``np.take_along_axis(x, indices, axis)`` for indices of x's rank (and shape, outside
-    `axis`; indices in range): GatherElements."""
+def element_coordinates(indices: Value, axis: int) -> Tensor:
+    """For each element of `indices` (a static shape), its own coordinates with the one
+    along `axis` replaced by its value: ``[*indices.shape, rank]`` int64, the index tuples
+    of GatherElements and ScatterElements."""
     shape = tuple(indices.shape)
     coordinates = [sf.cast(indices, sf.int64) if a == axis else
                    np.broadcast_to(np.arange(shape[a], dtype=np.int64).reshape(
                        [-1 if b == a else 1 for b in range(len(shape))]), shape)
                    for a in range(len(shape))]
-    return sf.gather_nd(x, sf.stack(coordinates, -1))
+    return sf.stack(coordinates, -1)
 
 
 @converts("ReverseSequence")
@@ -345,7 +346,7 @@ def reverse_sequence(node: Node, data: Value, lengths: Value) -> Value:
     line[batch_axis] = shape[batch_axis]
     length = sf.reshape(sf.cast(lengths, sf.int64), line)
     source = sf.where(sf.less(steps, length), length - 1 - steps, steps)
-    return gather_along(data, sf.broadcast_to(source, shape), time_axis)
+    return sf.gather_nd(data, element_coordinates(sf.broadcast_to(source, shape), time_axis))
 
 
 @converts("CenterCropPad")
