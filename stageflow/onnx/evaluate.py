@@ -19,7 +19,14 @@ from onnx import numpy_helper
 from stageflow.core.context import init_scope
 from stageflow.core.source import SourceLocation, located_at
 from stageflow.frontend.tensor import Tensor
-from stageflow.onnx.converters import DEFAULT_DOMAIN, Node, OnnxError, Value, lookup
+from stageflow.onnx.converters import (
+    DEFAULT_DOMAIN,
+    Node,
+    OnnxError,
+    Value,
+    lookup,
+    supported_ops,
+)
 
 __all__ = ["Scope", "initializer_values", "run_graph"]
 
@@ -90,19 +97,32 @@ def _run_node(proto: onnx.NodeProto, index: int, scope: Scope, opsets: Mapping[s
     node = Node.of(proto, opsets.get(domain, 0), location, run_subgraph)
     converter = lookup(proto.op_type, domain)
     if converter is None:
+        if domain and all(d != domain for d, _ in supported_ops()):
+            raise node.error(f"stageflow imports no op of domain {domain!r} (another "
+                             f"runtime's custom ops); export the model with standard ONNX "
+                             f"ops (`stageflow onnx-ops` lists the ops it imports)")
         where = f"domain {domain!r}" if domain else "the default domain"
         raise node.error(f"stageflow has no converter for {proto.op_type} in {where} "
                          f"(`stageflow onnx-ops` lists the ops it imports)")
     args = [_input(scope, name, node) if name else None for name in proto.input]
     known = converter.fold and all(a is None or isinstance(a, np.ndarray) for a in args) \
         and not any(a.type == onnx.AttributeProto.GRAPH for a in proto.attribute)
-    with located_at(location):
-        if known:
-            with init_scope():
+    try:
+        with located_at(location):
+            if known:
+                with init_scope():
+                    results = _as_list(converter.function(node, *args))
+                results = [r.numpy() if isinstance(r, Tensor) else np.asarray(r)
+                           for r in results]
+            else:
                 results = _as_list(converter.function(node, *args))
-            results = [r.numpy() if isinstance(r, Tensor) else np.asarray(r) for r in results]
-        else:
-            results = _as_list(converter.function(node, *args))
+    except OnnxError:
+        raise
+    except Exception as error:  # an sf op refused the node's inputs: name the node
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise node.error(f"{type(error).__name__}: {first}; the node's inputs do not fit "
+                         f"its op (onnx.checker.check_model(model, full_check=True) checks "
+                         f"a model's shapes)") from error
     outputs = [name for name in proto.output]
     if len(results) < len([o for o in outputs if o]):
         raise node.error(f"the converter returned {len(results)} outputs, the node names "

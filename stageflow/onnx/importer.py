@@ -100,12 +100,14 @@ def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx
     """The model and the file name its locations will carry, from a path, the bytes of a
     file, or a ModelProto; external data files are read from beside the model."""
     if isinstance(model, onnx.ModelProto):
-        return model, f"{model.graph.name or 'model'}.onnx"
+        return _checked(model, "the ModelProto"), f"{model.graph.name or 'model'}.onnx"
     if isinstance(model, bytes):
         try:
-            return onnx.load_from_string(model), "model.onnx"
+            proto = onnx.load_from_string(model)
         except Exception as error:  # protobuf's DecodeError and kin
-            raise OnnxError(f"sf.onnx.load: the bytes are not an ONNX model ({error})") from None
+            raise OnnxError(f"sf.onnx.load: the bytes are not an ONNX model, or are truncated "
+                            f"({error})") from None
+        return _checked(proto, "the bytes"), "model.onnx"
     path = os.fspath(model)
     if not os.path.exists(path):
         raise FileNotFoundError(f"sf.onnx.load: no file {path!r}")
@@ -114,6 +116,7 @@ def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx
     except Exception as error:
         raise OnnxError(f"sf.onnx.load: {path!r} is not an ONNX model, or is truncated "
                         f"({type(error).__name__}: {error})") from None
+    _checked(proto, repr(path))
     try:
         onnx.external_data_helper.load_external_data_for_model(proto, os.path.dirname(path))
     except (OSError, ValueError) as error:
@@ -123,14 +126,26 @@ def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx
     return proto, os.path.basename(path)
 
 
+def _checked(proto: onnx.ModelProto, what: str) -> onnx.ModelProto:
+    """`proto` if it holds a model: protobuf reads many other files (an empty one, a
+    TensorProto) as a ModelProto without a graph."""
+    if not proto.HasField("graph") or proto.ir_version == 0:
+        raise OnnxError(f"sf.onnx.load: {what} is not an ONNX model (it has "
+                        f"{'no graph' if not proto.HasField('graph') else 'no IR version'}); "
+                        f"give a file written by onnx.save or an exporter")
+    return proto
+
+
 def _upgrade(proto: onnx.ModelProto, filename: str) -> onnx.ModelProto:
     """The model at opset MIN_OPSET or newer: ONNX's version converter lifts older ones."""
     versions = {o.domain: o.version for o in proto.opset_import}
     version = versions.get("", versions.get("ai.onnx", MIN_OPSET))
     newest = newest_opset()
     if version > newest:
-        raise OnnxError(f"sf.onnx.load: {filename} uses opset {version}, newer than the "
-                        f"installed onnx package knows ({newest}); upgrade onnx")
+        raise OnnxError(f"sf.onnx.load: {filename} uses opset {version}; stageflow imports "
+                        f"opsets {MIN_OPSET} to {newest} (the installed onnx package's "
+                        f"newest): export the model at opset {newest} or older, or upgrade "
+                        f"the onnx package")
     if version >= MIN_OPSET:
         return proto
     try:
