@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 
 from stageflow import distribute
-from stageflow.cli import staging
+from stageflow.cli import export, staging
 from stageflow.cli.io import CommandError, read_input, write_output
 from stageflow.ir.text import IRError, module_to_text, parse_module
 from stageflow.passes import (
@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.set_defaults(handler=run_opt)
 
     staging.add_parsers(commands)
+    export.add_parser(commands)
 
     devices = commands.add_parser("devices", help="list the devices stageflow can run on")
     staging.add_logical_cpus(devices)
