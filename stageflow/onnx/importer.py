@@ -73,7 +73,9 @@ class Model(Module):
         return self.function.input_signature
 
     def __call__(self, *args: Any) -> Any:
-        return self.function(*args)
+        # A NumPy scalar is a 0-d input here, not a Python value the function is traced for.
+        return self.function(*(np.asarray(a) if isinstance(a, np.generic) else a
+                               for a in args))
 
     def get_concrete_function(self, *specs: Any) -> Any:
         return self.function.get_concrete_function(*specs)

@@ -58,8 +58,9 @@ def if_(node: Node, condition: Value) -> list[Value]:
         return list(sf.cond(predicate, lambda: _run(node, then_graph, []),
                             lambda: _run(node, else_graph, [])))
     except TypeError as error:  # branches of different ranks or dtypes
-        raise node.error(f"{error}; stageflow needs both branches to return outputs of "
-                         f"the same dtypes and ranks") from None
+        first = str(error).splitlines()[0]
+        raise node.error(f"{first}; stageflow needs both branches to return outputs of the "
+                         f"same dtypes and ranks") from None
 
 
 def _row_types(node: Node, step: Callable[..., list[Value]], values: Sequence[sf.Tensor],
