@@ -153,8 +153,7 @@ def _out(eq: Equation, i: int = 0) -> ShapedType:
 _FLOAT_UNARY = {
     ew.exp_p: "Exp", ew.log_p: "Log", ew.sqrt_p: "Sqrt", ew.reciprocal_p: "Reciprocal",
     ew.tanh_p: "Tanh", ew.logistic_p: "Sigmoid", ew.sin_p: "Sin", ew.cos_p: "Cos",
-    ew.erf_p: "Erf", ew.floor_p: "Floor", ew.ceil_p: "Ceil", ew.round_p: "Round",
-    sp.atan_p: "Atan", sp.asin_p: "Asin", sp.acos_p: "Acos",
+    ew.floor_p: "Floor", ew.ceil_p: "Ceil", ew.round_p: "Round",
 }
 
 
@@ -271,19 +270,6 @@ def power(b: Builder, eq: Equation, x: str, y: str) -> str:
     return b.arithmetic("Pow", [x, y], _in(eq).dtype)
 
 
-@exports(sp.atan2_p)
-def atan2(b: Builder, eq: Equation, y: str, x: str) -> str:
-    """atan(y / x), moved by +-pi where x < 0; +-pi/2 (or 0) on the y axis."""
-    dtype = _in(eq).dtype
-    zero, pi = b.scalar(0, dtype), b.scalar(math.pi, dtype)
-    base = b.op("Atan", b.op("Div", y, x))
-    y_negative = b.op("Less", y, zero)
-    shift = b.op("Where", y_negative, b.op("Neg", pi), pi)
-    angle = b.op("Where", b.op("Less", x, zero), b.op("Add", base, shift), base)
-    half = b.op("Mul", b.op("Sign", y), b.scalar(math.pi / 2, dtype))
-    return b.op("Where", b.op("Equal", x, zero), half, angle)
-
-
 @exports(ew.select_p)
 def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
     dtype = _in(eq, 1).dtype
@@ -313,6 +299,136 @@ def shift_right_logical(b: Builder, eq: Equation, x: str, y: str) -> str:
 @exports(fn.stop_gradient_p, fn.device_copy_p)
 def identity(b: Builder, eq: Equation, x: str) -> str:
     return b.op("Identity", x)
+
+
+# ------------------------------------------------------------------ special functions
+
+
+class _Term:
+    """A float64 value (or mask) of the graph being written whose Python operators write
+    nodes: what `primitives.special`'s algorithms compute on."""
+
+    __hash__ = None  # type: ignore[assignment]  # == writes a node
+
+    def __init__(self, b: Builder, name: str) -> None:
+        self.b, self.name = b, name
+
+    def _node(self, op_type: str, *others: _Term) -> _Term:
+        return _Term(self.b, self.b.op(op_type, self.name, *(o.name for o in others)))
+
+    def __add__(self, other: _Term) -> _Term:
+        return self._node("Add", other)
+
+    def __sub__(self, other: _Term) -> _Term:
+        return self._node("Sub", other)
+
+    def __mul__(self, other: _Term) -> _Term:
+        return self._node("Mul", other)
+
+    def __truediv__(self, other: _Term) -> _Term:
+        return self._node("Div", other)
+
+    def __neg__(self) -> _Term:
+        return self._node("Neg")
+
+    def __lt__(self, other: _Term) -> _Term:
+        return self._node("Less", other)
+
+    def __le__(self, other: _Term) -> _Term:
+        return self._node("LessOrEqual", other)
+
+    def __gt__(self, other: _Term) -> _Term:
+        return self._node("Greater", other)
+
+    def __ge__(self, other: _Term) -> _Term:
+        return self._node("GreaterOrEqual", other)
+
+    def __eq__(self, other: _Term) -> _Term:  # type: ignore[override]
+        return self._node("Equal", other)
+
+    def __and__(self, other: _Term) -> _Term:
+        return self._node("And", other)
+
+    def __or__(self, other: _Term) -> _Term:
+        return self._node("Or", other)
+
+    def __invert__(self) -> _Term:
+        return self._node("Not")
+
+
+class _OnnxMath:
+    """`primitives.special.Math` writing ONNX nodes, in float64 as the eager kernels."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+
+    def const(self, like: _Term, value: float) -> _Term:
+        return _Term(self.b, self.b.scalar(value, dtypes.float64))
+
+    def select(self, mask: _Term, a: _Term, b: _Term) -> _Term:
+        return mask._node("Where", a, b)
+
+    def floor(self, x: _Term) -> _Term:
+        return x._node("Floor")
+
+    def fabs(self, x: _Term) -> _Term:
+        return x._node("Abs")
+
+    def copysign(self, x: _Term, sign: _Term) -> _Term:
+        """|x| with the sign of `sign`, -0 included (1 / -0 is -inf)."""
+        one, zero = self.const(x, 1.0), self.const(x, 0.0)
+        magnitude = x._node("Abs")
+        return self.select(one / sign < zero, -magnitude, magnitude)
+
+    def sqrt(self, x: _Term) -> _Term:
+        return x._node("Sqrt")
+
+    def log(self, x: _Term) -> _Term:
+        return x._node("Log")
+
+    def exp(self, x: _Term) -> _Term:
+        return x._node("Exp")
+
+    def sin(self, x: _Term) -> _Term:
+        return x._node("Sin")
+
+    def cos(self, x: _Term) -> _Term:
+        return x._node("Cos")
+
+    def isnan(self, x: _Term) -> _Term:
+        return x._node("IsNaN")
+
+    def poly(self, x: _Term, coefficients: tuple[float, ...]) -> _Term:
+        result = self.const(x, coefficients[0])
+        for c in coefficients[1:]:
+            result = result * x + self.const(x, c)
+        return result
+
+
+def _erf(m: _OnnxMath, x: _Term) -> _Term:
+    """`sf.erf`'s kernel (Cody's forms): the small form near 0, 1 - erfc beyond."""
+    y = m.fabs(x)
+    limit = m.const(x, ew._ERF_SMALL_LIMIT)
+    near = m.select(y > limit, limit, y)
+    small = near * sp._cody(m, near * near, ew._ERF_SMALL_NUM, ew._ERF_SMALL_DEN)
+    half = m.const(x, 0.5)
+    large = (half - sp._erfc_nonnegative(m, y)) + half
+    return m.select(y <= limit, m.copysign(small, x), m.copysign(large, x))
+
+
+# Also where ONNX has the op: ONNX Runtime runs Erf, Atan, Asin and Acos in float32 only,
+# and its float32 Acos loses digits near 1 that this float64 form keeps.
+_ALGORITHMS: dict[Primitive, Callable[..., Any]] = {**sp.ALGORITHMS, ew.erf_p: _erf}
+
+
+@exports(*_ALGORITHMS)
+def special(b: Builder, eq: Equation, *xs: str) -> str:
+    """The algorithm stageflow compiles (`primitives.special`), written in float64 nodes
+    and rounded once to the operands' type."""
+    dtype = _in(eq).dtype
+    terms = [_Term(b, b.cast(x, dtype, dtypes.float64)) for x in xs]
+    result = _ALGORITHMS[eq.primitive](_OnnxMath(b), *terms)
+    return b.cast(result.name, dtypes.float64, dtype)
 
 
 # ------------------------------------------------------------------------- reductions
