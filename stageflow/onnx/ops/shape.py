@@ -262,21 +262,34 @@ def _take(x: Tensor, axis: int, start: int | None, stop: int | None,
     return x[tuple(key)]
 
 
+def _positions(x: Tensor, axis: int) -> Tensor:
+    """0, 1, ... along `axis` of `x` (int64), its length known or not."""
+    key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
+    line = reshape_p.bind(sf.zeros_like(x[key], sf.int64), shape=(same_dim_reference(axis),))
+    return sf.cumsum(line + 1, 0) - 1
+
+
 def _pad_axis(node: Node, x: Tensor, axis: int, before: int, after: int, mode: str) -> Tensor:
-    """`x` padded along one axis in `mode` (edge, reflect or wrap)."""
+    """`x` padded along one axis in `mode` (edge, reflect or wrap), as np.pad pads: the
+    padded positions, mapped back into the axis, gathered."""
     dim = x.shape[axis]
-    if dim is not None:  # np.pad's own positions, gathered: any pad width
+    if dim is not None:
         if dim == 0:
             raise node.error(f"cannot pad an empty axis in mode {mode!r}")
-        positions = np.pad(np.arange(dim), (before, after), mode=mode)
-        return sf.gather(x, positions.astype(np.int64), axis)
+        source: Value = np.pad(np.arange(dim, dtype=np.int64), (before, after), mode=mode)
+        return sf.gather(x, source, axis)
+    size = dim_of(x, axis)
+    wanted = sf.concat([np.arange(-before, 0, dtype=np.int64), _positions(x, axis),
+                        size + np.arange(after, dtype=np.int64)], 0)
     if mode == "edge":
-        pieces = [_take(x, axis, 0, 1)] * before + [x] + [_take(x, axis, -1, None)] * after
-    elif mode == "reflect":
-        pieces = [_take(x, axis, before, 0, -1), x, _take(x, axis, -2, -2 - after, -1)]
-    else:
-        pieces = [_take(x, axis, -before, None), x, _take(x, axis, 0, after)]
-    return sf.concat([p for p in pieces if p is x or p.shape[axis] != 0], axis)
+        source = sf.minimum(sf.maximum(wanted, 0), size - 1)
+    elif mode == "wrap":
+        source = sf.mod(wanted, size)
+    else:  # reflect: a period of 2 (dim - 1), the second half mirrored
+        period = sf.maximum(2 * (size - 1), 1)
+        folded = sf.mod(wanted, period)
+        source = sf.where(sf.less(folded, size), folded, period - folded)
+    return sf.gather(x, source, axis)
 
 
 @converts("Pad")
