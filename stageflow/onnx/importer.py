@@ -121,7 +121,7 @@ def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx
     _checked(proto, repr(path))
     try:
         onnx.external_data_helper.load_external_data_for_model(proto, os.path.dirname(path))
-    except (OSError, ValueError) as error:
+    except Exception as error:  # OSError, or onnx's ValidationError for a missing file
         raise OnnxError(f"sf.onnx.load: {path!r} keeps weights in external data files that "
                         f"cannot be read ({error}); keep them beside the model, as the "
                         f"model names them") from None
