@@ -107,6 +107,11 @@ def _read(path: str, type_proto: onnx.TypeProto) -> Any:
     return numpy_helper.to_array(tensor)
 
 
+def _array(value: Any) -> Any:
+    """A case's value as the backend takes it: a TensorProto as its array."""
+    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
+
+
 def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     initialized = {t.name for t in model.graph.initializer}
     return [x for x in model.graph.input if x.name not in initialized]
@@ -132,8 +137,9 @@ def light_case(case: TestCase) -> tuple[onnx.ModelProto, DataSets]:
 
 def materialise(case: TestCase) -> tuple[onnx.ModelProto, DataSets]:
     """The case's model and data sets, read from its folder where it keeps them there."""
-    if case.model is not None:
-        return case.model, [(list(i), list(o)) for i, o in case.data_sets]
+    if case.model is not None:  # its values are arrays, or TensorProtos (Cast's cases)
+        return case.model, [([_array(x) for x in i], [_array(x) for x in o])
+                            for i, o in case.data_sets]
     if case.model_dir is None:
         return light_case(case)
     model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
