@@ -664,6 +664,12 @@ def nonzero(b: Builder, eq: Equation, x: str) -> str:
 
 @exports(selection.unique_p)
 def unique(b: Builder, eq: Equation, x: str) -> list[str]:
-    """Unique without sorting: values in the order they first occur, as TensorFlow's."""
-    values, _, inverse, _ = b.node("Unique", [x], 4, sorted=0)
-    return [values, b.cast(inverse, dtypes.int64, _out(eq, 1).dtype)]
+    """Unique without sorting: values in the order they first occur, as TensorFlow's.
+    Integers go through int64 (ONNX Runtime's Unique has no int32 or int16 kernel)."""
+    dtype = _in(eq).dtype
+    wide = dtype if dtype in _UNIQUE_TYPES else dtypes.int64
+    values, _, inverse, _ = b.node("Unique", [b.cast(x, dtype, wide)], 4, sorted=0)
+    return [b.cast(values, wide, dtype), b.cast(inverse, dtypes.int64, _out(eq, 1).dtype)]
+
+
+_UNIQUE_TYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.int64})

@@ -60,6 +60,20 @@ def test_layers_and_structure_with_unknown_batch(tmp_path):
     assert onnx.load(tmp_path / "f.onnx").opset_import[0].version == DEFAULT_OPSET
 
 
+def test_value_dependent_shapes_scatters_and_special_functions():
+    @sf.function
+    def f(x, codes):
+        values, positions = sf.unique(codes)
+        picked = sf.boolean_mask(x, x > 0)
+        added = sf.tensor_scatter_nd_add(x, sf.constant([[0], [0], [-1]]), x[:3] * 2)
+        return values, positions, picked, sf.gather_nd(added, sf.constant([[0, 1], [-1, 2]])), \
+            sf.math.lgamma(sf.abs(x) + 0.5), sf.math.atan2(x, x[::-1])
+
+    x = np.linspace(-2, 2, 12).reshape(4, 3)
+    run(f, [sf.TensorSpec([None, 3], sf.float64), sf.TensorSpec([None], sf.int32)], x,
+        np.array([3, 1, 3, 0, 1], np.int32))
+
+
 def test_control_flow_becomes_if_and_loop():
     @sf.function
     def f(x, n):
