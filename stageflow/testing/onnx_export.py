@@ -29,7 +29,9 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.errors import UnsatisfiedAssumption
 
 import stageflow as sf
+from stageflow.core.primitive import REGISTRY
 from stageflow.onnx import OnnxError
+from stageflow.onnx.exporter import refusal
 from stageflow.testing.campaign import add_seed, progress, seed_of
 from stageflow.testing.random_ops import Program, eager, staged
 from stageflow.testing.random_programs import assert_same, campaign_programs, execute
@@ -101,6 +103,11 @@ class Tally:
     first: dict[str, list[str]] = field(default_factory=dict)
 
 
+def unexported() -> list[tuple[str, str]]:
+    """(name, reason) of every registered primitive the exporter refuses, by name."""
+    return sorted((p.name, why) for p in REGISTRY.values() if (why := refusal(p)) is not None)
+
+
 def run_campaign(count: int, campaign_seed: int, control: float = 0.25,
                  report: Any = None) -> Tally:
     """`count` programs from `campaign_seed`, a share `control` with region ops, every
@@ -161,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     for kind, texts in tally.first.items():
         for text in texts:
             print(f"\n{kind}: {text}")
+    print("\nprimitives the exporter refuses:")
+    for name, why in unexported():
+        print(f"  {name}: {why}")
     return 0 if tally.counts["mismatch"] == tally.counts["error"] == 0 else 1
 
 
