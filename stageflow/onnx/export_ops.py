@@ -502,6 +502,40 @@ def conv2d(b: Builder, eq: Equation, x: str, w: str) -> str:
     return b.op("Transpose", y, perm=[0, 2, 3, 1])
 
 
+@exports(conv.conv2d_input_gradient_p)
+def conv2d_input_gradient(b: Builder, eq: Equation, g: str, w: str) -> str:
+    """ConvTranspose of the cotangent by the filters (OIHW is its CMHW); output_padding
+    adds the input's rows and columns no window read, which the transpose leaves out."""
+    (top, bottom), (left, right) = eq.params["padding"]
+    strides, dilations = eq.params["strides"], eq.params["dilations"]
+    kernel, positions = _in(eq, 1).shape[:2], _in(eq).shape[1:3]
+    if None in positions:
+        raise NotImplementedError("the input gradient of conv2d of unknown output dims")
+    extra = [size + lo + hi - (n - 1) * s - (k - 1) * d - 1 for size, lo, hi, n, s, k, d in
+             zip(eq.params["input_size"], (top, left), (bottom, right), positions, strides,
+                 kernel, dilations, strict=True)]
+    nchw = b.op("Transpose", g, perm=[0, 3, 1, 2])
+    oihw = b.op("Transpose", w, perm=[3, 2, 0, 1])
+    y = b.op("ConvTranspose", nchw, oihw, strides=list(strides), dilations=list(dilations),
+             pads=[top, left, bottom, right], output_padding=extra)
+    return b.op("Transpose", y, perm=[0, 2, 3, 1])
+
+
+@exports(conv.conv2d_filter_gradient_p)
+def conv2d_filter_gradient(b: Builder, eq: Equation, x: str, g: str) -> str:
+    """A convolution over the batch: the input's channels as a batch, its images as
+    channels, the cotangent as filters; strides and dilations trade places. The windows
+    past the filter's size (input rows no output read) are sliced off."""
+    (top, bottom), (left, right) = eq.params["padding"]
+    kh, kw = eq.params["filter_size"]
+    images = b.op("Transpose", x, perm=[3, 0, 1, 2])
+    filters = b.op("Transpose", g, perm=[3, 0, 1, 2])
+    y = b.op("Conv", images, filters, strides=list(eq.params["dilations"]),
+             dilations=list(eq.params["strides"]), pads=[top, left, bottom, right])
+    y = b.op("Slice", y, b.ints([0, 0]), b.ints([kh, kw]), b.ints([2, 3]))
+    return b.op("Transpose", y, perm=[2, 3, 0, 1])
+
+
 @exports(conv.reduce_window_p)
 def reduce_window(b: Builder, eq: Equation, x: str) -> str:
     """Max pooling (padding never wins), or sum pooling as an average over the whole

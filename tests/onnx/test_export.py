@@ -74,6 +74,21 @@ def test_value_dependent_shapes_scatters_and_special_functions():
         np.array([3, 1, 3, 0, 1], np.int32))
 
 
+def test_gradients_of_a_convolution():
+    def loss(x, w):
+        return sf.reduce_sum(sf.tanh(sf.nn.conv2d(x, w, 2, "VALID", dilations=1)))
+
+    f = sf.function(lambda x, w: sf.grad(loss, argnums=(0, 1))(x, w))
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 8, 8, 3)).astype(np.float32)
+    w = rng.normal(size=(3, 3, 3, 4)).astype(np.float32)
+    model = sf.onnx.export(f, [sf.TensorSpec([None, 8, 8, 3], sf.float32),
+                               sf.TensorSpec([3, 3, 3, 4], sf.float32)])
+    got = session(model).run(None, {"input_0": x, "input_1": w})
+    for g, want in zip(got, f(x, w), strict=True):
+        np.testing.assert_allclose(g, want.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_control_flow_becomes_if_and_loop():
     @sf.function
     def f(x, n):
