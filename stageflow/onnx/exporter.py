@@ -67,7 +67,7 @@ def refusal(primitive: Primitive) -> str | None:
 
 
 def export(staged: Any, input_signature: Sequence[TensorSpec], path: str | os.PathLike | None
-           = None, *, opset: int | None = None) -> onnx.ModelProto:
+           = None, opset: int | None = None) -> onnx.ModelProto:
     """Write `staged` (an `sf.function`, or a plain function, which is wrapped in one)
     traced for `input_signature` as an ONNX model to `path` (when given); the model, which
     `onnx.checker.check_model(model, full_check=True)` accepts. Unknown dims (None) stay
