@@ -77,8 +77,8 @@ def _float_to_bits(x: Value, itype: np.dtype) -> Value:
     mantissa = sf.cast(sf.multiply(fraction, like(2.0 ** nmant, x)), itype)
     biased = sf.cast(sf.add(exponent, like(bias, x)), itype)
     bits = sf.add(sf.multiply(biased, np.asarray(1 << nmant, itype)), mantissa)
-    subnormal = sf.multiply(sf.multiply(magnitude, like(2.0 ** (bias - 1), x)),
-                            like(2.0 ** nmant, x))
+    small = sf.where(tiny, magnitude, zero)  # (no NaN reaches the integer cast)
+    subnormal = sf.multiply(sf.multiply(small, like(2.0 ** (bias - 1), x)), like(2.0 ** nmant, x))
     bits = sf.where(tiny, sf.cast(subnormal, itype), bits)
     infinity = ((1 << nexp) - 1) << nmant
     bits = sf.where(sf.math.is_inf(x), np.asarray(infinity, itype), bits)
