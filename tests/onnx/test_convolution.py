@@ -1,0 +1,106 @@
+"""sf.onnx's convolution and pooling converters (`stageflow/onnx/ops/convolution.py`,
+`pooling.py`) against ONNX's NumPy reference, compiled and interpreted: the geometry the
+node tests of ONNX's suite leave out (groups, depthwise, 1-D and 3-D, symbolic batch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from node_check import check, one_node_model
+from onnx import helper
+
+import stageflow as sf
+from stageflow.onnx.converters import OnnxError
+
+RNG = np.random.default_rng(3)
+
+
+def _normal(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def test_grouped_strided_dilated_conv_with_asymmetric_pads_and_bias():
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=2, strides=[2, 1],
+                            dilations=[1, 2], pads=[1, 0, 2, 1])
+    check(node, {"x": _normal(2, 4, 7, 8)}, {"w": _normal(6, 2, 3, 2), "b": _normal(6)},
+          jits=(True, False))
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_conv_1d_and_3d_with_auto_pad(auto_pad):
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[2], auto_pad=auto_pad)
+    check(node, {"x": _normal(2, 3, 9)}, {"w": _normal(4, 3, 4)})
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2, 1, 2],
+                            auto_pad=auto_pad, dilations=[2, 1, 1])
+    check(node, {"x": _normal(1, 2, 7, 5, 6)}, {"w": _normal(3, 2, 2, 3, 2),
+                                                 "b": _normal(3)})
+
+
+def test_depthwise_conv_with_a_channel_multiplier():
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=3, strides=[2, 2],
+                            pads=[1, 1, 1, 1])
+    check(node, {"x": _normal(2, 3, 6, 7)}, {"w": _normal(6, 1, 3, 3), "b": _normal(6)},
+          jits=(True, False))
+
+
+def test_conv_with_filters_computed_at_run_time_and_a_symbolic_batch():
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    model = one_node_model(node, {"x": _normal(1, 2, 5, 5), "w": _normal(3, 2, 3, 3)},
+                           shapes={"x": ["n", 2, 5, 5]})
+    run = sf.onnx.load(model)
+    x, w = _normal(4, 2, 5, 5), _normal(3, 2, 3, 3)
+    from_padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(from_padded, (3, 3), axis=(2, 3))
+    np.testing.assert_allclose(np.asarray(run(x, w)),
+                               np.einsum("nchwij,ocij->nohw", windows, w), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_grouped_conv_transpose_with_output_padding_and_bias():
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=2, strides=[2, 3],
+                            output_padding=[1, 2], pads=[1, 0, 0, 2], dilations=[1, 2])
+    check(node, {"x": _normal(2, 4, 3, 4)}, {"w": _normal(4, 3, 3, 2), "b": _normal(6)},
+          jits=(True, False), runtime=True)
+
+
+def test_conv_transpose_3d_to_an_output_shape():
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1, 2],
+                            output_shape=[6, 4, 8])
+    check(node, {"x": _normal(1, 2, 3, 3, 4)}, {"w": _normal(2, 3, 2, 2, 3)}, runtime=True)
+
+
+def test_a_conv_of_four_spatial_dims_is_refused():
+    node = helper.make_node("Conv", ["x", "w"], ["y"])
+    model = one_node_model(node, {"x": _normal(1, 1, 2, 2, 2, 2)},
+                           {"w": _normal(1, 1, 1, 1, 1, 1)})
+    with pytest.raises(OnnxError, match="1-D, 2-D and 3-D"):
+        sf.onnx.load(model)(_normal(1, 1, 2, 2, 2, 2))
+
+
+def test_max_pool_indices_with_ceil_mode_dilations_and_column_major_order():
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 3],
+                            strides=[2, 2], dilations=[2, 1], pads=[1, 0, 0, 1],
+                            ceil_mode=1, storage_order=1)
+    check(node, {"x": _normal(2, 3, 8, 7)}, jits=(True, False))
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pool_3d_with_pads_and_ceil_mode(count_include_pad):
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 3, 2],
+                            strides=[2, 2, 1], pads=[1, 1, 0, 0, 1, 1], ceil_mode=1,
+                            count_include_pad=count_include_pad)
+    check(node, {"x": _normal(1, 2, 5, 6, 4)})
+
+
+def test_max_pool_of_integers_and_lp_pool():
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3], pads=[1, 1])
+    check(node, {"x": RNG.integers(-100, 100, (2, 3, 7)).astype(np.int8)}, runtime=True)
+    node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], p=3,
+                            auto_pad="SAME_UPPER", strides=[2, 2])
+    check(node, {"x": _normal(1, 2, 5, 5)}, rtol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
+def test_global_pools(op):
+    check(helper.make_node(op, ["x"], ["y"]), {"x": _normal(2, 3, 4, 5)}, rtol=1e-4,
+          runtime=True)
