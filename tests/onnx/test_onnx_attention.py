@@ -1,5 +1,6 @@
-"""sf.onnx's Attention and RotaryEmbedding converters (`stageflow/onnx/ops/attention.py`)
-against ONNX's NumPy reference, compiled and interpreted.
+"""sf.onnx's Attention, RotaryEmbedding and LinearAttention converters
+(`stageflow/onnx/ops/attention.py`) against ONNX's NumPy reference, compiled and
+interpreted.
 
 (Named test_onnx_attention: test file names are unique across the test folders.)"""
 
@@ -114,6 +115,29 @@ def test_rotary_embedding_partial_3d(interleaved):
 def test_rotary_embedding_4d_with_caches_per_position():
     feeds = {"x": _normal(2, 3, 5, 6), "cos": _normal(2, 5, 3), "sin": _normal(2, 5, 3)}
     _check(helper.make_node("RotaryEmbedding", list(feeds), ["y"]), feeds, 23)
+
+
+@pytest.mark.parametrize("rule", ["gated_delta", "gated"])
+def test_linear_attention_grouped_with_a_past_state(rule):
+    """4 query heads reading 2 kv heads' states, per-head decay, the state carried in."""
+    feeds = {"q": _normal(2, 3, 4 * 4), "k": _normal(2, 3, 2 * 4) * 0.5,
+             "v": _normal(2, 3, 2 * 3), "past": _normal(2, 2, 4, 3),
+             "decay": -RNG.random((2, 3, 2)).astype(np.float32)}
+    inputs = ["q", "k", "v", "past", "decay"]
+    if rule == "gated_delta":
+        feeds["beta"] = RNG.random((2, 3, 1)).astype(np.float32)
+        inputs.append("beta")
+    node = helper.make_node("LinearAttention", inputs, ["y", "state"], q_num_heads=4,
+                            kv_num_heads=2, update_rule=rule)
+    _check(node, feeds, 27, jits=(True, False))
+
+
+def test_linear_attention_rule_and_inputs_must_agree():
+    feeds = {"q": _normal(1, 2, 8), "k": _normal(1, 2, 8), "v": _normal(1, 2, 8)}
+    node = helper.make_node("LinearAttention", list(feeds), ["y"], q_num_heads=2,
+                            kv_num_heads=2)
+    with pytest.raises(OnnxError, match="takes a decay and a beta"):
+        sf.onnx.load(_model(node, feeds, 27))(*feeds.values())
 
 
 def test_3d_inputs_without_head_counts_are_refused():

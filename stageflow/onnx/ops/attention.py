@@ -1,4 +1,5 @@
-"""ONNX's attention ops: Attention (opsets 23 to 25) and RotaryEmbedding (opset 23).
+"""ONNX's attention ops: Attention (opsets 23 to 25), RotaryEmbedding (opset 23) and
+LinearAttention (opset 27).
 
 Attention is scaled dot-product attention over (batch, heads, sequence, head size) tensors,
 or (batch, sequence, hidden) ones split into heads by `q_num_heads`/`kv_num_heads`, with a
@@ -277,3 +278,89 @@ def rotary_embedding(node: Node, x: Value, cos_cache: Value, sin_cache: Value,
     if rank == 3:
         result = _reshape(node, result, (batch, length, hidden))
     return result
+
+
+_UPDATE_RULES = ("linear", "gated", "delta", "gated_delta")
+
+
+def _time_major(node: Node, x: Value, heads: int) -> Value:
+    """(batch, steps, heads * size) as float32 (steps, batch, heads, size)."""
+    batch, steps, hidden = x.shape
+    hidden = _static(node, (hidden,), "the last dim of a LinearAttention input")[0]
+    if hidden % heads:
+        raise node.error(f"the last dim {hidden} is not a multiple of the {heads} heads")
+    split = _reshape(node, sf.cast(x, sf.float32), (batch, steps, heads, hidden // heads))
+    return sf.transpose(split, (1, 0, 2, 3))
+
+
+@converts("LinearAttention")
+def linear_attention(node: Node, query: Value, key: Value, value: Value,
+                     past_state: Value | None = None, decay: Value | None = None,
+                     beta: Value | None = None) -> list[Value | None]:
+    """The output and the present state of linear attention's recurrence, one
+    `sf.while_loop` over the steps in float32 (as ONNX's reference accumulates):
+    S = exp(g) S (gated), v = beta (v - S^T k) (delta), S += k v^T, o = scale q^T S, each
+    kv head's state read by its group of query heads."""
+    rule = node.attr("update_rule", "gated_delta")
+    if rule not in _UPDATE_RULES:
+        raise node.error(f"update_rule must be one of {', '.join(_UPDATE_RULES)}, got "
+                         f"{rule!r}")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gated != (decay is not None) or delta != (beta is not None):
+        wants = f"{'a' if gated else 'no'} decay and {'a' if delta else 'no'} beta"
+        raise node.error(f"update_rule {rule!r} takes {wants} input; the node gives "
+                         f"{'a' if decay is not None else 'no'} decay and "
+                         f"{'a' if beta is not None else 'no'} beta")
+    q_heads, kv_heads = node.attr("q_num_heads"), node.attr("kv_num_heads")
+    if q_heads <= 0 or kv_heads <= 0 or q_heads % kv_heads:
+        raise node.error(f"q_num_heads ({q_heads}) must be a positive multiple of "
+                         f"kv_num_heads ({kv_heads})")
+    if any(len(x.shape) != 3 for x in (query, key, value)):
+        raise node.error("query, key and value must be 3-D (batch, steps, heads * size)")
+    q, k, v = (_time_major(node, x, h) for x, h in ((query, q_heads), (key, kv_heads),
+                                                     (value, kv_heads)))
+    batch, key_size, value_size = query.shape[0], q.shape[-1], v.shape[-1]
+    if decay is not None:
+        width = decay.shape[-1]
+        if width not in (kv_heads, kv_heads * key_size):
+            raise node.error(f"decay's last dim {width} must be kv_num_heads ({kv_heads}) "
+                             f"or kv_num_heads * d_k ({kv_heads * key_size})")
+        decay = sf.exp(_time_major(node, decay, kv_heads))  # (steps, batch, heads, 1 or d_k)
+    if beta is not None:
+        width = beta.shape[-1]
+        if width not in (kv_heads, 1):
+            raise node.error(f"beta's last dim {width} must be kv_num_heads ({kv_heads}) "
+                             f"or 1")
+        beta = _time_major(node, beta, width)  # (steps, batch, heads or 1, 1)
+    scale = node.attr("scale", 0.0) or 1.0 / np.sqrt(key_size)
+    if past_state is not None:
+        state = sf.cast(past_state, sf.float32)
+    else:
+        state = sf.zeros_like(sf.expand_dims(k[0], -1) * sf.expand_dims(v[0], -2))
+    steps = q.shape[0]
+    count: int | Value = steps if steps is not None else \
+        sf.reduce_sum(sf.ones_like(q[:, 0, 0, 0], dtype=sf.int32))
+
+    def cond(t: Value, *carried: Value) -> Value:
+        return sf.less(t, count)
+
+    def body(t: Value, state: Value, out: Value) -> tuple[Value, Value, Value]:
+        k_t, v_t = sf.gather(k, t), sf.gather(v, t)  # (batch, kv heads, d)
+        if decay is not None:
+            state = state * sf.expand_dims(sf.gather(decay, t), -1)
+        if beta is not None:
+            retrieved = sf.squeeze(sf.matmul(sf.expand_dims(k_t, -2), state), -2)
+            v_t = sf.gather(beta, t) * (v_t - retrieved)
+        state = state + sf.expand_dims(k_t, -1) * sf.expand_dims(v_t, -2)
+        grouped = _reshape(node, sf.gather(q, t), (batch, kv_heads, q_heads // kv_heads,
+                                                   key_size))
+        read = _reshape(node, sf.matmul(grouped, state), (batch, q_heads, value_size))
+        return t + 1, state, sf.dynamic_update_index(out, read * float(scale), t)
+
+    out = sf.zeros_like(sf.concat([v] * (q_heads // kv_heads), axis=2))
+    _, state, out = sf.while_loop(cond, body, (sf.constant(0), state, out))
+    output = _reshape(node, sf.transpose(out, (1, 0, 2, 3)),
+                      (batch, steps, q_heads * value_size))
+    present = sf.cast(state, (query if past_state is None else past_state).dtype)
+    results = [sf.cast(output, query.dtype), present]
+    return [r if node.wants(i) else None for i, r in enumerate(results[:node.output_count])]
