@@ -95,6 +95,25 @@ def _same(node: Node, size: int | None, kernel: int, stride: int, dilation: int,
     return (small, large) if upper else (large, small)
 
 
+def _transpose(value: Value, perm: Sequence[int]) -> Value:
+    """sf.transpose, or NumPy's for an array known at import (weights), so that the model's
+    filters are stored in sf's layout instead of transposed on every call."""
+    if isinstance(value, np.ndarray):
+        return np.ascontiguousarray(np.transpose(value, perm))
+    return sf.transpose(value, perm)
+
+
+def _reshape(value: Value, shape: Sequence[int]) -> Value:
+    return value.reshape(shape) if isinstance(value, np.ndarray) else sf.reshape(value, shape)
+
+
+def _split(value: Value, parts: int) -> list[Value]:
+    """`value` split into `parts` along its last axis."""
+    if isinstance(value, np.ndarray):
+        return [np.ascontiguousarray(p) for p in np.split(value, parts, axis=-1)]
+    return sf.split(value, parts, axis=-1)
+
+
 def channels_last(x: Value) -> Value:
     """(N, C, *spatial) as (N, *spatial, C)."""
     return sf.transpose(x, (0, *range(2, x.ndim), 1))
@@ -135,13 +154,13 @@ def conv(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
     if group > 1 and w.shape[1] == 1:
         y = _depthwise(node, x, w, geometry, group)
         return y if b is None else y + sf.reshape(b, (out_channels,) + (1,) * rank)
-    filters = sf.transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I, O)
+    filters = _transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I, O)
     image = channels_last(x)
     if group == 1:
         y = _conv_last(image, filters, geometry)
     else:
         images = sf.split(image, group, axis=-1)
-        banks = sf.split(filters, group, axis=-1)
+        banks = _split(filters, group)
         y = sf.concat([_conv_last(i, f, geometry) for i, f in zip(images, banks, strict=True)],
                       axis=-1)
     if b is not None:
@@ -199,12 +218,12 @@ def _depthwise(node: Node, x: Value, w: Value, geometry: Window, group: int) -> 
     outputs = [geometry.positions(a, sizes[a]) for a in range(rank)]
     multiplier = w.shape[0] // group
     padded = sf.expand_dims(sf.pad(x, [(0, 0), (0, 0), *geometry.pads]), 2)
-    filters = sf.reshape(w, (group, multiplier, *geometry.kernel))
+    filters = _reshape(w, (group, multiplier, *geometry.kernel))
     total = None
     for index in np.ndindex(*geometry.kernel):
         tap = padded[(slice(None),) * 3 + tap_slices(geometry, index, outputs)]
-        term = tap * sf.reshape(filters[(slice(None), slice(None), *index)],
-                                (group, multiplier) + (1,) * rank)
+        term = tap * _reshape(filters[(slice(None), slice(None), *index)],
+                              (group, multiplier) + (1,) * rank)
         total = term if total is None else total + term
     assert total is not None
     return sf.reshape(total, (-1, group * multiplier, *outputs))
@@ -224,13 +243,13 @@ def conv_transpose(node: Node, x: Value, w: Value, b: Value | None = None) -> Va
         raise node.error(f"input of shape {x.shape}, filters of shape {w.shape} and group "
                          f"{group} do not match")
     geometry, outputs = _transposed_window(node, sizes, w.shape[2:])
-    filters = sf.transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, O / group, I)
+    filters = _transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, O / group, I)
     image = channels_last(x)
     if group == 1:
         y = _transpose_last(image, filters, geometry)
     else:
         images = sf.split(image, group, axis=-1)
-        banks = sf.split(filters, group, axis=-1)
+        banks = _split(filters, group)
         y = sf.concat([_transpose_last(i, f, geometry)
                        for i, f in zip(images, banks, strict=True)], axis=-1)
     y = _place(y, geometry.pads, outputs)
