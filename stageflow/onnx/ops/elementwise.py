@@ -166,14 +166,15 @@ def mod(node: Node, a: Value, b: Value) -> Value:
 
 @converts("Pow")
 def pow_(node: Node, base: Value, exponent: Value) -> Value:
-    """base ** exponent in the base's type; ONNX lets the exponent's type differ (an
-    integer base with a float exponent is raised in float64, as ONNX's reference does)."""
+    """base ** exponent in the base's type. ONNX lets the exponent's type differ: integers
+    are raised to integers of the base's type, anything else in float64, then converted to
+    the base's type (as ONNX's reference computes in NumPy's promoted type)."""
     if base.dtype == exponent.dtype:
         return sf.pow(base, exponent)
-    if _integer(base) and not _integer(exponent):
-        wide = sf.pow(sf.cast(base, sf.float64), sf.cast(exponent, sf.float64))
-        return sf.cast(wide, base.dtype)
-    return sf.pow(base, sf.cast(exponent, base.dtype))
+    if _integer(base) and _integer(exponent):
+        return sf.pow(base, sf.cast(exponent, base.dtype))
+    wide = sf.pow(sf.cast(base, sf.float64), sf.cast(exponent, sf.float64))
+    return sf.cast(wide, base.dtype)
 
 
 @converts("IsInf")
