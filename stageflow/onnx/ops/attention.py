@@ -137,7 +137,7 @@ def attention(node: Node, query: Value, key: Value, value: Value,
                                or "kv_num_heads" in node.attributes):
         raise node.error("q_num_heads and kv_num_heads are for 3-D inputs only; leave them "
                          "out for 4-D Q, K and V")
-    q_heads, kv_heads = query.shape[1], key.shape[1]
+    q_heads, kv_heads = _static(node, (query.shape[1], key.shape[1]), "the head counts")
     if q_heads % kv_heads or value.shape[1] != kv_heads:
         raise node.error(f"the query heads ({q_heads}) must be a multiple of the key/value "
                          f"heads ({kv_heads}, {value.shape[1]}), which must agree")
@@ -242,6 +242,9 @@ def rotary_embedding(node: Node, x: Value, cos_cache: Value, sin_cache: Value,
             raise node.error("a 3-D input needs the num_heads attribute")
         batch, length, hidden = x.shape
         hidden = _static(node, (hidden,), "the hidden size of a 3-D input")[0]
+        if hidden % heads:
+            raise node.error(f"the hidden size {hidden} is not a multiple of the {heads} "
+                             f"heads")
         size = hidden // heads
         x = _reshape(node, x, (batch, length, heads, size))
         heads_axis = 2

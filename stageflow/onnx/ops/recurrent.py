@@ -130,7 +130,8 @@ def _layer(node: Node, kind: _Kind, x: Value, w: Value, r: Value, b: Value | Non
             None if initial_h is None else initial_h[d],
             None if initial_c is None else initial_c[d])
         reverse = direction == "reverse" or d == 1
-        results.append(_run(node, kind, x, weights, activations[d], lengths, reverse))
+        results.append(_run(node, kind, x, weights, activations[d], lengths, reverse,
+                            node.wants(0)))
     y = sf.stack([res[0] for res in results], axis=1) if node.wants(0) else None
     states = [sf.stack([res[i] for res in results], axis=0)
               for i in range(1, kind.states + 1)]
@@ -142,10 +143,10 @@ def _layer(node: Node, kind: _Kind, x: Value, w: Value, r: Value, b: Value | Non
 
 
 def _run(node: Node, kind: _Kind, x: Value, weights: _Direction,
-         activations: Sequence[Activation], lengths: Value | None,
-         reverse: bool) -> tuple[Value, ...]:
-    """Y (steps, batch, hidden), the last hidden state and (LSTM) cell state of one
-    direction: the projection of every step, then the loop."""
+         activations: Sequence[Activation], lengths: Value | None, reverse: bool,
+         keep_y: bool) -> tuple[Value | None, ...]:
+    """Y (steps, batch, hidden; None unless `keep_y`), the last hidden state and (LSTM)
+    cell state of one direction: the projection of every step, then the loop."""
     hidden = weights.r.shape[-1]
     projected = sf.matmul(x, weights.w, transpose_b=True)  # (steps, batch, gates * hidden)
     recurrent_bias = None
@@ -169,20 +170,22 @@ def _run(node: Node, kind: _Kind, x: Value, weights: _Direction,
     def cond(t: Value, *carried: Value) -> Value:
         return sf.less(t, count)
 
-    def body(t: Value, y: Value, *state: Value) -> tuple[Value, ...]:
+    def body(t: Value, *carried: Value) -> tuple[Value, ...]:
         time = count - 1 - t if reverse else t
-        new = kind.step(sf.gather(projected, time), state, weights, recurrent_bias, activations,
-                   node)
+        state = carried[1:] if keep_y else carried
+        new = kind.step(sf.gather(projected, time), state, weights, recurrent_bias,
+                        activations, node)
         if lengths is not None:
             valid = sf.less(time, lengths)  # (batch, 1)
             new = [sf.where(valid, n, s) for n, s in zip(new, state, strict=True)]
-            row = sf.where(valid, new[0], sf.zeros_like(new[0]))
-        else:
-            row = new[0]
-        return (t + 1, sf.dynamic_update_index(y, row, time), *new)
+        if not keep_y:
+            return (t + 1, *new)
+        row = new[0] if lengths is None else sf.where(valid, new[0], sf.zeros_like(new[0]))
+        return (t + 1, sf.dynamic_update_index(carried[0], row, time), *new)
 
-    y0 = sf.zeros_like(projected[:, :, :hidden])
-    _, y, *final = sf.while_loop(cond, body, (sf.constant(0), y0, *states))
+    y0 = [sf.zeros_like(projected[:, :, :hidden])] if keep_y else []
+    _, *final = sf.while_loop(cond, body, (sf.constant(0), *y0, *states))
+    y = final.pop(0) if keep_y else None
     return (y, *final)
 
 
