@@ -128,7 +128,10 @@ class Builder:
         return self.const(np.asarray(value, dtype))
 
     def dim(self, x: str, axis: int) -> str:
-        """Dim `axis` of `x` at run time, a 1-D int64 of one element."""
+        """Dim `axis` of `x` at run time (negative: from the end), a 1-D int64 of one
+        element."""
+        if axis == -1:
+            return self.op("Shape", x, start=-1)
         return self.op("Shape", x, start=axis, end=axis + 1)
 
 
