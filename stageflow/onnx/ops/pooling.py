@@ -173,3 +173,28 @@ def global_pool(node: Node, x: Value) -> Value:
         return sf.reduce_max(x, axis=axes, keepdims=True)
     p = float(node.attr("p", 2))
     return sf.pow(sf.reduce_sum(sf.pow(sf.abs(x), p), axis=axes, keepdims=True), 1.0 / p)
+
+
+@converts("MaxUnpool")
+def max_unpool(node: Node, x: Value, indices: Value,
+               output_shape: Value | None = None) -> Value:
+    """Zeros with each value of `x` written at its flat index, into the shape that MaxPool's
+    geometry implies, then zero-padded after to `output_shape` where it is larger (as
+    ONNX's reference reads the indices)."""
+    sizes = _static_sizes(node, x)
+    if None in x.shape[:2]:
+        raise node.error(f"needs a static batch and channel count, got input shape {x.shape}")
+    geometry = window(node, sizes, node.attr("kernel_shape"))
+    implied = [x.shape[0], x.shape[1]] + [
+        (size - 1) * stride - before - after + kernel for size, stride, (before, after), kernel
+        in zip(sizes, geometry.strides, geometry.pads, geometry.kernel, strict=True)]
+    total = int(np.prod(implied))
+    flat = sf.tensor_scatter_nd_update(sf.zeros((total,), x.dtype),
+                                       sf.reshape(indices, (-1, 1)), sf.reshape(x, (-1,)))
+    y = sf.reshape(flat, implied)
+    if output_shape is None:
+        return y
+    wanted = [int(d) for d in node.const(output_shape, "the output_shape input")]
+    if len(wanted) != len(implied) or any(w < i for w, i in zip(wanted, implied, strict=True)):
+        raise node.error(f"output_shape {wanted} is smaller than the unpooled shape {implied}")
+    return sf.pad(y, [(0, w - i) for w, i in zip(wanted, implied, strict=True)])
