@@ -92,7 +92,7 @@ def _add(a: Value | None, b: Value) -> Value:
     return b if a is None else a + b
 
 
-def _masked_softmax(node: Node, scores: Value, bias: Value | None) -> Value:
+def _masked_softmax(scores: Value, bias: Value | None) -> Value:
     """softmax over the last axis, zero on the rows `bias` masks wholly (their scores are
     all -inf, or NaN where a score was +inf)."""
     if bias is None:
@@ -169,7 +169,7 @@ def attention(node: Node, query: Value, key: Value, value: Value,
             raise node.error(f"softmax_precision must name a floating type, got "
                              f"{dtypes.type_name(precision)}")
         biased = sf.cast(biased, wide)
-    probs = _masked_softmax(node, biased, bias)
+    probs = _masked_softmax(biased, bias)
     qk_output = (raw, scores, biased, probs)[mode]
     probs = sf.cast(probs, dtype)
     output = _grouped_matmul(node, probs, value, transpose_b=False)
