@@ -104,16 +104,47 @@ def test_unknown_batch_dim():
     _check(model, *_batch(2, 5, tail=(1, 4)))
 
 
-def test_a_run_time_shape_asks_for_input_shapes():
-    """Shape of an unknown dim feeding Reshape cannot be known at import: the error says
-    what to do, and input_shapes= imports the model."""
-    nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("Slice", ["s", "zero", "one"], ["b"]),
-             helper.make_node("Concat", ["b", "m"], ["t"], axis=0),
+def test_shape_values_of_unknown_dims_name_them():
+    """Shape of a tensor with an unknown dim, through Gather, Unsqueeze, Slice and Concat,
+    still names that dim: x.view(x.size(0), -1), a shape sliced from Shape, ConstantOfShape
+    and Expand to run-time dims; a known entry folds."""
+    node = helper.make_node
+    nodes = [node("Shape", ["x"], ["s"]),
+             node("Gather", ["s", "zero"], ["b"], axis=0),
+             node("Unsqueeze", ["b", "axis"], ["b1"]),
+             node("Concat", ["b1", "minus"], ["view"], axis=0),
+             node("Reshape", ["x", "view"], ["flat"]),
+             node("Slice", ["s", "axis", "two"], ["head"]),
+             node("Concat", ["head", "two2"], ["split"], axis=0),
+             node("Relu", ["x"], ["r"]),
+             node("Reshape", ["r", "split"], ["other"]),
+             node("Gather", ["s", "one"], ["known"], axis=0),
+             node("ConstantOfShape", ["s"], ["sevens"],
+                  value=numpy_helper.from_array(np.array([7], np.int32))),
+             node("Shape", ["y"], ["sy"]),
+             node("Concat", ["b1", "sy"], ["both"], axis=0),
+             node("Expand", ["one_by_one", "both"], ["expanded"])]
+    constants = {"zero": np.array(0, np.int64), "axis": np.array([0], np.int64),
+                 "minus": np.array([-1], np.int64), "two": np.array([2], np.int64),
+                 "two2": np.array([2, 2], np.int64), "one": np.array(1, np.int64),
+                 "one_by_one": np.ones((1, 1), np.float32)}
+    outputs = ["flat", "other", "known", "sevens", "expanded"]
+    model = _model(nodes, {"x": (FLOAT, ["N", 3, 4]), "y": (FLOAT, ["M"])}, outputs,
+                   constants)
+    feeds = [{"x": RNG.standard_normal((n, 3, 4)).astype(np.float32),
+              "y": np.zeros(n + 2, np.float32)} for n in (2, 5)]
+    _check(model, *feeds)
+
+
+def test_arithmetic_on_run_time_dims_asks_for_input_shapes():
+    """A shape computed from unknown dims (here a product) is not known at import: the
+    error says what to do, and input_shapes= imports the model."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1),
+             helper.make_node("ReduceProd", ["s"], ["n"], keepdims=1),
+             helper.make_node("Concat", ["minus", "n"], ["t"], axis=0),
              helper.make_node("Reshape", ["x", "t"], ["y"])]
-    constants = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64),
-                 "m": np.array([-1], np.int64)}
-    model = _model(nodes, {"x": (FLOAT, ["N", 3, 4])}, ["y"], constants)
+    model = _model(nodes, {"x": (FLOAT, ["N", "H", 4])}, ["y"],
+                   {"minus": np.array([-1], np.int64)})
     with pytest.raises(OnnxError, match=r"Reshape.*input_shapes="):
         sf.onnx.load(model)(np.zeros((2, 3, 4), np.float32))
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)

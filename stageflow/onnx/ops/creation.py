@@ -19,7 +19,7 @@ from onnx import numpy_helper
 import stageflow as sf
 from stageflow.onnx import dtypes
 from stageflow.onnx.converters import Node, Value, converts
-from stageflow.onnx.ops.shape import ints, static_shape
+from stageflow.onnx.ops.shape import dims_in, expand_to, ints, static_shape
 
 
 def element_type(node: Node, code: int) -> np.dtype:
@@ -66,10 +66,16 @@ def constant(node: Node) -> Value:
 
 @converts("ConstantOfShape")
 def constant_of_shape(node: Node, shape: Value) -> Value:
-    dims = ints(node, shape, "the shape input")
+    """The value attribute (float 0 by default) filling `shape`; where the shape names
+    dims unknown at import, broadcast to them."""
+    dims = dims_in(shape)
+    if dims is None:
+        dims = ints(node, shape, "the shape input")
     value = node.attributes.get("value")
     fill = np.zeros(1, np.float32) if value is None else _tensor(node, value)
-    return np.full(dims, fill.reshape(-1)[0], fill.dtype)
+    if all(isinstance(d, int) for d in dims):
+        return np.full(dims, fill.reshape(-1)[0], fill.dtype)
+    return expand_to(fill.reshape(()), dims)
 
 
 @converts("Range")

@@ -20,8 +20,10 @@ from stageflow.onnx.converters import Node, Value, converts
 from stageflow.onnx.ops.shape import (
     axis_of,
     dim_of,
+    dims_in,
     element_coordinates,
     ints,
+    shape_value,
     static_shape,
 )
 from stageflow.primitives.sorting import sort_p
@@ -41,7 +43,14 @@ def _positive(indices: Value, dim: Value) -> Value:
 
 @converts("Gather")
 def gather(node: Node, data: Value, indices: Value) -> Value:
-    return sf.gather(data, indices, axis_of(node, node.attr("axis", 0), len(data.shape)))
+    axis = axis_of(node, node.attr("axis", 0), len(data.shape))
+    dims = dims_in(data)
+    if dims is not None and not isinstance(data, np.ndarray) and isinstance(
+            indices, np.ndarray) and indices.ndim <= 1:  # entries of a shape value
+        picked = [dims[i] for i in indices.reshape(-1)]
+        return shape_value(picked, lambda: sf.gather(data, indices, axis),
+                           scalar=indices.ndim == 0)
+    return sf.gather(data, indices, axis)
 
 
 @converts("GatherElements")

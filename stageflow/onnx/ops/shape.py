@@ -5,13 +5,18 @@ Compress.
 Shapes are static where the model's are: the numbers a result's shape depends on (Reshape's
 shape, Slice's starts, Pad's pads) are read with `node.const`, so the Shape -> Gather ->
 Concat -> Reshape chains exporters write fold at import. Shape of a tensor with a dim unknown
-until run time is an sf tensor (the unknown dims read with `dim_size`); a shape input computed
-from it cannot be known at import, and the op that needs it says to give `input_shapes`.
+until run time is an sf tensor (the unknown dims read with `dim_size`) whose entries are
+remembered as the dims they are (`Dim`), through Gather, Slice, Concat, Squeeze and
+Unsqueeze: Reshape, Expand and ConstantOfShape given such a shape name those dims (the
+PyTorch exporter's ``x.view(x.size(0), -1)``). A shape computed otherwise (arithmetic on
+dims) cannot be known at import, and the op that needs it says to give `input_shapes`.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -21,7 +26,15 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.onnx.converters import Node, Value, converts
 from stageflow.primitives.structural import dim_size_p, reshape_p
 
-__all__ = ["axis_of", "dim_of", "element_coordinates", "ints", "shape_of", "static_shape"]
+__all__ = ["Dim", "axis_of", "dim_of", "dims_in", "element_coordinates", "expand_to", "ints",
+           "shape_of", "shape_value", "static_shape"]
+
+# An entry of a shape value: a size known at import, or (tensor, axis), that tensor's dim
+# unknown until run time.
+Dim = int | tuple[Tensor, int]
+# The entries of the shape tensors built from unknown dims, by id (a Tensor is not
+# hashable), dropped with the tensor.
+_DIMS: dict[int, tuple[weakref.ref, tuple[Dim, ...]]] = {}
 
 
 def ints(node: Node, value: Value | None, what: str) -> list[int]:
@@ -53,13 +66,41 @@ def dim_of(x: Value, axis: int) -> Value:
     return dim_size_p.bind(x, axis=axis)
 
 
+def shape_value(dims: Sequence[Dim], compute: Callable[[], Tensor],
+                scalar: bool = False) -> Value:
+    """An int64 shape value of `dims` (1-D, or 0-d holding one): an array when all are
+    known, else the tensor `compute` makes, its entries remembered. `compute` is called
+    only then."""
+    if all(isinstance(d, int) for d in dims):
+        known = np.array(dims, np.int64)
+        return known.reshape(()) if scalar else known
+    value = compute()
+    key = id(value)
+    _DIMS[key] = (weakref.ref(value, lambda _, key=key: _DIMS.pop(key, None)), tuple(dims))
+    return value
+
+
+def dims_in(value: Value | None) -> list[Dim] | None:
+    """The entries of an int shape value of rank 0 or 1: an array's numbers, a remembered
+    tensor's dims; None for any other tensor."""
+    if isinstance(value, np.ndarray):
+        return [int(v) for v in value.reshape(-1)] if value.dtype == np.int64 else None
+    found = _DIMS.get(id(value))
+    return list(found[1]) if found is not None and found[0]() is value else None
+
+
 def shape_of(x: Value, start: int = 0, end: int | None = None) -> Value:
     """``x.shape[start:end]`` as int64: an array when those dims are known, else an sf tensor
-    whose unknown dims are read at run time."""
+    whose unknown dims are read at run time (and remembered as x's)."""
     axes = range(len(x.shape))[start:end]
-    if all(x.shape[a] is not None for a in axes):
-        return np.array([x.shape[a] for a in axes], np.int64)
-    return sf.concat([sf.reshape(dim_of(x, a), [1]) for a in axes], 0)
+    return shape_value([x.shape[a] if x.shape[a] is not None else (x, a) for a in axes],
+                       lambda: sf.concat([sf.reshape(dim_of(x, a), [1]) for a in axes], 0))
+
+
+def _known_dims(node: Node, value: Value | None, what: str) -> list[Dim]:
+    """The entries of a shape input, which must be known or remembered."""
+    dims = dims_in(value)
+    return ints(node, value, what) if dims is None else dims
 
 
 @converts("Shape")
@@ -81,31 +122,44 @@ def size(node: Node, data: Value) -> Value:
 
 @converts("Reshape")
 def reshape(node: Node, data: Value, shape: Value) -> Value:
-    """Reshape: 0 copies the input's dim (unless `allowzero`), one -1 is inferred. An
-    unknown dim copied by a 0 stays the input's run-time dim."""
-    target = ints(node, shape, "the shape input")
+    """Reshape: 0 copies the input's dim (unless `allowzero`), one -1 is inferred. A dim
+    of the input unknown at import stays its run-time dim; one other unknown dim is
+    inferred as a -1 is, from the element count."""
     source = tuple(data.shape)
-    if target.count(-1) > 1 or any(d < -1 for d in target):
-        raise node.error(f"the shape {target} has a dim below -1 or more than one -1")
-    copied = set() if node.attr("allowzero", 0) else {i for i, d in enumerate(target) if d == 0}
-    if any(i >= len(source) for i in copied):
-        raise node.error(f"the shape {target} copies (0) a dim the rank-{len(source)} input "
-                         f"does not have")
-    if None not in source:
-        return sf.reshape(data, [source[i] if i in copied else d for i, d in enumerate(target)])
-    param = [(same_dim_reference(i) if source[i] is None else source[i]) if i in copied else d
-             for i, d in enumerate(target)]
-    references = any(d <= -2 for d in param)
-    if -1 in param and references:
-        rest = [d for i, d in enumerate(source) if i not in copied]
-        if None in rest:
-            raise node.error(f"cannot infer the -1 of {target} from the input shape "
-                             f"{source} at import; give the model's inputs static shapes "
-                             f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
-        known = math.prod(d for i, d in enumerate(target) if i not in copied and d != -1)
+    allowzero = node.attr("allowzero", 0)
+    param: list[int] = []
+    free: list[int] = []  # the positions of a -1 or of another tensor's unknown dim
+    for i, d in enumerate(_known_dims(node, shape, "the shape input")):
+        if isinstance(d, int) and d == 0 and not allowzero:
+            if i >= len(source):
+                raise node.error(f"the shape copies (0) dim {i}, which the rank-"
+                                 f"{len(source)} input does not have")
+            d = (data, i)
+        if isinstance(d, tuple):
+            tensor, axis = d
+            if tensor is data:
+                param.append(source[axis] if source[axis] is not None
+                             else same_dim_reference(axis))
+                continue
+            d = -1
+        if d < -1:
+            raise node.error(f"the shape has a dim below -1 ({d})")
+        if d == -1:
+            free.append(i)
+        param.append(d)
+    named = [-2 - d for d in param if d <= -2]
+    if len(free) > 1 or (free and named):  # -1 beside named dims: infer it here
+        rest = [d for k, d in enumerate(source) if k not in named]
+        if len(free) > 1 or None in rest:
+            raise node.error(f"cannot infer {len(free)} dims of the shape from the input "
+                             f"shape {source} at import; give the model's inputs static "
+                             f"shapes (sf.onnx.load(..., input_shapes={{name: shape}}))")
+        known = math.prod(d for d in param if d >= 0)
         if known == 0 or math.prod(rest) % known:
-            raise node.error(f"cannot reshape {source} into {target}")
-        param[param.index(-1)] = math.prod(rest) // known
+            raise node.error(f"cannot reshape {source} into {param}")
+        param[free[0]] = math.prod(rest) // known
+    if not named:
+        return sf.reshape(data, param)
     return reshape_p.bind(sf.convert_to_tensor(data), shape=tuple(param))
 
 
@@ -118,7 +172,12 @@ def transpose(node: Node, data: Value) -> Value:
 @converts("Concat")
 def concat(node: Node, *inputs: Value) -> Value:
     rank = len(inputs[0].shape)
-    return sf.concat(list(inputs), axis_of(node, node.attr("axis"), rank))
+    axis = axis_of(node, node.attr("axis"), rank)
+    parts = [dims_in(x) for x in inputs] if rank == 1 else [None]
+    if all(p is not None for p in parts) and not all(isinstance(x, np.ndarray)
+                                                     for x in inputs):  # shape values
+        return shape_value([d for p in parts for d in p], lambda: sf.concat(list(inputs), 0))
+    return sf.concat(list(inputs), axis)
 
 
 @converts("Split")
@@ -158,6 +217,10 @@ def slice_(node: Node, data: Value, starts: Value, ends: Value, axes: Value | No
         raise node.error("starts, ends, axes and steps differ in length")
     if 0 in stride:
         raise node.error("a step is 0")
+    dims = dims_in(data) if rank == 1 and len(first) == 1 else None
+    if dims is not None and not isinstance(data, np.ndarray):  # a shape value
+        picked = slice(first[0], last[0], stride[0])
+        return shape_value(dims[picked], lambda: sf.convert_to_tensor(data)[picked])
     key = [slice(None)] * rank
     for start, end, axis, step in zip(first, last, listed, stride, strict=True):
         axis = axis_of(node, axis, rank)
@@ -186,6 +249,9 @@ def squeeze(node: Node, data: Value, axes: Value | None = None) -> Value:
                              f"input_shapes={{name: shape}}))")
         return sf.squeeze(data)
     rank = len(data.shape)
+    dims = dims_in(data)
+    if dims is not None and len(dims) == 1 and rank == 1 and not isinstance(data, np.ndarray):
+        return shape_value(dims, lambda: sf.squeeze(data, [0]), scalar=True)
     return sf.squeeze(data, [axis_of(node, a, rank) for a in listed])
 
 
@@ -196,6 +262,9 @@ def unsqueeze(node: Node, data: Value, axes: Value) -> Value:
     inserted = sorted(axis_of(node, a, rank) for a in listed)
     if len(set(inserted)) != len(inserted):
         raise node.error(f"repeated axis in {listed}")
+    dims = dims_in(data)
+    if rank == 1 and dims is not None and not isinstance(data, np.ndarray):  # a shape value
+        return shape_value(dims, lambda: sf.reshape(data, [1]))
     result = sf.convert_to_tensor(data)
     for axis in inserted:
         result = sf.expand_dims(result, axis)
@@ -219,12 +288,26 @@ def flatten(node: Node, data: Value) -> Value:
     return sf.reshape(data, [math.prod(outer), -1 if None in inner else math.prod(inner)])
 
 
+def expand_to(x: Value, dims: Sequence[Dim]) -> Tensor:
+    """`x` broadcast both ways against `dims` (Expand), their unknown entries other
+    tensors' dims: each of those is broadcast in from a line of that tensor."""
+    rank = max(len(dims), len(x.shape))
+    result = sf.where(np.ones([d if isinstance(d, int) else 1 for d in dims], bool), x, x)
+    for i, d in enumerate(dims):
+        if isinstance(d, tuple):  # a mask of that dim (any values) selecting result itself
+            line = _line(*d)
+            at = i + rank - len(dims)
+            line = sf.reshape(line, [-1 if a == at else 1 for a in range(rank)])
+            result = sf.where(sf.equal(line, line), result, result)
+    return result
+
+
 @converts("Expand")
 def expand(node: Node, data: Value, shape: Value) -> Value:
     """Expand: bidirectional broadcasting (a 1 in `shape` keeps the input's dim)."""
-    target = ints(node, shape, "the shape input")
-    if None in data.shape:  # broadcasting itself carries the unknown dims
-        return sf.where(np.ones(target, bool), data, data)
+    target = _known_dims(node, shape, "the shape input")
+    if None in data.shape or not all(isinstance(d, int) for d in target):
+        return expand_to(data, target)  # broadcasting itself carries the unknown dims
     try:
         result = np.broadcast_shapes(tuple(data.shape), tuple(target))
     except ValueError:
@@ -262,11 +345,16 @@ def _take(x: Tensor, axis: int, start: int | None, stop: int | None,
     return x[tuple(key)]
 
 
+def _line(x: Tensor, axis: int) -> Tensor:
+    """The elements of `x` along `axis`, at 0 on the other axes: 1-D, of the axis' length,
+    known or not."""
+    key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
+    return reshape_p.bind(x[key], shape=(same_dim_reference(axis),))
+
+
 def _positions(x: Tensor, axis: int) -> Tensor:
     """0, 1, ... along `axis` of `x` (int64), its length known or not."""
-    key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
-    line = reshape_p.bind(sf.zeros_like(x[key], sf.int64), shape=(same_dim_reference(axis),))
-    return sf.cumsum(line + 1, 0) - 1
+    return sf.cumsum(sf.ones_like(_line(x, axis), sf.int64), 0) - 1
 
 
 def _pad_axis(node: Node, x: Tensor, axis: int, before: int, after: int, mode: str) -> Tensor:
