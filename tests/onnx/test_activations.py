@@ -58,6 +58,15 @@ def test_prelu_slope_broadcasts_to_the_input():
           weights={"slope": np.array([[0.1], [0.2], [0.3]], np.float32)}, jits=(True, False))
 
 
+def test_prelu_of_opset_6_takes_a_slope_per_channel():
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+    model = one_node_model(helper.make_node("PRelu", ["x", "slope"], ["y"]), {"x": x},
+                           weights={"slope": slope}, opset=6)
+    expected = np.where(x < 0, x * slope[:, None], x)
+    np.testing.assert_allclose(np.asarray(sf.onnx.load(model)(x)), expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_softmax_family_over_one_axis(op, axis):

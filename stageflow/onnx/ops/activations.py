@@ -136,7 +136,14 @@ def activation(node: Node, x: Value) -> Value:
 
 @converts("PRelu")
 def prelu(node: Node, x: Value, slope: Value) -> Value:
-    """slope x where x < 0, else x; slope broadcasts to x (ONNX's unidirectional rule)."""
+    """slope x where x < 0, else x; slope broadcasts to x (ONNX's unidirectional rule).
+    A slope of one value per channel (dim 1) that does not broadcast is opset 6's
+    per-channel slope, which ONNX's version converter leaves as it was: it applies along
+    dim 1."""
+    shape, slope_shape = tuple(x.shape), tuple(slope.shape)
+    if (len(slope_shape) == 1 and len(shape) >= 3 and slope_shape[0] == shape[1]
+            and shape[-1] is not None and shape[-1] not in (1, slope_shape[0])):
+        slope = sf.reshape(slope, (slope_shape[0],) + (1,) * (len(shape) - 2))
     return sf.where(sf.less(x, like(0, x)), sf.multiply(x, slope), x)
 
 
