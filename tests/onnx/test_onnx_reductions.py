@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import stageflow as sf
+from stageflow.onnx.converters import OnnxError
 
 RNG = np.random.default_rng(3)
 FLOAT = TensorProto.FLOAT
@@ -83,3 +84,22 @@ def test_scans(op, exclusive, reverse):
     model = _model([node], ["N", 4], ["y"], {"axis": np.array(-1, np.int32)},
                    26 if op == "CumProd" else 18)
     _check(model, RNG.standard_normal((3, 4)).astype(np.float32), jits=(True,))
+
+
+def test_integer_inputs():
+    """An integer L2 norm is truncated back to the input's type, as ONNX's reference does;
+    LogSum of integers is refused (the schema has floats only)."""
+    x = np.array([[1, 2, 3], [4, 5, -7]], np.int32)
+    for op in ("ReduceL2", "ReduceMean", "ReduceL1"):
+        node = helper.make_node(op, ["x"], ["y"], keepdims=0)
+        graph = helper.make_graph([node], "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.INT32,
+                                                                 [2, 3])],
+                                  [helper.make_empty_tensor_value_info("y")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        got = sf.onnx.load(model)(x).numpy()
+        assert got.dtype == expected.dtype and got == expected
+    model.graph.node[0].op_type = "ReduceLogSum"
+    with pytest.raises(OnnxError, match="cast the input to a float type"):
+        sf.onnx.load(model)(x)

@@ -206,3 +206,11 @@ def test_transpose_concat_unsqueeze():
     model = _model(nodes, {"x": (FLOAT, ["N", 3, 4])}, ["t", "u", "c"],
                    {"axes": np.array([3, 0], np.int64)})
     _check(model, *_batch(1, 3))
+
+
+def test_pad_by_a_run_time_value():
+    node = helper.make_node("Pad", ["x", "p", "v"], ["y"])
+    model = _model([node], {"x": (FLOAT, ["N", 3]), "v": (FLOAT, [])}, ["y"],
+                   {"p": np.array([1, 0, 0, 2], np.int64)})
+    _check(model, {"x": RNG.standard_normal((2, 3)).astype(np.float32),
+                   "v": np.array(-3.5, np.float32)})

@@ -60,6 +60,8 @@ _REDUCTIONS: dict[str, Callable[..., Value]] = {
 }
 
 
+# The reductions defined by log and exp, of float inputs only (ONNX's schema since opset 28).
+_FLOAT_ONLY = ("ReduceLogSum", "ReduceLogSumExp")
 # The reductions NumPy refuses over an empty set.
 _NEEDS_ONE = ("ReduceMax", "ReduceMin", "ReduceLogSumExp")
 
@@ -100,10 +102,14 @@ def reduce(node: Node, data: Value, axes: Value | None = None) -> Value:
         # reduction defined and its value unchanged.
         pads = [(0, 1 if a in reduced and data.shape[a] is None else 0) for a in range(rank)]
         data = sf.pad(data, pads, constant_values=_empty_value(node.op_type, data.dtype))
-    result = _REDUCTIONS[node.op_type](data, reduced, keepdims)
-    if result.dtype != data.dtype:  # an integer L2's square root
-        result = sf.cast(result, data.dtype)
-    return result
+    if node.op_type in _FLOAT_ONLY and not dtypes.is_inexact(data.dtype):
+        raise node.error(f"a {data.dtype.name} input: {node.op_type} is defined by log and "
+                         f"exp, of floats; cast the input to a float type first")
+    if node.op_type == "ReduceL2" and dtypes.is_integer(data.dtype):
+        # The root of an integer sum of squares, truncated back, as ONNX's reference does.
+        result = _REDUCTIONS[node.op_type](sf.cast(data, sf.float64), reduced, keepdims)
+        return sf.cast(result, data.dtype)
+    return _REDUCTIONS[node.op_type](data, reduced, keepdims)
 
 
 _SCANS = {"CumSum": sf.cumsum, "CumProd": sf.cumprod}

@@ -402,11 +402,13 @@ def pad(node: Node, data: Value, pads: Value, constant_value: Value | None = Non
             x = _crop(x, axis, max(-before[axis], 0), max(-after[axis], 0))
     before, after = [max(b, 0) for b in before], [max(a, 0) for a in after]
     if mode == "constant":
-        value = 0 if constant_value is None else node.const(constant_value,
-                                                            "the constant_value input")
+        widths = list(zip(before, after, strict=True))
+        if isinstance(constant_value, Tensor):  # a value known at run time: where it pads
+            inside = sf.pad(sf.ones_like(x, sf.bool), widths)
+            return sf.where(inside, sf.pad(x, widths), sf.reshape(constant_value, []))
+        value = np.zeros(1, x.dtype) if constant_value is None else constant_value
         value = np.asarray(value, x.dtype).reshape(-1)
-        fill = value[0].item() if value.size else 0
-        return sf.pad(x, list(zip(before, after, strict=True)), constant_values=fill)
+        return sf.pad(x, widths, constant_values=value[0].item() if value.size else 0)
     for axis in range(rank):
         if before[axis] or after[axis]:
             x = _pad_axis(node, x, axis, before[axis], after[axis], mode)
@@ -417,7 +419,11 @@ def pad(node: Node, data: Value, pads: Value, constant_value: Value | None = Non
 def trilu(node: Node, data: Value, k: Value | None = None) -> Value:
     """The upper (or lower) triangle of the last two dims, from diagonal `k`."""
     diagonal = 0 if k is None else ints(node, k, "the k input")[0]
-    rows, cols = static_shape(node, data, "Trilu")[-2:]
+    if len(data.shape) < 2 or None in data.shape[-2:]:
+        raise node.error(f"Trilu needs a matrix of known size in the last two dims, got "
+                         f"{tuple(data.shape)}; give the model's inputs static shapes "
+                         f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
+    rows, cols = data.shape[-2:]
     keep = np.ones((rows, cols), bool)
     keep = np.triu(keep, diagonal) if node.attr("upper", 1) else np.tril(keep, diagonal)
     return sf.where(keep, data, sf.zeros_like(data))
