@@ -311,19 +311,32 @@ def _transpose_last(x: Value, w: Value, geometry: Window) -> Value:
                     geometry.pads[1:])
     batch, depth = x.shape[:2]
     flat = sf.reshape(x, (batch * depth, *x.shape[2:]))
-    stride = geometry.strides[0]
     total = None
     for tap in range(geometry.kernel[0]):
         y = _transpose_last(flat, w[tap], planes)
-        y = sf.reshape(y, (batch, depth, 1, *y.shape[1:]))
-        spread = sf.pad(y, [(0, 0), (0, 0), (0, stride - 1)] + [(0, 0)] * (y.ndim - 3))
-        spread = sf.reshape(spread, (batch, depth * stride, *y.shape[3:]))
-        spread = spread[:, :stride * (depth - 1) + 1]
-        start = tap * geometry.dilations[0]
-        placed = sf.pad(spread, [(0, 0), (start, full[0] - start - spread.shape[1])]
-                        + [(0, 0)] * (spread.ndim - 2))
+        y = sf.reshape(y, (batch, depth, *y.shape[1:]))
+        placed = spread(y, 1, geometry.strides[0], tap * geometry.dilations[0], full[0])
         total = placed if total is None else total + placed
     return total
+
+
+def spread(x: Value, axis: int, stride: int, start: int, length: int) -> Value:
+    """`length` positions along `axis`, zeros but for x's rows at start, start + stride,
+    ...: where the taps of a strided window at offset `start` write (axis > 0; x's dims
+    static but the first)."""
+    count = x.shape[axis]
+    if stride > 1:
+        wide = sf.expand_dims(x, axis + 1)
+        pads = [(0, 0)] * wide.ndim
+        pads[axis + 1] = (0, stride - 1)
+        wide = sf.pad(wide, pads)
+        x = sf.reshape(wide, (-1, *x.shape[1:axis], count * stride, *x.shape[axis + 1:]))
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(0, (count - 1) * stride + 1)
+        x = x[tuple(index)]
+    pads = [(0, 0)] * x.ndim
+    pads[axis] = (start, length - start - x.shape[axis])
+    return sf.pad(x, pads)
 
 
 def _place(y: Value, pads: Pads, outputs: Sequence[int]) -> Value:

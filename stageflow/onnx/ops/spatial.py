@@ -21,6 +21,7 @@ import numpy as np
 
 import stageflow as sf
 from stageflow.onnx.converters import Node, Value, converts
+from stageflow.onnx.ops.convolution import spread, window
 
 Coefficients = Callable[[float, float], np.ndarray]
 
@@ -285,3 +286,35 @@ def space_to_depth(node: Node, x: Value) -> Value:
     perm = (0, 3, 5, 1, 2, 4) if node.attr("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
     y = sf.transpose(y, perm)
     return sf.reshape(y, (batch, channels * block * block, height // block, width // block))
+
+
+@converts("Col2Im")
+def col2im(node: Node, x: Value, image_shape: Value, block_shape: Value) -> Value:
+    """The inverse of im2col: each column's block added back into the image, where the
+    block's window sits. Each block tap's values (one per window position) are spread to
+    the positions it read, strided and dilated, in the padded image; the pads are then
+    cropped."""
+    image = [int(d) for d in node.const(image_shape, "the image_shape input")]
+    block = [int(d) for d in node.const(block_shape, "the block_shape input")]
+    taps = int(np.prod(block))
+    if x.ndim != 3 or x.shape[1] is None or x.shape[1] % taps:
+        raise node.error(f"needs an input (N, C * {taps}, L) for blocks {block}, got shape "
+                         f"{x.shape}")
+    geometry = window(node, image, block)
+    positions = [geometry.positions(a, size) for a, size in enumerate(image)]
+    if x.shape[2] is not None and x.shape[2] != int(np.prod(positions)):
+        raise node.error(f"{x.shape[2]} columns, where the image {image} has "
+                         f"{int(np.prod(positions))} block positions")
+    channels = x.shape[1] // taps
+    padded = [size + lo + hi for size, (lo, hi) in zip(image, geometry.pads, strict=True)]
+    columns = sf.reshape(x, (-1, channels, taps, *positions))
+    total = None
+    for tap, index in enumerate(np.ndindex(*block)):
+        placed = columns[:, :, tap]
+        for axis, offset in enumerate(index):
+            placed = spread(placed, 2 + axis, geometry.strides[axis],
+                            offset * geometry.dilations[axis], padded[axis])
+        total = placed if total is None else total + placed
+    crop = tuple(slice(lo, lo + size) for size, (lo, _) in zip(image, geometry.pads,
+                                                                strict=True))
+    return total[(slice(None), slice(None), *crop)]
