@@ -60,8 +60,9 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/frontend/replay.py": ("cond",),
     "stageflow/ir/from_graph.py": ("cond",),
     "stageflow/onnx/exporter.py": ("cond",),
-    # ONNX's attribute values: ScatterND's reduction="add"
+    # ONNX's attribute values: ScatterND's reduction="add", Gelu's approximate="tanh"
     "stageflow/onnx/export_ops.py": ("add",),
+    "stageflow/onnx/ops/activations.py": ("tanh",),
     # the activations a layer takes by name (Keras' names)
     "stageflow/models/activations.py": ("relu", "tanh"),
     "stageflow/models/layers/recurrent.py": ("tanh",),
