@@ -582,9 +582,15 @@ def dim_size(b: Builder, eq: Equation, x: str) -> str:
 @exports(st.broadcast_to_p)
 def broadcast_to(b: Builder, eq: Equation, x: str) -> str:
     """Expand; an unknown dim of the target is x's own (1 keeps it, Expand broadcasting
-    both ways)."""
+    both ways). A dim of 0 is expanded to 1 and sliced to 0: ONNX Runtime's optimizer drops
+    an Expand to 0 of an operand whose dims are 1 or unknown, as if it changed nothing."""
     shape = [1 if d is None else d for d in eq.params["shape"]]
-    return b.op("Expand", x, b.ints(shape))
+    empty = [axis for axis, d in enumerate(shape) if d == 0]
+    y = b.op("Expand", x, b.ints([d or 1 for d in shape]))
+    if not empty:
+        return y
+    zeros = b.ints([0] * len(empty))
+    return b.op("Slice", y, zeros, zeros, b.ints(empty))
 
 
 @exports(st.reshape_p)

@@ -106,6 +106,12 @@ def test_control_flow_becomes_if_and_loop():
     assert {"If", "Loop"} <= ops
 
 
+def test_broadcast_to_an_empty_shape():
+    """ONNX Runtime's optimizer once kept a [1, 1] operand's Expand to [0, 0] at [1, 1]."""
+    f = sf.function(lambda b: (sf.broadcast_to(b > 0, (0, 0)), sf.broadcast_to(b, (2, 0, 1))))
+    run(f, [sf.TensorSpec([None, 1], sf.uint8)], np.ones((1, 1), np.uint8))
+
+
 def test_nested_functions_are_written_inline():
     inner = sf.function(lambda x: sf.sqrt(sf.abs(x)) + 1)
 
