@@ -168,6 +168,22 @@ def conv(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
     return channels_first(y)
 
 
+@converts("ConvInteger")
+def conv_integer(node: Node, x: Value, w: Value, x_zero_point: Value | None = None,
+                 w_zero_point: Value | None = None) -> Value:
+    """(x - x_zero_point) convolved with (w - w_zero_point), in int32: computed in float64,
+    exact for 8-bit operands (every sum stays far below 2 ** 53)."""
+    x = sf.cast(x, sf.float64)
+    if x_zero_point is not None:
+        x = x - sf.cast(x_zero_point, sf.float64)
+    w = w.astype(np.float64) if isinstance(w, np.ndarray) else sf.cast(w, sf.float64)
+    if w_zero_point is not None:
+        point = _reshape(w_zero_point, (-1,) + (1,) * (w.ndim - 1))
+        w = w - (point.astype(np.float64) if isinstance(point, np.ndarray)
+                 else sf.cast(point, sf.float64))
+    return sf.cast(conv(node, x, w), sf.int32)
+
+
 def _conv_last(x: Value, w: Value, geometry: Window) -> Value:
     """A channels-last convolution of 1, 2 or 3 spatial dims by (*kernel, I, O) filters."""
     rank = x.ndim - 2
