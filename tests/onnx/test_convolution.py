@@ -104,3 +104,20 @@ def test_max_pool_of_integers_and_lp_pool():
 def test_global_pools(op):
     check(helper.make_node(op, ["x"], ["y"]), {"x": _normal(2, 3, 4, 5)}, rtol=1e-4,
           runtime=True)
+
+
+def test_conv_integer_with_zero_points():
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 1, 0])
+    check(node, {"x": RNG.integers(0, 255, (1, 2, 4, 5)).astype(np.uint8)},
+          {"w": RNG.integers(0, 255, (3, 2, 2, 2)).astype(np.uint8),
+           "xz": np.array(128, np.uint8), "wz": np.array(3, np.uint8)}, runtime=True)
+
+
+def test_max_unpool_inverts_max_pool_indices():
+    pool = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    x = _normal(2, 3, 4, 6)
+    values, indices = sf.onnx.load(one_node_model(pool, {"x": x}))(x)
+    unpool = helper.make_node("MaxUnpool", ["v", "i", "shape"], ["z"], kernel_shape=[2, 2],
+                              strides=[2, 2])
+    check(unpool, {"v": np.asarray(values), "i": np.asarray(indices)},
+          {"shape": np.array([2, 3, 5, 6], np.int64)})

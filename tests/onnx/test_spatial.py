@@ -53,3 +53,10 @@ def test_depth_to_space_inverts_space_to_depth(mode):
           {"x": _normal(2, 8, 2, 3)}, jits=(True, False))
     check(helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2),
           {"x": _normal(2, 2, 4, 6)})
+
+
+def test_col2im_strided_dilated_and_padded():
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], strides=[2, 1],
+                            dilations=[1, 2], pads=[1, 0, 0, 1])
+    image, block = np.array([5, 6], np.int64), np.array([2, 3], np.int64)
+    check(node, {"x": _normal(2, 2 * 6, 3 * 3)}, {"image": image, "block": block})
