@@ -108,6 +108,28 @@ def test_rnn_activations_with_alpha_beta_and_clip():
     _compare(model, feeds, _onnxruntime(model, feeds), jits=(True, False))
 
 
+def test_lstm_clip_bounds_the_gates_not_the_cell_state():
+    """onnxruntime's reading of `clip`: the inputs of f and g, not h's cell state (which
+    grows past the bound here, through softplus forget gates)."""
+    feeds = {"X": RNG.standard_normal((4, 2, 3)).astype(np.float32) * 3}
+    node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=3,
+                            activations=["Softplus", "ThresholdedRelu", "Sigmoid"],
+                            activation_alpha=[0.25], clip=0.5)
+    model = _model(node, feeds, _weights("LSTM", 1, 3, 3))
+    expected = _onnxruntime(model, feeds)
+    assert np.abs(expected[2]).max() > 0.5
+    _compare(model, feeds, expected)
+
+
+def test_scaled_tanh_needs_its_alpha_and_beta():
+    feeds = {"X": np.zeros((2, 1, 3), np.float32)}
+    node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], hidden_size=4,
+                            activations=["ScaledTanh"], activation_alpha=[0.5])
+    model = _model(node, feeds, _weights("RNN", 1, 3, 4)[:2])
+    with pytest.raises(OnnxError, match="ScaledTanh has no default"):
+        sf.onnx.load(model)(feeds["X"])
+
+
 def test_an_unknown_activation_is_named():
     feeds = {"X": np.zeros((2, 1, 3), np.float32)}
     node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], hidden_size=4,

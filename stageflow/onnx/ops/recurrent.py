@@ -9,9 +9,10 @@ place (`sf.dynamic_update_index`).
 
 `sequence_lens` (per batch entry) is honoured as the spec states: steps at or past an
 entry's length leave its state unchanged and its Y rows zero, so Y_h/Y_c are the states at
-its last valid step; the reverse direction starts at that step. `clip` bounds the input of
-every activation; `activations`/`activation_alpha`/`activation_beta` take the list of the
-spec, the alphas and betas consumed in order by the activations that have them.
+its last valid step; the reverse direction starts at that step. `clip` bounds the inputs of
+the gates' activations (not LSTM's h of the cell state, as onnxruntime reads the spec);
+`activations`/`activation_alpha`/`activation_beta` take the spec's list, the alphas and
+betas consumed in order by the activations that take them (onnxruntime's reading too).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ Activation = Callable[[Value], Value]
 Step = Callable[..., list[Value]]
 
 
-# ONNX's activation names: the function of (x, alpha, beta) and the default alpha and beta
-# (None where the activation takes none).
+# ONNX's activation names: the function of (x, alpha, beta) and the default alpha and beta,
+# those of the ONNX op of that name (None where the activation takes none, _GIVEN where the
+# op has no default: ScaledTanh).
+_GIVEN = float("nan")
 _ACTIVATIONS: dict[str, tuple[Callable[[Value, float, float], Value], float | None,
                               float | None]] = {
     "Relu": (lambda x, a, b: sf.nn.relu(x), None, None),
@@ -39,7 +42,7 @@ _ACTIVATIONS: dict[str, tuple[Callable[[Value, float, float], Value], float | No
     "LeakyRelu": (lambda x, a, b: sf.nn.leaky_relu(x, a), 0.01, None),
     "ThresholdedRelu": (lambda x, a, b: sf.where(sf.greater(x, a), x, sf.zeros_like(x)),
                         1.0, None),
-    "ScaledTanh": (lambda x, a, b: sf.tanh(x * b) * a, 1.0, 1.0),
+    "ScaledTanh": (lambda x, a, b: sf.tanh(x * b) * a, _GIVEN, _GIVEN),
     "HardSigmoid": (lambda x, a, b: sf.clip_by_value(x * a + b, 0.0, 1.0), 0.2, 0.5),
     "Elu": (lambda x, a, b: sf.where(sf.greater(x, 0.0), x, sf.expm1(x) * a), 1.0, None),
     "Softsign": (lambda x, a, b: x / (sf.abs(x) + 1.0), None, None),
@@ -59,7 +62,7 @@ def _activations(node: Node, kind: _Kind, directions: int) -> list[list[Activati
     betas = list(node.attr("activation_beta", []))
     clip = node.attr("clip", None)
     functions: list[Activation] = []
-    for name in names:
+    for index, name in enumerate(names):
         canonical = _BY_LOWER_NAME.get(name.lower())
         if canonical is None:
             raise node.error(f"activation {name!r} is not one of ONNX's: "
@@ -69,7 +72,12 @@ def _activations(node: Node, kind: _Kind, directions: int) -> list[list[Activati
             alpha = alphas.pop(0)
         if beta is not None and betas:
             beta = betas.pop(0)
-        functions.append(_bound(function, alpha, beta, clip))
+        if alpha is _GIVEN or beta is _GIVEN:
+            raise node.error(f"{canonical} has no default alpha and beta: give them in "
+                             f"activation_alpha and activation_beta (consumed in the order "
+                             f"of the activations that take them)")
+        clipped = clip if index % count not in kind.unclipped else None
+        functions.append(_bound(function, alpha, beta, clipped))
     return [functions[d * count:(d + 1) * count] for d in range(directions)]
 
 
@@ -244,19 +252,22 @@ def _lstm_step(x: Value, state: Sequence[Value], weights: _Direction, bias: Valu
 @dataclass(frozen=True)
 class _Kind:
     """What sets the three layers apart: gate count, default activations, step function,
-    how many states they carry (LSTM's cell besides the hidden state), and whether the
-    recurrent bias of the last gate stays inside the step (GRU's candidate)."""
+    how many states they carry (LSTM's cell besides the hidden state), whether the
+    recurrent bias of the last gate stays inside the step (GRU's candidate), and the
+    activations `clip` leaves alone (LSTM's h of the cell state: onnxruntime clips the
+    gates' inputs only)."""
 
     gates: int
     activations: tuple[str, ...]
     step: Step
     states: int = 1
     inner_bias: bool = False
+    unclipped: tuple[int, ...] = ()
 
 
 _RNN = _Kind(1, ("Tanh",), _rnn_step)
 _GRU = _Kind(3, ("Sigmoid", "Tanh"), _gru_step, inner_bias=True)
-_LSTM = _Kind(4, ("Sigmoid", "Tanh", "Tanh"), _lstm_step, states=2)
+_LSTM = _Kind(4, ("Sigmoid", "Tanh", "Tanh"), _lstm_step, states=2, unclipped=(2,))
 
 
 @converts("RNN")
