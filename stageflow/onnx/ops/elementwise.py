@@ -9,8 +9,10 @@ bitwise ops, shifts), the converter composes the ONNX meaning from sf ops.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 
 import stageflow as sf
@@ -32,17 +34,34 @@ _BINARY: dict[str, Callable[[Value, Value], Value]] = {
 }
 
 
+def _large(x: Value) -> np.ndarray:
+    """Beyond this magnitude sqrt(x^2 +- 1) rounds to |x| (and x^2 may overflow)."""
+    return like(1 / math.sqrt(ml_dtypes.finfo(x.dtype).eps), x)
+
+
 def _asinh(x: Value) -> Value:
-    """log(|x| + sqrt(x^2 + 1)) with x's sign: the odd form keeps large negative x exact."""
+    """log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))), accurate for small |x|, or log(2 |x|) for
+    large |x|, with x's sign."""
     magnitude = sf.abs(x)
-    one = like(1, x)
-    y = sf.log(sf.add(magnitude, sf.sqrt(sf.add(sf.multiply(magnitude, magnitude), one))))
+    large = _large(x)
+    a = sf.minimum(magnitude, large)
+    square = sf.multiply(a, a)
+    near = sf.log1p(sf.add(a, sf.divide(square, sf.add(
+        sf.sqrt(sf.add(square, like(1, x))), like(1, x)))))
+    far = sf.add(sf.log(magnitude), like(math.log(2), x))
+    y = sf.where(sf.greater(magnitude, large), far, near)
     return sf.where(sf.less(x, like(0, x)), sf.negative(y), y)
 
 
 def _acosh(x: Value) -> Value:
-    """log(x + sqrt(x^2 - 1)); NaN below 1."""
-    return sf.log(sf.add(x, sf.sqrt(sf.subtract(sf.multiply(x, x), like(1, x)))))
+    """log1p(t + sqrt(t (t + 2))) with t = x - 1, accurate near 1, or log(2 x) for large x;
+    NaN below 1."""
+    large = _large(x)
+    t = sf.minimum(sf.subtract(x, like(1, x)), large)
+    near = sf.log1p(sf.add(t, sf.sqrt(sf.multiply(t, sf.add(t, like(2, x))))))
+    far = sf.add(sf.log(x), like(math.log(2), x))
+    y = sf.where(sf.greater(x, large), far, near)
+    return sf.where(sf.less(x, like(1, x)), like(np.nan, x), y)
 
 
 def _atanh(x: Value) -> Value:
