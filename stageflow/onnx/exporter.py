@@ -31,7 +31,15 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.onnx.converters import OnnxError
 from stageflow.onnx.export_ops import RULES, Builder, element_type
-from stageflow.primitives import control, elementwise, factorizations, functional, random, state
+from stageflow.primitives import (
+    control,
+    elementwise,
+    factorizations,
+    functional,
+    random,
+    state,
+    structural,
+)
 from stageflow.staging.concrete import ConcreteFunction
 from stageflow.staging.function import Function, function
 
@@ -175,8 +183,30 @@ class _Writer:
         rule = RULES.get(eq.primitive)
         if rule is None:
             raise _error(eq, refusal(eq.primitive) or "")
-        results = rule(self.b, eq, *(self.names[v] for v in eq.inputs))
+        names = [self.names[v] for v in eq.inputs]
+        if eq.primitive not in (elementwise.cast_p, structural.constant_p) and any(
+                v.type.dtype == dtypes.bfloat16 for v in (*eq.inputs, *eq.outputs)):
+            return self.in_float32(eq, rule, names)
+        results = rule(self.b, eq, *names)
         return [results] if isinstance(results, str) else list(results)
+
+    def in_float32(self, eq: Equation, rule: Callable[..., Any], names: list[str]
+                   ) -> list[str]:
+        """`eq` computed in float32 where it takes or gives bfloat16 (ONNX Runtime has no
+        bfloat16 arithmetic): its bfloat16 operands widened (exactly), each such result
+        rounded once, as stageflow's bfloat16 kernels round each op's float32 result."""
+        def wide(value: Value) -> Value:
+            return Value(ShapedType(value.type.shape, dtypes.float32)) \
+                if value.type.dtype == dtypes.bfloat16 else value
+
+        shadow = Equation(eq.primitive, [wide(v) for v in eq.inputs], eq.params,
+                          [wide(v) for v in eq.outputs], eq.location)
+        operands = [self.b.cast(name, v.type.dtype, w.type.dtype)
+                    for name, v, w in zip(names, eq.inputs, shadow.inputs, strict=True)]
+        results = rule(self.b, shadow, *operands)
+        results = [results] if isinstance(results, str) else list(results)
+        return [self.b.cast(name, w.type.dtype, v.type.dtype)
+                for name, v, w in zip(results, eq.outputs, shadow.outputs, strict=True)]
 
     def bind(self, value: Value, outer: Value) -> None:
         """`value` (a region's capture) stands for `outer`, a value of the enclosing scope."""

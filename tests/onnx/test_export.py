@@ -112,6 +112,22 @@ def test_broadcast_to_an_empty_shape():
     run(f, [sf.TensorSpec([None, 1], sf.uint8)], np.ones((1, 1), np.uint8))
 
 
+def test_bfloat16_computes_in_float32_rounded_per_op():
+    w = np.linspace(-1, 1, 12).reshape(3, 4).astype(sf.bfloat16)
+
+    def f(x):
+        y = sf.cast(x, sf.bfloat16)
+        y = sf.nn.relu(sf.matmul(y, w)) + sf.exp(y[:, :1])
+        return [sf.cast(t, sf.float32) for t in (sf.reduce_max(y, axis=1), sf.sort(y, axis=1),
+                                                 sf.where(y > 1, y, -y))]
+
+    x = np.linspace(-2, 2, 6).reshape(2, 3).astype(np.float32)
+    model = sf.onnx.export(f, [sf.TensorSpec([None, 3], sf.float32)])
+    for got, want in zip(session(model).run(None, {"input_0": x}), sf.function(f)(x),
+                         strict=True):
+        np.testing.assert_array_equal(got, want.numpy())
+
+
 def test_nested_functions_are_written_inline():
     inner = sf.function(lambda x: sf.sqrt(sf.abs(x)) + 1)
 
