@@ -153,7 +153,7 @@ def conv(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
                          f"{group} do not match")
     if group > 1 and w.shape[1] == 1:
         y = _depthwise(node, x, w, geometry, group)
-        return y if b is None else y + sf.reshape(b, (out_channels,) + (1,) * rank)
+        return y if b is None else y + _reshape(b, (out_channels,) + (1,) * rank)
     filters = _transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I, O)
     image = channels_last(x)
     if group == 1:
