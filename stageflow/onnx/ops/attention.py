@@ -360,7 +360,7 @@ def linear_attention(node: Node, query: Value, key: Value, value: Value,
         read = _reshape(node, sf.matmul(grouped, state), (batch, q_heads, value_size))
         return t + 1, state, sf.dynamic_update_index(out, read * float(scale), t)
 
-    out = sf.zeros_like(sf.concat([v] * (q_heads // kv_heads), axis=2))
+    out = sf.zeros_like(q[..., :1] * v[:, :, :1, :])  # (steps, batch, q heads, d_v)
     _, state, out = sf.while_loop(cond, body, (sf.constant(0), state, out))
     output = _reshape(node, sf.transpose(out, (1, 0, 2, 3)),
                       (batch, steps, q_heads * value_size))
