@@ -19,40 +19,29 @@ draws, state updates, Python callbacks) are refused by the exporter, naming the 
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
 
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.graph import Equation
-from stageflow.onnx.dtypes import to_onnx
+from stageflow.onnx.export_builder import NO_WHERE, WIDER, Builder, OnnxMath, Term, element_type
 from stageflow.primitives import conv, linalg, nd_indexing, reduction, scan, selection, sorting
 from stageflow.primitives import elementwise as ew
 from stageflow.primitives import functional as fn
 from stageflow.primitives import special as sp
 from stageflow.primitives import structural as st
 
-__all__ = ["RULES", "Builder", "exports"]
+__all__ = ["RULES", "exports"]
 
 Rule = Callable[..., str | list[str]]
 RULES: dict[Primitive, Rule] = {}
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
-
-# The integer types ONNX Runtime computes in: narrower ones (and bools) widen to int32,
-# uint32 to int64; the result cast back to its type is NumPy's, wrapped.
-_WIDER = {np.dtype(t): dtypes.int32 for t in (np.int8, np.uint8, np.int16, np.uint16,
-                                              np.bool_)}
-_WIDER[dtypes.uint32] = dtypes.int64
-_NO_WHERE = frozenset(np.dtype(t) for t in (np.bool_, np.int16, np.uint16))  # no kernels
-_BOOL_RESULTS = frozenset({"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
 
 
 def exports(*primitives: Primitive) -> Callable[[Rule], Rule]:
@@ -66,81 +55,6 @@ def exports(*primitives: Primitive) -> Callable[[Rule], Rule]:
         return rule
 
     return register
-
-
-class Builder:
-    """Names, initializers and the node lists of the graph and subgraphs being written."""
-
-    def __init__(self, opset: int) -> None:
-        self.opset = opset
-        self.initializers: list[onnx.TensorProto] = []
-        self.scopes: list[list[onnx.NodeProto]] = [[]]
-        self._constants: dict[tuple[str, tuple[int, ...], bytes], str] = {}
-        self._ids = itertools.count()
-
-    def fresh(self, hint: str = "v") -> str:
-        """A name no other value of the model has (subgraphs included)."""
-        return f"{hint}_{next(self._ids)}"
-
-    def node(self, op_type: str, inputs: Sequence[str], outputs: int = 1,
-             **attributes: Any) -> list[str]:
-        """Append one node to the innermost graph; the names of its `outputs` results."""
-        names = [self.fresh(op_type.lower()) for _ in range(outputs)]
-        self.scopes[-1].append(helper.make_node(op_type, list(inputs), names,
-                                                name=self.fresh(op_type), **attributes))
-        return names
-
-    def op(self, op_type: str, *inputs: str, **attributes: Any) -> str:
-        """A node of one result: its name."""
-        return self.node(op_type, inputs, **attributes)[0]
-
-    def const(self, value: Any, dtype: Any = None) -> str:
-        """An initializer holding `value` (one per distinct value), visible in subgraphs."""
-        array = np.array(value, dtype=dtype, order="C")
-        key = (array.dtype.str, array.shape, array.tobytes())
-        if key not in self._constants:
-            name = self.fresh("const")
-            self.initializers.append(numpy_helper.from_array(array, name))
-            self._constants[key] = name
-        return self._constants[key]
-
-    def cast(self, x: str, source: np.dtype, target: np.dtype) -> str:
-        return x if source == target else self.op("Cast", x, to=element_type(target))
-
-    def arithmetic(self, op_type: str, xs: Sequence[str], dtype: np.dtype,
-                   result: np.dtype | None = None, *, keep: Sequence[int] = (),
-                   **attributes: Any) -> str:
-        """`op_type` of operands of `dtype`, computed in a wider integer type where ONNX
-        Runtime has no kernel for `dtype`, the result cast back (to `result` if given);
-        the operands at the positions `keep` (axes, indices) are not values of `dtype`."""
-        wide = _WIDER.get(np.dtype(dtype))
-        if wide is None:
-            return self.op(op_type, *xs, **attributes)
-        operands = [x if i in keep else self.cast(x, dtype, wide) for i, x in enumerate(xs)]
-        y = self.op(op_type, *operands, **attributes)
-        return y if op_type in _BOOL_RESULTS else self.cast(y, wide, result or dtype)
-
-    def ints(self, values: Sequence[int]) -> str:
-        """A 1-D int64 initializer (shapes, axes, pads)."""
-        return self.const(np.asarray(list(values), np.int64).reshape(-1))
-
-    def scalar(self, value: Any, dtype: np.dtype) -> str:
-        return self.const(np.asarray(value, dtype))
-
-    def dim(self, x: str, axis: int) -> str:
-        """Dim `axis` of `x` at run time (negative: from the end), a 1-D int64 of one
-        element."""
-        if axis == -1:
-            return self.op("Shape", x, start=-1)
-        return self.op("Shape", x, start=axis, end=axis + 1)
-
-
-def element_type(dtype: np.dtype) -> int:
-    """ONNX's element type of a NumPy dtype (stageflow's, or one a rule computes in)."""
-    try:
-        return to_onnx(dtype)
-    except KeyError:
-        return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
 def _in(eq: Equation, i: int = 0) -> ShapedType:
@@ -243,24 +157,37 @@ def divide(b: Builder, eq: Equation, x: str, y: str) -> str:
     return b.op("Div", b.cast(x, source, result), b.cast(y, source, result))
 
 
+def _integer_division(b: Builder, dtype: np.dtype, x: str, y: str, quotient: bool) -> str:
+    """Floored quotient or remainder of integers, NumPy's 0 where y is 0 (ONNX leaves that
+    undefined, and ONNX Runtime refuses a constant zero divisor), in a type ONNX Runtime
+    divides: Mod (fmod=0) is the floored remainder, and (x - x mod y) / y is exact even
+    though Div truncates."""
+    wide = WIDER.get(dtype, dtype)
+    x, y = b.cast(x, dtype, wide), b.cast(y, dtype, wide)
+    zero = b.scalar(0, wide)
+    by_zero = b.op("Equal", y, zero)
+    divisor = b.op("Where", by_zero, b.scalar(1, wide), y)
+    result = b.op("Mod", x, divisor, fmod=0)
+    if quotient:
+        result = b.op("Div", b.op("Sub", x, result), divisor)
+    return b.cast(b.op("Where", by_zero, zero, result), wide, dtype)
+
+
 @exports(ew.floordiv_p)
 def floordiv(b: Builder, eq: Equation, x: str, y: str) -> str:
-    """Floats: floor(x / y). Integers: (x - x mod y) / y, exact, since ONNX's Div
-    truncates and the floored remainder is Mod's (fmod=0)."""
     dtype = _in(eq).dtype
     if dtypes.is_floating(dtype):
         return b.op("Floor", b.op("Div", x, y))
-    remainder = b.arithmetic("Mod", [x, y], dtype, fmod=0)
-    return b.arithmetic("Div", [b.arithmetic("Sub", [x, remainder], dtype), y], dtype)
+    return _integer_division(b, dtype, x, y, quotient=True)
 
 
 @exports(ew.mod_p)
 def mod(b: Builder, eq: Equation, x: str, y: str) -> str:
-    """The remainder with the divisor's sign: Mod(fmod=0) of integers; of floats C's fmod,
-    plus y where the remainder is not 0 and its sign differs from y's (NumPy's rule)."""
+    """The remainder with the divisor's sign: of floats C's fmod (Mod with fmod=1), plus y
+    where the remainder is not 0 and its sign differs from y's (NumPy's rule)."""
     dtype = _in(eq).dtype
     if not dtypes.is_floating(dtype):
-        return b.arithmetic("Mod", [x, y], dtype, fmod=0)
+        return _integer_division(b, dtype, x, y, quotient=False)
     r = b.op("Mod", x, y, fmod=1)
     zero = b.scalar(0, dtype)
     moved = b.op("And", b.op("Not", b.op("Equal", r, zero)),
@@ -276,7 +203,7 @@ def power(b: Builder, eq: Equation, x: str, y: str) -> str:
 @exports(ew.select_p)
 def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
     dtype = _in(eq, 1).dtype
-    if dtype in _NO_WHERE:
+    if dtype in NO_WHERE:
         wide = dtypes.int32
         chosen = b.op("Where", condition, b.cast(x, dtype, wide), b.cast(y, dtype, wide))
         return b.cast(chosen, wide, dtype)
@@ -307,108 +234,7 @@ def identity(b: Builder, eq: Equation, x: str) -> str:
 # ------------------------------------------------------------------ special functions
 
 
-class _Term:
-    """A float64 value (or mask) of the graph being written whose Python operators write
-    nodes: what `primitives.special`'s algorithms compute on."""
-
-    __hash__ = None  # type: ignore[assignment]  # == writes a node
-
-    def __init__(self, b: Builder, name: str) -> None:
-        self.b, self.name = b, name
-
-    def _node(self, op_type: str, *others: _Term) -> _Term:
-        return _Term(self.b, self.b.op(op_type, self.name, *(o.name for o in others)))
-
-    def __add__(self, other: _Term) -> _Term:
-        return self._node("Add", other)
-
-    def __sub__(self, other: _Term) -> _Term:
-        return self._node("Sub", other)
-
-    def __mul__(self, other: _Term) -> _Term:
-        return self._node("Mul", other)
-
-    def __truediv__(self, other: _Term) -> _Term:
-        return self._node("Div", other)
-
-    def __neg__(self) -> _Term:
-        return self._node("Neg")
-
-    def __lt__(self, other: _Term) -> _Term:
-        return self._node("Less", other)
-
-    def __le__(self, other: _Term) -> _Term:
-        return self._node("LessOrEqual", other)
-
-    def __gt__(self, other: _Term) -> _Term:
-        return self._node("Greater", other)
-
-    def __ge__(self, other: _Term) -> _Term:
-        return self._node("GreaterOrEqual", other)
-
-    def __eq__(self, other: _Term) -> _Term:  # type: ignore[override]
-        return self._node("Equal", other)
-
-    def __and__(self, other: _Term) -> _Term:
-        return self._node("And", other)
-
-    def __or__(self, other: _Term) -> _Term:
-        return self._node("Or", other)
-
-    def __invert__(self) -> _Term:
-        return self._node("Not")
-
-
-class _OnnxMath:
-    """`primitives.special.Math` writing ONNX nodes, in float64 as the eager kernels."""
-
-    def __init__(self, b: Builder) -> None:
-        self.b = b
-
-    def const(self, like: _Term, value: float) -> _Term:
-        return _Term(self.b, self.b.scalar(value, dtypes.float64))
-
-    def select(self, mask: _Term, a: _Term, b: _Term) -> _Term:
-        return mask._node("Where", a, b)
-
-    def floor(self, x: _Term) -> _Term:
-        return x._node("Floor")
-
-    def fabs(self, x: _Term) -> _Term:
-        return x._node("Abs")
-
-    def copysign(self, x: _Term, sign: _Term) -> _Term:
-        """|x| with the sign of `sign`, -0 included (1 / -0 is -inf)."""
-        one, zero = self.const(x, 1.0), self.const(x, 0.0)
-        magnitude = x._node("Abs")
-        return self.select(one / sign < zero, -magnitude, magnitude)
-
-    def sqrt(self, x: _Term) -> _Term:
-        return x._node("Sqrt")
-
-    def log(self, x: _Term) -> _Term:
-        return x._node("Log")
-
-    def exp(self, x: _Term) -> _Term:
-        return x._node("Exp")
-
-    def sin(self, x: _Term) -> _Term:
-        return x._node("Sin")
-
-    def cos(self, x: _Term) -> _Term:
-        return x._node("Cos")
-
-    def isnan(self, x: _Term) -> _Term:
-        return x._node("IsNaN")
-
-    def poly(self, x: _Term, coefficients: tuple[float, ...]) -> _Term:
-        result = self.const(x, coefficients[0])
-        for c in coefficients[1:]:
-            result = result * x + self.const(x, c)
-        return result
-
-
-def _erf(m: _OnnxMath, x: _Term) -> _Term:
+def _erf(m: OnnxMath, x: Term) -> Term:
     """`sf.erf`'s kernel (Cody's forms): the small form near 0, 1 - erfc beyond."""
     y = m.fabs(x)
     limit = m.const(x, ew._ERF_SMALL_LIMIT)
@@ -429,8 +255,8 @@ def special(b: Builder, eq: Equation, *xs: str) -> str:
     """The algorithm stageflow compiles (`primitives.special`), written in float64 nodes
     and rounded once to the operands' type."""
     dtype = _in(eq).dtype
-    terms = [_Term(b, b.cast(x, dtype, dtypes.float64)) for x in xs]
-    result = _ALGORITHMS[eq.primitive](_OnnxMath(b), *terms)
+    terms = [Term(b, b.cast(x, dtype, dtypes.float64)) for x in xs]
+    result = _ALGORITHMS[eq.primitive](OnnxMath(b), *terms)
     return b.cast(result.name, dtypes.float64, dtype)
 
 
@@ -456,7 +282,7 @@ def arg_reduce(b: Builder, eq: Equation, x: str) -> str:
     """The first extremum along the axis (ONNX's default, NumPy's rule)."""
     op_type = "ArgMax" if eq.primitive is reduction.argmax_p else "ArgMin"
     dtype = _in(eq).dtype
-    wide = _WIDER.get(dtype)
+    wide = WIDER.get(dtype)
     operand = x if wide is None else b.cast(x, dtype, wide)
     return b.op(op_type, operand, axis=eq.params["axis"], keepdims=0)
 
@@ -689,7 +515,7 @@ def sort(b: Builder, eq: Equation, keys: str, *payloads: str) -> list[str]:
     """TopK of the whole axis: ties keep their input order, as stageflow's stable sort;
     the permutation also orders the payloads (GatherElements)."""
     axis, dtype = eq.params["axis"], _in(eq).dtype
-    wide = _WIDER.get(dtype)
+    wide = WIDER.get(dtype)
     ranked = keys if wide is None else b.cast(keys, dtype, wide)
     values, order = b.node("TopK", [ranked, b.dim(keys, axis)], 2, axis=axis,
                            largest=int(eq.params["descending"]), sorted=1)
