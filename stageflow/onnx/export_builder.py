@@ -6,6 +6,7 @@ nodes.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +38,7 @@ class Builder:
         self.scopes: list[list[onnx.NodeProto]] = [[]]
         self._constants: dict[tuple[str, tuple[int, ...], bytes], str] = {}
         self._ids = itertools.count()
+        self.location = ""  # the user's source line of the op being written: each node's doc
 
     def fresh(self, hint: str = "v") -> str:
         """A name no other value of the model has (subgraphs included)."""
@@ -47,7 +49,8 @@ class Builder:
         """Append one node to the innermost graph; the names of its `outputs` results."""
         names = [self.fresh(op_type.lower()) for _ in range(outputs)]
         self.scopes[-1].append(helper.make_node(op_type, list(inputs), names,
-                                                name=self.fresh(op_type), **attributes))
+                                                name=self.fresh(op_type),
+                                                doc_string=self.location, **attributes))
         return names
 
     def op(self, op_type: str, *inputs: str, **attributes: Any) -> str:
@@ -57,7 +60,7 @@ class Builder:
     def const(self, value: Any, dtype: Any = None) -> str:
         """An initializer holding `value` (one per distinct value), visible in subgraphs."""
         array = np.array(value, dtype=dtype, order="C")
-        key = (array.dtype.str, array.shape, array.tobytes())
+        key = (array.dtype.str, array.shape, hashlib.blake2b(array.tobytes()).digest())
         if key not in self._constants:
             name = self.fresh("const")
             self.initializers.append(numpy_helper.from_array(array, name))

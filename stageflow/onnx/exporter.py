@@ -162,6 +162,7 @@ class _Writer:
 
     def equations(self, equations: list[Equation]) -> None:
         for eq in equations:
+            self.locate(eq)
             try:
                 results = self.equation(eq)
             except NotImplementedError as error:
@@ -208,6 +209,10 @@ class _Writer:
         return [self.b.cast(name, w.type.dtype, v.type.dtype)
                 for name, v, w in zip(results, eq.outputs, shadow.outputs, strict=True)]
 
+    def locate(self, eq: Equation) -> None:
+        """Mark the nodes written next with `eq`'s source line (again after a region's)."""
+        self.b.location = "" if eq.location is None else str(eq.location)
+
     def bind(self, value: Value, outer: Value) -> None:
         """`value` (a region's capture) stands for `outer`, a value of the enclosing scope."""
         if outer in self.variables:
@@ -246,8 +251,10 @@ class _Writer:
 
         index = self.names[eq.inputs[0]]
         if eq.inputs[0].type.dtype == dtypes.bool_:
-            return self.b.node("If", [index], len(types), then_branch=branch(branches[0]),
-                               else_branch=branch(branches[1]))
+            then_branch, else_branch = branch(branches[0]), branch(branches[1])
+            self.locate(eq)
+            return self.b.node("If", [index], len(types), then_branch=then_branch,
+                               else_branch=else_branch)
         position = self.b.cast(index, eq.inputs[0].type.dtype, dtypes.int64)
         return self.switch(position, branches, operands, types, branch)
 
@@ -258,12 +265,14 @@ class _Writer:
         their positions one less); the last branch alone is taken for any position."""
         if len(branches) == 1:
             return self.inline(branches[0], [], operands)
+        location = self.b.location  # the switch's line, for its own nodes
         is_first = self.b.op("Equal", position, self.b.const(0, dtypes.int64))
         rest = self.b.op("Sub", position, self.b.const(1, dtypes.int64))
         others = self.subgraph("switch", [], lambda: self.switch(rest, branches[1:], operands,
                                                                   types, branch), types)
-        return self.b.node("If", [is_first], len(types), then_branch=branch(branches[0]),
-                           else_branch=others)
+        first = branch(branches[0])
+        self.b.location = location
+        return self.b.node("If", [is_first], len(types), then_branch=first, else_branch=others)
 
     def loop(self, eq: Equation) -> list[str]:
         """Loop with no trip count: the condition on the initial values decides the first
@@ -286,6 +295,7 @@ class _Writer:
 
         graph = self.subgraph("body", inputs, iteration,
                               [ShapedType((), dtypes.bool_), *types])
+        self.locate(eq)
         return self.b.node("Loop", ["", first, *(self.names[v] for v in carried)], count,
                            body=graph)
 

@@ -104,6 +104,8 @@ def test_control_flow_becomes_if_and_loop():
             model = run(f, specs, x, np.array(n, np.int32))
     ops = {node.op_type for node in model.graph.node}
     assert {"If", "Loop"} <= ops
+    (loop,) = (node for node in model.graph.node if node.op_type == "Loop")
+    assert "test_export.py" in loop.doc_string and "sf.while_loop" in loop.doc_string
 
 
 def test_broadcast_to_an_empty_shape():
