@@ -46,7 +46,8 @@ def gather(node: Node, data: Value, indices: Value) -> Value:
     axis = axis_of(node, node.attr("axis", 0), len(data.shape))
     dims = dims_in(data)
     if dims is not None and not isinstance(data, np.ndarray) and isinstance(
-            indices, np.ndarray) and indices.ndim <= 1:  # entries of a shape value
+            indices, np.ndarray) and indices.ndim <= 1 and all(
+            -len(dims) <= i < len(dims) for i in indices.reshape(-1)):  # a shape value's
         picked = [dims[i] for i in indices.reshape(-1)]
         return shape_value(picked, lambda: sf.gather(data, indices, axis),
                            scalar=indices.ndim == 0)
@@ -72,8 +73,8 @@ def _batch_coordinates(shape: Sequence[int], batch_dims: int) -> list[np.ndarray
 def gather_nd(node: Node, data: Value, indices: Value) -> Value:
     """GatherND: the first `batch_dims` dims of data and indices correspond."""
     batch = node.attr("batch_dims", 0)
-    width = indices.shape[-1]
     shape = static_shape(node, indices, "GatherND")
+    width = shape[-1]
     tuples = _within(indices, [dim_of(data, batch + j) for j in range(width)])
     if batch:
         tuples = sf.concat([*_batch_coordinates(shape[:-1], batch), tuples], -1)
@@ -117,6 +118,7 @@ def _scatter(node: Node, data: Value, tuples: Value, updates: Value) -> Value:
     if reduction not in _COMBINE:
         raise node.error(f"reduction {reduction!r} is not one of none, add, mul, max, min")
     static_shape(node, data, f"reduction {reduction!r}")
+    static_shape(node, tuples, f"reduction {reduction!r} (of the indices)")
     return _loop_scatter(data, tuples, updates, _COMBINE[reduction])
 
 
@@ -188,6 +190,8 @@ def top_k(node: Node, x: Value, k: Value) -> list[Value]:
     at the lower index first."""
     count = ints(node, k, "the K input")[0]
     axis = axis_of(node, node.attr("axis", -1), len(x.shape))
+    if count < 0 or (x.shape[axis] is not None and count > x.shape[axis]):
+        raise node.error(f"K = {count} for axis {axis} of size {x.shape[axis]}")
     values, order = sort_p.bind(sf.convert_to_tensor(x), axis=axis,
                                 descending=bool(node.attr("largest", 1)))[:2]
     key = tuple(slice(0, count) if a == axis else slice(None) for a in range(len(x.shape)))

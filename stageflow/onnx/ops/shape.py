@@ -31,7 +31,7 @@ __all__ = ["Dim", "axis_of", "dim_of", "dims_in", "element_coordinates", "expand
 
 # An entry of a shape value: a size known at import, or (tensor, axis), that tensor's dim
 # unknown until run time.
-Dim = int | tuple[Tensor, int]
+Dim = int | tuple[Value, int]
 # The entries of the shape tensors built from unknown dims, by id (a Tensor is not
 # hashable), dropped with the tensor.
 _DIMS: dict[int, tuple[weakref.ref, tuple[Dim, ...]]] = {}
@@ -467,7 +467,11 @@ def center_crop_pad(node: Node, data: Value, shape: Value) -> Value:
         raise node.error(f"{len(sizes)} sizes for {len(listed)} axes")
     x = sf.convert_to_tensor(data)
     for axis, want in zip(listed, sizes, strict=True):
-        dim = static_shape(node, data, "CenterCropPad")[axis]
+        dim = x.shape[axis]
+        if dim is None:
+            raise node.error(f"CenterCropPad needs axis {axis} known at import, but the "
+                             f"input's shape is {tuple(x.shape)}; give the model's inputs "
+                             f"static shapes (sf.onnx.load(..., input_shapes={{name: shape}}))")
         if want < dim:
             x = _take(x, axis, (dim - want) // 2, (dim - want) // 2 + want)
         elif want > dim:
