@@ -16,6 +16,7 @@ op without a rule, with the op's name and the user's source line.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -74,22 +75,29 @@ def refusal(primitive: Primitive) -> str | None:
     return _REFUSALS.get(primitive, "it has no ONNX rule yet")
 
 
-def export(staged: Any, input_signature: Sequence[TensorSpec], path: str | os.PathLike | None
-           = None, opset: int | None = None) -> onnx.ModelProto:
+def export(staged: Any, input_signature: Sequence[TensorSpec] | None = None,
+           path: str | os.PathLike | None = None, opset: int | None = None) -> onnx.ModelProto:
     """Write `staged` (an `sf.function`, or a plain function, which is wrapped in one)
-    traced for `input_signature` as an ONNX model to `path` (when given); the model, which
-    `onnx.checker.check_model(model, full_check=True)` accepts. Unknown dims (None) stay
-    symbolic. `opset`: the default ONNX opset to write, 18 or later (default 28)."""
-    if not isinstance(staged, Function | ConcreteFunction):
+    traced for `input_signature` (default: the function's own) as an ONNX model to `path`
+    (when given); the model, which `onnx.checker.check_model(model, full_check=True)`
+    accepts. Unknown dims (None) stay symbolic; the inputs are named by the specs' names,
+    else by the function's parameters. `opset`: the ONNX opset to write, 18 or later
+    (default 28)."""
+    if not isinstance(staged, Function):
         if not callable(staged):
             raise TypeError(f"sf.onnx.export takes a staged function, got {staged!r}")
         staged = function(staged)
+    if input_signature is None:
+        input_signature = staged.input_signature
+        if input_signature is None:
+            raise TypeError("sf.onnx.export: give an input_signature (the function has none)")
     specs = list(input_signature)
     if not all(isinstance(spec, TensorSpec) for spec in specs):
         raise TypeError("sf.onnx.export: input_signature must be a list of sf.TensorSpec")
-    concrete = staged if isinstance(staged, ConcreteFunction) else \
-        staged.get_concrete_function(*specs)
-    model = export_concrete(concrete, specs, opset=opset)
+    names = _parameter_names(staged.python_function, len(specs))
+    specs = [spec if spec.name or name is None else TensorSpec(spec.shape, spec.dtype, name)
+             for spec, name in zip(specs, names, strict=True)]
+    model = export_concrete(staged.get_concrete_function(*specs), specs, opset=opset)
     if path is not None:
         onnx.save(model, os.fspath(path))
     return model
@@ -112,6 +120,18 @@ def export_concrete(concrete: ConcreteFunction, specs: Sequence[TensorSpec] = ()
         raise OnnxError(f"sf.onnx.export wrote a model ONNX's checker rejects (a bug of the "
                         f"exporter): {error}") from None
     return model
+
+
+def _parameter_names(python_function: Any, count: int) -> list[str | None]:
+    """The names of the first `count` positional parameters of `python_function`, where it
+    has that many (None for each where it does not: a lambda taking *args)."""
+    try:
+        parameters = list(inspect.signature(python_function).parameters.values())
+    except (TypeError, ValueError):
+        return [None] * count
+    positional = [p.name for p in parameters
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return positional[:count] if len(positional) >= count else [None] * count
 
 
 def _value_info(name: str, type_: ShapedType) -> onnx.ValueInfoProto:

@@ -70,7 +70,7 @@ def test_export_writes_a_model_onnx_runtime_runs(capsys, model_file, tmp_path):
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
     w = np.ones((4, 2), np.float32)
     session = onnxruntime.InferenceSession(out, providers=["CPUExecutionProvider"])
-    (got,) = session.run(None, {"input_0": x, "input_1": w})
+    (got,) = session.run(None, {"x": x, "w": w})
     np.testing.assert_allclose(got, sf.nn.relu(sf.matmul(x, w)).numpy())
 
 

@@ -57,7 +57,12 @@ def test_layers_and_structure_with_unknown_batch(tmp_path):
         rng.normal(size=(5, 4, 4, 3)).astype(np.float32)
     run(f, specs, x, images, np.array([3, -1, 3, 0, 2], np.int32))
     sf.onnx.export(f, specs, tmp_path / "f.onnx")
-    assert onnx.load(tmp_path / "f.onnx").opset_import[0].version == DEFAULT_OPSET
+    model = onnx.load(tmp_path / "f.onnx")
+    assert model.opset_import[0].version == DEFAULT_OPSET
+    assert [i.name for i in model.graph.input] == ["x", "images", "labels"]
+    named = sf.function(f.python_function, input_signature=[
+        sf.TensorSpec([None, 4], sf.float32, name="features"), *specs[1:]])
+    assert sf.onnx.export(named).graph.input[0].name == "features"
 
 
 def test_value_dependent_shapes_scatters_and_special_functions():
@@ -84,7 +89,7 @@ def test_gradients_of_a_convolution():
     w = rng.normal(size=(3, 3, 3, 4)).astype(np.float32)
     model = sf.onnx.export(f, [sf.TensorSpec([None, 8, 8, 3], sf.float32),
                                sf.TensorSpec([3, 3, 3, 4], sf.float32)])
-    got = session(model).run(None, {"input_0": x, "input_1": w})
+    got = session(model).run(None, {"x": x, "w": w})
     for g, want in zip(got, f(x, w), strict=True):
         np.testing.assert_allclose(g, want.numpy(), rtol=1e-4, atol=1e-4)
 
@@ -125,7 +130,7 @@ def test_bfloat16_computes_in_float32_rounded_per_op():
 
     x = np.linspace(-2, 2, 6).reshape(2, 3).astype(np.float32)
     model = sf.onnx.export(f, [sf.TensorSpec([None, 3], sf.float32)])
-    for got, want in zip(session(model).run(None, {"input_0": x}), sf.function(f)(x),
+    for got, want in zip(session(model).run(None, {"x": x}), sf.function(f)(x),
                          strict=True):
         np.testing.assert_array_equal(got, want.numpy())
 
@@ -158,7 +163,7 @@ def test_variables_are_read_as_their_value_at_export():
     f = sf.function(lambda x: x * v)
     model = sf.onnx.export(f, [sf.TensorSpec([2], sf.float32)])
     v.assign([5.0, 5.0])
-    (got,) = session(model).run(None, {"input_0": np.ones(2, np.float32)})
+    (got,) = session(model).run(None, {"x": np.ones(2, np.float32)})
     np.testing.assert_array_equal(got, [1.0, 2.0])
 
 
