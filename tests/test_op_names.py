@@ -63,6 +63,9 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     # ONNX's attribute values: ScatterND's reduction="add", Gelu's approximate="tanh"
     "stageflow/onnx/export_ops.py": ("add",),
     "stageflow/onnx/ops/activations.py": ("tanh",),
+    # ScatterElements' and ScatterND's reduction="add", Pad's mode="constant"
+    "stageflow/onnx/ops/indexing.py": ("add",),
+    "stageflow/onnx/ops/shape.py": ("constant",),
     # the activations a layer takes by name (Keras' names)
     "stageflow/models/activations.py": ("relu", "tanh"),
     "stageflow/models/layers/recurrent.py": ("tanh",),
