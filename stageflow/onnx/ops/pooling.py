@@ -1,9 +1,12 @@
 """Pooling: MaxPool (with its Indices), AveragePool, LpPool, their global forms, MaxUnpool.
 
-One mechanism for every rank, dilation and padding, on ONNX's channels-first data as it is
-(no transposes): the input padded with the reduction's identity, then reduced one spatial
-axis at a time (max and sum are separable) over the window's taps, each a strided slice.
-The average divides by a constant of per-position counts (padding counted or not, as
+ONNX's channels-first data is pooled without transposes. The input is padded with the
+reduction's identity (-inf for max, 0 for sums); then 1-D and 2-D windows without
+dilation run sf.nn's pooling (unpadded) on every channel's image at once: (N, C, H, W) is,
+as it lies in memory, the (N * C, H, W, 1) batch of one-channel NHWC images. Other windows
+(3-D, dilated) are reduced one spatial axis at a time (max and sum are separable) over the
+window's taps, each a strided slice. The average
+divides the sum by a constant of per-position counts (padding counted or not, as
 `count_include_pad` says); ceil_mode extends the padding after so that the last window
 fits, and that extension is never counted. MaxPool's Indices output compares every tap
 with the best so far instead (argmax is not separable).
@@ -70,7 +73,30 @@ def _dtype(x: Value) -> np.dtype:
     return np.dtype(x.dtype) if isinstance(x, np.ndarray) else np.dtype(x.dtype.name)
 
 
-def reduce_windows(x: Value, geometry: Window, outputs: Sequence[int], kind: str) -> Value:
+def reduce_windows(x: Value, geometry: Window, outputs: Sequence[int], extra: Sequence[int],
+                   kind: str) -> Value:
+    """max or sum over each window of channels-first `x`, padded by the window's pads and
+    `extra` after."""
+    padded = _padded(x, geometry, extra, kind)
+    rank = len(outputs)
+    if rank > 2 or any(d > 1 for d in geometry.dilations):
+        return _reduce_slices(padded, geometry, outputs, kind)
+    sizes, kernel, strides = list(padded.shape[2:]), list(geometry.kernel), \
+        list(geometry.strides)
+    if rank == 1:
+        sizes, kernel, strides = [1, *sizes], [1, *kernel], [1, *strides]
+    planes = sf.reshape(padded, (-1, *sizes, 1))
+    if kind == "max":
+        y = sf.nn.max_pool2d(planes, kernel, strides, "VALID")
+    else:  # the mean of every element of the padded window, times their count: the sum
+        y = sf.nn.avg_pool2d(planes, kernel, strides, "VALID") * float(np.prod(kernel))
+    y = sf.reshape(y, (-1, x.shape[1], *y.shape[1 + 2 - rank:3]))
+    if tuple(y.shape[2:]) != tuple(outputs):  # ceil_mode dropped a last window
+        y = y[(slice(None), slice(None), *(slice(0, n) for n in outputs))]
+    return y
+
+
+def _reduce_slices(x: Value, geometry: Window, outputs: Sequence[int], kind: str) -> Value:
     """max or sum over each window of the padded channels-first `x`, one axis at a time."""
     combine = sf.maximum if kind == "max" else sf.add
     for axis, count in enumerate(outputs):
@@ -104,9 +130,9 @@ def _counts(sizes: Sequence[int], geometry: Window, outputs: Sequence[int],
 def max_pool(node: Node, x: Value) -> Value | list[Value]:
     sizes = _static_sizes(node, x)
     geometry, outputs, extra = _geometry(node, sizes)
-    padded = _padded(x, geometry, extra, "max")
     if not node.wants(1):
-        return reduce_windows(padded, geometry, outputs, "max")
+        return reduce_windows(x, geometry, outputs, extra, "max")
+    padded = _padded(x, geometry, extra, "max")
     return list(_max_with_indices(node, padded, x.shape, geometry, outputs))
 
 
@@ -156,10 +182,9 @@ def average_pool(node: Node, x: Value) -> Value:
     if node.op_type == "LpPool":
         p = int(node.attr("p", 2))
         powered = sf.abs(x) if p == 1 else sf.pow(sf.abs(x), float(p))
-        total = reduce_windows(_padded(powered, geometry, extra, "sum"), geometry, outputs,
-                               "sum")
+        total = reduce_windows(powered, geometry, outputs, extra, "sum")
         return total if p == 1 else sf.pow(total, 1.0 / p)
-    total = reduce_windows(_padded(x, geometry, extra, "sum"), geometry, outputs, "sum")
+    total = reduce_windows(x, geometry, outputs, extra, "sum")
     counts = _counts(sizes, geometry, outputs, bool(node.attr("count_include_pad", 0)))
     return total / counts.astype(_dtype(x))
 
