@@ -131,6 +131,14 @@ def _spatial_rank(node: Node, x: Value, w: Value) -> int:
                          f"stageflow converts 1-D, 2-D and 3-D convolutions")
     if None in w.shape:
         raise node.error(f"the filters' shape {w.shape} must be static")
+    if rank == 3 and None in x.shape[2:]:
+        raise node.error(f"a 3-D convolution needs static spatial dims, got input shape "
+                         f"{x.shape}; give the model's inputs static shapes (sf.onnx.load(..., "
+                         f"input_shapes={{name: shape}}))")
+    dtype = np.dtype(x.dtype) if isinstance(x, np.ndarray) else np.dtype(x.dtype.name)
+    if not np.issubdtype(dtype, np.floating) and dtype.name != "bfloat16":
+        raise node.error(f"expects a floating input, got {dtype.name} (integer convolutions "
+                         f"are ConvInteger's)")
     return rank
 
 
