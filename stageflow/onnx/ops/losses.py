@@ -61,6 +61,7 @@ def _negative_log_likelihood(node: Node, log_prob: Value, target: Value,
 @converts("NegativeLogLikelihoodLoss")
 def negative_log_likelihood_loss(node: Node, log_prob: Value, target: Value,
                                  weight: Value | None = None) -> Value:
+    """The loss of log-probabilities (N, C, d1, ...) at the target classes."""
     return _negative_log_likelihood(node, log_prob, target, weight)
 
 

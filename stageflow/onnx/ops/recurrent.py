@@ -273,12 +273,14 @@ _LSTM = _Kind(4, ("Sigmoid", "Tanh", "Tanh"), _lstm_step, states=2, unclipped=(2
 @converts("RNN")
 def rnn(node: Node, x: Value, w: Value, r: Value, b: Value | None = None,
         sequence_lens: Value | None = None, initial_h: Value | None = None) -> list:
+    """H = f(X W^T + H R^T + Wb + Rb) per step; Y and Y_h."""
     return _layer(node, _RNN, x, w, r, b, sequence_lens, initial_h)
 
 
 @converts("GRU")
 def gru(node: Node, x: Value, w: Value, r: Value, b: Value | None = None,
         sequence_lens: Value | None = None, initial_h: Value | None = None) -> list:
+    """Update and reset gates z, r and a candidate per step; Y and Y_h."""
     return _layer(node, _GRU, x, w, r, b, sequence_lens, initial_h)
 
 
@@ -286,6 +288,7 @@ def gru(node: Node, x: Value, w: Value, r: Value, b: Value | None = None,
 def lstm(node: Node, x: Value, w: Value, r: Value, b: Value | None = None,
          sequence_lens: Value | None = None, initial_h: Value | None = None,
          initial_c: Value | None = None, p: Value | None = None) -> list:
+    """Input, output, forget gates and a cell state per step; Y, Y_h and Y_c."""
     return _layer(node, _LSTM, x, w, r, b, sequence_lens, initial_h, initial_c, p)
 
 
