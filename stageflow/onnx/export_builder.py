@@ -58,8 +58,11 @@ class Builder:
         return self.node(op_type, inputs, **attributes)[0]
 
     def const(self, value: Any, dtype: Any = None) -> str:
-        """An initializer holding `value` (one per distinct value), visible in subgraphs."""
+        """An initializer holding `value` (one per distinct value), visible in subgraphs;
+        a complex one as its parts, ``[..., 2]`` (`onnx.export_complex`)."""
         array = np.array(value, dtype=dtype, order="C")
+        if dtypes.is_complex(array.dtype):
+            array = np.stack([array.real, array.imag], axis=-1)
         key = (array.dtype.str, array.shape, hashlib.blake2b(array.tobytes()).digest())
         if key not in self._constants:
             name = self.fresh("const")

@@ -31,7 +31,9 @@ from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.onnx.converters import OnnxError
-from stageflow.onnx.export_ops import RULES, Builder, element_type
+from stageflow.onnx.export_builder import Builder, element_type
+from stageflow.onnx.export_complex import COMPLEX_RULES, takes_complex
+from stageflow.onnx.export_ops import RULES
 from stageflow.primitives import (
     control,
     elementwise,
@@ -57,9 +59,6 @@ _REFUSALS: dict[Primitive, str] = {
                           "cannot hold: pass the random values in as an argument",
     state.print_p: "ONNX has no op that prints: remove the sf.print",
     control.py_func_p: "it calls back into Python, which an ONNX model cannot",
-    **dict.fromkeys((elementwise.complex_p, elementwise.real_p, elementwise.imag_p,
-                     elementwise.conj_p),
-                    "ONNX's operators have no complex arithmetic"),
     **dict.fromkeys((factorizations.cholesky_p, factorizations.inv_p, factorizations.qr_p,
                      factorizations.eigh_p, factorizations.svd_p, factorizations.solve_p,
                      factorizations.slogdet_p, factorizations.triangular_solve_p),
@@ -69,8 +68,8 @@ _REFUSALS: dict[Primitive, str] = {
 
 def refusal(primitive: Primitive) -> str | None:
     """Why `primitive` cannot be exported, or None where it has a rule."""
-    if primitive in RULES or primitive in (control.cond_p, control.while_p,
-                                           functional.call_p, state.read_variable_p):
+    if primitive in RULES or primitive in COMPLEX_RULES or primitive in (
+            control.cond_p, control.while_p, functional.call_p, state.read_variable_p):
         return None
     return _REFUSALS.get(primitive, "it has no ONNX rule yet")
 
@@ -135,6 +134,10 @@ def _parameter_names(python_function: Any, count: int) -> list[str | None]:
 
 
 def _value_info(name: str, type_: ShapedType) -> onnx.ValueInfoProto:
+    """A complex value is its parts (`onnx.export_complex`)."""
+    if dtypes.is_complex(type_.dtype):
+        return helper.make_tensor_value_info(
+            name, element_type(dtypes.real_dtype(type_.dtype)), [*type_.shape, 2])
     return helper.make_tensor_value_info(name, element_type(type_.dtype), list(type_.shape))
 
 
@@ -202,11 +205,16 @@ class _Writer:
             return self.inline(callee, [self.names[v] for v in eq.inputs[:count]],
                                eq.inputs[count:])
         rule = RULES.get(eq.primitive)
+        if takes_complex(eq):
+            rule = COMPLEX_RULES.get(eq.primitive)
+            if rule is None:
+                raise _error(eq, "it has no ONNX rule for complex values yet")
         if rule is None:
             raise _error(eq, refusal(eq.primitive) or "")
         names = [self.names[v] for v in eq.inputs]
-        if eq.primitive not in (elementwise.cast_p, structural.constant_p) and any(
-                v.type.dtype == dtypes.bfloat16 for v in (*eq.inputs, *eq.outputs)):
+        types = [getattr(v.type, "dtype", None) for v in (*eq.inputs, *eq.outputs)]
+        if dtypes.bfloat16 in types and eq.primitive not in (elementwise.cast_p,
+                                                              structural.constant_p):
             return self.in_float32(eq, rule, names)
         results = rule(self.b, eq, *names)
         return [results] if isinstance(results, str) else list(results)

@@ -135,6 +135,25 @@ def test_bfloat16_computes_in_float32_rounded_per_op():
         np.testing.assert_array_equal(got, want.numpy())
 
 
+def test_complex_values_are_their_parts():
+    def f(x, y):
+        z, w = sf.complex(x, y), sf.complex(y, x)
+        q = sf.exp(z) * sf.math.conj(w) / (w * sf.math.conj(w) + 1.0)
+        q = sf.where(x > 0, sf.log(q * sf.math.conj(q) + 1.0), q)
+        return sf.abs(q), sf.reduce_sum(sf.math.imag(q), axis=-1), sf.transpose(q)
+
+    x = np.linspace(-2, 2, 8).reshape(2, 4)
+    model = sf.onnx.export(f, [sf.TensorSpec([None, 4], sf.float64), sf.TensorSpec([4],
+                                                                                sf.float64)])
+    y = x[0, ::-1].copy()
+    got = session(model).run(None, {"x": x, "y": y})
+    want = [w.numpy() for w in sf.function(f)(x, y)]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-12)
+    # A complex output is its parts, [..., 2].
+    np.testing.assert_allclose(got[2][..., 0] + 1j * got[2][..., 1], want[2], rtol=1e-12)
+
+
 def test_nested_functions_are_written_inline():
     inner = sf.function(lambda x: sf.sqrt(sf.abs(x)) + 1)
 
