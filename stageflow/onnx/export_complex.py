@@ -17,6 +17,7 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.graph import Equation
+from stageflow.onnx import export_ops
 from stageflow.onnx.export_builder import Builder, OnnxMath, Term
 from stageflow.primitives import elementwise as ew
 from stageflow.primitives import functional as fn
@@ -145,7 +146,7 @@ def cast(b: Builder, eq: Equation, x: str) -> str:
 @_rule(reduction.reduce_sum_p)
 def reduce_sum(b: Builder, eq: Equation, z: str) -> str:
     """Over the same axes, counted from the end past the parts' axis."""
-    axes = [a if a >= 0 else a - 1 for a in eq.params["axes"]]
+    axes = [_axis(a) for a in eq.params["axes"]]
     return b.op("ReduceSum", z, b.ints(axes), keepdims=int(eq.params["keepdims"]),
                 noop_with_empty_axes=1)
 
@@ -183,3 +184,24 @@ def constant(b: Builder, eq: Equation) -> str:
 @_rule(ew.select_p)
 def select(b: Builder, eq: Equation, condition: str, z: str, w: str) -> str:
     return b.op("Where", b.op("Unsqueeze", condition, b.ints([-1])), z, w)
+
+
+def _axis(axis: int) -> int:
+    """An axis of the complex value as an axis of its parts (from the end: one further)."""
+    return axis if axis >= 0 else axis - 1
+
+
+@_rule(st.concat_p)
+def concat(b: Builder, eq: Equation, *zs: str) -> str:
+    return b.op("Concat", *zs, axis=_axis(eq.params["axis"]))
+
+
+@_rule(st.gather_p)
+def gather(b: Builder, eq: Equation, z: str, indices: str) -> str:
+    return b.op("Gather", z, indices, axis=_axis(eq.params["axis"]))
+
+
+@_rule(st.slice_p)
+def slice_(b: Builder, eq: Equation, z: str) -> str:
+    """The slices of the value's axes; the parts' axis whole."""
+    return export_ops.slice_(b, eq, z)
