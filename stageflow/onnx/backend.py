@@ -47,6 +47,9 @@ class StageflowRep(BackendRep):
         self.device = _device_name(device)
         self._kwargs = kwargs  # sf.onnx.load's, for the imports with inputs folded in
         self._folded: dict[tuple, Model] = {}
+        # What the runs fold in: 0 nothing, 1 the integer inputs, 2 every input; raised
+        # once for all at the first UnknownAtImport.
+        self._folds = 0
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, dict):
@@ -55,13 +58,15 @@ class StageflowRep(BackendRep):
             inputs = [inputs]
         inputs = [np.asarray(x) for x in inputs]  # NumPy scalars too: tensors, not constants
         with device_scope(self.device):
-            try:
-                outputs = self.model(*inputs)
-            except UnknownAtImport:
+            while True:
                 try:
-                    outputs = self._run_folded(inputs, integers_only=True)
+                    outputs = self.model(*inputs) if not self._folds else \
+                        self._run_folded(inputs, integers_only=self._folds == 1)
+                    break
                 except UnknownAtImport:
-                    outputs = self._run_folded(inputs, integers_only=False)
+                    if self._folds == 2:
+                        raise
+                    self._folds += 1
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         return tuple(o.numpy() if isinstance(o, Tensor) else np.asarray(o) for o in outputs)
 
