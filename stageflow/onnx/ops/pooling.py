@@ -1,16 +1,15 @@
 """Pooling: MaxPool (with its Indices), AveragePool, LpPool, their global forms, MaxUnpool.
 
-ONNX's channels-first data is pooled without transposes. The input is padded with the
-reduction's identity (-inf for max, 0 for sums); then 1-D and 2-D windows without
-dilation run sf.nn's pooling (unpadded) on every channel's image at once: (N, C, H, W) is,
-as it lies in memory, the (N * C, H, W, 1) batch of one-channel NHWC images. Other windows
-(3-D, dilated) are reduced one spatial axis at a time (max and sum are separable) over the
-window's taps, each a strided slice. The average
-divides the sum by a constant of per-position counts (padding counted or not, as
-`count_include_pad` says); ceil_mode extends the padding after so that the last window
-fits, and that extension is never counted. MaxPool's Indices output compares every tap
-with the best so far instead (argmax is not separable).
-"""
+The input is padded with the reduction's identity (-inf for max, 0 for sums, ceil_mode's
+last windows included). 1-D and 2-D windows without dilation then go the way of the
+convolutions: transposed to channels-last, pooled by sf.nn's max_pool2d or avg_pool2d
+unpadded, transposed back; between a convolution and a pooling the transposes meet, and
+simplify's layout rules cancel them. Other windows (3-D, dilated) are reduced on
+channels-first data one spatial axis at a time (max and sum are separable) over the
+window's taps, each a strided slice. The average divides the sum by a constant of
+per-position counts (padding counted or not, as `count_include_pad` says; ceil_mode's
+extension never). MaxPool's Indices output compares every tap with the best so far
+instead (argmax is not separable)."""
 
 from __future__ import annotations
 
@@ -81,16 +80,17 @@ def reduce_windows(x: Value, geometry: Window, outputs: Sequence[int], extra: Se
     rank = len(outputs)
     if rank > 2 or any(d > 1 for d in geometry.dilations):
         return _reduce_slices(padded, geometry, outputs, kind)
-    sizes, kernel, strides = list(padded.shape[2:]), list(geometry.kernel), \
-        list(geometry.strides)
-    if rank == 1:
-        sizes, kernel, strides = [1, *sizes], [1, *kernel], [1, *strides]
-    planes = sf.reshape(padded, (-1, *sizes, 1))
+    kernel, strides = list(geometry.kernel), list(geometry.strides)
+    if rank == 1:  # the 2-D window of height 1
+        kernel, strides, padded = [1, *kernel], [1, *strides], sf.expand_dims(padded, 2)
+    images = sf.transpose(padded, (0, 2, 3, 1))
     if kind == "max":
-        y = sf.nn.max_pool2d(planes, kernel, strides, "VALID")
+        y = sf.nn.max_pool2d(images, kernel, strides, "VALID")
     else:  # the mean of every element of the padded window, times their count: the sum
-        y = sf.nn.avg_pool2d(planes, kernel, strides, "VALID") * float(np.prod(kernel))
-    y = sf.reshape(y, (-1, x.shape[1], *y.shape[1 + 2 - rank:3]))
+        y = sf.nn.avg_pool2d(images, kernel, strides, "VALID") * float(np.prod(kernel))
+    y = sf.transpose(y, (0, 3, 1, 2))
+    if rank == 1:
+        y = sf.squeeze(y, 2)
     if tuple(y.shape[2:]) != tuple(outputs):  # ceil_mode dropped a last window
         y = y[(slice(None), slice(None), *(slice(0, n) for n in outputs))]
     return y
