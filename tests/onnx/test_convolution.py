@@ -27,20 +27,25 @@ def test_grouped_strided_dilated_conv_with_asymmetric_pads_and_bias():
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
-def test_conv_1d_and_3d_with_auto_pad(auto_pad):
+def test_conv_1d_with_auto_pad(auto_pad):
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[2], auto_pad=auto_pad)
     check(node, {"x": _normal(2, 3, 9)}, {"w": _normal(4, 3, 4)})
+
+
+def test_conv_3d_strided_dilated_same_lower():
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2, 1, 2],
-                            auto_pad=auto_pad, dilations=[2, 1, 1])
+                            auto_pad="SAME_LOWER", dilations=[2, 1, 1])
     check(node, {"x": _normal(1, 2, 7, 5, 6)}, {"w": _normal(3, 2, 2, 3, 2),
                                                  "b": _normal(3)})
 
 
-def test_depthwise_conv_with_a_channel_multiplier():
+@pytest.mark.parametrize("multiplier", [1, 2])
+def test_depthwise_conv(multiplier):
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=3, strides=[2, 2],
                             pads=[1, 1, 1, 1])
-    check(node, {"x": _normal(2, 3, 6, 7)}, {"w": _normal(6, 1, 3, 3), "b": _normal(6)},
-          jits=(True, False))
+    channels = 3 * multiplier
+    check(node, {"x": _normal(2, 3, 6, 7)}, {"w": _normal(channels, 1, 3, 3),
+                                             "b": _normal(channels)}, jits=(True, False))
 
 
 def test_conv_with_filters_computed_at_run_time_and_a_symbolic_batch():

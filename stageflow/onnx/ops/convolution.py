@@ -241,16 +241,19 @@ def _depthwise(node: Node, x: Value, w: Value, geometry: Window, group: int) -> 
                          f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
     outputs = [geometry.positions(a, sizes[a]) for a in range(rank)]
     multiplier = w.shape[0] // group
-    padded = sf.expand_dims(sf.pad(x, [(0, 0), (0, 0), *geometry.pads]), 2)
+    padded = sf.pad(x, [(0, 0), (0, 0), *geometry.pads])
+    if multiplier > 1:  # (N, C, 1, ...) against (C, M, 1, ...) filter columns
+        padded = sf.expand_dims(padded, 2)
     filters = _reshape(w, (group, multiplier, *geometry.kernel))
+    shape = (group, multiplier) + (1,) * rank if multiplier > 1 else (group,) + (1,) * rank
     total = None
     for index in np.ndindex(*geometry.kernel):
-        tap = padded[(slice(None),) * 3 + tap_slices(geometry, index, outputs)]
-        term = tap * _reshape(filters[(slice(None), slice(None), *index)],
-                              (group, multiplier) + (1,) * rank)
+        tap = padded[(slice(None),) * (padded.ndim - rank) +
+                     tap_slices(geometry, index, outputs)]
+        term = tap * _reshape(filters[(slice(None), slice(None), *index)], shape)
         total = term if total is None else total + term
     assert total is not None
-    return sf.reshape(total, (-1, group * multiplier, *outputs))
+    return sf.reshape(total, (-1, group * multiplier, *outputs)) if multiplier > 1 else total
 
 
 @converts("ConvTranspose")
