@@ -4,14 +4,15 @@ each imported, compiled and run, its outputs compared with the case's references
 case's tolerances (ONNX's `Runner.assert_similar_outputs`).
 
     python -m stageflow.testing.onnx_suite [-k REGEX] [--kind node] [--verbose]
-                                           [--reference] [--jobs 2] [--interpreted]
+                                           [--reference] [--jobs N] [--interpreted]
 
 prints a row per kind (passed, failed, excluded) and names every failure with its first
 error line (--verbose: every case). --reference runs onnxruntime's own backend
 (`onnxruntime.backend`) on the same cases in the same run: two more columns, and each
 failure says whether onnxruntime passes it. The exclusions, each with its reason, are
 `stageflow/onnx/exclusions.txt`: one ``REGEX  # reason`` a line, searched in the case's
-name; only for types stageflow has no tensors of and ops out of its scope.
+name; only for types stageflow has no tensors of and ops out of its scope. Each case is
+compiled, so the cases run in a pool of two processes unless --jobs says otherwise.
 
 The real kind is ONNX's light models (``onnx/backend/test/data/light``): inputs drawn by
 `Runner.generate_dummy_data` as ONNX's runner draws them, outputs compared with the
@@ -227,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="name every case")
     parser.add_argument("--reference", action="store_true",
                         help="run onnxruntime's backend on the same cases, for comparison")
-    parser.add_argument("--jobs", type=int, default=1, metavar="N",
-                        help="run the cases in N processes (default 1)")
+    parser.add_argument("--jobs", type=int, default=2, metavar="N",
+                        help="run the cases in N processes (default 2; 1: in this one)")
     parser.add_argument("--interpreted", action="store_true",
                         help="run the staged graphs through the interpreter (jit=False)")
     args = parser.parse_args(argv)
