@@ -9,7 +9,9 @@ the loop and again at the end of the body), and a call to another staged functio
 written inline. Constants and captured tensors become initializers, and so do the
 variables the function reads, with their value at export time: an ONNX model holds no
 state, so a function that assigns a variable or draws random numbers is refused, as is any
-op without a rule, with the op's name and the user's source line.
+op without a rule, with the op's name and the user's source line. Complex values are
+written as their parts (`onnx.export_complex`); an op on bfloat16 computes in float32,
+rounded once, as stageflow's kernels do. Each node's doc_string is the user's line.
 
     model = sf.onnx.export(f, [sf.TensorSpec([None, 784], sf.float32)], "f.onnx")
 """

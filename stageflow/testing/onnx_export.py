@@ -4,7 +4,7 @@ by ONNX's checker (``full_check``), run by ONNX Runtime and compared with stagef
 eager results, within the campaign's tolerances (exact values bit for bit).
 
 Each program ends in one outcome: *passed*; *refused* (the exporter said why it cannot
-write an op: state, random draws, complex numbers, an op without a rule); *runtime* (a
+write an op: a variable assigned, random draws, an op without a rule); *runtime* (a
 valid model ONNX Runtime cannot run, e.g. no kernel for an op and type); *mismatch*; or
 *error* (anything else: a bug of the exporter). The reasons of the refusals and runtime
 failures are counted, so the summary says which primitives cannot be exported yet and why::
