@@ -126,3 +126,13 @@ def test_max_unpool_inverts_max_pool_indices():
                               strides=[2, 2])
     check(unpool, {"v": np.asarray(values), "i": np.asarray(indices)},
           {"shape": np.array([2, 3, 5, 6], np.int64)})
+
+
+def test_deform_conv_grouped_strided_with_mask():
+    node = helper.make_node("DeformConv", ["x", "w", "offset", "b", "mask"], ["y"], group=2,
+                            offset_group=2, strides=[2, 1], pads=[1, 0, 1, 1],
+                            dilations=[1, 2])
+    offset = RNG.uniform(-1.5, 1.5, (1, 2 * 2 * 2 * 2, 3, 4)).astype(np.float32)
+    check(node, {"x": _normal(1, 4, 4, 5), "offset": offset,
+                 "mask": RNG.random((1, 2 * 2 * 2, 3, 4)).astype(np.float32)},
+          {"w": _normal(2, 2, 2, 2), "b": _normal(2)}, rtol=1e-4, opset=19)

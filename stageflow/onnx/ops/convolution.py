@@ -1,5 +1,5 @@
 """Convolutions: Conv and ConvTranspose over 1, 2 and 3 spatial dims, strided, dilated,
-padded (explicit pads or auto_pad) and grouped.
+padded (explicit pads or auto_pad) and grouped; ConvInteger; 2-D DeformConv.
 
 ONNX images are channels-first (N, C, *spatial) and filters (O, I / group, *kernel); sf's
 convolutions are channels-last (NHWC by HWIO). Every convolution here goes one way: the
@@ -8,7 +8,9 @@ bias added there, and the result transposed back. A filter known at import is tr
 at import. A 1-D convolution is a 2-D one of height 1; a 3-D one is a sum over the depth
 taps of 2-D ones, the depth positions folded into the batch. A depthwise convolution (one
 input channel per group) is a sum of products of shifted slices, on channels-first data as
-it is; other groups are one convolution per group, concatenated.
+it is; other groups are one convolution per group, concatenated. Between two
+convolutions, the transpose back and the next one's transpose meet past the elementwise
+ops between them, and simplify's layout rules cancel them.
 
 `window` resolves ONNX's geometry attributes (shared with the pooling ops) into explicit
 (before, after) pads per spatial axis.
@@ -379,3 +381,63 @@ def _place(y: Value, pads: Pads, outputs: Sequence[int]) -> Value:
     if any(f != (0, 0) for f in fills):
         y = sf.pad(y, [(0, 0), *fills, (0, 0)])
     return y
+
+
+@converts("DeformConv")
+def deform_conv(node: Node, x: Value, w: Value, offset: Value, b: Value | None = None,
+                mask: Value | None = None) -> Value:
+    """A 2-D convolution whose taps read the input at learned fractional offsets: each
+    tap's sample is interpolated bilinearly (zero outside the image) from four gathered
+    neighbours and scaled by its mask, and the samples of each group are then multiplied
+    by the filters as a matrix."""
+    _spatial_rank(node, x, w)
+    if x.ndim != 4 or None in x.shape or None in offset.shape:
+        raise node.error(f"stageflow converts 2-D deformable convolutions of static shapes, "
+                         f"got input {x.shape} and offsets {offset.shape}")
+    batch, channels, height, width = x.shape
+    geometry = window(node, (height, width), w.shape[2:])
+    group, groups = int(node.attr("group", 1)), int(node.attr("offset_group", 1))
+    kh, kw = geometry.kernel
+    taps, (oh, ow) = kh * kw, offset.shape[2:]
+    out_channels = w.shape[0]
+    positions = (geometry.positions(0, height), geometry.positions(1, width))
+    if channels != w.shape[1] * group or channels % groups or \
+            offset.shape[1] != groups * taps * 2 or (oh, ow) != positions:
+        raise node.error(f"input {x.shape}, filters {w.shape}, offsets {offset.shape}, group "
+                         f"{group}, offset_group {groups} and {positions} output positions "
+                         f"do not match")
+    dtype = np.dtype(x.dtype)
+    offsets = sf.reshape(offset, (batch, groups, kh, kw, 2, oh, ow))
+    rows = (np.arange(oh) * geometry.strides[0] - geometry.pads[0][0])[:, None] + \
+        np.zeros((1, ow))
+    columns = (np.arange(ow) * geometry.strides[1] - geometry.pads[1][0])[None, :] + \
+        np.zeros((oh, 1))
+    tap_rows = (np.arange(kh) * geometry.dilations[0])[:, None, None, None]
+    tap_columns = (np.arange(kw) * geometry.dilations[1])[None, :, None, None]
+    h = offsets[:, :, :, :, 0] + (rows + tap_rows).astype(dtype)  # (N, G, kh, kw, oh, ow)
+    v = offsets[:, :, :, :, 1] + (columns + tap_columns).astype(dtype)
+    top, left = sf.floor(h), sf.floor(v)
+    down, right = h - top, v - left
+    planes = np.arange(batch * channels, dtype=np.int64).reshape(
+        batch, groups, channels // groups, 1, 1, 1, 1) * (height * width)
+    flat = sf.reshape(x, (-1,))
+    samples = None
+    for dh, weight_h in ((0, 1 - down), (1, down)):
+        for dw, weight_w in ((0, 1 - right), (1, right)):
+            r, c = sf.cast(top, sf.int64) + dh, sf.cast(left, sf.int64) + dw
+            inside = sf.logical_and(sf.logical_and(r >= 0, r < height),
+                                    sf.logical_and(c >= 0, c < width))
+            index = sf.clip_by_value(r, 0, height - 1) * width + \
+                sf.clip_by_value(c, 0, width - 1)
+            weight = sf.where(inside, weight_h * weight_w, 0.0)
+            values = sf.gather(flat, sf.expand_dims(index, 2) + planes)
+            term = values * sf.expand_dims(weight, 2)  # (N, G, C / G, kh, kw, oh, ow)
+            samples = term if samples is None else samples + term
+    assert samples is not None
+    if mask is not None:
+        samples = samples * sf.expand_dims(sf.reshape(mask, (batch, groups, kh, kw, oh, ow)),
+                                           2)
+    matrix = sf.reshape(samples, (batch, group, channels // group * taps, oh * ow))
+    filters = _reshape(w, (group, out_channels // group, channels // group * taps))
+    y = sf.reshape(sf.matmul(filters, matrix), (batch, out_channels, oh, ow))
+    return y if b is None else y + _reshape(b, (out_channels, 1, 1))
