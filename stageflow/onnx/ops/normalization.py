@@ -51,14 +51,15 @@ def _stash(node: Node, x: Value) -> Value:
     return x
 
 
-def _normalize(x: Value, axes: Sequence[int], epsilon: float) -> tuple[Value, Value, Value]:
-    """(x - mean) / sqrt(variance + epsilon) over `axes`, with the mean and 1 / that root
-    (their reduced axes kept)."""
+def _normalize(x: Value, axes: Sequence[int], epsilon: float
+               ) -> tuple[Value, Value, Value, Value]:
+    """(x - mean) / sqrt(variance + epsilon) over `axes`, with the mean, the variance and
+    1 / that root (their reduced axes kept)."""
     mean = sf.reduce_mean(x, axis=tuple(axes), keepdims=True)
     centred = x - mean
     variance = sf.reduce_mean(centred * centred, axis=tuple(axes), keepdims=True)
     inverse = sf.rsqrt(variance + epsilon)
-    return centred * inverse, mean, inverse
+    return centred * inverse, mean, variance, inverse
 
 
 @converts("BatchNormalization")
@@ -84,10 +85,10 @@ def _batch_statistics(node: Node, x: Value, scale: Value, bias: Value, mean: Val
     variance outputs move toward them by 1 - momentum."""
     momentum = float(node.attr("momentum", 0.9))
     axes = (0, *range(2, x.ndim))
-    normalized, batch_mean, inverse = _normalize(x, axes, epsilon)
+    normalized, batch_mean, batch_variance, _ = _normalize(x, axes, epsilon)
     y = normalized * _channels(scale, x.ndim) + _channels(bias, x.ndim)
     batch_mean = sf.reshape(batch_mean, (-1,))
-    batch_variance = sf.reshape(1.0 / (inverse * inverse) - epsilon, (-1,))
+    batch_variance = sf.reshape(batch_variance, (-1,))
     return [y, mean * momentum + batch_mean * (1 - momentum),
             variance * momentum + batch_variance * (1 - momentum)]
 
@@ -95,7 +96,7 @@ def _batch_statistics(node: Node, x: Value, scale: Value, bias: Value, mean: Val
 @converts("InstanceNormalization")
 def instance_normalization(node: Node, x: Value, scale: Value, bias: Value) -> Value:
     dtype = _floating(node, x)
-    normalized, _, _ = _normalize(x, range(2, x.ndim), float(node.attr("epsilon", 1e-5)))
+    normalized, *_ = _normalize(x, range(2, x.ndim), float(node.attr("epsilon", 1e-5)))
     return normalized * _channels(_cast(scale, dtype), x.ndim) + \
         _channels(_cast(bias, dtype), x.ndim)
 
@@ -108,8 +109,8 @@ def layer_normalization(node: Node, x: Value, scale: Value,
     if not -x.ndim <= axis < x.ndim:
         raise node.error(f"axis {axis} is out of range for an input of rank {x.ndim}")
     axes = range(axis % x.ndim, x.ndim)
-    normalized, mean, inverse = _normalize(_stash(node, x), axes,
-                                           float(node.attr("epsilon", 1e-5)))
+    normalized, mean, _, inverse = _normalize(_stash(node, x), axes,
+                                              float(node.attr("epsilon", 1e-5)))
     y = _cast(normalized, dtype) * _cast(scale, dtype)
     if bias is not None:
         y = y + _cast(bias, dtype)
@@ -125,8 +126,8 @@ def group_normalization(node: Node, x: Value, scale: Value, bias: Value) -> Valu
         raise node.error(f"needs static channel and spatial dims, the channels a multiple "
                          f"of num_groups {groups}; got input shape {x.shape}")
     grouped = sf.reshape(_stash(node, x), (-1, groups, channels // groups, *spatial))
-    normalized, _, _ = _normalize(grouped, range(2, grouped.ndim),
-                                  float(node.attr("epsilon", 1e-5)))
+    normalized, *_ = _normalize(grouped, range(2, grouped.ndim),
+                                float(node.attr("epsilon", 1e-5)))
     normalized = _cast(normalized, dtype)
     scale, bias = _cast(scale, dtype), _cast(bias, dtype)
     if node.opset < 21:  # a scale and bias per group
