@@ -136,3 +136,12 @@ def test_deform_conv_grouped_strided_with_mask():
     check(node, {"x": _normal(1, 4, 4, 5), "offset": offset,
                  "mask": RNG.random((1, 2 * 2 * 2, 3, 4)).astype(np.float32)},
           {"w": _normal(2, 2, 2, 2), "b": _normal(2)}, rtol=1e-4, opset=19)
+
+
+def test_conv_with_weights_as_variables():
+    """Filters read from variables are transposed in the graph, to the same result."""
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=2, pads=[1, 1, 1, 1])
+    x = _normal(1, 4, 5, 5)
+    model = one_node_model(node, {"x": x}, {"w": _normal(4, 2, 3, 3), "b": _normal(4)})
+    np.testing.assert_allclose(np.asarray(sf.onnx.load(model, weights="variables")(x)),
+                               np.asarray(sf.onnx.load(model)(x)), rtol=1e-5, atol=1e-5)
