@@ -438,18 +438,37 @@ def transpose(b: Builder, eq: Equation, x: str) -> str:
 
 @exports(st.slice_p)
 def slice_(b: Builder, eq: Equation, x: str) -> str:
-    """Python's slices: an omitted bound is ONNX's clamped extreme for the step's
-    direction (Slice clamps as ``slice.indices`` does)."""
-    starts, ends, steps = [], [], []
-    for start, stop, step in eq.params["slices"]:
+    """Python's slices. Along a known dim, the bounds ``slice.indices`` gives (an empty
+    slice as 0:0). Along an unknown one, an omitted bound is ONNX's clamped extreme for the
+    step's direction; and where a negative start with a negative step may lie before the
+    axis, which Python's slice makes empty and ONNX's Slice clamps to element 0, the bounds
+    become 0:0 at run time."""
+    bounds: list[tuple[str, str, str]] = []
+    for axis, (dim, (start, stop, step)) in enumerate(zip(
+            _in(eq).shape, eq.params["slices"], strict=True)):
         step = 1 if step is None else step
-        starts.append((0 if step > 0 else INT64_MAX) if start is None else start)
-        ends.append((INT64_MAX if step > 0 else INT64_MIN) if stop is None else stop)
-        steps.append(step)
-    if not starts:
+        if dim is not None:
+            first, last, step = slice(start, stop, step).indices(dim)
+            if not range(first, last, step):
+                first, last, step = 0, 0, 1
+            last = INT64_MIN if last < 0 else last  # -1: before element 0
+            bounds.append((b.ints([first]), b.ints([last]), b.ints([step])))
+            continue
+        first = (0 if step > 0 else INT64_MAX) if start is None else start
+        last = (INT64_MAX if step > 0 else INT64_MIN) if stop is None else stop
+        bound = (b.ints([first]), b.ints([last]), b.ints([step]))
+        if step < 0 and first < 0:
+            before = b.op("Less", b.op("Add", bound[0], b.dim(x, axis)), b.ints([0]))
+            zero = b.ints([0])
+            bound = (b.op("Where", before, zero, bound[0]), b.op("Where", before, zero,
+                     bound[1]), b.op("Where", before, b.ints([1]), bound[2]))
+        bounds.append(bound)
+    if not bounds:
         return b.op("Identity", x)
-    axes = list(range(len(starts)))
-    return b.op("Slice", x, b.ints(starts), b.ints(ends), b.ints(axes), b.ints(steps))
+    starts, ends, steps = ([bound[i] for bound in bounds] for i in range(3))
+    joined = [parts[0] if len(parts) == 1 else b.op("Concat", *parts, axis=0)
+              for parts in (starts, ends, steps)]
+    return b.op("Slice", x, joined[0], joined[1], b.ints(range(len(bounds))), joined[2])
 
 
 @exports(st.concat_p)

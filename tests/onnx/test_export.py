@@ -154,6 +154,16 @@ def test_complex_values_are_their_parts():
     np.testing.assert_allclose(got[2][..., 0] + 1j * got[2][..., 1], want[2], rtol=1e-12)
 
 
+@pytest.mark.parametrize("unknown", [False, True])
+def test_slices_are_pythons(unknown):
+    """ONNX's Slice clamps a negative start before the axis to element 0 where Python's
+    slice is empty (a negative step), and reads an end of -1 as the last element."""
+    x = np.arange(15, dtype=np.int32).reshape(5, 3)
+    cases = [(-7, None, -1), (-2, -7, -2), (None, -6, -1), (6, -5, -3), (-1, 0, 1), (4, 6, 2)]
+    f = sf.function(lambda x: [x[start:stop:step, ::-1] for start, stop, step in cases])
+    run(f, [sf.TensorSpec([None if unknown else 5, 3], sf.int32)], x)
+
+
 def test_nested_functions_are_written_inline():
     inner = sf.function(lambda x: sf.sqrt(sf.abs(x)) + 1)
 
