@@ -81,12 +81,9 @@ def float_unary(b: Builder, eq: Equation, x: str) -> str:
 
 @exports(ew.negative_p, ew.abs_p, ew.sign_p)
 def signed_unary(b: Builder, eq: Equation, x: str) -> str:
+    """Unsigned integers too: computed in a wider signed type, -x wraps back as NumPy's."""
     op_type = {ew.negative_p: "Neg", ew.abs_p: "Abs", ew.sign_p: "Sign"}[eq.primitive]
-    dtype = _in(eq).dtype
-    if dtype == dtypes.uint32:  # Neg has no unsigned kernel: 0 - x wraps the same
-        return b.arithmetic("Sub", [b.scalar(0, dtype), x], dtype) if op_type == "Neg" \
-            else b.arithmetic(op_type, [x], dtype)
-    return b.arithmetic(op_type, [x], dtype)
+    return b.arithmetic(op_type, [x], _in(eq).dtype)
 
 
 @exports(ew.relu_p)
@@ -99,12 +96,28 @@ def relu(b: Builder, eq: Equation, x: str) -> str:
 
 @exports(ew.expm1_p)
 def expm1(b: Builder, eq: Equation, x: str) -> str:
-    return b.op("Sub", b.op("Exp", x), b.scalar(1, _in(eq).dtype))
+    """Kahan's form, accurate near 0 where exp(x) - 1 cancels: (u - 1) x / log u with
+    u = exp(x); x where u rounds to 1, -1 where u - 1 does, u where it overflows."""
+    dtype = _in(eq).dtype
+    u = b.op("Exp", x)
+    less = b.op("Sub", u, b.scalar(1, dtype))
+    ratio = b.op("Div", b.op("Mul", less, x), b.op("Log", u))
+    ratio = b.op("Where", b.op("Equal", u, b.scalar(1, dtype)), x, ratio)
+    ratio = b.op("Where", b.op("Equal", less, b.scalar(-1, dtype)), less, ratio)
+    return b.op("Where", b.op("IsInf", u), u, ratio)
 
 
 @exports(ew.log1p_p)
 def log1p(b: Builder, eq: Equation, x: str) -> str:
-    return b.op("Log", b.op("Add", x, b.scalar(1, _in(eq).dtype)))
+    """Kahan's form, accurate near 0: log(u) x / (u - 1) with u = 1 + x; x where u rounds
+    to 1, log u where u is 0 or infinite."""
+    dtype = _in(eq).dtype
+    u = b.op("Add", x, b.scalar(1, dtype))
+    log = b.op("Log", u)
+    ratio = b.op("Div", b.op("Mul", log, x), b.op("Sub", u, b.scalar(1, dtype)))
+    ratio = b.op("Where", b.op("Equal", u, b.scalar(1, dtype)), x, ratio)
+    edge = b.op("Or", b.op("IsInf", u), b.op("Equal", u, b.scalar(0, dtype)))
+    return b.op("Where", edge, log, ratio)
 
 
 @exports(ew.log2_p)
