@@ -28,6 +28,11 @@ MODEL = textwrap.dedent("""\
     def counts(x):
         counter.assign_add(1.0)
         return x
+
+
+    @sf.function(input_signature=[sf.TensorSpec([None, 2], sf.float32)])
+    def doubled(x):
+        return x * 2.0
 """)
 
 
@@ -86,3 +91,12 @@ def test_export_errors_are_one_line(capsys, model_file, tmp_path):
     opset = error_line(capsys, "export", f"{model_file}:model", *specs, "-o",
                        tmp_path / "m.onnx", "--opset", "9")
     assert "opsets 18 to" in opset
+    unsigned = error_line(capsys, "export", f"{model_file}:model", "-o", tmp_path / "m.onnx")
+    assert "--arg" in unsigned
+
+
+def test_export_takes_the_functions_own_signature(capsys, model_file, tmp_path):
+    status, _, err = run(capsys, "export", f"{model_file}:doubled", "-o", tmp_path / "d.onnx")
+    assert (status, err) == (0, "")
+    (x,) = onnx.load(tmp_path / "d.onnx").graph.input
+    assert x.name == "x" and x.type.tensor_type.shape.dim[1].dim_value == 2
