@@ -58,7 +58,7 @@ def _geometry(node: Node, sizes: Sequence[int]) -> tuple[Window, list[int], list
 def _identity(kind: str, dtype: np.dtype) -> float | int:
     if kind == "sum":
         return 0
-    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+    return np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -np.inf
 
 
 def _padded(x: Value, geometry: Window, extra: Sequence[int], kind: str) -> Value:
