@@ -93,8 +93,10 @@ def loop(node: Node, trip_count: Value | None, condition: Value | None,
     if scanned < 0:
         raise node.error(f"the body returns {len(body.output)} values, fewer than the "
                          f"condition and the {carried} loop-carried ones")
-    limit = None if trip_count is None else sf.cast(_scalar(node, trip_count, "M"), sf.int64)
-    go = sf.constant(True) if condition is None else _scalar(node, condition, "cond")
+    limit = None if trip_count is None else sf.cast(_scalar(node, trip_count,
+                                                            "the trip count M"), sf.int64)
+    go = sf.constant(True) if condition is None else _scalar(node, condition,
+                                                            "the condition input")
 
     def step(i: sf.Tensor, go: sf.Tensor, *state: sf.Tensor) -> list[Value]:
         results = _run(node, body, [i, go, *state])
