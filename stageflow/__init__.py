@@ -27,7 +27,9 @@ from stageflow.core.dtypes import (
     int32,
     int64,
     uint8,
+    uint16,
     uint32,
+    uint64,
 )
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators

@@ -24,20 +24,22 @@ int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
 uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
 bool_ = np.dtype(np.bool_)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
 
-ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint32, bool_,
-       complex64, complex128)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
+       uint64, bool_, complex64, complex128)
 FLOATING = (float16, bfloat16, float32, float64)
 COMPLEX = (complex64, complex128)
 # The dtypes that carry gradients, one set: the tape and the gradient rules test every
 # operand of every recorded op, where one membership test beats a call and two.
 INEXACT = frozenset(FLOATING + COMPLEX)
-INTEGER = (int8, int16, int32, int64, uint8, uint32)
-UNSIGNED = (uint8, uint32)
+INTEGER = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+UNSIGNED = (uint8, uint16, uint32, uint64)
 SIGNED = (int8, int16, int32, int64)
 
 # Short names used by the IR (`tensor<4x?xf32>`) and by the command line (`f32[8,784]`).
@@ -51,7 +53,9 @@ SHORT_NAMES = {
     int32: "i32",
     int64: "i64",
     uint8: "ui8",
+    uint16: "ui16",
     uint32: "ui32",
+    uint64: "ui64",
     bool_: "i1",
     complex64: "c64",
     complex128: "c128",

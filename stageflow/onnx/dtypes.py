@@ -2,7 +2,7 @@
 
 ONNX names a tensor's element type by a `TensorProto.DataType` number; stageflow's dtypes
 are NumPy dtypes (`core.dtypes`). The types stageflow has no tensors of (strings, the 4-bit
-and 8-bit floats, uint16, uint64) map to nothing, and an import that meets one says so.
+and 8-bit floats) map to nothing, and an import that meets one says so.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ _TO_SF: dict[int, np.dtype] = {
     TensorProto.INT32: dtypes.int32,
     TensorProto.INT64: dtypes.int64,
     TensorProto.UINT8: dtypes.uint8,
+    TensorProto.UINT16: dtypes.uint16,
     TensorProto.UINT32: dtypes.uint32,
+    TensorProto.UINT64: dtypes.uint64,
     TensorProto.BOOL: dtypes.bool_,
     TensorProto.COMPLEX64: dtypes.complex64,
     TensorProto.COMPLEX128: dtypes.complex128,

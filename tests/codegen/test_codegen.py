@@ -36,7 +36,7 @@ from stageflow.primitives.elementwise import ElementwisePrimitive
 from stageflow.primitives.reduction import MAX, MIN, PROD, SUM
 
 F16, BF16, F32, F64 = dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
-I32, I64, U32, BOOL = dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.bool_
+I32, I64, U32, U64, BOOL = dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64, dtypes.bool_
 C64, C128 = dtypes.complex64, dtypes.complex128
 # (rtol, atol): a few ulps; atol only absorbs differences among subnormal results. Complex
 # results are compared by the modulus of the difference (NumPy's allclose).
@@ -117,10 +117,13 @@ def values(dtype: np.dtype, count: int = 400, seed: int = 0) -> np.ndarray:
         return z
     if dtype in dtypes.INTEGER:
         info = np.iinfo(dtype)
-        lo = 0 if dtype == U32 else -1000
+        positive = dtype in (U32, U64)
+        lo = 0 if positive else -1000
         extremes = [info.min, info.max, info.min + 1, 0, 1, 2, 7, info.max - 1]
-        extremes += [] if dtype == U32 else [-1, -2, -7]
-        return np.concatenate([rng.integers(lo, 1000, count), extremes]).astype(dtype)
+        extremes += [] if positive else [-1, -2, -7]
+        wrapped = np.array([v % 2**64 for v in extremes], np.uint64)  # two's complement
+        return np.concatenate([rng.integers(lo, 1000, count).astype(dtype),
+                               wrapped.astype(dtype)])
     wide = rng.uniform(-12, 12, count)
     special = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.0, np.inf, -np.inf, np.nan,
                1e-30, -1e-30, 1e-7, 100.0, -100.0, 88.5, -87.0, 30.0, 700.0, -740.0]
@@ -198,7 +201,7 @@ def binary_operands(name: str, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]
         return pow_operands(dtype)
     x, y = values(dtype, seed=1), values(dtype, seed=2)
     if name == "pow" and dtype in dtypes.INTEGER:
-        x = x % 7 - (0 if dtype == U32 else 3)
+        x = x % 7 - (0 if dtype in (U32, U64) else 3)
         y = np.abs(y % 40)  # NumPy raises for negative integer powers
     if name == "shift_right_logical":
         y = np.abs(y % (8 * dtype.itemsize + 4)).astype(dtype)
@@ -252,6 +255,17 @@ def test_add_broadcasts_any_shapes(shapes) -> None:
     assert_same(kernel(x, y)[0], x + y)
 
 
+def _around_2_63(x: np.ndarray) -> np.ndarray:
+    """Floats for a uint64 cast: `x` and values on both sides of 2**63 (where x86 has no
+    unsigned conversion), all finite and in (-2**63, 2**64), where NumPy's result is the
+    value truncated (negatives wrapped as through int64)."""
+    big = np.array([2.0**63 - 1024, 2.0**63, 2.0**63 + 2048, 1.8e19, 2.0**64 - 2048])
+    with np.errstate(over="ignore"):
+        x = np.concatenate([x, big.astype(x.dtype)])
+    real = np.real(x).astype(np.float64)
+    return x[np.isfinite(x) & (real > -2.0**63) & (real < 2.0**64)]
+
+
 @pytest.mark.parametrize("source", dtypes.ALL, ids=str)
 @pytest.mark.parametrize("target", dtypes.ALL, ids=str)
 def test_cast_matches_numpy(source: np.dtype, target: np.dtype) -> None:
@@ -260,6 +274,8 @@ def test_cast_matches_numpy(source: np.dtype, target: np.dtype) -> None:
     if source in dtypes.FLOATING + dtypes.COMPLEX and target == dtypes.uint32:
         # Out of range, NumPy's uint32 result follows no rule: test in range only.
         x = x[np.isfinite(x) & (np.abs(np.real(x).astype(np.float64)) < 2e9)]
+    if source in dtypes.FLOATING + dtypes.COMPLEX and target == U64:
+        x = _around_2_63(x)
     # Signed targets are tested on everything: NaN, infinities and values out of range give
     # INT_MIN, as NumPy's cast does on x86 (eager results).
     if source in dtypes.INTEGER and target == BF16:

@@ -523,8 +523,9 @@ def test_cast_accepts_dtype_names_and_half_precision():
     assert_matches(sf.cast(half, sf.float32), np.array([1.703125, -1.703125, 0.0], np.float32))
     assert sf.cast(x, sf.float32).dtype == sf.float32
     assert_matches(sf.cast(x, np.uint8), np.array([1, 255, 0], np.uint8))
+    assert_matches(sf.cast(x, np.uint16), np.array([1, 65535, 0], np.uint16))
     with pytest.raises(TypeError):
-        sf.cast(x, np.uint16)
+        sf.cast(x, np.float128)
 
 
 @pytest.mark.parametrize("path", PATHS)

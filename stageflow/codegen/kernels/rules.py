@@ -354,21 +354,33 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
         # (its conversion instruction's "integer indefinite"): int32 and int64 agree with
         # eager results there. uint32 goes through int64, so negative values wrap; the
         # 8- and 16-bit types through int32, keeping its low bits (300.0 -> int8 44, NaN
-        # -> 0), as NumPy's C casts compile.
+        # -> 0), as NumPy's C casts compile. uint64 as x86 compilers convert it: values
+        # from 2**63 up less 2**63 (exact there), then that bit set again by xor.
         wide = I64 if dst == dtypes.uint32 else to if to.width >= 32 else I32
-        name = f"llvm.fptosi.sat.i{wide.width}.{'f32' if x.type == F32 else 'f64'}"
-        value = b.call(e.intrinsic(name, wide, [x.type]), [x])
-        limit = e.like(x, float(2 ** (wide.width - 1)))
-        outside = b.or_(b.fcmp_unordered("uno", x, x),
-                        b.or_(b.fcmp_ordered(">=", x, limit),
-                              b.fcmp_ordered("<", x, b.fneg(limit))))
-        value = b.select(outside, ir.Constant(wide, -(2 ** (wide.width - 1))), value)
+        if dst == dtypes.uint64:
+            top = e.like(x, float(2 ** 63))
+            high = b.xor(_float_to_int(e, b.fsub(x, top), I64), ir.Constant(I64, -(2 ** 63)))
+            return b.select(b.fcmp_ordered(">=", x, top), high, _float_to_int(e, x, I64))
+        value = _float_to_int(e, x, wide)
         return value if wide == to else b.trunc(value, to)
     if x.type.width == to.width:
         return x
     if x.type.width > to.width:
         return b.trunc(x, to)
     return (b.zext if source == "u" else b.sext)(x, to)
+
+
+def _float_to_int(e: Emitter, x: ir.Value, wide: ir.IntType) -> ir.Value:
+    """x truncated to the signed integer type `wide`; NaN and values outside its range give
+    its minimum (x86's "integer indefinite")."""
+    b = e.b
+    name = f"llvm.fptosi.sat.i{wide.width}.{'f32' if x.type == F32 else 'f64'}"
+    value = b.call(e.intrinsic(name, wide, [x.type]), [x])
+    limit = e.like(x, float(2 ** (wide.width - 1)))
+    outside = b.or_(b.fcmp_unordered("uno", x, x),
+                    b.or_(b.fcmp_ordered(">=", x, limit),
+                          b.fcmp_ordered("<", x, b.fneg(limit))))
+    return b.select(outside, ir.Constant(wide, -(2 ** (wide.width - 1))), value)
 
 
 def _constant(e: Emitter, n: Node) -> ir.Value:

@@ -10,8 +10,9 @@ type, so each rule is written once per kind of number instead of once per dtype:
     f16       ``half``        ``float``       NumPy computes half ops in float32 and
     bf16      ``i16``         ``float``       rounds each result (ml_dtypes likewise)
     f32, f64  float, double   same
-    i32, u32  ``i32``         ``i32``         signedness lives in the dtype, not the type
-    i64       ``i64``         ``i64``
+    i16, u16  ``i16``         ``i16``         signedness lives in the dtype, not the type
+    i32, u32  ``i32``         ``i32``
+    i64, u64  ``i64``         ``i64``
     bool      ``i8`` (0/1)    ``i1``          NumPy's one byte per bool
     c64       {float, float}  same            NumPy's pair, real part first (rules take
     c128      {double,        same            the parts apart: `complex_math`)
@@ -47,7 +48,9 @@ STORAGE: dict[np.dtype, ir.Type] = {
     dtypes.int32: I32,
     dtypes.int64: I64,
     dtypes.uint8: I8,
+    dtypes.uint16: I16,
     dtypes.uint32: I32,
+    dtypes.uint64: I64,
     dtypes.bool_: I8,
     dtypes.complex64: C64,
     dtypes.complex128: C128,
