@@ -60,3 +60,9 @@ def test_col2im_strided_dilated_and_padded():
                             dilations=[1, 2], pads=[1, 0, 0, 1])
     image, block = np.array([5, 6], np.int64), np.array([2, 3], np.int64)
     check(node, {"x": _normal(2, 2 * 6, 3 * 3)}, {"image": image, "block": block})
+
+
+def test_linear_resize_of_a_symbolic_batch():
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
+    check(node, {"x": _normal(2, 3, 4, 5)}, {"scales": np.array([1, 1, 2, 0.5], np.float32)},
+          shapes={"x": ["n", 3, 4, 5]}, rtol=1e-4, atol=1e-5)

@@ -141,10 +141,20 @@ def _static_shape(node: Node, x: Value) -> tuple[int, ...]:
     return tuple(x.shape)
 
 
+def _unknown(node: Node, shape: Sequence[int | None], axis: int) -> Exception:
+    return node.error(f"resizes axis {axis} of unknown length (input shape {tuple(shape)}); "
+                      f"give the model's inputs static shapes (sf.onnx.load(..., "
+                      f"input_shapes={{name: shape}}))")
+
+
 @converts("Resize")
 def resize(node: Node, x: Value, roi: Value | None = None, scales: Value | None = None,
            sizes: Value | None = None) -> Value:
-    shape = _static_shape(node, x)
+    shape = tuple(x.shape)
+    if sum(d is None for d in shape) > 1:
+        raise node.error(f"needs an input of at most one unknown dim, got {shape}; give the "
+                         f"model's inputs static shapes (sf.onnx.load(..., input_shapes="
+                         f"{{name: shape}}))")
     rank = len(shape)
     axes = [int(a) % rank for a in node.attr("axes", range(rank))]
     scale_list, counts = _targets(node, shape, axes, scales, sizes)
@@ -177,21 +187,25 @@ def resize(node: Node, x: Value, roi: Value | None = None, scales: Value | None 
         if counts[axis] == shape[axis] and math.isclose(scale_list[axis], 1.0) and \
                 bounds[axis] == (0.0, 1.0):
             continue
+        if shape[axis] is None:
+            raise _unknown(node, shape, axis)
         plan = _resampling(coefficients, mode, shape[axis], scale_list[axis], counts[axis],
                            bounds[axis], bool(node.attr("exclude_outside", 0)))
         x = _resample(x, axis, plan, kind == "nearest", dtype, fill)
     return x
 
 
-def _targets(node: Node, shape: Sequence[int], axes: Sequence[int], scales: Value | None,
-             sizes: Value | None) -> tuple[list[float], list[int]]:
+def _targets(node: Node, shape: Sequence[int | None], axes: Sequence[int],
+             scales: Value | None, sizes: Value | None) -> tuple[list[float], list[int | None]]:
     """Each axis' scale and output length, from `scales` or `sizes` (with
-    keep_aspect_ratio_policy) over `axes`."""
+    keep_aspect_ratio_policy) over `axes`; an axis of unknown length only kept as it is."""
     rank = len(shape)
     scale_list, counts = [1.0] * rank, list(shape)
     if sizes is not None and np.size(node.const(sizes, "the sizes input")):
         wanted = node.const(sizes, "the sizes input").astype(np.int64)
         for i, axis in enumerate(axes):
+            if shape[axis] is None:
+                raise _unknown(node, shape, axis)
             counts[axis] = int(wanted[i])
             scale_list[axis] = counts[axis] / shape[axis]
         policy = node.attr("keep_aspect_ratio_policy", "stretch")
@@ -207,7 +221,10 @@ def _targets(node: Node, shape: Sequence[int], axes: Sequence[int], scales: Valu
     factors = node.const(scales, "the scales input").astype(np.float64)
     for i, axis in enumerate(axes):
         scale_list[axis] = float(factors[i])
-        counts[axis] = int(factors[i] * shape[axis])
+        if shape[axis] is None and factors[i] != 1:
+            raise _unknown(node, shape, axis)
+        if shape[axis] is not None:
+            counts[axis] = int(factors[i] * shape[axis])
     return scale_list, counts
 
 
@@ -221,7 +238,8 @@ def _resample(x: Value, axis: int, plan: _Resampling, nearest: bool, dtype: np.d
         y = sf.gather(x, rows, axis=axis)
     else:
         gathered = sf.gather(x, plan.rows.reshape(-1), axis=axis)
-        shape = (*x.shape[:axis], count, taps, *x.shape[axis + 1:])
+        shape = [-1 if d is None else d for d in (*x.shape[:axis], count, taps,
+                                                   *x.shape[axis + 1:])]
         weights = plan.weights.astype(np.float32 if dtype.name == "bfloat16" else dtype)
         weights = weights.reshape((count, taps) + (1,) * (x.ndim - axis - 1))
         if dtype.name == "bfloat16":
