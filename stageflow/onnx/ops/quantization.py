@@ -1,0 +1,242 @@
+"""Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul
+and QLinearConv, to and from the integer types stageflow has (int8, uint8, int16).
+
+A quantized value q stands for (q - zero_point) * scale. Quantizing divides by the scale,
+rounds half to even (`sf.round`), adds the zero point and saturates to the integer type's
+range; the arithmetic after the rounding is done in float32 or wider, where every integer
+of an 8- or 16-bit range and its zero point is exact. Scales and zero points are per tensor
+(a scalar), per axis (a vector along `axis`) or blocked (the input's shape with `axis`
+divided into blocks of `block_size`). The integer products of QLinearMatMul and QLinearConv
+are exact: int32 accumulation, as ONNX specifies, and ConvInteger's float64 convolution.
+The 4-bit, 2-bit and 8-bit float types have no stageflow tensors and are refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import stageflow as sf
+from stageflow.core.dtypes import is_floating, is_integer
+from stageflow.onnx import dtypes
+from stageflow.onnx.converters import Node, Value, converts
+from stageflow.onnx.ops.convolution import conv_integer
+from stageflow.onnx.ops.shape import axis_of
+
+# The integer types stageflow quantizes to.
+_QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
+
+
+def _as(x: Value, dtype: np.dtype) -> Value:
+    """`x` as `dtype`: NumPy's conversion for a known array, sf.cast otherwise."""
+    dtype = np.dtype(dtype)
+    if isinstance(x, np.ndarray):
+        return x.astype(dtype, copy=False)
+    return x if np.dtype(x.dtype.name) == dtype else sf.cast(x, dtype)
+
+
+def _dtype(x: Value) -> np.dtype:
+    return np.dtype(x.dtype) if isinstance(x, np.ndarray) else np.dtype(x.dtype.name)
+
+
+def _reshape(x: Value, shape: tuple[int, ...]) -> Value:
+    return x.reshape(shape) if isinstance(x, np.ndarray) else sf.reshape(x, shape)
+
+
+def _element_type(node: Node, code: int, what: str) -> np.dtype:
+    dtype = dtypes.from_onnx(code)
+    if dtype is None:
+        raise node.error(f"{what} is {dtypes.type_name(code)}, which stageflow has no "
+                         f"tensors of")
+    return np.dtype(dtype)
+
+
+def _quantized(node: Node, dtype: np.dtype) -> np.dtype:
+    if dtype not in _QUANTIZED:
+        raise node.error(f"quantizes to {dtype.name}: stageflow quantizes to int8, uint8 and "
+                         f"int16")
+    return dtype
+
+
+def _spread(node: Node, param: Value, x: Value, what: str) -> Value:
+    """A scale or zero point shaped to broadcast against `x`: a scalar as it is, a vector
+    along `axis`, a blocked one repeated `block_size` times along `axis`."""
+    if param.ndim == 0 or (None not in param.shape and math.prod(param.shape) == 1):
+        return _reshape(param, ())
+    axis = axis_of(node, int(node.attr("axis", 1)), x.ndim)
+    block = int(node.attr("block_size", 0))
+    size = x.shape[axis]
+    if block == 0:
+        if param.ndim != 1 or None not in (size, param.shape[0]) and size != param.shape[0]:
+            raise node.error(f"{what} of shape {tuple(param.shape)} is neither a scalar nor "
+                             f"a vector of the length of axis {axis} of the input (shape "
+                             f"{tuple(x.shape)}); blocked quantization needs block_size")
+        return _reshape(param, tuple(-1 if a == axis else 1 for a in range(x.ndim)))
+    if None in param.shape or size is None:
+        raise node.error(f"blocked quantization needs static shapes, got {what} of shape "
+                         f"{tuple(param.shape)} for an input of shape {tuple(x.shape)}")
+    blocks = param.shape[axis]
+    others_match = all(p == d for a, (p, d) in enumerate(zip(param.shape, x.shape, strict=False))
+                       if a != axis and d is not None)
+    if param.ndim != x.ndim or not others_match or \
+            not (blocks - 1) * block < size <= blocks * block:
+        raise node.error(f"{what} of shape {tuple(param.shape)} does not block the input of "
+                         f"shape {tuple(x.shape)} along axis {axis} by block_size {block}")
+    if isinstance(param, np.ndarray):
+        return np.repeat(param, block, axis=axis).take(range(size), axis=axis)
+    shape = list(param.shape)
+    wide = sf.broadcast_to(sf.expand_dims(param, axis + 1),
+                           (*shape[:axis + 1], block, *shape[axis + 1:]))
+    merged = sf.reshape(wide, (*shape[:axis], blocks * block, *shape[axis + 1:]))
+    return merged[(slice(None),) * axis + (slice(0, size),)]
+
+
+def saturate(y: Value, dtype: np.dtype) -> Value:
+    """Integer-valued floats `y` clipped to `dtype`'s range and converted to it."""
+    info = np.iinfo(dtype)
+    wide = _dtype(y)
+    return sf.cast(sf.clip_by_value(y, np.asarray(info.min, wide), np.asarray(info.max, wide)),
+                   dtype)
+
+
+def _wide(dtype: np.dtype) -> np.dtype:
+    """The type the rounded quotient is offset and clipped in: float32, or float64 for
+    float64 quotients."""
+    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+
+def quantize(x: Value, scale: Value, zero_point: Value | None, dtype: np.dtype,
+             precision: np.dtype) -> Value:
+    """saturate(round(x / scale) + zero_point) as `dtype`, the division in `precision`."""
+    quotient = sf.round(sf.divide(_as(x, precision), _as(scale, precision)))
+    wide = _wide(precision)
+    y = _as(quotient, wide)
+    if zero_point is not None:
+        y = sf.add(y, _as(zero_point, wide))
+    return saturate(y, dtype)
+
+
+@converts("QuantizeLinear")
+def quantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | None = None
+                    ) -> Value:
+    """The output type is the zero point's, else `output_dtype`'s, else uint8; the division
+    is in `precision` where given, else in the wider of x's and the scale's types (float64
+    for integer x)."""
+    code = node.attr("output_dtype", 0)
+    if zero_point is not None:
+        dtype = _dtype(zero_point)
+        if code and _element_type(node, code, "output_dtype") != dtype:
+            raise node.error(f"output_dtype {dtypes.type_name(code)} differs from the zero "
+                             f"point's type {dtype.name}")
+    else:
+        dtype = _element_type(node, code, "output_dtype") if code else np.dtype(np.uint8)
+    dtype = _quantized(node, dtype)
+    code = node.attr("precision", 0)
+    if code:
+        precision = _element_type(node, code, "precision")
+    elif not is_floating(_dtype(x)):
+        precision = np.dtype(np.float64)
+    else:
+        precision = max(_dtype(scale), _dtype(x), key=lambda d: d.itemsize)
+    return quantize(x, _spread(node, scale, x, "the scale"),
+                    None if zero_point is None else _spread(node, zero_point, x,
+                                                            "the zero point"),
+                    dtype, precision)
+
+
+@converts("DequantizeLinear")
+def dequantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | None = None
+                      ) -> Value:
+    """(x - zero_point) * scale in float32 (float64 for a float64 scale), as the
+    `output_dtype` (the scale's type by default)."""
+    if not is_integer(_dtype(x)):
+        raise node.error(f"dequantizes {_dtype(x).name}: stageflow dequantizes integer types")
+    code = node.attr("output_dtype", 0)
+    dtype = _element_type(node, code, "output_dtype") if code else _dtype(scale)
+    wide = _wide(_dtype(scale))
+    y = _as(x, wide)
+    if zero_point is not None:
+        y = sf.subtract(y, _as(_spread(node, zero_point, x, "the zero point"), wide))
+    y = sf.multiply(y, _as(_spread(node, scale, x, "the scale"), wide))
+    return _as(y, dtype)
+
+
+@converts("DynamicQuantizeLinear")
+def dynamic_quantize_linear(node: Node, x: Value) -> list[Value]:
+    """x quantized to uint8 over its range widened to hold 0: (y, scale, zero point)."""
+    if _dtype(x) != np.float32:
+        raise node.error(f"quantizes float32, got {_dtype(x).name}")
+    high = sf.maximum(sf.reduce_max(x), np.float32(0))
+    low = sf.minimum(sf.reduce_min(x), np.float32(0))
+    span = sf.subtract(high, low)
+    span = sf.where(sf.equal(span, np.float32(0)), np.float32(1), span)
+    scale = sf.divide(span, np.float32(255))
+    point = sf.round(sf.clip_by_value(sf.negative(sf.divide(low, scale)), np.float32(0),
+                                      np.float32(255)))
+    y = saturate(sf.add(sf.round(sf.divide(x, scale)), point), np.dtype(np.uint8))
+    return [y, scale, sf.cast(point, np.uint8)]
+
+
+def _centered(x: Value, zero_point: Value | None) -> Value:
+    """x - zero_point as int32."""
+    x = _as(x, np.dtype(np.int32))
+    return x if zero_point is None else sf.subtract(x, _as(zero_point, np.dtype(np.int32)))
+
+
+def _requantize(node: Node, total: Value, multiplier: Value, zero_point: Value | None,
+                dtype: np.dtype) -> Value:
+    """An int32 accumulation `total` times the scales' ratio `multiplier`, in float64,
+    offset by the output zero point and saturated to `dtype`."""
+    y = sf.multiply(_as(total, np.dtype(np.float64)), _as(multiplier, np.dtype(np.float64)))
+    if zero_point is not None:
+        y = sf.add(y, _as(zero_point, np.dtype(np.float64)))
+    return saturate(sf.round(y), _quantized(node, dtype))
+
+
+def _rows(param: Value, x: Value) -> Value:
+    """A per-row vector of a 2-D left operand as a column."""
+    if param.ndim == 1 and x.ndim == 2 and param.shape[0] not in (1, None):
+        return _reshape(param, (-1, 1))
+    return param
+
+
+@converts("QLinearMatMul")
+def qlinear_matmul(node: Node, a: Value, a_scale: Value, a_zero_point: Value | None,
+                   b: Value, b_scale: Value, b_zero_point: Value | None, y_scale: Value,
+                   y_zero_point: Value | None = None) -> Value:
+    """(a - a_zero_point) @ (b - b_zero_point) accumulated in int32, requantized by
+    a_scale * b_scale / y_scale (computed in the scales' type); scales per tensor, per row
+    of a or per column of b."""
+    for value in (a, b):
+        if _dtype(value) not in _QUANTIZED[:2]:
+            raise node.error(f"multiplies {_dtype(value).name}: stageflow's QLinearMatMul "
+                             f"takes int8 and uint8")
+    if a_zero_point is not None:
+        a_zero_point = _rows(a_zero_point, a)
+    total = sf.matmul(_centered(a, a_zero_point), _centered(b, b_zero_point))
+    multiplier = sf.divide(sf.multiply(_rows(a_scale, a), b_scale), y_scale)
+    return _requantize(node, total, multiplier, y_zero_point,
+                       _dtype(a) if y_zero_point is None else _dtype(y_zero_point))
+
+
+@converts("QLinearConv")
+def qlinear_conv(node: Node, x: Value, x_scale: Value, x_zero_point: Value | None, w: Value,
+                 w_scale: Value, w_zero_point: Value | None, y_scale: Value,
+                 y_zero_point: Value | None = None, bias: Value | None = None) -> Value:
+    """ConvInteger of the centered operands plus the int32 bias, requantized by
+    x_scale * w_scale / y_scale; w's scale and zero point per tensor or per output
+    channel."""
+    for value in (x, w):
+        if _dtype(value) not in _QUANTIZED[:2]:
+            raise node.error(f"convolves {_dtype(value).name}: stageflow's QLinearConv "
+                             f"takes int8 and uint8")
+    total = conv_integer(node, x, w, x_zero_point, w_zero_point)
+    if bias is not None:
+        total = sf.add(total, _reshape(_as(bias, np.dtype(np.int32)),
+                                       (-1,) + (1,) * (x.ndim - 2)))
+    if w_scale.ndim and None not in w_scale.shape and math.prod(w_scale.shape) > 1:
+        w_scale = _reshape(w_scale, (-1,) + (1,) * (x.ndim - 2))
+    multiplier = sf.divide(sf.multiply(x_scale, w_scale), y_scale)
+    return _requantize(node, total, multiplier, y_zero_point,
+                       _dtype(x) if y_zero_point is None else _dtype(y_zero_point))
