@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from node_check import check, one_node_model
 from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 import stageflow as sf
 from stageflow.onnx.converters import OnnxError
@@ -26,7 +27,7 @@ def test_grouped_strided_dilated_conv_with_asymmetric_pads_and_bias():
           jits=(True, False))
 
 
-@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+@pytest.mark.parametrize("auto_pad", ["SAME_LOWER", "VALID"])
 def test_conv_1d_with_auto_pad(auto_pad):
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[2], auto_pad=auto_pad)
     check(node, {"x": _normal(2, 3, 9)}, {"w": _normal(4, 3, 4)})
@@ -105,17 +106,9 @@ def test_max_pool_of_integers_and_lp_pool():
     check(node, {"x": _normal(1, 2, 5, 5)}, rtol=1e-4)
 
 
-@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
-def test_global_pools(op):
-    check(helper.make_node(op, ["x"], ["y"]), {"x": _normal(2, 3, 4, 5)}, rtol=1e-4,
-          runtime=True)
-
-
-def test_conv_integer_with_zero_points():
-    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 1, 0])
-    check(node, {"x": RNG.integers(0, 255, (1, 2, 4, 5)).astype(np.uint8)},
-          {"w": RNG.integers(0, 255, (3, 2, 2, 2)).astype(np.uint8),
-           "xz": np.array(128, np.uint8), "wz": np.array(3, np.uint8)}, runtime=True)
+def test_global_lp_pool():
+    check(helper.make_node("GlobalLpPool", ["x"], ["y"], p=3), {"x": _normal(2, 3, 4, 5)},
+          rtol=1e-4, runtime=True)
 
 
 def test_max_unpool_inverts_max_pool_indices():
@@ -141,7 +134,8 @@ def test_deform_conv_grouped_strided_with_mask():
 def test_conv_with_weights_as_variables():
     """Filters read from variables are transposed in the graph, to the same result."""
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=2, pads=[1, 1, 1, 1])
-    x = _normal(1, 4, 5, 5)
-    model = one_node_model(node, {"x": x}, {"w": _normal(4, 2, 3, 3), "b": _normal(4)})
+    x, weights = _normal(1, 4, 5, 5), {"w": _normal(4, 2, 3, 3), "b": _normal(4)}
+    model = one_node_model(node, {"x": x}, weights)
+    (expected,) = ReferenceEvaluator(model).run(None, {"x": x, **weights})
     np.testing.assert_allclose(np.asarray(sf.onnx.load(model, weights="variables")(x)),
-                               np.asarray(sf.onnx.load(model)(x)), rtol=1e-5, atol=1e-5)
+                               expected, rtol=1e-5, atol=1e-5)
