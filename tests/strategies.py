@@ -18,7 +18,8 @@ from stageflow.core import context
 from stageflow.testing.strategies import axes  # noqa: F401 - shared with the campaigns
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.int32, np.int64))
+INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64,
+                                   np.uint64))
 NUMERIC = FLOATS + INTS
 INDICES = (np.dtype(np.int32), np.dtype(np.int64))  # what gather takes, as in TensorFlow
 BOOL = np.dtype(np.bool_)

@@ -150,8 +150,8 @@ def test_max_of_nothing_raises_as_eagerly():
 
 
 @settings(max_examples=25)
-@given(shape=shapes, dtype=st.sampled_from(DTYPES + [np.uint32]), data=st.data(),
-       name=st.sampled_from(["argmax", "argmin"]), unknown=st.booleans())
+@given(shape=shapes, dtype=st.sampled_from(DTYPES + [np.uint16, np.uint32, np.uint64]),
+       data=st.data(), name=st.sampled_from(["argmax", "argmin"]), unknown=st.booleans())
 def test_argmax_argmin(shape, dtype, data, name, unknown):
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     x = values(shape, dtype) % 4 if np.dtype(dtype).kind != "f" else values(shape, dtype)

@@ -15,8 +15,8 @@ from strategies import numeric_gradient
 import stageflow as sf
 
 WAYS = ["eager", "interpreted", "compiled"]
-DTYPES = [np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32,
-          np.float16, ml_dtypes.bfloat16]
+DTYPES = [np.float32, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64,
+          np.uint32, np.uint64, np.float16, ml_dtypes.bfloat16]
 
 
 def run(f, way, *args, signature=None):

@@ -146,7 +146,7 @@ def test_reductions_of_several_values_of_one_group_are_one_kernel(batch) -> None
 
 
 @pytest.mark.parametrize("kind", ["sum", "prod", "max", "min"])
-@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint16, np.uint32, np.uint64])
 def test_integer_and_bool_derived_reductions_are_exact(kind, dtype) -> None:
     x = np.random.default_rng(4).integers(0, 5, (9, 21)).astype(dtype)
     op = getattr(sf, f"reduce_{kind}")

@@ -181,7 +181,7 @@ def test_containers_metrics_generators_and_numpy_state(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", [sf.float16, sf.bfloat16, sf.float32, sf.float64, sf.int32,
-                                   sf.int64, sf.uint32, np.bool_])
+                                   sf.int64, sf.uint16, sf.uint32, sf.uint64, np.bool_])
 def test_every_dtype_round_trips(tmp_path, dtype):
     value = (np.arange(6).reshape(2, 3) % 2).astype(dtype)
     path = sf.train.Checkpoint(v=sf.Variable(value)).write(str(tmp_path / "w"))
