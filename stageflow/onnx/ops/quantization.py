@@ -28,16 +28,17 @@ from stageflow.onnx.ops.shape import axis_of
 _QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
 
 
-def _as(x: Value, dtype: np.dtype) -> Value:
+def as_dtype(x: Value, dtype: np.dtype) -> Value:
     """`x` as `dtype`: NumPy's conversion for a known array, sf.cast otherwise."""
     dtype = np.dtype(dtype)
     if isinstance(x, np.ndarray):
         return x.astype(dtype, copy=False)
-    return x if np.dtype(x.dtype.name) == dtype else sf.cast(x, dtype)
+    return x if x.dtype == dtype else sf.cast(x, dtype)
 
 
-def _dtype(x: Value) -> np.dtype:
-    return np.dtype(x.dtype) if isinstance(x, np.ndarray) else np.dtype(x.dtype.name)
+def dtype_of(x: Value) -> np.dtype:
+    """The NumPy dtype of an array or a tensor."""
+    return np.dtype(x.dtype)
 
 
 def _reshape(x: Value, shape: tuple[int, ...]) -> Value:
@@ -95,7 +96,7 @@ def _spread(node: Node, param: Value, x: Value, what: str) -> Value:
 def saturate(y: Value, dtype: np.dtype) -> Value:
     """Integer-valued floats `y` clipped to `dtype`'s range and converted to it."""
     info = np.iinfo(dtype)
-    wide = _dtype(y)
+    wide = dtype_of(y)
     return sf.cast(sf.clip_by_value(y, np.asarray(info.min, wide), np.asarray(info.max, wide)),
                    dtype)
 
@@ -109,11 +110,11 @@ def _wide(dtype: np.dtype) -> np.dtype:
 def quantize(x: Value, scale: Value, zero_point: Value | None, dtype: np.dtype,
              precision: np.dtype) -> Value:
     """saturate(round(x / scale) + zero_point) as `dtype`, the division in `precision`."""
-    quotient = sf.round(sf.divide(_as(x, precision), _as(scale, precision)))
+    quotient = sf.round(sf.divide(as_dtype(x, precision), as_dtype(scale, precision)))
     wide = _wide(precision)
-    y = _as(quotient, wide)
+    y = as_dtype(quotient, wide)
     if zero_point is not None:
-        y = sf.add(y, _as(zero_point, wide))
+        y = sf.add(y, as_dtype(zero_point, wide))
     return saturate(y, dtype)
 
 
@@ -125,7 +126,7 @@ def quantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | None
     for integer x)."""
     code = node.attr("output_dtype", 0)
     if zero_point is not None:
-        dtype = _dtype(zero_point)
+        dtype = dtype_of(zero_point)
         if code and _element_type(node, code, "output_dtype") != dtype:
             raise node.error(f"output_dtype {dtypes.type_name(code)} differs from the zero "
                              f"point's type {dtype.name}")
@@ -135,10 +136,10 @@ def quantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | None
     code = node.attr("precision", 0)
     if code:
         precision = _element_type(node, code, "precision")
-    elif not is_floating(_dtype(x)):
+    elif not is_floating(dtype_of(x)):
         precision = np.dtype(np.float64)
     else:
-        precision = max(_dtype(scale), _dtype(x), key=lambda d: d.itemsize)
+        precision = max(dtype_of(scale), dtype_of(x), key=lambda d: d.itemsize)
     return quantize(x, _spread(node, scale, x, "the scale"),
                     None if zero_point is None else _spread(node, zero_point, x,
                                                             "the zero point"),
@@ -150,23 +151,23 @@ def dequantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | No
                       ) -> Value:
     """(x - zero_point) * scale in float32 (float64 for a float64 scale), as the
     `output_dtype` (the scale's type by default)."""
-    if not is_integer(_dtype(x)):
-        raise node.error(f"dequantizes {_dtype(x).name}: stageflow dequantizes integer types")
+    if not is_integer(dtype_of(x)):
+        raise node.error(f"dequantizes {dtype_of(x).name}: stageflow dequantizes integer types")
     code = node.attr("output_dtype", 0)
-    dtype = _element_type(node, code, "output_dtype") if code else _dtype(scale)
-    wide = _wide(_dtype(scale))
-    y = _as(x, wide)
+    dtype = _element_type(node, code, "output_dtype") if code else dtype_of(scale)
+    wide = _wide(dtype_of(scale))
+    y = as_dtype(x, wide)
     if zero_point is not None:
-        y = sf.subtract(y, _as(_spread(node, zero_point, x, "the zero point"), wide))
-    y = sf.multiply(y, _as(_spread(node, scale, x, "the scale"), wide))
-    return _as(y, dtype)
+        y = sf.subtract(y, as_dtype(_spread(node, zero_point, x, "the zero point"), wide))
+    y = sf.multiply(y, as_dtype(_spread(node, scale, x, "the scale"), wide))
+    return as_dtype(y, dtype)
 
 
 @converts("DynamicQuantizeLinear")
 def dynamic_quantize_linear(node: Node, x: Value) -> list[Value]:
     """x quantized to uint8 over its range widened to hold 0: (y, scale, zero point)."""
-    if _dtype(x) != np.float32:
-        raise node.error(f"quantizes float32, got {_dtype(x).name}")
+    if dtype_of(x) != np.float32:
+        raise node.error(f"quantizes float32, got {dtype_of(x).name}")
     high = sf.maximum(sf.reduce_max(x), np.float32(0))
     low = sf.minimum(sf.reduce_min(x), np.float32(0))
     span = sf.subtract(high, low)
@@ -180,17 +181,18 @@ def dynamic_quantize_linear(node: Node, x: Value) -> list[Value]:
 
 def _centered(x: Value, zero_point: Value | None) -> Value:
     """x - zero_point as int32."""
-    x = _as(x, np.dtype(np.int32))
-    return x if zero_point is None else sf.subtract(x, _as(zero_point, np.dtype(np.int32)))
+    x = as_dtype(x, np.dtype(np.int32))
+    return x if zero_point is None else sf.subtract(x, as_dtype(zero_point, np.dtype(np.int32)))
 
 
 def _requantize(node: Node, total: Value, multiplier: Value, zero_point: Value | None,
                 dtype: np.dtype) -> Value:
     """An int32 accumulation `total` times the scales' ratio `multiplier`, in float64,
     offset by the output zero point and saturated to `dtype`."""
-    y = sf.multiply(_as(total, np.dtype(np.float64)), _as(multiplier, np.dtype(np.float64)))
+    double = np.dtype(np.float64)
+    y = sf.multiply(as_dtype(total, double), as_dtype(multiplier, double))
     if zero_point is not None:
-        y = sf.add(y, _as(zero_point, np.dtype(np.float64)))
+        y = sf.add(y, as_dtype(zero_point, double))
     return saturate(sf.round(y), _quantized(node, dtype))
 
 
@@ -209,15 +211,15 @@ def qlinear_matmul(node: Node, a: Value, a_scale: Value, a_zero_point: Value | N
     a_scale * b_scale / y_scale (computed in the scales' type); scales per tensor, per row
     of a or per column of b."""
     for value in (a, b):
-        if _dtype(value) not in _QUANTIZED[:2]:
-            raise node.error(f"multiplies {_dtype(value).name}: stageflow's QLinearMatMul "
+        if dtype_of(value) not in _QUANTIZED[:2]:
+            raise node.error(f"multiplies {dtype_of(value).name}: stageflow's QLinearMatMul "
                              f"takes int8 and uint8")
     if a_zero_point is not None:
         a_zero_point = _rows(a_zero_point, a)
     total = sf.matmul(_centered(a, a_zero_point), _centered(b, b_zero_point))
     multiplier = sf.divide(sf.multiply(_rows(a_scale, a), b_scale), y_scale)
     return _requantize(node, total, multiplier, y_zero_point,
-                       _dtype(a) if y_zero_point is None else _dtype(y_zero_point))
+                       dtype_of(a) if y_zero_point is None else dtype_of(y_zero_point))
 
 
 @converts("QLinearConv")
@@ -228,15 +230,15 @@ def qlinear_conv(node: Node, x: Value, x_scale: Value, x_zero_point: Value | Non
     x_scale * w_scale / y_scale; w's scale and zero point per tensor or per output
     channel."""
     for value in (x, w):
-        if _dtype(value) not in _QUANTIZED[:2]:
-            raise node.error(f"convolves {_dtype(value).name}: stageflow's QLinearConv "
+        if dtype_of(value) not in _QUANTIZED[:2]:
+            raise node.error(f"convolves {dtype_of(value).name}: stageflow's QLinearConv "
                              f"takes int8 and uint8")
     total = conv_integer(node, x, w, x_zero_point, w_zero_point)
     if bias is not None:
-        total = sf.add(total, _reshape(_as(bias, np.dtype(np.int32)),
+        total = sf.add(total, _reshape(as_dtype(bias, np.dtype(np.int32)),
                                        (-1,) + (1,) * (x.ndim - 2)))
     if w_scale.ndim and None not in w_scale.shape and math.prod(w_scale.shape) > 1:
         w_scale = _reshape(w_scale, (-1,) + (1,) * (x.ndim - 2))
     multiplier = sf.divide(sf.multiply(x_scale, w_scale), y_scale)
     return _requantize(node, total, multiplier, y_zero_point,
-                       _dtype(x) if y_zero_point is None else _dtype(y_zero_point))
+                       dtype_of(x) if y_zero_point is None else dtype_of(y_zero_point))
