@@ -263,6 +263,27 @@ def test_a_loop_and_a_branch_in_a_c_program(tmp_path):
     np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (1, 4)), want, rtol=1e-6)
 
 
+def test_unsigned_integers_in_a_c_program(tmp_path):
+    """uint16 and uint64 through the C ABI: the header's C types, NumPy's numbers (values
+    from 2**63 up too, where signed and unsigned conversions differ)."""
+
+    @sf.function
+    def mixed(x, y):
+        return x // 3 + sf.cast(y, sf.uint64), sf.cast(x, sf.float64), sf.maximum(y, 7)
+
+    library = sf.aot.compile(mixed, sf.TensorSpec([4], sf.uint64), sf.TensorSpec([4], sf.uint16),
+                             name="mixed")
+    x = np.array([0, 5, 2**63 + 5, 2**64 - 1], np.uint64)
+    y = np.array([0, 6, 9, 2**16 - 1], np.uint16)
+    executable = build(tmp_path, library, [x, y])
+    assert run(executable)[0] == "rc 0"
+    for index, want in enumerate(mixed(sf.constant(x), sf.constant(y))):
+        got = read_output(tmp_path, index, want.dtype, (4,))
+        np.testing.assert_array_equal(got, want.numpy())
+    header = (tmp_path / "mixed.h").read_text()
+    assert "uint64_t [4]" in header and "uint16_t [4]" in header
+
+
 def test_a_py_func_cannot_be_compiled_ahead_of_time():
     @sf.function
     def calls_python(x):
