@@ -247,8 +247,8 @@ def _bilinear_terms(image: Value, rois_batch: Value, y: Value, x: Value, height:
         value = sf.maximum(value, zero)
         low = sf.cast(sf.floor(value), sf.int64)
         top = sf.greater_equal(low, size - 1)
-        low = sf.where(top, np.int64(size - 1), low)
-        high = sf.where(top, np.int64(size - 1), low + 1)
+        low = sf.clip_by_value(low, np.int64(0), np.int64(size - 1))  # NaN positions too
+        high = sf.minimum(sf.where(top, low, low + 1), np.int64(size - 1))
         fraction = sf.where(top, zero, value - sf.cast(low, dtype))
         corners.append((low, high, 1 - fraction, fraction))
     (y_low, y_high, hy, ly), (x_low, x_high, hx, lx) = corners
@@ -346,10 +346,14 @@ def _adaptive_pool(terms: Callable[..., list[Value]], empty: Value, bin_h: Value
     def more(s: Value, total: Value) -> Value:
         return sf.less(s, most_h * most_w)
 
+    one = np.ones((), dtype)
+    # a box of no samples (an empty half_pixel box) divides by 1: its samples are not taken
+    divisor_h, divisor_w = sf.maximum(grid_h, one), sf.maximum(grid_w, one)
+
     def step(s: Value, total: Value) -> tuple[Value, Value]:
         iy, ix = sf.cast(s // most_w, dtype), sf.cast(s % most_w, dtype)
-        sample = _combine(terms(sf.reshape(iy, (1,)), sf.reshape(ix, (1,)), grid_h, grid_w),
-                          mode)
+        sample = _combine(terms(sf.reshape(iy, (1,)), sf.reshape(ix, (1,)), divisor_h,
+                                divisor_w), mode)
         taken = sf.expand_dims(sf.logical_and(sf.less(iy, grid_h), sf.less(ix, grid_w)), -1)
         combined = total + sample if mode == "avg" else sf.maximum(total, sample)
         return s + 1, sf.where(taken, combined, total)
@@ -358,5 +362,5 @@ def _adaptive_pool(terms: Callable[..., list[Value]], empty: Value, bin_h: Value
     total = sf.squeeze(total, 3)
     count = grid_h * grid_w  # (R, 1, 1, 1) against (R, out_h, out_w, C)
     if mode == "avg":
-        return total / sf.maximum(count, np.ones((), dtype))
+        return total / sf.maximum(count, one)
     return sf.where(sf.greater(count, np.zeros((), dtype)), total, np.zeros((), dtype))
