@@ -363,6 +363,7 @@ MIXED = [
     (sf.float16, sf.float32),
     (sf.int64, sf.float64),
     (sf.bool, sf.int32),
+    (sf.uint64, sf.int64),  # NumPy would make float64 of them
 ]
 _MIXED_IDS = [f"{a.name}-{b.name}" for a, b in MIXED]
 
