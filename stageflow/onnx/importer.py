@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -150,6 +150,11 @@ def _upgrade(proto: onnx.ModelProto, filename: str) -> onnx.ModelProto:
                         f"the onnx package")
     if version >= MIN_OPSET:
         return proto
+    if version < 9 and any(node.op_type == "Scan" and node.domain in ("", "ai.onnx")
+                           for node in _nodes(proto.graph)):
+        raise OnnxError(f"sf.onnx.load: {filename} uses opset {version}, whose Scan has a "
+                        f"batch axis that ONNX's version converter drops from the graph's "
+                        f"inputs; export the model at opset 9 or newer")
     try:
         return version_converter.convert_version(proto, MIN_OPSET)
     except Exception as error:
@@ -157,6 +162,15 @@ def _upgrade(proto: onnx.ModelProto, filename: str) -> onnx.ModelProto:
                         f"opset {MIN_OPSET} and newer, and ONNX's version converter could not "
                         f"lift it ({error}); convert it with onnx.version_converter first"
                         ) from None
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The graph's nodes and its subgraphs', at any depth."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for subgraph in [attribute.g] if attribute.HasField("g") else attribute.graphs:
+                yield from _nodes(subgraph)
 
 
 def _signature(graph: onnx.GraphProto, initializers: Mapping[str, Any],

@@ -201,3 +201,19 @@ def test_an_old_opset_is_converted_up():
     x = inputs()
     np.testing.assert_allclose(sf.onnx.load(mlp(opset=9))(x).numpy(), reference(mlp(), x),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_a_batched_scan_of_opset_8_names_the_opset_to_export_at():
+    body = helper.make_graph([helper.make_node("Add", ["s", "row"], ["t"]),
+                              helper.make_node("Identity", ["t"], ["out"])], "body",
+                             [vi("s", F, [2]), vi("row", F, [2])],
+                             [vi("t", F, [2]), vi("out", F, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["", "initial", "x"], ["y", "z"], body=body,
+                          num_scan_inputs=1)], "scan8",
+        [vi("initial", F, [1, 2]), vi("x", F, [1, 3, 2])],
+        [vi("y", F, [1, 2]), vi("z", F, [1, 3, 2])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
+    with pytest.raises(sf.onnx.OnnxError, match="opset 8, whose Scan has a batch axis.*"
+                                                "export the model at opset 9 or newer"):
+        sf.onnx.load(proto)
