@@ -84,7 +84,7 @@ def _cubic_weights(t: Value) -> list[Value]:
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
-def _axis_taps(node: Node, coordinate: Value, size: int, mode: str, padding: str,
+def _axis_taps(coordinate: Value, size: int, mode: str, padding: str,
                align_corners: bool) -> tuple[list[Value], list[Value | None], list[Value]]:
     """For one spatial axis of `size`: each tap's index into the axis (int64, in range),
     weight (None for nearest) and validity (False where zeros padding reads outside)."""
@@ -172,7 +172,7 @@ def grid_sample(node: Node, x: Value, grid: Value) -> Value:
     coordinates = grid if np.dtype(grid.dtype) == np.float64 else sf.cast(grid, sf.float32)
     indices, weights, valid = [], [], []
     for axis, size in enumerate(sizes):
-        taps = _axis_taps(node, coordinates[..., rank - 1 - axis], size, mode, padding,
+        taps = _axis_taps(coordinates[..., rank - 1 - axis], size, mode, padding,
                           align_corners)
         indices.append(taps[0])
         weights.append(taps[1])
