@@ -119,5 +119,5 @@ def test_causal_conv_with_state_carries_the_state(activation):
     weights = {"w": RNG.normal(size=(3, 1, 3)).astype(np.float32),
                "bias": np.array([0.5, -1.0, 0.0], np.float32)}
     model = _model([node], {"x": x, "past": past}, ["y", "state"], weights, opset=27,
-                   shapes={"x": ["n", 3, 5], "past": ["n", 3, 2]})
+                   shapes={"x": ["n", 3, "length"], "past": ["n", 3, 2]})
     _check(model, {"x": x, "past": past}, atol=1e-6)

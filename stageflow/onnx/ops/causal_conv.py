@@ -35,22 +35,21 @@ def causal_conv_with_state(node: Node, x: Value, w: Value, bias: Value | None = 
     wide = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
     if past_state is None:
         padded = sf.pad(x, [(0, 0), (0, 0), (taps - 1, 0)])
+    elif past_state.ndim != 3 or past_state.shape[2] not in (taps - 1, None):
+        raise node.error(f"the past state (N, C, k - 1) of filters of {taps} taps has shape "
+                         f"{tuple(past_state.shape)}")
     else:
         padded = sf.concat([past_state, x], axis=2)
-    length = x.shape[2]
-    if length is None:
-        raise node.error(f"needs the input's length at import, got shape {tuple(x.shape)}; "
-                         f"give the model's inputs static shapes (sf.onnx.load(..., "
-                         f"input_shapes={{name: shape}}))")
     signal = as_dtype(padded, wide)
     filters = as_dtype(w, wide)
     total = None
     for tap in range(taps):
-        term = signal[:, :, tap:tap + length] * filters[:, :, tap]
+        term = signal[:, :, tap:tap + 1 - taps or None] * filters[:, :, tap]
         total = term if total is None else total + term
     assert total is not None
     if bias is not None:
         total = total + sf.reshape(as_dtype(bias, wide), (-1, 1))
     if activation != "none":
         total = total * sf.sigmoid(total)
-    return [as_dtype(total, dtype), padded[:, :, length:]]
+    state = padded[:, :, 1 - taps:] if taps > 1 else padded[:, :, :0]
+    return [as_dtype(total, dtype), state]
