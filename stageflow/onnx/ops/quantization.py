@@ -1,5 +1,5 @@
 """Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul
-and QLinearConv, to and from the integer types stageflow has (int8, uint8, int16).
+and QLinearConv, to and from the 8- and 16-bit integer types.
 
 A quantized value q stands for (q - zero_point) * scale. Quantizing divides by the scale,
 rounds half to even (`sf.round`), adds the zero point and saturates to the integer type's
@@ -24,8 +24,9 @@ from stageflow.onnx.converters import Node, Value, converts
 from stageflow.onnx.ops.convolution import conv_integer
 from stageflow.onnx.ops.shape import axis_of
 
-# The integer types stageflow quantizes to.
-_QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
+# The integer types stageflow quantizes to, and those QLinearMatMul and QLinearConv take.
+_BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
+_QUANTIZED = (*_BYTES, np.dtype(np.int16), np.dtype(np.uint16))
 
 
 def as_dtype(x: Value, dtype: np.dtype) -> Value:
@@ -55,8 +56,8 @@ def _element_type(node: Node, code: int, what: str) -> np.dtype:
 
 def _quantized(node: Node, dtype: np.dtype) -> np.dtype:
     if dtype not in _QUANTIZED:
-        raise node.error(f"quantizes to {dtype.name}: stageflow quantizes to int8, uint8 and "
-                         f"int16")
+        raise node.error(f"quantizes to {dtype.name}: stageflow quantizes to int8, uint8, int16 "
+                         f"and uint16")
     return dtype
 
 
@@ -211,7 +212,7 @@ def qlinear_matmul(node: Node, a: Value, a_scale: Value, a_zero_point: Value | N
     a_scale * b_scale / y_scale (computed in the scales' type); scales per tensor, per row
     of a or per column of b."""
     for value in (a, b):
-        if dtype_of(value) not in _QUANTIZED[:2]:
+        if dtype_of(value) not in _BYTES:
             raise node.error(f"multiplies {dtype_of(value).name}: stageflow's QLinearMatMul "
                              f"takes int8 and uint8")
     if a_zero_point is not None:
@@ -230,7 +231,7 @@ def qlinear_conv(node: Node, x: Value, x_scale: Value, x_zero_point: Value | Non
     x_scale * w_scale / y_scale; w's scale and zero point per tensor or per output
     channel."""
     for value in (x, w):
-        if dtype_of(value) not in _QUANTIZED[:2]:
+        if dtype_of(value) not in _BYTES:
             raise node.error(f"convolves {dtype_of(value).name}: stageflow's QLinearConv "
                              f"takes int8 and uint8")
     total = conv_integer(node, x, w, x_zero_point, w_zero_point)
