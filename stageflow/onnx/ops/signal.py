@@ -27,7 +27,7 @@ def _dft_matrix(used: int, length: int, bins: int, complex_in: bool, complex_out
     parts, then imaginary parts) to the first `bins` of the length-`length` DFT (real parts,
     then imaginary parts), each sample scaled by its weight."""
     sign = 1.0 if inverse else -1.0
-    angle = 2 * np.pi * np.outer(np.arange(used), np.arange(bins)) / length
+    angle = 2 * np.pi * (np.outer(np.arange(used), np.arange(bins)) % length) / length
     gain = weights[:, None] / (length if inverse else 1)
     cos, sin = gain * np.cos(angle), gain * np.sin(angle)
     # e^(sign i angle) (a + i b) = a cos - sign b sin + i (sign a sin + b cos)
@@ -48,7 +48,7 @@ def _static_size(node: Node, x: Value, axis: int) -> int:
     return int(size)
 
 
-def dft(node: Node, x: Value, axis: int, length: int, inverse: bool, onesided: bool,
+def dft_along(node: Node, x: Value, axis: int, length: int, inverse: bool, onesided: bool,
         weights: Value | None = None) -> Value:
     """The DFT of length `length` of `x` (a trailing dim of 1 or 2) along `axis`; with
     `onesided`, the forward DFT's first length // 2 + 1 bins, or the inverse's real signal of
@@ -84,7 +84,7 @@ def dft(node: Node, x: Value, axis: int, length: int, inverse: bool, onesided: b
 
 
 @converts("DFT")
-def dft_(node: Node, x: Value, dft_length: Value | None = None,
+def dft(node: Node, x: Value, dft_length: Value | None = None,
          axis_input: Value | None = None) -> Value:
     """Opset 17 takes the axis as an attribute (default 1), opset 20 as an input (default
     -2, the last signal axis)."""
@@ -102,7 +102,7 @@ def dft_(node: Node, x: Value, dft_length: Value | None = None,
     else:
         size = _static_size(node, x, axis)
         length = 2 * (size - 1) if inverse and onesided else size
-    return dft(node, x, axis, length, inverse, onesided)
+    return dft_along(node, x, axis, length, inverse, onesided)
 
 
 @converts("STFT")
@@ -130,7 +130,7 @@ def stft(node: Node, signal: Value, frame_step: Value, window: Value | None = No
     count = 1 + (total - frame) // step
     starts = np.arange(count)[:, None] * step + np.arange(frame)[None, :]
     frames = sf.gather(signal, starts, axis=1)  # (batch, frames, frame, parts)
-    return dft(node, frames, 2, frame, False, bool(node.attr("onesided", 1)), window)
+    return dft_along(node, frames, 2, frame, False, bool(node.attr("onesided", 1)), window)
 
 
 def _mel(hertz: np.ndarray) -> np.ndarray:
