@@ -31,6 +31,7 @@ from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.lowered.compile import op_spec, rule_for
 from stageflow.codegen.program.abi import ProgramSignature
 from stageflow.codegen.program.builder import ProgramBuilder
+from stageflow.codegen.program.host_constants import program_constant
 from stageflow.codegen.program.legality import supported
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, process_jit
@@ -234,7 +235,7 @@ def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
     builder = ProgramBuilder(module, function, functions,
                              lambda name: entry(kernel_symbol(name), 2),
                              lambda op: entry(op_symbol(op), 3) if op_symbol(op) else None,
-                             symbol, alias_outputs=True)
+                             symbol, alias_outputs=True, constant_global=program_constant)
     builder.build()
     job = ModuleJob.of(module, OPT_LEVEL, CODEGEN_LEVEL)
     symbol = job.name(symbol)

@@ -300,3 +300,26 @@ def test_the_step_plan_a_program_falls_back_to_reads_stride_0_slots_as_the_progr
     planned = losses(plan=True)
     assert np.all(np.isfinite(planned))
     np.testing.assert_allclose(planned, compiled, rtol=1e-6)
+
+
+def test_large_constants_are_host_memory_the_program_names_and_libraries_embed(tmp_path):
+    rng = np.random.default_rng(3)
+    weights = rng.standard_normal((256, 128)).astype(np.float32)  # 128 KiB: not embedded
+    small = rng.standard_normal(128).astype(np.float32)
+
+    def layer(x):
+        return sf.nn.relu(sf.matmul(x, sf.constant(weights)) + sf.constant(small))
+
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    staged = sf.function(layer)
+    assert program_of(staged, x) is not None
+    expected = np.maximum(x @ weights + small, 0)
+    np.testing.assert_allclose(staged(x).numpy(), expected, rtol=1e-5, atol=1e-5)
+    # Equal weights in another function share the host array: one symbol, found again.
+    again = sf.function(lambda x: sf.matmul(x, sf.constant(weights.copy())))
+    np.testing.assert_allclose(again(x).numpy(), x @ weights, rtol=1e-5, atol=1e-5)
+    text = program_of(staged, x).llvm_ir
+    external = [line for line in text.splitlines() if line.startswith("@\"sf.const.")]
+    assert len(external) == 1 and "external constant [131072 x i8]" in external[0]
+    lib = sf.aot.compile(sf.function(layer), sf.TensorSpec([4, 256], sf.float32))
+    assert b"sf.const." not in lib.object_code

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from llvmlite import ir
 from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp
@@ -55,6 +56,7 @@ from stageflow.primitives.structural import reshape_p
 
 # Resolves a kernel call to the LLVM function with its C entry point.
 KernelEntry = Callable[[str], ir.Function]
+ConstantGlobal = Callable[[ir.Module, str, np.ndarray], ir.GlobalVariable]
 
 
 class ProgramBuilder:
@@ -62,8 +64,12 @@ class ProgramBuilder:
 
     def __init__(self, module: ir.Module, function: FuncOp, functions: dict[str, FuncOp],
                  kernel_entry: KernelEntry, op_entry: OpEntry, symbol: str,
-                 alias_outputs: bool = False) -> None:
+                 alias_outputs: bool = False,
+                 constant_global: ConstantGlobal = constant_bytes) -> None:
         self.module, self.function, self.functions = module, function, functions
+        # How a constant becomes a global: embedded (an AOT library carries its constants)
+        # or, for the JIT, large ones bound to host memory (`host_constants`).
+        self.constant_global = constant_global
         # With `alias_outputs`, returned values that are arguments' arrays (`aliases`) are
         # not written: the caller hands back the argument itself (the JIT does, a C caller
         # of an AOT library wants every output filled).
@@ -236,5 +242,5 @@ class _Body(RegionLowering, KernelCalls):
 
     def constant(self, op: ConstantOp) -> ir.Value:
         self.constants += 1
-        return constant_bytes(self.p.module, f"{self.p.symbol}.const{self.constants}",
-                              constant_value(op))
+        return self.p.constant_global(self.p.module, f"{self.p.symbol}.const{self.constants}",
+                                      constant_value(op))
