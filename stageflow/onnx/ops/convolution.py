@@ -234,7 +234,12 @@ def tap_slices(geometry: Window, index: Sequence[int], outputs: Sequence[int]) -
 
 def _depthwise(node: Node, x: Value, w: Value, geometry: Window, group: int) -> Value:
     """A convolution with one input channel per group: each tap multiplies a shifted slice
-    of the padded input by its (C, M) filter column, channels-first as it is."""
+    of the padded input by its (C, M) filter column, channels-first as it is. Half-precision
+    taps add up in float32 and round once, as a convolution's accumulator does."""
+    dtype = x.dtype
+    if dtype in (sf.float16, sf.bfloat16):
+        return sf.cast(_depthwise(node, sf.cast(x, sf.float32), sf.cast(w, sf.float32),
+                                  geometry, group), dtype)
     rank = x.ndim - 2
     sizes = x.shape[2:]
     if None in sizes:
