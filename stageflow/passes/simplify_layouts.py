@@ -69,7 +69,7 @@ class _Sink(RewritePattern):
         outer = build_op(transpose_p, [inner.results[0]], {"perm": perm},
                          op.results[0].type, op.location)
         old = list(op.operands)
-        rewriter.replace_op(op, outer)
+        rewriter.replace(op, outer)
         erase_dead_producers(old, rewriter)
 
 
