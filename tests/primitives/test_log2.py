@@ -78,4 +78,6 @@ def test_compiled_log2_runs_as_one_program() -> None:
 def test_log2_gradient_matches_finite_differences(mode: str, x: np.ndarray) -> None:
     got = staged(log2_gradient, F64, mode)(sf.constant(x))
     expected = numeric_gradient(lambda v: np.sum(np.log2(v)), x)
-    assert_matches(got, expected, rtol=1e-6, atol=1e-8)
+    # a central difference of a sum of up to 40 terms (near 270) carries a few 1e-6 of
+    # relative round-off where the derivative is small (x near 100)
+    assert_matches(got, expected, rtol=1e-5, atol=1e-8)
