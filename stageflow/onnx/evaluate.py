@@ -28,7 +28,7 @@ from stageflow.onnx.converters import (
     supported_ops,
 )
 
-__all__ = ["Scope", "initializer_values", "run_graph"]
+__all__ = ["Scope", "dense", "initializer_values", "run_graph"]
 
 
 class Scope:
@@ -52,12 +52,12 @@ def initializer_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """The graph's initializers (dense and sparse) as arrays, by name."""
     values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for sparse in graph.sparse_initializer:
-        values[sparse.values.name] = _dense(sparse)
+        values[sparse.values.name] = dense(sparse)
     return values
 
 
-def _dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
-    """A sparse initializer's dense array: its indices are flat (one per value) or
+def dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
+    """A sparse tensor's dense array: its indices are flat (one per value) or
     coordinates (a row per value)."""
     nonzeros = numpy_helper.to_array(sparse.values)
     indices = numpy_helper.to_array(sparse.indices)

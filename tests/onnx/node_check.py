@@ -16,6 +16,20 @@ from onnx.reference import ReferenceEvaluator
 import stageflow as sf
 
 
+def graph_model(nodes: Sequence[onnx.NodeProto], inputs: dict[str, tuple[int, Sequence]],
+                outputs: Sequence[str], constants: dict[str, np.ndarray] | None = None,
+                opset: int = 18) -> onnx.ModelProto:
+    """A graph of `nodes`: inputs by name as (element type, shape with names for unknown
+    dims), `constants` as initializers."""
+    graph = helper.make_graph(
+        list(nodes), "g",
+        [helper.make_tensor_value_info(name, kind, shape) for name, (kind, shape)
+         in inputs.items()],
+        [helper.make_empty_tensor_value_info(name) for name in outputs],
+        [numpy_helper.from_array(a, name) for name, a in (constants or {}).items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
 def one_node_model(node: onnx.NodeProto, inputs: Mapping[str, np.ndarray],
                    weights: Mapping[str, np.ndarray] | None = None, opset: int = 18,
                    shapes: Mapping[str, Sequence[int | str | None]] | None = None

@@ -6,11 +6,10 @@ freshness on every call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import onnx
 import pytest
+from node_check import graph_model
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -20,16 +19,6 @@ RNG = np.random.default_rng(9)
 FLOAT = TensorProto.FLOAT
 
 
-def _model(nodes: Sequence[onnx.NodeProto], inputs: dict[str, tuple[int, Sequence]],
-           outputs: Sequence[str], constants: dict[str, np.ndarray] | None = None,
-           opset: int = 18) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        list(nodes), "g",
-        [helper.make_tensor_value_info(name, kind, shape) for name, (kind, shape)
-         in inputs.items()],
-        [helper.make_empty_tensor_value_info(name) for name in outputs],
-        [numpy_helper.from_array(a, name) for name, a in (constants or {}).items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _outputs(model: onnx.ModelProto, *args: np.ndarray, jit: bool = True) -> tuple:
@@ -41,7 +30,7 @@ def test_sparse_constant():
     sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([5, 7], np.int64)),
                                        numpy_helper.from_array(np.array([1, 4], np.int64)),
                                        [2, 3])
-    model = _model([helper.make_node("Constant", [], ["y"], sparse_value=sparse)], {}, ["y"])
+    model = graph_model([helper.make_node("Constant", [], ["y"], sparse_value=sparse)], {}, ["y"])
     np.testing.assert_array_equal(_outputs(model)[0], [[0, 5, 0], [0, 7, 0]])
 
 
@@ -62,7 +51,7 @@ def test_constants_ranges_eye_and_windows_fold_at_import():
                  "fa": np.array(0.5, np.float32), "fb": np.array(2.0, np.float32),
                  "fc": np.array(0.4, np.float32), "n": np.array(6, np.int64)}
     outputs = [n.output[0] for n in nodes]
-    model = _model(nodes, {"x": (FLOAT, [3, 3])}, outputs, constants)
+    model = graph_model(nodes, {"x": (FLOAT, [3, 3])}, outputs, constants)
     x = RNG.standard_normal((3, 3)).astype(np.float32)
     expected = ReferenceEvaluator(model).run(None, {"x": x})
     for got, want in zip(_outputs(model, x), expected, strict=True):
@@ -78,7 +67,7 @@ def test_random_draws_are_fresh_on_every_call(jit):
              helper.make_node("RandomNormalLike", ["x"], ["n"], mean=1.0, scale=0.5,
                               dtype=TensorProto.DOUBLE),
              helper.make_node("Bernoulli", ["p"], ["b"])]
-    model = _model(nodes, {"x": (FLOAT, [4000]), "p": (FLOAT, [3])}, ["u", "n", "b"])
+    model = graph_model(nodes, {"x": (FLOAT, [4000]), "p": (FLOAT, [3])}, ["u", "n", "b"])
     imported = sf.onnx.load(model, jit=jit)
     x, p = np.zeros(4000, np.float32), np.array([0.0, 1.0, 1.0], np.float32)
     first = [np.asarray(v) for v in imported(x, p)]

@@ -5,12 +5,11 @@ reference, compiled and interpreted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from node_check import graph_model
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import stageflow as sf
@@ -19,16 +18,6 @@ RNG = np.random.default_rng(5)
 FLOAT, INT64 = TensorProto.FLOAT, TensorProto.INT64
 
 
-def _model(nodes: Sequence[onnx.NodeProto], inputs: dict[str, tuple[int, Sequence]],
-           outputs: Sequence[str], constants: dict[str, np.ndarray] | None = None,
-           opset: int = 18) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        list(nodes), "g",
-        [helper.make_tensor_value_info(name, kind, shape) for name, (kind, shape)
-         in inputs.items()],
-        [helper.make_empty_tensor_value_info(name) for name in outputs],
-        [numpy_helper.from_array(a, name) for name, a in (constants or {}).items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _check(model: onnx.ModelProto, feed: dict[str, np.ndarray],
@@ -54,7 +43,7 @@ def test_gathers_with_negative_indices():
                  "e": np.array([[[0, -1], [3, 1], [2, 2]], [[1, 1], [0, -4], [3, 0]]],
                                np.int64),
                  "n": np.array([[[2, -1]], [[-3, 0]]], np.int64)}
-    model = _model(nodes, {"x": (FLOAT, ["N", 3, 4])}, ["g", "ge", "gn"], constants)
+    model = graph_model(nodes, {"x": (FLOAT, ["N", 3, 4])}, ["g", "ge", "gn"], constants)
     _check(model, {"x": _data(2, 3, 4)})
 
 
@@ -65,7 +54,7 @@ def test_scatter_elements_reductions_with_repeated_indices(reduction):
     indices = np.array([[1, -1, 1], [0, 0, 2]], np.int64)
     if reduction == "none":
         indices = np.array([[1, -1, 0], [0, 3, 2]], np.int64)
-    model = _model([node], {"x": (FLOAT, [2, 4]), "u": (FLOAT, [2, 3])}, ["y"],
+    model = graph_model([node], {"x": (FLOAT, [2, 4]), "u": (FLOAT, [2, 3])}, ["y"],
                    {"i": indices})
     _check(model, {"x": _data(2, 4), "u": _data(2, 3)})
 
@@ -73,7 +62,7 @@ def test_scatter_elements_reductions_with_repeated_indices(reduction):
 @pytest.mark.parametrize("reduction", ["add", "mul", "max"])
 def test_scatter_nd_slices(reduction):
     node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
-    model = _model([node], {"x": (FLOAT, [4, 2, 3]), "u": (FLOAT, [3, 2, 3])}, ["y"],
+    model = graph_model([node], {"x": (FLOAT, [4, 2, 3]), "u": (FLOAT, [3, 2, 3])}, ["y"],
                    {"i": np.array([[1], [3], [1]], np.int64)})
     _check(model, {"x": _data(4, 2, 3), "u": _data(3, 2, 3)}, jits=(True,))
 
@@ -81,7 +70,7 @@ def test_scatter_nd_slices(reduction):
 def test_tensor_scatter_circular():
     node = helper.make_node("TensorScatter", ["cache", "update", "at"], ["y"],
                             mode="circular", axis=2)
-    model = _model([node], {"cache": (FLOAT, [2, 3, 5, 2]), "update": (FLOAT, [2, 3, 2, 2]),
+    model = graph_model([node], {"cache": (FLOAT, [2, 3, 5, 2]), "update": (FLOAT, [2, 3, 2, 2]),
                             "at": (INT64, [2])}, ["y"], opset=24)
     _check(model, {"cache": _data(2, 3, 5, 2), "update": _data(2, 3, 2, 2),
                    "at": np.array([4, 1], np.int64)})
@@ -89,7 +78,7 @@ def test_tensor_scatter_circular():
 
 def test_one_hot_negative_indices_new_axis_first():
     node = helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=0)
-    model = _model([node], {"i": (INT64, [2, 3])}, ["y"],
+    model = graph_model([node], {"i": (INT64, [2, 3])}, ["y"],
                    {"depth": np.array(4, np.int64), "values": np.array([-1, 5], np.int32)})
     _check(model, {"i": np.array([[0, -1, 3], [5, -4, 2]], np.int64)})
 
@@ -98,7 +87,7 @@ def test_one_hot_negative_indices_new_axis_first():
 def test_top_k_ties_keep_the_lower_index_first(largest, axis):
     node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis,
                             largest=largest)
-    model = _model([node], {"x": (FLOAT, [3, 4])}, ["values", "indices"],
+    model = graph_model([node], {"x": (FLOAT, [3, 4])}, ["values", "indices"],
                    {"k": np.array([2], np.int64)})
     _check(model, {"x": np.array([[1, 3, 3, 0], [2, 2, 2, 2], [0, 5, 1, 1]], np.float32)})
 
@@ -107,7 +96,7 @@ def test_top_k_ties_keep_the_lower_index_first(largest, axis):
 def test_arg_extrema_last_index(op):
     nodes = [helper.make_node(op, ["x"], ["last"], axis=1, keepdims=0, select_last_index=1),
              helper.make_node(op, ["x"], ["first"], axis=-1)]
-    model = _model(nodes, {"x": (FLOAT, ["N", 4])}, ["last", "first"])
+    model = graph_model(nodes, {"x": (FLOAT, ["N", 4])}, ["last", "first"])
     _check(model, {"x": np.array([[1, 3, 3, 0], [2, 2, 0, 0]], np.float32)})
 
 
@@ -120,11 +109,11 @@ def test_unique(axis, ordered):
                             sorted=ordered, **attributes)
     x = np.array([[2, 1, 2, 1], [0, 3, 0, 3], [2, 1, 2, 1]], np.float32)
     x = x.reshape(-1) if axis is None else x
-    model = _model([node], {"x": (FLOAT, x.shape)}, node.output)
+    model = graph_model([node], {"x": (FLOAT, x.shape)}, node.output)
     _check(model, {"x": x}, jits=(True,))
 
 
 def test_non_zero_at_run_time():
     node = helper.make_node("NonZero", ["x"], ["y"])
-    model = _model([node], {"x": (FLOAT, [2, 3])}, ["y"])
+    model = graph_model([node], {"x": (FLOAT, [2, 3])}, ["y"])
     _check(model, {"x": np.array([[0, 1.5, 0], [2, 0, -1]], np.float32)})

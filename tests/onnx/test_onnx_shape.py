@@ -5,12 +5,11 @@ reference, compiled and interpreted, on static shapes and on a batch dim unknown
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
+from node_check import graph_model
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -20,18 +19,6 @@ from stageflow.onnx.converters import OnnxError
 RNG = np.random.default_rng(11)
 
 
-def _model(nodes: Sequence[onnx.NodeProto], inputs: dict[str, tuple[int, Sequence]],
-           outputs: Sequence[str], constants: dict[str, np.ndarray] | None = None,
-           opset: int = 18) -> onnx.ModelProto:
-    """A graph of `nodes`: inputs by name as (element type, shape with names for unknown
-    dims), `constants` as initializers."""
-    graph = helper.make_graph(
-        list(nodes), "g",
-        [helper.make_tensor_value_info(name, kind, shape) for name, (kind, shape)
-         in inputs.items()],
-        [helper.make_empty_tensor_value_info(name) for name in outputs],
-        [numpy_helper.from_array(a, name) for name, a in (constants or {}).items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _check(model: onnx.ModelProto, *feeds: dict[str, np.ndarray],
@@ -59,7 +46,7 @@ def _batch(*sizes: int, tail: tuple[int, ...] = (3, 4)) -> list[dict[str, np.nda
     ([0, -1], 0), ([4, 0, 2], 0), ([-1, 0, 2, 2], 0), ([2, 12], 1)])
 def test_reshape_copies_and_infers(shape, allowzero):
     node = helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=allowzero)
-    model = _model([node], {"x": (FLOAT, [2, 3, 4])}, ["y"],
+    model = graph_model([node], {"x": (FLOAT, [2, 3, 4])}, ["y"],
                    {"s": np.array(shape, np.int64)})
     _check(model, *_batch(2), jits=(True,))
 
@@ -70,7 +57,7 @@ def test_shape_arithmetic_folds_at_import():
              helper.make_node("Gather", ["s", "i"], ["d"], axis=0),
              helper.make_node("Concat", ["d", "m"], ["t"], axis=0),
              helper.make_node("Reshape", ["x", "t"], ["y"])]
-    model = _model(nodes, {"x": (FLOAT, [2, 3, 4])}, ["y"],
+    model = graph_model(nodes, {"x": (FLOAT, [2, 3, 4])}, ["y"],
                    {"i": np.array([0], np.int64), "m": np.array([-1], np.int64)})
     traced = sf.onnx.load(model).get_concrete_function().ir("traced")
     assert "sf.reshape" in traced and "sf.gather" not in traced and "sf.concat" not in traced
@@ -100,7 +87,7 @@ def test_unknown_batch_dim():
                  "e": np.array([2, 1, 1, 1], np.int64), "t": np.array([2, 1, 2], np.int64),
                  "p": pads, "sq": np.array([1], np.int64)}
     outputs = [n.output[0] for n in nodes]
-    model = _model(nodes, {"x": (FLOAT, ["N", 1, 4])}, outputs, constants)
+    model = graph_model(nodes, {"x": (FLOAT, ["N", 1, 4])}, outputs, constants)
     _check(model, *_batch(2, 5, tail=(1, 4)))
 
 
@@ -129,7 +116,7 @@ def test_shape_values_of_unknown_dims_name_them():
                  "two2": np.array([2, 2], np.int64), "one": np.array(1, np.int64),
                  "one_by_one": np.ones((1, 1), np.float32)}
     outputs = ["flat", "other", "known", "sevens", "expanded"]
-    model = _model(nodes, {"x": (FLOAT, ["N", 3, 4]), "y": (FLOAT, ["M"])}, outputs,
+    model = graph_model(nodes, {"x": (FLOAT, ["N", 3, 4]), "y": (FLOAT, ["M"])}, outputs,
                    constants)
     feeds = [{"x": RNG.standard_normal((n, 3, 4)).astype(np.float32),
               "y": np.zeros(n + 2, np.float32)} for n in (2, 5)]
@@ -143,7 +130,7 @@ def test_arithmetic_on_run_time_dims_asks_for_input_shapes():
              helper.make_node("ReduceProd", ["s"], ["n"], keepdims=1),
              helper.make_node("Concat", ["minus", "n"], ["t"], axis=0),
              helper.make_node("Reshape", ["x", "t"], ["y"])]
-    model = _model(nodes, {"x": (FLOAT, ["N", "H", 4])}, ["y"],
+    model = graph_model(nodes, {"x": (FLOAT, ["N", "H", 4])}, ["y"],
                    {"minus": np.array([-1], np.int64)})
     with pytest.raises(OnnxError, match=r"Reshape.*input_shapes="):
         sf.onnx.load(model)(np.zeros((2, 3, 4), np.float32))
@@ -160,7 +147,7 @@ def test_split(sizes, count, opset):
     node = helper.make_node("Split", inputs, [f"y{k}" for k in range(count)], axis=1,
                             **attributes)
     constants = {} if sizes is None else {"s": np.array(sizes, np.int64)}
-    model = _model([node], {"x": (FLOAT, [2, 4 if opset == 13 and sizes is None else 5])},
+    model = graph_model([node], {"x": (FLOAT, [2, 4 if opset == 13 and sizes is None else 5])},
                    node.output, constants, opset)
     feed = {"x": RNG.standard_normal((2, 4 if opset == 13 and sizes is None else 5))
             .astype(np.float32)}
@@ -173,7 +160,7 @@ def test_pad_axes_and_negative_pads(mode):
     node = helper.make_node("Pad", ["x", "p", "v", "a"], ["y"], mode=mode)
     constants = {"p": np.array([2, -1, 1, 2], np.int64), "v": np.array(1.5, np.float32),
                  "a": np.array([-1, 0], np.int64)}
-    model = _model([node], {"x": (FLOAT, [4, 5])}, ["y"], constants)
+    model = graph_model([node], {"x": (FLOAT, [4, 5])}, ["y"], constants)
     x = RNG.standard_normal((4, 5)).astype(np.float32)
     expected = onnxruntime.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     np.testing.assert_array_equal(sf.onnx.load(model)(x).numpy(), expected)
@@ -187,13 +174,13 @@ def test_trilu_reverse_sequence_center_crop_pad():
              helper.make_node("CenterCropPad", ["x", "crop"], ["cropped"], axes=[-1, 0])]
     constants = {"k": np.array(-1, np.int64), "lengths": np.array([1, 4, 3], np.int64),
                  "crop": np.array([6, 2], np.int64)}
-    model = _model(nodes, {"x": (FLOAT, [3, 5])}, [n.output[0] for n in nodes], constants)
+    model = graph_model(nodes, {"x": (FLOAT, [3, 5])}, [n.output[0] for n in nodes], constants)
     _check(model, {"x": RNG.standard_normal((3, 5)).astype(np.float32)})
 
 
 def test_compress_by_a_run_time_condition():
     node = helper.make_node("Compress", ["x", "c"], ["y"], axis=1)
-    model = _model([node], {"x": (FLOAT, [2, 4]), "c": (TensorProto.BOOL, [3])}, ["y"])
+    model = graph_model([node], {"x": (FLOAT, [2, 4]), "c": (TensorProto.BOOL, [3])}, ["y"])
     x = RNG.standard_normal((2, 4)).astype(np.float32)
     _check(model, {"x": x, "c": np.array([True, False, True])},
            {"x": x, "c": np.array([False, False, False])})
@@ -203,14 +190,14 @@ def test_transpose_concat_unsqueeze():
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
              helper.make_node("Unsqueeze", ["x", "axes"], ["u"]),
              helper.make_node("Concat", ["x", "x"], ["c"], axis=-1)]
-    model = _model(nodes, {"x": (FLOAT, ["N", 3, 4])}, ["t", "u", "c"],
+    model = graph_model(nodes, {"x": (FLOAT, ["N", 3, 4])}, ["t", "u", "c"],
                    {"axes": np.array([3, 0], np.int64)})
     _check(model, *_batch(1, 3))
 
 
 def test_pad_by_a_run_time_value():
     node = helper.make_node("Pad", ["x", "p", "v"], ["y"])
-    model = _model([node], {"x": (FLOAT, ["N", 3]), "v": (FLOAT, [])}, ["y"],
+    model = graph_model([node], {"x": (FLOAT, ["N", 3]), "v": (FLOAT, [])}, ["y"],
                    {"p": np.array([1, 0, 0, 2], np.int64)})
     _check(model, {"x": RNG.standard_normal((2, 3)).astype(np.float32),
                    "v": np.array(-3.5, np.float32)})

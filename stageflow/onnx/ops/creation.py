@@ -19,6 +19,7 @@ from onnx import numpy_helper
 import stageflow as sf
 from stageflow.onnx import dtypes
 from stageflow.onnx.converters import Node, Value, converts
+from stageflow.onnx.evaluate import dense
 from stageflow.onnx.ops.shape import dims_in, expand_to, ints, static_shape
 
 
@@ -35,16 +36,7 @@ def _tensor(node: Node, proto: onnx.TensorProto) -> np.ndarray:
 
 
 def _sparse(node: Node, sparse: onnx.SparseTensorProto) -> np.ndarray:
-    """A sparse tensor's dense array: its indices are flat (one per value) or coordinates
-    (a row per value)."""
-    values = _tensor(node, sparse.values)
-    indices = numpy_helper.to_array(sparse.indices)
-    dense = np.zeros(tuple(sparse.dims), values.dtype)
-    if indices.ndim == 2:
-        dense[tuple(indices.T)] = values
-    else:
-        dense.reshape(-1)[indices] = values
-    return dense
+    return dense(sparse).astype(element_type(node, sparse.values.data_type), copy=False)
 
 
 @converts("Constant")
