@@ -24,7 +24,12 @@ from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import ElementwiseOp, SfOp
 from stageflow.ir.types import shaped_type
-from stageflow.passes.support import constant_array, erase_dead_producers, is_op
+from stageflow.passes.support import (
+    constant_array,
+    erase_dead_producers,
+    inferred_types_match,
+    is_op,
+)
 from stageflow.primitives.structural import concat_p, pad_p, slice_p, transpose_p
 
 Perm = tuple[int, ...]
@@ -63,7 +68,7 @@ class _Sink(RewritePattern):
         result = shaped_type(op.results[0].type)
         inner = build_op(op.primitive, operands, params, _untransposed_type(result, perm),
                          op.location)
-        if not _types_inferred(inner):
+        if not inferred_types_match(inner):
             return
         rewriter.insert_op(inner)
         outer = build_op(transpose_p, [inner.results[0]], {"perm": perm},
@@ -72,14 +77,6 @@ class _Sink(RewritePattern):
         rewriter.replace(op, outer)
         erase_dead_producers(old, rewriter)
 
-
-def _types_inferred(op: SfOp) -> bool:
-    try:
-        inferred = op.infer_result_types()
-    except Exception:  # an op the rule rejects is not one to build
-        return False
-    return [shaped_type(t) if not isinstance(t, ShapedType) else t for t in inferred] == \
-        [shaped_type(r.type) for r in op.results]
 
 
 class TransposeBelowElementwise(_Sink):
