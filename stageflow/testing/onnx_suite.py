@@ -4,15 +4,19 @@ each imported, compiled and run, its outputs compared with the case's references
 case's tolerances (ONNX's `Runner.assert_similar_outputs`).
 
     python -m stageflow.testing.onnx_suite [-k REGEX] [--kind node] [--verbose]
-                                           [--reference] [--jobs N] [--interpreted]
+                                           [--reference] [--jobs N] [--interpreted | --aot]
 
 prints a row per kind (passed, failed, excluded) and names every failure with its first
 error line (--verbose: every case). --reference runs onnxruntime's own backend
 (`onnxruntime.backend`) on the same cases in the same run: two more columns, and each
-failure says whether onnxruntime passes it. The exclusions, each with its reason, are
-`stageflow/onnx/exclusions.txt`: one ``REGEX  # reason`` a line, searched in the case's
-name; only for types stageflow has no tensors of and ops out of its scope. Each case is
-compiled, so the cases run in a pool of two processes unless --jobs says otherwise.
+failure says whether onnxruntime passes it. --interpreted runs the staged graphs through
+the interpreter; --aot compiles each case ahead of time (its inputs' shapes fixed) into a
+library a C program calls (`stageflow.testing.c_program`), as a user of ``stageflow
+compile model.onnx`` would: ``--kind real --aot`` is the light models from C. The
+exclusions, each with its reason, are `stageflow/onnx/exclusions.txt`: one ``REGEX  #
+reason`` a line, searched in the case's name; only for types stageflow has no tensors of
+and ops out of its scope. Each case is compiled, so the cases run in a pool of two
+processes unless --jobs says otherwise.
 
 The real kind is ONNX's light models (``onnx/backend/test/data/light``): inputs drawn by
 `Runner.generate_dummy_data` as ONNX's runner draws them, outputs compared with the
@@ -27,6 +31,7 @@ import multiprocessing
 import os
 import re
 import sys
+import tempfile
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -42,9 +47,13 @@ from onnx.backend.test.case.test_case import TestCase
 from onnx.backend.test.loader import load_model_tests
 from onnx.backend.test.runner import Runner
 
+from stageflow.aot.library import compile_function
 from stageflow.onnx.backend import StageflowBackend
+from stageflow.onnx.importer import load
+from stageflow.testing import c_program
 
 KINDS = ("node", "simple", "pytorch-converted", "pytorch-operator", "real")
+MODES = ("compiled", "interpreted", "aot")
 OUTCOMES = ("passed", "failed", "excluded")
 REFERENCE_OUTCOMES = ("ort passed", "ort failed")
 EXCLUSIONS = Path(__file__).resolve().parent.parent / "onnx" / "exclusions.txt"
@@ -174,8 +183,30 @@ def check(backend: Any, model: onnx.ModelProto, data_sets: DataSets, case: TestC
     return ""
 
 
-def run_case(case: TestCase, reference: bool = False, jit: bool = True) -> Outcome:
-    """One case: imported, run on each data set and compared (and by onnxruntime too)."""
+def check_aot(model: onnx.ModelProto, data_sets: DataSets, case: TestCase) -> str:
+    """"" when the case's model, compiled ahead of time for each data set's input shapes and
+    called from C, reproduces every data set, else the first error line."""
+    names = [x.name for x in _graph_inputs(model)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="onnx_aot_") as folder:
+            for index, (inputs, references) in enumerate(data_sets):
+                arrays = [_array(x) for x in inputs]
+                shapes = {name: x.shape for name, x in zip(names, arrays, strict=True)}
+                imported = load(model, input_shapes=shapes)
+                library = compile_function(imported.function, *imported.input_signature,
+                                           name="model")
+                data = Path(folder, str(index))
+                data.mkdir()
+                outputs = c_program.call(data, library, arrays)
+                Runner.assert_similar_outputs(list(references), outputs, case.rtol, case.atol)
+    except Exception as error:  # the outcome is the report: any failure is counted
+        return _first_line(error)
+    return ""
+
+
+def run_case(case: TestCase, reference: bool = False, mode: str = "compiled") -> Outcome:
+    """One case: imported, run on each data set in `mode` (one of `MODES`) and compared (and
+    by onnxruntime too)."""
     try:
         model, data_sets = materialise(case)
     except Exception as error:  # a case whose files cannot be read is a failure too
@@ -186,7 +217,8 @@ def run_case(case: TestCase, reference: bool = False, jit: bool = True) -> Outco
     reason = exclusion(case.name)
     if reason is not None:
         return Outcome(case.kind, case.name, "excluded", reason, ort)
-    detail = check(StageflowBackend, model, data_sets, case, jit=jit)
+    detail = (check_aot(model, data_sets, case) if mode == "aot" else
+              check(StageflowBackend, model, data_sets, case, jit=mode == "compiled"))
     return Outcome(case.kind, case.name, "failed" if detail else "passed", detail, ort)
 
 
@@ -200,15 +232,15 @@ def _onnxruntime() -> Any:
 
 
 def _run_all(selected: list[TestCase], jobs: int, reference: bool,
-             jit: bool) -> Iterator[Outcome]:
+             mode: str) -> Iterator[Outcome]:
     if jobs <= 1:
         for case in selected:
-            yield run_case(case, reference, jit)
+            yield run_case(case, reference, mode)
         return
     context = multiprocessing.get_context("spawn")  # no forked compiler threads
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         yield from pool.map(run_case, selected, [reference] * len(selected),
-                            [jit] * len(selected), chunksize=4)
+                            [mode] * len(selected), chunksize=4)
 
 
 def print_table(counts: dict[str, Counter], reference: bool) -> None:
@@ -230,13 +262,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="run onnxruntime's backend on the same cases, for comparison")
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="run the cases in N processes (default 2; 1: in this one)")
-    parser.add_argument("--interpreted", action="store_true",
-                        help="run the staged graphs through the interpreter (jit=False)")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--interpreted", dest="mode", action="store_const", const="interpreted",
+                       default="compiled",
+                       help="run the staged graphs through the interpreter (jit=False)")
+    modes.add_argument("--aot", dest="mode", action="store_const", const="aot",
+                       help="compile each case into an AOT library and call it from C")
     args = parser.parse_args(argv)
     selected = cases(args.kind or KINDS, args.pattern)
     counts: dict[str, Counter] = defaultdict(Counter)
-    for done, outcome in enumerate(_run_all(selected, args.jobs, args.reference,
-                                            not args.interpreted), 1):
+    for done, outcome in enumerate(_run_all(selected, args.jobs, args.reference, args.mode),
+                                   1):
         counts[outcome.kind][outcome.outcome] += 1
         if outcome.reference:
             counts[outcome.kind][f"ort {outcome.reference}"] += 1

@@ -1,24 +1,21 @@
 """The `stageflow` command on ONNX files: ``dump``, ``report`` and ``compile`` take
 ``model.onnx`` as they take ``FILE.py:FUNC`` (the model's own input signature, ``--arg`` to
-shape it), ``onnx-ops`` lists the ops imported, bad files are one error line; and the
-smallest of ONNX's light models (ShuffleNet) compiled by ``stageflow compile`` and called
-from C gives the suite's reference output, as it does compiled in Python."""
+shape it), ``onnx-ops`` lists the ops imported, bad files are one error line. (ONNX models
+compiled ahead of time and called from C: the ONNX campaign's ``--aot`` mode, a slice of which
+is in tests/onnx/test_backend_suite.py.)"""
 
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx.backend.test.runner import Runner
 
 import stageflow as sf
 from stageflow.cli import main
-from stageflow.testing.onnx_suite import cases, light_case, light_model_path
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
@@ -103,55 +100,3 @@ def test_compile_writes_the_library_and_its_header(capsys, model_file, tmp_path)
     assert status == 0, err
     assert (tmp_path / "libtiny.so").stat().st_size > 0
     assert "int32_t tiny(" in (tmp_path / "tiny.h").read_text()
-
-
-HARNESS = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include "shufflenet.h"
-
-int main(void) {
-    float *x = malloc(IN_BYTES), *y = malloc(OUT_BYTES);
-    FILE *file = fopen("in.bin", "rb");
-    if (!file || fread(x, 1, IN_BYTES, file) != IN_BYTES) return 2;
-    fclose(file);
-    const void *inputs[1] = {x};
-    void *outputs[1] = {y};
-    int rc = shufflenet(inputs, NULL, outputs);
-    file = fopen("out.bin", "wb");
-    fwrite(y, 1, OUT_BYTES, file);
-    fclose(file);
-    printf("rc %d\n", rc);
-    return 0;
-}
-"""
-
-
-def test_the_smallest_light_model_compiled_and_called_from_c(capsys, tmp_path):
-    """light_shufflenet, the smallest by weights (light_bvlc_alexnet's file is smaller, but
-    its ConstantOfShape weights are 240 MB of constants): its suite inputs, compiled in
-    Python and through `stageflow compile` into a library a C program calls, against its
-    reference output."""
-    case = next(c for c in cases(["real"], "^test_shufflenet$"))
-    _, [(inputs, [expected])] = light_case(case)
-    from_python = sf.onnx.load(str(light_model_path(case)))(*inputs).numpy()
-    Runner.assert_similar_outputs([expected], [from_python], case.rtol, case.atol)
-
-    status, _, err = run(capsys, "compile", light_model_path(case), "-o",
-                         tmp_path / "libshufflenet.so", "--header", tmp_path / "shufflenet.h",
-                         "--name", "shufflenet")
-    assert status == 0, err
-    inputs[0].tofile(tmp_path / "in.bin")
-    source = (HARNESS.replace("IN_BYTES", str(inputs[0].nbytes))
-              .replace("OUT_BYTES", str(expected.nbytes)))
-    (tmp_path / "main.c").write_text(source)
-    assert CC is not None, "the AOT tests need a C compiler (cc) on PATH"
-    subprocess.run([CC, "-O1", "-o", str(tmp_path / "main"), str(tmp_path / "main.c"),
-                    f"-L{tmp_path}", "-lshufflenet", f"-Wl,-rpath,{tmp_path}"], check=True,
-                   cwd=tmp_path)
-    result = subprocess.run([str(tmp_path / "main")], cwd=tmp_path, capture_output=True,
-                            text=True, check=True, timeout=120)
-    assert result.stdout.strip() == "rc 0"
-    from_c = np.fromfile(tmp_path / "out.bin", np.float32).reshape(expected.shape)
-    Runner.assert_similar_outputs([expected], [from_c], case.rtol, case.atol)
-

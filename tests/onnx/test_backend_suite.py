@@ -1,7 +1,8 @@
 """ONNX's own backend tests (`onnx.backend.test.BackendTest`) on stageflow's backend: a fixed,
 representative slice of its node, simple and PyTorch cases, compiled, with the cases of
-`stageflow/onnx/exclusions.txt` left out. The whole suite is the campaign's
-(``python -m stageflow.testing.onnx_suite``)."""
+`stageflow/onnx/exclusions.txt` left out; and a few cases compiled ahead of time into
+libraries a C program calls, as the campaign's ``--aot`` mode does. The whole suite is the
+campaign's (``python -m stageflow.testing.onnx_suite``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import onnx.backend.test
 import pytest
 
 from stageflow.onnx.backend import StageflowBackend
-from stageflow.testing.onnx_suite import KINDS, cases, exclusion, exclusions
+from stageflow.testing.onnx_suite import KINDS, cases, exclusion, exclusions, run_case
 
 # A case per family: elementwise and broadcasting, matmul, convolution and pooling,
 # normalisation, shape and indexing, reductions, control flow (If, Scan, a Loop in a function
@@ -59,3 +60,10 @@ def test_exclusions_are_for_missing_types_and_out_of_scope_domains():
     assert all(re.search(r"stageflow has no( \w+)? (tensors|values)|: out of scope$", r)
                for r in reasons), reasons
 
+
+
+@pytest.mark.parametrize("name", ["test_Conv2d", "test_maxpool_2d_default"])
+def test_cases_compiled_ahead_of_time_and_called_from_c(name):
+    [case] = [c for c in ALL_CASES if c.name == name]
+    outcome = run_case(case, mode="aot")
+    assert outcome.outcome == "passed", outcome.detail

@@ -1,0 +1,139 @@
+"""A C program that calls an ahead-of-time library, as its users would: the inputs read from
+files, the outputs written to files, the return code printed.
+
+The AOT tests and the ONNX campaign's ``--aot`` mode check a library this way, through a
+real C caller linked against it, rather than through ctypes in this process. Needs a C
+compiler (``cc``, ``gcc`` or ``clang``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+HARNESS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "NAME.h"
+
+static void *read_file(const char *path, size_t bytes) {
+    void *data = malloc(bytes ? bytes : 1);
+    FILE *file = fopen(path, "rb");
+    if (!file || fread(data, 1, bytes, file) != bytes) {
+        fprintf(stderr, "read %s\n", path);
+        exit(2);
+    }
+    fclose(file);
+    return data;
+}
+
+int main(int argc, char **argv) {
+    /* argv: the unknown dims, then one file per input */
+    int64_t dims[UNKNOWN + 1];
+    for (int i = 0; i < UNKNOWN; i++) dims[i] = atoll(argv[1 + i]);
+    int64_t out_dims[OUT_RANKS + 1];
+    int rc = NAME_output_dims(dims, out_dims);
+    if (rc) { printf("output_dims %d\n", rc); return 0; }
+    const void *inputs[INPUTS + 1];
+    INPUT_READS
+    void *outputs[OUTPUTS + 1];
+    int64_t sizes[OUTPUTS + 1];
+    OUTPUT_ALLOCS
+    STATE_NEW
+    for (int step = 0; step < STEPS; step++) {
+        rc = CALL;
+        printf("rc %d\n", rc);
+        if (rc) return 0;
+    }
+    for (int i = 0; i < OUTPUTS; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "out%d.bin", i);
+        FILE *file = fopen(path, "wb");
+        fwrite(outputs[i], 1, sizes[i], file);
+        fclose(file);
+    }
+    STATE_DUMP
+    return 0;
+}
+"""
+
+
+def user_inputs(library: Any) -> list[Any]:
+    """The types of the inputs a caller passes (not the state a library keeps)."""
+    return [ty for ty, is_resource in zip(library.signature.inputs, library.signature.resources,
+                                          strict=True) if not is_resource]
+
+
+def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int = 1,
+          state_sizes: Sequence[int] = ()) -> Path:
+    """Save `library` (an `sf.aot.compile` artefact) in `folder` with `inputs` beside it, and
+    compile a C program calling it `steps` times (dumping `state_sizes` bytes of each state
+    variable of a ``freeze=False`` library); the executable."""
+    if CC is None:
+        raise RuntimeError("calling an AOT library from C needs a C compiler (cc) on PATH")
+    name = library.name
+    library.save(folder / f"lib{name}.so", header=folder / f"{name}.h")
+    unknown = sum(d is None for ty in user_inputs(library) for d in ty.shape)
+    reads = []
+    for i, array in enumerate(inputs):
+        np.ascontiguousarray(array).tofile(folder / f"in{i}.bin")
+        reads.append(f'inputs[{i}] = read_file("in{i}.bin", {array.nbytes});')
+    allocs, position = [], 0
+    for i, ty in enumerate(library.signature.outputs):
+        count = " * ".join(f"out_dims[{position + a}]" for a in range(len(ty.shape))) or "1"
+        position += len(ty.shape)
+        allocs.append(f"sizes[{i}] = ({count}) * {np.dtype(ty.dtype).itemsize}; "
+                      f"outputs[{i}] = malloc(sizes[{i}] ? sizes[{i}] : 1);")
+    dump = "".join(
+        f'{{ FILE *f = fopen("state{i}.bin", "wb"); '
+        f"fwrite({name}_state_variable(state, {i}), 1, {size}, f); fclose(f); }}"
+        for i, size in enumerate(state_sizes))
+    stateful = bool(state_sizes)
+    source = (HARNESS.replace("NAME", name).replace("UNKNOWN", str(unknown))
+              .replace("OUT_RANKS", str(position)).replace("INPUTS", str(len(inputs)))
+              .replace("INPUT_READS", "\n    ".join(reads))
+              .replace("OUTPUTS", str(len(library.signature.outputs)))
+              .replace("OUTPUT_ALLOCS", "\n    ".join(allocs))
+              .replace("STATE_NEW", f"{name}_state *state = {name}_state_new();"
+                       if stateful else "")
+              .replace("CALL", f"{name}(state, inputs, dims, outputs)" if stateful
+                       else f"{name}(inputs, dims, outputs)")
+              .replace("STEPS", str(steps)).replace("STATE_DUMP", dump))
+    (folder / "main.c").write_text(source)
+    subprocess.run([CC, "-O1", "-o", str(folder / "main"), str(folder / "main.c"),
+                    f"-L{folder}", f"-l{name}", f"-Wl,-rpath,{folder}"], check=True,
+                   cwd=folder)
+    return folder / "main"
+
+
+def run(executable: Path, *dims: int, timeout: float = 120) -> list[str]:
+    """Run the program with the unknown dims `dims`: its lines (``rc N`` per call)."""
+    result = subprocess.run([str(executable), *map(str, dims)], cwd=executable.parent,
+                            capture_output=True, text=True, check=True, timeout=timeout)
+    return result.stdout.split("\n")
+
+
+def read_output(folder: Path, index: int, dtype: Any, shape: Sequence[int]) -> np.ndarray:
+    """Output `index` of the program's last run."""
+    return np.fromfile(folder / f"out{index}.bin", dtype=dtype).reshape(shape)
+
+
+def call(folder: Path, library: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The outputs of `library` (whose dims are all known) called once from C on `inputs`;
+    a RuntimeError names the return code when the call fails."""
+    shapes = [ty.shape for ty in library.signature.outputs]
+    if any(d is None for shape in shapes for d in shape):
+        raise ValueError(f"{library.name} has outputs of unknown dims {shapes}: compile it "
+                         "for inputs of known shapes, or use build, run and read_output")
+    lines = run(build(folder, library, inputs))
+    if lines[0] != "rc 0":
+        raise RuntimeError(f"the C call of {library.name} returned {lines[0]!r}")
+    return [read_output(folder, i, ty.dtype, shape)
+            for i, (ty, shape) in enumerate(zip(library.signature.outputs, shapes, strict=True))]
