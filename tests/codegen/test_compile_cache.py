@@ -8,11 +8,14 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 import stageflow as sf
 from stageflow.codegen.targets import cache
@@ -45,8 +48,27 @@ def _entries(directory) -> list:
     return sorted(directory.glob("objects/*/*.o"))
 
 
-def test_a_second_process_hits_and_different_ir_misses(tmp_path):
-    cold = _child(tmp_path, 2.0)
+# The tests share one first process's cache (each gets a copy to damage), so the process that
+# fills it runs once, in one of the suite's processes.
+pytestmark = pytest.mark.xdist_group("compile-cache")
+
+
+@pytest.fixture(scope="module")
+def first_process(tmp_path_factory) -> tuple[Path, dict]:
+    """A cache a first process filled (scale 2.0), and that process's stats."""
+    folder = tmp_path_factory.mktemp("first-process-cache")
+    return folder, _child(folder, 2.0)
+
+
+@pytest.fixture
+def cold(first_process, tmp_path) -> dict:
+    """`tmp_path` holds a copy of `first_process`'s cache; its stats (a cold start)."""
+    folder, stats = first_process
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    return stats
+
+
+def test_a_second_process_hits_and_different_ir_misses(tmp_path, cold):
     assert cold["hits"] == 0 and cold["misses"] > 0
     stored = _entries(tmp_path)
     assert len(stored) == cold["misses"]
@@ -58,8 +80,7 @@ def test_a_second_process_hits_and_different_ir_misses(tmp_path):
     assert len(_entries(tmp_path)) == len(stored) + other["misses"]
 
 
-def test_corrupt_entries_are_ignored_and_rewritten(tmp_path):
-    cold = _child(tmp_path, 2.0)
+def test_corrupt_entries_are_ignored_and_rewritten(tmp_path, cold):
     for entry in _entries(tmp_path):
         data = entry.read_bytes()
         entry.write_bytes(data[: len(data) // 2] + b"\xff" * 64)
@@ -100,10 +121,9 @@ def _sealed(folder, payload: bytes) -> bytes:
     return cache.MAGIC + hmac.digest((folder / "key").read_bytes(), payload, "sha256") + payload
 
 
-def test_entries_under_a_plain_checksum_are_refused(tmp_path):
+def test_entries_under_a_plain_checksum_are_refused(tmp_path, cold):
     """An entry whose plain SHA-256 is right but whose MAC is not (written by anything but
     this cache's writer) never reaches the linker, whatever it holds."""
-    cold = _child(tmp_path, 2.0)
     entries = _entries(tmp_path)
     header = len(cache.MAGIC) + cache.DIGEST_BYTES
     for entry in entries:
@@ -113,9 +133,8 @@ def test_entries_under_a_plain_checksum_are_refused(tmp_path):
     assert again["sum"] == cold["sum"] and again["corrupt"] == len(entries)
 
 
-def test_entries_with_a_valid_checksum_but_bad_code_are_moved_aside(tmp_path):
+def test_entries_with_a_valid_checksum_but_bad_code_are_moved_aside(tmp_path, cold):
     """Once: every later process crashed (garbage) or aborted ('Symbol not found')."""
-    cold = _child(tmp_path, 2.0)
     entries = _entries(tmp_path)
     garbage, foreign = entries[0], entries[1:]
     garbage.write_bytes(_sealed(tmp_path, b"\x7fELF" + b"\0" * 60))
@@ -130,9 +149,8 @@ def test_entries_with_a_valid_checksum_but_bad_code_are_moved_aside(tmp_path):
     assert _child(tmp_path, 2.0)["hits"] == len(entries)  # recompiled and stored again
 
 
-def test_a_fifo_in_place_of_an_entry_is_skipped(tmp_path):
+def test_a_fifo_in_place_of_an_entry_is_skipped(tmp_path, cold):
     """Once: the read blocked forever."""
-    cold = _child(tmp_path, 2.0)
     entry = _entries(tmp_path)[0]
     entry.unlink()
     os.mkfifo(entry)
@@ -143,8 +161,8 @@ def test_a_fifo_in_place_of_an_entry_is_skipped(tmp_path):
     assert json.loads(result.stdout.strip().splitlines()[-1])["sum"] == cold["sum"]
 
 
+@pytest.mark.usefixtures("cold")
 def test_the_cache_is_bounded_least_recently_used_first(tmp_path):
-    _child(tmp_path, 2.0)
     first = _entries(tmp_path)
     os.utime(first[0], (1, 1))  # the oldest use
     size = sum(p.stat().st_size for p in first)
@@ -154,11 +172,10 @@ def test_the_cache_is_bounded_least_recently_used_first(tmp_path):
     assert sum(p.stat().st_size for p in remaining) <= size + 1
 
 
-def test_an_entry_with_a_bad_section_alignment_is_moved_aside(tmp_path):
+def test_an_entry_with_a_bad_section_alignment_is_moved_aside(tmp_path, cold):
     """Found by the cache-faults campaign: an object whose section headers were damaged
     (under a valid checksum) still defined its symbols, and LLVM's linker aborted the
     process on an alignment that is not a power of two."""
-    cold = _child(tmp_path, 2.0)
     entries = _entries(tmp_path)
     header = len(cache.MAGIC) + cache.DIGEST_BYTES
     for entry in entries:
