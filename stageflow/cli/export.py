@@ -9,12 +9,11 @@ uses an op without an ONNX rule) is one error line naming the op and the user's 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from stageflow.cli.io import CommandError
 from stageflow.cli.staging import load_function, parse_arg_spec
 from stageflow.onnx.converters import OnnxError
-from stageflow.onnx.exporter import DEFAULT_OPSET, MIN_OPSET, export
+from stageflow.onnx.exporter import export
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -33,15 +32,3 @@ def run_export(args: argparse.Namespace) -> int:
     except (OnnxError, ValueError, TypeError, IndexError) as error:
         raise CommandError(" ".join(str(error).split())) from None
     return 0
-
-
-def add_parser(commands: Any) -> None:
-    parser = commands.add_parser("export", help="write a staged function as an ONNX model")
-    parser.add_argument("target", metavar="FILE.py:FUNC")
-    parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
-                        help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per argument")
-    parser.add_argument("-o", "--output", metavar="OUT.onnx", required=True)
-    parser.add_argument("--opset", type=int, default=None,
-                        help=f"the ONNX opset to write, {MIN_OPSET} to {DEFAULT_OPSET} "
-                             f"(default {DEFAULT_OPSET})")
-    parser.set_defaults(handler=run_export)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 
+# Between two modules of one input file (``stageflow opt --split-input-file``), as in MLIR.
+SPLIT_MARKER = "// -----"
+
 
 class CommandError(Exception):
     """A user-facing failure: printed as ``stageflow <command>: error: <message>``."""

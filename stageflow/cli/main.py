@@ -13,85 +13,20 @@ model (`stageflow.cli.staging`); ``stageflow onnx-ops`` lists the ONNX ops stage
 ``stageflow devices [--logical-cpus N] [--address A]`` lists the devices with their
 memory (with an address, a Ray cluster's workers' too). Each
 sub-command is a parser with a ``handler`` default taking the parsed arguments and
-returning the exit status.
+returning the exit status, named ``MODULE:FUNCTION`` and imported when its command runs:
+parsing the command line loads nothing else, and each command loads only what it uses (``opt``
+the IR and the passes, not the code generators; no command but the ONNX ones imports onnx).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-import time
 from collections.abc import Sequence
+from typing import Any
 
-from stageflow import distribute
-from stageflow.cli import export, staging
-from stageflow.cli.io import CommandError, read_input, write_output
-from stageflow.ir.text import IRError, module_to_text, parse_module
-from stageflow.passes import (
-    PassFailure,
-    PassSpecError,
-    PassTiming,
-    Pipeline,
-    format_timings,
-    ir_printer,
-)
-from stageflow.runtime.devices import all_devices, gpu_unavailable_reason
-
-SPLIT_MARKER = "// -----"
-
-
-def _split_chunks(text: str, split: bool) -> list[tuple[str, int]]:
-    """The input's chunks and the line each starts on (for messages that name lines)."""
-    if not split:
-        return [(text, 0)]
-    chunks: list[tuple[str, int]] = []
-    lines: list[str] = []
-    start = 0
-    for number, line in enumerate(text.splitlines(keepends=True)):
-        if line.strip() == SPLIT_MARKER:
-            chunks.append(("".join(lines), start))
-            lines, start = [], number + 1
-        else:
-            lines.append(line)
-    chunks.append(("".join(lines), start))
-    return chunks
-
-
-def run_opt(args: argparse.Namespace) -> int:
-    """Parse, verify, transform and print each input chunk; report every failing chunk."""
-
-
-    dump = ir_printer(sys.stdout, debuginfo=args.print_debuginfo)
-    try:
-        pipeline = Pipeline.parse(args.passes, after_pass=dump if args.print_ir_after_all else None)
-    except PassSpecError as error:
-        raise CommandError(str(error)) from None
-    name = "<stdin>" if args.file == "-" else args.file
-    text = read_input(args.file)
-    outputs: list[str] = []
-    failed = False
-    stages: dict[str, float] = {"parse": 0.0, "print": 0.0}
-    timings: list[PassTiming] = []
-    for chunk, first_line in _split_chunks(text, args.split_input_file):
-        start = time.perf_counter()
-        try:
-            # Pad with newlines so that positions are those of the whole file.
-            module = parse_module("\n" * first_line + chunk, name)
-            stages["parse"] += time.perf_counter() - start
-            timings += pipeline.run(module)
-        except (IRError, PassFailure) as error:
-            print(f"stageflow opt: error: {error}", file=sys.stderr)
-            failed = True
-            continue
-        start = time.perf_counter()
-        outputs.append(
-            module_to_text(module, debuginfo=args.print_debuginfo, generic=args.print_generic)
-        )
-        stages["print"] += time.perf_counter() - start
-    write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
-    if args.timing:
-        print(format_timings(timings, list(stages.items())), end="", file=sys.stderr)
-    return 1 if failed else 0
+from stageflow.cli.io import SPLIT_MARKER, CommandError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,59 +74,87 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"treat each part between '{SPLIT_MARKER}' lines as a separate module",
     )
-    opt.set_defaults(handler=run_opt)
+    opt.set_defaults(handler="stageflow.cli.opt:run")
 
-    staging.add_parsers(commands)
-    export.add_parser(commands)
+    _add_staging_parsers(commands)
+    _add_export_parser(commands)
 
     devices = commands.add_parser("devices", help="list the devices stageflow can run on")
-    staging.add_logical_cpus(devices)
+    _add_logical_cpus(devices)
     devices.add_argument("--address", metavar="ADDRESS",
                          help="also the devices of a Ray cluster's workers ('auto' or "
                               "'ray://host:port'), one worker per --workers")
     devices.add_argument("--workers", type=int, default=1, metavar="N",
                          help="workers to start on the cluster for --address (default 1)")
-    devices.set_defaults(handler=run_devices)
+    devices.set_defaults(handler="stageflow.cli.devices:run")
 
     onnx_ops = commands.add_parser("onnx-ops", help="list the ONNX ops stageflow imports")
-    onnx_ops.set_defaults(handler=run_onnx_ops)
+    onnx_ops.set_defaults(handler="stageflow.cli.onnx_ops:run")
     return parser
 
 
-def run_onnx_ops(args: argparse.Namespace) -> int:
-    """One line per ONNX op stageflow imports, ``DOMAIN OP`` (the default domain written
-    ai.onnx), after a line giving the opsets read."""
-    importer = staging.model_module("stageflow.onnx.importer")
-    print(f"# ai.onnx opsets {importer.MIN_OPSET} to {importer.newest_opset()}; older models "
-          f"are converted to opset {importer.MIN_OPSET} by onnx's version converter")
-    for domain, op_type in staging.model_module("stageflow.onnx").supported_ops():
-        print(f"{domain or 'ai.onnx'} {op_type}")
-    return 0
+def _add_staging_parsers(commands: Any) -> None:
+    for name, summary in (("dump", "print a staged function's IR"),
+                          ("graph", "draw a staged function's graph"),
+                          ("compile", "compile a staged function to a library or PTX"),
+                          ("report", "write an HTML page explaining a staged function's compile")):
+        parser = commands.add_parser(name, help=summary)
+        parser.add_argument("target", metavar="FILE.py:FUNC|MODEL.onnx")
+        parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                            help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per "
+                                 "argument (a model file's inputs by default)")
+        if name == "dump":
+            parser.add_argument("--stage", default="traced",
+                                help="converted|traced|optimized|lowered|llvm|ptx|asm")
+            parser.add_argument("--print-ir-after-all", action="store_true")
+            parser.add_argument("--timing", action="store_true")
+            parser.add_argument("-o", "--output", metavar="OUT")
+            parser.add_argument("--device", metavar="NAME",
+                                help="trace the call placed on this device, e.g. cpu:1")
+            _add_logical_cpus(parser)
+        elif name == "graph":
+            parser.add_argument("-o", "--output", metavar="OUT.dot|OUT.svg", required=True)
+        elif name == "report":
+            parser.add_argument("-o", "--output", metavar="OUT.html", required=True)
+        else:
+            parser.add_argument("-o", "--output", metavar="OUT.so|OUT.o|OUT.ptx", required=True)
+            parser.add_argument("--header", metavar="OUT.h",
+                                help="where the C header goes (default: beside the library)")
+            parser.add_argument("--name", help="the C symbol (default: the function's name)")
+            parser.add_argument("--no-freeze", action="store_true",
+                                help="keep variables as state instead of constants")
+            parser.add_argument("--arch", default="sm_80", help="PTX target: sm_80 or sm_90")
+        parser.set_defaults(handler=f"stageflow.cli.staging:run_{name}")
 
 
-def run_devices(args: argparse.Namespace) -> int:
-    """One line per device (name, kind, memory), then why there is no GPU if there is none."""
-    staging.set_logical_cpus(args)
-    if args.address:
-        distribute.connect(jobs={"worker": args.workers}, address=args.address)
-    try:
-        found = all_devices()
-        for device in found:
-            print(device.describe())
-        if not any(device.kind == "GPU" for device in found):
-            print(f"no GPU: {gpu_unavailable_reason()}")
-    except RuntimeError as error:  # e.g. no thread left for one more logical CPU
-        raise CommandError(f"cannot start the devices: {error}") from None
-    finally:
-        if args.address:
-            distribute.shutdown()
-    return 0
+def _add_logical_cpus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--logical-cpus", type=int, metavar="N",
+                        help="split the CPU into N devices first (as "
+                             "sf.config.set_logical_device_count)")
+
+
+def _add_export_parser(commands: Any) -> None:
+    parser = commands.add_parser("export", help="write a staged function as an ONNX model")
+    parser.add_argument("target", metavar="FILE.py:FUNC")
+    parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                        help="an argument's DTYPE[DIMS], e.g. f32[?,784]; repeat per argument")
+    parser.add_argument("-o", "--output", metavar="OUT.onnx", required=True)
+    parser.add_argument("--opset", type=int, default=None,
+                        help="the ONNX opset to write (default: the newest stageflow writes)")
+    parser.set_defaults(handler="stageflow.cli.export:run_export")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    module, _, name = args.handler.partition(":")
     try:
-        return args.handler(args)
+        handler = getattr(importlib.import_module(module), name)
+    except ImportError as error:  # an optional dependency of the command (onnx for export)
+        print(f"stageflow {args.command}: error: this command needs the {error.name} package, "
+              "which is not installed", file=sys.stderr)
+        return 1
+    try:
+        return handler(args)
     except CommandError as error:
         print(f"stageflow {args.command}: error: {error}", file=sys.stderr)
         return 1
