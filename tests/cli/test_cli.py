@@ -493,3 +493,29 @@ def test_more_logical_cpus_than_threads_is_a_user_error():
                             timeout=120, preexec_fn=cap_memory)
     assert result.returncode == 1
     assert result.stderr.startswith("stageflow devices: error: cannot start the devices: ")
+
+
+def test_opt_loads_neither_the_code_generators_nor_optional_packages(tmp_path):
+    """Each command imports what it uses when it runs: `opt` (every lit test's) the IR and
+    the passes, not llvmlite, Ray's worker or onnx (an optional dependency)."""
+    source = tmp_path / "small.mlir"
+    source.write_text(SMALL_MODULE)
+    probe = ("import sys\nfrom stageflow.cli import main\n"
+             f"assert main(['opt', {str(source)!r}, '-o', {str(tmp_path / 'out.mlir')!r}]) == 0\n"
+             "print(sorted(m for m in ('llvmlite', 'onnx', 'stageflow.distribute.worker') "
+             "if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert "func.func @f" in (tmp_path / "out.mlir").read_text()
+
+
+def test_a_command_missing_its_optional_package_says_so(capsys, monkeypatch, tmp_path):
+    for name in [m for m in sys.modules if m.startswith(("stageflow.onnx", "onnx"))
+                 or m == "stageflow.cli.export"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
+    status, _, err = run(capsys, "export", f"{tmp_path / 'm.py'}:f", "-o", tmp_path / "f.onnx")
+    message = assert_one_error_line(status, err, "export")
+    assert message == "this command needs the onnx package, which is not installed"
