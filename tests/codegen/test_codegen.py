@@ -55,8 +55,9 @@ def ir_type(shape: tuple[int | None, ...], dtype: np.dtype) -> str:
 
 
 def op_text(name: str, operands: list[tuple[tuple[int | None, ...], np.dtype]],
-            params: dict | None = None) -> str:
-    """A one-op kernel applying primitive `name`, its result type from the shape rule."""
+            params: dict | None = None, symbol: str | None = None) -> str:
+    """A one-op kernel applying primitive `name`, its result type from the shape rule,
+    named `symbol` (default ``NAME_kernel``)."""
     params = params or {}
     avals = [ShapedType(shape, dtype) for shape, dtype in operands]
     result = REGISTRY[name].shape_rule(*avals, **params)
@@ -65,7 +66,7 @@ def op_text(name: str, operands: list[tuple[tuple[int | None, ...], np.dtype]],
     args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
     attrs = f" {{dtype = {ir_type((), params['dtype'])[7:-1]}}}" if "dtype" in params else ""
     uses = ", ".join(f"%a{i}" for i in range(len(types)))
-    return (f"func.func @{name}_kernel({args}) -> {out} {{\n"
+    return (f"func.func @{symbol or f'{name}_kernel'}({args}) -> {out} {{\n"
             f"  %0 = sf.{name} {uses}{attrs} : ({', '.join(types)}) -> {out}\n"
             f"  func.return %0 : {out}\n}}")
 
@@ -451,30 +452,40 @@ PTX_FAMILIES = {
 }
 
 
-def ptx_kernels(family: str):
+def ptx_kernels(family: str) -> list[str]:
+    """The family's kernels, each named after its op and its index in the family, so that
+    they are distinct ``.entry`` functions of one PTX module."""
+    texts = []
     for name, operands in PTX_FAMILIES[family]:
-        if name == "cast":
-            for target in dtypes.ALL:
-                yield op_text(name, operands, {"dtype": target})
-        else:
-            yield op_text(name, operands)
+        for params in ([{"dtype": t} for t in dtypes.ALL] if name == "cast" else [None]):
+            texts.append(op_text(name, operands, params, f"{name}_kernel{len(texts)}"))
+    return texts
+
+
+def assembles(ptx: str, arch: str, folder: Path) -> subprocess.CompletedProcess:
+    """ptxas on `ptx` for `arch` (one process for a whole module)."""
+    ptxas = ptxas_path()
+    assert ptxas is not None, "ptxas not found: install the test extra (nvidia-cuda-nvcc)"
+    source = folder / f"module_{arch}.ptx"
+    source.write_text(ptx)
+    return subprocess.run([str(ptxas), f"-arch={arch}", str(source), "-o",
+                           str(source.with_suffix(".cubin"))], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("family", sorted(PTX_FAMILIES))
 def test_ptx_assembles(family: str, arch: str, tmp_path: Path) -> None:
-    ptxas = ptxas_path()
-    assert ptxas is not None, "ptxas not found: install the test extra (nvidia-cuda-nvcc)"
-    target = PTXTarget(arch)
-    for index, text in enumerate(ptx_kernels(family)):
-        ptx = target.compile(function(text))
-        assert ".entry" in ptx and "%tid.x" in ptx and f".target {arch}" in ptx
-        source = tmp_path / f"k{index}.ptx"
-        source.write_text(ptx)
-        result = subprocess.run([str(ptxas), f"-arch={arch}", str(source), "-o",
-                                 str(tmp_path / f"k{index}.cubin")],
-                                capture_output=True, text=True)
-        assert result.returncode == 0, f"{text}\n{result.stderr}"
+    """Every kernel of the family as one PTX module (one LLVM pipeline, one ptxas process):
+    an ``.entry`` each, each reading its thread index, and ptxas accepts them all."""
+    texts = ptx_kernels(family)
+    ptx = PTXTarget(arch).compile_many([function(text) for text in texts])
+    assert f".target {arch}" in ptx
+    entries = dict(re.findall(r"\.entry (\w+)\((.*?)\n}", ptx, re.DOTALL))
+    assert sorted(entries) == sorted(function(text).sym_name.data for text in texts)
+    for name, body in entries.items():
+        assert "%tid.x" in body, name
+    result = assembles(ptx, arch, tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 def test_ptx_uses_global_loads_and_the_kernel_annotation() -> None:
@@ -598,10 +609,7 @@ def test_ptx_entry_names_are_identifiers(tmp_path: Path) -> None:
     text = op_text("exp", [((None,), F32)]).replace("@exp_kernel", '@"<lambda>_kernel0"')
     ptx = PTXTarget().compile(function(text))
     assert ".entry _lambda__kernel0(" in ptx
-    source = tmp_path / "lambda.ptx"
-    source.write_text(ptx)
-    result = subprocess.run([str(ptxas_path()), "-arch=sm_80", str(source), "-o",
-                             str(tmp_path / "lambda.cubin")], capture_output=True, text=True)
+    result = assembles(ptx, "sm_80", tmp_path)
     assert result.returncode == 0, result.stderr
 
 
@@ -609,16 +617,13 @@ def test_ptx_entry_names_are_identifiers(tmp_path: Path) -> None:
 def test_ptxas_accepts_the_index_map_kernels(arch: str, tmp_path: Path) -> None:
     """The gather kernel for every element width and the reduce kernel's pass, through an
     index map and in order, for every kind and native dtype
-    (`stageflow.codegen.targets.indexed`), as one PTX module each."""
+    (`stageflow.codegen.targets.indexed`), all as one PTX module (one ptxas process)."""
     target = PTXTarget(arch)
     builders = [(f"gather_i{bits}", gather_entry(bits)) for bits in (8, 16, 32, 64)]
     builders += [(reduce_name(kind, dtype, mapped), reduce_entry(kind, dtype, mapped))
                  for kind in (SUM, PROD, MAX, MIN)
                  for dtype in sorted(kind.native_dtypes, key=str) for mapped in (True, False)]
-    for name, build in builders:
-        source = tmp_path / f"{name}.ptx"
-        source.write_text(target.compile_entry(name, build))
-        result = subprocess.run([str(ptxas_path()), f"-arch={arch}", str(source), "-o",
-                                 str(source.with_suffix(".cubin"))], capture_output=True,
-                                text=True)
-        assert result.returncode == 0, f"{name}\n{result.stderr}"
+    ptx = target.assemble([str(target.entry_module(name, build)) for name, build in builders])
+    assert sorted(re.findall(r"\.entry (\w+)\(", ptx)) == sorted(name for name, _ in builders)
+    result = assembles(ptx, arch, tmp_path)
+    assert result.returncode == 0, result.stderr
