@@ -17,8 +17,10 @@ import stageflow as sf
 from stageflow.cli import main
 from stageflow.distribute import RemoteDeviceError
 
-# One cluster for the file, in one process of the run, with the cores to itself (its timeouts).
-pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.exclusive]
+# One cluster for the file, in one process of the run. Its waits time out after minutes
+# (`sf.distribute.TIMEOUT`), so only the test that needs its two workers to run at once has
+# the cores to itself.
+pytestmark = pytest.mark.xdist_group("ray-cluster")
 
 W0, W1 = "/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"
 
@@ -116,6 +118,7 @@ def test_a_function_calling_python_stays_here_with_a_clear_error():
         f(sf.constant([1.0, 2.0, 3.0]))
 
 
+@pytest.mark.exclusive
 def test_two_threads_drive_two_workers_at_once():
     f = sf.function(lambda x: sf.reduce_sum(sf.matmul(x, x)))
     x = sf.constant(np.ones((700, 700), np.float32))
