@@ -9,16 +9,25 @@ import numpy as np
 import pytest
 
 import stageflow as sf
+from stageflow.runtime.compiled_program import PROGRAM_MAX_KERNEL_ELEMENTS
 
 # Races between threads, with the cores to themselves.
 pytestmark = pytest.mark.exclusive
 
 THREADS, CALLS = 6, 150
+# A variable this large is updated by a compiled call as kernel steps split over the cores.
+# Each update takes long enough that, without the locks, these threads lose most of their
+# updates within a few dozen calls each.
+LARGE, LARGE_CALLS = PROGRAM_MAX_KERNEL_ELEMENTS, CALLS // 3
 
 
-def hammer(fn) -> None:
+def calls_for(size: int) -> int:
+    return LARGE_CALLS if size >= LARGE else CALLS
+
+
+def hammer(fn, calls: int = CALLS) -> None:
     def work() -> None:
-        for _ in range(CALLS):
+        for _ in range(calls):
             fn()
 
     threads = [threading.Thread(target=work) for _ in range(THREADS)]
@@ -28,7 +37,7 @@ def hammer(fn) -> None:
         thread.join()
 
 
-@pytest.mark.parametrize("size", [1, 1 << 21], ids=["program", "split-kernel-steps"])
+@pytest.mark.parametrize("size", [1, LARGE], ids=["program", "split-kernel-steps"])
 def test_concurrent_assign_add_loses_nothing(size):
     v = sf.Variable(np.zeros(size, np.float32))
     ones = sf.ones((size,))
@@ -37,8 +46,9 @@ def test_concurrent_assign_add_loses_nothing(size):
     def increment():
         v.assign_add(ones)
 
-    hammer(increment)
-    np.testing.assert_array_equal(v.numpy()[:4], np.full(min(size, 4), THREADS * CALLS))
+    hammer(increment, calls_for(size))
+    np.testing.assert_array_equal(v.numpy()[:4],
+                                  np.full(min(size, 4), THREADS * calls_for(size)))
 
 
 def test_two_functions_sharing_variables_neither_lose_updates_nor_deadlock():
@@ -81,7 +91,7 @@ def test_a_training_step_from_threads_counts_every_step():
 
 # Found by the threads campaign (`python -m stageflow.testing.threads`).
 
-@pytest.mark.parametrize("size", [1, 1 << 21], ids=["scalar", "large"])
+@pytest.mark.parametrize("size", [1, LARGE], ids=["scalar", "large"])
 def test_eager_updates_beside_compiled_ones_lose_nothing(size):
     """Eager `assign_add` read the value, added (NumPy releases the GIL on large arrays)
     and stored: an update made meanwhile by another thread, eager or compiled, was lost."""
@@ -97,23 +107,24 @@ def test_eager_updates_beside_compiled_ones_lose_nothing(size):
         v.assign_sub(ones)
         v.assign_add(ones)
 
-    threads = [threading.Thread(target=lambda f=f: [f() for _ in range(CALLS)])
+    calls = calls_for(size)
+    threads = [threading.Thread(target=lambda f=f: [f() for _ in range(calls)])
                for f in (increment, eager) * 3]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    np.testing.assert_array_equal(v.numpy()[:4], np.full(min(size, 4), 2 * 3 * CALLS))
+    np.testing.assert_array_equal(v.numpy()[:4], np.full(min(size, 4), 2 * 3 * calls))
 
 
 def test_interpreted_assign_add_loses_nothing():
     """The interpreter (`jit=False`) ran a variable's read and write without its lock."""
-    v = sf.Variable(np.zeros(1 << 21, np.float32))
+    v = sf.Variable(np.zeros(LARGE, np.float32))
 
     @sf.function(jit=False)
     def increment():
         v.assign_add(1.0)
 
-    hammer(increment)
-    np.testing.assert_array_equal(v.numpy()[:4], np.full(4, THREADS * CALLS))
+    hammer(increment, LARGE_CALLS)
+    np.testing.assert_array_equal(v.numpy()[:4], np.full(4, THREADS * LARGE_CALLS))
 
