@@ -31,7 +31,7 @@ from stageflow.testing.random_ops import (
     programs,
     staged,
 )
-from stageflow.testing.random_programs import compare, execute, main, reason, run_campaign
+from stageflow.testing.random_programs import compare, execute, main, reason
 
 
 def on_gpu(program: Program, variables: list[sf.Variable], generator: Any) -> Callable:
@@ -217,16 +217,20 @@ def test_softmax_over_an_empty_axis_is_empty(softmax: Callable[..., Any]) -> Non
 
 
 def test_a_campaign_counts_what_each_way_did(capsys):
-    """The campaign (`python -m stageflow.testing.random_programs`) over a few programs:
-    every way runs every program and agrees with eager; the summary names the seed."""
-    tallies = run_campaign(4, 2026, ["interpreted", "compiled", "aot"], control=0.5,
-                           aot_every=2)
-    assert [t.programs for t in tallies.values()] == [4, 4, 2]
-    assert all(t.mismatches == t.errors == t.unsupported == 0 for t in tallies.values())
-    assert main(["--count", "2", "--seed", "7", "--ways", "compiled"]) == 0
+    """The campaign's command (`python -m stageflow.testing.random_programs`) over a few
+    programs: every way runs every program and agrees with eager; the summary names the
+    seed."""
+    status = main(["--count", "4", "--seed", "2026", "--ways", "interpreted,compiled,aot",
+                   "--control", "0.5", "--aot-every", "2"])
     out = capsys.readouterr().out
-    assert out.startswith("random programs against eager, seed 7,")
-    assert "compiled" in out and "mismatches" in out and "unsupported" in out
+    lines = out.splitlines()
+    assert lines[0].startswith("random programs against eager, seed 2026,")
+    assert lines[1].split() == ["way", "programs", "mismatches", "errors", "unsupported",
+                                "seconds"]
+    rows = {line[2:19].strip(): line[19:].split()[:4] for line in lines[2:5]}
+    assert rows == {"interpreted": ["4", "0", "0", "0"], "compiled": ["4", "0", "0", "0"],
+                    "aot": ["2", "0", "0", "0"]}, out
+    assert status == 0, out
 
 
 @given(st.data())
