@@ -52,7 +52,7 @@ def test_the_generator_makes_loops_and_nested_regions() -> None:
     nested region ops all occur (checked on the traced IR)."""
     texts = []
 
-    @settings(max_examples=30, deadline=None, database=None)
+    @settings(max_examples=15, deadline=None, database=None)
     @given(control_programs())
     def collect(program: Program) -> None:
         args = [sf.constant(x) for x in program.inputs]
