@@ -18,8 +18,11 @@ import numpy as np
 import pytest
 
 import stageflow as sf
+from stageflow.codegen import CPUTarget
 from stageflow.codegen.targets import cache
+from stageflow.codegen.targets.cpu import JIT
 from stageflow.core import config
+from stageflow.ir import parse_module
 
 CHILD = """
 import json, sys, numpy as np, stageflow as sf
@@ -197,3 +200,26 @@ def test_an_elf_header_pointing_past_any_int_is_not_an_object():
     struct.pack_into("<Q", data, 0x28, 2**63 + 5)
     struct.pack_into("<HH", data, 0x3A, 64, 1)
     assert cache.elf_symbols(bytes(data)) is None
+
+
+def test_a_fresh_jit_links_the_stored_object_code(tmp_path, monkeypatch):
+    """What a later process does, in this one: a JIT with no engines of its own loads a
+    module's object code from the cache, checks it (its symbols and what they need) and
+    links it (sin is libm's: a symbol the object code leaves to the process), and it
+    computes what the code compiled here does."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(config, "parallel_compile", False)  # no compile server to start
+    text = """func.func @stored_kernel(%x: tensor<?xf32>) -> tensor<?xf32> {
+      %c = sf.constant dense<1.5> : tensor<f32>
+      %0 = sf.multiply %x, %c : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>
+      %1 = sf.sin %0 : (tensor<?xf32>) -> tensor<?xf32>
+      func.return %1 : tensor<?xf32>
+    }"""
+    prepared = CPUTarget().prepare_many([parse_module(text).ops.first])
+    compiled_here = prepared.finish()[0]
+    assert len(_entries(tmp_path)) == len(prepared.jobs)
+    hits = cache.stats.hits
+    loaded = prepared.make(JIT().link(prepared.jobs, prepared.symbols))[0]
+    assert cache.stats.hits == hits + len(prepared.jobs)
+    x = np.linspace(-3, 3, 37, dtype=np.float32)
+    np.testing.assert_array_equal(loaded(x)[0], compiled_here(x)[0])
