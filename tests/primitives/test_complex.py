@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from staged_modes import stage_each_op
@@ -119,6 +119,9 @@ BINARY: dict[str, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] =
     "equal": (sf.equal, np.equal),
     "not_equal": (sf.not_equal, np.not_equal),
 }
+# Each case is one op, one dtype and one mode: its examples only vary the shapes and values
+# the op runs on.
+ELEMENTWISE_EXAMPLES = settings(max_examples=10)
 # Few distinct values, so that == and != find equal pairs.
 FEW = st.sampled_from([0j, 1 + 0j, 1j, -1 - 1j, complex(0.5, -2)])
 
@@ -126,6 +129,7 @@ FEW = st.sampled_from([0j, 1 + 0j, 1j, -1 - 1j, complex(0.5, -2)])
 @pytest.mark.parametrize("mode", MODES[:3])
 @pytest.mark.parametrize("dtype", COMPLEX, ids=str)
 @pytest.mark.parametrize("name", sorted(UNARY))
+@ELEMENTWISE_EXAMPLES
 @given(data=st.data())
 def test_unary_ops_match_numpy(name: str, dtype: np.dtype, mode: str, data) -> None:
     op, reference, nonzero = UNARY[name]
@@ -136,6 +140,7 @@ def test_unary_ops_match_numpy(name: str, dtype: np.dtype, mode: str, data) -> N
 @pytest.mark.parametrize("mode", MODES[:3])
 @pytest.mark.parametrize("dtype", COMPLEX, ids=str)
 @pytest.mark.parametrize("name", sorted(BINARY))
+@ELEMENTWISE_EXAMPLES
 @given(data=st.data())
 def test_binary_ops_broadcast_and_match_numpy(name: str, dtype: np.dtype, mode: str,
                                               data) -> None:
