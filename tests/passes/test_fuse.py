@@ -303,7 +303,7 @@ def programs(draw: st.DrawFn) -> str:
     return module_to_text(ModuleOp([build_function("f", arg_types, body)]))
 
 
-@settings(max_examples=80)
+@settings(max_examples=40)
 @given(programs(), st.sampled_from(["fuse", "fuse{max-ops=2}", "prune,fuse"]))
 def test_random_programs_keep_their_behaviour(text: str, pipeline: str) -> None:
     module = parse_module(text)
