@@ -76,7 +76,7 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/saved/manifest.py": ("constant",),
     "stageflow/saved/save.py": ("constant",),
     # Python's print, a stage of the command line's timing table, a diff line's CSS class
-    "stageflow/cli/main.py": ("print",),
+    "stageflow/cli/opt.py": ("print",),
     "stageflow/staging/autograph/transformer.py": ("print",),
     "stageflow/staging/report.py": ("add",),
     # test programs' labels: the public functions a random program draws, an ABI test's
