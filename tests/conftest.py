@@ -60,7 +60,7 @@ settings.register_profile(
     deadline=None,
     derandomize=True,
     database=None,
-    max_examples=25,
+    max_examples=15,
     print_blob=True,
     suppress_health_check=SUPPRESSED,
 )
