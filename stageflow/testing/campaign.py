@@ -44,3 +44,15 @@ def print_counts(heading: str, rows: Iterable[str], counts: Mapping[str, Mapping
             print(f"  {row:{width}}" + "".join(f"{counts[row][o]:{column}d}" for o in outcomes))
     print(f"  {'total':{width}}" + "".join(
         f"{sum(c[o] for c in counts.values()):{column}d}" for o in outcomes))
+
+
+def read_counts(lines: Sequence[str], outcomes: int) -> dict[str, list[int]]:
+    """The table `print_counts` printed, from its heading line to its totals, read back: a
+    list of `outcomes` counts per row name ("total" included), for a test of the command."""
+    rows: dict[str, list[int]] = {}
+    for line in lines[1:]:
+        words = line.split()
+        rows[" ".join(words[:-outcomes])] = [int(n) for n in words[-outcomes:]]
+        if words[0] == "total":
+            break
+    return rows

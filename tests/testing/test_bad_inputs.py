@@ -10,6 +10,7 @@ import time
 import pytest
 
 from stageflow.testing.bad_inputs import FAMILIES, OUTCOMES, main, unclear_because
+from stageflow.testing.campaign import read_counts
 from stageflow.testing.isolated import Died, Hung, run_isolated
 
 
@@ -21,8 +22,7 @@ def test_a_slice_of_the_campaign_finds_no_defect_and_its_summary_names_the_seed(
     lines = out.splitlines()
     assert lines[0].startswith("bad inputs to staged functions, seed 2026, 200 calls")
     assert lines[1].split() == ["family", "ok", "clear", "unclear", "wrong", "crash", "hang"]
-    table = lines[2:lines.index("")] if "" in lines else lines[2:]  # the bad cases follow
-    rows = {line[2:28].strip(): [int(n) for n in line[28:].split()] for line in table}
+    rows = read_counts(lines[1:], len(OUTCOMES))
     total = rows.pop("total")
     assert list(rows) == FAMILIES, out
     assert sum(total) == 200 and total[0] > 0 and total[1] > 0
