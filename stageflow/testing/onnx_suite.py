@@ -53,7 +53,6 @@ from stageflow.onnx.importer import load
 from stageflow.testing import c_program
 
 KINDS = ("node", "simple", "pytorch-converted", "pytorch-operator", "real")
-MODES = ("compiled", "interpreted", "aot")
 OUTCOMES = ("passed", "failed", "excluded")
 REFERENCE_OUTCOMES = ("ort passed", "ort failed")
 EXCLUSIONS = Path(__file__).resolve().parent.parent / "onnx" / "exclusions.txt"
@@ -205,8 +204,8 @@ def check_aot(model: onnx.ModelProto, data_sets: DataSets, case: TestCase) -> st
 
 
 def run_case(case: TestCase, reference: bool = False, mode: str = "compiled") -> Outcome:
-    """One case: imported, run on each data set in `mode` (one of `MODES`) and compared (and
-    by onnxruntime too)."""
+    """One case: imported, run on each data set in `mode` ("compiled", "interpreted" or
+    "aot") and compared (and by onnxruntime too)."""
     try:
         model, data_sets = materialise(case)
     except Exception as error:  # a case whose files cannot be read is a failure too
