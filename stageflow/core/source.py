@@ -6,6 +6,7 @@ shape error or a `loc(...)` in a dump points at code the user wrote.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -74,11 +75,19 @@ def user_location() -> SourceLocation | None:
 
 def _column(frame) -> int:
     """The 1-based column of the instruction a frame is executing, 0 when unknown."""
-    positions = list(frame.f_code.co_positions())
+    columns = _columns(frame.f_code)
     index = frame.f_lasti // 2
-    if index < len(positions) and positions[index][2] is not None:
-        return positions[index][2] + 1
+    if index < len(columns) and columns[index] is not None:
+        return columns[index] + 1
     return 0
+
+
+@functools.lru_cache(maxsize=256)
+def _columns(code) -> tuple[int | None, ...]:
+    """The start column of each of `code`'s instructions, read once per code object: a
+    traced function's ops are all attributed to its frames, and listing a long function's
+    positions again for each of its ops made up much of tracing it."""
+    return tuple(position[2] for position in code.co_positions())
 
 
 def describe_location() -> str:
