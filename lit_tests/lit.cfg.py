@@ -1,13 +1,19 @@
 """lit configuration: FileCheck tests of the IR, run with the interpreter that runs lit.
 
-``stageflow`` and ``python`` in RUN lines resolve to ``sys.executable`` (``-m stageflow.cli``
-for the former) and ``filecheck`` to the one beside it, so the tests use the same virtualenv
-as lit itself without PATH setup or an installed console script. Run: ``lit -v lit_tests``.
+``stageflow`` and ``python`` in RUN lines run with ``sys.executable`` (``-m stageflow.cli``
+for the former) and ``filecheck`` is the one beside it, so the tests use the same virtualenv
+as lit itself without PATH setup or an installed console script. Both start in a process
+forked from a server that has imported stageflow already (``forkserver.py``, started here
+and gone with lit), not in a new interpreter importing it again. Run: ``lit -v lit_tests``.
 """
 
+import atexit
 import os
 import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import lit.formats
 
@@ -17,7 +23,7 @@ config = globals()["config"]
 config.name = "stageflow"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".py"]
-config.excludes = ["Output", "Inputs", "lit.cfg.py", "__pycache__"]
+config.excludes = ["Output", "Inputs", "lit.cfg.py", "forkserver.py", "__pycache__"]
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 config.test_exec_root = os.path.join(config.test_source_root, "Output")
 
@@ -28,9 +34,11 @@ def word(name: str) -> str:
 
 
 python = shlex.quote(sys.executable)
+server = os.path.join(config.test_source_root, "forkserver.py")
+client = f"{python} -S {shlex.quote(server)}"  # -S: the client needs no site-packages
 config.substitutions.append(("%python", python))
-config.substitutions.append((word("stageflow"), f"{python} -m stageflow.cli"))
-config.substitutions.append((word("python"), python))
+config.substitutions.append((word("stageflow"), f"{client} stageflow"))
+config.substitutions.append((word("python"), f"{client} python"))
 filecheck = os.path.join(os.path.dirname(sys.executable), "filecheck")
 if os.path.exists(filecheck):
     config.substitutions.append((word("filecheck"), shlex.quote(filecheck)))
@@ -40,3 +48,14 @@ config.environment["PYTHONPATH"] = os.pathsep.join(
     p for p in (root, os.environ.get("PYTHONPATH", "")) if p
 )
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+
+# The server gets the environment the RUN lines get (children take their client's), and
+# BLAS on one thread: a server with threads could not fork safely.
+socket_folder = tempfile.mkdtemp(prefix="stageflow-lit-")
+socket_path = os.path.join(socket_folder, "forkserver")
+_server = subprocess.Popen(
+    [sys.executable, server, "serve", socket_path], stdin=subprocess.DEVNULL,
+    env={**config.environment, "OPENBLAS_NUM_THREADS": "1"})
+atexit.register(shutil.rmtree, socket_folder, ignore_errors=True)
+atexit.register(_server.kill)
+config.environment["STAGEFLOW_LIT_FORKSERVER"] = socket_path
