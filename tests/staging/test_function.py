@@ -56,7 +56,8 @@ def test_python_values_are_part_of_the_key():
     lossy_matmul(W, x, training=True)
     exact = lossy_matmul(W, x, training=False)
     assert lossy_matmul.tracing_count == 2
-    np.testing.assert_allclose(exact.numpy(), W.numpy() @ x.numpy(), rtol=1e-5)
+    # atol: the random inputs (whatever state the process's generator is in) can cancel
+    np.testing.assert_allclose(exact.numpy(), W.numpy() @ x.numpy(), rtol=1e-5, atol=1e-6)
     lossy_matmul(W, x, False)  # positional or keyword: the same signature
     assert lossy_matmul.tracing_count == 2
 
