@@ -130,30 +130,49 @@ class CoreLock:
     the tests file shared (with the other process's test), an exclusive test holds it alone.
     An exclusive test holds the turnstile from before it waits for the shared holders until
     it ends, and every test passes the turnstile before it takes the tests file, so that the
-    other process cannot start test after test ahead of a waiting exclusive one."""
+    other process cannot start test after test ahead of a waiting exclusive one. A run of
+    exclusive tests keeps the lock from one to the next (`pytest_runtest_teardown`), so
+    that the other process's test between them does not make each wait again."""
 
     def __init__(self, folder: Path) -> None:
         self.turnstile = os.open(folder / "core-lock-turnstile", os.O_RDWR | os.O_CREAT)
         self.tests = os.open(folder / "core-lock-tests", os.O_RDWR | os.O_CREAT)
+        self.held: bool | None = None  # exclusively or shared; None: not held
 
-    def acquire(self, exclusive: bool) -> None:
+    def hold(self, exclusive: bool) -> None:
+        """Hold the lock for a test, `exclusive` or shared, unless it is held so already."""
+        if self.held is exclusive:
+            return
+        self.release()
         fcntl.flock(self.turnstile, fcntl.LOCK_EX)
         fcntl.flock(self.tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         if not exclusive:
             fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.held = exclusive
 
-    def release(self, exclusive: bool) -> None:
+    def release(self) -> None:
+        if self.held is None:
+            return
         fcntl.flock(self.tests, fcntl.LOCK_UN)
-        if exclusive:
+        if self.held:
             fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.held = None
+
+
+_core_locks: list[CoreLock] = []
 
 
 @pytest.fixture(scope="session")
 def core_lock(tmp_path_factory):
     """The run's `CoreLock` under pytest-xdist; None in a run of one process."""
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        return CoreLock(shared_temp(tmp_path_factory))
-    return None
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    _core_locks.append(CoreLock(shared_temp(tmp_path_factory)))
+    return _core_locks[-1]
+
+
+def _exclusive(item: pytest.Item) -> bool:
+    return item.get_closest_marker("exclusive") is not None
 
 
 @pytest.fixture(autouse=True)
@@ -162,16 +181,32 @@ def cores(request, core_lock):
     is marked ``exclusive``. Such a test's timings, timeouts and split ops' worker threads
     then see the cores free of the other process's tests (a split op's caller waits for its
     workers' tasks; with another process's threads on the cores, a training loop of many
-    split ops ran ten times slower)."""
-    if core_lock is None:
-        yield
-        return
-    exclusive = request.node.get_closest_marker("exclusive") is not None
-    core_lock.acquire(exclusive)
+    split ops ran ten times slower). `pytest_runtest_teardown` releases it."""
+    if core_lock is not None:
+        core_lock.hold(_exclusive(request.node))
+    yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test's fixtures are torn down, release the `CoreLock` unless this test and
+    the next are both exclusive."""
     try:
-        yield
+        return (yield)
     finally:
-        core_lock.release(exclusive)
+        for lock in _core_locks:
+            if not (lock.held and nextitem is not None and _exclusive(nextitem)):
+                lock.release()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Exclusive tests run in one process, one after another (an ``xdist_group`` of their
+    own, unless a test is in a group already): together, they wait for the other process's
+    current test once, not each for one of its own."""
+    for item in items:
+        if _exclusive(item) and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("exclusive"))
 
 
 @pytest.fixture(autouse=True)
