@@ -28,6 +28,7 @@ Adding a primitive needs no change here: `sf_dialect()` derives an op for each o
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import Any, ClassVar, Self
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
@@ -379,6 +380,12 @@ HAND_WRITTEN: dict[str, type[Operation]] = {"constant": ConstantOp, "cond": Cond
                                              "while": WhileOp}
 
 
+# Defining an op class and the dialect: threads tracing at once must all get the one class
+# of a primitive (two of them, each a valid op, would fail the other's isinstance checks and
+# the dialect's membership).
+_defining = threading.RLock()
+
+
 def op_class(primitive: Primitive | str) -> type[SfOp] | type[ControlOp]:
     """The op class of a primitive (or primitive name), defining it on first use."""
     if isinstance(primitive, str):
@@ -389,19 +396,26 @@ def op_class(primitive: Primitive | str) -> type[SfOp] | type[ControlOp]:
         return HAND_WRITTEN[primitive.name]
     cls = OPS.get(primitive.name)
     if cls is None or cls.PRIMITIVE is not primitive:
-        cls = OPS[primitive.name] = define_op(primitive)
+        with _defining:
+            cls = OPS.get(primitive.name)
+            if cls is None or cls.PRIMITIVE is not primitive:
+                cls = OPS[primitive.name] = define_op(primitive)
     return cls
 
 
-_dialect_cache: tuple[int, Dialect] | None = None
+_dialect_cache: tuple[tuple[Primitive, ...], Dialect] | None = None
 
 
 def sf_dialect() -> Dialect:
-    """The `sf` dialect: an op for every registered primitive and ``sf.yield``."""
+    """The `sf` dialect: an op for every registered primitive and ``sf.yield``; made again
+    whenever the registry has changed (a primitive added, removed or replaced)."""
     global _dialect_cache
-    if _dialect_cache is None or _dialect_cache[0] != len(REGISTRY):
-        ops = {ConstantOp, YieldOp, *(op_class(primitive) for primitive in REGISTRY.values())}
-        ordered: list[type[Operation]] = sorted(ops, key=lambda op: op.name)
-        _dialect_cache = (len(REGISTRY), Dialect("sf", ordered, [ResourceTensorType]))
-    return _dialect_cache[1]
+    registered = tuple(REGISTRY.values())
+    cached = _dialect_cache
+    if cached is None or cached[0] != registered:
+        with _defining:
+            ops = {ConstantOp, YieldOp, *(op_class(primitive) for primitive in registered)}
+            ordered: list[type[Operation]] = sorted(ops, key=lambda op: op.name)
+            cached = _dialect_cache = (registered, Dialect("sf", ordered, [ResourceTensorType]))
+    return cached[1]
 

@@ -4,6 +4,7 @@ textual IR that round-trips exactly (ops, params, constants, locations)."""
 from __future__ import annotations
 
 import io
+import threading
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
@@ -18,7 +19,8 @@ from xdsl.utils.exceptions import VerifyException
 import stageflow as sf
 from stageflow import cli
 from stageflow.core import dtypes
-from stageflow.core.primitive import REGISTRY, ResourceType, ShapedType
+from stageflow.core.op_facts import Family
+from stageflow.core.primitive import REGISTRY, Primitive, ResourceType, ShapedType
 from stageflow.core.source import SourceLocation
 from stageflow.ir import (
     BinaryElementwiseOp,
@@ -120,6 +122,36 @@ def test_every_primitive_has_an_op() -> None:
         cls = op_class(primitive)
         assert issubclass(cls, SfOp | ControlOp) and cls.name == f"sf.{name}"
         assert cls in (ConstantOp, CondOp, WhileOp) or cls.PRIMITIVE is primitive
+
+
+def classes_defined_by_threads(primitive: Primitive, count: int = 8) -> list[type]:
+    """`op_class(primitive)` in `count` threads released at once."""
+    barrier, classes = threading.Barrier(count), []
+
+    def define() -> None:
+        barrier.wait()
+        classes.append(op_class(primitive))
+
+    threads = [threading.Thread(target=define) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return classes
+
+
+def test_threads_defining_an_op_at_once_all_get_the_dialects_one_class() -> None:
+    """Ops are defined on first use, which can be in several tracing threads at once."""
+    for attempt in range(3):
+        primitive = Primitive(f"defined_by_threads{attempt}", shape_rule=lambda x: x,
+                              kernel=lambda x: x, summary="x", family=Family.STRUCTURAL)
+        try:
+            classes = classes_defined_by_threads(primitive)
+            assert len(set(classes)) == 1 and classes[0] in sf_dialect().operations
+        finally:
+            del REGISTRY[primitive.name]
+    assert not any(op.name.startswith("sf.defined_by_threads")
+                   for op in sf_dialect().operations)
 
 
 def test_ops_are_grouped_in_families() -> None:
