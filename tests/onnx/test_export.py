@@ -13,7 +13,10 @@ import pytest
 from hypothesis import given, settings
 
 import stageflow as sf
+from stageflow.core.primitive import REGISTRY
+from stageflow.onnx.export_ops import RULES
 from stageflow.onnx.exporter import DEFAULT_OPSET
+from stageflow.primitives.elementwise import ElementwisePrimitive
 from stageflow.testing.onnx_export import check_program, session
 from stageflow.testing.random_programs import campaign_programs
 
@@ -227,3 +230,22 @@ def test_random_programs_run_to_stageflows_numbers(program):
     assert outcome.kind in ("passed", "refused", "runtime"), outcome.reason
     if outcome.kind == "runtime":
         assert "NOT_IMPLEMENTED" in outcome.reason, outcome.reason
+
+
+ELEMENTWISE_EXPORTS = sorted(p.name for p in RULES if isinstance(p, ElementwisePrimitive))
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE_EXPORTS)
+def test_every_exported_elementwise_op_runs_to_stageflows_numbers(name):
+    """Each op once, on values inside every op's domain (floats in (0.1, 0.9); booleans
+    for the logical ops, integers for the shift), whatever the random programs drew."""
+    primitive = REGISTRY[name]
+    dtype = (np.bool_ if name.startswith("logical_") else
+             np.int32 if name == "shift_right_logical" else np.float32)
+    rng = np.random.default_rng(len(name))
+    arity = primitive.shape_rule.__code__.co_argcount
+    args = [rng.uniform(0.1, 0.9, 7).astype(dtype) if dtype == np.float32 else
+            rng.integers(0, 2 if dtype == np.bool_ else 9, 7).astype(dtype)
+            for _ in range(arity)]
+    run(sf.function(lambda *xs: primitive.bind(*xs)),
+        [sf.TensorSpec([None], dtype)] * arity, *args)
