@@ -249,3 +249,14 @@ def test_every_exported_elementwise_op_runs_to_stageflows_numbers(name):
             for _ in range(arity)]
     run(sf.function(lambda *xs: primitive.bind(*xs)),
         [sf.TensorSpec([None], dtype)] * arity, *args)
+
+
+def test_a_reshape_to_dims_read_at_run_time_a_transpose_and_a_broadcast():
+    def f(x):  # the unknown batch dim: the new shape reads it from x when the model runs
+        return (sf.transpose(sf.expand_dims(x, 1), [0, 2, 1]),
+                sf.broadcast_to(sf.reduce_sum(x, axis=0), [3, 6]))
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    model = run(sf.function(f), [sf.TensorSpec([None, 6], sf.float32)], x)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"Reshape", "Shape", "Transpose", "Expand"} <= ops, ops
