@@ -9,8 +9,9 @@ forkserver.py stageflow ARGS...``). The client sends its standard streams (as fi
 descriptors), working directory, environment and arguments over the socket; the server
 forks a child that takes them over, runs the command as ``python -m stageflow.cli`` or
 ``python SCRIPT`` would, and sends back its exit status, which the client exits with.
-Where no server answers, the client runs the command in a fresh interpreter instead, as
-the plain substitutions would.
+Where no server answers (none was started, or it ended before a child took the command
+over), the client runs the command in a fresh interpreter instead, as the plain
+substitutions would.
 
 The server forks only while it is its process's one thread (OpenBLAS, started with one
 thread, and stageflow's worker pools start none before first use), so a child never
@@ -28,6 +29,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import traceback
 
 SOCKET_VARIABLE = "STAGEFLOW_LIT_FORKSERVER"
@@ -39,6 +41,7 @@ PRELOAD = (
 )
 _HEADER = struct.Struct("<Q")
 _STATUS = struct.Struct("<i")
+_STARTED = b"+"  # the child's first word: the command is about to run
 
 
 def _receive_exactly(connection: socket.socket, size: int) -> bytes:
@@ -70,8 +73,12 @@ def client(kind: str, args: list[str]) -> int:
         _fresh(kind, args)
     request = json.dumps({"kind": kind, "args": args, "cwd": os.getcwd(),
                           "env": dict(os.environ)}).encode()
-    socket.send_fds(connection, [_HEADER.pack(len(request))], [0, 1, 2])
-    connection.sendall(request)
+    try:
+        socket.send_fds(connection, [_HEADER.pack(len(request))], [0, 1, 2])
+        connection.sendall(request)
+        _receive_exactly(connection, len(_STARTED))
+    except (OSError, EOFError):  # the server is gone (or never started): nothing ran
+        _fresh(kind, args)
     try:
         return _STATUS.unpack(_receive_exactly(connection, _STATUS.size))[0]
     except EOFError:
@@ -114,6 +121,7 @@ def _child(connection: socket.socket) -> None:
     try:
         header, fds, _, _ = socket.recv_fds(connection, _HEADER.size, 3)
         request = json.loads(_receive_exactly(connection, _HEADER.unpack(header)[0]))
+        connection.sendall(_STARTED)
         for fd, target in zip(fds, (0, 1, 2), strict=True):
             os.dup2(fd, target)
             os.close(fd)
@@ -146,7 +154,8 @@ def serve(path: str) -> None:
     listener.listen(64)  # clients wait here while the server imports
     for name in PRELOAD:
         importlib.import_module(name)
-    threads = len(os.listdir("/proc/self/task"))
+    tasks = "/proc/self/task"  # native threads too, where the system lists them
+    threads = len(os.listdir(tasks)) if os.path.isdir(tasks) else threading.active_count()
     if threads != 1:  # clients then find the socket closed and run in fresh interpreters
         sys.exit(f"forkserver: {threads} threads after the preload; forking is unsafe")
     parent = os.getppid()
