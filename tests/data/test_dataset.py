@@ -276,3 +276,22 @@ def test_restoring_through_filter_zip_enumerate_and_concatenate(tmp_path_factory
     restored = iter(pipeline())
     sf.train.Checkpoint(it=restored).restore(path)
     assert [tuple(int(v) for v in item) for item in restored] == expected
+
+
+def test_elements_of_different_shapes_batch_to_an_error_and_checkpoint_in_a_buffer(tmp_path):
+    """`batch` names the shapes it cannot stack; a shuffle buffer of such elements is saved
+    element by element and restored to the same order."""
+    def ragged():
+        return (np.arange(n, dtype=np.float32) for n in range(1, 7))
+
+    ds = sf.data.Dataset.from_generator(ragged, sf.TensorSpec([None], sf.float32))
+    with pytest.raises(ValueError, match=r"cannot be stacked .* \[\[\(1,\)\], \[\(2,\)\]\]"):
+        next(iter(ds.batch(2)))
+    it = iter(ds.shuffle(4, seed=0))
+    next(it)
+    path = sf.train.Checkpoint(it=it).write(str(tmp_path / "ragged"))
+    rest = [x.numpy().tolist() for x in it]
+    assert sorted(map(len, rest)) == [1, 2, 3, 5, 6]  # with the 4 the first call took
+    again = iter(ds.shuffle(4, seed=0))
+    sf.train.Checkpoint(it=again).restore(path)
+    assert [x.numpy().tolist() for x in again] == rest
