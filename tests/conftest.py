@@ -30,8 +30,10 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -207,6 +209,21 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if _exclusive(item) and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group("exclusive"))
+
+
+@pytest.fixture(autouse=True)
+def module_generators(request):
+    """A test module's shared NumPy generator (`RNG` or `rng` at its top) starts each test
+    in a state of that test's own, seeded by its name: its inputs are then the same however
+    the run orders and distributes the tests, where they used to depend on which tests of
+    the module the process ran before. Reseeded in place, so that defaults bound to it see
+    the new state too."""
+    for name in ("RNG", "rng"):
+        generator = getattr(request.module, name, None)
+        if isinstance(generator, np.random.Generator):
+            seed = zlib.crc32(request.node.nodeid.split("@")[0].encode())
+            generator.bit_generator.state = np.random.default_rng(seed).bit_generator.state
+    yield
 
 
 @pytest.fixture(autouse=True)
