@@ -53,6 +53,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # read it, where ``PYTHONDONTWRITEBYTECODE`` would have each compile every module again.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# Those processes compile in their own process, without a compile server of their own: the
+# suite's two processes keep both cores busy already (this process read its setting above).
+os.environ["STAGEFLOW_PARALLEL_COMPILE"] = "0"
+
 # The execution-mode fixture wraps the whole test, the same for every example.
 SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large,
               HealthCheck.function_scoped_fixture]
@@ -108,23 +112,6 @@ def compilation_cache(tmp_path_factory):
         os.environ.pop("STAGEFLOW_CACHE_DIR", None)
     else:
         os.environ["STAGEFLOW_CACHE_DIR"] = saved[1]
-
-
-@pytest.fixture(autouse=True, scope="session")
-def verify_after_every_pass():
-    """Compiles in the suite verify the IR after every pass (not only after the last, the
-    default), so that a pass breaking an invariant is named by the failing test; test
-    subprocesses too."""
-    from stageflow.core import config
-
-    saved = config.verify, os.environ.get("STAGEFLOW_VERIFY")
-    config.verify = os.environ["STAGEFLOW_VERIFY"] = "each"
-    yield
-    config.verify = saved[0]
-    if saved[1] is None:
-        os.environ.pop("STAGEFLOW_VERIFY", None)
-    else:
-        os.environ["STAGEFLOW_VERIFY"] = saved[1]
 
 
 class CoreLock:

@@ -6,10 +6,13 @@ campaign's (``python -m stageflow.testing.onnx_suite``)."""
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 import onnx.backend.test
 import pytest
+from onnx.backend.test.case.test_case import TestCase
 
 from stageflow.onnx.backend import StageflowBackend
 from stageflow.testing.onnx_suite import KINDS, cases, exclusion, exclusions, run_case
@@ -25,34 +28,40 @@ SLICE = (
     "test_single_relu_model", "test_Conv2d",
 )
 
-ALL_CASES = cases(KINDS, None)
+# The module's tests run in one process, which makes ONNX's cases once.
+pytestmark = pytest.mark.xdist_group("onnx-backend-suite")
 
 
-def _selected(test: str) -> bool:
-    """Whether the suite's test `test` (the case's name and the device's) runs here."""
-    case, _, device = test.rpartition("_")
-    return device == "cpu" and case in SLICE and exclusion(case) is None
+@functools.cache
+def all_cases() -> list[TestCase]:
+    """Every case of the installed onnx. Made on first use, not at collection: generating
+    ONNX's node cases takes seconds, which each of the suite's processes would pay."""
+    return cases(KINDS, None)
 
 
-backend_test = onnx.backend.test.BackendTest(StageflowBackend, __name__)
-SUITE = backend_test.test_cases
-for _case in SUITE.values():  # the slice alone, not thousands of skipped tests
-    for _test in [t for t in vars(_case) if t.startswith("test_") and not _selected(t)]:
-        delattr(_case, _test)
-globals().update(SUITE)
+@functools.cache
+def backend_tests() -> dict[str, Callable[[], None]]:
+    """ONNX's backend tests (`onnx.backend.test.BackendTest`) on stageflow's backend, by
+    name (the case's and the device's: ``test_add_cpu``), each a call that runs it."""
+    suite = onnx.backend.test.BackendTest(StageflowBackend, __name__).test_cases
+    return {name: getattr(case(name), name) for case in suite.values() for name in vars(case)
+            if name.startswith("test_")}
 
 
-def test_the_excluded_case_of_the_slice_is_not_run():
-    generated = {name for case in SUITE.values() for name in vars(case)
-                 if name.startswith("test_")}
-    assert "test_equal_string_cpu" not in generated
-    assert generated == {f"{name}_cpu" for name in SLICE} - {"test_equal_string_cpu"}
+@pytest.mark.parametrize("case", [c for c in SLICE if exclusion(c) is None])
+def test_the_case_passes_on_stageflows_backend(case):
+    backend_tests()[f"{case}_cpu"]()
+
+
+def test_the_slice_is_onnxs_and_its_excluded_case_is_not_run():
+    assert {f"{case}_cpu" for case in SLICE} <= set(backend_tests())
+    assert exclusion("test_equal_string") is not None
 
 
 @pytest.mark.parametrize("pattern", [p for p, _ in exclusions()], ids=lambda p: p.pattern)
 def test_each_exclusion_has_a_reason_and_matches_cases(pattern):
     """An exclusion that matches no case of the installed onnx is stale."""
-    assert any(pattern.search(case.name) for case in ALL_CASES)
+    assert any(pattern.search(case.name) for case in all_cases())
 
 
 def test_exclusions_are_for_missing_types_and_out_of_scope_domains():
@@ -61,9 +70,8 @@ def test_exclusions_are_for_missing_types_and_out_of_scope_domains():
                for r in reasons), reasons
 
 
-
 @pytest.mark.parametrize("name", ["test_Conv2d", "test_maxpool_2d_default"])
 def test_cases_compiled_ahead_of_time_and_called_from_c(name):
-    [case] = [c for c in ALL_CASES if c.name == name]
+    [case] = [c for c in all_cases() if c.name == name]
     outcome = run_case(case, mode="aot")
     assert outcome.outcome == "passed", outcome.detail
