@@ -53,9 +53,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # read it, where ``PYTHONDONTWRITEBYTECODE`` would have each compile every module again.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-# Those processes compile in their own process, without a compile server of their own: the
-# suite's two processes keep both cores busy already (this process read its setting above).
+# The suite's processes and those they start compile without a compile server: the suite's
+# two processes keep both cores busy already. (The server's tests start their own.)
 os.environ["STAGEFLOW_PARALLEL_COMPILE"] = "0"
+sf.config.parallel_compile = False
 
 # The execution-mode fixture wraps the whole test, the same for every example.
 SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -192,10 +193,15 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_collection_modifyitems(items):
     """Exclusive tests run in one process, one after another (an ``xdist_group`` of their
     own, unless a test is in a group already): together, they wait for the other process's
-    current test once, not each for one of its own."""
+    current test once, not each for one of its own. Tests marked ``slow`` come first, in
+    their order (pytest-xdist hands out tests and groups in collection order): the longest
+    jobs started first, the short ones fill in at the end, and the two processes end at
+    about the same time, where a slow test handed out last kept one process running alone.
+    Exclusive ones stay in their place: among slow tests, they would wait for a long one."""
     for item in items:
         if _exclusive(item) and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group("exclusive"))
+    items.sort(key=lambda item: _exclusive(item) or item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)

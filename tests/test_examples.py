@@ -11,6 +11,8 @@ import pytest
 
 import stageflow as sf
 
+pytestmark = pytest.mark.slow
+
 # Each example runs on one core (see `run`) beside the suite's other process, but the
 # data-parallel example's Ray workers, which must run at once, have the cores alone.
 ALONE = {"data_parallel.py"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 
+import pytest
 from hypothesis import given, settings
 
 import stageflow as sf
@@ -17,6 +18,7 @@ from stageflow.testing.random_ops import Program, eager, staged
 from stageflow.testing.random_programs import compare, execute
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(control_programs())
 def test_random_control_programs_agree_three_ways(program: Program) -> None:
@@ -28,6 +30,7 @@ def test_random_control_programs_agree_three_ways(program: Program) -> None:
     assert concrete.program.program is not None, concrete.stats()["steps_reasons"]
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(control_programs())
 def test_random_control_programs_with_unknown_dims(program: Program) -> None:

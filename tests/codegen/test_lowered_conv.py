@@ -362,6 +362,7 @@ def test_conv2d_refuses_bad_dims_with_a_status_code():
 # -- conv2d's gradients -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)  # each example compiles three ops
 @given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 8), st.integers(1, 8)),
        channels=st.integers(1, 4), out_channels=st.integers(1, 5), window=pairs,

@@ -20,7 +20,7 @@ from stageflow.distribute import RemoteDeviceError
 # One cluster for the file, in one process of the run. Its waits time out after minutes
 # (`sf.distribute.TIMEOUT`), so only the test that needs its two workers to run at once has
 # the cores to itself.
-pytestmark = pytest.mark.xdist_group("ray-cluster")
+pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
 
 W0, W1 = "/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"
 

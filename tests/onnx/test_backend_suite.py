@@ -29,7 +29,7 @@ SLICE = (
 )
 
 # The module's tests run in one process, which makes ONNX's cases once.
-pytestmark = pytest.mark.xdist_group("onnx-backend-suite")
+pytestmark = [pytest.mark.xdist_group("onnx-backend-suite"), pytest.mark.slow]
 
 
 @functools.cache

@@ -152,6 +152,7 @@ def test_remat_keeps_gradients_and_saves_memory():
     assert cut.residual_bytes <= 0.6 * kept.residual_bytes
 
 
+@pytest.mark.slow
 @settings(max_examples=6)  # each example compiles two functions
 @given(st.integers(1, 4), st.integers(1, 5), st.sampled_from([np.float32, np.float64]))
 def test_remat_matches_no_remat_on_random_shapes(depth, batch, dtype):

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import random
 
+import pytest
+
 from stageflow.testing import cache_faults
 from stageflow.testing.cache_faults import FAULTS, Cache, main, run_campaign
 
 
+@pytest.mark.slow
 def test_every_fault_is_recovered_from_and_the_command_prints_its_seed_and_table(
         capsys, monkeypatch):
     """One round of each fault, through the campaign's command: the table it prints (after

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from stageflow.testing.campaign import read_counts
 from stageflow.testing.cli_inputs import FAMILIES, OUTCOMES, Case, judge_command, main, run_case
 
 
+@pytest.mark.slow
 def test_a_slice_of_the_campaign_finds_no_defect_and_its_summary_names_the_seed(capsys):
     """Through the campaign's command: seed 13853 draws every family within its first 17
     cases (nine of them run the command in a subprocess)."""

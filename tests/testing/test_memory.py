@@ -8,6 +8,8 @@ import pytest
 
 from stageflow.testing.memory import SCENARIOS, Result, main, run_campaign, table
 
+pytestmark = pytest.mark.slow
+
 COMPILING = ["retraces", "functions"]
 
 

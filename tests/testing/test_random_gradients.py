@@ -21,6 +21,7 @@ from stageflow.testing.random_gradients import (
 from stageflow.testing.random_ops import F64, Program, Value
 
 
+@pytest.mark.slow
 def test_a_slice_of_the_campaign_agrees_with_finite_differences():
     """(Refusals of a staged gradient with unknown dims are counted apart, as unsupported.)"""
     tallies = run_campaign(60, 2026, list(WAYS))

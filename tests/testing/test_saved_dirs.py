@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from stageflow.testing.campaign import read_counts
 from stageflow.testing.saved_dirs import (
     OUTCOMES,
@@ -16,6 +18,7 @@ from stageflow.testing.saved_dirs import (
 )
 
 
+@pytest.mark.slow
 def test_a_slice_of_the_campaign_finds_no_defect_and_its_summary_names_the_seed(capsys):
     """Through the campaign's command: the first 90 cases of seed 2026 draw every tampering
     and every branch of the tamperings that 120 cases draw."""

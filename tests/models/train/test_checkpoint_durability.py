@@ -7,6 +7,7 @@ import signal
 import time
 
 import numpy as np
+import pytest
 
 import stageflow as sf
 
@@ -35,6 +36,7 @@ def keep_saving(directory: str) -> None:
         manager.save()
 
 
+@pytest.mark.slow
 def test_a_killed_saver_always_leaves_a_consistent_latest_checkpoint(tmp_path):
     directory = str(tmp_path / "run")
     context = multiprocessing.get_context("fork")
