@@ -48,6 +48,9 @@ config.environment["PYTHONPATH"] = os.pathsep.join(
     p for p in (root, os.environ.get("PYTHONPATH", "")) if p
 )
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# lit keeps the cores busy with a RUN line each: a command compiles in its own process,
+# without starting a compile server of its own.
+config.environment["STAGEFLOW_PARALLEL_COMPILE"] = "0"
 
 # The server gets the environment the RUN lines get (children take their client's), and
 # BLAS on one thread: a server with threads could not fork safely.

@@ -193,15 +193,24 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_collection_modifyitems(items):
     """Exclusive tests run in one process, one after another (an ``xdist_group`` of their
     own, unless a test is in a group already): together, they wait for the other process's
-    current test once, not each for one of its own. Tests marked ``slow`` come first, in
-    their order (pytest-xdist hands out tests and groups in collection order): the longest
-    jobs started first, the short ones fill in at the end, and the two processes end at
-    about the same time, where a slow test handed out last kept one process running alone.
-    Exclusive ones stay in their place: among slow tests, they would wait for a long one."""
+    current test once, not each for one of its own. Tests marked ``slow``, and the groups
+    holding one, come first, in their order (pytest-xdist hands out tests and groups in
+    collection order): the longest jobs started first, the short ones fill in at the end,
+    and the two processes end at about the same time, where a slow test handed out last
+    kept one process running alone. The exclusive group stays in its place: among slow
+    tests, each of its tests would wait for a long one."""
     for item in items:
         if _exclusive(item) and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group("exclusive"))
-    items.sort(key=lambda item: _exclusive(item) or item.get_closest_marker("slow") is None)
+    slow = {_unit(item) for item in items if item.get_closest_marker("slow") is not None}
+    slow.discard("exclusive")
+    items.sort(key=lambda item: _unit(item) not in slow)
+
+
+def _unit(item: pytest.Item) -> str:
+    """What pytest-xdist hands out whole: the test's group, else the test."""
+    group = item.get_closest_marker("xdist_group")
+    return group.args[0] if group is not None else item.nodeid
 
 
 @pytest.fixture(autouse=True)
