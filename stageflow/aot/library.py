@@ -39,8 +39,8 @@ from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import return_unless
 from stageflow.codegen.lowered import matmul, worker_pool
 from stageflow.codegen.program.abi import NO_MEMORY, NULL_POINTER, ProgramSignature
+from stageflow.codegen.program.embedded import embedded_constant
 from stageflow.codegen.program.module import whole_function_module
-from stageflow.codegen.program.placement import constant_bytes
 from stageflow.codegen.targets.cpu import process_jit
 from stageflow.codegen.targets.ptx import PTXTarget, entry_name
 from stageflow.frontend.variables import Variable
@@ -349,7 +349,7 @@ class _StateEntries:
         state = b.call(self.malloc, [ir.Constant(I64, 8 * max(count, 1))])
         fail = function.append_basic_block("fail")
         for index, value in enumerate(self.initial):
-            initial = constant_bytes(self.module, f"{self.symbol}.initial{index}", value)
+            initial = embedded_constant(self.module, f"{self.symbol}.initial{index}", value)
             memory = b.call(self.malloc, [ir.Constant(I64, max(value.nbytes, 1))])
             ok = function.append_basic_block("ok")
             b.cbranch(b.icmp_unsigned("==", memory, ir.Constant(_PTR, None)), fail, ok)

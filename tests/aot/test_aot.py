@@ -14,6 +14,7 @@ import pytest
 
 import stageflow as sf
 from stageflow.codegen.program.abi import OP_FAILED
+from stageflow.codegen.program.embedded import is_splat
 from stageflow.codegen.targets.ptx import ptxas_path
 from stageflow.testing.c_program import CC, build, read_output, run
 
@@ -391,3 +392,43 @@ def test_a_library_calling_lapack_in_a_c_program(tmp_path):
     (tmp_path / "in2.bin").write_bytes(np.array([0.5, -100.0, 2.0]).tobytes())
     lines = run(executable, 3, 3, 3)
     assert lines[0].startswith("rc ") and int(lines[0][3:]) >= OP_FAILED
+
+
+def test_large_splat_constants_take_no_space_and_are_filled_as_the_library_loads(tmp_path):
+    """Constant-filled weights (1.5 everywhere, zeros, float16 -0.0) and a variable that
+    starts as a splat take the library no file space beyond their size: zero-initialised
+    storage that the library fills as it loads (`codegen/program/embedded.py`). Results
+    and the variable's state as in this process."""
+    weights = sf.constant(np.full((256, 256), 1.5, np.float32))
+    bias = sf.constant(np.zeros((64, 256), np.float32))
+    signs = sf.constant(np.full(40_000, -0.0, np.float16))
+    scale = sf.Variable(np.full((64, 256), 0.25), name="scale")
+
+    @sf.function
+    def f(x):
+        y = sf.matmul(x, weights) + bias
+        scale.assign(scale * 2.0)
+        return y * sf.cast(scale, sf.float32), signs * sf.cast(x[0, :1], sf.float16)
+
+    spec = sf.TensorSpec([64, 256], sf.float32)
+    library = sf.aot.compile(f, spec, name="splats", freeze=False)
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    executable = build(tmp_path, library, [x], state_sizes=[scale.numpy().nbytes])
+    assert run(executable)[0] == "rc 0"
+    assert (tmp_path / "libsplats.so").stat().st_size < 200_000  # the splats: 540 KB
+    y, z = f(sf.constant(x))
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (64, 256)), y.numpy(),
+                               rtol=1e-5)
+    got = read_output(tmp_path, 1, np.float16, (40_000,))
+    np.testing.assert_array_equal(got.view(np.uint16), z.numpy().view(np.uint16))
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "state0.bin", np.float64),
+                                  np.full(64 * 256, 0.5))
+
+
+def test_a_splat_is_the_same_bytes_in_every_element():
+    assert is_splat(np.full((3, 5), 2.5, np.float32))
+    assert not is_splat(np.array([0.0, -0.0]))
+    nan = np.float32(np.nan)
+    assert is_splat(np.array([nan, nan])) and not is_splat(np.array([nan, -nan]))
+    assert is_splat(np.full(4, 1 - 2j)) and not is_splat(np.array([1 + 0j, 1 + 1j]))
+    assert not is_splat(np.zeros(0))

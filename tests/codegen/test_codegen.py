@@ -463,7 +463,7 @@ def test_ptx_entry_names_are_identifiers(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_90"])  # sm_80's PTX is the same but for its header
 def test_ptxas_accepts_the_index_map_kernels(arch: str, tmp_path: Path) -> None:
     """The gather kernel for every element width and the reduce kernel's pass, through an
     index map and in order, for every kind and native dtype

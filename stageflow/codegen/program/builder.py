@@ -42,7 +42,6 @@ from stageflow.codegen.program.abi import (
 from stageflow.codegen.program.calls import KernelCalls
 from stageflow.codegen.program.control_flow import RegionLowering
 from stageflow.codegen.program.legality import OpEntry
-from stageflow.codegen.program.placement import constant_bytes
 from stageflow.codegen.program.runtime_dims import function_dims
 from stageflow.codegen.program.workspace import Workspace
 from stageflow.ir.builder import constant_value
@@ -63,12 +62,11 @@ class ProgramBuilder:
     """Emits the program of one function into an LLVM module."""
 
     def __init__(self, module: ir.Module, function: FuncOp, functions: dict[str, FuncOp],
-                 kernel_entry: KernelEntry, op_entry: OpEntry, symbol: str,
-                 alias_outputs: bool = False,
-                 constant_global: ConstantGlobal = constant_bytes) -> None:
+                 kernel_entry: KernelEntry, op_entry: OpEntry, symbol: str, *,
+                 constant_global: ConstantGlobal, alias_outputs: bool = False) -> None:
         self.module, self.function, self.functions = module, function, functions
-        # How a constant becomes a global: embedded (an AOT library carries its constants)
-        # or, for the JIT, large ones bound to host memory (`host_constants`).
+        # How a constant becomes a global: embedded (an AOT library carries its constants,
+        # `embedded`) or, for the JIT, large ones bound to host memory (`host_constants`).
         self.constant_global = constant_global
         # With `alias_outputs`, returned values that are arguments' arrays (`aliases`) are
         # not written: the caller hands back the argument itself (the JIT does, a C caller

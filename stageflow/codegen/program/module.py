@@ -13,6 +13,7 @@ from stageflow.codegen.lowered.compile import add_op_entry, op_spec, rule_for
 from stageflow.codegen.program.abi import ProgramSignature
 from stageflow.codegen.program.builder import ProgramBuilder
 from stageflow.codegen.program.calls import rows_to_split
+from stageflow.codegen.program.embedded import embedded_constant
 from stageflow.codegen.program.legality import supported
 from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry, process_jit
 from stageflow.ir.dialect import SfOp
@@ -54,6 +55,6 @@ def whole_function_module(symbol: str, functions: dict[str, FuncOp]) -> tuple[
         return ops[spec.key]
 
     builder = ProgramBuilder(module, entry, functions, kernel_entry, op_entry,
-                             f"{symbol}.program")
+                             f"{symbol}.program", constant_global=embedded_constant)
     program, shapes = builder.build(py_entry=False)
     return module, program, shapes, builder.signature
