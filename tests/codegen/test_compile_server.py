@@ -42,6 +42,7 @@ def test_the_server_makes_the_bytes_this_process_makes(monkeypatch):
     finally:
         if held:
             jit._here.release()
+    assert jit._make(job) == here and not jit._here.locked()  # made here, and let go
     kernel = prepared.finish()[0]
     x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(3, 8)
     np.testing.assert_allclose(kernel(x)[0], np.tanh(x) * 2 + x, rtol=1e-6)
