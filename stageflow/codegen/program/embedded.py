@@ -18,7 +18,7 @@ from stageflow.codegen.llvm.emitter import I8, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.program.placement import constant_bytes
 
-# Smaller splats are embedded as they are: a page or so is not worth a constructor.
+# Smaller splats are embedded as they are: at most 64 KiB of the file each.
 SPLAT_MIN_BYTES = 1 << 16
 _FILLS = "sf.fill_splats"  # the module's constructor: a call per splat to fill
 _PTR = ir.PointerType()
