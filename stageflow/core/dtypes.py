@@ -6,6 +6,13 @@ bfloat16 comes from ml_dtypes, the NumPy extension JAX and TensorFlow share.
 
 complex64 and complex128 are pairs of float32 and float64 (real part first), NumPy's
 layout; the IR spells them ``complex<f32>`` and ``complex<f64>``, as MLIR does.
+
+The *narrow* dtypes, ml_dtypes' 8- and 4-bit floats and 4- and 2-bit integers (one element
+a byte, as ml_dtypes stores them), are storage types, as PyTorch's float8 tensors are: a
+tensor of them can be made, moved (reshaped, sliced, gathered, concatenated), compared for
+equality and cast to and from every other dtype, and its arithmetic happens after a cast to
+a wider type. They are neither `FLOATING` nor `INTEGER`, so an op that computes refuses
+them by name rather than rounding every intermediate to three bits.
 """
 
 from __future__ import annotations
@@ -30,9 +37,23 @@ uint64 = np.dtype(np.uint64)
 bool_ = np.dtype(np.bool_)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e4m3fnuz = np.dtype(ml_dtypes.float8_e4m3fnuz)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e5m2fnuz = np.dtype(ml_dtypes.float8_e5m2fnuz)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
+float4_e2m1fn = np.dtype(ml_dtypes.float4_e2m1fn)
+int4 = np.dtype(ml_dtypes.int4)
+uint4 = np.dtype(ml_dtypes.uint4)
+int2 = np.dtype(ml_dtypes.int2)
+uint2 = np.dtype(ml_dtypes.uint2)
 
+NARROW_FLOATING = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
+                   float8_e8m0fnu, float4_e2m1fn)
+NARROW_INTEGER = (int4, uint4, int2, uint2)
+NARROW = NARROW_FLOATING + NARROW_INTEGER
 ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
-       uint64, bool_, complex64, complex128)
+       uint64, bool_, complex64, complex128, *NARROW)
 FLOATING = (float16, bfloat16, float32, float64)
 COMPLEX = (complex64, complex128)
 # The dtypes that carry gradients, one set: the tape and the gradient rules test every
@@ -59,6 +80,16 @@ SHORT_NAMES = {
     bool_: "i1",
     complex64: "c64",
     complex128: "c128",
+    float8_e4m3fn: "f8E4M3FN",
+    float8_e4m3fnuz: "f8E4M3FNUZ",
+    float8_e5m2: "f8E5M2",
+    float8_e5m2fnuz: "f8E5M2FNUZ",
+    float8_e8m0fnu: "f8E8M0FNU",
+    float4_e2m1fn: "f4E2M1FN",
+    int4: "i4",
+    uint4: "ui4",
+    int2: "i2",
+    uint2: "ui2",
 }
 BY_SHORT_NAME = {short: dtype for dtype, short in SHORT_NAMES.items()}
 
@@ -87,6 +118,11 @@ def is_integer(dtype: np.dtype) -> bool:
 
 def is_complex(dtype: np.dtype) -> bool:
     return dtype in COMPLEX
+
+
+def is_narrow(dtype: np.dtype) -> bool:
+    """One of the storage-only 8-, 4- and 2-bit dtypes (`NARROW`)."""
+    return dtype in NARROW
 
 
 def is_inexact(dtype: np.dtype) -> bool:

@@ -126,6 +126,12 @@ def decode(attr: Attribute) -> Any:
     raise TypeError(f"attribute {attr} is not a stageflow param")
 
 
+# How the narrow integers lie in a dense attribute's bytes: as the 8-bit integer of their
+# value (ml_dtypes keeps only their low bits, which xDSL would print as unsigned).
+_NARROW_BYTES = {dtypes.int4: np.dtype(np.int8), dtypes.int2: np.dtype(np.int8),
+                 dtypes.uint4: np.dtype(np.uint8), dtypes.uint2: np.dtype(np.uint8)}
+
+
 def _little_endian(dtype: np.dtype) -> np.dtype:
     return dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype
 
@@ -136,6 +142,8 @@ def dense_attr(value: Any, dtype: object = None) -> DenseIntOrFPElementsAttr:
     dtype = dtypes.as_dtype(array.dtype)
     if dtype == dtypes.bool_:
         data = np.where(array, np.uint8(0xFF), np.uint8(0)).tobytes()
+    elif dtype in dtypes.NARROW_INTEGER:  # a byte each, sign-extended, as MLIR reads them
+        data = array.astype(_NARROW_BYTES[dtype]).tobytes()
     else:
         data = np.ascontiguousarray(array, dtype=_little_endian(dtype)).tobytes()
     return DenseIntOrFPElementsAttr(tensor_type(ShapedType(array.shape, dtype)), BytesAttr(data))
@@ -148,6 +156,8 @@ def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     dtype = dtype_of(ty.get_element_type())
     if dtype == dtypes.bool_:
         flat = np.frombuffer(attr.data.data, dtype=np.uint8) != 0
+    elif dtype in dtypes.NARROW_INTEGER:
+        flat = np.frombuffer(attr.data.data, dtype=_NARROW_BYTES[dtype]).astype(dtype)
     else:
         flat = np.frombuffer(attr.data.data, dtype=_little_endian(dtype))
     return flat.reshape(tuple(ty.get_shape()))

@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from weakref import WeakKeyDictionary
 
-import ml_dtypes
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     AnyFloat,
-    BFloat16Type,
     Builtin,
     FileLineColLoc,
     ModuleOp,
@@ -36,6 +34,7 @@ from xdsl.utils.exceptions import ParseError
 from xdsl.utils.lexer import Input, Span
 
 from stageflow.ir.dialect import sf_dialect
+from stageflow.ir.types import dtype_of, is_element_type
 
 
 class SourcePosition(NamedTuple):
@@ -98,12 +97,9 @@ class _BitPattern(Parser._TensorLiteralElement):
     print), not as the integer it spells."""
 
     def to_type(self, parser: Any, type: Any) -> Any:
-        if isinstance(type, AnyFloat):
-            width = type.bitwidth
-            bits = np.array([self.value], dtype={16: np.uint16, 32: np.uint32,
-                                                 64: np.uint64}[width])
-            float_type = (ml_dtypes.bfloat16 if isinstance(type, BFloat16Type)
-                          else {16: np.float16, 32: np.float32, 64: np.float64}[width])
+        if isinstance(type, AnyFloat) and is_element_type(type):
+            float_type = dtype_of(type)
+            bits = np.array([self.value], dtype=np.dtype(f"u{float_type.itemsize}"))
             return float(bits.view(float_type)[0])
         return super().to_type(parser, type)
 

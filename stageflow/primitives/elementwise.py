@@ -313,10 +313,17 @@ def _cast_rule(x: ShapedType, *, dtype: np.dtype) -> ShapedType:
 
 def _cast(x, *, dtype):
     """NumPy's astype, but complex to real keeps the real part without NumPy's warning
-    (as TensorFlow's cast does) and complex to bool tests both parts."""
+    (as TensorFlow's cast does) and complex to bool tests both parts. A narrow float, and
+    a narrow integer cast to another narrow dtype, go through float32, which holds each of
+    their values exactly: a narrow float then converts as that float32 does (ml_dtypes' own
+    casts to integers saturate infinities and zero NaNs, unlike NumPy's from every other
+    float), and ml_dtypes has no direct cast between most narrow pairs."""
     x = np.asarray(x)
     if dtypes.is_complex(x.dtype) and not dtypes.is_complex(dtype):
         x = x != 0 if dtype == dtypes.bool_ else x.real
+    if x.dtype in dtypes.NARROW_FLOATING or (dtypes.is_narrow(x.dtype)
+                                              and dtypes.is_narrow(np.dtype(dtype))):
+        x = x.astype(dtypes.float32)
     return x.astype(dtype)
 
 

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from stageflow.codegen import CPUTarget
@@ -50,7 +51,8 @@ TOLERANCE = {F16: (2e-3, 1e-7), BF16: (8e-3, 1e-38), F32: (1e-6, 1.2e-38),
 # The kinds of dtype whose code differs: conversions through float32, IEEE arithmetic,
 # signed and unsigned integers, complex pairs, bools.
 KINDS = {"half": (F16, BF16), "float": (F32, F64), "signed": dtypes.SIGNED,
-         "unsigned": dtypes.UNSIGNED, "complex float": dtypes.COMPLEX, "bool": (BOOL,)}
+         "unsigned": dtypes.UNSIGNED, "complex float": dtypes.COMPLEX, "bool": (BOOL,),
+         "narrow float": dtypes.NARROW_FLOATING, "narrow integer": dtypes.NARROW_INTEGER}
 # The emulated GPU casts to these (the PTX cast family's targets of each kind).
 EMULATED_CAST_TARGETS = (F16, BF16, F32, dtypes.int32, U32, U64, BOOL)
 # Threads smaller than the array (so that they loop), and more threads than elements.
@@ -108,6 +110,9 @@ def assert_same(got: np.ndarray, want: np.ndarray, atol: float | None = None) ->
         for have, expected in pairs:
             np.testing.assert_allclose(have, expected, rtol=rtol, equal_nan=True,
                                        atol=default_atol if atol is None else atol)
+    elif want.dtype in dtypes.NARROW:  # exactly, by value (any NaN is NaN)
+        wide = np.float64 if want.dtype in dtypes.NARROW_FLOATING else np.int64
+        np.testing.assert_array_equal(got.astype(wide), want.astype(wide))
     else:
         np.testing.assert_array_equal(got, want)
 
@@ -117,6 +122,12 @@ def values(dtype: np.dtype, count: int = 400, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if dtype == BOOL:
         return np.array([True, False, True, True, False] * 3)
+    if dtype in dtypes.NARROW_INTEGER:  # every value it has
+        info = ml_dtypes.iinfo(dtype)
+        return np.tile(np.arange(int(info.min), int(info.max) + 1).astype(dtype), 3)
+    if dtype in dtypes.NARROW_FLOATING:  # every code (NaNs included)
+        codes = 16 if dtype == dtypes.float4_e2m1fn else 256
+        return np.arange(codes, dtype=np.uint8).view(dtype)
     if dtype in dtypes.COMPLEX:  # each part ordinary or special, beside every other
         real, imag = (values(dtypes.real_dtype(dtype), count, seed + k) for k in (0, 1))
         parts = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 1e-30, np.inf, -np.inf, np.nan])
@@ -182,7 +193,7 @@ def cast_operand(source: np.dtype, target: np.dtype) -> np.ndarray:
     everything: NaN, infinities and values out of range give INT_MIN, as NumPy's cast does
     on x86 (eager results)."""
     x = values(source)
-    if source in dtypes.FLOATING + dtypes.COMPLEX and target == U32:
+    if source in dtypes.FLOATING + dtypes.NARROW_FLOATING + dtypes.COMPLEX and target == U32:
         # Out of range, NumPy's uint32 result follows no rule: in range only.
         x = x[np.isfinite(x) & (np.abs(np.real(x).astype(np.float64)) < 2e9)]
     if source in dtypes.FLOATING + dtypes.COMPLEX and target == U64:
@@ -246,8 +257,10 @@ def kind_of(dtype: np.dtype) -> str:
 
 def representatives(matrix: Sequence[Case]) -> list[Case]:
     """A case per primitive and kind of dtype it accepts (for a cast: per source and kind
-    of target), the dtype of each kind taken in turn over the primitives in order, so that
-    every dtype of the matrix is among them."""
+    of target), the dtype of each kind taken in turn over the primitives in order; and, for
+    a kind with more dtypes than primitives to take them (the narrow ones, which only the
+    comparisons for equality accept), the first case of each dtype still missing: every
+    dtype and every cast target of the matrix is among them."""
     groups: dict[tuple, list[Case]] = {}
     for case in matrix:
         if case.target is not None:
@@ -260,6 +273,10 @@ def representatives(matrix: Sequence[Case]) -> list[Case]:
     for (*_, kind), group in groups.items():
         chosen.append(group[turns[kind] % len(group)])
         turns[kind] += 1
+    for case in matrix:
+        if (case.dtype not in {c.dtype for c in chosen}
+                or case.target not in {c.target for c in chosen}):
+            chosen.append(case)
     return chosen
 
 

@@ -34,7 +34,7 @@ from stageflow.codegen.llvm.emitter import (
     COMPUTE,
     F32,
     F64,
-    HALF_PRECISION,
+    ROUNDED,
     I1,
     I32,
     I64,
@@ -325,8 +325,13 @@ def _complex_cast(e: Emitter, n: Node) -> ir.Value:
     return _cast(e, Node((cm.parts(e, x)[0],), (dtypes.real_dtype(src),), dst))
 
 
+# Rounded from float64 once, as NumPy and ml_dtypes convert: through a float32 rounded to odd.
+_ROUNDED_ONCE = frozenset({dtypes.float16, *dtypes.NARROW_FLOATING})
+
+
 def _cast(e: Emitter, n: Node) -> ir.Value:
-    """Convert between compute types; f16/bf16 results are rounded by `apply` afterwards."""
+    """Convert between compute types; f16, bf16 and narrow results are rounded by `apply`
+    afterwards."""
     b, x = e.b, n.args[0]
     src, dst = n.dtypes[0], n.result
     source, target = kind(src), kind(dst)
@@ -342,7 +347,7 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
     if source == "b":
         return b.uitofp(x, to) if target == "f" else b.zext(x, to)
     if source == "f" and target == "f":
-        if src == dtypes.float64 and dst == dtypes.float16:
+        if src == dtypes.float64 and dst in _ROUNDED_ONCE:
             return e.double_to_float_odd(x)  # one correct rounding, as NumPy's cast
         if x.type == to:
             return x
@@ -446,6 +451,6 @@ def apply(e: Emitter, primitive: Primitive, node: Node) -> ir.Value:
     except KeyError:
         raise NotImplementedError(f"codegen has no lowering for sf.{primitive.name}") from None
     value = rule(e, node)
-    if node.result in HALF_PRECISION:
+    if node.result in ROUNDED:
         value = e.round_to(value, node.result)
     return value

@@ -17,6 +17,11 @@ type, so each rule is written once per kind of number instead of once per dtype:
     c64       {float, float}  same            NumPy's pair, real part first (rules take
     c128      {double,        same            the parts apart: `complex_math`)
               double}
+    f8*, f4   ``i8``          ``float``       decoded and encoded through tables made
+                                              from ml_dtypes (`narrow`)
+    i4, i2    ``i8``          ``i8``          kept sign-extended (zero-extended for
+    ui4, ui2                                  ui4, ui2) from their low bits, stored
+                                              as those bits, as ml_dtypes stores them
     ========  ==============  ==============  ==========================================
 
 bfloat16 is converted with integer bit operations (round to nearest even, NaN kept quiet),
@@ -31,6 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 from llvmlite import ir
 
+from stageflow.codegen.llvm import narrow
 from stageflow.core import dtypes
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
@@ -54,22 +60,28 @@ STORAGE: dict[np.dtype, ir.Type] = {
     dtypes.bool_: I8,
     dtypes.complex64: C64,
     dtypes.complex128: C128,
+    **{dtype: I8 for dtype in dtypes.NARROW},
 }
 COMPUTE: dict[np.dtype, ir.Type] = {**STORAGE, dtypes.float16: F32, dtypes.bfloat16: F32,
-                                    dtypes.bool_: I1}
-HALF_PRECISION = (dtypes.float16, dtypes.bfloat16)
+                                    dtypes.bool_: I1,
+                                    **{dtype: F32 for dtype in dtypes.NARROW_FLOATING}}
+# The dtypes whose results are computed wider and rounded to them after every op.
+ROUNDED = (dtypes.float16, dtypes.bfloat16, *dtypes.NARROW)
+# The bits of the narrow integers, and which of them are unsigned.
+_NARROW_BITS = {dtypes.int4: 4, dtypes.uint4: 4, dtypes.int2: 2, dtypes.uint2: 2}
+_UNSIGNED = frozenset({*dtypes.UNSIGNED, dtypes.uint4, dtypes.uint2})
 
 
 def kind(dtype: np.dtype) -> str:
     """'f' (floating), 'c' (complex), 'i' (signed), 'u' (unsigned) or 'b' (bool): what a
     rule branches on."""
-    if dtype in dtypes.FLOATING:
+    if dtype in dtypes.FLOATING or dtype in dtypes.NARROW_FLOATING:
         return "f"
     if dtype in dtypes.COMPLEX:
         return "c"
     if dtype == dtypes.bool_:
         return "b"
-    return "u" if dtype in dtypes.UNSIGNED else "i"
+    return "u" if dtype in _UNSIGNED else "i"
 
 
 def storage_type(dtype: np.dtype) -> ir.Type:
@@ -171,7 +183,17 @@ class Emitter:
             return self.b.fpext(raw, F32)
         if dtype == dtypes.bfloat16:
             return self.from_bits(self.b.shl(self.b.zext(raw, I32), self.const(I32, 16)), F32)
+        if dtype in dtypes.NARROW_FLOATING:
+            return narrow.decode(self.b, raw, dtype)
+        if dtype in _NARROW_BITS:
+            return self._extend_low_bits(raw, dtype)
         return raw
+
+    def _extend_low_bits(self, value: ir.Value, dtype: np.dtype) -> ir.Value:
+        """A narrow integer's value from the low bits of the byte `value`."""
+        spare = self.const(I8, 8 - _NARROW_BITS[dtype])
+        shifted = self.b.shl(value, spare)
+        return (self.b.lshr if dtype in _UNSIGNED else self.b.ashr)(shifted, spare)
 
     def store(self, value: ir.Value, pointer: ir.Value, dtype: np.dtype) -> None:
         """Store a compute-type value as one element of `dtype`."""
@@ -181,6 +203,10 @@ class Emitter:
             value = self.b.fptrunc(value, F16)
         elif dtype == dtypes.bfloat16:
             value = self.float_to_bf16_bits(value)
+        elif dtype in dtypes.NARROW_FLOATING:
+            value = narrow.encode(self.b, value, dtype)
+        elif dtype in _NARROW_BITS:
+            value = self.b.and_(value, self.const(I8, (1 << _NARROW_BITS[dtype]) - 1))
         self.b.store(value, pointer)
 
     def float_to_bf16_bits(self, x: ir.Value) -> ir.Value:
@@ -194,7 +220,12 @@ class Emitter:
         return b.trunc(self.select(self.is_nan(x), quiet_nan, rounded), I16)
 
     def round_to(self, value: ir.Value, dtype: np.dtype) -> ir.Value:
-        """Round a float compute value to the precision of f16/bf16 (kept as float)."""
+        """Round a compute value to what `dtype` holds (kept in the compute type): f16, bf16
+        and the narrow floats to their precision, the narrow integers to their bits."""
+        if dtype in dtypes.NARROW_FLOATING:
+            return narrow.decode(self.b, narrow.encode(self.b, value, dtype), dtype)
+        if dtype in _NARROW_BITS:
+            return self._extend_low_bits(value, dtype)
         if dtype == dtypes.float16:
             return self.b.fpext(self.b.fptrunc(value, F16), F32)
         if dtype == dtypes.bfloat16:
