@@ -34,10 +34,10 @@ from stageflow.codegen.llvm.emitter import (
     COMPUTE,
     F32,
     F64,
-    ROUNDED,
     I1,
     I32,
     I64,
+    ROUNDED,
     Emitter,
     kind,
 )
