@@ -28,6 +28,12 @@ _C_TYPES = {
     "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool (one byte)",
     "float16": "IEEE half (uint16_t bits)", "bfloat16": "bfloat16 (uint16_t bits)",
     "complex64": "float _Complex", "complex128": "double _Complex",
+    **{name: f"{name} (uint8_t bits)" for name in ("float8_e4m3fn", "float8_e4m3fnuz",
+                                                    "float8_e5m2", "float8_e5m2fnuz",
+                                                    "float8_e8m0fnu")},
+    "float4_e2m1fn": "float4_e2m1fn (uint8_t, the low 4 bits)",
+    "int4": "int4 (uint8_t, the low 4 bits)", "uint4": "uint4 (uint8_t, the low 4 bits)",
+    "int2": "int2 (uint8_t, the low 2 bits)", "uint2": "uint2 (uint8_t, the low 2 bits)",
 }
 
 

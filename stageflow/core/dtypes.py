@@ -125,6 +125,17 @@ def is_narrow(dtype: np.dtype) -> bool:
     return dtype in NARROW
 
 
+def refusal(dtype: np.dtype, allowed: tuple[np.dtype, ...]) -> str:
+    """Why an op that takes only `allowed` refuses `dtype`, and, for a narrow dtype, what to
+    do instead."""
+    names = ", ".join(d.name for d in allowed)
+    message = f"dtype {dtype.name} is not supported (expected one of {names})"
+    if dtype in NARROW:
+        message += (f"; {dtype.name} is a storage type: compute in a wider one, "
+                    f"sf.cast(x, sf.float32)")
+    return message
+
+
 def is_inexact(dtype: np.dtype) -> bool:
     """Floating or complex: the dtypes that carry gradients (as in TensorFlow and JAX)."""
     return dtype in INEXACT

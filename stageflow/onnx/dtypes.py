@@ -1,8 +1,10 @@
 """ONNX's element types and stageflow's dtypes, both ways.
 
 ONNX names a tensor's element type by a `TensorProto.DataType` number; stageflow's dtypes
-are NumPy dtypes (`core.dtypes`). The types stageflow has no tensors of (strings, the 4-bit
-and 8-bit floats) map to nothing, and an import that meets one says so.
+are NumPy dtypes (`core.dtypes`); ONNX's 8- and 4-bit floats and 4- and 2-bit integers are
+stageflow's narrow dtypes, one element a byte (ONNX packs the sub-byte ones two or four to
+a byte in a file; `onnx.numpy_helper` unpacks them). The types stageflow has no tensors of
+(strings) map to nothing, and an import that meets one says so.
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ _TO_SF: dict[int, np.dtype] = {
     TensorProto.BOOL: dtypes.bool_,
     TensorProto.COMPLEX64: dtypes.complex64,
     TensorProto.COMPLEX128: dtypes.complex128,
+    TensorProto.FLOAT8E4M3FN: dtypes.float8_e4m3fn,
+    TensorProto.FLOAT8E4M3FNUZ: dtypes.float8_e4m3fnuz,
+    TensorProto.FLOAT8E5M2: dtypes.float8_e5m2,
+    TensorProto.FLOAT8E5M2FNUZ: dtypes.float8_e5m2fnuz,
+    TensorProto.FLOAT8E8M0: dtypes.float8_e8m0fnu,
+    TensorProto.FLOAT4E2M1: dtypes.float4_e2m1fn,
+    TensorProto.INT4: dtypes.int4,
+    TensorProto.UINT4: dtypes.uint4,
+    TensorProto.INT2: dtypes.int2,
+    TensorProto.UINT2: dtypes.uint2,
 }
 _TO_ONNX: dict[np.dtype, int] = {dtype: code for code, dtype in _TO_SF.items()}
 

@@ -43,8 +43,7 @@ BOOL = (dtypes.bool_,)
 
 def _check_dtype(aval: ShapedType, allowed: tuple[np.dtype, ...]) -> None:
     if aval.dtype not in allowed:
-        names = ", ".join(d.name for d in allowed)
-        raise TypeError(f"dtype {aval.dtype.name} is not supported (expected one of {names})")
+        raise TypeError(dtypes.refusal(aval.dtype, allowed))
 
 
 # The facts every elementwise primitive shares: fused into kernels by the elementwise table.

@@ -35,6 +35,9 @@ def _matmul_rule(
         raise TypeError(f"operands have different dtypes {a.dtype.name} and {b.dtype.name}")
     if a.dtype == dtypes.bool_:
         raise TypeError("bool operands are not supported")
+    if dtypes.is_narrow(a.dtype):
+        raise TypeError(dtypes.refusal(a.dtype, (*dtypes.FLOATING, *dtypes.INTEGER,
+                                                 *dtypes.COMPLEX)))
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError("operands must have rank >= 2")
     k = a.shape[-2] if transpose_a else a.shape[-1]

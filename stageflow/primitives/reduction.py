@@ -28,7 +28,7 @@ from stageflow.primitives.autodiff import (
 from stageflow.primitives.elementwise import add_p, maximum_p, minimum_p, multiply_p
 
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
-ORDERED = tuple(d for d in dtypes.ALL if not dtypes.is_complex(d))  # complex has no max
+ORDERED = (*NUMERIC, dtypes.bool_)  # complex has no max
 # The dtypes compiled loops accumulate reductions in (see `ReductionKind.native_dtypes`):
 # sums and products of complex numbers too, which have no max or min.
 NATIVE = frozenset({dtypes.float32, dtypes.float64, *dtypes.INTEGER})
@@ -50,8 +50,7 @@ def reduction(kind: ReductionKind, reducer, summary: str, allowed) -> Primitive:
 
     def shape_rule(x: ShapedType, *, axes: tuple[int, ...], keepdims: bool) -> ShapedType:
         if x.dtype not in allowed:
-            names = ", ".join(d.name for d in allowed)
-            raise TypeError(f"dtype {x.dtype.name} is not supported (expected one of {names})")
+            raise TypeError(dtypes.refusal(x.dtype, allowed))
         if tuple(normalize_axes(axes, x.ndim)) != tuple(axes):
             raise ValueError(f"axes {axes} must be sorted, unique and in [0, {x.ndim})")
         shape = _reduction_dims(PYTHON, [x.shape], axes=axes, keepdims=keepdims)

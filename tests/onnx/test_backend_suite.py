@@ -19,12 +19,16 @@ from stageflow.testing.onnx_suite import KINDS, cases, exclusion, exclusions, ru
 
 # A case per family: elementwise and broadcasting, matmul, convolution and pooling,
 # normalisation, shape and indexing, reductions, control flow (If, Scan, a Loop in a function
-# body), and the model kinds kept in files. test_equal_string is excluded (strings).
+# body), casts and quantization to and from the narrow types, and the model kinds kept in
+# files. test_equal_string is excluded (strings).
 SLICE = (
     "test_add", "test_equal_string", "test_where_example", "test_matmul_2d",
     "test_conv_with_strides_padding", "test_maxpool_2d_default", "test_batchnorm_example",
     "test_reshape_reordered_all_dims", "test_slice", "test_reduce_sum_keepdims_example",
     "test_if", "test_scan9_sum", "test_range_float_type_positive_delta_expanded",
+    "test_cast_FLOAT16_to_FLOAT8E4M3FNUZ", "test_cast_no_saturate_FLOAT_to_FLOAT8E5M2",
+    "test_cast_e8m0_FLOAT_to_FLOAT8E8M0", "test_castlike_INT4_to_FLOAT_expanded",
+    "test_quantizelinear_int4", "test_dequantizelinear_e4m3fn_float16",
     "test_single_relu_model", "test_Conv2d",
 )
 
@@ -70,7 +74,8 @@ def test_exclusions_are_for_missing_types_and_out_of_scope_domains():
                for r in reasons), reasons
 
 
-@pytest.mark.parametrize("name", ["test_Conv2d", "test_maxpool_2d_default"])
+@pytest.mark.parametrize("name", ["test_Conv2d", "test_maxpool_2d_default",
+                                  "test_quantizelinear_e4m3fn", "test_cast_FLOAT_to_UINT4"])
 def test_cases_compiled_ahead_of_time_and_called_from_c(name):
     [case] = [c for c in all_cases() if c.name == name]
     outcome = run_case(case, mode="aot")

@@ -1,8 +1,12 @@
 """Cast, CastLike and BitCast between the element types stageflow has (`onnx.dtypes`).
 
 ONNX's numeric conversions are NumPy's (floats to integers truncate, integers wrap, nonzero
-is true) and so sf.cast's. `saturate` and `round_mode` concern only the 8-bit and 4-bit
-floats, which stageflow has no tensors of: a cast to or from those, or strings, is refused.
+is true) and so sf.cast's, ml_dtypes' for the narrow types (round to nearest even; what an
+overflow gives depends on the format). `saturate` (on by default) first clips a value to
+the finite range of the four float8 formats that have NaN (onnx's `saturate_cast`), and a
+cast to float8 E8M0 (powers of two) follows its `round_mode` (up by default, as onnx
+rounds scales): an exponent taken from the float32's bits and raised where the mantissa
+says, then read from a table of the 256 values. Casts to strings are refused.
 
 BitCast reinterprets bits. stageflow has no such op, so a float's bits are computed from its
 value (sign, exponent through log2, mantissa, subnormals, infinities) and a float is built
@@ -40,15 +44,64 @@ def _cast(x: Value, dtype: np.dtype) -> Value:
     return sf.cast(x, dtype)
 
 
+# The float8 formats whose casts saturate: each has a NaN, which an overflow would give.
+SATURATING = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e4m3fnuz),
+               np.dtype(ml_dtypes.float8_e5m2), np.dtype(ml_dtypes.float8_e5m2fnuz))
+_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+
+
+def saturating_cast(x: Value, dtype: np.dtype) -> Value:
+    """x clipped to the finite range of float8 `dtype` (NaN kept), then cast: an integer
+    through float64, as onnx's `saturate_cast` clips it."""
+    if not is_floating(x.dtype):
+        x = _cast(x, np.dtype(np.float64))
+    info = ml_dtypes.finfo(dtype)
+    return _cast(sf.clip_by_value(x, like(float(info.min), x), like(float(info.max), x)), dtype)
+
+
+def _to_e8m0(node: Node, x: Value, saturate: bool, mode: str) -> Value:
+    """The power of two of float8 E8M0 `mode` ("up", "down" or "nearest") rounds float32 x
+    to (its sign ignored); NaN and infinities give NaN, and with `saturate` the largest
+    exponent is not raised into NaN."""
+    if mode not in ("up", "down", "nearest"):
+        raise node.error(f"has round_mode {mode!r}; ONNX defines up, down and nearest")
+    i32 = np.dtype(np.int32)
+    bits = _float_to_bits(_cast(x, np.dtype(np.float32)), i32)
+    bits = sf.where(sf.less(bits, like(0, bits)), sf.subtract(bits, like(-(1 << 31), bits)),
+                    bits)  # the sign bit cleared
+    exponent = sf.floordiv(bits, like(1 << 23, bits))
+    fraction = sf.subtract(bits, sf.multiply(exponent, like(1 << 23, bits)))
+    code = exponent
+    if mode != "down":
+        if mode == "up":
+            up = sf.greater(fraction, like(0, bits))
+        else:  # the guard bit, and a bit below it or a nonzero exponent (onnx's rule)
+            rest = sf.mod(fraction, like(1 << 22, bits))
+            up = sf.logical_and(sf.greater_equal(fraction, like(1 << 22, bits)), sf.logical_or(
+                sf.greater(rest, like(0, bits)), sf.greater(exponent, like(0, bits))))
+        up = sf.logical_and(up, sf.less(exponent, like(255 - saturate, bits)))
+        code = sf.add(exponent, sf.cast(up, i32))
+    return sf.gather(np.arange(256, dtype=np.uint8).view(_E8M0), code)
+
+
+def _convert(node: Node, x: Value, dtype: np.dtype) -> Value:
+    saturate = bool(node.attr("saturate", 1))
+    if dtype == _E8M0:
+        return _to_e8m0(node, x, saturate, node.attr("round_mode", "up"))
+    if dtype in SATURATING and saturate:
+        return saturating_cast(x, dtype)
+    return _cast(x, dtype)
+
+
 @converts("Cast")
 def cast(node: Node, x: Value) -> Value:
-    return _cast(x, _target(node, node.attr("to")))
+    return _convert(node, x, _target(node, node.attr("to")))
 
 
 @converts("CastLike")
 def cast_like(node: Node, x: Value, target: Value) -> Value:
     """x converted to `target`'s element type (target's values are not read)."""
-    return _cast(x, target.dtype)
+    return _convert(node, x, target.dtype)
 
 
 def _layout(dtype: np.dtype) -> tuple[int, int, int]:

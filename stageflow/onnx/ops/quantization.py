@@ -8,25 +8,33 @@ of an 8- or 16-bit range and its zero point is exact. Scales and zero points are
 (a scalar), per axis (a vector along `axis`) or blocked (the input's shape with `axis`
 divided into blocks of `block_size`). The integer products of QLinearMatMul and QLinearConv
 are exact: int32 accumulation, as ONNX specifies, and ConvInteger's float64 convolution.
-The 4-bit, 2-bit and 8-bit float types have no stageflow tensors and are refused.
+The 4- and 2-bit integers quantize as the wider ones do; to the float8 and float4 types
+the quotient is cast (rounded to nearest even), float8's saturating to its finite range
+unless `saturate` is 0, float4 (which has no NaN to overflow into) after adding its zero
+point, as onnx's reference does.
 """
 
 from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 import stageflow as sf
+from stageflow.core import dtypes as sfdtypes
 from stageflow.core.dtypes import is_floating, is_integer
 from stageflow.onnx import dtypes
 from stageflow.onnx.converters import Node, Value, converts
+from stageflow.onnx.ops.casts import SATURATING, saturating_cast
 from stageflow.onnx.ops.convolution import conv_integer
 from stageflow.onnx.ops.shape import axis_of
 
 # The integer types stageflow quantizes to, and those QLinearMatMul and QLinearConv take.
 _BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
-_QUANTIZED = (*_BYTES, np.dtype(np.int16), np.dtype(np.uint16))
+_QUANTIZED = (*_BYTES, np.dtype(np.int16), np.dtype(np.uint16), *sfdtypes.NARROW_INTEGER)
+# The float types QuantizeLinear rounds to and DequantizeLinear reads, zero points aside.
+_FLOATS = (*SATURATING, sfdtypes.float4_e2m1fn)
 
 
 def as_dtype(x: Value, dtype: np.dtype) -> Value:
@@ -54,10 +62,10 @@ def _element_type(node: Node, code: int, what: str) -> np.dtype:
     return np.dtype(dtype)
 
 
-def _quantized(node: Node, dtype: np.dtype) -> np.dtype:
-    if dtype not in _QUANTIZED:
-        raise node.error(f"quantizes to {dtype.name}: stageflow quantizes to int8, uint8, int16 "
-                         f"and uint16")
+def _quantized(node: Node, dtype: np.dtype, floats: tuple[np.dtype, ...] = ()) -> np.dtype:
+    if dtype not in _QUANTIZED + floats:
+        names = ", ".join(d.name for d in _QUANTIZED + floats)
+        raise node.error(f"quantizes to {dtype.name}: stageflow quantizes to {names}")
     return dtype
 
 
@@ -96,7 +104,7 @@ def _spread(node: Node, param: Value, x: Value, what: str) -> Value:
 
 def saturate(y: Value, dtype: np.dtype) -> Value:
     """Integer-valued floats `y` clipped to `dtype`'s range and converted to it."""
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)
     wide = dtype_of(y)
     return sf.cast(sf.clip_by_value(y, np.asarray(info.min, wide), np.asarray(info.max, wide)),
                    dtype)
@@ -133,7 +141,7 @@ def quantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | None
                              f"point's type {dtype.name}")
     else:
         dtype = _element_type(node, code, "output_dtype") if code else np.dtype(np.uint8)
-    dtype = _quantized(node, dtype)
+    dtype = _quantized(node, dtype, _FLOATS)
     code = node.attr("precision", 0)
     if code:
         precision = _element_type(node, code, "precision")
@@ -141,10 +149,17 @@ def quantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | None
         precision = np.dtype(np.float64)
     else:
         precision = max(dtype_of(scale), dtype_of(x), key=lambda d: d.itemsize)
-    return quantize(x, _spread(node, scale, x, "the scale"),
-                    None if zero_point is None else _spread(node, zero_point, x,
-                                                            "the zero point"),
-                    dtype, precision)
+    scale = _spread(node, scale, x, "the scale")
+    if zero_point is not None:
+        zero_point = _spread(node, zero_point, x, "the zero point")
+    if dtype in _FLOATS:
+        y = sf.divide(as_dtype(x, precision), as_dtype(scale, precision))
+        if dtype in SATURATING:  # (a float8 zero point is zero)
+            return saturating_cast(y, dtype) if node.attr("saturate", 1) else as_dtype(y, dtype)
+        if zero_point is not None:
+            y = sf.add(y, as_dtype(zero_point, dtype_of(y)))
+        return as_dtype(y, dtype)
+    return quantize(x, scale, zero_point, dtype, precision)
 
 
 @converts("DequantizeLinear")
@@ -152,13 +167,15 @@ def dequantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | No
                       ) -> Value:
     """(x - zero_point) * scale in float32 (float64 for a float64 scale), as the
     `output_dtype` (the scale's type by default)."""
-    if not is_integer(dtype_of(x)):
-        raise node.error(f"dequantizes {dtype_of(x).name}: stageflow dequantizes integer types")
+    source = dtype_of(x)
+    if not (is_integer(source) or source in _QUANTIZED or source in _FLOATS):
+        raise node.error(f"dequantizes {source.name}: stageflow dequantizes integer types, "
+                         f"float8 and float4")
     code = node.attr("output_dtype", 0)
     dtype = _element_type(node, code, "output_dtype") if code else dtype_of(scale)
     wide = _wide(dtype_of(scale))
     y = as_dtype(x, wide)
-    if zero_point is not None:
+    if zero_point is not None and source not in _FLOATS:  # (a float's zero point is zero)
         y = sf.subtract(y, as_dtype(_spread(node, zero_point, x, "the zero point"), wide))
     y = sf.multiply(y, as_dtype(_spread(node, scale, x, "the scale"), wide))
     return as_dtype(y, dtype)
