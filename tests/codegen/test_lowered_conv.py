@@ -24,7 +24,7 @@ from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.lowered import matmul, worker_pool
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.codegen.lowered.conv import direct as direct_loops
-from stageflow.codegen.lowered.conv import windowed
+from stageflow.codegen.lowered.conv import families, windowed
 from stageflow.core import config
 from stageflow.core.primitive import REGISTRY, ShapedType
 
@@ -158,6 +158,27 @@ def test_a_pointwise_conv_is_one_gemm_and_a_large_one_spans_blocks(dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("window, channels, out_channels, padding", [
+    (1, 300, 1000, 0),  # pointwise: whole blocks, one vector and a masked rest; two k chunks
+    (3, 32, 37, 1),  # im2col: a block, no single vector, a masked rest
+    (10, 16, 40, 4),  # im2col in chunks of filter rows that accumulate
+])
+def test_every_output_channel_sums_in_the_same_order(dtype, window, channels, out_channels,
+                                                     padding):
+    """Equal filters give bitwise equal channels wherever a channel lies among the others
+    (OpenBLAS's kernels sum a panel's edge columns in another order: a softmax over logits
+    near 1e9 then answered differently), and the result matches the kernel."""
+    x = values((2, 13, 11, channels), dtype)
+    w = np.repeat(values((window, window, channels, 1), dtype, seed=1), out_channels, axis=3)
+    params = {"strides": (1, 1), "padding": ((padding, padding), (padding, padding)),
+              "dilations": (1, 1)}
+    got = run_compiled("conv2d", [x, w], True, **params)
+    assert np.array_equal(got, np.repeat(got[..., :1], out_channels, axis=3))
+    np.testing.assert_allclose(got, conv_reference(x, w, **params),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_large_filters_are_split_into_chunks_of_filter_rows(dtype):
     """Filters of a filter gradient's shape (huge kh*kw*C, few output rows) exceed the
     scratch: chunks of filter rows accumulate onto each other."""
@@ -257,26 +278,33 @@ _spies: list = []  # the gemm spies' callbacks, alive as long as the code callin
 
 
 def spy_on_gemms(monkeypatch) -> list[int]:
-    """The m of every gemm that convolutions compiled from now on call, in place of the
-    BLAS's (computing nothing): im2col calls gemms, the direct loops none."""
+    """The m of every gemm that convolutions compiled from now on call, the BLAS's (the
+    gradients') or their own (conv2d's), in place of it (computing nothing): im2col calls
+    gemms, the direct loops none."""
     calls: list[int] = []
-    names = {}
-    for dtype, real in ((np.dtype(np.float32), ctypes.c_float),
-                        (np.dtype(np.float64), ctypes.c_double)):
-        pointer, size = ctypes.c_void_p, ctypes.c_int64
-        signature = ctypes.CFUNCTYPE(None, *[ctypes.c_int32] * 3, size, size, size, real,
-                                     pointer, size, pointer, size, real, pointer, size)
-        spy = signature(lambda *arguments: calls.append(arguments[3]))
-        _spies.append(spy)
-        names[dtype] = f"test.gemm.spy.{dtype.name}"
-        llvm.add_symbol(names[dtype], ctypes.cast(spy, ctypes.c_void_p).value)
-    gemm = windowed.gemm_function
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    for module, kind in ((windowed, "blas"), (families, "own")):
+        names = {}
+        for dtype, real in ((np.dtype(np.float32), ctypes.c_float),
+                            (np.dtype(np.float64), ctypes.c_double)):
+            if kind == "blas":
+                signature = ctypes.CFUNCTYPE(None, *[ctypes.c_int32] * 3, size, size, size,
+                                             real, pointer, size, pointer, size, real,
+                                             pointer, size)
+                spy = signature(lambda *arguments: calls.append(arguments[3]))
+            else:
+                signature = ctypes.CFUNCTYPE(None, size, size, size, pointer, size, pointer,
+                                             size, pointer, size, ctypes.c_bool)
+                spy = signature(lambda *arguments: calls.append(arguments[0]))
+            _spies.append(spy)
+            names[dtype] = f"test.gemm.spy.{kind}.{dtype.name}"
+            llvm.add_symbol(names[dtype], ctypes.cast(spy, ctypes.c_void_p).value)
 
-    def spying(module, dtype):
-        signature = gemm(module, dtype).function_type
-        return declare(module, names[dtype], signature.return_type, list(signature.args))
+        def spying(module_, dtype, gemm=module.gemm_function, names=names):
+            signature = gemm(module_, dtype).function_type
+            return declare(module_, names[dtype], signature.return_type, list(signature.args))
 
-    monkeypatch.setattr(windowed, "gemm_function", spying)
+        monkeypatch.setattr(module, "gemm_function", spying)
     return calls
 
 

@@ -46,12 +46,15 @@ from stageflow.codegen.lowered.rule import (
     larger,
     smaller,
 )
+from stageflow.codegen.targets.cpu import process_jit
 
 # The blocks of output channels a tile covers, (vectors, bytes per vector) widest first,
 # each half the previous one's channels: 2 AVX-512 vectors (32 floats), then 2 AVX2 vectors
 # (16), then 1 (8). O is walked in blocks of the widest, the rest by the narrower ones in
 # turn. O = 16 keeps 2 ymm vectors rather than one zmm: 12 sums hide the FMA's latency, the
-# 6 of a single vector would not.
+# 6 of a single vector would not. The AVX-512 block only where the CPU has AVX-512
+# (`blocks`): elsewhere its 12 sums are 24 ymm vectors, more than AVX2's 16 registers, and
+# spilled to the stack in every step (O = 32 ran at half the speed of two 16-wide blocks).
 DIRECT_BLOCKS = ((2, 64), (2, 32), (1, 32))
 DIRECT_VECTOR_BYTES = DIRECT_BLOCKS[-1][1]  # the narrowest: O must be a multiple of it
 DIRECT_TILE = 6
@@ -131,7 +134,9 @@ class DirectLoops:
         sh, sw = strides
         top, left = pads
         first, last = rows
-        blocks = [(vectors, size // self.dtype.itemsize) for vectors, size in DIRECT_BLOCKS]
+        wide = "+avx512f" in process_jit().features.split(",")
+        blocks = [(vectors, size // self.dtype.itemsize) for vectors, size in DIRECT_BLOCKS
+                  if wide or size <= 32]
         calloc = declare(b.module, "calloc", PTR, [I64, I64])
         zeros = b.call(calloc, [larger(b, i64(1), channels), i64(self.dtype.itemsize)])
         return_unless(b, b.icmp_unsigned("!=", zeros, ir.Constant(PTR, None)),

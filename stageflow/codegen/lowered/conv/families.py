@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import I32, I64
+from stageflow.codegen.llvm.emitter import I1, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_mul, i64, range_loop, return_unless
 from stageflow.codegen.lowered.conv.direct import DirectLoops
+from stageflow.codegen.lowered.conv.gemm import gemm_function
 from stageflow.codegen.lowered.conv.im2col import (
     FILTER_GRADIENT_MIN_BLOCK_ROWS,
     Chunk,
@@ -54,11 +55,12 @@ from stageflow.primitives.conv import (
 
 
 class Conv2d(Windowed):
-    """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as one gemm of the input
-    in place; else the output's image rows split over the cores, each task running the
-    direct loops where `DirectLoops.fits`, else per chunk the windows copied in and one
-    gemm by the chunk's filters into the block's output rows (accumulating after the first
-    chunk)."""
+    """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
+    place, its rows split over the cores; else the output's image rows split over the
+    cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
+    windows copied in and one gemm by the chunk's filters into the block's output rows
+    (accumulating after the first chunk). The gemms are the convolutions' own
+    (`conv.gemm`), in which every output channel sums in the same order."""
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         x, w = ob.inputs
@@ -87,13 +89,27 @@ class Conv2d(Windowed):
                     fill(b, out, rows)
                 with terms, b.if_else(pointwise) as (one_gemm, windowed):
                     with one_gemm:
-                        self._gemm(ob, (False, False), rows, o, depth, (x.pointer, depth),
-                                   (w.pointer, o), ir.Constant(self._real, 0.0),
-                                   (out.pointer, o))
+                        self._split(ob, rows, b.mul(b.mul(rows, depth), o), self._pixels,
+                                    name="pixels", guard=None)
                     with windowed:
-                        direct = DirectLoops(self.dtype).fits(ob, geo, o)
                         self._split(ob, image_rows, b.mul(b.mul(rows, depth), o), self._task,
-                                    guard=blas_unless(direct))
+                                    guard=None)
+
+    def _pixels(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+                memory: ir.Value) -> None:
+        """Output pixels [first, last) of a pointwise conv: their rows of the input, read
+        in place, by the filters."""
+        b = ob.b
+        x, w, out = contiguous_operands(ob)
+        depth, o = x.dims[3], w.dims[3]
+        self._own_gemm(ob, b.sub(last, first), o, depth, (x.address(b, b.mul(first, depth)),
+                                                          depth),
+                       (w.pointer, o), (out.address(b, b.mul(first, o)), o), ir.Constant(I1, 0))
+
+    def _own_gemm(self, ob: OpBuilder, m: ir.Value, n: ir.Value, k: ir.Value,
+                  a: tuple[ir.Value, ir.Value], b_: tuple[ir.Value, ir.Value],
+                  c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
+        ob.b.call(gemm_function(ob.b.module, self.dtype), [m, n, k, *a, *b_, *c, accumulate])
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
@@ -116,11 +132,10 @@ class Conv2d(Windowed):
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
         windows(ob, geo, x, w.dims[1], out, c, accumulate=False)
-        beta = b.select(ob.eq(c.a0, i64(0)), ir.Constant(self._real, 0.0),
-                        ir.Constant(self._real, 1.0))
         target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
-        self._gemm(ob, (False, False), c.rows, o, c.depth, (c.scratch, c.depth),
-                   (w.address(b, c.filters), o), beta, (target, o))
+        self._own_gemm(ob, c.rows, o, c.depth, (c.scratch, c.depth),
+                       (w.address(b, c.filters), o), (target, o),
+                       b.icmp_signed(">", c.a0, i64(0)))
 
 
 class Conv2dFilterGradient(Windowed):

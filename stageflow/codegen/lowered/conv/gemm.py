@@ -1,0 +1,219 @@
+"""The convolutions' own gemm: ``C = A @ B`` or ``C += A @ B`` (row-major, no transposes),
+each element of C one chain of fmas over k in order, the same for every column.
+
+Why not the BLAS's: a convolution's output channels are C's columns, and a channel's result
+should not depend on where it sits among them. OpenBLAS's kernels sum the first and last
+eight columns of a panel in two halves (even and odd k, added at the end) and the middle
+ones in one chain, so channels with equal filters came out an ulp apart; a softmax over
+logits near 1e9 (ONNX's light SqueezeNet) turns that ulp into a different answer, where
+onnxruntime's kernels, whose sums are in one order, agree with the reference. Here a
+column's sum is ``fma(a[k-1], b[k-1], ... fma(a[0], b[0], c))`` wherever it lies: in a
+whole block of vectors, in a narrower one at the right edge, in the masked lanes of the
+last vector, in a tile of `ROWS` rows or a single row; a K split into chunks (the caller
+accumulating) continues each chain where the previous chunk left it.
+
+The micro-kernel: a tile of `ROWS` rows by `VECTORS` vectors of columns keeps its sums in
+registers (12 AVX2 vectors), per k one vector load of B per vector, one broadcast of A per
+row and an fma per row and vector. Around it GotoBLAS's blocking: k in chunks of `DEPTH`
+(a tile's sums stored in C between chunks, which rounds nothing), rows in blocks of
+`BLOCK_ROWS` (A's block, BLOCK_ROWS x DEPTH, stays in L2 while every block of columns
+passes over it), columns in blocks of that width, then one vector, then the rest. Each
+block of columns first copies its panel of B (DEPTH x its width) into 16 KB of stack, where
+the tiles read it from L1: read in place, B's rows a power of two apart (512 filters, 2 KB)
+fell into a few of L1's sets and the panel never stayed there. The copy pads the last,
+partial vector with zeros, so only its stores need a mask.
+
+One function per dtype in a module (`gemm_function`), called by the convolution tasks,
+which split the rows over the cores themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
+from stageflow.codegen.llvm.functions import declare, entry_alloca
+from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+
+ROWS = 6  # rows of a tile: with 2 vectors, 12 sums hide the fma's latency
+DEPTH = 256  # k per chunk
+BLOCK_ROWS = 16 * ROWS  # rows per block: 96 KB of float32 A per chunk
+VECTORS = 2  # vectors of columns in a whole block
+VECTOR_BYTES = 32  # AVX2's vectors, which every x86-64 target of ours has
+PTR = ir.PointerType()
+
+
+def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
+    """``void sf.gemm.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr b, i64 ldb, ptr c,
+    i64 ldc, i1 accumulate)``: C[m, n] = A[m, k] @ B[k, n], added to C's values where
+    `accumulate`; leading dims in elements. Internal, one per dtype in a module."""
+    symbol = f"sf.gemm.{dtype.name}"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    names = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "accumulate")
+    types = [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I1]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
+    function.linkage = "internal"
+    for argument, name in zip(function.args, names, strict=True):
+        argument.name = name
+    _Gemm(ir.IRBuilder(function.append_basic_block("entry")), dtype, *function.args).emit()
+    return function
+
+
+@dataclass(frozen=True)
+class _Span:
+    """The rows [start, stop) of a block and the k [start, stop) of a chunk; `onto` whether
+    the sums start from C's values (a later chunk, or the caller accumulating)."""
+
+    rows: tuple[ir.Value, ir.Value]
+    depth: tuple[ir.Value, ir.Value]
+    onto: ir.Value
+
+
+class _Gemm:
+    """The body of one gemm function: its arguments and the code that walks C's blocks."""
+
+    def __init__(self, b: ir.IRBuilder, dtype: np.dtype, *args: ir.Value) -> None:
+        self.b = b
+        self.m, self.n, self.k, self.a, self.lda, self.b_, self.ldb, self.c, self.ldc, \
+            self.accumulate = args
+        self.element = F32 if dtype == np.float32 else ir.DoubleType()
+        self.itemsize = dtype.itemsize
+        self.lanes = VECTOR_BYTES // dtype.itemsize
+        self.vector = ir.VectorType(self.element, self.lanes)
+        suffix = f"v{self.lanes}{'f32' if self.element == F32 else 'f64'}"
+        self.fma = declare(b.module, f"llvm.fma.{suffix}", self.vector, [self.vector] * 3)
+        mask = ir.VectorType(I1, self.lanes)
+        self.masked_load = declare(b.module, f"llvm.masked.load.{suffix}.p0", self.vector,
+                                   [PTR, I32, mask, self.vector])
+        self.masked_store = declare(b.module, f"llvm.masked.store.{suffix}.p0",
+                                    ir.VoidType(), [self.vector, PTR, I32, mask])
+        self.panel = entry_alloca(b, self.vector, DEPTH * VECTORS, "panel")  # in vectors
+        b.position_at_end(b.block)  # after it: the entry block was empty
+
+    def emit(self) -> None:
+        """Chunks of k, blocks of rows, then the columns (`_columns`)."""
+        b = self.b
+
+        def chunk(k0: ir.Value) -> None:
+            k1 = b.select(b.icmp_signed("<", b.add(k0, i64(DEPTH)), self.k),
+                          b.add(k0, i64(DEPTH)), self.k)
+            onto = b.or_(self.accumulate, b.icmp_signed(">", k0, i64(0)))
+
+            def rows(m0: ir.Value) -> None:
+                m1 = b.select(b.icmp_signed("<", b.add(m0, i64(BLOCK_ROWS)), self.m),
+                              b.add(m0, i64(BLOCK_ROWS)), self.m)
+                self._blocks(_Span((m0, m1), (k0, k1), onto))
+
+            counted_loop(b, i64(0), self.m, i64(BLOCK_ROWS), rows, "rows")
+
+        # One chunk when k is 0: C still gets its zeros (or keeps its values).
+        chunks = b.select(b.icmp_signed(">", self.k, i64(0)), self.k, i64(1))
+        counted_loop(b, i64(0), chunks, i64(DEPTH), chunk, "depth")
+        b.ret_void()
+
+    def _pack(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None) -> None:
+        """The chunk's rows of B's columns from n0, `vectors` vectors wide, copied into the
+        panel one row after another (the masked lanes zero)."""
+        b, lanes = self.b, self.lanes
+        k0, k1 = span.depth
+
+        def row(kk: ir.Value) -> None:
+            source = b.gep(self.b_, [b.add(b.mul(kk, self.ldb), n0)], source_etype=self.element)
+            first = b.mul(b.sub(kk, k0), i64(vectors))
+            for v in range(vectors):
+                value = self._load(b.gep(source, [i64(v * lanes)], source_etype=self.element),
+                                   mask, zeros=True)
+                b.store(value, b.gep(self.panel, [b.add(first, i64(v))]))
+
+        counted_loop(b, k0, k1, i64(1), row, "pack")
+
+    def _blocks(self, span: _Span) -> None:
+        """Whole blocks of `VECTORS` vectors, then one vector, then the masked rest."""
+        b, lanes = self.b, self.lanes
+        block = VECTORS * lanes
+        whole = b.mul(b.sdiv(self.n, i64(block)), i64(block))
+        counted_loop(b, i64(0), whole, i64(block),
+                     lambda n0: self._columns(span, n0, VECTORS, None), "block")
+        rest = b.sub(self.n, whole)
+        single = b.icmp_signed(">=", rest, i64(lanes))
+        with b.if_then(single):
+            self._columns(span, whole, 1, None)
+        start = b.add(whole, b.select(single, i64(lanes), i64(0)))
+        left = b.sub(self.n, start)
+        with b.if_then(b.icmp_signed(">", left, i64(0))):
+            lane = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+            bound = b.shuffle_vector(
+                b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), left, i64(0)),
+                ir.Constant(ir.VectorType(I64, lanes), None),
+                ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+            self._columns(span, start, 1, b.icmp_signed("<", lane, bound))
+
+    def _columns(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None
+                 ) -> None:
+        """The span's rows by the columns from `n0`, `vectors` vectors wide (one masked by
+        `mask`): tiles of `ROWS` rows, then the rows left one at a time."""
+        b = self.b
+        self._pack(span, n0, vectors, mask)
+        m0, m1 = span.rows
+        tiles = b.add(m0, b.mul(b.sdiv(b.sub(m1, m0), i64(ROWS)), i64(ROWS)))
+        counted_loop(b, m0, tiles, i64(ROWS),
+                     lambda r: self._tile(span, r, ROWS, n0, vectors, mask), "tile")
+        counted_loop(b, tiles, m1, i64(1),
+                     lambda r: self._tile(span, r, 1, n0, vectors, mask), "row")
+
+    def _load(self, pointer: ir.Value, mask: ir.Value | None, zeros: bool = False
+              ) -> ir.Value:
+        """A vector at `pointer`, its lanes outside `mask` not read (zero, or undefined)."""
+        if mask is None:
+            return self.b.load(pointer, typ=self.vector, align=self.itemsize)
+        rest = ir.Constant(self.vector, [0.0] * self.lanes if zeros else None)
+        return self.b.call(self.masked_load, [pointer, ir.Constant(I32, self.itemsize), mask,
+                                              rest])
+
+    def _store(self, value: ir.Value, pointer: ir.Value, mask: ir.Value | None) -> None:
+        if mask is None:
+            self.b.store(value, pointer, align=self.itemsize)
+        else:
+            self.b.call(self.masked_store, [value, pointer, ir.Constant(I32, self.itemsize),
+                                            mask])
+
+    def _tile(self, span: _Span, m0: ir.Value, rows: int, n0: ir.Value, vectors: int,
+              mask: ir.Value | None) -> None:
+        """Rows [m0, m0 + rows) by `vectors` vectors of columns from n0: their sums from C
+        (`span.onto`) or zero, one fma per k of the span's chunk, stored back."""
+        b, lanes = self.b, self.lanes
+
+        def at(base: ir.Value, row: ir.Value, ld: ir.Value, column: ir.Value) -> ir.Value:
+            return b.gep(base, [b.add(b.mul(row, ld), column)], source_etype=self.element)
+
+        targets = [at(self.c, b.add(m0, i64(r)), self.ldc, b.add(n0, i64(v * lanes)))
+                   for r in range(rows) for v in range(vectors)]
+        zero = ir.Constant(self.vector, [0.0] * lanes)
+        sums = [b.select(span.onto, self._load(t, mask), zero) for t in targets]
+        a_rows = [at(self.a, b.add(m0, i64(r)), self.lda, i64(0)) for r in range(rows)]
+        undefined = ir.Constant(self.vector, None)
+        splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+
+        def step(kk: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+            first = b.mul(b.sub(kk, span.depth[0]), i64(vectors))
+            weights = [b.load(b.gep(self.panel, [b.add(first, i64(v))]))
+                       for v in range(vectors)]
+            updated = list(sums)
+            for r in range(rows):
+                value = b.load(b.gep(a_rows[r], [kk], source_etype=self.element),
+                               typ=self.element)
+                broadcast = b.shuffle_vector(b.insert_element(undefined, value, i64(0)),
+                                             undefined, splat)
+                for v in range(vectors):
+                    updated[r * vectors + v] = b.call(
+                        self.fma, [broadcast, weights[v], sums[r * vectors + v]])
+            return updated
+
+        sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
+        for value, target in zip(sums, targets, strict=True):
+            self._store(value, target, mask)
