@@ -223,9 +223,36 @@ def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
     return b.op("Where", condition, x, y)
 
 
+# The float8 formats with a NaN: ONNX's Cast to them clips unless told `saturate=0`.
+_SATURATING = (dtypes.float8_e4m3fn, dtypes.float8_e4m3fnuz, dtypes.float8_e5m2,
+               dtypes.float8_e5m2fnuz)
+
+
+# The narrow integers' ranges: [offset - size, offset) wraps as sf.cast keeps low bits.
+_NARROW_RANGES = {dtypes.int4: (16, 8), dtypes.uint4: (16, 0), dtypes.int2: (4, 2),
+                  dtypes.uint2: (4, 0)}
+
+
 @exports(ew.cast_p)
 def cast(b: Builder, eq: Equation, x: str) -> str:
-    return b.op("Cast", x, to=element_type(_out(eq).dtype))
+    """A cast to a float8 with a NaN says ``saturate=0``: sf.cast overflows into NaN or
+    infinity as ml_dtypes does. A cast to a narrow integer goes through int32, whose value
+    is wrapped into the narrow range (``(v + offset) mod size - offset``) before the last,
+    exact Cast: onnxruntime's Cast to int4 rounds floats and saturates, sf.cast (ml_dtypes)
+    truncates and keeps the low bits. ONNX's Cast to float8 E8M0 rounds a negative value's
+    magnitude where ml_dtypes gives NaN, and ties apart from it: not exported."""
+    source, dtype = _in(eq).dtype, _out(eq).dtype
+    if dtype == dtypes.float8_e8m0fnu:
+        raise NotImplementedError("a cast to float8_e8m0fnu: ONNX's Cast rounds as sf.cast "
+                                  "does not (negative values, ties); cast to float32 instead")
+    if dtype in _SATURATING:
+        return b.op("Cast", x, to=element_type(dtype), saturate=0)
+    if dtype in _NARROW_RANGES and source not in dtypes.NARROW_INTEGER:
+        size, offset = _NARROW_RANGES[dtype]
+        shifted = b.op("Add", b.cast(x, source, dtypes.int32), b.scalar(offset, dtypes.int32))
+        x = b.op("Sub", b.op("Mod", shifted, b.scalar(size, dtypes.int32)),
+                 b.scalar(offset, dtypes.int32))
+    return b.op("Cast", x, to=element_type(dtype))
 
 
 @exports(ew.shift_right_logical_p)

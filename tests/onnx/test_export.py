@@ -122,6 +122,30 @@ def test_broadcast_to_an_empty_shape():
     run(f, [sf.TensorSpec([None, 1], sf.uint8)], np.ones((1, 1), np.uint8))
 
 
+@pytest.mark.parametrize("dtype", [sf.float8_e4m3fn, sf.float8_e4m3fnuz, sf.float8_e5m2,
+                                   sf.float8_e5m2fnuz, sf.int4, sf.uint4, sf.int2, sf.uint2],
+                         ids=lambda d: d.name)
+def test_casts_to_narrow_dtypes_overflow_and_wrap_as_stageflows(dtype):
+    """Out of range, float8 gives NaN or infinity (saturate=0) and the integers wrap, as
+    sf.cast does, though ONNX's default Cast clips (and onnxruntime's rounds to int4)."""
+    x = np.concatenate([np.linspace(-300, 300, 97), [1e6, -1e6, np.inf, -np.inf, np.nan, 2.5,
+                                                     -2.5, 7.9, -8.9, 0.0, -0.0]])
+    x = x.astype(np.float32)
+    f = sf.function(lambda v: [sf.cast(sf.cast(v, dtype), sf.float32),
+                               sf.cast(sf.cast(sf.cast(v, sf.int64), dtype), sf.int64)])
+    model = sf.onnx.export(f, [sf.TensorSpec([None], sf.float32)])
+    onnx.checker.check_model(model, full_check=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for got, want in zip(session(model).run(None, {"v": x}), f(x), strict=True):
+            np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_a_cast_to_float8_e8m0_is_refused_naming_the_cast_to_use():
+    f = sf.function(lambda v: sf.cast(sf.cast(v, sf.float8_e8m0fnu), sf.float32))
+    with pytest.raises(sf.onnx.OnnxError, match="float8_e8m0fnu.*cast to float32 instead"):
+        sf.onnx.export(f, [sf.TensorSpec([None], sf.float32)])
+
+
 def test_bfloat16_computes_in_float32_rounded_per_op():
     w = np.linspace(-1, 1, 12).reshape(3, 4).astype(sf.bfloat16)
 
