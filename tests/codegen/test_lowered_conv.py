@@ -159,11 +159,9 @@ def test_a_pointwise_conv_is_one_gemm_and_a_large_one_spans_blocks(dtype):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("window, channels, out_channels, padding", [
-    (1, 300, 1000, 0),  # pointwise: whole blocks, one vector and a masked rest; two k
-    # chunks; fewer pixels than channels, which the tasks split
+    (1, 300, 1000, 0),  # pointwise: whole blocks, one vector and a masked rest; two k chunks
     (3, 32, 37, 1),  # im2col: a block, no single vector, a masked rest
     (10, 16, 40, 4),  # im2col in chunks of filter rows that accumulate
-    (3, 8, 300, 1),  # im2col, the channels split between the tasks
 ])
 def test_every_output_channel_sums_in_the_same_order(dtype, window, channels, out_channels,
                                                      padding):

@@ -19,7 +19,7 @@ from stageflow.codegen.llvm.emitter import I1, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_mul, i64, range_loop, return_unless
 from stageflow.codegen.lowered.conv.direct import DirectLoops
-from stageflow.codegen.lowered.conv.gemm import COLUMNS, gemm_function
+from stageflow.codegen.lowered.conv.gemm import gemm_function
 from stageflow.codegen.lowered.conv.im2col import (
     FILTER_GRADIENT_MIN_BLOCK_ROWS,
     Chunk,
@@ -44,7 +44,6 @@ from stageflow.codegen.lowered.rule import (
     lowering,
     nest,
     row_major,
-    smaller,
 )
 from stageflow.codegen.lowered.windows import window_count
 from stageflow.primitives.conv import (
@@ -57,15 +56,11 @@ from stageflow.primitives.conv import (
 
 class Conv2d(Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
-    place; else per chunk the windows copied in and one gemm by the chunk's filters into
-    the block's output rows (accumulating after the first chunk), or the direct loops where
-    `DirectLoops.fits`. The gemms are the convolutions' own (`conv.gemm`), in which every
-    output channel sums in the same order.
-
-    The cores split the output's pixels (image rows, for the windows) or, for a gemm with
-    fewer pixels than output channels, the channels (`_by_channels`): a deep layer of a
-    batch of one (7x7 pixels, 512 channels, 3x3x512 taps) reads 9 MB of filters for 49
-    rows, and split by rows each core read all of them."""
+    place, its rows split over the cores; else the output's image rows split over the
+    cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
+    windows copied in and one gemm by the chunk's filters into the block's output rows
+    (accumulating after the first chunk). The gemms are the convolutions' own
+    (`conv.gemm`), in which every output channel sums in the same order."""
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         x, w = ob.inputs
@@ -92,52 +87,24 @@ class Conv2d(Windowed):
             with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
                 with no_terms:
                     fill(b, out, rows)
-                with terms:
-                    macs = b.mul(b.mul(rows, depth), o)
-                    channels_apart = self._by_channels(ob, geo, rows, o)
-                    blocks_ = b.sdiv(b.add(o, i64(COLUMNS - 1)), i64(COLUMNS))
-                    with b.if_else(pointwise) as (one_gemm, windowed):
-                        with one_gemm:
-                            self._split(ob, b.select(channels_apart, blocks_, rows), macs,
-                                        self._pixels, name="pixels", guard=None)
-                        with windowed:
-                            self._split(ob, b.select(channels_apart, blocks_, image_rows),
-                                        macs, self._task, guard=None)
-
-    def _by_channels(self, ob: OpBuilder, geo: Geometry, pixels: ir.Value, o: ir.Value
-                     ) -> ir.Value:
-        """Whether the tasks split the output channels (in blocks of `COLUMNS`), not the
-        pixels: a gemm (not the direct loops) with fewer pixels than channels."""
-        b = ob.b
-        fewer = b.icmp_signed("<", pixels, o)
-        return b.and_(fewer, b.not_(DirectLoops(self.dtype).fits(ob, geo, o)))
-
-    def _ranges(self, ob: OpBuilder, geo: Geometry, out: Operand, units: tuple[ir.Value,
-                ir.Value], rows: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
-        """A task's `units` [first, last) as (first row, last row, first channel, last
-        channel): channel blocks and all `rows` (pixels or image rows), or those rows and
-        every channel."""
-        b = ob.b
-        first, last = units
-        o = out.dims[3]
-        pixels = fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]), out.dims[2])
-        apart = self._by_channels(ob, geo, pixels, o)
-        return (b.select(apart, i64(0), first), b.select(apart, rows, last),
-                b.select(apart, b.mul(first, i64(COLUMNS)), i64(0)),
-                b.select(apart, smaller(b, b.mul(last, i64(COLUMNS)), o), o))
+                with terms, b.if_else(pointwise) as (one_gemm, windowed):
+                    with one_gemm:
+                        self._split(ob, rows, b.mul(b.mul(rows, depth), o), self._pixels,
+                                    name="pixels", guard=None)
+                    with windowed:
+                        self._split(ob, image_rows, b.mul(b.mul(rows, depth), o), self._task,
+                                    guard=None)
 
     def _pixels(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
                 memory: ir.Value) -> None:
-        """A pointwise conv's task: its output pixels' rows of the input, read in place, by
-        its channels' filters."""
+        """Output pixels [first, last) of a pointwise conv: their rows of the input, read
+        in place, by the filters."""
         b = ob.b
         x, w, out = contiguous_operands(ob)
         depth, o = x.dims[3], w.dims[3]
-        pixels = fold_mul(b, fold_mul(b, out.dims[0], out.dims[1]), out.dims[2])
-        first, last, n0, n1 = self._ranges(ob, Geometry.read(ob), out, (first, last), pixels)
-        self._own_gemm(ob, b.sub(last, first), b.sub(n1, n0), depth,
-                       (x.address(b, b.mul(first, depth)), depth), (w.address(b, n0), o),
-                       (out.address(b, b.add(b.mul(first, o), n0)), o), ir.Constant(I1, 0))
+        self._own_gemm(ob, b.sub(last, first), o, depth, (x.address(b, b.mul(first, depth)),
+                                                          depth),
+                       (w.pointer, o), (out.address(b, b.mul(first, o)), o), ir.Constant(I1, 0))
 
     def _own_gemm(self, ob: OpBuilder, m: ir.Value, n: ir.Value, k: ir.Value,
                   a: tuple[ir.Value, ir.Value], b_: tuple[ir.Value, ir.Value],
@@ -146,8 +113,8 @@ class Conv2d(Windowed):
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
-        """A task's image rows by the direct loops where they fit, else by im2col and the
-        gemm into its channels."""
+        """Output image rows [first, last) by the direct loops where they fit, else by
+        im2col and the gemm."""
         b = ob.b
         geo = Geometry.read(ob)
         x, w, out = contiguous_operands(ob)
@@ -158,20 +125,16 @@ class Conv2d(Windowed):
                                   (geo.padding[0][0], geo.padding[1][0]), (first, last))
                 return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
             with im2col:
-                first, last, n0, n1 = self._ranges(ob, geo, out, (first, last),
-                                                   fold_mul(b, out.dims[0], out.dims[1]))
                 blocks(ob, self.dtype, x, w.dims[0], w.dims[1], out, (first, last),
-                       lambda c: self._chunk(ob, geo, x, w, c, (n0, n1)))
+                       lambda c: self._chunk(ob, geo, x, w, c))
 
-    def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk,
-               channels: tuple[ir.Value, ir.Value]) -> None:
+    def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk) -> None:
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
-        n0, n1 = channels
         windows(ob, geo, x, w.dims[1], out, c, accumulate=False)
-        target = out.address(b, b.add(b.mul(b.mul(c.first, out.dims[2]), o), n0))
-        self._own_gemm(ob, c.rows, b.sub(n1, n0), c.depth, (c.scratch, c.depth),
-                       (w.address(b, b.add(c.filters, n0)), o), (target, o),
+        target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
+        self._own_gemm(ob, c.rows, o, c.depth, (c.scratch, c.depth),
+                       (w.address(b, c.filters), o), (target, o),
                        b.icmp_signed(">", c.a0, i64(0)))
 
 

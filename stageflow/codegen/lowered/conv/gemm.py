@@ -44,8 +44,6 @@ BLOCK_ROWS = 16 * ROWS  # rows per block: 96 KB of float32 A per chunk
 VECTORS = 2  # vectors of columns in a whole block
 VECTOR_BYTES = 32  # AVX2's vectors, which every x86-64 target of ours has
 PTR = ir.PointerType()
-# Columns per block of float32s: where a caller splits C's columns between tasks.
-COLUMNS = VECTORS * VECTOR_BYTES // 4
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
