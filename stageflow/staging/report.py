@@ -194,7 +194,8 @@ def _kernels(module: ModuleOp, notes: Sequence[Any]) -> str:
             except NotImplementedError as error:
                 ptx = f"; no PTX: {error}"
         body.append(
-            f"<h3 id=kernel-{_e(name)}>@{_e(name)}</h3><p>{len(ops)} ops: {listing}</p>{table}"
+            f'<h3 id="kernel-{_e(name)}">@{_e(name)}</h3><p>{len(ops)} ops: {listing}</p>'
+            f"{table}"
             f"<details><summary>LLVM IR</summary><pre>{_e(llvm_ir)}</pre></details>"
             f"<details><summary>assembly (this CPU)</summary><pre>{_e(assembly)}</pre>"
             f"</details><details><summary>PTX (sm_80)</summary><pre>{_e(ptx)}</pre>"

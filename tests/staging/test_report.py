@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +225,36 @@ def test_the_page_loads_in_headless_chromium_without_console_errors(mlp_page, ch
                     path.as_uri()], capture_output=True, timeout=120, check=True,
                    env={**os.environ, "HOME": str(tmp_path)})
     assert shot.stat().st_size > 10_000
+
+
+class _Attributes(HTMLParser):
+    """Every attribute name the page's tags carry."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.names.update(name for name, _ in attrs)
+
+
+def _attribute_names(name: str) -> tuple[set[str], str]:
+    def f(x):
+        return sf.exp(x) * 2.0 + sf.tanh(x)
+
+    f.__name__ = f.__qualname__ = name
+    page = sf.function(f).get_concrete_function(sf.constant(np.ones(3, np.float32))).report()
+    parser = _Attributes()
+    parser.feed(page)
+    return parser.names, page
+
+
+@pytest.mark.parametrize("name", ['f onmouseover=alert(1) x', 'f" onclick="alert(1)',
+                                  "f<script>&amp;'\nq"])
+def test_hostile_function_names_add_no_attributes_to_the_page(name):
+    """A function's name reaches ids and headings: quoted and escaped, it adds no attribute
+    (the page of a plain name has them all) and no tag."""
+    names, page = _attribute_names(name)
+    plain, _ = _attribute_names("f")
+    assert names <= plain, names - plain
+    assert "<script>" not in page
