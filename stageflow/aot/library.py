@@ -366,6 +366,11 @@ class _StateEntries:
                                f"{self.symbol}_state_free")
         b = ir.IRBuilder(function.append_basic_block("entry"))
         (state,) = function.args
+        given, done = function.append_basic_block("given"), function.append_basic_block("done")
+        b.cbranch(b.icmp_unsigned("==", state, ir.Constant(_PTR, None)), done, given)
+        b.position_at_end(done)
+        b.ret_void()  # free(NULL) does nothing; neither does this
+        b.position_at_end(given)
         for index in range(len(self.positions)):
             slot = b.gep(state, [ir.Constant(I64, index)], source_etype=_PTR)
             b.call(self.free, [b.load(slot, typ=_PTR)])
@@ -379,6 +384,7 @@ class _StateEntries:
         state, index = function.args
         inside = b.and_(b.icmp_signed(">=", index, ir.Constant(I32, 0)),
                         b.icmp_signed("<", index, ir.Constant(I32, len(self.positions))))
+        inside = b.and_(inside, b.icmp_unsigned("!=", state, ir.Constant(_PTR, None)))
         good, bad = function.append_basic_block("good"), function.append_basic_block("bad")
         b.cbranch(inside, good, bad)
         b.position_at_end(good)

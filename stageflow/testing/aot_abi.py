@@ -205,7 +205,7 @@ int main(int argc, char **argv) {
         } else {
 #if STATEFUL
             int64_t index = next(script), bytes = next(script);
-            void *value = @NAME@_state_variable(state, (int32_t)index);
+            void *value = @NAME@_state_variable(nulls & 8 ? NULL : state, (int32_t)index);
             code = value == NULL;
             fwrite(&code, 4, 1, out); fwrite(&ok, 4, 1, out);
             if (value) fwrite(value, 1, (size_t)bytes, out);
@@ -215,6 +215,7 @@ int main(int argc, char **argv) {
         fflush(out);
     }
 #if STATEFUL
+    @NAME@_state_free(NULL);
     @NAME@_state_free(state);
 #endif
     @NAME@_release();
@@ -290,7 +291,7 @@ def draw_call(library: Library, rng: random.Random, data: bytearray,
                       ([STATE_VARIABLE] if library.state is not None else []))
     nulls = 0
     if rng.random() < 0.2:
-        choices = ([1, 2, 4] if kind == ENTRY else [2, 4]) if kind != STATE_VARIABLE else []
+        choices = ([1, 2, 4] if kind == ENTRY else [2, 4]) if kind != STATE_VARIABLE else [8]
         choices = [c for c in choices if c != 2 or library.unknown]
         if kind == ENTRY:
             choices += [(i + 1) << 8 for i in range(len(shapes))]
@@ -305,8 +306,9 @@ def draw_call(library: Library, rng: random.Random, data: bytearray,
     if kind == STATE_VARIABLE:
         index = rng.choice([0, 0, 0, -1, 1, 7])
         value = state[0]
-        return Call(kind, f"{head} {index} {value.nbytes}", 0 if index == 0 else 1,
-                    [value.copy()] if index == 0 else [], exact=True)
+        found = index == 0 and not nulls
+        return Call(kind, f"{head} {index} {value.nbytes}", 0 if found else 1,
+                    [value.copy()] if found else [], exact=True)
     if code == 0 and max(d for shape in shapes for d in shape + (0,)) > 64:
         # Dims that fit their inputs but too large to allocate: their output dims, or (all
         # inputs empty) a call, which must refuse outputs of more than 2^62 bytes.

@@ -95,6 +95,30 @@ def test_unfrozen_variables_keep_training_state(tmp_path):
     assert not np.allclose(w.numpy(), initial)
 
 
+def test_a_null_state_is_refused_not_dereferenced(tmp_path):
+    """``NAME_state_free(NULL)`` does nothing, as free(NULL) does, and
+    ``NAME_state_variable(NULL, 0)`` is NULL: in a child process, which a dereference
+    would kill."""
+    w = sf.Variable(np.zeros(2, np.float32))
+
+    @sf.function
+    def bump(x):
+        w.assign_add(x)
+        return w.read_value()
+
+    path = tmp_path / "libbump.so"
+    sf.aot.compile(bump, sf.TensorSpec([2], sf.float32), name="bump", freeze=False).save(
+        path, header=tmp_path / "bump.h")
+    script = ("import ctypes, sys\n"
+              f"lib = ctypes.CDLL({str(path)!r})\n"
+              "lib.bump_state_free.argtypes = [ctypes.c_void_p]\n"
+              "lib.bump_state_variable.argtypes = [ctypes.c_void_p, ctypes.c_int32]\n"
+              "lib.bump_state_variable.restype = ctypes.c_void_p\n"
+              "lib.bump_state_free(None)\n"
+              "sys.exit(0 if lib.bump_state_variable(None, 0) is None else 3)\n")
+    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == 0
+
+
 def test_frozen_libraries_refuse_variable_writes():
     v = sf.Variable(np.zeros(2, np.float32))
 

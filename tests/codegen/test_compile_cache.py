@@ -223,3 +223,17 @@ def test_a_fresh_jit_links_the_stored_object_code(tmp_path, monkeypatch):
     assert cache.stats.hits == hits + len(prepared.jobs)
     x = np.linspace(-3, 3, 37, dtype=np.float32)
     np.testing.assert_array_equal(loaded(x)[0], compiled_here(x)[0])
+
+
+@pytest.mark.parametrize("text, size", [("4096", 4096), ("2G", 2 << 30), ("512MiB", 512 << 20),
+                                        ("1.5g", 3 << 29), ("10 KB", 10240)])
+def test_the_size_bound_takes_bytes_or_binary_units(monkeypatch, text, size):
+    monkeypatch.setenv("STAGEFLOW_CACHE_MAX_BYTES", text)
+    assert cache.max_bytes() == size
+
+
+def test_a_size_bound_of_another_form_is_an_error_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("STAGEFLOW_CACHE_MAX_BYTES", "two gigs")
+    with pytest.raises(ValueError, match=r"STAGEFLOW_CACHE_MAX_BYTES='two gigs' is not a "
+                                         r"size.*\(2G, 512MiB\)"):
+        cache.max_bytes()

@@ -21,8 +21,9 @@ block the read forever), a well-formed ELF object (`elf_symbols`) defining the m
 functions, every symbol it needs resolvable here (a missing one aborts the process inside
 LLVM). An entry failing that is moved aside (``.bad``) and compiled again.
 
-The cache is bounded: past ``STAGEFLOW_CACHE_MAX_BYTES`` (default 2 GiB) the entries used
-longest ago are deleted (a hit refreshes an entry's time) down to three quarters of it.
+The cache is bounded: past ``STAGEFLOW_CACHE_MAX_BYTES`` (default 2 GiB; units as
+`max_bytes` reads them) the entries used longest ago are deleted (a hit refreshes an entry's
+time) down to three quarters of it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 import stat
 import struct
 import tempfile
@@ -274,8 +276,21 @@ def store(entry: str, payload: bytes) -> None:
 _size: dict[str, int] = {}  # per cache directory: its bytes, as last counted plus stored
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+
+
 def max_bytes() -> int:
-    return int(os.environ.get("STAGEFLOW_CACHE_MAX_BYTES", 2 << 30))
+    """``STAGEFLOW_CACHE_MAX_BYTES``: bytes, or a number with a binary unit (``2G``,
+    ``512MiB``, ``1.5g``); a value of neither form is an error naming the variable."""
+    text = os.environ.get("STAGEFLOW_CACHE_MAX_BYTES")
+    if text is None:
+        return 2 << 30
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"STAGEFLOW_CACHE_MAX_BYTES={text!r} is not a size: give bytes "
+                         f"(2147483648) or a number with K, M, G or T (2G, 512MiB)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
 def _bound(added: int) -> None:
