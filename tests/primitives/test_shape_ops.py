@@ -65,6 +65,17 @@ def test_reshape_errors():
         sf.reshape(sf.zeros((0, 3)), (0, -1))
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda x: sf.reshape(x, [None, 3]), r"reshape: the new shape \[None, 3\] holds None, "
+                                         r"not an int \(-1 alone infers one dim\)"),
+    (lambda x: sf.reshape(x, [1.5, 4]), r"reshape: the new shape \[1.5, 4\] holds 1.5"),
+    (lambda x: sf.tile(x, [None, None]), r"tile: multiples \[None, None\] holds None"),
+])
+def test_dims_that_are_not_ints_name_the_op_the_argument_and_the_line(call, message):
+    with pytest.raises(TypeError, match=message + r".*\n  at .*test_shape_ops.py:\d+"):
+        call(sf.zeros((2, 3)))
+
+
 @given(data=st.data())
 def test_transpose_matches_numpy(data):
     x = data.draw(arrays(data.draw(DTYPES)))

@@ -22,6 +22,22 @@ def _fail(op: str, message: str, error: type[Exception] = ValueError) -> Excepti
     return error(f"{op}: {message}{describe_location()}")
 
 
+def _ints(op: str, what: str, values: Sequence[Any], hint: str = "") -> tuple[int, ...]:
+    """`values` as Python ints; a TypeError naming the op, the argument and the line for an
+    element that is none (None, a string, a float with a fraction)."""
+    out = []
+    for value in values:
+        try:
+            if value is None or isinstance(value, str | bytes) or (
+                    isinstance(value, float) and not value.is_integer()):
+                raise TypeError
+            out.append(int(value))
+        except (TypeError, ValueError):
+            raise _fail(op, f"{what} {list(values)!r} holds {value!r}, not an int{hint}",
+                        TypeError) from None
+    return tuple(out)
+
+
 def _axis(op: str, axis: int, ndim: int) -> int:
     try:
         return normalize_axis(int(axis), ndim)
@@ -56,7 +72,7 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     """
     x = convert_to_tensor(x)
     shape = (shape,) if isinstance(shape, int) else shape
-    shape = tuple(int(d) for d in shape)
+    shape = _ints("reshape", "the new shape", shape, " (-1 alone infers one dim)")
     if any(d < -1 for d in shape):
         raise _fail("reshape", f"negative dim in the new shape {shape} (-1 alone infers one)")
     return st.reshape_p.bind(x, shape=shape)
@@ -217,7 +233,7 @@ def tile(x: Any, multiples: Sequence[int]) -> Tensor:
                [1, 2, 1, 2]], shape=(2, 4), dtype=int32)
     """
     x = convert_to_tensor(x)
-    multiples = [int(m) for m in multiples]
+    multiples = list(_ints("tile", "multiples", multiples))
     if len(multiples) < x.ndim:
         raise _fail("tile", f"{len(multiples)} multiples for a rank-{x.ndim} tensor")
     x = reshape_to(x, [1] * (len(multiples) - x.ndim) + list(x.shape))
