@@ -140,7 +140,8 @@ def _columns(x, window: Pair, strides: Pair, padding: Padding, dilations: Pair):
     effective = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
     windows = sliding_window_view(x, effective, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
     positions = windows.shape[:3]
-    columns = windows.transpose(0, 1, 2, 4, 5, 3).reshape(-1, kh * kw * channels)
+    rows = positions[0] * positions[1] * positions[2]  # (not -1: no channels leave it open)
+    columns = windows.transpose(0, 1, 2, 4, 5, 3).reshape(rows, kh * kw * channels)
     return columns, positions
 
 

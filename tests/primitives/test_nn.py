@@ -606,3 +606,15 @@ def test_dropout_keeps_and_scales():
     kept = out != 0
     np.testing.assert_allclose(out[kept], 2.0 / 0.75)
     assert abs(kept.mean() - 0.75) < 0.02
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpreted", "compiled"])
+def test_a_conv_over_no_input_channels_is_zeros_every_way(mode):
+    """An empty sum per output: zeros of the output's shape, eagerly as compiled."""
+    x, w = np.ones((2, 5, 4, 0), np.float32), np.ones((3, 3, 0, 6), np.float32)
+
+    def conv(a, b):
+        return sf.nn.conv2d(a, b, strides=2, padding="SAME")
+
+    got = conv(x, w) if mode == "eager" else sf.function(conv, jit=mode == "compiled")(x, w)
+    np.testing.assert_array_equal(np.asarray(got), np.zeros((2, 3, 2, 6), np.float32))
