@@ -14,7 +14,7 @@ from onnx import TensorProto
 
 from stageflow.core import dtypes
 
-__all__ = ["from_onnx", "to_onnx", "type_name"]
+__all__ = ["SATURATING", "from_onnx", "to_onnx", "type_name"]
 
 _TO_SF: dict[int, np.dtype] = {
     TensorProto.FLOAT: dtypes.float32,
@@ -44,6 +44,10 @@ _TO_SF: dict[int, np.dtype] = {
     TensorProto.UINT2: dtypes.uint2,
 }
 _TO_ONNX: dict[np.dtype, int] = {dtype: code for code, dtype in _TO_SF.items()}
+# The float8 formats ONNX's Cast and QuantizeLinear saturate (`saturate`, on by default):
+# those with a NaN, which an overflow would otherwise give.
+SATURATING = (dtypes.float8_e4m3fn, dtypes.float8_e4m3fnuz, dtypes.float8_e5m2,
+              dtypes.float8_e5m2fnuz)
 
 
 def type_name(code: int) -> str:

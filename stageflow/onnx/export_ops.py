@@ -28,6 +28,7 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.graph import Equation
+from stageflow.onnx.dtypes import SATURATING
 from stageflow.onnx.export_builder import NO_WHERE, WIDER, Builder, OnnxMath, Term, element_type
 from stageflow.primitives import conv, linalg, nd_indexing, reduction, scan, selection, sorting
 from stageflow.primitives import elementwise as ew
@@ -223,9 +224,6 @@ def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
     return b.op("Where", condition, x, y)
 
 
-# The float8 formats with a NaN: ONNX's Cast to them clips unless told `saturate=0`.
-_SATURATING = (dtypes.float8_e4m3fn, dtypes.float8_e4m3fnuz, dtypes.float8_e5m2,
-               dtypes.float8_e5m2fnuz)
 
 
 # The narrow integers' ranges: [offset - size, offset) wraps as sf.cast keeps low bits.
@@ -245,7 +243,7 @@ def cast(b: Builder, eq: Equation, x: str) -> str:
     if dtype == dtypes.float8_e8m0fnu:
         raise NotImplementedError("a cast to float8_e8m0fnu: ONNX's Cast rounds as sf.cast "
                                   "does not (negative values, ties); cast to float32 instead")
-    if dtype in _SATURATING:
+    if dtype in SATURATING:
         return b.op("Cast", x, to=element_type(dtype), saturate=0)
     if dtype in _NARROW_RANGES and source not in dtypes.NARROW_INTEGER:
         size, offset = _NARROW_RANGES[dtype]

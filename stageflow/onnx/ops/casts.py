@@ -44,9 +44,6 @@ def _cast(x: Value, dtype: np.dtype) -> Value:
     return sf.cast(x, dtype)
 
 
-# The float8 formats whose casts saturate: each has a NaN, which an overflow would give.
-SATURATING = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e4m3fnuz),
-               np.dtype(ml_dtypes.float8_e5m2), np.dtype(ml_dtypes.float8_e5m2fnuz))
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 
 
@@ -88,7 +85,7 @@ def _convert(node: Node, x: Value, dtype: np.dtype) -> Value:
     saturate = bool(node.attr("saturate", 1))
     if dtype == _E8M0:
         return _to_e8m0(node, x, saturate, node.attr("round_mode", "up"))
-    if dtype in SATURATING and saturate:
+    if dtype in dtypes.SATURATING and saturate:
         return saturating_cast(x, dtype)
     return _cast(x, dtype)
 

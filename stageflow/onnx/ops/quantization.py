@@ -26,7 +26,7 @@ from stageflow.core import dtypes as sfdtypes
 from stageflow.core.dtypes import is_floating, is_integer
 from stageflow.onnx import dtypes
 from stageflow.onnx.converters import Node, Value, converts
-from stageflow.onnx.ops.casts import SATURATING, saturating_cast
+from stageflow.onnx.ops.casts import saturating_cast
 from stageflow.onnx.ops.convolution import conv_integer
 from stageflow.onnx.ops.shape import axis_of
 
@@ -34,7 +34,7 @@ from stageflow.onnx.ops.shape import axis_of
 _BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
 _QUANTIZED = (*_BYTES, np.dtype(np.int16), np.dtype(np.uint16), *sfdtypes.NARROW_INTEGER)
 # The float types QuantizeLinear rounds to and DequantizeLinear reads, zero points aside.
-_FLOATS = (*SATURATING, sfdtypes.float4_e2m1fn)
+_FLOATS = (*dtypes.SATURATING, sfdtypes.float4_e2m1fn)
 
 
 def as_dtype(x: Value, dtype: np.dtype) -> Value:
@@ -154,7 +154,7 @@ def quantize_linear(node: Node, x: Value, scale: Value, zero_point: Value | None
         zero_point = _spread(node, zero_point, x, "the zero point")
     if dtype in _FLOATS:
         y = sf.divide(as_dtype(x, precision), as_dtype(scale, precision))
-        if dtype in SATURATING:  # (a float8 zero point is zero)
+        if dtype in dtypes.SATURATING:  # (a float8 zero point is zero)
             return saturating_cast(y, dtype) if node.attr("saturate", 1) else as_dtype(y, dtype)
         if zero_point is not None:
             y = sf.add(y, as_dtype(zero_point, dtype_of(y)))
