@@ -19,9 +19,9 @@ row and an fma per row and vector. Around it GotoBLAS's blocking: k in chunks of
 `BLOCK_ROWS` (A's block, BLOCK_ROWS x DEPTH, stays in L2 while every block of columns
 passes over it), columns in blocks of that width, then one vector, then the rest. Each
 block of columns first copies its panel of B (DEPTH x its width) into 16 KB of stack, where
-the tiles read it from L1: read in place, B's rows a power of two apart (512 filters, 2 KB)
-fell into a few of L1's sets and the panel never stayed there. The copy pads the last,
-partial vector with zeros, so only its stores need a mask.
+the tiles read it from L1: in place, B's rows often lie a power of two apart (512 filters:
+2 KB), which maps a panel onto a few of L1's sets. The copy pads the last, partial vector
+with zeros, so only its stores need a mask.
 
 One function per dtype in a module (`gemm_function`), called by the convolution tasks,
 which split the rows over the cores themselves.
@@ -42,7 +42,7 @@ ROWS = 6  # rows of a tile: with 2 vectors, 12 sums hide the fma's latency
 DEPTH = 256  # k per chunk
 BLOCK_ROWS = 16 * ROWS  # rows per block: 96 KB of float32 A per chunk
 VECTORS = 2  # vectors of columns in a whole block
-VECTOR_BYTES = 32  # AVX2's vectors, which every x86-64 target of ours has
+VECTOR_BYTES = 32  # AVX2's vectors (LLVM splits them in two where there is only SSE)
 PTR = ir.PointerType()
 
 
