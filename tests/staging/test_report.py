@@ -85,11 +85,11 @@ def test_every_pass_that_changed_the_module_shows_a_non_empty_diff(mlp_page):
 
 def test_every_kernel_is_listed_with_its_fusion_notes(mlp_page):
     _, page = mlp_page
-    kernels = set(re.findall(r"<h3 id=kernel-([\w]+)>", page))
+    kernels = set(re.findall(r'<h3 id="kernel-([\w]+)">', page))
     optimized = set(re.findall(r"func.func @(train_step_kernel\d+)", page))
     assert kernels and kernels == optimized
     for kernel in kernels:
-        section = page.split(f"<h3 id=kernel-{kernel}>")[1].split("<h3")[0]
+        section = page.split(f'<h3 id="kernel-{kernel}">')[1].split("<h3")[0]
         assert "<th>not fused</th>" in section or "no neighbour was left out" in section
         assert "<summary>LLVM IR</summary>" in section and "define" in section
     assert "sf.matmul_add is not elementwise" in page
