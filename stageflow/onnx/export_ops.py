@@ -226,6 +226,9 @@ def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
 
 
 
+# The opset that brought each narrow type into ONNX's Cast.
+_SINCE = {**dict.fromkeys(SATURATING, 19), dtypes.int4: 21, dtypes.uint4: 21,
+          dtypes.float4_e2m1fn: 23, dtypes.int2: 25, dtypes.uint2: 25}
 # The narrow integers' ranges: [offset - size, offset) wraps as sf.cast keeps low bits.
 _NARROW_RANGES = {dtypes.int4: (16, 8), dtypes.uint4: (16, 0), dtypes.int2: (4, 2),
                   dtypes.uint2: (4, 0)}
@@ -243,6 +246,9 @@ def cast(b: Builder, eq: Equation, x: str) -> str:
     if dtype == dtypes.float8_e8m0fnu:
         raise NotImplementedError("a cast to float8_e8m0fnu: ONNX's Cast rounds as sf.cast "
                                   "does not (negative values, ties); cast to float32 instead")
+    for narrow in (source, dtype):
+        if b.opset < _SINCE.get(narrow, 0):
+            raise NotImplementedError(f"{narrow.name} needs opset {_SINCE[narrow]} or later")
     if dtype in SATURATING:
         return b.op("Cast", x, to=element_type(dtype), saturate=0)
     if dtype in _NARROW_RANGES and source not in dtypes.NARROW_INTEGER:

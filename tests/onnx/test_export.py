@@ -140,6 +140,12 @@ def test_casts_to_narrow_dtypes_overflow_and_wrap_as_stageflows(dtype):
             np.testing.assert_array_equal(got, want.numpy())
 
 
+def test_a_narrow_type_older_opsets_lack_is_refused_naming_the_opset():
+    f = sf.function(lambda v: sf.cast(sf.cast(v, sf.int4), sf.float32))
+    with pytest.raises(sf.onnx.OnnxError, match="int4 needs opset 21 or later"):
+        sf.onnx.export(f, [sf.TensorSpec([None], sf.float32)], opset=20)
+
+
 def test_a_cast_to_float8_e8m0_is_refused_naming_the_cast_to_use():
     f = sf.function(lambda v: sf.cast(sf.cast(v, sf.float8_e8m0fnu), sf.float32))
     with pytest.raises(sf.onnx.OnnxError, match="float8_e8m0fnu.*cast to float32 instead"):
