@@ -52,7 +52,8 @@ class NarrowTables:
 
 
 def _encode(dtype: np.dtype, keys: np.ndarray) -> np.ndarray:
-    return _from_keys(keys).astype(dtype).view(np.uint8)
+    with np.errstate(all="ignore"):  # overflow and NaN are what is being tabulated
+        return _from_keys(keys).astype(dtype).view(np.uint8)
 
 
 @cache
