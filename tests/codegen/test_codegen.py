@@ -343,12 +343,21 @@ PTX_FAMILIES = {
 }
 
 
+def cast_targets(source: np.dtype) -> list[np.dtype]:
+    """Every dtype, for a source of the wide dtypes; a narrow dtype's casts (one table
+    lookup or search, whatever the other side) to and from float32 only."""
+    if source in dtypes.NARROW:
+        return [F32]
+    return [t for t in dtypes.ALL if t not in dtypes.NARROW or source == F32]
+
+
 def ptx_kernels(family: str) -> list[str]:
     """The family's kernels, each named after its op and its index in the family, so that
     they are distinct ``.entry`` functions of one PTX module."""
     texts = []
     for name, operands in PTX_FAMILIES[family]:
-        for params in ([{"dtype": t} for t in dtypes.ALL] if name == "cast" else [None]):
+        targets = cast_targets(operands[0][1]) if name == "cast" else [None]
+        for params in ([{"dtype": t} for t in targets] if name == "cast" else [None]):
             texts.append(op_text(name, operands, params, f"{name}_kernel{len(texts)}"))
     return texts
 
