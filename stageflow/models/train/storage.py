@@ -22,11 +22,13 @@ replaced the same way, after the checkpoint it names is in place.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import stat
 import struct
 import uuid
-from typing import Any
+from typing import Any, BinaryIO
 
 import ml_dtypes
 import numpy as np
@@ -90,6 +92,22 @@ def write(path: str, tensors: dict[str, np.ndarray], graph: dict[str, Any]) -> N
             os.unlink(temporary)
 
 
+def _open_regular(path: str) -> BinaryIO:
+    """`path` opened for reading, if it is a regular file: opened without blocking (opening
+    a FIFO waits for a writer, forever), checked, then read as usual; a ValueError naming
+    it otherwise."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ValueError(f"sf.train: {path!r} is not a regular file (a FIFO, a device or "
+                             f"a directory is never a checkpoint)")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
 def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The object graph and the tensors of a checkpoint; FileNotFoundError or ValueError
     naming the path when it is missing, truncated or not a stageflow checkpoint."""
@@ -97,8 +115,9 @@ def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if not os.path.exists(file):
         raise FileNotFoundError(f"sf.train: no checkpoint at {os.fspath(path)!r} "
                                 f"({file!r} does not exist)")
+    opened = _open_regular(file)
     try:
-        with open(file, "rb") as f:
+        with opened as f:
             header, start = _header(f, os.fstat(f.fileno()).st_size)
             tensors = {}
             for key, entry in header.items():
@@ -159,7 +178,8 @@ def read_pointer(directory: str) -> dict[str, Any]:
     """The pointer file of `directory`: ``{"latest": name, "all": [names]}`` (names relative
     to the directory), empty when there is none."""
     try:
-        with open(os.path.join(directory, POINTER), encoding="utf-8") as f:
+        with io.TextIOWrapper(_open_regular(os.path.join(directory, POINTER)),
+                              encoding="utf-8") as f:
             pointer = json.load(f)
     except FileNotFoundError:
         return {}

@@ -4,6 +4,8 @@ always restores to a complete, consistent state, and the one before stays loadab
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -62,3 +64,35 @@ def test_a_killed_saver_always_leaves_a_consistent_latest_checkpoint(tmp_path):
             sf.train.Checkpoint(**objects()).restore(path).assert_consumed()
         seen.append(step)
     assert len(seen) >= 30 and seen == sorted(seen) and seen[-1] > seen[0]
+
+
+FIFO_PROBE = """
+import os, sys
+import stageflow as sf
+directory, kind = sys.argv[1], sys.argv[2]
+ckpt = sf.train.Checkpoint(step=sf.Variable(0))
+try:
+    if kind == "pointer":
+        sf.train.latest_checkpoint(directory)
+    elif kind == "manager":
+        sf.train.CheckpointManager(ckpt, directory, max_to_keep=2).latest_checkpoint
+    else:
+        ckpt.restore(os.path.join(directory, "ckpt-1"))
+except ValueError as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize("kind", ["pointer", "manager", "checkpoint"])
+def test_a_fifo_in_place_of_a_file_is_refused_not_waited_on(tmp_path, kind):
+    """A FIFO as the checkpoint pointer or as a checkpoint file: a ValueError naming it,
+    at once (opening a FIFO to read waits for a writer; run in a child so that a wait is a
+    timeout, not a hung suite)."""
+    ckpt = sf.train.Checkpoint(step=sf.Variable(0))
+    ckpt.save(os.path.join(tmp_path, "ckpt"))
+    target = tmp_path / ("checkpoint" if kind != "checkpoint" else "ckpt-1.safetensors")
+    target.unlink()
+    os.mkfifo(target)
+    result = subprocess.run([sys.executable, "-c", FIFO_PROBE, str(tmp_path), kind],
+                            capture_output=True, text=True, timeout=60)
+    assert f"{str(target)!r} is not a regular file" in result.stdout, result.stderr
