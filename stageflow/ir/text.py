@@ -113,10 +113,19 @@ MAX_SPLAT_ELEMENTS = 1 << 20
 
 class _RecordingParser(Parser):
     """xDSL's parser, also noting the start offset of every op it parses, reading
-    hexadecimal dense elements of float type as bit patterns (as MLIR does), and refusing
-    splat literals of more than `MAX_SPLAT_ELEMENTS` elements before they are expanded."""
+    hexadecimal dense elements of float type as bit patterns (as MLIR does), refusing
+    splat literals of more than `MAX_SPLAT_ELEMENTS` elements before they are expanded, and
+    dims that are not int64s (MLIR's dims are)."""
 
     _splat = False
+
+    def parse_shape_dimension(self, allow_dynamic: bool = True) -> int:
+        start = self.pos
+        dim = super().parse_shape_dimension(allow_dynamic)
+        if dim >= 1 << 63:
+            self.raise_error(f"a dim of {dim}: dims are int64s, at most {(1 << 63) - 1}",
+                             start, self.pos)
+        return dim
 
     def parse_operation(self) -> Operation:
         start = self.pos

@@ -373,3 +373,13 @@ def test_nan_and_infinite_constants_round_trip_as_bit_patterns(dtype) -> None:
                          "  func.return %0 : tensor<f32>\n}")
     value = next(op for op in splat.walk() if op.name == "sf.constant").attributes["value"]
     assert decode(value) == -np.inf
+
+
+@pytest.mark.parametrize("dim", [2**63, 10**20])
+def test_a_dim_past_int64_is_refused_where_it_is_written(dim):
+    text = (f"func.func @f(%x: tensor<2x{dim}xf32>) -> tensor<2x{dim}xf32> {{\n"
+            f"  func.return %x : tensor<2x{dim}xf32>\n}}\n")
+    with pytest.raises(IRError, match=rf"<input>:1:\d+: a dim of {dim}: dims are int64s"):
+        parse_module(text)
+    largest = (1 << 63) - 1
+    parse_module(text.replace(str(dim), str(largest)))
