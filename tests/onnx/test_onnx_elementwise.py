@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from node_check import check, one_node_model
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 import stageflow as sf
 from stageflow.onnx.converters import OnnxError
@@ -169,3 +170,28 @@ def test_bit_cast_between_integers_wraps():
           {"x": np.array([0, 1, 2**31, 2**32 - 1], np.uint32)}, opset=26)
     check(helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.UINT8),
           {"x": np.array([True, False])}, opset=26)
+
+
+@pytest.mark.parametrize("mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_casts_to_float8_e8m0_round_as_onnx_says(mode, saturate):
+    """Powers of two by the float32's exponent, raised as `round_mode` says (the sign
+    ignored, NaN and infinities NaN, the largest exponent kept where `saturate`): bytes equal
+    to onnx's reference, compiled and interpreted."""
+    x = np.float32([0.0, -0.0, 0.124, 0.25, 0.375, 0.75, 1.5, 3.0, -6.5, 1e-40, 3e38, 3.4e38,
+                    np.inf, -np.inf, np.nan, 1.0, 2**-127, 5e-39])
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0,
+                            saturate=saturate, round_mode=mode)
+    model = one_node_model(node, {"x": x}, opset=25)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    for jit in BOTH:
+        got = np.asarray(sf.onnx.load(model, jit=jit)(x))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_an_unknown_round_mode_is_refused():
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0, round_mode="odd")
+    model = one_node_model(node, {"x": np.ones(2, np.float32)}, opset=25)
+    with pytest.raises(OnnxError, match="round_mode 'odd'; ONNX defines up, down and nearest"):
+        sf.onnx.load(model)(np.ones(2, np.float32))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -121,3 +122,23 @@ def test_causal_conv_with_state_carries_the_state(activation):
     model = _model([node], {"x": x, "past": past}, ["y", "state"], weights, opset=27,
                    shapes={"x": ["n", 3, "length"], "past": ["n", 3, 2]})
     _check(model, {"x": x, "past": past}, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.float4_e2m1fn, ml_dtypes.int4, ml_dtypes.uint2,
+                                   ml_dtypes.float8_e5m2])
+def test_quantizing_to_narrow_types_and_back(dtype):
+    """Per-axis scales; a float4 zero point is added before the cast (onnx's reference), an
+    integer one saturates with the rest, float8 saturates to its range; back through
+    DequantizeLinear: the bytes of onnx's reference, compiled and interpreted."""
+    x = np.array([[0.3, -1.7, 2.5, 100.0], [-0.05, 6.1, -7.9, 0.74]], np.float32)
+    zero = np.array([1, 0], dtype) if dtype != ml_dtypes.float8_e5m2 else np.zeros(2, dtype)
+    weights = {"s": np.array([0.5, 2.0], np.float32), "z": zero}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=0)]
+    model = _model(nodes, {"x": x}, ["q", "y"], weights, opset=25)
+    expected = ReferenceEvaluator(model).run(None, {"x": x})
+    for jit in (True, False):
+        got = sf.onnx.load(model, jit=jit)(x)
+        for g, e in zip(got, expected, strict=True):
+            assert np.asarray(g).dtype == e.dtype
+            np.testing.assert_array_equal(np.asarray(g).view(np.uint8), e.view(np.uint8))
