@@ -198,15 +198,31 @@ def _py_func(*inputs: Any, func: str, shapes: tuple, dtypes: tuple) -> list:
         returned = [returned]
     if len(returned) != len(shapes):
         raise ValueError(f"{func} returned {len(returned)} values, Tout declares {len(shapes)}")
-    arrays = []
-    for position, (value, shape, dtype) in enumerate(zip(returned, shapes, dtypes, strict=True)):
-        array = np.asarray(value, dtype=dtype)
-        if len(array.shape) != len(shape) or not all(
-                w is None or w == g for w, g in zip(shape, array.shape, strict=True)):
-            raise ValueError(f"result {position} of {func} has shape {array.shape}, Tout "
-                             f"declares {ShapedType(tuple(shape), np.dtype(dtype))}")
-        arrays.append(array)
-    return arrays
+    return [declared_result(func, position, value, tuple(shape), np.dtype(dtype))
+            for position, (value, shape, dtype) in enumerate(zip(returned, shapes, dtypes,
+                                                                   strict=True))]
+
+
+def declared_result(func: str, position: int, value: Any, shape: tuple | None,
+                    dtype: np.dtype) -> np.ndarray:
+    """Result `position` of callback `func` as `dtype`, checked against the shape Tout
+    declares (None: any shape): None or another shape is a ValueError, where NumPy would
+    make None a NaN. Eager calls and the op check their results alike."""
+    declared = dtype.name if shape is None else str(ShapedType(shape, dtype))
+    if value is None:
+        raise ValueError(f"result {position} of {func} is None, Tout declares {declared}")
+    array = np.asarray(value, dtype=dtype)
+    if not fits(shape, array.shape):
+        raise ValueError(f"result {position} of {func} has shape {array.shape}, Tout "
+                         f"declares {declared}")
+    return array
+
+
+def fits(shape: tuple | None, actual: tuple) -> bool:
+    """Whether a result of shape `actual` is one of the declared `shape` (None dims and a
+    None shape take any)."""
+    return shape is None or (len(actual) == len(shape) and all(
+        w is None or w == g for w, g in zip(shape, actual, strict=True)))
 
 
 def _name(func: Callable[..., Any]) -> str:

@@ -150,3 +150,20 @@ def test_bound_methods_and_printing_inside_regions(capsys):
     f(sf.constant([1.0, 2.0]), sf.constant(3))
     assert counter.total == 9.0
     assert capsys.readouterr().out.splitlines() == ["i = 0", "i = 1", "i = 2"]
+
+
+@pytest.mark.parametrize("jit", [None, False, True], ids=["eager", "interpreted", "compiled"])
+@pytest.mark.parametrize("result, message", [
+    (lambda a: None, r"result 0 of .* is None, Tout declares float32\[2\]"),
+    (lambda a: np.ones(3, np.float32), r"result 0 of .* has shape \(3,\), Tout declares "
+                                       r"float32\[2\]"),
+])
+def test_a_result_tout_does_not_declare_is_refused_every_way(jit, result, message):
+    """None (which NumPy would make a NaN) or another shape than Tout's: a ValueError,
+    eagerly as staged."""
+    def f(v):
+        return sf.numpy_function(result, [v], sf.TensorSpec([2], sf.float32))
+
+    x = sf.constant([1.0, 2.0])
+    with pytest.raises(ValueError, match=message):
+        f(x) if jit is None else sf.function(f, jit=jit)(x)

@@ -27,6 +27,8 @@ from stageflow.primitives.control import (
     CallbackKey,
     accepts,
     cond_p,
+    declared_result,
+    fits,
     join_types,
     py_func_p,
     while_p,
@@ -285,7 +287,8 @@ class _Callback:
             with context.init_scope():
                 returned = self.func(*args)
         items = returned if isinstance(returned, list | tuple) else [returned]
-        values = [np.asarray(r._value if isinstance(r, Tensor) else r) for r in items]
+        values = [None if r is None else np.asarray(r._value if isinstance(r, Tensor) else r)
+                  for r in items]  # (None is refused by the op, not made a NaN)
         return values if isinstance(returned, list | tuple) else values[0]
 
 
@@ -314,6 +317,23 @@ def numpy_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     return _py_func(_Callback(func, tensors=False), inp, Tout)
 
 
+def _eager_result(func: str, position: int, value: Any, declared: ShapedType | np.dtype
+                  ) -> Tensor:
+    """An eager call's result checked as the op checks its results (`declared_result`): a
+    tensor kept as it is (the tapes saw the ops that made it), its shape checked."""
+    shape, dtype = ((declared.shape, declared.dtype) if isinstance(declared, ShapedType)
+                    else (None, declared))
+    try:
+        if isinstance(value, Tensor):
+            if not fits(shape, value.shape):
+                raise ValueError(f"result {position} of {func} has shape {value.shape}, Tout "
+                                 f"declares {declared}")
+            return convert_to_tensor(value, dtype)
+        return convert_to_tensor(declared_result(func, position, value, shape, dtype), dtype)
+    except ValueError as error:
+        raise ValueError(f"py_func: {error}{describe_location()}") from None
+
+
 def _py_func(callback: _Callback, inp: Sequence[Any], Tout: Any) -> Any:
     trace = _staging()
     inputs = [convert_to_tensor(x) for x in inp]
@@ -324,9 +344,8 @@ def _py_func(callback: _Callback, inp: Sequence[Any], Tout: Any) -> Any:
         if len(items) != len(types):
             raise ValueError(f"py_func: {callback.__qualname__} returned {len(items)} values, "
                              f"Tout declares {len(types)}{describe_location()}")
-        results = [convert_to_tensor(r if isinstance(r, Tensor) else np.asarray(r),
-                                     t.dtype if isinstance(t, ShapedType) else t)
-                   for r, t in zip(items, types, strict=True)]
+        results = [_eager_result(callback.__qualname__, position, r, t)
+                   for position, (r, t) in enumerate(zip(items, types, strict=True))]
         return results[0] if single else results
     params = {"func": CallbackKey(callback), "shapes": tuple(t.shape for t in types),
               "dtypes": tuple(t.dtype for t in types)}
