@@ -52,6 +52,9 @@ NARROW_FLOATING = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
                    float8_e8m0fnu, float4_e2m1fn)
 NARROW_INTEGER = (int4, uint4, int2, uint2)
 NARROW = NARROW_FLOATING + NARROW_INTEGER
+# Sets for the tests on eager paths (a dtype's hash beats comparing it with each of a tuple).
+_NARROW_SET = frozenset(NARROW)
+_NARROW_FLOATING_SET = frozenset(NARROW_FLOATING)
 ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
        uint64, bool_, complex64, complex128, *NARROW)
 FLOATING = (float16, bfloat16, float32, float64)
@@ -122,7 +125,12 @@ def is_complex(dtype: np.dtype) -> bool:
 
 def is_narrow(dtype: np.dtype) -> bool:
     """One of the storage-only 8-, 4- and 2-bit dtypes (`NARROW`)."""
-    return dtype in NARROW
+    return dtype in _NARROW_SET
+
+
+def is_narrow_floating(dtype: np.dtype) -> bool:
+    """One of the 8- and 4-bit floats (`NARROW_FLOATING`)."""
+    return dtype in _NARROW_FLOATING_SET
 
 
 def refusal(dtype: np.dtype, allowed: tuple[np.dtype, ...]) -> str:

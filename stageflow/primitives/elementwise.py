@@ -320,8 +320,8 @@ def _cast(x, *, dtype):
     x = np.asarray(x)
     if dtypes.is_complex(x.dtype) and not dtypes.is_complex(dtype):
         x = x != 0 if dtype == dtypes.bool_ else x.real
-    if x.dtype in dtypes.NARROW_FLOATING or (dtypes.is_narrow(x.dtype)
-                                              and dtypes.is_narrow(np.dtype(dtype))):
+    if dtypes.is_narrow(x.dtype) and (dtypes.is_narrow_floating(x.dtype)
+                                      or dtypes.is_narrow(np.dtype(dtype))):
         x = x.astype(dtypes.float32)
     return x.astype(dtype)
 

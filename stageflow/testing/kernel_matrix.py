@@ -126,8 +126,7 @@ def values(dtype: np.dtype, count: int = 400, seed: int = 0) -> np.ndarray:
         info = ml_dtypes.iinfo(dtype)
         return np.tile(np.arange(int(info.min), int(info.max) + 1).astype(dtype), 3)
     if dtype in dtypes.NARROW_FLOATING:  # every code (NaNs included)
-        codes = 16 if dtype == dtypes.float4_e2m1fn else 256
-        return np.arange(codes, dtype=np.uint8).view(dtype)
+        return np.arange(1 << ml_dtypes.finfo(dtype).bits, dtype=np.uint8).view(dtype)
     if dtype in dtypes.COMPLEX:  # each part ordinary or special, beside every other
         real, imag = (values(dtypes.real_dtype(dtype), count, seed + k) for k in (0, 1))
         parts = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 1e-30, np.inf, -np.inf, np.nan])

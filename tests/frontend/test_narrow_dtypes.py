@@ -30,8 +30,7 @@ def same_bytes(got, want) -> None:
 
 
 def every_code(dtype: np.dtype) -> np.ndarray:
-    codes = 16 if dtype == dtypes.float4_e2m1fn else 256
-    return np.arange(codes, dtype=np.uint8).view(dtype)
+    return np.arange(1 << ml_dtypes.finfo(dtype).bits, dtype=np.uint8).view(dtype)
 
 
 @pytest.mark.parametrize("dtype", NARROW_FLOATS)

@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+import ml_dtypes
 import numpy as np
 from llvmlite import ir
-
-from stageflow.core import dtypes
 
 _I8, _I32 = ir.IntType(8), ir.IntType(32)
 _F32 = ir.FloatType()
@@ -59,8 +58,8 @@ def _encode(dtype: np.dtype, keys: np.ndarray) -> np.ndarray:
 @cache
 def tables(dtype: np.dtype) -> NarrowTables:
     """The decoding and encoding tables of narrow float `dtype`, from ml_dtypes."""
-    bits = 4 if dtype == dtypes.float4_e2m1fn else 8
-    values = np.arange(1 << bits, dtype=np.uint8).view(dtype).astype(np.float32)
+    values = np.arange(1 << ml_dtypes.finfo(dtype).bits, dtype=np.uint8).view(dtype)
+    values = values.astype(np.float32)
     finite = np.unique(ordered_keys(values[~np.isnan(values)]))
     anchors = np.concatenate([ordered_keys(np.float32([-np.inf])), finite,
                               ordered_keys(np.float32([np.inf]))]).astype(np.int64)

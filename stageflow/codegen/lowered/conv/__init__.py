@@ -12,10 +12,9 @@ Each op picks its algorithm at run time, by shape:
   scratch and multiplied by the filters with one gemm per block, which runs at a gemm's
   speed while the copy, a contiguous run per filter row, costs a fraction of it.
 
-conv2d's gemms are the convolutions' own (`gemm`), within 0.8-1x of OpenBLAS's on the
-layers of the light ResNet-50 and VGG-19 here, because every output channel must sum in the
-same order (OpenBLAS's kernels do not: `gemm` says why it matters); the gradients' gemms are
-the BLAS's.
+conv2d's gemms are the convolutions' own (`gemm`), because every output channel must sum in
+the same order (OpenBLAS's kernels do not: `gemm` says why it matters); the gradients' gemms
+are the BLAS's.
 
 The gradients walk the same blocks of windows: the filter gradient is ``im2col(x)^T @ g``,
 the input gradient ``col2im(g @ w^T)`` or, at stride 1 under the direct loops' rule (C
