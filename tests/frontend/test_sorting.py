@@ -4,6 +4,8 @@ gradients against finite differences."""
 
 from __future__ import annotations
 
+import ctypes
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -94,6 +96,34 @@ def test_top_k_matches_numpy(way):
     with pytest.raises(ValueError, match="k must be"):
         sf.math.top_k(x, k=10)
 
+
+@pytest.mark.parametrize("way", ["interpreted", "compiled"])
+def test_top_k_of_more_than_an_unknown_row_holds_raises_at_run_time(way):
+    """With the last dim unknown, k is checked against the row the call brings: a row of
+    two cannot give three values (eager refuses it as it traces)."""
+    signature = [sf.TensorSpec([None, None], sf.float32)]
+    x = sf.constant([[1.0, 2.0]])
+    with pytest.raises(IndexError, match="out of range"):
+        run(lambda v: sf.math.top_k(v, k=3), way, x, signature=signature)
+    values, indices = run(lambda v: sf.math.top_k(v, k=2), way, x, signature=signature)
+    assert values.numpy().tolist() == [[2.0, 1.0]] and indices.numpy().tolist() == [[1, 0]]
+
+
+def test_top_k_of_more_than_an_unknown_row_holds_returns_an_error_code_ahead_of_time(tmp_path):
+    spec = sf.TensorSpec([None, None], sf.float32)
+    library = sf.aot.compile(sf.function(lambda v: sf.math.top_k(v, k=3)[0]), spec, name="top")
+    c = ctypes.CDLL(library.save(str(tmp_path / "libtop.so")))
+    c.top_output_dims.argtypes, c.top.argtypes = [ctypes.c_void_p] * 2, [ctypes.c_void_p] * 3
+    x, y = np.array([[1.0, 2.0, 0.5]], np.float32), np.zeros(3, np.float32)
+
+    def call(row: int) -> int:
+        dims, out_dims = (ctypes.c_int64 * 2)(1, row), (ctypes.c_int64 * 2)()
+        assert c.top_output_dims(dims, out_dims) == 0 and list(out_dims) == [1, 3]
+        return c.top((ctypes.c_void_p * 1)(x.ctypes.data), dims,
+                     (ctypes.c_void_p * 1)(y.ctypes.data))
+
+    assert call(3) == 0 and y.tolist() == [2.0, 1.0, 0.5]
+    assert call(2) != 0
 
 
 @pytest.mark.parametrize("way", WAYS)

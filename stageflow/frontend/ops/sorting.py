@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from stageflow.core.shapes import normalize_axis
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.namespaces import math_op
+from stageflow.frontend.ops.shape import gather
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives.sorting import sort_p
 
@@ -94,4 +97,7 @@ def top_k(input: Any, k: int = 1, sorted: bool = True) -> tuple[Tensor, Tensor]:
     if not isinstance(k, int) or k < 0 or (last is not None and k > last):
         raise ValueError(f"top_k: k must be an int in [0, {last}] (the last dim), got {k!r}")
     values, indices = sort_p.bind(input, axis=input.ndim - 1, descending=True)[:2]
+    if last is None:  # a slice would clip to a shorter row: a gather refuses it at run time
+        positions = np.arange(k, dtype=np.int32)
+        return gather(values, positions, axis=-1), gather(indices, positions, axis=-1)
     return values[..., :k], indices[..., :k]
