@@ -262,3 +262,19 @@ def test_bfloat16_sums_accumulate_accurately(n):
     expected = float(np.asarray(n, sf.bfloat16))
     assert float(sf.reduce_sum(ones)) == expected
     assert float(sf.reduce_mean(ones)) == 1.0
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("jit", [True, False])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_reduce_logsumexp_over_an_unknown_dim_that_is_empty_is_minus_inf_staged(jit, keepdims):
+    """Eager knows the axis is empty and fills -inf; staged over an unknown dim, the same
+    function meets the empty axis only at run time (where a max over it would raise)."""
+    inf = np.inf
+    signature = [sf.TensorSpec([None, None], sf.float32)]
+    staged = sf.function(lambda x: sf.reduce_logsumexp(x, axis=1, keepdims=keepdims), jit=jit,
+                         input_signature=signature)
+    for x in (np.zeros((3, 0), np.float32), np.array([[-inf, 0.0], [1.0, inf]], np.float32),
+              np.full((2, 3), -inf, np.float32)):
+        want = sf.reduce_logsumexp(x, axis=1, keepdims=keepdims).numpy()
+        np.testing.assert_array_equal(staged(x).numpy(), want)

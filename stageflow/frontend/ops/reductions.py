@@ -16,7 +16,7 @@ from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import fill
 from stageflow.frontend.ops.namespaces import math_op
-from stageflow.frontend.ops.shape import reshape_to
+from stageflow.frontend.ops.shape import pad, reshape_to
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import reduction as red
 from stageflow.primitives.structural import dim_size_p
@@ -157,7 +157,11 @@ def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tenso
         shape = [1 if i in axes else d for i, d in enumerate(x.shape)
                  if keepdims or i not in axes]
         return fill(shape, float("-inf"), x.dtype)
-    shift = red.reduce_max_p.bind(x, axes=axes, keepdims=True)
+    # An unknown dim may be 0 at run time, where the max would raise: a -inf beside x there
+    # is a max of nothing that adds nothing to the sum.
+    padded = pad(x, [(0, int(i in axes and d is None)) for i, d in enumerate(x.shape)],
+                 constant_values=float("-inf"))
+    shift = red.reduce_max_p.bind(padded, axes=axes, keepdims=True)
     shift = ew.where(ew.equal(ew.abs(shift), float("inf")), 0.0, shift)
     summed = red.reduce_sum_p.bind(ew.exp(ew.subtract(x, shift)), axes=axes, keepdims=keepdims)
     # Reducing the size-1 dims of `shift` drops them exactly when keepdims is False.
