@@ -8,9 +8,11 @@ structure and the device scope. A miss traces the Python function in a `GraphTra
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import re
+import threading
 import time
 import warnings
 import weakref
@@ -149,6 +151,10 @@ class Function:
         # (signature, why it was traced) per trace, for `stageflow report`.
         self.trace_history: list[tuple[str, str]] = []
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # Held while tracing: concurrent first calls wait for the one trace that creates the
+        # variables, then find its function cached. Reentrant: tracing may call the function
+        # again (recursion through Python), which then traces within the same thread.
+        self._tracing = threading.RLock()
         functools.update_wrapper(self, python_function)
 
     # -- calling ------------------------------------------------------------------------
@@ -267,17 +273,22 @@ class Function:
         key = (treedef, tuple(_leaf_key(leaf) for leaf in leaves), _call_device(leaves))
         concrete = self._cache.get(key)
         if concrete is not None:
-            self._cache.move_to_end(key)
+            with contextlib.suppress(KeyError):  # evicted meanwhile by another thread's trace
+                self._cache.move_to_end(key)
             self._calls.append(False)
             return concrete
-        concrete = self._relaxed_match(key) if relaxed else None
-        if concrete is None:
-            specs = self._specs(key, leaves, relax=relaxed)
-            concrete = self._trace(specs, treedef, _relaxed_key(key, specs), key[2])
-            self._note_retrace(key, canonical)
-        self._cache[key] = concrete
-        if len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
+        with self._tracing:
+            concrete = self._cache.get(key)  # traced by another thread while this one waited
+            if concrete is not None:
+                return concrete
+            concrete = self._relaxed_match(key) if relaxed else None
+            if concrete is None:
+                specs = self._specs(key, leaves, relax=relaxed)
+                concrete = self._trace(specs, treedef, _relaxed_key(key, specs), key[2])
+                self._note_retrace(key, canonical)
+            self._cache[key] = concrete
+            if len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
         return concrete
 
     def _specs(self, key: tuple, leaves: list, relax: bool = True) -> list:
@@ -329,9 +340,12 @@ class Function:
         self._check_fixed(canonical, spec_args)
         concrete = self._cache.get(("signature", device))
         if concrete is None:
-            spec_leaves, treedef = nest.flatten(spec_args)
-            concrete = self._trace(spec_leaves, treedef, None, device)
-            self._cache[("signature", device)] = concrete
+            with self._tracing:
+                concrete = self._cache.get(("signature", device))
+                if concrete is None:
+                    spec_leaves, treedef = nest.flatten(spec_args)
+                    concrete = self._trace(spec_leaves, treedef, None, device)
+                    self._cache[("signature", device)] = concrete
         kinds = Tensor | Variable | TensorSpec
         names = [n for n, leaf in zip(self._names(canonical), leaves, strict=False)
                  if isinstance(leaf, kinds)]
@@ -424,10 +438,13 @@ class Function:
             return self
         bound = self._bound.get(instance)
         if bound is None:
-            signature = self.input_signature
-            bound = Function(self.python_function, signature, self.jit, self.reduce_retracing,
-                             name=self.name, instance=instance, autograph=self.autograph)
-            self._bound[instance] = bound
+            with self._tracing:  # one Function per instance, even when threads race here
+                bound = self._bound.get(instance)
+                if bound is None:
+                    bound = Function(self.python_function, self.input_signature, self.jit,
+                                     self.reduce_retracing, name=self.name, instance=instance,
+                                     autograph=self.autograph)
+                    self._bound[instance] = bound
         return bound
 
     def __repr__(self) -> str:

@@ -5,8 +5,9 @@ variables would lose updates unless each call holds the variables it assigns
 (`stageflow.runtime.locks`). A scenario starts N threads (2-16) at once on one of the
 `KINDS` below: `assign_add` and `assign` on shared scalars and 2^21-element variables, SGD
 steps on a shared model, two functions sharing variables, many threads calling a fresh
-`sf.function` for the first time, retraces with different shapes from different threads,
-eager updates beside staged ones, a gradient tape per thread, logical devices. Increments
+`sf.function` for the first time (and one that creates its variable then), retraces with
+different shapes from different threads, eager updates beside staged ones, a gradient tape
+per thread, logical devices. Increments
 are integers or exactly representable floats, so the final values are known exactly and
 any lost or doubled update shows. A watchdog bounds each scenario: threads still running
 after it are counted as a deadlock (they are left behind as daemon threads).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from stageflow.testing.campaign import progress as report_progress
 LARGE = 1 << 21  # a variable whose kernels split over the cores
 LOGICAL_CPUS = 4
 OUTCOMES = ["exact", "lost update", "error", "deadlock"]
+SWITCH_INTERVAL = 1e-5  # seconds between the GIL's hand-overs while a scenario runs
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,40 @@ def first_call(s: Scenario, rng: random.Random) -> Work:
             return f"{concrete} concrete functions cached for one signature"
         return wrong[0] if wrong else _differs("v", v.numpy(),
                                                np.float32(s.threads * s.calls))
+
+    return work, check
+
+
+def first_call_creating(s: Scenario, rng: random.Random) -> Work:
+    """Every thread makes the first call of a method that creates its variable on the first
+    call (the paper's state-creation rule): one variable is created, every call adds to it,
+    and no call is told it created a variable on a call other than the first."""
+    start = float(rng.randint(1, 9))
+
+    class Counter(sf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.total: sf.Variable | None = None
+
+        @sf.function
+        def __call__(self, y: sf.Tensor) -> sf.Tensor:
+            if self.total is None:
+                self.total = sf.Variable(start)
+            self.total.assign_add(1.0)
+            return y + self.total
+
+    counter = Counter()
+    x = sf.constant(np.zeros(3, np.float32))
+
+    def work(_: int) -> None:
+        for _ in range(s.calls):
+            counter(x)
+
+    def check() -> str | None:
+        if counter.total is None:
+            return "no variable was created"
+        return _differs("total", counter.total.numpy(),
+                        np.float32(start + s.threads * s.calls))
 
     return work, check
 
@@ -333,6 +370,7 @@ KINDS: dict[str, Callable[[Scenario, random.Random], Work]] = {
     "sgd": sgd,
     "two functions": two_functions,
     "first call": first_call,
+    "first call creating": first_call_creating,
     "retraces": retraces,
     "eager and staged": eager_and_staged,
     "eager only": eager_only,
@@ -372,11 +410,19 @@ def run_scenario(scenario: Scenario, build: Callable[[Scenario, random.Random], 
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True)
                for i in range(scenario.threads)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.join(max(deadline - time.monotonic(), 0.0))
+    interval = sys.getswitchinterval()
+    # Python hands the GIL over every 5 ms by default: a race between two Python steps
+    # shorter than that (the first trace setting up before it creates a variable) would
+    # almost never show.
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    try:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+    finally:
+        sys.setswitchinterval(interval)
     stuck = sum(thread.is_alive() for thread in threads)
     if stuck:
         return "deadlock", f"{stuck} of {scenario.threads} threads still running after {timeout} s"

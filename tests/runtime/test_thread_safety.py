@@ -3,6 +3,7 @@ the locks of the variables it assigns (its machine code runs without the GIL).""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -128,3 +129,45 @@ def test_interpreted_assign_add_loses_nothing():
     hammer(increment, LARGE_CALLS)
     np.testing.assert_array_equal(v.numpy()[:4], np.full(4, THREADS * LARGE_CALLS))
 
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_concurrent_first_calls_create_the_variable_once(jit):
+    """Threads making the first call of a method that creates its variable then: the one
+    first trace creates it while the others wait, and every call adds to it. (Before, a
+    thread could start a trace after the first had begun, before it created the variable,
+    and was refused for creating one on a call other than the first.)"""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # hand the GIL over often, so that the threads interleave
+    try:
+        for trial in range(20):
+            class Counter(sf.Module):
+                def __init__(self, start: float) -> None:
+                    super().__init__()
+                    self.start, self.total = start, None
+
+                @sf.function(jit=jit)
+                def __call__(self, y):
+                    if self.total is None:
+                        self.total = sf.Variable(self.start)
+                    self.total.assign_add(1.0)
+                    return y + self.total
+
+            counter = Counter(float(trial))
+            errors: list[Exception] = []
+
+            def call(counter=counter, errors=errors) -> None:
+                try:
+                    counter(sf.constant([0.0]))
+                except Exception as error:  # noqa: BLE001 - what the test looks for
+                    errors.append(error)
+
+            threads = [threading.Thread(target=call) for _ in range(THREADS)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not errors, errors[0]
+            assert float(counter.total.numpy()) == trial + THREADS
+    finally:
+        sys.setswitchinterval(old)
