@@ -24,6 +24,7 @@ import numpy as np
 
 from stageflow.core import config, context, devices, nest
 from stageflow.core.devices import HOST
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import PlacedTensor, Tensor
@@ -155,6 +156,7 @@ class Function:
         # variables, then find its function cached. Reentrant: tracing may call the function
         # again (recursion through Python), which then traces within the same thread.
         self._tracing = threading.RLock()
+        self._traces_running: set[tuple] = set()
         functools.update_wrapper(self, python_function)
 
     # -- calling ------------------------------------------------------------------------
@@ -284,7 +286,8 @@ class Function:
             concrete = self._relaxed_match(key) if relaxed else None
             if concrete is None:
                 specs = self._specs(key, leaves, relax=relaxed)
-                concrete = self._trace(specs, treedef, _relaxed_key(key, specs), key[2])
+                concrete = self._trace_once(key, specs, treedef, _relaxed_key(key, specs),
+                                            key[2])
                 self._note_retrace(key, canonical)
             self._cache[key] = concrete
             if len(self._cache) > CACHE_SIZE:
@@ -344,7 +347,8 @@ class Function:
                 concrete = self._cache.get(("signature", device))
                 if concrete is None:
                     spec_leaves, treedef = nest.flatten(spec_args)
-                    concrete = self._trace(spec_leaves, treedef, None, device)
+                    concrete = self._trace_once(("signature", device), spec_leaves, treedef,
+                                                None, device)
                     self._cache[("signature", device)] = concrete
         kinds = Tensor | Variable | TensorSpec
         names = [n for n, leaf in zip(self._names(canonical), leaves, strict=False)
@@ -401,6 +405,24 @@ class Function:
                 if old != new:
                     return f"argument {name!r}: {_describe_change(old, new)}"
         return "the nest structure of the arguments changed"
+
+    def _trace_once(self, key: tuple, leaves: list, treedef: Any, trace_key: tuple | None,
+                    device: str) -> ConcreteFunction:
+        """`_trace`, with `key` marked as being traced (the lock held): a call for the same
+        key meanwhile is the function calling itself with the arguments it is traced for, a
+        recursion no trace can end (Python would only stop it at its recursion limit)."""
+        if key in self._traces_running:
+            what = "its input_signature" if key[0] == "signature" else _describe_key(key)
+            raise RecursionError(
+                f"{self.name} calls itself with the arguments it is being traced for, "
+                f"{what}: the recursion would depend on tensor values, which a trace does "
+                f"not have; loop with sf.while_loop, or recurse on Python values"
+                f"{describe_location()}")
+        self._traces_running.add(key)
+        try:
+            return self._trace(leaves, treedef, trace_key, device)
+        finally:
+            self._traces_running.discard(key)
 
     def _trace(self, leaves: list, treedef: Any, key: tuple | None,
                device: str) -> ConcreteFunction:

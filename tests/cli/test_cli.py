@@ -519,3 +519,20 @@ def test_a_command_missing_its_optional_package_says_so(capsys, monkeypatch, tmp
     status, _, err = run(capsys, "export", f"{tmp_path / 'm.py'}:f", "-o", tmp_path / "f.onnx")
     message = assert_one_error_line(status, err, "export")
     assert message == "this command needs the onnx package, which is not installed"
+
+
+def test_dump_of_a_recursive_function(capsys, tmp_path):
+    path = tmp_path / "recursive.py"
+    path.write_text(textwrap.dedent("""\
+        import stageflow as sf
+
+
+        @sf.function
+        def power(x, n=2):
+            if n == 0:
+                return sf.ones_like(x)
+            return x * power(x, n - 1)
+        """))
+    status, out, err = run(capsys, "dump", f"{path}:power", "--arg", "f32[2]")
+    assert status == 0, err
+    assert "@power_1" in out and "sf.multiply" in out

@@ -366,3 +366,43 @@ def test_an_attribute_set_on_one_path_only_stays_unset():
     assert not hasattr(flags, "seen")
     mark(flags, True)
     assert flags.seen is True
+
+
+@sf.function
+def power_of(x, n):
+    """Calls itself by its global name (a function defined in a test would by a closure
+    cell): the converted function once bound that name in a cell of its own (KeyError)."""
+    if n == 0:
+        return sf.ones_like(x)
+    return x * power_of(x, n - 1)
+
+
+@pytest.mark.parametrize("autograph", [True, False])
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_function_calling_itself_on_python_values(jit, autograph):
+    """A recursion the arguments' Python values end traces one function per depth, with
+    AutoGraph as without, by a global name or an enclosing one."""
+    @sf.function(jit=jit, autograph=autograph)
+    def power(x, n):
+        if n == 0:
+            return sf.ones_like(x)
+        return x * power(x, n - 1)
+
+    for f in (power, sf.function(power_of.python_function, jit=jit, autograph=autograph)):
+        np.testing.assert_allclose(f(sf.constant([2.0, 3.0]), 3).numpy(), [8.0, 27.0])
+    if autograph:
+        assert power_of.converted_source().startswith("def power_of(x, n):")
+
+
+def test_a_function_calling_itself_on_tensors_names_the_recursion():
+    """A recursion on tensor values has no end a trace can reach: a clear error naming the
+    function and the user's line, not Python's recursion limit."""
+    @sf.function
+    def countdown(n):
+        if n <= 0:
+            return n
+        return countdown(n - 1)
+
+    with pytest.raises(RecursionError, match=r"countdown calls itself with the arguments it "
+                       r"is being traced for(.|\n)*sf.while_loop(.|\n)*return countdown"):
+        countdown(sf.constant(3.0))

@@ -94,6 +94,10 @@ def _convert(function: types.FunctionType) -> Converted | None:
             if getattr(node, "end_col_offset", None) is not None:
                 node.end_col_offset += indent
     definition = Converter().visit(definition)
+    # Defined under another name in the factory: under its own, the factory would bind it,
+    # and a recursive call would read that binding (a closure cell the original never had)
+    # instead of the global or enclosing name it calls.
+    name, definition.name = definition.name, f"{AG}converted"
     freevars = function.__code__.co_freevars
     factory = ast.FunctionDef(
         name=f"{AG}factory",
@@ -104,7 +108,8 @@ def _convert(function: types.FunctionType) -> Converted | None:
     module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
     code = compile(module, function.__code__.co_filename, "exec")
     factory_code = _constant_code(code, factory.name)
-    inner = _constant_code(factory_code, definition.name)
+    inner = _constant_code(factory_code, definition.name).replace(
+        co_name=function.__code__.co_name, co_qualname=function.__code__.co_qualname)
     cells = dict(zip(freevars, function.__closure__ or (), strict=True))
     cells[AG] = types.CellType(_NAMESPACE)
     converted = types.FunctionType(inner, function.__globals__, function.__name__,
@@ -112,6 +117,7 @@ def _convert(function: types.FunctionType) -> Converted | None:
                                    tuple(cells[name] for name in inner.co_freevars))
     converted.__kwdefaults__ = function.__kwdefaults__
     functools.update_wrapper(converted, function)
+    definition.name = name
     return Converted(converted, ast.unparse(definition))
 
 
