@@ -11,7 +11,9 @@ variables it writes; the variables take their new values after the call
 returns. Any failure inside the program (inconsistent unknown dims, an index out of
 range, an op that declines its inputs) leaves everything untouched, and the call is run
 again by the step plan, which computes what it can and raises the error eager execution
-would, naming the op and the user's line.
+would, naming the op and the user's line. A `py_func` that raises is not called again: its
+error is raised as it is, and the variables keep what the function assigned before it, as
+eagerly (effects run in program order, and an error stops the later ones).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -112,14 +114,19 @@ class CompiledProgram:
         """The call holding the locks of the variables it assigns (`runtime.locks`)."""
         with self._assigned_locked(values):
             # Read again under the locks: another call may have replaced the values.
-            for index, _, _ in self._states:
+            for (index, _, _), state in zip(self._states, states, strict=True):
                 arrays[index] = values[index]._value
+                if self.callbacks:  # the values a py_func's error leaves (`_failed`)
+                    state[...] = arrays[index]
             if (self._py(*arrays, *outputs, *states)
                     and not self._again(arrays, outputs, states)):
-                return self._failed(values)
-            for (index, _, _), state in zip(self._states, states, strict=True):
-                values[index]._value = state  # of the variable's dtype and shape, by type
+                return self._failed(values, states)
+            self._commit(values, states)
         return self._results(arrays, outputs)
+
+    def _commit(self, values: list[Any], states: Sequence[np.ndarray]) -> None:
+        for (index, _, _), state in zip(self._states, states, strict=True):
+            values[index]._value = state  # of the variable's dtype and shape, by type
 
     def _again(self, arrays: list[np.ndarray], outputs: list[np.ndarray],
                states: list[np.ndarray]) -> bool:
@@ -137,9 +144,10 @@ class CompiledProgram:
         """Hold the locks of the variables this function assigns (`runtime.locks`)."""
         return self._locks.held([values[i] for i, _, _ in self._states])
 
-    def _failed(self, values: list[Any]) -> list[Any]:
+    def _failed(self, values: list[Any], states: Sequence[np.ndarray] = ()) -> list[Any]:
         error = take_error() if self.callbacks else None
-        if error is not None:  # a py_func raised: as it did, not run again as steps
+        if error is not None:  # a py_func raised: as it did, not run again as steps;
+            self._commit(values, states)  # what was assigned before it stays assigned
             raise error
         return self._step_plan(values)
 

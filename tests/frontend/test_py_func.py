@@ -104,6 +104,43 @@ def test_the_callback_exception_reaches_the_caller_unchanged(mode, where):
     np.testing.assert_array_equal(fn(sf.constant([1.0, 2.0])).numpy(), [1.0, 2.0])
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("where", ["top", "cond", "loop"])
+def test_assignments_before_a_raising_py_func_stay_and_later_ones_never_run(mode, where):
+    """Effects run in program order in every way, as in TensorFlow: what the function
+    assigned before the py_func that raised is kept, what comes after it never runs.
+    (Compiled programs once dropped every assignment of the call.)"""
+    v, w = sf.Variable(np.zeros(3, np.float32)), sf.Variable(5.0)
+
+    def explode(a):
+        if float(a.sum()) > 100:
+            raise Boom(3)
+        return a
+
+    def f(x):
+        v.assign_add(x)
+        w.assign(w * 2.0)
+        if where == "top":
+            y = sf.numpy_function(explode, [v], sf.TensorSpec([3]))
+        elif where == "cond":
+            y = sf.cond(sf.reduce_sum(x) > 0,
+                        lambda: sf.numpy_function(explode, [v], sf.TensorSpec([3])),
+                        lambda: x)
+        else:
+            y = sf.fori_loop(0, 2, lambda i, a: sf.numpy_function(explode, [a],
+                                                                    sf.TensorSpec([3])), v)
+        w.assign_add(1.0)  # after the py_func: runs only when it returns
+        return y
+
+    fn = staged(mode, f)
+    np.testing.assert_array_equal(fn(sf.constant([1.0, 2.0, 3.0])).numpy(), [1.0, 2.0, 3.0])
+    assert float(w.numpy()) == 11.0
+    with pytest.raises(Boom):
+        fn(sf.constant([100.0, 0.0, 0.0]))
+    np.testing.assert_array_equal(v.numpy(), [101.0, 2.0, 3.0])
+    assert float(w.numpy()) == 22.0
+
+
 def test_results_that_do_not_fit_tout_are_errors():
     @sf.function
     def wrong_shape(x):

@@ -195,12 +195,23 @@ class _Body(RegionLowering, KernelCalls):
             else:
                 self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
         elif primitive is py_func_p:
+            self.flush_assignments()
             entry = declare(self.p.module, callback_symbol(op), I32, [PTR, PTR])
             self.call_entry(entry, op, index, strides=False)
         else:
             entry = self.p.op_entry(op)
             assert entry is not None
             self.call_entry(entry, op, index, strides=True)
+
+    def flush_assignments(self) -> None:
+        """Before a py_func, whose error ends the call: the values assigned so far go into
+        their variables' buffers (which the caller fills with the old values, and commits
+        after such an error), so that what ran before the error stays assigned, as it does
+        eagerly and in TensorFlow."""
+        positions = {argument: len(self.returned) + k
+                     for k, argument in enumerate(sorted(self.final_assignments()))}
+        for variable, value in self.current.items():
+            self.copy_into(self.output_pointer(positions[self.args.index(variable)]), value)
 
     def check_same_size(self, op: Operation, index: int) -> None:
         """A reshape runs no kernel that would check its operand, and its inferred (-1) dim

@@ -301,6 +301,10 @@ def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     (then a list of results). Eagerly this is ``func(*inp)``, differentiable as the ops
     `func` runs are; traced, its gradient runs `func` under a tape (the paper's py_func).
 
+    What `func` raises reaches the caller as it is, in every way a function runs (eager,
+    interpreted, compiled). Effects run in program order: variables keep what the function
+    assigned before the call that raised, and nothing after it runs (TensorFlow's order).
+
     >>> sf.py_func(lambda a: a * 2, [sf.constant([1.0, 2.0])], sf.float32)
     sf.Tensor([2., 4.], shape=(2,), dtype=float32)
     """
