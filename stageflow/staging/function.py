@@ -130,9 +130,11 @@ class Function:
         self.jit = jit
         self.reduce_retracing = reduce_retracing
         # The name becomes IR and LLVM symbols, quoted: control characters, quotes and
-        # backslashes would end them (a newline once ended the LLVM module's text early).
-        self.name = re.sub(r'[\x00-\x1f\x7f"\\]', "_",
-                           name or getattr(python_function, "__name__", "function"))
+        # backslashes would end them (a newline once ended the LLVM module's text early),
+        # and LLVM's symbol lookup and PTX take ASCII only (Python names need not be).
+        self.name = re.sub(r'[^\x20-\x7e]', lambda m: f"_u{ord(m[0]):04x}",
+                           re.sub(r'[\x00-\x1f\x7f"\\]', "_",
+                                  name or getattr(python_function, "__name__", "function")))
         self.tracing_count = 0
         self._signature = inspect.signature(python_function)
         self._positional = [

@@ -5,13 +5,14 @@ A case is one input drawn from a family (`FAMILIES`): real IR (printed from a fe
 functions at their traced and optimised stages) cut short at a random length, with bytes
 flipped, replaced by garbage, with numbers or dims made huge (beyond int64 too), splat
 constants of billions of elements, malformed shapes, attributes of the wrong type, function
-names with newlines, quotes or other scripts, bad pass pipelines; and command lines with
+names with newlines, quotes or other scripts, bad pass pipelines; command lines with
 missing files, directories for files, unwritable outputs, malformed ``--arg`` specs and
-targets. IR cases run in-process, as ``stageflow opt`` does (parse and verify, run the
-pipeline, print: `stageflow.ir.text`, `stageflow.passes`); command-line cases, and a
-sample of the IR cases too, run the real command, ``python -m stageflow.cli``, in a
-subprocess. Every case runs in a child process whose memory is capped at 2 GB
-(`stageflow.testing.isolated`). Outcomes:
+targets; and hostile function names (quotes, spaces, ``<``, ``&``, newlines, event-handler
+attributes) rendered into the compile report. IR cases run in-process, as ``stageflow opt``
+does (parse and verify, run the pipeline, print: `stageflow.ir.text`, `stageflow.passes`),
+and so do report cases; command-line cases, and a sample of the IR cases too, run the
+real command, ``python -m stageflow.cli``, in a subprocess. Every case runs in a child
+process whose memory is capped at 2 GB (`stageflow.testing.isolated`). Outcomes:
 
 - **ok**: accepted (exit status 0, output written);
 - **clear error**: refused with the documented status (1, or argparse's 2 for a malformed
@@ -21,6 +22,8 @@ subprocess. Every case runs in a child process whose memory is capped at 2 GB
 - **unclear error**: refused, but not so;
 - **internal error**: a traceback, an ``internal error`` line, or an exception other than
   `IRError` / `PassFailure` in-process;
+- **injection**: a report whose page has a tag or attribute the page of a plain name lacks
+  (the name left its quotes or its text);
 - **memory**: a ``MemoryError`` (the input asked for more than the cap);
 - **crash** (the process died of a signal) and **hang** (no result in the timeout).
 
@@ -44,6 +47,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +59,8 @@ from stageflow.testing.campaign import add_seed, print_counts, seed_of
 from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.isolated import MEMORY_LIMIT, Died, Hung, run_isolated
 
-OUTCOMES = ["ok", "clear error", "unclear error", "internal error", "memory", "crash", "hang"]
+OUTCOMES = ["ok", "clear error", "unclear error", "internal error", "injection", "memory",
+            "crash", "hang"]
 _INTERNAL_WORDS = re.compile(
     r"Traceback|internal error|object has no attribute|index out of range|NoneType"
     r"|not subscriptable|unhashable|positional argument|KeyError|AttributeError|IndexError"
@@ -122,8 +127,12 @@ BAD_PIPELINES = ["nope", "fold{", "fold{max-elements=abc}", "fold{max-elements=-
                  "fold{max-elements=99999999999999999999999}", ",,", "cse,,prune",
                  "fold{unknown=1}", "fuse{", "}", "prune{x}"]
 
+# What hostile function names are made of: markup, quotes, whitespace that ends an unquoted
+# attribute, event handlers, entities, and characters HTML treats specially.
+NAME_PIECES = ['"', "'", " ", "<", ">", "&", "\n", "\t", "=", "/", "`", "onmouseover=alert(1)",
+               "<script>", "</h2>", "&amp;", "&#34;", "\u2028", "\u00e9", "x", "f"]
 IR_FAMILIES = ["prefix", "byte flips", "garbage", "huge numbers", "huge splat", "bad dims",
-               "wrong attribute", "odd names", "pipelines"]
+               "wrong attribute", "odd names", "pipelines", "report names"]
 COMMAND_FAMILIES = ["missing file", "directory for a file", "unwritable output", "bad --arg",
                     "bad target", "bad options"]
 FAMILIES = IR_FAMILIES + COMMAND_FAMILIES
@@ -186,6 +195,9 @@ def _ir_case(family: str, program: str, rng: random.Random) -> Case:
         data = _swap(program, r"@\w+", ODD_NAMES, rng).encode()
     elif family == "pipelines":
         pipeline = rng.choice(BAD_PIPELINES)
+    elif family == "report names":
+        data = "".join(rng.choice(NAME_PIECES) for _ in range(rng.randint(1, 8))).encode()
+        return Case(family, data)
     names = ("<input>", pipeline, *re.findall(r"[\w-]+", pipeline))
     return Case(family, data, pipeline, names=names, subprocess=rng.random() < SUBPROCESS_SAMPLE)
 
@@ -276,8 +288,48 @@ def judge_message(message: str, names: tuple[str, ...], documented: bool = True
     return "clear error", message[:300]
 
 
+class PageMarkup(HTMLParser):
+    """The tags and the attribute names of a page's markup."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes.update(name for name, _ in attrs)
+
+
+def report_of(name: str) -> str:
+    """The compile report of a small function named `name`."""
+    def function(x: sf.Tensor) -> sf.Tensor:
+        return sf.exp(x) * 2.0 + sf.tanh(x)
+
+    function.__name__ = function.__qualname__ = name
+    return sf.function(function).get_concrete_function(sf.TensorSpec([3])).report()
+
+
+def _report_names(name: str) -> tuple[str, str]:
+    """Whether the report of a function named `name` has only the markup of a plain
+    name's: anything more is the name read as markup."""
+    try:
+        page, plain = PageMarkup(report_of(name)), PageMarkup(report_of("f"))
+    except Exception as error:  # noqa: BLE001 - what the campaign is looking for
+        return "internal error", f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+    extra = (page.tags - plain.tags) | (page.attributes - plain.attributes)
+    if extra:
+        return "injection", f"the name {name!r} added {sorted(extra)}"
+    return "ok", ""
+
+
 def _in_process(case: Case) -> tuple[str, str]:
-    """What ``stageflow opt -p PIPELINE`` does with the text, here."""
+    """What ``stageflow opt -p PIPELINE`` does with the text, here; a report's markup
+    for the names of the report family."""
+    if case.family == "report names":
+        return _report_names(case.text.decode())
     try:
         pipeline = Pipeline.parse(case.pipeline)
         module = parse_module(case.text.decode(), "<input>")
@@ -384,7 +436,7 @@ def run_campaign(count: int, campaign_seed: int, *, batch: int = 200,
 
 def print_table(tally: Tally) -> None:
     short = {"clear error": "clear", "unclear error": "unclear", "internal error": "internal"}
-    print_counts("family", FAMILIES, tally.counts, OUTCOMES, short, 22, 9)
+    print_counts("family", FAMILIES, tally.counts, OUTCOMES, short, 22, 10)
 
 
 def main(argv: list[str] | None = None) -> int:

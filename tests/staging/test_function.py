@@ -527,3 +527,15 @@ def test_an_array_that_cannot_be_a_tensor_names_its_argument():
     f = sf.function(lambda x, y: x + y)
     with pytest.raises(TypeError, match="argument 'y': cannot make a tensor of dtype float128"):
         f(np.ones(2, np.float32), np.ones(2, np.float128))
+
+
+def test_a_function_named_in_letters_beyond_ascii_compiles():
+    """Python names may be any letters; LLVM's symbol lookup and PTX take ASCII only (a
+    compiled call of ``def été`` raised UnicodeEncodeError)."""
+    def été(x):
+        return sf.exp(x) * 2.0
+
+    staged = sf.function(été)
+    np.testing.assert_allclose(staged(sf.constant([0.0, 1.0])).numpy(), [2.0, 2 * np.e],
+                               rtol=1e-6)
+    assert "u00e9" in staged.name and staged.name.isascii()

@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from stageflow.cli import main
 from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.passes.fuse import fusion_notes
 from stageflow.staging.report import SECTIONS
+from stageflow.testing.cli_inputs import PageMarkup, report_of
 
 # The MLP page (a module fixture) is built once, in one process of the run.
 pytestmark = pytest.mark.xdist_group("report")
@@ -227,26 +227,9 @@ def test_the_page_loads_in_headless_chromium_without_console_errors(mlp_page, ch
     assert shot.stat().st_size > 10_000
 
 
-class _Attributes(HTMLParser):
-    """Every attribute name the page's tags carry."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.names.update(name for name, _ in attrs)
-
-
-def _attribute_names(name: str) -> tuple[set[str], str]:
-    def f(x):
-        return sf.exp(x) * 2.0 + sf.tanh(x)
-
-    f.__name__ = f.__qualname__ = name
-    page = sf.function(f).get_concrete_function(sf.constant(np.ones(3, np.float32))).report()
-    parser = _Attributes()
-    parser.feed(page)
-    return parser.names, page
+def _markup(name: str) -> tuple[PageMarkup, str]:
+    page = report_of(name)
+    return PageMarkup(page), page
 
 
 @pytest.mark.parametrize("name", ['f onmouseover=alert(1) x', 'f" onclick="alert(1)',
@@ -254,7 +237,8 @@ def _attribute_names(name: str) -> tuple[set[str], str]:
 def test_hostile_function_names_add_no_attributes_to_the_page(name):
     """A function's name reaches ids and headings: quoted and escaped, it adds no attribute
     (the page of a plain name has them all) and no tag."""
-    names, page = _attribute_names(name)
-    plain, _ = _attribute_names("f")
-    assert names <= plain, names - plain
+    markup, page = _markup(name)
+    plain, _ = _markup("f")
+    assert markup.attributes <= plain.attributes, markup.attributes - plain.attributes
+    assert markup.tags <= plain.tags, markup.tags - plain.tags
     assert "<script>" not in page
