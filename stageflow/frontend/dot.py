@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from stageflow.core.primitive import ResourceType
 
 
@@ -21,7 +23,12 @@ def _params(params: dict[str, Any]) -> str:
     for name, value in params.items():
         if name == "callee":
             continue
-        text = repr(value) if not hasattr(value, "shape") else f"<{value.dtype}{value.shape}>"
+        if isinstance(value, np.ndarray):  # a few values shown, more only their type
+            text = repr(value.tolist()) if value.size <= 4 else f"<{value.dtype}{value.shape}>"
+        elif isinstance(value, np.dtype):  # (it has a `shape`, but no `dtype`)
+            text = value.name
+        else:
+            text = repr(value)
         shown.append(f"{name}={text[:40]}")
     return "\n".join(shown)
 

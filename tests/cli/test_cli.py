@@ -195,6 +195,21 @@ def test_graph_writes_dot(capsys, model_file, tmp_path):
     assert re.search(r'op\d+ -> out0 \[label="float32\[\?, 2\]"\];', dot)
 
 
+def test_graph_of_casts_and_one_hot_names_their_dtypes():
+    """A dtype parameter (a cast's, a one_hot's) has a `shape` attribute but no `dtype`:
+    the graph once failed on it with AttributeError."""
+    import stageflow as sf
+
+    def f(x, i):
+        return sf.cast(x, sf.float64) + sf.cast(sf.one_hot(i, 3), sf.float64)
+
+    concrete = sf.function(f).get_concrete_function(sf.TensorSpec([3]),
+                                                     sf.TensorSpec([], sf.int32))
+    dot = concrete.graph_dot()
+    assert dot.count('label="cast\\ndtype=float64"') == 2, dot
+    assert 'label="constant\\nvalue=1.0"' in dot, dot
+
+
 def test_graph_svg_needs_graphviz(capsys, model_file, tmp_path):
     target = tmp_path / "model.svg"
     status, _, err = run(capsys, "graph", f"{model_file}:model", *ARGS, "-o", target)
