@@ -278,3 +278,20 @@ def test_reduce_logsumexp_over_an_unknown_dim_that_is_empty_is_minus_inf_staged(
               np.full((2, 3), -inf, np.float32)):
         want = sf.reduce_logsumexp(x, axis=1, keepdims=keepdims).numpy()
         np.testing.assert_array_equal(staged(x).numpy(), want)
+
+
+@pytest.mark.parametrize("output_type", [sf.int32, sf.int64, sf.int16, sf.uint16])
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reductions_give_the_output_type_asked_for(op, output_type):
+    """TensorFlow's `output_type`: an int32 argmax compares with int32 labels."""
+    x = np.array([[1.0, 9.0, 3.0], [7.0, 2.0, 7.0]], np.float32)
+    got = getattr(sf, op)(x, axis=1, output_type=output_type)
+    assert got.dtype == output_type
+    np.testing.assert_array_equal(got.numpy(), getattr(np, op)(x, axis=1))
+    staged = sf.function(lambda v: getattr(sf, op)(v, 1, output_type=output_type))
+    np.testing.assert_array_equal(staged(x).numpy(), got.numpy())
+    labels = sf.constant(np.array([1, 0], np.int32))
+    if output_type == sf.int32:
+        assert sf.equal(sf.argmax(x, 1, output_type=sf.int32), labels).numpy().all()
+    with pytest.raises(TypeError, match=f"{op}: output_type must be one of int64, int32"):
+        getattr(sf, op)(x, output_type=sf.float32)

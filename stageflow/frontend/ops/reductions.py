@@ -168,36 +168,52 @@ def reduce_logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tenso
     return ew.add(ew.log(summed), red.reduce_max_p.bind(shift, axes=axes, keepdims=keepdims))
 
 
-def _arg_reduce(primitive: Primitive, x: Any, axis: int | None) -> Tensor:
+def _arg_reduce(primitive: Primitive, x: Any, axis: int | None, output_type: Any) -> Tensor:
+    wanted = dtypes.as_dtype(output_type)
+    if wanted not in _ARG_TYPES:
+        raise TypeError(f"{primitive.name}: output_type must be one of "
+                        f"{', '.join(t.name for t in _ARG_TYPES)}, got {wanted.name}"
+                        f"{describe_location()}")
     x = convert_to_tensor(x)
     if axis is None:
 
         x, axis = reshape_to(x, (x.size,)), 0
-    return primitive.bind(x, axis=_axes(x, int(axis), primitive.name)[0])
+    index = primitive.bind(x, axis=_axes(x, int(axis), primitive.name)[0])
+    return index if wanted == dtypes.int64 else ew.cast(index, wanted)
+
+
+# TensorFlow's output types of argmax and argmin.
+_ARG_TYPES = (dtypes.int64, dtypes.int32, dtypes.int16, dtypes.uint16)
 
 
 @math_op
-def argmax(x: Any, axis: int | None = 0) -> Tensor:
-    """Index (int64) of the first maximum along `axis` (of the flattened tensor if None).
+def argmax(x: Any, axis: int | None = 0, output_type: Any = dtypes.int64) -> Tensor:
+    """Index of the first maximum along `axis` (of the flattened tensor if None), as
+    `output_type`: int64 (the default), int32, int16 or uint16, as in TensorFlow, so that it
+    compares with int32 labels: ``sf.equal(sf.argmax(logits, 1, output_type=sf.int32),
+    labels)``.
 
-    x: int or float tensor; returns x's shape without `axis` (a scalar for axis=None), int64.
+    x: int or float tensor; returns x's shape without `axis` (a scalar for axis=None).
 
     >>> x = sf.constant([[1.0, 9.0, 3.0], [7.0, 2.0, 7.0]])
     >>> sf.argmax(x, axis=1)
     sf.Tensor([1, 0], shape=(2,), dtype=int64)
     >>> sf.argmax(x, axis=None)
     sf.Tensor(1, shape=(), dtype=int64)
+    >>> sf.argmax(x, axis=1, output_type=sf.int32)
+    sf.Tensor([1, 0], shape=(2,), dtype=int32)
     """
-    return _arg_reduce(red.argmax_p, x, axis)
+    return _arg_reduce(red.argmax_p, x, axis, output_type)
 
 
 @math_op
-def argmin(x: Any, axis: int | None = 0) -> Tensor:
-    """Index (int64) of the first minimum along `axis` (of the flattened tensor if None).
+def argmin(x: Any, axis: int | None = 0, output_type: Any = dtypes.int64) -> Tensor:
+    """Index of the first minimum along `axis` (of the flattened tensor if None), as
+    `output_type` (int64 by default; see `argmax`).
 
-    x: int or float tensor; returns x's shape without `axis` (a scalar for axis=None), int64.
+    x: int or float tensor; returns x's shape without `axis` (a scalar for axis=None).
 
     >>> sf.argmin([[1.0, 9.0], [0.0, 2.0]], axis=0)
     sf.Tensor([1, 1], shape=(2,), dtype=int64)
     """
-    return _arg_reduce(red.argmin_p, x, axis)
+    return _arg_reduce(red.argmin_p, x, axis, output_type)
