@@ -20,7 +20,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like, zeros, zeros_like
 from stageflow.frontend.ops.elementwise import add
-from stageflow.frontend.ops.shape import one_hot, reshape, stack
+from stageflow.frontend.ops.shape import broadcast_to, one_hot, reshape, stack
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives.autodiff import NEEDED
 from stageflow.primitives.functional import stop_gradient_p
@@ -135,7 +135,7 @@ class GradientTape:
                                "non-persistent tape; create it with persistent=True"
                                f"{describe_location()}")
         self._used = True
-        targets = nest.flatten(target)[0]
+        targets = [self._read_target(t) for t in nest.flatten(target)[0]]
         seeds = (None,) * len(targets) if output_gradients is None else nest.flatten(
             output_gradients)[0]
         source_leaves, source_tree = nest.flatten(sources)
@@ -143,6 +143,16 @@ class GradientTape:
             cotangents = backpropagate(self._records, targets, seeds, self._watched)
             results = [self._source_gradient(s, cotangents) for s in source_leaves]
         return nest.unflatten(source_tree, results)
+
+    def _read_target(self, target: Any) -> Any:
+        """A variable as a target is read as if on the tape (TensorFlow reads it so): the
+        gradient of a variable with respect to itself is one."""
+        if not hasattr(target, "_store"):
+            return target
+        with self.stop_recording():
+            tensor = target.read_value()
+        self._variable_read(target, tensor)
+        return tensor
 
     def _source_gradient(self, source: Any, cotangents: dict[int, Any]) -> Any:
         if hasattr(source, "_store"):
@@ -154,6 +164,54 @@ class GradientTape:
         if id(source) not in self._watched:  # an unwatched tensor is a constant here
             return None
         return cotangents.get(id(source))
+
+    def reset(self) -> None:
+        """Forget everything recorded and watched, as a new tape would (TensorFlow's
+        ``reset``): inside the ``with`` block, recording goes on from here."""
+        self._records.clear()
+        self._watched.clear()
+        self._watched_variables.clear()
+        self._variable_reads.clear()
+        self._used = False
+
+    def batch_jacobian(self, target: Any, source: Any) -> Any:
+        """d target[b, i...] / d source[b, j...] for each row b, shaped ``target.shape +
+        source.shape[1:]``, where row b of the target depends on row b of the source only
+        (TensorFlow's ``batch_jacobian``): one backward pass per element of a target row,
+        seeded in every row at once, not one per element of the whole target.
+
+        >>> x = sf.constant([[1.0, 2.0], [3.0, 4.0]])
+        >>> with sf.GradientTape() as tape:
+        ...     tape.watch(x)
+        ...     y = x * x
+        >>> tape.batch_jacobian(y, x)[1]
+        sf.Tensor([[6., 0.],
+                   [0., 8.]], shape=(2, 2), dtype=float32)
+        """
+        if not self.persistent and self._used:
+            raise RuntimeError("GradientTape.batch_jacobian: the tape was already used "
+                               f"(create it with persistent=True){describe_location()}")
+        self._used = True
+        target, values = convert_to_tensor(target), convert_to_tensor(source)
+        if target.ndim < 1 or values.ndim < 1 or target.shape[0] != values.shape[0]:
+            raise ValueError(f"GradientTape.batch_jacobian: the target {target.shape} and the "
+                             f"source {values.shape} need the same first (batch) dim"
+                             f"{describe_location()}")
+        batch, row = target.shape[0], 1
+        for d in target.shape[1:]:
+            row *= d
+        columns = []
+        with self.stop_recording():
+            for i in range(row):
+                seed = reshape(broadcast_to(one_hot(i, row, dtype=target.dtype), (batch, row)),
+                               target.shape)
+                cotangents = backpropagate(self._records, [target], [seed], self._watched)
+                grad = self._source_gradient(source, cotangents)
+                columns.append(zeros_like(values) if grad is None else grad)
+        shape = tuple(target.shape) + tuple(values.shape[1:])
+        if not columns:
+            return zeros(shape, target.dtype)
+        return reshape(stack(columns, axis=1), shape)
 
     def jacobian(self, target: Any, source: Any) -> Any:
         """d target[i...] / d source[j...], shaped target.shape + source.shape."""

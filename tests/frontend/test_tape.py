@@ -355,3 +355,55 @@ def test_an_op_is_recorded_when_any_operand_is_watched_and_its_float_results_wat
     assert id(unwatched) not in tape._watched and id(k) not in tape._watched
     assert float(tape.gradient(z, b)) == 8.0
     assert tape.gradient(z, a) is None  # a constant here
+
+
+def test_the_gradient_of_a_variable_with_respect_to_itself_is_one():
+    """TensorFlow reads a variable target as if on the tape: ``with tape: r = v`` gives 1
+    (it was None)."""
+    v, frozen = sf.Variable(3.0), sf.Variable(2.0, trainable=False)
+    with sf.GradientTape(persistent=True) as tape:
+        r = v
+    assert float(tape.gradient(r, v)) == 1.0
+    assert tape.gradient(frozen, frozen) is None  # not trainable, never watched
+
+    @sf.function
+    def staged():
+        with sf.GradientTape() as inner:
+            alias = v
+        return inner.gradient(alias, v)
+
+    assert float(staged()) == 1.0
+
+
+def test_reset_forgets_what_was_recorded():
+    x = sf.constant(3.0)
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+        tape.reset()
+        tape.watch(x)
+        total = y + x * 5.0
+    assert tape.gradient(total, x).numpy() == 5.0  # y was recorded before the reset
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_batch_jacobian_is_the_jacobian_s_diagonal_blocks(staged):
+    rng = np.random.default_rng(0)
+    x = sf.constant(rng.standard_normal((3, 2, 2)).astype(np.float32))
+    w = sf.constant(rng.standard_normal((4, 5)).astype(np.float32))
+
+    def both(x):
+        with sf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = sf.tanh(sf.matmul(sf.reshape(x, (3, 4)), w))
+        return tape.batch_jacobian(y, x), tape.jacobian(y, x)
+
+    batch, full = (sf.function(both) if staged else both)(x)
+    assert batch.shape == (3, 5, 2, 2)
+    np.testing.assert_allclose(batch.numpy(), np.stack([full.numpy()[b, :, b] for b in range(3)]),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="same first"):
+        with sf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(x)
+        tape.batch_jacobian(y, x)
