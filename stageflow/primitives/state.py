@@ -64,17 +64,25 @@ assign_variable_p = Primitive(
 )
 
 
-def _print_rule(*values: ShapedType, pieces: tuple, sep: str) -> tuple:
+def _print_rule(*values: ShapedType, pieces: tuple, sep: str, end: str = "\n",
+                stream: str = "stdout") -> tuple:
     if sum(piece is None for piece in pieces) != len(values):
         raise ValueError(f"{len(values)} tensors for {pieces}")
+    if stream not in ("stdout", "stderr") and not stream.startswith("file://"):
+        raise ValueError(f"the stream is 'stdout', 'stderr' or 'file://PATH', got {stream!r}")
     return ()
 
 
-def _print(*values, pieces: tuple, sep: str) -> tuple:
+def _print(*values, pieces: tuple, sep: str, end: str = "\n", stream: str = "stdout"
+           ) -> tuple:
     tensors = iter(values)
-    text = [np.array2string(np.asarray(next(tensors))) if piece is None else piece
-            for piece in pieces]
-    print(sep.join(text), file=sys.stdout, flush=True)
+    text = sep.join(np.array2string(np.asarray(next(tensors))) if piece is None else piece
+                    for piece in pieces)
+    if stream.startswith("file://"):
+        with open(stream[len("file://"):], "a", encoding="utf-8") as file:
+            file.write(text + end)
+    else:  # looked up at each print: whatever sys.stdout is then (a notebook's, a test's)
+        print(text, end=end, file=getattr(sys, stream), flush=True)
     return ()
 
 

@@ -544,9 +544,16 @@ def function(
     jit: bool = True,
     reduce_retracing: bool = False,
     autograph: bool = True,
+    *,
+    jit_compile: bool | None = None,
+    experimental_relax_shapes: bool | None = None,
 ) -> Any:
     """Stage `func` as a polymorphic graph function (usable as `@sf.function(...)` too);
     with `autograph`, Python ``if``/``while``/``for`` on tensors become control-flow ops.
+
+    `jit` compiles the staged graph to machine code (``jit=False`` interprets it op by op).
+    TensorFlow's spellings are taken too: ``jit_compile`` (when given, it is `jit`) and
+    ``experimental_relax_shapes`` (the older name of `reduce_retracing`).
 
     >>> @sf.function
     ... def affine(x, w):
@@ -556,6 +563,9 @@ def function(
     >>> affine
     <sf.function affine (1 traces)>
     """
+    jit = jit if jit_compile is None else bool(jit_compile)
+    if experimental_relax_shapes is not None:
+        reduce_retracing = bool(experimental_relax_shapes)
     if func is None:
         return functools.partial(function, input_signature=input_signature, jit=jit,
                                  reduce_retracing=reduce_retracing, autograph=autograph)

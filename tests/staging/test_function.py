@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import re
+import sys
 import warnings
 
 import numpy as np
@@ -539,3 +540,38 @@ def test_a_function_named_in_letters_beyond_ascii_compiles():
     np.testing.assert_allclose(staged(sf.constant([0.0, 1.0])).numpy(), [2.0, 2 * np.e],
                                rtol=1e-6)
     assert "u00e9" in staged.name and staged.name.isascii()
+
+
+def test_tensorflow_s_keywords_for_compiling_and_relaxing_shapes():
+    """``jit_compile`` is `jit`, ``experimental_relax_shapes`` is `reduce_retracing`."""
+    def f(x):
+        return x * 2.0
+
+    assert sf.function(f, jit_compile=True).jit and not sf.function(f, jit_compile=False).jit
+    relaxed = sf.function(jit_compile=False, experimental_relax_shapes=True)(f)
+    assert not relaxed.jit and relaxed.reduce_retracing
+    for n in (2, 3, 4):
+        np.testing.assert_array_equal(relaxed(sf.ones([n])).numpy(), np.full(n, 2.0))
+    assert relaxed.tracing_count == 2  # the second shape relaxed the dim to unknown
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_print_to_stderr_and_to_a_file_eagerly_and_staged(jit, capsys, tmp_path):
+    """TensorFlow's `output_stream` (and `end`): sys.stderr, or appended to file://PATH."""
+    log = tmp_path / "printed.txt"
+
+    def f(x):
+        sf.print("x =", x, output_stream=sys.stderr)
+        sf.print("logged", x, output_stream=f"file://{log}", end=";\n")
+        return x + 1.0
+
+    f(sf.constant(1.0))
+    staged = sf.function(f, jit=jit)
+    staged(sf.constant(2.0))
+    staged(sf.constant(3.0))
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "x = 1.\nx = 2.\nx = 3.\n"
+    assert log.read_text() == "logged 1.;\nlogged 2.;\nlogged 3.;\n"
+    with pytest.raises(ValueError, match="output_stream must be sys.stdout"):
+        sf.print("x", output_stream=open)
