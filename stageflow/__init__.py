@@ -8,6 +8,7 @@ the first time they are read (`_LAZY`, through the module's `__getattr__`), so t
 """
 
 import importlib as _importlib
+from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
 from stageflow import linalg, math, nn, random
@@ -202,5 +203,14 @@ def __getattr__(name: str) -> _Any:
     return value
 
 
+# The public namespaces among the modules imported above; the others (`core`, `frontend`,
+# `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
+# names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
+_NAMESPACES = ("config", "errors", "linalg", "math", "nn", "random")
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith("_") and (not isinstance(value, _ModuleType)
+                                                  or name in _NAMESPACES))
+
+
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*__all__, *_LAZY, *(name for name in globals() if name.startswith("__"))})

@@ -6,6 +6,7 @@ and marks for `sf.math` there (`namespaces.math_op`). Every module of that packa
 imported here (`core.registration`), so that no marked op is left out.
 """
 
+from stageflow.core.exports import public_dir as _public_dir
 from stageflow.core.registration import import_modules as _import_modules
 from stageflow.frontend import ops as _ops
 from stageflow.frontend.ops.namespaces import MATH as _MATH
@@ -13,3 +14,4 @@ from stageflow.frontend.ops.namespaces import MATH as _MATH
 _import_modules(_ops.__name__, _ops.__path__)
 globals().update(_MATH)
 __all__ = sorted(_MATH)
+__dir__ = _public_dir(globals())

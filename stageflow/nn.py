@@ -5,9 +5,11 @@ Exactly the public names (`__all__`) of `stageflow.frontend.ops.nn` and
 implementation modules' imports and helpers stay out of `dir(sf.nn)`.
 """
 
+from stageflow.core.exports import public_dir as _public_dir
 from stageflow.frontend.ops.nn import *  # noqa: F403
 from stageflow.frontend.ops.nn import __all__ as _nn
 from stageflow.frontend.ops.normalization import *  # noqa: F403
 from stageflow.frontend.ops.normalization import __all__ as _normalization
 
 __all__ = sorted([*_nn, *_normalization])
+__dir__ = _public_dir(globals())

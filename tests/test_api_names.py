@@ -249,3 +249,28 @@ def test_eager_ops_build_no_ir():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, timeout=120)
     assert result.stdout.split() == ["0", "True"], result.stdout + result.stderr
+
+
+IMPLEMENTATION = ["core", "frontend", "primitives", "runtime", "models", "staging", "codegen",
+                  "ir", "passes", "cli", "testing"]
+
+
+def test_dir_of_sf_shows_the_api_and_no_internals():
+    """What completion offers after ``sf.``: the public names, the lazily imported ones
+    too, and neither private helpers (``_eager``) nor the implementation's packages."""
+    sf.data  # noqa: B018 - imports stageflow.data, which imports implementation packages
+    shown = dir(sf)
+    assert not [n for n in shown if n.startswith("_") and not n.startswith("__")], shown
+    assert not set(IMPLEMENTATION) & set(shown), set(IMPLEMENTATION) & set(shown)
+    assert {"function", "data", "aot", "onnx", "math", "nn", "config", "Variable"} <= set(shown)
+    for name in IMPLEMENTATION[:5]:  # still reachable, for the code that uses them
+        assert inspect.ismodule(getattr(sf, name))
+
+
+@pytest.mark.parametrize("path", [*NAMESPACES, *OTHER_NAMESPACES])
+def test_no_namespace_shows_private_names(path):
+    module = sf
+    for part in path.split("."):
+        module = getattr(module, part)
+    private = [n for n in dir(module) if n.startswith("_") and not n.startswith("__")]
+    assert not private, f"sf.{path} shows {private}"
