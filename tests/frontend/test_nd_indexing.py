@@ -52,3 +52,19 @@ def test_segment_sum_gradient_is_a_gather():
         loss = sf.reduce_sum(sums * sf.constant(np.array([[1.0, 2.0], [3.0, 4.0]])))
     np.testing.assert_array_equal(tape.gradient(loss, data).numpy(),
                                   [[3, 4], [1, 2], [3, 4], [3, 4]])
+
+
+def test_segment_sums_in_sf_math_as_tensorflow_names_them():
+    data = np.arange(8, dtype=np.float32).reshape(4, 2)
+    got = sf.math.segment_sum(data, [0, 0, 1, 3])
+    np.testing.assert_array_equal(got.numpy(), [[2, 4], [4, 5], [0, 0], [6, 7]])
+    np.testing.assert_array_equal(
+        sf.math.unsorted_segment_sum(data, [3, 0, 3, 1], 4).numpy(),
+        [[2, 3], [6, 7], [0, 0], [4, 6]])
+    staged = sf.function(lambda x: sf.math.segment_sum(x, [0, 1, 1, 1]))  # constant ids
+    np.testing.assert_array_equal(staged(data).numpy(), [[0, 1], [12, 15]])
+    with pytest.raises(ValueError, match="non-decreasing"):
+        sf.math.segment_sum(data, [1, 0, 2, 2])
+    traced_ids = sf.function(lambda x, ids: sf.math.segment_sum(x, ids))
+    with pytest.raises(ValueError, match="unsorted_segment_sum.data, segment_ids, num_seg"):
+        traced_ids(data, sf.constant([0, 0, 1, 1]))

@@ -7,15 +7,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from stageflow.core.errors import StagingError
 from stageflow.core.source import describe_location
-from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
+from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.ops.shape import expand_dims
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import nd_indexing as nd
 
-__all__ = ["gather_nd", "scatter_nd", "tensor_scatter_nd_add", "tensor_scatter_nd_update",
-           "unsorted_segment_sum"]
+__all__ = ["gather_nd", "scatter_nd", "segment_sum", "tensor_scatter_nd_add",
+           "tensor_scatter_nd_update", "unsorted_segment_sum"]
 
 
 def _indices(indices: Any, op: str) -> Tensor:
@@ -87,6 +91,7 @@ def scatter_nd(indices: Any, updates: Any, shape: Sequence[int]) -> Tensor:
                                  updates)
 
 
+@math_op
 def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int) -> Tensor:
     """Sums of the slices of `data` by segment: ``out[s] = sum of data[i] where
     segment_ids[i] == s``, for ``num_segments`` segments (`segment_ids` of the leading
@@ -104,3 +109,28 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int) -> Tens
         raise ValueError(f"unsorted_segment_sum: the segments' dims must be known, got "
                          f"{shape}{describe_location()}")
     return scatter_nd(expand_dims(ids, -1), data, shape)
+
+
+@math_op
+def segment_sum(data: Any, segment_ids: Any) -> Tensor:
+    """`unsorted_segment_sum` over sorted `segment_ids` (TensorFlow's ``segment_sum``): as
+    many segments as the last id + 1, which the ids' values decide, so they must be known
+    (eager, or constants in a staged function).
+
+    data: [n, ...] numeric; segment_ids: int [n], non-decreasing, >= 0.
+
+    >>> sf.math.segment_sum([1.0, 2.0, 3.0, 4.0], [0, 0, 1, 3])
+    sf.Tensor([3., 3., 0., 4.], shape=(4,), dtype=float32)
+    """
+    ids = _indices(segment_ids, "segment_sum")
+    try:
+        values = np.asarray(segment_ids.numpy() if is_tensor(segment_ids) else segment_ids)
+    except StagingError:
+        raise ValueError(f"segment_sum: the number of segments comes from the values of "
+                         f"segment_ids, which a trace does not have: call "
+                         f"sf.math.unsorted_segment_sum(data, segment_ids, num_segments)"
+                         f"{describe_location()}") from None
+    if values.ndim != 1 or np.any(values[:1] < 0) or np.any(np.diff(values) < 0):
+        raise ValueError(f"segment_sum: segment_ids must be a non-decreasing list of ids "
+                         f">= 0, got {values.tolist()[:16]}{describe_location()}")
+    return unsorted_segment_sum(data, ids, int(values[-1]) + 1 if values.size else 0)
