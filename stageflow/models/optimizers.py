@@ -81,20 +81,29 @@ class Optimizer(Module):
     # -- hyper-parameters ---------------------------------------------------------------
 
     @property
-    def learning_rate(self) -> Variable:
-        """The learning rate, a variable: ``opt.learning_rate = 0.01`` assigns it."""
+    def learning_rate(self) -> Variable | Tensor:
+        """The rate the next step uses: a variable (``opt.learning_rate = 0.01`` assigns
+        it), or, given a schedule, the schedule at `iterations`, as Keras shows it."""
+        if self._schedule is not None:
+            return self._scheduled_rate()
         return self._learning_rate
 
     @learning_rate.setter
     def learning_rate(self, value: Any) -> None:
+        if self._schedule is not None:
+            raise TypeError(f"{self.name}: the learning rate is the schedule "
+                            f"{self._schedule!r}, given to the optimizer: it cannot be set")
         self._learning_rate.assign(ew.cast(convert_to_tensor(value), self._learning_rate.dtype))
 
+    def _scheduled_rate(self) -> Tensor:
+        return ew.cast(convert_to_tensor(self._schedule(self.iterations.read_value())),
+                       dtypes.float64)
+
     def _current_learning_rate(self) -> Tensor:
-        """This step's rate; a schedule's is stored in `learning_rate` too, so that
-        ``opt.learning_rate`` shows the rate the last step used."""
+        """This step's rate; a schedule's is kept in the rate variable too, which
+        checkpoints save."""
         if self._schedule is not None:
-            rate = ew.cast(convert_to_tensor(self._schedule(self.iterations.read_value())),
-                           dtypes.float64)
+            rate = self._scheduled_rate()
             self._learning_rate.assign(rate)
             return rate
         return self._learning_rate.read_value()

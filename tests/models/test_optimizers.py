@@ -329,10 +329,15 @@ def test_schedules_match_their_formulas_and_show_in_learning_rate():
     opt = sf.optimizers.SGD(staircase)
     var = sf.Variable(np.zeros(3))
     step = sf.function(lambda g: opt.apply_gradients([(g, var)]))
+    assert float(opt.learning_rate) == pytest.approx(0.1)
     for n in range(5):
-        step(sf.constant(np.ones(3)))
-        assert float(opt.learning_rate) == pytest.approx(0.1 * 0.5 ** (n // 2))
+        step(sf.constant(np.ones(3)))  # step n used 0.1 * 0.5 ** (n // 2)
+        # Keras shows the rate of the next step, the schedule at `iterations`
+        assert float(opt.learning_rate) == pytest.approx(0.1 * 0.5 ** ((n + 1) // 2))
+    np.testing.assert_allclose(var.numpy(), -0.1 * (1 + 1 + 0.5 + 0.5 + 0.25))
     assert step.tracing_count == 1
+    with pytest.raises(TypeError, match="cannot be set"):
+        opt.learning_rate = 0.5
 
 
 @pytest.mark.parametrize("staged", [False, True])
