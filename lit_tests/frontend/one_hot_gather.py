@@ -18,13 +18,14 @@ print(encode.get_concrete_function(S([3], sf.int32), S([5, 6], sf.float32)).ir("
 # CHECK-SAME: %[[T:[0-9]+]]: tensor<5x6xf32> loc(unknown))
 # CHECK-SAME: -> (tensor<3x5xf32>, tensor<3x6xf32>, tensor<5x3xf32>)
 
-# one_hot: column numbers along dim 1 compared with the labels as a column.
-# CHECK-NEXT: %[[IOTA:[0-9]+]] = sf.iota {shape = [3, 5], dtype = i32, dimension = 1} :
-# CHECK-SAME: () -> tensor<3x5xi32>
+# one_hot: a row of column numbers compared with the labels as a column (broadcast, so
+# that the labels' dims may be unknown).
+# CHECK-NEXT: %[[IOTA:[0-9]+]] = sf.iota {shape = [1, 5], dtype = i32, dimension = 1} :
+# CHECK-SAME: () -> tensor<1x5xi32>
 # CHECK-NEXT: %[[COL:[0-9]+]] = sf.reshape %[[I]] {shape = [3, 1]} :
 # CHECK-SAME: (tensor<3xi32>) -> tensor<3x1xi32>
 # CHECK-NEXT: %[[HIT:[0-9]+]] = sf.equal %[[COL]], %[[IOTA]] :
-# CHECK-SAME: (tensor<3x1xi32>, tensor<3x5xi32>) -> tensor<3x5xi1>
+# CHECK-SAME: (tensor<3x1xi32>, tensor<1x5xi32>) -> tensor<3x5xi1>
 # CHECK-NEXT: %[[ON:[0-9]+]] = sf.constant dense<1.000000e+00> : tensor<f32>
 # CHECK-NEXT: %[[OFF:[0-9]+]] = sf.constant dense<0.000000e+00> : tensor<f32>
 # CHECK-NEXT: %[[OH:[0-9]+]] = sf.select %[[HIT]], %[[ON]], %[[OFF]] :

@@ -336,6 +336,18 @@ def test_one_hot_matches_reference(data):
     assert_matches(got, _one_hot_reference(indices, depth, axis, 5, -1, np.int32))
 
 
+@given(data=st.data(), jit=st.booleans())
+def test_one_hot_of_indices_with_unknown_dims(data, jit):
+    """The usual training step: labels of an unknown batch (``TensorSpec([None])``)."""
+    depth = data.draw(st.integers(0, 4))
+    indices = data.draw(arrays(np.int32, shapes(min_dims=1, max_dims=2), lo=-1, hi=depth))
+    axis = data.draw(st.integers(-indices.ndim - 1, indices.ndim))
+    staged = sf.function(lambda i: sf.one_hot(i, depth, axis=axis), jit=jit,
+                         input_signature=[sf.TensorSpec([None] * indices.ndim, sf.int32)])
+    assert_matches(staged(sf.constant(indices)),
+                   _one_hot_reference(indices, depth, axis, 1.0, 0.0, np.float32))
+
+
 def test_one_hot_examples():
     assert_matches(sf.one_hot([0, 2], 3), np.array([[1, 0, 0], [0, 0, 1]], np.float32))
     assert_matches(sf.one_hot([0, 2], 3, axis=0), np.array([[1, 0], [0, 0], [0, 1]], np.float32))

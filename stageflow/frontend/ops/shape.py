@@ -317,10 +317,10 @@ def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 
     indices = convert_to_tensor(indices)
     dtype = dtypes.as_dtype(dtype)
     axis = _axis("one_hot", axis, indices.ndim + 1)
-    shape = list(indices.shape)
-    shape.insert(axis, int(depth))
-    if None in shape:
-        raise _fail("one_hot", "indices with unknown dims are not supported yet")
+    # The positions along the new axis only, broadcast against the indices: their dims
+    # may be unknown.
+    shape = [1] * (indices.ndim + 1)
+    shape[axis] = int(depth)
     positions = st.iota_p.bind(shape=tuple(shape), dtype=indices.dtype, dimension=axis)
     hits = ew.equal(expand_dims(indices, axis), positions)
     return ew.where(hits, convert_to_tensor(on_value, dtype), convert_to_tensor(off_value, dtype))
