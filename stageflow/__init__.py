@@ -158,6 +158,7 @@ from stageflow.frontend.ops.shape import (
     tile,
     transpose,
 )
+from stageflow.frontend.ops.shape_of import rank, shape, size
 from stageflow.frontend.ops.sorting import argsort, sort
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (

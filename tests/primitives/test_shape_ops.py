@@ -379,3 +379,31 @@ def test_split_into_zero_parts_raises_value_error():
 def test_pad_rejects_a_float_constant_for_an_int_tensor():
     with pytest.raises(TypeError):
         sf.pad(sf.constant([1, 2]), [(1, 1)], constant_values=1.5)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_shape_size_and_rank_are_the_dims_the_call_brings(jit):
+    """TensorFlow's ``tf.shape`` / ``tf.size`` / ``tf.rank``: tensors, unknown dims read when
+    the function runs (``x.shape`` holds None for them)."""
+    def dims(x):
+        return sf.shape(x), sf.size(x), sf.rank(x), sf.shape(x, out_type=sf.int64)
+
+    x = np.zeros((3, 0, 4), np.float32)
+    eager = dims(x)
+    staged = sf.function(dims, jit=jit,
+                         input_signature=[sf.TensorSpec([None, None, 4], sf.float32)])
+    for got in (eager, staged(x)):
+        assert got[0].dtype == sf.int32 and got[0].numpy().tolist() == [3, 0, 4]
+        assert int(got[1]) == 0 and int(got[2]) == 3
+        assert got[3].dtype == sf.int64 and got[3].numpy().tolist() == [3, 0, 4]
+    assert int(staged(np.zeros((5, 2, 4), np.float32))[1]) == 40
+    with pytest.raises(TypeError, match="out_type must be int32 or int64"):
+        sf.shape(x, out_type=sf.float32)
+
+
+def test_a_traced_dim_in_a_new_shape_is_named_as_such():
+    """``sf.reshape(x, [sf.shape(x)[0], 2, 2])``: the dims of a reshape are Python ints."""
+    staged = sf.function(lambda x: sf.reshape(x, [sf.shape(x)[0], 2, 2]),
+                         input_signature=[sf.TensorSpec([None, 4], sf.float32)])
+    with pytest.raises(TypeError, match="reshape: the new shape holds a traced tensor"):
+        staged(np.zeros((3, 4), np.float32))

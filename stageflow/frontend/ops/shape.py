@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stageflow.core import dtypes
+from stageflow.core.errors import StagingError
 from stageflow.core.shapes import normalize_axis, reshape_param
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
@@ -32,6 +33,9 @@ def _ints(op: str, what: str, values: Sequence[Any], hint: str = "") -> tuple[in
                     isinstance(value, float) and not value.is_integer()):
                 raise TypeError
             out.append(int(value))
+        except StagingError:
+            raise _fail(op, f"{what} holds a traced tensor, {value!r}, whose value the trace "
+                        f"does not have: dims are Python ints here{hint}", TypeError) from None
         except (TypeError, ValueError):
             raise _fail(op, f"{what} {list(values)!r} holds {value!r}, not an int{hint}",
                         TypeError) from None
