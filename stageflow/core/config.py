@@ -41,6 +41,9 @@
   `statistics()` counts copies between devices (``device_copies``, ``device_copy_bytes``)
   since `reset_statistics()`; `get_memory_info(device)` gives the bytes a device's
   tensors hold (``current``) and held at most (``peak``), as TensorFlow's.
+- `run_functions_eagerly(True)` (TensorFlow's name): every `sf.function` calls its Python
+  function as it is, op by op, eagerly, instead of a staged graph: ``pdb`` and ``print``
+  work inside it and the numbers are eager's; `functions_run_eagerly()` tells the setting.
 - ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
   between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
   ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
@@ -61,14 +64,29 @@ from stageflow.core.exports import public_dir
 # The settings and functions of `sf.config`; the rest (`emit`, `dump`, ...) is the
 # compiler's and the runtime's, hidden from `dir(sf.config)`.
 __all__ = ["cache", "cache_dir", "dump_dir", "eager_compile", "emulated_gpu_count",
-           "get_memory_info", "launch_graphs", "log", "logical_device_count", "parallel_compile",
-           "remat", "report_dir", "reset_statistics", "set_emulated_gpu_count",
+           "functions_run_eagerly", "get_memory_info", "launch_graphs", "log",
+           "logical_device_count", "parallel_compile", "remat", "report_dir",
+           "reset_statistics", "run_functions_eagerly", "set_emulated_gpu_count",
            "set_logical_device_count", "statistics", "verify"]
 __dir__ = public_dir(globals())
 
 VERSION = "0.1.0"
 
 LOG_CATEGORIES = frozenset({"compiles", "retraces", "passes"})
+
+functions_eager = False  # `run_functions_eagerly`
+
+
+def run_functions_eagerly(run_eagerly: bool) -> None:
+    """Run every `sf.function` as its plain Python function (True), or staged (False, the
+    default), to step through one with a debugger."""
+    global functions_eager
+    functions_eager = bool(run_eagerly)
+
+
+def functions_run_eagerly() -> bool:
+    """Whether `run_functions_eagerly(True)` is in force."""
+    return functions_eager
 
 dump_dir: str | None = os.environ.get("STAGEFLOW_DUMP_DIR") or None
 report_dir: str | None = os.environ.get("STAGEFLOW_REPORT_DIR") or None

@@ -184,6 +184,10 @@ class Function:
         return paths
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if config.functions_eager and not isinstance(context.current_trace(), GraphTrace):
+            if self._instance is not None:
+                args = (self._instance(), *args)
+            return self.python_function(*args, **kwargs)
         if not kwargs and context.state.eager_fast:
             key = self._flat_key(args)
             concrete = self._flat_cache.get(key) if key is not None else None

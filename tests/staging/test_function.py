@@ -575,3 +575,31 @@ def test_print_to_stderr_and_to_a_file_eagerly_and_staged(jit, capsys, tmp_path)
     assert log.read_text() == "logged 1.;\nlogged 2.;\nlogged 3.;\n"
     with pytest.raises(ValueError, match="output_stream must be sys.stdout"):
         sf.print("x", output_stream=open)
+
+
+def test_run_functions_eagerly_calls_the_python_function_op_by_op():
+    """TensorFlow's debugging switch: the body runs eagerly (a breakpoint or a print sees
+    values), methods included, with the staged numbers; off again, the staged graph runs."""
+    seen = []
+
+    class Scale(sf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = sf.Variable(3.0)
+
+        @sf.function
+        def __call__(self, x):
+            seen.append(type(x).__name__)
+            return x * self.w
+
+    scale = Scale()
+    staged = float(scale(sf.constant(2.0)))
+    try:
+        sf.config.run_functions_eagerly(True)
+        assert sf.config.functions_run_eagerly()
+        assert float(scale(sf.constant(2.0))) == staged == 6.0
+        assert seen[-1] == "Tensor"
+    finally:
+        sf.config.run_functions_eagerly(False)
+    count = len(seen)
+    assert float(scale(sf.constant(2.0))) == 6.0 and len(seen) == count  # the cached graph
