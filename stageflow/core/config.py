@@ -79,13 +79,28 @@ functions_eager = False  # `run_functions_eagerly`
 
 def run_functions_eagerly(run_eagerly: bool) -> None:
     """Run every `sf.function` as its plain Python function (True), or staged (False, the
-    default), to step through one with a debugger."""
+    default), to step through one with a debugger.
+
+    >>> @sf.function
+    ... def double(x):
+    ...     print("x =", x)            # Python's print: as it traces, or every eager call
+    ...     return x * 2
+    >>> sf.config.run_functions_eagerly(True)
+    >>> double(sf.constant(3))
+    x = sf.Tensor(3, shape=(), dtype=int32)
+    sf.Tensor(6, shape=(), dtype=int32)
+    >>> sf.config.run_functions_eagerly(False)
+    """
     global functions_eager
     functions_eager = bool(run_eagerly)
 
 
 def functions_run_eagerly() -> bool:
-    """Whether `run_functions_eagerly(True)` is in force."""
+    """Whether `run_functions_eagerly(True)` is in force.
+
+    >>> sf.config.functions_run_eagerly()
+    False
+    """
     return functions_eager
 
 dump_dir: str | None = os.environ.get("STAGEFLOW_DUMP_DIR") or None

@@ -27,6 +27,10 @@ class TensorSpec:
     name: str | None
 
     def __init__(self, shape: Any, dtype: Any = dtypes.float32, name: str | None = None):
+        if shape is None:  # TensorFlow's unknown rank: a function's IR has ranked types
+            raise ValueError("TensorSpec: shape=None (a tensor of any rank) is not supported: "
+                             "give the rank, with None for dims of any size, e.g. "
+                             "TensorSpec([None, None])")
         dims = tuple(None if d is None else int(d) for d in shape)
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "dtype", dtypes.as_dtype(dtype))

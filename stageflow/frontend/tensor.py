@@ -145,6 +145,10 @@ class Tensor:
     def __str__(self) -> str:
         return repr(self)
 
+    def __format__(self, spec: str) -> str:
+        """``f"{t}"`` is ``str(t)``; ``f"{t:.2f}"`` formats a one-element tensor's value."""
+        return format(self._scalar("format"), spec) if spec else str(self)
+
     def ref(self) -> TensorRef:
         """A hashable reference to this tensor (by identity), for sets and dict keys."""
         return TensorRef(self)

@@ -645,3 +645,27 @@ def test_large_selects_blend_bits_exactly_as_numpy_where_selects(dtype, operands
     assert got.tobytes() == want.tobytes()
     assert not np.shares_memory(got, x) and not np.shares_memory(got, y)
     assert x.tobytes() == before[0].tobytes() and y.tobytes() == before[1].tobytes()
+
+
+def test_python_lists_beside_a_tensor_take_its_dtype_as_tensorflow_converts_them():
+    """``v.assign_add([1, 1, 1])`` on a float variable, ``sf.maximum(0., [1, -1])``:
+    TensorFlow converts the Python values with the other operand's dtype."""
+    v = sf.Variable([1.0, 2.0, 3.0])
+    v.assign_add([1, 1, 1])
+    np.testing.assert_array_equal(v.numpy(), [2.0, 3.0, 4.0])
+    got = sf.maximum(0.0, [1, -1])
+    assert got.dtype == sf.float32 and got.numpy().tolist() == [1.0, 0.0]
+    assert (sf.constant([1, 2], sf.int64) + [[3], [4]]).dtype == sf.int64
+    with pytest.raises(TypeError, match="list holding the Python float 1.5 with a int32"):
+        sf.add(sf.constant([1, 2]), [1.5, 2])
+    with pytest.raises(TypeError, match="Python float 2.5 with a int32"):
+        sf.add([1, 2], 2.5)
+
+
+def test_tensorflow_s_spellings_of_constants_and_formats():
+    assert float(sf.constant(1.5, name="c")) == 1.5  # TensorFlow's name=, ignored
+    assert f"{sf.constant(1.5):.2f}" == "1.50" and f"{sf.constant(2)}".startswith("sf.Tensor")
+    with pytest.raises(TypeError, match="format.. needs a tensor with one element"):
+        f"{sf.constant([1.0, 2.0]):.2f}"
+    with pytest.raises(ValueError, match="shape=None .a tensor of any rank. is not supported"):
+        sf.TensorSpec(None)

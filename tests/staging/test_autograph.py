@@ -205,15 +205,22 @@ def test_one_branch_assignments_need_a_definition_before():
         f(sf.constant([1.0]))
 
 
-def test_print_and_assert_on_tensors(capsys):
+def test_print_runs_as_it_traces_and_assert_when_the_graph_runs(capsys):
+    """Python's ``print`` is a side effect of tracing (TensorFlow's too: it shows the
+    traced tensor once); `sf.print` prints values at every call; ``assert`` on a tensor
+    checks at every call."""
     @sf.function
     def f(x):
-        print("x is", x)
+        print("traced with", x)
+        sf.print("x is", x)
         assert sf.reduce_sum(x) > 0, "needs a positive sum"
         return x * 2.0
 
     f(sf.constant([1.0, 2.0]))
-    assert "x is [1. 2.]" in capsys.readouterr().out
+    f(sf.constant([3.0, 4.0]))
+    out = capsys.readouterr().out
+    assert out.count("traced with") == 1 and "(traced)" in out
+    assert "x is [1. 2.]" in out and "x is [3. 4.]" in out
     with pytest.raises(AssertionError, match="needs a positive sum"):
         f(sf.constant([-1.0, -2.0]))
 

@@ -6,6 +6,7 @@ NumPy 2. Anything else with a different dtype is an error, never a silent promot
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -51,12 +52,14 @@ def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
     return context.current_trace().constant(array)
 
 
-def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
+def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None = None
+             ) -> Tensor:
     """A tensor from Python or NumPy data; `shape` fills a scalar or reshapes same-size data.
 
     value: a Python number, nested list or NumPy array; Python floats become float32, ints
     int32, complex numbers complex64 (TensorFlow makes complex128: ask with `dtype`),
-    unless `dtype` says otherwise.
+    unless `dtype` says otherwise. `name` is taken for TensorFlow's signature; tensors have
+    no names (as TensorFlow's eager ones).
 
     >>> sf.constant([1.0, 2.0])
     sf.Tensor([1., 2.], shape=(2,), dtype=float32)
@@ -70,6 +73,7 @@ def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
     >>> sf.constant([1 + 2j, 3])
     sf.Tensor([1.+2.j, 3.+0.j], shape=(2,), dtype=complex64)
     """
+    del name
     array = to_array(value, dtype)
     if shape is not None:
         shape = tuple(int(d) for d in shape)
@@ -91,6 +95,8 @@ def weak_operand(value: Any, like: Any) -> Tensor:
     integer tensor is a ``TypeError``, as in TensorFlow, and so is a complex scalar with a
     real tensor).
     """
+    if isinstance(value, list | tuple) and is_tensor(like):
+        return _weak_nest(value, convert_to_tensor(like))
     if isinstance(value, _PYTHON_SCALARS) and is_tensor(like):
         target = convert_to_tensor(like).dtype
         if isinstance(value, complex) and not dtypes.is_complex(target):
@@ -114,6 +120,32 @@ def weak_operand(value: Any, like: Any) -> Tensor:
     return convert_to_tensor(value)
 
 
+def _weak_nest(value: list | tuple, like: Tensor) -> Tensor:
+    """A list of Python numbers beside a tensor takes its dtype, as each number would (as
+    TensorFlow converts it, with the tensor's dtype as the hint): ``v.assign_add([1, 1])``
+    on a float variable. A list holding anything else converts as it is."""
+    leaves = list(_python_leaves(value))
+    if not all(isinstance(leaf, _PYTHON_SCALARS) for leaf in leaves):
+        return convert_to_tensor(value)
+    target = like.dtype
+    for kind, allowed, name in ((complex, dtypes.is_complex(target), "complex"),
+                                (float, dtypes.is_inexact(target), "float"),
+                                (int, target != dtypes.bool_, "int")):
+        found = next((leaf for leaf in leaves if type(leaf) is kind), None)
+        if found is not None and not allowed:
+            raise TypeError(f"cannot combine a list holding the Python {name} {found!r} with "
+                            f"a {target.name} tensor; use sf.cast{describe_location()}")
+    return convert_to_tensor(value, target)
+
+
+def _python_leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, list | tuple):
+        for item in value:
+            yield from _python_leaves(item)
+    else:
+        yield value
+
+
 def _weak_array(value: Any, target: np.dtype) -> np.ndarray:
     """`to_array(value, target)` for a weak scalar already checked against `target`. An int
     or float of a floating or complex `target` is `np.array(value, target)`, all that
@@ -134,4 +166,5 @@ def binary_operands(x: Any, y: Any) -> tuple[Tensor, Tensor]:
         return convert_to_tensor(x), weak_operand(y, x)
     if is_tensor(y):
         return weak_operand(x, y), convert_to_tensor(y)
-    return convert_to_tensor(x), convert_to_tensor(y)
+    first = convert_to_tensor(x)  # then `y` as beside a tensor (TensorFlow's order)
+    return first, weak_operand(y, first)

@@ -145,7 +145,7 @@ def converted_call(function: Any, *args: Any, **kwargs: Any) -> Any:
 def _namespace() -> types.SimpleNamespace:
     """What ``ag__`` is in converted code: the operators and `converted_call`."""
     names = ["ld", "store", "if_stmt", "while_stmt", "for_stmt", "and_", "or_", "not_",
-             "print_", "assert_"]
+             "assert_"]
     return types.SimpleNamespace(converted_call=converted_call,
                                  **{name: getattr(operators, name) for name in names})
 

@@ -11,7 +11,6 @@ the loop body once, through the region ops.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +22,6 @@ from stageflow.frontend.graph import Graph
 from stageflow.frontend.ops.control import cond, numpy_function, while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros
-from stageflow.frontend.ops.debug import print as sf_print
 from stageflow.frontend.ops.elementwise import add, less, logical_and, logical_not, logical_or
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
@@ -362,14 +360,6 @@ def or_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
 def not_(value: Any) -> Any:
     """``not a``: `logical_not` of a traced tensor, Python's otherwise."""
     return logical_not(value) if _traced(value) else not value
-
-
-def print_(*values: Any, **kwargs: Any) -> None:
-    """``print``: `sf.print` (when the graph runs) where a value is a traced tensor."""
-    if any(_traced(v) for v in values):
-        sf_print(*values, sep=kwargs.get("sep", " "))
-    else:
-        builtins.print(*values, **kwargs)
 
 
 def assert_(test: Any, message: Callable[[], Any] | None = None) -> None:

@@ -18,12 +18,14 @@ The state is the names the statement binds (outside nested functions and classes
 the attributes of names it assigns (``self.total``). A
 ``break`` or ``continue`` in a loop becomes a flag assigned where it was, the statements
 after it guarded by the flag (and a ``break`` flag stops the loop); ``and``, ``or``,
-``not``, ``print`` and ``assert`` become operator calls, other calls `converted_call`, so
-the user functions they reach are converted too. Statements the rewrite cannot express
-as nested functions (holding ``return``, ``yield``, ``global``, ``nonlocal``, ``del``,
-or loops with ``else``) are left as they were: Python semantics, and a traced condition
-there raises the usual staging error at its line. Every node the rewrite makes carries the
-line of the statement it replaces, so tracebacks and IR locations point at user lines.
+``not`` and ``assert`` become operator calls, other calls `converted_call`, so the user
+functions they reach are converted too; ``print`` stays Python's, run as the function is
+traced (as in TensorFlow: `sf.print` prints when the graph runs). Statements the rewrite
+cannot express as nested functions (holding ``return``, ``yield``, ``global``,
+``nonlocal``, ``del``, or loops with ``else``) are left as they were: Python semantics, and
+a traced condition there raises the usual staging error at its line. Every node the
+rewrite makes carries the line of the statement it replaces, so tracebacks and IR
+locations point at user lines.
 """
 
 from __future__ import annotations
@@ -343,9 +345,8 @@ class Converter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.expr:
         node = self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "print":
-            call = ast.Call(func=ast.Attribute(value=_name(AG), attr="print_", ctx=ast.Load()),
-                            args=node.args, keywords=node.keywords)
-        elif isinstance(node.func, ast.Name | ast.Attribute):
+            return node  # Python's: it prints as it traces (TensorFlow's too; sf.print runs)
+        if isinstance(node.func, ast.Name | ast.Attribute):
             call = ast.Call(
                 func=ast.Attribute(value=_name(AG), attr="converted_call", ctx=ast.Load()),
                 args=[node.func, *node.args], keywords=node.keywords)
