@@ -411,9 +411,9 @@ def run_scenario(scenario: Scenario, build: Callable[[Scenario, random.Random], 
     threads = [threading.Thread(target=run, args=(i,), daemon=True)
                for i in range(scenario.threads)]
     interval = sys.getswitchinterval()
-    # Python hands the GIL over every 5 ms by default: a race between two Python steps
-    # shorter than that (the first trace setting up before it creates a variable) would
-    # almost never show.
+    # Python hands the GIL over at its default switch interval, far longer than a race
+    # between two Python steps (the first trace setting up before it creates a variable):
+    # such a race would almost never show.
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         for thread in threads:

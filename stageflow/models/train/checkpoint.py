@@ -11,6 +11,8 @@ assigned; pruning keeps both (they are stateful) and the compiled program runs t
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -95,13 +97,9 @@ class Checkpoint:
             raise TypeError("sf.train.Checkpoint.save inside sf.function: use "
                             "ckpt.write(path) there (save numbers checkpoints and records the "
                             "latest one in Python)")
-        path = self._write_numbered(os.fspath(file_prefix))
-        directory = os.path.dirname(os.path.abspath(path))
-        kept = [os.path.join(directory, name)
-                for name in storage.read_pointer(directory).get("all", [])]
-        kept = [p for p in kept if p != path and os.path.exists(storage.file_of(p))]
-        storage.write_pointer(directory, path, [*kept, path])
-        return path
+        file_prefix = os.fspath(file_prefix)
+        directory = os.path.dirname(os.path.abspath(file_prefix))
+        return _save(directory, lambda: self._write_numbered(file_prefix), None)[0]
 
     def _write_numbered(self, file_prefix: str, number: int | None = None) -> str:
         previous = int(self.save_counter.numpy())
@@ -235,6 +233,35 @@ class CheckpointLoadStatus:
                                  "the restore runs inside a staged function)")
 
 
+def _save(directory: str, write: Callable[[], str], max_to_keep: int | None
+          ) -> tuple[str, list[str]]:
+    """`write()` a checkpoint into `directory` and record it as the latest, keeping the
+    newest `max_to_keep` (None: all); returns its path and the kept paths, oldest first.
+
+    It runs under the directory's lock, from the pointer as it is then (another manager or
+    process may have saved since this one looked), so that saves to one directory, from any
+    thread or process, never lose one another's checkpoints from the list. The pointer is
+    replaced before the dropped files are deleted, naming them as dropped: a reader never
+    finds it naming a deleted file, and the next save deletes those a killed save left,
+    as it deletes the temporary files of killed saves."""
+    os.makedirs(directory, exist_ok=True)
+    with storage.locked(directory):
+        storage.sweep(directory)
+        pointer = storage.read_pointer(directory)
+        for path in storage.dropped_files(directory, pointer):
+            storage.remove(path)
+        path = write()
+        kept = [p for p in (os.path.join(directory, name) for name in pointer.get("all", []))
+                if os.path.abspath(p) != os.path.abspath(path)
+                and os.path.exists(storage.file_of(p))] + [path]
+        dropped = kept[:-max_to_keep] if max_to_keep else []
+        kept = kept[len(dropped):]
+        storage.write_pointer(directory, path, kept, dropped)
+        for old in dropped:
+            storage.remove(old)
+    return path, kept
+
+
 def latest_checkpoint(checkpoint_dir: str) -> str | None:
     """The path of the latest checkpoint `save` recorded in `checkpoint_dir`, or None: a
     resumable program restores it, None restoring nothing on its first run.
@@ -252,11 +279,19 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
     >>> shutil.rmtree(directory)
     """
     directory = os.fspath(checkpoint_dir)
-    latest = storage.read_pointer(directory).get("latest")
-    if not latest:
-        return None
-    path = os.path.join(directory, latest)
-    return path if os.path.exists(storage.file_of(path)) else None
+    pointer = storage.read_pointer(directory)
+    while pointer:
+        path = os.path.join(directory, pointer["latest"])
+        if os.path.exists(storage.file_of(path)):
+            return path
+        # A save replaced the pointer and deleted the checkpoint it named since it was
+        # read: the pointer read again names one that exists, unless the file was deleted
+        # by other means (then the pointer is the same, and there is no latest checkpoint).
+        again = storage.read_pointer(directory)
+        if again == pointer:
+            return None
+        pointer = again
+    return None
 
 
 class CheckpointManager:
@@ -264,7 +299,11 @@ class CheckpointManager:
 
     Its list survives the process: a new manager on the same directory continues it. The
     pointer file names a checkpoint only once it is complete, and old checkpoints are
-    deleted only after the pointer stopped naming them.
+    deleted only after the pointer stopped naming them. Saves are serialized, those of one
+    manager from several threads and those of all managers and processes saving into the
+    directory, and each keeps the newest `max_to_keep` of the directory's list; a manager
+    deletes what saves killed in the middle left (temporary files, dropped checkpoints)
+    when it starts and when it saves.
 
     >>> import os, shutil, tempfile
     >>> directory = tempfile.mkdtemp()
@@ -289,9 +328,11 @@ class CheckpointManager:
         self.directory = os.fspath(directory)
         self.max_to_keep = max_to_keep
         self._prefix = os.path.join(self.directory, checkpoint_name)
+        self._lock = threading.Lock()
         pointer = storage.read_pointer(self.directory)
         paths = [os.path.join(self.directory, name) for name in pointer.get("all", [])]
         self._checkpoints = [p for p in paths if os.path.exists(storage.file_of(p))]
+        storage.sweep(self.directory)
 
     @property
     def checkpoints(self) -> list[str]:
@@ -305,15 +346,11 @@ class CheckpointManager:
     def save(self, checkpoint_number: int | None = None) -> str:
         """Save a new checkpoint (numbered by the checkpoint's `save_counter`, or
         `checkpoint_number`), make it the latest, drop the oldest beyond `max_to_keep`."""
-        os.makedirs(self.directory, exist_ok=True)
-        path = self._checkpoint._write_numbered(self._prefix, checkpoint_number)
-        kept = [p for p in self._checkpoints if p != path] + [path]
-        dropped = kept[:-self.max_to_keep] if self.max_to_keep else []
-        kept = kept[len(dropped):]
-        storage.write_pointer(self.directory, path, kept)
-        self._checkpoints = kept
-        for old in dropped:
-            storage.remove(old)
+        with self._lock:  # this manager's saves in turn, on file systems without locks too
+            path, self._checkpoints = _save(
+                self.directory,
+                lambda: self._checkpoint._write_numbered(self._prefix, checkpoint_number),
+                self.max_to_keep)
         return path
 
 
@@ -351,7 +388,11 @@ class PythonState:
         return {"value": self.serialize()}
 
     def _checkpoint_prepare(self, saved: Any, where: str) -> Any:
-        return lambda: self.deserialize(saved["value"])
+        if not isinstance(saved, dict) or list(saved) != ["value"]:
+            raise ValueError(f"{where}: the saved state of a {type(self).__name__} must be "
+                             f"{{'value': ...}}, got {type(saved).__name__}")
+        value = saved["value"]
+        return lambda: self.deserialize(value)
 
 
 class NumpyState(PythonState):
@@ -382,6 +423,16 @@ class NumpyState(PythonState):
     def deserialize(self, value: dict[str, Any]) -> None:
         for name, saved in value.items():
             setattr(self, name, saved)
+
+    def _checkpoint_prepare(self, saved: Any, where: str) -> Any:
+        commit = super()._checkpoint_prepare(saved, where)
+        value = saved["value"]
+        if not isinstance(value, dict) or any(
+                name.startswith("__") and name.endswith("__") for name in value):
+            raise ValueError(f"{where}: the saved value of a NumpyState must be a dict of its "
+                             f"attributes (no __special__ names), got "
+                             f"{type(value).__name__}")
+        return commit
 
     def __repr__(self) -> str:
         return f"<sf.train.NumpyState {', '.join(vars(self))}>"

@@ -30,6 +30,11 @@ from stageflow.models.optimizers import Optimizer
 
 Commit = Callable[[], None]
 VARIABLE_VALUE = "VARIABLE_VALUE"
+TENSOR = "__tensor__"  # {TENSOR: key} in a saved state: the file's tensor `key`
+KINDS = ("variable", "list", "dict", "object")  # what `kind` returns
+# How deeply a node's saved state may nest: saving refuses deeper state and reading refuses
+# deeper metadata, so that neither recurses out of the stack on a value a file can hold.
+MAX_DEPTH = 100
 
 @dataclass
 class Node:
@@ -131,5 +136,5 @@ def prepare(obj: Any, saved: Any, where: str) -> Commit:
         return lambda: obj._store(value)
     return obj._checkpoint_prepare(saved, where)
 
-__all__ = ["VARIABLE_VALUE", "Commit", "Node", "children", "is_trackable", "kind", "prepare",
-           "slots", "state", "walk"]
+__all__ = ["KINDS", "MAX_DEPTH", "TENSOR", "VARIABLE_VALUE", "Commit", "Node", "children",
+           "is_trackable", "kind", "prepare", "slots", "state", "walk"]

@@ -25,23 +25,35 @@ import numpy as np
 
 from stageflow.frontend.variables import Variable
 from stageflow.models.train import deferred
-from stageflow.models.train.graph import Commit, children, kind, prepare, slots, state, walk
+from stageflow.models.train.graph import (
+    MAX_DEPTH,
+    TENSOR,
+    Commit,
+    children,
+    kind,
+    prepare,
+    slots,
+    state,
+    walk,
+)
 
-TENSOR = "__tensor__"
 
-
-def encode(value: Any, key: str, tensors: dict[str, np.ndarray]) -> Any:
-    """A node's state as JSON, its arrays moved into `tensors` under keys from `key`."""
+def encode(value: Any, key: str, tensors: dict[str, np.ndarray], depth: int = 0) -> Any:
+    """A node's state as JSON, its arrays moved into `tensors` under keys from `key`; nested
+    at most `MAX_DEPTH` deep, as a read accepts."""
     if isinstance(value, np.ndarray | np.generic):
         tensors[key] = _contiguous(value)
         return {TENSOR: key}
+    if isinstance(value, dict | list | tuple) and depth >= MAX_DEPTH:
+        raise TypeError(f"sf.train: checkpointed state at {key!r} nests deeper than "
+                        f"{MAX_DEPTH} levels")
     if isinstance(value, dict):
         if TENSOR in value or not all(isinstance(k, str) for k in value):
             raise TypeError(f"sf.train: checkpointed state at {key!r} has a dict whose keys are "
                             f"not all strings (or one is {TENSOR!r})")
-        return {k: encode(v, f"{key}.{k}", tensors) for k, v in value.items()}
+        return {k: encode(v, f"{key}.{k}", tensors, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [encode(v, f"{key}.{i}", tensors) for i, v in enumerate(value)]
+        return [encode(v, f"{key}.{i}", tensors, depth + 1) for i, v in enumerate(value)]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     raise TypeError(f"sf.train: cannot checkpoint a {type(value).__name__} at {key!r} (state "
@@ -156,7 +168,7 @@ class Restore:
                     value = decode(saved["state"], self.tensors, self._where(number))
                     plan.values[number] = next(iter(value.values())) if isinstance(
                         live, Variable) else value
-                    plan.commits.append((live, prepare(live, value, self._where(number))))
+                    plan.commits.append((live, self._prepare(number, live, value)))
                 if saved["slots"]:
                     optimizers.append((number, live))
             plan.nodes[number] = live
@@ -182,6 +194,18 @@ class Restore:
                     self._match(slot_node, slot, plan, defer)
                 elif defer:
                     plan.slot_waits.append((optimizer, variable_node, name, slot_node))
+
+    def _prepare(self, number: int, live: Any, value: Any) -> Commit:
+        """`prepare` of a saved state; a state of another layout than the object's (a file
+        written by other code, or edited) is a ValueError naming the checkpoint and the
+        object, whatever error the object's check ran into."""
+        where = self._where(number)
+        try:
+            return prepare(live, value, where)
+        except (KeyError, IndexError, TypeError, AttributeError, OverflowError) as error:
+            raise ValueError(f"{where}: the saved state does not fit this "
+                             f"{type(live).__name__} ({type(error).__name__}: {error})"
+                             ) from error
 
     def _unmatched_below(self, node: int) -> bool:
         """Whether a matched node has saved edges still unmatched (elements appended to a
