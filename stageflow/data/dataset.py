@@ -5,6 +5,11 @@ per stage, and is one epoch (shuffles draw a new order per epoch unless seeded t
 Elements stay NumPy arrays inside the pipeline and become eager tensors where they leave it,
 so the stages cost no dispatch. A `map` function is staged with `sf.function` (traced once
 per element signature, run compiled), unless it cannot be traced, when it runs eagerly.
+
+An error computing an element is raised by the ``next()`` that would have returned it, and
+the next ``next()`` goes on with the following element (as in `tf.data`), whether or not
+stages compute ahead (`prefetch`, a parallel `map`): they keep the error in its element's
+place, and a checkpoint saves it there.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+import threading
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -21,7 +27,14 @@ import numpy as np
 from stageflow.core import context, nest
 from stageflow.core.errors import OutOfRangeError, StagingError
 from stageflow.data import sources
-from stageflow.data.elements import Element, flat_leaves, spec_of, to_arrays, to_tensors
+from stageflow.data.elements import (
+    Element,
+    describe,
+    flat_leaves,
+    spec_of,
+    to_arrays,
+    to_tensors,
+)
 from stageflow.frontend.ops.control import numpy_function
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tracer import GraphTrace
@@ -80,7 +93,7 @@ class Dataset:
     @staticmethod
     def from_tensor_slices(tensors: Any) -> Dataset:
         """One element per row of `tensors` (a nest of arrays with one leading dim)."""
-        return _Slices(to_arrays(tensors))
+        return _Slices(to_arrays(tensors), "from_tensor_slices")
 
     @staticmethod
     def from_generator(generator: Callable[..., Iterable], output_signature: Any = None,
@@ -93,7 +106,7 @@ class Dataset:
     @staticmethod
     def range(*args: int) -> Dataset:
         """``range(start, stop, step)`` as int64 scalars."""
-        return _Slices(np.arange(*args, dtype=np.int64))
+        return _Slices(np.arange(*args, dtype=np.int64), "range")
 
     # -- transformations --------------------------------------------------------------------
 
@@ -202,6 +215,23 @@ class Dataset:
     def _seeds(self) -> dict[int, list[int]]:
         return {id(s): s._seed for s in self._shuffles()}
 
+    def _stage(self) -> str:
+        """What this stage does, in the words of the call that made it, with the arguments
+        that change its elements (not `num_parallel_calls` or a prefetch's size: a
+        position saved with other values restores to the same elements)."""
+        raise NotImplementedError
+
+    def _pipeline(self) -> list[str]:
+        """The stages from the sources to this one, inputs first (so that no two pipelines
+        of different shapes give the same list), each with its element spec: what an
+        iterator's saved position is checked against before it is restored."""
+        stages = [stage for d in self._inputs for stage in d._pipeline()]
+        try:
+            spec = describe(self.element_spec)
+        except Exception as error:  # noqa: BLE001 - data-dependent: every element raised
+            spec = f"unknown element spec ({type(error).__name__})"
+        return [*stages, f"{self._stage()} -> {spec}"]
+
     def __repr__(self) -> str:
         return f"<sf.data.{type(self).__name__.lstrip('_')}Dataset element_spec=" \
                f"{self.element_spec!r}>"
@@ -210,8 +240,12 @@ class Dataset:
 class Iterator:
     """The position in one pass over a dataset: ``next(it)`` gives the next element (eager
     tensors). Checkpoints save it (``sf.train.Checkpoint(data=it)``): a restored iterator
-    yields exactly the elements the saved one would have yielded next. Inside an
-    `sf.function`, ``next(it)`` is an op that takes the next element when the graph runs.
+    yields exactly the elements (and element errors) the saved one would have yielded
+    next. The position is saved with its pipeline's stages and their element specs, and a
+    restore into an iterator of another pipeline is refused, naming the first stage that
+    differs (`num_parallel_calls` and prefetch sizes may differ: they change no element).
+    Inside an `sf.function`, ``next(it)`` is an op that takes the next element when the
+    graph runs.
 
     Saving the position makes a resumed run see the same data as an uninterrupted one, the
     shuffle's order included:
@@ -271,9 +305,12 @@ class Iterator:
 
     def _checkpoint_state(self) -> dict[str, Any]:
         seeds = [self._run.seeds[id(s)] for s in self._dataset._shuffles()]
-        return {"epoch": list(self._run.epoch), "seeds": seeds, "source": self._source.state()}
+        return {"epoch": list(self._run.epoch), "seeds": seeds,
+                "pipeline": self._dataset._pipeline(), "source": self._source.state()}
 
     def _checkpoint_prepare(self, saved: dict[str, Any], where: str) -> Callable[[], None]:
+        if "pipeline" in saved:  # absent from checkpoints written before it was saved
+            _check_pipeline(saved["pipeline"], self._dataset._pipeline(), where)
         try:
             shuffles = self._dataset._shuffles()
             if len(saved["seeds"]) != len(shuffles):
@@ -304,6 +341,26 @@ class Iterator:
 
     def __repr__(self) -> str:
         return f"<sf.data.Iterator element_spec={self.element_spec!r}>"
+
+
+def _check_pipeline(saved: Any, here: list[str], where: str) -> None:
+    """Refuse a position saved by an iterator of another pipeline, naming the first stage
+    that differs: its elements could not be this one's (other dtypes, structure, batch)."""
+    if saved == here:
+        return
+    if not isinstance(saved, list) or not all(isinstance(stage, str) for stage in saved):
+        raise ValueError(f"{where}: the saved dataset position has a pipeline description "
+                         f"that is not a list of stages: {saved!r}")
+    differs = next((i for i, (a, b) in enumerate(zip(saved, here, strict=False)) if a != b),
+                   min(len(saved), len(here)))
+    if differs < min(len(saved), len(here)):
+        what = (f"stage {differs + 1} is `{saved[differs]}` in the checkpoint, "
+                f"`{here[differs]}` here")
+    else:
+        what = f"it has {len(saved)} stages, this one {len(here)}"
+    raise ValueError(f"{where}: the saved dataset position does not fit this dataset's "
+                     f"pipeline, it was saved by another one: {what} (saved pipeline: "
+                     f"{' | '.join(saved)}; this pipeline: {' | '.join(here)})")
 
 
 def _fetcher(source: Callable[[], sources.Source], spec: Any, after: list
@@ -347,8 +404,9 @@ def _named(func: Callable) -> Callable:
 
 
 class _Slices(Dataset):
-    def __init__(self, tensors: Element) -> None:
+    def __init__(self, tensors: Element, name: str) -> None:
         super().__init__()
+        self._name = name
         leaves, self._treedef = nest.flatten(tensors)
         if not leaves:
             raise ValueError("Dataset.from_tensor_slices: no tensors given")
@@ -364,6 +422,9 @@ class _Slices(Dataset):
     def element_spec(self) -> Any:
         return nest.unflatten(self._treedef, [TensorSpec(c.shape[1:], c.dtype)
                                               for c in self._columns])
+
+    def _stage(self) -> str:
+        return self._name
 
     def _make(self, run: Run) -> sources.Source:
         treedef = self._treedef
@@ -403,6 +464,9 @@ class _Generated(Dataset):
             self._spec = _first_spec(self)
         return self._spec
 
+    def _stage(self) -> str:
+        return "from_generator"
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Generated(lambda: iter(self._generator(*self._args)), self._convert)
 
@@ -414,6 +478,9 @@ class _Mapped(Dataset):
         self._func = map_func
         self._staged = function(map_func)
         self._eager = False
+        self._eager_lock = threading.Lock()
+        self._first_calls = threading.Lock()
+        self._signatures: set[tuple] = set()  # those the staged function was called with
         self._parallel = parallel
         self._spec: Any = None
 
@@ -421,12 +488,33 @@ class _Mapped(Dataset):
         args = element if isinstance(element, tuple) else (element,)
         if not self._eager:
             try:
-                return self._staged(*args)
+                return self._staged_call(args)
             except StagingError as error:
-                self._eager = True
-                warnings.warn(f"Dataset.map: {getattr(self._func, '__qualname__', self._func)} "
-                              f"runs eagerly, it cannot be staged: {error}", stacklevel=2)
+                self._run_eagerly(error)
         return self._func(*args)
+
+    def _staged_call(self, args: tuple) -> Any:
+        """The staged function's call, the first one of each element signature made alone:
+        parallel first calls would each trace and compile it, where a map traces once per
+        signature (as its sequential calls do)."""
+        leaves = nest.flatten(args)[0]
+        signature = tuple((leaf.dtype, leaf.shape) for leaf in leaves)
+        if signature in self._signatures:
+            return self._staged(*args)
+        with self._first_calls:
+            try:
+                return self._staged(*args)
+            finally:
+                self._signatures.add(signature)
+
+    def _run_eagerly(self, error: StagingError) -> None:
+        """Call the function itself from now on, and say so once: parallel calls may all
+        find at the same time that it cannot be staged."""
+        with self._eager_lock:
+            first, self._eager = not self._eager, True
+        if first:
+            warnings.warn(f"Dataset.map: {getattr(self._func, '__qualname__', self._func)} "
+                          f"runs eagerly, it cannot be staged: {error}", stacklevel=3)
 
     def _apply(self, element: Element) -> Element:
         return to_arrays(self._call(to_tensors(element)))
@@ -443,9 +531,12 @@ class _Mapped(Dataset):
                 self._spec = _first_spec(self)
         return self._spec
 
+    def _stage(self) -> str:
+        return "map"
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Mapped(self._inputs[0]._make(run), self._apply, self._parallel,
-                              self.element_spec if self._parallel > 1 else None)
+                              lambda: self.element_spec)
 
 
 class _Filtered(Dataset):
@@ -464,6 +555,9 @@ class _Filtered(Dataset):
     def element_spec(self) -> Any:
         return self._inputs[0].element_spec
 
+    def _stage(self) -> str:
+        return "filter"
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Filtered(self._inputs[0]._make(run), self._keep)
 
@@ -477,6 +571,9 @@ class _Counted(Dataset):
     def element_spec(self) -> Any:
         return TensorSpec((), np.int64)
 
+    def _stage(self) -> str:
+        return f"count from {self._start}"
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Counted(self._start)
 
@@ -485,6 +582,9 @@ class _Zipped(Dataset):
     @property
     def element_spec(self) -> Any:
         return tuple(d.element_spec for d in self._inputs)
+
+    def _stage(self) -> str:
+        return f"zip of {len(self._inputs)}"
 
     def _make(self, run: Run) -> sources.Source:
         return sources.Zipped([d._make(run) for d in self._inputs])
@@ -507,6 +607,9 @@ class _Concatenated(Dataset):
             tuple(x if x == y else None for x, y in zip(a.shape, b.shape, strict=True)),
             a.dtype) for a, b in zip(first, second, strict=True)])
 
+    def _stage(self) -> str:
+        return "concatenate"
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Concatenated(*(d._make(run) for d in self._inputs))
 
@@ -524,9 +627,14 @@ class _Shuffled(Dataset):
     def element_spec(self) -> Any:
         return self._inputs[0].element_spec
 
+    def _stage(self) -> str:
+        fixed = "" if self._reshuffle else ", reshuffle_each_iteration=False"
+        return f"shuffle({self._size}{fixed})"
+
     def _make(self, run: Run) -> sources.Source:
         seed = [*run.seeds.get(id(self), self._seed), *(run.epoch if self._reshuffle else ())]
-        return sources.Shuffled(self._inputs[0]._make(run), self._size, seed, self.element_spec)
+        return sources.Shuffled(self._inputs[0]._make(run), self._size, seed,
+                                lambda: self.element_spec)
 
 
 class _Batched(Dataset):
@@ -540,6 +648,9 @@ class _Batched(Dataset):
         dim = self._size if self._drop else None
         return nest.unflatten(treedef, [TensorSpec((dim, *s.shape), s.dtype) for s in leaves])
 
+    def _stage(self) -> str:
+        return f"batch({self._size}{', drop_remainder=True' if self._drop else ''})"
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Batched(self._inputs[0]._make(run), self._size, self._drop)
 
@@ -552,6 +663,9 @@ class _Repeated(Dataset):
     @property
     def element_spec(self) -> Any:
         return self._inputs[0].element_spec
+
+    def _stage(self) -> str:
+        return f"repeat({'' if self._count is None else self._count})"
 
     def _make(self, run: Run) -> sources.Source:
         return sources.Repeated(lambda number: self._inputs[0]._make(run.repeated(number)),
@@ -567,6 +681,11 @@ class _Taken(Dataset):
     def element_spec(self) -> Any:
         return self._inputs[0].element_spec
 
+    def _stage(self) -> str:
+        if self._skip:
+            return f"skip({self._skip})"
+        return f"take({-1 if self._count is None else self._count})"
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Taken(self._inputs[0]._make(run), self._count, self._skip)
 
@@ -580,20 +699,37 @@ class _Prefetched(Dataset):
     def element_spec(self) -> Any:
         return self._inputs[0].element_spec
 
+    def _stage(self) -> str:
+        return "prefetch"
+
     def _make(self, run: Run) -> sources.Source:
-        return sources.Prefetched(self._inputs[0]._make(run), self._size, self.element_spec)
+        return sources.Prefetched(self._inputs[0]._make(run), self._size,
+                                  lambda: self.element_spec)
 
 
 def _first_spec(dataset: Dataset) -> Any:
-    """The spec of a dataset's first element (for sources that declare none)."""
-    source = dataset._make(Run((-1,), dataset._seeds()))
+    """The spec of a dataset's first element (for stages that declare none: a generator
+    without a signature, a map function that cannot be staged). Elements whose computation
+    raises are passed over, as iteration goes on past them, so that the spec does not
+    depend on which elements fail; if every one does, the first error is raised."""
+    # A pass of its own, as the first iterator's epoch (a shuffle's seed takes no negative
+    # number, and any epoch gives the same spec).
+    source = dataset._make(Run((0,), dataset._seeds()))
+    first_error: Exception | None = None
     try:
-        return spec_of(source.next())
-    except StopIteration:
-        raise ValueError("Dataset: an empty dataset without an output_signature has no "
-                         "element spec") from None
+        while True:
+            try:
+                return spec_of(source.next())
+            except StopIteration:
+                break
+            except Exception as error:  # noqa: BLE001 - the next element may compute
+                first_error = first_error or error
     finally:
         source.close()
+    if first_error is not None:
+        raise first_error
+    raise ValueError("Dataset: an empty dataset without an output_signature has no "
+                     "element spec")
 
 
 def _count(value: int | None, name: str) -> int:

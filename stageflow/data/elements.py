@@ -6,15 +6,23 @@ converts at the two edges: `to_tensors` where an element leaves an iterator or e
 `map` function, `to_arrays` where a function or generator hands one back. `pack` and
 `unpack` store a list of elements (a shuffle or prefetch buffer) as one stacked array per
 leaf when their shapes agree, so a checkpoint holds a few large tensors, not many small.
+
+A stage that computes ahead (prefetch, parallel map) keeps what an element's computation
+raised as a `Failure` in that element's place, so that the error reaches the consumer at the
+element's position, and a checkpoint saves it there too (as its type and arguments: a
+checkpoint holds no pickles).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import builtins
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import numpy as np
 
 from stageflow.core import nest
+from stageflow.core.errors import OutOfRangeError, StagingError
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor, to_array, wrap
 from stageflow.frontend.variables import Variable
@@ -73,31 +81,160 @@ def stack(elements: list[Element]) -> Element:
                          f"({error}); shapes of the first elements: {shapes}") from None
 
 
-def pack(elements: list[Element]) -> dict[str, Any]:
-    """A buffer of elements as checkpoint state (stacked when the shapes agree)."""
-    if not elements:
+class Failure:
+    """What computing one element raised, held in the element's place in a buffer of
+    elements computed ahead: raising it when the consumer reaches that place keeps the
+    error where the element was, neither earlier (when it was computed) nor never."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def raise_error(self) -> NoReturn:
+        raise self.error
+
+
+Outcome = Any  # an Element, or a Failure in its place
+
+# The exception types a restored checkpoint rebuilds by name: built-in ones and stageflow's.
+# Other names are never imported (a checkpoint must not choose what code runs).
+_REBUILT: dict[str, type[Exception]] = {
+    **{f"builtins.{name}": kind for name, kind in vars(builtins).items()
+       if isinstance(kind, type) and issubclass(kind, Exception)},
+    **{f"{kind.__module__}.{kind.__qualname__}": kind
+       for kind in (OutOfRangeError, StagingError)},
+}
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def settle(outcome: Outcome) -> Element:
+    """The element, or its error raised."""
+    if isinstance(outcome, Failure):
+        outcome.raise_error()
+    return outcome
+
+
+def error_record(error: BaseException) -> dict[str, Any]:
+    """An element's error as checkpoint state: its type's name, its arguments (as its
+    message where they are not JSON values) and its notes."""
+    kind = type(error)
+    args = list(error.args) if all(isinstance(a, _JSON_SCALARS) for a in error.args) \
+        else [str(error)]
+    return {"type": f"{kind.__module__}.{kind.__qualname__}", "args": args,
+            "notes": [str(note) for note in getattr(error, "__notes__", ())]}
+
+
+def rebuilt_error(record: dict[str, Any]) -> Exception:
+    """The error `error_record` saved: of its type where that is a built-in or stageflow
+    exception, else a RuntimeError naming the type (its class is not imported)."""
+    name, args, notes = record["type"], record["args"], record.get("notes", [])
+    if not isinstance(name, str) or not isinstance(args, list) or not isinstance(notes, list):
+        raise ValueError(f"a saved element error must have a type name and lists of "
+                         f"arguments and notes, got {record!r}")
+    error: Exception | None = None
+    if name in _REBUILT:
+        try:
+            error = _REBUILT[name](*args)
+        except Exception:  # noqa: BLE001 - arguments the type no longer takes
+            error = None
+    if error is None:
+        message = str(args[0]) if len(args) == 1 else str(tuple(args))
+        error = RuntimeError(f"{name}: {message}")
+        error.add_note("an element's error saved in a checkpoint; its type is rebuilt "
+                       "only when it is a built-in or stageflow exception")
+    for note in notes:
+        error.add_note(str(note))
+    return error
+
+
+def pack(outcomes: list[Outcome]) -> dict[str, Any]:
+    """A buffer of elements (and failures in their places) as checkpoint state, the
+    elements stacked when their shapes agree."""
+    if not outcomes:
         return {"count": 0}
-    try:
-        return {"count": len(elements), "stacked": flat_leaves(stack(elements))}
-    except ValueError:
-        return {"count": len(elements), "elements": [flat_leaves(e) for e in elements]}
+    state: dict[str, Any] = {"count": len(outcomes)}
+    failures = [{"at": i, **error_record(o.error)} for i, o in enumerate(outcomes)
+                if isinstance(o, Failure)]
+    if failures:
+        state["failures"] = failures
+    elements = [o for o in outcomes if not isinstance(o, Failure)]
+    if elements:
+        try:
+            state["stacked"] = flat_leaves(stack(elements))
+        except ValueError:
+            state["elements"] = [flat_leaves(e) for e in elements]
+    return state
 
 
-def unpack(state: dict[str, Any], structure: Any) -> list[Element]:
-    """The elements `pack` stored, in the nest `structure` (a spec of one element)."""
-    treedef = nest.flatten(structure)[1]
+def unpack(state: dict[str, Any], structure: Callable[[], Any]) -> list[Outcome]:
+    """The buffer `pack` stored. `structure()` gives the spec of one element of the stage
+    restoring it (asked only when there are elements): each saved element must have its
+    leaves, dtypes and ranks, so that a buffer of another pipeline is refused rather than
+    handed out as elements of the wrong type."""
     count = int(state["count"])
+    failures: dict[int, Failure] = {}
+    for record in state.get("failures", []):
+        at = int(record["at"])
+        if not 0 <= at < count or at in failures:
+            raise ValueError(f"a saved element error is at position {at} of a buffer of "
+                             f"{count} elements")
+        failures[at] = Failure(rebuilt_error(record))
+    rows = _saved_rows(state, count - len(failures))
+    elements: list[Element] = []
+    if rows:
+        specs, treedef = nest.flatten(structure())
+        for leaves in rows:
+            _check_leaves(leaves, specs)
+            elements.append(nest.unflatten(treedef, leaves))
+    remaining = iter(elements)
+    return [failures[i] if i in failures else next(remaining) for i in range(count)]
+
+
+def _saved_rows(state: dict[str, Any], count: int) -> list[list[np.ndarray]]:
+    """The leaves of each of the `count` elements a buffer's state holds."""
     if "stacked" in state:
-        columns = state["stacked"]
-        return [nest.unflatten(treedef, [np.asarray(c[i]) for c in columns])
-                for i in range(count)]
-    return [nest.unflatten(treedef, [np.asarray(a) for a in leaves])
-            for leaves in state.get("elements", [])]
+        columns = [np.asarray(c) for c in state["stacked"]]
+        if any(c.ndim == 0 or c.shape[0] != count for c in columns):
+            raise ValueError(f"a saved buffer of {count} elements has stacked leaves of "
+                             f"shapes {[c.shape for c in columns]}")
+        return [[np.asarray(c[i]) for c in columns] for i in range(count)]
+    rows = [[np.asarray(a) for a in leaves] for leaves in state.get("elements", [])]
+    if len(rows) != count:
+        raise ValueError(f"a saved buffer holds {len(rows)} elements where its count says "
+                         f"{count}")
+    return rows
+
+
+def _check_leaves(leaves: list[np.ndarray], specs: list[TensorSpec]) -> None:
+    if len(leaves) != len(specs) or any(
+            a.dtype != s.dtype or a.ndim != len(s.shape)
+            for a, s in zip(leaves, specs, strict=True)):
+        saved = ", ".join(_leaf_text(spec_of(a)) for a in leaves)
+        raise ValueError(f"a saved element is {saved}, the pipeline's elements are "
+                         f"{', '.join(_leaf_text(s) for s in specs)} here")
+
+
+class _Shown(str):
+    """A spec's short text, shown without quotes inside the nest's repr."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def describe(spec: Any) -> str:
+    """A spec nest in short: ``(float32[?,2], int64[])``."""
+    leaves, treedef = nest.flatten(spec)
+    return repr(nest.unflatten(treedef, [_Shown(_leaf_text(s)) for s in leaves]))
+
+
+def _leaf_text(spec: TensorSpec) -> str:
+    return f"{spec.dtype.name}[{','.join('?' if d is None else str(d) for d in spec.shape)}]"
 
 
 def flat_leaves(element: Element) -> list[np.ndarray]:
     return nest.flatten(element)[0]
 
 
-__all__ = ["Element", "flat_leaves", "pack", "spec_of", "stack", "to_arrays",
-           "to_tensors", "unpack"]
+__all__ = ["Element", "Failure", "Outcome", "describe", "error_record", "flat_leaves", "pack",
+           "rebuilt_error", "settle", "spec_of", "stack", "to_arrays", "to_tensors", "unpack"]

@@ -7,6 +7,14 @@ what the saved one would have: shuffle sources save their random generator and b
 sources that run ahead (parallel `map`, `prefetch`) save the elements they computed but did
 not hand out yet, beside the position of their input.
 
+An error raised while computing an element belongs to that element's position: the consumer
+gets it where the element would have come and the next `next()` goes on (as in `tf.data`).
+Sources that run ahead keep it as an `elements.Failure` in the element's place, hand it out
+there, and save it there; saving never raises it.
+
+Sources that hold elements get the spec of one (`structure`) as a function: it is asked
+only by a restore with elements to rebuild, so making a pipeline never computes a spec.
+
 A source is restored only freshly made, never while in use (`Iterator` makes a new pipeline,
 restores it and only then swaps it in), so a failing restore leaves the live one intact.
 """
@@ -16,12 +24,14 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
 
-from stageflow.data.elements import Element, pack, stack, unpack
+from stageflow.data.elements import Element, Failure, Outcome, pack, settle, stack, unpack
+
+Structure = Callable[[], Any]  # the spec of one element, computed when first asked
 
 
 class Source:
@@ -127,40 +137,52 @@ class Generated(Source):
 
 class Mapped(Stage):
     """`apply` of each input element; with ``parallel > 1`` that many calls run at once
-    in threads (compiled functions and NumPy kernels release the GIL), in input order."""
+    in threads (compiled functions and NumPy kernels release the GIL), in input order.
+    An input element's error and an `apply` that raises take the element's place among
+    the results."""
 
     def __init__(self, inner: Source, apply: Callable[[Element], Element], parallel: int,
-                 structure: Any) -> None:
+                 structure: Structure) -> None:
         super().__init__(inner)
         self.apply, self.parallel, self.structure = apply, parallel, structure
         self.pool = ThreadPoolExecutor(parallel) if parallel > 1 else None
-        self.pending: deque[Future | Element] = deque()
+        self.pending: deque[Future | Outcome] = deque()  # restored ones, sequential too
         self.inner_done = False
 
     def next(self) -> Element:
-        if self.pool is None:
-            return self.apply(self.inner.next())
+        if self.pool is not None:
+            self._fill(self.pool)
+        if self.pending:
+            head = self.pending.popleft()
+            return head.result() if isinstance(head, Future) else settle(head)
+        if self.inner_done:
+            raise StopIteration
+        return self.apply(self.inner.next())
+
+    def _fill(self, pool: ThreadPoolExecutor) -> None:
+        """Start calls on input elements until `parallel` results are pending."""
         while len(self.pending) < self.parallel and not self.inner_done:
             try:
                 element = self.inner.next()
             except StopIteration:
                 self.inner_done = True
-                break
-            self.pending.append(self.pool.submit(self.apply, element))
-        if not self.pending:
-            raise StopIteration
-        head = self.pending.popleft()
-        return head.result() if isinstance(head, Future) else head
+            except Exception as error:  # noqa: BLE001 - raised at its element's place
+                self.pending.append(Failure(error))
+            else:
+                self.pending.append(pool.submit(self.apply, element))
 
     def state(self) -> dict[str, Any]:
-        ready = [p.result() if isinstance(p, Future) else p for p in self.pending]
-        self.pending = deque(ready)
-        return {**super().state(), "ahead": pack(ready), "inner_done": self.inner_done}
+        wait([p for p in self.pending if isinstance(p, Future)])
+        self.pending = deque(_settled(p) if isinstance(p, Future) else p
+                             for p in self.pending)
+        return {**super().state(), "ahead": pack(list(self.pending)),
+                "inner_done": self.inner_done}
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
-        self.pending = deque(unpack(state["ahead"], self.structure))
-        self.inner_done = bool(state["inner_done"])
+        # Absent from the checkpoints of sequential maps written before maps saved them.
+        self.pending = deque(unpack(state.get("ahead", {"count": 0}), self.structure))
+        self.inner_done = bool(state.get("inner_done", False))
 
     def close(self) -> None:
         if self.pool is not None:
@@ -168,12 +190,20 @@ class Mapped(Stage):
         super().close()
 
 
+def _settled(future: Future) -> Outcome:
+    """A finished call's result, or its error as a `Failure` (not raised: it belongs to
+    its element's place)."""
+    error = future.exception()
+    return future.result() if error is None else Failure(error)
+
+
 class Shuffled(Stage):
     """A buffer of `size` input elements; each step hands out a uniformly drawn one and
     refills its place (TensorFlow's shuffle). The draws come from a PCG64 generator
     seeded with `seed` (the dataset's seed and the epoch), saved with the buffer."""
 
-    def __init__(self, inner: Source, size: int, seed: list[int], structure: Any) -> None:
+    def __init__(self, inner: Source, size: int, seed: list[int], structure: Structure
+                 ) -> None:
         super().__init__(inner)
         self.size, self.structure = size, structure
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
@@ -357,15 +387,16 @@ class Taken(Stage):
 
 
 class Prefetched(Stage):
-    """A background thread keeps up to `size` input elements ready. Saving pauses it: the
-    state is the ready elements and the input's position behind them."""
+    """A background thread keeps up to `size` input elements ready, and an input's error
+    in its element's place (the thread goes on past it, as the input would). Saving pauses
+    the thread: the state is the ready elements and errors, and the input's position
+    behind them."""
 
-    def __init__(self, inner: Source, size: int, structure: Any) -> None:
+    def __init__(self, inner: Source, size: int, structure: Structure) -> None:
         super().__init__(inner)
         self.size, self.structure = size, structure
-        self.ready: deque[Element] = deque()
+        self.ready: deque[Outcome] = deque()
         self.inner_done = False
-        self.error: BaseException | None = None
         self.changed = threading.Condition()
         self.stopping = False
         self.thread: threading.Thread | None = None
@@ -378,43 +409,32 @@ class Prefetched(Stage):
                 if self.stopping:
                     return
             try:
-                element = self.inner.next()
+                outcome = self.inner.next()
             except StopIteration:
-                element, done = None, True
-            except BaseException as error:  # noqa: BLE001 - handed to the consumer
                 with self.changed:
-                    self.error = error
+                    self.inner_done = True
                     self.changed.notify_all()
                 return
-            else:
-                done = False
+            except BaseException as error:  # noqa: BLE001 - handed to the consumer
+                outcome = Failure(error)
             with self.changed:
-                if done:
-                    self.inner_done = True
-                else:
-                    self.ready.append(element)
+                self.ready.append(outcome)
                 self.changed.notify_all()
-            if done:
-                return
 
     def next(self) -> Element:
-        if self.thread is None and not self.inner_done and self.error is None:
+        if self.thread is None and not self.inner_done:
             self.stopping = False
             self.thread = threading.Thread(target=self._produce, daemon=True,
                                            name="sf.data prefetch")
             self.thread.start()
         with self.changed:
-            while not self.ready and not self.inner_done and self.error is None:
+            while not self.ready and not self.inner_done:
                 self.changed.wait()
-            if self.ready:
-                element = self.ready.popleft()
-                self.changed.notify_all()
-                return element
-            if self.error is not None:
-                error, self.error = self.error, None
-                self.inner_done = True
-                raise error
-        raise StopIteration
+            if not self.ready:
+                raise StopIteration
+            outcome = self.ready.popleft()
+            self.changed.notify_all()
+        return settle(outcome)
 
     def _pause(self) -> None:
         if self.thread is not None:
