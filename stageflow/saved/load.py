@@ -6,10 +6,16 @@ the planned interpreter when `jit=False` was saved or the compiler cannot handle
 and the variables are new `sf.Variable`s holding the saved values, which callers may
 assign. A call is matched against the saved signatures; arguments that fit none raise
 TypeError (kind, dtype) or ValueError (rank, dims) naming the argument.
+
+What is loaded is checked on its own, not only against the manifest's digests (whoever
+edits a file can recompute them): the IR holds only the ops `sf.saved.save` writes, and
+its calls reach functions of their module that have bodies, in no cycle (`_Loader._calls`;
+a function calling itself once loaded and died in `RecursionError` on its first call).
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import os
@@ -19,20 +25,23 @@ import zipfile
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, SymbolRefAttr
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Operation
 
 from stageflow.core import context, dtypes
 from stageflow.core.primitive import ResourceType, ShapedType
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import Variable
+from stageflow.ir.control import ControlOp, YieldOp
+from stageflow.ir.dialect import SfOp
 from stageflow.ir.text import IRError, parse_module
 from stageflow.ir.types import abstract_value
 from stageflow.models.module import Module
 from stageflow.passes import DEFAULT_PIPELINE
 from stageflow.runtime.executable import Plan
 from stageflow.saved import manifest as schema
-from stageflow.saved.save import FORMAT, digest
+from stageflow.saved.save import digest, file_digest
 from stageflow.saved.structure import Node, build, describe, match
 from stageflow.staging.compiler import Compilation
 
@@ -217,10 +226,10 @@ def load(directory: str | os.PathLike) -> LoadedFunction | LoadedModule:
         if str(error).startswith("sf.saved.load"):
             raise
         raise ValueError(f"sf.saved.load: cannot read {manifest_path}: {error}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        found = manifest.get("format") if isinstance(manifest, dict) else None
+    found = manifest.get("format") if isinstance(manifest, dict) else None
+    if not isinstance(found, str) or found not in schema.SCHEMAS:
         raise ValueError(f"sf.saved.load: {directory} has format {found!r}, this stageflow "
-                         f"reads {FORMAT!r}")
+                         f"reads {' and '.join(map(repr, schema.SCHEMAS))}")
     try:
         schema.check(manifest)
     except schema.ManifestError as error:
@@ -275,6 +284,45 @@ def _same_type(value: ShapedType, dtype: np.dtype, shape: tuple) -> bool:
     return value.dtype == dtype and tuple(value.shape) == tuple(shape)
 
 
+# The ops a saved function's body holds: `sf` ops (calls are ``sf.call``), the regions of
+# ``sf.cond``/``sf.while`` with their yields, and the function's return.
+_WRITTEN = (SfOp, ControlOp, YieldOp, ReturnOp)
+
+
+def _symbols(attribute: Attribute) -> list[str]:
+    """The functions an attribute of an op refers to (a callee, or a list of them)."""
+    if isinstance(attribute, SymbolRefAttr):  # nested (@a::@b): no function of the module
+        return ["::@".join([attribute.root_reference.data,
+                            *(n.data for n in attribute.nested_references.data)])]
+    if isinstance(attribute, ArrayAttr):
+        return [name for item in attribute.data for name in _symbols(item)]
+    return []
+
+
+def _cycle(callees: dict[str, list[str]]) -> list[str] | None:
+    """A cycle of the call graph `callees` as the path around it (``[f, g, f]``), or None;
+    depth-first without recursion, so that no chain of calls is too long to walk."""
+    done: set[str] = set()
+    for root in callees:
+        if root in done:
+            continue
+        path, on_path = [root], {root}
+        work = [iter(callees[root])]
+        while work:
+            callee = next(work[-1], None)
+            if callee is None:
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                work.pop()
+            elif callee in on_path:
+                return [*path[path.index(callee):], callee]
+            elif callee not in done:
+                path.append(callee)
+                on_path.add(callee)
+                work.append(iter(callees[callee]))
+    return None
+
+
 class _Loader:
     """One load: the files of `directory` read and checked against each other."""
 
@@ -283,6 +331,7 @@ class _Loader:
         self.manifest_path = os.path.join(directory, "manifest.json")
         self.mlir_path = os.path.join(directory, "module.mlir")
         self.arrays_path = os.path.join(directory, "variables.npz")
+        self.mlir_data = b""
         # The type each saved array must have: what the functions taking it declare.
         self.declared: dict[str, list[tuple[str, ShapedType]]] = {
             f"v{i}": [] for i in range(len(manifest["variables"]))}
@@ -305,9 +354,12 @@ class _Loader:
         if self.manifest["kind"] == "function" and len(plans) != 1:
             raise self.fail("functions", f"holds {len(plans)} functions, a saved function "
                                          "(kind 'function') has one")
+        # The digests last: the checks above say more about what is wrong, these refuse
+        # the edits that leave the files consistent with each other.
         if "digest" in self.manifest and self.manifest["digest"] != digest(self.manifest):
             raise self.fail("digest", "does not match the manifest's content: the file was "
                                       "edited after it was saved")
+        self._check_digest(self.mlir_path, file_digest(self.mlir_data))
         values = self._arrays()
         variables = [Variable(values[f"v{i}"], trainable=v["trainable"], name=v["name"])
                      for i, v in enumerate(self.manifest["variables"])]
@@ -331,8 +383,8 @@ class _Loader:
     def _modules(self) -> dict[str, ModuleOp]:
         """The nested modules of module.mlir by name."""
         try:
-            text = _read(self.mlir_path).decode("utf-8")
-            outer = parse_module(text, self.mlir_path)
+            self.mlir_data = _read(self.mlir_path)
+            outer = parse_module(self.mlir_data.decode("utf-8"), self.mlir_path)
         except UnicodeDecodeError as error:
             raise ValueError(f"sf.saved.load: cannot read {self.mlir_path}: not UTF-8 text "
                              f"({error.reason} at byte {error.start})") from None
@@ -346,7 +398,63 @@ class _Loader:
                                  f"builtin.module ops at the top level, found {op.name}")
             op.detach()
             modules[op.sym_name.data] = op
+            self._calls(op.sym_name.data, op)
         return modules
+
+    def _calls(self, name: str, module: ModuleOp) -> None:
+        """Module @`name` holds functions with bodies, their bodies only ops `save` writes,
+        and every call reaches a function of the module, in no cycle: the runtime builds
+        a callee's plan inside its caller's, so a cycle recursed until `RecursionError`
+        (the xDSL verifier checks a callee's signature, not where calls lead)."""
+        where = f"sf.saved.load: {self.mlir_path}: module @{name}"
+        functions: dict[str, FuncOp] = {}
+        for op in module.ops:
+            if not isinstance(op, FuncOp):
+                raise ValueError(f"{where} holds a {op.name} op: a saved module must hold "
+                                 "only func.func ops")
+            if not op.body.blocks:
+                raise ValueError(f"{where} declares @{op.sym_name.data} without a body: "
+                                 "every function of a saved module must have one")
+            functions[op.sym_name.data] = op
+        callees: dict[str, list[str]] = {}
+        for caller, function in functions.items():
+            callees[caller] = []
+            for op in function.walk():
+                if op is function:
+                    continue
+                if not isinstance(op, _WRITTEN):
+                    raise ValueError(f"{where}: @{caller} holds a {op.name} op, which "
+                                     "sf.saved does not write: a saved function must hold "
+                                     "only sf ops (its calls sf.call ops)")
+                for callee in self._callees(op):
+                    if callee not in functions:
+                        raise ValueError(f"{where}: @{caller} calls @{callee}, which the "
+                                         "module lacks")
+                    callees[caller].append(callee)
+        cycle = _cycle(callees)
+        if cycle is not None:
+            path = " -> ".join(f"@{f}" for f in cycle)
+            what = (f"@{cycle[0]} calls itself" if len(cycle) == 2
+                    else f"the calls {path} form a cycle")
+            raise ValueError(f"{where}: {what}: a saved function cannot be recursive")
+
+    @staticmethod
+    def _callees(op: Operation) -> list[str]:
+        """The functions `op` refers to in its attributes and properties."""
+        return [name for attribute in (*op.attributes.values(), *op.properties.values())
+                for name in _symbols(attribute)]
+
+    def _check_digest(self, path: str, found: str) -> None:
+        """`found`, the SHA-256 of the file at `path`, is the one the manifest records (a
+        directory of format ``stageflow-saved-1`` records none)."""
+        if "files" not in self.manifest:
+            return
+        name = os.path.basename(path)
+        field = schema.field_path("files", name)
+        if found != self.manifest["files"][name]:
+            raise ValueError(f"sf.saved.load: {path}: differs from the SHA-256 that field "
+                             f"{field} of {self.manifest_path} records: the file was edited "
+                             "after it was saved")
 
     def _signature(self, parameters: list[dict], where: str) -> inspect.Signature:
         try:
@@ -410,16 +518,21 @@ class _Loader:
 
     def _arrays(self) -> dict[str, np.ndarray]:
         """The saved arrays, each checked against the types declared for it before its
-        data is read (a header may claim terabytes)."""
+        data is read (a header may claim terabytes), then the file against its digest
+        (after those checks, which say more about what is wrong)."""
         _regular(self.arrays_path)
         try:
-            with zipfile.ZipFile(self.arrays_path) as archive:
+            with open(self.arrays_path, "rb") as file, zipfile.ZipFile(file) as archive:
                 members = {n.removesuffix(".npy"): n for n in archive.namelist()}
                 missing = [k for k in self.declared if k not in members]
                 if missing:
                     raise ValueError(f"sf.saved.load: {self.arrays_path} lacks the "
                                      f"variables {missing}")
-                return {key: self._array(archive, members[key], key) for key in self.declared}
+                arrays = {key: self._array(archive, members[key], key) for key in self.declared}
+                file.seek(0)
+                self._check_digest(self.arrays_path, hashlib.file_digest(file, "sha256")
+                                   .hexdigest())
+                return arrays
         except (OSError, EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError,
                 ValueError) as error:
             if str(error).startswith("sf.saved.load"):

@@ -13,6 +13,12 @@ KeyError deep in the loader. A schema is written with plain values:
 
 What the schema cannot say (indices into other lists, agreement with the IR) the loader
 checks afterwards, naming the same paths.
+
+Each format `sf.saved` has written has its schema (`SCHEMAS`): ``stageflow-saved-2``
+(`FORMAT`) records the SHA-256 of every other file of the directory in ``files``, covered by
+the manifest's ``digest`` (both required); ``stageflow-saved-1`` had neither field (its
+``digest``, when there is one, covers the manifest alone) and is still read, as a saved
+directory may outlive the source that could save it again.
 """
 
 from __future__ import annotations
@@ -24,7 +30,13 @@ from typing import Any
 from stageflow.core import dtypes
 from stageflow.saved.structure import JSON_SCALARS
 
-__all__ = ["SCHEMA", "ManifestError", "check", "field_path"]
+__all__ = ["FILES", "FORMAT", "FORMAT_1", "SCHEMA", "SCHEMAS", "SCHEMA_1", "ManifestError",
+           "check", "field_path"]
+
+FORMAT = "stageflow-saved-2"
+FORMAT_1 = "stageflow-saved-1"
+# The files of a saved directory besides the manifest, each read by the loader.
+FILES = ("module.mlir", "variables.npz")
 
 
 class ManifestError(ValueError):
@@ -116,13 +128,17 @@ CONCRETE = {
 PARAMETER = {"name": str,
              "kind": tuple(kind.name for kind in type(inspect.Parameter.POSITIONAL_ONLY)),
              "default?": _scalar}
-SCHEMA = {
+SCHEMA_1 = {
     "format": str,
     "kind": ("function", "object"),
     "functions": {"*": {"parameters": [PARAMETER], "concrete": [CONCRETE]}},
     "variables": [{"name": str, "trainable": bool}],
     "digest?": str,
 }
+SCHEMA = {**{name: value for name, value in SCHEMA_1.items() if name != "digest?"},
+          "files": dict.fromkeys(FILES, str),
+          "digest": str}
+SCHEMAS = {FORMAT: SCHEMA, FORMAT_1: SCHEMA_1}
 
 
 def _check(value: Any, schema: Any, path: str) -> None:
@@ -169,5 +185,6 @@ def _record(value: Any, schema: dict[str, Any], path: str) -> None:
 
 
 def check(manifest: Any) -> None:
-    """Raise `ManifestError` naming the first field of `manifest` that `SCHEMA` refuses."""
-    _check(manifest, SCHEMA, "")
+    """Raise `ManifestError` naming the first field of `manifest` that the schema of its
+    format (one of `SCHEMAS`, which the caller has checked) refuses."""
+    _check(manifest, SCHEMAS[manifest["format"]], "")

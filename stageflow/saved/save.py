@@ -12,7 +12,8 @@ directory holds
   constants (``c0``...);
 - ``manifest.json``: the format, each function's parameters and concrete functions (module
   name, entry symbol, argument and result structures, captures), each variable's name and
-  trainable flag, and the digest of all that (`digest`).
+  trainable flag, the SHA-256 of each other file (``files``, `file_digest`), and the digest
+  of all that (`digest`): an edit of any file the loader reads is refused, naming the file.
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ from stageflow.frontend.variables import Variable
 from stageflow.ir.from_graph import graph_module
 from stageflow.ir.text import module_to_text
 from stageflow.models.module import Module
+from stageflow.saved.manifest import FORMAT
 from stageflow.saved.structure import JSON_SCALARS, Node, encode, value_node
 from stageflow.staging.concrete import ConcreteFunction
 from stageflow.staging.function import Function
-
-FORMAT = "stageflow-saved-1"
 
 
 class _State:
@@ -155,11 +155,18 @@ def _saved_concrete(name: str, index: int, arguments: Any, concrete: ConcreteFun
 
 def digest(manifest: dict) -> str:
     """The SHA-256 of the manifest's content (its JSON with sorted keys and no whitespace,
-    its own ``digest`` left out): a loader refuses an edit that keeps the files consistent
-    with each other but changes what a call returns (a Python value among the results)."""
+    its own ``digest`` left out, the other files' digests in): a loader refuses an edit that
+    keeps the files consistent with each other but changes what a call returns (a Python
+    value among the results). It guards against accidents, not against whoever recomputes
+    it: the loader checks what it reads on its own as well."""
     content = {key: value for key, value in manifest.items() if key != "digest"}
     text = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_digest(data: bytes) -> str:
+    """The SHA-256 of a file's bytes, as ``files`` of the manifest records it."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def save(obj: Any, directory: str | os.PathLike) -> None:
@@ -200,22 +207,24 @@ def save(obj: Any, directory: str | os.PathLike) -> None:
     if not manifest_functions:
         raise ValueError(f"sf.saved.save: {type(obj).__name__} has no traced staged "
                          "function; call it once or give input_signature=[...]")
+    arrays = {f"v{i}": v.numpy() for i, v in enumerate(state.variables)}
+    arrays.update({f"c{i}": c for i, c in enumerate(state.constants)})
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    files = {"module.mlir": module_to_text(ModuleOp(modules), debuginfo=True).encode(),
+             "variables.npz": buffer.getvalue()}
     manifest = {
         "format": FORMAT,
         "kind": "function" if isinstance(obj, Function) else "object",
         "functions": manifest_functions,
         "variables": [{"name": v.name, "trainable": v.trainable} for v in state.variables],
+        "files": {name: file_digest(data) for name, data in files.items()},
     }
     manifest["digest"] = digest(manifest)
-    arrays = {f"v{i}": v.numpy() for i, v in enumerate(state.variables)}
-    arrays.update({f"c{i}": c for i, c in enumerate(state.constants)})
     os.makedirs(directory, exist_ok=True)
-    _write(os.path.join(directory, "module.mlir"),
-           module_to_text(ModuleOp(modules), debuginfo=True).encode())
+    for name, data in files.items():
+        _write(os.path.join(directory, name), data)
     _write(os.path.join(directory, "manifest.json"), json.dumps(manifest, indent=1).encode())
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    _write(os.path.join(directory, "variables.npz"), buffer.getvalue())
 
 
 def _write(path: str, data: bytes) -> None:

@@ -8,10 +8,14 @@ process, then applies one fault of `FAULTS` at random per round (truncated entri
 under a recomputed SHA-256, as a writer other than the cache's own would leave (the cache
 authenticates entries with a key of its directory), swapped entries, a FIFO, a directory or
 a symlink to /dev/zero in an entry's place, entries or folders without read or write
-permission, a tiny ``STAGEFLOW_CACHE_MAX_BYTES``, several processes compiling at once) and
-runs a fresh child that must compile and give NumPy's results, within a timeout. Permission
-faults bite only where the children do not run as root (as root they are applied and
-counted, but a root process reads and writes past them).
+permission, a tiny ``STAGEFLOW_CACHE_MAX_BYTES``, several processes compiling at once, the
+warm cache made read-only) and runs a fresh child that must compile and give NumPy's
+results, within a timeout. Permission faults bite only where the children do not run as
+root (as root they are applied and counted, but a root process reads and writes past
+them), except the read-only cache: a read-only cache is a normal deployment (a shared cache
+warmed once), so there the child must also find every entry it looks up (`MUST_HIT`; a
+child that misses or finds an entry corrupt counts as "missed"), and as root its writes are
+refused as a read-only mount refuses them (`READ_ONLY`).
 
     python -m stageflow.testing.cache_faults --count 60 [--seed N]
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -38,14 +43,16 @@ from stageflow.codegen.targets.cache import DIGEST_BYTES, MAGIC
 from stageflow.testing.campaign import add_seed, seed_of
 from stageflow.testing.campaign import progress as report_progress
 
-OUTCOMES = ["recovered", "wrong result", "error", "crash", "hang"]
+OUTCOMES = ["recovered", "missed", "wrong result", "error", "crash", "hang"]
 WRONG = 3  # the child's exit status when a result differs from NumPy's
 
 # What a child runs: a few functions compiled (or loaded from the cache) and checked.
 CHILD = f"""
+import json
 import sys
 import numpy as np
 import stageflow as sf
+from stageflow.codegen.targets import cache
 
 rng = np.random.default_rng(0)
 x = rng.normal(size=(7, 5)).astype(np.float32)
@@ -64,7 +71,68 @@ for function, args, reference in cases:
     if not np.allclose(got, reference(*args), rtol=1e-5, atol=1e-5):
         print("wrong:", got, file=sys.stderr)
         sys.exit({WRONG})
+print(json.dumps({{"hits": cache.stats.hits, "misses": cache.stats.misses,
+                  "corrupt": cache.stats.corrupt}}))
 """
+
+# A `sitecustomize` for a child whose cache directory is read-only to it although it runs
+# as root (which writes past file modes): every write under ``STAGEFLOW_CACHE_DIR`` through
+# the calls the cache makes (by a positional path) fails with EROFS, as on a read-only mount.
+READ_ONLY = """
+import builtins
+import errno
+import os
+
+_ROOT = os.path.realpath(os.environ["STAGEFLOW_CACHE_DIR"])
+_WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _inside(path):
+    try:
+        path = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return False
+    return path == _ROOT or path.startswith(_ROOT + os.sep)
+
+
+def _refusing(function, positions, writes=lambda *args, **kwargs: True):
+    def refused(*args, **kwargs):
+        for position in positions:
+            if position < len(args) and _inside(args[position]) and writes(*args, **kwargs):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS),
+                              os.fsdecode(args[position]))
+        return function(*args, **kwargs)
+    return refused
+
+
+os.open = _refusing(os.open, (0,), lambda path, flags, *args, **kwargs: flags & _WRITES)
+builtins.open = _refusing(builtins.open, (0,), lambda file, mode="r", *args, **kwargs:
+                          bool(set(mode) & set("wax+")))
+for _name, _positions in [("mkdir", (0,)), ("link", (1,)), ("symlink", (1,)),
+                          ("replace", (0, 1)), ("rename", (0, 1)), ("unlink", (0,)),
+                          ("remove", (0,)), ("rmdir", (0,)), ("utime", (0,)),
+                          ("chmod", (0,)), ("truncate", (0,))]:
+    setattr(os, _name, _refusing(getattr(os, _name), _positions))
+"""
+
+
+def read_only_site(folder: str) -> str:
+    """`folder` (made) holding `READ_ONLY` as its `sitecustomize`: a child with it first on
+    its ``PYTHONPATH`` cannot write its cache directory, even as root."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as file:
+        file.write(READ_ONLY)
+    return folder
+
+
+def make_read_only(root: str) -> None:
+    """Every folder and file under `root`, and `root`, without write permission."""
+    for folder, _, files in os.walk(root):
+        os.chmod(folder, 0o555)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o444)
 
 
 @dataclass
@@ -92,15 +160,19 @@ class Cache:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
 
-    def finish(self, process: subprocess.Popen) -> tuple[str, str]:
-        """Wait for a child: its outcome and what it printed when it was not recovered."""
+    def finish(self, process: subprocess.Popen, must_hit: bool = False) -> tuple[str, str]:
+        """Wait for a child: its outcome and what it printed when it was not recovered.
+        With `must_hit`, a child that computed right but missed an entry, or found one
+        corrupt, has "missed" (its cache was warm, and unchanged since)."""
         try:
-            _, err = process.communicate(timeout=self.timeout)
+            out, err = process.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
             return "hang", f"no result after {self.timeout} s"
         code = process.returncode
+        if code == 0 and must_hit:
+            return _hits(out)
         if code == 0:
             return "recovered", ""
         if code == WRONG:
@@ -109,8 +181,9 @@ class Cache:
             return "crash", f"signal {signal.Signals(-code).name}: {err[-400:]}"
         return "error", err.strip().splitlines()[-1] if err.strip() else f"status {code}"
 
-    def run(self, extra: dict[str, str] | None = None) -> tuple[str, str]:
-        return self.finish(self.child(extra))
+    def run(self, extra: dict[str, str] | None = None, must_hit: bool = False
+            ) -> tuple[str, str]:
+        return self.finish(self.child(extra), must_hit)
 
     def repair(self) -> None:
         """Give every permission back (so the next round starts from a usable tree)."""
@@ -122,6 +195,20 @@ class Cache:
                 mode = os.stat(name).st_mode
                 if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
                     os.chmod(name, 0o755 if stat.S_ISDIR(mode) else 0o644)
+
+
+def _hits(out: str) -> tuple[str, str]:
+    """A recovered child's outcome from the cache statistics it printed last: "missed"
+    unless it looked entries up and every one hit."""
+    lines = out.strip().splitlines()
+    try:
+        found = json.loads(lines[-1])
+        hits, misses, corrupt = found["hits"], found["misses"], found["corrupt"]
+    except (IndexError, ValueError, TypeError, KeyError):
+        return "error", f"no cache statistics printed: {out[-200:]!r}"
+    if hits and not misses and not corrupt:
+        return "recovered", ""
+    return "missed", f"{hits} hits, {misses} misses, {corrupt} corrupt"
 
 
 # -- the faults: each damages the cache and returns extra environment for the child -------
@@ -226,6 +313,18 @@ def no_cache_folder(cache: Cache, rng: random.Random) -> dict[str, str]:
     return {}
 
 
+def read_only_cache(cache: Cache, rng: random.Random) -> dict[str, str]:
+    """The warm cache (warmed again first: the round before may have left entries out)
+    made read-only, as a shared, pre-warmed cache is deployed; as root, whom modes do not
+    stop, the child's writes are refused by `READ_ONLY`."""
+    cache.run()
+    make_read_only(cache.root)
+    if os.geteuid() != 0:
+        return {}
+    site = read_only_site(os.path.join(os.path.dirname(cache.root), "read-only-site"))
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))}
+
+
 def tiny_bound(cache: Cache, rng: random.Random) -> dict[str, str]:
     return {"STAGEFLOW_CACHE_MAX_BYTES": str(rng.choice([0, 1, 4096]))}
 
@@ -247,10 +346,14 @@ FAULTS: dict[str, Callable[[Cache, random.Random], dict[str, str]]] = {
     "unreadable entries": unreadable,
     "read-only folders": read_only_folders,
     "no access to the cache": no_cache_folder,
+    "read-only cache": read_only_cache,
     "tiny size bound": tiny_bound,
     "concurrent writers": emptied,  # then several children at once
 }
 CONCURRENT = 4
+# The faults after which a child must find every entry it looks up: the cache is warm and
+# nothing in it is damaged.
+MUST_HIT = frozenset({"read-only cache"})
 
 
 @dataclass
@@ -269,7 +372,7 @@ def run_round(cache: Cache, fault: str, rng: random.Random,
     if fault == "concurrent writers":
         children = [cache.child(extra) for _ in range(CONCURRENT)]
         return [cache.finish(child) for child in children]
-    return [cache.run(extra)]
+    return [cache.run(extra, must_hit=fault in MUST_HIT)]
 
 
 def run_campaign(count: int, campaign_seed: int, kinds: list[str] | None = None,

@@ -11,11 +11,19 @@ case copies one saved directory, applies one tampering drawn from `TAMPERINGS` (
 fields deleted, retyped, renamed or re-indexed, the manifest truncated, reformatted or
 garbled; npz entries removed, renamed, retyped, reshaped, made object arrays, a truncated
 or garbage npz, a zip bomb; ``module.mlir`` truncated, bytes flipped, functions renamed,
-argument types changed, huge splats; files removed, emptied, replaced by directories,
-FIFOs, symlinks to /dev/zero, made unreadable) and, in a child process
-(`stageflow.testing.isolated`), loads it and calls every saved call with valid arguments.
-Permission tampering bites only where the children do not run as root (as root it is
-applied and counted, but a root process reads past it).
+argument types changed, huge splats, calls edited into cycles (a function calling itself,
+or through others back to itself) or to functions that are missing or have no body; files
+removed, emptied, replaced by directories, FIFOs, symlinks to /dev/zero, made unreadable)
+and, in a child process (`stageflow.testing.isolated`), loads it and calls every saved call
+with valid arguments. Permission tampering bites only where the children do not run as root
+(as root it is applied and counted, but a root process reads past it).
+
+The manifest records the digest of every file, so most edits are refused by it; but
+whoever edits a file can recompute the digests, and what only the loader's own checks can
+refuse is tampered with twice: as edited, and with the digests recomputed afterwards
+(`reseal`; the ``..., resealed`` rows). Other edits are not resealed: a changed
+constant or Python value under recomputed digests is a different saved object, which only
+the digest tells apart from the saved one.
 
 Outcomes, the first that applies:
 
@@ -59,8 +67,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
+from xdsl.ir import Operation, SSAValue
 
 import stageflow as sf
+from stageflow.ir.attributes import SymbolRef
+from stageflow.ir.builder import build_function, build_op
+from stageflow.ir.text import module_to_text, parse_module
+from stageflow.primitives.functional import call_p
+from stageflow.saved.save import digest, file_digest
 from stageflow.testing.campaign import add_seed, print_counts, seed_of
 from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.isolated import Died, Hung, run_isolated
@@ -72,7 +88,8 @@ RAW = (KeyError, AttributeError, IndexError, TypeError, AssertionError, NameErro
        MemoryError, OverflowError, UnicodeError, EOFError, zipfile.BadZipFile)
 _SAYS_WHAT = re.compile(
     r"expect|must|cannot|can.t|missing|lacks|has no|unknown|not a|invalid|differ|mismatch"
-    r"|inconsistent|out of range|too |dtype|shape|takes|field|format|truncated|empty"
+    r"|not match|inconsistent|out of range|too |dtype|shape|takes|field|format|truncated"
+    r"|empty"
     r"|\.mlir:\d+:\d+: \S",
     re.IGNORECASE)
 FILES = ["manifest.json", "variables.npz", "module.mlir"]
@@ -455,6 +472,109 @@ def _mlir_comments(directory: str, rng: random.Random) -> str:
     return f"blank or comment line at {at}"
 
 
+def _call(style: str, callee: str, arguments: list[SSAValue], function: FuncOp) -> Operation:
+    """A call of @`callee` returning what `function` returns: an ``sf.call`` (`style`
+    ``sf``: what `sf.saved.save` writes) or a ``func.call`` (``func``)."""
+    results = list(function.function_type.outputs.data)
+    if style == "func":
+        return CallOp(callee, arguments, results)
+    return build_op(call_p, arguments, {"callee": SymbolRef(callee)}, results)
+
+
+def _returns(function: FuncOp, call: Operation) -> None:
+    """`function` made to return what `call`, inserted before its return, returns."""
+    block = function.body.blocks[0]
+    old = block.last_op
+    assert isinstance(old, ReturnOp)
+    block.insert_op_before(call, old)
+    block.insert_op_before(ReturnOp(*call.results), old)
+    block.erase_op(old)
+
+
+def _mlir_calls(edit: Callable[[ModuleOp, FuncOp, str, random.Random], str]
+                ) -> Callable[[str, random.Random], str]:
+    """A tampering of the calls of one function (of one nested module, drawn at random)
+    of ``module.mlir``, through the parsed IR, printed back as `sf.saved.save` prints it:
+    `edit(module, function, style, rng)`, `style` the dialect of the call ops it adds."""
+    def tamper(directory: str, rng: random.Random) -> str:
+        path, text = _mlir(directory)
+        outer = parse_module(text, path)
+        module = rng.choice([op for op in outer.ops if isinstance(op, ModuleOp)])
+        function = rng.choice([op for op in module.ops if isinstance(op, FuncOp)])
+        style = rng.choice(["sf", "func"])
+        what = edit(module, function, style, rng)
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(module_to_text(outer, debuginfo=True))
+        return f"module @{module.sym_name.data}: {what} ({style}.call)"
+    return tamper
+
+
+def _call_cycle(module: ModuleOp, function: FuncOp, style: str, rng: random.Random) -> str:
+    """`function` made to return a call of itself, or of the first of new functions of its
+    signature each calling the next, the last calling `function` back."""
+    name = function.sym_name.data
+    chain = [name, *(f"{name}_cycle{i}" for i in range(1, rng.choice([1, 2, 3])))]
+    callees = [*chain[1:], name]  # each function of the chain calls the next
+    for caller, callee in zip(chain[1:], callees[1:], strict=True):
+        module.body.blocks[0].add_op(_forwarding(caller, callee, style, function))
+    block = function.body.blocks[0]
+    _returns(function, _call(style, callees[0], list(block.args), function))
+    return " -> ".join(f"@{f}" for f in [*chain, name])
+
+
+def _forwarding(name: str, callee: str, style: str, like: FuncOp) -> FuncOp:
+    """``func.func @name``, of the signature of `like`, returning what @`callee` returns
+    for its arguments."""
+    def body(args: Any) -> tuple[list[Operation], list[SSAValue]]:
+        call = _call(style, callee, list(args), like)
+        return [call], list(call.results)
+    return build_function(name, list(like.function_type.inputs.data), body)
+
+
+def _call_missing(module: ModuleOp, function: FuncOp, style: str, rng: random.Random) -> str:
+    """`function` made to return a call of a function its module does not hold, or holds
+    as a declaration without a body."""
+    callee = f"{function.sym_name.data}_missing"
+    kind = rng.choice(["absent", "declared without a body"])
+    if kind != "absent":
+        signature = function.function_type
+        module.body.blocks[0].add_op(FuncOp.external(callee, list(signature.inputs.data),
+                                                     list(signature.outputs.data)))
+    block = function.body.blocks[0]
+    _returns(function, _call(style, callee, list(block.args), function))
+    return f"@{function.sym_name.data} calls @{callee}, {kind}"
+
+
+def reseal(directory: str) -> str:
+    """Recompute the manifest's digests (of the other files, then its own) over the files
+    as they are now, as whoever edits a saved directory can: only the loader's own checks
+    can then refuse the edit. A manifest that is no JSON object is left as it is."""
+    path = os.path.join(directory, "manifest.json")
+    try:
+        with open(path, encoding="utf-8") as file:
+            manifest = json.load(file)
+    except (OSError, ValueError):
+        return "manifest unreadable, not resealed"
+    if not isinstance(manifest, dict):
+        return "manifest not an object, not resealed"
+    files = manifest.get("files")
+    for name in files if isinstance(files, dict) else ():
+        target = os.path.join(directory, name)
+        if os.path.isfile(target):  # never a FIFO or a device
+            with open(target, "rb") as file:
+                files[name] = file_digest(file.read())
+    if "digest" in manifest:
+        manifest["digest"] = digest(manifest)
+    _write_json(path, manifest)
+    return "digests recomputed"
+
+
+def _resealed(tamper: Callable[[str, random.Random], str]) -> Callable[[str, random.Random], str]:
+    def resealed(directory: str, rng: random.Random) -> str:
+        return f"{tamper(directory, rng)}; {reseal(directory)}"
+    return resealed
+
+
 def _file(change: Callable[[str, random.Random], str]) -> Callable[[str, random.Random], str]:
     def tamper(directory: str, rng: random.Random) -> str:
         name = rng.choice(FILES)
@@ -516,6 +636,10 @@ TAMPERINGS: dict[str, Callable[[str, random.Random], str]] = {
     "mlir signature changed": _mlir_signature,
     "mlir huge splat": _mlir_splat,
     "mlir comments": _mlir_comments,
+    "mlir call cycle": _mlir_calls(_call_cycle),
+    "mlir call cycle, resealed": _resealed(_mlir_calls(_call_cycle)),
+    "mlir call missing": _mlir_calls(_call_missing),
+    "mlir call missing, resealed": _resealed(_mlir_calls(_call_missing)),
     "file removed": _file(_removed),
     "file emptied": _file(_emptied),
     "file a directory": _file(_directory),
@@ -661,7 +785,7 @@ def run_campaign(count: int, campaign_seed: int, *, batch: int = 100, timeout: f
 def print_table(tally: Tally) -> None:
     short = {"loaded and correct": "correct", "clear error": "clear",
              "unclear error": "unclear", "wrong result": "wrong"}
-    print_counts("tampering", TAMPERINGS, tally.counts, OUTCOMES, short, 26)
+    print_counts("tampering", TAMPERINGS, tally.counts, OUTCOMES, short, 28)
 
 
 def main(argv: list[str] | None = None) -> int:

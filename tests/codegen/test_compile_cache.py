@@ -1,6 +1,6 @@
 """The on-disk compilation cache: a second process loads the object code of kernels a first
-one compiled, different IR misses, corrupt entries are ignored and rewritten, and the cache
-can be turned off."""
+one compiled, different IR misses, corrupt entries are ignored and rewritten, a read-only
+cache hits and is left as it was, and the cache can be turned off."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import JIT
 from stageflow.core import config
 from stageflow.ir import parse_module
+from stageflow.testing.cache_faults import Cache, make_read_only, read_only_site
 
 CHILD = """
 import json, sys, numpy as np, stageflow as sf
@@ -41,10 +42,12 @@ print(json.dumps({"hits": cache.stats.hits, "misses": cache.stats.misses,
 
 
 def _child(directory, scale: float, **env: str) -> dict:
+    """What a fresh process computing `f` at `scale` with the cache in `directory` printed,
+    and what it wrote on stderr (``"stderr"``)."""
     environment = {**os.environ, "STAGEFLOW_CACHE_DIR": str(directory), **env}
     result = subprocess.run([sys.executable, "-c", CHILD, str(scale)], env=environment,
                             check=True, capture_output=True, text=True)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), "stderr": result.stderr}
 
 
 def _entries(directory) -> list:
@@ -91,6 +94,66 @@ def test_corrupt_entries_are_ignored_and_rewritten(tmp_path, cold):
     assert damaged["corrupt"] == cold["misses"] and damaged["hits"] == 0
     assert damaged["sum"] == cold["sum"]
     assert _child(tmp_path, 2.0)["hits"] == cold["misses"]
+
+
+def _expected_sum(scale: float) -> float:
+    x = np.linspace(0, 1, 32, dtype=np.float32).reshape(4, 8)
+    return float(np.sum(np.tanh(x * np.float32(scale)) + np.exp(-x)))
+
+
+def _snapshot(folder) -> dict:
+    """Every path under `folder` with its bytes (None for a folder); not the times (the
+    owner of a file may set its time of use however it is protected, as a hit does)."""
+    return {path: None if path.is_dir() else path.read_bytes()
+            for path in sorted(folder.rglob("*"))}
+
+
+def _read_only_hits(folder, cold: dict, **env: str) -> None:
+    """`folder`, a copy of `cold`'s cache, made read-only: a fresh process finds every
+    entry (none corrupt) and computes as the first one did, one with other IR misses and
+    still computes right, neither says a word about the cache on stderr, and the cache is
+    left as it was."""
+    before = _snapshot(folder)
+    make_read_only(folder)
+    try:
+        warm = _child(folder, 2.0, **env)
+        other = _child(folder, 3.0, **env)
+    finally:
+        Cache(str(folder), 0.0).repair()
+    assert (warm["hits"], warm["misses"], warm["corrupt"]) == (cold["misses"], 0, 0), warm
+    assert warm["sum"] == cold["sum"] and "cache" not in warm["stderr"]
+    assert other["misses"] > 0 and other["corrupt"] == 0 and "cache" not in other["stderr"]
+    np.testing.assert_allclose(other["sum"], _expected_sum(3.0), rtol=1e-5)
+    assert _snapshot(folder) == before
+
+
+def test_a_read_only_cache_hits_and_is_left_as_it_was(tmp_path, tmp_path_factory, cold):
+    """A shared cache warmed once and mounted read-only: every entry was marked corrupt
+    (the process could not make the temporary file of a new key, and fell back to a key
+    of its own) and none ever hit. The mount is played by refusing every write under the
+    cache with EROFS in the child (`READ_ONLY`), which stops root too, where file modes do
+    not."""
+    site = read_only_site(str(tmp_path_factory.mktemp("read-only-site")))
+    path = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
+    _read_only_hits(tmp_path, cold, PYTHONPATH=path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes past file modes; the EROFS "
+                                              "test above makes the same cache read-only")
+def test_a_cache_read_only_by_its_modes_hits_and_is_left_as_it_was(tmp_path, cold):
+    _read_only_hits(tmp_path, cold)
+
+
+def test_a_damaged_key_leaves_the_cache_unused_and_its_entries_alone(tmp_path, cold):
+    """A key that cannot be read (here: not 32 bytes) once left a key of the process's own,
+    under which every entry was corrupt, moved aside and rewritten for no other process to
+    read; now the process compiles without the cache and leaves it as it was."""
+    (tmp_path / "key").write_bytes(b"short")
+    before = _snapshot(tmp_path)
+    keyless = _child(tmp_path, 2.0)
+    assert keyless["hits"] == keyless["corrupt"] == 0 and keyless["misses"] == cold["misses"]
+    assert keyless["sum"] == cold["sum"]
+    assert _snapshot(tmp_path) == before
 
 
 def test_opting_out_writes_nothing(tmp_path):
@@ -162,6 +225,23 @@ def test_a_fifo_in_place_of_an_entry_is_skipped(tmp_path, cold):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1])["sum"] == cold["sum"]
+
+
+def test_a_directory_in_an_entrys_place_is_moved_aside_every_time(tmp_path, cold):
+    """Found by the cache-faults campaign once it asked a read-only cache to hit: the
+    second directory in an entry's place could not replace the first one moved aside, so
+    it stayed, and every later process missed that entry and called it corrupt."""
+    entry = _entries(tmp_path)[0]
+    for _ in range(2):
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        (entry / "inside").mkdir(parents=True)
+        damaged = _child(tmp_path, 2.0)
+        assert damaged["corrupt"] == 1 and damaged["sum"] == cold["sum"]
+        again = _child(tmp_path, 2.0)
+        assert (again["hits"], again["corrupt"]) == (cold["misses"], 0), again
 
 
 @pytest.mark.usefixtures("cold")

@@ -1,6 +1,6 @@
 """The compilation-cache campaign (`stageflow.testing.cache_faults`): after every kind of
-damage a fresh process still compiles and computes right, and the classifier does see a
-crash, a hang, an error and a wrong result.
+damage a fresh process still compiles and computes right, on a read-only cache it also
+hits, and the classifier does see a crash, a hang, an error, a wrong result and a miss.
 
 No test here needs the cores to itself: a child of the campaign counts as hung only after
 120 s, and the one hang told apart here comes from a child that sleeps, which no load on
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 
 import pytest
 
@@ -63,6 +64,26 @@ def test_the_classifier_sees_crashes_errors_and_wrong_results():
     assert "SIGSEGV" in tallies["truncated"].first[0]
     assert tallies["directory"].outcomes["error"] == 1
     assert tallies["swap two entries"].outcomes["wrong result"] == 1
+
+
+def test_a_read_only_cache_hits():
+    """Once every entry of a read-only cache was marked corrupt and none hit (the process
+    could not write a new key's temporary file, and fell back to a key of its own)."""
+    tally = run_campaign(1, 1, ["read-only cache"])["read-only cache"]
+    assert tally.outcomes["recovered"] == tally.rounds == 1, tally.first
+
+
+def test_the_classifier_sees_a_miss_where_every_entry_must_hit():
+    """A child that computes right but misses counts as "missed" after a fault of
+    `MUST_HIT` (here: the cache emptied under that fault's name)."""
+    def emptied(cache: Cache, rng: random.Random) -> dict[str, str]:
+        shutil.rmtree(cache.objects)
+        return {}
+
+    tally = run_campaign(1, 1, ["read-only cache"],
+                         faults={"read-only cache": emptied})["read-only cache"]
+    assert tally.outcomes["missed"] == 1, tally.first
+    assert tally.first[0].startswith("missed: 0 hits, ")
 
 
 def test_the_classifier_sees_a_hang_and_ends_it(tmp_path):

@@ -5,15 +5,22 @@ unclear error and a wrong result, so that the slice cannot pass by seeing nothin
 from __future__ import annotations
 
 import os
+import pickle
+import random
+import re
+import shutil
 
 import pytest
 
 from stageflow.testing.campaign import read_counts
 from stageflow.testing.saved_dirs import (
+    OBJECTS,
     OUTCOMES,
     TAMPERINGS,
+    judge,
     main,
     run_campaign,
+    save_originals,
     unclear_because,
 )
 
@@ -21,7 +28,7 @@ from stageflow.testing.saved_dirs import (
 @pytest.mark.slow
 def test_a_slice_of_the_campaign_finds_no_defect_and_its_summary_names_the_seed(capsys):
     """Through the campaign's command: the first 90 cases of seed 2026 draw every tampering
-    and every branch of the tamperings that 120 cases draw."""
+    (all of them by the 60th)."""
     status = main(["--count", "90", "--seed", "2026"])
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -34,6 +41,38 @@ def test_a_slice_of_the_campaign_finds_no_defect_and_its_summary_names_the_seed(
     assert sum(total) == 90 and total[0] > 0 and total[1] > 0
     assert total[2:] == [0] * (len(OUTCOMES) - 2), out
     assert status == 0, out
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory) -> str:
+    """The campaign's saved objects and their calls' results, saved once."""
+    root = str(tmp_path_factory.mktemp("saved-originals"))
+    save_originals(root)
+    return root
+
+
+CALL_TAMPERINGS = [name for name in TAMPERINGS if name.startswith("mlir call")]
+
+
+@pytest.mark.parametrize("obj", sorted(OBJECTS))
+@pytest.mark.parametrize("tampering", CALL_TAMPERINGS)
+def test_calls_edited_into_cycles_or_to_missing_functions_are_clear_errors(
+        originals, tmp_path, obj, tampering):
+    """Every branch (a cycle of one to three functions, a callee absent or without a body,
+    by sf.call or func.call; the digests as they were or recomputed) on every saved object:
+    each once loaded, and its first call died in RecursionError, AttributeError or
+    IndexError."""
+    with open(os.path.join(originals, f"{obj}.pkl"), "rb") as file:
+        calls, want = pickle.load(file)  # noqa: S301 - written by the fixture
+    for seed in range(6):
+        directory = str(tmp_path / f"case{seed}")
+        shutil.copytree(os.path.join(originals, obj), directory)
+        how = TAMPERINGS[tampering](directory, random.Random(seed))
+        outcome, detail = judge(directory, calls, want)
+        assert outcome == "clear error", (how, detail)
+        # the file (at the op's line, where the verifier finds a callee missing) and the
+        # function
+        assert re.search(r"module\.mlir(:\d+:\d+)?: .*@\w+", detail), (how, detail)
 
 
 def _dies_or_lies(item: tuple[str, str]) -> tuple[str, str]:
@@ -66,6 +105,10 @@ def test_the_judge_calls_raw_and_unnamed_errors_unclear():
         == "does not say what is wrong"
     assert unclear_because(ValueError(f"sf.saved.load: {where}/manifest.json: field jit "
                                       "must be a bool"), where, None) is None
+    # the verifier at an op whose location is the saving program's line, not the file's
+    assert unclear_because(ValueError(f"sf.saved.load: {where}/module.mlir: model.py:32:14: "
+                                      "'sf.call' op results (tensor<?x3xf32>) do not match "
+                                      "@call's (tensor<?x4xf32>)"), where, None) is None
     assert unclear_because(TypeError("f: argument 'x' has dtype float64"), where, "f") is None
     assert unclear_because(TypeError("f: argument 'x' has dtype float64"), where, None) \
         == "raw builtins.TypeError"

@@ -14,12 +14,21 @@ renamed into place, so concurrent processes never read half an entry. Each carri
 HMAC-SHA-256 of its object code under a key kept in the cache directory (``key``, made at
 first use): an entry that does not match it (truncated, overwritten, or written by anything
 but this cache's writer, even with a correct plain checksum) is ignored and rewritten, never
-handed to the linker. Object code LLVM's linker is given runs unchecked, so a damaged
-entry under a recomputed checksum once crashed every later process; what passes the MAC is
-still checked before it is linked (`usable`): a regular file (a FIFO in its place would
-block the read forever), a well-formed ELF object (`elf_symbols`) defining the module's
-functions, every symbol it needs resolvable here (a missing one aborts the process inside
-LLVM). An entry failing that is moved aside (``.bad``) and compiled again.
+handed to the linker. A process that can neither read the key nor make one uses no cache
+at all (every lookup misses, nothing is written): it could not tell its directory's entries
+from forgeries, and entries under a key of its own would be refused by every other process.
+Object code LLVM's linker is given runs unchecked, so a damaged entry under a recomputed
+checksum once crashed every later process; what passes the MAC is still checked before it
+is linked (`usable`): a regular file (a FIFO in its place would block the read forever), a
+well-formed ELF object (`elf_symbols`) defining the module's functions, every symbol it
+needs resolvable here (a missing one aborts the process inside LLVM). An entry failing that
+is moved aside (``.bad``) and compiled again.
+
+A read-only cache directory (a shared cache warmed once, then mounted or made read-only)
+is a normal deployment: its entries hit, a miss is compiled and not stored, and the writes
+that fail (storing, moving a bad entry aside, refreshing a time of use) are skipped, as
+compiling still succeeded. Readers that are not the directory's owner need the key
+readable by them (it is made readable by its owner only).
 
 The cache is bounded: past ``STAGEFLOW_CACHE_MAX_BYTES`` (default 2 GiB; units as
 `max_bytes` reads them) the entries used longest ago are deleted (a hit refreshes an entry's
@@ -33,6 +42,7 @@ import hashlib
 import hmac
 import os
 import re
+import shutil
 import stat
 import struct
 import tempfile
@@ -105,8 +115,12 @@ def load(entry: str) -> bytes | None:
         os.close(descriptor)
     header = len(MAGIC) + DIGEST_BYTES
     payload = data[header:]
+    key = _key()
+    if key is None:  # no cache for this process: nothing here can be told from a forgery
+        stats.misses += 1
+        return None
     if (not data.startswith(MAGIC) or len(data) <= header
-            or not hmac.compare_digest(seal(payload)[:header], data[:header])):
+            or not hmac.compare_digest(_sealed(key, payload)[:header], data[:header])):
         stats.corrupt += 1
         stats.misses += 1
         quarantine(entry)
@@ -201,69 +215,113 @@ def elf_symbols(data: bytes) -> tuple[set[str], set[str]] | None:
         return None
 
 
-def seal(payload: bytes) -> bytes:
+def seal(payload: bytes) -> bytes | None:
     """An entry's bytes: the format's magic, the payload's MAC under this cache's key, the
-    payload."""
-    return MAGIC + hmac.digest(_key(), payload, "sha256") + payload
+    payload; None where this process has no key (`_key`)."""
+    key = _key()
+    return None if key is None else _sealed(key, payload)
 
 
-_keys: dict[str, bytes] = {}  # per cache directory
+def _sealed(key: bytes, payload: bytes) -> bytes:
+    """`seal` under `key`, which the caller has (a lookup checks an entry with it)."""
+    return MAGIC + hmac.digest(key, payload, "sha256") + payload
 
 
-def _key() -> bytes:
-    """The cache directory's key: read, or made (32 random bytes, readable by the owner
-    only) by the first process to need it; one that cannot be read or made leaves a key of
-    this process, so that its entries are refused by the others."""
+KEY_BYTES = 32
+_keys: dict[str, bytes | None] = {}  # per cache directory
+
+
+def _key() -> bytes | None:
+    """The cache directory's key: read, else made (`KEY_BYTES` random bytes, readable by the
+    owner only) by the first process to need it and read back; None where it can be neither
+    read nor made (an unreadable or damaged key, a read-only directory without one), and
+    then this process uses no cache. The existing key is read first: a read-only directory
+    (a shared, pre-warmed cache) cannot take a new one, and its entries are under the old."""
     folder = str(config.cache_dir)
-    key = _keys.get(folder)
-    if key is not None:
-        return key
+    if folder in _keys:
+        return _keys[folder]
     path = os.path.join(folder, "key")
+    key = _read_key(path)
+    if key is None:
+        _make_key(folder, path)
+        key = _read_key(path)
+        if key is None:
+            config.emit("compiles", f"compilation cache: no usable key {path} (it cannot be "
+                                    f"read or made), this process does not use {folder}")
+    return _keys.setdefault(folder, key)
+
+
+def _read_key(path: str) -> bytes | None:
+    """The key at `path` if it is a regular file of `KEY_BYTES` bytes this process reads."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:  # a FIFO or a device in its place: never read from it
+        key = (os.read(descriptor, KEY_BYTES + 1)
+               if stat.S_ISREG(os.fstat(descriptor).st_mode) else b"")
+    except OSError:
+        key = b""
+    finally:
+        os.close(descriptor)
+    return key if len(key) == KEY_BYTES else None
+
+
+def _make_key(folder: str, path: str) -> None:
+    """Write a new key whole, then link it into place: no process reads half a key, and of
+    processes racing to make one, the first one's is everyone's. Fails quietly (a read-only
+    directory, an existing key): the caller reads what is there."""
     temporary = None
-    try:  # written whole, then linked into place: no process reads half a key
+    try:
         os.makedirs(folder, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=folder, suffix=".key")
         with os.fdopen(handle, "wb") as file:
-            file.write(os.urandom(32))
+            file.write(os.urandom(KEY_BYTES))
         os.link(temporary, path)
-    except FileExistsError:
-        pass
     except OSError:
-        return _keys.setdefault(folder, os.urandom(32))
+        pass
     finally:
         if temporary is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            key = os.read(descriptor, 33) if stat.S_ISREG(os.fstat(descriptor).st_mode) else b""
-        finally:
-            os.close(descriptor)
-    except OSError:
-        key = b""
-    return _keys.setdefault(folder, key if len(key) == 32 else os.urandom(32))
 
 
 def quarantine(entry: str) -> None:
-    """Move a bad entry aside (``.bad``), so that it is compiled and stored again."""
+    """Move a bad entry aside (``.bad``, in place of the one moved aside before), so that it
+    is compiled and stored again. The one before is removed first: a directory in the
+    entry's place could not replace an earlier one, stayed, and every later process missed
+    the entry."""
     path = _path(entry)
     try:
+        _remove(path + ".bad")
         os.replace(path, path + ".bad")
     except OSError:
         pass
+
+
+def _remove(path: str) -> None:
+    """Whatever is at `path` removed: a folder with what it holds, a symlink (not what it
+    points to), a file; nothing there is no error."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def store(entry: str, payload: bytes) -> None:
     """Write the entry atomically; a cache that cannot be written is skipped silently,
     as compiling still succeeded."""
     path = _path(entry)
+    sealed = seal(payload)
+    if sealed is None:  # no key: this process uses no cache
+        return
     temporary = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         with os.fdopen(handle, "wb") as file:
-            file.write(seal(payload))
+            file.write(sealed)
         os.replace(temporary, path)
     except OSError:
         config.emit("compiles", f"compilation cache: cannot write {path}")
