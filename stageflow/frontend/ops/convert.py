@@ -128,13 +128,13 @@ def _weak_nest(value: list | tuple, like: Tensor) -> Tensor:
     if not all(isinstance(leaf, _PYTHON_SCALARS) for leaf in leaves):
         return convert_to_tensor(value)
     target = like.dtype
-    for kind, allowed, name in ((complex, dtypes.is_complex(target), "complex"),
-                                (float, dtypes.is_inexact(target), "float"),
-                                (int, target != dtypes.bool_, "int")):
+    for kind, allowed in ((complex, dtypes.is_complex(target)),
+                          (float, dtypes.is_inexact(target)), (int, target != dtypes.bool_)):
         found = next((leaf for leaf in leaves if type(leaf) is kind), None)
         if found is not None and not allowed:
-            raise TypeError(f"cannot combine a list holding the Python {name} {found!r} with "
-                            f"a {target.name} tensor; use sf.cast{describe_location()}")
+            raise TypeError(f"cannot combine a list holding the Python {kind.__name__} "
+                            f"{found!r} with a {target.name} tensor; use sf.cast"
+                            f"{describe_location()}")
     return convert_to_tensor(value, target)
 
 

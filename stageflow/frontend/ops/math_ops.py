@@ -23,9 +23,9 @@ from stageflow.frontend.ops.shape import broadcast_to, concat, reshape
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import scan
 
-__all__ = ["clip_by_global_norm", "cosh", "cumprod", "cumsum", "global_norm", "is_finite",
-           "is_inf", "is_nan", "meshgrid", "reduce_all", "reduce_any", "reverse", "roll",
-           "sinh", "tan"]
+__all__ = ["clip_by_global_norm", "clip_by_norm", "cosh", "cumprod", "cumsum", "global_norm",
+           "is_finite", "is_inf", "is_nan", "meshgrid", "reduce_all", "reduce_any", "reverse",
+           "roll", "sinh", "tan"]
 
 
 @math_op
@@ -268,6 +268,29 @@ def global_norm(t_list: Sequence[Any]) -> Tensor:
     for s in squares[1:]:
         total = total + ew.cast(s, total.dtype)
     return ew.sqrt(total)
+
+
+def clip_by_norm(t: Any, clip_norm: float, axes: Any = None) -> Tensor:
+    """`t` scaled by ``clip_norm / max(norm, clip_norm)``, where `norm` is its L2 norm over
+    `axes` (all axes by default): at most `clip_norm` long (TensorFlow's ``clip_by_norm``).
+
+    t: float tensor; axes: None, an int or ints; returns t's shape and dtype.
+
+    >>> sf.clip_by_norm([3.0, 4.0], 1.0)
+    sf.Tensor([0.6, 0.8], shape=(2,), dtype=float32)
+    >>> sf.clip_by_norm([[3.0, 4.0], [0.3, 0.4]], 1.0, axes=1)
+    sf.Tensor([[0.6, 0.8],
+               [0.3, 0.4]], shape=(2, 2), dtype=float32)
+    """
+    t = convert_to_tensor(t)
+    if not dtypes.is_floating(t.dtype):
+        raise TypeError(f"clip_by_norm: needs a float tensor, got {t.dtype.name}"
+                        f"{describe_location()}")
+    squares = reduce_sum(ew.square(t), axis=axes, keepdims=True)
+    norm = ew.sqrt(squares)
+    limit = ew.cast(convert_to_tensor(clip_norm), t.dtype)
+    # Where the norm is 0 the tensor is too, and a scale of 1 keeps it.
+    return ew.multiply(t, ew.divide(limit, ew.maximum(norm, limit)))
 
 
 def clip_by_global_norm(t_list: Sequence[Any], clip_norm: float,
