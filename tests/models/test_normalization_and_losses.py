@@ -225,3 +225,28 @@ def test_meshgrid_and_global_norm_clipping():
     np.testing.assert_allclose(clipped[2].numpy(), [6.0])
     unchanged, _ = sf.clip_by_global_norm(tensors, 100.0)
     np.testing.assert_allclose(unchanged[0].numpy(), [3.0, 4.0])
+
+
+@pytest.mark.parametrize("axes", [None, 1, [0, 1]])
+def test_clip_by_norm_against_numpy_and_finite_differences(axes):
+    """TensorFlow's ``clip_by_norm``: at most `clip_norm` long over `axes`, untouched below;
+    a zero tensor stays zero (no 0/0)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 4))
+    norm = np.sqrt(np.sum(x * x, axis=None if axes is None else tuple(np.atleast_1d(axes)),
+                          keepdims=True))
+    want = x * 1.5 / np.maximum(norm, 1.5)
+    np.testing.assert_allclose(sf.clip_by_norm(x, 1.5, axes=axes).numpy(), want, rtol=1e-12)
+    np.testing.assert_array_equal(sf.clip_by_norm(np.zeros((2, 2)), 1.0).numpy(), 0.0)
+    staged = sf.function(lambda t: sf.clip_by_norm(t, 1.5, axes=axes))
+    np.testing.assert_allclose(staged(x).numpy(), want, rtol=1e-12)
+    weights = rng.standard_normal((3, 4))
+    loss = lambda t: sf.reduce_sum(sf.clip_by_norm(t, 1.5, axes=axes) * weights)  # noqa: E731
+    direction = rng.standard_normal((3, 4))
+    eps = 1e-6
+    numeric = (float(loss(sf.constant(x + eps * direction)))
+               - float(loss(sf.constant(x - eps * direction)))) / (2 * eps)
+    grad = sf.grad(loss)(sf.constant(x)).numpy()
+    np.testing.assert_allclose(np.sum(grad * direction), numeric, rtol=1e-6)
+    with pytest.raises(TypeError, match="clip_by_norm: needs a float tensor"):
+        sf.clip_by_norm([1, 2], 1.0)
