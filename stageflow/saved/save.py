@@ -69,13 +69,20 @@ class _State:
 
 
 def _staged_functions(obj: Any) -> dict[str, Function]:
-    """The staged functions of `obj`: itself, or its staged methods and attributes."""
+    """The staged functions of `obj`: itself, or its staged methods and attributes; for a
+    layer without any that was called (eagerly, a Keras model's usual life), its call
+    staged for the inputs of its first call, the batch dim free, as Keras saves one."""
     if isinstance(obj, Function):
         return {obj.name: obj}
     names = [n for klass in type(obj).__mro__ for n, v in vars(klass).items()
              if isinstance(v, Function)]
     names += [n for n, v in vars(obj).items() if isinstance(v, Function)]
-    return {name: getattr(obj, name) for name in dict.fromkeys(names)}
+    functions = {name: getattr(obj, name) for name in dict.fromkeys(names)}
+    spec = getattr(obj, "input_spec", None)
+    if not functions and isinstance(spec, TensorSpec):
+        functions["call"] = Function(lambda inputs: obj(inputs, training=False), [spec],
+                                     name="call")
+    return functions
 
 
 def _traced(function: Function) -> list[tuple[Any, ConcreteFunction]]:
@@ -205,8 +212,10 @@ def save(obj: Any, directory: str | os.PathLike) -> None:
             manifest_functions[name] = {"parameters": _parameters(function),
                                         "concrete": concretes}
     if not manifest_functions:
-        raise ValueError(f"sf.saved.save: {type(obj).__name__} has no traced staged "
-                         "function; call it once or give input_signature=[...]")
+        raise ValueError(f"sf.saved.save: {type(obj).__name__} has no staged function to "
+                         "save: call a layer once (it is then saved for inputs like that "
+                         "call's), trace an @sf.function method, or give it "
+                         "input_signature=[...]")
     arrays = {f"v{i}": v.numpy() for i, v in enumerate(state.variables)}
     arrays.update({f"c{i}": c for i, c in enumerate(state.constants)})
     buffer = io.BytesIO()

@@ -107,8 +107,22 @@ def test_nothing_traced_cannot_be_saved(tmp_path):
     def f(x):
         return x + 1
 
-    with pytest.raises(ValueError, match="no traced staged function"):
+    with pytest.raises(ValueError, match="no staged function to save: call a layer once"):
         sf.saved.save(f, tmp_path)
+    with pytest.raises(ValueError, match="no staged function to save"):
+        sf.saved.save(sf.layers.Dense(2), tmp_path)  # never called: no input shape known
+
+
+def test_a_model_called_only_eagerly_saves_for_inputs_like_its_first(tmp_path):
+    """A Keras model is called eagerly and then saved: its call is staged for inputs of
+    the first call's shape, the batch dim free (it once said "call it once")."""
+    model = sf.layers.Sequential([sf.layers.Dense(4, activation="relu"), sf.layers.Dense(2)])
+    x = sf.constant(np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32))
+    want = model(x).numpy()
+    sf.saved.save(model, tmp_path / "model")
+    loaded = sf.saved.load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded(x).numpy(), want)
+    assert loaded(sf.ones([7, 5])).shape == (7, 2)
 
 
 def test_interpreted_function_round_trips(tmp_path):

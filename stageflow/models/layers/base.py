@@ -26,6 +26,7 @@ from stageflow.core import dtypes
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.models.activations import get_activation
@@ -72,12 +73,16 @@ class Layer(Module):
     []
     """
 
-    _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_trainable"}
+    _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_trainable",
+                                                    "input_spec"}
 
     def __init__(self, trainable: bool = True, name: str | None = None,
                  dtype: Any = None) -> None:
         super().__init__(name if name is not None else _unique_name(_default_name(self)))
         self.built = False
+        # What the first call took, its batch dim free (as Keras records it): what a layer
+        # called only eagerly is saved for (`sf.saved.save`).
+        self.input_spec: TensorSpec | None = None
         self._trainable = bool(trainable)
         self._dtype = None if dtype is None else dtypes.as_dtype(dtype)
 
@@ -107,6 +112,8 @@ class Layer(Module):
             self._dtype = self._variable_dtype(getattr(inputs, "dtype", None))
             self.build(tuple(inputs.shape))
             self.built = True
+            if isinstance(inputs, Tensor) and inputs.ndim:
+                self.input_spec = TensorSpec((None, *inputs.shape[1:]), inputs.dtype)
         training = _resolve_training(training)
         if takes_training(self.call):
             kwargs["training"] = training
