@@ -29,7 +29,7 @@ print(dot)
 # assign_add: read the variable, add, assign; the resource edges carry the handle's type.
 # CHECK-NEXT: op0 [shape=box, style=filled, fillcolor=lightgrey, label="read_variable"];
 # CHECK-NEXT: capture0 -> op0 [label="resource<float32[]>"];
-# CHECK-NEXT: op1 [shape=box, {{.*}}label="constant\nvalue=<float32()>"];
+# CHECK-NEXT: op1 [shape=box, {{.*}}label="constant\nvalue=1.0"];
 # CHECK-NEXT: op2 [shape=box, {{.*}}label="add"];
 # CHECK-NEXT: op0 -> op2 [label="float32[]"];
 # CHECK-NEXT: op1 -> op2 [label="float32[]"];

@@ -12,6 +12,11 @@ updates, so a C program can keep training state. Captured tensors are always con
 The GPU artefact holds the fused kernels only (matmul, reductions and the other lowered
 ops have no PTX lowering yet): one ``.ptx`` module with every kernel as an ``.entry`` and
 a manifest naming each kernel's parameters and launch geometry.
+
+A library's loops do not check for Ctrl-C as the JIT's do (`codegen.program.interrupts`):
+that check reads a flag the Python process owns and that a handler it installs sets. A loop
+of a library runs to its end, as a loop of the C program calling it would; SIGINT's
+default action, or the caller's own handler, decides what a Ctrl-C does meanwhile.
 """
 
 from __future__ import annotations
@@ -290,7 +295,8 @@ def _replace_by_constant(value: SSAValue, array: np.ndarray, before: Any) -> Non
 
 def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
                   variables: list[Variable], freeze: bool) -> CPUArtefact:
-    module, program, shapes, signature = whole_function_module(symbol, functions)
+    module, program, shapes, signature = whole_function_module(symbol, functions,
+                                                                interruptible=False)
     state = _StateEntries(module, symbol, signature, variables) if not freeze else None
     _c_entries(module, symbol, signature, program, shapes, state)
     for name in (matmul.GUARD_SYMBOL, worker_pool.STATE_SYMBOL):

@@ -58,6 +58,22 @@ class Callback:
         llvm.add_symbol(self.symbol, ctypes.cast(self.entry, ctypes.c_void_p).value)
 
     def _call(self, data: int, dims: int) -> int:
+        # All of it inside the try: what escapes a ctypes callback is printed and dropped,
+        # and a Ctrl-C's KeyboardInterrupt, raised wherever this Python code is when the
+        # signal arrives, must reach the caller (`runtime.interrupts`).
+        try:
+            arrays = self._arrays(data, dims)
+            results = py_func_p.kernel(*arrays[: self.inputs], **self.params)
+            for target, result in zip(arrays[self.inputs:], results, strict=True):
+                target[...] = result
+        except BaseException as error:  # noqa: BLE001 - handed to the caller, unchanged
+            _pending.error = located_error(py_func_p.name, self.location, error) if isinstance(
+                error, Exception) else error
+            return 1
+        return 0
+
+    def _arrays(self, data: int, dims: int) -> list[np.ndarray]:
+        """The operands and results as NumPy arrays over the program's buffers."""
         types = self.types
         pointers = (ctypes.c_void_p * len(types)).from_address(data)
         sizes = (ctypes.c_int64 * max(self.rank, 1)).from_address(dims)
@@ -70,15 +86,7 @@ class Callback:
             nbytes = math.prod(shape) * ty.dtype.itemsize
             buffer = (ctypes.c_char * nbytes).from_address(pointer or 0) if nbytes else b""
             arrays.append(np.frombuffer(buffer, ty.dtype).reshape(shape))
-        try:
-            results = py_func_p.kernel(*arrays[: self.inputs], **self.params)
-        except BaseException as error:  # noqa: BLE001 - handed to the caller, unchanged
-            _pending.error = located_error(py_func_p.name, self.location, error) if isinstance(
-                error, Exception) else error
-            return 1
-        for target, result in zip(arrays[self.inputs:], results, strict=True):
-            target[...] = result
-        return 0
+        return arrays
 
 
 def bind_callbacks(ops: list[Operation]) -> list[Callback]:

@@ -13,7 +13,10 @@ range, an op that declines its inputs) leaves everything untouched, and the call
 again by the step plan, which computes what it can and raises the error eager execution
 would, naming the op and the user's line. A `py_func` that raises is not called again: its
 error is raised as it is, and the variables keep what the function assigned before it, as
-eagerly (effects run in program order, and an error stops the later ones).
+eagerly (effects run in program order, and an error stops the later ones). A Ctrl-C is no
+error: where it stops a loop of the program (or a py_func, or the step plan run instead),
+the call raises ``KeyboardInterrupt`` and every variable keeps its value from before the
+call (`runtime.interrupts`).
 """
 
 from __future__ import annotations
@@ -37,12 +40,14 @@ from stageflow.codegen.program.host_constants import program_constant
 from stageflow.codegen.program.legality import supported
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, process_jit
+from stageflow.ir.control import WhileOp
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.support import is_op
 from stageflow.primitives.functional import call_p
 from stageflow.runtime.callbacks import Callback, bind_callbacks, take_error
+from stageflow.runtime.interrupts import interruptible, run_or_roll_back
 from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS
 
@@ -146,10 +151,15 @@ class CompiledProgram:
 
     def _failed(self, values: list[Any], states: Sequence[np.ndarray] = ()) -> list[Any]:
         error = take_error() if self.callbacks else None
+        if isinstance(error, KeyboardInterrupt):  # Ctrl-C during a py_func: the call is
+            raise error  # interrupted, not failed, and commits nothing (`runtime.interrupts`)
         if error is not None:  # a py_func raised: as it did, not run again as steps;
             self._commit(values, states)  # what was assigned before it stays assigned
             raise error
-        return self._step_plan(values)
+        if not self._states:
+            return self._step_plan(values)
+        return run_or_roll_back(self._step_plan, values,
+                                [values[index] for index, _, _ in self._states])
 
     def _results(self, arrays: list[np.ndarray], outputs: list[np.ndarray]) -> list[Any]:
         if self._aliases is None:
@@ -243,17 +253,21 @@ def prepare_program(function: FuncOp, functions: dict[str, FuncOp],
     builder = ProgramBuilder(module, function, functions,
                              lambda name: entry(kernel_symbol(name), 2),
                              lambda op: entry(op_symbol(op), 3) if op_symbol(op) else None,
-                             symbol, alias_outputs=True, constant_global=program_constant)
+                             symbol, alias_outputs=True, constant_global=program_constant,
+                             interruptible=True)
     builder.build()
     job = ModuleJob.of(module, OPT_LEVEL, CODEGEN_LEVEL)
     symbol = job.name(symbol)
     signature = builder.signature
+    loops = any(isinstance(op, WhileOp) for op in function.walk())
 
     def make(linked: Linked) -> CompiledProgram:
         count = (len(signature.inputs) + len(builder.written_outputs())
                  + len(signature.assigned))
         py = linked.function(f"{symbol}.py", ctypes.CFUNCTYPE(
             ctypes.c_int32, *[ctypes.py_object] * count))
+        if loops or callbacks:  # Ctrl-C stops a loop, or lands in a py_func's Python code:
+            py = interruptible(py)  # other programs end by themselves, then Python raises it
         shapes = linked.function(f"{symbol}.shapes", ctypes.CFUNCTYPE(
             ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p))
         program = CompiledProgram(signature, py, shapes, fallback, job.text, callbacks)

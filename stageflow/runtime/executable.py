@@ -39,6 +39,7 @@ from stageflow.primitives.functional import call_p
 from stageflow.primitives.state import assign_variable_p
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
 from stageflow.runtime.interpreter import Step, run_steps
+from stageflow.runtime.interrupts import run_or_roll_back
 from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
@@ -337,14 +338,17 @@ class Executable:
 
     def _plan_run(self) -> Callable[[list[Any]], list[Any]]:
         """The step plan's run; holding the locks of the variables it assigns, when it
-        assigns any, as a program's call does (`runtime.locks`)."""
+        assigns any, as a program's call does (`runtime.locks`), and giving them back their
+        values where Ctrl-C interrupts it, as a program's call commits nothing then
+        (`runtime.interrupts`)."""
         if not self._assigned:
             return self.plan.run
         locks = AssignedLocks()
 
         def run(inputs: list[Any]) -> list[Any]:
-            with locks.held([inputs[i] for i in self._assigned]):
-                return self.plan.run(inputs)
+            variables = [inputs[i] for i in self._assigned]
+            with locks.held(variables):
+                return run_or_roll_back(self.plan.run, inputs, variables)
         return run
 
     def track_memory(self, enabled: bool = True) -> None:

@@ -80,8 +80,8 @@ def _staged_functions(obj: Any) -> dict[str, Function]:
     functions = {name: getattr(obj, name) for name in dict.fromkeys(names)}
     spec = getattr(obj, "input_spec", None)
     if not functions and isinstance(spec, TensorSpec):
-        functions["call"] = Function(lambda inputs: obj(inputs, training=False), [spec],
-                                     name="call")
+        functions["__call__"] = Function(lambda inputs: obj(inputs, training=False), [spec],
+                                         name="__call__")
     return functions
 
 

@@ -5,8 +5,11 @@
 (its condition region, a conditional branch out, its body, back to the condition); each
 carried value lives in two buffers written in turn (`while.s*`, swapped by phis, never
 copied); the first iteration reads the initial value where it is (a constant here, the
-argument). An `sf.cond` is a `switch` over its regions, its result a phi of what the
-taken region yields. The kernels inside are called like any others."""
+argument). Each iteration ends with the check for a Ctrl-C: an atomic load of the
+process's interrupt flag, almost never set (`!prof`); where it is, and the program runs on
+the main thread, the program returns 996 (`INTERRUPTED`) through its cleanup. An `sf.cond`
+is a `switch` over its regions, its result a phi of what the taken region yields. The
+kernels inside are called like any others."""
 
 import stageflow as sf
 
@@ -30,7 +33,18 @@ def branch(x, p):
 # CHECK:       while.end:
 # CHECK:         br i1 %{{.*}}, label %"while.body", label %"while.end"
 # CHECK:         call i32 @"loop.loop_kernel2"
+# CHECK:         %"interrupt.flag" = load atomic i32, {{.*}}@"sf.interrupt.flag" monotonic
+# CHECK:         br i1 %{{.*}}, label %"loop.interrupt", label %"loop.latch", !prof
+# CHECK:       loop.interrupt:
+# CHECK-NEXT:    %[[SELF:.+]] = call i64 @"pthread_self"()
+# CHECK-NEXT:    %[[MAIN:.+]] = load i64, {{.*}}@"sf.interrupt.main"
+# CHECK-NEXT:    %[[ON_MAIN:.+]] = icmp eq i64 %[[SELF]], %[[MAIN]]
+# CHECK-NEXT:    br i1 %[[ON_MAIN]], label %"[[STOP:fail.*]]", label
+# CHECK:       loop.latch:
 # CHECK:         br label %"while.cond"
+# CHECK:       [[STOP]]:
+# CHECK-NEXT:    store i32 996, {{.*}}%"status"
+# CHECK-NEXT:    br label %"cleanup"
 
 # COND-LABEL: define i32 @"branch.program"
 # COND:         switch i64 %{{.*}}, label %"cond.1" [i64 0, label %"cond.0"]

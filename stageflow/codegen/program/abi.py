@@ -14,7 +14,9 @@ C ABI of a program (one per function)::
         caller allocated them, to be checked. Returns 0, or 1 + the index of an argument
         whose dims do not fit its type, or `OP_FAILED` + the index of the op whose kernel
         refused its operands (inconsistent unknown dims, an index out of range), or
-        `NO_MEMORY`; then the outputs hold nothing meaningful and nothing else was written.
+        `NO_MEMORY`, or `INTERRUPTED` (a JIT program only, on the main thread: a SIGINT
+        arrived, seen at a loop's iteration or before a py_func, `interrupts`); then the
+        outputs hold nothing meaningful and nothing else was written.
 
     void NAME.release()
         Frees the memory kept for the next call (the next call allocates it again).
@@ -48,6 +50,7 @@ OP_FAILED = 1000
 NO_MEMORY = 999
 NULL_POINTER = 998  # an ahead-of-time entry given NULL where it needs memory
 TOO_LARGE = 997  # a value the arguments' dims imply would take more than 2**62 bytes
+INTERRUPTED = 996  # a JIT program stopped for a SIGINT (`interrupts`)
 PTR = ir.PointerType()
 
 

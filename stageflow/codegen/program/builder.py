@@ -63,7 +63,8 @@ class ProgramBuilder:
 
     def __init__(self, module: ir.Module, function: FuncOp, functions: dict[str, FuncOp],
                  kernel_entry: KernelEntry, op_entry: OpEntry, symbol: str, *,
-                 constant_global: ConstantGlobal, alias_outputs: bool = False) -> None:
+                 constant_global: ConstantGlobal, alias_outputs: bool = False,
+                 interruptible: bool = False) -> None:
         self.module, self.function, self.functions = module, function, functions
         # How a constant becomes a global: embedded (an AOT library carries its constants,
         # `embedded`) or, for the JIT, large ones bound to host memory (`host_constants`).
@@ -72,6 +73,10 @@ class ProgramBuilder:
         # not written: the caller hands back the argument itself (the JIT does, a C caller
         # of an AOT library wants every output filled).
         self.alias_outputs = alias_outputs
+        # With `interruptible`, every loop checks the process's interrupt flag at each
+        # iteration, and every py_func call before it (`interrupts`): the JIT's programs do;
+        # an ahead-of-time library, which must not reference the Python process, does not.
+        self.interruptible = interruptible
         self.kernel_entry, self.op_entry = kernel_entry, op_entry
         self.symbol = symbol
         self.signature = signature_of(function)
@@ -195,6 +200,9 @@ class _Body(RegionLowering, KernelCalls):
             else:
                 self.call_entry(self.p.kernel_entry(callee), op, index, strides=False)
         elif primitive is py_func_p:
+            # A SIGINT that arrived meanwhile stops the program here: in the callback, Python
+            # would raise its KeyboardInterrupt before anything can catch it (`interrupts`).
+            self.check_interrupt("callback", "enter")
             self.flush_assignments()
             entry = declare(self.p.module, callback_symbol(op), I32, [PTR, PTR])
             self.call_entry(entry, op, index, strides=False)

@@ -4,7 +4,8 @@ Every value inside a region has static dims (`legality`), so its memory is place
 the rest of the program's before anything runs (`placement`). A cond's results are
 the memory of the values its taken branch yields, joined by phis; a loop's carried values
 live in two buffers each that its iterations write in turn, so that nothing is copied
-where the body computes the next value itself.
+where the body computes the next value itself. In a JIT program, every iteration ends by
+checking for a Ctrl-C (`interrupts`), which stops the program with `INTERRUPTED`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from xdsl.ir import Operation, Region, SSAValue
 
 from stageflow.codegen.llvm.emitter import I1, I8, I64
 from stageflow.codegen.llvm.loops import i64
-from stageflow.codegen.program.abi import PTR, value_type
+from stageflow.codegen.program.abi import INTERRUPTED, PTR, value_type
+from stageflow.codegen.program.interrupts import flag_raised, on_main_thread
 from stageflow.codegen.program.placement import Placement, owns_result
 from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp
 from stageflow.passes.support import is_op
@@ -124,6 +126,7 @@ class RegionLowering(Placement, ABC):
         for k, value in enumerate(yielded):
             if k not in direct and k not in in_place:
                 self.copy_into(spare[k], value)
+        self.check_interrupt()
         latch = b.block
         for k, ((init, (_, second)), pointer) in enumerate(
                 zip(zip(inits, spares, strict=True), current, strict=True)):
@@ -144,6 +147,22 @@ class RegionLowering(Placement, ABC):
                              self.nbytes(result))
             self.storage[result] = b.select(b.icmp_unsigned("==", pointer, init), target,
                                             pointer)
+
+    def check_interrupt(self, where: str = "loop", then: str = "latch") -> None:
+        """Where the program is `interruptible`: a branch, almost never taken, to a check
+        (block ``WHERE.interrupt``) that stops the program with `INTERRUPTED` when a SIGINT
+        arrived and this is the main thread; the builder continues in a block of its own
+        (``WHERE.THEN``: a loop's latch by default)."""
+        if not self.p.interruptible:
+            return
+        b = self.b
+        check = self.function.append_basic_block(f"{where}.interrupt")
+        go_on = self.function.append_basic_block(f"{where}.{then}")
+        b.cbranch(flag_raised(b), check, go_on).set_weights([1, 1 << 20])
+        b.position_at_end(check)
+        self.fail_if(on_main_thread(b), INTERRUPTED)
+        b.branch(go_on)
+        b.position_at_end(go_on)
 
 
 def _updated_in_place(body: Region, yielded: list[SSAValue]) -> set[int]:

@@ -19,11 +19,14 @@ from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry, proces
 from stageflow.ir.dialect import SfOp
 
 
-def whole_function_module(symbol: str, functions: dict[str, FuncOp]) -> tuple[
+def whole_function_module(symbol: str, functions: dict[str, FuncOp], *,
+                          interruptible: bool = True) -> tuple[
         ir.Module, ir.Function, ir.Function, ProgramSignature]:
     """One LLVM module with the program of function `symbol` of an optimised module, its
     kernels and its lowered ops (unoptimised: the loop level); the program, its shapes
-    function and signature. ``NotImplementedError`` says what keeps it from being one."""
+    function and signature. ``NotImplementedError`` says what keeps it from being one.
+    Its loops check for a Ctrl-C as the JIT's do unless not `interruptible` (an
+    ahead-of-time library's: `ProgramBuilder`)."""
     entry = functions[symbol]
     reason = supported(entry, functions, lambda op: rule_for(op_spec(op))
                        if op_spec(op) is not None else None)
@@ -55,6 +58,7 @@ def whole_function_module(symbol: str, functions: dict[str, FuncOp]) -> tuple[
         return ops[spec.key]
 
     builder = ProgramBuilder(module, entry, functions, kernel_entry, op_entry,
-                             f"{symbol}.program", constant_global=embedded_constant)
+                             f"{symbol}.program", constant_global=embedded_constant,
+                             interruptible=interruptible)
     program, shapes = builder.build(py_entry=False)
     return module, program, shapes, builder.signature
