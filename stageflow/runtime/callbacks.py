@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+import weakref
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -90,5 +91,25 @@ class Callback:
 
 
 def bind_callbacks(ops: list[Operation]) -> list[Callback]:
-    """A bound entry for each `py_func` op among `ops` (to be kept alive by the caller)."""
-    return [Callback(op) for op in ops if isinstance(op, SfOp) and op.primitive is py_func_p]
+    """The bound entry of each `py_func` op among `ops` (to be kept alive by the caller).
+
+    A symbol names one op (`callback_symbol`), so every program calling it can share one
+    entry: the one bound already while a program holding it lives, else a new one. Threads
+    compiling the same function at once each made their own before, binding the symbol in
+    turn: a program linked against another thread's entry called freed code once that
+    thread's program was dropped."""
+    callbacks = []
+    with _BINDING:
+        for op in ops:
+            if isinstance(op, SfOp) and op.primitive is py_func_p:
+                symbol = callback_symbol(op)
+                callback = _BOUND.get(symbol)
+                if callback is None:
+                    callback = _BOUND[symbol] = Callback(op)
+                callbacks.append(callback)
+    return callbacks
+
+
+# The entry each symbol is bound to, while a program holds it.
+_BOUND: weakref.WeakValueDictionary[str, Callback] = weakref.WeakValueDictionary()
+_BINDING = threading.Lock()

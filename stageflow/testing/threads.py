@@ -5,11 +5,11 @@ variables would lose updates unless each call holds the variables it assigns
 (`stageflow.runtime.locks`). A scenario starts N threads (2-16) at once on one of the
 `KINDS` below: `assign_add` and `assign` on shared scalars and 2^21-element variables, SGD
 steps on a shared model, two functions sharing variables, many threads calling a fresh
-`sf.function` for the first time (and one that creates its variable then), retraces with
-different shapes from different threads, eager updates beside staged ones, a gradient tape
-per thread, logical devices. Increments
-are integers or exactly representable floats, so the final values are known exactly and
-any lost or doubled update shows. A watchdog bounds each scenario: threads still running
+`sf.function` for the first time (one that creates its variable then, one holding a
+`numpy_function`), retraces with different shapes from different threads, eager updates
+beside staged ones, a gradient tape per thread, logical devices. Increments are integers or
+exactly representable floats, so the final values are known exactly and any lost or
+doubled update shows. A watchdog bounds each scenario: threads still running
 after it are counted as a deadlock (they are left behind as daemon threads).
 
     python -m stageflow.testing.threads --count 200 [--seed N]
@@ -20,6 +20,7 @@ The test suite runs a slice (``tests/testing/test_threads.py``).
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import sys
 import threading
@@ -222,6 +223,43 @@ def first_call_creating(s: Scenario, rng: random.Random) -> Work:
     return work, check
 
 
+def first_call_callback(s: Scenario, rng: random.Random) -> Work:
+    """Every thread makes the first call of a fresh function holding a `numpy_function`:
+    each compiles its program at once, and every call must run this function's callback
+    (programs once shared a symbol bound to an entry another thread's program freed)."""
+    tag = rng.randint(1, 1000)
+    wrong: list[str] = []
+
+    def adding(tag: int) -> sf.Function:
+        def constant(k: np.ndarray) -> np.ndarray:
+            return np.int64(tag)
+
+        return sf.function(lambda x: x + sf.numpy_function(constant, [x],
+                                                           sf.TensorSpec((), sf.int64)))
+
+    fresh = adding(tag)
+
+    def work(index: int) -> None:
+        for call in range(s.calls):
+            got = int(fresh(sf.constant(np.int64(index + call))))
+            if got != index + call + tag:
+                wrong.append(f"thread {index}: {got} for {index + call} + {tag}")
+
+    def check() -> str | None:
+        # The programs that lost the race are gone: entries made since may take their
+        # memory, where a program kept could still be calling.
+        gc.collect()
+        others = [adding(-1) for _ in range(3)]
+        for other in others:
+            other(sf.constant(np.int64(0)))
+        got = int(fresh(sf.constant(np.int64(7))))
+        if got != 7 + tag:
+            wrong.append(f"after the race: {got} for 7 + {tag}")
+        return wrong[0] if wrong else None
+
+    return work, check
+
+
 def retraces(s: Scenario, rng: random.Random) -> Work:
     """Each thread calls one function with a shape of its own (a retrace per shape, racing
     with the others' calls): every result right, every update counted."""
@@ -371,6 +409,7 @@ KINDS: dict[str, Callable[[Scenario, random.Random], Work]] = {
     "two functions": two_functions,
     "first call": first_call,
     "first call creating": first_call_creating,
+    "first call callback": first_call_callback,
     "retraces": retraces,
     "eager and staged": eager_and_staged,
     "eager only": eager_only,

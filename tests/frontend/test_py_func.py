@@ -4,6 +4,9 @@ callback's exceptions reaching the caller unchanged and the function healthy aft
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 import pytest
 
@@ -204,3 +207,40 @@ def test_a_result_tout_does_not_declare_is_refused_every_way(jit, result, messag
     x = sf.constant([1.0, 2.0])
     with pytest.raises(ValueError, match=message):
         f(x) if jit is None else sf.function(f, jit=jit)(x)
+
+
+def test_threads_compiling_one_function_share_its_callbacks():
+    """Threads making the first call of a function with a py_func at once each compiled a
+    program and bound the callback's symbol to their own entry: the program kept could
+    call an entry freed with another thread's program (crashes, or another function's
+    callback running). Entries are now shared per symbol while a program holds them."""
+    def make(tag):
+        def constant(k):
+            return np.int64(tag)
+
+        return sf.function(lambda x: x + sf.numpy_function(constant, [x],
+                                                           sf.TensorSpec((), sf.int64)))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for _ in range(15):
+            functions = [make(tag * 100) for tag in range(3)]
+            for tag, f in enumerate(functions):
+                barrier = threading.Barrier(4)
+                results = []
+
+                def call(k, f=f, barrier=barrier, results=results):
+                    barrier.wait()
+                    results.append(int(f(sf.constant(np.int64(k)))) - k)
+
+                threads = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                assert results == [tag * 100] * 4
+            for tag, f in enumerate(functions):
+                assert int(f(sf.constant(np.int64(5)))) == 5 + tag * 100
+    finally:
+        sys.setswitchinterval(interval)
