@@ -5,14 +5,9 @@ checks its safetensors header, the object graph and the checksums in the header'
 and the directory's pointer file here first, so that a deleted, retyped, huge or deeply
 nested field is refused with its path (``object_graph.nodes[3].children[0][1] must be an
 index of nodes (0 to 7), got int 9``) instead of a KeyError, a TypeError or a
-RecursionError deep in the restore. A schema is written as the saved directories' manifest
-schema (`stageflow.saved.manifest`, which this layer cannot import) is:
-
-- ``str``, ``int`` (``int``: a count, an offset or an index, so at least 0; never a bool);
-- a tuple: one of these values (``("variable", "list", "dict", "object")``);
-- ``[item]``: a list of `item`s; ``{"*": value}``: a dict from strings to `value`s;
-- a dict: a record with exactly these fields (a field named ``"name?"`` may be absent);
-- a function ``check(value, path)``: anything else (edges, tensor entries, states).
+RecursionError deep in the restore. The schemas are written in `stageflow.core.json_schema`'s
+plain values, as the saved directories' manifest is, their functions checking edges,
+tensor entries and states.
 
 What a schema cannot say (indices into the list of nodes, states naming the file's tensors,
 variables' states) `check_graph` checks afterwards, naming the same paths.
@@ -20,10 +15,10 @@ variables' states) `check_graph` checks afterwards, naming the same paths.
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Callable, Collection
 from typing import Any
 
+from stageflow.core.json_schema import FieldError, check, describe, field_path
 from stageflow.models.train.graph import KINDS, MAX_DEPTH, TENSOR, VARIABLE_VALUE
 
 __all__ = ["FieldError", "check_checksums", "check_graph", "check_header", "check_pointer",
@@ -32,46 +27,19 @@ __all__ = ["FieldError", "check_checksums", "check_graph", "check_header", "chec
 MAX_DIMS = 64  # NumPy's limit on an array's dimensions
 
 
-class FieldError(ValueError):
-    """A field that does not fit its schema: its path and what is wrong."""
-
-    def __init__(self, path: str, what: str) -> None:
-        self.path = path
-        self.what = what
-        super().__init__(f"field {path} {what}")
-
-
-def field_path(path: str, key: str | int) -> str:
-    """`path` extended by `key`: ``nodes[3]`` for an index, ``nodes[3].kind`` for a field
-    named like an identifier, ``header['model.v']`` for any other."""
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if key.isidentifier():
-        return f"{path}.{key}" if path else key
-    return f"{path}[{key!r}]"
-
-
-_SHORT = reprlib.Repr()  # bounded in depth and length: a value may nest hundreds deep
-_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 2, 40, 40, 40
-
-
-def _describe(value: Any) -> str:
-    return f"{type(value).__name__} {_SHORT.repr(value)}"
-
-
 def _fixed(*items: Any) -> Callable[[Any, str], None]:
     """A list of exactly as many values as `items`, each checked against its item."""
     def fixed(value: Any, path: str) -> None:
         if not isinstance(value, list) or len(value) != len(items):
             raise FieldError(path, f"must be a list of {len(items)} values, got "
-                                   f"{_describe(value)}")
+                                   f"{describe(value)}")
         for index, (item, schema) in enumerate(zip(value, items, strict=True)):
-            _check(item, schema, field_path(path, index))
+            check(item, schema, field_path(path, index))
     return fixed
 
 
 def _shape(value: Any, path: str) -> None:
-    _check(value, [int], path)
+    check(value, [int], path)
     if len(value) > MAX_DIMS:
         raise FieldError(path, f"has {len(value)} dims, an array at most {MAX_DIMS}")
 
@@ -86,7 +54,7 @@ def _hex64(value: Any, path: str) -> None:
     if not (isinstance(value, str) and len(value) == 16
             and all(c in "0123456789abcdef" for c in value)):
         raise FieldError(path, f"must be an XXH3-64 sum as 16 hex digits, got "
-                               f"{_describe(value)}")
+                               f"{describe(value)}")
 
 
 def _name(value: Any, path: str) -> None:
@@ -95,7 +63,7 @@ def _name(value: Any, path: str) -> None:
     if (not isinstance(value, str) or not value or "\0" in value or value.startswith("/")
             or ".." in value.split("/")):
         raise FieldError(path, f"must name a checkpoint inside the directory (a relative path "
-                               f"without '..'), got {_describe(value)}")
+                               f"without '..'), got {describe(value)}")
 
 
 def _state(value: Any, path: str) -> None:
@@ -109,7 +77,7 @@ def _state(value: Any, path: str) -> None:
         if isinstance(value, dict):
             if TENSOR in value and (len(value) != 1 or not isinstance(value[TENSOR], str)):
                 raise FieldError(path, f"must be {{{TENSOR!r}: a tensor's name}} (a dict with "
-                                       f"{TENSOR!r} names a tensor), got {_describe(value)}")
+                                       f"{TENSOR!r} names a tensor), got {describe(value)}")
             stack.extend((item, field_path(path, key), depth + 1)
                          for key, item in value.items() if isinstance(item, dict | list))
         elif isinstance(value, list):
@@ -123,57 +91,14 @@ CHECKSUMS = {"xxh3_64": {"graph": _hex64, "tensors": {"*": _hex64}}}
 POINTER = {"latest": _name, "all": [_name], "dropped?": [_name]}
 
 
-def _check(value: Any, schema: Any, path: str) -> None:
-    if schema in (str, int):
-        if type(value) is not schema or (schema is int and value < 0):
-            want = {str: "a string", int: "an int at least 0"}[schema]
-            raise FieldError(path, f"must be {want}, got {_describe(value)}")
-    elif isinstance(schema, tuple):
-        if not any(type(value) is type(v) and value == v for v in schema):
-            raise FieldError(path, f"must be one of {', '.join(map(repr, schema))}, got "
-                                   f"{_describe(value)}")
-    elif isinstance(schema, list):
-        if not isinstance(value, list):
-            raise FieldError(path, f"must be a list, got {_describe(value)}")
-        for index, item in enumerate(value):
-            _check(item, schema[0], field_path(path, index))
-    elif isinstance(schema, dict) and "*" in schema:
-        if not isinstance(value, dict):
-            raise FieldError(path, f"must be a dict, got {_describe(value)}")
-        for key, item in value.items():
-            _check(item, schema["*"], field_path(path, key))
-    elif isinstance(schema, dict):
-        _record(value, schema, path)
-    else:
-        schema(value, path)
-
-
-def _record(value: Any, schema: dict[str, Any], path: str) -> None:
-    if not isinstance(value, dict):
-        raise FieldError(path or "(the whole file)", f"must be a dict with the fields "
-                                                     f"{', '.join(schema)}, got "
-                                                     f"{_describe(value)}")
-    fields = {name.rstrip("?"): name.endswith("?") for name in schema}
-    unknown = [key for key in value if key not in fields]
-    if unknown:
-        raise FieldError(field_path(path, unknown[0]), f"is not a field of this record (it "
-                                                       f"has {', '.join(fields)})")
-    for name, optional in fields.items():
-        if name in value:
-            _check(value[name], schema[name + "?" if optional else name],
-                   field_path(path, name))
-        elif not optional:
-            raise FieldError(field_path(path, name), "is missing")
-
-
 def check_header(header: Any, dtypes: Collection[str]) -> None:
     """A safetensors header: ``__metadata__`` (strings to strings) and a tensor entry
     (`dtypes`' names, a shape, data offsets) per other key; its path is ``header``."""
     if not isinstance(header, dict):
-        raise FieldError("header", f"must be a dict, got {_describe(header)}")
+        raise FieldError("header", f"must be a dict, got {describe(header)}")
     entry = {"dtype": tuple(dtypes), "shape": _shape, "data_offsets": _offsets}
     for key, value in header.items():
-        _check(value, {"*": str} if key == "__metadata__" else entry,
+        check(value, {"*": str} if key == "__metadata__" else entry,
                field_path("header", key))
 
 
@@ -181,7 +106,7 @@ def check_graph(graph: Any, format_name: str, tensors: Collection[str]) -> None:
     """The object graph (path ``object_graph``): the schema, then what it cannot say: edges
     and slots name nodes that exist, states name tensors the file holds, and a variable's
     state is its value's tensor."""
-    _record(graph, {"format": (format_name,), "nodes": [NODE]}, "object_graph")
+    check(graph, {"format": (format_name,), "nodes": [NODE]}, "object_graph")
     nodes = graph["nodes"]
     if not nodes:
         raise FieldError("object_graph.nodes", "is empty (the root is node 0)")
@@ -199,7 +124,7 @@ def check_graph(graph: Any, format_name: str, tensors: Collection[str]) -> None:
                 and isinstance(state[VARIABLE_VALUE], dict) and TENSOR in state[VARIABLE_VALUE]):
             raise FieldError(f"{where}.state", f"must be {{{VARIABLE_VALUE!r}: {{{TENSOR!r}: a "
                                                f"tensor's name}}}} (a variable's value), got "
-                                               f"{_describe(state)}")
+                                               f"{describe(state)}")
         _tensor_names(state, f"{where}.state", tensors)
 
 
@@ -227,7 +152,7 @@ def _tensor_names(state: Any, path: str, tensors: Collection[str]) -> None:
 def check_checksums(checksums: Any, tensors: Collection[str]) -> None:
     """The checksums (path ``checksums``): an XXH3-64 sum of the graph, and one of each
     tensor the file holds, of no other."""
-    _check(checksums, CHECKSUMS, "checksums")
+    check(checksums, CHECKSUMS, "checksums")
     sums = checksums["xxh3_64"]["tensors"]
     missing = [key for key in tensors if key not in sums]
     if missing:
@@ -243,4 +168,4 @@ def check_checksums(checksums: Any, tensors: Collection[str]) -> None:
 def check_pointer(pointer: Any) -> None:
     """A directory's pointer file: the latest checkpoint, all those kept, and those dropped
     from the list whose files may remain to be deleted."""
-    _record(pointer, POINTER, "")
+    check(pointer, POINTER, "")
