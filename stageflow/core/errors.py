@@ -7,7 +7,7 @@ from stageflow.core.exports import public_dir
 
 # `sf.errors`: the exceptions a user catches. `CallbackError` never reaches them (the
 # kernels' error handling re-raises what it carries); it and the helpers stay out of `dir`.
-__all__ = ["OutOfRangeError", "StagingError"]
+__all__ = ["InvalidArgumentError", "OutOfRangeError", "StagingError"]
 __dir__ = public_dir(globals())
 
 
@@ -52,6 +52,19 @@ class OutOfRangeError(Exception):
     ... except sf.errors.OutOfRangeError as error:
     ...     print(error)
     sf.data.Iterator: end of the dataset (the staged function asked for one more element)
+    """
+
+
+class InvalidArgumentError(ValueError):
+    """A check of tensor values failed (`sf.debugging`): eagerly at once, in a staged
+    function when it runs; the message names the check, the values and the user's line
+    (TensorFlow's ``tf.errors.InvalidArgumentError``).
+
+    >>> try:
+    ...     sf.debugging.assert_positive(sf.constant([1.0, -2.0]))
+    ... except sf.errors.InvalidArgumentError as error:
+    ...     print(str(error).splitlines()[0])
+    assert_positive: condition x > 0 did not hold element-wise: x = [ 1. -2.]
     """
 
 
