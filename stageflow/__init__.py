@@ -188,8 +188,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "RetracingWarning": ("stageflow.staging.function", "RetracingWarning"),
     "ConcreteFunction": ("stageflow.staging.concrete", "ConcreteFunction"),
     **{name: (f"stageflow.{name}", None) for name in (
-        "aot", "data", "distribute", "layers", "losses", "metrics", "onnx", "optimizers",
-        "saved", "train")},
+        "aot", "data", "distribute", "keras", "layers", "losses", "metrics", "onnx",
+        "optimizers", "saved", "train")},
 }
 
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from stageflow.models.layers.base import (
-    Layer,
-    takes_training,
-)
+from stageflow.models.layers.base import takes_training
+from stageflow.models.training import Model
 
 __all__ = ["Sequential"]
 
 
-class Sequential(Layer):
+class Sequential(Model):
     """Layers (or any callables) applied in order: ``Sequential([Dense(64, "relu"),
     Dense(10)])``. Its variables are its layers' variables, in layer order, so an optimizer
-    or a checkpoint given the model reaches them all.
+    or a checkpoint given the model reaches them all. A `Model`: it compiles and fits.
 
     >>> model = sf.layers.Sequential([sf.layers.Dense(8, activation="relu"),
     ...                               sf.layers.Dropout(0.5),
