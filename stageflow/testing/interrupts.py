@@ -336,8 +336,12 @@ def judge(run: Interrupted, state: list[np.ndarray], initial: list[np.ndarray],
 
 
 def _setup() -> None:
-    """In every child: this process compiles alone (no compile server to start)."""
+    """In every child: this process compiles alone (no compile server to start), and
+    SIGINT raises `KeyboardInterrupt` as in a terminal, even where the campaign was started
+    in the background (a shell starts background jobs with SIGINT ignored, which every
+    program, stageflow's included, then leaves ignored)."""
     sf.config.parallel_compile = False
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _run_indexed(item: tuple[int, int]) -> tuple[str, str]:
