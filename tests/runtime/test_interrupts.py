@@ -31,11 +31,16 @@ GRACE = 10.0  # seconds a child has to stop after the signal: it stops at once, 
 STARTUP = 120.0  # seconds a child has to import stageflow and compile its function
 
 CHILD = textwrap.dedent("""
+    import signal
     import sys
     import time
 
     import numpy as np
     import stageflow as sf
+
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal, even where the suite was started
+    # in the background (a shell starts background jobs with SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     where = sys.argv[1]  # where the variable v is updated: "around" or "inside" the loop
     v = sf.Variable(np.float32(0.0))
