@@ -9,6 +9,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 
 def add_seed(parser: argparse.ArgumentParser) -> None:
@@ -56,3 +57,29 @@ def read_counts(lines: Sequence[str], outcomes: int) -> dict[str, list[int]]:
         if words[0] == "total":
             break
     return rows
+
+
+# A field's place in a JSON value: its keys and indices from the top.
+JsonPath = tuple[str | int, ...]
+
+
+def json_paths(value: Any, prefix: JsonPath = ()) -> list[JsonPath]:
+    """Every field's path in a JSON value (not the value itself): what a tampering picks
+    from."""
+    children: list[tuple[str | int, Any]] = []
+    if isinstance(value, dict):
+        children = list(value.items())
+    elif isinstance(value, list):
+        children = list(enumerate(value))
+    found = []
+    for key, child in children:
+        found.append((*prefix, key))
+        found.extend(json_paths(child, (*prefix, key)))
+    return found
+
+
+def json_parent(value: Any, path: JsonPath) -> Any:
+    """The dict or list holding the field at `path`."""
+    for key in path[:-1]:
+        value = value[key]
+    return value

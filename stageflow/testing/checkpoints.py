@@ -63,7 +63,7 @@ import numpy as np
 import stageflow as sf
 from stageflow.models.train import storage
 from stageflow.models.train.restore import serialize
-from stageflow.testing.campaign import add_seed, print_counts, seed_of
+from stageflow.testing.campaign import add_seed, json_parent, json_paths, print_counts, seed_of
 from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.isolated import Died, Hung, run_isolated
 
@@ -189,33 +189,12 @@ def _replaced(which: str, make: Callable[[str], None]) -> Callable[[str, random.
 
 # -- metadata edited --------------------------------------------------------------------------
 
-Path = tuple[str | int, ...]
 RAW_MARK = "@@raw text@@"  # a field's value replaced by raw JSON text once dumped
 RETYPED: list[Any] = [0, 1, -1, 0.5, True, False, None, "", "x", "F32", [], [0], [None], {},
                       {"a": 1}, {"__tensor__": "w"}]
 HUGE = ["1e400", "-1e400", "9223372036854775808", "18446744073709551617", "-" + "9" * 30,
         "1" + "0" * 30, "1" + "0" * 5000, "4294967296"]
 DEPTHS = [50, 100, 101, 150, 1000, 100_000]
-
-
-def _paths(value: Any, prefix: Path = ()) -> list[Path]:
-    """Every field's path in a JSON value (not the value itself)."""
-    children: list[tuple[str | int, Any]] = []
-    if isinstance(value, dict):
-        children = list(value.items())
-    elif isinstance(value, list):
-        children = list(enumerate(value))
-    found = []
-    for key, child in children:
-        found.append((*prefix, key))
-        found.extend(_paths(child, (*prefix, key)))
-    return found
-
-
-def _parent(value: Any, path: Path) -> Any:
-    for key in path[:-1]:
-        value = value[key]
-    return value
 
 
 def _delete(parent: Any, key: str | int, rng: random.Random) -> tuple[str, str | None]:
@@ -245,8 +224,8 @@ def _deep(parent: Any, key: str | int, rng: random.Random) -> tuple[str, str | N
 def _edit(value: Any, change: Callable[[Any, str | int, random.Random], tuple[str, str | None]],
           rng: random.Random) -> tuple[str, str]:
     """`value` with one field drawn at random changed, as JSON text; and what changed."""
-    where = rng.choice(_paths(value))
-    how, raw = change(_parent(value, where), where[-1], rng)
+    where = rng.choice(json_paths(value))
+    how, raw = change(json_parent(value, where), where[-1], rng)
     text = json.dumps(value)
     if raw is not None:
         text = text.replace(json.dumps(RAW_MARK), raw, 1)

@@ -77,7 +77,7 @@ from stageflow.ir.builder import build_function, build_op
 from stageflow.ir.text import module_to_text, parse_module
 from stageflow.primitives.functional import call_p
 from stageflow.saved.save import digest, file_digest
-from stageflow.testing.campaign import add_seed, print_counts, seed_of
+from stageflow.testing.campaign import add_seed, json_parent, json_paths, print_counts, seed_of
 from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.isolated import Died, Hung, run_isolated
 
@@ -208,7 +208,6 @@ def save_originals(root: str) -> None:
 
 # -- the tamperings ---------------------------------------------------------------------------
 
-Path = tuple[str | int, ...]
 RETYPED: list[Any] = [0, 1, -1, -2**31, 2**63, 10**30, 1e308, 0.5, True, False, None, "",
                       "x", "float32", [], [0], [None], {}, {"a": 1}, {"tensor": 1}]
 
@@ -224,33 +223,13 @@ def _write_json(path: str, value: Any) -> None:
         json.dump(value, file, indent=1)
 
 
-def _paths(value: Any, prefix: Path = ()) -> list[Path]:
-    """Every field's path in a JSON value (not the value itself)."""
-    children: list[tuple[str | int, Any]] = []
-    if isinstance(value, dict):
-        children = list(value.items())
-    elif isinstance(value, list):
-        children = list(enumerate(value))
-    found = []
-    for key, child in children:
-        found.append((*prefix, key))
-        found.extend(_paths(child, (*prefix, key)))
-    return found
-
-
-def _parent(value: Any, path: Path) -> Any:
-    for key in path[:-1]:
-        value = value[key]
-    return value
-
-
 def _field(change: Callable[[Any, str | int, random.Random], str]
            ) -> Callable[[str, random.Random], str]:
     """A tampering of one manifest field drawn at random: `change(parent, key, rng)`."""
     def tamper(directory: str, rng: random.Random) -> str:
         path, manifest = _manifest(directory)
-        where = rng.choice(_paths(manifest))
-        what = change(_parent(manifest, where), where[-1], rng)
+        where = rng.choice(json_paths(manifest))
+        what = change(json_parent(manifest, where), where[-1], rng)
         _write_json(path, manifest)
         return f"{'.'.join(map(str, where))}: {what}"
     return tamper
