@@ -34,12 +34,15 @@ class _ThreadState(threading.local):
 class _GlobalState:
     """Process-wide flags read on the eager hot path (one attribute load each)."""
 
-    __slots__ = ("eager_fast", "non_eager_active", "tape_count")
+    __slots__ = ("eager_fast", "non_eager_active", "op_observer", "tape_count")
 
     def __init__(self) -> None:
         self.eager_fast = True
         self.non_eager_active = 0
         self.tape_count = 0
+        # Called by `Primitive.bind` with each applied op and its result, when set
+        # (`set_op_observer`: `sf.debugging.enable_check_numerics`).
+        self.op_observer: Callable[[Any, Any], None] | None = None
 
 
 _thread = _ThreadState()
@@ -60,6 +63,16 @@ def set_tape_recorder(record: Callable[[Any, tuple, dict, Any], None]) -> None:
     """Install what `Primitive.bind` calls while a tape is active (the frontend's tapes)."""
     global _tape_recorder
     _tape_recorder = record
+
+
+def set_op_observer(observer: Callable[[Any, Any], None] | None) -> None:
+    """Have `Primitive.bind` call ``observer(primitive, result)`` after every op (None: no
+    more), eager ops included: while one is set they take `bind`'s path, not the short one."""
+    with _lock:
+        was = state.op_observer is not None
+        state.op_observer = observer
+        state.non_eager_active += (observer is not None) - was
+        state.eager_fast = state.non_eager_active == 0
 
 
 def record_on_tapes(primitive: Any, args: tuple, params: dict, result: Any) -> None:

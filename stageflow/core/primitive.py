@@ -161,6 +161,9 @@ class Primitive:
         result = context.current_trace().process(self, args, params)
         if context.state.tape_count:
             context.record_on_tapes(self, args, params, result)
+        observer = context.state.op_observer
+        if observer is not None:
+            observer(self, result)
         return result
 
     def abstract_eval(self, *avals: ShapedType, **params: Any):

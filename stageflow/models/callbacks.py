@@ -4,20 +4,30 @@ prefixed for the validation data)."""
 
 from __future__ import annotations
 
+import csv
 import math
-from collections.abc import Callable
-from typing import Any
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
-__all__ = ["Callback", "EarlyStopping", "History", "LambdaCallback", "LearningRateScheduler"]
+__all__ = ["CSVLogger", "Callback", "EarlyStopping", "History", "LambdaCallback",
+           "LearningRateScheduler", "ProgbarLogger"]
 
 
 class Callback:
-    """A hook of `fit`: override the methods wanted; `model` is set before training."""
+    """A hook of `fit`: override the methods wanted; `model` is set before training, and
+    `params` (``epochs``, ``steps`` per epoch where known, ``verbose``) too."""
 
     model: Any = None
+    params: dict[str, Any] = {}
 
     def set_model(self, model: Any) -> None:
         self.model = model
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        self.params = params
 
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
         """Before the first epoch."""
@@ -31,8 +41,10 @@ class Callback:
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         """After each epoch, with its logs (and the validation's)."""
 
-    def on_train_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None:
-        """After each training step, with the running logs."""
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, float] | None = None
+                           ) -> None:
+        """After each training step (each group of `steps_per_execution`), with the
+        epoch's running logs: read lazily, so a callback that does not look costs nothing."""
 
 
 class History(Callback):
@@ -112,3 +124,114 @@ class LambdaCallback(Callback):
                                ("on_train_batch_end", on_train_batch_end)):
             if function is not None:
                 setattr(self, name, function)
+
+
+class CSVLogger(Callback):
+    """Each epoch's logs as a row of a CSV file: ``epoch`` then the logs' keys, sorted,
+    with a header row (Keras' format). ``append=True`` continues an existing file (a
+    resumed run) without a second header."""
+
+    def __init__(self, filename: str, separator: str = ",", append: bool = False) -> None:
+        self.filename, self.separator, self.append = os.fspath(filename), separator, append
+        self._file: TextIO | None = None
+        self._writer: Any = None
+        self._keys: list[str] | None = None
+
+    def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
+        continuing = self.append and os.path.exists(self.filename)
+        if continuing:
+            with open(self.filename, newline="") as existing:
+                header = next(csv.reader(existing, delimiter=self.separator), None)
+            self._keys = header[1:] if header else None
+        else:
+            self._keys = None
+        self._file = open(self.filename, "a" if continuing else "w", newline="")
+        self._writer = csv.writer(self._file, delimiter=self.separator)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        logs = dict(logs or {})
+        if self._keys is None:
+            self._keys = sorted(logs)
+            self._writer.writerow(["epoch", *self._keys])
+        self._writer.writerow([epoch, *(logs.get(key, "NA") for key in self._keys)])
+        self._file.flush()
+
+    def on_train_end(self, logs: dict[str, float] | None = None) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class ProgbarLogger(Callback):
+    """Keras' progress output, which `fit` adds by itself: with ``verbose=1`` a bar
+    redrawn in place (``12/50 [=====>....] - ETA: 3s - loss: 0.4301``) where the output
+    is a terminal or a notebook, and the epoch's line alone where it is a file or a pipe
+    (a bar redrawn there would fill it); with ``verbose=2`` one line per epoch."""
+
+    WIDTH = 30
+    INTERVAL = 0.05  # seconds between redraws: reading the logs costs a synchronisation
+
+    def __init__(self, verbose: int = 1, stream: TextIO | None = None) -> None:
+        self.verbose = verbose
+        self.stream = stream
+
+    def _out(self) -> TextIO:
+        return self.stream or sys.stdout
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        self._start = self._drawn = time.perf_counter()
+        self._done = 0
+        out = self._out()
+        self._dynamic = self.verbose == 1 and (_is_terminal(out) or "ipykernel" in sys.modules)
+        out.write(f"Epoch {epoch + 1}/{self.params.get('epochs', '?')}\n")
+        out.flush()
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, float] | None = None
+                           ) -> None:
+        self._done = batch + 1
+        now = time.perf_counter()
+        if self._dynamic and now - self._drawn >= self.INTERVAL:
+            self._drawn = now
+            self._out().write("\r" + self._line(dict(logs or {}), final=False))
+            self._out().flush()
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        line = self._line(dict(logs or {}), final=True)
+        self._out().write(("\r" if self._dynamic else "") + line + "\n")
+        self._out().flush()
+
+    def _line(self, logs: dict[str, float], final: bool) -> str:
+        elapsed = time.perf_counter() - self._start
+        steps = self.params.get("steps")
+        done = self._done
+        shown = " - ".join(f"{key}: {value:.4f}" for key, value in logs.items())
+        per_step = f"{_duration(elapsed / max(done, 1))}/step"
+        if self.verbose == 2:
+            return f"{done}/{steps or done} - {elapsed:.0f}s - {per_step} - {shown}"
+        if steps:
+            filled = int(self.WIDTH * min(done, steps) / steps)
+            arrow = ">" if filled < self.WIDTH else ""
+            bar = ("=" * max(filled - len(arrow), 0) + arrow).ljust(self.WIDTH, ".")
+            head = f"{done}/{steps} [{bar}]"
+        else:
+            head = f"{done}/Unknown"
+        if final:
+            return f"{head} - {elapsed:.0f}s {per_step} - {shown}"
+        eta = elapsed / max(done, 1) * (steps - done) if steps else 0.0
+        return f"{head} - ETA: {eta:.0f}s - {shown}"
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _duration(seconds: float) -> str:
+    """Keras' per-step time, in the largest unit (s, ms, us) that keeps it at least 1."""
+    if seconds >= 1.0:
+        return f"{seconds:.0f}s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.0f}ms"
+    return f"{seconds * 1e6:.0f}us"

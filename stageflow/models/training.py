@@ -4,7 +4,7 @@
 `fit` stages one training step (forward, loss, gradients, the optimizer's update, the
 metrics' updates) as an `sf.function` and calls it per batch: the first call traces it
 (the layers build, the optimizer makes its slots), every later one runs the compiled step
-(a last, smaller batch retraces once with an unknown batch dim). ``compile(run_eagerly=
+(a last, smaller batch is traced once more, for its shape). ``compile(run_eagerly=
 True)`` runs the same step eagerly instead, to debug it. Data is NumPy arrays or tensors
 (``x``, ``y``; cut into batches of `batch_size`, reshuffled each epoch when `shuffle`), or
 an `sf.data.Dataset` of ``(x, y)`` batches.
@@ -12,25 +12,28 @@ an `sf.data.Dataset` of ``(x, y)`` batches.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stageflow.core import lazy
+from stageflow.core import lazy, nest
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.elementwise import cast
 from stageflow.frontend.ops.shape_of import shape
+from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor
 from stageflow.models import losses as losses_module
 from stageflow.models import metrics as metrics_module
 from stageflow.models import optimizers as optimizers_module
-from stageflow.models.callbacks import Callback, History
+from stageflow.models.callbacks import Callback, History, ProgbarLogger
+from stageflow.models.layers import symbolic
 from stageflow.models.layers.base import Layer, takes_training
+from stageflow.models.train.checkpoint import PythonState
 
 if TYPE_CHECKING:  # the model layer loads no compiler until a model trains
     from stageflow.staging import function as staging
@@ -75,36 +78,79 @@ class Model(Layer):
     # `variables` leave them out too; a checkpoint is given the optimizer itself).
     _TRACKING_IGNORED = Layer._TRACKING_IGNORED | {"optimizer", "compiled_loss",
                                                    "compiled_metrics", "_loss_mean", "_steps",
-                                                   "history", "stop_training"}
+                                                   "history", "stop_training", "_graph", "inputs",
+                                                   "outputs", "steps_per_execution",
+                                                   "fit_progress"}
 
-    def __init__(self, trainable: bool = True, name: str | None = None) -> None:
+    def __init__(self, inputs: Any = None, outputs: Any = None, trainable: bool = True,
+                 name: str | None = None) -> None:
         super().__init__(trainable=trainable, name=name)
+        self._graph: symbolic.Graph | None = None
+        if inputs is not None or outputs is not None:
+            self._connect(inputs, outputs)
         self.optimizer: optimizers_module.Optimizer | None = None
         self.compiled_loss: Callable[..., Tensor] | None = None
         self.compiled_metrics: list[metrics_module.Metric] = []
         self.stop_training = False
         self.history: History | None = None
+        self.fit_progress: FitProgress | None = None
         self._steps: dict[str, Callable[..., Any]] = {}
+
+    def _connect(self, inputs: Any, outputs: Any) -> None:
+        """The functional API: this model runs the layer calls from `inputs` (`Input`
+        values) to `outputs`; its layers, and so its variables, are those calls' layers."""
+        if inputs is None or outputs is None:
+            raise ValueError(f"Model: the functional API takes both inputs and outputs "
+                             f"(sf.keras.Model(inputs, outputs)){describe_location()}")
+        self._graph = symbolic.Graph(inputs, outputs)
+        self.inputs, self.outputs = inputs, outputs
+        self.layers = self._graph.layers()
+        self.built = True
+        first = self._graph.input_leaves[0]
+        if len(self._graph.input_leaves) == 1 and first.ndim:
+            self.input_spec = TensorSpec(first.shape, first.dtype)
+
+    def call(self, inputs: Any, training: bool = False) -> Any:
+        """The functional graph's layers on `inputs` (a subclass defines its own `call`)."""
+        del training  # the layers inside take this call's mode (see `Layer.__call__`)
+        if self._graph is None:
+            raise NotImplementedError(
+                f"{type(self).__name__}: define `call` in a subclass of sf.keras.Model, or "
+                f"build the model from its inputs and outputs: sf.keras.Model(inputs, "
+                f"outputs){describe_location()}")
+        return self._graph(inputs)
 
     # -- configuration --------------------------------------------------------------------
 
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None,
-                metrics: Sequence[Any] | None = None, run_eagerly: bool = False) -> None:
+                metrics: Sequence[Any] | None = None, run_eagerly: bool = False,
+                steps_per_execution: int = 1) -> None:
         """The optimizer, the loss and the metrics of `fit` and `evaluate`: objects, or
-        Keras' names (``"adam"``, ``"sparse_categorical_crossentropy"``, ``"accuracy"``)."""
+        Keras' names (``"adam"``, ``"sparse_categorical_crossentropy"``, ``"accuracy"``).
+
+        `steps_per_execution` training steps run in one call of the staged step (Keras'
+        argument): the Python between steps (batching, the call, the callbacks, which then
+        see every `steps_per_execution`-th batch) is paid once per group. The steps are
+        unrolled in the staged program, so a large value costs compile time."""
+        if int(steps_per_execution) < 1:
+            raise ValueError(f"compile: steps_per_execution must be >= 1, got "
+                             f"{steps_per_execution!r}{describe_location()}")
         self.optimizer = _optimizer(optimizer)
         self.compiled_loss = _loss(loss)
         self.compiled_metrics = [_metric(m, loss) for m in metrics or ()]
         self._loss_mean = metrics_module.Mean(name="loss")
+        self.steps_per_execution = int(steps_per_execution)
         self._steps = self._make_steps(run_eagerly)
 
     def _make_steps(self, run_eagerly: bool) -> dict[str, Callable[..., Any]]:
-        steps = {"train": self._train_step, "test": self._test_step,
+        steps = {"train": self._train_steps, "test": self._test_step,
                  "predict": self._predict_step}
         if run_eagerly:
             return steps
-        return {name: staging.Function(step, reduce_retracing=True,
-                                       name=f"{self.name}_{name}_step")
+        # Each batch shape gets its own trace (two with a smaller last batch), not one with
+        # an unknown batch dim: static shapes compile to faster code, and random draws
+        # (dropout) need them.
+        return {name: staging.Function(step, name=f"{self.name}_{name}_step")
                 for name, step in steps.items()}
 
     def _compiled(self, method: str) -> None:
@@ -122,6 +168,12 @@ class Model(Layer):
         gradients = tape.gradient(loss, variables)
         self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
         self._update_metrics(loss, y, predictions)
+        return loss
+
+    def _train_steps(self, batches: tuple[tuple[Any, Any], ...]) -> Tensor:
+        """`_train_step` on each ``(x, y)`` of `batches` in turn; the last loss."""
+        for x, y in batches:
+            loss = self._train_step(x, y)
         return loss
 
     def _test_step(self, x: Any, y: Any) -> Tensor:
@@ -147,7 +199,7 @@ class Model(Layer):
         return logs
 
     def _reset_metrics(self) -> None:
-        for metric in (self._loss_mean, *self.compiled_metrics):
+        for metric in self.metrics_state:
             metric.reset_state()
 
     # -- the loops ------------------------------------------------------------------------
@@ -157,26 +209,47 @@ class Model(Layer):
             validation_data: tuple[Any, Any] | None = None, shuffle: bool = True,
             initial_epoch: int = 0, seed: int | None = None) -> History:
         """Train for `epochs` epochs (from `initial_epoch`); after each, evaluate on
-        `validation_data` (``val_`` logs). Returns the `History` of the epochs' logs."""
+        `validation_data` (``val_`` logs). Returns the `History` of the epochs' logs.
+
+        ``verbose``: 1 (``"auto"``) a progress bar, 2 a line per epoch, 0 nothing. Each
+        epoch's batches are ordered by `seed` and the epoch's number (a fresh seed when
+        None), so a run resumed by `BackupAndRestore` sees the batches the original did."""
         self._compiled("fit")
         history = History()
-        hooks = [*(callbacks or ()), history]
+        hooks: list[Callback] = [history, *(callbacks or ())]
+        shown = 1 if verbose == "auto" else int(verbose)
+        if shown and not any(isinstance(hook, ProgbarLogger) for hook in hooks):
+            hooks.append(ProgbarLogger(shown))
+        params = {"epochs": epochs, "steps": _steps_per_epoch(x, batch_size),
+                  "verbose": shown}
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+        self.fit_progress = progress = FitProgress(initial_epoch, 0, seed)
         for hook in hooks:
             hook.set_model(self)
+            hook.set_params(params)
         self.stop_training = False
         for hook in hooks:
             hook.on_train_begin()
-        rng = np.random.default_rng(seed)
-        for epoch in range(initial_epoch, epochs):
+        batch_logs = _BatchLogs(self)
+        while progress.epoch < epochs and not self.stop_training:
+            epoch = progress.epoch
             for hook in hooks:
                 hook.on_epoch_begin(epoch)
-            self._reset_metrics()
-            steps = 0
-            for steps, (xs, ys) in enumerate(_batches(x, y, batch_size, shuffle, rng), 1):
-                self._steps["train"](xs, ys)
+            if progress.step == 0:  # else resumed mid-epoch: the running totals restored
+                self._reset_metrics()
+            rng = np.random.default_rng([progress.seed, epoch])
+            batches = itertools.islice(_batches(x, y, batch_size, shuffle, rng),
+                                       progress.step, None)
+            for group in _groups(batches, self.steps_per_execution):
+                self._steps["train"](group)
+                progress.step += len(group)
+                batch_logs.stale()
                 for hook in hooks:
-                    hook.on_train_batch_end(steps - 1, None)
-            if steps == 0:
+                    hook.on_train_batch_end(progress.step - 1, batch_logs)
+                if self.stop_training:
+                    break
+            if progress.step == 0:
                 raise ValueError(f"{type(self).__name__}.fit: the data has no batches"
                                  f"{describe_location()}")
             logs = self._logs()
@@ -184,18 +257,19 @@ class Model(Layer):
                 values = self.evaluate(*validation_data, batch_size=batch_size, verbose=0,
                                        return_dict=True)
                 logs.update((f"val_{k}", v) for k, v in values.items())
-            if _shows(verbose):
-                shown = " - ".join(f"{k}: {v:.4f}" for k, v in logs.items())
-                print(f"Epoch {epoch + 1}/{epochs} - {steps} steps - {shown}", flush=True,
-                      file=sys.stdout)
+            progress.epoch, progress.step = epoch + 1, 0
             for hook in hooks:
                 hook.on_epoch_end(epoch, logs)
-            if self.stop_training:
-                break
         for hook in hooks:
             hook.on_train_end()
         self.history = history
         return history
+
+    @property
+    def metrics_state(self) -> list[metrics_module.Metric]:
+        """The running metrics of `fit` and `evaluate`: the loss's mean, then the compiled
+        metrics (what `BackupAndRestore` saves mid-epoch)."""
+        return [self._loss_mean, *self.compiled_metrics]
 
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int = 32,
                  verbose: int | str = "auto", return_dict: bool = False) -> Any:
@@ -225,19 +299,8 @@ class Model(Layer):
     def summary(self, print_fn: Callable[[str], None] = print) -> None:
         """Keras' table: each layer, its output shape (for inputs like the model's first
         call, the batch dim free) and its parameter count, then the totals."""
-        spec = self.input_spec
-        if spec is None:
-            raise ValueError(f"{type(self).__name__}.summary: the model has not been called "
-                             f"yet, so its layers' shapes are unknown: call it (or fit it) "
-                             f"once{describe_location()}")
-        rows = [("Layer (type)", "Output Shape", "Param #")]
-        value: Any = zeros((1, *spec.shape[1:]), spec.dtype)
-        for layer in _sublayers(self):
-            value = layer(value, training=False) if takes_training(layer) else layer(value)
-            shape = "(None, " + ", ".join(str(d) for d in value.shape[1:]) + ")"
-            count = sum(int(np.prod(v.shape)) for v in getattr(layer, "variables", []))
-            rows.append((f"{getattr(layer, 'name', type(layer).__name__)} "
-                         f"({type(layer).__name__})", shape, f"{count:,}"))
+        rows = [("Layer (type)", "Output Shape", "Param #"),
+                *(self._graph_rows() if self._graph is not None else self._layer_rows())]
         widths = [max(len(row[i]) for row in rows) + 2 for i in range(3)]
         rule = "=" * sum(widths)
         print_fn(f'Model: "{self.name}"')
@@ -252,6 +315,100 @@ class Model(Layer):
         print_fn(f"Non-trainable params: {total - trainable:,}")
 
 
+    def _layer_rows(self) -> list[tuple[str, str, str]]:
+        """The summary's rows of a `Sequential` or subclassed model: its layers in order,
+        run on zeros shaped like its first call's inputs."""
+        spec = self.input_spec
+        if spec is None:
+            raise ValueError(f"{type(self).__name__}.summary: the model has not been called "
+                             f"yet, so its layers' shapes are unknown: call it (or fit it) "
+                             f"once, or give its first layer input_shape={describe_location()}")
+        rows = []
+        value: Any = zeros((1, *spec.shape[1:]), spec.dtype)
+        for layer in _sublayers(self):
+            value = layer(value, training=False) if takes_training(layer) else layer(value)
+            rows.append(_row(layer, (None, *value.shape[1:])))
+        return rows
+
+    def _graph_rows(self) -> list[tuple[str, str, str]]:
+        """The summary's rows of a functional model: its inputs, then each layer call (a
+        layer's parameters counted at its first call) with the shape it returns."""
+        rows = [(f"{t.name} (InputLayer)", str(t.shape), "0")
+                for t in self._graph.input_leaves]
+        counted: set[int] = set()
+        for node in self._graph.nodes:
+            shapes = [t.shape for t in nest.flatten(node.outputs)[0]
+                      if isinstance(t, symbolic.KerasTensor)]
+            shape = shapes[0] if len(shapes) == 1 else shapes
+            rows.append(_row(node.fn, shape, counted))
+        return rows
+
+
+def _row(layer: Any, shape: Any, counted: set[int] | None = None) -> tuple[str, str, str]:
+    """A summary row: the layer's name and type, its output shape, its parameter count
+    (zero for a layer already in `counted`, whose parameters an earlier row holds)."""
+    count = 0
+    if counted is None or id(layer) not in counted:
+        count = sum(int(np.prod(v.shape)) for v in getattr(layer, "variables", []))
+    if counted is not None:
+        counted.add(id(layer))
+    name = getattr(layer, "name", None)
+    if not isinstance(name, str):
+        name = getattr(layer, "__name__", type(layer).__name__)
+    kind = type(layer).__name__ if isinstance(layer, Layer) else "operator"
+    text = str(shape) if isinstance(shape, tuple) else ", ".join(str(s) for s in shape)
+    return f"{name} ({kind})", text, f"{count:,}"
+
+
+class FitProgress(PythonState):
+    """Where `fit` is: the epoch it is in (or starts next), the batches of it already
+    trained, and the seed its batch orders derive from. A `BackupAndRestore` checkpoint
+    holds it; a restore moves `fit` to where the backup was taken."""
+
+    def __init__(self, epoch: int, step: int, seed: int) -> None:
+        self.epoch, self.step, self.seed = epoch, step, seed
+
+    def serialize(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "step": self.step, "seed": self.seed}
+
+    def deserialize(self, value: dict[str, int]) -> None:
+        self.epoch, self.step, self.seed = (int(value["epoch"]), int(value["step"]),
+                                            int(value["seed"]))
+
+
+class _BatchLogs(Mapping):
+    """The logs a batch's callbacks get: the epoch's running loss and metrics, read from
+    the model only when a callback looks (a read waits for the step to finish)."""
+
+    def __init__(self, model: Model) -> None:
+        self._model = model
+        self._values: dict[str, float] | None = None
+
+    def stale(self) -> None:
+        self._values = None
+
+    def _read(self) -> dict[str, float]:
+        if self._values is None:
+            self._values = self._model._logs()
+        return self._values
+
+    def __getitem__(self, key: str) -> float:
+        return self._read()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+def _steps_per_epoch(x: Any, batch_size: int) -> int | None:
+    """The batches in an epoch of arrays; None for a dataset (not known before its end)."""
+    if isinstance(x, np.ndarray | Tensor | list | tuple):
+        return -(-len(x) // int(batch_size))
+    return None
+
+
 def _shows(verbose: int | str) -> bool:
     return verbose == "auto" or bool(verbose)
 
@@ -262,6 +419,19 @@ def _sublayers(model: Model) -> list[Any]:
     if layers is not None:
         return list(layers)
     return [value for value in vars(model).values() if isinstance(value, Layer)]
+
+
+def _groups(batches: Iterator[tuple[Any, Any]], size: int
+            ) -> Iterator[tuple[tuple[Any, Any], ...]]:
+    """`batches` in tuples of `size` (the last may be shorter): one staged call each."""
+    group: list[tuple[Any, Any]] = []
+    for batch in batches:
+        group.append(batch)
+        if len(group) == size:
+            yield tuple(group)
+            group = []
+    if group:
+        yield tuple(group)
 
 
 def _batches(x: Any, y: Any, batch_size: int, shuffle: bool, rng: Any

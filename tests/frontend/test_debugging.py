@@ -94,3 +94,44 @@ def test_static_checks_fail_as_the_call_is_traced():
         sf.debugging.assert_equal(sf.constant([1.0]), sf.constant([1]))
     with pytest.raises(TypeError, match="check_numerics: needs a float or complex tensor"):
         sf.debugging.check_numerics(sf.constant([1]), "ints")
+
+
+@pytest.fixture
+def checking_numerics():
+    sf.debugging.enable_check_numerics()
+    try:
+        yield
+    finally:
+        sf.debugging.disable_check_numerics()
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_enable_check_numerics_names_the_first_op_that_made_a_nan(way, checking_numerics):
+    def f(x):
+        scaled = x * 2.0
+        logs = sf.math.log(scaled)  # the first NaN: the line named
+        return sf.reduce_sum(logs * 3.0)
+
+    assert float(run(way, f, sf.constant([1.0, 2.0]))) == pytest.approx(
+        3 * (np.log(2.0) + np.log(4.0)), rel=1e-6)
+    with pytest.raises(sf.errors.InvalidArgumentError) as caught:
+        run(way, f, sf.constant([1.0, -2.0]))
+    message = str(caught.value)
+    assert message.startswith("check_numerics: the op 'log' made NaN in its output 0 "
+                              "(shape (2,), float32)")
+    assert "logs = sf.math.log(scaled)  # the first NaN" in message
+
+
+def test_check_numerics_sees_infinities_in_gradients_and_stops_when_disabled():
+    x = sf.constant([0.0, 1.0])
+    sf.debugging.enable_check_numerics()
+    try:
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(sf.sqrt(x))
+        with pytest.raises(sf.errors.InvalidArgumentError, match="made Inf"):
+            tape.gradient(y, x)  # d sqrt(x)/dx at 0
+    finally:
+        sf.debugging.disable_check_numerics()
+    with np.errstate(divide="ignore"):
+        assert np.isinf(sf.math.log(sf.constant(0.0)).numpy())

@@ -9,12 +9,13 @@ TensorFlow makes them, and raise ValueError or TypeError there.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from stageflow.core import dtypes
+from stageflow.core import context, dtypes
 from stageflow.core.errors import InvalidArgumentError
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.control import numpy_function
@@ -25,7 +26,8 @@ from stageflow.frontend.tensor import Tensor
 __all__ = ["Assert", "assert_all_finite", "assert_equal", "assert_greater",
            "assert_greater_equal", "assert_less", "assert_less_equal", "assert_near",
            "assert_negative", "assert_non_negative", "assert_non_positive", "assert_none_equal",
-           "assert_positive", "assert_rank", "assert_type", "check_numerics"]
+           "assert_positive", "assert_rank", "assert_type", "check_numerics",
+           "disable_check_numerics", "enable_check_numerics"]
 
 
 def _check(name: str, holds: Callable[..., bool], tensors: list[Tensor],
@@ -218,6 +220,61 @@ def check_numerics(tensor: Any, message: str, name: str | None = None) -> Tensor
     _check("check_numerics", lambda u: bool(np.all(np.isfinite(u))), [tensor],
            finding, None)
     return identity(tensor)
+
+
+def enable_check_numerics(stack_height_limit: int = 30,
+                          path_length_limit: int = 50) -> None:
+    """From now on, the first op whose output holds a NaN or an infinity raises
+    `sf.errors.InvalidArgumentError` naming the op, the output's shape and dtype, and the
+    user's line that made it: eager ops at once, and ops of `sf.function`s traced from now
+    on each time the function runs (a check follows each floating op of the program, so
+    compiled code calls back into Python once per op: a debugging mode, slow). TensorFlow's
+    function; its two limits, on the stack trace it prints, are accepted and unused.
+
+    >>> sf.debugging.enable_check_numerics()
+    >>> try:
+    ...     sf.math.log(sf.constant([1.0, -1.0]))
+    ... except sf.errors.InvalidArgumentError as error:
+    ...     print(str(error).splitlines()[0])
+    check_numerics: the op 'log' made NaN in its output 0 (shape (2,), float32)
+    >>> sf.debugging.disable_check_numerics()
+    """
+    del stack_height_limit, path_length_limit
+    context.set_op_observer(_check_outputs)
+
+
+def disable_check_numerics() -> None:
+    """Stop checking ops' outputs (functions traced while checking keep their checks)."""
+    context.set_op_observer(None)
+
+
+_checking = threading.local()  # a check's own ops are not checked
+
+
+def _check_outputs(primitive: Any, result: Any) -> None:
+    if getattr(_checking, "active", False):
+        return
+    outputs = result if isinstance(result, tuple | list) else (result,)
+    _checking.active = True
+    try:
+        for index, output in enumerate(outputs):
+            if isinstance(output, Tensor) and dtypes.is_inexact(output.dtype):
+                _check("check_numerics", lambda u: bool(np.all(np.isfinite(u))), [output],
+                       _finding(primitive.name, index, output), None)
+    finally:
+        _checking.active = False
+
+
+def _finding(op: str, index: int, output: Tensor) -> Callable[[np.ndarray], str]:
+    shape = "(" + ", ".join("?" if d is None else str(d) for d in output.shape) + (
+        ",)" if len(output.shape) == 1 else ")")
+
+    def describe(value: np.ndarray) -> str:
+        kinds = [kind for kind, test in (("NaN", np.isnan), ("Inf", np.isinf))
+                 if np.any(test(value))]
+        return (f"the op {op!r} made {' and '.join(kinds)} in its output {index} "
+                f"(shape {shape}, {output.dtype.name})")
+    return describe
 
 
 def Assert(condition: Any, data: list[Any], summarize: int | None = None,  # noqa: N802

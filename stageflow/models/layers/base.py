@@ -14,6 +14,7 @@ dropout, `Sequential`) get the caller's value, or the enclosing layer call's, or
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import weakref
@@ -31,6 +32,7 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
 from stageflow.models.activations import get_activation
 from stageflow.models.initializers import get_initializer
+from stageflow.models.layers import symbolic
 from stageflow.models.module import Module, camel_to_snake
 
 __all__ = ["Layer"]
@@ -74,12 +76,20 @@ class Layer(Module):
     """
 
     _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_trainable",
-                                                    "input_spec"}
+                                                    "input_spec", "batch_input_shape"}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _taking_input_shape(cls.__dict__["__init__"])
 
     def __init__(self, trainable: bool = True, name: str | None = None,
                  dtype: Any = None) -> None:
         super().__init__(name if name is not None else _unique_name(_default_name(self)))
         self.built = False
+        # Keras' ``input_shape=``/``input_dim=`` of a model's first layer: what a
+        # `Sequential` builds itself for before any call (`_taking_input_shape`).
+        self.batch_input_shape: tuple[int | None, ...] | None = None
         # What the first call took, its batch dim free (as Keras records it): what a layer
         # called only eagerly is saved for (`sf.saved.save`).
         self.input_spec: TensorSpec | None = None
@@ -106,6 +116,10 @@ class Layer(Module):
         """Build on the first call, then `call`. ``training`` (Keras' argument) is given
         to `call` when it takes one: this call's value, else that of the layer call this
         one runs in (a block calling its batch norm without passing it), else False."""
+        if symbolic.is_symbolic(inputs) or symbolic.is_symbolic((args, kwargs)):
+            if training is not None:
+                kwargs["training"] = training
+            return symbolic.call_symbolic(self, (inputs, *args), kwargs)
         if not self.built:
             if not hasattr(inputs, "shape"):
                 inputs = convert_to_tensor(inputs)
@@ -153,6 +167,34 @@ class Layer(Module):
                 f"with a known last dim to create its variables, got shape "
                 f"{format_shape(input_shape)}{describe_location()}")
         return int(input_shape[-1])
+
+
+def _taking_input_shape(init: Callable[..., None]) -> Callable[..., None]:
+    """A layer class's `__init__` that also takes Keras' shape keywords, which every layer
+    accepts: ``input_shape`` (without the batch dim), ``input_dim`` (the same, rank 1),
+    ``batch_input_shape`` and ``batch_size``."""
+
+    # A keyword the layer's own `__init__` takes (`Embedding`'s ``input_dim``) stays its own.
+    taken = _SHAPE_KEYWORDS - set(inspect.signature(init).parameters)
+
+    @functools.wraps(init)
+    def __init__(self: Layer, *args: Any, **kwargs: Any) -> None:
+        shape = {key: kwargs.pop(key) for key in taken & set(kwargs)}
+        init(self, *args, **kwargs)
+        batch_input_shape = shape.get("batch_input_shape")
+        input_shape = shape.get("input_shape")
+        if shape.get("input_dim") is not None:
+            input_shape = (int(shape["input_dim"]),)
+        if input_shape is not None:
+            batch_input_shape = (shape.get("batch_size"), *input_shape)
+        if batch_input_shape is not None:
+            self.batch_input_shape = tuple(None if d is None else int(d)
+                                           for d in batch_input_shape)
+
+    return __init__
+
+
+_SHAPE_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_size"})
 
 
 def _default_name(layer: Module) -> str:

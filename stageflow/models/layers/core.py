@@ -18,7 +18,7 @@ from stageflow.models.layers.base import (
     _KernelLayer,
 )
 
-__all__ = ["Dense", "Embedding"]
+__all__ = ["Dense", "Embedding", "Lambda"]
 
 
 class Dense(_KernelLayer):
@@ -100,3 +100,25 @@ class Embedding(Layer):
             raise TypeError(f"Embedding: ids must be integers, got {ids.dtype.name}"
                             f"{describe_location()}")
         return embedding_lookup(self.embeddings, ids)
+
+
+class Lambda(Layer):
+    """Any function of the inputs as a layer, so that a functional model can apply an op
+    that no layer wraps: ``Lambda(lambda t: sf.reduce_mean(t, axis=1))(x)``. It has no
+    variables (a function that creates some should be a `Layer` subclass).
+
+    >>> sf.layers.Lambda(lambda t: 2.0 * t)(sf.ones((1, 2)))
+    sf.Tensor([[2., 2.]], shape=(1, 2), dtype=float32)
+    """
+
+    def __init__(self, function: Callable[..., Any], arguments: dict[str, Any] | None = None,
+                 trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
+        if not callable(function):
+            raise TypeError(f"Lambda: expected a function, got {type(function).__name__}")
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.function = function
+        self.arguments = dict(arguments or {})
+        self.built = True
+
+    def call(self, inputs: Any) -> Any:
+        return self.function(inputs, **self.arguments)

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from stageflow.core.source import describe_location
+from stageflow.frontend.spec import TensorSpec
+from stageflow.models.layers import symbolic
 from stageflow.models.layers.base import takes_training
 from stageflow.models.training import Model
 
@@ -25,17 +28,37 @@ class Sequential(Model):
     [(3, 8), (8,), (8, 2), (2,)]
     """
 
+    _TRACKING_IGNORED = Model._TRACKING_IGNORED | {"_symbolic_output"}
+
     def __init__(self, layers: Iterable[Callable] | None = None, trainable: bool = True,
                  name: str | None = None) -> None:
         super().__init__(trainable=trainable, name=name)
         self.layers: list[Callable] = []
+        # With an `Input` (or a first layer's ``input_shape=``) the layers are built as
+        # they are added, as Keras does, so `summary` works before any call.
+        self._symbolic_output: symbolic.KerasTensor | None = None
         for layer in layers or ():
             self.add(layer)
 
-    def add(self, layer: Callable) -> None:
+    def add(self, layer: Callable | symbolic.KerasTensor) -> None:
+        """Append a layer; an `sf.keras.Input` (first only) gives the model its input."""
+        if isinstance(layer, symbolic.KerasTensor):
+            if self.layers or self._symbolic_output is not None:
+                raise ValueError(f"Sequential: an Input must come first{describe_location()}")
+            self._start(layer)
+            return
         if not callable(layer):
             raise TypeError(f"Sequential: layers must be callable, got {type(layer).__name__}")
+        shape = getattr(layer, "batch_input_shape", None)
+        if not self.layers and self._symbolic_output is None and shape is not None:
+            self._start(symbolic.Input(shape[1:], batch_size=shape[0]))
         self.layers = [*self.layers, layer]  # an assignment: a restore may wait for it
+        if self._symbolic_output is not None:
+            self._symbolic_output = layer(self._symbolic_output)
+
+    def _start(self, value: symbolic.KerasTensor) -> None:
+        self._symbolic_output = value
+        self.input_spec = TensorSpec((None, *value.shape[1:]), value.dtype)
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         """Nothing to do: each layer builds itself on its first call."""

@@ -1,0 +1,135 @@
+"""The functional API: `sf.keras.Input`, layers called on symbolic values, and
+`sf.keras.Model(inputs, outputs)`, checked against the same layers applied by hand and
+against NumPy; Keras' shape keywords on a `Sequential`'s first layer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stageflow as sf
+
+keras = sf.keras
+layers = sf.keras.layers
+
+
+def test_a_chain_of_layers_computes_what_the_layers_compute_by_hand():
+    x = keras.Input((3,), name="x")
+    dense1, dense2 = layers.Dense(4, activation="relu"), layers.Dense(2)
+    y = dense2(dense1(x))
+    assert x.shape == (None, 3) and y.shape == (None, 2) and y.dtype == np.float32
+    model = keras.Model(x, y)
+    assert model.variables == [*dense1.variables, *dense2.variables]
+
+    data = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    w1, b1, w2, b2 = (v.numpy() for v in model.variables)
+    want = np.maximum(data @ w1 + b1, 0) @ w2 + b2
+    np.testing.assert_allclose(model(sf.constant(data)).numpy(), want, rtol=1e-5, atol=1e-6)
+    staged = sf.function(lambda t: model(t))
+    np.testing.assert_allclose(staged(sf.constant(data)).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_several_inputs_and_outputs_a_shared_layer_and_operators():
+    a, b = keras.Input((2,), name="a"), keras.Input((3,), name="b")
+    shared = layers.Dense(2, use_bias=False)
+    joined = layers.Concatenate()([shared(a), b])          # (None, 5)
+    total = joined[:, :2] + shared(a) * 2.0 - 1.0
+    model = keras.Model(inputs={"a": a, "b": b},
+                        outputs={"joined": joined, "total": total})
+    assert [v.shape for v in model.variables] == [(2, 2)]  # the shared layer once
+
+    rng = np.random.default_rng(1)
+    xa, xb = rng.standard_normal((4, 2), np.float32), rng.standard_normal((4, 3), np.float32)
+    out = model({"a": sf.constant(xa), "b": sf.constant(xb)})
+    kernel = shared.variables[0].numpy()
+    np.testing.assert_allclose(out["joined"].numpy(), np.concatenate([xa @ kernel, xb], 1),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["total"].numpy(), 3 * (xa @ kernel) - 1, rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_a_model_is_a_layer_of_another_and_trains_through_fit():
+    inner_in = keras.Input((4,))
+    inner = keras.Model(inner_in, layers.Dense(3, activation="tanh")(inner_in), name="inner")
+    x = keras.Input((4,))
+    logits = layers.Dense(2)(layers.Dropout(0.1)(inner(x)))
+    model = keras.Model(x, logits)
+    assert len(model.trainable_variables) == 4
+
+    rng = np.random.default_rng(2)
+    data = rng.standard_normal((64, 4)).astype(np.float32)
+    labels = (data[:, 0] > 0).astype(np.int32)
+    model.compile(keras.optimizers.Adam(0.05),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    history = model.fit(data, labels, batch_size=16, epochs=8, verbose=0, seed=0)
+    losses = history.history["loss"]
+    assert losses[-1] < 0.6 * losses[0]
+    assert model.evaluate(data, labels, verbose=0)[1] > 0.9
+
+
+def test_staged_and_eager_fit_of_a_functional_model_agree():
+    def build():
+        sf.random.set_seed(3)
+        x = keras.Input((5,))
+        return keras.Model(x, layers.Dense(1)(layers.Dense(8, activation="relu")(x)))
+
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((40, 5)).astype(np.float32)
+    target = data.sum(1, keepdims=True)
+    histories = []
+    for run_eagerly in (False, True):
+        model = build()
+        model.compile("sgd", "mse", run_eagerly=run_eagerly)
+        histories.append(model.fit(data, target, batch_size=8, epochs=3, verbose=0,
+                                   seed=4).history["loss"])
+    np.testing.assert_allclose(histories[0], histories[1], rtol=1e-5)
+
+
+def test_summary_of_a_functional_model_lists_inputs_calls_and_parameters():
+    x = keras.Input((6,), name="pixels")
+    h = layers.Dense(4, name="hidden")(x)
+    model = keras.Model(x, layers.Dense(2, name="out")(h) + h[:, :2])
+    lines = []
+    model.summary(print_fn=lines.append)
+    text = "\n".join(lines)
+    assert "pixels (InputLayer)" in text and "(None, 6)" in text
+    assert "hidden (Dense)" in text and "28" in text and "out (Dense)" in text
+    assert "Total params: 38" in text
+
+
+def test_sequential_builds_from_an_input_or_a_first_layers_input_shape():
+    for first in ([keras.Input((3,))], []):
+        dense = (layers.Dense(4) if first else layers.Dense(4, input_shape=(3,)))
+        model = keras.Sequential([*first, dense, layers.Dense(1)])
+        assert dense.built and [v.shape for v in model.variables] == [(3, 4), (4,), (4, 1),
+                                                                      (1,)]
+        lines = []
+        model.summary(print_fn=lines.append)
+        assert "Total params: 21" in "\n".join(lines)
+    assert layers.Dense(2, input_dim=7).batch_input_shape == (None, 7)
+    assert layers.Dense(2, batch_input_shape=(8, 7)).batch_input_shape == (8, 7)
+    with pytest.raises(ValueError, match="Input must come first"):
+        keras.Sequential([layers.Dense(2), keras.Input((3,))])
+
+
+def test_mistakes_are_named():
+    with pytest.raises(ValueError, match="every dim but the batch's"):
+        keras.Input((None, 3))
+    a, b = keras.Input((2,)), keras.Input((2,), name="other")
+    with pytest.raises(ValueError, match="other"):
+        keras.Model(a, layers.Add()([a, b]))
+    with pytest.raises(TypeError, match="sf.keras.Input values"):
+        keras.Model(a, sf.ones((1, 2)))
+    with pytest.raises(ValueError, match="inputs and outputs"):
+        keras.Model(a)
+    with pytest.raises(ValueError, match=r"Concatenate 'cat' on symbolic inputs of shapes "
+                                         r"\(\?, 2\), \(\?, 2, 3\)"):
+        layers.Concatenate(name="cat")([keras.Input((2,)), keras.Input((2, 3))])
+    with pytest.raises(TypeError, match="no truth value"):
+        bool(keras.Input((2,)))
+    with pytest.raises(NotImplementedError, match="define `call`"):
+        keras.Model()(sf.ones((1, 2)))
+    model = keras.Model(a, layers.Dense(1)(a))
+    with pytest.raises(ValueError, match="expected 1 input"):
+        model([sf.ones((1, 2)), sf.ones((1, 2))])
