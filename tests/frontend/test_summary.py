@@ -346,8 +346,8 @@ def test_trace_export_writes_the_graphs_of_functions_traced_while_on(writer, tmp
     accumulator.Reload()
     [event] = accumulator.Tensors("dense_graph")
     assert event.step == 3
-    assert (accumulator.SummaryMetadata("dense_graph").plugin_data.plugin_name
-            == "graph_run_metadata_graph")
+    plugin_data = accumulator.SummaryMetadata("dense_graph").plugin_data
+    assert (plugin_data.plugin_name, plugin_data.content) == ("graph_run_metadata_graph", b"1")
     metadata = config_pb2.RunMetadata.FromString(event.tensor_proto.string_val[0])
     [function] = metadata.function_graphs
     nodes = {node.name: node for node in function.pre_optimization_graph.node}

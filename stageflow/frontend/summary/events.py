@@ -68,8 +68,8 @@ def graph_summary(tag: str, graphs: list[tuple[str, list[Node]]]) -> Summary:
     for name, nodes in graphs:
         graph = run_metadata.function_graphs.add().pre_optimization_graph
         graph.CopyFrom(_graph_def(name, nodes))
-    plugin = summary_pb2.SummaryMetadata.PluginData(
-        plugin_name=graph_metadata.PLUGIN_NAME_RUN_METADATA_WITH_GRAPH)
+    plugin = summary_pb2.SummaryMetadata.PluginData(  # content: the version the plugin reads
+        plugin_name=graph_metadata.PLUGIN_NAME_RUN_METADATA_WITH_GRAPH, content=b"1")
     summary = Summary()
     summary.value.add(tag=tag, metadata=summary_pb2.SummaryMetadata(plugin_data=plugin),
                       tensor=make_tensor_proto(np.array(run_metadata.SerializeToString(),
