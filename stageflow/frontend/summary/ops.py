@@ -123,7 +123,7 @@ def image(name: str, data: Any, step: Any = None, max_outputs: int = 3,
     """
     images = convert_to_tensor(data)
     shape = images.shape
-    if len(shape) != 4 or shape[3] not in _IMAGE_CHANNELS:
+    if len(shape) != 4 or shape[3] not in (*_IMAGE_CHANNELS, None):  # None: checked when run
         raise ValueError(f"sf.summary.image: {name!r} must be [k, height, width, channels] "
                          f"with 1, 3 or 4 channels, got shape {list(shape)}"
                          f"{describe_location()}")
