@@ -13,13 +13,12 @@ import textwrap
 
 import numpy as np
 import pytest
+from PIL import Image  # tensorboard's dependency
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.compat.proto import config_pb2
+from tensorboard.util import tensor_util
 
 import stageflow as sf
-
-event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
-tensor_util = pytest.importorskip("tensorboard.util.tensor_util")
-config_pb2 = pytest.importorskip("tensorboard.compat.proto.config_pb2")
-Image = pytest.importorskip("PIL.Image")
 
 WAYS = ["eager", "interpreted", "compiled"]
 

@@ -19,11 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image  # tensorboard's dependency
 
 import stageflow as sf
-
-pytest.importorskip("tensorboard")
-Image = pytest.importorskip("PIL.Image")
 
 pytestmark = pytest.mark.slow
 
