@@ -1,5 +1,6 @@
 """Shared test configuration: hypothesis profiles, the import path for `strategies`, and
-the eager/staged execution modes of the op tests.
+the eager/staged execution modes of the op tests, and headless Chromium for the tests
+that look at pages (`chromium`).
 
 Every test in the op-set modules listed in `STAGED_MODULES` runs twice: eagerly, and with
 every op traced into its own graph function, verified as `sf` dialect IR and interpreted
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -244,3 +247,50 @@ def pytest_generate_tests(metafunc):
     if metafunc.module.__name__.rpartition(".")[2] in STAGED_MODULES:
         metafunc.parametrize("execution_mode", ["eager", "staged"], indirect=True)
 
+
+# -- headless Chromium, for the tests that look at pages (the report, TensorBoard) ----------
+
+
+def announce(config: pytest.Config, message: str) -> None:
+    """`message` on the terminal at once, past pytest's capture (an install takes a minute;
+    a worker of ``pytest -n`` writes there too)."""
+    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        print(f"\n[stageflow tests] {message}", file=sys.stderr, flush=True)
+
+
+def apt_install(package: str) -> subprocess.CompletedProcess:
+    """``apt-get install -y PACKAGE``, after ``apt-get update`` where the package lists do
+    not know it yet (a fresh machine's are empty)."""
+    command = ["apt-get", "install", "-y", "-q", package]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
+    return result
+
+
+@pytest.fixture(scope="session")
+def chromium(pytestconfig) -> str:
+    """The Chromium binary. Where it is missing, Debian's chromium package is installed,
+    announced on the terminal, so that the suite's one command is all a fresh machine needs;
+    where it cannot be (no apt-get, not root, no network) the test fails with apt's words.
+    ``STAGEFLOW_NO_BROWSER=1`` is the explicit way out: the test is skipped, naming it."""
+    if os.environ.get("STAGEFLOW_NO_BROWSER") == "1":
+        pytest.skip("STAGEFLOW_NO_BROWSER=1 was set: pages were not checked in a browser")
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if shutil.which("apt-get") is None:
+        pytest.fail("Chromium is not installed and there is no apt-get to install it with: "
+                    "install Chromium, or set STAGEFLOW_NO_BROWSER=1 to skip this test")
+    announce(pytestconfig, "Chromium is missing: installing Debian's chromium package "
+             "(apt-get install -y chromium) for the browser tests")
+    result = apt_install("chromium")
+    found = shutil.which("chromium")
+    if result.returncode != 0 or not found:
+        pytest.fail("Chromium could not be installed (apt-get install -y chromium, exit "
+                    f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}\n"
+                    "Install Chromium, or set STAGEFLOW_NO_BROWSER=1 to skip this test")
+    announce(pytestconfig, f"Chromium installed ({found}) for the browser tests")
+    return found

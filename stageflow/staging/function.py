@@ -27,6 +27,7 @@ from stageflow.core.devices import HOST
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.summary import trace as summary_trace
 from stageflow.frontend.tensor import PlacedTensor, Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 from stageflow.frontend.variables import Variable
@@ -444,6 +445,7 @@ class Function:
         if first and concrete.created_variables:
             self.tracing_count += 1
             concrete = trace_function(self, leaves, treedef, False, key, device)
+        summary_trace.collect(concrete.name, concrete.graph)
         return concrete
 
     # -- inspection ---------------------------------------------------------------------

@@ -4,14 +4,13 @@ functions loaded, AOT libraries), and its rendering in headless Chromium.
 
 The browser test installs Chromium (Debian's package) where it is missing, saying so on the
 terminal, and fails where it cannot; only ``STAGEFLOW_NO_BROWSER=1``, typed by whoever runs
-the suite, skips it, and the skip is listed in the summary (see `chromium`).
+the suite, skips it, and the skip is listed in the summary (see `chromium` in conftest.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,51 +158,6 @@ def test_the_command_line_writes_the_page(tmp_path, capsys):
     assert main(["report", f"{source}:f", "--arg", "f32[?,4]", "-o", str(out)]) == 0
     page = out.read_text()
     assert "model.py:4" in page and '<section id="kernels">' in page
-
-
-def announce(config: pytest.Config, message: str) -> None:
-    """`message` on the terminal at once, past pytest's capture (an install takes a minute;
-    a worker of ``pytest -n`` writes there too)."""
-    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-        print(f"\n[stageflow tests] {message}", file=sys.stderr, flush=True)
-
-
-def apt_install(package: str) -> subprocess.CompletedProcess:
-    """``apt-get install -y PACKAGE``, after ``apt-get update`` where the package lists do
-    not know it yet (a fresh machine's are empty)."""
-    command = ["apt-get", "install", "-y", "-q", package]
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
-        result = subprocess.run(command, capture_output=True, text=True, env=env)
-    return result
-
-
-@pytest.fixture(scope="session")
-def chromium(pytestconfig) -> str:
-    """The Chromium binary. Where it is missing, Debian's chromium package is installed,
-    announced on the terminal, so that the suite's one command is all a fresh machine needs;
-    where it cannot be (no apt-get, not root, no network) the test fails with apt's words.
-    ``STAGEFLOW_NO_BROWSER=1`` is the explicit way out: the test is skipped, naming it."""
-    if os.environ.get("STAGEFLOW_NO_BROWSER") == "1":
-        pytest.skip("STAGEFLOW_NO_BROWSER=1 was set: the report was not checked in a browser")
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    if shutil.which("apt-get") is None:
-        pytest.fail("Chromium is not installed and there is no apt-get to install it with: "
-                    "install Chromium, or set STAGEFLOW_NO_BROWSER=1 to skip this test")
-    announce(pytestconfig, "Chromium is missing: installing Debian's chromium package "
-             "(apt-get install -y chromium) for the report's browser test")
-    result = apt_install("chromium")
-    found = shutil.which("chromium")
-    if result.returncode != 0 or not found:
-        pytest.fail("Chromium could not be installed (apt-get install -y chromium, exit "
-                    f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}\n"
-                    "Install Chromium, or set STAGEFLOW_NO_BROWSER=1 to skip this test")
-    announce(pytestconfig, f"Chromium installed ({found}) for the report's browser test")
-    return found
 
 
 def test_the_page_loads_in_headless_chromium_without_console_errors(mlp_page, chromium,
