@@ -82,6 +82,7 @@ def train(logdir: str, examples: int, epochs: int, kill: tuple[int, int] | None,
         sf.keras.callbacks.ModelCheckpoint(os.path.join(logdir, "best"),
                                            save_best_only=True, max_to_keep=1),
         sf.keras.callbacks.CSVLogger(os.path.join(logdir, "log.csv"), append=True),
+        sf.keras.callbacks.TensorBoard(os.path.join(logdir, "tensorboard")),
         sf.keras.callbacks.BackupAndRestore(os.path.join(logdir, "backup"), save_freq=5),
     ]
     if kill is not None:

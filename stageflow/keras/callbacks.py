@@ -2,12 +2,15 @@
 
 Exactly the public names of `stageflow.models.callbacks` (the base class, the history, the
 progress bar, early stopping, schedules, CSV logs) and `stageflow.models.checkpoint_callbacks`
-(`ModelCheckpoint`, `BackupAndRestore`), where they are defined and documented.
+(`ModelCheckpoint`, `BackupAndRestore`) and `stageflow.models.summary_callbacks`
+(`TensorBoard`), where they are defined and documented.
 """
 
 from stageflow.models.callbacks import *  # noqa: F403
 from stageflow.models.callbacks import __all__ as _base
 from stageflow.models.checkpoint_callbacks import *  # noqa: F403
 from stageflow.models.checkpoint_callbacks import __all__ as _checkpoints
+from stageflow.models.summary_callbacks import *  # noqa: F403
+from stageflow.models.summary_callbacks import __all__ as _summaries
 
-__all__ = [*_base, *_checkpoints]
+__all__ = [*_base, *_checkpoints, *_summaries]

@@ -183,3 +183,38 @@ def test_backup_and_restore_resumes_bit_for_bit(tmp_path, save_freq):
     assert again.epoch[0] == 1  # it started in the second epoch
     assert again.history["loss"] == history.history["loss"][1:]
     assert not backup.exists()  # deleted once fit completed
+
+
+def tensorboard_tags(logdir):
+    """Each tag's (step, value) pairs as TensorBoard's reader sees the run in `logdir`."""
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.util import tensor_util
+
+    accumulator = event_accumulator.EventAccumulator(str(logdir), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    tags = {tag: [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in
+                  accumulator.Tensors(tag)] for tag in accumulator.Tags()["tensors"]}
+    return tags, accumulator.Tags()
+
+
+def test_tensorboard_writes_keras_layout(tmp_path):
+    x, y = data(64)
+    m = model()
+    history = m.fit(x, y, batch_size=16, epochs=3, verbose=0, validation_data=(x, y),
+                    callbacks=[callbacks.TensorBoard(tmp_path, histogram_freq=2,
+                                                     update_freq=2)])
+    train, _ = tensorboard_tags(tmp_path / "train")
+    validation, _ = tensorboard_tags(tmp_path / "validation")
+    for name in ("loss", "accuracy"):
+        assert [step for step, _ in train[f"epoch_{name}"]] == [0, 1, 2]
+        np.testing.assert_allclose([float(v) for _, v in train[f"epoch_{name}"]],
+                                   history.history[name], rtol=1e-6)
+        np.testing.assert_allclose([float(v) for _, v in validation[f"epoch_{name}"]],
+                                   history.history[f"val_{name}"], rtol=1e-6)
+    assert [step for step, _ in train["batch_loss"]] == [2, 4, 6, 8, 10, 12]
+    assert float(train["epoch_learning_rate"][0][1]) == pytest.approx(0.01)
+    kernel = m.variables[0]
+    assert [step for step, _ in train[kernel.name]] == [0, 2]  # every second epoch
+    [(step, graph)] = train["keras"]  # the staged step's graph, for the Graphs tab
+    assert step == 0 and b"model_train_step/" in graph.item() and b"matmul" in graph.item()
+
