@@ -25,7 +25,9 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.layers": sf.layers, "sf.data": sf.data, "sf.train": sf.train, "sf.aot": sf.aot,
     "sf.saved": sf.saved, "sf.distribute": sf.distribute, "sf.config": sf.config,
     "sf.errors": sf.errors, "sf.summary": sf.summary,
-    "sf.summary.experimental": sf.summary.experimental,
+    "sf.summary.experimental": sf.summary.experimental, "sf.keras": sf.keras,
+    "sf.keras.callbacks": sf.keras.callbacks, "sf.keras.models": sf.keras.models,
+    "sf.saved_model": sf.saved_model, "sf.debugging": sf.debugging,
 }
 
 

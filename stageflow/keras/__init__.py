@@ -1,16 +1,16 @@
 """`sf.keras`: the model layer under Keras' names, for code written for ``tf.keras``:
 ``keras.layers``, ``keras.Input``, ``keras.Model``, ``keras.Sequential``,
-``keras.optimizers``, ``keras.losses``, ``keras.metrics``, ``keras.callbacks`` and
-``keras.initializers`` are stageflow's own objects."""
+``keras.optimizers``, ``keras.losses``, ``keras.metrics``, ``keras.callbacks``,
+``keras.initializers`` and ``keras.models`` are stageflow's own objects."""
 
 from stageflow import layers, losses, metrics, optimizers
 from stageflow.core.exports import public_dir as _public_dir
-from stageflow.keras import callbacks
+from stageflow.keras import callbacks, models
 from stageflow.models import initializers
 from stageflow.models.layers.sequential import Sequential
 from stageflow.models.layers.symbolic import Input
 from stageflow.models.training import Model
 
 __all__ = ["Input", "Model", "Sequential", "callbacks", "initializers", "layers", "losses",
-           "metrics", "optimizers"]
+           "metrics", "models", "optimizers"]
 __dir__ = _public_dir(globals())

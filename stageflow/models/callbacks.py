@@ -18,7 +18,20 @@ __all__ = ["CSVLogger", "Callback", "EarlyStopping", "History", "LambdaCallback"
 
 class Callback:
     """A hook of `fit`: override the methods wanted; `model` is set before training, and
-    `params` (``epochs``, ``steps`` per epoch where known, ``verbose``) too."""
+    `params` (``epochs``, ``steps`` per epoch where known, ``verbose``) too.
+
+    >>> class Count(sf.keras.callbacks.Callback):
+    ...     batches = 0
+    ...     def on_train_batch_end(self, batch, logs=None):
+    ...         self.batches += 1
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> count = Count()
+    >>> _ = model.fit(np.ones((10, 2)), np.ones((10, 1)), batch_size=4, epochs=2, verbose=0,
+    ...               callbacks=[count])
+    >>> count.batches, count.params["steps"]
+    (6, 3)
+    """
 
     model: Any = None
     params: dict[str, Any] = {}
@@ -49,7 +62,14 @@ class Callback:
 
 class History(Callback):
     """Every epoch's logs: ``history.history["loss"]`` is the loss of each epoch. `fit`
-    returns one."""
+    returns one.
+
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> history = model.fit(np.ones((8, 2)), np.zeros((8, 1)), epochs=3, verbose=0)
+    >>> history.epoch, len(history.history["loss"])
+    ([0, 1, 2], 3)
+    """
 
     def __init__(self) -> None:
         self.epoch: list[int] = []
@@ -64,7 +84,16 @@ class History(Callback):
 class EarlyStopping(Callback):
     """Stop training once `monitor` (``val_loss`` by default) has not improved by more
     than `min_delta` for `patience` epochs; with `restore_best_weights`, the variables of
-    the best epoch are put back."""
+    the best epoch are put back.
+
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> stop = sf.keras.callbacks.EarlyStopping(monitor="loss", min_delta=100.0, patience=1)
+    >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=10, verbose=0,
+    ...                     callbacks=[stop])
+    >>> len(history.epoch), stop.stopped_epoch          # no epoch improved by 100
+    (2, 1)
+    """
 
     def __init__(self, monitor: str = "val_loss", min_delta: float = 0.0, patience: int = 0,
                  mode: str = "auto", restore_best_weights: bool = False) -> None:
@@ -90,7 +119,7 @@ class EarlyStopping(Callback):
                 self.best_weights = [v.numpy() for v in self.model.variables]
             return
         self.wait += 1
-        if self.wait > self.patience:
+        if self.wait >= self.patience and epoch > 0:  # Keras: patience epochs in a row
             self.stopped_epoch = epoch
             self.model.stop_training = True
             if self.best_weights is not None:
@@ -100,7 +129,16 @@ class EarlyStopping(Callback):
 
 
 class LearningRateScheduler(Callback):
-    """Set the optimizer's learning rate before each epoch to ``schedule(epoch, rate)``."""
+    """Set the optimizer's learning rate before each epoch to ``schedule(epoch, rate)``.
+
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile(sf.keras.optimizers.SGD(0.1), "mse")
+    >>> halve = sf.keras.callbacks.LearningRateScheduler(lambda epoch, rate: rate / 2)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=3, verbose=0,
+    ...               callbacks=[halve])
+    >>> round(float(model.optimizer.learning_rate), 4)
+    0.0125
+    """
 
     def __init__(self, schedule: Callable[[int, float], float]) -> None:
         self.schedule = schedule
@@ -111,7 +149,16 @@ class LearningRateScheduler(Callback):
 
 
 class LambdaCallback(Callback):
-    """A callback of functions: ``LambdaCallback(on_epoch_end=lambda epoch, logs: ...)``."""
+    """A callback of functions: ``LambdaCallback(on_epoch_end=lambda epoch, logs: ...)``.
+
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> show = sf.keras.callbacks.LambdaCallback(
+    ...     on_epoch_end=lambda epoch, logs: print("epoch", epoch, sorted(logs)))
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0, callbacks=[show])
+    epoch 0 ['loss']
+    epoch 1 ['loss']
+    """
 
     def __init__(self, on_epoch_begin: Callable | None = None,
                  on_epoch_end: Callable | None = None, on_train_begin: Callable | None = None,
@@ -129,7 +176,17 @@ class LambdaCallback(Callback):
 class CSVLogger(Callback):
     """Each epoch's logs as a row of a CSV file: ``epoch`` then the logs' keys, sorted,
     with a header row (Keras' format). ``append=True`` continues an existing file (a
-    resumed run) without a second header."""
+    resumed run) without a second header.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "log.csv")
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[sf.keras.callbacks.CSVLogger(path)])
+    >>> [line.split(",")[0] for line in open(path).read().splitlines()]
+    ['epoch', '0', '1']
+    """
 
     def __init__(self, filename: str, separator: str = ",", append: bool = False) -> None:
         self.filename, self.separator, self.append = os.fspath(filename), separator, append
@@ -166,7 +223,14 @@ class ProgbarLogger(Callback):
     """Keras' progress output, which `fit` adds by itself: with ``verbose=1`` a bar
     redrawn in place (``12/50 [=====>....] - ETA: 3s - loss: 0.4301``) where the output
     is a terminal or a notebook, and the epoch's line alone where it is a file or a pipe
-    (a bar redrawn there would fill it); with ``verbose=2`` one line per epoch."""
+    (a bar redrawn there would fill it); with ``verbose=2`` one line per epoch.
+
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> _ = model.fit(np.ones((64, 2)), np.ones((64, 1)), epochs=1)   # doctest: +ELLIPSIS
+    Epoch 1/1
+    2/2 [==============================] - ...s ...step - loss: ...
+    """
 
     WIDTH = 30
     INTERVAL = 0.05  # seconds between redraws: reading the logs costs a synchronisation

@@ -29,7 +29,18 @@ class ModelCheckpoint(Callback):
     without any it is a directory of numbered checkpoints kept by a `CheckpointManager`
     (``max_to_keep`` newest; ``manager.latest_checkpoint`` finds the last). The model's
     variables are saved, and the optimizer's too unless `save_weights_only`; restore with
-    ``sf.train.Checkpoint(model=model).restore(path)`` (``optimizer=`` beside it)."""
+    ``sf.train.Checkpoint(model=model).restore(path)`` (``optimizer=`` beside it).
+
+    >>> import os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> save = sf.keras.callbacks.ModelCheckpoint(
+    ...     os.path.join(directory, "model-{epoch:02d}"), save_weights_only=True)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0, callbacks=[save])
+    >>> sorted(os.listdir(directory))
+    ['model-01.safetensors', 'model-02.safetensors']
+    """
 
     def __init__(self, filepath: str, monitor: str = "val_loss", verbose: int = 0,
                  save_best_only: bool = False, save_weights_only: bool = False,
@@ -111,7 +122,27 @@ class BackupAndRestore(Callback):
     metrics' running totals, the random streams (dropout draws the same masks), and `fit`'s
     place: its epoch, its batch, and the seed that orders each epoch's batches. The backup
     is deleted when `fit` completes (unless ``delete_checkpoint=False``), so the next run
-    starts afresh."""
+    starts afresh.
+
+    >>> import os, tempfile
+    >>> backup = os.path.join(tempfile.mkdtemp(), "backup")
+    >>> class Crash(sf.keras.callbacks.Callback):
+    ...     def on_epoch_end(self, epoch, logs=None):
+    ...         if epoch == 1:
+    ...             raise RuntimeError("the machine went away")
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> x, y = np.ones((4, 2)), np.ones((4, 1))
+    >>> try:
+    ...     model.fit(x, y, epochs=4, verbose=0,
+    ...               callbacks=[sf.keras.callbacks.BackupAndRestore(backup), Crash()])
+    ... except RuntimeError:
+    ...     pass
+    >>> history = model.fit(x, y, epochs=4, verbose=0,
+    ...                     callbacks=[sf.keras.callbacks.BackupAndRestore(backup)])
+    >>> history.epoch                        # the epochs after the last backup
+    [2, 3]
+    """
 
     def __init__(self, backup_dir: str, save_freq: str | int = "epoch",
                  delete_checkpoint: bool = True) -> None:

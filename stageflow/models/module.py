@@ -2,7 +2,8 @@
 
 A module holds its variables and sub-modules as ordinary attributes, directly or inside
 lists, tuples and dicts. Nothing is registered: `variables` and `submodules` walk the
-attributes when asked, depth first in attribute-assignment (and container) order, so the
+attributes when asked, depth first, attributes sorted by name as `tf.Module` sorts them (a
+Keras-style `Layer`'s in the order they were assigned), containers in their own order, so the
 order is deterministic and the same object is reported once however many paths reach it.
 `variables` keeps its last walk while the structure is the same (`_WalkCache`): a training
 step asks for `trainable_variables` every step, and walking a small ResNet's modules anew
@@ -51,7 +52,7 @@ class Module:
 
         net = Net()
         y = net(sf.ones((2, 3)))       # or sf.function(net)(...): the same numbers
-        net.variables                  # [v, out.kernel, out.bias]
+        net.variables                  # [out.kernel, out.bias, v]: by attribute name
         net.submodules                 # [out]
 
     >>> class Scale(sf.Module):
@@ -72,6 +73,9 @@ class Module:
 
     # Attributes never walked: bookkeeping, and references to state owned by others.
     _TRACKING_IGNORED: frozenset[str] = frozenset({"_name"})
+    # TensorFlow's `tf.Module` walks its attributes sorted by name; Keras layers keep the
+    # order they were assigned in (`Layer` sets this False).
+    _WALK_SORTED: bool = True
 
     def __init__(self, name: str | None = None) -> None:
         if name is not None and not isinstance(name, str):
@@ -154,7 +158,10 @@ def _children(obj: Any) -> Iterator[tuple[str | int, Any]]:
     """The named edges out of a module or a container, in a fixed order."""
     if isinstance(obj, Module):
         ignored = type(obj)._TRACKING_IGNORED
-        for key, value in list(vars(obj).items()):
+        items = list(vars(obj).items())
+        if type(obj)._WALK_SORTED:
+            items.sort(key=lambda item: item[0])
+        for key, value in items:
             if key not in ignored:
                 yield key, value
     elif isinstance(obj, dict):

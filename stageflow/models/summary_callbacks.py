@@ -24,7 +24,17 @@ __all__ = ["TensorBoard"]
 
 class TensorBoard(Callback):
     """Write `fit`'s logs for TensorBoard (``tensorboard --logdir LOG_DIR``); Keras'
-    arguments. Needs the `tensorboard` package (``pip install 'stageflow[summary]'``)."""
+    arguments. Needs the `tensorboard` package (``pip install 'stageflow[summary]'``).
+
+    >>> import os, tempfile
+    >>> logs = tempfile.mkdtemp()
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(2,))])
+    >>> model.compile("sgd", "mse")
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[sf.keras.callbacks.TensorBoard(logs)])
+    >>> sorted(os.listdir(logs))                     # tensorboard --logdir LOGS
+    ['train']
+    """
 
     def __init__(self, log_dir: str = "logs", histogram_freq: int = 0,
                  write_graph: bool = True, write_steps_per_second: bool = False,

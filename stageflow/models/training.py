@@ -13,6 +13,7 @@ an `sf.data.Dataset` of ``(x, y)`` batches.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +34,16 @@ from stageflow.models import optimizers as optimizers_module
 from stageflow.models.callbacks import Callback, History, ProgbarLogger
 from stageflow.models.layers import symbolic
 from stageflow.models.layers.base import Layer, takes_training
-from stageflow.models.train.checkpoint import PythonState
+from stageflow.models.train.checkpoint import Checkpoint, CheckpointLoadStatus, PythonState
 
 if TYPE_CHECKING:  # the model layer loads no compiler until a model trains
+    from stageflow.saved import save as saving
     from stageflow.staging import function as staging
 else:
     staging = lazy.module("stageflow.staging.function")
+    # The saved format sits above the model layer (it saves any object's staged functions):
+    # `Model.save` reaches it when called, as Keras' `Model.save` reaches its saving API.
+    saving = lazy.module("stageflow.saved.save")
 
 __all__ = ["Model"]
 
@@ -294,6 +299,33 @@ class Model(Layer):
                                                                          False, None)]
         return np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)
 
+    # -- saving ---------------------------------------------------------------------------
+
+    def save(self, filepath: str | os.PathLike, overwrite: bool = True) -> None:
+        """Save the model for inference in stageflow's saved-function format (`sf.saved`):
+        its call staged for inputs like its first call's, the batch dim free, and all its
+        variables; ``sf.keras.models.load_model(filepath)`` loads it back, callable, its
+        variables trainable. (The optimizer's state is a checkpoint's business:
+        ``sf.train.Checkpoint(model=model, optimizer=model.optimizer)``.)"""
+        if not overwrite and os.path.exists(filepath):
+            raise FileExistsError(f"{type(self).__name__}.save: {os.fspath(filepath)!r} "
+                                  f"exists and overwrite=False{describe_location()}")
+        if self.input_spec is None:
+            raise ValueError(f"{type(self).__name__}.save: the model has not been called, so "
+                             f"the shape of its inputs is unknown: call it (or fit it) once, "
+                             f"or build it from sf.keras.Input{describe_location()}")
+        saving.save(self, filepath)
+
+    def save_weights(self, filepath: str | os.PathLike) -> str:
+        """Write the model's variables as a checkpoint (`sf.train.Checkpoint`) at the
+        prefix `filepath`; the path written is returned."""
+        return Checkpoint(model=self).write(os.fspath(filepath))
+
+    def load_weights(self, filepath: str | os.PathLike) -> CheckpointLoadStatus:
+        """Restore variables written by `save_weights` (those of layers not built yet are
+        restored when they are created)."""
+        return Checkpoint(model=self).restore(os.fspath(filepath))
+
     # -- description ----------------------------------------------------------------------
 
     def summary(self, print_fn: Callable[[str], None] = print) -> None:
@@ -443,8 +475,8 @@ def _batches(x: Any, y: Any, batch_size: int, shuffle: bool, rng: Any
         for element in x:
             yield (element[0], element[1]) if isinstance(element, tuple) else (element, None)
         return
-    xs = np.asarray(x.numpy() if isinstance(x, Tensor) else x)
-    ys = None if y is None else np.asarray(y.numpy() if isinstance(y, Tensor) else y)
+    xs = _floatx(x)
+    ys = None if y is None else _floatx(y)
     if ys is not None and len(ys) != len(xs):
         raise ValueError(f"fit: x has {len(xs)} examples, y {len(ys)}{describe_location()}")
     order = rng.permutation(len(xs)) if shuffle else np.arange(len(xs))
@@ -452,6 +484,15 @@ def _batches(x: Any, y: Any, batch_size: int, shuffle: bool, rng: Any
         rows = order[start:start + int(batch_size)]
         yield (convert_to_tensor(xs[rows]),
                None if ys is None else convert_to_tensor(ys[rows]))
+
+
+def _floatx(data: Any) -> np.ndarray:
+    """Data as an array; float64 arrays (NumPy's default) become float32, Keras' floatx,
+    as Keras' data adapters convert them (a tensor keeps its dtype)."""
+    if isinstance(data, Tensor):
+        return np.asarray(data.numpy())
+    array = np.asarray(data)
+    return array.astype(np.float32) if array.dtype == np.float64 else array
 
 
 def _optimizer(optimizer: Any) -> optimizers_module.Optimizer:

@@ -171,8 +171,8 @@ class LoadedModule(Module):
     'LoadedModule'
     >>> model(sf.ones((3, 2)))
     sf.Tensor([3.5, 3.5, 3.5], shape=(3,), dtype=float32)
-    >>> [(v.name, v.shape) for v in model.trainable_variables]
-    [('w', (2,)), ('b', ())]
+    >>> [(v.name, v.shape) for v in model.trainable_variables]   # tf.Module's order: by name
+    [('b', ()), ('w', (2,))]
     >>> shutil.rmtree(directory)
     """
 

@@ -133,3 +133,24 @@ def test_mistakes_are_named():
     model = keras.Model(a, layers.Dense(1)(a))
     with pytest.raises(ValueError, match="expected 1 input"):
         model([sf.ones((1, 2)), sf.ones((1, 2))])
+
+
+def test_save_load_model_and_weights(tmp_path):
+    x = keras.Input((4,))
+    model = keras.Model(x, layers.Dense(3)(layers.Dense(5, activation="relu")(x)))
+    data = sf.constant(np.random.default_rng(4).standard_normal((6, 4)).astype(np.float32))
+    want = model(data).numpy()
+
+    model.save(tmp_path / "saved")
+    loaded = keras.models.load_model(tmp_path / "saved")
+    np.testing.assert_array_equal(loaded(data).numpy(), want)
+    np.testing.assert_array_equal(sf.saved_model.load(tmp_path / "saved")(data).numpy(), want)
+    with pytest.raises(FileExistsError, match="overwrite=False"):
+        model.save(tmp_path / "saved", overwrite=False)
+
+    path = model.save_weights(tmp_path / "weights")
+    twin = keras.Model(x, layers.Dense(3)(layers.Dense(5, activation="relu")(x)))
+    twin.load_weights(path).assert_consumed()
+    np.testing.assert_array_equal(twin(data).numpy(), want)
+    with pytest.raises(ValueError, match="has not been called"):
+        keras.Sequential([layers.Dense(2)]).save(tmp_path / "unbuilt")

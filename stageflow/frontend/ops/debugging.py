@@ -244,7 +244,13 @@ def enable_check_numerics(stack_height_limit: int = 30,
 
 
 def disable_check_numerics() -> None:
-    """Stop checking ops' outputs (functions traced while checking keep their checks)."""
+    """Stop checking ops' outputs (functions traced while checking keep their checks).
+
+    >>> sf.debugging.enable_check_numerics()
+    >>> sf.debugging.disable_check_numerics()
+    >>> sf.math.sqrt(sf.constant(-1.0)).numpy()      # doctest: +SKIP
+    nan
+    """
     context.set_op_observer(None)
 
 

@@ -78,6 +78,8 @@ class Layer(Module):
     _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_trainable",
                                                     "input_spec", "batch_input_shape"}
 
+    _WALK_SORTED = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:

@@ -1,0 +1,47 @@
+"""`sf.keras.models`: Keras' model classes and its saving functions.
+
+`save_model` and `load_model` use stageflow's saved-function format (`sf.saved`): a saved
+model loads as a callable object over live variables, without its Python class.
+"""
+
+from typing import TYPE_CHECKING
+
+from stageflow.core import lazy as _lazy
+from stageflow.models.layers.sequential import Sequential
+from stageflow.models.training import Model
+
+if TYPE_CHECKING:
+    from stageflow.saved import load as _loading
+else:  # the loader brings the IR's parser: not loaded with `sf.keras`
+    _loading = _lazy.module("stageflow.saved.load")
+
+__all__ = ["Model", "Sequential", "load_model", "save_model"]
+
+
+def save_model(model: Model, filepath: str, overwrite: bool = True) -> None:
+    """``model.save(filepath)``.
+
+    >>> import shutil, tempfile
+    >>> x = sf.keras.Input((2,))
+    >>> model = sf.keras.Model(x, sf.keras.layers.Dense(1, kernel_initializer="ones")(x))
+    >>> directory = tempfile.mkdtemp()
+    >>> sf.keras.models.save_model(model, directory)
+    >>> sf.keras.models.load_model(directory)(sf.ones((1, 2)))
+    sf.Tensor([[2.]], shape=(1, 1), dtype=float32)
+    >>> shutil.rmtree(directory)
+    """
+    model.save(filepath, overwrite=overwrite)
+
+
+def load_model(filepath: str) -> object:
+    """A model saved by `Model.save`, as a callable `sf.saved.LoadedModule` (see there).
+
+    >>> import shutil, tempfile
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(3,))])
+    >>> directory = tempfile.mkdtemp()
+    >>> model.save(directory)
+    >>> sf.keras.models.load_model(directory)(sf.ones((2, 3))).shape
+    (2, 1)
+    >>> shutil.rmtree(directory)
+    """
+    return _loading.load(filepath)
