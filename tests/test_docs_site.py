@@ -3,8 +3,9 @@ page or an API entry whose object is gone fails the suite rather than the next r
 
 The real build imports the whole package (the API reference is generated from the live
 objects) and renders every page, which takes tens of seconds on two cores: it runs once, and
-the pages it wrote are read by several tests. That strict mode does catch a broken link and
-a missing reference is shown by two small sites that reuse the real configuration.
+the pages it wrote are read by several tests. That strict mode does catch a missing page, a
+missing anchor and a missing API reference is shown on small sites of one page each, with the
+real configuration, beside one whose links are good and which builds.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.slow  # the real build takes tens of seconds, each small one a few
+# The real build takes tens of seconds, each small one a few; the group keeps the file in one
+# of the suite's processes, which builds the real site once for all its tests.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs_site")]
 
 
 def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
