@@ -5,6 +5,11 @@
 above the compiler (`sf.function`, the model layer, `sf.data`, `sf.aot`, ...) are imported
 the first time they are read (`_LAZY`, through the module's `__getattr__`), so that
 `import stageflow` and eager ops load neither xDSL nor LLVM.
+
+Documentation: the guides in the repository's ``docs/guides/`` (getting started, staging,
+control flow, devices, checkpoints, ...) and the API reference generated from these
+docstrings, built together as a site by ``mkdocs build`` (``pip install stageflow[docs]``);
+``help(sf.GradientTape)`` and the other docstrings here are the same reference.
 """
 
 import importlib as _importlib

@@ -4,4 +4,5 @@ import sys
 
 from stageflow.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a documentation tool imports every module
+    sys.exit(main())

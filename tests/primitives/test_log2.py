@@ -1,8 +1,8 @@
-"""`sf.math.log2`, the worked example of README's "Adding an elementwise primitive, step by
-step": its values eagerly, staged and interpreted (``jit=False``) and staged and compiled,
-each against NumPy's `np.log2`; powers of two (subnormal ones included), zeros, negative
-numbers, infinities and NaN exactly as NumPy gives them each way; and its gradient,
-``g / (x ln 2)``, against finite differences each way.
+"""`sf.math.log2`, the worked example of "Adding an elementwise primitive, step by step"
+(docs/contributing/layout.md): its values eagerly, staged and interpreted (``jit=False``)
+and staged and compiled, each against NumPy's `np.log2`; powers of two (subnormal ones
+included), zeros, negative numbers, infinities and NaN exactly as NumPy gives them each way;
+and its gradient, ``g / (x ln 2)``, against finite differences each way.
 """
 
 from __future__ import annotations
