@@ -187,23 +187,23 @@ class TensorArray:
 
     # -- the two representations ----------------------------------------------------------
 
-    def _as_buffer(self, op: str) -> Tensor:
+    def _as_buffer(self, what: str) -> Tensor:
         """The elements as one tensor [size, *element_shape] (zeros where unwritten)."""
         if self._buffer is not None:
             return self._buffer
         written = next((t for t in self._items if t is not None), None)
         shape = self.element_shape
+        if not self._items:  # unknown dims are 0 (TensorFlow's eager arrays: shape (0,))
+            return zeros((0, *(d or 0 for d in shape or ())), self.dtype)
         if written is None and not _known(shape):
-            raise ValueError(f"TensorArray.{op}: the element shape is unknown (nothing was "
+            raise ValueError(f"{what}: the element shape is unknown (nothing was "
                              f"written yet); pass element_shape= to sf.TensorArray"
                              f"{describe_location()}")
-        if not self._items:
-            return zeros((0, *shape), self.dtype)
         blank = zeros(shape, self.dtype) if written is None else zeros_like(written)
         return stack([blank if t is None else t for t in self._items])
 
     def _nest_components(self) -> tuple[list[Tensor], tuple]:
-        return [self._as_buffer("a loop over tensors")], self._meta
+        return [self._as_buffer("TensorArray (carried through a loop)")], self._meta
 
     @classmethod
     def _nest_rebuild(cls, meta: tuple, components: list[Tensor]) -> TensorArray:
@@ -230,7 +230,7 @@ class TensorArray:
         meta = self._fixed(tuple(value.shape), "write")
         if self._items is not None and isinstance(position, int):
             return self._write_item(position, value, meta)
-        buffer = self._make(meta, self._items, self._buffer)._as_buffer("write")
+        buffer = self._make(meta, self._items, self._buffer)._as_buffer("TensorArray.write")
         if self.dynamic_size:
             end = position + 1 if isinstance(position, int) else add(position, 1)
             buffer = _grown(buffer, end, value)
@@ -284,7 +284,7 @@ class TensorArray:
                                 f"got {indices.dtype.name}{format_shape(indices.shape)}"
                                 f"{describe_location()}")
             meta = self._fixed(tuple(value.shape[1:]), "scatter")
-            buffer = self._make(meta, self._items, self._buffer)._as_buffer("scatter")
+            buffer = self._make(meta, self._items, self._buffer)._as_buffer("TensorArray.scatter")
             if self.dynamic_size:
                 buffer = _grown(buffer, add(reduce_max(indices), 1), value[0])
             updated = scatter_nd_update_p.bind(buffer, reshape(indices, (-1, 1)), value, width=1)
@@ -310,13 +310,13 @@ class TensorArray:
                 raise ValueError(f"TensorArray.read: element {position} was never written and "
                                  f"the element shape is unknown{describe_location()}")
             return zeros(self.element_shape, self.dtype)
-        buffer = self._as_buffer("read")
+        buffer = self._as_buffer("TensorArray.read")
         self._check_static("read", position, buffer)
         return gather(buffer, position, axis=0)
 
     def stack(self, name: str | None = None) -> Tensor:
         """The elements stacked along a new first dim: [size, *element_shape]."""
-        return self._as_buffer("stack")
+        return self._as_buffer("TensorArray.stack")
 
     def gather(self, indices: Any, name: str | None = None) -> Tensor:
         """The elements at `indices`, stacked."""
@@ -327,7 +327,7 @@ class TensorArray:
         `infer_shape` is False)."""
         if self._items is not None and self._items and all(t is not None for t in self._items):
             return concat(self._items, 0)
-        buffer = self._as_buffer("concat")
+        buffer = self._as_buffer("TensorArray.concat")
         if buffer.ndim < 2:
             raise ValueError(f"TensorArray.concat: the elements must have a first dim, got "
                              f"scalars{describe_location()}")
