@@ -21,8 +21,10 @@ from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.ops.creation import zeros
-from stageflow.frontend.ops.elementwise import add, less, subtract
+from stageflow.frontend.ops.creation import zeros, zeros_like
+from stageflow.frontend.ops.elementwise import add, cast, less, subtract
+from stageflow.frontend.ops.reductions import reduce_sum
+from stageflow.frontend.ops.shape import expand_dims
 from stageflow.frontend.ops.shape_of import shape
 from stageflow.frontend.regions import trace_regions
 from stageflow.frontend.spec import TensorSpec
@@ -144,10 +146,16 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None,
     signature = fn_output_signature if fn_output_signature is not None else dtype
     specs, treedef = _signature(signature, elements.types(), elements.treedef, "map_fn")
     if elements.size == 0:
-        return _empty(fn, elements, specs, treedef)
-    outputs = [_array(spec.dtype if isinstance(spec, TensorSpec) else spec, elements.size,
-                      spec.shape if isinstance(spec, TensorSpec) else None, infer_shape)
-               for spec in specs]
+        return nest.unflatten(treedef, [zeros((0, *(d or 0 for d in r.shape)), r.dtype)
+                                        for r in _result_types(fn, elements, specs, treedef)])
+    if elements.size is None:  # rows of zeros as many as the elements, where fn's are known
+        outputs = [_rows(elements.leaves[0], zeros(r.shape, r.dtype)) if None not in r.shape
+                   else _array(r.dtype, None) for r in _result_types(fn, elements, specs,
+                                                                     treedef)]
+    else:
+        outputs = [_array(spec.dtype if isinstance(spec, TensorSpec) else spec, elements.size,
+                          spec.shape if isinstance(spec, TensorSpec) else None, infer_shape)
+                   for spec in specs]
 
     def body(i: Any, arrays: list) -> tuple:
         results = _results("map_fn", fn(elements.at(i)), specs, treedef)
@@ -160,16 +168,29 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None,
     return nest.unflatten(treedef, stacked if back_prop else [stop_gradient(s) for s in stacked])
 
 
-def _empty(fn: Callable[[Any], Any], elements: _Elements, specs: list, treedef: Any) -> Any:
-    """The results of mapping over no elements: `fn` traced aside once for their shapes."""
-    (region,) = trace_regions([fn], [s.shaped_type for s in elements.types()],
-                              nest.flatten((nest.unflatten(elements.treedef,
-                                                           elements.types()),))[1],
+def _result_types(fn: Callable[[Any], Any], elements: _Elements, specs: list, treedef: Any
+                  ) -> list[ShapedType]:
+    """The types of `fn`'s results on one element, `fn` traced aside (checked against the
+    output signature): for results of no elements, or of a number unknown while tracing."""
+    types = elements.types()
+    (region,) = trace_regions([fn], [s.shaped_type for s in types],
+                              nest.flatten((nest.unflatten(elements.treedef, types),))[1],
                               ["map_fn_fn"], "map_fn")
-    results = _results("map_fn", region.structure([v.type for v in region.graph.outputs]),
-                       specs, treedef)
-    return nest.unflatten(treedef, [zeros((0, *(d or 0 for d in r.shape)), r.dtype)
-                                    for r in results])
+    return _results("map_fn", region.structure([v.type for v in region.graph.outputs]),
+                    specs, treedef)
+
+
+def _rows(like: Tensor, element: Tensor) -> TensorArray:
+    """An array holding a zero element shaped as `element` per row of `like`, whose first
+    dim is unknown while tracing (so no `zeros` can be made of it): written in place by the
+    loop, as an array of known size is, rather than grown."""
+    column = zeros_like(like, dtypes.int32)
+    if column.ndim > 1:
+        column = reduce_sum(column, axis=tuple(range(1, column.ndim)))
+    for _ in range(element.ndim):
+        column = expand_dims(column, -1)
+    blank = cast(add(column, zeros_like(element, dtypes.int32)), element.dtype)
+    return TensorArray(element.dtype, element_shape=element.shape).unstack(blank)
 
 
 def _accumulate(op: str, fn: Callable[[Any, Any], Any], elems: Any, initializer: Any,
@@ -187,7 +208,10 @@ def _accumulate(op: str, fn: Callable[[Any, Any], Any], elems: Any, initializer:
     init_leaves, treedef = nest.flatten(initializer)
     init_leaves = [convert_to_tensor(leaf) for leaf in init_leaves]
     specs = [TensorSpec([None] * leaf.ndim, leaf.dtype) for leaf in init_leaves]
-    outputs = [_array(leaf.dtype, elements.size, leaf.shape) for leaf in init_leaves]
+    if elements.size is None:
+        outputs = [_rows(elements.leaves[0], leaf) for leaf in init_leaves]
+    else:
+        outputs = [_array(leaf.dtype, elements.size, leaf.shape) for leaf in init_leaves]
     if keep and start:
         position = subtract(count, 1) if reverse else 0
         outputs = [a.write(position, x) for a, x in zip(outputs, init_leaves, strict=True)]

@@ -215,6 +215,41 @@ def test_gradients_match_finite_differences(mode, tape_inside):
     np.testing.assert_allclose(gw, want_w, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("mode", ["interpreted", "compiled"])
+def test_gradients_with_an_unknown_number_of_elements(mode):
+    @functools.partial(sf.function, input_signature=[sf.TensorSpec([None, 2], sf.float64)],
+                       jit=mode == "compiled")
+    def grads(x):
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(sf.scan(lambda a, r: a * sf.sin(r), sf.map_fn(sf.exp, x)))
+        return tape.gradient(y, x)
+
+    def value(v):
+        return float(sf.reduce_sum(sf.scan(lambda a, r: a * sf.sin(r), sf.map_fn(sf.exp, v))))
+
+    for rows in (1, 3):
+        x0 = rng.standard_normal((rows, 2))
+        np.testing.assert_allclose(grads(sf.constant(x0)).numpy(),
+                                   numeric_gradient(value, x0), rtol=1e-6, atol=1e-9)
+
+
+def test_the_backward_saves_no_copy_of_the_results_per_iteration():
+    """The loop writes one row of its results per iteration; the backward pass, which runs
+    the loop again saving what the gradients need, must not save the whole results at each
+    iteration (a [16, 16, 8] stack: memory quadratic in the number of elements)."""
+    @sf.function
+    def grads(x):
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(sf.map_fn(sf.sin, x))
+        return tape.gradient(y, x)
+
+    x0 = rng.standard_normal((16, 8)).astype(np.float32)
+    assert "16x16x8" not in grads.get_concrete_function(sf.constant(x0)).ir("traced")
+    np.testing.assert_allclose(grads(sf.constant(x0)).numpy(), np.cos(x0), rtol=1e-6)
+
+
 # -- errors ---------------------------------------------------------------------------------
 
 

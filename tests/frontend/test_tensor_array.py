@@ -174,6 +174,24 @@ def test_gradient_through_a_loop_matches_finite_differences(mode):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
 
+def test_gradient_through_a_growing_array_is_refused_clearly():
+    def f(x, n):
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            ta = sf.TensorArray(sf.float64, size=0, dynamic_size=True)
+            for i in sf.range(n):
+                ta = ta.write(i, x * sf.cast(i, sf.float64))
+            y = sf.reduce_sum(ta.stack())
+        return tape.gradient(y, x)
+
+    with pytest.raises(NotImplementedError, match="changes shape between iterations") as info:
+        sf.function(f)(sf.constant(np.array([1.0, 2.0])), sf.constant(3))
+    assert "dynamic_size=True" in str(info.value)
+    assert _line_of(f, "tape.gradient") in str(info.value)
+    eager = f(sf.constant(np.array([1.0, 2.0])), sf.constant(3))
+    np.testing.assert_allclose(eager.numpy(), [3.0, 3.0])
+
+
 # -- errors ---------------------------------------------------------------------------------
 
 
