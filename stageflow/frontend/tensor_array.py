@@ -71,6 +71,8 @@ def _merged(have: Shape | None, got: Shape) -> Shape | None:
 
 
 def _static_size(size: Any) -> int:
+    if size is None:  # TensorFlow's default: an array that starts empty
+        return 0
     if isinstance(size, SymbolicTensor):
         raise ValueError(f"TensorArray: size must be known when the function is traced (a "
                          f"Python int, or x.shape[0]), got a traced tensor{describe_location()}")
@@ -203,7 +205,7 @@ class TensorArray:
         return stack([blank if t is None else t for t in self._items])
 
     def _nest_components(self) -> tuple[list[Tensor], tuple]:
-        return [self._as_buffer("TensorArray (carried through a loop)")], self._meta
+        return [self._as_buffer("TensorArray (carried through control flow)")], self._meta
 
     @classmethod
     def _nest_rebuild(cls, meta: tuple, components: list[Tensor]) -> TensorArray:

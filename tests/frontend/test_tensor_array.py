@@ -60,6 +60,26 @@ def test_methods_match_a_list(mode):
     np.testing.assert_allclose(first, want[0])
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_traced_indices_scatter_gather_and_write(mode):
+    rows = rng.standard_normal((2, 3)).astype(np.float32)
+
+    def f(indices, i, x):
+        ta = sf.TensorArray(sf.float32, size=4, element_shape=(3,)).scatter(indices, x)
+        grown = sf.TensorArray(sf.float32, size=1, dynamic_size=True).write(i, x[0])
+        return ta.stack(), ta.gather(indices[::-1]), ta.read(i), grown.stack(), grown.size()
+
+    stack, gathered, read, grown, size = staged(mode, f)(
+        sf.constant([3, 1]), sf.constant(3), sf.constant(rows))
+    want = np.zeros((4, 3), np.float32)
+    want[[3, 1]] = rows
+    np.testing.assert_allclose(stack.numpy(), want)
+    np.testing.assert_allclose(gathered.numpy(), want[[1, 3]])
+    np.testing.assert_allclose(read.numpy(), want[3])
+    np.testing.assert_allclose(grown.numpy(), np.stack([*np.zeros((3, 3)), rows[0]]))
+    assert int(size) == 4
+
+
 def test_properties_and_eager_writes_change_the_array_in_place():
     ta = sf.TensorArray(sf.int32, size=2, element_shape=[None])
     assert ta.dtype == sf.int32 and ta.element_shape == (None,) and not ta.dynamic_size

@@ -219,7 +219,7 @@ def _settled(body: Callable[..., Any], loop_vars: Any, single: bool) -> Any:
     body makes of it: the body is traced once aside to learn that, as TensorFlow infers a
     loop-carried array's element shape from its first write."""
     leaves, treedef = nest.flatten(loop_vars)
-    if not any(getattr(leaf, "_needs_element_shape", lambda: False)() for leaf in leaves):
+    if not any(_unsettled(leaf) for leaf in leaves):
         return loop_vars
     scratch = GraphTrace(Graph("probe"), context.current_trace(), allow_variable_creation=False)
     with context.push_trace(scratch):
@@ -230,10 +230,16 @@ def _settled(body: Callable[..., Any], loop_vars: Any, single: bool) -> Any:
                                        else result)
     if structure != treedef:
         return loop_vars  # the loop itself reports the mismatch
-    settled = [leaf._learned(after) if getattr(leaf, "_needs_element_shape", lambda: False)()
-               and type(after) is type(leaf) else leaf
+    settled = [leaf._learned(after) if _unsettled(leaf) and type(after) is type(leaf) else leaf
                for leaf, after in zip(leaves, returned, strict=True)]
     return nest.unflatten(treedef, settled)
+
+
+def _unsettled(leaf: Any) -> bool:
+    """Whether `leaf` is a composite that needs to see the loop body before it can be
+    carried (its `_needs_element_shape`); its `_learned(after)` completes it from the value
+    the body returned in its place."""
+    return nest.is_composite(leaf) and leaf._needs_element_shape()
 
 
 def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[..., list],
