@@ -27,7 +27,7 @@ import numpy as np
 
 from stageflow.core import context, dtypes
 from stageflow.core.shapes import format_shape
-from stageflow.core.source import describe_location
+from stageflow.core.source import describe_location, user_location
 from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros, zeros_like
@@ -109,13 +109,23 @@ class TensorArray:
         self._items: list[Tensor | None] | None = [None] * _static_size(size)
         self._buffer: Tensor | None = None
         self.name = name
+        self._writes, self._write_site = 0, None
 
     @classmethod
     def _make(cls, meta: tuple, items: list | None = None, buffer: Tensor | None = None
               ) -> TensorArray:
         array = cls.__new__(cls)
         array._meta, array._items, array._buffer, array.name = meta, items, buffer, None
+        array._writes, array._write_site = 0, None
         return array
+
+    def _note_write(self) -> None:
+        """Count a staged write made from this array, and remember the user's line: a loop
+        over tensors that writes an array it does not carry (``ta.write(i, x)`` not assigned
+        back) reports that line."""
+        if _staged():
+            self._writes += 1
+            self._write_site = user_location()
 
     # -- what it is ---------------------------------------------------------------------
 
@@ -227,6 +237,7 @@ class TensorArray:
 
     def write(self, index: Any, value: Any, name: str | None = None) -> TensorArray:
         """The array with element `index` set to `value` (eagerly: this array, changed)."""
+        self._note_write()
         position = self._index(index, "write")
         value = self._typed(value, "write")
         meta = self._fixed(tuple(value.shape), "write")
@@ -260,6 +271,7 @@ class TensorArray:
 
     def unstack(self, value: Any, name: str | None = None) -> TensorArray:
         """An array whose elements are the rows of `value` (its first dim)."""
+        self._note_write()
         value = self._typed(value, "unstack")
         if value.ndim == 0:
             raise ValueError(f"TensorArray.unstack: the value must have a first dim to split, "
@@ -275,6 +287,7 @@ class TensorArray:
 
     def scatter(self, indices: Any, value: Any, name: str | None = None) -> TensorArray:
         """The array with element ``indices[k]`` set to row k of `value`."""
+        self._note_write()
         value = self._typed(value, "scatter")
         if value.ndim == 0:
             raise ValueError(f"TensorArray.scatter: the value must have a first dim to split, "

@@ -303,3 +303,20 @@ def test_a_list_rebound_in_a_tensor_while_loop_is_refused_too():
     with pytest.raises(ValueError, match="'parts' is a Python list grown") as info:
         sf.function(f)(sf.constant([1.0]))
     assert _line_of(f, "while") in str(info.value)
+
+
+def test_a_write_not_assigned_back_in_a_tensor_loop_is_refused():
+    """Eagerly `write` changes the array (TensorFlow's eager arrays), so forgetting to
+    assign it works there; a staged loop would drop the writes, and says so instead."""
+    def f(x, n):
+        ta = sf.TensorArray(sf.float32, size=3)
+        for i in sf.range(n):
+            ta.write(i, x)
+        return ta.stack()
+
+    np.testing.assert_allclose(f(sf.constant(2.0), 3).numpy(), [2.0, 2.0, 2.0])
+    with pytest.raises(ValueError, match="'ta' is written in a loop over tensors that does "
+                                         "not assign it") as info:
+        sf.function(f)(sf.constant(2.0), sf.constant(3))
+    assert "ta = ta.write(i, x)" in str(info.value)
+    assert _line_of(f, "ta.write(i, x)") in str(info.value)

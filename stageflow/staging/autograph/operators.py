@@ -160,7 +160,8 @@ def _staged_loop(test: Callable[[], Any], body: Callable[[], None],
     to it."""
     start = _first_values([body], get_state, set_state)
     carried = [i for i, v in enumerate(start) if _tensor_like(v)]
-    lists = _outer_lists(body)
+    carried_names = {names[i] for i in carried}
+    outer = _outer_values(body)
 
     def with_carried(values: Sequence[Any]) -> State:
         state = list(start)
@@ -174,16 +175,24 @@ def _staged_loop(test: Callable[[], Any], body: Callable[[], None],
 
     def loop_body(*values: Any) -> list:
         set_state(with_carried(values))
-        lengths = {name: len(items) for name, items in lists.items()}
+        marks = {name: _mark(value) for name, value in outer.items()}
         appends: dict[int, SourceLocation | None] = {}
         _LIST_CALLS.append(appends)
         try:
             body()
         finally:
             _LIST_CALLS.pop()
-        for name, items in lists.items():
-            if len(items) != lengths[name]:
-                raise _grown_list(name, appends.get(id(items)))
+        for name, value in outer.items():
+            if _mark(value) == marks[name]:
+                continue
+            if isinstance(value, list):
+                raise _grown_list(name, appends.get(id(value)))
+            if name not in carried_names:
+                raise ValueError(
+                    f"{name!r} is written in a loop over tensors that does not assign it: "
+                    f"write returns the array to use, so assign it, `{name} = "
+                    f"{name}.write(i, x)`, and the loop carries it"
+                    f"{_at(value._write_site)}")
         state = get_state()
         for i, (before, after) in enumerate(zip(start, state, strict=True)):
             if i not in carried and not isinstance(before, Undefined) and after is not before:
@@ -214,10 +223,11 @@ def note_list_call(function: Any) -> None:
         _LIST_CALLS[-1].setdefault(id(owner), user_location())
 
 
-def _outer_lists(body: Callable[[], None]) -> dict[str, list]:
-    """The Python lists a loop body reaches through its closures (and those of the
-    functions it closes over), by variable name: a staged loop cannot grow them."""
-    found: dict[str, list] = {}
+def _outer_values(body: Callable[[], None]) -> dict[str, Any]:
+    """The Python lists and composites (`TensorArray`s) a loop body reaches through its
+    closures (and those of the functions it closes over), by variable name: a staged loop
+    can neither grow those lists nor write arrays it does not carry."""
+    found: dict[str, Any] = {}
     pending, seen = [body], set()
     while pending:
         function = pending.pop()
@@ -230,20 +240,29 @@ def _outer_lists(body: Callable[[], None]) -> dict[str, list]:
                 value = cell.cell_contents
             except ValueError:  # a name not bound yet
                 continue
-            if type(value) is list:
+            if type(value) is list or nest.is_composite(value):
                 found.setdefault(name, value)
             elif callable(value):
                 pending.append(value)
     return found
 
 
+def _mark(value: Any) -> int:
+    """What a loop body may not change of an outer value: a list's length, the number of
+    staged writes made from an array."""
+    return len(value) if isinstance(value, list) else value._writes
+
+
+def _at(location: SourceLocation | None) -> str:
+    return f"\n  at {location}" if location is not None else describe_location()
+
+
 def _grown_list(name: str, location: SourceLocation | None) -> ValueError:
-    where = f"\n  at {location}" if location is not None else describe_location()
     return ValueError(
         f"{name!r} is a Python list grown in a loop over tensors: a staged loop's body is "
         f"traced once, so the list would hold one traced value, not one per iteration. Use "
         f"sf.TensorArray: `ta = sf.TensorArray(dtype, size=n)` before the loop, "
-        f"`ta = ta.write(i, x)` in it and `ta.stack()` after it{where}")
+        f"`ta = ta.write(i, x)` in it and `ta.stack()` after it{_at(location)}")
 
 
 def _first_values(parts: Sequence[Callable[[], None]], get_state: Callable[[], State],
