@@ -146,7 +146,10 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     as positional arguments; `body` returns the same structure. Traced, the loop is one op
     whose body is traced once, whatever the trip count; a loop variable whose dims change
     between iterations gets unknown dims there (no shape invariants to declare). At most
-    `maximum_iterations` iterations run when it is given.
+    `maximum_iterations` iterations run when it is given. A loop variable may be an
+    `sf.TensorArray`: eagerly it is passed along as it is, traced the loop carries its
+    elements as one tensor (its element shape, if nothing fixed it yet, learned by tracing
+    the body once aside).
 
     >>> cond = lambda i, total: i < 4
     >>> body = lambda i, total: (i + 1, total * 2)
