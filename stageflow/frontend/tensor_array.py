@@ -7,8 +7,9 @@ It has two representations, one meaning:
   function while every index is a Python int. Eagerly `write` stores into the list and
   returns the same array, as TensorFlow's eager arrays do; staged it returns a new one.
 - one buffer tensor ``[size, *element_shape]``: when the array is carried through a staged
-  `sf.while_loop` (it is a composite that `nest.flatten(..., expand_composites=True)`
-  expands to that buffer) or indexed with a traced index. A write is `update_index` (in
+  `sf.while_loop` or `sf.cond`, or returned from an `sf.function` (it is a composite that
+  `nest.flatten(..., expand_composites=True)` expands to that buffer; a returned array is
+  a list again), or indexed with a traced index. A write is `update_index` (in
   place in a compiled loop), a read a `gather`, so gradients flow through both and through
   the loop. Unwritten elements read as zeros, as in TensorFlow's staged arrays.
 
@@ -219,7 +220,10 @@ class TensorArray:
 
     @classmethod
     def _nest_rebuild(cls, meta: tuple, components: list[Tensor]) -> TensorArray:
-        return cls._make(meta, buffer=components[0])
+        buffer = components[0]
+        if _staged():
+            return cls._make(meta, buffer=buffer)
+        return cls._make(meta, items=[buffer[i] for i in range(buffer.shape[0])])  # returned
 
     def _needs_element_shape(self) -> bool:
         """Whether a loop must trace its body once to learn the element shape (nothing

@@ -92,6 +92,18 @@ def test_properties_and_eager_writes_change_the_array_in_place():
     assert ta.close() is None
 
 
+@pytest.mark.parametrize("mode", STAGED)
+def test_a_staged_function_returns_an_array(mode):
+    def f(x):
+        return {"ta": sf.TensorArray(sf.float32, size=3).write(1, x), "x": x}
+
+    out = staged(mode, f)(sf.constant([1.0, 2.0]))
+    ta = out["ta"]
+    assert isinstance(ta, sf.TensorArray) and ta.element_shape == (2,)
+    assert ta.write(2, [3.0, 4.0]) is ta  # an eager array again
+    np.testing.assert_allclose(ta.stack().numpy(), [[0.0, 0.0], [1.0, 2.0], [3.0, 4.0]])
+
+
 def test_ragged_elements_concat_without_infer_shape():
     ta = sf.TensorArray(sf.float32, size=2, infer_shape=False)
     ta = ta.write(0, [1.0]).write(1, [2.0, 3.0])
