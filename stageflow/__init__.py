@@ -48,6 +48,7 @@ from stageflow.core.dtypes import (
     uint64,
 )
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
+from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
 from stageflow.frontend.ops.complex_numbers import complex
 from stageflow.frontend.ops.control import (
@@ -175,6 +176,7 @@ from stageflow.frontend.tape import (
     value_and_grad,
 )
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tensor_array import TensorArray
 from stageflow.frontend.variables import Variable
 from stageflow.frontend.vectorize import vectorized_map
 from stageflow.models.module import Module

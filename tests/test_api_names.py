@@ -35,6 +35,7 @@ SHAPE = (
     "one_hot identity"
 ).split()
 CREATION = "zeros ones fill zeros_like ones_like eye diag range linspace".split()
+FUNCTIONAL = "map_fn scan foldl foldr TensorArray".split()
 NN = (
     "relu relu6 leaky_relu elu gelu softplus sigmoid tanh softmax log_softmax dropout conv2d "
     "max_pool2d avg_pool2d softmax_cross_entropy_with_logits "
@@ -60,7 +61,7 @@ DTYPES = {
     "bool": np.bool_,
 }
 
-OPS = ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + CREATION
+OPS = ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + CREATION + FUNCTIONAL
 
 
 @pytest.mark.parametrize("name", TENSORS + OPS)

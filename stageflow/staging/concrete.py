@@ -365,7 +365,7 @@ def trace_function(function: Any, leaves: list, treedef: Any,
             else:
                 args.append(leaf)
         result = function.call_python(nest.unflatten(treedef, args))
-        out_leaves, out_treedef = nest.flatten(result)
+        out_leaves, out_treedef = nest.flatten(result, expand_composites=True)
         template = []
         for leaf in out_leaves:
             if isinstance(leaf, Tensor):
