@@ -189,7 +189,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ConcreteFunction": ("stageflow.staging.concrete", "ConcreteFunction"),
     **{name: (f"stageflow.{name}", None) for name in (
         "aot", "data", "distribute", "keras", "layers", "losses", "metrics", "onnx",
-        "optimizers", "saved", "train")},
+        "optimizers", "profiler", "saved", "train")},
 }
 
 
