@@ -101,7 +101,8 @@ def test_namespace_imports_as_a_module(namespace):
 # Every other public namespace, by the path users spell (settings and constants such as
 # `sf.config.dump_dir` and `sf.data.AUTOTUNE` are part of an API, so not only callables).
 OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "errors",
-                    "optimizers.schedules", "linalg", "math", "debugging"]
+                    "optimizers.schedules", "linalg", "math", "debugging", "profiler",
+                    "profiler.experimental"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

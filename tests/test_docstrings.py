@@ -24,7 +24,8 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.optimizers.schedules": sf.optimizers.schedules, "sf.metrics": sf.metrics,
     "sf.layers": sf.layers, "sf.data": sf.data, "sf.train": sf.train, "sf.aot": sf.aot,
     "sf.saved": sf.saved, "sf.distribute": sf.distribute, "sf.config": sf.config,
-    "sf.errors": sf.errors,
+    "sf.errors": sf.errors, "sf.profiler": sf.profiler,
+    "sf.profiler.experimental": sf.profiler.experimental,
 }
 
 

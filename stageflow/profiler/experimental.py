@@ -16,9 +16,11 @@ from types import TracebackType
 from typing import Any
 
 from stageflow.core import context, profiling
+from stageflow.core.exports import public_dir
 from stageflow.runtime import eager
 
 __all__ = ["Profile", "ProfilerOptions", "Trace", "start", "stop"]
+__dir__ = public_dir(globals())
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,7 @@ class RecordingTrace:
         profiling.complete(primitive.name, "op", start, end, {
             "shapes": [list(a.shape) for a in args], "dtypes": [a.dtype.name for a in args],
             "device": getattr(first, "device", devices.HOST),
-            "source": f"{location.filename}:{location.line}" if location else ""})
+            "source": str(location) if location is not None else ""})
         return result
 
     def __getattr__(self, name: str) -> Any:
