@@ -125,9 +125,9 @@ class Profile:
 
 class Trace:
     """A span of your own in the trace (a training step, a data pipeline stage), around
-    the block; its keyword arguments are kept as the span's arguments. ``step_num=N``
-    marks a training step, as TensorFlow's does. Costs nearly nothing while no trace is
-    recorded.
+    the block; its keyword arguments are kept as the span's arguments (``step_num=N``,
+    TensorFlow's way to number training steps, among them). Costs nearly nothing while no
+    trace is recorded.
 
     >>> import tempfile
     >>> with sf.profiler.trace(tempfile.mkdtemp()) as profile:
@@ -150,5 +150,4 @@ class Trace:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
         if profiling.state.session is not None:
-            category = "step" if "step_num" in self.args else "user"
-            profiling.complete(self.name, category, self._start, None, dict(self.args))
+            profiling.complete(self.name, "user", self._start, None, dict(self.args))

@@ -286,7 +286,7 @@ def test_user_spans_and_steps_hold_what_ran_in_them(tmp_path):
             sf.negative(x)
 
     events = record(tmp_path, run)
-    steps = named(events, "train", "step")
+    steps = named(events, "train", "user")
     assert [s["args"] for s in steps] == [{"step_num": 0, "batch": 8}, {"step_num": 1, "batch": 8}]
     for step in steps:
         assert [e["name"] for e in inside(events, step)] == [ew.exp_p.name]
