@@ -275,6 +275,22 @@ def test_copies_to_and_from_the_gpu(tmp_path):
     assert add and add[0]["args"]["shapes"] == [[3, 4], []]
 
 
+def test_a_staged_call_on_the_gpu_compiles_for_it_inside_the_call(tmp_path):
+    f = sf.function(lambda x: sf.exp(x) + 1.0)
+    x = sf.constant(np.zeros(3, np.float32))
+    results = []
+    events = record(tmp_path, lambda: results.append(f(x.gpu()).numpy()))
+    np.testing.assert_allclose(results[0], 2.0)
+    program = named(events, "@<lambda>", "program")[0]
+    assert program["args"]["runs as"] == "GPU launches"
+    within = inside(events, program)
+    assert named(within, "compile <lambda> for /device:GPU:0", "compile")
+    assert named(within, "pass fuse", "compile")
+    upload = named(events, f"copy to {GPU}", "copy")[0]
+    assert ns(upload["ts"]) + ns(upload["dur"]) <= ns(program["ts"])  # x.gpu(), before
+    assert named(events, f"copy from {GPU}", "copy")  # .numpy(), after
+
+
 def test_user_spans_and_steps_hold_what_ran_in_them(tmp_path):
     x = sf.constant([1.0, 2.0])
 
