@@ -61,8 +61,10 @@ class Session:
         began (an enclosing span before the spans inside it), each timestamp rounded to
         the nanosecond once so that spans nested when measured stay nested."""
         pid = os.getpid()
+        recorded = list(self.events)  # (then the threads: each span's is named by then)
+        threads = dict(self.threads)
         spans = []
-        for tid, start, end, name, category, args in self.events:
+        for tid, start, end, name, category, args in recorded:
             if start < self.origin:  # begun before the recording did
                 continue
             begin_ns = round((start - self.origin) * 1e9)
@@ -73,7 +75,7 @@ class Session:
             {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
              "args": {"name": f"stageflow (pid {pid})"}}]
         events += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                    "args": {"name": name}} for tid, name in sorted(self.threads.items())]
+                    "args": {"name": name}} for tid, name in sorted(threads.items())]
         for tid, begin_ns, neg_end_ns, name, category, args in spans:
             events.append({"ph": "X", "name": name, "cat": category, "pid": pid, "tid": tid,
                            "ts": begin_ns / 1e3, "dur": (-neg_end_ns - begin_ns) / 1e3,
