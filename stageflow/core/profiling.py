@@ -6,10 +6,13 @@ load) before it reports anything, so that nothing is paid while no trace is reco
 Times are `time.perf_counter()` seconds, the clock the compile statistics already read, so
 a stage's span and its figure in `ConcreteFunction.stats()` come from the same readings.
 
-`Session.document` gives the trace in the Trace Event Format, the JSON that Perfetto and
-``chrome://tracing`` open: one complete event (``"ph": "X"``) per span, ``ts`` and ``dur``
-in microseconds since the session began, on the thread that ran it (``tid``), and
-metadata events (``"ph": "M"``) naming the process and its threads.
+A span's arguments are kept as they come (shapes, dtypes, source locations) and made JSON
+(as text, where JSON has no such value) only when the trace is written: recording an op
+costs its clock readings and finding the user's line, no formatting. `Session.write` writes
+the trace in the Trace Event Format, the JSON that Perfetto and ``chrome://tracing`` open:
+one complete event (``"ph": "X"``) per span, ``ts`` and ``dur`` in microseconds since the
+session began, on the thread that ran it (``tid``), and metadata events (``"ph": "M"``)
+naming the process and its threads.
 """
 
 from __future__ import annotations
@@ -57,9 +60,10 @@ class Session:
         self.events.append((tid, start, end, name, category, args))
 
     def document(self) -> dict[str, Any]:
-        """The trace as Trace Event Format JSON data: per thread, spans in the order they
-        began (an enclosing span before the spans inside it), each timestamp rounded to
-        the nanosecond once so that spans nested when measured stay nested."""
+        """The trace's events (their arguments as recorded: `write` makes them JSON): per
+        thread, spans in the order they began (an enclosing span before the spans inside
+        it), each timestamp rounded to the nanosecond once so that spans nested when
+        measured stay nested."""
         pid = os.getpid()
         recorded = list(self.events)  # (then the threads: each span's is named by then)
         threads = dict(self.threads)

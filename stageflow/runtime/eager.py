@@ -166,11 +166,9 @@ class RecordingTrace:
         result = self.inner.process(primitive, args, params)
         end = time.perf_counter()
         first = result[0] if primitive.multiple_results and result else result
-        location = user_location()
         profiling.complete(primitive.name, "op", start, end, {
-            "shapes": [list(a.shape) for a in args], "dtypes": [a.dtype.name for a in args],
-            "device": getattr(first, "device", devices.HOST),
-            "source": str(location) if location is not None else ""})
+            "shapes": [a.shape for a in args], "dtypes": [a.dtype for a in args],
+            "device": getattr(first, "device", devices.HOST), "source": user_location()})
         return result
 
     def __getattr__(self, name: str) -> Any:

@@ -69,8 +69,7 @@ def run_steps_recorded(steps: list[Step], env: list[Any], output_slots: list[int
         end = time.perf_counter()
         name, kind, args = (labels.get(step.outputs) if labels else None) or (
             step.name, category, {})
-        where = {"source": str(step.location)} if step.location is not None else {}
-        profiling.complete(name, kind, start, end, {**args, **where})
+        profiling.complete(name, kind, start, end, {**args, "source": step.location})
     return [env[i] for i in output_slots]
 
 
