@@ -217,6 +217,26 @@ def test_level_3_times_each_kernel_of_a_compiled_call_inside_its_span(tmp_path):
     assert step(x, w).numpy() == pytest.approx(expected, rel=1e-5)
 
 
+def test_level_3_records_each_iteration_of_a_loop_inside_its_step(tmp_path):
+    @sf.function
+    def halve_exp(x):
+        return sf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, sf.exp(v) * 0.5),
+                             (sf.constant(0), x))[1]
+
+    x = sf.constant([0.0, 1.0])
+    expected = halve_exp(x).numpy()  # compiled, as one program
+    results = []
+    events = record(tmp_path, lambda: results.append(halve_exp(x).numpy()), level=3)
+    np.testing.assert_array_equal(results[0], expected)
+    loop = [e for e in inside(events, named(events, "@halve_exp", "program")[0])
+            if e["cat"] == "step"]
+    assert len(loop) == 1
+    kernels = [e["args"]["ops"] for e in inside(events, loop[0]) if e["cat"] == "kernel"]
+    bodies = [ops for ops in kernels if "sf.exp" in ops]
+    conditions = [ops for ops in kernels if "sf.less" in ops]
+    assert len(bodies) == 3 and len(conditions) == 4
+
+
 def test_an_interpreted_call_records_each_op_of_the_graph(tmp_path):
     @sf.function(jit=False)
     def step(x):
