@@ -196,7 +196,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ConcreteFunction": ("stageflow.staging.concrete", "ConcreteFunction"),
     **{name: (f"stageflow.{name}", None) for name in (
         "aot", "data", "distribute", "keras", "layers", "losses", "metrics", "onnx",
-        "optimizers", "saved", "saved_model", "summary", "train")},
+        "optimizers", "profiler", "saved", "saved_model", "summary", "train")},
 }
 
 
