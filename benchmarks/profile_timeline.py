@@ -1,4 +1,4 @@
-"""The picture of docs/profiler.md: a trace of the MLP training step, drawn as timelines.
+"""The picture of docs/guides/profiler.md: a trace of the MLP training step, drawn as timelines.
 
     python -m benchmarks.profile_timeline [OUT.png] [--logdir DIR] [--batch N]
                                           (default docs/profiler.png, a temporary logdir, 64)

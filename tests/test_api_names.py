@@ -102,13 +102,9 @@ def test_namespace_imports_as_a_module(namespace):
 # Every other public namespace, by the path users spell (settings and constants such as
 # `sf.config.dump_dir` and `sf.data.AUTOTUNE` are part of an API, so not only callables).
 OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "errors",
-<<<<<<< HEAD
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
-                    "summary.experimental"]
-=======
-                    "optimizers.schedules", "linalg", "math", "debugging", "profiler",
-                    "profiler.experimental"]
->>>>>>> profiler
+                    "summary.experimental", "profiler", "profiler.experimental", "keras",
+                    "keras.callbacks", "keras.models", "saved_model"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)
