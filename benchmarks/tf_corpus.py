@@ -13,9 +13,10 @@ as tf``, ``keras`` -> ``stageflow.keras``). A cell's output is what it prints an
 of its last expression, as a notebook shows it.
 
 A cell **agrees** when TensorFlow ran it, stageflow ran it too, and the numbers in their
-outputs agree (the same count, each within rtol 1e-3, after dropping dtype names and
-TensorFlow's ``:0`` tensor-name suffixes, which are not values). Cells whose numbers differ
-between two TensorFlow runs (unseeded random draws, timings) are compared on running only.
+outputs agree (the same numbers in any order, each within rtol 1e-3, after dropping dtype
+names and TensorFlow's ``:0`` tensor-name suffixes, which are not values). Cells whose
+numbers differ between two TensorFlow runs (unseeded random draws, timings) are compared
+on running only.
 Cells TensorFlow cannot run here (downloads, GPUs, missing packages) are left out of the
 count. The figure is agreeing cells over the cells TensorFlow ran, per notebook and in all;
 `--failures` lists each disagreeing cell's first line and what went wrong.
@@ -143,9 +144,16 @@ def numbers(text: str) -> list[float]:
 
 
 def same_numbers(a: list[float], b: list[float]) -> bool:
+    """The same numbers, in any order: TensorFlow's repr shows a tensor's shape before its
+    values, stageflow's (TensorFlow's str form) after them."""
+    a, b = sorted(a, key=_order), sorted(b, key=_order)
     return len(a) == len(b) and all(
         (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=1e-3, abs_tol=1e-5)
         for x, y in zip(a, b, strict=True))
+
+
+def _order(value: float) -> tuple[bool, float]:
+    return (math.isnan(value), 0.0 if math.isnan(value) else value)
 
 
 def judge(tf_runs: list[dict], tf_again: list[dict], ours: list[dict]) -> list[str]:
