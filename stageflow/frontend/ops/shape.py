@@ -14,7 +14,7 @@ from stageflow.core.errors import StagingError
 from stageflow.core.shapes import normalize_axis, reshape_param
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
-from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.convert import convert_to_tensor, matching_tensors
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import structural as st
 
@@ -142,7 +142,8 @@ def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Tensor:
 def concat(values: Sequence[Any], axis: int) -> Tensor:
     """Join tensors along an existing axis.
 
-    values: tensors of one dtype whose shapes agree except along `axis`; returns that dtype.
+    values: tensors of one dtype whose shapes agree except along `axis` (Python lists among
+    them take the dtype of the first tensor); returns that dtype.
 
     >>> sf.concat([[[1, 2]], [[3, 4]]], axis=0)
     sf.Tensor([[1, 2],
@@ -150,7 +151,7 @@ def concat(values: Sequence[Any], axis: int) -> Tensor:
     >>> sf.concat([sf.ones((2, 1)), sf.zeros((2, 2))], axis=1).shape
     (2, 3)
     """
-    tensors = [convert_to_tensor(v) for v in values]
+    tensors = matching_tensors(list(values))
     if not tensors:
         raise _fail("concat", "needs at least one tensor")
     axis = _axis("concat", axis, max(tensors[0].ndim, 1))
@@ -169,7 +170,7 @@ def stack(values: Sequence[Any], axis: int = 0) -> Tensor:
     sf.Tensor([[1, 3],
                [2, 4]], shape=(2, 2), dtype=int32)
     """
-    tensors = [convert_to_tensor(v) for v in values]
+    tensors = matching_tensors(list(values))
     if not tensors:
         raise _fail("stack", "needs at least one tensor")
     axis = _axis("stack", axis, tensors[0].ndim + 1)
