@@ -105,7 +105,7 @@ OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "er
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
                     "summary.experimental", "profiler", "profiler.experimental", "keras",
                     "keras.callbacks", "keras.models", "saved_model",
-                    "nest"]
+                    "nest", "experimental", "experimental.dlpack"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

@@ -22,6 +22,8 @@ from stageflow.core import devices, dtypes
 from stageflow.core.source import describe_location
 from stageflow.primitives.functional import device_copy_p
 
+DLPACK_CPU = 1  # DLPack's kDLCPU device type
+
 # `allocate(Tensor)`: a tensor without running `__init__`, for the eager fast paths that set
 # its value themselves.
 allocate = object.__new__
@@ -102,6 +104,32 @@ class Tensor:
             value = value.view()
             value.flags.writeable = False  # a view must not let NumPy mutate the tensor
         return value
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of the value, for ``np.from_dlpack(t)``, ``torch.from_dlpack(t)``
+        and ``jax.dlpack.from_dlpack(t)``: the consumer's array shares this tensor's memory
+        (a 0-d tensor's, held as a NumPy scalar, is copied). A consumer of DLPack 1.0 or
+        later is told the memory is read-only (NumPy then makes a read-only array); older
+        ones cannot be told, and must not write to it: tensors never change. A tensor in a
+        GPU's memory is exported only as a host copy, with ``copy=True`` (`DeviceTensor`).
+        """
+        value = self._value
+        if not isinstance(value, np.ndarray) or (max_version is not None
+                                                 and max_version >= (1, 0)):
+            value = np.asarray(value).view()
+            value.flags.writeable = False
+        try:
+            return value.__dlpack__(stream=stream, max_version=max_version,
+                                    dl_device=dl_device, copy=copy)
+        except (BufferError, TypeError, ValueError) as error:
+            raise BufferError(f"Tensor.__dlpack__: cannot export a {self.dtype.name} tensor "
+                              f"of shape {self.shape}: {error}") from None
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """DLPack's ``(device type, index)`` of the memory `__dlpack__` exports: the host's,
+        ``(1, 0)`` (kDLCPU)."""
+        return (DLPACK_CPU, 0)
 
     def __float__(self) -> float:
         return float(self._scalar("float"))
@@ -187,6 +215,21 @@ class DeviceTensor(PlacedTensor):
     @property
     def size(self) -> int:
         return int(np.prod(self._buffer.shape))
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of a host copy of the value, made only when asked for
+        (``copy=True``, or ``dl_device`` the host's): stageflow shares no GPU memory
+        through DLPack; ``t.cpu()`` moves the tensor to the host, whose tensors share."""
+        if not copy and dl_device != (DLPACK_CPU, 0):
+            raise BufferError(f"Tensor.__dlpack__: the tensor is on {self.device}, and "
+                              "stageflow exports host memory only: t.cpu() copies it to "
+                              "the host (or ask the consumer for a copy, copy=True)")
+        return np.array(self._value).__dlpack__(stream=stream, max_version=max_version)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(1, 0)``, the host: what `__dlpack__` can give (a copy)."""
+        return (DLPACK_CPU, 0)
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":

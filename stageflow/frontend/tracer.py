@@ -80,6 +80,9 @@ class SymbolicTensor(Tensor):
     def _scalar(self, what: str) -> Any:
         raise self._staging_error(f"{what}()")
 
+    def __dlpack__(self, **_: Any) -> Any:
+        raise self._staging_error("a DLPack export (__dlpack__)")
+
     def __len__(self) -> int:
         if not self.shape or self.shape[0] is None:
             raise self._staging_error("len()")
