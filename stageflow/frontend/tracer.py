@@ -14,6 +14,7 @@ import numpy as np
 
 from stageflow.core import devices
 from stageflow.core.errors import StagingError
+from stageflow.core.op_facts import Family
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location, user_location
@@ -24,6 +25,8 @@ from stageflow.primitives.functional import device_copy_p
 from stageflow.primitives.structural import constant_p
 
 SMALL_CONSTANT = 16  # elements; constants up to this size are deduplicated while tracing
+STATIC_DEPTH = 16  # equations `static_value` follows back from a value, at most
+_STATIC_FAMILIES = frozenset({Family.ELEMENTWISE, Family.STRUCTURAL})
 
 _VALUE_HINT = (
     "a traced tensor has no value until the graph function runs; use sf.cond / "
@@ -110,6 +113,7 @@ class GraphTrace:
         self._lifted: dict[int, Any] = {}
         self._lifted_upto = 0
         self._constants: dict[tuple, SymbolicTensor] = {}
+        self._producers: dict[int, Equation] = {}  # id of a value -> the equation making it
         self.op_lines: dict[tuple[str, int], int] = {}
         self._scope_depth = devices.depth()  # scopes opened deeper place the ops inside
 
@@ -175,6 +179,8 @@ class GraphTrace:
 
     def _append(self, equation: Equation) -> None:
         self.graph.equations.append(equation)
+        for output in equation.outputs:
+            self._producers[id(output)] = equation
         if equation.location is not None:
             key = (equation.location.filename, equation.location.line)
             self.op_lines[key] = self.op_lines.get(key, 0) + 1
@@ -221,6 +227,34 @@ class GraphTrace:
         else:
             device = next((v.device for v in inputs if v.device is not None), None)
         return None if device == self.graph.device else device
+
+    def producer(self, tensor: SymbolicTensor) -> Equation | None:
+        """The equation of this trace that computes `tensor` (None for an argument or a
+        capture)."""
+        return self._producers.get(id(tensor._node))
+
+    def static_value(self, tensor: Any) -> np.ndarray | None:
+        """The value of a traced tensor of this trace that elementwise and structural ops
+        compute from constants alone (TensorFlow's `tf.get_static_value`), else None. Only
+        those pure ops run, on small values, and nothing is recorded."""
+        if not isinstance(tensor, SymbolicTensor) or tensor._trace is not self:
+            return None
+        return self._static(tensor._node, STATIC_DEPTH)
+
+    def _static(self, node: Value, depth: int) -> np.ndarray | None:
+        equation = self._producers.get(id(node))
+        if equation is None or depth == 0 or equation.primitive.stateful:
+            return None
+        if equation.primitive is constant_p:
+            return equation.params["value"]
+        if equation.primitive.family not in _STATIC_FAMILIES:
+            return None
+        inputs = [self._static(v, depth - 1) for v in equation.inputs]
+        if any(value is None or np.size(value) > SMALL_CONSTANT for value in inputs):
+            return None
+        results = run_equation(equation, inputs)
+        return next(np.asarray(r) for v, r in zip(equation.outputs, results, strict=True)
+                    if v is node)
 
     def variable_created(self, variable: Any) -> None:
         if not self.allow_variable_creation:
