@@ -16,7 +16,7 @@ import importlib as _importlib
 from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
-from stageflow import debugging, experimental, linalg, math, nest, nn, random
+from stageflow import debugging, experimental, linalg, math, nest, nn, random, strings
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
@@ -40,6 +40,7 @@ from stageflow.core.dtypes import (
     int16,
     int32,
     int64,
+    string,
     uint2,
     uint4,
     uint8,
@@ -217,7 +218,7 @@ def __getattr__(name: str) -> _Any:
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
 _NAMESPACES = ("config", "debugging", "errors", "experimental", "linalg", "math", "nest", "nn",
-               "random")
+               "random", "strings")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

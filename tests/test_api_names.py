@@ -105,7 +105,8 @@ OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "er
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
                     "summary.experimental", "profiler", "profiler.experimental", "keras",
                     "keras.callbacks", "keras.models", "saved_model",
-                    "nest", "experimental", "experimental.dlpack"]
+                    "nest", "experimental", "experimental.dlpack",
+                    "strings"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

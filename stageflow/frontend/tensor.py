@@ -93,8 +93,10 @@ class Tensor:
         return self.to(f"/device:GPU:{i}")
 
     def numpy(self) -> np.ndarray:
-        """A NumPy copy of the value (writable; the tensor itself stays unchanged)."""
-        return np.array(self._value)
+        """A NumPy copy of the value (writable; the tensor itself stays unchanged); a string
+        scalar's is its `bytes`, as in TensorFlow."""
+        value = np.array(self._value)
+        return value[()] if value.dtype.kind == "O" and not value.ndim else value
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         value = np.asarray(self._value, dtype=dtype)
@@ -168,7 +170,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         body = np.array2string(np.asarray(self._value), separator=", ", prefix="sf.Tensor(")
-        return f"sf.Tensor({body}, shape={self.shape}, dtype={self.dtype.name})"
+        return f"sf.Tensor({body}, shape={self.shape}, dtype={dtypes.dtype_name(self.dtype)})"
 
     def __str__(self) -> str:
         return repr(self)
@@ -282,6 +284,11 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     keep their dtype. The result is a fresh array.
     """
     want = None if dtype is None else dtypes.as_dtype(dtype)
+    if want is None and _looks_textual(value) or want is not None and dtypes.is_string(want):
+        return _string_array(value)
+    if want is not None and _has_text(value):
+        raise TypeError(f"cannot convert strings in {value!r} to {want.name}; "
+                        "sf.strings.to_number parses them")
     if want is not None and not dtypes.is_inexact(want) and _has_python_float(value):
         raise TypeError(f"cannot convert Python floats in {value!r} to {want.name} exactly; "
                         "round them first or use sf.cast")
@@ -312,8 +319,55 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     if not array.dtype.isnative:  # the same numbers in the machine's byte order
         array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype not in dtypes.ALL:
+        if array.dtype.kind in "US":
+            raise TypeError(f"cannot make a tensor of {value!r}: it mixes strings and "
+                            "other values")
         raise TypeError(f"cannot make a tensor of dtype {array.dtype}")
     return array
+
+
+def _looks_textual(value: Any) -> bool:
+    """Whether `value` is string data, judged by its first element (`_string_array` checks
+    the others): a str or bytes, a NumPy array of them, a string tensor, or lists of them."""
+    while isinstance(value, list | tuple) and value:
+        value = value[0]
+    if isinstance(value, Tensor):
+        return value.dtype.kind == "O"
+    if isinstance(value, np.ndarray):  # an object array of other things is no string data
+        return value.dtype.kind in "US" or (value.dtype.kind == "O" and value.size > 0
+                                            and isinstance(value.flat[0], str | bytes))
+    return isinstance(value, str | bytes)
+
+
+def _has_text(value: Any) -> bool:
+    """Whether Python or NumPy data holds a string anywhere."""
+    if isinstance(value, list | tuple):
+        return any(_has_text(v) for v in value)
+    if isinstance(value, Tensor | np.ndarray):
+        return value.dtype.kind in "USO"
+    return isinstance(value, str | bytes)
+
+
+def _string_array(value: Any) -> np.ndarray:
+    """A string tensor's array of `value`: an object array of `bytes` (str encoded as
+    UTF-8, as TensorFlow stores it); ``TypeError`` where an element is not a string."""
+    if isinstance(value, Tensor):
+        value = value._value
+    try:
+        array = np.array(value, dtype=object)
+    except ValueError as error:
+        raise ValueError(f"cannot make a string tensor of {value!r}: {error}") from None
+    out = np.empty(array.shape, dtype=object)
+    flat = out.reshape(-1)
+    for index, item in enumerate(array.reshape(-1)):
+        if isinstance(item, str):
+            item = item.encode("utf-8")
+        elif not isinstance(item, bytes):
+            raise TypeError(f"cannot make a string tensor of {value!r}: it holds "
+                            f"{item!r}, not a str or bytes (sf.strings.as_string formats "
+                            "numbers)")
+        flat[index] = bytes(item)
+    return out
 
 
 def _is_complex(value: Any) -> bool:

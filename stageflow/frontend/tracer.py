@@ -121,6 +121,7 @@ class GraphTrace:
 
     def add_input(self, type_: ShapedType | ResourceType, source: Any = None) -> Value:
         """A new argument of the graph function (a variable argument binds its handle)."""
+        refuse_strings(type_, "sf.function: an argument")
         value = Value(type_)
         self.graph.inputs.append(value)
         if source is not None:
@@ -152,7 +153,9 @@ class GraphTrace:
             )
         if isinstance(tensor, Tensor):  # eager, on any device
             value = tensor._value
-            return self._capture(tensor, ShapedType(value.shape, value.dtype))
+            type_ = ShapedType(value.shape, value.dtype)
+            refuse_strings(type_, f"{op}: a tensor captured from outside the function")
+            return self._capture(tensor, type_)
         raise TypeError(f"{op}: expected a tensor, got {type(tensor).__name__}"
                         f"{describe_location()}")
 
@@ -189,6 +192,7 @@ class GraphTrace:
         """A constant op; small constants (Python scalars mostly) are made once per trace.
         (Its placement is its users': they follow their placed inputs.)"""
         array = np.asarray(array)
+        refuse_strings(ShapedType(array.shape, array.dtype), "a constant made while tracing")
         if array.size > SMALL_CONSTANT:
             return self.process(constant_p, (), {"value": array})
         key = (array.dtype.str, array.shape, array.tobytes())
@@ -289,6 +293,18 @@ class GraphTrace:
                 f"compute it from constants or create the variable outside{describe_location()}"
             )
         return wrap(env[id(value._node)])
+
+
+def refuse_strings(type_: ShapedType | ResourceType, what: str) -> None:
+    """Raise naming `what` and the user's line if `type_` is a string tensor's: strings are
+    host-only values, never staged (TensorFlow compiles no string op either, under XLA)."""
+    if isinstance(type_, ShapedType) and type_.dtype.kind == "O":
+        raise TypeError(
+            f"{what} is a string tensor ({type_}), and sf.function cannot stage string "
+            "tensors (host-only values): work on strings outside the function "
+            "and pass it numbers (sf.strings.to_number, sf.strings.length), or pass a "
+            "Python str, which the trace keeps as a constant of its own"
+            f"{describe_location()}")
 
 
 def _capture_value(source: Any, parent: Any) -> Any:
