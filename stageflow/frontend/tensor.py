@@ -280,11 +280,12 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
 
     Python floats become float32, ints int32 (int64 when they do not fit), bools bool,
     complex numbers complex64 (a pair of the default float32, as in JAX; TensorFlow makes
-    complex128 of them, which ``dtype=sf.complex128`` asks for); NumPy arrays and scalars
-    keep their dtype. The result is a fresh array.
+    complex128 of them, which ``dtype=sf.complex128`` asks for); str and bytes make a string
+    tensor (`_string_array`); NumPy arrays and scalars keep their dtype. The result is a
+    fresh array.
     """
     want = None if dtype is None else dtypes.as_dtype(dtype)
-    if want is None and _looks_textual(value) or want is not None and dtypes.is_string(want):
+    if want is not None and dtypes.is_string(want):
         return _string_array(value)
     if want is not None and _has_text(value):
         raise TypeError(f"cannot convert strings in {value!r} to {want.name}; "
@@ -307,6 +308,8 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
         array = np.array(value, dtype=want) if want is not None else np.array(value)
     except (ValueError, TypeError, OverflowError) as error:
         raise type(error)(f"cannot convert {type(value).__name__} to a tensor: {error}") from None
+    if want is None and array.dtype.kind in "USO" and _is_text(array):
+        return _string_array(value)
     if want is None and not source_is_numpy:
         if array.dtype == np.float64:
             array = array.astype(np.float32)
@@ -319,24 +322,14 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     if not array.dtype.isnative:  # the same numbers in the machine's byte order
         array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype not in dtypes.ALL:
-        if array.dtype.kind in "US":
-            raise TypeError(f"cannot make a tensor of {value!r}: it mixes strings and "
-                            "other values")
         raise TypeError(f"cannot make a tensor of dtype {array.dtype}")
     return array
 
 
-def _looks_textual(value: Any) -> bool:
-    """Whether `value` is string data, judged by its first element (`_string_array` checks
-    the others): a str or bytes, a NumPy array of them, a string tensor, or lists of them."""
-    while isinstance(value, list | tuple) and value:
-        value = value[0]
-    if isinstance(value, Tensor):
-        return value.dtype.kind == "O"
-    if isinstance(value, np.ndarray):  # an object array of other things is no string data
-        return value.dtype.kind in "US" or (value.dtype.kind == "O" and value.size > 0
-                                            and isinstance(value.flat[0], str | bytes))
-    return isinstance(value, str | bytes)
+def _is_text(array: np.ndarray) -> bool:
+    """Whether NumPy made `array` of string data (`_string_array` checks each element): str
+    or bytes, or objects the first of which is one (other objects are no string data)."""
+    return array.dtype.kind in "US" or (array.size > 0 and isinstance(array.flat[0], str | bytes))
 
 
 def _has_text(value: Any) -> bool:
