@@ -77,9 +77,9 @@ def assert_same_structure(nest1: Any, nest2: Any, check_types: bool = True,
     ...
     TypeError: The two structures don't have the same sequence type: list and tuple ...
     """
+    first, second = (nest.flatten(n, expand_composites)[1] for n in (nest1, nest2))
     try:
-        _compare(nest.flatten(nest1, expand_composites)[1],
-                 nest.flatten(nest2, expand_composites)[1], check_types)
+        _compare(first, second, check_types)
     except (ValueError, TypeError) as error:
         raise type(error)(f"{error}\n\nFirst structure: {nest1!r}\n\nSecond structure: "
                           f"{nest2!r}") from None

@@ -114,3 +114,21 @@ def test_sf_function_flattens_ordered_dict_arguments_like_sf_nest():
 
     args = collections.OrderedDict([("b", sf.constant(1.0)), ("a", sf.constant(3.0))])
     assert float(weighted(args)) == 7.0
+
+
+def test_composites_are_leaves_unless_expanded():
+    """`sf.TensorArray` is a composite: one leaf, or with expand_composites its tensors,
+    repacked into a TensorArray, as TensorFlow's nest treats composite tensors."""
+    written = sf.TensorArray(sf.float32, size=2).write(0, 1.0).write(1, 2.0)
+    assert sf.nest.flatten({"a": written}) == [written]
+    assert not sf.nest.is_nested(written)
+    leaves = sf.nest.flatten({"a": written, "b": 1}, expand_composites=True)
+    assert len(leaves) == 2 and leaves[1] == 1
+    np.testing.assert_array_equal(leaves[0].numpy(), [1.0, 2.0])
+    doubled = sf.nest.map_structure(lambda t: t * 2.0, {"a": written}, expand_composites=True)
+    assert isinstance(doubled["a"], sf.TensorArray)
+    np.testing.assert_array_equal(doubled["a"].stack().numpy(), [2.0, 4.0])
+    other = sf.TensorArray(sf.float32, size=2).write(0, 5.0).write(1, 6.0)
+    sf.nest.assert_same_structure(written, other, expand_composites=True)
+    with pytest.raises(TypeError, match="same sequence type: TensorArray and list"):
+        sf.nest.assert_same_structure(written, [leaves[0]], expand_composites=True)
