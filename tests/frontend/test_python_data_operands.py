@@ -40,7 +40,14 @@ def test_binary_ops_convert_lists_with_the_tensor_dtype():
     lambda x: sf.stack([x, [1, 2]])[::-1][::-1],
     lambda x: sf.einsum("i,i->i", x, [1, 1]),
     lambda x: sf.nn.bias_add(sf.reshape(x, (1, 2)), [1, 2]),
-], ids=["concat", "concat_first_list", "stack", "einsum", "bias_add"])
+    lambda x: sf.nn.conv2d(sf.reshape(x, (1, 1, 2, 1)), [[[[2]]]], 1, "VALID"),
+    lambda x: sf.nn.depthwise_conv2d(sf.reshape(x, (1, 1, 2, 1)), [[[[2]]]], [1, 1, 1, 1],
+                                     "VALID"),
+    lambda x: sf.nn.conv1d(sf.reshape(x, (1, 2, 1)), [[[3]]], 1, "VALID"),
+    lambda x: sf.linalg.solve(sf.eye(2) * x, [[2], [8]]),
+    lambda x: sf.linalg.triangular_solve(sf.eye(2) * x, [[2], [8]]),
+], ids=["concat", "concat_first_list", "stack", "einsum", "bias_add", "conv2d",
+        "depthwise_conv2d", "conv1d", "solve", "triangular_solve"])
 def test_ops_taking_several_operands_give_lists_the_first_tensor_dtype(build):
     x = sf.constant([1.0, 2.0])
     eager = build(x)

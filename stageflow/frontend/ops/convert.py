@@ -175,8 +175,9 @@ def binary_operands(x: Any, y: Any) -> tuple[Tensor, Tensor]:
 
 
 def matching_tensors(values: Sequence[Any]) -> list[Tensor]:
-    """The operands of an op that takes several of one dtype (`concat`, `stack`, `bias_add`)
-    as tensors: Python numbers and lists of them take the dtype of the first tensor among
+    """The operands of an op that takes several of one dtype (`concat`, `stack`, `einsum`,
+    `bias_add`; ops of two use `binary_operands`, `conv2d` its filters `weak_operand`) as
+    tensors: Python numbers and lists of them take the dtype of the first tensor among
     `values`, or, where there is none, of the first value, as TensorFlow converts such
     operands (``sf.concat([x_float32, [1, 2]], 0)`` is float32). Tensors keep theirs."""
     like = next((v for v in values if is_tensor(v)), None)
