@@ -41,7 +41,8 @@ def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != dtypes.as_dtype(dtype):
             raise TypeError(
-                f"expected a {dtypes.as_dtype(dtype).name} tensor, got {value.dtype.name}"
+                f"expected a {dtypes.dtype_name(dtypes.as_dtype(dtype))} tensor, got "
+                f"{dtypes.dtype_name(value.dtype)}"
                 f"{describe_location()}"
             )
         return value
