@@ -158,3 +158,15 @@ def test_python_strings_are_trace_constants_and_py_func_runs_string_code():
 
     assert digits(sf.constant([1.5, 22.0])).numpy().tolist() == [len("1.500000"),
                                                                  len("22.000000")]
+
+
+def test_a_string_spec_in_an_input_signature_is_refused_at_the_call():
+    @sf.function(input_signature=[sf.TensorSpec([2], sf.string)])
+    def keeps(words):
+        return words
+
+    with pytest.raises(TypeError, match=r"keeps: argument 'words' is a string tensor "
+                                        r"\(string\[2\]\), and sf.function cannot stage"):
+        keeps(["a", "b"])
+    with pytest.raises(TypeError, match=r"an argument is a string tensor"):
+        keeps.get_concrete_function()
