@@ -251,7 +251,8 @@ class GraphTrace:
             return None
         if equation.primitive is constant_p:
             return equation.params["value"]
-        if equation.primitive.family not in _STATIC_FAMILIES:
+        if equation.primitive.family not in _STATIC_FAMILIES or any(
+                _size(v.type.shape) > SMALL_CONSTANT for v in equation.outputs):
             return None
         inputs = [self._static(v, depth - 1) for v in equation.inputs]
         if any(value is None or np.size(value) > SMALL_CONSTANT for value in inputs):
@@ -293,6 +294,11 @@ class GraphTrace:
                 f"compute it from constants or create the variable outside{describe_location()}"
             )
         return wrap(env[id(value._node)])
+
+
+def _size(shape: tuple[int | None, ...]) -> float:
+    """The element count of a traced shape (infinite where a dim is unknown)."""
+    return float("inf") if None in shape else float(np.prod(shape))
 
 
 def refuse_strings(type_: ShapedType | ResourceType, what: str) -> None:
