@@ -114,6 +114,10 @@ def test_format():
     out = sf.strings.format("tensor: {}, suffix", sf.range(5))
     assert out.dtype == sf.string and out.numpy() == b"tensor: [0 1 2 3 4], suffix"
     assert sf.strings.format("{}", sf.range(10), summarize=2).numpy() == b"[0 1 ... 8 9]"
+    assert sf.strings.format("tensor: {}, suffix", sf.range(10)).numpy() == (
+        b"tensor: [0 1 2 ... 7 8 9], suffix")
+    assert sf.strings.format("a: {}, b: {}, suffix", (sf.range(2), sf.range(1, 4, 2))
+                             ).numpy() == b"a: [0 1], b: [1 3], suffix"
     assert sf.strings.format("{} / {}", [sf.constant(["a", "b"]), 3]).numpy() == (
         b'["a" "b"] / 3')
     with pytest.raises(ValueError, match="the template has 2 placeholders '{}' for 1 inputs"):

@@ -317,7 +317,8 @@ def format(template: str, inputs: Any, placeholder: str = "{}",  # noqa: A001 - 
            summarize: int = 3) -> Tensor:
     """A scalar string: `template` with each `placeholder` replaced, in order, by one of
     `inputs` (a tensor or a list of them and Python values), tensors shown as `sf.print`
-    shows them, `summarize` elements at each end of a longer dim (-1: all).
+    shows them, `summarize` elements at each end of a longer dim (-1: all). NumPy writes
+    the elements at one width (``[ 0 10]``), where TensorFlow writes ``[0 10]``.
 
     >>> sf.strings.format("x = {}, n = {}", [sf.range(10), 3])
     sf.Tensor(b'x = [0 1 2 ... 7 8 9], n = 3', shape=(), dtype=string)
