@@ -16,7 +16,7 @@ import importlib as _importlib
 from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
-from stageflow import debugging, linalg, math, nn, random
+from stageflow import debugging, experimental, linalg, math, nest, nn, random, strings
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
@@ -40,6 +40,7 @@ from stageflow.core.dtypes import (
     int16,
     int32,
     int64,
+    string,
     uint2,
     uint4,
     uint8,
@@ -48,6 +49,7 @@ from stageflow.core.dtypes import (
     uint64,
 )
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
+from stageflow.frontend.dlpack import from_dlpack
 from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
 from stageflow.frontend.ops.complex_numbers import complex
@@ -215,7 +217,8 @@ def __getattr__(name: str) -> _Any:
 # The public namespaces among the modules imported above; the others (`core`, `frontend`,
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
-_NAMESPACES = ("config", "debugging", "errors", "linalg", "math", "nn", "random")
+_NAMESPACES = ("config", "debugging", "errors", "experimental", "linalg", "math", "nest", "nn",
+               "random", "strings")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

@@ -161,10 +161,11 @@ def placement(args: argparse.Namespace) -> Any:
     name = getattr(args, "device", None)
     if name is None:
         return nullcontext()
-    try:
-        return devices.device(name)
+    try:  # a flag names a device that exists: soft placement is for scopes in code
+        devices.resolve(name)
     except ValueError as error:
         raise CommandError(str(error)) from None
+    return devices.device(name)
 
 
 def _user_frame(traceback: Any) -> str:

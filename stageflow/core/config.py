@@ -40,7 +40,9 @@
   kernels the PTX kernels' LLVM IR over emulated grids: for testing, slow);
   `statistics()` counts copies between devices (``device_copies``, ``device_copy_bytes``)
   since `reset_statistics()`; `get_memory_info(device)` gives the bytes a device's
-  tensors hold (``current``) and held at most (``peak``), as TensorFlow's.
+  tensors hold (``current``) and held at most (``peak``), as TensorFlow's;
+  `set_soft_device_placement(False)` makes ``sf.device("GPU:0")`` without that GPU an
+  error instead of running the block on the CPU (`get_soft_device_placement()`).
 - `run_functions_eagerly(True)` (TensorFlow's name): every `sf.function` calls its Python
   function as it is, op by op, eagerly, instead of a staged graph: ``pdb`` and ``print``
   work inside it and the numbers are eager's; `functions_run_eagerly()` tells the setting.
@@ -64,10 +66,12 @@ from stageflow.core.exports import public_dir
 # The settings and functions of `sf.config`; the rest (`emit`, `dump`, ...) is the
 # compiler's and the runtime's, hidden from `dir(sf.config)`.
 __all__ = ["cache", "cache_dir", "dump_dir", "eager_compile", "emulated_gpu_count",
-           "functions_run_eagerly", "get_memory_info", "launch_graphs", "log",
+           "functions_run_eagerly", "get_memory_info", "get_soft_device_placement",
+           "launch_graphs", "log",
            "logical_device_count", "parallel_compile", "remat", "report_dir",
            "reset_statistics", "run_functions_eagerly", "set_emulated_gpu_count",
-           "set_logical_device_count", "statistics", "verify"]
+           "set_logical_device_count", "set_soft_device_placement", "statistics",
+           "verify"]
 __dir__ = public_dir(globals())
 
 VERSION = "0.1.0"
@@ -181,6 +185,8 @@ set_logical_device_count = devices.set_logical_device_count
 logical_device_count = devices.logical_device_count
 set_emulated_gpu_count = devices.set_emulated_gpu_count
 emulated_gpu_count = devices.emulated_gpu_count
+set_soft_device_placement = devices.set_soft_device_placement
+get_soft_device_placement = devices.get_soft_device_placement
 
 
 def statistics() -> dict[str, Any]:

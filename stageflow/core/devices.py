@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -133,13 +134,61 @@ def device(name: str | None) -> Iterator[str | None]:
     >>> y
     sf.Tensor([2.], shape=(1,), dtype=float32)
     """
-    full = None if name is None else resolve(name)
+    full = None if name is None else _placement(name)
     _scopes.stack.append(full)
     with context.slow_path() if full not in (None, HOST) else nullcontext():
         try:
             yield full
         finally:
             _scopes.stack.pop()
+
+
+_soft_placement = True
+_softly_placed: set[str] = set()  # the missing devices whose scopes were said to run here
+
+
+def set_soft_device_placement(enabled: bool) -> None:
+    """Whether a scope naming a GPU that does not exist (``sf.device("GPU:0")`` on a
+    machine without one) places its ops on ``/device:CPU:0`` instead, with a warning the
+    first time each name is met (True, the default, as in TensorFlow), or raises the
+    ``ValueError`` that says why there is no such device (False). A CPU, or a device of
+    another process, that does not exist is always an error.
+
+    >>> sf.config.set_soft_device_placement(False)
+    >>> sf.config.get_soft_device_placement()
+    False
+    >>> sf.config.set_soft_device_placement(True)
+    """
+    global _soft_placement
+    _soft_placement = bool(enabled)
+
+
+def get_soft_device_placement() -> bool:
+    """Whether soft device placement is on (see `set_soft_device_placement`).
+
+    >>> sf.config.get_soft_device_placement()
+    True
+    """
+    return _soft_placement
+
+
+def _placement(name: str) -> str:
+    """The device a scope naming `name` places its ops on: that device, or the host where
+    it is a missing GPU and soft placement is on."""
+    try:
+        return resolve(name)
+    except ValueError as error:
+        parsed = parse(canonical(name))
+        if not _soft_placement or parsed.type != "GPU" or parsed.job is not None:
+            raise
+        full = str(parsed)
+        if full not in _softly_placed:
+            _softly_placed.add(full)
+            warnings.warn(f"{error}; soft device placement runs the ops of "
+                          f"sf.device({name!r}) on {HOST} "
+                          "(sf.config.set_soft_device_placement(False) makes it an error)",
+                          RuntimeWarning, stacklevel=4)
+        return HOST
 
 
 # -- what the runtime is configured to create, and what it counts ---------------------------

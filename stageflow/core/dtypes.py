@@ -13,6 +13,11 @@ tensor of them can be made, moved (reshaped, sliced, gathered, concatenated), co
 equality and cast to and from every other dtype, and its arithmetic happens after a cast to
 a wider type. They are neither `FLOATING` nor `INTEGER`, so an op that computes refuses
 them by name rather than rounding every intermediate to three bits.
+
+`string` is TensorFlow's: a tensor of byte strings, held as a NumPy object array of
+`bytes` (what TensorFlow's ``.numpy()`` returns). String tensors are host-only values: made,
+printed, compared with ``==``, indexed, reshaped and worked on by `sf.strings` eagerly, never
+staged into a graph nor compiled, so `string` is not in `ALL` (the dtypes of the op set).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ int4 = np.dtype(ml_dtypes.int4)
 uint4 = np.dtype(ml_dtypes.uint4)
 int2 = np.dtype(ml_dtypes.int2)
 uint2 = np.dtype(ml_dtypes.uint2)
+
+string = np.dtype(object)
 
 NARROW_FLOATING = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
                    float8_e8m0fnu, float4_e2m1fn)
@@ -101,14 +108,27 @@ def as_dtype(value: object) -> np.dtype:
     """Return the stageflow dtype for a dtype-like value, or raise ``TypeError``."""
     if isinstance(value, str) and value in BY_SHORT_NAME:
         return BY_SHORT_NAME[value]
+    if (isinstance(value, str) and value == "string") or value is bytes or value is str:
+        return string
     try:
         dtype = np.dtype(value)
     except TypeError:
         raise TypeError(f"{value!r} is not a dtype stageflow knows") from None
-    if dtype not in ALL:
+    if dtype not in ALL and dtype != string:
         names = ", ".join(d.name for d in ALL)
-        raise TypeError(f"dtype {dtype.name} is not supported; use one of {names}")
+        raise TypeError(f"dtype {dtype.name} is not supported; use one of {names}, string")
     return dtype
+
+
+def is_string(dtype: np.dtype) -> bool:
+    """The dtype of string tensors (`string`)."""
+    return dtype.kind == "O"
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """The dtype's name as stageflow and TensorFlow spell it (``string``, not NumPy's
+    ``object``)."""
+    return "string" if dtype.kind == "O" else dtype.name
 
 
 def is_floating(dtype: np.dtype) -> bool:

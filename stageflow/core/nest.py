@@ -1,7 +1,10 @@
 """Flattening nested Python structures (lists, tuples, dicts, namedtuples) to leaves.
 
 A `TreeDef` is hashable, so it can be part of a trace-cache key, and rebuilds the same
-structure from new leaves. Dict keys are sorted, as TensorFlow's `nest` does.
+structure from new leaves. Dict keys are sorted, as TensorFlow's `nest` sorts them (the
+keys themselves; keys that do not compare, ``1`` beside ``"a"``, by their repr), and so are
+the keys of dict subclasses (``OrderedDict``, ``defaultdict``), rebuilt as their own type.
+Everything else, None included, is a leaf. `sf.nest` is the public face of this module.
 
 A composite (an object whose class defines `_nest_components` and `_nest_rebuild`, such as
 `sf.TensorArray`) is one leaf unless `expand_composites` asks for its tensors: a staged
@@ -26,6 +29,15 @@ def is_composite(value: Any) -> bool:
     return hasattr(type(value), "_nest_components")
 
 
+def sorted_keys(mapping: dict) -> list:
+    """The keys of `mapping` in flattening order: sorted, or sorted by repr where they do not
+    compare with each other."""
+    try:
+        return sorted(mapping)
+    except TypeError:
+        return sorted(mapping, key=repr)
+
+
 def flatten(structure: Any, expand_composites: bool = False) -> tuple[list[Any], TreeDef]:
     """The leaves of `structure` in a fixed order, and its shape as a hashable TreeDef;
     composites are leaves, or with `expand_composites` their components' leaves."""
@@ -38,8 +50,12 @@ def _flatten(node: Any, leaves: list[Any], expand: bool) -> TreeDef:
     if kind is list or kind is tuple:
         return (kind, tuple(_flatten(child, leaves, expand) for child in node))
     if kind is dict:
-        keys = sorted(node, key=repr)
+        keys = sorted_keys(node)
         return (dict, tuple(keys), tuple(_flatten(node[k], leaves, expand) for k in keys))
+    if isinstance(node, dict):  # a subclass: rebuilt as one (a defaultdict with its factory)
+        keys = sorted_keys(node)
+        return (kind, tuple(keys), tuple(_flatten(node[k], leaves, expand) for k in keys),
+                getattr(node, "default_factory", None))
     if _is_namedtuple(node):
         return (kind, tuple(_flatten(child, leaves, expand) for child in node))
     if expand and is_composite(node):
@@ -62,6 +78,12 @@ def _build(treedef: TreeDef, leaves) -> Any:
     if kind is dict:
         keys, children = treedef[1], treedef[2]
         return {k: _build(child, leaves) for k, child in zip(keys, children, strict=True)}
+    if issubclass(kind, dict):
+        keys, children, factory = treedef[1], treedef[2], treedef[3]
+        mapping = kind(factory) if factory is not None else kind()
+        for key, child in zip(keys, children, strict=True):
+            mapping[key] = _build(child, leaves)
+        return mapping
     if hasattr(kind, "_nest_rebuild"):
         return kind._nest_rebuild(treedef[1], _build(treedef[2], leaves))
     children = [_build(child, leaves) for child in treedef[1]]
@@ -77,7 +99,7 @@ def leaf_paths(structure: Any, prefix: str = "") -> list[str]:
     kind = type(structure)
     if kind is list or kind is tuple or _is_namedtuple(structure):
         return [p for i, child in enumerate(structure) for p in leaf_paths(child, f"{prefix}[{i}]")]
-    if kind is dict:
-        return [p for k in sorted(structure, key=repr)
+    if isinstance(structure, dict):
+        return [p for k in sorted_keys(structure)
                 for p in leaf_paths(structure[k], f"{prefix}[{k!r}]")]
     return [prefix]

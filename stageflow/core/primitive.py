@@ -28,6 +28,12 @@ from stageflow.core.source import describe_location
 
 Shape = tuple[int | None, ...]
 
+STRINGS_REFUSED = (
+    "this op cannot take string tensors (host-only values): work on them with sf.strings "
+    "(sf.strings.to_number and sf.strings.length give numbers), compare them with == or "
+    "sf.equal, index and reshape them"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ShapedType:
@@ -42,7 +48,7 @@ class ShapedType:
 
     def __str__(self) -> str:
         dims = ", ".join("?" if d is None else str(d) for d in self.shape)
-        return f"{self.dtype.name}[{dims}]"
+        return f"{'string' if self.dtype.kind == 'O' else self.dtype.name}[{dims}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +95,9 @@ class Primitive:
     undeclared: the op-facts test reports it. `refuses` are the operand dtypes for which
     some values are an error (NumPy raises: integers to negative powers): a kernel cannot
     refuse one element of many, so such an op is never fused and runs by a lowering of its
-    own that can.
+    own that can. `takes_strings`: the op only moves elements (reshape, slice, gather,
+    concat, ...) or prints them, so string tensors (host-only values) may be its operands
+    eagerly; every other op refuses them by name.
     """
 
     def __init__(
@@ -108,6 +116,7 @@ class Primitive:
         reduction: ReductionKind | None = None,
         lowered_by: Lowering | None = None,
         refuses: tuple[np.dtype, ...] = (),
+        takes_strings: bool = False,
     ) -> None:
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is defined twice")
@@ -124,6 +133,7 @@ class Primitive:
         self.reduction = reduction
         self.lowered_by = lowered_by
         self.refuses = frozenset(refuses)
+        self.takes_strings = takes_strings
         self.vjp: Callable[..., list] | None = None
         self.differentiable = True
         REGISTRY[name] = self
@@ -169,6 +179,9 @@ class Primitive:
     def abstract_eval(self, *avals: ShapedType, **params: Any):
         """Run the shape rule; its errors are re-raised naming the op and the user's line."""
         try:
+            if not self.takes_strings and any(
+                    isinstance(a, ShapedType) and a.dtype.kind == "O" for a in avals):
+                raise TypeError(STRINGS_REFUSED)
             return self.shape_rule(*avals, **params)
         except (ValueError, TypeError) as error:
             operands = ", ".join(str(a) for a in avals)

@@ -22,6 +22,8 @@ from stageflow.core import devices, dtypes
 from stageflow.core.source import describe_location
 from stageflow.primitives.functional import device_copy_p
 
+DLPACK_CPU = 1  # DLPack's kDLCPU device type
+
 # `allocate(Tensor)`: a tensor without running `__init__`, for the eager fast paths that set
 # its value themselves.
 allocate = object.__new__
@@ -91,8 +93,10 @@ class Tensor:
         return self.to(f"/device:GPU:{i}")
 
     def numpy(self) -> np.ndarray:
-        """A NumPy copy of the value (writable; the tensor itself stays unchanged)."""
-        return np.array(self._value)
+        """A NumPy copy of the value (writable; the tensor itself stays unchanged); a string
+        scalar's is its `bytes`, as in TensorFlow."""
+        value = np.array(self._value)
+        return value[()] if value.dtype.kind == "O" and not value.ndim else value
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         value = np.asarray(self._value, dtype=dtype)
@@ -102,6 +106,32 @@ class Tensor:
             value = value.view()
             value.flags.writeable = False  # a view must not let NumPy mutate the tensor
         return value
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of the value, for ``np.from_dlpack(t)``, ``torch.from_dlpack(t)``
+        and ``jax.dlpack.from_dlpack(t)``: the consumer's array shares this tensor's memory
+        (a 0-d tensor's, held as a NumPy scalar, is copied). A consumer of DLPack 1.0 or
+        later is told the memory is read-only (NumPy then makes a read-only array); older
+        ones cannot be told, and must not write to it: tensors never change. A tensor in a
+        GPU's memory is exported only as a host copy, with ``copy=True`` (`DeviceTensor`).
+        """
+        value = self._value
+        if not isinstance(value, np.ndarray) or (max_version is not None
+                                                 and max_version >= (1, 0)):
+            value = np.asarray(value).view()
+            value.flags.writeable = False
+        try:
+            return value.__dlpack__(stream=stream, max_version=max_version,
+                                    dl_device=dl_device, copy=copy)
+        except (BufferError, TypeError, ValueError) as error:
+            raise BufferError(f"Tensor.__dlpack__: cannot export a {self.dtype.name} tensor "
+                              f"of shape {self.shape}: {error}") from None
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """DLPack's ``(device type, index)`` of the memory `__dlpack__` exports: the host's,
+        ``(1, 0)`` (kDLCPU)."""
+        return (DLPACK_CPU, 0)
 
     def __float__(self) -> float:
         return float(self._scalar("float"))
@@ -140,7 +170,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         body = np.array2string(np.asarray(self._value), separator=", ", prefix="sf.Tensor(")
-        return f"sf.Tensor({body}, shape={self.shape}, dtype={self.dtype.name})"
+        return f"sf.Tensor({body}, shape={self.shape}, dtype={dtypes.dtype_name(self.dtype)})"
 
     def __str__(self) -> str:
         return repr(self)
@@ -187,6 +217,21 @@ class DeviceTensor(PlacedTensor):
     @property
     def size(self) -> int:
         return int(np.prod(self._buffer.shape))
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of a host copy of the value, made only when asked for
+        (``copy=True``, or ``dl_device`` the host's): stageflow shares no GPU memory
+        through DLPack; ``t.cpu()`` moves the tensor to the host, whose tensors share."""
+        if not copy and dl_device != (DLPACK_CPU, 0):
+            raise BufferError(f"Tensor.__dlpack__: the tensor is on {self.device}, and "
+                              "stageflow exports host memory only: t.cpu() copies it to "
+                              "the host (or ask the consumer for a copy, copy=True)")
+        return np.array(self._value).__dlpack__(stream=stream, max_version=max_version)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(1, 0)``, the host: what `__dlpack__` can give (a copy)."""
+        return (DLPACK_CPU, 0)
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":
@@ -235,10 +280,16 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
 
     Python floats become float32, ints int32 (int64 when they do not fit), bools bool,
     complex numbers complex64 (a pair of the default float32, as in JAX; TensorFlow makes
-    complex128 of them, which ``dtype=sf.complex128`` asks for); NumPy arrays and scalars
-    keep their dtype. The result is a fresh array.
+    complex128 of them, which ``dtype=sf.complex128`` asks for); str and bytes make a string
+    tensor (`_string_array`); NumPy arrays and scalars keep their dtype. The result is a
+    fresh array.
     """
     want = None if dtype is None else dtypes.as_dtype(dtype)
+    if want is not None and dtypes.is_string(want):
+        return _string_array(value)
+    if want is not None and _has_text(value):
+        raise TypeError(f"cannot convert strings in {value!r} to {want.name}; "
+                        "sf.strings.to_number parses them")
     if want is not None and not dtypes.is_inexact(want) and _has_python_float(value):
         raise TypeError(f"cannot convert Python floats in {value!r} to {want.name} exactly; "
                         "round them first or use sf.cast")
@@ -257,6 +308,8 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
         array = np.array(value, dtype=want) if want is not None else np.array(value)
     except (ValueError, TypeError, OverflowError) as error:
         raise type(error)(f"cannot convert {type(value).__name__} to a tensor: {error}") from None
+    if want is None and array.dtype.kind in "USO" and _is_text(array):
+        return _string_array(value)
     if want is None and not source_is_numpy:
         if array.dtype == np.float64:
             array = array.astype(np.float32)
@@ -271,6 +324,43 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     if array.dtype not in dtypes.ALL:
         raise TypeError(f"cannot make a tensor of dtype {array.dtype}")
     return array
+
+
+def _is_text(array: np.ndarray) -> bool:
+    """Whether NumPy made `array` of string data (`_string_array` checks each element): str
+    or bytes, or objects the first of which is one (other objects are no string data)."""
+    return array.dtype.kind in "US" or (array.size > 0 and isinstance(array.flat[0], str | bytes))
+
+
+def _has_text(value: Any) -> bool:
+    """Whether Python or NumPy data holds a string anywhere."""
+    if isinstance(value, list | tuple):
+        return any(_has_text(v) for v in value)
+    if isinstance(value, Tensor | np.ndarray):
+        return value.dtype.kind in "USO"
+    return isinstance(value, str | bytes)
+
+
+def _string_array(value: Any) -> np.ndarray:
+    """A string tensor's array of `value`: an object array of `bytes` (str encoded as
+    UTF-8, as TensorFlow stores it); ``TypeError`` where an element is not a string."""
+    if isinstance(value, Tensor):
+        value = value._value
+    try:
+        array = np.array(value, dtype=object)
+    except ValueError as error:
+        raise ValueError(f"cannot make a string tensor of {value!r}: {error}") from None
+    out = np.empty(array.shape, dtype=object)
+    flat = out.reshape(-1)
+    for index, item in enumerate(array.reshape(-1)):
+        if isinstance(item, str):
+            item = item.encode("utf-8")
+        elif not isinstance(item, bytes):
+            raise TypeError(f"cannot make a string tensor of {value!r}: it holds "
+                            f"{item!r}, not a str or bytes (sf.strings.as_string formats "
+                            "numbers)")
+        flat[index] = bytes(item)
+    return out
 
 
 def _is_complex(value: Any) -> bool:

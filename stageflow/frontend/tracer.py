@@ -14,6 +14,7 @@ import numpy as np
 
 from stageflow.core import devices
 from stageflow.core.errors import StagingError
+from stageflow.core.op_facts import Family
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location, user_location
@@ -24,6 +25,8 @@ from stageflow.primitives.functional import device_copy_p
 from stageflow.primitives.structural import constant_p
 
 SMALL_CONSTANT = 16  # elements; constants up to this size are deduplicated while tracing
+STATIC_DEPTH = 16  # equations `static_value` follows back from a value, at most
+_STATIC_FAMILIES = frozenset({Family.ELEMENTWISE, Family.STRUCTURAL})
 
 _VALUE_HINT = (
     "a traced tensor has no value until the graph function runs; use sf.cond / "
@@ -80,6 +83,9 @@ class SymbolicTensor(Tensor):
     def _scalar(self, what: str) -> Any:
         raise self._staging_error(f"{what}()")
 
+    def __dlpack__(self, **_: Any) -> Any:
+        raise self._staging_error("a DLPack export (__dlpack__)")
+
     def __len__(self) -> int:
         if not self.shape or self.shape[0] is None:
             raise self._staging_error("len()")
@@ -107,6 +113,7 @@ class GraphTrace:
         self._lifted: dict[int, Any] = {}
         self._lifted_upto = 0
         self._constants: dict[tuple, SymbolicTensor] = {}
+        self._producers: dict[int, Equation] = {}  # id of a value -> the equation making it
         self.op_lines: dict[tuple[str, int], int] = {}
         self._scope_depth = devices.depth()  # scopes opened deeper place the ops inside
 
@@ -114,6 +121,7 @@ class GraphTrace:
 
     def add_input(self, type_: ShapedType | ResourceType, source: Any = None) -> Value:
         """A new argument of the graph function (a variable argument binds its handle)."""
+        refuse_strings(type_, "sf.function: an argument")
         value = Value(type_)
         self.graph.inputs.append(value)
         if source is not None:
@@ -145,7 +153,9 @@ class GraphTrace:
             )
         if isinstance(tensor, Tensor):  # eager, on any device
             value = tensor._value
-            return self._capture(tensor, ShapedType(value.shape, value.dtype))
+            type_ = ShapedType(value.shape, value.dtype)
+            refuse_strings(type_, f"{op}: a tensor captured from outside the function")
+            return self._capture(tensor, type_)
         raise TypeError(f"{op}: expected a tensor, got {type(tensor).__name__}"
                         f"{describe_location()}")
 
@@ -172,6 +182,8 @@ class GraphTrace:
 
     def _append(self, equation: Equation) -> None:
         self.graph.equations.append(equation)
+        for output in equation.outputs:
+            self._producers[id(output)] = equation
         if equation.location is not None:
             key = (equation.location.filename, equation.location.line)
             self.op_lines[key] = self.op_lines.get(key, 0) + 1
@@ -180,6 +192,7 @@ class GraphTrace:
         """A constant op; small constants (Python scalars mostly) are made once per trace.
         (Its placement is its users': they follow their placed inputs.)"""
         array = np.asarray(array)
+        refuse_strings(ShapedType(array.shape, array.dtype), "a constant made while tracing")
         if array.size > SMALL_CONSTANT:
             return self.process(constant_p, (), {"value": array})
         key = (array.dtype.str, array.shape, array.tobytes())
@@ -219,6 +232,35 @@ class GraphTrace:
             device = next((v.device for v in inputs if v.device is not None), None)
         return None if device == self.graph.device else device
 
+    def producer(self, tensor: SymbolicTensor) -> Equation | None:
+        """The equation of this trace that computes `tensor` (None for an argument or a
+        capture)."""
+        return self._producers.get(id(tensor._node))
+
+    def static_value(self, tensor: Any) -> np.ndarray | None:
+        """The value of a traced tensor of this trace that elementwise and structural ops
+        compute from constants alone (TensorFlow's `tf.get_static_value`), else None. Only
+        those pure ops run, on small values, and nothing is recorded."""
+        if not isinstance(tensor, SymbolicTensor) or tensor._trace is not self:
+            return None
+        return self._static(tensor._node, STATIC_DEPTH)
+
+    def _static(self, node: Value, depth: int) -> np.ndarray | None:
+        equation = self._producers.get(id(node))
+        if equation is None or depth == 0 or equation.primitive.stateful:
+            return None
+        if equation.primitive is constant_p:
+            return equation.params["value"]
+        if equation.primitive.family not in _STATIC_FAMILIES or any(
+                _size(v.type.shape) > SMALL_CONSTANT for v in equation.outputs):
+            return None
+        inputs = [self._static(v, depth - 1) for v in equation.inputs]
+        if any(value is None or np.size(value) > SMALL_CONSTANT for value in inputs):
+            return None
+        results = run_equation(equation, inputs)
+        return next(np.asarray(r) for v, r in zip(equation.outputs, results, strict=True)
+                    if v is node)
+
     def variable_created(self, variable: Any) -> None:
         if not self.allow_variable_creation:
             raise ValueError(
@@ -252,6 +294,23 @@ class GraphTrace:
                 f"compute it from constants or create the variable outside{describe_location()}"
             )
         return wrap(env[id(value._node)])
+
+
+def _size(shape: tuple[int | None, ...]) -> float:
+    """The element count of a traced shape (infinite where a dim is unknown)."""
+    return float("inf") if None in shape else float(np.prod(shape))
+
+
+def refuse_strings(type_: ShapedType | ResourceType, what: str) -> None:
+    """Raise naming `what` and the user's line if `type_` is a string tensor's: strings are
+    host-only values, never staged (TensorFlow compiles no string op either, under XLA)."""
+    if isinstance(type_, ShapedType) and type_.dtype.kind == "O":
+        raise TypeError(
+            f"{what} is a string tensor ({type_}), and sf.function cannot stage string "
+            "tensors (host-only values): work on strings outside the function "
+            "and pass it numbers (sf.strings.to_number, sf.strings.length), or pass a "
+            "Python str, which the trace keeps as a constant of its own"
+            f"{describe_location()}")
 
 
 def _capture_value(source: Any, parent: Any) -> Any:

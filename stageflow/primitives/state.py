@@ -73,10 +73,25 @@ def _print_rule(*values: ShapedType, pieces: tuple, sep: str, end: str = "\n",
     return ()
 
 
+def shown(value: np.ndarray, summarize: int | None = None) -> str:
+    """A value as `sf.print` and `sf.strings.format` show it: NumPy's text, strings as
+    TensorFlow prints them (a scalar's text alone, an array's elements in double quotes);
+    `summarize` elements at each end of each longer dim, as TensorFlow's, where given."""
+    options: dict = {}
+    if summarize is not None and summarize >= 0:
+        options = {"threshold": 0, "edgeitems": summarize}
+    if value.dtype.kind != "O":
+        return np.array2string(value, **options)
+    if not value.ndim:
+        return value[()].decode("utf-8", "backslashreplace")
+    return np.array2string(value, formatter={
+        "all": lambda b: '"' + b.decode("utf-8", "backslashreplace") + '"'}, **options)
+
+
 def _print(*values, pieces: tuple, sep: str, end: str = "\n", stream: str = "stdout"
            ) -> tuple:
     tensors = iter(values)
-    text = sep.join(np.array2string(np.asarray(next(tensors))) if piece is None else piece
+    text = sep.join(shown(np.asarray(next(tensors))) if piece is None else piece
                     for piece in pieces)
     if stream.startswith("file://"):
         with open(stream[len("file://"):], "a", encoding="utf-8") as file:
@@ -95,6 +110,7 @@ print_p = Primitive(
     effects=Effect.OUTPUT,
     family=Family.STATE, cost=Cost.STATE,
     lowered_by=HostOnly("it prints from Python when the op runs"),
+    takes_strings=True,
 )
 print_p.def_nondifferentiable()
 # read_variable and assign_variable have no rule here: the tape maps a read back to its

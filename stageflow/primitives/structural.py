@@ -59,6 +59,7 @@ broadcast_to_p = Primitive(
     summary="replicate x along new leading dims and dims of size 1",
     family=STRUCTURAL,
     memory=Memory.VIEW, cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
+    takes_strings=True,
 )
 
 
@@ -115,6 +116,7 @@ reshape_p = Primitive(
             "-2 - k is the operand's dim k)",
     family=STRUCTURAL,
     memory=Memory.ALIAS, cost=Cost.MOVEMENT, lowered_by=LoweredBy.PROGRAM,
+    takes_strings=True,
 )
 
 
@@ -137,6 +139,7 @@ transpose_p = Primitive(
     summary="permute the axes: result dim i is operand dim perm[i]",
     family=STRUCTURAL,
     memory=Memory.VIEW, cost=Cost.MOVEMENT, lowered_by=LoweredBy.OP_RULE,
+    takes_strings=True,
 )
 
 Slice = tuple[int | None, int | None, int | None]
@@ -185,6 +188,7 @@ slice_p = Primitive(
     summary="x[start:stop:step] along every axis, with Python's slice semantics",
     family=STRUCTURAL,
     memory=Memory.VIEW, cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
+    takes_strings=True,
 )
 
 
@@ -230,6 +234,7 @@ concat_p = Primitive(
     summary="join operands along an existing axis",
     family=STRUCTURAL,
     cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
+    takes_strings=True,
 )
 
 
@@ -298,6 +303,7 @@ gather_p = Primitive(
     summary="params indexed by `indices` along `axis` (negative indices count from the end)",
     family=STRUCTURAL,
     cost=Cost.COPY, lowered_by=LoweredBy.OP_RULE,
+    takes_strings=True,
 )
 
 
@@ -461,6 +467,7 @@ dim_size_p = Primitive(
     kernel=lambda x, *, axis: np.asarray(x.shape[axis], dtype=np.int64),
     summary="the size of one dim as an int64 scalar (for dims unknown until run time)",
     family=STRUCTURAL, lowered_by=LoweredBy.OP_RULE,
+    takes_strings=True,
 )
 dim_size_p.def_nondifferentiable()
 

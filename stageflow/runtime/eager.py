@@ -96,12 +96,14 @@ class EagerTrace:
         """Run the op on its device, its inputs copied there where they live elsewhere."""
         if primitive is device_copy_p:
             name = params["device"]
+        elif any(arg.dtype.kind == "O" for arg in args):
+            name = devices.HOST  # string tensors live in host memory, as TensorFlow's do
         else:
             name = scope or next((a.device for a in args if type(a) is not Tensor),
                                  devices.HOST)
+        self._check(primitive, args, params)  # before a copy: it may be refused
         device = runtime_devices.get(name)
         values = [device.mirror(arg) for arg in args]
-        self._check(primitive, values, params)
         if primitive is device_copy_p:  # the copy is made: `mirror` made it
             return device.wrap(values[0])
         try:
@@ -129,8 +131,8 @@ class EagerTrace:
 
     def constant(self, array: Any, device: str | None = None) -> Tensor:
         device = device or devices.current()
-        if device is None or device == devices.HOST:
-            return wrap(array)
+        if device is None or device == devices.HOST or array.dtype.kind == "O":
+            return wrap(array)  # (string tensors live in host memory, whatever the scope)
         return runtime_devices.get(device).wrap(array)
 
     def read_variable(self, variable: Any) -> Tensor:

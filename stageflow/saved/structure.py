@@ -8,7 +8,7 @@ traced with (those are baked into its graph, so a call must pass the same). Node
     {"value": 0.5}   {"list": [...]}   {"tuple": [...]}   {"dict": [["key", node], ...]}
     {"output": 0}    (results only: the graph's first result)
 
-Dict items are kept in `nest.flatten` order (keys sorted by repr), so walking a node visits
+Dict items are kept in `nest.flatten` order (`nest.sorted_keys`), so walking a node visits
 the leaves in the order of the graph's arguments.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import dtypes
+from stageflow.core import dtypes, nest
 from stageflow.core.shapes import format_shape
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.variables import Variable
@@ -35,7 +35,7 @@ def encode(structure: Any, leaf: Callable[[Any], Node]) -> Node:
     if isinstance(structure, tuple):  # namedtuples load as plain tuples
         return {"tuple": [encode(child, leaf) for child in structure]}
     if type(structure) is dict:
-        keys = sorted(structure, key=repr)
+        keys = nest.sorted_keys(structure)
         if not all(isinstance(k, str | int) for k in keys):
             raise ValueError(f"sf.saved: dict keys must be strings or ints, got {keys!r}")
         return {"dict": [[k, encode(structure[k], leaf)] for k in keys]}
@@ -81,7 +81,7 @@ def match(node: Node, value: Any, path: str, inputs: list, where: str) -> None:
                             f"saved (Python values are part of the graph), got {value!r}")
     elif "dict" in node:
         keys = [k for k, _ in node["dict"]]
-        if not isinstance(value, dict) or sorted(value, key=repr) != keys:
+        if not isinstance(value, dict) or set(value) != set(keys):  # walked in saved order
             raise TypeError(f"{where}: {path} must be a dict with keys {keys}, got {value!r}")
         for key, child in node["dict"]:
             match(child, value[key], f"{path}[{key!r}]", inputs, where)

@@ -24,12 +24,13 @@ import numpy as np
 
 from stageflow.core import config, context, devices, nest, profiling
 from stageflow.core.devices import HOST
+from stageflow.core.primitive import ShapedType
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.summary import trace as summary_trace
 from stageflow.frontend.tensor import PlacedTensor, Tensor
-from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
+from stageflow.frontend.tracer import GraphTrace, SymbolicTensor, refuse_strings
 from stageflow.frontend.variables import Variable
 from stageflow.staging.autograph import convert
 from stageflow.staging.concrete import ConcreteFunction, trace_function
@@ -234,6 +235,9 @@ class Function:
                 except (TypeError, ValueError, MemoryError) as error:
                     name = self._names(canonical)[i]
                     raise _kind(error)(f"{self.name}: argument {name!r}: {error}") from None
+            if isinstance(leaf, Tensor) and leaf.dtype.kind == "O":
+                refuse_strings(ShapedType(leaf.shape, leaf.dtype),
+                               f"{self.name}: argument {self._names(canonical)[i]!r}")
             converted.append(leaf)
         return converted
 

@@ -1,12 +1,15 @@
 """Turning user arguments into tensors: `convert_to_tensor`, `constant`, weak scalars.
 
 Python scalars are "weakly typed": in `x * 2.0` the 2.0 takes x's dtype, as in JAX and
-NumPy 2. Anything else with a different dtype is an error, never a silent promotion.
+NumPy 2, and so do lists of Python numbers beside a tensor (``x + [1, 2]``), as TensorFlow
+converts them with the tensor's dtype; one rule for every op with several operands of one
+dtype (`binary_operands`, `matching_tensors`). Anything else with a different dtype is an
+error, never a silent promotion.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +41,8 @@ def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != dtypes.as_dtype(dtype):
             raise TypeError(
-                f"expected a {dtypes.as_dtype(dtype).name} tensor, got {value.dtype.name}"
+                f"expected a {dtypes.dtype_name(dtypes.as_dtype(dtype))} tensor, got "
+                f"{dtypes.dtype_name(value.dtype)}"
                 f"{describe_location()}"
             )
         return value
@@ -161,10 +165,25 @@ def _weak_array(value: Any, target: np.dtype) -> np.ndarray:
 
 
 def binary_operands(x: Any, y: Any) -> tuple[Tensor, Tensor]:
-    """Both operands of a binary op as tensors, Python scalars weakly typed."""
+    """Both operands of a binary op as tensors, Python data weakly typed (`matching_tensors`
+    of two, without its list)."""
     if is_tensor(x):
         return convert_to_tensor(x), weak_operand(y, x)
     if is_tensor(y):
         return weak_operand(x, y), convert_to_tensor(y)
     first = convert_to_tensor(x)  # then `y` as beside a tensor (TensorFlow's order)
     return first, weak_operand(y, first)
+
+
+def matching_tensors(values: Sequence[Any]) -> list[Tensor]:
+    """The operands of an op that takes several of one dtype (`concat`, `stack`, `einsum`,
+    `bias_add`; ops of two use `binary_operands`, `conv2d` its filters `weak_operand`) as
+    tensors: Python numbers and lists of them take the dtype of the first tensor among
+    `values`, or, where there is none, of the first value, as TensorFlow converts such
+    operands (``sf.concat([x_float32, [1, 2]], 0)`` is float32). Tensors keep theirs."""
+    like = next((v for v in values if is_tensor(v)), None)
+    if like is None:
+        if not values:
+            return []
+        like = convert_to_tensor(values[0])
+    return [convert_to_tensor(v) if is_tensor(v) else weak_operand(v, like) for v in values]

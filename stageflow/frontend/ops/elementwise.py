@@ -10,9 +10,13 @@ near NumPy's own. Everything else (tracing, tapes, conversions, errors) goes thr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from stageflow.core import context, dtypes
+from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
 from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.tensor import Tensor, allocate
@@ -49,8 +53,10 @@ def unary_op(primitive: ElementwisePrimitive, doc: str, name: str | None = None)
     return op
 
 
-def binary_op(primitive: ElementwisePrimitive, doc: str):
-    """The public function of a binary primitive, broadcasting like NumPy."""
+def binary_op(primitive: ElementwisePrimitive, doc: str,
+              strings: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
+    """The public function of a binary primitive, broadcasting like NumPy; `strings`, where
+    given, computes it for string tensors (host-only values, never bound)."""
     kernel = primitive.kernel
     bind = primitive.bind
     allowed = primitive.operand_dtypes
@@ -74,11 +80,28 @@ def binary_op(primitive: ElementwisePrimitive, doc: str):
                     return tensor
                 except Exception:  # noqa: BLE001 - the slow path reports it properly
                     pass
-        return bind(*binary_operands(x, y))
+        a, b = binary_operands(x, y)
+        if strings is not None and (a.dtype.kind == "O" or b.dtype.kind == "O"):
+            return _on_strings(primitive.name, strings, a, b)
+        return bind(a, b)
 
     op.__name__ = op.__qualname__ = primitive.name
     op.__doc__ = doc
     return op
+
+
+def _on_strings(name: str, kernel: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                a: Tensor, b: Tensor) -> Tensor:
+    """`kernel` of two string tensors' values, a bool tensor (broadcast as NumPy does)."""
+    if a.dtype != b.dtype:
+        raise TypeError(f"{name}: cannot compare a {dtypes.dtype_name(a.dtype)} tensor with a "
+                        f"{dtypes.dtype_name(b.dtype)} one; sf.strings.to_number or "
+                        f"sf.strings.as_string converts{describe_location()}")
+    try:
+        result = kernel(a._value, b._value)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}{describe_location()}") from None
+    return Tensor(np.asarray(result, dtype=bool))
 
 
 negative = math_op(unary_op(ew.negative_p, """-x, elementwise.
@@ -396,7 +419,9 @@ equal = math_op(binary_op(ew.equal_p, """x == y, elementwise, as a bool tensor.
 
     >>> sf.equal([1, 2, 3], 2)
     sf.Tensor([False,  True, False], shape=(3,), dtype=bool)
-    """))
+    >>> sf.equal(["a", "b"], "b")
+    sf.Tensor([False,  True], shape=(2,), dtype=bool)
+    """, strings=np.equal))
 not_equal = math_op(binary_op(ew.not_equal_p, """x != y, elementwise, as a bool tensor.
 
     x, y: tensors of one dtype (or Python numbers) whose shapes broadcast; returns a bool tensor
@@ -404,7 +429,7 @@ not_equal = math_op(binary_op(ew.not_equal_p, """x != y, elementwise, as a bool 
 
     >>> sf.not_equal([1, 2, 3], 2)
     sf.Tensor([ True, False,  True], shape=(3,), dtype=bool)
-    """))
+    """, strings=np.not_equal))
 less = math_op(binary_op(ew.less_p, """x < y, elementwise, as a bool tensor.
 
     x, y: tensors of one dtype (or Python numbers) whose shapes broadcast; returns a bool tensor

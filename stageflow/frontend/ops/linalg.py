@@ -12,7 +12,7 @@ from typing import Any
 
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import reductions
-from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
+from stageflow.frontend.ops.convert import binary_operands, matching_tensors
 from stageflow.frontend.ops.creation import eye
 from stageflow.frontend.ops.shape import reshape_to, transpose
 from stageflow.frontend.tensor import Tensor
@@ -102,7 +102,7 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     >>> sf.einsum("bij,bjk->bik", sf.ones((3, 2, 4)), sf.ones((3, 4, 5))).shape
     (3, 2, 5)
     """
-    tensors = [convert_to_tensor(t) for t in operands]
+    tensors = matching_tensors(list(operands))
     specs, output = _parse(equation, tensors)
     terms = [_diagonals(spec, t, equation) for spec, t in zip(specs, tensors, strict=True)]
     terms = _broadcast_ones(terms)

@@ -12,7 +12,7 @@ import numpy as np
 from stageflow.core.shapes import normalize_axis
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
-from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor
 from stageflow.frontend.ops.creation import eye
 from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
 from stageflow.frontend.ops.shape import transpose
@@ -65,9 +65,8 @@ def solve(matrix: Any, rhs: Any, adjoint: bool = False) -> Tensor:
     sf.Tensor([[1.],
                [2.]], shape=(2, 1), dtype=float32)
     """
-    matrix = convert_to_tensor(matrix)
-    return fz.solve_p.bind(matrix_transpose(matrix) if adjoint else matrix,
-                           convert_to_tensor(rhs))
+    matrix, rhs = binary_operands(matrix, rhs)
+    return fz.solve_p.bind(matrix_transpose(matrix) if adjoint else matrix, rhs)
 
 
 def triangular_solve(matrix: Any, rhs: Any, lower: bool = True, adjoint: bool = False
@@ -79,8 +78,8 @@ def triangular_solve(matrix: Any, rhs: Any, lower: bool = True, adjoint: bool = 
     sf.Tensor([[2.],
                [1.]], shape=(2, 1), dtype=float32)
     """
-    return fz.triangular_solve_p.bind(convert_to_tensor(matrix), convert_to_tensor(rhs),
-                                      lower=bool(lower), adjoint=bool(adjoint))
+    return fz.triangular_solve_p.bind(*binary_operands(matrix, rhs), lower=bool(lower),
+                                      adjoint=bool(adjoint))
 
 
 def cholesky(input: Any) -> Tensor:  # noqa: A002

@@ -21,7 +21,7 @@ from stageflow.core.shapes import format_shape, normalize_axis
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops import random as sf_random
-from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor, weak_operand
 from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
 from stageflow.frontend.ops.shape import expand_dims, gather, reshape_to
 from stageflow.frontend.tensor import Tensor
@@ -337,7 +337,7 @@ def conv2d(input: Any, filters: Any, strides: IntOrInts, padding: PaddingArg,  #
     (1, 4, 4, 1)
     """
     x = _image(input, "conv2d", data_format)
-    w = convert_to_tensor(filters)
+    w = weak_operand(filters, x)
     if w.ndim != 4:
         raise _fail("conv2d", f"filters must be HWIO of rank 4, got shape "
                     f"{format_shape(w.shape)} (input {format_shape(x.shape)})")
@@ -363,7 +363,7 @@ def conv1d(input: Any, filters: Any, stride: int | Sequence[int], padding: Paddi
     """
     if data_format != "NWC":
         raise _fail("conv1d", f"only data_format='NWC' is supported, got {data_format!r}")
-    x, w = convert_to_tensor(input), convert_to_tensor(filters)
+    x, w = binary_operands(input, filters)
     if x.ndim != 3 or w.ndim != 3:
         raise _fail("conv1d", f"needs an [N, W, C] input and [K, C, O] filters, got shapes "
                     f"{format_shape(x.shape)} and {format_shape(w.shape)}")
@@ -397,7 +397,7 @@ def conv2d_transpose(input: Any, filters: Any, output_shape: Sequence[int],  # n
     16.0
     """
     x = _image(input, "conv2d_transpose", data_format)
-    w = convert_to_tensor(filters)
+    w = weak_operand(filters, x)
     shape = tuple(int(d) for d in output_shape)
     if w.ndim != 4 or len(shape) != 4 or w.shape[3] != x.shape[3] or w.shape[2] != shape[3]:
         raise _fail("conv2d_transpose", f"needs filters [kh, kw, O, I] matching an input "
@@ -440,7 +440,7 @@ def depthwise_conv2d(input: Any, filter: Any, strides: IntOrInts, padding: Paddi
     sf.Tensor([ 4., 40.], shape=(2,), dtype=float32)
     """
     x = _image(input, "depthwise_conv2d", data_format)
-    w = convert_to_tensor(filter)
+    w = weak_operand(filter, x)
     if w.ndim != 4 or w.shape[2] != x.shape[3] or None in w.shape:
         raise _fail("depthwise_conv2d", f"needs a filter [kh, kw, C, M] of known dims for an "
                     f"input [N, H, W, C], got {format_shape(w.shape)} and "

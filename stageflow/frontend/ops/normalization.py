@@ -12,7 +12,7 @@ from typing import Any
 
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
-from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.convert import convert_to_tensor, matching_tensors
 from stageflow.frontend.ops.reductions import reduce_mean, reduce_sum
 from stageflow.frontend.ops.shape import gather, squeeze
 from stageflow.frontend.tensor import Tensor
@@ -114,7 +114,7 @@ def bias_add(value: Any, bias: Any) -> Tensor:
     sf.Tensor([[1., 2., 3.],
                [1., 2., 3.]], shape=(2, 3), dtype=float32)
     """
-    value, bias = convert_to_tensor(value), convert_to_tensor(bias)
+    value, bias = matching_tensors([value, bias])
     if bias.ndim != 1 or (value.ndim and None not in (value.shape[-1], bias.shape[0])
                           and value.shape[-1] != bias.shape[0]):
         raise ValueError(f"bias_add: bias must be 1-D of the value's last dim "

@@ -7,16 +7,24 @@ gather, broadcast_to, iota), so tracing, autodiff and codegen see only those.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stageflow.core import dtypes
+import numpy as np
+
+from stageflow.core import dtypes, lazy
 from stageflow.core.errors import StagingError
-from stageflow.core.shapes import normalize_axis, reshape_param
+from stageflow.core.shapes import format_shape, normalize_axis, reshape_param
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
-from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.convert import convert_to_tensor, matching_tensors
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tracer import SymbolicTensor
 from stageflow.primitives import structural as st
+
+if TYPE_CHECKING:  # its checks are made with `identity`, from here
+    from stageflow.frontend.ops import debugging
+else:
+    debugging = lazy.module("stageflow.frontend.ops.debugging")
 
 
 def _fail(op: str, message: str, error: type[Exception] = ValueError) -> Exception:
@@ -66,7 +74,10 @@ def reshape_to(x: Tensor, shape: Sequence[int | None]) -> Tensor:
 def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     """The elements of `x` in row-major order with a new shape; one dim may be -1.
 
-    x: tensor of any dtype; returns `shape` of its dtype.
+    x: tensor of any dtype; returns `shape` of its dtype. shape: ints, a 1-D int tensor, or
+    a list of ints and int scalar tensors, as in TensorFlow; in a staged function one of its
+    dims may be known only at run time (``[sf.shape(x)[0], 2, 2]``), checked when the
+    function runs. None is not a dim: -1 infers one, ``sf.shape(x)[i]`` reads one.
 
     >>> sf.reshape(sf.range(6), [2, 3])
     sf.Tensor([[0, 1, 2],
@@ -75,11 +86,73 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     (3, 2)
     """
     x = convert_to_tensor(x)
-    shape = (shape,) if isinstance(shape, int) else shape
-    shape = _ints("reshape", "the new shape", shape, " (-1 alone infers one dim)")
-    if any(d < -1 for d in shape):
-        raise _fail("reshape", f"negative dim in the new shape {shape} (-1 alone infers one)")
-    return st.reshape_p.bind(x, shape=shape)
+    shape = _shape_dims(shape)
+    traced = {i: d for i, d in enumerate(shape) if isinstance(d, SymbolicTensor)}
+    known = [-1 if i in traced else d for i, d in enumerate(shape)]
+    known = _ints("reshape", "the new shape", known, _RESHAPE_HINT)
+    if any(d < -1 for d in known):
+        raise _fail("reshape", f"negative dim in the new shape {known} (-1 alone infers one)")
+    if not traced:
+        return st.reshape_p.bind(x, shape=known)
+    return _reshape_to_traced_dim(x, known, traced)
+
+
+def _shape_dims(shape: Any) -> list:
+    """The dims of a reshape's `shape`: ints, eager scalars, and traced scalars for the dims
+    a staged function knows only at run time. A traced shape is taken apart as TensorFlow's
+    ``constant_value_as_shape`` does: its value where constants alone give it, else the
+    pieces of the concat (``sf.stack``) that made it, else its elements one by one."""
+    if isinstance(shape, int):
+        return [shape]
+    if not isinstance(shape, SymbolicTensor):
+        return [_traced_dim(d) if isinstance(d, SymbolicTensor) else d for d in shape]
+    trace = shape._trace
+    value = trace.static_value(shape)
+    if value is not None:
+        return list(np.reshape(value, -1))
+    if shape.ndim != 1 or shape.shape[0] is None:
+        raise _fail("reshape", f"the new shape is a traced tensor of shape "
+                    f"{format_shape(shape.shape)}; give a 1-D one of known length, or a "
+                    "list", TypeError)
+    equation = trace.producer(shape)
+    if equation is not None and equation.primitive is st.concat_p:
+        return [d for piece in equation.inputs for d in _shape_dims(trace.symbolic(piece))]
+    if (equation is not None and equation.primitive is st.reshape_p
+            and equation.inputs[0].type.shape == ()):
+        return [_traced_dim(trace.symbolic(equation.inputs[0]))]
+    return [_traced_dim(shape[i]) for i in range(shape.shape[0])]
+
+
+def _traced_dim(dim: SymbolicTensor) -> Any:
+    """A traced dim's value where constants give it, else the traced scalar itself."""
+    value = dim._trace.static_value(dim)
+    return dim if value is None else value
+
+
+_RESHAPE_HINT = " (-1 alone infers one dim; sf.shape(x)[i] gives a dim known at run time)"
+
+
+def _reshape_to_traced_dim(x: Tensor, known: tuple[int, ...], traced: dict[int, Any]
+                           ) -> Tensor:
+    """Reshape to a shape with one dim that is a traced scalar (``sf.shape(x)[0]`` in a
+    staged function): the element count gives that dim (a -1), and a check made each time
+    the function runs raises, as TensorFlow's reshape does, where the scalar disagrees."""
+    for position, dim in traced.items():
+        if dim.shape != () or not dtypes.is_integer(dim.dtype):
+            raise _fail("reshape", f"dim {position} of the new shape is a {dim.dtype.name} "
+                        f"tensor of shape {dim.shape}, not an integer scalar", TypeError)
+    inferred = [i for i, d in enumerate(known) if d == -1]
+    if len(inferred) > 1:
+        raise _fail("reshape", f"dims {inferred} of the new shape are -1 or known only at "
+                    "run time; the element count gives one: make the others Python ints "
+                    "(x.shape[i] where it is known)", TypeError)
+    ((position, dim),) = traced.items()
+    result = st.reshape_p.bind(x, shape=known)
+    size = ew.cast(st.dim_size_p.bind(result, axis=position), dim.dtype)
+    debugging.assert_equal(size, dim, message=f"reshape: dim {position} of the new shape "
+                           "disagrees with the element count (x holds a different number "
+                           "of elements)")
+    return result
 
 
 def transpose(x: Any, perm: Sequence[int] | None = None) -> Tensor:
@@ -142,7 +215,8 @@ def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Tensor:
 def concat(values: Sequence[Any], axis: int) -> Tensor:
     """Join tensors along an existing axis.
 
-    values: tensors of one dtype whose shapes agree except along `axis`; returns that dtype.
+    values: tensors of one dtype whose shapes agree except along `axis` (Python lists among
+    them take the dtype of the first tensor); returns that dtype.
 
     >>> sf.concat([[[1, 2]], [[3, 4]]], axis=0)
     sf.Tensor([[1, 2],
@@ -150,7 +224,7 @@ def concat(values: Sequence[Any], axis: int) -> Tensor:
     >>> sf.concat([sf.ones((2, 1)), sf.zeros((2, 2))], axis=1).shape
     (2, 3)
     """
-    tensors = [convert_to_tensor(v) for v in values]
+    tensors = matching_tensors(list(values))
     if not tensors:
         raise _fail("concat", "needs at least one tensor")
     axis = _axis("concat", axis, max(tensors[0].ndim, 1))
@@ -169,7 +243,7 @@ def stack(values: Sequence[Any], axis: int = 0) -> Tensor:
     sf.Tensor([[1, 3],
                [2, 4]], shape=(2, 2), dtype=int32)
     """
-    tensors = [convert_to_tensor(v) for v in values]
+    tensors = matching_tensors(list(values))
     if not tensors:
         raise _fail("stack", "needs at least one tensor")
     axis = _axis("stack", axis, tensors[0].ndim + 1)
