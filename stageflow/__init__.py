@@ -48,6 +48,7 @@ from stageflow.core.dtypes import (
     uint32,
     uint64,
 )
+from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
 from stageflow.frontend.dlpack import from_dlpack
 from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan

@@ -20,6 +20,7 @@ import numpy as np
 
 from stageflow.core import devices, dtypes
 from stageflow.core.source import describe_location
+from stageflow.core.tensor_shape import TensorShape
 from stageflow.primitives.functional import device_copy_p
 
 DLPACK_CPU = 1  # DLPack's kDLCPU device type
@@ -57,8 +58,8 @@ class Tensor:
         self._value = to_array(value, dtype)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self._value.shape
+    def shape(self) -> TensorShape:
+        return TensorShape(self._value.shape)
 
     @property
     def dtype(self) -> np.dtype:
@@ -203,8 +204,8 @@ class DeviceTensor(PlacedTensor):
     __slots__ = ("_buffer",)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self._buffer.shape
+    def shape(self) -> TensorShape:
+        return TensorShape(self._buffer.shape)
 
     @property
     def dtype(self) -> np.dtype:

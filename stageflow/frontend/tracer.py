@@ -18,6 +18,7 @@ from stageflow.core.op_facts import Family
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location, user_location
+from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend.graph import Capture, Equation, Graph, Value, run_equation
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.primitives import state
@@ -44,8 +45,8 @@ class SymbolicTensor(Tensor):
         self._node = node
 
     @property
-    def shape(self) -> tuple[int | None, ...]:
-        return self._node.type.shape
+    def shape(self) -> TensorShape:
+        return TensorShape(self._node.type.shape)
 
     @property
     def dtype(self) -> np.dtype:

@@ -19,6 +19,7 @@ import numpy as np
 from stageflow.core import context, devices
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
+from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend import tape
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.tensor import Tensor
@@ -72,8 +73,8 @@ class Variable:
         return self._value.dtype
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self._value.shape
+    def shape(self) -> TensorShape:
+        return TensorShape(self._value.shape)
 
     @property
     def ndim(self) -> int:
