@@ -248,7 +248,8 @@ def test_device_shape_ndim():
     assert t.device == "/device:CPU:0"
     assert sf.constant(1.0).device == "/device:CPU:0"
     assert (t + 1.0).device == "/device:CPU:0"
-    assert t.shape == (2, 3, 4) and type(t.shape) is tuple
+    assert t.shape == (2, 3, 4) and type(t.shape) is sf.TensorShape and isinstance(t.shape, tuple)
+    assert t.shape.as_list() == [2, 3, 4] and t.shape[1:].as_list() == [3, 4]
     assert all(type(d) is int for d in t.shape)
     assert t.ndim == 3
     assert sf.constant(1.0).shape == () and sf.constant(1.0).ndim == 0
