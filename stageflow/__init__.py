@@ -169,6 +169,7 @@ from stageflow.frontend.ops.sorting import argsort, sort
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (
     GradientTape,
+    UnconnectedGradients,
     custom_gradient,
     grad,
     stop_gradient,
