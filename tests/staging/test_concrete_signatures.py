@@ -1,6 +1,7 @@
 """`Function.pretty_printed_concrete_signatures` prints TensorFlow's format (the call, then
 ``Args:`` and ``Returns:`` with ``float32 Tensor, shape=(None,)`` lines and numbered
-markers for nests, dict keys sorted as TensorFlow's nest sorts them), and `experimental_get_tracing_count` counts the traces."""
+markers for nests, dict keys sorted as TensorFlow's nest sorts them), and
+`experimental_get_tracing_count` counts the traces."""
 
 from __future__ import annotations
 
