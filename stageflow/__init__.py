@@ -194,7 +194,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "RetracingWarning": ("stageflow.staging.function", "RetracingWarning"),
     "ConcreteFunction": ("stageflow.staging.concrete", "ConcreteFunction"),
     **{name: (f"stageflow.{name}", None) for name in (
-        "aot", "data", "distribute", "keras", "layers", "losses", "metrics", "onnx",
+        "aot", "autograph", "data", "distribute", "keras", "layers", "losses", "metrics", "onnx",
         "optimizers", "saved", "saved_model", "summary", "train")},
 }
 
