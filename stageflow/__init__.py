@@ -16,12 +16,13 @@ import importlib as _importlib
 from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
-from stageflow import debugging, linalg, math, nn, random
+from stageflow import debugging, dtypes, linalg, math, nn, random
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
 from stageflow.core.devices import device
 from stageflow.core.dtypes import (
+    as_dtype,
     bfloat16,
     complex64,
     complex128,
@@ -49,6 +50,7 @@ from stageflow.core.dtypes import (
 )
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
+from stageflow.frontend.ops.casting import saturate_cast
 from stageflow.frontend.ops.complex_numbers import complex
 from stageflow.frontend.ops.control import (
     cond,
@@ -183,6 +185,7 @@ from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager
 from stageflow.runtime.devices import list_devices
 
 bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
+double, half = float64, float16  # tf.double, tf.half
 newaxis = None
 
 __version__ = config.VERSION
@@ -214,7 +217,7 @@ def __getattr__(name: str) -> _Any:
 # The public namespaces among the modules imported above; the others (`core`, `frontend`,
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
-_NAMESPACES = ("config", "debugging", "errors", "linalg", "math", "nn", "random")
+_NAMESPACES = ("config", "debugging", "dtypes", "errors", "linalg", "math", "nn", "random")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))
