@@ -57,6 +57,7 @@ from stageflow.frontend.ops.control import (
     fori_loop,
     numpy_function,
     py_func,
+    py_function,
     switch_case,
     while_loop,
 )
