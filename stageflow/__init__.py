@@ -16,7 +16,7 @@ import importlib as _importlib
 from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
-from stageflow import debugging, dtypes, linalg, math, nn, random
+from stageflow import debugging, dtypes, image, linalg, math, nn, random
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
@@ -218,7 +218,8 @@ def __getattr__(name: str) -> _Any:
 # The public namespaces among the modules imported above; the others (`core`, `frontend`,
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
-_NAMESPACES = ("config", "debugging", "dtypes", "errors", "linalg", "math", "nn", "random")
+_NAMESPACES = ("config", "debugging", "dtypes", "errors", "image", "linalg", "math", "nn",
+               "random")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

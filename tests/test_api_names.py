@@ -103,7 +103,7 @@ def test_namespace_imports_as_a_module(namespace):
 OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "errors",
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
                     "summary.experimental", "autograph", "autograph.experimental",
-                    "dtypes", "config.experimental"]
+                    "dtypes", "config.experimental", "image"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

@@ -29,7 +29,7 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.summary.experimental": sf.summary.experimental, "sf.keras": sf.keras,
     "sf.keras.callbacks": sf.keras.callbacks, "sf.keras.models": sf.keras.models,
     "sf.saved_model": sf.saved_model, "sf.debugging": sf.debugging,
-    "sf.dtypes": sf.dtypes, "sf.autograph": sf.autograph,
+    "sf.dtypes": sf.dtypes, "sf.image": sf.image, "sf.autograph": sf.autograph,
     "sf.autograph.experimental": sf.autograph.experimental,
 }
 
