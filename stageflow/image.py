@@ -8,6 +8,8 @@ Exactly the public names (`__all__`) of `stageflow.frontend.ops.image` and
 from stageflow.core.exports import public_dir as _public_dir
 from stageflow.frontend.ops.image import *  # noqa: F403
 from stageflow.frontend.ops.image import __all__ as _image
+from stageflow.frontend.ops.image_resize import *  # noqa: F403
+from stageflow.frontend.ops.image_resize import __all__ as _resize
 
-__all__ = sorted([*_image, "resize"])
+__all__ = sorted([*_image, *_resize])
 __dir__ = _public_dir(globals())
