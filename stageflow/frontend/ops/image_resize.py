@@ -29,7 +29,7 @@ from stageflow.frontend.ops.image import image_tensor
 from stageflow.frontend.ops.linalg import einsum
 from stageflow.frontend.ops.shape import expand_dims, gather, squeeze
 from stageflow.frontend.tensor import Tensor
-from stageflow.frontend.tracer import SymbolicTensor
+from stageflow.frontend.tracer import SymbolicTensor, constant_value
 
 __all__ = ["resize"]
 
@@ -56,8 +56,11 @@ def nearest_indices(in_size: int, out_size: int) -> np.ndarray:
 
 def _size(size: Any) -> tuple[int, int]:
     if isinstance(size, SymbolicTensor):
-        raise TypeError(f"sf.image.resize: size must be known when traced (Python ints or "
-                        f"an eager tensor), got a traced tensor{describe_location()}")
+        size = constant_value(size)
+        if size is None:
+            raise TypeError(f"sf.image.resize: size must be known when traced (Python ints, "
+                            f"a constant or an eager tensor), got a traced tensor computed "
+                            f"from the function's arguments{describe_location()}")
     values = np.asarray(size._value if isinstance(size, Tensor) else size)
     if values.shape != (2,) or not np.issubdtype(values.dtype, np.integer) or np.any(
             values <= 0):
