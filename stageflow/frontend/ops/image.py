@@ -11,6 +11,7 @@ tensors too): a crop's shape must be known when the op is traced.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -45,12 +46,13 @@ __all__ = ["adjust_brightness", "adjust_contrast", "central_crop", "convert_imag
 _transpose = transpose
 
 
-def image_tensor(image: Any, op: str, ranks: tuple[int, ...] = (3, 4)) -> Tensor:
+def image_tensor(image: Any, op: Callable[..., Any], ranks: tuple[int, ...] = (3, 4)
+                 ) -> Tensor:
     """`image` as a tensor of one of `ranks`, or ValueError naming the op and the shape."""
     image = convert_to_tensor(image)
     if image.ndim not in ranks:
         wanted = " or ".join(f"{r}-D" for r in ranks)
-        raise ValueError(f"sf.image.{op}: the image must be {wanted} ([batch,] height, "
+        raise ValueError(f"sf.image.{op.__name__}: the image must be {wanted} ([batch,] height, "
                          f"width, channels), got shape {tuple(image.shape)}"
                          f"{describe_location()}")
     return image
@@ -62,7 +64,7 @@ def flip_left_right(image: Any) -> Tensor:
     >>> sf.image.flip_left_right(sf.reshape(sf.range(4.0), (1, 2, 2)))[..., 0]
     sf.Tensor([[2., 0.]], shape=(1, 2), dtype=float32)
     """
-    image = image_tensor(image, "flip_left_right")
+    image = image_tensor(image, flip_left_right)
     return reverse(image, [image.ndim - 2])
 
 
@@ -73,7 +75,7 @@ def flip_up_down(image: Any) -> Tensor:
     sf.Tensor([[2.],
                [0.]], shape=(2, 1), dtype=float32)
     """
-    image = image_tensor(image, "flip_up_down")
+    image = image_tensor(image, flip_up_down)
     return reverse(image, [image.ndim - 3])
 
 
@@ -83,7 +85,7 @@ def transpose(image: Any) -> Tensor:
     >>> sf.image.transpose(sf.zeros((2, 5, 3))).shape
     (5, 2, 3)
     """
-    image = image_tensor(image, "transpose")
+    image = image_tensor(image, transpose)
     perm = [0, 2, 1, 3] if image.ndim == 4 else [1, 0, 2]
     return _transpose(image, perm)
 
@@ -97,7 +99,7 @@ def rot90(image: Any, k: int = 1) -> Tensor:
     sf.Tensor([[1., 3.],
                [0., 2.]], shape=(2, 2), dtype=float32)
     """
-    image = image_tensor(image, "rot90")
+    image = image_tensor(image, rot90)
     if isinstance(k, SymbolicTensor) or not isinstance(k, int | np.integer | Tensor):
         raise TypeError(f"sf.image.rot90: k must be a Python int or an eager tensor (the "
                         f"result's shape depends on it), got {k!r}{describe_location()}")
@@ -178,7 +180,7 @@ def adjust_contrast(images: Any, contrast_factor: float) -> Tensor:
     >>> sf.image.adjust_contrast(sf.constant([[[1.0], [3.0]]]), 2.0)[..., 0]
     sf.Tensor([[0., 4.]], shape=(1, 2), dtype=float32)
     """
-    images = image_tensor(images, "adjust_contrast", tuple(range(3, 9)))
+    images = image_tensor(images, adjust_contrast, tuple(range(3, 9)))
 
     def adjust(x: Tensor) -> Tensor:
         mean = reduce_mean(x, axis=[x.ndim - 3, x.ndim - 2], keepdims=True)
@@ -196,7 +198,7 @@ def per_image_standardization(image: Any) -> Tensor:
     >>> sf.image.per_image_standardization(image)[0, 0]
     sf.Tensor([-1.593255 , -1.3035723, -1.0138896], shape=(3,), dtype=float32)
     """
-    image = cast(image_tensor(image, "per_image_standardization", tuple(range(3, 9))),
+    image = cast(image_tensor(image, per_image_standardization, tuple(range(3, 9))),
                  dtypes.float32)
     axes = [image.ndim - 3, image.ndim - 2, image.ndim - 1]
     count = int(np.prod([image.shape[a] for a in axes]))
@@ -228,7 +230,7 @@ def crop_to_bounding_box(image: Any, offset_height: int, offset_width: int,
     sf.Tensor([[ 6.,  7.],
                [10., 11.]], shape=(2, 2), dtype=float32)
     """
-    image = image_tensor(image, "crop_to_bounding_box")
+    image = image_tensor(image, crop_to_bounding_box)
     height, width = _check_box("crop_to_bounding_box", image, {
         "offset_height": offset_height, "offset_width": offset_width,
         "target_height": target_height, "target_width": target_width})
@@ -250,7 +252,7 @@ def pad_to_bounding_box(image: Any, offset_height: int, offset_width: int,
     sf.Tensor([[0., 0.],
                [1., 0.]], shape=(2, 2), dtype=float32)
     """
-    image = image_tensor(image, "pad_to_bounding_box")
+    image = image_tensor(image, pad_to_bounding_box)
     height, width = _check_box("pad_to_bounding_box", image, {
         "offset_height": offset_height, "offset_width": offset_width,
         "target_height": target_height, "target_width": target_width})
@@ -275,7 +277,7 @@ def central_crop(image: Any, central_fraction: float) -> Tensor:
     sf.Tensor([[16., 19.],
                [28., 31.]], shape=(2, 2), dtype=float32)
     """
-    image = image_tensor(image, "central_crop")
+    image = image_tensor(image, central_crop)
     if not 0.0 < central_fraction <= 1.0:
         raise ValueError(f"sf.image.central_crop: central_fraction must be in (0, 1], got "
                          f"{central_fraction!r}{describe_location()}")

@@ -88,7 +88,7 @@ def resize(images: Any, size: Sequence[int] | Any, method: str = "bilinear",
     >>> sf.image.resize(image, [1, 3], method="nearest")[..., 0]
     sf.Tensor([[2., 3., 3.]], shape=(1, 3), dtype=float32)
     """
-    images = image_tensor(images, "resize")
+    images = image_tensor(images, resize)
     method = str(getattr(method, "value", method)).lower()
     if method not in METHODS:
         raise ValueError(f"sf.image.resize: method {method!r} is not supported; use one of "
