@@ -22,6 +22,7 @@ from benchmarks import (
     compile_latency,
     devices,
     eager_overhead,
+    fit,
     fused_elementwise,
     fused_reduction,
     hmc,
@@ -128,6 +129,11 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("first call of a fresh MLP step", f"{latency['cold_ms']:.0f} ms cold",
                  f"{latency['warm_ms']:.0f} ms warm cache (goal: at most jax.jit's"
                  f"{same_run})"))
+    fitting = fit.main([])
+    for workload, rates in fitting.items():
+        rows.append((f"Model.fit, {workload}", f"{rates['fit']:.0f} examples/s",
+                     f"{rates['fit'] / rates['hand-written']:.2f}x the hand-written staged "
+                     f"step (goal >= 0.9)"))
     placement = devices.main()
     rows.append(("eager op / staged call on a logical CPU device",
                  f"+{placement['eager placed'] - placement['eager host']:.1f} us",
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                    "memory": peaks, "resnet_memory": convnet_peaks, "hmc": chains,
                    "remat": saved, "resnet": convnet,
                    "loop": recurrence, "checkpoint": saving, "transformer": attention,
-                   "compile_latency": latency, "devices": placement}
+                   "compile_latency": latency, "devices": placement, "fit": fitting}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1, default=float) + "\n")
         print(f"figures written to {args.json}")

@@ -1,6 +1,6 @@
 """`Model.fit` against the hand-written staged training step it replaces, in examples/s.
 
-    python -m benchmarks.fit [--epochs-examples N]
+    python -m benchmarks.fit [--mlp-examples N] [--resnet-examples N]
 
 Two workloads: the MLP 784-256-256-10 of `benchmarks.mlp_train` (a `Sequential`, SGD,
 softmax cross-entropy, batch 64) and the small CIFAR ResNet of `benchmarks.resnet` (batch
@@ -129,11 +129,11 @@ def measure(kind: str, n: int, batch: int) -> dict[str, float]:
     return rates
 
 
-def main() -> dict[str, dict[str, float]]:
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mlp-examples", type=int, default=2048)
     parser.add_argument("--resnet-examples", type=int, default=256)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return {"mlp": measure("mlp", args.mlp_examples, 64),
             "resnet": measure("resnet", args.resnet_examples, 16)}
 

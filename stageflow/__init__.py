@@ -49,6 +49,7 @@ from stageflow.core.dtypes import (
     uint64,
 )
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
+from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
 from stageflow.frontend.ops.casting import saturate_cast
 from stageflow.frontend.ops.complex_numbers import complex
@@ -179,6 +180,7 @@ from stageflow.frontend.tape import (
     value_and_grad,
 )
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tensor_array import TensorArray
 from stageflow.frontend.variables import Variable
 from stageflow.frontend.vectorize import vectorized_map
 from stageflow.models.module import Module
@@ -198,8 +200,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "RetracingWarning": ("stageflow.staging.function", "RetracingWarning"),
     "ConcreteFunction": ("stageflow.staging.concrete", "ConcreteFunction"),
     **{name: (f"stageflow.{name}", None) for name in (
-        "aot", "autograph", "data", "distribute", "keras", "layers", "losses", "metrics", "onnx",
-        "optimizers", "saved", "saved_model", "summary", "train")},
+        "aot", "autograph", "data", "distribute", "keras", "layers", "losses", "metrics",
+        "onnx", "optimizers", "profiler", "saved", "saved_model", "summary", "train")},
 }
 
 

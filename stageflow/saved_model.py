@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from stageflow.core.exports import public_dir as _public_dir
 from stageflow.core.source import describe_location
 from stageflow.saved.load import load as _load
 from stageflow.saved.save import save as _save
 
 __all__ = ["load", "save"]
+__dir__ = _public_dir(globals())
 
 
 def save(obj: Any, export_dir: str | os.PathLike, signatures: Any = None,

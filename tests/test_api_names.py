@@ -35,6 +35,7 @@ SHAPE = (
     "one_hot identity"
 ).split()
 CREATION = "zeros ones fill zeros_like ones_like eye diag range linspace".split()
+FUNCTIONAL = "map_fn scan foldl foldr TensorArray".split()
 NN = (
     "relu relu6 leaky_relu elu gelu softplus sigmoid tanh softmax log_softmax dropout conv2d "
     "max_pool2d avg_pool2d softmax_cross_entropy_with_logits "
@@ -60,7 +61,7 @@ DTYPES = {
     "bool": np.bool_,
 }
 
-OPS = ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + CREATION
+OPS = ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + CREATION + FUNCTIONAL
 
 
 @pytest.mark.parametrize("name", TENSORS + OPS)
@@ -102,8 +103,9 @@ def test_namespace_imports_as_a_module(namespace):
 # `sf.config.dump_dir` and `sf.data.AUTOTUNE` are part of an API, so not only callables).
 OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "errors",
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
-                    "summary.experimental", "autograph", "autograph.experimental",
-                    "dtypes", "config.experimental", "image"]
+                    "summary.experimental", "profiler", "profiler.experimental", "keras",
+                    "keras.callbacks", "keras.models", "saved_model", "autograph",
+                    "autograph.experimental", "dtypes", "config.experimental", "image"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

@@ -29,6 +29,7 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.summary.experimental": sf.summary.experimental, "sf.keras": sf.keras,
     "sf.keras.callbacks": sf.keras.callbacks, "sf.keras.models": sf.keras.models,
     "sf.saved_model": sf.saved_model, "sf.debugging": sf.debugging,
+    "sf.profiler": sf.profiler, "sf.profiler.experimental": sf.profiler.experimental,
     "sf.dtypes": sf.dtypes, "sf.image": sf.image, "sf.autograph": sf.autograph,
     "sf.autograph.experimental": sf.autograph.experimental,
 }

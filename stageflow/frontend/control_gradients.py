@@ -10,7 +10,8 @@ the ops that actually ran.
   graph under a tape and returns the gradients of its operands, so only the taken
   branch's backward runs, and a second derivative differentiates that `cond` again.
 - `while`: the backward first runs the loop forward again, pushing every iteration's loop
-  variables onto stacks (of `maximum_iterations` rows written in place when the loop has
+  variables (but those the body only writes rows into, whose values no gradient reads)
+  onto stacks (of `maximum_iterations` rows written in place when the loop has
   one, else a leading axis that grows, so its dim is unknown), then loops
   backwards over them: each step replays the body under a tape on that iteration's
   variables and carries the variables' cotangents back, summing those of the values the
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.shapes import format_shape
+from stageflow.core.source import describe_location
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.ops.control import _Callback, cond, py_func, switch_case, while_loop
 from stageflow.frontend.ops.creation import zeros, zeros_like
@@ -38,6 +41,7 @@ from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives.control import callback_of, cond_p, py_func_p, while_p
+from stageflow.primitives.structural import update_index_p
 
 
 def _differentiable(value: Any) -> bool:
@@ -96,26 +100,30 @@ def _while_vjp(cotangents: list, inputs: list, outputs: list, *, cond: Graph,
         return [None] * len(inputs)
     cotangents = _filled(cotangents, outputs)
 
-    # -- forward again, counting iterations and pushing each one's loop variables: into
-    # stacks of `maximum_iterations` rows where it and the variables' shapes are known
-    # (static shapes: the loops compile, the rows written in place), else growing ones
+    # -- forward again, counting iterations and pushing each one's loop variables (those
+    # whose values the backward needs): into stacks of `maximum_iterations` rows where it
+    # and the variables' shapes are known (static shapes: the loops compile, the rows
+    # written in place), else growing ones
+    written = _written_only(body)
+    kept = [k for k in range(count) if k not in written]
+    _refuse_changing_shapes(body, inits, kept)
     sized = maximum_iterations is not None and all(
-        None not in x.shape for x in inits)
+        None not in inits[k].shape for k in kept)
 
     def push(trips: Any, *state: Any) -> list:
         carry, stacks = list(state[:count]), list(state[count:])
         if sized:
-            stacks = [dynamic_update_index(s, c, trips) for s, c in zip(stacks, carry,
-                                                                         strict=True)]
+            stacks = [dynamic_update_index(s, carry[k], trips) for s, k in zip(stacks, kept,
+                                                                                strict=True)]
         else:
-            stacks = [concat([s, expand_dims(c, 0)], 0)
-                      for s, c in zip(stacks, carry, strict=True)]
+            stacks = [concat([s, expand_dims(carry[k], 0)], 0)
+                      for s, k in zip(stacks, kept, strict=True)]
         return [add(trips, 1), *replay(body, carry, above), *stacks]
 
     if sized:
-        empty = [zeros([maximum_iterations, *x.shape], x.dtype) for x in inits]
+        empty = [zeros([maximum_iterations, *inits[k].shape], inits[k].dtype) for k in kept]
     else:
-        empty = [expand_dims(x, 0)[:0] for x in inits]
+        empty = [expand_dims(inits[k], 0)[:0] for k in kept]
     saved = while_loop(lambda trips, *state: replay(cond, list(state[:count]), above)[0],
                        push, [np.int64(0), *inits, *empty], name="while_grad_forward")
     trips, stacks = saved[0], saved[1 + count:]
@@ -123,7 +131,9 @@ def _while_vjp(cotangents: list, inputs: list, outputs: list, *, cond: Graph,
     # -- backwards over the saved iterations
     def step(position: Any, *state: Any) -> list:
         grads, sums = list(state[:len(carried_float)]), list(state[len(carried_float):])
-        carry = [gather(stack, position, axis=0) for stack in stacks]
+        carry = list(outputs)  # stands for the unsaved variables: their values are not read
+        for k, stack in zip(kept, stacks, strict=True):
+            carry[k] = gather(stack, position, axis=0)
         wrt = [carry[k] for k in carried_float] + [above[j] for j in above_float]
         weights: list = [None] * count
         for k, g in zip(carried_float, grads, strict=True):
@@ -141,6 +151,43 @@ def _while_vjp(cotangents: list, inputs: list, outputs: list, *, cond: Graph,
     for j, g in zip(above_float, final[1 + len(carried_float):], strict=True):
         result[count + j] = g
     return result
+
+
+def _written_only(body: Graph) -> set[int]:
+    """The loop variables the body only writes a row into (``update_index`` of the
+    variable is its next value, and neither is used otherwise), as a `TensorArray` a loop
+    fills: the gradient rule of that write reads no value of the variable, so the backward
+    pass needs none of its per-iteration values, and saving a whole buffer per iteration
+    would take memory quadratic in the trip count."""
+    uses: dict[int, list[tuple[Any, int]]] = {}
+    for eq in body.equations:
+        for position, value in enumerate(eq.inputs):
+            uses.setdefault(id(value), []).append((eq, position))
+    returned = [id(v) for v in body.outputs]
+    found = set()
+    for k, value in enumerate(body.inputs):
+        users = uses.get(id(value), [])
+        if len(users) != 1 or id(value) in returned:
+            continue
+        eq, position = users[0]
+        result = id(eq.outputs[0])
+        if (eq.primitive is update_index_p and position == 0 and result not in uses
+                and returned.count(result) == 1 and returned.index(result) == k):
+            found.add(k)
+    return found
+
+
+def _refuse_changing_shapes(body: Graph, inits: list, kept: list[int]) -> None:
+    """A saved loop variable whose dims change between iterations (tracing relaxed a known
+    dim of its initial value) cannot be stacked per iteration: say so, naming the line."""
+    for k in kept:
+        have, inside = tuple(inits[k].shape), body.inputs[k].type.shape
+        if any(a is not None and b is None for a, b in zip(have, inside, strict=True)):
+            raise NotImplementedError(
+                f"while_loop gradient: loop variable {k} changes shape between iterations "
+                f"({format_shape(have)} on entry, {format_shape(inside)} in the loop; e.g. a "
+                f"TensorArray with dynamic_size=True growing), so its values cannot be saved "
+                f"for the backward pass; give it a fixed size{describe_location()}")
 
 
 class _Gradient:

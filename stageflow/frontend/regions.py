@@ -88,7 +88,7 @@ def _trace_one(fn: Callable[..., Any], arg_types: Sequence[ShapedType], arg_tree
     with context.push_trace(trace):
         args = [trace.symbolic(trace.add_input(t)) for t in arg_types]
         result = fn(*nest.unflatten(arg_treedef, args)) if arg_treedef is not None else fn()
-        leaves, treedef = nest.flatten(result)
+        leaves, treedef = nest.flatten(result, expand_composites=True)
         for position, leaf in enumerate(leaves):
             if isinstance(leaf, bool | int | float | np.ndarray | np.generic):
                 leaf = convert_to_tensor(leaf)  # a Python float is float32, as anywhere

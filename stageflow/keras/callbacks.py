@@ -13,4 +13,7 @@ from stageflow.models.checkpoint_callbacks import __all__ as _checkpoints
 from stageflow.models.summary_callbacks import *  # noqa: F403
 from stageflow.models.summary_callbacks import __all__ as _summaries
 
+from stageflow.core.exports import public_dir as _public_dir
+
 __all__ = [*_base, *_checkpoints, *_summaries]
+__dir__ = _public_dir(globals())

@@ -7,6 +7,7 @@ model loads as a callable object over live variables, without its Python class.
 from typing import TYPE_CHECKING
 
 from stageflow.core import lazy as _lazy
+from stageflow.core.exports import public_dir as _public_dir
 from stageflow.models.layers.sequential import Sequential
 from stageflow.models.training import Model
 
@@ -16,6 +17,7 @@ else:  # the loader brings the IR's parser: not loaded with `sf.keras`
     _loading = _lazy.module("stageflow.saved.load")
 
 __all__ = ["Model", "Sequential", "load_model", "save_model"]
+__dir__ = _public_dir(globals())
 
 
 def save_model(model: Model, filepath: str, overwrite: bool = True) -> None:

@@ -42,6 +42,8 @@ class Metric(Module):
     sf.Tensor(0., shape=(), dtype=float32)
     """
 
+    _WALK_SORTED = False  # Keras' objects: their state in the order it was created
+
     def __init__(self, name: str | None = None, dtype: Any = dtypes.float32) -> None:
         super().__init__(name)
         self.dtype = dtypes.as_dtype(dtype)

@@ -53,6 +53,8 @@ class Optimizer(Module):
     True
     """
 
+    _WALK_SORTED = False  # Keras' objects: their state in the order it was created
+
     # Slots are tracked through `_slot_variables`; `_slots` maps model variables to them.
     # `_fused_steps` is the update runner's, by variables and gradient signature.
     _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_slots", "_schedule", "_fused_steps"}

@@ -37,13 +37,12 @@ from stageflow.models.layers.base import Layer, takes_training
 from stageflow.models.train.checkpoint import Checkpoint, CheckpointLoadStatus, PythonState
 
 if TYPE_CHECKING:  # the model layer loads no compiler until a model trains
-    from stageflow.saved import save as saving
     from stageflow.staging import function as staging
 else:
     staging = lazy.module("stageflow.staging.function")
-    # The saved format sits above the model layer (it saves any object's staged functions):
-    # `Model.save` reaches it when called, as Keras' `Model.save` reaches its saving API.
-    saving = lazy.module("stageflow.saved.save")
+# The saved format sits above the model layer (it saves any object's staged functions):
+# `Model.save` reaches it when called, as Keras' `Model.save` reaches its saving API.
+saving = lazy.module("stageflow.saved.save")
 
 __all__ = ["Model"]
 

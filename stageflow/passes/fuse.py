@@ -57,6 +57,11 @@ def is_kernel(function: FuncOp) -> bool:
     return KERNEL_ATTR in function.attributes
 
 
+def kernel_ops(kernel: FuncOp) -> list[str]:
+    """The names of the ops fused into `kernel`, in order (its return left out)."""
+    return [op.name for op in kernel.body.block.ops if not op.has_trait(IsTerminator)]
+
+
 def reduced_results(kernel: FuncOp) -> frozenset[int]:
     """The indices of the kernel's results that reductions compute: smaller than its
     iteration space, and written before its inputs are all read (no in-place writes)."""

@@ -22,6 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from stageflow.core import profiling
 from stageflow.ir.text import IRError, make_context, module_to_text, verify_module
 from stageflow.passes.registry import parse_pipeline
 
@@ -117,9 +118,15 @@ class Pipeline:
                 ) from error
             ran = time.perf_counter()
             last = module_pass is self.passes[-1]
-            if self.verify == "each" or (self.verify == "end" and last):
+            verified = self.verify == "each" or (self.verify == "end" and last)
+            if verified:
                 _verify(module, module_pass.name, self if self.verify == "end" else None)
-            timings.append(PassTiming(module_pass.name, ran - start, time.perf_counter() - ran))
+            end = time.perf_counter()
+            timings.append(PassTiming(module_pass.name, ran - start, end - ran))
+            if profiling.state.session is not None:
+                profiling.complete(f"pass {module_pass.name}", "compile", start, ran)
+                if verified:
+                    profiling.complete("verify", "compile", ran, end)
             if self.after_pass is not None:
                 self.after_pass(module_pass, module)
         return timings

@@ -429,6 +429,8 @@ def _gather_vjp(cotangents, inputs, outputs, *, axis):
     # rows, [pre, m, post] -> [pre, n, post]. Costs m * n * pre * post multiply-adds and an
     # m * n one-hot, cheap for embedding-sized n and few indices, not for huge both.
     (g,), (params, indices) = cotangents, inputs
+    if axis == 0 and indices.shape == () and indices.dtype in (dtypes.int32, dtypes.int64):
+        return [update_index_p.bind(zeros_like(params), g, indices), None]  # one row, any n
     n, m = params.shape[axis], product(indices.shape)
     if n is None or m is None:
         raise NotImplementedError("the gradient of gather needs a known size of the gathered "

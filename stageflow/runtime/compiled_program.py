@@ -16,7 +16,8 @@ error is raised as it is, and the variables keep what the function assigned befo
 eagerly (effects run in program order, and an error stops the later ones). A Ctrl-C is no
 error: where it stops a loop of the program (or a py_func, or the step plan run instead),
 the call raises ``KeyboardInterrupt`` and every variable keeps its value from before the
-call (`runtime.interrupts`).
+call (`runtime.interrupts`). While the profiler times each kernel (``host_tracer_level=3``,
+`sf.profiler`), calls run the step plan, whose steps it records.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from stageflow.codegen.program.host_constants import program_constant
 from stageflow.codegen.program.legality import supported
 from stageflow.codegen.targets import cache
 from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, process_jit
+from stageflow.core import profiling
 from stageflow.ir.control import WhileOp
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
@@ -61,6 +63,7 @@ OPT_LEVEL, CODEGEN_LEVEL = 0, 0
 # inside the program than split by the plan, and so does an MLP's training step.
 PROGRAM_MAX_KERNEL_ELEMENTS = max(MIN_PARALLEL_ELEMENTS, 1 << 21)
 _PTR = ir.PointerType()
+_profiler = profiling.state  # read at every call: one attribute load while it is off
 
 
 class CompiledProgram:
@@ -92,6 +95,9 @@ class CompiledProgram:
         return f"<CompiledProgram @{self.signature.name}>"
 
     def run(self, values: list[Any]) -> list[Any]:
+        if _profiler.steps:  # the profiler times each kernel: the step plan calls them
+            with self._assigned_locked(values):
+                return self._step_plan(values)
         arrays = []
         for value, is_resource, dtype in zip(values, self._resources, self._dtypes,
                                              strict=True):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from stageflow.core import devices
+from stageflow.core import devices, profiling
 from stageflow.core.primitive import Primitive
 from stageflow.frontend.tensor import Tensor, placed
 
@@ -61,8 +62,11 @@ class Device:
 
     def copy_in(self, value: Any) -> Any:
         """A copy of `value` (from another device) in this device's memory; counted."""
+        start = time.perf_counter()
         copy = np.array(value)
         devices.COUNTERS.copied(copy.nbytes)
+        if profiling.state.session is not None:
+            profiling.complete(f"copy to {self.name}", "copy", start, None, copied(copy))
         return self.hold(copy) if self.name != devices.HOST else copy
 
     def mirror(self, tensor: Any) -> Any:
@@ -107,8 +111,15 @@ class Device:
         return placed(self.hold(value), self.name)
 
     def execute(self, primitive: Primitive, values: list[Any], params: dict[str, Any]) -> Any:
-        """Run an op's kernel on its inputs' values on this device (results unwrapped)."""
-        return self.run(lambda: primitive.kernel(*values, **params))
+        """Run an op's kernel on its inputs' values on this device (results unwrapped);
+        while the profiler records, a span on the thread that runs it."""
+        if profiling.state.session is None:
+            return self.run(lambda: primitive.kernel(*values, **params))
+
+        def recorded() -> Any:
+            with profiling.span(primitive.name, "kernel", {"device": self.name}):
+                return primitive.kernel(*values, **params)
+        return self.run(recorded)
 
     def describe(self) -> str:
         """One line for ``stageflow devices``: kind and memory."""
@@ -118,6 +129,11 @@ class Device:
 
     def __repr__(self) -> str:
         return f"<Device {self.name}>"
+
+
+def copied(array: np.ndarray) -> dict[str, Any]:
+    """What a profiler span of a copy says: the bytes, shape and dtype copied."""
+    return {"bytes": array.nbytes, "shape": list(array.shape), "dtype": array.dtype.name}
 
 
 class LogicalCPU(Device):

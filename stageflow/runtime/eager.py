@@ -9,16 +9,20 @@ Placement: an op runs on the device of the innermost `sf.device` scope, else on 
 of its first input not on ``/device:CPU:0`` (tensors moved to a device draw their ops
 there), else on the host; `device_copy` runs on the device it names. Inputs on other
 devices are copied there transparently, once per tensor (`Device.mirror`).
+
+While the profiler records, `RecordingTrace` stands in for the eager trace and times each
+op; the eager trace itself has no check for it.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from stageflow.core import config, context, devices
+from stageflow.core import config, context, devices, profiling
 from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import Primitive, ShapedType
-from stageflow.core.source import describe_location
+from stageflow.core.source import describe_location, user_location
 from stageflow.frontend.tensor import PlacedTensor, Tensor, wrap
 from stageflow.primitives.functional import device_copy_p
 from stageflow.runtime import devices as runtime_devices
@@ -148,4 +152,28 @@ class EagerTrace:
         """Eagerly, variables may be created at any time."""
 
 
-context.set_eager_trace(EagerTrace())
+class RecordingTrace:
+    """The eager trace with each op recorded as a profiler span: its name, its operands'
+    shapes and dtypes, the device of its result and the user's line that called it.
+    Installed as the bottom of the trace stack while a trace is recorded (with the eager
+    fast path off, so that every op comes here); the rest is the eager trace's."""
+
+    def __init__(self, inner: EagerTrace) -> None:
+        self.inner = inner
+
+    def process(self, primitive: Primitive, args: tuple, params: dict[str, Any]) -> Any:
+        start = time.perf_counter()
+        result = self.inner.process(primitive, args, params)
+        end = time.perf_counter()
+        first = result[0] if primitive.multiple_results and result else result
+        profiling.complete(primitive.name, "op", start, end, {
+            "shapes": [a.shape for a in args], "dtypes": [a.dtype for a in args],
+            "device": getattr(first, "device", devices.HOST), "source": user_location()})
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+EAGER = EagerTrace()
+context.set_eager_trace(EAGER)

@@ -25,20 +25,20 @@ from xdsl.ir import Block
 from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable, split_rows
 from stageflow.codegen.lowered.compile import lower_functions
 from stageflow.codegen.targets.cpu import Prepared, link_all, prepare_kernels
-from stageflow.core import config
+from stageflow.core import config, profiling
 from stageflow.ir.attributes import decode
 from stageflow.ir.builder import constant_value, source_location
 from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp, free_values
 from stageflow.ir.dialect import ConstantOp
 from stageflow.ir.types import shaped_type
-from stageflow.passes.fuse import is_kernel
+from stageflow.passes.fuse import is_kernel, kernel_ops
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
 from stageflow.passes.support import is_op
 from stageflow.primitives.control import branch_index
 from stageflow.primitives.functional import call_p
 from stageflow.primitives.state import assign_variable_p
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
-from stageflow.runtime.interpreter import Step, run_steps
+from stageflow.runtime.interpreter import Step, run_steps, run_steps_recorded
 from stageflow.runtime.interrupts import run_or_roll_back
 from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
@@ -84,6 +84,8 @@ class Plan:
         self.constants: list[tuple[int, Any]] = []
         self.steps: list[Step] = []
         self.output_slots: list[int] = []
+        # How the profiler names the kernel steps (by their outputs): kernel, fused ops.
+        self.labels: dict[tuple[int, ...], tuple[str, str, dict]] = {}
         for op in block.ops:
             if isinstance(op, ReturnOp | YieldOp):
                 self.output_slots = [slot(v) for v in op.operands]
@@ -103,6 +105,8 @@ class Plan:
                 if callee in compiled:
                     self.steps.append(Step(compiled[callee], ins, {}, outs, True, "kernel",
                                            source_location(op)))
+                    self.labels[outs] = (callee, "kernel",
+                                         {"ops": kernel_ops(functions[callee])})
                 else:
                     if callee not in plans:
                         plans[callee] = Plan(functions[callee], functions, compiled, plans,
@@ -156,6 +160,9 @@ class Plan:
         env.extend([None] * (self.size - len(inputs)))
         for index, value in self.constants:
             env[index] = value
+        if profiling.state.session is not None:
+            return run_steps_recorded(self._schedule, env, self.output_slots, "step",
+                                      self.labels)
         return run_steps(self._schedule, env, self.output_slots)
 
     def run_tracked(self, inputs: list[Any]) -> list[Any]:
@@ -334,6 +341,7 @@ class Executable:
         self.stats = stats
         self.program = program  # the whole function as one call, where it is one
         self._assigned = assigned  # the inputs (variables) the function assigns
+        self.kernels: dict[str, list[str]] = {}  # the fused kernels it calls: their ops
         self.run = program.run if program is not None else self._plan_run()
 
     def _plan_run(self) -> Callable[[list[Any]], list[Any]]:
@@ -389,17 +397,15 @@ class Executable:
             [analyse(kernels[name], dynamic_leading=name in splittable, repeated=name in looped)
              for name in names], not programs_only)]
         kernel_symbols = {name: prepared[0].entries[i] for i, name in enumerate(names)}
-        seconds["llvm kernel IR"] = time.perf_counter() - start
+        mark = _timed(seconds, "llvm kernel IR", start)
         op_symbols: dict[Any, str] = {}
         plans: dict[str, Plan] = {}
         programs: dict[str, int] = {}  # entry -> its program's index in `prepared`
         if jit:
-            mark = time.perf_counter()
             prepared.append(lower_functions([f for f in functions.values() if not is_kernel(f)],
                                             not programs_only))
             op_symbols = prepared[1].entries
-            seconds["llvm op IR"] = time.perf_counter() - mark
-            mark = time.perf_counter()
+            mark = _timed(seconds, "llvm op IR", mark)
             for entry in entries:
                 _note_steps(stats, entry, reasons[entry])
                 program = prepare_program(functions[entry], functions, kernel_symbols.get,
@@ -407,11 +413,10 @@ class Executable:
                 if program is not None:
                     programs[entry] = len(prepared)
                     prepared.append(program)
-            seconds["llvm program IR"] = time.perf_counter() - mark
-        mark = time.perf_counter()
+            mark = _timed(seconds, "llvm program IR", mark)
         linked = link_all(prepared)
-        seconds["llvm linking"] = time.perf_counter() - mark
-        seconds["llvm"] = time.perf_counter() - start
+        _timed(seconds, "llvm linking", mark)
+        _timed(seconds, "llvm", start)
         compiled: dict[Any, Any] = dict(zip(names, linked[0], strict=True))
         for name in splittable:
             if leading_dim_splittable(kernels[name]):  # programs split the others
@@ -423,7 +428,9 @@ class Executable:
         for entry in entries:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans)
             program = linked[programs[entry]] if entry in programs else None
-            executables.append(cls(plan, stats, program, _assigned_inputs(functions[entry])))
+            executable = cls(plan, stats, program, _assigned_inputs(functions[entry]))
+            executable.kernels = _kernels_of(functions[entry], kernels)
+            executables.append(executable)
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
 
@@ -445,18 +452,36 @@ class Executable:
                     compiled[name] = device.kernel_step(analyse(function))
                 except NotImplementedError as error:  # its ops run on the host instead
                     _note_steps(stats, name, str(error))
-        stats.seconds["llvm"] = time.perf_counter() - start
+        _timed(stats.seconds, "llvm", start)
         stats.kernels = len(compiled)
         plans: dict[str, Plan] = {}
         executables = []
         for entry in entries:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans,
                                        host=device.plan_step)
-            executables.append(cls(plan, stats, None, _assigned_inputs(functions[entry])))
+            executable = cls(plan, stats, None, _assigned_inputs(functions[entry]))
+            executable.kernels = _kernels_of(functions[entry],
+                                             {name: functions[name] for name in compiled})
+            executables.append(executable)
         for plan in plans.values():  # constants on the GPU once, not at every launch
             plan.constants = [(slot, device.copy_in(value)) for slot, value in plan.constants]
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
+
+
+def _timed(seconds: dict[str, float], stage: str, begin: float) -> float:
+    """Keep the seconds of a compile `stage` that began at `begin`, and its profiler span;
+    the time it ended."""
+    now = time.perf_counter()
+    seconds[stage] = now - begin
+    profiling.complete(stage, "compile", begin, now)
+    return now
+
+
+def _kernels_of(function: FuncOp, kernels: dict[str, FuncOp]) -> dict[str, list[str]]:
+    """The fused kernels `function` calls (in its regions too), each with its ops."""
+    return {callee: kernel_ops(kernels[callee]) for op in function.walk()
+            if is_op(op, call_p) and (callee := _callee_name(op)) in kernels}
 
 
 def _assigned_inputs(function: FuncOp) -> tuple[int, ...]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +39,7 @@ import numpy as np
 from stageflow.codegen.kernels.analysis import Kernel, analyse
 from stageflow.codegen.kernels.wrapper import spec_value
 from stageflow.codegen.targets.indexed import gather_entry, reduce_entry, reduce_name
-from stageflow.core import devices
+from stageflow.core import devices, profiling
 from stageflow.core.op_facts import LoweredBy, ReductionKind
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.tensor import DeviceTensor, Tensor, allocate
@@ -46,7 +47,7 @@ from stageflow.ir.builder import build_function, build_op
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 from stageflow.primitives.state import assign_variable_p, read_variable_p
 from stageflow.primitives.structural import broadcast_to_p, reshape_p, slice_p, transpose_p
-from stageflow.runtime.cpu_devices import Device
+from stageflow.runtime.cpu_devices import Device, copied
 from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE, Driver
 
 BLOCK = 256  # threads per block
@@ -128,16 +129,23 @@ class GPUDevice(Device):
 
     def copy_in(self, value: Any) -> DeviceArray:
         """`value` (a host array) copied into this GPU's memory; counted."""
+        start = time.perf_counter()
         array = np.asarray(value, order="C")  # (np.ascontiguousarray makes 0-d arrays 1-d)
         result = DeviceArray(self, array.shape, array.dtype)
         self.driver.upload(result.handle, array)
         devices.COUNTERS.copied(array.nbytes)
+        if profiling.state.session is not None:
+            profiling.complete(f"copy to {self.name}", "copy", start, None,
+                               copied(array))
         return result
 
     def download(self, array: DeviceArray) -> np.ndarray:
+        start = time.perf_counter()
         out = np.empty(array.shape, array.dtype)
         self.driver.download(array.handle, out)
         devices.COUNTERS.copied(out.nbytes)
+        if profiling.state.session is not None:
+            profiling.complete(f"copy from {self.name}", "copy", start, None, copied(out))
         return out
 
     def duplicate(self, array: DeviceArray) -> DeviceArray:

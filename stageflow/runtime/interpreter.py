@@ -9,8 +9,10 @@ one machine-code call.)
 
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
+from stageflow.core import profiling
 from stageflow.core.errors import KERNEL_ERRORS, located_error
 from stageflow.core.op_facts import Effect
 from stageflow.frontend.graph import Graph
@@ -46,6 +48,31 @@ def run_steps(steps: list[Step], env: list[Any], output_slots: list[int]) -> lis
     return [env[i] for i in output_slots]
 
 
+# The steps an executable adds around the program's own (`runtime.executable._with_drops`):
+# run, but not recorded.
+BOOKKEEPING = frozenset({"drop", "measure"})
+
+
+def run_steps_recorded(steps: list[Step], env: list[Any], output_slots: list[int],
+                       category: str,
+                       labels: dict[tuple[int, ...], tuple[str, str, dict]] | None = None
+                       ) -> list[Any]:
+    """`run_steps` with each step a profiler span of `category`, named by its op and
+    holding the user's line; `labels` name some steps otherwise (by the slots they write:
+    name, category, arguments), as an executable names its kernel calls."""
+    for step in steps:
+        if step.name in BOOKKEEPING:
+            run_steps([step], env, [])
+            continue
+        start = time.perf_counter()
+        run_steps([step], env, [])
+        end = time.perf_counter()
+        name, kind, args = (labels.get(step.outputs) if labels else None) or (
+            step.name, category, {})
+        profiling.complete(name, kind, start, end, {**args, "source": step.location})
+    return [env[i] for i in output_slots]
+
+
 class InterpreterPlan:
     """A graph flattened into slot-indexed steps for fast repeated interpretation."""
 
@@ -77,6 +104,11 @@ class InterpreterPlan:
         env: list[Any] = list(inputs)  # inputs occupy the first slots, in order
         env.extend([None] * (self.size - len(inputs)))
         if self._locks is None:
-            return run_steps(self.steps, env, self.output_slots)
+            return self._run(env)
         with self._locks.held([x for x in inputs if isinstance(x, Variable)]):
-            return run_steps(self.steps, env, self.output_slots)
+            return self._run(env)
+
+    def _run(self, env: list[Any]) -> list[Any]:
+        if profiling.state.session is not None:
+            return run_steps_recorded(self.steps, env, self.output_slots, "interpreter")
+        return run_steps(self.steps, env, self.output_slots)

@@ -12,7 +12,8 @@ observable the same way:
 - ``STAGEFLOW_LOG``: one ``passes`` line per pass with its time and one ``compiles`` line
   per compile with what it produced and its total time;
 - the seconds of every stage (``build IR``, ``pass NAME``, ``optimize``, ``llvm``, ...) that
-  ``ConcreteFunction.stats()`` and ``--timing`` report.
+  ``ConcreteFunction.stats()`` and ``--timing`` report, and, while `sf.profiler` records,
+  the same stages as spans of its trace.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from stageflow.core import config
+from stageflow.core import config, profiling
 from stageflow.frontend.graph import Graph
 from stageflow.ir.from_graph import graphs_module
 from stageflow.ir.text import module_to_text
@@ -66,7 +67,9 @@ class Compilation:
         """The module of traced `graphs`, each a ``func.func`` of the given symbol."""
         start = time.perf_counter()
         module = graphs_module(graphs)
-        return cls(name, module, "traced", time.perf_counter() - start, record)
+        end = time.perf_counter()
+        profiling.complete("build IR", "compile", start, end)
+        return cls(name, module, "traced", end - start, record)
 
     @classmethod
     def of_module(cls, name: str, module: ModuleOp) -> Compilation:
@@ -103,7 +106,9 @@ class Compilation:
             timings = pipeline.run(self.module)
         self.fusion_notes.extend(notes)
         seconds = self.stats.seconds
-        seconds["optimize"] = seconds.get("optimize", 0.0) + time.perf_counter() - start
+        end = time.perf_counter()
+        seconds["optimize"] = seconds.get("optimize", 0.0) + end - start
+        profiling.complete("optimize", "compile", start, end)
         for timing in timings:
             spent = timing.run_s + timing.verify_s
             key = f"pass {timing.name}"

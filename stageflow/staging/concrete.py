@@ -15,7 +15,7 @@ from xdsl.dialects.func import FuncOp
 
 from stageflow.codegen import CPUTarget, PTXTarget
 from stageflow.codegen.program.module import whole_function_module
-from stageflow.core import context, nest
+from stageflow.core import context, nest, profiling
 from stageflow.core.devices import HOST
 from stageflow.core.primitive import ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
@@ -105,10 +105,11 @@ class ConcreteFunction:
         return InterpreterPlan(self.graph)
 
     def _compile(self):
-        compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
-        compilation.history = self.trace_history
-        compilation.run_passes(DEFAULT_PIPELINE)
-        return compilation.executables([self.name])[0]
+        with profiling.span(f"compile {self.name}", "compile"):
+            compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
+            compilation.history = self.trace_history
+            compilation.run_passes(DEFAULT_PIPELINE)
+            return compilation.executables([self.name])[0]
 
     def stats(self) -> dict[str, Any]:
         """Op and kernel counts and compile time per stage (compiles if not yet done); for
@@ -156,7 +157,32 @@ class ConcreteFunction:
         return self.call_flat(tensors)
 
     def call_flat(self, tensors: list | tuple) -> Any:
-        """Run the graph on its tensor/variable arguments (already checked) and captures."""
+        """Run the graph on its tensor/variable arguments (already checked) and captures;
+        a profiler span while a trace is recorded."""
+        if profiling.state.session is not None:
+            with profiling.span(f"@{self.name}", "program") as recorded:
+                result = self._call_flat(tensors)
+                recorded.update(self._described())
+            return result
+        return self._call_flat(tensors)
+
+    def _described(self) -> dict[str, Any]:
+        """What a profiler span of a call says: the signature, what ran it (one compiled
+        program, its steps from Python, the interpreter, a GPU's launches) and the fused
+        kernels with their ops."""
+        described: dict[str, Any] = {"signature": [repr(spec) for spec in self.inputs]}
+        program = self._program
+        if self._gpu_programs:
+            described["runs as"] = "GPU launches"
+        elif not self.jit:
+            described["runs as"] = "interpreter"
+        elif program is not None:
+            one = program.program is not None and not profiling.state.steps
+            described["runs as"] = "one program" if one else "steps"
+            described["kernels"] = program.kernels
+        return described
+
+    def _call_flat(self, tensors: list | tuple) -> Any:
         if context.state.tape_count and self._taped(tensors):
             results = call_under_tape(self, list(tensors))
             if results is None:
@@ -208,9 +234,10 @@ class ConcreteFunction:
         (both made on the first call there)."""
         found = self._gpu_programs.get(device.name)
         if found is None:
-            compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
-            compilation.run_passes(PTX_PIPELINE)
-            program = compilation.gpu_executables([self.name], device)[0]
+            with profiling.span(f"compile {self.name} for {device.name}", "compile"):
+                compilation = Compilation.of_graphs(self.name, [(self.graph, self.name)])
+                compilation.run_passes(PTX_PIPELINE)
+                program = compilation.gpu_executables([self.name], device)[0]
             graphs = LaunchGraphs(device, program, replayable(compilation.module))
             captured = [v if isinstance(v, Variable) else device.copy_in(v)
                         for v in self._captured]
@@ -379,7 +406,7 @@ def trace_function(function: Any, leaves: list, treedef: Any,
     graph = Graph(function.name, device=device)
     trace = GraphTrace(graph, context.current_trace(), allow_variable_creation)
     args: list = []
-    with context.push_trace(trace):
+    with profiling.span(f"trace {function.name}", "compile"), context.push_trace(trace):
         for leaf in leaves:
             if isinstance(leaf, TensorSpec):
                 args.append(trace.symbolic(trace.add_input(leaf.shaped_type)))
@@ -389,7 +416,7 @@ def trace_function(function: Any, leaves: list, treedef: Any,
             else:
                 args.append(leaf)
         result = function.call_python(nest.unflatten(treedef, args))
-        out_leaves, out_treedef = nest.flatten(result)
+        out_leaves, out_treedef = nest.flatten(result, expand_composites=True)
         template = []
         for leaf in out_leaves:
             if isinstance(leaf, Tensor):

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import config, context, devices, nest
+from stageflow.core import config, context, devices, nest, profiling
 from stageflow.core.devices import HOST
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -201,6 +201,18 @@ class Function:
             if concrete is not None:
                 self._calls.append(False)
                 return concrete.call_on_host(args)
+        if profiling.state.session is not None and not isinstance(context.current_trace(),
+                                                                   GraphTrace):
+            traces = self.tracing_count
+            with profiling.span(self.name, "function") as recorded:
+                result = self._call(args, kwargs)
+                recorded["traced"] = self.tracing_count > traces
+            return result
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """A call off the fast path: arguments of any structure, a cache miss, a trace
+        under way, a tape or the profiler."""
         canonical = self._canonical(args, kwargs)
         if self.input_signature is not None:
             canonical = self._conform(canonical)

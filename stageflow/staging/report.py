@@ -32,14 +32,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
 from stageflow.codegen import CPUTarget, PTXTarget
 from stageflow.codegen.kernels.analysis import analyse
 from stageflow.ir.attributes import decode
 from stageflow.ir.types import dtype_of
-from stageflow.passes.fuse import is_kernel, reduced_results
+from stageflow.passes.fuse import is_kernel, kernel_ops, reduced_results
 from stageflow.passes.plan_buffers import BUFFER_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
 from stageflow.passes.remat import residual_count
 
@@ -177,8 +177,8 @@ def _kernels(module: ModuleOp, notes: Sequence[Any]) -> str:
     body = []
     for kernel in kernels:
         name = kernel.sym_name.data
-        ops = [op for op in kernel.body.block.ops if not isinstance(op, ReturnOp)]
-        listing = ", ".join(_e(op.name) for op in ops)
+        ops = kernel_ops(kernel)
+        listing = ", ".join(_e(op) for op in ops)
         why = [n for n in notes if n.kernel == name]
         table = ("<table><tr><th>not fused</th><th>because</th></tr>" + "".join(
             f"<tr><td>{_e(n.neighbour)}</td><td>{_e(n.reason)}</td></tr>" for n in why)

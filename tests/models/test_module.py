@@ -28,15 +28,24 @@ class Net(sf.Module):
 # --------------------------------------------------------------------------- tracking
 
 
-def test_tracks_attributes_in_assignment_order():
+def test_tracks_attributes_sorted_by_name_as_tf_module_and_layers_in_assignment_order():
     m = sf.Module()
     m.b = sf.Variable(1.0)
     m.a = sf.Variable(2.0)
     m.not_state = sf.constant(3.0)
     m.number = 4
-    assert ids(m.variables) == ids([m.b, m.a])
+    assert ids(m.variables) == ids([m.a, m.b])  # tf.Module's order: ['a:0', 'b:0']
     assert m.submodules == []
     assert m.name == "module"
+
+    class Pair(sf.layers.Layer):  # Keras' order: as created, ['z', 'y']
+        def build(self, input_shape):
+            self.z = self.add_weight("z", (), "zeros")
+            self.y = self.add_weight("y", (), "ones")
+
+    pair = Pair()
+    pair(sf.ones((1, 1)))
+    assert ids(pair.variables) == ids([pair.z, pair.y])
 
 
 def test_tracks_lists_tuples_dicts_and_nesting():
@@ -61,7 +70,7 @@ def test_submodules_are_all_descendants_each_once():
     top = sf.Module(name="top")
     top.middle = middle
     top.again = [leaf, leaf]  # shared: reported once
-    assert [m.name for m in top.submodules] == ["middle", "leaf"]
+    assert [m.name for m in top.submodules] == ["leaf", "middle"]  # "again" sorts first
     assert ids(top.variables) == ids([leaf.v])
 
 
@@ -131,9 +140,9 @@ def listing_3_values(staged):
 
 def test_listing_3_eager_and_staged_agree():
     net, _, eager, again, eager_grads = listing_3_values(staged=False)
-    assert [v.name for v in net.variables[1:]] == [f"{net.out.name}/kernel",
+    assert [v.name for v in net.variables[:2]] == [f"{net.out.name}/kernel",
                                                    f"{net.out.name}/bias"]
-    assert ids(net.variables) == ids([net.v, net.out.kernel, net.out.bias])
+    assert ids(net.variables) == ids([net.out.kernel, net.out.bias, net.v])  # by name
     assert ids(net.submodules) == ids([net.out])
     net2, call, staged, staged_again, staged_grads = listing_3_values(staged=True)
     assert call.tracing_count == 2  # created the variables, then traced once more

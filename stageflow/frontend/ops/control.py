@@ -17,6 +17,7 @@ import numpy as np
 from stageflow.core import context, dtypes, nest
 from stageflow.core.primitive import ShapedType
 from stageflow.core.source import describe_location
+from stageflow.frontend.graph import Graph
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.elementwise import add, less, logical_and
 from stageflow.frontend.regions import Region, emit, share_captures, trace_regions
@@ -145,7 +146,10 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     as positional arguments; `body` returns the same structure. Traced, the loop is one op
     whose body is traced once, whatever the trip count; a loop variable whose dims change
     between iterations gets unknown dims there (no shape invariants to declare). At most
-    `maximum_iterations` iterations run when it is given.
+    `maximum_iterations` iterations run when it is given. A loop variable may be an
+    `sf.TensorArray`: eagerly it is passed along as it is, traced the loop carries its
+    elements as one tensor (its element shape, if nothing fixed it yet, learned by tracing
+    the body once aside).
 
     >>> cond = lambda i, total: i < 4
     >>> body = lambda i, total: (i + 1, total * 2)
@@ -156,7 +160,11 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
         raise TypeError(f"while_loop: loop_vars must be a tuple or list, got "
                         f"{type(loop_vars).__name__}{describe_location()}")
     single = len(loop_vars) == 1
-    leaves, treedef = nest.flatten(loop_vars)
+    trace = _staging()
+    staged = trace is not None  # a staged loop carries the tensors of composites
+    if staged:
+        loop_vars = _settled(body, loop_vars, single)
+    leaves, treedef = nest.flatten(loop_vars, expand_composites=staged)
 
     def unpacked(fn: Callable[..., Any]) -> Callable[..., Any]:
         return lambda *flat: fn(*nest.unflatten(treedef, list(flat)))
@@ -167,14 +175,14 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
             result = (result,)
         if type(result) in (list, tuple):  # a list for a tuple of loop_vars is fine
             result = type(loop_vars)(result)
-        structure = nest.flatten(result)[1]
+        result_leaves, structure = nest.flatten(result, expand_composites=staged)
         if structure != treedef:
             raise TypeError(f"while_loop: body returns {_describe(result)} but loop_vars are "
                             f"{_describe(loop_vars)}{describe_location()}")
-        return nest.flatten(result)[0]
+        return result_leaves
 
     cond_leaves, step = unpacked(cond), body_leaves
-    values = [convert_to_tensor(leaf) for leaf in leaves]
+    values = [_loop_value(leaf) for leaf in leaves]
     if maximum_iterations is not None:
         bound = maximum_iterations
         inner_cond, inner_step = cond_leaves, step
@@ -186,7 +194,6 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
             return [add(count, 1), *inner_step(*flat)]
 
         values = [convert_to_tensor(np.int64(0)), *values]
-    trace = _staging()
     if trace is None:
         results = _eager_loop(cond_leaves, step, values)
     else:
@@ -197,10 +204,45 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     return nest.unflatten(treedef, results)
 
 
+def _loop_value(leaf: Any) -> Any:
+    """A loop variable's leaf as the loop carries it: a tensor, or (eagerly) a composite
+    such as a `TensorArray`, which an eager loop passes along as it is."""
+    return leaf if nest.is_composite(leaf) else convert_to_tensor(leaf)
+
+
 def _eager_loop(cond: Callable[..., Any], step: Callable[..., list], values: list) -> list:
     while bool(cond(*values)):
-        values = [convert_to_tensor(v) for v in step(*values)]
+        values = [_loop_value(v) for v in step(*values)]
     return values
+
+
+def _settled(body: Callable[..., Any], loop_vars: Any, single: bool) -> Any:
+    """`loop_vars` with each composite that cannot yet say what tensors it is carried as
+    (a `TensorArray` with nothing written and no element shape) completed from what the
+    body makes of it: the body is traced once aside to learn that, as TensorFlow infers a
+    loop-carried array's element shape from its first write."""
+    leaves, treedef = nest.flatten(loop_vars)
+    if not any(_unsettled(leaf) for leaf in leaves):
+        return loop_vars
+    scratch = GraphTrace(Graph("probe"), context.current_trace(), allow_variable_creation=False)
+    with context.push_trace(scratch):
+        result = body(*loop_vars)
+    if single and not isinstance(result, list | tuple):
+        result = (result,)
+    returned, structure = nest.flatten(type(loop_vars)(result) if type(result) in (list, tuple)
+                                       else result)
+    if structure != treedef:
+        return loop_vars  # the loop itself reports the mismatch
+    settled = [leaf._learned(after) if _unsettled(leaf) and type(after) is type(leaf) else leaf
+               for leaf, after in zip(leaves, returned, strict=True)]
+    return nest.unflatten(treedef, settled)
+
+
+def _unsettled(leaf: Any) -> bool:
+    """Whether `leaf` is a composite that needs to see the loop body before it can be
+    carried (its `_needs_element_shape`); its `_learned(after)` completes it from the value
+    the body returned in its place."""
+    return nest.is_composite(leaf) and leaf._needs_element_shape()
 
 
 def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[..., list],

@@ -40,15 +40,18 @@ def trace_on(graph: bool = True, profiler: bool = False) -> None:
     """Start keeping the graph of every function `sf.function` traces from now on (its
     first call for new argument types), for `trace_export`.
 
-    stageflow has no profiler: ``profiler=True`` is refused.
+    TensorBoard's profile plugin is not written: ``profiler=True`` is refused; record a
+    trace with `sf.profiler.trace` instead (Perfetto's format).
 
     >>> sf.summary.trace_on(graph=True)
     >>> sf.summary.trace_off()
     """
     global _graphs
     if profiler:
-        raise ValueError(f"sf.summary.trace_on: stageflow has no profiler to trace with; "
-                         f"call trace_on(graph=True, profiler=False){describe_location()}")
+        raise ValueError(f"sf.summary.trace_on: profiler=True (TensorBoard's profile "
+                         f"plugin) is not supported; record a trace with "
+                         f"sf.profiler.trace(logdir) for Perfetto instead, and call "
+                         f"trace_on(graph=True, profiler=False){describe_location()}")
     with _lock:
         _graphs = [] if graph else None
 

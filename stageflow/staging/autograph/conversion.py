@@ -201,6 +201,7 @@ def converted_call(function: Any, *args: Any, **kwargs: Any) -> Any:
     loops over with a `while_loop`."""
     if function in _RANGES and not kwargs and operators.traced_bounds(args):
         return operators.TensorRange.of(*args)
+    operators.note_list_call(function)
     if isinstance(function, types.MethodType) and is_user_code(function.__func__):
         converted = convert(function.__func__)
         if converted is not None:

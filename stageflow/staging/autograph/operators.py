@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import context, nest
-from stageflow.core.source import describe_location
+from stageflow.core.source import SourceLocation, describe_location, user_location
 from stageflow.frontend.graph import Graph
 from stageflow.frontend.ops.control import cond, numpy_function, while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -66,7 +66,14 @@ def _traced(value: Any) -> bool:
 
 
 def _tensor_like(value: Any) -> bool:
-    return isinstance(value, Tensor | bool | int | float | np.number | np.bool_)
+    """Whether staged control flow carries `value`: a tensor, a number, or a composite of
+    tensors (an `sf.TensorArray`)."""
+    return isinstance(value, Tensor | bool | int | float | np.number | np.bool_) or \
+        nest.is_composite(value)
+
+
+def _carried(value: Any) -> Any:
+    return value if nest.is_composite(value) else convert_to_tensor(value)
 
 
 # -- if -----------------------------------------------------------------------------------
@@ -153,6 +160,8 @@ def _staged_loop(test: Callable[[], Any], body: Callable[[], None],
     to it."""
     start = _first_values([body], get_state, set_state)
     carried = [i for i, v in enumerate(start) if _tensor_like(v)]
+    carried_names = {names[i] for i in carried}
+    outer = _outer_values(body)
 
     def with_carried(values: Sequence[Any]) -> State:
         state = list(start)
@@ -166,19 +175,94 @@ def _staged_loop(test: Callable[[], Any], body: Callable[[], None],
 
     def loop_body(*values: Any) -> list:
         set_state(with_carried(values))
-        body()
+        marks = {name: _mark(value) for name, value in outer.items()}
+        appends: dict[int, SourceLocation | None] = {}
+        _LIST_CALLS.append(appends)
+        try:
+            body()
+        finally:
+            _LIST_CALLS.pop()
+        for name, value in outer.items():
+            if _mark(value) == marks[name]:
+                continue
+            if isinstance(value, list):
+                raise _grown_list(name, appends.get(id(value)))
+            if name not in carried_names:
+                raise ValueError(
+                    f"{name!r} is written in a loop over tensors that does not assign it: "
+                    f"write returns the array to use, so assign it, `{name} = "
+                    f"{name}.write(i, x)`, and the loop carries it"
+                    f"{_at(value._write_site)}")
         state = get_state()
         for i, (before, after) in enumerate(zip(start, state, strict=True)):
             if i not in carried and not isinstance(before, Undefined) and after is not before:
+                if isinstance(before, list):
+                    raise _grown_list(names[i], None)
                 raise ValueError(f"{names[i]!r} ({before!r}) is changed by a loop on a "
                                  f"tensor; make it a tensor before the loop"
                                  f"{describe_location()}")
         return [state[i] for i in carried]
 
-    final = while_loop(loop_test, loop_body, [convert_to_tensor(start[i]) for i in carried])
+    final = while_loop(loop_test, loop_body, [_carried(start[i]) for i in carried])
     state = with_carried(final)
     set_state(state)
     return state
+
+
+# Per staged loop body being traced (innermost last): where converted code changed each
+# Python list (by id), so that the error for a list grown in the loop names that line.
+_LIST_CALLS: list[dict[int, SourceLocation | None]] = []
+_LIST_METHODS = frozenset({"append", "extend", "insert"})
+
+
+def note_list_call(function: Any) -> None:
+    """Remember the user's line when converted code calls `append`/`extend`/`insert` of a
+    Python list inside a staged loop body."""
+    owner = getattr(function, "__self__", None)
+    if _LIST_CALLS and type(owner) is list and function.__name__ in _LIST_METHODS:
+        _LIST_CALLS[-1].setdefault(id(owner), user_location())
+
+
+def _outer_values(body: Callable[[], None]) -> dict[str, Any]:
+    """The Python lists and composites (`TensorArray`s) a loop body reaches through its
+    closures (and those of the functions it closes over), by variable name: a staged loop
+    can neither grow those lists nor write arrays it does not carry."""
+    found: dict[str, Any] = {}
+    pending, seen = [body], set()
+    while pending:
+        function = pending.pop()
+        if id(function) in seen or not hasattr(function, "__code__"):
+            continue
+        seen.add(id(function))
+        names = function.__code__.co_freevars
+        for name, cell in zip(names, function.__closure__ or (), strict=True):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a name not bound yet
+                continue
+            if type(value) is list or nest.is_composite(value):
+                found.setdefault(name, value)
+            elif callable(value):
+                pending.append(value)
+    return found
+
+
+def _mark(value: Any) -> int:
+    """What a loop body may not change of an outer value: a list's length, the number of
+    staged writes made from an array."""
+    return len(value) if isinstance(value, list) else value._writes
+
+
+def _at(location: SourceLocation | None) -> str:
+    return f"\n  at {location}" if location is not None else describe_location()
+
+
+def _grown_list(name: str, location: SourceLocation | None) -> ValueError:
+    return ValueError(
+        f"{name!r} is a Python list grown in a loop over tensors: a staged loop's body is "
+        f"traced once, so the list would hold one traced value, not one per iteration. Use "
+        f"sf.TensorArray: `ta = sf.TensorArray(dtype, size=n)` before the loop, "
+        f"`ta = ta.write(i, x)` in it and `ta.stack()` after it{_at(location)}")
 
 
 def _first_values(parts: Sequence[Callable[[], None]], get_state: Callable[[], State],
