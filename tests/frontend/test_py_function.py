@@ -141,3 +141,20 @@ def test_eager_results_keep_their_shapes():
     result = sf.py_function(lambda a: np.stack([a.numpy()] * 2), [sf.constant([1, 2])],
                             sf.int32)
     assert result.shape == (2, 2) and result.dtype == sf.int32
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stateful_false_is_accepted_and_every_call_runs(mode):
+    calls = []
+
+    def double(a):
+        calls.append(1)
+        return a * 2
+
+    def f(x):
+        first = sf.numpy_function(double, [x], sf.TensorSpec([1]), stateful=False)
+        second = sf.py_func(double, [x], sf.TensorSpec([1]), stateful=False, name="twice")
+        return first + second
+
+    np.testing.assert_array_equal(staged(mode, f)(sf.constant([1.5])).numpy(), [6.0])
+    assert len(calls) == 2  # two identical pure calls, not merged into one

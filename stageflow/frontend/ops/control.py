@@ -355,7 +355,7 @@ class _Callback:
 
 
 def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
-            name: str | None = None) -> Any:
+            stateful: bool = True, name: str | None = None) -> Any:
     """Run Python `func` on the values of `inp` (eager tensors), also inside a staged
     function, where it is a stateful op calling back into Python when the graph runs.
 
@@ -370,6 +370,8 @@ def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     What `func` raises reaches the caller as it is, in every way a function runs (eager,
     interpreted, compiled). Effects run in program order: variables keep what the function
     assigned before the call that raised, and nothing after it runs (TensorFlow's order).
+    Every call runs, in that order: `stateful` (TensorFlow's leave to drop or merge calls
+    of a pure function) is accepted and changes nothing.
 
     >>> sf.py_func(lambda a: a * 2, [sf.constant([1.0, 2.0])], sf.float32)
     sf.Tensor([2., 4.], shape=(2,), dtype=float32)
@@ -395,11 +397,11 @@ def py_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     >>> tape.gradient(y, x)
     sf.Tensor([ 3., 12.], shape=(2,), dtype=float32)
     """
-    return py_func(func, inp, Tout, name)
+    return py_func(func, inp, Tout, name=name)
 
 
 def numpy_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
-                   name: str | None = None) -> Any:
+                   stateful: bool = True, name: str | None = None) -> Any:
     """`py_func` whose `func` receives NumPy arrays (TensorFlow's ``numpy_function``).
 
     >>> sf.numpy_function(lambda a: np.sort(a), [sf.constant([3.0, 1.0])], sf.float32)
