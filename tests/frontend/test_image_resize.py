@@ -83,7 +83,8 @@ def test_dtypes_follow_tensorflow(mode):
     assert bilinear.dtype == sf.float32  # bilinear always returns float32
     np.testing.assert_allclose(bilinear.numpy(), bilinear_reference(pixels.astype(float), 3, 4),
                                rtol=1e-5)
-    nearest = staged(mode, lambda x: sf.image.resize(x, (7, 2), "nearest"))(sf.constant(pixels))
+    nearest = staged(mode, lambda x: sf.image.resize(
+        x, (7, 2), sf.image.ResizeMethod.NEAREST_NEIGHBOR))(sf.constant(pixels))
     assert nearest.dtype == sf.uint8  # nearest keeps the images' dtype, values exact
     np.testing.assert_array_equal(nearest.numpy(), nearest_reference(pixels, 7, 2))
 
@@ -131,7 +132,7 @@ def test_bad_arguments_are_named():
     image = np.zeros((4, 4, 1), np.float32)
     with pytest.raises(ValueError, match="method 'bicubic' is not supported; use one of "
                                          "bilinear, nearest"):
-        sf.image.resize(image, [2, 2], method="bicubic")
+        sf.image.resize(image, [2, 2], method=sf.image.ResizeMethod.BICUBIC)
     with pytest.raises(ValueError, match=r"size must be \[new_height, new_width\]"):
         sf.image.resize(image, [2, 0])
     with pytest.raises(TypeError, match="size must be known when traced"):

@@ -31,9 +31,31 @@ from stageflow.frontend.ops.shape import expand_dims, gather, squeeze
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import SymbolicTensor, constant_value
 
-__all__ = ["resize"]
+__all__ = ["ResizeMethod", "resize"]
 
-METHODS = ("bilinear", "nearest")
+
+class ResizeMethod:
+    """TensorFlow's names of the resampling methods (strings, as TensorFlow's are):
+    `resize` supports ``BILINEAR`` and ``NEAREST_NEIGHBOR``; the others are named so that
+    a program using them fails at the call, saying which methods there are.
+
+    >>> sf.image.ResizeMethod.NEAREST_NEIGHBOR
+    'nearest'
+    >>> sf.image.resize(sf.ones((2, 2, 1)), [3, 3], sf.image.ResizeMethod.BILINEAR).shape
+    (3, 3, 1)
+    """
+
+    BILINEAR = "bilinear"
+    NEAREST_NEIGHBOR = "nearest"
+    BICUBIC = "bicubic"
+    AREA = "area"
+    LANCZOS3 = "lanczos3"
+    LANCZOS5 = "lanczos5"
+    GAUSSIAN = "gaussian"
+    MITCHELLCUBIC = "mitchellcubic"
+
+
+METHODS = (ResizeMethod.BILINEAR, ResizeMethod.NEAREST_NEIGHBOR)
 
 
 def bilinear_weights(in_size: int, out_size: int, antialias: bool) -> np.ndarray:
@@ -89,7 +111,7 @@ def resize(images: Any, size: Sequence[int] | Any, method: str = "bilinear",
     sf.Tensor([[2., 3., 3.]], shape=(1, 3), dtype=float32)
     """
     images = image_tensor(images, resize)
-    method = str(getattr(method, "value", method)).lower()
+    method = str(method).lower()
     if method not in METHODS:
         raise ValueError(f"sf.image.resize: method {method!r} is not supported; use one of "
                          f"{', '.join(METHODS)}{describe_location()}")
