@@ -483,7 +483,7 @@ class Function:
 
     def experimental_get_tracing_count(self) -> int:
         """How many times the Python function was traced (TensorFlow's name for
-        `tracing_count`): a retrace for a new input signature counts one.
+        `tracing_count`).
 
         >>> double = sf.function(lambda x: x * 2.0)
         >>> _ = double(sf.constant(1.0)), double(sf.constant(2.0)), double(sf.constant([1.0]))
@@ -493,21 +493,19 @@ class Function:
         return self.tracing_count
 
     def pretty_printed_concrete_signatures(self, verbose: bool = True) -> str:
-        """The signatures of the concrete functions traced so far, in tracing order, as
-        TensorFlow prints them (one block per function, blank lines between them).
+        """The signatures of the concrete functions traced so far, in tracing order, in
+        TensorFlow's format (`stageflow.staging.signatures`), blank lines between them.
 
-        >>> @sf.function
-        ... def affine(x, scale=2.0):
-        ...     return x * scale, x + 1.0
-        >>> _ = affine(sf.constant([1.0, 2.0]))
+        >>> affine = sf.function(lambda x, scale=2.0: x * scale)
+        >>> print(affine.get_concrete_function(sf.TensorSpec([None]))
+        ...       .pretty_printed_signature(verbose=False))
+        <lambda>(x, scale=2.0)
         >>> print(affine.pretty_printed_concrete_signatures())
-        affine(x, scale=2.0)
+        <lambda>(x, scale=2.0)
           Args:
-            x: float32 Tensor, shape=(2,)
+            x: float32 Tensor, shape=(None,)
           Returns:
-            (<1>, <2>)
-              <1>: float32 Tensor, shape=(2,)
-              <2>: float32 Tensor, shape=(2,)
+            float32 Tensor, shape=(None,)
         """
         traced = sorted({id(c): c for c in self._cache.values()}.values(),
                         key=lambda c: c.trace_number)
