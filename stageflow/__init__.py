@@ -16,12 +16,24 @@ import importlib as _importlib
 from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
-from stageflow import debugging, experimental, linalg, math, nest, nn, random, strings
+from stageflow import (
+    debugging,
+    dtypes,
+    experimental,
+    image,
+    linalg,
+    math,
+    nest,
+    nn,
+    random,
+    strings,
+)
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
 from stageflow.core.devices import device
 from stageflow.core.dtypes import (
+    as_dtype,
     bfloat16,
     complex64,
     complex128,
@@ -53,12 +65,14 @@ from stageflow.frontend import control_gradients as _control_gradients  # noqa: 
 from stageflow.frontend.dlpack import from_dlpack
 from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
+from stageflow.frontend.ops.casting import saturate_cast
 from stageflow.frontend.ops.complex_numbers import complex
 from stageflow.frontend.ops.control import (
     cond,
     fori_loop,
     numpy_function,
     py_func,
+    py_function,
     switch_case,
     while_loop,
 )
@@ -173,6 +187,7 @@ from stageflow.frontend.ops.sorting import argsort, sort
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (
     GradientTape,
+    UnconnectedGradients,
     custom_gradient,
     grad,
     stop_gradient,
@@ -187,6 +202,7 @@ from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager
 from stageflow.runtime.devices import list_devices
 
 bool = _dtypes.bool_  # noqa: A001 - sf.bool, as tf.bool
+double, half = float64, float16  # tf.double, tf.half
 newaxis = None
 
 __version__ = config.VERSION
@@ -198,8 +214,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "RetracingWarning": ("stageflow.staging.function", "RetracingWarning"),
     "ConcreteFunction": ("stageflow.staging.concrete", "ConcreteFunction"),
     **{name: (f"stageflow.{name}", None) for name in (
-        "aot", "data", "distribute", "keras", "layers", "losses", "metrics", "onnx",
-        "optimizers", "profiler", "saved", "saved_model", "summary", "train")},
+        "aot", "autograph", "data", "distribute", "keras", "layers", "losses", "metrics",
+        "onnx", "optimizers", "profiler", "saved", "saved_model", "summary", "train")},
 }
 
 
@@ -218,8 +234,8 @@ def __getattr__(name: str) -> _Any:
 # The public namespaces among the modules imported above; the others (`core`, `frontend`,
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
-_NAMESPACES = ("config", "debugging", "errors", "experimental", "linalg", "math", "nest", "nn",
-               "random", "strings")
+_NAMESPACES = ("config", "debugging", "dtypes", "errors", "experimental", "image", "linalg",
+               "math", "nest", "nn", "random", "strings")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

@@ -106,7 +106,8 @@ OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "er
                     "summary.experimental", "profiler", "profiler.experimental", "keras",
                     "keras.callbacks", "keras.models", "saved_model",
                     "nest", "experimental", "experimental.dlpack",
-                    "strings"]
+                    "strings", "autograph", "autograph.experimental", "dtypes",
+                    "config.experimental", "image"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

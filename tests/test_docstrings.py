@@ -24,6 +24,7 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.optimizers.schedules": sf.optimizers.schedules, "sf.metrics": sf.metrics,
     "sf.layers": sf.layers, "sf.data": sf.data, "sf.train": sf.train, "sf.aot": sf.aot,
     "sf.saved": sf.saved, "sf.distribute": sf.distribute, "sf.config": sf.config,
+    "sf.config.experimental": sf.config.experimental,
     "sf.errors": sf.errors, "sf.summary": sf.summary,
     "sf.summary.experimental": sf.summary.experimental, "sf.keras": sf.keras,
     "sf.keras.callbacks": sf.keras.callbacks, "sf.keras.models": sf.keras.models,
@@ -31,6 +32,8 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.profiler": sf.profiler, "sf.profiler.experimental": sf.profiler.experimental,
     "sf.nest": sf.nest, "sf.strings": sf.strings,
     "sf.experimental.dlpack": sf.experimental.dlpack,
+    "sf.dtypes": sf.dtypes, "sf.image": sf.image, "sf.autograph": sf.autograph,
+    "sf.autograph.experimental": sf.autograph.experimental,
 }
 
 

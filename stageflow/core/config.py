@@ -43,6 +43,9 @@
   tensors hold (``current``) and held at most (``peak``), as TensorFlow's;
   `set_soft_device_placement(False)` makes ``sf.device("GPU:0")`` without that GPU an
   error instead of running the block on the CPU (`get_soft_device_placement()`).
+- `list_physical_devices`, `list_logical_devices`, `get_visible_devices` and
+  `experimental.set_memory_growth`: TensorFlow's device listings and setting
+  (`stageflow.core.device_listing`).
 - `run_functions_eagerly(True)` (TensorFlow's name): every `sf.function` calls its Python
   function as it is, op by op, eagerly, instead of a staged graph: ``pdb`` and ``print``
   work inside it and the numbers are eager's; `functions_run_eagerly()` tells the setting.
@@ -60,18 +63,26 @@ import sys
 import warnings
 from typing import Any
 
+from stageflow.core import config_experimental as experimental
 from stageflow.core import devices
+from stageflow.core.device_listing import (
+    LogicalDevice,
+    PhysicalDevice,
+    get_visible_devices,
+    list_logical_devices,
+    list_physical_devices,
+)
 from stageflow.core.exports import public_dir
 
 # The settings and functions of `sf.config`; the rest (`emit`, `dump`, ...) is the
 # compiler's and the runtime's, hidden from `dir(sf.config)`.
-__all__ = ["cache", "cache_dir", "dump_dir", "eager_compile", "emulated_gpu_count",
-           "functions_run_eagerly", "get_memory_info", "get_soft_device_placement",
-           "launch_graphs", "log",
+__all__ = ["LogicalDevice", "PhysicalDevice", "cache", "cache_dir", "dump_dir",
+           "eager_compile", "emulated_gpu_count", "experimental", "functions_run_eagerly",
+           "get_memory_info", "get_soft_device_placement", "get_visible_devices",
+           "launch_graphs", "list_logical_devices", "list_physical_devices", "log",
            "logical_device_count", "parallel_compile", "remat", "report_dir",
            "reset_statistics", "run_functions_eagerly", "set_emulated_gpu_count",
-           "set_logical_device_count", "set_soft_device_placement", "statistics",
-           "verify"]
+           "set_logical_device_count", "set_soft_device_placement", "statistics", "verify"]
 __dir__ = public_dir(globals())
 
 VERSION = "0.1.0"

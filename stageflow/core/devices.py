@@ -104,6 +104,21 @@ def resolve(name: str) -> str:
     return _resolve(canonical(name))
 
 
+# The runtime's list of its devices' names (finding them first), for `sf.config`'s listings.
+_lister: Callable[[], list[str]] = lambda: [HOST]  # noqa: E731 - replaced by the runtime's
+
+
+def set_lister(lister: Callable[[], list[str]]) -> None:
+    """Install the runtime's list of device names (used by `listed`)."""
+    global _lister
+    _lister = lister
+
+
+def listed() -> list[str]:
+    """The canonical names of the devices of this process and of connected workers."""
+    return _lister()
+
+
 class _Scopes(threading.local):
     def __init__(self) -> None:
         self.stack: list[str | None] = []

@@ -105,7 +105,14 @@ BY_SHORT_NAME = {short: dtype for dtype, short in SHORT_NAMES.items()}
 
 
 def as_dtype(value: object) -> np.dtype:
-    """Return the stageflow dtype for a dtype-like value, or raise ``TypeError``."""
+    """The stageflow dtype for a dtype-like value (a dtype, its name or IR short name, a
+    NumPy scalar type), or ``TypeError`` (TensorFlow's ``tf.as_dtype``).
+
+    >>> sf.as_dtype("float32") == sf.float32, sf.as_dtype(np.int64) == sf.int64
+    (True, True)
+    >>> sf.as_dtype("bf16").name
+    'bfloat16'
+    """
     if isinstance(value, str) and value in BY_SHORT_NAME:
         return BY_SHORT_NAME[value]
     if (isinstance(value, str) and value == "string") or value is bytes or value is str:

@@ -9,6 +9,7 @@ order), and inside `sf.function` the whole backward pass becomes IR.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +43,24 @@ class _Tapes(threading.local):
 
 
 _tapes = _Tapes()
+
+
+class UnconnectedGradients(enum.Enum):
+    """What `GradientTape.gradient` gives for a source the target does not depend on:
+    ``NONE`` (the default) gives None, ``ZERO`` zeros of the source's shape and dtype
+    (TensorFlow's ``tf.UnconnectedGradients``; the strings ``"none"`` and ``"zero"`` are
+    taken too).
+
+    >>> x, y = sf.constant(2.0), sf.constant([1.0, 2.0])
+    >>> with sf.GradientTape() as tape:
+    ...     tape.watch([x, y])
+    ...     z = x * x
+    >>> tape.gradient(z, [x, y], unconnected_gradients=sf.UnconnectedGradients.ZERO)
+    [sf.Tensor(4., shape=(), dtype=float32), sf.Tensor([0., 0.], shape=(2,), dtype=float32)]
+    """
+
+    NONE = "none"
+    ZERO = "zero"
 
 
 class GradientTape:
@@ -128,8 +147,18 @@ class GradientTape:
 
     # -- differentiation ----------------------------------------------------------------
 
-    def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
-        """d(sum of targets)/d(sources), with the nest of `sources` (None if unconnected)."""
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
+                 unconnected_gradients: UnconnectedGradients | str = UnconnectedGradients.NONE
+                 ) -> Any:
+        """d(sum of targets)/d(sources), with the nest of `sources`; a source the targets
+        do not depend on gets None, or zeros with `unconnected_gradients` ``ZERO``
+        (`UnconnectedGradients`). `output_gradients` seed the targets (ones by default)."""
+        try:
+            unconnected = UnconnectedGradients(unconnected_gradients)
+        except ValueError:
+            raise ValueError(f"GradientTape.gradient: unconnected_gradients must be "
+                             f"sf.UnconnectedGradients.NONE or .ZERO, got "
+                             f"{unconnected_gradients!r}{describe_location()}") from None
         if self._used and not self.persistent:
             raise RuntimeError("GradientTape.gradient can only be called once on a "
                                "non-persistent tape; create it with persistent=True"
@@ -142,6 +171,9 @@ class GradientTape:
         with self.stop_recording():
             cotangents = backpropagate(self._records, targets, seeds, self._watched)
             results = [self._source_gradient(s, cotangents) for s in source_leaves]
+            if unconnected is UnconnectedGradients.ZERO:
+                results = [_zeros_for(s) if g is None else g
+                           for s, g in zip(source_leaves, results, strict=True)]
         return nest.unflatten(source_tree, results)
 
     def _read_target(self, target: Any) -> Any:
@@ -277,6 +309,14 @@ def backpropagate(records: list[Record], targets: list, seeds: list | tuple,
         needed.mask = previous
         needed.last = None  # (it holds the last rule's operands alive)
     return cotangents
+
+
+def _zeros_for(source: Any) -> Any:
+    """The gradient of an unconnected source under ``UnconnectedGradients.ZERO``: zeros
+    shaped as the source (a variable's without reading it)."""
+    if hasattr(source, "_store"):
+        return zeros(source.shape, source.dtype)
+    return zeros_like(source)
 
 
 def _accumulate(cotangents: dict[int, Any], tensor: Any, gradient: Any) -> None:

@@ -321,3 +321,14 @@ def _capture_value(source: Any, parent: Any) -> Any:
     if isinstance(source, Tensor):
         return source._value
     return source
+
+
+def constant_value(tensor: SymbolicTensor) -> np.ndarray | None:
+    """The value of a traced tensor that a constant op made (an ``sf.constant`` inside the
+    function), else None: what an op whose result shape depends on an argument's value
+    (a resize's size) can read while tracing, as TensorFlow's static values."""
+    node = tensor._node
+    for equation in reversed(tensor._trace.graph.equations):
+        if any(output is node for output in equation.outputs):
+            return equation.params["value"] if equation.primitive is constant_p else None
+    return None

@@ -128,4 +128,5 @@ def all_devices() -> list[Device]:
 
 
 devices.set_resolver(resolve)
+devices.set_lister(list_devices)
 devices.set_variable_hook(lambda variable: get(variable._device).adopt(variable))

@@ -37,6 +37,7 @@ from stageflow.runtime.gpu_graphs import LaunchGraphs, replayable
 from stageflow.runtime.interpreter import InterpreterPlan
 from stageflow.staging.compiler import Compilation
 from stageflow.staging.report import render
+from stageflow.staging.signatures import signature_text
 from stageflow.staging.staged_grad import call_under_tape
 
 LARGE_TRACE_OPS = 10_000
@@ -56,8 +57,11 @@ class ConcreteFunction:
 
     def __init__(self, name: str, graph: Graph, inputs: list[TensorSpec | Variable],
                  out_treedef: Any, out_template: list, created_variables: list,
-                 key: tuple | None, jit: bool) -> None:
+                 key: tuple | None, jit: bool, arguments: dict[str, Any] | None = None
+                 ) -> None:
         self.name = name
+        # Each parameter's traced value (specs, variables, Python values), for the signature.
+        self.arguments = arguments or {}
         self.graph = graph
         self._input_leaves = inputs
         self.inputs = [spec for spec in inputs if isinstance(spec, TensorSpec)]
@@ -71,6 +75,7 @@ class ConcreteFunction:
         self._on_host: bool | None = None
         self._gpu_programs: dict[str, Any] = {}
         self.trace_history: list[tuple[str, str]] = []  # the sf.function's, shared
+        self.trace_number = 0  # its place among the sf.function's traces
         self._captured: list[Any] | None = None
         self._forward_backward = None
         self._placed_forward_backward: dict[str, Any] = {}  # by device name
@@ -339,6 +344,25 @@ class ConcreteFunction:
         """Graphviz DOT text of the dataflow graph (ops as nodes, tensors as edges)."""
         return graph_dot(self)
 
+    def pretty_printed_signature(self, verbose: bool = True) -> str:
+        """This function's signature in TensorFlow's words (`signature_text`); not
+        `verbose`: the first line only, ``f(x, n=3)``.
+
+        >>> scale = sf.function(lambda x, n: x * n)
+        >>> print(scale.get_concrete_function(sf.TensorSpec([None]), 2.0)
+        ...       .pretty_printed_signature())
+        <lambda>(x, n=2.0)
+          Args:
+            x: float32 Tensor, shape=(None,)
+          Returns:
+            float32 Tensor, shape=(None,)
+        """
+        outputs = iter(self.outputs)
+        result = nest.unflatten(self._out_treedef, [next(outputs) if leaf is _OUTPUT else leaf
+                                                    for leaf in self._out_template])
+        text = signature_text(self.name, self.arguments, result)
+        return text if verbose else text.split("\n", 1)[0]
+
     def __repr__(self) -> str:
         args = ", ".join(repr(s) for s in self.inputs)
         return f"<ConcreteFunction {self.name}({args})>"
@@ -409,6 +433,7 @@ def trace_function(function: Any, leaves: list, treedef: Any,
             stacklevel=5,
         )
     concrete = ConcreteFunction(function.name, graph, leaves, out_treedef, template,
-                                trace.created_variables, key, function.jit)
+                                trace.created_variables, key, function.jit,
+                                function.arguments(nest.unflatten(treedef, leaves)))
     concrete.trace_history = function.trace_history
     return concrete

@@ -178,6 +178,12 @@ class Function:
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
+    def arguments(self, canonical: tuple) -> dict[str, Any]:
+        """Arguments in canonical order by parameter name, a method's instance left out."""
+        names = list(self._signature.parameters)
+        skip = 0 if self._instance is None else 1
+        return dict(zip(names[skip:], canonical[skip:], strict=False))
+
     def _names(self, canonical: tuple) -> list[str]:
         names = list(self._signature.parameters)
         paths = []
@@ -462,6 +468,7 @@ class Function:
             self.tracing_count += 1
             concrete = trace_function(self, leaves, treedef, False, key, device)
         summary_trace.collect(concrete.name, concrete.graph)
+        concrete.trace_number = self.tracing_count
         return concrete
 
     # -- inspection ---------------------------------------------------------------------
@@ -477,6 +484,36 @@ class Function:
         leaves = self._tensor_leaves(leaves, canonical)
         return self._concrete_for(leaves, treedef, canonical,
                                   relaxed=not any(isinstance(x, TensorSpec) for x in leaves))
+
+    def experimental_get_tracing_count(self) -> int:
+        """How many times the Python function was traced (TensorFlow's name for
+        `tracing_count`).
+
+        >>> double = sf.function(lambda x: x * 2.0)
+        >>> _ = double(sf.constant(1.0)), double(sf.constant(2.0)), double(sf.constant([1.0]))
+        >>> double.experimental_get_tracing_count()
+        2
+        """
+        return self.tracing_count
+
+    def pretty_printed_concrete_signatures(self, verbose: bool = True) -> str:
+        """The signatures of the concrete functions traced so far, in tracing order, in
+        TensorFlow's format (`stageflow.staging.signatures`), blank lines between them.
+
+        >>> affine = sf.function(lambda x, scale=2.0: x * scale)
+        >>> print(affine.get_concrete_function(sf.TensorSpec([None]))
+        ...       .pretty_printed_signature(verbose=False))
+        <lambda>(x, scale=2.0)
+        >>> print(affine.pretty_printed_concrete_signatures())
+        <lambda>(x, scale=2.0)
+          Args:
+            x: float32 Tensor, shape=(None,)
+          Returns:
+            float32 Tensor, shape=(None,)
+        """
+        traced = sorted({id(c): c for c in self._cache.values()}.values(),
+                        key=lambda c: c.trace_number)
+        return "\n\n".join(c.pretty_printed_signature(verbose) for c in traced)
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """As a method: `self` is bound and keyed by identity, one Function per instance."""

@@ -1,5 +1,5 @@
 """Data-dependent control flow and escapes to Python: `cond`, `switch_case`, `while_loop`,
-`fori_loop`, `py_func`, `numpy_function`.
+`fori_loop`, `py_func` (and `py_function`), `numpy_function`.
 
 Eagerly each is what it says in Python (an ``if``, a ``while``, a call); while a function
 is traced with a traced predicate or in a loop, each region is traced once into a graph and
@@ -296,20 +296,40 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any],
 # -- py_func --------------------------------------------------------------------------------
 
 
-def _result_types(Tout: Any, staged: bool) -> tuple[list[ShapedType | np.dtype], bool]:
+def _result_types(Tout: Any) -> tuple[list[ShapedType | np.dtype], bool]:
+    """Tout's entries (specs as their types, dtypes as dtypes) and whether it is one."""
     single = not isinstance(Tout, list | tuple)
     entries = [Tout] if single else list(Tout)
-    types: list[ShapedType | np.dtype] = []
-    for entry in entries:
-        if isinstance(entry, TensorSpec):
-            types.append(entry.shaped_type)
-        elif staged:
-            raise TypeError(f"py_func: a traced py_func needs each result's rank; pass "
-                            f"sf.TensorSpec(shape, dtype) (None for unknown dims) instead of "
-                            f"{entry!r}{describe_location()}")
-        else:
-            types.append(dtypes.as_dtype(entry))
+    types = [entry.shaped_type if isinstance(entry, TensorSpec) else dtypes.as_dtype(entry)
+             for entry in entries]
     return types, single
+
+
+def _probed_types(callback: _Callback, inputs: list, types: list[ShapedType | np.dtype]
+                  ) -> list[ShapedType]:
+    """Each result's type where Tout gives only its dtype, inside a trace: the IR's types
+    have a rank, TensorFlow's Tout none, so the function is called once, now, on zeros of
+    the inputs' traced shapes (1 for unknown dims), and each such result is taken to have
+    the rank it returned there and unknown dims."""
+    if all(isinstance(t, ShapedType) for t in types):
+        return types
+    zeros = [np.zeros(tuple(1 if d is None else d for d in x.shape), x.dtype) for x in inputs]
+    try:
+        with np.errstate(all="ignore"):
+            returned = callback(*zeros)
+    except Exception as error:
+        raise TypeError(
+            f"py_func: Tout gives the dtype of a result of {callback.__qualname__} but not "
+            f"its shape, so it was called once while tracing, on zeros of its inputs' shapes, "
+            f"to learn the result's rank, and raised {type(error).__name__}: {error}; pass "
+            f"sf.TensorSpec(shape, dtype) (None for unknown dims) in Tout instead"
+            f"{describe_location()}") from error
+    items = returned if isinstance(returned, list | tuple) else [returned]
+    if len(items) != len(types):
+        raise ValueError(f"py_func: {callback.__qualname__} returned {len(items)} values, "
+                         f"Tout declares {len(types)}{describe_location()}")
+    return [t if isinstance(t, ShapedType) else ShapedType((None,) * np.ndim(item), t)
+            for t, item in zip(types, items, strict=True)]
 
 
 class _Callback:
@@ -335,17 +355,23 @@ class _Callback:
 
 
 def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
-            name: str | None = None) -> Any:
+            stateful: bool = True, name: str | None = None) -> Any:
     """Run Python `func` on the values of `inp` (eager tensors), also inside a staged
     function, where it is a stateful op calling back into Python when the graph runs.
 
-    `Tout` is a dtype or `sf.TensorSpec` (traced: a spec, for the rank), or a list of them
-    (then a list of results). Eagerly this is ``func(*inp)``, differentiable as the ops
-    `func` runs are; traced, its gradient runs `func` under a tape (the paper's py_func).
+    `Tout` is a dtype or `sf.TensorSpec`, or a list of them (then a list of results).
+    Eagerly this is ``func(*inp)``, differentiable as the ops `func` runs are; traced, its
+    gradient runs `func` under a tape (the paper's py_func). A staged function's values
+    have a rank: where `Tout` gives only a dtype (TensorFlow's form, whose results have an
+    unknown shape), `func` is called once more while tracing, on zeros of its inputs'
+    traced shapes, and the result has the rank returned there and unknown dims; give a
+    `TensorSpec` to spare that call (or where `func` cannot take zeros).
 
     What `func` raises reaches the caller as it is, in every way a function runs (eager,
     interpreted, compiled). Effects run in program order: variables keep what the function
     assigned before the call that raised, and nothing after it runs (TensorFlow's order).
+    Every call runs, in that order: `stateful` (TensorFlow's leave to drop or merge calls
+    of a pure function) is accepted and changes nothing.
 
     >>> sf.py_func(lambda a: a * 2, [sf.constant([1.0, 2.0])], sf.float32)
     sf.Tensor([2., 4.], shape=(2,), dtype=float32)
@@ -353,8 +379,29 @@ def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     return _py_func(_Callback(func, tensors=True), inp, Tout)
 
 
+def py_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
+                name: str | None = None) -> Any:
+    """TensorFlow 2's name for `py_func`: `func` receives eager tensors (`sf.Tensor`), may
+    return tensors or NumPy values, and is differentiable (eagerly as the ops it runs are,
+    staged through its gradient op), interpreted or compiled.
+
+    >>> @sf.function
+    ... def cube(x):
+    ...     return sf.py_function(lambda a: a ** 3, [x], sf.float32)
+    >>> x = sf.constant([1.0, 2.0])
+    >>> with sf.GradientTape() as tape:
+    ...     tape.watch(x)
+    ...     y = cube(x)
+    >>> y
+    sf.Tensor([1., 8.], shape=(2,), dtype=float32)
+    >>> tape.gradient(y, x)
+    sf.Tensor([ 3., 12.], shape=(2,), dtype=float32)
+    """
+    return py_func(func, inp, Tout, name=name)
+
+
 def numpy_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
-                   name: str | None = None) -> Any:
+                   stateful: bool = True, name: str | None = None) -> Any:
     """`py_func` whose `func` receives NumPy arrays (TensorFlow's ``numpy_function``).
 
     >>> sf.numpy_function(lambda a: np.sort(a), [sf.constant([3.0, 1.0])], sf.float32)
@@ -383,7 +430,7 @@ def _eager_result(func: str, position: int, value: Any, declared: ShapedType | n
 def _py_func(callback: _Callback, inp: Sequence[Any], Tout: Any) -> Any:
     trace = _staging()
     inputs = [convert_to_tensor(x) for x in inp]
-    types, single = _result_types(Tout, trace is not None)
+    types, single = _result_types(Tout)
     if trace is None:  # eagerly: the call itself, seen by tapes as the ops it runs
         returned = callback.func(*(inputs if callback.tensors else [t._value for t in inputs]))
         items = returned if isinstance(returned, list | tuple) else [returned]
@@ -393,6 +440,7 @@ def _py_func(callback: _Callback, inp: Sequence[Any], Tout: Any) -> Any:
         results = [_eager_result(callback.__qualname__, position, r, t)
                    for position, (r, t) in enumerate(zip(items, types, strict=True))]
         return results[0] if single else results
+    types = _probed_types(callback, inputs, types)
     params = {"func": CallbackKey(callback), "shapes": tuple(t.shape for t in types),
               "dtypes": tuple(t.dtype for t in types)}
     results = emit(trace, py_func_p, inputs, params)

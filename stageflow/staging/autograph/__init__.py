@@ -2,6 +2,12 @@
 `sf.while_loop` (`transformer` rewrites the source, `operators` decide at run time,
 `conversion` compiles and caches)."""
 
-from stageflow.staging.autograph.conversion import AutographWarning, convert
+from stageflow.staging.autograph.conversion import (
+    AutographWarning,
+    convert,
+    do_not_convert,
+    to_code,
+    to_graph,
+)
 
-__all__ = ["AutographWarning", "convert"]
+__all__ = ["AutographWarning", "convert", "do_not_convert", "to_code", "to_graph"]

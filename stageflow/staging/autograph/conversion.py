@@ -48,6 +48,76 @@ class Converted:
 _cache: weakref.WeakKeyDictionary[Any, Converted | None] = weakref.WeakKeyDictionary()
 
 
+def _converted(entity: Any, api: str) -> Converted:
+    """`entity`'s conversion (an `sf.function`'s: of its Python function), or ValueError
+    saying why there is none."""
+    function = getattr(entity, "python_function", entity)
+    if isinstance(function, types.MethodType):
+        function = function.__func__
+    converted = convert(function)
+    if converted is None:
+        raise ValueError(
+            f"sf.autograph.{api}: {getattr(function, '__qualname__', function)!r} is not "
+            "converted: only Python functions defined with def in the user's files are "
+            "(not lambdas, library code, functions whose source is unavailable, or those "
+            "marked do_not_convert)")
+    return converted
+
+
+def to_code(entity: Any) -> str:
+    """The source AutoGraph makes of `entity` (a Python function or an `sf.function`):
+    what tracing runs, its ``if``/``while``/``for`` rewritten to calls of ``ag__``
+    (TensorFlow's ``tf.autograph.to_code``).
+
+    >>> def relu(x):
+    ...     if x > 0:
+    ...         x = x
+    ...     else:
+    ...         x = 0.0
+    ...     return x
+    >>> "ag__.if_stmt(" in sf.autograph.to_code(relu)
+    True
+    """
+    return _converted(entity, "to_code").source
+
+
+def to_graph(entity: Any) -> Callable[..., Any]:
+    """The converted Python function of `entity` (TensorFlow's ``tf.autograph.to_graph``):
+    called on eager tensors it runs as the original does; called while an `sf.function` is
+    traced, its control flow on tensors is staged.
+
+    >>> def halve_until_small(x):
+    ...     while x > 1.0:
+    ...         x = x / 2.0
+    ...     return x
+    >>> sf.function(sf.autograph.to_graph(halve_until_small), autograph=False)(
+    ...     sf.constant(10.0))
+    sf.Tensor(0.625, shape=(), dtype=float32)
+    """
+    return _converted(entity, "to_graph").function
+
+
+def do_not_convert(func: Callable[..., Any] | None = None) -> Any:
+    """Leave `func` unconverted (TensorFlow's ``tf.autograph.experimental.do_not_convert``):
+    traced by an `sf.function` or called from one, it runs as written, so Python's ``if``
+    and ``while`` on a traced tensor raise rather than become `sf.cond` and
+    `sf.while_loop`. Usable as ``@do_not_convert`` and ``@do_not_convert()``; returns
+    `func` itself.
+
+    >>> @sf.autograph.experimental.do_not_convert
+    ... def clip(x):
+    ...     return sf.minimum(x, 1.0)
+    >>> sf.function(clip)(sf.constant([0.5, 2.0]))
+    sf.Tensor([0.5, 1. ], shape=(2,), dtype=float32)
+    """
+    if func is None:
+        return do_not_convert
+    target = func.__func__ if isinstance(func, types.MethodType) else func
+    if isinstance(target, types.FunctionType):
+        _cache[target] = None  # "not converted", as convert reads its cache
+    return func
+
+
 def is_user_code(function: Any) -> bool:
     """Whether `function` is a Python function of the user's (not a library's)."""
     if not isinstance(function, types.FunctionType) or function.__name__ == "<lambda>":

@@ -23,7 +23,8 @@ functions they reach are converted too; ``print`` stays Python's, run as the fun
 traced (as in TensorFlow: `sf.print` prints when the graph runs). Statements the rewrite
 cannot express as nested functions (holding ``return``, ``yield``, ``global``,
 ``nonlocal``, ``del``, or loops with ``else``) are left as they were: Python semantics, and
-a traced condition there raises the usual staging error at its line. Every node the
+a traced condition there raises the usual staging error at its line; so are nested
+functions decorated with ``do_not_convert``. Every node the
 rewrite makes carries the line of the statement it replaces, so tracebacks and IR
 locations point at user lines.
 """
@@ -80,6 +81,16 @@ def _symbol(dotted: str, ctx: ast.expr_context | None = None) -> ast.expr:
     if len(parts) == 1:
         return _name(parts[0], ctx)
     return ast.Attribute(value=node, attr=parts[-1], ctx=ctx or ast.Load())
+
+
+def _names_do_not_convert(decorator: ast.expr) -> bool:
+    """Whether a decorator is `do_not_convert` (``@do_not_convert``,
+    ``@sf.autograph.experimental.do_not_convert``, or called with arguments)."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(
+        decorator, "id", None)
+    return name == "do_not_convert"
 
 
 def _plain(names: list[str]) -> list[str]:
@@ -163,6 +174,8 @@ class Converter(ast.NodeTransformer):
     # -- functions --------------------------------------------------------------------------
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        if self._declared and any(_names_do_not_convert(d) for d in node.decorator_list):
+            return node  # a nested function the user asked to leave as it is
         declared = {n for s in ast.walk(node) if isinstance(s, ast.Global | ast.Nonlocal)
                     for n in s.names}
         self._declared.append(declared)
