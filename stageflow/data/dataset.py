@@ -25,10 +25,13 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import context, nest
-from stageflow.core.errors import OutOfRangeError, StagingError
+from stageflow.core.errors import InvalidArgumentError, OutOfRangeError, StagingError
+from stageflow.core.source import describe_location
 from stageflow.data import sources
 from stageflow.data.elements import (
+    DatasetSpec,
     Element,
+    Window,
     describe,
     flat_leaves,
     spec_of,
@@ -37,10 +40,13 @@ from stageflow.data.elements import (
 )
 from stageflow.frontend.ops.control import numpy_function
 from stageflow.frontend.spec import TensorSpec
+from stageflow.frontend.tensor import wrap
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.staging.function import function
 
 AUTOTUNE = -1  # num_parallel_calls / buffer_size: as many as the machine has cores
+INFINITE_CARDINALITY = -1  # `Dataset.cardinality` of a dataset without end
+UNKNOWN_CARDINALITY = -2  # `Dataset.cardinality` where only iterating can tell
 
 
 class Run:
@@ -96,12 +102,49 @@ class Dataset:
         return _Slices(to_arrays(tensors), "from_tensor_slices")
 
     @staticmethod
-    def from_generator(generator: Callable[..., Iterable], output_signature: Any = None,
-                       args: tuple = ()) -> Dataset:
-        """The elements `generator(*args)` yields (a callable, so each epoch restarts it).
-        `output_signature` (a nest of `sf.TensorSpec`) fixes dtypes and is the element spec;
-        without it the first element gives them."""
-        return _Generated(generator, output_signature, tuple(args))
+    def from_tensors(tensors: Any) -> Dataset:
+        """One element: `tensors` (a nest of tensors) whole.
+
+        >>> ds = sf.data.Dataset.from_tensors(([1, 2, 3], True))
+        >>> ds.element_spec
+        (TensorSpec(shape=(3,), dtype=int32), TensorSpec(shape=(), dtype=bool))
+        >>> [(x.tolist(), bool(b)) for x, b in ds.as_numpy_iterator()]
+        [([1, 2, 3], True)]
+        """
+        leaves, treedef = nest.flatten(to_arrays(tensors))
+        return _Slices(nest.unflatten(treedef, [leaf[np.newaxis] for leaf in leaves]),
+                       "from_tensors")
+
+    @staticmethod
+    def from_generator(generator: Callable[..., Iterable], output_types: Any = None,
+                       output_shapes: Any = None, args: tuple | None = None,
+                       output_signature: Any = None) -> Dataset:
+        """The elements `generator(*args)` yields (a callable, so each epoch restarts it;
+        tensors in `args` reach it as NumPy arrays). `output_signature` (a nest of
+        `sf.TensorSpec`) fixes dtypes and is the element spec; TensorFlow's older form
+        gives `output_types` (a nest of dtypes) and `output_shapes` (a nest of shapes,
+        None dims any size; without it each leaf keeps the first element's rank, every dim
+        any size). With neither, the first element gives the spec.
+
+        >>> def pairs(n):
+        ...     for i in range(n):
+        ...         yield i, [i] * i
+        >>> ds = sf.data.Dataset.from_generator(
+        ...     pairs, output_types=(sf.int64, sf.float32), output_shapes=((), (None,)),
+        ...     args=(3,))
+        >>> ds.element_spec
+        (TensorSpec(shape=(), dtype=int64), TensorSpec(shape=(?,), dtype=float32))
+        >>> [(int(i), v.tolist()) for i, v in ds.as_numpy_iterator()]
+        [(0, []), (1, [1.0]), (2, [2.0, 2.0])]
+        """
+        signature = output_signature
+        if output_types is not None or output_shapes is not None:
+            if output_signature is not None:
+                raise TypeError("Dataset.from_generator: give output_signature, or "
+                                f"output_types and output_shapes, not both{describe_location()}")
+            signature = _legacy_signature(output_types, output_shapes)
+        arguments = tuple(to_arrays(a) for a in args or ())
+        return _Generated(generator, signature, arguments)
 
     @staticmethod
     def range(*args: int) -> Dataset:
@@ -167,6 +210,242 @@ class Dataset:
         """Elements prepared ahead by a background thread, up to `buffer_size` of them."""
         return _Prefetched(self, _count(buffer_size, "buffer_size"))
 
+    def unbatch(self) -> Dataset:
+        """Each element split along its leading dim into that many elements (every leaf
+        must have the same leading dim): the inverse of `batch`.
+
+        >>> ds = sf.data.Dataset.from_tensor_slices([[1, 2, 3], [4, 5, 6]]).unbatch()
+        >>> [int(x) for x in ds.as_numpy_iterator()]
+        [1, 2, 3, 4, 5, 6]
+        """
+        return _Unbatched(self)
+
+    def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
+        """The elements in batches of `batch_size` (TensorFlow's `rebatch` with one batch
+        size): ``unbatch().batch(batch_size, drop_remainder)``.
+
+        >>> ds = sf.data.Dataset.range(6).batch(4).rebatch(3)
+        >>> [x.tolist() for x in ds.as_numpy_iterator()]
+        [[0, 1, 2], [3, 4, 5]]
+        """
+        return self.unbatch().batch(batch_size, drop_remainder)
+
+    def padded_batch(self, batch_size: int, padded_shapes: Any = None,
+                     padding_values: Any = None, drop_remainder: bool = False) -> Dataset:
+        """`batch_size` consecutive elements padded to one shape and stacked. Each leaf is
+        padded to its shape in `padded_shapes` (a nest like the element's, of shapes;
+        None or -1 dims, and every dim without `padded_shapes`, pad to the longest in the
+        batch), with its value in `padding_values` (a nest like the element's, or one
+        scalar for all leaves; 0 without it).
+
+        >>> ds = sf.data.Dataset.from_generator(
+        ...     lambda: ([x] * x for x in range(1, 5)),
+        ...     output_signature=sf.TensorSpec([None], sf.int32))
+        >>> for batch in ds.padded_batch(2).as_numpy_iterator():
+        ...     print(batch.tolist())
+        [[1, 0], [2, 2]]
+        [[3, 3, 3, 0], [4, 4, 4, 4]]
+        >>> for batch in ds.padded_batch(2, padded_shapes=5, padding_values=-1).as_numpy_iterator():
+        ...     print(batch.tolist())
+        [[1, -1, -1, -1, -1], [2, 2, -1, -1, -1]]
+        [[3, 3, 3, -1, -1], [4, 4, 4, 4, -1]]
+        """
+        return _PaddedBatched(self, _positive(batch_size, "batch_size"), padded_shapes,
+                              padding_values, bool(drop_remainder))
+
+    def window(self, size: int, shift: int | None = None, stride: int = 1,
+               drop_remainder: bool = False) -> Dataset:
+        """Windows of `size` elements, `stride` apart, a window starting every `shift`
+        elements (`size` without it). Each window is the element's structure with a dataset
+        for each leaf (`flat_map` makes elements of them); the last windows are shorter
+        unless `drop_remainder`.
+
+        >>> windows = sf.data.Dataset.range(7).window(3, shift=2, drop_remainder=True)
+        >>> for window in windows:
+        ...     print([int(x) for x in window])
+        [0, 1, 2]
+        [2, 3, 4]
+        [4, 5, 6]
+        >>> flat = sf.data.Dataset.range(7).window(3, 1, 2, True).flat_map(lambda w: w.batch(3))
+        >>> [x.tolist() for x in flat.as_numpy_iterator()]
+        [[0, 2, 4], [1, 3, 5], [2, 4, 6]]
+        """
+        size = _positive(size, "size")
+        return _Windowed(self, size, size if shift is None else _positive(shift, "shift"),
+                         _positive(stride, "stride"), bool(drop_remainder))
+
+    def flat_map(self, map_func: Callable[..., Dataset]) -> Dataset:
+        """The elements of the dataset `map_func` makes of each element, one dataset after
+        the other. `map_func` runs eagerly (it builds a dataset: a description), a tuple
+        element passed as separate arguments.
+
+        >>> ds = sf.data.Dataset.from_tensor_slices([[1, 2, 3], [4, 5, 6]])
+        >>> [int(x) for x in ds.flat_map(sf.data.Dataset.from_tensor_slices).as_numpy_iterator()]
+        [1, 2, 3, 4, 5, 6]
+        """
+        return _Interleaved(self, map_func, 1, 1, "flat_map")
+
+    def interleave(self, map_func: Callable[..., Dataset], cycle_length: int | None = None,
+                   block_length: int = 1, num_parallel_calls: int | None = None,
+                   deterministic: bool | None = None) -> Dataset:
+        """The elements of the datasets `map_func` makes of the elements, `cycle_length`
+        of them open at once (one per core without it, as TensorFlow's default), taking
+        `block_length` elements from each in turn; one that ends makes room for the next
+        element's. The order is TensorFlow's deterministic one; `num_parallel_calls` and
+        `deterministic` change nothing here (the elements come one by one).
+
+        >>> ds = sf.data.Dataset.range(1, 6).interleave(
+        ...     lambda x: sf.data.Dataset.from_tensors(x).repeat(6), cycle_length=2,
+        ...     block_length=4)
+        >>> [int(x) for x in ds.as_numpy_iterator()]  # doctest: +NORMALIZE_WHITESPACE
+        [1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4,
+         5, 5, 5, 5, 5, 5]
+        """
+        del num_parallel_calls, deterministic  # one element at a time, in order
+        if cycle_length is None or cycle_length == AUTOTUNE:
+            cycle = os.cpu_count() or 1
+        else:
+            cycle = _positive(cycle_length, "cycle_length")
+        return _Interleaved(self, map_func, cycle, _positive(block_length, "block_length"),
+                            "interleave")
+
+    def scan(self, initial_state: Any, scan_func: Callable[[Any, Any], tuple[Any, Any]]
+             ) -> Dataset:
+        """``scan_func(state, element)`` returns ``(new_state, output)``: the outputs, the
+        state carried from `initial_state` (it keeps its structure and dtypes). Staged with
+        `sf.function` like `map`'s function; an iterator's checkpoint saves the state.
+
+        >>> ds = sf.data.Dataset.range(10).scan(
+        ...     np.int64(0), lambda state, i: (state + i, state + i))
+        >>> [int(x) for x in ds.as_numpy_iterator()]
+        [0, 1, 3, 6, 10, 15, 21, 28, 36, 45]
+        """
+        return _Scanned(self, initial_state, scan_func)
+
+    def take_while(self, predicate: Callable[..., Any]) -> Dataset:
+        """The elements until the first for which `predicate` (a bool scalar, staged like
+        `filter`'s) is false.
+
+        >>> ds = sf.data.Dataset.range(10).take_while(lambda x: x < 5)
+        >>> [int(x) for x in ds.as_numpy_iterator()]
+        [0, 1, 2, 3, 4]
+        """
+        return _TakenWhile(self, predicate)
+
+    def unique(self) -> Dataset:
+        """Each element the first time it comes (elements: int32 or int64 scalars); the
+        values seen are kept, and saved with the iterator.
+
+        >>> ds = sf.data.Dataset.from_tensor_slices([1, 37, 2, 37, 2, 1]).unique()
+        >>> [int(x) for x in ds.as_numpy_iterator()]
+        [1, 37, 2]
+        """
+        return _Unique(self)
+
+    def cache(self, filename: str = "") -> Dataset:
+        """The elements, recorded in memory by the first pass that reaches the end and read
+        from there by later passes (epochs of `repeat`, new iterators): stages before it
+        run once (a shuffle before it keeps its first order). Only the in-memory cache
+        exists here: `filename` must be empty.
+
+        >>> calls = []
+        >>> def noted(x):
+        ...     calls.append(int(x))
+        ...     return x
+        >>> ds = sf.data.Dataset.range(3).map(
+        ...     lambda x: sf.numpy_function(noted, [x], sf.TensorSpec((), sf.int64))).cache()
+        >>> [int(x) for x in ds.repeat(2).as_numpy_iterator()], calls
+        ([0, 1, 2, 0, 1, 2], [0, 1, 2])
+        """
+        if filename:
+            raise ValueError(f"Dataset.cache: only the in-memory cache exists, give no "
+                             f"filename (got {filename!r}){describe_location()}")
+        return _Cached(self)
+
+    def shard(self, num_shards: int, index: int) -> Dataset:
+        """Every `num_shards`th element, from the `index`th: one worker's part.
+
+        >>> [int(x) for x in sf.data.Dataset.range(10).shard(3, 1).as_numpy_iterator()]
+        [1, 4, 7]
+        """
+        count = _positive(num_shards, "num_shards")
+        if not 0 <= int(index) < count:
+            raise ValueError(f"Dataset.shard: index must be in [0, num_shards={count}), got "
+                             f"{index}{describe_location()}")
+        return _Sharded(self, count, int(index))
+
+    def apply(self, transformation_func: Callable[[Dataset], Dataset]) -> Dataset:
+        """``transformation_func(self)``, which must return a dataset: reusable chains.
+
+        >>> def evens_doubled(ds):
+        ...     return ds.filter(lambda x: x % 2 == 0).map(lambda x: x * 2)
+        >>> [int(x) for x in sf.data.Dataset.range(6).apply(evens_doubled).as_numpy_iterator()]
+        [0, 4, 8]
+        """
+        result = transformation_func(self)
+        if not isinstance(result, Dataset):
+            raise TypeError(f"Dataset.apply: transformation_func must return a Dataset, "
+                            f"got {type(result).__name__}{describe_location()}")
+        return result
+
+    # -- results ----------------------------------------------------------------------------
+
+    def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
+        """``reduce_func(state, element)`` over every element, from `initial_state`: the
+        final state (eager tensors; it keeps its structure and dtypes). Staged with
+        `sf.function` like `map`'s function.
+
+        >>> print(sf.data.Dataset.range(5).reduce(np.int64(0), lambda x, _: x + 1).numpy())
+        5
+        >>> print(sf.data.Dataset.range(5).reduce(np.int64(0), lambda x, y: x + y).numpy())
+        10
+        """
+        _not_unrolled("dataset's reduce")
+        state = to_arrays(initial_state)
+        step = _Step(self, reduce_func, state, "reduce")
+        for element in self.as_numpy_iterator():
+            state = step.checked(step.mapped._apply((state, element)))
+        return to_tensors(state)
+
+    def get_single_element(self) -> Any:
+        """The dataset's one element (eager tensors); an empty dataset, or one of more
+        elements, raises `sf.errors.InvalidArgumentError`.
+
+        >>> sf.data.Dataset.from_tensors([1, 2]).get_single_element().numpy()
+        array([1, 2], dtype=int32)
+        >>> try:
+        ...     sf.data.Dataset.range(2).get_single_element()
+        ... except sf.errors.InvalidArgumentError as error:
+        ...     print(str(error).splitlines()[0])
+        Dataset.get_single_element: the dataset had more than one element
+        """
+        _not_unrolled("dataset's get_single_element")
+        elements = list(itertools.islice(self.as_numpy_iterator(), 2))
+        if len(elements) != 1:
+            count = "was empty" if not elements else "had more than one element"
+            raise InvalidArgumentError(f"Dataset.get_single_element: the dataset {count}"
+                                       f"{describe_location()}")
+        return _user_view(elements[0])
+
+    def cardinality(self) -> Any:
+        """The number of elements, an int64 scalar tensor: `sf.data.INFINITE_CARDINALITY`
+        (-1) without end, `sf.data.UNKNOWN_CARDINALITY` (-2) where only iterating can tell
+        (after `filter`, a generator, ...).
+
+        >>> ds = sf.data.Dataset.range(42)
+        >>> int(ds.cardinality()), int(ds.batch(5).cardinality())
+        (42, 9)
+        >>> int(ds.repeat().cardinality()) == sf.data.INFINITE_CARDINALITY
+        True
+        >>> int(ds.filter(lambda x: x > 10).cardinality()) == sf.data.UNKNOWN_CARDINALITY
+        True
+        """
+        return wrap(np.int64(self._cardinality()))
+
+    def _cardinality(self) -> int:
+        """This stage's number of elements, from its inputs' (TensorFlow's rules)."""
+        return UNKNOWN_CARDINALITY
+
     # -- iteration --------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator:
@@ -188,14 +467,19 @@ class Dataset:
         return _fetcher(lambda: current[0], self.element_spec, [started])
 
     def as_numpy_iterator(self) -> Iterable[Any]:
-        """The elements as nests of NumPy arrays."""
+        """The elements as nests of NumPy arrays (a `window`'s datasets as iterators of
+        them)."""
         source = self._make(Run((next(self._iterators),), self._seeds()))
         try:
             while True:
                 try:
-                    yield source.next()
+                    element = source.next()
                 except StopIteration:
                     return
+                leaves, treedef = nest.flatten(element)
+                yield nest.unflatten(treedef, [
+                    _WindowRows(leaf).as_numpy_iterator() if isinstance(leaf, Window)
+                    else leaf for leaf in leaves])
         finally:
             source.close()
 
@@ -277,7 +561,7 @@ class Iterator:
     def __next__(self) -> Any:
         if isinstance(context.current_trace(), GraphTrace):
             return self._staged_next()
-        return to_tensors(self._source.next())
+        return _user_view(self._source.next())
 
     def _staged_next(self) -> Any:
         leaves, treedef = nest.flatten(self.element_spec)
@@ -426,6 +710,9 @@ class _Slices(Dataset):
     def _stage(self) -> str:
         return self._name
 
+    def _cardinality(self) -> int:
+        return self._count
+
     def _make(self, run: Run) -> sources.Source:
         treedef = self._treedef
         return sources.Slices(self._columns, lambda rows: nest.unflatten(treedef, rows),
@@ -437,22 +724,27 @@ class _Generated(Dataset):
         super().__init__()
         if not callable(generator):
             raise TypeError("Dataset.from_generator: pass the generator function (called "
-                            f"again for each epoch), not a {type(generator).__name__}")
+                            f"again for each epoch), not a {type(generator).__name__}"
+                            f"{describe_location()}")
         self._generator, self._signature, self._args = generator, signature, args
-        self._spec = signature
+        self._spec = None if isinstance(signature, _Unshaped) else signature
 
     def _convert(self, value: Any) -> Element:
         if self._signature is None:
             return to_arrays(value)
-        specs, treedef = nest.flatten(self._signature)
-        leaves, given = nest.flatten(value)
-        if given != treedef:
+        unshaped = isinstance(self._signature, _Unshaped)
+        wanted = self._signature.dtypes if unshaped else self._signature
+        specs, treedef = nest.flatten(wanted)
+        try:
+            leaves = _up_to(treedef, value, "the generator's element", "")
+        except ValueError:
             raise ValueError(f"Dataset.from_generator: the generator yielded {value!r}, "
-                             f"output_signature is {self._signature!r}")
+                             f"the elements are {wanted!r}") from None
         arrays = []
         for leaf, spec in zip(leaves, specs, strict=True):
-            array = np.asarray(leaf._value if hasattr(leaf, "_value") else leaf, spec.dtype)
-            if not spec.is_compatible_with(array.shape, array.dtype):
+            dtype = spec if unshaped else spec.dtype
+            array = np.asarray(leaf._value if hasattr(leaf, "_value") else leaf, dtype)
+            if not unshaped and not spec.is_compatible_with(array.shape, array.dtype):
                 raise ValueError(f"Dataset.from_generator: the generator yielded shape "
                                  f"{array.shape} where output_signature says {spec}")
             arrays.append(array)
@@ -461,7 +753,11 @@ class _Generated(Dataset):
     @property
     def element_spec(self) -> Any:
         if self._spec is None:
-            self._spec = _first_spec(self)
+            leaves, treedef = nest.flatten(_first_spec(self))
+            # output_types alone: the shapes are unknown, the first element gives the rank
+            unknown = isinstance(self._signature, _Unshaped)
+            self._spec = nest.unflatten(treedef, [
+                TensorSpec((None,) * len(s.shape), s.dtype) if unknown else s for s in leaves])
         return self._spec
 
     def _stage(self) -> str:
@@ -517,7 +813,7 @@ class _Mapped(Dataset):
                           f"runs eagerly, it cannot be staged: {error}", stacklevel=3)
 
     def _apply(self, element: Element) -> Element:
-        return to_arrays(self._call(to_tensors(element)))
+        return to_arrays(self._call(_user_view(element)))
 
     @property
     def element_spec(self) -> Any:
@@ -534,6 +830,9 @@ class _Mapped(Dataset):
     def _stage(self) -> str:
         return "map"
 
+    def _cardinality(self) -> int:
+        return self._inputs[0]._cardinality()
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Mapped(self._inputs[0]._make(run), self._apply, self._parallel,
                               lambda: self.element_spec)
@@ -545,11 +844,7 @@ class _Filtered(Dataset):
         self._mapped = _Mapped(input_dataset, predicate, 1)  # its staging, reused
 
     def _keep(self, element: Element) -> bool:
-        result = np.asarray(to_arrays(self._mapped._call(to_tensors(element))))
-        if result.shape != () or result.dtype != np.bool_:
-            raise TypeError(f"Dataset.filter: the predicate must return a bool scalar, got "
-                            f"{result.dtype.name}{list(result.shape)}")
-        return bool(result)
+        return _truth(self._mapped, element, "filter")
 
     @property
     def element_spec(self) -> Any:
@@ -574,6 +869,9 @@ class _Counted(Dataset):
     def _stage(self) -> str:
         return f"count from {self._start}"
 
+    def _cardinality(self) -> int:
+        return INFINITE_CARDINALITY
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Counted(self._start)
 
@@ -585,6 +883,13 @@ class _Zipped(Dataset):
 
     def _stage(self) -> str:
         return f"zip of {len(self._inputs)}"
+
+    def _cardinality(self) -> int:
+        counts = [d._cardinality() for d in self._inputs]
+        if UNKNOWN_CARDINALITY in counts:
+            return UNKNOWN_CARDINALITY
+        finite = [n for n in counts if n != INFINITE_CARDINALITY]
+        return min(finite) if finite else INFINITE_CARDINALITY
 
     def _make(self, run: Run) -> sources.Source:
         return sources.Zipped([d._make(run) for d in self._inputs])
@@ -610,6 +915,13 @@ class _Concatenated(Dataset):
     def _stage(self) -> str:
         return "concatenate"
 
+    def _cardinality(self) -> int:
+        counts = [d._cardinality() for d in self._inputs]
+        for special in (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY):
+            if special in counts:
+                return special
+        return sum(counts)
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Concatenated(*(d._make(run) for d in self._inputs))
 
@@ -631,6 +943,9 @@ class _Shuffled(Dataset):
         fixed = "" if self._reshuffle else ", reshuffle_each_iteration=False"
         return f"shuffle({self._size}{fixed})"
 
+    def _cardinality(self) -> int:
+        return self._inputs[0]._cardinality()
+
     def _make(self, run: Run) -> sources.Source:
         seed = [*run.seeds.get(id(self), self._seed), *(run.epoch if self._reshuffle else ())]
         return sources.Shuffled(self._inputs[0]._make(run), self._size, seed,
@@ -651,6 +966,9 @@ class _Batched(Dataset):
     def _stage(self) -> str:
         return f"batch({self._size}{', drop_remainder=True' if self._drop else ''})"
 
+    def _cardinality(self) -> int:
+        return _batches(self._inputs[0]._cardinality(), self._size, self._drop)
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Batched(self._inputs[0]._make(run), self._size, self._drop)
 
@@ -666,6 +984,14 @@ class _Repeated(Dataset):
 
     def _stage(self) -> str:
         return f"repeat({'' if self._count is None else self._count})"
+
+    def _cardinality(self) -> int:
+        count = self._inputs[0]._cardinality()
+        if self._count is None:
+            return 0 if count == 0 else INFINITE_CARDINALITY
+        if self._count == 0 or count < 0:
+            return 0 if self._count == 0 else count
+        return count * self._count
 
     def _make(self, run: Run) -> sources.Source:
         return sources.Repeated(lambda number: self._inputs[0]._make(run.repeated(number)),
@@ -686,6 +1012,16 @@ class _Taken(Dataset):
             return f"skip({self._skip})"
         return f"take({-1 if self._count is None else self._count})"
 
+    def _cardinality(self) -> int:
+        count = self._inputs[0]._cardinality()
+        if count == UNKNOWN_CARDINALITY:
+            return count
+        if self._skip:
+            return count if count < 0 else max(count - self._skip, 0)
+        if self._count is None:
+            return count
+        return self._count if count == INFINITE_CARDINALITY else min(count, self._count)
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Taken(self._inputs[0]._make(run), self._count, self._skip)
 
@@ -702,9 +1038,495 @@ class _Prefetched(Dataset):
     def _stage(self) -> str:
         return "prefetch"
 
+    def _cardinality(self) -> int:
+        return self._inputs[0]._cardinality()
+
     def _make(self, run: Run) -> sources.Source:
         return sources.Prefetched(self._inputs[0]._make(run), self._size,
                                   lambda: self.element_spec)
+
+
+class _WindowRows(Dataset):
+    """One leaf of a `window` element, as the dataset the user receives: its rows."""
+
+    def __init__(self, window: Window) -> None:
+        super().__init__()
+        self._window = window
+
+    @property
+    def element_spec(self) -> Any:
+        return self._window.spec
+
+    def _stage(self) -> str:
+        return "window rows"
+
+    def _cardinality(self) -> int:
+        return len(self._window.rows)
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Listed(self._window.rows)
+
+
+class _Unbatched(Dataset):
+    def __init__(self, input_dataset: Dataset) -> None:
+        super().__init__((input_dataset,))
+        self._where = describe_location()
+        leaves = nest.flatten(input_dataset.element_spec)[0]
+        if any(isinstance(s, DatasetSpec) or not s.shape for s in leaves):
+            raise ValueError(f"Dataset.unbatch: every leaf of the elements needs a leading "
+                             f"dim to split, the elements are "
+                             f"{describe(input_dataset.element_spec)}{self._where}")
+
+    def _split(self, element: Element) -> list[Element]:
+        leaves, treedef = nest.flatten(element)
+        dims = {leaf.shape[0] if leaf.ndim else None for leaf in leaves}
+        if len(dims) != 1 or None in dims:
+            raise ValueError(f"Dataset.unbatch: the leaves of an element have shapes "
+                             f"{[leaf.shape for leaf in leaves]}, not one leading dim"
+                             f"{self._where}")
+        return [nest.unflatten(treedef, [leaf[i] for leaf in leaves])
+                for i in range(dims.pop())]
+
+    @property
+    def element_spec(self) -> Any:
+        leaves, treedef = nest.flatten(self._inputs[0].element_spec)
+        return nest.unflatten(treedef, [TensorSpec(s.shape[1:], s.dtype) for s in leaves])
+
+    def _stage(self) -> str:
+        return "unbatch"
+
+    def _cardinality(self) -> int:
+        count = self._inputs[0]._cardinality()
+        dims = {s.shape[0] for s in nest.flatten(self._inputs[0].element_spec)[0]}
+        if count < 0 or len(dims) != 1 or None in dims:
+            return count if count == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY
+        return count * dims.pop()
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Unbatched(self._inputs[0]._make(run), self._split,
+                                 lambda: self._inputs[0].element_spec)
+
+
+class _PaddedBatched(Dataset):
+    def __init__(self, input_dataset: Dataset, size: int, padded_shapes: Any,
+                 padding_values: Any, drop_remainder: bool) -> None:
+        super().__init__((input_dataset,))
+        self._size, self._drop = size, drop_remainder
+        self._where = describe_location()
+        specs, treedef = nest.flatten(input_dataset.element_spec)
+        if padded_shapes is None:  # every dim to the batch's longest
+            shapes = [(None,) * len(s.shape) for s in specs]
+        else:
+            shapes = [_shape(p, "padded_shapes", self._where)
+                      for p in _up_to(treedef, padded_shapes, "padded_shapes", self._where)]
+        for spec, shape in zip(specs, shapes, strict=True):
+            if len(spec.shape) != len(shape) or any(
+                    want is not None and have is not None and have > want
+                    for have, want in zip(spec.shape, shape, strict=True)):
+                raise ValueError(f"Dataset.padded_batch: elements of shape "
+                                 f"{_dims(spec.shape)} do not fit padded shape "
+                                 f"{_dims(shape)}{self._where}")
+        self._shapes = shapes
+        if padding_values is None:
+            values = [0] * len(specs)
+        elif not nest.flatten(padding_values)[0] or nest.flatten(padding_values)[1] == (None,):
+            values = [padding_values] * len(specs)
+        else:
+            values = _up_to(treedef, padding_values, "padding_values", self._where)
+        self._values = []
+        for value, spec in zip(values, specs, strict=True):
+            array = np.asarray(to_arrays(value))
+            if array.shape != ():
+                raise ValueError(f"Dataset.padding_batch: padding values are scalars, got "
+                                 f"shape {array.shape}{self._where}")
+            self._values.append(array.astype(spec.dtype))
+
+    def _pad(self, elements: list[Element]) -> Element:
+        rows = [flat_leaves(e) for e in elements]
+        treedef = nest.flatten(elements[0])[1]
+        columns = []
+        for column, shape, value in zip(zip(*rows, strict=True), self._shapes, self._values,
+                                        strict=True):
+            if any(a.ndim != len(shape) for a in column):
+                raise ValueError(f"Dataset.padded_batch: elements of shapes "
+                                 f"{[a.shape for a in column]} do not have padded_shapes' "
+                                 f"rank {len(shape)}{self._where}")
+            target = [max(a.shape[d] for a in column) if want is None else want
+                      for d, want in enumerate(shape)]
+            batch = np.full((len(column), *target), value, column[0].dtype)
+            for i, a in enumerate(column):
+                if any(have > want for have, want in zip(a.shape, target, strict=True)):
+                    raise ValueError(f"Dataset.padded_batch: an element of shape {a.shape} "
+                                     f"is larger than the padded shape {_dims(shape)}"
+                                     f"{self._where}")
+                batch[(i, *(slice(0, n) for n in a.shape))] = a
+            columns.append(batch)
+        return nest.unflatten(treedef, columns)
+
+    @property
+    def element_spec(self) -> Any:
+        specs, treedef = nest.flatten(self._inputs[0].element_spec)
+        return nest.unflatten(treedef, [
+            TensorSpec((self._size if self._drop else None,
+                        *(d if want is None else want
+                          for d, want in zip(spec.shape, shape, strict=True))), spec.dtype)
+            for spec, shape in zip(specs, self._shapes, strict=True)])
+
+    def _stage(self) -> str:
+        values = [v.item() for v in self._values]
+        drop = ", drop_remainder=True" if self._drop else ""
+        return f"padded_batch({self._size}, {[_dims(s) for s in self._shapes]}, {values}{drop})"
+
+    def _cardinality(self) -> int:
+        return _batches(self._inputs[0]._cardinality(), self._size, self._drop)
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Batched(self._inputs[0]._make(run), self._size, self._drop, self._pad)
+
+
+class _Windowed(Dataset):
+    def __init__(self, input_dataset: Dataset, size: int, shift: int, stride: int,
+                 drop_remainder: bool) -> None:
+        super().__init__((input_dataset,))
+        self._size, self._shift, self._stride, self._drop = size, shift, stride, drop_remainder
+
+    @property
+    def element_spec(self) -> Any:
+        leaves, treedef = nest.flatten(self._inputs[0].element_spec)
+        return nest.unflatten(treedef, [DatasetSpec(spec) for spec in leaves])
+
+    def _stage(self) -> str:
+        drop = ", drop_remainder=True" if self._drop else ""
+        return f"window({self._size}, shift={self._shift}, stride={self._stride}{drop})"
+
+    def _cardinality(self) -> int:
+        count = self._inputs[0]._cardinality()
+        if count < 0:
+            return count
+        if self._drop:
+            rest = count - ((self._size - 1) * self._stride + 1)
+            return 0 if rest < 0 else rest // self._shift + 1
+        return -(-count // self._shift)
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Windowed(self._inputs[0]._make(run), self._size, self._shift,
+                                self._stride, self._drop, lambda: self._inputs[0].element_spec)
+
+
+class _Interleaved(Dataset):
+    """`flat_map` and `interleave`: `map_func` runs eagerly on each element (as the user
+    sees it) and returns a dataset; the datasets are made of the pipeline's run, their
+    epoch path extended by the element's number, so their shuffles draw orders of their
+    own, which their saved seeds give back on restore."""
+
+    def __init__(self, input_dataset: Dataset, map_func: Callable[..., Dataset],
+                 cycle_length: int, block_length: int, name: str) -> None:
+        super().__init__((input_dataset,))
+        if not callable(map_func):
+            raise TypeError(f"Dataset.{name}: map_func must be callable, got "
+                            f"{type(map_func).__name__}{describe_location()}")
+        self._func, self._cycle, self._block, self._name = map_func, cycle_length, \
+            block_length, name
+        self._where = describe_location()
+        self._spec: Any = None
+
+    def _dataset_of(self, element: Any) -> Dataset:
+        args = element if isinstance(element, tuple) else (element,)
+        dataset = self._func(*args)
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"Dataset.{self._name}: map_func must return a Dataset, got "
+                            f"{type(dataset).__name__}{self._where}")
+        return dataset
+
+    def _open(self, run: Run, element: Element, number: int, saved: dict[str, Any] | None
+              ) -> tuple[sources.Source, Callable[[], dict[str, Any]]]:
+        dataset = self._dataset_of(_user_view(element))
+        shuffles = dataset._shuffles()
+        seeds = [s._seed for s in shuffles]
+        if saved is not None:
+            where = f"Dataset.{self._name}"
+            _check_pipeline(saved["pipeline"], dataset._pipeline(), where)
+            seeds = [[int(w) for w in seed] for seed in saved["seeds"]]
+            if len(seeds) != len(shuffles):
+                raise ValueError(f"{where}: the saved dataset has {len(seeds)} shuffles, "
+                                 f"this one {len(shuffles)}")
+        source = dataset._make(Run((*run.epoch, number),
+                                   {id(s): seed for s, seed in zip(shuffles, seeds, strict=True)}))
+        if saved is not None:
+            source.restore(saved["source"])
+        return source, lambda: {"seeds": seeds, "pipeline": dataset._pipeline()}
+
+    @property
+    def element_spec(self) -> Any:
+        if self._spec is None:
+            self._spec = self._probed_spec()
+        return self._spec
+
+    def _probed_spec(self) -> Any:
+        """The spec of the datasets `map_func` makes of stand-in elements of the input's
+        spec, its unknown dims once 0 and once 1: a dim that differs is unknown (the
+        datasets' specs may follow the element's dims). If `map_func` cannot take the
+        stand-ins, the first element's spec."""
+        specs, treedef = nest.flatten(self._inputs[0].element_spec)
+        found = []
+        for fill in (0, 1):
+            probe = nest.unflatten(treedef, [
+                Window([], s.element_spec) if isinstance(s, DatasetSpec)
+                else np.zeros([fill if d is None else d for d in s.shape], s.dtype)
+                for s in specs])
+            try:
+                found.append(self._dataset_of(_user_view(probe)).element_spec)
+            except Exception:  # noqa: BLE001 - a function that needs real elements
+                return _first_spec(self)
+        return _union(*found)
+
+    def _stage(self) -> str:
+        if self._name == "flat_map":
+            return "flat_map"
+        return f"interleave(cycle_length={self._cycle}, block_length={self._block})"
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Interleaved(
+            self._inputs[0]._make(run),
+            lambda element, number, saved: self._open(run, element, number, saved),
+            self._cycle, self._block, lambda: self._inputs[0].element_spec)
+
+
+class _Step:
+    """A `scan` or `reduce` function, staged as `map`'s are, called on ``(state,
+    element)``; the state it returns must keep the initial state's structure and dtypes."""
+
+    def __init__(self, dataset: Dataset, func: Callable[..., Any], initial: Element,
+                 name: str) -> None:
+        self.mapped = _Mapped(dataset, func, 1)
+        self.initial, self.name = initial, name
+        self.where = describe_location()
+
+    def checked(self, state: Element) -> Element:
+        (want, want_def), (got, got_def) = nest.flatten(self.initial), nest.flatten(state)
+        if want_def != got_def or any(a.dtype != b.dtype for a, b in zip(want, got, strict=True)):
+            raise TypeError(f"Dataset.{self.name}: the function returned the state "
+                            f"{describe(spec_of(state))}, the initial state is "
+                            f"{describe(spec_of(self.initial))} (structure and dtypes must "
+                            f"stay){self.where}")
+        return state
+
+
+class _Scanned(Dataset):
+    def __init__(self, input_dataset: Dataset, initial_state: Any,
+                 scan_func: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        super().__init__((input_dataset,))
+        self._step = _Step(input_dataset, scan_func, to_arrays(initial_state), "scan")
+        self._spec: Any = None
+
+    def _advance(self, state: Element, element: Element) -> tuple[Element, Element]:
+        result = self._step.mapped._apply((state, element))
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise TypeError(f"Dataset.scan: scan_func must return (new_state, output), got "
+                            f"{describe(spec_of(result))}{self._step.where}")
+        return self._step.checked(result[0]), result[1]
+
+    @property
+    def element_spec(self) -> Any:
+        if self._spec is None:
+            args = (spec_of(self._step.initial), self._inputs[0].element_spec)
+            try:
+                concrete = self._step.mapped._staged.get_concrete_function(*args)
+                self._spec = concrete.structure_outputs(concrete.outputs)[1]
+            except (StagingError, TypeError, IndexError):
+                self._spec = _first_spec(self)
+        return self._spec
+
+    def _stage(self) -> str:
+        return f"scan from {describe(spec_of(self._step.initial))}"
+
+    def _cardinality(self) -> int:
+        return self._inputs[0]._cardinality()
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Scanned(self._inputs[0]._make(run), self._advance, self._step.initial,
+                               lambda: spec_of(self._step.initial))
+
+
+class _TakenWhile(Dataset):
+    def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any]) -> None:
+        super().__init__((input_dataset,))
+        self._mapped = _Mapped(input_dataset, predicate, 1)
+
+    @property
+    def element_spec(self) -> Any:
+        return self._inputs[0].element_spec
+
+    def _stage(self) -> str:
+        return "take_while"
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.TakenWhile(self._inputs[0]._make(run),
+                                  lambda element: _truth(self._mapped, element, "take_while"))
+
+
+class _Unique(Dataset):
+    def __init__(self, input_dataset: Dataset) -> None:
+        super().__init__((input_dataset,))
+        spec = input_dataset.element_spec
+        if not isinstance(spec, TensorSpec) or spec.shape != () or \
+                spec.dtype not in (np.int32, np.int64):
+            raise TypeError(f"Dataset.unique: elements must be int32 or int64 scalars, got "
+                            f"{describe(spec)}{describe_location()}")
+
+    @property
+    def element_spec(self) -> Any:
+        return self._inputs[0].element_spec
+
+    def _stage(self) -> str:
+        return "unique()"
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Unique(self._inputs[0]._make(run), self.element_spec.dtype)
+
+
+class _Cached(Dataset):
+    def __init__(self, input_dataset: Dataset) -> None:
+        super().__init__((input_dataset,))
+        self._store: list[list[Element]] = []  # the record, once a pass completed it
+
+    @property
+    def element_spec(self) -> Any:
+        return self._inputs[0].element_spec
+
+    def _stage(self) -> str:
+        return "cache"
+
+    def _cardinality(self) -> int:
+        return self._inputs[0]._cardinality()
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Cached(lambda: self._inputs[0]._make(run), self._store,
+                              lambda: self.element_spec)
+
+
+class _Sharded(Dataset):
+    def __init__(self, input_dataset: Dataset, count: int, index: int) -> None:
+        super().__init__((input_dataset,))
+        self._count, self._index = count, index
+
+    @property
+    def element_spec(self) -> Any:
+        return self._inputs[0].element_spec
+
+    def _stage(self) -> str:
+        return f"shard({self._count}, {self._index})"
+
+    def _cardinality(self) -> int:
+        count = self._inputs[0]._cardinality()
+        if count < 0:
+            return count
+        return count // self._count + (self._index < count % self._count)
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Sharded(self._inputs[0]._make(run), self._count, self._index)
+
+
+def _user_view(element: Element) -> Any:
+    """An element as the user receives it: eager tensors, and a dataset for each leaf of a
+    `window` element."""
+    leaves, treedef = nest.flatten(to_tensors(element))
+    return nest.unflatten(treedef, [_WindowRows(leaf) if isinstance(leaf, Window) else leaf
+                                    for leaf in leaves])
+
+
+def _truth(mapped: _Mapped, element: Element, name: str) -> bool:
+    """A predicate's verdict on an element (`filter`, `take_while`): a bool scalar."""
+    result = np.asarray(to_arrays(mapped._call(_user_view(element))))
+    if result.shape != () or result.dtype != np.bool_:
+        raise TypeError(f"Dataset.{name}: the predicate must return a bool scalar, got "
+                        f"{result.dtype.name}{list(result.shape)}")
+    return bool(result)
+
+
+def _batches(count: int, size: int, drop_remainder: bool) -> int:
+    if count < 0:
+        return count
+    return count // size if drop_remainder else -(-count // size)
+
+
+def _union(first: Any, second: Any) -> Any:
+    """The spec both specs match: dims that differ unknown (the first's where the
+    structures or dtypes differ)."""
+    (a, treedef), (b, other) = nest.flatten(first), nest.flatten(second)
+    if treedef != other:
+        return first
+    leaves = []
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, TensorSpec) and isinstance(y, TensorSpec) and x.dtype == y.dtype \
+                and len(x.shape) == len(y.shape):
+            x = TensorSpec(tuple(p if p == q else None
+                                 for p, q in zip(x.shape, y.shape, strict=True)), x.dtype)
+        leaves.append(x)
+    return nest.unflatten(treedef, leaves)
+
+
+def _up_to(treedef: nest.TreeDef, value: Any, name: str, where: str) -> list[Any]:
+    """`value`'s parts at the places of the leaves of a structure (`treedef`): a nest of
+    shapes (themselves lists) or of values given for each leaf of an element."""
+    kind = treedef[0]
+    if kind is None:
+        return [value]
+    if kind is dict:
+        keys, children = treedef[1], treedef[2]
+        if not isinstance(value, dict) or sorted(value, key=repr) != list(keys):
+            raise ValueError(f"Dataset: {name} must have the elements' structure (keys "
+                             f"{list(keys)}), got {value!r}{where}")
+        return [part for key, child in zip(keys, children, strict=True)
+                for part in _up_to(child, value[key], name, where)]
+    children = treedef[1]
+    if not isinstance(value, tuple | list) or len(value) != len(children):
+        raise ValueError(f"Dataset: {name} must have the elements' structure ("
+                         f"{len(children)} parts), got {value!r}{where}")
+    return [part for child, item in zip(children, value, strict=True)
+            for part in _up_to(child, item, name, where)]
+
+
+def _shape(value: Any, name: str, where: str) -> tuple[int | None, ...]:
+    """A shape given as TensorFlow code gives one: a list or tuple of dims (None or -1
+    unknown), an int for a vector's length, or an `sf.TensorSpec`-like `.shape`."""
+    dims = getattr(value, "shape", value)
+    if isinstance(dims, int | np.integer):
+        dims = (dims,)
+    try:
+        return tuple(None if d is None or int(d) == -1 else int(d) for d in dims)
+    except (TypeError, ValueError):
+        raise ValueError(f"Dataset: {name} holds {value!r}, not a shape{where}") from None
+
+
+def _dims(shape: tuple[int | None, ...]) -> str:
+    return f"[{','.join('?' if d is None else str(d) for d in shape)}]"
+
+
+def _legacy_signature(output_types: Any, output_shapes: Any) -> Any:
+    """`output_signature` from TensorFlow's older `from_generator` arguments: dtypes, and
+    shapes in the same structure (without them, leaves of unknown dims, the rank taken
+    from the first element)."""
+    where = describe_location()
+    if output_types is None:
+        raise TypeError(f"Dataset.from_generator: output_shapes needs output_types{where}")
+    dtypes, treedef = nest.flatten(output_types)
+    if any(isinstance(d, TensorSpec) for d in dtypes):
+        raise TypeError(f"Dataset.from_generator: output_types holds dtypes; give "
+                        f"sf.TensorSpecs as output_signature={output_types!r}{where}")
+    if output_shapes is None:
+        return _Unshaped(nest.unflatten(treedef, dtypes))
+    shapes = [_shape(s, "output_shapes", where)
+              for s in _up_to(treedef, output_shapes, "output_shapes", where)]
+    return nest.unflatten(treedef, [TensorSpec(shape, dtype)
+                                    for shape, dtype in zip(shapes, dtypes, strict=True)])
+
+
+class _Unshaped:
+    """`from_generator`'s `output_types` without `output_shapes`: dtypes only."""
+
+    def __init__(self, dtypes: Any) -> None:
+        self.dtypes = dtypes
 
 
 def _first_spec(dataset: Dataset) -> Any:
@@ -737,13 +1559,17 @@ def _count(value: int | None, name: str) -> int:
         return 1
     if value == AUTOTUNE:
         return os.cpu_count() or 1
-    return _positive(value, name)
+    if int(value) < 1:
+        raise ValueError(f"Dataset: {name} must be >= 1 (or sf.data.AUTOTUNE), got {value}"
+                         f"{describe_location()}")
+    return int(value)
 
 
 def _positive(value: int, name: str) -> int:
     if int(value) < 1:
-        raise ValueError(f"Dataset: {name} must be >= 1 (or sf.data.AUTOTUNE), got {value}")
+        raise ValueError(f"Dataset: {name} must be >= 1, got {value}{describe_location()}")
     return int(value)
 
 
-__all__ = ["AUTOTUNE", "Dataset", "Iterator"]
+__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
+           "Iterator"]
