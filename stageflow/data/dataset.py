@@ -491,10 +491,17 @@ class Dataset:
     def _make(self, run: Run) -> sources.Source:
         raise NotImplementedError
 
-    def _shuffles(self) -> list[_Shuffled]:
-        """The shuffles of the pipeline, depth first (the order their seeds are saved in)."""
+    # A stage drawing random numbers has a seed (given, or drawn when it is made), saved
+    # with each iterator's position: shuffles, and interleaves (for the unseeded shuffles
+    # of the datasets their function makes).
+    _seed: list[int] | None = None
+    _seed_given = False
+
+    def _shuffles(self) -> list[Dataset]:
+        """The stages of the pipeline that have a seed, depth first (the order their seeds
+        are saved in)."""
         found = [s for d in self._inputs for s in d._shuffles()]
-        return [*found, self] if isinstance(self, _Shuffled) else found
+        return [*found, self] if self._seed is not None else found
 
     def _seeds(self) -> dict[int, list[int]]:
         return {id(s): s._seed for s in self._shuffles()}
@@ -933,6 +940,7 @@ class _Shuffled(Dataset):
         self._size = size
         # A seed per dataset: given, or drawn now (and saved with each iterator's state).
         self._seed = [int(seed)] if seed is not None else [secrets.randbits(64)]
+        self._seed_given = seed is not None
         self._reshuffle = reshuffle
 
     @property
@@ -1216,8 +1224,7 @@ class _Windowed(Dataset):
 class _Interleaved(Dataset):
     """`flat_map` and `interleave`: `map_func` runs eagerly on each element (as the user
     sees it) and returns a dataset; the datasets are made of the pipeline's run, their
-    epoch path extended by the element's number, so their shuffles draw orders of their
-    own, which their saved seeds give back on restore."""
+    epoch path extended by the element's number."""
 
     def __init__(self, input_dataset: Dataset, map_func: Callable[..., Dataset],
                  cycle_length: int, block_length: int, name: str) -> None:
@@ -1227,6 +1234,7 @@ class _Interleaved(Dataset):
                             f"{type(map_func).__name__}{describe_location()}")
         self._func, self._cycle, self._block, self._name = map_func, cycle_length, \
             block_length, name
+        self._seed = [secrets.randbits(64)]
         self._where = describe_location()
         self._spec: Any = None
 
@@ -1240,21 +1248,19 @@ class _Interleaved(Dataset):
 
     def _open(self, run: Run, element: Element, number: int, saved: dict[str, Any] | None
               ) -> tuple[sources.Source, Callable[[], dict[str, Any]]]:
+        """The dataset of the `number`th input element, its source made for this run: the
+        unseeded shuffles in it seeded from this stage's seed, the element's number and
+        their place, so that the dataset opened again on restore draws the same orders."""
         dataset = self._dataset_of(_user_view(element))
-        shuffles = dataset._shuffles()
-        seeds = [s._seed for s in shuffles]
         if saved is not None:
-            where = f"Dataset.{self._name}"
-            _check_pipeline(saved["pipeline"], dataset._pipeline(), where)
-            seeds = [[int(w) for w in seed] for seed in saved["seeds"]]
-            if len(seeds) != len(shuffles):
-                raise ValueError(f"{where}: the saved dataset has {len(seeds)} shuffles, "
-                                 f"this one {len(shuffles)}")
-        source = dataset._make(Run((*run.epoch, number),
-                                   {id(s): seed for s, seed in zip(shuffles, seeds, strict=True)}))
+            _check_pipeline(saved["pipeline"], dataset._pipeline(), f"Dataset.{self._name}")
+        base = run.seeds.get(id(self), self._seed)
+        seeds = {id(s): s._seed if s._seed_given else [*base, number, k]
+                 for k, s in enumerate(dataset._shuffles())}
+        source = dataset._make(Run((*run.epoch, number), seeds))
         if saved is not None:
             source.restore(saved["source"])
-        return source, lambda: {"seeds": seeds, "pipeline": dataset._pipeline()}
+        return source, lambda: {"pipeline": dataset._pipeline()}
 
     @property
     def element_spec(self) -> Any:

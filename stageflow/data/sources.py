@@ -371,19 +371,22 @@ class Windowed(Stage):
 
 
 # Opens the dataset a function makes of an input element (the `number`th opened): its
-# source, and what saving it needs beside the source's state (seeds, the pipeline's stages);
-# given such a saved slot, the source is restored to it (the pipeline checked first).
-Opener = Callable[[Element, int, "dict[str, Any] | None"], "tuple[Source, dict[str, Any]]"]
+# source, and a function giving what saving it needs beside the source's state (the
+# pipeline's stages: computed when saved, not when opened); given such a saved slot, the
+# source is restored to it (the pipeline checked first).
+Describe = Callable[[], "dict[str, Any]"]
+Opener = Callable[[Element, int, "dict[str, Any] | None"], "tuple[Source, Describe]"]
 
 
 class Slot:
     """An input element's dataset, open in an `Interleaved` cycle."""
 
-    __slots__ = ("element", "number", "source", "saved")
+    __slots__ = ("describe", "element", "number", "source")
 
     def __init__(self, element: Element, number: int, source: Source,
-                 saved: dict[str, Any]) -> None:
-        self.element, self.number, self.source, self.saved = element, number, source, saved
+                 describe: Describe) -> None:
+        self.element, self.number, self.source = element, number, source
+        self.describe = describe
 
 
 class Interleaved(Stage):
@@ -429,13 +432,12 @@ class Interleaved(Stage):
                 self.inner_done = True
                 continue
             number, self.opened = self.opened, self.opened + 1
-            source, saved = self.opener(element, number, None)
-            self.slots[self.cycle] = Slot(element, number, source, saved)
+            self.slots[self.cycle] = Slot(element, number, *self.opener(element, number, None))
         raise StopIteration
 
     def state(self) -> dict[str, Any]:
         slots = [None if slot is None else
-                 {**slot.saved, "element": pack([slot.element]), "number": slot.number,
+                 {**slot.describe(), "element": pack([slot.element]), "number": slot.number,
                   "source": slot.source.state()} for slot in self.slots]
         return {**super().state(), "slots": slots, "cycle": self.cycle, "block": self.block,
                 "opened": self.opened, "inner_done": self.inner_done}
@@ -449,8 +451,7 @@ class Interleaved(Stage):
             if saved is not None:
                 element = unpack(saved["element"], self.structure)[0]
                 number = int(saved["number"])
-                source, extra = self.opener(element, number, saved)
-                self.slots[i] = Slot(element, number, source, extra)
+                self.slots[i] = Slot(element, number, *self.opener(element, number, saved))
         self.cycle, self.block = int(state["cycle"]), int(state["block"])
         self.opened, self.inner_done = int(state["opened"]), bool(state["inner_done"])
 
@@ -804,7 +805,7 @@ class Prefetched(Stage):
         super().close()
 
 
-__all__ = ["Batched", "Cached", "Concatenated", "Counted", "Filtered", "Generated", "Group",
-           "Interleaved", "Listed", "Mapped", "Opener", "Prefetched", "Repeated", "Scanned",
-           "Sharded", "Shuffled", "Slices", "Slot", "Source", "Stage", "Taken", "TakenWhile",
-           "Unbatched", "Unique", "Windowed", "Zipped"]
+__all__ = ["Batched", "Cached", "Concatenated", "Counted", "Describe", "Filtered", "Generated",
+           "Group", "Interleaved", "Listed", "Mapped", "Opener", "Prefetched", "Repeated",
+           "Scanned", "Sharded", "Shuffled", "Slices", "Slot", "Source", "Stage", "Taken",
+           "TakenWhile", "Unbatched", "Unique", "Windowed", "Zipped"]
