@@ -39,9 +39,11 @@ from stageflow.data.elements import (
     to_tensors,
 )
 from stageflow.frontend.ops.control import numpy_function
+from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
-from stageflow.frontend.tensor import wrap
+from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace
+from stageflow.frontend.variables import Variable
 from stageflow.staging.function import function
 
 AUTOTUNE = -1  # num_parallel_calls / buffer_size: as many as the machine has cores
@@ -143,7 +145,8 @@ class Dataset:
                 raise TypeError("Dataset.from_generator: give output_signature, or "
                                 f"output_types and output_shapes, not both{describe_location()}")
             signature = _legacy_signature(output_types, output_shapes)
-        arguments = tuple(to_arrays(a) for a in args or ())
+        arguments = tuple(a.numpy() if isinstance(a, Tensor | Variable) else a
+                          for a in args or ())
         return _Generated(generator, signature, arguments)
 
     @staticmethod
@@ -393,23 +396,39 @@ class Dataset:
     def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
         """``reduce_func(state, element)`` over every element, from `initial_state`: the
         final state (eager tensors; it keeps its structure and dtypes). Staged with
-        `sf.function` like `map`'s function.
+        `sf.function` like `map`'s function. Inside a staged function it is an op that
+        runs a pass over the dataset each time the graph runs (the state keeps its shapes
+        there).
 
         >>> print(sf.data.Dataset.range(5).reduce(np.int64(0), lambda x, _: x + 1).numpy())
         5
         >>> print(sf.data.Dataset.range(5).reduce(np.int64(0), lambda x, y: x + y).numpy())
         10
         """
-        _not_unrolled("dataset's reduce")
-        state = to_arrays(initial_state)
-        step = _Step(self, reduce_func, state, "reduce")
+        leaves, treedef = nest.flatten(initial_state)
+        if not isinstance(context.current_trace(), GraphTrace):
+            step = _Step(self, reduce_func, to_arrays(initial_state), "reduce")
+            return to_tensors(self._reduced(step, step.initial))
+        tensors = [convert_to_tensor(leaf) for leaf in leaves]
+        specs = [TensorSpec(t.shape, t.dtype) for t in tensors]
+        step = _Step(self, reduce_func,
+                     nest.unflatten(treedef, [np.zeros(s.shape, s.dtype) for s in specs]),
+                     "reduce")
+
+        def dataset_reduce(*state: np.ndarray) -> list[np.ndarray]:
+            return flat_leaves(self._reduced(step, nest.unflatten(treedef, list(state))))
+
+        return nest.unflatten(treedef, numpy_function(_named(dataset_reduce), tensors, specs))
+
+    def _reduced(self, step: _Step, state: Element) -> Element:
         for element in self.as_numpy_iterator():
             state = step.checked(step.mapped._apply((state, element)))
-        return to_tensors(state)
+        return state
 
     def get_single_element(self) -> Any:
         """The dataset's one element (eager tensors); an empty dataset, or one of more
-        elements, raises `sf.errors.InvalidArgumentError`.
+        elements, raises `sf.errors.InvalidArgumentError`. Inside a staged function it is
+        an op taking the element each time the graph runs.
 
         >>> sf.data.Dataset.from_tensors([1, 2]).get_single_element().numpy()
         array([1, 2], dtype=int32)
@@ -419,13 +438,23 @@ class Dataset:
         ...     print(str(error).splitlines()[0])
         Dataset.get_single_element: the dataset had more than one element
         """
-        _not_unrolled("dataset's get_single_element")
+        where = describe_location()
+        if not isinstance(context.current_trace(), GraphTrace):
+            return _user_view(self._single(where))
+        specs, treedef = nest.flatten(self.element_spec)
+
+        def dataset_single_element() -> list[np.ndarray]:
+            return flat_leaves(self._single(where))
+
+        return nest.unflatten(treedef, numpy_function(_named(dataset_single_element), [], specs))
+
+    def _single(self, where: str) -> Element:
         elements = list(itertools.islice(self.as_numpy_iterator(), 2))
         if len(elements) != 1:
             count = "was empty" if not elements else "had more than one element"
             raise InvalidArgumentError(f"Dataset.get_single_element: the dataset {count}"
-                                       f"{describe_location()}")
-        return _user_view(elements[0])
+                                       f"{where}")
+        return elements[0]
 
     def cardinality(self) -> Any:
         """The number of elements, an int64 scalar tensor: `sf.data.INFINITE_CARDINALITY`
@@ -571,7 +600,7 @@ class Iterator:
         return _user_view(self._source.next())
 
     def _staged_next(self) -> Any:
-        leaves, treedef = nest.flatten(self.element_spec)
+        leaves, treedef = nest.flatten(_staged_spec(self.element_spec))
 
         def iterator_get_next() -> list[np.ndarray]:
             try:
@@ -658,7 +687,7 @@ def _fetcher(source: Callable[[], sources.Source], spec: Any, after: list
              ) -> Callable[[], tuple[Any, Any]]:
     """A function emitting an op that takes `source()`'s next element when the graph runs:
     ``(has_element, element)``, zeros where there is none. Ops in `after` run first."""
-    leaves, treedef = nest.flatten(spec)
+    leaves, treedef = nest.flatten(_staged_spec(spec))
     empty = [np.zeros([0 if d is None else d for d in s.shape], s.dtype) for s in leaves]
 
     def dataset_get_next(*ordering: np.ndarray) -> list[np.ndarray]:
@@ -673,6 +702,15 @@ def _fetcher(source: Callable[[], sources.Source], spec: Any, after: list
                                 [TensorSpec((), np.bool_), *leaves])
         return values[0], nest.unflatten(treedef, values[1:])
     return fetch
+
+
+def _staged_spec(spec: Any) -> Any:
+    """An element spec a staged function's op can return: tensors only."""
+    if _holds_datasets(spec):
+        raise TypeError(f"sf.data: elements holding datasets ({describe(spec)}, a window's) "
+                        f"cannot enter a staged function: make elements of them with "
+                        f"flat_map or interleave first{describe_location()}")
+    return spec
 
 
 def _not_unrolled(what: str) -> None:
@@ -788,8 +826,10 @@ class _Mapped(Dataset):
         self._spec: Any = None
 
     def _call(self, element: Any) -> Any:
+        """The function of an element as the user sees it; one holding datasets (a
+        `window`'s) is passed to the function itself: a dataset is no staged argument."""
         args = element if isinstance(element, tuple) else (element,)
-        if not self._eager:
+        if not self._eager and not _holds_datasets(args):
             try:
                 return self._staged_call(args)
             except StagingError as error:
@@ -820,13 +860,21 @@ class _Mapped(Dataset):
                           f"runs eagerly, it cannot be staged: {error}", stacklevel=3)
 
     def _apply(self, element: Element) -> Element:
-        return to_arrays(self._call(_user_view(element)))
+        result = self._call(_user_view(element))
+        if _holds_datasets(result):
+            raise TypeError(f"Dataset.map: {getattr(self._func, '__qualname__', self._func)} "
+                            f"returned a dataset, which elements here cannot hold: use "
+                            f"flat_map or interleave to make elements of the datasets")
+        return to_arrays(result)
 
     @property
     def element_spec(self) -> Any:
         if self._spec is None:
             spec = self._inputs[0].element_spec
             args = spec if isinstance(spec, tuple) else (spec,)
+            if _holds_datasets(args):  # a function of a window's datasets: not staged
+                self._spec = _first_spec(self)
+                return self._spec
             try:
                 concrete = self._staged.get_concrete_function(*args)
                 self._spec = concrete.structure_outputs(concrete.outputs)
@@ -1137,7 +1185,7 @@ class _PaddedBatched(Dataset):
         self._shapes = shapes
         if padding_values is None:
             values = [0] * len(specs)
-        elif not nest.flatten(padding_values)[0] or nest.flatten(padding_values)[1] == (None,):
+        elif nest.flatten(padding_values)[1] == (None,):  # one value for every leaf
             values = [padding_values] * len(specs)
         else:
             values = _up_to(treedef, padding_values, "padding_values", self._where)
@@ -1145,7 +1193,7 @@ class _PaddedBatched(Dataset):
         for value, spec in zip(values, specs, strict=True):
             array = np.asarray(to_arrays(value))
             if array.shape != ():
-                raise ValueError(f"Dataset.padding_batch: padding values are scalars, got "
+                raise ValueError(f"Dataset.padded_batch: padding values are scalars, got "
                                  f"shape {array.shape}{self._where}")
             self._values.append(array.astype(spec.dtype))
 
@@ -1439,6 +1487,11 @@ def _user_view(element: Element) -> Any:
     leaves, treedef = nest.flatten(to_tensors(element))
     return nest.unflatten(treedef, [_WindowRows(leaf) if isinstance(leaf, Window) else leaf
                                     for leaf in leaves])
+
+
+def _holds_datasets(structure: Any) -> bool:
+    """Whether a nest holds datasets or their specs (`window` elements)."""
+    return any(isinstance(leaf, Dataset | DatasetSpec) for leaf in nest.flatten(structure)[0])
 
 
 def _truth(mapped: _Mapped, element: Element, name: str) -> bool:

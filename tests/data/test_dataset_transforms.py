@@ -400,3 +400,36 @@ def test_each_method_has_an_example_that_runs(name):
     for test in tests:
         runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+# -- inside staged functions, and functions of windows ------------------------------------------
+
+
+def test_reduce_and_get_single_element_staged_give_the_eager_values_each_run():
+    ds = Dataset.from_tensor_slices(np.arange(1.0, 6.0, dtype=np.float32))
+
+    def both(start):
+        total = ds.reduce(start, lambda s, x: s + x * x)
+        return total, ds.skip(2).take(1).get_single_element()
+
+    staged = sf.function(both)
+    for start in (0.0, 10.0):
+        eager = both(np.float32(start))
+        got = staged(sf.constant(start))
+        assert [float(v) for v in got] == [float(v) for v in eager] == [start + 55.0, 3.0]
+    with pytest.raises(sf.errors.InvalidArgumentError, match="had more than one element"):
+        sf.function(lambda: ds.get_single_element())()
+
+
+def test_functions_of_window_datasets_run_eagerly_and_cannot_return_datasets():
+    windows = Dataset.range(7).window(3)
+    sums = windows.map(lambda w: w.reduce(np.int64(0), lambda s, x: s + x))
+    assert sums.element_spec == sf.TensorSpec((), sf.int64)
+    assert elements(sums) == [3, 12, 6]
+    assert elements(windows.filter(lambda w: w.cardinality() == 3).flat_map(lambda w: w)) == \
+        list(range(6))
+    with pytest.raises(TypeError, match="returned a dataset, which elements here cannot hold"):
+        elements(windows.map(lambda w: w.batch(2)))
+    it = iter(windows)
+    with pytest.raises(TypeError, match="holding datasets .* cannot enter a staged function"):
+        sf.function(lambda: next(it), autograph=False)()
