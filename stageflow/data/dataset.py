@@ -35,6 +35,7 @@ from stageflow.data.elements import (
     describe,
     flat_leaves,
     spec_of,
+    stack,
     to_arrays,
     to_tensors,
 )
@@ -255,6 +256,51 @@ class Dataset:
         """
         return _PaddedBatched(self, _positive(batch_size, "batch_size"), padded_shapes,
                               padding_values, bool(drop_remainder))
+
+    def bucket_by_sequence_length(
+            self, element_length_func: Callable[..., Any], bucket_boundaries: list[int],
+            bucket_batch_sizes: list[int], padded_shapes: Any = None,
+            padding_values: Any = None, pad_to_bucket_boundary: bool = False,
+            no_padding: bool = False, drop_remainder: bool = False) -> Dataset:
+        """Batches of elements of similar length: ``element_length_func(element)`` (an int
+        scalar, staged like `map`'s function) picks bucket ``i`` where
+        ``bucket_boundaries[i-1] <= length < bucket_boundaries[i]``; a bucket holding
+        ``bucket_batch_sizes[i]`` elements gives them as a `padded_batch` (`padded_shapes`,
+        `padding_values` as there; unknown dims to the bucket's boundary - 1 with
+        `pad_to_bucket_boundary`; a plain `batch` with `no_padding`). At the end the
+        buckets give what they hold, in bucket order, unless `drop_remainder`.
+
+        >>> elements = [[0], [1, 2, 3, 4], [5, 6, 7], [7, 8, 9, 10, 11],
+        ...             [13, 14, 15, 16, 19, 20], [21, 22]]
+        >>> ds = sf.data.Dataset.from_generator(lambda: elements, sf.int64, output_shapes=[None])
+        >>> ds = ds.bucket_by_sequence_length(
+        ...     element_length_func=lambda elem: sf.shape(elem)[0],
+        ...     bucket_boundaries=[3, 5], bucket_batch_sizes=[2, 2, 2])
+        >>> for batch in ds.as_numpy_iterator():
+        ...     print(batch.tolist())
+        [[1, 2, 3, 4], [5, 6, 7, 0]]
+        [[7, 8, 9, 10, 11, 0], [13, 14, 15, 16, 19, 20]]
+        [[0, 0], [21, 22]]
+        """
+        where = describe_location()
+        boundaries = [int(b) for b in bucket_boundaries]
+        sizes = [_positive(b, "bucket_batch_sizes") for b in bucket_batch_sizes]
+        if len(sizes) != len(boundaries) + 1:
+            raise ValueError(f"Dataset.bucket_by_sequence_length: bucket_batch_sizes needs "
+                             f"len(bucket_boundaries) + 1 = {len(boundaries) + 1} sizes, got "
+                             f"{len(sizes)}{where}")
+        if any(a >= b for a, b in itertools.pairwise(boundaries)):
+            raise ValueError(f"Dataset.bucket_by_sequence_length: bucket_boundaries must "
+                             f"increase, got {boundaries}{where}")
+        if no_padding and (padded_shapes is not None or padding_values is not None
+                           or pad_to_bucket_boundary):
+            raise ValueError(f"Dataset.bucket_by_sequence_length: no_padding=True takes no "
+                             f"padded_shapes, padding_values or pad_to_bucket_boundary{where}")
+        padding = None if no_padding else _Padding(
+            self.element_spec, padded_shapes, padding_values, "bucket_by_sequence_length",
+            where)
+        return _Bucketed(self, element_length_func, boundaries, sizes, padding,
+                         bool(pad_to_bucket_boundary), bool(drop_remainder))
 
     def window(self, size: int, shift: int | None = None, stride: int = 1,
                drop_remainder: bool = False) -> Dataset:
@@ -817,7 +863,9 @@ class _Mapped(Dataset):
                  parallel: int) -> None:
         super().__init__((input_dataset,))
         self._func = map_func
-        self._staged = function(map_func)
+        # Elements of varying shapes (ragged rows, last batches) trace once more, with
+        # those dims unknown, as tf.data traces with the element spec's unknown dims.
+        self._staged = function(map_func, reduce_retracing=True)
         self._eager = False
         self._eager_lock = threading.Lock()
         self._first_calls = threading.Lock()
@@ -1163,81 +1211,152 @@ class _Unbatched(Dataset):
                                  lambda: self._inputs[0].element_spec)
 
 
-class _PaddedBatched(Dataset):
-    def __init__(self, input_dataset: Dataset, size: int, padded_shapes: Any,
-                 padding_values: Any, drop_remainder: bool) -> None:
-        super().__init__((input_dataset,))
-        self._size, self._drop = size, drop_remainder
-        self._where = describe_location()
-        specs, treedef = nest.flatten(input_dataset.element_spec)
+class _Padding:
+    """How `padded_batch` and `bucket_by_sequence_length` pad the elements of a batch: to
+    a shape per leaf (None dims: the batch's longest), with a scalar value per leaf."""
+
+    def __init__(self, spec: Any, padded_shapes: Any, padding_values: Any, op: str,
+                 where: str) -> None:
+        self.op, self.where = op, where
+        specs, treedef = nest.flatten(spec)
         if padded_shapes is None:  # every dim to the batch's longest
-            shapes = [(None,) * len(s.shape) for s in specs]
+            self.shapes = [(None,) * len(s.shape) for s in specs]
         else:
-            shapes = [_shape(p, "padded_shapes", self._where)
-                      for p in _up_to(treedef, padded_shapes, "padded_shapes", self._where)]
-        for spec, shape in zip(specs, shapes, strict=True):
-            if len(spec.shape) != len(shape) or any(
+            self.shapes = [_shape(p, "padded_shapes", where)
+                           for p in _up_to(treedef, padded_shapes, "padded_shapes", where)]
+        for leaf, shape in zip(specs, self.shapes, strict=True):
+            if len(leaf.shape) != len(shape) or any(
                     want is not None and have is not None and have > want
-                    for have, want in zip(spec.shape, shape, strict=True)):
-                raise ValueError(f"Dataset.padded_batch: elements of shape "
-                                 f"{_dims(spec.shape)} do not fit padded shape "
-                                 f"{_dims(shape)}{self._where}")
-        self._shapes = shapes
+                    for have, want in zip(leaf.shape, shape, strict=True)):
+                raise ValueError(f"Dataset.{op}: elements of shape {_dims(leaf.shape)} do not "
+                                 f"fit padded shape {_dims(shape)}{where}")
         if padding_values is None:
             values = [0] * len(specs)
         elif nest.flatten(padding_values)[1] == (None,):  # one value for every leaf
             values = [padding_values] * len(specs)
         else:
-            values = _up_to(treedef, padding_values, "padding_values", self._where)
-        self._values = []
-        for value, spec in zip(values, specs, strict=True):
+            values = _up_to(treedef, padding_values, "padding_values", where)
+        self.values = []
+        for value, leaf in zip(values, specs, strict=True):
             array = np.asarray(to_arrays(value))
             if array.shape != ():
-                raise ValueError(f"Dataset.padded_batch: padding values are scalars, got "
-                                 f"shape {array.shape}{self._where}")
-            self._values.append(array.astype(spec.dtype))
+                raise ValueError(f"Dataset.{op}: padding values are scalars, got shape "
+                                 f"{array.shape}{where}")
+            self.values.append(array.astype(leaf.dtype))
 
-    def _pad(self, elements: list[Element]) -> Element:
+    def pad(self, elements: list[Element], unknown: int | None = None) -> Element:
+        """The elements padded and stacked; `unknown` (if given) is the size of the dims
+        the shapes leave unknown, else the batch's longest."""
         rows = [flat_leaves(e) for e in elements]
         treedef = nest.flatten(elements[0])[1]
         columns = []
-        for column, shape, value in zip(zip(*rows, strict=True), self._shapes, self._values,
+        for column, shape, value in zip(zip(*rows, strict=True), self.shapes, self.values,
                                         strict=True):
             if any(a.ndim != len(shape) for a in column):
-                raise ValueError(f"Dataset.padded_batch: elements of shapes "
+                raise ValueError(f"Dataset.{self.op}: elements of shapes "
                                  f"{[a.shape for a in column]} do not have padded_shapes' "
-                                 f"rank {len(shape)}{self._where}")
-            target = [max(a.shape[d] for a in column) if want is None else want
-                      for d, want in enumerate(shape)]
+                                 f"rank {len(shape)}{self.where}")
+            target = [want if want is not None else unknown if unknown is not None
+                      else max(a.shape[d] for a in column) for d, want in enumerate(shape)]
             batch = np.full((len(column), *target), value, column[0].dtype)
             for i, a in enumerate(column):
                 if any(have > want for have, want in zip(a.shape, target, strict=True)):
-                    raise ValueError(f"Dataset.padded_batch: an element of shape {a.shape} "
-                                     f"is larger than the padded shape {_dims(shape)}"
-                                     f"{self._where}")
+                    raise ValueError(f"Dataset.{self.op}: an element of shape {a.shape} is "
+                                     f"larger than the padded shape {_dims(tuple(target))}"
+                                     f"{self.where}")
                 batch[(i, *(slice(0, n) for n in a.shape))] = a
             columns.append(batch)
         return nest.unflatten(treedef, columns)
 
+    def spec(self, spec: Any, batch: int | None) -> Any:
+        specs, treedef = nest.flatten(spec)
+        return nest.unflatten(treedef, [
+            TensorSpec((batch, *(d if want is None else want
+                                 for d, want in zip(leaf.shape, shape, strict=True))),
+                       leaf.dtype)
+            for leaf, shape in zip(specs, self.shapes, strict=True)])
+
+    def __str__(self) -> str:
+        return f"{[_dims(s) for s in self.shapes]}, {[v.item() for v in self.values]}"
+
+
+class _PaddedBatched(Dataset):
+    def __init__(self, input_dataset: Dataset, size: int, padded_shapes: Any,
+                 padding_values: Any, drop_remainder: bool) -> None:
+        super().__init__((input_dataset,))
+        self._size, self._drop = size, drop_remainder
+        self._padding = _Padding(input_dataset.element_spec, padded_shapes, padding_values,
+                                 "padded_batch", describe_location())
+
     @property
     def element_spec(self) -> Any:
-        specs, treedef = nest.flatten(self._inputs[0].element_spec)
-        return nest.unflatten(treedef, [
-            TensorSpec((self._size if self._drop else None,
-                        *(d if want is None else want
-                          for d, want in zip(spec.shape, shape, strict=True))), spec.dtype)
-            for spec, shape in zip(specs, self._shapes, strict=True)])
+        return self._padding.spec(self._inputs[0].element_spec,
+                                  self._size if self._drop else None)
 
     def _stage(self) -> str:
-        values = [v.item() for v in self._values]
         drop = ", drop_remainder=True" if self._drop else ""
-        return f"padded_batch({self._size}, {[_dims(s) for s in self._shapes]}, {values}{drop})"
+        return f"padded_batch({self._size}, {self._padding}{drop})"
 
     def _cardinality(self) -> int:
         return _batches(self._inputs[0]._cardinality(), self._size, self._drop)
 
     def _make(self, run: Run) -> sources.Source:
-        return sources.Batched(self._inputs[0]._make(run), self._size, self._drop, self._pad)
+        return sources.Batched(self._inputs[0]._make(run), self._size, self._drop,
+                               self._padding.pad)
+
+
+class _Bucketed(Dataset):
+    """`bucket_by_sequence_length`: each element goes to the bucket of its length; a bucket
+    holding its batch size of elements gives them as a batch (padded unless `no_padding`),
+    and at the end of the input the buckets left give theirs, in bucket order."""
+
+    def __init__(self, input_dataset: Dataset, length_func: Callable[..., Any],
+                 boundaries: list[int], sizes: list[int], padding: _Padding | None,
+                 to_boundary: bool, drop_remainder: bool) -> None:
+        super().__init__((input_dataset,))
+        self._length = _Mapped(input_dataset, length_func, 1)
+        self._boundaries, self._sizes, self._padding = boundaries, sizes, padding
+        self._to_boundary, self._drop = to_boundary, drop_remainder
+        self._where = describe_location()
+
+    def _bucket(self, element: Element) -> int:
+        length = np.asarray(to_arrays(self._length._call(_user_view(element))))
+        if length.shape != () or length.dtype.kind not in "iu":
+            raise TypeError(f"Dataset.bucket_by_sequence_length: element_length_func must "
+                            f"return an integer scalar, got {length.dtype.name}"
+                            f"{list(length.shape)}{self._where}")
+        bucket = int(np.searchsorted(self._boundaries, int(length), side="right"))
+        if self._to_boundary and bucket == len(self._boundaries):
+            raise InvalidArgumentError(
+                f"Dataset.bucket_by_sequence_length: with pad_to_bucket_boundary=True, "
+                f"elements must have length < max(bucket_boundaries) = "
+                f"{self._boundaries[-1]}, got {int(length)}{self._where}")
+        return bucket
+
+    def _combine(self, bucket: int, elements: list[Element]) -> Element:
+        if self._padding is None:
+            return stack(elements)
+        unknown = self._boundaries[bucket] - 1 if self._to_boundary else None
+        return self._padding.pad(elements, unknown)
+
+    @property
+    def element_spec(self) -> Any:
+        spec = self._inputs[0].element_spec
+        if self._padding is None:
+            leaves, treedef = nest.flatten(spec)
+            return nest.unflatten(treedef, [TensorSpec((None, *s.shape), s.dtype)
+                                            for s in leaves])
+        return self._padding.spec(spec, None)
+
+    def _stage(self) -> str:
+        how = "no_padding=True" if self._padding is None else \
+            f"{self._padding}{', pad_to_bucket_boundary=True' if self._to_boundary else ''}"
+        drop = ", drop_remainder=True" if self._drop else ""
+        return f"bucket_by_sequence_length({self._boundaries}, {self._sizes}, {how}{drop})"
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Bucketed(self._inputs[0]._make(run), self._bucket, self._sizes,
+                                self._combine, self._drop, lambda: self._inputs[0].element_spec)
 
 
 class _Windowed(Dataset):

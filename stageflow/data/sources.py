@@ -265,6 +265,52 @@ class Batched(Stage):
         return self.combine(elements)
 
 
+class Bucketed(Stage):
+    """Input elements gathered in buckets (`bucket` picks one); a bucket holding its size
+    in elements gives them combined, and when the input ends the buckets left give theirs
+    in bucket order (none that is short when `drop_remainder`). The buckets are saved."""
+
+    def __init__(self, inner: Source, bucket: Callable[[Element], int], sizes: list[int],
+                 combine: Callable[[int, list[Element]], Element], drop_remainder: bool,
+                 structure: Structure) -> None:
+        super().__init__(inner)
+        self.bucket, self.sizes, self.combine = bucket, sizes, combine
+        self.drop_remainder, self.structure = drop_remainder, structure
+        self.buckets: list[list[Element]] = [[] for _ in sizes]
+        self.inner_done = False
+
+    def next(self) -> Element:
+        while not self.inner_done:
+            try:
+                element = self.inner.next()
+            except StopIteration:
+                self.inner_done = True
+                break
+            index = self.bucket(element)
+            self.buckets[index].append(element)
+            if len(self.buckets[index]) == self.sizes[index]:
+                full, self.buckets[index] = self.buckets[index], []
+                return self.combine(index, full)
+        for index, held in enumerate(self.buckets):
+            if held:
+                self.buckets[index] = []
+                if not self.drop_remainder:
+                    return self.combine(index, held)
+        raise StopIteration
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "buckets": [pack(held) for held in self.buckets],
+                "inner_done": self.inner_done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if len(state["buckets"]) != len(self.sizes):
+            raise ValueError(f"{len(state['buckets'])} buckets were saved, this stage has "
+                             f"{len(self.sizes)}")
+        self.buckets = [unpack(held, self.structure) for held in state["buckets"]]
+        self.inner_done = bool(state["inner_done"])
+
+
 class Listed(Source):
     """The elements of a list, in turn (a window's rows, a completed cache)."""
 
@@ -805,7 +851,7 @@ class Prefetched(Stage):
         super().close()
 
 
-__all__ = ["Batched", "Cached", "Concatenated", "Counted", "Describe", "Filtered", "Generated",
-           "Group", "Interleaved", "Listed", "Mapped", "Opener", "Prefetched", "Repeated",
-           "Scanned", "Sharded", "Shuffled", "Slices", "Slot", "Source", "Stage", "Taken",
-           "TakenWhile", "Unbatched", "Unique", "Windowed", "Zipped"]
+__all__ = ["Batched", "Bucketed", "Cached", "Concatenated", "Counted", "Describe", "Filtered",
+           "Generated", "Group", "Interleaved", "Listed", "Mapped", "Opener", "Prefetched",
+           "Repeated", "Scanned", "Sharded", "Shuffled", "Slices", "Slot", "Source", "Stage",
+           "Taken", "TakenWhile", "Unbatched", "Unique", "Windowed", "Zipped"]

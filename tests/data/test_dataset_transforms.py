@@ -145,6 +145,77 @@ def test_padded_batch_refuses_elements_larger_than_the_padded_shape_at_the_users
         Dataset.from_tensors((np.zeros(2), np.zeros(2))).padded_batch(2, padding_values=(1,))
 
 
+# -- bucket_by_sequence_length ------------------------------------------------------------------
+
+TF_ELEMENTS = [[0], [1, 2, 3, 4], [5, 6, 7], [7, 8, 9, 10, 11], [13, 14, 15, 16, 19, 20], [21, 22]]
+
+
+def test_bucket_by_sequence_length_reproduces_tensorflows_examples():
+    ds = Dataset.from_generator(lambda: TF_ELEMENTS, sf.int64, output_shapes=[None])
+    three = ds.bucket_by_sequence_length(lambda elem: sf.shape(elem)[0], [3, 5], [2, 2, 2])
+    assert [b.tolist() for b in three.as_numpy_iterator()] == [
+        [[1, 2, 3, 4], [5, 6, 7, 0]], [[7, 8, 9, 10, 11, 0], [13, 14, 15, 16, 19, 20]],
+        [[0, 0], [21, 22]]]
+    to_boundary = ds.bucket_by_sequence_length(
+        lambda elem: sf.shape(elem)[0], bucket_boundaries=[4, 7], bucket_batch_sizes=[2, 2, 2],
+        pad_to_bucket_boundary=True, padding_values=-1)
+    assert [b.tolist() for b in to_boundary.as_numpy_iterator()] == [
+        [[0, -1, -1], [5, 6, 7]], [[1, 2, 3, 4, -1, -1], [7, 8, 9, 10, 11, -1]],
+        [[21, 22, -1]], [[13, 14, 15, 16, 19, 20]]]
+    assert to_boundary.element_spec == sf.TensorSpec((None, None), sf.int64)
+
+
+def buckets_in_python(lengths, boundaries, sizes, drop):
+    """Each row (n copies of n) to the bucket whose bounds hold n; a full bucket is a batch
+    padded with 0 to its longest row; at the end the buckets left, in bucket order."""
+    held, out = [[] for _ in sizes], []
+
+    def batch(rows):
+        width = max(len(r) for r in rows)
+        return [r + [0] * (width - len(r)) for r in rows]
+
+    for n in lengths:
+        b = sum(n >= boundary for boundary in boundaries)
+        held[b].append([n] * n)
+        if len(held[b]) == sizes[b]:
+            out.append(batch(held[b]))
+            held[b] = []
+    return out + ([] if drop else [batch(rows) for rows in held if rows])
+
+
+@given(lengths=st.lists(st.integers(1, 9), max_size=14),
+       boundaries=st.lists(st.integers(2, 8), max_size=3, unique=True).map(sorted),
+       data=st.data(), drop=st.booleans())
+@settings(max_examples=30, deadline=None)
+def test_bucket_by_sequence_length_matches_python(lengths, boundaries, data, drop):
+    sizes = data.draw(st.lists(st.integers(1, 3), min_size=len(boundaries) + 1,
+                               max_size=len(boundaries) + 1))
+    ds = ragged_rows(lengths).bucket_by_sequence_length(
+        lambda row: sf.shape(row)[0], boundaries, sizes, drop_remainder=drop)
+    assert [b.tolist() for b in ds.as_numpy_iterator()] == \
+        buckets_in_python(lengths, boundaries, sizes, drop)
+
+
+def test_bucket_by_sequence_length_checks_its_arguments():
+    rows = Dataset.from_tensor_slices(np.zeros((5, 3), np.float32))
+    with pytest.raises(ValueError, match=r"bucket_batch_sizes needs len\(bucket_boundaries\) "
+                                         r"\+ 1 = 3 sizes, got 2"):
+        rows.bucket_by_sequence_length(lambda r: 3, [2, 4], [1, 1])
+    with pytest.raises(ValueError, match="bucket_boundaries must increase"):
+        rows.bucket_by_sequence_length(lambda r: 3, [4, 2], [1, 1, 1])
+    with pytest.raises(ValueError, match="no_padding=True takes no padded_shapes"):
+        rows.bucket_by_sequence_length(lambda r: 3, [2], [1, 1], padded_shapes=[4],
+                                       no_padding=True)
+    plain_batches = rows.bucket_by_sequence_length(lambda r: sf.shape(r)[0], [2], [2, 2],
+                                                   no_padding=True)
+    assert [b.shape for b in plain_batches.as_numpy_iterator()] == [(2, 3), (2, 3), (1, 3)]
+    too_long = ragged_rows([2, 5]).bucket_by_sequence_length(
+        lambda r: sf.shape(r)[0], [3], [1, 1], pad_to_bucket_boundary=True)
+    with pytest.raises(sf.errors.InvalidArgumentError, match=r"length < max\(bucket_boundaries\)"
+                                                             r" = 3, got 5"):
+        list(too_long)
+
+
 # -- window, flat_map, interleave -------------------------------------------------------------
 
 
@@ -385,7 +456,8 @@ def test_cardinality_follows_tensorflows_rules(make, expected):
 # -- the methods' examples --------------------------------------------------------------------
 
 
-NEW_METHODS = ["from_tensors", "from_generator", "unbatch", "rebatch", "padded_batch", "window",
+NEW_METHODS = ["from_tensors", "from_generator", "unbatch", "rebatch", "padded_batch",
+               "bucket_by_sequence_length", "window",
                "flat_map", "interleave", "scan", "take_while", "unique", "cache", "shard",
                "apply", "reduce", "get_single_element", "cardinality"]
 

@@ -1,9 +1,10 @@
 """Iterators of the restructuring transformations (window, flat_map, interleave, unbatch,
-padded_batch, scan, take_while, unique, shard, cache, from_tensors) saved at every position
-and restored into a freshly built pipeline: the restored iterator gives exactly the elements
-(and the same end) the uninterrupted one gives. Unseeded shuffles inside and around the new
-stages check that their random state travels with the position; a position saved by a
-pipeline with other arguments is refused, naming the stage."""
+padded_batch, bucket_by_sequence_length, scan, take_while, unique, shard, cache,
+from_tensors) saved at every position and restored into a freshly built pipeline: the
+restored iterator gives exactly the elements (and the same end) the uninterrupted one gives.
+Unseeded shuffles inside and around the new stages check that their random state travels
+with the position; a position saved by a pipeline with other arguments is refused, naming
+the stage."""
 
 import numpy as np
 import pytest
@@ -40,6 +41,8 @@ PIPELINES = {
     "unbatch of shuffled batches": lambda: Dataset.range(10).batch(3).shuffle(3).unbatch(),
     "padded_batch": lambda: ragged([3, 1, 4, 1, 5, 2, 6]).shuffle(3).padded_batch(
         2, padding_values=-1.0),
+    "bucket_by_sequence_length": lambda: ragged([3, 1, 4, 1, 5, 2, 6, 2, 1]).shuffle(4)
+    .bucket_by_sequence_length(lambda r: sf.shape(r)[0], [2, 4], [2, 3, 2]),
     "scan": lambda: Dataset.range(8).shuffle(8).scan(
         (np.int64(0), np.float32(1)), lambda s, x: ((s[0] + x, s[1] * 2), s[0] * 100 + x)),
     "take_while, unique, shard": lambda: Dataset.from_tensor_slices(
