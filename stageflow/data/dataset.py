@@ -151,9 +151,15 @@ class Dataset:
         return _Generated(generator, signature, arguments)
 
     @staticmethod
-    def range(*args: int) -> Dataset:
-        """``range(start, stop, step)`` as int64 scalars."""
-        return _Slices(np.arange(*args, dtype=np.int64), "range")
+    def range(*args: int, output_type: Any = np.int64) -> Dataset:
+        """``range(start, stop, step)`` as scalars of `output_type` (int64 by default).
+
+        >>> [int(x) for x in sf.data.Dataset.range(2, 11, 4)]
+        [2, 6, 10]
+        >>> sf.data.Dataset.range(3, output_type=sf.int32).element_spec
+        TensorSpec(shape=(), dtype=int32)
+        """
+        return _Slices(np.arange(*args).astype(output_type), "range")
 
     # -- transformations --------------------------------------------------------------------
 
@@ -186,8 +192,8 @@ class Dataset:
         return _Taken(self, None if count < 0 else int(count), 0)
 
     def skip(self, count: int) -> Dataset:
-        """All but the first `count` elements."""
-        return _Taken(self, None, int(count))
+        """All but the first `count` elements (-1: none of them)."""
+        return _Taken(self, 0, 0) if count < 0 else _Taken(self, None, int(count))
 
     def filter(self, predicate: Callable[..., Any]) -> Dataset:
         """The elements for which `predicate` (a tuple element passed as separate arguments,
@@ -341,7 +347,8 @@ class Dataset:
         of them open at once (one per core without it, as TensorFlow's default), taking
         `block_length` elements from each in turn; one that ends makes room for the next
         element's. The order is TensorFlow's deterministic one; `num_parallel_calls` and
-        `deterministic` change nothing here (the elements come one by one).
+        `deterministic` change nothing here (the elements come one by one). Give
+        `cycle_length` for an order, and checkpoints, that do not depend on the machine.
 
         >>> ds = sf.data.Dataset.range(1, 6).interleave(
         ...     lambda x: sf.data.Dataset.from_tensors(x).repeat(6), cycle_length=2,
@@ -680,8 +687,8 @@ class Iterator:
         try:
             shuffles = self._dataset._shuffles()
             if len(saved["seeds"]) != len(shuffles):
-                raise ValueError(f"the saved pipeline has {len(saved['seeds'])} shuffles, "
-                                 f"this one {len(shuffles)}")
+                raise ValueError(f"the saved pipeline has {len(saved['seeds'])} seeded stages "
+                                 f"(shuffles, interleaves), this one {len(shuffles)}")
             run = Run(tuple(int(e) for e in saved["epoch"]),
                       {id(s): [int(w) for w in seed]
                        for s, seed in zip(shuffles, saved["seeds"], strict=True)})
@@ -1218,6 +1225,9 @@ class _Padding:
     def __init__(self, spec: Any, padded_shapes: Any, padding_values: Any, op: str,
                  where: str) -> None:
         self.op, self.where = op, where
+        if _holds_datasets(spec):
+            raise TypeError(f"Dataset.{op}: the elements are datasets ({describe(spec)}, a "
+                            f"window's): batch them with flat_map first{where}")
         specs, treedef = nest.flatten(spec)
         if padded_shapes is None:  # every dim to the batch's longest
             self.shapes = [(None,) * len(s.shape) for s in specs]

@@ -599,10 +599,11 @@ class Sharded(Stage):
 
 
 class Cached(Source):
-    """The input's elements, recorded on the first pass that completes and read from the
-    record after it (`store` holds it for the dataset). A pass reading the record saves
-    the record with its position, so that a restore in another process has it; a pass
-    recording saves what it recorded so far."""
+    """The input's elements, recorded by a pass that completes and read from the record by
+    the passes made after it (`store` holds it for the dataset; a pass restored while
+    recording replaces it when it completes, as the uninterrupted pass did). A pass reading
+    the record saves the record with its position, so that a restore in another process
+    has it (and makes it the dataset's); a pass recording saves what it recorded so far."""
 
     def __init__(self, make: Callable[[], Source], store: list[list[Element]],
                  structure: Structure) -> None:
@@ -615,8 +616,8 @@ class Cached(Source):
         try:
             element = self.inner.next()
         except StopIteration:
-            if self.recording and not self.store:
-                self.store.append(self.recorded)
+            if self.recording:
+                self.store[:] = [self.recorded]
             raise
         if self.recording:
             self.recorded.append(element)
@@ -637,8 +638,7 @@ class Cached(Source):
             return
         self.inner = Listed(unpack(state["cache"], self.structure))
         self.inner.restore({"index": state["index"]})
-        if not self.store:
-            self.store.append(self.inner.elements)
+        self.store[:] = [self.inner.elements]
 
     def close(self) -> None:
         self.inner.close()

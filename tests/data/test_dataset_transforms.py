@@ -413,6 +413,14 @@ def test_cache_computes_the_elements_once_and_keeps_a_shuffles_first_order():
         Dataset.range(3).cache("/tmp/cache")
 
 
+def test_range_takes_an_output_type_and_skip_minus_one_skips_everything():
+    ds = Dataset.range(1, 8, 3, output_type=sf.int32)
+    assert ds.element_spec == sf.TensorSpec((), sf.int32)
+    assert elements(ds) == [1, 4, 7]
+    assert elements(ds.skip(-1)) == []
+    assert int(ds.skip(-1).cardinality()) == 0
+
+
 def test_apply_passes_the_dataset_and_needs_one_back():
     assert elements(Dataset.range(5).apply(lambda ds: ds.skip(2))) == [2, 3, 4]
     with pytest.raises(TypeError, match="transformation_func must return a Dataset, got list"):
@@ -456,7 +464,7 @@ def test_cardinality_follows_tensorflows_rules(make, expected):
 # -- the methods' examples --------------------------------------------------------------------
 
 
-NEW_METHODS = ["from_tensors", "from_generator", "unbatch", "rebatch", "padded_batch",
+NEW_METHODS = ["range", "from_tensors", "from_generator", "unbatch", "rebatch", "padded_batch",
                "bucket_by_sequence_length", "window",
                "flat_map", "interleave", "scan", "take_while", "unique", "cache", "shard",
                "apply", "reduce", "get_single_element", "cardinality"]
@@ -500,6 +508,9 @@ def test_functions_of_window_datasets_run_eagerly_and_cannot_return_datasets():
     assert elements(sums) == [3, 12, 6]
     assert elements(windows.filter(lambda w: w.cardinality() == 3).flat_map(lambda w: w)) == \
         list(range(6))
+    with pytest.raises(TypeError, match=r"padded_batch: the elements are datasets \(dataset "
+                                        r"of int64\[\], a window's\)"):
+        windows.padded_batch(2)
     with pytest.raises(TypeError, match="returned a dataset, which elements here cannot hold"):
         elements(windows.map(lambda w: w.batch(2)))
     it = iter(windows)

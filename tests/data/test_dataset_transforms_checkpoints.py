@@ -93,6 +93,25 @@ def test_a_cache_restored_in_a_fresh_dataset_reads_the_saved_record(tmp_path):
     assert [int(x) for x in restored] == order[2:]
 
 
+def test_a_cache_restored_reading_replaces_the_record_of_its_dataset(tmp_path):
+    """A pipeline that recorded its own cache (another shuffle order) before the restore
+    reads the saved record from then on, in the restored pass and the epochs after it, as
+    the uninterrupted iterator does."""
+    def make():
+        return Dataset.range(6).shuffle(6).cache()
+
+    saved = make()
+    it = iter(saved.repeat(3))
+    order = [int(next(it)) for _ in range(8)]
+    path = sf.train.Checkpoint(data=it).write(str(tmp_path / "cache"))
+    expected = [int(x) for x in it]
+    fresh = make()
+    assert len([int(x) for x in fresh]) == 6  # its own record, drawn with its own seed
+    restored = iter(fresh.repeat(3))
+    sf.train.Checkpoint(data=restored).restore(path)
+    assert [int(x) for x in restored] == expected == order[2:6] + order[:6]
+
+
 def test_an_open_dataset_made_by_another_function_is_refused(tmp_path):
     it = iter(Dataset.range(3).flat_map(lambda x: Dataset.range(x + 2).take(5)))
     next(it)
