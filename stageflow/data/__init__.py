@@ -1,6 +1,7 @@
 """`sf.data`: input pipelines (`Dataset`) whose iterators checkpoints save and restore."""
 
 from stageflow.core.exports import public_dir
+from stageflow.data import experimental
 from stageflow.data.dataset import (
     AUTOTUNE,
     INFINITE_CARDINALITY,
@@ -11,5 +12,5 @@ from stageflow.data.dataset import (
 )
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
-           "Iterator"]
+           "Iterator", "experimental"]
 __dir__ = public_dir(globals())  # not the submodules `dataset`, `elements`, `sources`
