@@ -3,8 +3,12 @@
 A dataset is a description: each `iter(dataset)` makes a fresh pipeline of `sources`, one
 per stage, and is one epoch (shuffles draw a new order per epoch unless seeded the same).
 Elements stay NumPy arrays inside the pipeline and become eager tensors where they leave it,
-so the stages cost no dispatch. A `map` function is staged with `sf.function` (traced once
-per element signature, run compiled), unless it cannot be traced, when it runs eagerly.
+so the stages cost no dispatch. A `map` function is staged with `sf.function` (traced for
+the first element signature, once more with the dims that vary left unknown, run compiled),
+unless it cannot be traced, when it runs eagerly; so are the functions of `filter`, `scan`,
+`reduce` and `take_while`. Functions that return datasets (`flat_map`, `interleave`) run
+eagerly: they build descriptions. A `window` element is a nest of datasets, which only
+functions called eagerly receive.
 
 An error computing an element is raised by the ``next()`` that would have returned it, and
 the next ``next()`` goes on with the following element (as in `tf.data`), whether or not
