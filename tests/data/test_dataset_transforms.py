@@ -516,3 +516,31 @@ def test_functions_of_window_datasets_run_eagerly_and_cannot_return_datasets():
     it = iter(windows)
     with pytest.raises(TypeError, match="holding datasets .* cannot enter a staged function"):
         sf.function(lambda: next(it), autograph=False)()
+
+
+def test_a_staged_loop_over_sliding_windows_and_padded_batches_gives_the_eager_sums():
+    series = np.arange(10, dtype=np.float32)
+    windows = Dataset.from_tensor_slices(series).window(4, shift=2, drop_remainder=True) \
+        .flat_map(lambda w: w.batch(4, drop_remainder=True))
+    padded = ragged_rows([1, 3, 2, 4, 1]).padded_batch(2, padded_shapes=[4],
+                                                       drop_remainder=True)
+
+    def sums():
+        total = sf.zeros((4,))
+        for window in windows:
+            total += window
+        count = sf.zeros((4,), sf.int32)
+        for batch in padded:
+            count += sf.reduce_sum(batch, axis=0)
+        return total, count
+
+    starts = range(0, 7, 2)
+    want = np.sum([series[s:s + 4] for s in starts], axis=0)
+    rows = np.zeros((4, 4), np.int32)
+    for i, n in enumerate([1, 3, 2, 4]):
+        rows[i, :n] = n
+    staged = sf.function(sums)
+    for total, count in (sums(), staged(), staged()):  # each staged call a new pass
+        np.testing.assert_allclose(total.numpy(), want)
+        np.testing.assert_array_equal(count.numpy(), rows.sum(axis=0))
+    assert "dataset_get_next" in staged.get_concrete_function().ir()
