@@ -173,19 +173,19 @@ class Dataset:
         It is staged with `sf.function`; ``num_parallel_calls`` runs that many calls at
         once (`AUTOTUNE`: one per core), results in input order."""
         del deterministic  # results always come in input order
-        return _Mapped(self, map_func, _count(num_parallel_calls, "num_parallel_calls"))
+        return _Mapped(self, map_func, _count(num_parallel_calls, "num_parallel_calls", "map"))
 
     def shuffle(self, buffer_size: int, seed: int | None = None,
                 reshuffle_each_iteration: bool = True) -> Dataset:
         """Elements in random order, drawn from a buffer of `buffer_size` (TensorFlow's
         semantics: a buffer as large as the dataset is a uniform shuffle)."""
-        return _Shuffled(self, _count(buffer_size, "buffer_size"), seed,
+        return _Shuffled(self, _count(buffer_size, "buffer_size", "shuffle"), seed,
                          reshuffle_each_iteration)
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """`batch_size` consecutive elements stacked along a new leading axis; the last
         batch is shorter unless `drop_remainder`."""
-        return _Batched(self, _positive(batch_size, "batch_size"), bool(drop_remainder))
+        return _Batched(self, _positive(batch_size, "batch_size", "batch"), bool(drop_remainder))
 
     def repeat(self, count: int | None = None) -> Dataset:
         """The dataset `count` times (None or -1: forever), reshuffled each time."""
@@ -222,7 +222,7 @@ class Dataset:
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Elements prepared ahead by a background thread, up to `buffer_size` of them."""
-        return _Prefetched(self, _count(buffer_size, "buffer_size"))
+        return _Prefetched(self, _count(buffer_size, "buffer_size", "prefetch"))
 
     def unbatch(self) -> Dataset:
         """Each element split along its leading dim into that many elements (every leaf
@@ -264,8 +264,8 @@ class Dataset:
         [[1, -1, -1, -1, -1], [2, 2, -1, -1, -1]]
         [[3, 3, 3, -1, -1], [4, 4, 4, 4, -1]]
         """
-        return _PaddedBatched(self, _positive(batch_size, "batch_size"), padded_shapes,
-                              padding_values, bool(drop_remainder))
+        size = _positive(batch_size, "batch_size", "padded_batch")
+        return _PaddedBatched(self, size, padded_shapes, padding_values, bool(drop_remainder))
 
     def bucket_by_sequence_length(
             self, element_length_func: Callable[..., Any], bucket_boundaries: list[int],
@@ -294,7 +294,8 @@ class Dataset:
         """
         where = describe_location()
         boundaries = [int(b) for b in bucket_boundaries]
-        sizes = [_positive(b, "bucket_batch_sizes") for b in bucket_batch_sizes]
+        sizes = [_positive(b, "bucket_batch_sizes", "bucket_by_sequence_length")
+                 for b in bucket_batch_sizes]
         if len(sizes) != len(boundaries) + 1:
             raise ValueError(f"Dataset.bucket_by_sequence_length: bucket_batch_sizes needs "
                              f"len(bucket_boundaries) + 1 = {len(boundaries) + 1} sizes, got "
@@ -329,9 +330,9 @@ class Dataset:
         >>> [x.tolist() for x in flat.as_numpy_iterator()]
         [[0, 2, 4], [1, 3, 5], [2, 4, 6]]
         """
-        size = _positive(size, "size")
-        return _Windowed(self, size, size if shift is None else _positive(shift, "shift"),
-                         _positive(stride, "stride"), bool(drop_remainder))
+        size = _positive(size, "size", "window")
+        return _Windowed(self, size, size if shift is None else _positive(shift, "shift", "window"),
+                         _positive(stride, "stride", "window"), bool(drop_remainder))
 
     def flat_map(self, map_func: Callable[..., Dataset]) -> Dataset:
         """The elements of the dataset `map_func` makes of each element, one dataset after
@@ -365,9 +366,9 @@ class Dataset:
         if cycle_length is None or cycle_length == AUTOTUNE:
             cycle = os.cpu_count() or 1
         else:
-            cycle = _positive(cycle_length, "cycle_length")
-        return _Interleaved(self, map_func, cycle, _positive(block_length, "block_length"),
-                            "interleave")
+            cycle = _positive(cycle_length, "cycle_length", "interleave")
+        block = _positive(block_length, "block_length", "interleave")
+        return _Interleaved(self, map_func, cycle, block, "interleave")
 
     def scan(self, initial_state: Any, scan_func: Callable[[Any, Any], tuple[Any, Any]]
              ) -> Dataset:
@@ -428,7 +429,7 @@ class Dataset:
         >>> [int(x) for x in sf.data.Dataset.range(10).shard(3, 1).as_numpy_iterator()]
         [1, 4, 7]
         """
-        count = _positive(num_shards, "num_shards")
+        count = _positive(num_shards, "num_shards", "shard")
         if not 0 <= int(index) < count:
             raise ValueError(f"Dataset.shard: index must be in [0, num_shards={count}), got "
                              f"{index}{describe_location()}")
@@ -1746,20 +1747,20 @@ def _first_spec(dataset: Dataset) -> Any:
                      "element spec")
 
 
-def _count(value: int | None, name: str) -> int:
+def _count(value: int | None, name: str, op: str) -> int:
     if value is None:
         return 1
     if value == AUTOTUNE:
         return os.cpu_count() or 1
     if int(value) < 1:
-        raise ValueError(f"Dataset: {name} must be >= 1 (or sf.data.AUTOTUNE), got {value}"
+        raise ValueError(f"Dataset.{op}: {name} must be >= 1 (or sf.data.AUTOTUNE), got {value}"
                          f"{describe_location()}")
     return int(value)
 
 
-def _positive(value: int, name: str) -> int:
+def _positive(value: int, name: str, op: str) -> int:
     if int(value) < 1:
-        raise ValueError(f"Dataset: {name} must be >= 1, got {value}{describe_location()}")
+        raise ValueError(f"Dataset.{op}: {name} must be >= 1, got {value}{describe_location()}")
     return int(value)
 
 

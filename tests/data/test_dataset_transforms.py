@@ -262,7 +262,7 @@ def test_window_reproduces_tensorflows_examples():
     assert elements(slid) == [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5]]
     zipped = pairs.flat_map(lambda x, y: Dataset.zip((x.batch(2), y.batch(2))))
     assert elements(zipped) == [([1, 2], [6, 7]), ([3, 4], [8, 9]), ([5], [10])]
-    with pytest.raises(ValueError, match=r"Dataset: shift must be >= 1, got 0\n  at .*"
+    with pytest.raises(ValueError, match=r"Dataset.window: shift must be >= 1, got 0\n  at .*"
                                          r"test_dataset_transforms.py"):
         Dataset.range(3).window(2, 0)
 
