@@ -242,6 +242,10 @@ class Dataset:
         >>> [x.tolist() for x in ds.as_numpy_iterator()]
         [[0, 1, 2], [3, 4, 5]]
         """
+        if np.ndim(batch_size) != 0:
+            raise ValueError(f"Dataset.rebatch: batch_size is one size here, got {batch_size!r} "
+                             f"(TensorFlow's cycling through a list of sizes is not supported)"
+                             f"{describe_location()}")
         return self.unbatch().batch(batch_size, drop_remainder)
 
     def padded_batch(self, batch_size: int, padded_shapes: Any = None,

@@ -65,6 +65,12 @@ def test_from_generator_takes_tensorflows_older_output_types_and_output_shapes()
                                output_signature=(sf.TensorSpec([None]),) * 2)
     with pytest.raises(ValueError, match="output_shapes must have the elements' structure"):
         Dataset.from_generator(pairs, (sf.int32, sf.int32), [None])
+    named = Dataset.from_generator(lambda: iter([{"ids": [1, 2], "label": 0}]),
+                                   {"ids": sf.int64, "label": sf.int32},
+                                   {"ids": [None], "label": []})
+    assert named.element_spec == {"ids": sf.TensorSpec([None], sf.int64),
+                                  "label": sf.TensorSpec((), sf.int32)}
+    assert elements(named) == [{"ids": [1, 2], "label": 0}]
 
 
 # -- unbatch, padded_batch --------------------------------------------------------------------
@@ -81,6 +87,11 @@ def test_unbatch_undoes_batch(count, size, drop):
     assert elements(batched.rebatch(3)) == [
         (rows[i:min(i + 3, kept)].tolist(), list(range(i, min(i + 3, kept))))
         for i in range(0, kept, 3)]
+
+
+def test_rebatch_takes_one_batch_size():
+    with pytest.raises(ValueError, match=r"rebatch: batch_size is one size here, got \[2, 3\]"):
+        Dataset.range(6).batch(2).rebatch([2, 3])
 
 
 def test_unbatch_needs_a_leading_dim_shared_by_every_leaf():
