@@ -102,7 +102,7 @@ def test_namespace_imports_as_a_module(namespace):
 # `sf.config.dump_dir` and `sf.data.AUTOTUNE` are part of an API, so not only callables).
 OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "errors",
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
-                    "summary.experimental", "data.experimental"]
+                    "summary.experimental"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

@@ -555,3 +555,11 @@ def test_a_staged_loop_over_sliding_windows_and_padded_batches_gives_the_eager_s
         np.testing.assert_allclose(total.numpy(), want)
         np.testing.assert_array_equal(count.numpy(), rows.sum(axis=0))
     assert "dataset_get_next" in staged.get_concrete_function().ir()
+
+
+def test_data_experimental_shows_exactly_its_public_names():
+    module = sf.data.experimental
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert [n for n in dir(module) if not n.startswith("_")] == sorted(module.__all__)
+    assert module.AUTOTUNE == sf.data.AUTOTUNE
+    assert (module.INFINITE_CARDINALITY, module.UNKNOWN_CARDINALITY) == (-1, -2)
