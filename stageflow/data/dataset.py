@@ -537,6 +537,28 @@ class Dataset:
         """This stage's number of elements, from its inputs' (TensorFlow's rules)."""
         return UNKNOWN_CARDINALITY
 
+    def __len__(self) -> int:
+        """``len(dataset)``: the number of elements, where `cardinality` knows it (a
+        TypeError for an infinite dataset or one of unknown length, as in TensorFlow).
+
+        >>> len(sf.data.Dataset.range(10).batch(3))
+        4
+        >>> len(sf.data.Dataset.range(10).repeat())
+        Traceback (most recent call last):
+        ...
+        TypeError: The dataset is infinite.
+        """
+        count = self._cardinality()
+        if count == INFINITE_CARDINALITY:
+            raise TypeError("The dataset is infinite.")
+        if count == UNKNOWN_CARDINALITY:
+            raise TypeError("The dataset length is unknown.")
+        return count
+
+    def __bool__(self) -> bool:
+        """A dataset is true, whatever its length (`__len__` may raise)."""
+        return True
+
     # -- iteration --------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator:

@@ -472,13 +472,23 @@ def test_cardinality_follows_tensorflows_rules(make, expected):
         assert len(list(make())) == expected
 
 
+def test_len_is_the_known_cardinality_and_a_dataset_is_always_true():
+    assert len(Dataset.range(7).window(3, 2)) == 4
+    with pytest.raises(TypeError, match="The dataset is infinite."):
+        len(Dataset.range(3).repeat())
+    with pytest.raises(TypeError, match="The dataset length is unknown."):
+        len(Dataset.range(3).filter(lambda x: x > 0))
+    assert Dataset.range(0) and Dataset.range(3).filter(lambda x: x > 0)
+    assert list(Dataset.range(3).filter(lambda x: x > 0).as_numpy_iterator()) == [1, 2]
+
+
 # -- the methods' examples --------------------------------------------------------------------
 
 
-NEW_METHODS = ["range", "from_tensors", "from_generator", "unbatch", "rebatch", "padded_batch",
-               "bucket_by_sequence_length", "window",
-               "flat_map", "interleave", "scan", "take_while", "unique", "cache", "shard",
-               "apply", "reduce", "get_single_element", "cardinality"]
+NEW_METHODS = ["__len__", "range", "from_tensors", "from_generator", "unbatch", "rebatch",
+               "padded_batch", "bucket_by_sequence_length", "window", "flat_map", "interleave",
+               "scan", "take_while", "unique", "cache", "shard", "apply", "reduce",
+               "get_single_element", "cardinality"]
 
 
 @pytest.mark.parametrize("name", NEW_METHODS)
