@@ -1,7 +1,16 @@
 """`sf.data`: input pipelines (`Dataset`) whose iterators checkpoints save and restore."""
 
 from stageflow.core.exports import public_dir
-from stageflow.data.dataset import AUTOTUNE, Dataset, Iterator
+from stageflow.data import experimental
+from stageflow.data.dataset import (
+    AUTOTUNE,
+    INFINITE_CARDINALITY,
+    UNKNOWN_CARDINALITY,
+    Dataset,
+    DatasetSpec,
+    Iterator,
+)
 
-__all__ = ["AUTOTUNE", "Dataset", "Iterator"]
+__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
+           "Iterator", "experimental"]
 __dir__ = public_dir(globals())  # not the submodules `dataset`, `elements`, `sources`

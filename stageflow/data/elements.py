@@ -7,6 +7,10 @@ converts at the two edges: `to_tensors` where an element leaves an iterator or e
 `unpack` store a list of elements (a shuffle or prefetch buffer) as one stacked array per
 leaf when their shapes agree, so a checkpoint holds a few large tensors, not many small.
 
+A `window` element is a nest of `Window`s (the rows of each leaf) inside the pipeline, and
+of datasets where it reaches the user: its spec is a `DatasetSpec`, and buffers save a
+window's rows as they save elements.
+
 A stage that computes ahead (prefetch, parallel map) keeps what an element's computation
 raised as a `Failure` in that element's place, so that the error reaches the consumer at the
 element's position, and a checkpoint saves it there too (as its type and arguments: a
@@ -27,7 +31,39 @@ from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor, to_array, wrap
 from stageflow.frontend.variables import Variable
 
-Element = Any  # a nest of np.ndarray
+Element = Any  # a nest of np.ndarray (and `Window`s, in a `window` stage's elements)
+
+
+class Window:
+    """The rows one leaf of a `window` element holds: a dataset's elements, kept as arrays
+    until the window reaches the user (`Dataset.window` makes a dataset of them there)."""
+
+    __slots__ = ("rows", "spec")
+
+    def __init__(self, rows: list[Element], spec: Any) -> None:
+        self.rows, self.spec = rows, spec
+
+
+class DatasetSpec:
+    """The spec of an element that is a dataset (`Dataset.window`'s elements): the spec of
+    that dataset's elements (TensorFlow's ``tf.data.DatasetSpec``).
+
+    >>> windows = sf.data.Dataset.range(5).window(2)
+    >>> windows.element_spec
+    DatasetSpec(TensorSpec(shape=(), dtype=int64))
+    """
+
+    def __init__(self, element_spec: Any) -> None:
+        self.element_spec = element_spec
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatasetSpec) and other.element_spec == self.element_spec
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        return f"DatasetSpec({self.element_spec!r})"
 
 
 def to_arrays(structure: Any) -> Element:
@@ -55,15 +91,18 @@ def _array(leaf: Any) -> np.ndarray:
 
 
 def to_tensors(element: Element) -> Any:
-    """The element as the user sees it: eager tensors in the same nest."""
+    """The element as the user sees it: eager tensors in the same nest (a `Window` stays,
+    for the dataset stage to make a dataset of)."""
     leaves, treedef = nest.flatten(element)
-    return nest.unflatten(treedef, [wrap(leaf) for leaf in leaves])
+    return nest.unflatten(treedef, [leaf if isinstance(leaf, Window) else wrap(leaf)
+                                    for leaf in leaves])
 
 
 def spec_of(element: Element) -> Any:
-    """The `sf.TensorSpec` nest describing `element`."""
+    """The `sf.TensorSpec` nest describing `element` (a `DatasetSpec` for a `Window`)."""
     leaves, treedef = nest.flatten(element)
-    return nest.unflatten(treedef, [TensorSpec(a.shape, a.dtype) for a in leaves])
+    return nest.unflatten(treedef, [DatasetSpec(a.spec) if isinstance(a, Window)
+                                    else TensorSpec(a.shape, a.dtype) for a in leaves])
 
 
 def stack(elements: list[Element]) -> Element:
@@ -159,7 +198,10 @@ def pack(outcomes: list[Outcome]) -> dict[str, Any]:
     if failures:
         state["failures"] = failures
     elements = [o for o in outcomes if not isinstance(o, Failure)]
-    if elements:
+    if any(isinstance(leaf, Window) for e in elements for leaf in flat_leaves(e)):
+        state["elements"] = [[{"window": pack(leaf.rows)} if isinstance(leaf, Window)
+                              else leaf for leaf in flat_leaves(e)] for e in elements]
+    elif elements:
         try:
             state["stacked"] = flat_leaves(stack(elements))
         except ValueError:
@@ -185,10 +227,20 @@ def unpack(state: dict[str, Any], structure: Callable[[], Any]) -> list[Outcome]
     if rows:
         specs, treedef = nest.flatten(structure())
         for leaves in rows:
+            leaves = [_saved_window(leaf, spec) if isinstance(leaf, dict) else leaf
+                      for leaf, spec in zip(leaves, specs, strict=False)]
             _check_leaves(leaves, specs)
             elements.append(nest.unflatten(treedef, leaves))
     remaining = iter(elements)
     return [failures[i] if i in failures else next(remaining) for i in range(count)]
+
+
+def _saved_window(saved: dict[str, Any], spec: Any) -> Window:
+    """A window `pack` saved, where the pipeline's element has one (else refused)."""
+    if not isinstance(spec, DatasetSpec) or "window" not in saved:
+        raise ValueError(f"a saved element holds a window where the pipeline's element is "
+                         f"{describe(spec)}")
+    return Window(unpack(saved["window"], lambda: spec.element_spec), spec.element_spec)
 
 
 def _saved_rows(state: dict[str, Any], count: int) -> list[list[np.ndarray]]:
@@ -199,16 +251,18 @@ def _saved_rows(state: dict[str, Any], count: int) -> list[list[np.ndarray]]:
             raise ValueError(f"a saved buffer of {count} elements has stacked leaves of "
                              f"shapes {[c.shape for c in columns]}")
         return [[np.asarray(c[i]) for c in columns] for i in range(count)]
-    rows = [[np.asarray(a) for a in leaves] for leaves in state.get("elements", [])]
+    rows = [[a if isinstance(a, dict) else np.asarray(a) for a in leaves]
+            for leaves in state.get("elements", [])]
     if len(rows) != count:
         raise ValueError(f"a saved buffer holds {len(rows)} elements where its count says "
                          f"{count}")
     return rows
 
 
-def _check_leaves(leaves: list[np.ndarray], specs: list[TensorSpec]) -> None:
+def _check_leaves(leaves: list[Any], specs: list[Any]) -> None:
     if len(leaves) != len(specs) or any(
-            a.dtype != s.dtype or a.ndim != len(s.shape)
+            spec_of(a) != s if isinstance(a, Window) or isinstance(s, DatasetSpec)
+            else a.dtype != s.dtype or a.ndim != len(s.shape)
             for a, s in zip(leaves, specs, strict=True)):
         saved = ", ".join(_leaf_text(spec_of(a)) for a in leaves)
         raise ValueError(f"a saved element is {saved}, the pipeline's elements are "
@@ -228,7 +282,9 @@ def describe(spec: Any) -> str:
     return repr(nest.unflatten(treedef, [_Shown(_leaf_text(s)) for s in leaves]))
 
 
-def _leaf_text(spec: TensorSpec) -> str:
+def _leaf_text(spec: TensorSpec | DatasetSpec) -> str:
+    if isinstance(spec, DatasetSpec):
+        return f"dataset of {describe(spec.element_spec)}"
     return f"{spec.dtype.name}[{','.join('?' if d is None else str(d) for d in spec.shape)}]"
 
 
@@ -236,5 +292,6 @@ def flat_leaves(element: Element) -> list[np.ndarray]:
     return nest.flatten(element)[0]
 
 
-__all__ = ["Element", "Failure", "Outcome", "describe", "error_record", "flat_leaves", "pack",
-           "rebuilt_error", "settle", "spec_of", "stack", "to_arrays", "to_tensors", "unpack"]
+__all__ = ["DatasetSpec", "Element", "Failure", "Outcome", "Window", "describe", "error_record",
+           "flat_leaves", "pack", "rebuilt_error", "settle", "spec_of", "stack", "to_arrays",
+           "to_tensors", "unpack"]

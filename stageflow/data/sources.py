@@ -29,7 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.data.elements import Element, Failure, Outcome, pack, settle, stack, unpack
+from stageflow.core import nest
+from stageflow.data.elements import (
+    Element,
+    Failure,
+    Outcome,
+    Window,
+    flat_leaves,
+    pack,
+    settle,
+    stack,
+    unpack,
+)
 
 Structure = Callable[[], Any]  # the spec of one element, computed when first asked
 
@@ -234,11 +245,13 @@ class Shuffled(Stage):
 
 
 class Batched(Stage):
-    """`size` consecutive input elements stacked; a last short batch unless dropped."""
+    """`size` consecutive input elements combined (stacked, or padded and stacked); a last
+    short batch unless dropped."""
 
-    def __init__(self, inner: Source, size: int, drop_remainder: bool) -> None:
+    def __init__(self, inner: Source, size: int, drop_remainder: bool,
+                 combine: Callable[[list[Element]], Element] = stack) -> None:
         super().__init__(inner)
-        self.size, self.drop_remainder = size, drop_remainder
+        self.size, self.drop_remainder, self.combine = size, drop_remainder, combine
 
     def next(self) -> Element:
         elements = []
@@ -249,7 +262,386 @@ class Batched(Stage):
                 break
         if not elements or (self.drop_remainder and len(elements) < self.size):
             raise StopIteration
-        return stack(elements)
+        return self.combine(elements)
+
+
+class Bucketed(Stage):
+    """Input elements gathered in buckets (`bucket` picks one); a bucket holding its size
+    in elements gives them combined, and when the input ends the buckets left give theirs
+    in bucket order (none that is short when `drop_remainder`). The buckets are saved."""
+
+    def __init__(self, inner: Source, bucket: Callable[[Element], int], sizes: list[int],
+                 combine: Callable[[int, list[Element]], Element], drop_remainder: bool,
+                 structure: Structure) -> None:
+        super().__init__(inner)
+        self.bucket, self.sizes, self.combine = bucket, sizes, combine
+        self.drop_remainder, self.structure = drop_remainder, structure
+        self.buckets: list[list[Element]] = [[] for _ in sizes]
+        self.inner_done = False
+
+    def next(self) -> Element:
+        while not self.inner_done:
+            try:
+                element = self.inner.next()
+            except StopIteration:
+                self.inner_done = True
+                break
+            index = self.bucket(element)
+            self.buckets[index].append(element)
+            if len(self.buckets[index]) == self.sizes[index]:
+                full, self.buckets[index] = self.buckets[index], []
+                return self.combine(index, full)
+        for index, held in enumerate(self.buckets):
+            if held:
+                self.buckets[index] = []
+                if not self.drop_remainder:
+                    return self.combine(index, held)
+        raise StopIteration
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "buckets": [pack(held) for held in self.buckets],
+                "inner_done": self.inner_done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if len(state["buckets"]) != len(self.sizes):
+            raise ValueError(f"{len(state['buckets'])} buckets were saved, this stage has "
+                             f"{len(self.sizes)}")
+        self.buckets = [unpack(held, self.structure) for held in state["buckets"]]
+        self.inner_done = bool(state["inner_done"])
+
+
+class Listed(Source):
+    """The elements of a list, in turn (a window's rows, a completed cache)."""
+
+    def __init__(self, elements: list[Element]) -> None:
+        self.elements, self.index = elements, 0
+
+    def next(self) -> Element:
+        if self.index >= len(self.elements):
+            raise StopIteration
+        self.index += 1
+        return self.elements[self.index - 1]
+
+    def state(self) -> dict[str, Any]:
+        return {"index": self.index}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        index = int(state["index"])
+        if not 0 <= index <= len(self.elements):
+            raise ValueError(f"position {index} is outside {len(self.elements)} elements")
+        self.index = index
+
+
+class Unbatched(Stage):
+    """The rows of each input element, in turn; `split` checks an element and gives its
+    rows. The state holds the element being split and the next row's index."""
+
+    def __init__(self, inner: Source, split: Callable[[Element], list[Element]],
+                 structure: Structure) -> None:
+        super().__init__(inner)
+        self.split, self.structure = split, structure
+        self.current: Element | None = None
+        self.rows: list[Element] = []
+        self.index = 0
+
+    def next(self) -> Element:
+        while self.index >= len(self.rows):
+            element = self.inner.next()
+            self.current, self.rows, self.index = element, self.split(element), 0
+        self.index += 1
+        return self.rows[self.index - 1]
+
+    def state(self) -> dict[str, Any]:
+        held = [] if self.index >= len(self.rows) else [self.current]
+        return {**super().state(), "current": pack(held), "index": self.index}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        held = unpack(state["current"], self.structure)
+        self.current = held[0] if held else None
+        self.rows = self.split(self.current) if held else []
+        self.index = int(state["index"]) if held else 0
+
+
+class Windowed(Stage):
+    """Windows of `size` input elements `stride` apart, one starting every `shift`
+    elements (TensorFlow's `window`): a buffer holds the span of the next window; each
+    window is the input's structure with a `Window` of rows for each leaf."""
+
+    def __init__(self, inner: Source, size: int, shift: int, stride: int,
+                 drop_remainder: bool, structure: Structure) -> None:
+        super().__init__(inner)
+        self.size, self.shift, self.stride = size, shift, stride
+        self.drop_remainder, self.structure = drop_remainder, structure
+        self.buffer: list[Element] = []
+        self.to_skip = 0  # input elements before the next window's start
+        self.inner_done = False
+
+    def _pull(self) -> Element | None:
+        try:
+            return self.inner.next()
+        except StopIteration:
+            self.inner_done = True
+            return None
+
+    def next(self) -> Element:
+        while self.to_skip and not self.inner_done:
+            if self._pull() is not None:
+                self.to_skip -= 1
+        span = (self.size - 1) * self.stride + 1
+        while len(self.buffer) < span and not self.inner_done:
+            element = self._pull()
+            if element is not None:
+                self.buffer.append(element)
+        rows = self.buffer[::self.stride][:self.size]
+        if not rows or (self.drop_remainder and len(rows) < self.size):
+            raise StopIteration
+        dropped = min(self.shift, len(self.buffer))
+        del self.buffer[:dropped]
+        self.to_skip = self.shift - dropped
+        specs, treedef = nest.flatten(self.structure())
+        columns = zip(*(flat_leaves(row) for row in rows), strict=True)
+        return nest.unflatten(treedef, [Window(list(column), spec)
+                                        for column, spec in zip(columns, specs, strict=True)])
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "buffer": pack(self.buffer), "to_skip": self.to_skip,
+                "inner_done": self.inner_done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.buffer = unpack(state["buffer"], self.structure)
+        self.to_skip = int(state["to_skip"])
+        self.inner_done = bool(state["inner_done"])
+
+
+# Opens the dataset a function makes of an input element (the `number`th opened): its
+# source, and a function giving what saving it needs beside the source's state (the
+# pipeline's stages: computed when saved, not when opened); given such a saved slot, the
+# source is restored to it (the pipeline checked first).
+Describe = Callable[[], "dict[str, Any]"]
+Opener = Callable[[Element, int, "dict[str, Any] | None"], "tuple[Source, Describe]"]
+
+
+class Slot:
+    """An input element's dataset, open in an `Interleaved` cycle."""
+
+    __slots__ = ("describe", "element", "number", "source")
+
+    def __init__(self, element: Element, number: int, source: Source,
+                 describe: Describe) -> None:
+        self.element, self.number, self.source = element, number, source
+        self.describe = describe
+
+
+class Interleaved(Stage):
+    """TensorFlow's `interleave` (and `flat_map`, a cycle of one): up to `cycle_length`
+    datasets made of input elements are open; `block_length` elements are taken from each
+    in turn; a dataset that ends frees its place for the next input element's when the
+    turn comes back to it. Each open dataset is saved as its input element and its
+    source's state, and restored by making it again of that element."""
+
+    def __init__(self, inner: Source, opener: Opener, cycle_length: int, block_length: int,
+                 structure: Structure) -> None:
+        super().__init__(inner)
+        self.opener, self.structure = opener, structure
+        self.cycle_length, self.block_length = cycle_length, block_length
+        self.slots: list[Slot | None] = [None] * cycle_length
+        self.cycle = self.block = self.opened = 0
+        self.inner_done = False
+
+    def _advance(self) -> None:
+        self.block, self.cycle = 0, (self.cycle + 1) % self.cycle_length
+
+    def next(self) -> Element:
+        while not self.inner_done or any(self.slots):
+            slot = self.slots[self.cycle]
+            if slot is not None:
+                try:
+                    element = slot.source.next()
+                except StopIteration:
+                    slot.source.close()
+                    self.slots[self.cycle] = None
+                    self._advance()
+                    continue
+                self.block += 1
+                if self.block == self.block_length:
+                    self._advance()
+                return element
+            if self.inner_done:
+                self._advance()
+                continue
+            try:
+                element = self.inner.next()
+            except StopIteration:
+                self.inner_done = True
+                continue
+            number, self.opened = self.opened, self.opened + 1
+            self.slots[self.cycle] = Slot(element, number, *self.opener(element, number, None))
+        raise StopIteration
+
+    def state(self) -> dict[str, Any]:
+        slots = [None if slot is None else
+                 {**slot.describe(), "element": pack([slot.element]), "number": slot.number,
+                  "source": slot.source.state()} for slot in self.slots]
+        return {**super().state(), "slots": slots, "cycle": self.cycle, "block": self.block,
+                "opened": self.opened, "inner_done": self.inner_done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if len(state["slots"]) != self.cycle_length:
+            raise ValueError(f"{len(state['slots'])} datasets were open, the cycle here "
+                             f"has {self.cycle_length}")
+        for i, saved in enumerate(state["slots"]):
+            if saved is not None:
+                element = unpack(saved["element"], self.structure)[0]
+                number = int(saved["number"])
+                self.slots[i] = Slot(element, number, *self.opener(element, number, saved))
+        self.cycle, self.block = int(state["cycle"]), int(state["block"])
+        self.opened, self.inner_done = int(state["opened"]), bool(state["inner_done"])
+
+    def close(self) -> None:
+        for slot in self.slots:
+            if slot is not None:
+                slot.source.close()
+        super().close()
+
+
+class Scanned(Stage):
+    """`step(state, element)` gives the next state and the output element, from `initial`
+    (TensorFlow's `scan`); the state is saved with the input's position."""
+
+    def __init__(self, inner: Source, step: Callable[[Element, Element], tuple],
+                 initial: Element, structure: Structure) -> None:
+        super().__init__(inner)
+        self.step, self.carried, self.structure = step, initial, structure
+
+    def next(self) -> Element:
+        self.carried, output = self.step(self.carried, self.inner.next())
+        return output
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "carried": pack([self.carried])}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.carried = unpack(state["carried"], self.structure)[0]
+
+
+class TakenWhile(Stage):
+    """The input elements until the first for which `keep` is false."""
+
+    def __init__(self, inner: Source, keep: Callable[[Element], bool]) -> None:
+        super().__init__(inner)
+        self.keep, self.done = keep, False
+
+    def next(self) -> Element:
+        if self.done:
+            raise StopIteration
+        element = self.inner.next()
+        if not self.keep(element):
+            self.done = True
+            raise StopIteration
+        return element
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "done": self.done}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.done = bool(state["done"])
+
+
+class Unique(Stage):
+    """The input elements (integer scalars) not seen before; the seen ones are saved."""
+
+    def __init__(self, inner: Source, dtype: np.dtype) -> None:
+        super().__init__(inner)
+        self.dtype, self.seen = dtype, set()
+
+    def next(self) -> Element:
+        while True:
+            element = self.inner.next()
+            if int(element) not in self.seen:
+                self.seen.add(int(element))
+                return element
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "seen": np.array(sorted(self.seen), self.dtype)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.seen = {int(v) for v in np.asarray(state["seen"]).reshape(-1)}
+
+
+class Sharded(Stage):
+    """Every `count`th input element, from the `index`th (TensorFlow's `shard`)."""
+
+    def __init__(self, inner: Source, count: int, index: int) -> None:
+        super().__init__(inner)
+        self.count, self.index, self.position = count, index, 0
+
+    def next(self) -> Element:
+        while self.position % self.count != self.index:
+            self.inner.next()
+            self.position += 1
+        element = self.inner.next()
+        self.position += 1
+        return element
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "position": self.position}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.position = int(state["position"])
+
+
+class Cached(Source):
+    """The input's elements, recorded by a pass that completes and read from the record by
+    the passes made after it (`store` holds it for the dataset; a pass restored while
+    recording replaces it when it completes, as the uninterrupted pass did). A pass reading
+    the record saves the record with its position, so that a restore in another process
+    has it (and makes it the dataset's); a pass recording saves what it recorded so far."""
+
+    def __init__(self, make: Callable[[], Source], store: list[list[Element]],
+                 structure: Structure) -> None:
+        self.make, self.store, self.structure = make, store, structure
+        self.recording = not store
+        self.inner: Source = make() if self.recording else Listed(store[0])
+        self.recorded: list[Element] = []
+
+    def next(self) -> Element:
+        try:
+            element = self.inner.next()
+        except StopIteration:
+            if self.recording:
+                self.store[:] = [self.recorded]
+            raise
+        if self.recording:
+            self.recorded.append(element)
+        return element
+
+    def state(self) -> dict[str, Any]:
+        if isinstance(self.inner, Listed) and not self.recording:
+            return {"cache": pack(self.inner.elements), "index": self.inner.index}
+        return {"inner": self.inner.state(), "recorded": pack(self.recorded)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.close()
+        self.recording = "cache" not in state
+        if self.recording:
+            self.inner = self.make()
+            self.inner.restore(state["inner"])
+            self.recorded = unpack(state["recorded"], self.structure)
+            return
+        self.inner = Listed(unpack(state["cache"], self.structure))
+        self.inner.restore({"index": state["index"]})
+        self.store[:] = [self.inner.elements]
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class Repeated(Source):
@@ -459,6 +851,7 @@ class Prefetched(Stage):
         super().close()
 
 
-__all__ = ["Batched", "Concatenated", "Counted", "Filtered", "Generated", "Group", "Mapped",
-           "Prefetched", "Repeated", "Shuffled", "Slices", "Source", "Stage", "Taken",
-           "Zipped"]
+__all__ = ["Batched", "Bucketed", "Cached", "Concatenated", "Counted", "Describe", "Filtered",
+           "Generated", "Group", "Interleaved", "Listed", "Mapped", "Opener", "Prefetched",
+           "Repeated", "Scanned", "Sharded", "Shuffled", "Slices", "Slot", "Source", "Stage",
+           "Taken", "TakenWhile", "Unbatched", "Unique", "Windowed", "Zipped"]

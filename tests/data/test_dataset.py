@@ -121,7 +121,8 @@ def test_from_generator_restarts_each_epoch_and_checks_its_signature():
     assert [int(i) for i, _ in ds] == [0, 1, 2]
     assert [int(i) for i, _ in ds] == [0, 1, 2]
     assert [b[0].tolist() for b in as_numpy(ds.batch(2))] == [[0, 1], [2]]
-    bad = sf.data.Dataset.from_generator(lambda: iter([(1, np.zeros(3))]), signature)
+    bad = sf.data.Dataset.from_generator(lambda: iter([(1, np.zeros(3))]),
+                                         output_signature=signature)
     with pytest.raises(ValueError, match="output_signature"):
         as_numpy(bad)
     with pytest.raises(TypeError, match="generator function"):
@@ -284,7 +285,7 @@ def test_elements_of_different_shapes_batch_to_an_error_and_checkpoint_in_a_buff
     def ragged():
         return (np.arange(n, dtype=np.float32) for n in range(1, 7))
 
-    ds = sf.data.Dataset.from_generator(ragged, sf.TensorSpec([None], sf.float32))
+    ds = sf.data.Dataset.from_generator(ragged, output_signature=sf.TensorSpec([None], sf.float32))
     with pytest.raises(ValueError, match=r"cannot be stacked .* \[\[\(1,\)\], \[\(2,\)\]\]"):
         next(iter(ds.batch(2)))
     it = iter(ds.shuffle(4, seed=0))
