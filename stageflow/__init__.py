@@ -148,6 +148,7 @@ from stageflow.frontend.ops.math_ops import (
     reverse,
     roll,
 )
+from stageflow.frontend.ops.matrix import norm
 from stageflow.frontend.ops.nd_indexing import (
     gather_nd,
     scatter_nd,

@@ -7,7 +7,7 @@ from stageflow.core.exports import public_dir
 
 # `sf.errors`: the exceptions a user catches. `CallbackError` never reaches them (the
 # kernels' error handling re-raises what it carries); it and the helpers stay out of `dir`.
-__all__ = ["InvalidArgumentError", "OutOfRangeError", "StagingError"]
+__all__ = ["InvalidArgumentError", "InvalidIndexError", "OutOfRangeError", "StagingError"]
 __dir__ = public_dir(globals())
 
 
@@ -68,6 +68,18 @@ class InvalidArgumentError(ValueError):
     """
 
 
+class InvalidIndexError(InvalidArgumentError, IndexError):
+    """An index out of range in an op's values (`gather`, `scatter`...): TensorFlow's
+    ``InvalidArgumentError`` for it, and an IndexError, as Python's own indexing raises.
+
+    >>> try:
+    ...     sf.gather(sf.constant([1.0]), [1])
+    ... except sf.errors.InvalidArgumentError as error:
+    ...     print(type(error).__name__, isinstance(error, IndexError))
+    InvalidIndexError True
+    """
+
+
 class CallbackError(Exception):
     """Carries what a Python callback (`py_func`) raised through the kernels' error
     handling, which re-raises the original (`located_error`)."""
@@ -81,6 +93,12 @@ class CallbackError(Exception):
 KERNEL_ERRORS = (ValueError, TypeError, IndexError, OverflowError, CallbackError)
 
 
+def kernel_error_type(error: Exception) -> type[Exception]:
+    """The class a kernel's `error` is re-raised as: its own, except that an index out of
+    range (NumPy's IndexError) is TensorFlow's InvalidArgumentError too."""
+    return InvalidIndexError if type(error) is IndexError else type(error)
+
+
 def located_error(name: str, location: Any, error: Exception) -> Exception:
     """`error` again, naming the op and the user's line it was traced from; a callback's
     own exception unchanged, with the line as a note."""
@@ -91,5 +109,5 @@ def located_error(name: str, location: Any, error: Exception) -> Exception:
         error.error.add_note(f"raised in sf.{name}" + (f" at {location}" if location else ""))
         return error.error
     message = str(error)  # NumPy's ufuncs name themselves already: "matmul: Input operand..."
-    return type(error)(f"{message if message.startswith(f'{name}:') else f'{name}: {message}'}"
-                       f"{where}")
+    named = message if message.startswith(f"{name}:") else f"{name}: {message}"
+    return kernel_error_type(error)(f"{named}{where}")

@@ -20,6 +20,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.dims import PYTHON, D, DimArith, same_dims
+from stageflow.core.errors import InvalidIndexError
 from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
@@ -57,7 +58,7 @@ def _positions(array: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, ...]
     flat = indices.reshape(-1, width).astype(np.int64)
     bounds = np.array(array.shape[:width], np.int64)
     if flat.size and ((flat < -bounds).any() or (flat >= bounds).any()):
-        raise IndexError(f"an index tuple is out of range for the dims "
+        raise InvalidIndexError(f"an index tuple is out of range for the dims "
                          f"{tuple(array.shape[:width])}")
     flat = np.where(flat < 0, flat + bounds, flat)
     return tuple(flat[:, axis] for axis in range(width))

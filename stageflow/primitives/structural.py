@@ -17,6 +17,7 @@ import numpy as np
 
 from stageflow.core import dtypes
 from stageflow.core.dims import PYTHON, D, DimArith, same_dims
+from stageflow.core.errors import InvalidIndexError
 from stageflow.core.op_facts import Cost, Family, LoweredBy, Memory
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape, normalize_axis, num_elements
@@ -291,7 +292,7 @@ def _gather_rule(params: ShapedType, indices: ShapedType, *, axis: int) -> Shape
 def _gather(params, indices, *, axis):
     size = params.shape[axis]
     if indices.size and (indices.min() < -size or indices.max() >= size):
-        raise IndexError(f"an index is out of range [{-size}, {size}) for axis {axis}")
+        raise InvalidIndexError(f"an index is out of range [{-size}, {size}) for axis {axis}")
     return np.take(params, indices, axis=axis)
 
 
@@ -491,7 +492,7 @@ def _update_index(x, update, index):
     size = x.shape[0]
     position = int(index)
     if not -size <= position < size:
-        raise IndexError(f"index {position} is out of range [{-size}, {size}) for axis 0")
+        raise InvalidIndexError(f"index {position} is out of range [{-size}, {size}) for axis 0")
     out = np.array(x, copy=True)
     out[position] = update
     return out

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from stageflow.core import config, context, devices, profiling
-from stageflow.core.errors import KERNEL_ERRORS
+from stageflow.core.errors import KERNEL_ERRORS, kernel_error_type
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.source import describe_location, user_location
 from stageflow.frontend.tensor import PlacedTensor, Tensor, wrap
@@ -76,7 +76,8 @@ class EagerTrace:
             result = (primitive.kernel(*values, **params)
                       if run is None or not config.eager_compile else run(*values))
         except KERNEL_ERRORS as error:
-            raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
+            raise kernel_error_type(error)(
+                f"{primitive.name}: {error}{describe_location()}") from None
         if primitive.multiple_results:
             return tuple(wrap(r) for r in result)
         return wrap(result)
@@ -109,7 +110,8 @@ class EagerTrace:
         try:
             result = device.execute(primitive, values, params)
         except KERNEL_ERRORS as error:
-            raise type(error)(f"{primitive.name}: {error}{describe_location()}") from None
+            raise kernel_error_type(error)(
+                f"{primitive.name}: {error}{describe_location()}") from None
         if primitive.multiple_results:
             return tuple(device.wrap(r) for r in result)
         return device.wrap(result)

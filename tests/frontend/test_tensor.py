@@ -318,3 +318,17 @@ def test_weak_python_scalars_under_a_tape_take_the_tensors_dtype(dtype):
             sf.GradientTape() as tape:
         tape.watch(x)
         _ = x * 10**400
+
+
+@pytest.mark.parametrize("way", ["eager", "interpreted", "compiled"])
+def test_an_index_out_of_range_is_tensorflows_invalid_argument_and_an_index_error(way):
+    def pick(x):
+        return sf.gather(x, [1])
+
+    f = pick if way == "eager" else sf.function(pick, jit=way == "compiled")
+    with pytest.raises(sf.errors.InvalidArgumentError, match="gather: an index is out of"):
+        f(sf.constant([1.0]))
+    with pytest.raises(IndexError):
+        f(sf.constant([1.0]))
+    with pytest.raises(sf.errors.InvalidArgumentError, match="index 5 is out of bounds"):
+        sf.constant([1.0, 2.0])[5]

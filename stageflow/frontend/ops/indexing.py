@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.errors import InvalidIndexError
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.selection import boolean_mask
@@ -79,7 +80,7 @@ def getitem(x: Any, key: Any) -> Tensor:
         else:
             i = int(k)
             if dim is not None and not -dim <= i < dim:
-                raise IndexError(
+                raise InvalidIndexError(
                     f"index {i} is out of bounds for axis {axis} with size {dim} "
                     f"(shape {x.shape}){describe_location()}"
                 )
