@@ -27,6 +27,7 @@ from stageflow.frontend.ops.normalization import (
     sigmoid_cross_entropy_with_logits,
 )
 from stageflow.frontend.ops.reductions import reduce_mean, reduce_sum
+from stageflow.frontend.ops.shape import squeeze
 from stageflow.frontend.tensor import Tensor
 
 __all__ = ["BinaryCrossentropy", "CategoricalCrossentropy", "CosineSimilarity", "Hinge",
@@ -141,13 +142,18 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any,
                                     from_logits: bool = False) -> Tensor:
     """The cross-entropy of integer class labels (shape ``y_pred.shape[:-1]``).
 
-    y_true: int labels [...]; y_pred: float probabilities (or logits) [..., classes]; returns
-    [...] of y_pred's dtype.
+    y_true: int labels [...] (or [..., 1], as Keras takes them too); y_pred: float
+    probabilities (or logits) [..., classes]; returns [...] of y_pred's dtype.
 
     >>> sf.losses.sparse_categorical_crossentropy([1, 0], [[0.5, 0.5], [0.9, 0.1]])
     sf.Tensor([0.6931472 , 0.10536057], shape=(2,), dtype=float32)
+    >>> sf.losses.sparse_categorical_crossentropy([[1]], [[0.0, 0.0]], from_logits=True)
+    sf.Tensor([0.6931472], shape=(1,), dtype=float32)
     """
     y_pred = convert_to_tensor(y_pred)
+    y_true = convert_to_tensor(y_true)
+    if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1:
+        y_true = squeeze(y_true, -1)
     if from_logits:
         return sparse_softmax_cross_entropy_with_logits(y_true, y_pred)
     p = ew.clip_by_value(y_pred / reduce_sum(y_pred, -1, keepdims=True), _EPSILON,

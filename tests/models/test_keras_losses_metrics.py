@@ -70,6 +70,18 @@ def test_hinge_takes_zero_one_labels_as_minus_one_one():
                                REFERENCES["hinge"](t, p), rtol=1e-12)
 
 
+def test_sparse_crossentropy_takes_labels_with_a_trailing_one_as_keras_does():
+    r = np.random.default_rng(2)
+    logits, labels = r.standard_normal((5, 3)), r.integers(0, 3, 5)
+    for from_logits, scores in ((True, logits), (False, np.exp(logits) / 4.0)):
+        flat = sf.losses.sparse_categorical_crossentropy(labels, scores, from_logits)
+        column = sf.losses.sparse_categorical_crossentropy(labels[:, None], scores, from_logits)
+        np.testing.assert_allclose(column.numpy(), flat.numpy(), rtol=1e-12)
+        shifted = logits - logits.max(-1, keepdims=True)
+        log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        np.testing.assert_allclose(flat.numpy(), -log_p[np.arange(5), labels], rtol=1e-10)
+
+
 def test_keras_short_names_are_the_functions():
     losses = sf.keras.losses
     assert losses.mse is losses.mean_squared_error and losses.mae is losses.mean_absolute_error
