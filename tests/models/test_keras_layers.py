@@ -1,6 +1,7 @@
 """Keras' layers beyond the core ones against NumPy references written here (and PyTorch
 as the oracle of the convolutions where it is importable), eager and staged giving the same
-numbers, and the gradients of the layers with new math against finite differences."""
+numbers (interpreted and compiled), and the gradients of the layers with new math against
+finite differences."""
 
 import numpy as np
 import pytest
@@ -31,11 +32,13 @@ def flat(value):
 
 
 def staged_matches_eager(layer, *inputs, **kwargs):
-    """The layer's output eagerly, after checking that the staged call gives it too."""
+    """The layer's output eagerly, after checking that the staged call, interpreted and
+    compiled, gives it too."""
     eager = layer(*inputs, **kwargs)
-    staged = sf.function(lambda *xs: layer(*xs, **kwargs))(*inputs)
-    for got, want in zip(flat(staged), flat(eager), strict=True):
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-12)
+    for jit in (False, True):
+        staged = sf.function(lambda *xs: layer(*xs, **kwargs), jit=jit)(*inputs)
+        for got, want in zip(flat(staged), flat(eager), strict=True):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-12)
     return eager
 
 
