@@ -170,6 +170,16 @@ def test_reshaping_layers_match_numpy():
         L.Cropping2D(3)(sf.constant(x))
 
 
+def test_upsampling_and_repeat_vector_take_a_free_batch_dim():
+    x = normal(2, 3, 4, 1)
+    signature = [sf.TensorSpec((None, 3, 4, 1), sf.float64)]
+    up = sf.function(L.UpSampling2D(2), input_signature=signature)
+    np.testing.assert_array_equal(up(sf.constant(x)).numpy(), x.repeat(2, 1).repeat(2, 2))
+    repeat = sf.function(L.RepeatVector(3), input_signature=[sf.TensorSpec((None, 4))])
+    v = normal(5, 4).astype(np.float32)
+    np.testing.assert_array_equal(repeat(sf.constant(v)).numpy(), np.repeat(v[:, None], 3, 1))
+
+
 @pytest.mark.parametrize("layer", [L.UpSampling2D((2, 3)), L.Cropping2D(((1, 0), (2, 1))),
                                    L.ZeroPadding2D(1), L.Permute((2, 3, 1))],
                          ids=lambda layer: type(layer).__name__)

@@ -6,10 +6,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.ops.shape import broadcast_to, expand_dims, pad, reshape, transpose
+from stageflow.frontend.ops.shape import expand_dims, gather, pad, reshape, transpose
 from stageflow.frontend.tensor import Tensor
 from stageflow.models.layers.base import Layer, _pair
 
@@ -100,12 +102,11 @@ class RepeatVector(Layer):
 
     def call(self, inputs: Any) -> Tensor:
         inputs = convert_to_tensor(inputs)
-        if inputs.ndim != 2 or None in inputs.shape:
-            raise ValueError(f"RepeatVector: expected inputs [batch, features] of known "
-                             f"dims, got shape {format_shape(inputs.shape)}"
-                             f"{describe_location()}")
-        batch, features = inputs.shape
-        return broadcast_to(expand_dims(inputs, 1), (batch, self.n, features))
+        if inputs.ndim != 2:
+            raise ValueError(f"RepeatVector: expected inputs [batch, features], got shape "
+                             f"{format_shape(inputs.shape)}{describe_location()}")
+        # a gather of row 0 n times, which a free batch dim does not hinder
+        return gather(expand_dims(inputs, 1), np.zeros(self.n, np.int32), axis=1)
 
 
 def _pads(value: Any, layer: str) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -197,10 +198,10 @@ class UpSampling2D(Layer):
 
     def call(self, inputs: Any) -> Tensor:
         x = _image(inputs, "UpSampling2D")
-        if None in x.shape:
-            raise ValueError(f"UpSampling2D: needs inputs of known shape, got "
+        if None in x.shape[1:3]:
+            raise ValueError(f"UpSampling2D: needs inputs of known height and width, got "
                              f"{format_shape(x.shape)}{describe_location()}")
-        n, h, w, c = x.shape
-        (sh, sw) = self.size
-        blocks = broadcast_to(reshape(x, (n, h, 1, w, 1, c)), (n, h, sh, w, sw, c))
-        return reshape(blocks, (n, h * sh, w * sw, c))
+        # row i of the output is row i // size of the input: a gather along each axis
+        for axis, size in ((1, self.size[0]), (2, self.size[1])):
+            x = gather(x, np.arange(x.shape[axis] * size, dtype=np.int32) // size, axis=axis)
+        return x
