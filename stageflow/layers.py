@@ -53,12 +53,15 @@ from stageflow.models.layers.preprocessing import Normalization, Rescaling
 from stageflow.models.layers.recurrent import GRU, LSTM, SimpleRNN
 from stageflow.models.layers.regularization import Dropout, GaussianNoise, SpatialDropout2D
 from stageflow.models.layers.reshaping import (
+    Cropping1D,
     Cropping2D,
     Flatten,
     Permute,
     RepeatVector,
     Reshape,
+    UpSampling1D,
     UpSampling2D,
+    ZeroPadding1D,
     ZeroPadding2D,
 )
 from stageflow.models.layers.sequential import Sequential
@@ -67,12 +70,13 @@ from stageflow.models.layers.wrappers import Bidirectional, TimeDistributed
 
 __all__ = ["Activation", "Add", "Average", "AveragePooling1D", "AveragePooling2D", "AvgPool1D",
            "AvgPool2D", "BatchNormalization", "Bidirectional", "Concatenate", "Conv1D", "Conv2D",
-           "Conv2DTranspose", "Cropping2D", "Dense", "DepthwiseConv2D", "Dot", "Dropout", "ELU",
-           "Embedding", "Flatten", "GRU", "GaussianNoise", "GlobalAveragePooling1D",
-           "GlobalAveragePooling2D", "GlobalAvgPool1D", "GlobalAvgPool2D", "GlobalMaxPool1D",
-           "GlobalMaxPool2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "Input", "LSTM", "Lambda",
-           "Layer", "LayerNormalization", "LeakyReLU", "MaxPool1D", "MaxPool2D", "MaxPooling1D",
-           "MaxPooling2D", "Maximum", "Minimum", "MultiHeadAttention", "Multiply", "Normalization",
-           "PReLU", "Permute", "ReLU", "RepeatVector", "Rescaling", "Reshape", "SeparableConv2D",
-           "Sequential", "SimpleRNN", "Softmax", "SpatialDropout2D", "Subtract", "TimeDistributed",
-           "UpSampling2D", "ZeroPadding2D", "get_activation", "get_initializer"]
+           "Conv2DTranspose", "Cropping1D", "Cropping2D", "Dense", "DepthwiseConv2D", "Dot",
+           "Dropout", "ELU", "Embedding", "Flatten", "GRU", "GaussianNoise",
+           "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAvgPool1D", "GlobalAvgPool2D",
+           "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D",
+           "Input", "LSTM", "Lambda", "Layer", "LayerNormalization", "LeakyReLU", "MaxPool1D",
+           "MaxPool2D", "MaxPooling1D", "MaxPooling2D", "Maximum", "Minimum", "MultiHeadAttention",
+           "Multiply", "Normalization", "PReLU", "Permute", "ReLU", "RepeatVector", "Rescaling",
+           "Reshape", "SeparableConv2D", "Sequential", "SimpleRNN", "Softmax", "SpatialDropout2D",
+           "Subtract", "TimeDistributed", "UpSampling1D", "UpSampling2D", "ZeroPadding1D",
+           "ZeroPadding2D", "get_activation", "get_initializer"]

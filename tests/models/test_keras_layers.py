@@ -163,6 +163,13 @@ def test_reshaping_layers_match_numpy():
     for layer, expected in cases:
         got = staged_matches_eager(layer, sf.constant(x))
         np.testing.assert_array_equal(got.numpy(), expected, err_msg=layer.name)
+    s = normal(2, 7, 3)
+    for layer, expected in [(L.ZeroPadding1D(2), np.pad(s, ((0, 0), (2, 2), (0, 0)))),
+                            (L.ZeroPadding1D((0, 3)), np.pad(s, ((0, 0), (0, 3), (0, 0)))),
+                            (L.Cropping1D((2, 1)), s[:, 2:-1]), (L.Cropping1D(3), s[:, 3:-3]),
+                            (L.UpSampling1D(3), s.repeat(3, 1))]:
+        got = staged_matches_eager(layer, sf.constant(s))
+        np.testing.assert_array_equal(got.numpy(), expected, err_msg=layer.name)
     v = normal(4, 3)
     got = staged_matches_eager(L.RepeatVector(5), sf.constant(v))
     np.testing.assert_array_equal(got.numpy(), np.repeat(v[:, None], 5, 1))

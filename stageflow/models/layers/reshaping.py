@@ -15,8 +15,8 @@ from stageflow.frontend.ops.shape import expand_dims, gather, pad, reshape, tran
 from stageflow.frontend.tensor import Tensor
 from stageflow.models.layers.base import Layer, _pair
 
-__all__ = ["Cropping2D", "Flatten", "Permute", "RepeatVector", "Reshape", "UpSampling2D",
-           "ZeroPadding2D"]
+__all__ = ["Cropping1D", "Cropping2D", "Flatten", "Permute", "RepeatVector", "Reshape",
+           "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D"]
 
 
 class Flatten(Layer):
@@ -205,3 +205,82 @@ class UpSampling2D(Layer):
         for axis, size in ((1, self.size[0]), (2, self.size[1])):
             x = gather(x, np.arange(x.shape[axis] * size, dtype=np.int32) // size, axis=axis)
         return x
+
+
+def _ends(value: int | Sequence[int], layer: str) -> tuple[int, int]:
+    """Keras' 1-D amount: an int for both ends, or (start, end)."""
+    ends = (value, value) if isinstance(value, int) else tuple(value)
+    if len(ends) != 2 or min(int(e) for e in ends) < 0:
+        raise ValueError(f"{layer}: expected a non-negative int or a pair, got {value!r}")
+    return int(ends[0]), int(ends[1])
+
+
+def _sequence(inputs: Any, layer: str) -> Tensor:
+    inputs = convert_to_tensor(inputs)
+    if inputs.ndim != 3:
+        raise ValueError(f"{layer}: expected inputs [batch, steps, features], got shape "
+                         f"{format_shape(inputs.shape)}{describe_location()}")
+    return inputs
+
+
+class ZeroPadding1D(Layer):
+    """Zero steps at the start and end of ``[batch, steps, features]`` sequences:
+    `padding` is an int (both ends) or a (start, end) pair.
+
+    >>> sf.layers.ZeroPadding1D((1, 2))(sf.ones((1, 2, 1)))[0, :, 0]
+    sf.Tensor([0., 1., 1., 0., 0.], shape=(5,), dtype=float32)
+    """
+
+    def __init__(self, padding: int | Sequence[int] = 1, trainable: bool = True,
+                 name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.padding = _ends(padding, "ZeroPadding1D")
+
+    def call(self, inputs: Any) -> Tensor:
+        return pad(_sequence(inputs, "ZeroPadding1D"), ((0, 0), self.padding, (0, 0)))
+
+
+class Cropping1D(Layer):
+    """Steps cut from the start and end of ``[batch, steps, features]`` sequences:
+    `cropping` is an int (both ends) or a (start, end) pair.
+
+    >>> sf.layers.Cropping1D((1, 2))(sf.reshape(sf.range(5.0), (1, 5, 1)))[0, :, 0]
+    sf.Tensor([1., 2.], shape=(2,), dtype=float32)
+    """
+
+    def __init__(self, cropping: int | Sequence[int] = (1, 1), trainable: bool = True,
+                 name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.cropping = _ends(cropping, "Cropping1D")
+
+    def call(self, inputs: Any) -> Tensor:
+        x = _sequence(inputs, "Cropping1D")
+        start, end = self.cropping
+        steps = x.shape[1]
+        if steps is None or start + end >= steps:
+            raise ValueError(f"Cropping1D: cropping {self.cropping} leaves nothing of "
+                             f"sequences of shape {format_shape(x.shape)}{describe_location()}")
+        return x[:, start: steps - end]
+
+
+class UpSampling1D(Layer):
+    """Each step of ``[batch, steps, features]`` sequences repeated `size` times.
+
+    >>> sf.layers.UpSampling1D(2)(sf.reshape(sf.constant([1.0, 2.0]), (1, 2, 1)))[0, :, 0]
+    sf.Tensor([1., 1., 2., 2.], shape=(4,), dtype=float32)
+    """
+
+    def __init__(self, size: int = 2, trainable: bool = True, name: str | None = None,
+                 dtype: Any = None) -> None:
+        super().__init__(trainable=trainable, name=name, dtype=dtype)
+        if int(size) < 1:
+            raise ValueError(f"UpSampling1D: size must be a positive int, got {size!r}")
+        self.size = int(size)
+
+    def call(self, inputs: Any) -> Tensor:
+        x = _sequence(inputs, "UpSampling1D")
+        if x.shape[1] is None:
+            raise ValueError(f"UpSampling1D: needs a known number of steps, got shape "
+                             f"{format_shape(x.shape)}{describe_location()}")
+        steps = np.arange(x.shape[1] * self.size, dtype=np.int32) // self.size
+        return gather(x, steps, axis=1)
