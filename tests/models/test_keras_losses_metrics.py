@@ -256,13 +256,17 @@ def test_accuracy_after_another_loss_is_a_clear_error():
         small_model(1).compile(loss=sf.losses.mean_squared_error, metrics=["acc"])
 
 
-@pytest.mark.parametrize("loss", ["mape", "msle", "kld", "kl_divergence", "logcosh",
-                                  "poisson", "cosine_similarity", "hinge", "mae"])
+@pytest.mark.parametrize(("loss", "kind"), [
+    ("mape", "MeanAbsolutePercentageError"), ("msle", "MeanSquaredLogarithmicError"),
+    ("kld", "KLDivergence"), ("kl_divergence", "KLDivergence"), ("logcosh", "LogCosh"),
+    ("poisson", "Poisson"), ("cosine_similarity", "CosineSimilarity"), ("hinge", "Hinge"),
+    ("mae", "MeanAbsoluteError")])
 @pytest.mark.parametrize("optimizer", ["nadam", "adamax", "adadelta", "lion"])
-def test_compile_knows_keras_names(loss, optimizer):
+def test_compile_knows_keras_names(loss, kind, optimizer):
     model = small_model(2)
     model.compile(optimizer=optimizer, loss=loss)
     assert type(model.optimizer).__name__.lower() == optimizer
+    assert type(model.compiled_loss) is getattr(sf.losses, kind)
 
 
 def test_fit_reports_metrics_by_their_keras_names():
