@@ -9,21 +9,74 @@ modules' `__all__`.
 
 from stageflow.models.activations import get_activation
 from stageflow.models.initializers import get_initializer
-from stageflow.models.layers.activation import ReLU
+from stageflow.models.layers.activation import ELU, Activation, LeakyReLU, PReLU, ReLU, Softmax
 from stageflow.models.layers.attention import MultiHeadAttention
 from stageflow.models.layers.base import Layer
-from stageflow.models.layers.convolutional import Conv2D
+from stageflow.models.layers.convolutional import (
+    Conv1D,
+    Conv2D,
+    Conv2DTranspose,
+    DepthwiseConv2D,
+    SeparableConv2D,
+)
 from stageflow.models.layers.core import Dense, Embedding, Lambda
-from stageflow.models.layers.merging import Add, Concatenate
+from stageflow.models.layers.merging import (
+    Add,
+    Average,
+    Concatenate,
+    Dot,
+    Maximum,
+    Minimum,
+    Multiply,
+    Subtract,
+)
 from stageflow.models.layers.normalization import BatchNormalization, LayerNormalization
-from stageflow.models.layers.pooling import AveragePooling2D, GlobalAveragePooling2D, MaxPool2D
+from stageflow.models.layers.pooling import (
+    AveragePooling1D,
+    AveragePooling2D,
+    AvgPool1D,
+    AvgPool2D,
+    GlobalAveragePooling1D,
+    GlobalAveragePooling2D,
+    GlobalAvgPool1D,
+    GlobalAvgPool2D,
+    GlobalMaxPool1D,
+    GlobalMaxPool2D,
+    GlobalMaxPooling1D,
+    GlobalMaxPooling2D,
+    MaxPool1D,
+    MaxPool2D,
+    MaxPooling1D,
+    MaxPooling2D,
+)
+from stageflow.models.layers.preprocessing import Normalization, Rescaling
 from stageflow.models.layers.recurrent import GRU, LSTM, SimpleRNN
-from stageflow.models.layers.regularization import Dropout
-from stageflow.models.layers.reshaping import Flatten, Reshape
+from stageflow.models.layers.regularization import Dropout, GaussianNoise, SpatialDropout2D
+from stageflow.models.layers.reshaping import (
+    Cropping1D,
+    Cropping2D,
+    Flatten,
+    Permute,
+    RepeatVector,
+    Reshape,
+    UpSampling1D,
+    UpSampling2D,
+    ZeroPadding1D,
+    ZeroPadding2D,
+)
 from stageflow.models.layers.sequential import Sequential
 from stageflow.models.layers.symbolic import Input
+from stageflow.models.layers.wrappers import Bidirectional, TimeDistributed
 
-__all__ = ["GRU", "LSTM", "Add", "AveragePooling2D", "BatchNormalization", "Concatenate",
-           "Conv2D", "Dense", "Dropout", "Embedding", "Flatten", "GlobalAveragePooling2D",
-           "Input", "Lambda", "Layer", "LayerNormalization", "MaxPool2D", "MultiHeadAttention",
-           "ReLU", "Reshape", "Sequential", "SimpleRNN", "get_activation", "get_initializer"]
+__all__ = ["Activation", "Add", "Average", "AveragePooling1D", "AveragePooling2D", "AvgPool1D",
+           "AvgPool2D", "BatchNormalization", "Bidirectional", "Concatenate", "Conv1D", "Conv2D",
+           "Conv2DTranspose", "Cropping1D", "Cropping2D", "Dense", "DepthwiseConv2D", "Dot",
+           "Dropout", "ELU", "Embedding", "Flatten", "GRU", "GaussianNoise",
+           "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAvgPool1D", "GlobalAvgPool2D",
+           "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D",
+           "Input", "LSTM", "Lambda", "Layer", "LayerNormalization", "LeakyReLU", "MaxPool1D",
+           "MaxPool2D", "MaxPooling1D", "MaxPooling2D", "Maximum", "Minimum", "MultiHeadAttention",
+           "Multiply", "Normalization", "PReLU", "Permute", "ReLU", "RepeatVector", "Rescaling",
+           "Reshape", "SeparableConv2D", "Sequential", "SimpleRNN", "Softmax", "SpatialDropout2D",
+           "Subtract", "TimeDistributed", "UpSampling1D", "UpSampling2D", "ZeroPadding1D",
+           "ZeroPadding2D", "get_activation", "get_initializer"]

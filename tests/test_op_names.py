@@ -71,6 +71,8 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     # the activations a layer takes by name (Keras' names)
     "stageflow/models/activations.py": ("relu", "tanh"),
     "stageflow/models/layers/recurrent.py": ("tanh",),
+    # Keras' merge_mode="concat" of `Bidirectional`
+    "stageflow/models/layers/wrappers.py": ("concat",),
     # a saved manifest's key for a captured constant; a saved module's method
     "stageflow/saved/load.py": ("call", "constant"),
     "stageflow/saved/manifest.py": ("constant",),

@@ -9,27 +9,40 @@ default), ``"sum"``, or ``"none"`` (the per-example values), with optional per-e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.math_ops import reduce_all
 from stageflow.frontend.ops.nn import (
     softmax_cross_entropy_with_logits,
+    softplus,
     sparse_softmax_cross_entropy_with_logits,
 )
-from stageflow.frontend.ops.normalization import sigmoid_cross_entropy_with_logits
+from stageflow.frontend.ops.normalization import (
+    l2_normalize,
+    sigmoid_cross_entropy_with_logits,
+)
 from stageflow.frontend.ops.reductions import reduce_mean, reduce_sum
+from stageflow.frontend.ops.shape import squeeze
 from stageflow.frontend.tensor import Tensor
 
-__all__ = ["BinaryCrossentropy", "CategoricalCrossentropy", "Huber", "Loss",
-           "MeanAbsoluteError", "MeanSquaredError", "SparseCategoricalCrossentropy",
-           "binary_crossentropy", "categorical_crossentropy", "huber", "mean_absolute_error",
-           "mean_squared_error", "sparse_categorical_crossentropy"]
+__all__ = ["BinaryCrossentropy", "CategoricalCrossentropy", "CosineSimilarity", "Hinge",
+           "Huber", "KLDivergence", "LogCosh", "Loss", "MeanAbsoluteError",
+           "MeanAbsolutePercentageError", "MeanSquaredError", "MeanSquaredLogarithmicError",
+           "Poisson", "SparseCategoricalCrossentropy", "binary_crossentropy",
+           "categorical_crossentropy", "cosine_similarity", "hinge", "huber", "kl_divergence",
+           "kld", "log_cosh", "logcosh", "mae", "mape", "mean_absolute_error",
+           "mean_absolute_percentage_error", "mean_squared_error",
+           "mean_squared_logarithmic_error", "mse", "msle", "poisson",
+           "sparse_categorical_crossentropy"]
 
 REDUCTIONS = ("sum_over_batch_size", "sum", "none")
-_EPSILON = 1e-7  # Keras' clipping of probabilities
+_EPSILON = 1e-7  # Keras' clipping of probabilities (its `backend.epsilon()`)
+_LOG_2 = math.log(2.0)
 
 
 def _pair(y_true: Any, y_pred: Any) -> tuple[Tensor, Tensor]:
@@ -129,19 +142,138 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any,
                                     from_logits: bool = False) -> Tensor:
     """The cross-entropy of integer class labels (shape ``y_pred.shape[:-1]``).
 
-    y_true: int labels [...]; y_pred: float probabilities (or logits) [..., classes]; returns
-    [...] of y_pred's dtype.
+    y_true: int labels [...] (or [..., 1], as Keras takes them too); y_pred: float
+    probabilities (or logits) [..., classes]; returns [...] of y_pred's dtype.
 
     >>> sf.losses.sparse_categorical_crossentropy([1, 0], [[0.5, 0.5], [0.9, 0.1]])
     sf.Tensor([0.6931472 , 0.10536057], shape=(2,), dtype=float32)
+    >>> sf.losses.sparse_categorical_crossentropy([[1]], [[0.0, 0.0]], from_logits=True)
+    sf.Tensor([0.6931472], shape=(1,), dtype=float32)
     """
     y_pred = convert_to_tensor(y_pred)
+    y_true = convert_to_tensor(y_true)
+    if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1:
+        y_true = squeeze(y_true, -1)
     if from_logits:
         return sparse_softmax_cross_entropy_with_logits(y_true, y_pred)
     p = ew.clip_by_value(y_pred / reduce_sum(y_pred, -1, keepdims=True), _EPSILON,
                          1.0 - _EPSILON)
     # -log_softmax(log p)[label] is -log p[label] + log(sum(p)): p sums to one
     return sparse_softmax_cross_entropy_with_logits(y_true, ew.log(p))
+
+
+def mean_squared_logarithmic_error(y_true: Any, y_pred: Any) -> Tensor:
+    """``mean((log(1 + y_pred) - log(1 + y_true))**2, axis=-1)``, both clipped below at
+    1e-7 first, as Keras does (so negative values count as zero).
+
+    y_true, y_pred: float tensors [..., n] of one shape; returns [...] of y_pred's dtype.
+
+    >>> sf.losses.mean_squared_logarithmic_error([[0.0, 1.0]], [[1.0, 1.0]])
+    sf.Tensor([0.24022643], shape=(1,), dtype=float32)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    first = ew.log1p(ew.maximum(y_pred, _EPSILON))
+    second = ew.log1p(ew.maximum(y_true, _EPSILON))
+    return reduce_mean(ew.square(first - second), -1)
+
+
+def mean_absolute_percentage_error(y_true: Any, y_pred: Any) -> Tensor:
+    """``100 * mean(|y_true - y_pred| / max(|y_true|, 1e-7), axis=-1)`` (Keras' guard
+    against zero targets).
+
+    y_true, y_pred: float tensors [..., n] of one shape; returns [...] of y_pred's dtype.
+
+    >>> sf.losses.mean_absolute_percentage_error([[2.0, 4.0]], [[1.0, 5.0]])
+    sf.Tensor([37.5], shape=(1,), dtype=float32)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    ratio = ew.abs((y_true - y_pred) / ew.maximum(ew.abs(y_true), _EPSILON))
+    return reduce_mean(ratio, -1) * 100.0
+
+
+def kl_divergence(y_true: Any, y_pred: Any) -> Tensor:
+    """``sum(y_true * log(y_true / y_pred), axis=-1)``, both clipped to [1e-7, 1] as
+    Keras does (so zero probabilities add nothing rather than NaN).
+
+    y_true, y_pred: probabilities [..., classes] of one shape; returns [...] of y_pred's
+    dtype.
+
+    >>> sf.losses.kl_divergence([[0.5, 0.5]], [[0.25, 0.75]])
+    sf.Tensor([0.14384106], shape=(1,), dtype=float32)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    y_true = ew.clip_by_value(y_true, _EPSILON, 1.0)
+    y_pred = ew.clip_by_value(y_pred, _EPSILON, 1.0)
+    return reduce_sum(y_true * ew.log(y_true / y_pred), -1)
+
+
+def log_cosh(y_true: Any, y_pred: Any) -> Tensor:
+    """``mean(log(cosh(y_pred - y_true)), axis=-1)``, computed as Keras does, as
+    ``x + softplus(-2x) - log 2``, which does not overflow for large errors.
+
+    y_true, y_pred: float tensors [..., n] of one shape; returns [...] of y_pred's dtype.
+
+    >>> sf.losses.log_cosh([[0.0, 0.0]], [[1.0, -1.0]])
+    sf.Tensor([0.43378085], shape=(1,), dtype=float32)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    x = y_pred - y_true
+    return reduce_mean(x + softplus(x * -2.0) - _LOG_2, -1)
+
+
+def poisson(y_true: Any, y_pred: Any) -> Tensor:
+    """``mean(y_pred - y_true * log(y_pred + 1e-7), axis=-1)``: the negative Poisson
+    log-likelihood of counts `y_true` at rates `y_pred`, less its constant.
+
+    y_true, y_pred: float tensors [..., n] of one shape; returns [...] of y_pred's dtype.
+
+    >>> sf.losses.poisson([[1.0, 2.0]], [[1.0, 1.0]])
+    sf.Tensor([0.9999998], shape=(1,), dtype=float32)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    return reduce_mean(y_pred - y_true * ew.log(y_pred + _EPSILON), -1)
+
+
+def cosine_similarity(y_true: Any, y_pred: Any, axis: int = -1) -> Tensor:
+    """``-sum(l2_normalize(y_true) * l2_normalize(y_pred), axis)``: -1 for vectors
+    pointing the same way, so that minimising it aligns them (Keras' sign); 0 where
+    either is zero.
+
+    y_true, y_pred: float tensors of one shape; returns their shape without `axis`.
+
+    >>> sf.losses.cosine_similarity([[0.0, 1.0], [1.0, 1.0]], [[0.0, 2.0], [-1.0, -1.0]])
+    sf.Tensor([-1.        ,  0.99999994], shape=(2,), dtype=float32)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    return ew.negative(reduce_sum(l2_normalize(y_true, axis) * l2_normalize(y_pred, axis),
+                                  axis))
+
+
+def hinge(y_true: Any, y_pred: Any) -> Tensor:
+    """``mean(max(1 - y_true * y_pred, 0), axis=-1)`` for labels -1 or 1; labels given as
+    0 and 1 (every one of them) are taken as -1 and 1, as Keras does.
+
+    y_true: labels [..., n]; y_pred: float scores of that shape; returns [...] of
+    y_pred's dtype.
+
+    >>> sf.losses.hinge([[0.0, 1.0]], [[0.5, 0.5]])
+    sf.Tensor([1.], shape=(1,), dtype=float32)
+    >>> sf.losses.hinge([[-1.0, 1.0]], [[0.5, 0.5]])
+    sf.Tensor([1.], shape=(1,), dtype=float32)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    binary = reduce_all(ew.logical_or(ew.equal(y_true, 0.0), ew.equal(y_true, 1.0)))
+    y_true = ew.where(binary, y_true * 2.0 - 1.0, y_true)
+    return reduce_mean(ew.maximum(1.0 - y_true * y_pred, 0.0), -1)
+
+
+# Keras' short names of its loss functions, the same functions.
+mse = mean_squared_error
+mae = mean_absolute_error
+mape = mean_absolute_percentage_error
+msle = mean_squared_logarithmic_error
+kld = kl_divergence
+logcosh = log_cosh
 
 
 class Loss:
@@ -276,3 +408,102 @@ class SparseCategoricalCrossentropy(Loss):
                  name: str | None = None):
         super().__init__(sparse_categorical_crossentropy, reduction, name,
                          from_logits=from_logits)
+
+
+class MeanSquaredLogarithmicError(Loss):
+    """`mean_squared_logarithmic_error` as a loss object, reduced over the batch.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.MeanSquaredLogarithmicError()([[0.0, 1.0]], [[1.0, 1.0]])
+    sf.Tensor(0.24022643, shape=(), dtype=float32)
+    """
+
+    def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
+        super().__init__(mean_squared_logarithmic_error, reduction, name)
+
+
+class MeanAbsolutePercentageError(Loss):
+    """`mean_absolute_percentage_error` as a loss object, reduced over the batch.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.MeanAbsolutePercentageError()([[2.0], [4.0]], [[1.0], [5.0]])
+    sf.Tensor(37.5, shape=(), dtype=float32)
+    """
+
+    def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
+        super().__init__(mean_absolute_percentage_error, reduction, name)
+
+
+class KLDivergence(Loss):
+    """`kl_divergence` as a loss object, reduced over the batch.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.KLDivergence()([[0.5, 0.5], [1.0, 0.0]], [[0.25, 0.75], [1.0, 0.0]])
+    sf.Tensor(0.07192053, shape=(), dtype=float32)
+    """
+
+    def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
+        super().__init__(kl_divergence, reduction, name)
+
+
+class LogCosh(Loss):
+    """`log_cosh` as a loss object: quadratic for small errors, linear for large ones.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.LogCosh()([[0.0], [0.0]], [[1.0], [-1.0]])
+    sf.Tensor(0.43378085, shape=(), dtype=float32)
+    """
+
+    def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
+        super().__init__(log_cosh, reduction, name)
+
+
+class Poisson(Loss):
+    """`poisson` as a loss object, for count data.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.Poisson()([[1.0, 2.0]], [[1.0, 1.0]])
+    sf.Tensor(0.9999998, shape=(), dtype=float32)
+    """
+
+    def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
+        super().__init__(poisson, reduction, name)
+
+
+class CosineSimilarity(Loss):
+    """`cosine_similarity` over `axis` as a loss object (-1 when aligned).
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.CosineSimilarity()([[0.0, 1.0], [1.0, 0.0]], [[0.0, 3.0], [0.0, 1.0]])
+    sf.Tensor(-0.5, shape=(), dtype=float32)
+    """
+
+    def __init__(self, axis: int = -1, reduction: str = "sum_over_batch_size",
+                 name: str | None = None):
+        super().__init__(cosine_similarity, reduction, name, axis=int(axis))
+
+
+class Hinge(Loss):
+    """`hinge` as a loss object, for labels -1/1 (or 0/1) and real-valued scores.
+
+    Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+
+    >>> sf.losses.Hinge()([[1.0], [0.0]], [[2.0], [0.5]])
+    sf.Tensor(0.75, shape=(), dtype=float32)
+    """
+
+    def __init__(self, reduction: str = "sum_over_batch_size", name: str | None = None):
+        super().__init__(hinge, reduction, name)

@@ -1,5 +1,6 @@
-"""`sf.optimizers`: SGD (with momentum, Nesterov), Adam, AdamW, RMSprop, Adagrad and Lion,
-with Keras' update rules; learning-rate schedules in `sf.optimizers.schedules`.
+"""`sf.optimizers`: SGD (with momentum, Nesterov), Adam, AdamW, Nadam, Adamax, RMSprop,
+Adagrad, Adadelta and Lion, with Keras' update rules; learning-rate schedules in
+`sf.optimizers.schedules`.
 
 An optimizer is an `sf.Module` whose state is variables: the step counter `iterations`,
 the learning rate (a float64 variable, cast to each model variable's dtype, so assigning a
@@ -35,7 +36,8 @@ from stageflow.models.fused_updates import RUNNER
 from stageflow.models.module import Module
 from stageflow.models.train import deferred
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "Lion", "Nadam", "Optimizer",
+           "RMSprop"]
 
 class Optimizer(Module):
     """The base class: `apply_gradients` over ``(gradient, variable)`` pairs, per-variable
@@ -338,6 +340,141 @@ class AdamW(Adam):
     def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
         variable.assign_sub(variable.read_value() * coefficients["decay"])
         super()._update(gradient, variable, coefficients)
+
+
+class Nadam(Adam):
+    """Adam with Nesterov momentum (Dozat), Keras' rule: the momentum's weight follows the
+    schedule ``u_t = beta_1 * (1 - 0.5 * 0.96**t)``, with ``P_t`` the product of the
+    ``u`` so far (kept in the variable `u_product`):
+
+    ``m += (g - m) * (1 - beta_1)``, ``v += (g*g - v) * (1 - beta_2)``,
+    ``m_hat = u_{t+1} * m / (1 - P_{t+1}) + (1 - u_t) * g / (1 - P_t)``,
+    ``w -= lr * m_hat / (sqrt(v / (1 - beta_2**t)) + epsilon)``.
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.Nadam(learning_rate=0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.89372194, -1.8937219 ], name='w', shape=(2,), dtype=float32)
+    """
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-7, name: str | None = None
+                 ) -> None:
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, name)
+        # The product of the momentum schedule over the steps taken, one per optimizer (it
+        # has no closed form); float64, cast to each variable's dtype.
+        self.u_product = Variable(1.0, trainable=False, dtype=dtypes.float64,
+                                  name=f"{self.name}/u_product")
+
+    def _momentum_weight(self, t: Tensor) -> Tensor:
+        return (1.0 - ew.pow(_NADAM_DECAY, t) * 0.5) * self.beta_1
+
+    def apply_updates(self, rate: Tensor, pairs: list[tuple[Tensor, Variable]]) -> None:
+        u_product = self.u_product.read_value() * self._momentum_weight(
+            self._local_step(dtypes.float64))
+        super().apply_updates(rate, pairs)
+        self.u_product.assign(u_product)
+
+    def _coefficients(self, lr: Tensor, dtype: Any) -> dict[str, Tensor]:
+        t = self._local_step(dtype)
+        u_t, u_next = self._momentum_weight(t), self._momentum_weight(t + 1.0)
+        u_product = ew.cast(self.u_product.read_value(), dtype) * u_t
+        return {"lr": lr, "u_t": u_t, "u_next": u_next, "u_product": u_product,
+                "u_product_next": u_product * u_next,
+                "beta_2_power": ew.pow(self.beta_2, t)}
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        c = coefficients
+        m, v = self.get_slot(variable, "m"), self.get_slot(variable, "v")
+        new_m = m.read_value() + (gradient - m.read_value()) * (1.0 - self.beta_1)
+        new_v = v.read_value() + (ew.square(gradient) - v.read_value()) * (1.0 - self.beta_2)
+        m.assign(new_m)
+        v.assign(new_v)
+        m_hat = (new_m * c["u_next"] / (1.0 - c["u_product_next"])
+                 + gradient * (1.0 - c["u_t"]) / (1.0 - c["u_product"]))
+        v_hat = new_v / (1.0 - c["beta_2_power"])
+        variable.assign_sub(m_hat * c["lr"] / (ew.sqrt(v_hat) + self.epsilon))
+
+
+_NADAM_DECAY = 0.96  # Keras' momentum schedule's base
+
+
+class Adamax(Optimizer):
+    """Adamax (Kingma & Ba's infinity-norm Adam), Keras' rule:
+    ``m += (g - m) * (1 - beta_1)``, ``u = max(beta_2 * u, |g|)``,
+    ``w -= lr * m / ((1 - beta_1**t) * (u + epsilon))``.
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.Adamax(learning_rate=0.1)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.90000004, -1.9000001 ], name='w', shape=(2,), dtype=float32)
+    """
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-7, name: str | None = None
+                 ) -> None:
+        super().__init__(learning_rate, name)
+        self.beta_1, self.beta_2 = float(beta_1), float(beta_2)
+        self.epsilon = float(epsilon)
+
+    def _create_slots(self, variable: Variable) -> None:
+        self.add_slot(variable, "m")
+        self.add_slot(variable, "u")
+
+    def _coefficients(self, lr: Tensor, dtype: Any) -> dict[str, Tensor]:
+        return {"alpha": lr / (1.0 - ew.pow(self.beta_1, self._local_step(dtype)))}
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        m, u = self.get_slot(variable, "m"), self.get_slot(variable, "u")
+        new_m = m.read_value() + (gradient - m.read_value()) * (1.0 - self.beta_1)
+        new_u = ew.maximum(u.read_value() * self.beta_2, ew.abs(gradient))
+        m.assign(new_m)
+        u.assign(new_u)
+        variable.assign_sub(new_m * coefficients["alpha"] / (new_u + self.epsilon))
+
+
+class Adadelta(Optimizer):
+    """Adadelta (Zeiler), Keras' rule, with running averages of squared gradients and of
+    squared updates: ``a = rho * a + (1 - rho) * g*g``,
+    ``d = -sqrt(s + epsilon) * g / sqrt(a + epsilon)``, ``s = rho * s + (1 - rho) * d*d``,
+    ``w += lr * d``.
+
+    Variables: float tensors of any shape; each gradient has its variable's shape and dtype, and
+    `apply_gradients` updates the variables in place.
+
+    >>> w = sf.Variable([1.0, -2.0], name="w")
+    >>> opt = sf.optimizers.Adadelta(learning_rate=1.0)
+    >>> _ = opt.apply_gradients([(sf.constant([0.5, -0.5]), w)])
+    >>> w
+    sf.Variable([ 0.9985858, -1.9985858], name='w', shape=(2,), dtype=float32)
+    """
+
+    def __init__(self, learning_rate: float | Callable | Variable = 0.001, rho: float = 0.95,
+                 epsilon: float = 1e-7, name: str | None = None) -> None:
+        super().__init__(learning_rate, name)
+        self.rho, self.epsilon = float(rho), float(epsilon)
+
+    def _create_slots(self, variable: Variable) -> None:
+        self.add_slot(variable, "accumulated_grad")
+        self.add_slot(variable, "accumulated_delta_var")
+
+    def _update(self, gradient: Tensor, variable: Variable, coefficients: dict) -> None:
+        grads = self.get_slot(variable, "accumulated_grad")
+        deltas = self.get_slot(variable, "accumulated_delta_var")
+        a = grads.read_value() * self.rho + ew.square(gradient) * (1.0 - self.rho)
+        grads.assign(a)
+        s = deltas.read_value()
+        delta = ew.negative(ew.sqrt(s + self.epsilon) * gradient / ew.sqrt(a + self.epsilon))
+        deltas.assign(s * self.rho + ew.square(delta) * (1.0 - self.rho))
+        variable.assign_add(delta * coefficients["lr"])
 
 
 class RMSprop(Optimizer):

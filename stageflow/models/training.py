@@ -55,6 +55,18 @@ _LOSSES: dict[str, Callable[[], losses_module.Loss]] = {
     "binary_crossentropy": losses_module.BinaryCrossentropy,
     "categorical_crossentropy": losses_module.CategoricalCrossentropy,
     "sparse_categorical_crossentropy": losses_module.SparseCategoricalCrossentropy,
+    "mape": losses_module.MeanAbsolutePercentageError,
+    "mean_absolute_percentage_error": losses_module.MeanAbsolutePercentageError,
+    "msle": losses_module.MeanSquaredLogarithmicError,
+    "mean_squared_logarithmic_error": losses_module.MeanSquaredLogarithmicError,
+    "kld": losses_module.KLDivergence,
+    "kl_divergence": losses_module.KLDivergence,
+    "kullback_leibler_divergence": losses_module.KLDivergence,
+    "logcosh": losses_module.LogCosh,
+    "log_cosh": losses_module.LogCosh,
+    "poisson": losses_module.Poisson,
+    "cosine_similarity": losses_module.CosineSimilarity,
+    "hinge": losses_module.Hinge,
 }
 _OPTIMIZERS: dict[str, Callable[[], optimizers_module.Optimizer]] = {
     "sgd": lambda: optimizers_module.SGD(0.01),
@@ -62,6 +74,10 @@ _OPTIMIZERS: dict[str, Callable[[], optimizers_module.Optimizer]] = {
     "adamw": lambda: optimizers_module.AdamW(0.001),
     "rmsprop": lambda: optimizers_module.RMSprop(0.001),
     "adagrad": lambda: optimizers_module.Adagrad(0.001),
+    "nadam": lambda: optimizers_module.Nadam(0.001),
+    "adamax": lambda: optimizers_module.Adamax(0.001),
+    "adadelta": lambda: optimizers_module.Adadelta(0.001),
+    "lion": lambda: optimizers_module.Lion(0.001),
 }
 
 
@@ -523,18 +539,19 @@ def _loss(loss: Any) -> Callable[..., Tensor]:
 
 
 def _metric(metric: Any, loss: Any) -> metrics_module.Metric:
-    """A metric object, or one made from Keras' name (``"accuracy"`` after the loss)."""
-    if isinstance(metric, metrics_module.Metric):
-        return metric
-    if metric in ("accuracy", "acc"):
-        name = loss if isinstance(loss, str) else type(loss).__name__.lower()
-        if "sparse" in name:
-            return metrics_module.SparseCategoricalAccuracy(name="accuracy")
-        if "categorical" in name:
-            return metrics_module.CategoricalAccuracy(name="accuracy")
-        raise ValueError(f"compile: 'accuracy' is known for categorical losses; for {loss!r} "
-                         f"pass a metric object (sf.metrics.Accuracy compares values exactly)")
-    if metric in ("mse", "mean_squared_error"):
-        return metrics_module.MeanSquaredError(name="mse")
-    raise ValueError(f"compile: unknown metric {metric!r} (an sf.metrics object, or "
-                     f"'accuracy' or 'mse')")
+    """A metric object, or one made from Keras' name for it (`sf.metrics.get`);
+    ``"accuracy"`` picks its kind from the loss, as Keras' compile does (a name, a loss
+    object's class, or a function's name)."""
+    if metric not in ("accuracy", "acc"):
+        return metrics_module.get(metric)
+    name = (loss if isinstance(loss, str) else type(loss).__name__
+            if isinstance(loss, losses_module.Loss) else getattr(loss, "__name__", ""))
+    for word, kind in (("sparse", metrics_module.SparseCategoricalAccuracy),
+                       ("categorical", metrics_module.CategoricalAccuracy),
+                       ("binary", metrics_module.BinaryAccuracy)):
+        if word in name.lower():
+            return kind(name="accuracy")
+    raise ValueError(f"compile: {metric!r} follows the loss (binary, categorical or sparse "
+                     f"categorical crossentropy), which {loss!r} is not: pass "
+                     f"'binary_accuracy', 'categorical_accuracy' or "
+                     f"'sparse_categorical_accuracy', or a metric object")

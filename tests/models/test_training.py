@@ -89,7 +89,7 @@ def test_misuse_is_named():
         model.fit(x, y, verbose=0)
     with pytest.raises(ValueError, match="unknown optimizer 'adamx'"):
         model.compile(optimizer="adamx", loss="mse")
-    with pytest.raises(ValueError, match="'accuracy' is known for categorical losses"):
+    with pytest.raises(ValueError, match="'accuracy' follows the loss"):
         model.compile(loss="mse", metrics=["accuracy"])
     with pytest.raises(ValueError, match="summary: the model has not been called"):
         keras.Sequential([keras.layers.Dense(2)]).summary()

@@ -34,6 +34,7 @@ class _Recurrent(Layer):
     """The loop over time shared by the cells: `_step(x_t, state) -> (output, state)`."""
 
     gates = 1
+    _TRACKING_IGNORED = Layer._TRACKING_IGNORED | {"_config"}
 
     def __init__(self, units: int, activation: str | Callable = "tanh",
                  recurrent_activation: str | Callable = "sigmoid", use_bias: bool = True,
@@ -45,6 +46,14 @@ class _Recurrent(Layer):
         super().__init__(trainable=trainable, name=name, dtype=dtype)
         if int(units) < 1:
             raise ValueError(f"{type(self).__name__}: units must be positive, got {units!r}")
+        self._config = {
+            "units": units, "activation": activation,
+            "recurrent_activation": recurrent_activation, "use_bias": use_bias,
+            "kernel_initializer": kernel_initializer,
+            "recurrent_initializer": recurrent_initializer,
+            "bias_initializer": bias_initializer, "return_sequences": return_sequences,
+            "return_state": return_state, "go_backwards": go_backwards,
+            "trainable": trainable, "name": self.name, "dtype": dtype}
         self.units = int(units)
         self.activation = get_activation(activation)
         self.recurrent_activation = get_activation(recurrent_activation)
@@ -55,6 +64,17 @@ class _Recurrent(Layer):
         self.return_sequences, self.return_state = bool(return_sequences), bool(return_state)
         self.go_backwards = bool(go_backwards)
         self.kernel = self.recurrent_kernel = self.bias = None
+
+    def get_config(self) -> dict[str, Any]:
+        """The arguments the layer was made with (Keras' `get_config`):
+        ``type(layer)(**config)`` makes a fresh, unbuilt copy, as `Bidirectional` makes
+        its backward layer.
+
+        >>> config = sf.layers.GRU(4, go_backwards=True, name="gru_b").get_config()
+        >>> config["units"], config["go_backwards"], sf.layers.GRU(**config).name
+        (4, True, 'gru_b')
+        """
+        return dict(self._config)
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -161,6 +181,7 @@ class LSTM(_Recurrent):
     def __init__(self, units: int, unit_forget_bias: bool = True, **options: Any) -> None:
         super().__init__(units, **options)
         self.unit_forget_bias = bool(unit_forget_bias)
+        self._config["unit_forget_bias"] = unit_forget_bias
 
     def _bias_initializer(self) -> Callable[..., Any]:
         if not self.unit_forget_bias:
