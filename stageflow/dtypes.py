@@ -31,6 +31,7 @@ from stageflow.core.dtypes import (
     int16,
     int32,
     int64,
+    string,
     uint2,
     uint4,
     uint8,
@@ -51,5 +52,5 @@ __all__ = ["DType", "as_dtype", "bfloat16", "bool", "cast", "complex", "complex6
            "complex128", "double", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz",
            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float16", "float32",
            "float64", "half", "int2", "int4", "int8", "int16", "int32", "int64",
-           "saturate_cast", "uint2", "uint4", "uint8", "uint16", "uint32", "uint64"]
+           "saturate_cast", "string", "uint2", "uint4", "uint8", "uint16", "uint32", "uint64"]
 __dir__ = _public_dir(globals())

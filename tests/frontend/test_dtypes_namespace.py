@@ -36,10 +36,15 @@ def test_as_dtype(given, expected):
     assert sf.constant([1], dtype).dtype == dtype
 
 
-@pytest.mark.parametrize("given", ["float128", "string", object])
+@pytest.mark.parametrize("given", ["float128", "complex256", "not_a_dtype"])
 def test_as_dtype_refuses_what_is_not_a_dtype(given):
     with pytest.raises(TypeError):
         sf.as_dtype(given)
+
+
+@pytest.mark.parametrize("given", ["string", object])
+def test_as_dtype_of_strings_is_the_host_only_string_dtype(given):
+    assert sf.as_dtype(given) == sf.string == sf.dtypes.string
 
 
 def _reference(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
