@@ -15,7 +15,9 @@ from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones, zeros
 from stageflow.frontend.tensor import Tensor
 
-__all__ = ["INITIALIZERS", "get_initializer", "glorot_uniform", "he_uniform", "orthogonal"]
+__all__ = ["INITIALIZERS", "get_initializer", "glorot_normal", "glorot_uniform", "he_normal",
+           "he_uniform", "lecun_normal", "lecun_uniform", "orthogonal", "random_normal",
+           "random_uniform"]
 
 
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -41,6 +43,41 @@ def he_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
     return sf_random.uniform(shape, -limit, limit, dtype=dtype)
 
 
+def lecun_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """U(-l, l) with l = sqrt(3 / fan_in) (for SELU networks)."""
+    limit = math.sqrt(3.0 / _fans(shape)[0])
+    return sf_random.uniform(shape, -limit, limit, dtype=dtype)
+
+
+def _scaled_normal(shape: tuple[int, ...], dtype: Any, variance: float) -> Tensor:
+    """Keras' variance-scaling normals: a normal truncated at two standard deviations, its
+    stddev divided by 0.8796 (the stddev of a unit normal so truncated) to keep
+    `variance`."""
+    return sf_random.truncated_normal(shape, 0.0, math.sqrt(variance) / 0.87962566103423978,
+                                      dtype=dtype)
+
+
+def glorot_normal(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """Truncated normal with variance 2 / (fan_in + fan_out)."""
+    fan_in, fan_out = _fans(shape)
+    return _scaled_normal(shape, dtype, 2.0 / (fan_in + fan_out))
+
+
+def he_normal(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """Truncated normal with variance 2 / fan_in (for ReLU networks)."""
+    return _scaled_normal(shape, dtype, 2.0 / _fans(shape)[0])
+
+
+def lecun_normal(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """Truncated normal with variance 1 / fan_in (for SELU networks)."""
+    return _scaled_normal(shape, dtype, 1.0 / _fans(shape)[0])
+
+
+def random_normal(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
+    """N(0, 0.05^2) (Keras' "random_normal")."""
+    return sf_random.normal(shape, 0.0, 0.05, dtype=dtype)
+
+
 def random_uniform(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
     """U(-0.05, 0.05) (Keras' "uniform", the default of embeddings)."""
     return sf_random.uniform(shape, -0.05, 0.05, dtype=dtype)
@@ -59,8 +96,14 @@ def orthogonal(shape: tuple[int, ...], dtype: Any = dtypes.float32) -> Tensor:
 INITIALIZERS: dict[str, Callable[..., Tensor]] = {
     "orthogonal": orthogonal,
     "glorot_uniform": glorot_uniform,
+    "glorot_normal": glorot_normal,
     "uniform": random_uniform,
+    "random_uniform": random_uniform,
+    "random_normal": random_normal,
     "he_uniform": he_uniform,
+    "he_normal": he_normal,
+    "lecun_uniform": lecun_uniform,
+    "lecun_normal": lecun_normal,
     "zeros": zeros,
     "ones": ones,
 }
@@ -68,8 +111,11 @@ INITIALIZERS: dict[str, Callable[..., Tensor]] = {
 
 def get_initializer(initializer: str | Callable) -> Callable[..., Any]:
     """A callable ``(shape, dtype) -> value`` for an initializer name or callable: what
-    the layers' ``*_initializer=`` arguments accept. Names: ``"glorot_uniform"``,
-    ``"he_uniform"``, ``"orthogonal"``, ``"uniform"``, ``"zeros"``, ``"ones"``.
+    the layers' ``*_initializer=`` arguments accept (Keras calls it with ``dtype=`` by
+    keyword, so ``sf.random.normal`` is one). Names: Keras' ``"glorot_uniform"``,
+    ``"glorot_normal"``, ``"he_uniform"``, ``"he_normal"``, ``"lecun_uniform"``,
+    ``"lecun_normal"``, ``"random_uniform"`` (``"uniform"``), ``"random_normal"``,
+    ``"orthogonal"``, ``"zeros"``, ``"ones"``.
 
     >>> sf.layers.get_initializer("ones")((2, 3), sf.float64)
     sf.Tensor([[1., 1., 1.],

@@ -30,8 +30,9 @@ from stageflow.frontend.ops.reductions import reduce_mean, reduce_sum
 from stageflow.frontend.ops.shape import squeeze
 from stageflow.frontend.tensor import Tensor
 
-__all__ = ["BinaryCrossentropy", "CategoricalCrossentropy", "CosineSimilarity", "Hinge",
-           "Huber", "KLDivergence", "LogCosh", "Loss", "MeanAbsoluteError",
+__all__ = ["KLD", "MAE", "MAPE", "MSE", "MSLE", "BinaryCrossentropy",
+           "CategoricalCrossentropy", "CosineSimilarity", "Hinge", "Huber", "KLDivergence",
+           "LogCosh", "Loss", "MeanAbsoluteError",
            "MeanAbsolutePercentageError", "MeanSquaredError", "MeanSquaredLogarithmicError",
            "Poisson", "SparseCategoricalCrossentropy", "binary_crossentropy",
            "categorical_crossentropy", "cosine_similarity", "hinge", "huber", "kl_divergence",
@@ -267,12 +268,12 @@ def hinge(y_true: Any, y_pred: Any) -> Tensor:
     return reduce_mean(ew.maximum(1.0 - y_true * y_pred, 0.0), -1)
 
 
-# Keras' short names of its loss functions, the same functions.
-mse = mean_squared_error
-mae = mean_absolute_error
-mape = mean_absolute_percentage_error
-msle = mean_squared_logarithmic_error
-kld = kl_divergence
+# Keras' short names of its loss functions (lower and upper case), the same functions.
+mse = MSE = mean_squared_error
+mae = MAE = mean_absolute_error
+mape = MAPE = mean_absolute_percentage_error
+msle = MSLE = mean_squared_logarithmic_error
+kld = KLD = kl_divergence
 logcosh = log_cosh
 
 

@@ -154,3 +154,25 @@ def test_save_load_model_and_weights(tmp_path):
     np.testing.assert_array_equal(twin(data).numpy(), want)
     with pytest.raises(ValueError, match="has not been called"):
         keras.Sequential([layers.Dense(2)]).save(tmp_path / "unbuilt")
+
+
+@pytest.mark.parametrize("name, variance", [("glorot_normal", 2 / (200 + 300)),
+                                            ("he_normal", 2 / 200), ("lecun_normal", 1 / 200),
+                                            ("random_normal", 0.05 ** 2),
+                                            ("lecun_uniform", 1 / 200)])
+def test_keras_initializer_names_draw_with_keras_variances(name, variance):
+    sf.random.set_seed(0)
+    kernel = layers.Dense(300, kernel_initializer=name)
+    kernel(sf.ones((1, 200)))
+    values = kernel.variables[0].numpy()
+    assert values.var() == pytest.approx(variance, rel=0.05)
+    if name.endswith("_normal") and name != "random_normal":  # truncated at two stddevs
+        assert np.abs(values).max() <= 2 * np.sqrt(variance) / 0.8796 + 1e-6
+
+
+def test_a_function_initializer_gets_the_dtype_by_keyword_as_keras_passes_it():
+    sf.random.set_seed(1)
+    dense = layers.Dense(4, kernel_initializer=sf.random.normal)
+    dense(sf.ones((2, 3), sf.float64))
+    assert dense.variables[0].dtype == np.float64 and dense.variables[0].shape == (3, 4)
+    assert sf.keras.losses.MSE is sf.keras.losses.mean_squared_error

@@ -151,7 +151,8 @@ class Layer(Module):
         init = get_initializer(initializer)
         dtype = dtypes.as_dtype(dtype or self._dtype or dtypes.float32)
         shape = tuple(int(d) for d in shape)
-        return Variable(lambda: init(shape, dtype), trainable=trainable and self._trainable,
+        # dtype by keyword, as Keras passes it: `kernel_initializer=sf.random.normal` works.
+        return Variable(lambda: init(shape, dtype=dtype), trainable=trainable and self._trainable,
                         name=f"{self.name}/{name}", dtype=dtype)
 
     def _variable_dtype(self, input_dtype: Any) -> np.dtype:
