@@ -6,6 +6,7 @@ Exactly the public names; they are defined and documented in
 
 from stageflow.frontend.ops.strings import (
     as_string,
+    bytes_split,
     format,
     join,
     length,
@@ -15,8 +16,10 @@ from stageflow.frontend.ops.strings import (
     strip,
     substr,
     to_number,
+    unicode_decode,
+    unicode_split,
     upper,
 )
 
-__all__ = ["as_string", "format", "join", "length", "lower", "regex_full_match", "split",
-           "strip", "substr", "to_number", "upper"]
+__all__ = ["as_string", "bytes_split", "format", "join", "length", "lower", "regex_full_match",
+           "split", "strip", "substr", "to_number", "unicode_decode", "unicode_split", "upper"]

@@ -129,3 +129,17 @@ def test_ops_on_numbers_name_the_op_and_point_to_as_string():
                                         r"float32\(2,\) \(sf.strings.as_string formats "
                                         r"numbers\)\n  at .*test_strings_namespace.py"):
         sf.strings.length(np.ones(2, np.float32))
+
+
+def test_bytes_and_unicode_splits_as_tensorflows_guide_shows_them():
+    duck = sf.constant("アヒル 🦆")
+    chars = sf.strings.unicode_split(duck, "UTF-8")
+    assert chars.numpy().tolist() == [c.encode() for c in "アヒル 🦆"]
+    assert sf.strings.unicode_decode(duck, "UTF-8").numpy().tolist() == [
+        12450, 12498, 12523, 32, 129414]
+    assert sf.strings.bytes_split(sf.constant("Duck")).numpy().tolist() == [
+        b"D", b"u", b"c", b"k"]
+    rows = sf.strings.bytes_split(sf.constant(["ab", "c"]))
+    assert [r.numpy().tolist() for r in rows] == [[b"a", b"b"], [b"c"]]
+    with pytest.raises(ValueError, match="only UTF-8"):
+        sf.strings.unicode_split(duck, "UTF-16")

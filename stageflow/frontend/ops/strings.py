@@ -26,8 +26,8 @@ from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.primitives.state import shown
 
-__all__ = ["as_string", "format", "join", "length", "lower", "regex_full_match", "split",
-           "strip", "substr", "to_number", "upper"]
+__all__ = ["as_string", "bytes_split", "format", "join", "length", "lower", "regex_full_match",
+           "split", "strip", "substr", "to_number", "unicode_decode", "unicode_split", "upper"]
 
 _NUMBER_TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 _UNITS = ("BYTE", "UTF8_CHAR")
@@ -333,3 +333,61 @@ def format(template: str, inputs: Any, placeholder: str = "{}",  # noqa: A001 - 
              if isinstance(v, Tensor | np.ndarray) else str(v) for v in values]
     out = pieces[0] + "".join(t + p for t, p in zip(texts, pieces[1:], strict=True))
     return wrap(np.array(out.encode("utf-8"), dtype=object))
+
+
+def _per_string(op: str, input: Any, pieces: Callable[[bytes], np.ndarray]  # noqa: A002
+                ) -> Tensor | list:
+    """`pieces` of each string: a 1-D tensor for a scalar, nested lists of them (as
+    `split` returns) for more dims."""
+    array = _host(op, input)
+
+    def rows(value: np.ndarray) -> Tensor | list:
+        if not value.ndim:
+            return wrap(pieces(value[()]))
+        return [rows(value[i, ...]) for i in range(value.shape[0])]
+
+    return rows(array)
+
+
+def _objects(items: list) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def bytes_split(input: Any) -> Tensor | list:  # noqa: A002 - TF's name
+    """Each string's bytes, one per element (as `split` shapes its result).
+
+    >>> sf.strings.bytes_split(sf.constant("Duck"))
+    sf.Tensor([b'D', b'u', b'c', b'k'], shape=(4,), dtype=string)
+    """
+    return _per_string("bytes_split", input,
+                       lambda item: _objects([item[i:i + 1] for i in range(len(item))]))
+
+
+def unicode_split(input: Any, input_encoding: str = "UTF-8") -> Tensor | list:  # noqa: A002
+    """Each string's characters, each as its UTF-8 bytes (as `split` shapes its result).
+
+    >>> sf.strings.unicode_split(sf.constant("añb"), "UTF-8")
+    sf.Tensor([b'a', b'\\xc3\\xb1', b'b'], shape=(3,), dtype=string)
+    """
+    _encoding("unicode_split", input_encoding)
+    return _per_string("unicode_split", input, lambda item: _objects(
+        [char.encode("utf-8") for char in _text("unicode_split", item)]))
+
+
+def unicode_decode(input: Any, input_encoding: str = "UTF-8") -> Tensor | list:  # noqa: A002
+    """Each string's code points, int32 (as `split` shapes its result).
+
+    >>> sf.strings.unicode_decode(sf.constant("añb"), "UTF-8")
+    sf.Tensor([ 97, 241,  98], shape=(3,), dtype=int32)
+    """
+    _encoding("unicode_decode", input_encoding)
+    return _per_string("unicode_decode", input, lambda item: np.array(
+        [ord(char) for char in _text("unicode_decode", item)], dtype=np.int32))
+
+
+def _encoding(op: str, encoding: str) -> None:
+    if encoding.upper().replace("-", "") != "UTF8":
+        raise ValueError(f"sf.strings.{op}: only UTF-8 is supported, got {encoding!r}"
+                         f"{describe_location()}")
