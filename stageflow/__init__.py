@@ -16,7 +16,18 @@ import importlib as _importlib
 from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
-from stageflow import debugging, experimental, linalg, math, nest, nn, random, strings
+from stageflow import (
+    debugging,
+    experimental,
+    linalg,
+    math,
+    nest,
+    nn,
+    ragged,
+    random,
+    sparse,
+    strings,
+)
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
 from stageflow.core.context import init_scope
@@ -170,6 +181,8 @@ from stageflow.frontend.ops.shape import (
 )
 from stageflow.frontend.ops.shape_of import rank, shape, size
 from stageflow.frontend.ops.sorting import argsort, sort
+from stageflow.frontend.ragged_tensor import RaggedTensor
+from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (
     GradientTape,
@@ -219,7 +232,7 @@ def __getattr__(name: str) -> _Any:
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
 _NAMESPACES = ("config", "debugging", "errors", "experimental", "linalg", "math", "nest", "nn",
-               "random", "strings")
+               "ragged", "random", "sparse", "strings")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

@@ -103,12 +103,13 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int) -> Tens
     sf.Tensor([4., 6., 0.], shape=(3,), dtype=float32)
     """
     data = convert_to_tensor(data)
-    ids = _indices(segment_ids, "unsorted_segment_sum")
+    ids = convert_to_tensor(segment_ids)  # of any length, also one known only at run time
+    index = _indices(expand_dims(ids, -1), "unsorted_segment_sum")
     shape = (int(num_segments), *data.shape[ids.ndim:])
     if None in shape:
         raise ValueError(f"unsorted_segment_sum: the segments' dims must be known, got "
                          f"{shape}{describe_location()}")
-    return scatter_nd(expand_dims(ids, -1), data, shape)
+    return scatter_nd(index, data, shape)
 
 
 @math_op

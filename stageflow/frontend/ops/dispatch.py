@@ -1,0 +1,45 @@
+"""Op functions that take composite tensors too (TensorFlow's ``dispatch_for_api``):
+``sf.reduce_sum(ragged, axis=1)`` or ``sf.concat([ragged, ragged], 0)`` run the version
+the composite's module registers, so that one public name serves both.
+
+Only the ops marked `for_composites` look: an operand's type is one dictionary lookup,
+and the elementwise ops, which Python's operators on tensors are, are not marked (a
+composite defines its own operators).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["for_composites", "register"]
+
+Op = TypeVar("Op", bound=Callable[..., Any])
+
+
+def for_composites(op: Op) -> Op:
+    """Mark `op` as one whose first operand (or an element of it, where it is a list of
+    operands, as `concat`'s) may be a composite with a registered version."""
+    versions: dict[type, Callable[..., Any]] = {}
+
+    @functools.wraps(op)
+    def dispatching(x: Any, *args: Any, **kwargs: Any) -> Any:
+        if versions:
+            kinds = (type(v) for v in x) if type(x) is list or type(x) is tuple else (type(x),)
+            version = next((versions[kind] for kind in kinds if kind in versions), None)
+            if version is not None:
+                return version(x, *args, **kwargs)
+        return op(x, *args, **kwargs)
+
+    dispatching._versions = versions  # type: ignore[attr-defined]
+    return dispatching  # type: ignore[return-value]
+
+
+def register(op: Callable[..., Any], kind: type, version: Callable[..., Any]) -> None:
+    """Run `version` for `op` when an operand is a `kind` (a composite's module calls this
+    for each op it serves)."""
+    versions = getattr(op, "_versions", None)
+    if versions is None:
+        raise TypeError(f"{op.__name__} is not marked for_composites")
+    versions[kind] = version
