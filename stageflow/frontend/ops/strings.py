@@ -3,8 +3,8 @@
 String tensors hold NumPy object arrays of `bytes` (`stageflow.core.dtypes.string`); these
 ops are Python over their elements, never primitives: strings are host-only values, which
 `sf.function` never stages, so calling one of them while a function is traced raises,
-naming the op and the user's line. Where TensorFlow returns a `RaggedTensor` (`split` of
-more than a scalar), stageflow, which has none, returns Python lists of 1-D string tensors.
+naming the op and the user's line. `split` of more than a scalar returns an
+`sf.RaggedTensor` of strings, as TensorFlow's does.
 Regular expressions are Python's `re`, where TensorFlow's are RE2: the common syntax is
 shared, RE2's Unicode classes and Python's lookarounds are not.
 """
@@ -22,6 +22,7 @@ from stageflow.core import context, dtypes
 from stageflow.core.errors import InvalidArgumentError
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ragged_tensor import RaggedTensor
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.primitives.state import shown
@@ -76,36 +77,32 @@ def _text(op: str, item: bytes) -> str:
 
 
 def split(input: Any, sep: str | bytes | None = None, maxsplit: int = -1  # noqa: A002
-          ) -> Tensor | list:
+          ) -> Tensor | RaggedTensor:
     """Split each string at `sep` (None or ``""``: runs of whitespace, leading and trailing
     ones dropped, as Python's ``str.split()`` and TensorFlow's).
 
-    A scalar gives a 1-D string tensor of its parts, as in TensorFlow. For more dims,
-    where TensorFlow returns a `RaggedTensor`, this returns Python lists (nested as the
-    input's dims) of 1-D string tensors, one per string. `maxsplit` splits at most that
-    many times (-1: no limit).
+    A scalar gives a 1-D string tensor of its parts; more dims give an `sf.RaggedTensor`
+    with one more, ragged, dim of parts (each dim of the input a ragged dim of uniform
+    rows), as in TensorFlow. `maxsplit` splits at most that many times (-1: no limit).
 
     >>> sf.strings.split("hello big world")
     sf.Tensor([b'hello', b'big', b'world'], shape=(3,), dtype=string)
     >>> sf.strings.split(["a,b", "c"], sep=",")
-    [sf.Tensor([b'a', b'b'], shape=(2,), dtype=string), sf.Tensor([b'c'], shape=(1,), dtype=string)]
+    <sf.RaggedTensor [[b'a', b'b'], [b'c']]>
     """
     array = _host("split", input)
     separator = sep.encode("utf-8") if isinstance(sep, str) else sep
     separator = separator or None
-
-    def parts(item: bytes) -> Tensor:
-        pieces = item.split(separator, maxsplit)
-        out = np.empty(len(pieces), dtype=object)
-        out[:] = pieces
-        return wrap(out)
-
-    def rows(value: np.ndarray) -> Tensor | list:
-        if not value.ndim:
-            return parts(value[()])
-        return [rows(value[i, ...]) for i in range(value.shape[0])]  # arrays, 0-d too
-
-    return rows(array)
+    pieces = [item.split(separator, maxsplit) for item in array.reshape(-1)]
+    values = np.empty(sum(len(p) for p in pieces), dtype=object)
+    values[:] = [part for parts in pieces for part in parts]
+    if not array.ndim:
+        return wrap(values)
+    result: Any = RaggedTensor.from_row_lengths(wrap(values), [len(p) for p in pieces])
+    for dim in reversed(array.shape[1:]):  # the input's dims, as uniform rows
+        rows = result.nrows().numpy() // max(dim, 1) if dim else 0
+        result = RaggedTensor.from_row_splits(result, np.arange(rows + 1, dtype=np.int64) * dim)
+    return result
 
 
 def join(inputs: Sequence[Any], separator: str = "") -> Tensor:
