@@ -181,8 +181,8 @@ from stageflow.frontend.ops.shape import (
 )
 from stageflow.frontend.ops.shape_of import rank, shape, size
 from stageflow.frontend.ops.sorting import argsort, sort
-from stageflow.frontend.ragged_tensor import RaggedTensor
-from stageflow.frontend.sparse_tensor import SparseTensor
+from stageflow.frontend.ragged_tensor import RaggedTensor, RaggedTensorSpec
+from stageflow.frontend.sparse_tensor import SparseTensor, SparseTensorSpec
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (
     GradientTape,

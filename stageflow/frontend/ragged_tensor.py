@@ -37,11 +37,13 @@ from stageflow.frontend.ops.nd_indexing import tensor_scatter_nd_add, unsorted_s
 from stageflow.frontend.ops.reductions import reduce_max
 from stageflow.frontend.ops.selection import nonzero
 from stageflow.frontend.ops.shape import broadcast_to, concat, expand_dims, gather, reshape
+from stageflow.frontend.ops.shape_of import shape as shape_of
 from stageflow.frontend.sparse_tensor import SparseTensor
+from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 
-__all__ = ["RaggedTensor"]
+__all__ = ["RaggedTensor", "RaggedTensorSpec"]
 
 SPLITS = dtypes.int64
 
@@ -288,7 +290,7 @@ class RaggedTensor:
         rows = self._row_splits.shape[0]
         if rows is not None:
             return convert_to_tensor(np.asarray(rows - 1, dtypes.as_dtype(out_type)))
-        return ew.cast(reduce_max(row_positions(self)) + 1, out_type)
+        return ew.cast(shape_of(self._row_splits, SPLITS)[0] - 1, out_type)
 
     def row_lengths(self, axis: int = 1) -> Tensor:
         """The length of each row."""
@@ -682,3 +684,46 @@ def check_same_rows(x: RaggedTensor, y: RaggedTensor, op: str) -> None:
                                            f"{describe_location()}")
             continue
         assert_equal(a, b, f"sf.{op}: the ragged operands have different row splits")
+
+
+class RaggedTensorSpec:
+    """The signature of ragged tensor arguments (TensorFlow's ``tf.RaggedTensorSpec``):
+    their `shape` (None for unknown and ragged dims), `dtype` and number of ragged dims,
+    for an `input_signature` or `get_concrete_function`.
+
+    >>> spec = sf.RaggedTensorSpec(shape=[None, None], dtype=sf.int32)
+    >>> @sf.function(input_signature=[spec])
+    ... def longest(rt):
+    ...     return sf.reduce_max(rt, axis=1)
+    >>> longest(sf.ragged.constant([[1, 2], [3], [4, 5, 6]]))
+    sf.Tensor([2, 3, 6], shape=(3,), dtype=int32)
+    """
+
+    def __init__(self, shape: Any = None, dtype: Any = dtypes.float32,
+                 ragged_rank: int | None = None, row_splits_dtype: Any = SPLITS,
+                 flat_values_spec: Any = None) -> None:
+        if shape is None:
+            raise ValueError("sf.RaggedTensorSpec: shape=None (any rank) is not supported: "
+                             "give the dims, None where unknown or ragged")
+        self.shape = TensorShape(shape)
+        if len(self.shape) < 2:
+            raise ValueError(f"sf.RaggedTensorSpec: a ragged tensor has rank 2 or more, got "
+                             f"shape {self.shape}")
+        self.dtype = dtypes.as_dtype(dtype)
+        self.ragged_rank = len(self.shape) - 1 if ragged_rank is None else int(ragged_rank)
+        if not 0 < self.ragged_rank < len(self.shape):
+            raise ValueError(f"sf.RaggedTensorSpec: ragged_rank must lie in [1, "
+                             f"{len(self.shape) - 1}], got {ragged_rank}")
+
+    def _nest_components(self) -> tuple[list[TensorSpec], int]:
+        rows = self.shape[0]
+        splits = [TensorSpec((None if rows is None else rows + 1,), SPLITS)]
+        splits += [TensorSpec((None,), SPLITS)] * (self.ragged_rank - 1)
+        flat = TensorSpec((None, *self.shape[self.ragged_rank + 1:]), self.dtype)
+        return [flat, *splits], self.ragged_rank
+
+    _nest_rebuild = RaggedTensor._nest_rebuild
+
+    def __repr__(self) -> str:
+        return (f"sf.RaggedTensorSpec(shape={self.shape}, dtype={self.dtype.name}, "
+                f"ragged_rank={self.ragged_rank})")

@@ -372,7 +372,7 @@ class Function:
             with self._tracing:
                 concrete = self._cache.get(("signature", device))
                 if concrete is None:
-                    spec_leaves, treedef = nest.flatten(spec_args)
+                    spec_leaves, treedef = nest.flatten(spec_args, expand_composites=True)
                     concrete = self._trace_once(("signature", device), spec_leaves, treedef,
                                                 None, device)
                     self._cache[("signature", device)] = concrete
@@ -390,8 +390,8 @@ class Function:
         kinds = Tensor | Variable | TensorSpec
         for name, value, traced in zip(self._signature.parameters, canonical, spec_args,
                                        strict=False):
-            if isinstance(traced, TensorSpec):
-                continue  # a tensor argument: check_arguments checks it against its spec
+            if isinstance(traced, TensorSpec) or nest.is_composite(traced):
+                continue  # tensor arguments: check_arguments checks them against their specs
             got, got_tree = nest.flatten(value)
             want, want_tree = nest.flatten(traced)
             if got_tree == want_tree and all(
