@@ -61,6 +61,7 @@ from stageflow.core.dtypes import (
 )
 from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
+from stageflow.frontend.composite_specs import RaggedTensorSpec, SparseTensorSpec
 from stageflow.frontend.dlpack import from_dlpack
 from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
@@ -181,8 +182,8 @@ from stageflow.frontend.ops.shape import (
 )
 from stageflow.frontend.ops.shape_of import rank, shape, size
 from stageflow.frontend.ops.sorting import argsort, sort
-from stageflow.frontend.ragged_tensor import RaggedTensor, RaggedTensorSpec
-from stageflow.frontend.sparse_tensor import SparseTensor, SparseTensorSpec
+from stageflow.frontend.ragged_tensor import RaggedTensor
+from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (
     GradientTape,

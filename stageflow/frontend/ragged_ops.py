@@ -28,10 +28,10 @@ from stageflow.frontend.ops.creation import ones_like
 from stageflow.frontend.ops.dispatch import register
 from stageflow.frontend.ops.shape import concat, gather
 from stageflow.frontend.ops.sorting import argsort
+from stageflow.frontend.ragged_operators import check_same_rows
 from stageflow.frontend.ragged_tensor import (
     SPLITS,
     RaggedTensor,
-    check_same_rows,
     padded,
     row_positions,
     splits_of_lengths,

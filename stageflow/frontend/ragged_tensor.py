@@ -9,7 +9,8 @@ depends on the values (the padded width of `to_tensor`, the rows an index keeps)
 ops are those whose result size may be unknown while tracing (`nonzero`,
 `boolean_mask`).
 
-It is a composite (`stageflow.core.nest`): an `sf.function` takes and returns it as its
+Its arithmetic and comparison operators are installed by `ragged_operators`. It is a
+composite (`stageflow.core.nest`): an `sf.function` takes and returns it as its
 flat values and row splits, keyed as TensorFlow's ``RaggedTensorSpec`` is: the dtype, the
 number of rows and the uniform inner dims, not the number of values, so a new batch of
 the same number of rows reuses the trace.
@@ -18,7 +19,7 @@ the same number of rows reuses the trace.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,6 @@ from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
 from stageflow.frontend.ops.creation import range as arange
-from stageflow.frontend.ops.debugging import assert_equal
 from stageflow.frontend.ops.math_ops import cumsum, reduce_any
 from stageflow.frontend.ops.nd_indexing import tensor_scatter_nd_add, unsorted_segment_sum
 from stageflow.frontend.ops.reductions import reduce_max
@@ -39,11 +39,10 @@ from stageflow.frontend.ops.selection import nonzero
 from stageflow.frontend.ops.shape import broadcast_to, concat, expand_dims, gather, reshape
 from stageflow.frontend.ops.shape_of import shape as shape_of
 from stageflow.frontend.sparse_tensor import SparseTensor
-from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import GraphTrace, SymbolicTensor
 
-__all__ = ["RaggedTensor", "RaggedTensorSpec"]
+__all__ = ["RaggedTensor"]
 
 SPLITS = dtypes.int64
 
@@ -465,15 +464,7 @@ class RaggedTensor:
     def __iter__(self) -> Any:
         return (self[i] for i in range(len(self)))
 
-    # -- arithmetic -----------------------------------------------------------------------------
-
-    def __neg__(self) -> RaggedTensor:
-        return self.with_flat_values(ew.negative(self.flat_values))
-
-    def __abs__(self) -> RaggedTensor:
-        return self.with_flat_values(ew.abs(self.flat_values))
-
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # by identity: arithmetic and comparisons are elementwise
 
     # -- composite ------------------------------------------------------------------------------
 
@@ -502,23 +493,6 @@ class RaggedTensor:
             return f"sf.RaggedTensor(values={self._values!r}, row_splits={self._row_splits!r})"
         return f"<sf.RaggedTensor {self.to_list()}>"
 
-
-def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Callable:
-    def method(self: RaggedTensor, other: Any) -> Any:
-        return elementwise(op, other, self) if reflected else elementwise(op, self, other)
-
-    method.__name__ = f"{op.__name__} of a ragged tensor"
-    return method
-
-
-for _name, _op in {"__add__": ew.add, "__sub__": ew.subtract, "__mul__": ew.multiply,
-                   "__truediv__": ew.divide, "__floordiv__": ew.floordiv, "__mod__": ew.mod,
-                   "__pow__": ew.pow}.items():
-    setattr(RaggedTensor, _name, _binary(_op))
-    setattr(RaggedTensor, _name.replace("__", "__r", 1), _binary(_op, reflected=True))
-for _name, _op in {"lt": ew.less, "le": ew.less_equal, "gt": ew.greater,
-                   "ge": ew.greater_equal, "and": ew.logical_and, "or": ew.logical_or}.items():
-    setattr(RaggedTensor, f"__{_name}__", _binary(_op))
 
 def _as_values(values: Any) -> Any:
     if isinstance(values, RaggedTensor):
@@ -627,103 +601,3 @@ def _object_array(rows: list) -> np.ndarray:
 def _traced_refusal(op: str) -> Any:
     raise TypeError(f"{op} reads the values, which a traced function does not have: call it "
                     f"outside the sf.function (or return the ragged tensor){describe_location()}")
-
-
-def elementwise(op: Callable[[Any, Any], Any], x: Any, y: Any) -> Any:
-    """`op` of a ragged tensor and a ragged tensor of the same rows, a scalar, or a dense
-    tensor that broadcasts (over the inner dims, or one row each: shape [rows, 1, ...])."""
-    ragged = x if isinstance(x, RaggedTensor) else y
-    other = y if ragged is x else x
-    name = getattr(op, "__name__", "op")
-    if isinstance(other, RaggedTensor):
-        check_same_rows(ragged, other, name)
-        a, b = (ragged.flat_values, other.flat_values)
-        return ragged.with_flat_values(op(a, b) if ragged is x else op(b, a))
-    dense = convert_to_tensor(other, ragged.dtype) if not isinstance(other, Tensor) else other
-    flat = ragged.flat_values
-    if dense.ndim <= flat.ndim - 1:
-        operand = dense
-    else:
-        operand = _per_value(ragged, dense, name)
-    return ragged.with_flat_values(op(flat, operand) if ragged is x else op(operand, flat))
-
-
-def _per_value(ragged: RaggedTensor, dense: Tensor, op: str) -> Tensor:
-    """A dense operand broadcast against a ragged tensor, as one row per value."""
-    rank = ragged.ndim
-    shape = (1,) * (rank - dense.ndim) + tuple(dense.shape)
-    dense = reshape(dense, shape) if dense.ndim < rank else dense
-    if ragged.ragged_rank != 1 or any(d not in (1,) for d in shape[1:2]):
-        raise InvalidArgumentError(f"sf.{op}: a dense operand of shape {list(dense.shape)} "
-                                   f"does not broadcast against a ragged tensor of shape "
-                                   f"{ragged.shape} (its ragged dims must be 1)"
-                                   f"{describe_location()}")
-    rows = dense[:, 0]
-    if shape[0] == 1:
-        return rows[0]
-    return gather(rows, ragged.value_rowids())
-
-
-def check_same_rows(x: RaggedTensor, y: RaggedTensor, op: str) -> None:
-    """Refuse ragged operands whose rows differ (TensorFlow's InvalidArgumentError): when
-    tracing already knows (ranks, row counts), else eagerly, else when the function runs."""
-    if x.ragged_rank != y.ragged_rank:
-        raise ValueError(f"sf.{op}: ragged ranks differ ({x.ragged_rank} and {y.ragged_rank})"
-                         f"{describe_location()}")
-    for a, b in zip(x.nested_row_splits, y.nested_row_splits, strict=True):
-        if a is b:
-            continue
-        if a.shape[0] is not None and b.shape[0] is not None and a.shape[0] != b.shape[0]:
-            raise InvalidArgumentError(f"sf.{op}: the ragged operands have different row "
-                                       f"splits (shapes {list(a.shape)} and {list(b.shape)})"
-                                       f"{describe_location()}")
-        if not isinstance(a, SymbolicTensor) and not isinstance(b, SymbolicTensor):
-            if not np.array_equal(a._value, b._value):
-                raise InvalidArgumentError(f"sf.{op}: the ragged operands have different row "
-                                           f"splits: {a._value} and {b._value}"
-                                           f"{describe_location()}")
-            continue
-        assert_equal(a, b, f"sf.{op}: the ragged operands have different row splits")
-
-
-class RaggedTensorSpec:
-    """The signature of ragged tensor arguments (TensorFlow's ``tf.RaggedTensorSpec``):
-    their `shape` (None for unknown and ragged dims), `dtype` and number of ragged dims,
-    for an `input_signature` or `get_concrete_function`.
-
-    >>> spec = sf.RaggedTensorSpec(shape=[None, None], dtype=sf.int32)
-    >>> @sf.function(input_signature=[spec])
-    ... def longest(rt):
-    ...     return sf.reduce_max(rt, axis=1)
-    >>> longest(sf.ragged.constant([[1, 2], [3], [4, 5, 6]]))
-    sf.Tensor([2, 3, 6], shape=(3,), dtype=int32)
-    """
-
-    def __init__(self, shape: Any = None, dtype: Any = dtypes.float32,
-                 ragged_rank: int | None = None, row_splits_dtype: Any = SPLITS,
-                 flat_values_spec: Any = None) -> None:
-        if shape is None:
-            raise ValueError("sf.RaggedTensorSpec: shape=None (any rank) is not supported: "
-                             "give the dims, None where unknown or ragged")
-        self.shape = TensorShape(shape)
-        if len(self.shape) < 2:
-            raise ValueError(f"sf.RaggedTensorSpec: a ragged tensor has rank 2 or more, got "
-                             f"shape {self.shape}")
-        self.dtype = dtypes.as_dtype(dtype)
-        self.ragged_rank = len(self.shape) - 1 if ragged_rank is None else int(ragged_rank)
-        if not 0 < self.ragged_rank < len(self.shape):
-            raise ValueError(f"sf.RaggedTensorSpec: ragged_rank must lie in [1, "
-                             f"{len(self.shape) - 1}], got {ragged_rank}")
-
-    def _nest_components(self) -> tuple[list[TensorSpec], int]:
-        rows = self.shape[0]
-        splits = [TensorSpec((None if rows is None else rows + 1,), SPLITS)]
-        splits += [TensorSpec((None,), SPLITS)] * (self.ragged_rank - 1)
-        flat = TensorSpec((None, *self.shape[self.ragged_rank + 1:]), self.dtype)
-        return [flat, *splits], self.ragged_rank
-
-    _nest_rebuild = RaggedTensor._nest_rebuild
-
-    def __repr__(self) -> str:
-        return (f"sf.RaggedTensorSpec(shape={self.shape}, dtype={self.dtype.name}, "
-                f"ragged_rank={self.ragged_rank})")

@@ -27,11 +27,10 @@ from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.nd_indexing import gather_nd
 from stageflow.frontend.ops.shape import broadcast_to
-from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import SymbolicTensor
 
-__all__ = ["SparseTensor", "SparseTensorSpec"]
+__all__ = ["SparseTensor"]
 
 INDEX = dtypes.int64
 
@@ -196,32 +195,3 @@ class SparseTensor:
     def __repr__(self) -> str:
         return (f"SparseTensor(indices={self._indices!r}, values={self._values!r}, "
                 f"dense_shape={self._dense_shape!r})")
-
-
-class SparseTensorSpec:
-    """The signature of sparse tensor arguments (TensorFlow's ``tf.SparseTensorSpec``):
-    the dense `shape` (None where unknown) and `dtype`, any number of entries.
-
-    >>> @sf.function(input_signature=[sf.SparseTensorSpec([2, 3], sf.float32)])
-    ... def total(st):
-    ...     return sf.sparse.reduce_sum(st)
-    >>> total(sf.SparseTensor([[0, 1], [1, 2]], [1.5, 2.0], [2, 3]))
-    sf.Tensor(3.5, shape=(), dtype=float32)
-    """
-
-    def __init__(self, shape: Any = None, dtype: Any = dtypes.float32) -> None:
-        if shape is None:
-            raise ValueError("sf.SparseTensorSpec: shape=None (any rank) is not supported: "
-                             "give the dims, None where unknown")
-        self.shape = TensorShape(shape)
-        self.dtype = dtypes.as_dtype(dtype)
-
-    def _nest_components(self) -> tuple[list[TensorSpec], tuple]:
-        rank = len(self.shape)
-        return [TensorSpec((None, rank), INDEX), TensorSpec((None,), self.dtype),
-                TensorSpec((rank,), INDEX)], tuple(self.shape)
-
-    _nest_rebuild = SparseTensor._nest_rebuild
-
-    def __repr__(self) -> str:
-        return f"sf.SparseTensorSpec(shape={self.shape}, dtype={self.dtype.name})"
