@@ -6,6 +6,7 @@ one value per row: shape [rows, 1, ...]), as TensorFlow's ragged broadcasting al
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,9 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.debugging import assert_equal
-from stageflow.frontend.ops.shape import gather, reshape
+from stageflow.frontend.ops.dispatch import register
+from stageflow.frontend.ops.nd_indexing import gather_rows
+from stageflow.frontend.ops.shape import reshape
 from stageflow.frontend.ragged_tensor import RaggedTensor
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import SymbolicTensor
@@ -56,7 +59,7 @@ def _per_value(ragged: RaggedTensor, dense: Tensor, op: str) -> Tensor:
     rows = dense[:, 0]
     if shape[0] == 1:
         return rows[0]
-    return gather(rows, ragged.value_rowids())
+    return gather_rows(rows, ragged.value_rowids())
 
 
 def check_same_rows(x: RaggedTensor, y: RaggedTensor, op: str) -> None:
@@ -106,6 +109,11 @@ def _unary(op: Callable[[Any], Any]) -> Callable:
     method.__name__ = f"{op.__name__} of a ragged tensor"
     return method
 
+
+for _op in (ew.add, ew.subtract, ew.multiply, ew.divide, ew.floordiv, ew.mod, ew.pow,
+            ew.maximum, ew.minimum, ew.less, ew.less_equal, ew.greater, ew.greater_equal,
+            ew.logical_and, ew.logical_or):  # sf.add(ragged, 3)
+    register(_op, RaggedTensor, functools.partial(elementwise, _op))
 
 RaggedTensor.__neg__ = _unary(ew.negative)
 RaggedTensor.__abs__ = _unary(ew.abs)

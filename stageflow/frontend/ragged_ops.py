@@ -26,6 +26,7 @@ from stageflow.frontend.ops import shape as shape_ops
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
 from stageflow.frontend.ops.dispatch import register
+from stageflow.frontend.ops.nd_indexing import gather_rows
 from stageflow.frontend.ops.shape import concat, gather
 from stageflow.frontend.ops.sorting import argsort
 from stageflow.frontend.ragged_operators import check_same_rows
@@ -300,7 +301,7 @@ def _joined_rows(parts: list[RaggedTensor]) -> RaggedTensor:
         destinations.append(gather(before, rowids) + within)
         before = before + length
     order = argsort(concat(destinations, 0))
-    return RaggedTensor(gather(concat([p.values for p in parts], 0), order), splits,
+    return RaggedTensor(gather_rows(concat([p.values for p in parts], 0), order), splits,
                         internal=True)
 
 

@@ -33,7 +33,11 @@ from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
 from stageflow.frontend.ops.creation import range as arange
 from stageflow.frontend.ops.math_ops import cumsum, reduce_any
-from stageflow.frontend.ops.nd_indexing import tensor_scatter_nd_add, unsorted_segment_sum
+from stageflow.frontend.ops.nd_indexing import (
+    gather_rows,
+    tensor_scatter_nd_add,
+    unsorted_segment_sum,
+)
 from stageflow.frontend.ops.reductions import reduce_max
 from stageflow.frontend.ops.selection import nonzero
 from stageflow.frontend.ops.shape import broadcast_to, concat, expand_dims, gather, reshape
@@ -533,7 +537,7 @@ def _mask_rows(values: Any, keep: Tensor) -> Any:
 def selected(values: Tensor, keep: Tensor) -> Tensor:
     """The rows of `values` where the bool vector `keep` is true (`boolean_mask` as a
     gather, which string tensors allow too)."""
-    return gather(values, reshape(nonzero(keep), (-1,)))
+    return gather_rows(values, reshape(nonzero(keep), (-1,)))
 
 
 def _row_range(rt: RaggedTensor, start: Any, stop: Any) -> RaggedTensor:
@@ -571,7 +575,7 @@ def padded(values: Tensor, splits: Tensor, default: Any, width: int | None = Non
     filler = broadcast_to(convert_to_tensor(default, values.dtype), (1, *inner))
     position = expand_dims(splits[:-1], 1) + expand_dims(columns, 0)
     index = ew.where(mask, position, splits[-1])
-    return gather(concat([values, filler], 0), index), mask
+    return gather_rows(concat([values, filler], 0), index), mask
 
 
 def _rows_numpy(rt: RaggedTensor, op: str, lists: bool) -> list:

@@ -25,6 +25,7 @@ from stageflow.frontend.ops.creation import fill, zeros_like
 from stageflow.frontend.ops.math_ops import reduce_all
 from stageflow.frontend.ops.nd_indexing import (
     gather_nd,
+    gather_rows,
     scatter_nd,
     tensor_scatter_nd_add,
     tensor_scatter_nd_update,
@@ -133,7 +134,7 @@ def reorder(sp_input: SparseTensor, name: str | None = None) -> SparseTensor:
     """
     sp = _sparse(sp_input, "sf.sparse.reorder")
     order = argsort(_linear(sp.indices, _known_shape(sp, "sf.sparse.reorder")))
-    return SparseTensor._make(gather(sp.indices, order), gather(sp.values, order),
+    return SparseTensor._make(gather(sp.indices, order), gather_rows(sp.values, order),
                               sp.dense_shape, tuple(sp.shape))
 
 
@@ -165,7 +166,7 @@ def add(a: Any, b: Any, threshold: Any = 0) -> Any:
     positions = _linear(dense_concat([a.indices, b.indices], 0), shape)
     values = dense_concat([a.values, b.values], 0)
     order = argsort(positions)
-    positions, values = gather(positions, order), gather(values, order)
+    positions, values = gather(positions, order), gather_rows(values, order)
     distinct, slot = unique(positions, out_idx=INDEX)
     sums = tensor_scatter_nd_add(zeros_like(distinct, a.dtype), expand_dims(slot, 1), values)
     indices = _unravel(distinct, shape)
@@ -211,7 +212,7 @@ def sparse_dense_matmul(sp_a: Any, b: Any, adjoint_a: bool = False, adjoint_b: b
     if outer is None:
         raise ValueError(f"{op}: the sparse operand's rows must be known when the "
                          f"function is traced, got {sp.shape}{describe_location()}")
-    products = expand_dims(sp.values, 1) * gather(dense, sp.indices[:, columns])
+    products = expand_dims(sp.values, 1) * gather_rows(dense, sp.indices[:, columns])
     return unsorted_segment_sum(products, sp.indices[:, rows], outer)
 
 

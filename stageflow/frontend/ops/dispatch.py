@@ -2,9 +2,9 @@
 ``sf.reduce_sum(ragged, axis=1)`` or ``sf.concat([ragged, ragged], 0)`` run the version
 the composite's module registers, so that one public name serves both.
 
-Only the ops marked `for_composites` look: an operand's type is one dictionary lookup,
-and the elementwise ops, which Python's operators on tensors are, are not marked (a
-composite defines its own operators).
+The ops marked `for_composites` look (an operand's type is one dictionary lookup), and
+so do the binary elementwise ops (``sf.add(ragged, 3)``), off their fast path for eager
+tensors, so that Python's operators on tensors, which they are, cost nothing more.
 """
 
 from __future__ import annotations
@@ -41,5 +41,5 @@ def register(op: Callable[..., Any], kind: type, version: Callable[..., Any]) ->
     for each op it serves)."""
     versions = getattr(op, "_versions", None)
     if versions is None:
-        raise TypeError(f"{op.__name__} is not marked for_composites")
+        raise TypeError(f"{op.__name__} takes no composites")
     versions[kind] = version

@@ -14,7 +14,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.namespaces import math_op
-from stageflow.frontend.ops.shape import expand_dims
+from stageflow.frontend.ops.shape import expand_dims, gather
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import nd_indexing as nd
 
@@ -43,6 +43,17 @@ def gather_nd(params: Any, indices: Any) -> Tensor:
     params = convert_to_tensor(params)
     indices = _indices(indices, "gather_nd")
     return nd.gather_nd_p.bind(params, indices, width=indices.shape[-1])
+
+
+def gather_rows(params: Any, indices: Any) -> Tensor:
+    """``sf.gather(params, indices)`` along the first axis, as a `gather_nd` of one-column
+    index tuples: its gradient, a scatter-add, needs no known sizes (the index count of a
+    ragged tensor's values is known only when the function runs); string tensors, which
+    `gather_nd` does not take, through `gather`. Indices must be non-negative."""
+    params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    if params.dtype.kind == "O":
+        return gather(params, indices)
+    return gather_nd(params, expand_dims(indices, -1))
 
 
 def tensor_scatter_nd_update(tensor: Any, indices: Any, updates: Any) -> Tensor:
