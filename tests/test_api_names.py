@@ -106,7 +106,7 @@ OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "er
                     "summary.experimental", "profiler", "profiler.experimental", "keras",
                     "keras.callbacks", "keras.models", "saved_model",
                     "nest", "experimental", "experimental.dlpack",
-                    "strings"]
+                    "strings", "ragged", "sparse"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)
