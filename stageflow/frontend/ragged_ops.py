@@ -2,10 +2,11 @@
 `constant`, `map_flat_values`, `range`, and `reduce_sum/mean/max/min/prod` and `concat`,
 registered for `RaggedTensor` with `dispatch` (``sf.reduce_mean(rt, axis=1)``).
 
-A reduction over the ragged dim pads the rows with the reduction's identity (0, 1, the
-dtype's lowest or highest value) into a dense [rows, longest row, ...] tensor and reduces
-that, as TensorFlow's segment reductions give: an empty row's sum is 0, its max the
-dtype's lowest value, its mean NaN (the mean of integers is float64, as in TensorFlow).
+A sum over the ragged dim is a sum by segments (rows); the other reductions pad the rows
+with their identity (1, the dtype's lowest or highest value) into a dense [rows, longest
+row, ...] tensor and reduce that, as TensorFlow's segment reductions give: an empty row's
+sum is 0, its max the dtype's lowest value, its mean NaN (the mean of integers is float64,
+as in TensorFlow).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from stageflow.frontend.ops import shape as shape_ops
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
 from stageflow.frontend.ops.dispatch import register
-from stageflow.frontend.ops.nd_indexing import gather_rows
+from stageflow.frontend.ops.nd_indexing import gather_rows, unsorted_segment_sum
 from stageflow.frontend.ops.shape import concat, gather
 from stageflow.frontend.ops.sorting import argsort
 from stageflow.frontend.ragged_operators import check_same_rows
@@ -213,6 +214,12 @@ def _reduce(x: RaggedTensor, axis: Any, keepdims: bool, op: str,
         raise NotImplementedError(f"sf.{op}: over axis {axis} of a ragged tensor with "
                                   f"{x.ragged_rank} ragged dims; only one ragged dim is "
                                   f"supported there{describe_location()}")
+    rows = x.row_splits.shape[0]
+    if dense_op is _dense_sum and axis == 1 and rows is not None:
+        # Sums by segment: no padding, and no op whose result size depends on the values
+        # (which compiled programs run as a Python step).
+        summed = unsorted_segment_sum(x.values, x.value_rowids(), rows - 1)
+        return shape_ops.expand_dims(summed, 1) if keepdims else summed
     return dense_op(pad(x.values, x.row_splits), axis, keepdims)
 
 
