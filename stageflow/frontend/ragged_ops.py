@@ -22,7 +22,7 @@ from stageflow.core import dtypes
 from stageflow.core.shapes import normalize_axis
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
-from stageflow.frontend.ops import reductions
+from stageflow.frontend.ops import math_ops, reductions
 from stageflow.frontend.ops import shape as shape_ops
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
@@ -312,7 +312,46 @@ def _joined_rows(parts: list[RaggedTensor]) -> RaggedTensor:
                         internal=True)
 
 
+# -- reversal -----------------------------------------------------------------------------------
+
+
+def _ragged_reverse(x: RaggedTensor, axis: Any) -> RaggedTensor:
+    """The order of the rows (axis 0), of the values within each row (axis 1), or of an
+    inner dim reversed (TensorFlow's ``tf.reverse`` of a ragged tensor)."""
+    result = x
+    for one in [axis] if isinstance(axis, int) else list(axis):
+        one = normalize_axis(operator.index(one), x.ndim)
+        if one > result.ragged_rank:
+            result = result.with_values(math_ops.reverse(result.values, [one - 1]))
+        elif result.ragged_rank != 1:
+            raise NotImplementedError(f"sf.reverse: axis {one} of a ragged tensor with "
+                                      f"{result.ragged_rank} ragged dims{describe_location()}")
+        else:
+            result = _reversed_rows(result) if one == 0 else _reversed_within(result)
+    return result
+
+
+def _reversed_within(x: RaggedTensor) -> RaggedTensor:
+    rowids, splits = x.value_rowids(), x.row_splits
+    column = row_positions(x.values) - gather(splits, rowids)
+    last = gather(splits[1:], rowids) - 1
+    return x.with_values(gather_rows(x.values, last - column))
+
+
+def _reversed_rows(x: RaggedTensor) -> RaggedTensor:
+    splits = x.row_splits
+    lengths = x.row_lengths()
+    flipped = splits_of_lengths(math_ops.reverse(lengths, [0]))
+    placed = RaggedTensor(x.values, flipped, internal=True)
+    rowids = placed.value_rowids()
+    source_rows = (x.nrows() - 1) - rowids
+    column = row_positions(x.values) - gather(flipped, rowids)
+    return RaggedTensor(gather_rows(x.values, gather(splits, source_rows) + column), flipped,
+                        internal=True)
+
+
 for _public, _identity in _PADDED:
     register(_public, RaggedTensor, _ragged_reduction(_public, _identity))
 register(reductions.reduce_mean, RaggedTensor, _ragged_mean)
 register(shape_ops.concat, RaggedTensor, _ragged_concat)
+register(math_ops.reverse, RaggedTensor, _ragged_reverse)

@@ -21,8 +21,8 @@ from stageflow.core.shapes import normalize_axes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.ops.creation import fill, zeros_like
-from stageflow.frontend.ops.math_ops import reduce_all
+from stageflow.frontend.ops.creation import fill, ones_like, zeros_like
+from stageflow.frontend.ops.math_ops import cumsum, reduce_all
 from stageflow.frontend.ops.nd_indexing import (
     gather_nd,
     gather_rows,
@@ -36,6 +36,7 @@ from stageflow.frontend.ops.reductions import reduce_sum as dense_reduce_sum
 from stageflow.frontend.ops.selection import boolean_mask, nonzero, unique
 from stageflow.frontend.ops.shape import concat as dense_concat
 from stageflow.frontend.ops.shape import expand_dims, gather, reshape, stack, transpose
+from stageflow.frontend.ops.shape_of import shape as shape_of
 from stageflow.frontend.ops.sorting import argsort
 from stageflow.frontend.sparse_tensor import INDEX, SparseTensor
 from stageflow.frontend.tensor import Tensor
@@ -104,8 +105,13 @@ def to_dense(sp_input: SparseTensor, default_value: Any = None, validate_indices
         if np.unique(positions).size != positions.size:
             raise InvalidArgumentError(f"sf.sparse.to_dense: indices repeat an entry; use "
                                        f"sf.sparse.add to sum duplicates{describe_location()}")
-    base = fill(shape, convert_to_tensor(default_value, sp.dtype))
-    return tensor_scatter_nd_update(base, sp.indices, sp.values)
+    # Each position's entry number (the count of entries where none is stored), then a
+    # gather from the entries with the default after them: string tensors gather too.
+    entries = cumsum(ones_like(sp.values, INDEX)) - 1
+    count = ew.cast(shape_of(sp.values)[0], INDEX)
+    slots = tensor_scatter_nd_update(fill(shape, count), sp.indices, entries)
+    default = reshape(convert_to_tensor(default_value, sp.dtype), (1,))
+    return gather_rows(dense_concat([sp.values, default], 0), slots)
 
 
 def from_dense(tensor: Any, name: str | None = None) -> SparseTensor:

@@ -229,6 +229,19 @@ def test_concat_along_rows_and_within_rows(mode):
     assert joined.to_list() == [[1, 2, 7], [3, 8, 9]]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_the_guides_palindromes_reverse_rows_and_values(mode):
+    def make_palindrome(x, axis):
+        return sf.concat([x, sf.reverse(x, [axis])], axis)
+
+    rows = [[1, 2], [3], [4, 5, 6]]
+    within = staged(mode, make_palindrome)(sf.ragged.constant(rows), 1)
+    assert str(within) == "<sf.RaggedTensor [[1, 2, 2, 1], [3, 3], [4, 5, 6, 6, 5, 4]]>"
+    across = staged(mode, make_palindrome)(sf.ragged.constant(rows), 0)
+    assert across.to_list() == rows + rows[::-1]
+    assert sf.reverse(sf.ragged.constant([[1, 2], [], [3]]), [0]).to_list() == [[3], [], [1, 2]]
+
+
 def test_constructors_agree_with_each_other_on_random_rows():
     for _ in range(5):
         rows = _rows(int(rng.integers(1, 7)))

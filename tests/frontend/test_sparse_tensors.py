@@ -98,6 +98,15 @@ def test_the_guides_concat_and_slices():
     assert sf.sparse.to_dense(sf.sparse.slice(c, start=[0, 10], size=[8, 6])).shape == (8, 0)
 
 
+def test_the_guides_ragged_strings_through_sparse_concat():
+    x = sf.ragged.constant([["John"], ["a", "big", "dog"], ["my", "cat"]])
+    y = sf.ragged.constant([["fell", "asleep"], ["barked"], ["is", "fuzzy"]])
+    joined = sf.sparse.concat(sp_inputs=[x.to_sparse(), y.to_sparse()], axis=1)
+    assert sf.sparse.to_dense(joined, "").numpy().tolist() == [
+        [b"John", b"", b"", b"fell", b"asleep"], [b"a", b"big", b"dog", b"barked", b""],
+        [b"my", b"cat", b"", b"is", b"fuzzy"]]
+
+
 def test_the_guides_staged_matmul_with_a_transpose():
     @sf.function
     def f(x, y):
