@@ -123,6 +123,7 @@ class RaggedTensor:
     """
 
     __slots__ = ("_values", "_row_splits")
+    _dense_hint = "its .to_tensor()"  # named where an op refuses it
 
     def __init__(self, values: Any, row_splits: Any, internal: bool = False) -> None:
         if not internal:

@@ -55,6 +55,7 @@ class SparseTensor:
     """
 
     __slots__ = ("_indices", "_values", "_dense_shape", "_shape")
+    _dense_hint = "sf.sparse.to_dense"  # named where an op refuses it
 
     def __init__(self, indices: Any, values: Any, dense_shape: Any) -> None:
         op = "sf.SparseTensor"

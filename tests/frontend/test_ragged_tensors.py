@@ -378,6 +378,14 @@ def test_errors_name_the_op_and_the_line():
     with pytest.raises(sf.errors.InvalidArgumentError, match="different row splits"):
         mismatched(sf.ragged.constant([[1], [2, 3]]), sf.ragged.constant([[1, 2], [3]]))
 
+    def dense_op_on_ragged():
+        return sf.matmul(sf.ragged.constant([[1.0], [2.0, 3.0]]), sf.ones((2, 2)))
+
+    with pytest.raises(TypeError, match=r"this op takes tensors, not an sf.RaggedTensor \(its "
+                                        r"\.to_tensor\(\) gives a dense tensor\)") as info:
+        dense_op_on_ragged()
+    assert _line_of(dense_op_on_ragged, "sf.matmul") in str(info.value)
+
     @sf.function
     def reads_back(rt):
         return rt.to_list()

@@ -269,3 +269,11 @@ def test_errors_name_the_op_and_the_line():
         sf.sparse.to_dense(sf.ones((2, 2)))
     with pytest.raises(NotImplementedError, match="sf.sparse.reduce_max: over all axes only"):
         sf.sparse.reduce_max(a, axis=0)
+
+    @sf.function
+    def dense_op(st):
+        return sf.exp(st)
+
+    with pytest.raises(TypeError, match=r"this op takes tensors, not an sf.SparseTensor "
+                                        r"\(sf.sparse.to_dense gives a dense tensor\)"):
+        dense_op(a)
