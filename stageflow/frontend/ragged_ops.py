@@ -21,6 +21,8 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.shapes import normalize_axis
 from stageflow.core.source import describe_location
+from stageflow.frontend import functional_ops
+from stageflow.frontend.composite_specs import RaggedTensorSpec
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops import math_ops, reductions
 from stageflow.frontend.ops import shape as shape_ops
@@ -29,6 +31,7 @@ from stageflow.frontend.ops.creation import ones_like
 from stageflow.frontend.ops.dispatch import register
 from stageflow.frontend.ops.nd_indexing import gather_rows, unsorted_segment_sum
 from stageflow.frontend.ops.shape import concat, gather
+from stageflow.frontend.ops.shape_of import shape as shape_of
 from stageflow.frontend.ops.sorting import argsort
 from stageflow.frontend.ragged_operators import check_same_rows
 from stageflow.frontend.ragged_tensor import (
@@ -350,8 +353,58 @@ def _reversed_rows(x: RaggedTensor) -> RaggedTensor:
                         internal=True)
 
 
+# -- tiling and mapping -------------------------------------------------------------------------
+
+
+def _ragged_tile(x: RaggedTensor, multiples: Sequence[int]) -> RaggedTensor:
+    """The rows repeated `multiples[0]` times, each row's values `multiples[1]` times
+    (one ragged dim), inner dims as `sf.tile` repeats them."""
+    multiples = [operator.index(m) for m in multiples]
+    if len(multiples) != x.ndim or x.ragged_rank != 1:
+        raise NotImplementedError(f"sf.tile: {len(multiples)} multiples for a ragged tensor of "
+                                  f"shape {x.shape} (one ragged dim, a multiple per dim)"
+                                  f"{describe_location()}")
+    values = x.values
+    if any(m != 1 for m in multiples[2:]):
+        values = shape_ops.tile(values, [1, *multiples[2:]])
+    lengths, splits, times = x.row_lengths(), x.row_splits, multiples[1]
+    grown = splits_of_lengths(lengths * times)
+    placed = RaggedTensor(concat([values] * times, 0) if times else values[:0], grown,
+                          internal=True)
+    rowids = placed.value_rowids()
+    column = row_positions(placed.values) - gather(grown, rowids)
+    within = ew.mod(column, ew.maximum(gather(lengths, rowids), np.int64(1)))
+    rows = RaggedTensor(gather_rows(values, gather(splits, rowids) + within), grown,
+                        internal=True)
+    return _stacked_rows([rows] * multiples[0]) if multiples[0] != 1 else rows
+
+
+def _ragged_map_fn(fn: Callable[[Any], Any], elems: RaggedTensor, dtype: Any = None,
+                   parallel_iterations: int | None = None, back_prop: bool = True,
+                   swap_memory: bool = False, infer_shape: bool = True, name: str | None = None,
+                   fn_output_signature: Any = None) -> Any:
+    """`fn` of each row (a tensor, or a ragged tensor for more ragged dims), as TensorFlow's
+    ``map_fn`` of a ragged tensor: the results are the rows of a ragged tensor, or, given a
+    dtype or `sf.TensorSpec` as `fn_output_signature`, stacked into a tensor. The rows are
+    taken one by one in Python (a staged function holds one copy of `fn` per row)."""
+    rows = elems.shape[0]
+    if rows is None:
+        raise ValueError(f"sf.map_fn: mapping over the rows of a ragged tensor needs their "
+                         f"number when the function is traced{describe_location()}")
+    results = [convert_to_tensor(fn(elems[i])) for i in builtins.range(rows)]
+    signature = fn_output_signature if fn_output_signature is not None else dtype
+    if signature is not None and not isinstance(signature, RaggedTensorSpec) or any(
+            r.ndim == 0 for r in results):
+        return shape_ops.stack(results) if results else convert_to_tensor(np.zeros(0))
+    lengths = [convert_to_tensor(np.int64(r.shape[0])) if r.shape[0] is not None else
+               ew.cast(shape_of(r)[0], SPLITS) for r in results]
+    return RaggedTensor.from_row_lengths(concat(results, 0), shape_ops.stack(lengths))
+
+
 for _public, _identity in _PADDED:
     register(_public, RaggedTensor, _ragged_reduction(_public, _identity))
 register(reductions.reduce_mean, RaggedTensor, _ragged_mean)
 register(shape_ops.concat, RaggedTensor, _ragged_concat)
 register(math_ops.reverse, RaggedTensor, _ragged_reverse)
+register(shape_ops.tile, RaggedTensor, _ragged_tile)
+register(functional_ops.map_fn, RaggedTensor, _ragged_map_fn)

@@ -53,6 +53,13 @@ def test_the_guides_overview_prints_what_tensorflow_prints():
         "<sf.RaggedTensor [[4, 3, 7, 5], [], [10, 15, 9], [14], []]>")
     assert str(sf.ragged.map_flat_values(lambda x: x * 2 + 1, digits)) == (
         "<sf.RaggedTensor [[7, 3, 9, 3], [], [11, 19, 5], [13], []]>")
+    assert str(sf.tile(digits, [1, 2])) == (
+        "<sf.RaggedTensor [[3, 1, 4, 1, 3, 1, 4, 1], [], [5, 9, 2, 5, 9, 2], [6, 6], []]>")
+    words = sf.ragged.constant([["So", "long"], ["thanks", "for", "all", "the", "fish"]])
+    assert str(sf.strings.substr(words, 0, 2)) == (
+        "<sf.RaggedTensor [[b'So', b'lo'], [b'th', b'fo', b'al', b'th', b'fi']]>")
+    assert str(sf.map_fn(sf.math.square, digits)) == (
+        "<sf.RaggedTensor [[9, 1, 16, 1], [], [25, 81, 4], [36], []]>")
     assert digits.to_list() == DIGITS
     array = digits.numpy()
     assert array.dtype == object and [a.tolist() for a in array] == DIGITS
@@ -240,6 +247,23 @@ def test_the_guides_palindromes_reverse_rows_and_values(mode):
     across = staged(mode, make_palindrome)(sf.ragged.constant(rows), 0)
     assert across.to_list() == rows + rows[::-1]
     assert sf.reverse(sf.ragged.constant([[1, 2], [], [3]]), [0]).to_list() == [[3], [], [1, 2]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tile_and_map_fn_match_python(mode):
+    rows = [[1, 2], [], [3]]
+
+    def f(rt):
+        return (sf.tile(rt, [2, 3]), sf.map_fn(lambda row: row * 10, rt),
+                sf.map_fn(sf.reduce_sum, rt, fn_output_signature=sf.int32),
+                sf.strings.length(sf.strings.as_string(rt)) if mode == "eager" else rt)
+
+    tiled, mapped, sums, lengths = staged(mode, f)(sf.ragged.constant(rows))
+    assert tiled.to_list() == [r * 3 for r in rows] * 2
+    assert mapped.to_list() == [[10 * v for v in r] for r in rows]
+    assert sums.numpy().tolist() == [3, 0, 3]
+    if mode == "eager":  # strings are host-only values
+        assert lengths.to_list() == [[1, 1], [], [1]]
 
 
 def test_constructors_agree_with_each_other_on_random_rows():

@@ -10,6 +10,7 @@ tensors, so that Python's operators on tensors, which they are, cost nothing mor
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,22 +19,27 @@ __all__ = ["for_composites", "register"]
 Op = TypeVar("Op", bound=Callable[..., Any])
 
 
-def for_composites(op: Op) -> Op:
-    """Mark `op` as one whose first operand (or an element of it, where it is a list of
-    operands, as `concat`'s) may be a composite with a registered version."""
+def for_composites(op: Op | None = None, *, operand: int = 0) -> Any:
+    """Mark `op` as one whose operand at position `operand` (the first by default; an
+    element of it, where it is a list of operands, as `concat`'s) may be a composite with
+    a registered version (``@for_composites`` or ``@for_composites(operand=1)``)."""
+    if op is None:
+        return functools.partial(for_composites, operand=operand)
     versions: dict[type, Callable[..., Any]] = {}
+    name = list(inspect.signature(op).parameters)[operand]
 
     @functools.wraps(op)
-    def dispatching(x: Any, *args: Any, **kwargs: Any) -> Any:
+    def dispatching(*args: Any, **kwargs: Any) -> Any:
         if versions:
+            x = args[operand] if len(args) > operand else kwargs.get(name)
             kinds = (type(v) for v in x) if type(x) is list or type(x) is tuple else (type(x),)
             version = next((versions[kind] for kind in kinds if kind in versions), None)
             if version is not None:
-                return version(x, *args, **kwargs)
-        return op(x, *args, **kwargs)
+                return version(*args, **kwargs)
+        return op(*args, **kwargs)
 
     dispatching._versions = versions  # type: ignore[attr-defined]
-    return dispatching  # type: ignore[return-value]
+    return dispatching
 
 
 def register(op: Callable[..., Any], kind: type, version: Callable[..., Any]) -> None:

@@ -305,6 +305,7 @@ def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
     return st.broadcast_to_p.bind(x, shape=shape)
 
 
+@for_composites
 def tile(x: Any, multiples: Sequence[int]) -> Tensor:
     """Repeat `x` `multiples[i]` times along axis i.
 
