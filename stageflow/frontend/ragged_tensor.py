@@ -494,7 +494,8 @@ class RaggedTensor:
     # -- printing --------------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        if staged() or isinstance(self.flat_values, SymbolicTensor):
+        flat = self.flat_values
+        if staged() or isinstance(flat, SymbolicTensor) or not isinstance(flat, Tensor):
             return f"sf.RaggedTensor(values={self._values!r}, row_splits={self._row_splits!r})"
         return f"<sf.RaggedTensor {self.to_list()}>"
 
