@@ -5,9 +5,9 @@ ragged dim) cut into rows by `row_splits`, an int64 vector: row ``i`` is
 ``values[row_splits[i]:row_splits[i + 1]]``. Every method is written with the op
 functions, without a value read back into Python, so it runs the same eagerly and in a
 staged function, and differentiates with respect to the values. Where a result's size
-depends on the values (the padded width of `to_tensor`, the rows an index keeps) the
-ops are those whose result size may be unknown while tracing (`nonzero`,
-`boolean_mask`).
+depends on the values (the padded width of `to_tensor`, the values an index keeps) it
+is found with `nonzero`, whose result size may be unknown while tracing, and the values
+are gathered: string tensors gather too, and gathers differentiate.
 
 Its arithmetic and comparison operators are installed by `ragged_operators`. It is a
 composite (`stageflow.core.nest`): an `sf.function` takes and returns it as its
@@ -423,6 +423,9 @@ class RaggedTensor:
             raise IndexError(f"RaggedTensor: row {index} is out of range for "
                              f"{count} rows{describe_location()}")
         if index < 0:
+            if count is None:
+                raise IndexError(f"RaggedTensor: row {index} counts from an end unknown when "
+                                 f"the function is traced{describe_location()}")
             index += count
         row = _row_range(self, index, index + 1)._values
         return row[rest] if rest else row
