@@ -40,7 +40,14 @@ from stageflow.frontend.ops.nd_indexing import (
 )
 from stageflow.frontend.ops.reductions import reduce_max
 from stageflow.frontend.ops.selection import nonzero
-from stageflow.frontend.ops.shape import broadcast_to, concat, expand_dims, gather, reshape
+from stageflow.frontend.ops.shape import (
+    broadcast_to,
+    concat,
+    expand_dims,
+    gather,
+    pad,
+    reshape,
+)
 from stageflow.frontend.ops.shape_of import shape as shape_of
 from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.tensor import Tensor
@@ -577,10 +584,20 @@ def padded(values: Tensor, splits: Tensor, default: Any, width: int | None = Non
     if None in inner:
         raise ValueError(f"RaggedTensor: padding rows needs the values' inner dims, got "
                          f"{list(values.shape)}{describe_location()}")
-    filler = broadcast_to(convert_to_tensor(default, values.dtype), (1, *inner))
     position = expand_dims(splits[:-1], 1) + expand_dims(columns, 0)
     index = ew.where(mask, position, splits[-1])
-    return gather_rows(concat([values, filler], 0), index), mask
+    return gather_rows(_with_default_row(values, default), index), mask
+
+
+def _with_default_row(values: Tensor, default: Any) -> Tensor:
+    """`values` with one more row, of `default`: padded (a pad differentiates whatever the
+    number of values), or for strings, which do not pad, and a default given as a tensor,
+    joined."""
+    if values.dtype.kind == "O" or isinstance(default, Tensor):
+        fill = convert_to_tensor(default, values.dtype)
+        return concat([values, broadcast_to(fill, (1, *values.shape[1:]))], 0)
+    number = np.asarray(default, values.dtype).item()
+    return pad(values, [(0, 1)] + [(0, 0)] * (values.ndim - 1), constant_values=number)
 
 
 def _rows_numpy(rt: RaggedTensor, op: str, lists: bool) -> list:

@@ -374,6 +374,21 @@ def test_gradients_of_reductions_match_finite_differences(mode):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_tape_over_a_staged_function_taking_a_ragged_tensor(jit):
+    @sf.function(jit=jit)
+    def loss(rt):
+        return (sf.reduce_sum(sf.reduce_max(rt, axis=1)) + sf.reduce_sum(sf.reduce_mean(rt, axis=1))
+                + sf.reduce_sum(rt.to_tensor() * 2.0))
+
+    values = sf.constant([1.0, 5.0, 2.0])
+    with sf.GradientTape() as tape:
+        tape.watch(values)
+        total = loss(sf.RaggedTensor.from_row_lengths(values, [2, 1]))
+    assert float(total) == 7.0 + 5.0 + 16.0
+    np.testing.assert_allclose(tape.gradient(total, values), [2.5, 3.5, 4.0])
+
+
 # -- errors ---------------------------------------------------------------------------------
 
 
