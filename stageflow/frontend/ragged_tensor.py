@@ -37,17 +37,11 @@ from stageflow.frontend.ops.nd_indexing import (
     gather_rows,
     tensor_scatter_nd_add,
     unsorted_segment_sum,
+    with_default_row,
 )
 from stageflow.frontend.ops.reductions import reduce_max
 from stageflow.frontend.ops.selection import nonzero
-from stageflow.frontend.ops.shape import (
-    broadcast_to,
-    concat,
-    expand_dims,
-    gather,
-    pad,
-    reshape,
-)
+from stageflow.frontend.ops.shape import concat, expand_dims, gather, reshape
 from stageflow.frontend.ops.shape_of import shape as shape_of
 from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.tensor import Tensor
@@ -586,18 +580,7 @@ def padded(values: Tensor, splits: Tensor, default: Any, width: int | None = Non
                          f"{list(values.shape)}{describe_location()}")
     position = expand_dims(splits[:-1], 1) + expand_dims(columns, 0)
     index = ew.where(mask, position, splits[-1])
-    return gather_rows(_with_default_row(values, default), index), mask
-
-
-def _with_default_row(values: Tensor, default: Any) -> Tensor:
-    """`values` with one more row, of `default`: padded (a pad differentiates whatever the
-    number of values), or for strings, which do not pad, and a default given as a tensor,
-    joined."""
-    if values.dtype.kind == "O" or isinstance(default, Tensor):
-        fill = convert_to_tensor(default, values.dtype)
-        return concat([values, broadcast_to(fill, (1, *values.shape[1:]))], 0)
-    number = np.asarray(default, values.dtype).item()
-    return pad(values, [(0, 1)] + [(0, 0)] * (values.ndim - 1), constant_values=number)
+    return gather_rows(with_default_row(values, default), index), mask
 
 
 def _rows_numpy(rt: RaggedTensor, op: str, lists: bool) -> list:

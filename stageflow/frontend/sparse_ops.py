@@ -30,6 +30,7 @@ from stageflow.frontend.ops.nd_indexing import (
     tensor_scatter_nd_add,
     tensor_scatter_nd_update,
     unsorted_segment_sum,
+    with_default_row,
 )
 from stageflow.frontend.ops.reductions import reduce_max as dense_reduce_max
 from stageflow.frontend.ops.reductions import reduce_sum as dense_reduce_sum
@@ -110,8 +111,7 @@ def to_dense(sp_input: SparseTensor, default_value: Any = None, validate_indices
     entries = cumsum(ones_like(sp.values, INDEX)) - 1
     count = ew.cast(shape_of(sp.values)[0], INDEX)
     slots = tensor_scatter_nd_update(fill(shape, count), sp.indices, entries)
-    default = reshape(convert_to_tensor(default_value, sp.dtype), (1,))
-    return gather_rows(dense_concat([sp.values, default], 0), slots)
+    return gather_rows(with_default_row(sp.values, default_value), slots)
 
 
 def from_dense(tensor: Any, name: str | None = None) -> SparseTensor:

@@ -14,7 +14,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.namespaces import math_op
-from stageflow.frontend.ops.shape import expand_dims, gather
+from stageflow.frontend.ops.shape import broadcast_to, concat, expand_dims, gather, pad
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import nd_indexing as nd
 
@@ -54,6 +54,17 @@ def gather_rows(params: Any, indices: Any) -> Tensor:
     if params.dtype.kind == "O":
         return gather(params, indices)
     return gather_nd(params, expand_dims(indices, -1))
+
+
+def with_default_row(values: Tensor, default: Any) -> Tensor:
+    """`values` with one more row, of `default`: padded (a pad differentiates whatever the
+    number of values), or for strings, which do not pad, and a default given as a tensor,
+    joined."""
+    if values.dtype.kind == "O" or isinstance(default, Tensor):
+        fill = convert_to_tensor(default, values.dtype)
+        return concat([values, broadcast_to(fill, (1, *values.shape[1:]))], 0)
+    number = np.asarray(default, values.dtype).item()
+    return pad(values, [(0, 1)] + [(0, 0)] * (values.ndim - 1), constant_values=number)
 
 
 def tensor_scatter_nd_update(tensor: Any, indices: Any, updates: Any) -> Tensor:
