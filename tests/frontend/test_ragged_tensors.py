@@ -310,6 +310,19 @@ def test_a_new_number_of_values_reuses_the_trace(jit):
     assert rows_times_two.tracing_count == 3
 
 
+def test_reduce_retracing_leaves_the_number_of_rows_open():
+    @sf.function(reduce_retracing=True)
+    def per_row(rt):
+        return sf.reduce_sum(rt, axis=1), rt + 1, rt[0], rt.nrows()
+
+    for rows in ([[1, 2], [3]], [[1], [2, 3], [4]], [[5], [], [6, 7], [8]], [[1]]):
+        sums, plus_one, first, count = per_row(sf.ragged.constant(rows))
+        assert sums.numpy().tolist() == [sum(r) for r in rows]
+        assert plus_one.to_list() == [[v + 1 for v in r] for r in rows]
+        assert first.numpy().tolist() == rows[0] and int(count) == len(rows)
+    assert per_row.tracing_count == 2  # the first signature, then one with any rows
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_input_signature_and_concrete_functions(jit):
     spec = sf.RaggedTensorSpec(shape=[None, None], dtype=sf.int32)
