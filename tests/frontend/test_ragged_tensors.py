@@ -392,14 +392,15 @@ def test_a_tape_over_a_staged_function_taking_a_ragged_tensor(jit):
     @sf.function(jit=jit)
     def loss(rt):
         return (sf.reduce_sum(sf.reduce_max(rt, axis=1)) + sf.reduce_sum(sf.reduce_mean(rt, axis=1))
-                + sf.reduce_sum(rt.to_tensor() * 2.0))
+                + sf.reduce_sum(rt.to_tensor() * 2.0)
+                + sf.reduce_sum(sf.concat([rt, rt * 3.0], axis=0).flat_values))  # sizes unknown
 
     values = sf.constant([1.0, 5.0, 2.0])
     with sf.GradientTape() as tape:
         tape.watch(values)
         total = loss(sf.RaggedTensor.from_row_lengths(values, [2, 1]))
-    assert float(total) == 7.0 + 5.0 + 16.0
-    np.testing.assert_allclose(tape.gradient(total, values), [2.5, 3.5, 4.0])
+    assert float(total) == 7.0 + 5.0 + 16.0 + 32.0
+    np.testing.assert_allclose(tape.gradient(total, values), [6.5, 7.5, 8.0])
 
 
 # -- errors ---------------------------------------------------------------------------------

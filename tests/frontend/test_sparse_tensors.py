@@ -244,14 +244,15 @@ def test_a_tape_over_a_staged_function_taking_a_sparse_tensor(jit):
     def loss(st, d):
         weights = sf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
         return (sf.reduce_sum(sf.sparse.sparse_dense_matmul(st, d)) + sf.sparse.reduce_sum(st)
-                + sf.reduce_sum(sf.sparse.to_dense(st) * weights))
+                + sf.reduce_sum(sf.sparse.to_dense(st) * weights)
+                + sf.reduce_sum(sf.sparse.add(st, st).values))  # entries' count unknown
 
     values, dense = sf.constant([2.0, 3.0]), sf.ones((3, 2))
     with sf.GradientTape() as tape:
         tape.watch([values, dense])
         total = loss(sf.SparseTensor([[0, 1], [1, 2]], values, [2, 3]), dense)
     got_values, got_dense = tape.gradient(total, [values, dense])
-    np.testing.assert_allclose(got_values, [3.0 + 2.0, 3.0 + 6.0])
+    np.testing.assert_allclose(got_values, [3.0 + 2.0 + 2.0, 3.0 + 6.0 + 2.0])
     np.testing.assert_allclose(got_dense, [[0, 0], [2, 2], [3, 3]])
 
 
