@@ -7,8 +7,9 @@ the keys of dict subclasses (``OrderedDict``, ``defaultdict``), rebuilt as their
 Everything else, None included, is a leaf. `sf.nest` is the public face of this module.
 
 A composite (an object whose class defines `_nest_components` and `_nest_rebuild`, such as
-`sf.TensorArray`) is one leaf unless `expand_composites` asks for its tensors: a staged
-loop carries those tensors, as TensorFlow's `nest` expands composite tensors for its loops.
+`sf.TensorArray`, `sf.RaggedTensor`, `sf.SparseTensor`) is one leaf unless
+`expand_composites` asks for its tensors: a staged loop carries those tensors, and an
+`sf.function` takes and returns them, as TensorFlow's `nest` expands composite tensors.
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 A `Function` maps input signatures to `ConcreteFunction`s. The key of a call is, per
 argument leaf: dtype and shape for tensors (and for variables, which are passed by
 reference), the value for hashable Python objects, the identity otherwise — plus the nest
-structure and the device scope. A miss traces the Python function in a `GraphTrace`.
+structure and the device scope. A composite argument (`sf.RaggedTensor`, `sf.SparseTensor`,
+`sf.TensorArray`) is passed as its tensors, keyed on the shapes its `_nest_shapes` leaves
+open, as TensorFlow keys on a TypeSpec. A miss traces the Python function in a
+`GraphTrace`.
 """
 
 from __future__ import annotations
