@@ -25,7 +25,9 @@ from stageflow import (
     math,
     nest,
     nn,
+    ragged,
     random,
+    sparse,
     strings,
 )
 from stageflow.core import config, errors
@@ -62,6 +64,7 @@ from stageflow.core.dtypes import (
 )
 from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend import control_gradients as _control_gradients  # noqa: F401 - rules
+from stageflow.frontend.composite_specs import RaggedTensorSpec, SparseTensorSpec
 from stageflow.frontend.dlpack import from_dlpack
 from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
@@ -185,6 +188,8 @@ from stageflow.frontend.ops.shape import (
 )
 from stageflow.frontend.ops.shape_of import rank, shape, size
 from stageflow.frontend.ops.sorting import argsort, sort
+from stageflow.frontend.ragged_tensor import RaggedTensor
+from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (
     GradientTape,
@@ -236,7 +241,7 @@ def __getattr__(name: str) -> _Any:
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
 _NAMESPACES = ("config", "debugging", "dtypes", "errors", "experimental", "image", "linalg",
-               "math", "nest", "nn", "random", "strings")
+               "math", "nest", "nn", "ragged", "random", "sparse", "strings")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

@@ -107,7 +107,7 @@ OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "er
                     "keras.callbacks", "keras.models", "saved_model",
                     "nest", "experimental", "experimental.dlpack",
                     "strings", "autograph", "autograph.experimental", "dtypes",
-                    "config.experimental", "image"]
+                    "config.experimental", "image", "ragged", "sparse"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

@@ -31,7 +31,7 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.keras.callbacks": sf.keras.callbacks, "sf.keras.models": sf.keras.models,
     "sf.saved_model": sf.saved_model, "sf.debugging": sf.debugging,
     "sf.profiler": sf.profiler, "sf.profiler.experimental": sf.profiler.experimental,
-    "sf.nest": sf.nest, "sf.strings": sf.strings,
+    "sf.nest": sf.nest, "sf.strings": sf.strings, "sf.ragged": sf.ragged, "sf.sparse": sf.sparse,
     "sf.experimental.dlpack": sf.experimental.dlpack,
     "sf.dtypes": sf.dtypes, "sf.image": sf.image, "sf.autograph": sf.autograph,
     "sf.autograph.experimental": sf.autograph.experimental,

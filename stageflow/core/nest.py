@@ -7,8 +7,9 @@ the keys of dict subclasses (``OrderedDict``, ``defaultdict``), rebuilt as their
 Everything else, None included, is a leaf. `sf.nest` is the public face of this module.
 
 A composite (an object whose class defines `_nest_components` and `_nest_rebuild`, such as
-`sf.TensorArray`) is one leaf unless `expand_composites` asks for its tensors: a staged
-loop carries those tensors, as TensorFlow's `nest` expands composite tensors for its loops.
+`sf.TensorArray`, `sf.RaggedTensor`, `sf.SparseTensor`) is one leaf unless
+`expand_composites` asks for its tensors: a staged loop carries those tensors, and an
+`sf.function` takes and returns them, as TensorFlow's `nest` expands composite tensors.
 """
 
 from __future__ import annotations
@@ -94,12 +95,16 @@ def _build(treedef: TreeDef, leaves) -> Any:
     return kind(*children)
 
 
-def leaf_paths(structure: Any, prefix: str = "") -> list[str]:
-    """A readable path for each leaf, in `flatten` order (`x`, `batch['image']`, `args[1]`)."""
+def leaf_paths(structure: Any, prefix: str = "", expand_composites: bool = False) -> list[str]:
+    """A readable path for each leaf, in `flatten` order (`x`, `batch['image']`, `args[1]`;
+    a composite's tensors, where expanded, `rt.components[0]`...)."""
     kind = type(structure)
     if kind is list or kind is tuple or _is_namedtuple(structure):
-        return [p for i, child in enumerate(structure) for p in leaf_paths(child, f"{prefix}[{i}]")]
+        return [p for i, child in enumerate(structure)
+                for p in leaf_paths(child, f"{prefix}[{i}]", expand_composites)]
     if isinstance(structure, dict):
         return [p for k in sorted_keys(structure)
-                for p in leaf_paths(structure[k], f"{prefix}[{k!r}]")]
+                for p in leaf_paths(structure[k], f"{prefix}[{k!r}]", expand_composites)]
+    if expand_composites and is_composite(structure):
+        return leaf_paths(structure._nest_components()[0], f"{prefix}.components", True)
     return [prefix]

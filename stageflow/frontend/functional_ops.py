@@ -22,6 +22,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros, zeros_like
+from stageflow.frontend.ops.dispatch import for_composites
 from stageflow.frontend.ops.elementwise import add, cast, less, subtract
 from stageflow.frontend.ops.reductions import reduce_sum
 from stageflow.frontend.ops.shape import expand_dims
@@ -125,6 +126,7 @@ class _Shown(str):
         return str(self)
 
 
+@for_composites(operand=1)
 def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None,
            parallel_iterations: int | None = None, back_prop: bool = True,
            swap_memory: bool = False, infer_shape: bool = True, name: str | None = None,

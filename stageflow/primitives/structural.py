@@ -32,6 +32,9 @@ from stageflow.primitives.autodiff import (
     where,
     zeros_like,
 )
+from stageflow.primitives.elementwise import add_p, cast_p
+from stageflow.primitives.reduction import reduce_sum_p
+from stageflow.primitives.scan import cumsum_p
 
 
 def _shape_param_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
@@ -410,16 +413,31 @@ def _slice_vjp(cotangents, inputs, outputs, *, slices):
 @floating_only
 def _concat_vjp(cotangents, inputs, outputs, *, axis):
     sizes = [x.shape[axis] for x in inputs]
-    if None in sizes:
-        raise NotImplementedError(f"gradient of concat: operand sizes {sizes} along axis "
-                                  f"{axis} must be known")
     g, axis = cotangents[0], normalize_axis(axis, cotangents[0].ndim)
+    if None in sizes:
+        return _parts_gathered(g, inputs, axis)
     parts, start = [], 0
     for size in sizes:
         slices = tuple((start, start + size, 1) if i == axis else (None, None, None)
                        for i in range(g.ndim))
         parts.append(slice_p.bind(g, slices=slices))
         start += size
+    return parts
+
+
+def _parts_gathered(g: Any, inputs: Sequence[Any], axis: int) -> list[Any]:
+    """Each operand's part of a concat's cotangent where sizes are known only when it runs
+    (a ragged tensor's values): gathered at the operand's positions along `axis`, the
+    earlier operands' sizes plus 0, 1, ... (a running sum of ones as long as the operand)."""
+    parts, offset = [], constant(0, dtypes.int64)
+    for x in inputs:
+        others = tuple(i for i in range(x.ndim) if i != axis)
+        along = reduce_sum_p.bind(cast_p.bind(zeros_like(x), dtype=dtypes.int64), axes=others,
+                                  keepdims=False)  # zeros as long as the operand's axis
+        ones = add_p.bind(along, constant(1, dtypes.int64))
+        start = cumsum_p.bind(ones, axis=0, exclusive=True, reverse=False)
+        parts.append(gather_p.bind(g, add_p.bind(start, offset), axis=axis))
+        offset = add_p.bind(offset, dim_size_p.bind(x, axis=axis))
     return parts
 
 

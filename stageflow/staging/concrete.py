@@ -146,10 +146,11 @@ class ConcreteFunction:
     # -- calling ------------------------------------------------------------------------
 
     def __call__(self, *args: Any) -> Any:
-        leaves, _ = nest.flatten(args)
+        leaves, _ = nest.flatten(args, expand_composites=True)
         leaves = [Tensor(leaf) if isinstance(leaf, np.ndarray) else leaf for leaf in leaves]
         tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
-        paths = [f"args{path}" for path, leaf in zip(nest.leaf_paths(args), leaves, strict=True)
+        paths = [f"args{path}" for path, leaf in zip(nest.leaf_paths(args, expand_composites=True),
+                                                     leaves, strict=True)
                  if isinstance(leaf, Tensor | Variable)]
         self.check_arguments(tensors, paths)
         if isinstance(context.current_trace(), GraphTrace):

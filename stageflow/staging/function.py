@@ -3,7 +3,10 @@
 A `Function` maps input signatures to `ConcreteFunction`s. The key of a call is, per
 argument leaf: dtype and shape for tensors (and for variables, which are passed by
 reference), the value for hashable Python objects, the identity otherwise — plus the nest
-structure and the device scope. A miss traces the Python function in a `GraphTrace`.
+structure and the device scope. A composite argument (`sf.RaggedTensor`, `sf.SparseTensor`,
+`sf.TensorArray`) is passed as its tensors, keyed on the shapes its `_nest_shapes` leaves
+open, as TensorFlow keys on a TypeSpec. A miss traces the Python function in a
+`GraphTrace`.
 """
 
 from __future__ import annotations
@@ -68,9 +71,9 @@ class _Identity:
         return isinstance(other, _Identity) and other.get() is self.get() is not None
 
 
-def _leaf_key(leaf: Any) -> Any:
+def _leaf_key(leaf: Any, shape: tuple | None = None) -> Any:
     if isinstance(leaf, Tensor):
-        return ("tensor", leaf.dtype, tuple(leaf.shape))
+        return ("tensor", leaf.dtype, tuple(leaf.shape) if shape is None else shape)
     if isinstance(leaf, TensorSpec):
         return ("tensor", leaf.dtype, leaf.shape)
     if isinstance(leaf, Variable):
@@ -188,7 +191,7 @@ class Function:
         names = list(self._signature.parameters)
         paths = []
         for name, value in zip(names, canonical, strict=False):
-            paths.extend(name + path for path in nest.leaf_paths(value))
+            paths.extend(name + path for path in nest.leaf_paths(value, expand_composites=True))
         return paths
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -217,9 +220,9 @@ class Function:
         canonical = self._canonical(args, kwargs)
         if self.input_signature is not None:
             canonical = self._conform(canonical)
-        leaves, treedef = nest.flatten(canonical)
+        leaves, treedef, shapes = _flatten_arguments(canonical)
         leaves = self._tensor_leaves(leaves, canonical)
-        concrete = self._concrete_for(leaves, treedef, canonical)
+        concrete = self._concrete_for(leaves, treedef, canonical, shapes=shapes)
         tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor | Variable)]
         if isinstance(context.current_trace(), GraphTrace):
             return concrete.emit_call(tensors)
@@ -295,13 +298,16 @@ class Function:
         return converted.source
 
     def _concrete_for(self, leaves: list, treedef: Any, canonical: tuple,
-                      relaxed: bool = True) -> ConcreteFunction:
+                      relaxed: bool = True, shapes: list | None = None) -> ConcreteFunction:
         """The function for this key: cached, else one traced with unknown dims that
         accepts it (a call), else traced. Asked for by specs (`get_concrete_function`), the
         function of exactly those specs: a relaxed one would not have their shapes."""
         if self.input_signature is not None:
             return self._signature_function(leaves, canonical)
-        key = (treedef, tuple(_leaf_key(leaf) for leaf in leaves), _call_device(leaves))
+        shapes = shapes or [None] * len(leaves)
+        key = (treedef, tuple(_leaf_key(leaf, shape) for leaf, shape in zip(leaves, shapes,
+                                                                           strict=True)),
+               _call_device(leaves))
         concrete = self._cache.get(key)
         if concrete is not None:
             with contextlib.suppress(KeyError):  # evicted meanwhile by another thread's trace
@@ -375,7 +381,7 @@ class Function:
             with self._tracing:
                 concrete = self._cache.get(("signature", device))
                 if concrete is None:
-                    spec_leaves, treedef = nest.flatten(spec_args)
+                    spec_leaves, treedef = nest.flatten(spec_args, expand_composites=True)
                     concrete = self._trace_once(("signature", device), spec_leaves, treedef,
                                                 None, device)
                     self._cache[("signature", device)] = concrete
@@ -393,8 +399,8 @@ class Function:
         kinds = Tensor | Variable | TensorSpec
         for name, value, traced in zip(self._signature.parameters, canonical, spec_args,
                                        strict=False):
-            if isinstance(traced, TensorSpec):
-                continue  # a tensor argument: check_arguments checks it against its spec
+            if isinstance(traced, TensorSpec) or nest.is_composite(traced):
+                continue  # tensor arguments: check_arguments checks them against their specs
             got, got_tree = nest.flatten(value)
             want, want_tree = nest.flatten(traced)
             if got_tree == want_tree and all(
@@ -480,10 +486,11 @@ class Function:
         canonical = self._canonical(args, kwargs)
         if self.input_signature is not None:
             canonical = self._conform(canonical)
-        leaves, treedef = nest.flatten(canonical)
+        leaves, treedef, shapes = _flatten_arguments(canonical)
         leaves = self._tensor_leaves(leaves, canonical)
         return self._concrete_for(leaves, treedef, canonical,
-                                  relaxed=not any(isinstance(x, TensorSpec) for x in leaves))
+                                  relaxed=not any(isinstance(x, TensorSpec) for x in leaves),
+                                  shapes=shapes)
 
     def experimental_get_tracing_count(self) -> int:
         """How many times the Python function was traced (TensorFlow's name for
@@ -532,6 +539,24 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<sf.function {self.name} ({self.tracing_count} traces)>"
+
+
+def _flatten_arguments(canonical: tuple) -> tuple[list, Any, list]:
+    """The leaves of the arguments with composites expanded (a composite is passed as its
+    tensors), their structure, and per leaf the shape its cache key holds: a composite's
+    ``_nest_shapes()`` (None where values of one signature differ, as TensorFlow's
+    TypeSpecs leave the number of a ragged tensor's values open), else None (the tensor's
+    own shape)."""
+    leaves, treedef = nest.flatten(canonical, expand_composites=True)
+    shapes: list = []
+    for leaf in nest.flatten(canonical)[0]:
+        if nest.is_composite(leaf):
+            count = len(nest.flatten(leaf._nest_components()[0], expand_composites=True)[0])
+            declared = getattr(leaf, "_nest_shapes", None)
+            shapes.extend(declared() if declared is not None else [None] * count)
+        else:
+            shapes.append(None)
+    return leaves, treedef, shapes
 
 
 def _describe_key(key: tuple) -> str:

@@ -1,6 +1,6 @@
 """`sf.strings` gives the results of the examples in TensorFlow's `tf.strings` documentation
-(with Python lists of 1-D tensors where TensorFlow returns a RaggedTensor), and refuses
-bad input naming the op."""
+(`split` of more than a scalar an `sf.RaggedTensor`, as TensorFlow's), and refuses bad
+input naming the op."""
 
 from __future__ import annotations
 
@@ -21,10 +21,16 @@ def test_split():
     assert _list(sf.strings.split("1<>2<>3", sep="<>", maxsplit=1)) == [b"1", b"2<>3"]
     assert _list(sf.strings.split("a,,b", sep=",")) == [b"a", b"", b"b"]
     rows = sf.strings.split(["hello world", "a b c"])
-    assert isinstance(rows, list) and [_list(r) for r in rows] == [
+    assert isinstance(rows, sf.RaggedTensor) and rows.to_list() == [
         [b"hello", b"world"], [b"a", b"b", b"c"]]
+    assert rows.shape == (2, None) and rows.dtype == sf.string
     nested = sf.strings.split([["x y"], ["z"]])
-    assert _list(nested[0][0]) == [b"x", b"y"] and _list(nested[1][0]) == [b"z"]
+    assert nested.to_list() == [[[b"x", b"y"]], [[b"z"]]] and nested.shape == (2, None, None)
+    assert sf.strings.split(["", " "]).to_list() == [[], []]
+    # TensorFlow's guide (tensor.ipynb): splitting a tensor of strings gives ragged rows.
+    words = sf.strings.split(sf.constant(["Gray wolf", "Quick brown fox", "Lazy dog"]))
+    assert str(words) == ("<sf.RaggedTensor [[b'Gray', b'wolf'], [b'Quick', b'brown', b'fox'], "
+                          "[b'Lazy', b'dog']]>")
 
 
 def test_join():

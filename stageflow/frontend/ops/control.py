@@ -240,9 +240,10 @@ def _settled(body: Callable[..., Any], loop_vars: Any, single: bool) -> Any:
 
 def _unsettled(leaf: Any) -> bool:
     """Whether `leaf` is a composite that needs to see the loop body before it can be
-    carried (its `_needs_element_shape`); its `_learned(after)` completes it from the value
-    the body returned in its place."""
-    return nest.is_composite(leaf) and leaf._needs_element_shape()
+    carried (its `_needs_element_shape`, for composites that define it); its
+    `_learned(after)` completes it from the value the body returned in its place."""
+    return nest.is_composite(leaf) and hasattr(leaf, "_needs_element_shape") and (
+        leaf._needs_element_shape())
 
 
 def _staged_loop(trace: GraphTrace, cond: Callable[..., Any], step: Callable[..., list],

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import context, dtypes
+from stageflow.core import context, dtypes, nest
 from stageflow.core.source import describe_location
 from stageflow.frontend.tensor import Tensor, to_array
 
@@ -52,6 +52,11 @@ def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
     try:
         array = to_array(value, dtype)
     except (TypeError, ValueError) as error:  # an op's operand: say which line passed it
+        if nest.is_composite(value):  # a ragged or sparse tensor, a TensorArray
+            dense = getattr(value, "_dense_hint", "")
+            raise TypeError(f"this op takes tensors, not an sf.{type(value).__name__}"
+                            f"{f' ({dense} gives a dense tensor)' if dense else ''}"
+                            f"{describe_location()}") from None
         raise type(error)(f"{error}{describe_location()}") from None
     return context.current_trace().constant(array)
 

@@ -61,6 +61,7 @@ def binary_op(primitive: ElementwisePrimitive, doc: str,
     bind = primitive.bind
     allowed = primitive.operand_dtypes
     tensor_type, new, state = Tensor, allocate, context.state
+    versions: dict[type, Callable[[Any, Any], Any]] = {}  # for composites (`dispatch`)
 
     def op(x: Any, y: Any) -> Tensor:
         if state.eager_fast and type(x) is tensor_type:
@@ -80,11 +81,14 @@ def binary_op(primitive: ElementwisePrimitive, doc: str,
                     return tensor
                 except Exception:  # noqa: BLE001 - the slow path reports it properly
                     pass
+        if versions and (type(x) in versions or type(y) in versions):
+            return versions[type(x) if type(x) in versions else type(y)](x, y)
         a, b = binary_operands(x, y)
         if strings is not None and (a.dtype.kind == "O" or b.dtype.kind == "O"):
             return _on_strings(primitive.name, strings, a, b)
         return bind(a, b)
 
+    op._versions = versions
     op.__name__ = op.__qualname__ = primitive.name
     op.__doc__ = doc
     return op

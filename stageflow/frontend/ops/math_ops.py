@@ -17,6 +17,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
+from stageflow.frontend.ops.dispatch import for_composites
 from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.ops.reductions import reduce_sum
 from stageflow.frontend.ops.shape import broadcast_to, concat, reshape
@@ -180,6 +181,7 @@ def reduce_all(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     return ew.equal(reduce_sum(falses, axis, keepdims), 0)
 
 
+@for_composites
 def reverse(x: Any, axis: int | Sequence[int]) -> Tensor:
     """`x` with the order of its elements reversed along each of `axis`.
 

@@ -14,7 +14,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.namespaces import math_op
-from stageflow.frontend.ops.shape import expand_dims
+from stageflow.frontend.ops.shape import broadcast_to, concat, expand_dims, gather, pad
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import nd_indexing as nd
 
@@ -43,6 +43,28 @@ def gather_nd(params: Any, indices: Any) -> Tensor:
     params = convert_to_tensor(params)
     indices = _indices(indices, "gather_nd")
     return nd.gather_nd_p.bind(params, indices, width=indices.shape[-1])
+
+
+def gather_rows(params: Any, indices: Any) -> Tensor:
+    """``sf.gather(params, indices)`` along the first axis, as a `gather_nd` of one-column
+    index tuples: its gradient, a scatter-add, needs no known sizes (the index count of a
+    ragged tensor's values is known only when the function runs); string tensors, which
+    `gather_nd` does not take, through `gather`. Indices must be non-negative."""
+    params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    if params.dtype.kind == "O":
+        return gather(params, indices)
+    return gather_nd(params, expand_dims(indices, -1))
+
+
+def with_default_row(values: Tensor, default: Any) -> Tensor:
+    """`values` with one more row, of `default`: padded (a pad differentiates whatever the
+    number of values), or for strings, which do not pad, and a default given as a tensor,
+    joined."""
+    if values.dtype.kind == "O" or isinstance(default, Tensor):
+        fill = convert_to_tensor(default, values.dtype)
+        return concat([values, broadcast_to(fill, (1, *values.shape[1:]))], 0)
+    number = np.asarray(default, values.dtype).item()
+    return pad(values, [(0, 1)] + [(0, 0)] * (values.ndim - 1), constant_values=number)
 
 
 def tensor_scatter_nd_update(tensor: Any, indices: Any, updates: Any) -> Tensor:
@@ -103,12 +125,13 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int) -> Tens
     sf.Tensor([4., 6., 0.], shape=(3,), dtype=float32)
     """
     data = convert_to_tensor(data)
-    ids = _indices(segment_ids, "unsorted_segment_sum")
+    ids = convert_to_tensor(segment_ids)  # of any length, also one known only at run time
+    index = _indices(expand_dims(ids, -1), "unsorted_segment_sum")
     shape = (int(num_segments), *data.shape[ids.ndim:])
     if None in shape:
         raise ValueError(f"unsorted_segment_sum: the segments' dims must be known, got "
                          f"{shape}{describe_location()}")
-    return scatter_nd(expand_dims(ids, -1), data, shape)
+    return scatter_nd(index, data, shape)
 
 
 @math_op

@@ -15,6 +15,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import fill
+from stageflow.frontend.ops.dispatch import for_composites
 from stageflow.frontend.ops.namespaces import math_op
 from stageflow.frontend.ops.shape import pad, reshape_to
 from stageflow.frontend.tensor import Tensor
@@ -39,6 +40,7 @@ def _reduce(primitive: Primitive, x: Any, axis: Axis, keepdims: bool) -> Tensor:
 
 
 @math_op
+@for_composites
 def reduce_sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Sum over `axis` (all axes when None); the dtype is kept (no int64 widening).
 
@@ -58,6 +60,7 @@ def reduce_sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 @math_op
+@for_composites
 def reduce_prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Product over `axis`.
 
@@ -71,6 +74,7 @@ def reduce_prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 @math_op
+@for_composites
 def reduce_max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Maximum over `axis`; an empty reduction is an error, as in NumPy.
 
@@ -84,6 +88,7 @@ def reduce_max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 @math_op
+@for_composites
 def reduce_min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Minimum over `axis`.
 
@@ -113,6 +118,7 @@ def _count(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 
 
 @math_op
+@for_composites
 def reduce_mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Mean over `axis` (integer tensors: integer mean truncated, as TensorFlow does, their
     sum taken in int64 so that the mean of values of the dtype is one, never a wrapped sum

@@ -17,6 +17,7 @@ from stageflow.core.shapes import format_shape, normalize_axis, reshape_param
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor, matching_tensors
+from stageflow.frontend.ops.dispatch import for_composites
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import SymbolicTensor
 from stageflow.primitives import structural as st
@@ -212,6 +213,7 @@ def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Tensor:
     return reshape_to(x, [d for i, d in enumerate(x.shape) if i not in axes])
 
 
+@for_composites
 def concat(values: Sequence[Any], axis: int) -> Tensor:
     """Join tensors along an existing axis.
 
@@ -303,6 +305,7 @@ def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
     return st.broadcast_to_p.bind(x, shape=shape)
 
 
+@for_composites
 def tile(x: Any, multiples: Sequence[int]) -> Tensor:
     """Repeat `x` `multiples[i]` times along axis i.
 

@@ -3,8 +3,9 @@
 String tensors hold NumPy object arrays of `bytes` (`stageflow.core.dtypes.string`); these
 ops are Python over their elements, never primitives: strings are host-only values, which
 `sf.function` never stages, so calling one of them while a function is traced raises,
-naming the op and the user's line. Where TensorFlow returns a `RaggedTensor` (`split` of
-more than a scalar), stageflow, which has none, returns Python lists of 1-D string tensors.
+naming the op and the user's line. `split` of more than a scalar returns an
+`sf.RaggedTensor` of strings, as TensorFlow's does, and the ops that work string by string
+take ragged tensors of strings too.
 Regular expressions are Python's `re`, where TensorFlow's are RE2: the common syntax is
 shared, RE2's Unicode classes and Python's lookarounds are not.
 """
@@ -12,6 +13,7 @@ shared, RE2's Unicode classes and Python's lookarounds are not.
 from __future__ import annotations
 
 import builtins
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +24,7 @@ from stageflow.core import context, dtypes
 from stageflow.core.errors import InvalidArgumentError
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ragged_tensor import RaggedTensor
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.primitives.state import shown
@@ -31,6 +34,19 @@ __all__ = ["as_string", "bytes_split", "format", "join", "length", "lower", "reg
 
 _NUMBER_TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 _UNITS = ("BYTE", "UTF8_CHAR")
+
+
+def _per_value(op: Callable[..., Any]) -> Callable[..., Any]:
+    """`op`, which works string by string, also on a ragged tensor of strings: on its flat
+    values, keeping its rows (TensorFlow's ragged dispatch of its elementwise string ops)."""
+
+    @functools.wraps(op)
+    def per_value(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - TF's name
+        if isinstance(input, RaggedTensor):
+            return input.with_flat_values(op(input.flat_values, *args, **kwargs))
+        return op(input, *args, **kwargs)
+
+    return per_value
 
 
 def _host(op: str, value: Any, strings: bool = True) -> np.ndarray:
@@ -76,36 +92,32 @@ def _text(op: str, item: bytes) -> str:
 
 
 def split(input: Any, sep: str | bytes | None = None, maxsplit: int = -1  # noqa: A002
-          ) -> Tensor | list:
+          ) -> Tensor | RaggedTensor:
     """Split each string at `sep` (None or ``""``: runs of whitespace, leading and trailing
     ones dropped, as Python's ``str.split()`` and TensorFlow's).
 
-    A scalar gives a 1-D string tensor of its parts, as in TensorFlow. For more dims,
-    where TensorFlow returns a `RaggedTensor`, this returns Python lists (nested as the
-    input's dims) of 1-D string tensors, one per string. `maxsplit` splits at most that
-    many times (-1: no limit).
+    A scalar gives a 1-D string tensor of its parts; more dims give an `sf.RaggedTensor`
+    with one more, ragged, dim of parts (each dim of the input a ragged dim of uniform
+    rows), as in TensorFlow. `maxsplit` splits at most that many times (-1: no limit).
 
     >>> sf.strings.split("hello big world")
     sf.Tensor([b'hello', b'big', b'world'], shape=(3,), dtype=string)
     >>> sf.strings.split(["a,b", "c"], sep=",")
-    [sf.Tensor([b'a', b'b'], shape=(2,), dtype=string), sf.Tensor([b'c'], shape=(1,), dtype=string)]
+    <sf.RaggedTensor [[b'a', b'b'], [b'c']]>
     """
     array = _host("split", input)
     separator = sep.encode("utf-8") if isinstance(sep, str) else sep
     separator = separator or None
-
-    def parts(item: bytes) -> Tensor:
-        pieces = item.split(separator, maxsplit)
-        out = np.empty(len(pieces), dtype=object)
-        out[:] = pieces
-        return wrap(out)
-
-    def rows(value: np.ndarray) -> Tensor | list:
-        if not value.ndim:
-            return parts(value[()])
-        return [rows(value[i, ...]) for i in range(value.shape[0])]  # arrays, 0-d too
-
-    return rows(array)
+    pieces = [item.split(separator, maxsplit) for item in array.reshape(-1)]
+    values = np.empty(sum(len(p) for p in pieces), dtype=object)
+    values[:] = [part for parts in pieces for part in parts]
+    if not array.ndim:
+        return wrap(values)
+    result: Any = RaggedTensor.from_row_lengths(wrap(values), [len(p) for p in pieces])
+    for dim in reversed(array.shape[1:]):  # the input's dims, as uniform rows
+        rows = result.nrows().numpy() // max(dim, 1) if dim else 0
+        result = RaggedTensor.from_row_splits(result, np.arange(rows + 1, dtype=np.int64) * dim)
+    return result
 
 
 def join(inputs: Sequence[Any], separator: str = "") -> Tensor:
@@ -131,6 +143,7 @@ def join(inputs: Sequence[Any], separator: str = "") -> Tensor:
     return wrap(out)
 
 
+@_per_value
 def length(input: Any, unit: str = "BYTE") -> Tensor:  # noqa: A002 - TF's name
     """The length of each string as int32: its bytes, or its characters with
     ``unit="UTF8_CHAR"``.
@@ -157,6 +170,7 @@ def _case(op: str, input: Any, encoding: str, change: Callable[[Any], Any]) -> T
     return wrap(_each(array, change))
 
 
+@_per_value
 def lower(input: Any, encoding: str = "") -> Tensor:  # noqa: A002 - TF's name
     """Each string in lower case: ASCII letters only, or every letter with
     ``encoding="utf-8"``.
@@ -167,6 +181,7 @@ def lower(input: Any, encoding: str = "") -> Tensor:  # noqa: A002 - TF's name
     return _case("lower", input, encoding, lambda s: s.lower())
 
 
+@_per_value
 def upper(input: Any, encoding: str = "") -> Tensor:  # noqa: A002 - TF's name
     """Each string in upper case: ASCII letters only, or every letter with
     ``encoding="utf-8"``.
@@ -177,6 +192,7 @@ def upper(input: Any, encoding: str = "") -> Tensor:  # noqa: A002 - TF's name
     return _case("upper", input, encoding, lambda s: s.upper())
 
 
+@_per_value
 def strip(input: Any) -> Tensor:  # noqa: A002 - TF's name
     """Each string without its leading and trailing ASCII whitespace.
 
@@ -186,6 +202,7 @@ def strip(input: Any) -> Tensor:  # noqa: A002 - TF's name
     return wrap(_each(_host("strip", input), lambda b: b.strip()))
 
 
+@_per_value
 def to_number(string_tensor: Any, out_type: Any = dtypes.float32) -> Tensor:
     """Each string parsed as a number of `out_type` (float32, float64, int32 or int64);
     `sf.errors.InvalidArgumentError` names a string that is not one (``"1.5"`` is no int).
@@ -217,6 +234,7 @@ def to_number(string_tensor: Any, out_type: Any = dtypes.float32) -> Tensor:
     return wrap(_each(array, parse, wanted))
 
 
+@_per_value
 def as_string(input: Any, precision: int = -1, scientific: bool = False,  # noqa: A002
               shortest: bool = False, width: int = -1, fill: str = "") -> Tensor:
     """Each number formatted as a string, as TensorFlow's C ``printf`` formats: ``%f`` for
@@ -258,6 +276,7 @@ def as_string(input: Any, precision: int = -1, scientific: bool = False,  # noqa
     return wrap(_each(array, lambda x: (spec % float(x)).encode()))
 
 
+@_per_value
 def regex_full_match(input: Any, pattern: str) -> Tensor:  # noqa: A002 - TF's name
     """Whether each whole string matches the regular expression `pattern` (Python's `re`
     syntax; TensorFlow's is RE2, which shares the common part), as a bool tensor.
@@ -275,6 +294,7 @@ def regex_full_match(input: Any, pattern: str) -> Tensor:  # noqa: A002 - TF's n
     return wrap(_each(array, lambda b: compiled.fullmatch(b) is not None, np.bool_))
 
 
+@_per_value
 def substr(input: Any, pos: Any, len: Any, unit: str = "BYTE") -> Tensor:  # noqa: A002
     """The substring of each string from `pos` (negative: from the end) of `len` bytes (or
     characters, ``unit="UTF8_CHAR"``), as many as there are where `len` runs past the end

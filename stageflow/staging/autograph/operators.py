@@ -249,8 +249,9 @@ def _outer_values(body: Callable[[], None]) -> dict[str, Any]:
 
 def _mark(value: Any) -> int:
     """What a loop body may not change of an outer value: a list's length, the number of
-    staged writes made from an array."""
-    return len(value) if isinstance(value, list) else value._writes
+    staged writes made from an array (none for composites that are values, such as ragged
+    and sparse tensors)."""
+    return len(value) if isinstance(value, list) else getattr(value, "_writes", 0)
 
 
 def _at(location: SourceLocation | None) -> str:
