@@ -146,6 +146,7 @@ def test_bytes_and_unicode_splits_as_tensorflows_guide_shows_them():
     assert sf.strings.bytes_split(sf.constant("Duck")).numpy().tolist() == [
         b"D", b"u", b"c", b"k"]
     rows = sf.strings.bytes_split(sf.constant(["ab", "c"]))
-    assert [r.numpy().tolist() for r in rows] == [[b"a", b"b"], [b"c"]]
+    assert isinstance(rows, sf.RaggedTensor) and rows.to_list() == [[b"a", b"b"], [b"c"]]
+    assert sf.strings.unicode_decode(sf.constant(["añ", ""])).to_list() == [[97, 241], []]
     with pytest.raises(ValueError, match="only UTF-8"):
         sf.strings.unicode_split(duck, "UTF-16")

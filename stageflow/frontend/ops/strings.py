@@ -105,19 +105,10 @@ def split(input: Any, sep: str | bytes | None = None, maxsplit: int = -1  # noqa
     >>> sf.strings.split(["a,b", "c"], sep=",")
     <sf.RaggedTensor [[b'a', b'b'], [b'c']]>
     """
-    array = _host("split", input)
     separator = sep.encode("utf-8") if isinstance(sep, str) else sep
     separator = separator or None
-    pieces = [item.split(separator, maxsplit) for item in array.reshape(-1)]
-    values = np.empty(sum(len(p) for p in pieces), dtype=object)
-    values[:] = [part for parts in pieces for part in parts]
-    if not array.ndim:
-        return wrap(values)
-    result: Any = RaggedTensor.from_row_lengths(wrap(values), [len(p) for p in pieces])
-    for dim in reversed(array.shape[1:]):  # the input's dims, as uniform rows
-        rows = result.nrows().numpy() // max(dim, 1) if dim else 0
-        result = RaggedTensor.from_row_splits(result, np.arange(rows + 1, dtype=np.int64) * dim)
-    return result
+    return _per_string("split", input,
+                       lambda item: _objects(item.split(separator, maxsplit)), object)
 
 
 def join(inputs: Sequence[Any], separator: str = "") -> Tensor:
@@ -355,18 +346,21 @@ def format(template: str, inputs: Any, placeholder: str = "{}",  # noqa: A001 - 
     return wrap(np.array(out.encode("utf-8"), dtype=object))
 
 
-def _per_string(op: str, input: Any, pieces: Callable[[bytes], np.ndarray]  # noqa: A002
-                ) -> Tensor | list:
-    """`pieces` of each string: a 1-D tensor for a scalar, nested lists of them (as
-    `split` returns) for more dims."""
+def _per_string(op: str, input: Any, pieces: Callable[[bytes], np.ndarray],  # noqa: A002
+                dtype: Any) -> Tensor | RaggedTensor:
+    """`pieces` (a 1-D array of `dtype`) of each string: a 1-D tensor for a scalar; for
+    more dims an `sf.RaggedTensor` with one more, ragged, dim of pieces (each dim of the
+    input a ragged dim of uniform rows), as TensorFlow returns."""
     array = _host(op, input)
-
-    def rows(value: np.ndarray) -> Tensor | list:
-        if not value.ndim:
-            return wrap(pieces(value[()]))
-        return [rows(value[i, ...]) for i in range(value.shape[0])]
-
-    return rows(array)
+    parts = [pieces(item) for item in array.reshape(-1)]
+    if not array.ndim:
+        return wrap(parts[0])
+    values = np.concatenate(parts) if parts else np.empty((0,), dtype)
+    result: Any = RaggedTensor.from_row_lengths(wrap(values), [len(p) for p in parts])
+    for dim in reversed(array.shape[1:]):  # the input's dims, as uniform rows
+        rows = result.nrows().numpy() // max(dim, 1) if dim else 0
+        result = RaggedTensor.from_row_splits(result, np.arange(rows + 1, dtype=np.int64) * dim)
+    return result
 
 
 def _objects(items: list) -> np.ndarray:
@@ -375,36 +369,38 @@ def _objects(items: list) -> np.ndarray:
     return out
 
 
-def bytes_split(input: Any) -> Tensor | list:  # noqa: A002 - TF's name
-    """Each string's bytes, one per element (as `split` shapes its result).
+def bytes_split(input: Any) -> Tensor | RaggedTensor:  # noqa: A002 - TF's name
+    """Each string's bytes, one per element (a ragged tensor for more than a scalar).
 
     >>> sf.strings.bytes_split(sf.constant("Duck"))
     sf.Tensor([b'D', b'u', b'c', b'k'], shape=(4,), dtype=string)
     """
     return _per_string("bytes_split", input,
-                       lambda item: _objects([item[i:i + 1] for i in range(len(item))]))
+                       lambda item: _objects([item[i:i + 1] for i in range(len(item))]), object)
 
 
-def unicode_split(input: Any, input_encoding: str = "UTF-8") -> Tensor | list:  # noqa: A002
-    """Each string's characters, each as its UTF-8 bytes (as `split` shapes its result).
+def unicode_split(input: Any, input_encoding: str = "UTF-8"  # noqa: A002
+                  ) -> Tensor | RaggedTensor:
+    """Each string's characters, each as its UTF-8 bytes (ragged for more than a scalar).
 
     >>> sf.strings.unicode_split(sf.constant("añb"), "UTF-8")
     sf.Tensor([b'a', b'\\xc3\\xb1', b'b'], shape=(3,), dtype=string)
     """
     _encoding("unicode_split", input_encoding)
     return _per_string("unicode_split", input, lambda item: _objects(
-        [char.encode("utf-8") for char in _text("unicode_split", item)]))
+        [char.encode("utf-8") for char in _text("unicode_split", item)]), object)
 
 
-def unicode_decode(input: Any, input_encoding: str = "UTF-8") -> Tensor | list:  # noqa: A002
-    """Each string's code points, int32 (as `split` shapes its result).
+def unicode_decode(input: Any, input_encoding: str = "UTF-8"  # noqa: A002
+                   ) -> Tensor | RaggedTensor:
+    """Each string's code points, int32 (ragged for more than a scalar).
 
     >>> sf.strings.unicode_decode(sf.constant("añb"), "UTF-8")
     sf.Tensor([ 97, 241,  98], shape=(3,), dtype=int32)
     """
     _encoding("unicode_decode", input_encoding)
     return _per_string("unicode_decode", input, lambda item: np.array(
-        [ord(char) for char in _text("unicode_decode", item)], dtype=np.int32))
+        [ord(char) for char in _text("unicode_decode", item)], dtype=np.int32), np.int32)
 
 
 def _encoding(op: str, encoding: str) -> None:
