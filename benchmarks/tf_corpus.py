@@ -43,7 +43,8 @@ from pathlib import Path
 NOTEBOOKS = [f"guide/{name}" for name in (
     "basics", "tensor", "variable", "autodiff", "advanced_autodiff", "intro_to_graphs",
     "function", "intro_to_modules", "basic_training_loops", "tensor_slicing",
-    "random_numbers", "checkpoint", "data", "effective_tf2", "core/matrix_core",
+    "random_numbers", "ragged_tensor", "sparse_tensor", "checkpoint", "data",
+    "effective_tf2", "core/matrix_core",
     "core/optimizers_core", "core/quickstart_core")] + [
     f"tutorials/{name}" for name in ("customization/basics", "customization/custom_layers",
                                       "quickstart/beginner", "quickstart/advanced")]
