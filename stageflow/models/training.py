@@ -309,7 +309,9 @@ class Model(Layer):
                 ) -> np.ndarray:
         """The model's outputs for `x`, batch by batch, as one NumPy array."""
         del verbose
-        step = self._steps.get("predict") or self._make_steps(False)["predict"]
+        if "predict" not in self._steps:  # not compiled: staged once, kept for later calls
+            self._steps["predict"] = self._make_steps(False)["predict"]
+        step = self._steps["predict"]
         outputs = [np.asarray(step(xs).numpy()) for xs, _ in _batches(x, None, batch_size,
                                                                          False, None)]
         return np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)

@@ -176,3 +176,13 @@ def test_a_function_initializer_gets_the_dtype_by_keyword_as_keras_passes_it():
     dense(sf.ones((2, 3), sf.float64))
     assert dense.variables[0].dtype == np.float64 and dense.variables[0].shape == (3, 4)
     assert sf.keras.losses.MSE is sf.keras.losses.mean_squared_error
+
+
+def test_predict_of_an_uncompiled_model_stages_once():
+    x = keras.Input((3,))
+    model = keras.Model(x, layers.Dense(2)(x))
+    data = np.ones((10, 3), np.float32)
+    first = model.predict(data, batch_size=5, verbose=0)
+    again = model.predict(data, batch_size=5, verbose=0)
+    np.testing.assert_array_equal(first, again)
+    assert model._steps["predict"].tracing_count == 1
