@@ -496,9 +496,11 @@ def _batches(x: Any, y: Any, batch_size: int, shuffle: bool, rng: Any
     ys = None if y is None else _floatx(y)
     if ys is not None and len(ys) != len(xs):
         raise ValueError(f"fit: x has {len(xs)} examples, y {len(ys)}{describe_location()}")
-    order = rng.permutation(len(xs)) if shuffle else np.arange(len(xs))
+    order = rng.permutation(len(xs)) if shuffle else None
     for start in range(0, len(xs), int(batch_size)):
-        rows = order[start:start + int(batch_size)]
+        # Unshuffled, a batch is a slice (one copy, into the tensor), not a gather.
+        rows = slice(start, start + int(batch_size)) if order is None else (
+            order[start:start + int(batch_size)])
         yield (convert_to_tensor(xs[rows]),
                None if ys is None else convert_to_tensor(ys[rows]))
 
