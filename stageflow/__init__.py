@@ -156,6 +156,7 @@ from stageflow.frontend.ops.nd_indexing import (
     gather_nd,
     scatter_nd,
     tensor_scatter_nd_add,
+    tensor_scatter_nd_sub,
     tensor_scatter_nd_update,
     unsorted_segment_sum,
 )
@@ -187,6 +188,7 @@ from stageflow.frontend.ops.shape import (
     transpose,
 )
 from stageflow.frontend.ops.shape_of import rank, shape, size
+from stageflow.frontend.ops.slicing import slice
 from stageflow.frontend.ops.sorting import argsort, sort
 from stageflow.frontend.ragged_tensor import RaggedTensor
 from stageflow.frontend.sparse_tensor import SparseTensor

@@ -67,16 +67,21 @@ from stageflow.core import config_experimental as experimental
 from stageflow.core import devices
 from stageflow.core.device_listing import (
     LogicalDevice,
+    LogicalDeviceConfiguration,
     PhysicalDevice,
+    get_logical_device_configuration,
     get_visible_devices,
     list_logical_devices,
     list_physical_devices,
+    set_logical_device_configuration,
 )
 from stageflow.core.exports import public_dir
 
 # The settings and functions of `sf.config`; the rest (`emit`, `dump`, ...) is the
 # compiler's and the runtime's, hidden from `dir(sf.config)`.
-__all__ = ["LogicalDevice", "PhysicalDevice", "cache", "cache_dir", "dump_dir",
+__all__ = ["LogicalDevice", "LogicalDeviceConfiguration", "PhysicalDevice", "cache",
+           "cache_dir", "dump_dir", "get_logical_device_configuration",
+           "set_logical_device_configuration",
            "eager_compile", "emulated_gpu_count", "experimental", "functions_run_eagerly",
            "get_memory_info", "get_soft_device_placement", "get_visible_devices",
            "launch_graphs", "list_logical_devices", "list_physical_devices", "log",

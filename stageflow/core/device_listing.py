@@ -7,8 +7,10 @@ this process's only): ``/device:CPU:0`` ... as `set_logical_device_count` split 
 then ``/device:GPU:0`` ..., the CUDA GPUs and then the emulated ones. The physical devices
 are what they are made of: one CPU (``/physical_device:CPU:0``, whatever the split), and
 each GPU, an emulated GPU counting as one (it is a device of its own to place work on, and
-TensorFlow's logical devices are each backed by a physical one). Listing finds the
-devices, as their first use does, so the counts cannot change afterwards.
+TensorFlow's logical devices are each backed by a physical one). Listing the logical
+devices, or the GPUs, finds the devices, as their first use does, so the counts cannot
+change afterwards; listing the physical CPU does not, so that a program can list it and
+then split it (`set_logical_device_configuration`), as TensorFlow programs do.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import NamedTuple
 
 from stageflow.core import devices
 
-__all__ = ["LogicalDevice", "PhysicalDevice", "get_memory_growth", "get_visible_devices",
-           "list_logical_devices", "list_physical_devices", "set_memory_growth"]
+__all__ = ["LogicalDevice", "LogicalDeviceConfiguration", "PhysicalDevice",
+           "get_logical_device_configuration", "get_memory_growth", "get_visible_devices",
+           "list_logical_devices", "list_physical_devices", "set_logical_device_configuration",
+           "set_memory_growth"]
 
 
 class PhysicalDevice(NamedTuple):
@@ -73,9 +77,56 @@ def list_physical_devices(device_type: str | None = None) -> list[PhysicalDevice
     """
     kind = _kind(device_type)
     found = [PhysicalDevice("/physical_device:CPU:0", "CPU")]
-    found += [PhysicalDevice(f"/physical_device:GPU:{parsed.index}", "GPU")
-              for parsed in _local() if parsed.type == "GPU"]
+    if kind != "CPU":  # finding the GPUs starts the devices; the CPU is always there
+        found += [PhysicalDevice(f"/physical_device:GPU:{parsed.index}", "GPU")
+                  for parsed in _local() if parsed.type == "GPU"]
     return [d for d in found if kind is None or d.device_type == kind]
+
+
+class LogicalDeviceConfiguration(NamedTuple):
+    """One logical device to make of a physical one (TensorFlow's record); its limits are
+    accepted and unused: the logical CPUs share the host's memory.
+
+    >>> sf.config.LogicalDeviceConfiguration(memory_limit=1024).memory_limit
+    1024
+    """
+
+    memory_limit: int | None = None
+    experimental_priority: int | None = None
+    experimental_device_ordinal: int | None = None
+
+
+def set_logical_device_configuration(device: PhysicalDevice,
+                                     logical_devices: list[LogicalDeviceConfiguration]
+                                     ) -> None:
+    """Split the physical CPU into one logical CPU per entry of `logical_devices`, before
+    the devices are first used (`set_logical_device_count`; TensorFlow's function, also
+    ``sf.config.experimental.set_virtual_device_configuration``). A GPU is one logical
+    device here: splitting one is refused.
+
+    >>> cpu = sf.config.list_physical_devices("CPU")[0]
+    >>> sf.config.set_logical_device_configuration(
+    ...     cpu, [sf.config.LogicalDeviceConfiguration()] * 4)   # the suite's split: 4
+    """
+    name = _physical(device, "set_logical_device_configuration")
+    if not name.startswith("/physical_device:CPU"):
+        raise ValueError(f"sf.config.set_logical_device_configuration: only the CPU is split "
+                         f"into logical devices here, not {name}")
+    devices.set_logical_device_count("CPU", len(logical_devices))
+
+
+def get_logical_device_configuration(device: PhysicalDevice
+                                     ) -> list[LogicalDeviceConfiguration]:
+    """One `LogicalDeviceConfiguration` per logical device `device` is split into.
+
+    >>> len(sf.config.get_logical_device_configuration(
+    ...     sf.config.list_physical_devices("CPU")[0])) >= 1
+    True
+    """
+    name = _physical(device, "get_logical_device_configuration")
+    kind = "CPU" if name.startswith("/physical_device:CPU") else "GPU"
+    count = devices.logical_device_count(kind) if kind == "CPU" else 1
+    return [LogicalDeviceConfiguration()] * count
 
 
 def get_visible_devices(device_type: str | None = None) -> list[PhysicalDevice]:
@@ -91,8 +142,10 @@ _memory_growth: dict[str, bool] = {}
 
 
 def _physical(device: PhysicalDevice, api: str) -> str:
-    names = [d.name for d in list_physical_devices()]
     name = getattr(device, "name", device)
+    if name == "/physical_device:CPU:0":  # known without finding the devices
+        return name
+    names = [d.name for d in list_physical_devices()]
     if name not in names:
         raise ValueError(f"sf.config.experimental.{api}: unrecognized device {device!r}; "
                          f"the physical devices are {', '.join(names)} "

@@ -41,3 +41,12 @@ def test_categorical_frequencies_follow_the_softmax(staged):
         np.testing.assert_allclose(np.bincount(row, minlength=3) / row.size, want, atol=0.015)
     with pytest.raises(ValueError, match="logits must be"):
         sf.random.categorical(sf.constant([0.0, 1.0]), 3)
+
+
+def test_generator_takes_tensorflows_alg_and_reset_from_seed():
+    g = sf.random.Generator.from_seed(1, alg="philox")
+    first = g.normal([3]).numpy()
+    g.reset_from_seed(1)
+    np.testing.assert_array_equal(g.normal([3]).numpy(), first)
+    with pytest.raises(ValueError, match="only Philox"):
+        sf.random.Generator.from_seed(1, alg="threefry")

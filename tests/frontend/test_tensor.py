@@ -332,3 +332,19 @@ def test_an_index_out_of_range_is_tensorflows_invalid_argument_and_an_index_erro
         f(sf.constant([1.0]))
     with pytest.raises(sf.errors.InvalidArgumentError, match="index 5 is out of bounds"):
         sf.constant([1.0, 2.0])[5]
+
+
+@pytest.mark.parametrize("way", ["eager", "interpreted", "compiled"])
+def test_slice_and_scatter_sub_as_tensorflows_slicing_guide_uses_them(way):
+    def f(t, m):
+        return sf.slice(t, begin=[1], size=[3]), sf.slice(m, [0, 1], [2, -1]), (
+            sf.tensor_scatter_nd_sub(m, [[0, 0], [1, 1]], [1, 2]))
+
+    g = f if way == "eager" else sf.function(f, jit=way == "compiled")
+    t, m = sf.constant([0, 1, 2, 3, 4, 5]), sf.constant([[1, 2, 3], [4, 5, 6]])
+    a, b, c = g(t, m)
+    assert a.numpy().tolist() == [1, 2, 3]
+    assert b.numpy().tolist() == [[2, 3], [5, 6]]
+    assert c.numpy().tolist() == [[0, 2, 3], [4, 3, 6]]
+    with pytest.raises(ValueError, match="one entry per dim"):
+        sf.slice(m, [0], [1])

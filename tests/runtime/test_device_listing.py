@@ -69,3 +69,20 @@ def test_a_fresh_process_lists_its_own_configuration():
     # Listing found the devices: the split can no longer change, as after any first use.
     assert result.stdout.split() == ["1"], result.stdout + result.stderr
     assert "can only be set before the devices are first used" in result.stderr
+
+
+def test_a_program_lists_the_physical_cpu_then_splits_it_as_tensorflow_programs_do():
+    code = ("import stageflow as sf\n"
+            "cpu = sf.config.list_physical_devices('CPU')[0]\n"
+            "sf.config.experimental.set_virtual_device_configuration(\n"
+            "    cpu, [sf.config.LogicalDeviceConfiguration()] * 3)\n"
+            "print(len(sf.config.list_logical_devices('CPU')),\n"
+            "      len(sf.config.get_logical_device_configuration(cpu)))\n"
+            "with sf.device('CPU:2'):\n"
+            "    print((sf.constant(1.0) + 1.0).device)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout.split() == ["3", "3", "/device:CPU:2"], result.stdout + result.stderr
+    gpu = sf.config.list_physical_devices("GPU")[0]  # the suite's emulated GPU
+    with pytest.raises(ValueError, match="only the CPU is split"):
+        sf.config.set_logical_device_configuration(gpu, [sf.config.LogicalDeviceConfiguration()])

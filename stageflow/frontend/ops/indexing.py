@@ -126,3 +126,4 @@ def _is_integer(value: Any) -> bool:
 
 def _index_value(value: Any) -> int | None:
     return None if value is None else int(value)
+

@@ -19,7 +19,7 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import nd_indexing as nd
 
 __all__ = ["gather_nd", "scatter_nd", "segment_sum", "tensor_scatter_nd_add",
-           "tensor_scatter_nd_update", "unsorted_segment_sum"]
+           "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "unsorted_segment_sum"]
 
 
 def _indices(indices: Any, op: str) -> Tensor:
@@ -96,6 +96,18 @@ def tensor_scatter_nd_add(tensor: Any, indices: Any, updates: Any) -> Tensor:
     indices = _indices(indices, "tensor_scatter_nd_add")
     return nd.scatter_nd_add_p.bind(tensor, indices, convert_to_tensor(updates, tensor.dtype),
                                     width=indices.shape[-1])
+
+
+def tensor_scatter_nd_sub(tensor: Any, indices: Any, updates: Any) -> Tensor:
+    """`tensor` with `updates` subtracted at the index tuples (duplicates accumulate): the
+    scatter-add of the negated updates.
+
+    >>> sf.tensor_scatter_nd_sub([5, 5, 5], [[0], [2]], [1, 2])
+    sf.Tensor([4, 5, 3], shape=(3,), dtype=int32)
+    """
+    tensor = convert_to_tensor(tensor)
+    updates = convert_to_tensor(updates, tensor.dtype)
+    return tensor_scatter_nd_add(tensor, indices, -updates)
 
 
 def scatter_nd(indices: Any, updates: Any, shape: Sequence[int]) -> Tensor:

@@ -217,8 +217,11 @@ class Generator:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_seed(cls, seed: int) -> Generator:
-        """The stream for `seed`: key = the seed's 32-bit halves (lo, hi), counter 0."""
+    def from_seed(cls, seed: int, alg: Any = None) -> Generator:
+        """The stream for `seed`: key = the seed's 32-bit halves (lo, hi), counter 0.
+        `alg` is TensorFlow's choice of generator: Philox (``"philox"``, the default) is
+        the one there is."""
+        _philox(alg, "Generator.from_seed")
         lo, hi = _seed_words(seed, "Generator.from_seed")
         return cls(np.array([lo, hi, 0, 0], dtype=np.uint32))
 
@@ -228,9 +231,9 @@ class Generator:
         return cls(state)
 
     @classmethod
-    def from_non_deterministic_state(cls) -> Generator:
+    def from_non_deterministic_state(cls, alg: Any = None) -> Generator:
         """A generator keyed from OS entropy (`secrets`), different in every run."""
-        return cls.from_seed(secrets.randbits(64))
+        return cls.from_seed(secrets.randbits(64), alg)
 
     @property
     def state(self) -> Tensor:
@@ -241,6 +244,10 @@ class Generator:
         """Restart this generator (in place) as ``Generator.from_seed(seed)`` would start."""
         lo, hi = _seed_words(seed, "Generator.reset")
         self._reset_words(lo, hi)
+
+    def reset_from_seed(self, seed: int) -> None:
+        """`reset` (TensorFlow's name)."""
+        self.reset(seed)
 
     def _reset_words(self, key0: int, key1: int) -> None:
         with context.init_scope(), self._lock:
@@ -444,6 +451,13 @@ def set_global_generator(generator: Generator) -> None:
         raise _fail("set_global_generator", "expected an sf.random.Generator", TypeError)
     with _global_lock:
         _global_generator = generator
+
+
+def _philox(alg: Any, op: str) -> None:
+    """Refuse a generator algorithm other than Philox (TensorFlow's ``alg``)."""
+    name = getattr(alg, "name", alg)
+    if alg is not None and str(name).lower() not in ("philox", "1"):
+        raise _fail(op, f"alg={alg!r}: only Philox ('philox') is implemented")
 
 
 class RandomStreams:
