@@ -3,6 +3,8 @@
 ``keras.optimizers``, ``keras.losses``, ``keras.metrics``, ``keras.callbacks``,
 ``keras.initializers`` and ``keras.models`` are stageflow's own objects."""
 
+import sys as _sys
+
 from stageflow import layers, losses, metrics, optimizers
 from stageflow.core.exports import public_dir as _public_dir
 from stageflow.keras import callbacks, models
@@ -14,3 +16,10 @@ from stageflow.models.training import Model
 __all__ = ["Input", "Model", "Sequential", "callbacks", "initializers", "layers", "losses",
            "metrics", "models", "optimizers"]
 __dir__ = _public_dir(globals())
+
+# `from tensorflow.keras.layers import Dense`, module name swapped: the namespaces that are
+# stageflow's top-level modules are importable under `stageflow.keras` too.
+for _name, _module in (("layers", layers), ("losses", losses), ("metrics", metrics),
+                       ("optimizers", optimizers), ("initializers", initializers)):
+    _sys.modules[f"{__name__}.{_name}"] = _module
+del _name, _module

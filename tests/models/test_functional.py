@@ -4,6 +4,9 @@ against NumPy; Keras' shape keywords on a `Sequential`'s first layer."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -186,3 +189,16 @@ def test_predict_of_an_uncompiled_model_stages_once():
     again = model.predict(data, batch_size=5, verbose=0)
     np.testing.assert_array_equal(first, again)
     assert model._steps["predict"].tracing_count == 1
+
+
+def test_tensorflows_keras_imports_with_the_module_name_swapped():
+    code = ("from stageflow.keras.layers import Dense, Flatten\n"
+            "from stageflow.keras.optimizers import Adam\n"
+            "from stageflow.keras import Model\n"
+            "import stageflow as sf\n"
+            "model = sf.keras.models.Sequential([Flatten(input_shape=(2, 3)), Dense(4)])\n"
+            "print(model.layers[0].batch_input_shape, Adam is sf.optimizers.Adam,\n"
+            "      Model is sf.keras.Model)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout.split() == ["(None,", "2,", "3)", "True", "True"], result.stderr

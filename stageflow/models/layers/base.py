@@ -200,6 +200,9 @@ def _taking_input_shape(init: Callable[..., None]) -> Callable[..., None]:
 _SHAPE_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_size"})
 
 
+Layer.__init__ = _taking_input_shape(Layer.__init__)  # a layer class without an __init__
+
+
 def _default_name(layer: Module) -> str:
     return camel_to_snake(type(layer).__name__)
 
