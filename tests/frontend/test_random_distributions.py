@@ -50,3 +50,34 @@ def test_generator_takes_tensorflows_alg_and_reset_from_seed():
     np.testing.assert_array_equal(g.normal([3]).numpy(), first)
     with pytest.raises(ValueError, match="only Philox"):
         sf.random.Generator.from_seed(1, alg="threefry")
+
+
+@pytest.mark.parametrize("way", ["eager", "interpreted", "compiled"])
+def test_stateless_draws_are_functions_of_their_seed(way):
+    def draws(seed):
+        return (sf.random.stateless_uniform((4,), seed, minval=-1.0, maxval=1.0),
+                sf.random.stateless_normal((2, 3), seed, mean=1.0, stddev=2.0))
+
+    f = draws if way == "eager" else sf.function(draws, jit=way == "compiled")
+    first = [t.numpy() for t in f(sf.constant([1, 2]))]
+    again = [t.numpy() for t in f(sf.constant([1, 2]))]
+    other = [t.numpy() for t in f(sf.constant([1, 3]))]
+    eager = [t.numpy() for t in draws([1, 2])]
+    for a, b, c, d in zip(first, again, other, eager, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, d, rtol=1e-6)  # compiled transcendentals: an ulp
+        assert not np.allclose(a, c)
+    assert np.all((first[0] >= -1.0) & (first[0] < 1.0))
+    with pytest.raises(ValueError, match="shape \\[2\\]"):
+        sf.random.stateless_normal((2,), seed=[1, 2, 3])
+
+
+def test_split_generators_are_deterministic_and_independent():
+    parent = sf.random.Generator.from_seed(7)
+    children = [g.normal((4,)).numpy() for g in parent.split(3)]
+    again = [g.normal((4,)).numpy() for g in sf.random.Generator.from_seed(7).split(3)]
+    for a, b in zip(children, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(children[0], children[1])
+    fresh = sf.random.Generator.from_seed(7).normal((4,)).numpy()
+    assert not np.array_equal(parent.normal((4,)).numpy(), fresh)  # the parent advanced

@@ -62,6 +62,8 @@ __all__ = [
     "set_global_generator",
     "set_seed",
     "shuffle",
+    "stateless_normal",
+    "stateless_uniform",
     "truncated_normal",
     "uniform",
 ]
@@ -248,6 +250,18 @@ class Generator:
     def reset_from_seed(self, seed: int) -> None:
         """`reset` (TensorFlow's name)."""
         self.reset(seed)
+
+    def split(self, count: int = 1) -> list[Generator]:
+        """`count` new generators, keyed by draws from this one (which advances), so that
+        their streams are independent of it and of each other (TensorFlow's ``split``).
+
+        >>> g = sf.random.Generator.from_seed(1)
+        >>> a, b = g.split(2)
+        >>> bool(sf.reduce_all(a.normal((3,)) == b.normal((3,))))
+        False
+        """
+        keys = self.bits((int(count), 2)).numpy()
+        return [Generator(np.array([k0, k1, 0, 0], dtype=np.uint32)) for k0, k1 in keys]
 
     def _reset_words(self, key0: int, key1: int) -> None:
         with context.init_scope(), self._lock:
@@ -451,6 +465,49 @@ def set_global_generator(generator: Generator) -> None:
         raise _fail("set_global_generator", "expected an sf.random.Generator", TypeError)
     with _global_lock:
         _global_generator = generator
+
+
+class _Stateless(Generator):
+    """Draws starting from a state made of the seed, kept in the object and not in a
+    variable: TensorFlow's stateless ops, whose values are a function of their seed alone
+    (one is made per op call, and a staged function may call them: no state is created)."""
+
+    def __init__(self, seed: Any, op: str) -> None:
+        words = ew.cast(convert_to_tensor(seed), dtypes.uint32)
+        if tuple(words.shape) != (2,):
+            raise _fail(op, f"seed must be a shape [2] integer tensor, got shape "
+                            f"{tuple(words.shape)}")
+        self._current = concat([words, zeros((2,), dtypes.uint32)], 0)
+        self._lock = threading.Lock()
+
+    def _read_state(self) -> Tensor:
+        return self._current
+
+    def _write_state(self, state: Tensor) -> None:
+        self._current = state
+
+
+def stateless_uniform(shape: Any, seed: Any, minval: Any = 0.0, maxval: Any = None,
+                      dtype: Any = dtypes.float32, alg: Any = None) -> Tensor:
+    """`uniform` as a function of `seed` (a pair of ints): the same seed, the same values.
+
+    >>> a = sf.random.stateless_uniform((2,), seed=[1, 2])
+    >>> bool(sf.reduce_all(a == sf.random.stateless_uniform((2,), seed=[1, 2])))
+    True
+    """
+    _philox(alg, "stateless_uniform")
+    return _Stateless(seed, "stateless_uniform").uniform(shape, minval, maxval, dtype)
+
+
+def stateless_normal(shape: Any, seed: Any, mean: Any = 0.0, stddev: Any = 1.0,
+                     dtype: Any = dtypes.float32, alg: Any = None) -> Tensor:
+    """`normal` as a function of `seed` (a pair of ints).
+
+    >>> sf.random.stateless_normal((2, 3), seed=[1, 2]).shape
+    (2, 3)
+    """
+    _philox(alg, "stateless_normal")
+    return _Stateless(seed, "stateless_normal").normal(shape, mean, stddev, dtype)
 
 
 def _philox(alg: Any, op: str) -> None:
