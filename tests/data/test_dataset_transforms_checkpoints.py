@@ -8,20 +8,11 @@ the stage."""
 
 import numpy as np
 import pytest
+from test_dataset_transforms import plain  # the same comparison of elements
 
 import stageflow as sf
 
 Dataset = sf.data.Dataset
-
-
-def plain(value):
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return type(value)(plain(v) for v in value)
-    if isinstance(value, Dataset):
-        return [plain(v) for v in value]
-    return np.asarray(value).tolist()
 
 
 def ragged(lengths):
