@@ -19,6 +19,7 @@ them (`list_devices`, `sf.device`, a copy):
 from __future__ import annotations
 
 import os
+import resource
 import threading
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,43 @@ def _host_memory() -> int:
         return 0
 
 
+def _thread_stack_bytes() -> int:
+    """The address space one more thread reserves for its stack (glibc sizes it from the
+    stack limit, or 8 MiB without one)."""
+    chosen = threading.stack_size()
+    if chosen:
+        return chosen
+    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    return soft if soft != resource.RLIM_INFINITY else 8 << 20
+
+
+def _address_space_in_use() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _check_room_for_threads(count: int) -> None:
+    """Refuse, before starting any, more worker threads than the address-space limit holds.
+
+    A thread that finds no memory once it runs fails inside CPython's start-up of it, and
+    `Thread.start` then waits for it forever: the one failure that must not happen by trial.
+    """
+    limit, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if limit == resource.RLIM_INFINITY or count == 0:
+        return
+    needed = count * _thread_stack_bytes()
+    room = limit - _address_space_in_use()
+    if needed > room // 2:
+        raise RuntimeError(
+            f"{count + 1} logical CPUs need {count} worker threads with "
+            f"{needed >> 20} MiB of stacks, more than half the {room >> 20} MiB left under "
+            "the address-space limit (ulimit -v); ask sf.config.set_logical_device_count "
+            "for fewer")
+
+
 def _devices() -> dict[str, Device]:
     global _table, _no_gpu_reason
     if _table is None:
@@ -50,6 +88,7 @@ def _devices() -> dict[str, Device]:
             if _table is None:
                 count = devices.logical_device_count("CPU")
                 memory = _host_memory()
+                _check_room_for_threads(count - 1)
                 table: dict[str, Device] = {devices.HOST: Device(devices.HOST, memory, count)}
                 for index in range(1, count):
                     name = f"/device:CPU:{index}"
