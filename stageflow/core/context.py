@@ -80,6 +80,33 @@ def record_on_tapes(primitive: Any, args: tuple, params: dict, result: Any) -> N
     _tape_recorder(primitive, args, params, result)
 
 
+# What each module that keeps per-thread scopes registers (`inherit_in_threads`): called in a
+# thread, it returns what installs the same scopes in another.
+_inherited: list[Callable[[], Callable[[], None]]] = []
+
+
+def inherit_in_threads(capture: Callable[[], Callable[[], None]]) -> None:
+    """Register a per-thread scope (device scopes, tapes, training mode, ...) that a thread
+    working on another's behalf takes over: ``capture()`` runs in the parent thread and
+    returns what installs a copy of its state in the worker thread."""
+    _inherited.append(capture)
+
+
+def thread_state() -> Callable[[], None]:
+    """What installs this thread's traces and registered scopes in another thread, so that
+    work handed to it (a distribution strategy's replica) stages into the same function,
+    under the same scopes, as it would here. The parent keeps its scopes open meanwhile."""
+    stack = list(_thread.stack)
+    installers = [capture() for capture in _inherited]
+
+    def install() -> None:
+        _thread.stack[:] = stack
+        for installer in installers:
+            installer()
+
+    return install
+
+
 def current_trace() -> Trace:
     stack = _thread.stack
     return stack[-1] if stack else _eager_trace

@@ -127,6 +127,18 @@ class _Scopes(threading.local):
 _scopes = _Scopes()
 
 
+def _capture_scopes() -> Callable[[], None]:
+    stack = list(_scopes.stack)
+
+    def install() -> None:
+        _scopes.stack[:] = stack
+
+    return install
+
+
+context.inherit_in_threads(_capture_scopes)
+
+
 def current() -> str | None:
     """The device the innermost `device` scope of this thread names; None outside any
     scope (or inside ``sf.device(None)``): ops then run where their inputs are."""

@@ -45,6 +45,18 @@ class _Tapes(threading.local):
 _tapes = _Tapes()
 
 
+def _capture_tapes() -> Callable[[], None]:
+    active = list(_tapes.active)
+
+    def install() -> None:
+        _tapes.active[:] = active
+
+    return install
+
+
+context.inherit_in_threads(_capture_tapes)
+
+
 class UnconnectedGradients(enum.Enum):
     """What `GradientTape.gradient` gives for a source the target does not depend on:
     ``NONE`` (the default) gives None, ``ZERO`` zeros of the source's shape and dtype

@@ -5,13 +5,19 @@ the variable is captured by reference: reads and writes become `read_variable` /
 `assign_variable` ops on its resource handle, so the graph function mutates the live object.
 A variable lives on the device of the scope it is created in: reads give tensors there, and
 values assigned from other devices are copied to it.
+
+`variable_creator_scope` lets a distribution strategy (or any caller) decide what
+``sf.Variable(...)`` makes inside a block, as TensorFlow's creator scopes do: a
+`MirroredStrategy` makes one copy per replica there.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -27,7 +33,67 @@ from stageflow.frontend.tensor import Tensor
 _unique = itertools.count()
 
 
-class Variable:
+class _Creators(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Callable[..., Any]] = []
+
+
+_creators = _Creators()
+
+
+@contextmanager
+def variable_creator_scope(creator: Callable[..., Any]) -> Iterator[None]:
+    """Inside the block, ``sf.Variable(...)`` returns ``creator(next_creator, **kwargs)``,
+    where `kwargs` are the constructor's arguments by name (`initial_value`, `trainable`,
+    `name`, `dtype`) and `next_creator(**kwargs)` makes the variable the enclosing scopes
+    would (TensorFlow's ``tf.variable_creator_scope``).
+
+    >>> def frozen(next_creator, **kwargs):
+    ...     kwargs["trainable"] = False
+    ...     return next_creator(**kwargs)
+    >>> with sf.variable_creator_scope(frozen):
+    ...     v = sf.Variable(1.0)
+    >>> v.trainable
+    False
+    """
+    _creators.stack.append(creator)
+    try:
+        yield
+    finally:
+        _creators.stack.pop()
+
+
+def _capture_creators() -> Callable[[], None]:
+    stack = list(_creators.stack)
+
+    def install() -> None:
+        _creators.stack[:] = stack
+
+    return install
+
+
+context.inherit_in_threads(_capture_creators)
+
+
+class _CreatedThroughScopes(type):
+    """Sends ``sf.Variable(...)`` through the creator scopes of this thread, if any."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        creators = _creators.stack
+        if cls is not Variable or not creators:
+            return super().__call__(*args, **kwargs)
+        arguments = _SIGNATURE.bind(None, *args, **kwargs).arguments
+        del arguments["self"]
+
+        def creator_at(level: int) -> Callable[..., Any]:
+            if level < 0:
+                return lambda **named: type.__call__(cls, **named)
+            return lambda **named: creators[level](creator_at(level - 1), **named)
+
+        return creator_at(len(creators) - 1)(**arguments)
+
+
+class Variable(metaclass=_CreatedThroughScopes):
     """A named, typed, mutable tensor; usable wherever a tensor is.
 
     >>> v = sf.Variable([1.0, 2.0], name="v")
@@ -171,3 +237,6 @@ class Variable:
         return (f"sf.Variable({body}, name={self.name!r}, shape={self.shape}, "
                 f"dtype={self.dtype.name})")
 
+
+
+_SIGNATURE = inspect.signature(Variable.__init__)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stageflow.core import dtypes
+from stageflow.frontend import replica
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
 from stageflow.frontend.ops.creation import zeros
@@ -146,7 +147,9 @@ class Optimizer(Module):
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Variable]]) -> Variable:
         """One optimisation step: update each variable from its gradient (pairs whose
-        gradient is None are skipped), then increment `iterations`."""
+        gradient is None are skipped), then increment `iterations`. In a replica's step of
+        a distribution strategy the gradients are first summed over the replicas, so every
+        replica's copy of a variable takes the same update."""
         pairs = []
         for gradient, variable in grads_and_vars:
             if not isinstance(variable, Variable):
@@ -165,10 +168,15 @@ class Optimizer(Module):
         if not pairs:
             raise ValueError(f"{self.name}.apply_gradients: no gradients provided for any "
                              "variable (every gradient is None)")
+        current = replica.current()
+        if current is not None:  # a replica's step: every replica applies the gradients' sum
+            summed = current.all_reduce("SUM", [gradient for gradient, _ in pairs])
+            pairs = [(gradient, variable) for gradient, (_, variable)
+                     in zip(summed, pairs, strict=True)]
         for _, variable in pairs:
             self._create_slots(variable)
         rate = self._current_learning_rate()
-        if not (self.fusable() and RUNNER(self, rate, pairs)):
+        if not (current is None and self.fusable() and RUNNER(self, rate, pairs)):
             self.apply_updates(rate, pairs)
         return self.iterations
 

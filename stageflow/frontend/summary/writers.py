@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from stageflow.core import lazy
+from stageflow.core import context, lazy
 from stageflow.core.source import describe_location
 
 if TYPE_CHECKING:
@@ -37,6 +37,18 @@ class _State(threading.local):
 
 
 _state = _State()
+
+
+def _capture_state() -> Callable[[], None]:
+    writer, step, condition = _state.writer, _state.step, _state.condition
+
+    def install() -> None:
+        _state.writer, _state.step, _state.condition = writer, step, condition
+
+    return install
+
+
+context.inherit_in_threads(_capture_state)
 
 
 class SummaryWriter:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import dtypes
+from stageflow.core import context, dtypes
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -228,6 +228,18 @@ def _training_modes() -> list[bool]:
     except AttributeError:
         modes = _training_stack.modes = []
         return modes
+
+
+def _capture_training() -> Callable[[], None]:
+    modes = list(_training_modes())
+
+    def install() -> None:
+        _training_modes()[:] = modes
+
+    return install
+
+
+context.inherit_in_threads(_capture_training)
 
 
 # Signatures are read once per function (the check runs on every layer call).

@@ -1,0 +1,534 @@
+"""Distribution strategies: one training step run as data-parallel replicas.
+
+    strategy = sf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])
+    with strategy.scope():                      # variables: one copy per replica
+        model, optimizer = make_model(), sf.optimizers.SGD(0.1)
+
+    @sf.function
+    def train_step(batch):                      # batch: one shard per replica
+        def step(x, y):
+            with sf.GradientTape() as tape:
+                loss = sf.reduce_sum(loss_fn(y, model(x))) / GLOBAL_BATCH
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))  # all-reduced
+            return loss
+        losses = strategy.run(step, args=batch)
+        return strategy.reduce(sf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    for batch in strategy.experimental_distribute_dataset(dataset):
+        train_step(batch)
+
+As in TensorFlow: `run` calls the step once per replica (`replicas`, lockstep threads), the
+optimizer sums the replicas' gradients before it updates (so every replica's copy of a
+variable takes the same update), `reduce` combines per-replica results. Eagerly each
+replica's ops run on its device; staged, every replica's ops are one graph, each collective
+one `all_reduce` op over the replicas' values.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from stageflow.core import context, devices, nest
+from stageflow.distribute import replicas
+from stageflow.distribute.collectives import all_reduce_values
+from stageflow.distribute.values import MirroredVariable, PerReplica
+from stageflow.frontend import replica
+from stageflow.frontend.ops.convert import constant, convert_to_tensor
+from stageflow.frontend.ops.reductions import reduce_sum
+from stageflow.frontend.ops.shape import concat
+from stageflow.frontend.tape import custom_gradient
+from stageflow.frontend.variables import variable_creator_scope
+
+
+class ReduceOp(enum.Enum):
+    """How `Strategy.reduce` and `ReplicaContext.all_reduce` combine the replicas' values
+    (TensorFlow's ``tf.distribute.ReduceOp``, with MAX and MIN besides).
+
+    >>> sf.distribute.ReduceOp.SUM
+    <ReduceOp.SUM: 'SUM'>
+    """
+
+    SUM = "SUM"
+    MEAN = "MEAN"
+    MAX = "MAX"
+    MIN = "MIN"
+
+
+def _reduce_op(value: Any) -> ReduceOp:
+    try:
+        return ReduceOp(value.upper() if isinstance(value, str) else value)
+    except ValueError:
+        raise ValueError(f"unknown reduce op {value!r}: one of "
+                         f"{', '.join(op.name for op in ReduceOp)}") from None
+
+
+class _Scopes(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Strategy] = []
+
+
+_scopes = _Scopes()
+
+
+def _capture_scopes() -> Callable[[], None]:
+    stack = list(_scopes.stack)
+
+    def install() -> None:
+        _scopes.stack[:] = stack
+
+    return install
+
+
+context.inherit_in_threads(_capture_scopes)
+
+
+class ReplicaContext:
+    """The replica a step runs for inside `Strategy.run` (`get_replica_context`): which one
+    it is, and the collectives between the replicas of the step.
+
+    >>> strategy = sf.distribute.MirroredStrategy(["CPU:0"])
+    >>> def step():
+    ...     ctx = sf.distribute.get_replica_context()
+    ...     return ctx.all_reduce("sum", sf.constant(2.0)), ctx.num_replicas_in_sync
+    >>> strategy.run(step)
+    (sf.Tensor(2., shape=(), dtype=float32), 1)
+    """
+
+    def __init__(self, strategy: Strategy, replica_index: int) -> None:
+        self.strategy = strategy
+        self.replica_index = replica_index
+        self.variables_made = 0  # by this replica in the run in progress
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def replica_id_in_sync_group(self) -> Any:
+        """This replica's index, an int32 tensor (as TensorFlow gives it)."""
+        return constant(self.replica_index, "int32")
+
+    def all_reduce(self, reduce_op: Any, value: Any) -> Any:
+        """Every replica's `value` (a nest of tensors) combined by `reduce_op`; every
+        replica gets the same result. A tape differentiates through it: the gradient of
+        a sum is the sum of the replicas' gradients (an all-reduce in the backward pass)."""
+        op = _reduce_op(reduce_op)
+        leaves, tree = nest.flatten(value)
+        if not leaves:
+            return value
+        reduced = _all_reduce_leaves(op, *[convert_to_tensor(leaf) for leaf in leaves])
+        return nest.unflatten(tree, list(reduced) if isinstance(reduced, tuple | list)
+                              else [reduced])
+
+    def all_gather(self, value: Any, axis: int) -> Any:
+        """Every replica's `value` (a nest of tensors) concatenated along `axis`, in
+        replica order; every replica gets the same result."""
+        leaves, tree = nest.flatten(value)
+        gathered = replicas.sync(
+            "all_gather", lambda payloads: [
+                [concat(list(parts), axis) for parts in zip(*payloads, strict=True)]
+            ] * len(payloads),
+            [convert_to_tensor(leaf) for leaf in leaves])
+        return nest.unflatten(tree, gathered)
+
+    def merge_call(self, merge_fn: Callable[..., Any], args: tuple = (),
+                   kwargs: dict | None = None) -> Any:
+        """``merge_fn(strategy, *args, **kwargs)`` once for all replicas, each argument a
+        `PerReplica` of the replicas' arguments; every replica gets its result."""
+        def merge(payloads: list[Any]) -> list[Any]:
+            count = len(payloads)
+            merged_args = tuple(PerReplica([p[0][i] for p in payloads]) if count > 1
+                                else payloads[0][0][i] for i in range(len(args)))
+            merged_kwargs = {key: PerReplica([p[1][key] for p in payloads]) if count > 1
+                             else payloads[0][1][key] for key in (kwargs or {})}
+            with replica.entered(None):
+                result = merge_fn(self.strategy, *merged_args, **merged_kwargs)
+            return [result] * count
+
+        return replicas.sync("merge_call", merge, (args, kwargs or {}))
+
+
+def _all_reduce_leaves(op: ReduceOp, *leaves: Any) -> Any:
+    """The replicas' all-reduce of `leaves`, with its gradient an all-reduce too."""
+
+    @custom_gradient
+    def reduced(*values: Any) -> Any:
+        results = replicas.sync(
+            f"all_reduce({op.name})",
+            lambda payloads: [all_reduce_values(op.name.lower(), payloads)] * len(payloads),
+            list(values))
+
+        def gradient(*cotangents: Any) -> Any:
+            # d/dx_r of sum_j y_j over every replica's use of the result: the sum of the
+            # replicas' cotangents (their mean for MEAN); MAX and MIN pass it where this
+            # replica's value is the extreme one.
+            kind = "mean" if op is ReduceOp.MEAN else "sum"
+            summed = replicas.sync(
+                f"all_reduce({op.name}) gradient",
+                lambda payloads: [all_reduce_values(kind, payloads)] * len(payloads),
+                [convert_to_tensor(c) for c in cotangents])
+            if op in (ReduceOp.MAX, ReduceOp.MIN):
+                summed = [g * (x == y) for g, x, y in
+                          zip(summed, values, results, strict=True)]
+            return summed if len(summed) > 1 else summed[0]
+
+        return (results if len(results) > 1 else results[0]), gradient
+
+    return reduced(*leaves)
+
+
+class Strategy:
+    """What every strategy offers (TensorFlow's ``tf.distribute.Strategy``). The default
+    one (`get_strategy` outside any scope) has one replica, the caller itself."""
+
+    def __init__(self, replica_devices: list[str]) -> None:
+        self._devices = replica_devices
+        self._created: list[MirroredVariable] = []  # by the run in progress, in order
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return len(self._devices)
+
+    @property
+    def extended(self) -> Strategy:
+        return self
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        """The replicas' devices, in replica order."""
+        return tuple(self._devices)
+
+    @contextmanager
+    def scope(self) -> Iterator[Strategy]:
+        """Inside the block, variables are made for this strategy's replicas."""
+        _scopes.stack.append(self)
+        try:
+            with variable_creator_scope(self._create_variable):
+                yield self
+        finally:
+            _scopes.stack.pop()
+
+    def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        return next_creator(**kwargs)
+
+    def run(self, fn: Callable[..., Any], args: tuple | list = (),
+            kwargs: dict | None = None) -> Any:
+        """``fn(*args, **kwargs)`` once per replica (a `PerReplica` argument gives each its
+        own value); a result per replica (`PerReplica`), or the result itself with one."""
+        count = self.num_replicas_in_sync
+        kwargs = kwargs or {}
+        args = tuple(args) if isinstance(args, list | tuple) else (args,)
+        per_replica = [(_select(args, index), _select(kwargs, index))
+                       for index in range(count)]
+        contexts = [ReplicaContext(self, index) for index in range(count)]
+        self._created = []
+        with self.scope():
+            results = replicas.run_replicas(fn, per_replica, self._devices, contexts)
+        if count == 1:
+            return results[0]
+        flat = [nest.flatten(result) for result in results]
+        tree = flat[0][1]
+        for index, (_, other) in enumerate(flat[1:], start=1):
+            if other != tree:
+                raise ValueError(f"{self.__class__.__name__}.run: replica {index} returned a "
+                                 "different structure than replica 0")
+        leaves = [PerReplica(values) for values in
+                  zip(*(leaves for leaves, _ in flat), strict=True)]
+        return nest.unflatten(tree, leaves)
+
+    def reduce(self, reduce_op: Any, value: Any, axis: int | None = None) -> Any:
+        """One tensor of a per-replica value (a nest of them): the replicas' values combined
+        by `reduce_op`, each first reduced along `axis` when given (MEAN then divides by
+        the elements along `axis` over all replicas, as TensorFlow does)."""
+        op = _reduce_op(reduce_op)
+        leaves, tree = nest.flatten(value)
+        return nest.unflatten(tree, [self._reduce_leaf(op, leaf, axis) for leaf in leaves])
+
+    def _reduce_leaf(self, op: ReduceOp, value: Any, axis: int | None) -> Any:
+        if isinstance(value, PerReplica):
+            values = [convert_to_tensor(v) for v in value.values]
+        elif op is ReduceOp.SUM and self.num_replicas_in_sync > 1:
+            raise ValueError(f"{self.__class__.__name__}.reduce: SUM of a value that is not "
+                             "per-replica (a result of `run`) would count it once per "
+                             "replica; reduce the per-replica value instead")
+        else:
+            values = [convert_to_tensor(value)]
+        if axis is None:
+            return all_reduce_values(op.name.lower(), [[v] for v in values])[0]
+        if op in (ReduceOp.MAX, ReduceOp.MIN):
+            raise ValueError(f"{self.__class__.__name__}.reduce: axis= is taken with SUM and "
+                             f"MEAN, not {op.name}")
+        total = all_reduce_values("sum", [[reduce_sum(v, axis)] for v in values])[0]
+        if op is ReduceOp.MEAN:
+            count = sum(int(v.shape[axis]) for v in values)
+            total = total / convert_to_tensor(count, total.dtype)
+        return total
+
+    def gather(self, value: Any, axis: int) -> Any:
+        """The replicas' values (a nest of per-replica values) concatenated along `axis`."""
+        leaves, tree = nest.flatten(value)
+        return nest.unflatten(tree, [concat(list(self.experimental_local_results(leaf)), axis)
+                                     for leaf in leaves])
+
+    def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
+        """The replicas' values of a per-replica value, in replica order (a plain value:
+        itself, once)."""
+        return value.values if isinstance(value, PerReplica) else (value,)
+
+    def experimental_distribute_values_from_function(
+            self, value_fn: Callable[[ValueContext], Any]) -> Any:
+        """``value_fn(ValueContext)`` once per replica, as a per-replica value."""
+        values = []
+        for index, device in enumerate(self._devices):
+            with devices.device(device):
+                values.append(value_fn(ValueContext(index, self.num_replicas_in_sync)))
+        return values[0] if len(values) == 1 else PerReplica(values)
+
+    def experimental_distribute_dataset(self, dataset: Any, options: Any = None
+                                        ) -> DistributedDataset:
+        """`dataset`'s elements (global batches) split along their first axis into one
+        shard per replica, each on its replica's device."""
+        return DistributedDataset(self, dataset)
+
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+                                          options: Any = None) -> DistributedDataset:
+        """``dataset_fn(InputContext)`` gives the dataset of one input pipeline, batched
+        per replica (`InputContext.get_per_replica_batch_size`); here, in one process, each
+        replica takes its shard of that pipeline's elements."""
+        context_ = InputContext(1, 0, self.num_replicas_in_sync)
+        return DistributedDataset(self, dataset_fn(context_), split=False)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(devices={list(self._devices)})"
+
+
+class MirroredStrategy(Strategy):
+    """Synchronous data parallelism over this process's devices: one replica per device,
+    variables mirrored on each (TensorFlow's ``tf.distribute.MirroredStrategy``).
+
+    `devices` are device names (``["CPU:0", "CPU:1"]``, logical CPUs made by
+    `sf.config.set_logical_device_count`, GPUs); by default every GPU, else the host CPU.
+
+    >>> strategy = sf.distribute.MirroredStrategy(["CPU:0"])
+    >>> strategy.num_replicas_in_sync
+    1
+    >>> with strategy.scope():
+    ...     v = sf.Variable(1.0)
+    >>> v.values
+    (sf.Variable(1., name='Variable:...', shape=(), dtype=float32),)
+    """
+
+    def __init__(self, devices: list[str] | tuple[str, ...] | None = None,
+                 cross_device_ops: Any = None) -> None:
+        if devices is None:
+            listed = [name for name in _listed_devices() if "/device:GPU:" in name]
+            devices = listed or [_HOST]
+        if not devices:
+            raise ValueError("MirroredStrategy: needs at least one device")
+        resolved = [_resolve(name) for name in devices]
+        if len(set(resolved)) != len(resolved):
+            raise ValueError(f"MirroredStrategy: a device is named twice in {list(devices)}")
+        super().__init__(resolved)
+
+    def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        current = replica.current()
+        if current is None or current.strategy is not self or current.replica_index == 0:
+            made = self._mirror(next_creator, kwargs)
+            if current is not None and current.strategy is self:
+                self._created.append(made)
+            return made
+        created = self._created
+        index = current.variables_made
+        current.variables_made = index + 1
+        if index >= len(created):
+            raise RuntimeError(f"replica {current.replica_index} creates a variable replica "
+                               "0 did not: every replica must create the same variables")
+        return created[index]
+
+    def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
+        """One variable per replica device, each starting from the first's value."""
+        with devices.device(self._devices[0]):
+            first = next_creator(**kwargs)
+        copies = [first]
+        for index, device in enumerate(self._devices[1:], start=1):
+            with devices.device(device):
+                copies.append(next_creator(**{
+                    **kwargs, "initial_value": first.numpy(), "dtype": first.dtype,
+                    "name": f"{first.name}/replica_{index}"}))
+        return MirroredVariable(self, copies)
+
+
+class OneDeviceStrategy(MirroredStrategy):
+    """Everything on one device, through the strategy API (TensorFlow's
+    ``tf.distribute.OneDeviceStrategy``).
+
+    >>> sf.distribute.OneDeviceStrategy("CPU:0").num_replicas_in_sync
+    1
+    """
+
+    def __init__(self, device: str) -> None:
+        super().__init__([device])
+
+
+class _DefaultStrategy(Strategy):
+    """The strategy outside any scope: one replica, this thread, plain variables."""
+
+    def __init__(self) -> None:
+        super().__init__([_HOST])
+
+    def run(self, fn: Callable[..., Any], args: tuple | list = (),
+            kwargs: dict | None = None) -> Any:
+        args = tuple(args) if isinstance(args, list | tuple) else (args,)
+        return fn(*args, **(kwargs or {}))
+
+
+_HOST = devices.HOST
+_DEFAULT = _DefaultStrategy()
+_DEFAULT_REPLICA = ReplicaContext(_DEFAULT, 0)
+
+
+def _listed_devices() -> list[str]:
+    return devices.listed()
+
+
+def _resolve(name: str) -> str:
+    return devices.resolve(name)
+
+
+def _select(structure: Any, index: int) -> Any:
+    """Replica `index`'s view of `structure`: each `PerReplica` in it replaced by its
+    value for that replica."""
+    leaves, tree = nest.flatten(structure)
+    return nest.unflatten(tree, [leaf.values[index] if isinstance(leaf, PerReplica) else leaf
+                                 for leaf in leaves])
+
+
+class ValueContext:
+    """What `experimental_distribute_values_from_function` tells its function."""
+
+    def __init__(self, replica_id_in_sync_group: int, num_replicas_in_sync: int) -> None:
+        self.replica_id_in_sync_group = replica_id_in_sync_group
+        self.num_replicas_in_sync = num_replicas_in_sync
+
+
+class InputContext:
+    """What `distribute_datasets_from_function` tells its function: the input pipelines
+    and the replicas, to size a per-replica batch."""
+
+    def __init__(self, num_input_pipelines: int, input_pipeline_id: int,
+                 num_replicas_in_sync: int) -> None:
+        self.num_input_pipelines = num_input_pipelines
+        self.input_pipeline_id = input_pipeline_id
+        self.num_replicas_in_sync = num_replicas_in_sync
+
+    def get_per_replica_batch_size(self, global_batch_size: int) -> int:
+        if global_batch_size % self.num_replicas_in_sync:
+            raise ValueError(f"the global batch size {global_batch_size} is not divisible by "
+                             f"the {self.num_replicas_in_sync} replicas")
+        return global_batch_size // self.num_replicas_in_sync
+
+
+class DistributedDataset:
+    """A dataset whose elements are per-replica: each global batch split along its first
+    axis into one shard per replica (the first replicas take one row more where it does
+    not divide), each shard on its replica's device. With `split` False, consecutive
+    elements go to the replicas in turn (a pipeline already batched per replica)."""
+
+    def __init__(self, strategy: Strategy, dataset: Any, split: bool = True) -> None:
+        self._strategy = strategy
+        self._dataset = dataset
+        self._split = split
+
+    def __iter__(self) -> Iterator[Any]:
+        strategy = self._strategy
+        count = strategy.num_replicas_in_sync
+        iterator = iter(self._dataset)
+        while True:
+            if self._split:
+                try:
+                    element = next(iterator)
+                except StopIteration:
+                    return
+                shards = _split_element(element, count)
+            else:
+                shards = []
+                for _ in range(count):
+                    try:
+                        shards.append(next(iterator))
+                    except StopIteration:
+                        return
+            placed = []
+            for shard, device in zip(shards, strategy.worker_devices, strict=True):
+                leaves, tree = nest.flatten(shard)
+                placed.append(nest.unflatten(tree, [convert_to_tensor(leaf).to(device)
+                                                    for leaf in leaves]))
+            if count == 1:
+                yield placed[0]
+            else:
+                leaves = [nest.flatten(shard)[0] for shard in placed]
+                tree = nest.flatten(placed[0])[1]
+                yield nest.unflatten(tree, [PerReplica(values)
+                                            for values in zip(*leaves, strict=True)])
+
+
+def _split_element(element: Any, count: int) -> list[Any]:
+    """One nest per replica, each leaf split along its first axis."""
+    leaves, tree = nest.flatten(element)
+    tensors = [convert_to_tensor(leaf) for leaf in leaves]
+    if not tensors:
+        return [element] * count
+    rows = int(tensors[0].shape[0])
+    bounds = [index * (rows // count) + min(index, rows % count) for index in range(count + 1)]
+    return [nest.unflatten(tree, [t[bounds[i]:bounds[i + 1]] for t in tensors])
+            for i in range(count)]
+
+
+def get_strategy() -> Strategy:
+    """The strategy of the innermost `scope` (or `run`) of this thread; the default one
+    (one replica) outside any.
+
+    >>> sf.distribute.get_strategy().num_replicas_in_sync
+    1
+    """
+    return _scopes.stack[-1] if _scopes.stack else _DEFAULT
+
+
+def has_strategy() -> bool:
+    """Whether a strategy's scope is open on this thread.
+
+    >>> sf.distribute.has_strategy()
+    False
+    """
+    return bool(_scopes.stack)
+
+
+def get_replica_context() -> ReplicaContext | None:
+    """The replica context inside `Strategy.run`; None in a strategy's scope outside it
+    (the cross-replica context); the default one replica's outside any scope.
+
+    >>> sf.distribute.get_replica_context().num_replicas_in_sync
+    1
+    """
+    current = replica.current()
+    if current is not None:
+        return current
+    return None if _scopes.stack else _DEFAULT_REPLICA
+
+
+def in_cross_replica_context() -> bool:
+    """Whether this thread is in a strategy's scope but not inside its `run`.
+
+    >>> sf.distribute.in_cross_replica_context()
+    False
+    """
+    return replica.current() is None and bool(_scopes.stack)
+
+
+__all__ = ["DistributedDataset", "InputContext", "MirroredStrategy", "OneDeviceStrategy",
+           "ReduceOp", "ReplicaContext", "Strategy", "ValueContext",
+           "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context"]

@@ -1,0 +1,130 @@
+"""Distributed values: one value per replica (`PerReplica`) and mirrored variables.
+
+A `MirroredVariable` keeps one `sf.Variable` per replica device, kept identical by applying
+the same updates on every replica. Inside a replica's step it is that replica's copy
+(reads, assigns, the tape's record of a read); elsewhere it reads the first copy and writes
+all of them, so a checkpoint saves it once and restores it into every copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stageflow.core import context
+from stageflow.frontend import replica, tape
+from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.variables import Variable
+
+
+class PerReplica:
+    """The values of one result on each replica (`Strategy.run`'s result, a distributed
+    dataset's element); `values` holds them in replica order. A staged function takes and
+    returns it as its values.
+
+    >>> strategy = sf.distribute.MirroredStrategy(["CPU:0"])
+    >>> sf.distribute.PerReplica((sf.constant(1.0), sf.constant(2.0)))
+    PerReplica:{
+      0: sf.Tensor(1., shape=(), dtype=float32),
+      1: sf.Tensor(2., shape=(), dtype=float32)
+    }
+    """
+
+    def __init__(self, values: tuple[Any, ...] | list[Any]) -> None:
+        self.values = tuple(values)
+
+    def _nest_components(self) -> tuple[tuple[Any, ...], int]:
+        return self.values, len(self.values)
+
+    @classmethod
+    def _nest_rebuild(cls, _: int, components: tuple[Any, ...]) -> PerReplica:
+        return cls(components)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __repr__(self) -> str:
+        body = ",\n".join(f"  {index}: {value!r}" for index, value in enumerate(self.values))
+        return f"PerReplica:{{\n{body}\n}}"
+
+
+class MirroredVariable(Variable):
+    """One variable per replica of `strategy`, made by ``sf.Variable`` in its scope.
+
+    `values` are the copies, one on each replica's device, in replica order.
+    """
+
+    def __init__(self, strategy: Any, values: list[Variable]) -> None:  # noqa: D107
+        self._strategy = strategy
+        self.values = tuple(values)
+        self.name = values[0].name
+        self.trainable = values[0].trainable
+
+    def _here(self) -> Variable:
+        """The copy of the replica this thread computes for, else the first."""
+        current = replica.current()
+        if current is not None and current.strategy is self._strategy:
+            return self.values[current.replica_index]
+        return self.values[0]
+
+    def _in_replica(self) -> bool:
+        current = replica.current()
+        return current is not None and current.strategy is self._strategy
+
+    @property
+    def _value(self) -> Any:
+        return self._here()._value
+
+    @property
+    def _device(self) -> str:
+        return self._here()._device
+
+    @property
+    def _lock(self) -> Any:
+        return self._here()._lock
+
+    @property
+    def _fetch(self) -> Any:
+        return self._here()._fetch
+
+    def read_value(self) -> Tensor:
+        """The replica's copy (the first outside a replica's step); a tape watching the
+        variable records the read as this variable's."""
+        value = context.current_trace().read_variable(self._here())
+        if context.state.tape_count:
+            tape.variable_read(self, value)
+        return value
+
+    value = read_value
+
+    def assign(self, value: Any) -> MirroredVariable:
+        """Write the replica's copy inside a replica's step, else every copy."""
+        if self._in_replica():
+            self._here().assign(value)
+        else:
+            tensor = convert_to_tensor(value, self.dtype)
+            for copy in self.values:
+                copy.assign(tensor)
+        return self
+
+    def assign_add(self, delta: Any) -> MirroredVariable:
+        for copy in (self._here(),) if self._in_replica() else self.values:
+            copy.assign_add(delta)
+        return self
+
+    def assign_sub(self, delta: Any) -> MirroredVariable:
+        for copy in (self._here(),) if self._in_replica() else self.values:
+            copy.assign_sub(delta)
+        return self
+
+    def _store(self, array: Any) -> None:
+        """Write every copy (a checkpoint's restore)."""
+        array = np.asarray(array)
+        for copy in self.values:
+            copy._store(array)
+
+    def __repr__(self) -> str:
+        body = ",\n".join(f"  {index}: {copy!r}" for index, copy in enumerate(self.values))
+        return f"MirroredVariable:{{\n{body}\n}}"
