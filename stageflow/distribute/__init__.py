@@ -15,6 +15,7 @@
 
 from stageflow.core.exports import public_dir
 from stageflow.distribute.cluster import connect, shutdown, workers
+from stageflow.distribute.multi_worker import MultiWorkerMirroredStrategy
 from stageflow.distribute.remote import TIMEOUT, RemoteDeviceError
 from stageflow.distribute.replicas import ReplicaError
 from stageflow.distribute.strategy import (
@@ -34,8 +35,9 @@ from stageflow.distribute.strategy import (
 from stageflow.distribute.values import MirroredVariable, PerReplica
 
 __all__ = ["TIMEOUT", "DistributedDataset", "InputContext", "MirroredStrategy",
-           "MirroredVariable", "OneDeviceStrategy", "PerReplica", "ReduceOp", "RemoteDeviceError",
-           "ReplicaContext", "ReplicaError", "Strategy", "ValueContext", "connect",
+           "MirroredVariable", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica",
+           "ReduceOp", "RemoteDeviceError", "ReplicaContext", "ReplicaError", "Strategy",
+           "ValueContext", "connect",
            "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",
            "shutdown", "workers"]
 __dir__ = public_dir(globals())  # not the submodules

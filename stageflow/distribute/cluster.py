@@ -20,7 +20,8 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {"actors": [], "devices": [], "started": False}
 
 
-def _ray() -> Any:
+def ray_module() -> Any:
+    """Ray, imported on first use (an optional dependency)."""
     try:
         import ray  # noqa: PLC0415 - an optional dependency, imported when used
     except ImportError:
@@ -65,7 +66,7 @@ def connect(jobs: dict[str, int] | None = None, address: str | None = None) -> l
     jobs = {"worker": 1} if jobs is None else dict(jobs)
     if not jobs or any(not isinstance(n, int) or n < 1 for n in jobs.values()):
         raise ValueError(f"jobs must map job names to task counts >= 1, got {jobs!r}")
-    ray = _ray()
+    ray = ray_module()
     with _lock:
         _release(kill=True)
         if not ray.is_initialized():
@@ -94,7 +95,7 @@ def connect(jobs: dict[str, int] | None = None, address: str | None = None) -> l
 def _release(kill: bool) -> None:
     runtime_devices.unregister(_state["devices"])
     if kill:
-        ray = _ray()
+        ray = ray_module()
         for actor in _state["actors"]:
             ray.kill(actor)
     _state["actors"], _state["devices"] = [], []
@@ -118,7 +119,7 @@ def shutdown() -> None:
     with _lock:
         if not _state["actors"] and not _state["started"]:
             return
-        ray = _ray()
+        ray = ray_module()
         _release(kill=True)
         if _state["started"]:
             ray.shutdown()

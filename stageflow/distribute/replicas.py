@@ -16,6 +16,7 @@ A single replica runs on the calling thread, its collectives computed at once.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,6 +51,7 @@ class _ReplicaThread(threading.Thread):
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
+        self.finished: queue.SimpleQueue | None = None  # told at the end, when free-running
 
     def run(self) -> None:
         try:
@@ -62,6 +64,8 @@ class _ReplicaThread(threading.Thread):
         self.done = True
         self.request = None
         self.paused.set()
+        if self.finished is not None:
+            self.finished.put(self)
 
     def _wait_for_turn(self) -> None:
         self.resume.wait()
@@ -97,10 +101,14 @@ def sync(name: str, merge: Merge, payload: Any) -> Any:
 
 
 def run_replicas(fn: Callable[..., Any], per_replica_args: Sequence[tuple[tuple, dict]],
-                 replica_devices: Sequence[str],
-                 contexts: Sequence[replica_state.Replica]) -> list[Any]:
+                 replica_devices: Sequence[str], contexts: Sequence[replica_state.Replica],
+                 lockstep: bool = True) -> list[Any]:
     """``fn(*args, **kwargs)`` once per replica, in lockstep; the results in replica order.
-    A replica's exception is raised here once every replica stopped."""
+    A replica's exception is raised here once every replica stopped.
+
+    Without `lockstep` the replicas run at once and meet nowhere here (their collectives
+    meet in the worker processes their work runs in); the first exception is raised as
+    soon as it happens, as the other replicas may wait for the failed one's workers."""
     if len(contexts) == 1:
         args, kwargs = per_replica_args[0]
         with devices.device(replica_devices[0]), replica_state.entered(contexts[0]):
@@ -122,6 +130,8 @@ def run_replicas(fn: Callable[..., Any], per_replica_args: Sequence[tuple[tuple,
     threads = [_ReplicaThread(index, work_of(index)) for index in range(len(contexts))]
     for thread in threads:
         thread.start()
+    if not lockstep:
+        return _free_running(threads)
     try:
         _lockstep(threads)
     finally:
@@ -131,6 +141,19 @@ def run_replicas(fn: Callable[..., Any], per_replica_args: Sequence[tuple[tuple,
                 thread.resume.set()
         for thread in threads:
             thread.join()
+    return [thread.result for thread in threads]
+
+
+def _free_running(threads: list[_ReplicaThread]) -> list[Any]:
+    """Let every replica run to its end at once; their results, or the first error."""
+    finished: queue.SimpleQueue[_ReplicaThread] = queue.SimpleQueue()
+    for thread in threads:
+        thread.finished = finished
+        thread.resume.set()
+    for _ in threads:
+        thread = finished.get()
+        if thread.error is not None:
+            raise thread.error
     return [thread.result for thread in threads]
 
 

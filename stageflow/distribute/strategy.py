@@ -121,13 +121,15 @@ class ReplicaContext:
         leaves, tree = nest.flatten(value)
         if not leaves:
             return value
-        reduced = _all_reduce_leaves(op, *[convert_to_tensor(leaf) for leaf in leaves])
+        reduced = _all_reduce_leaves(self.strategy._combine, op,
+                                     *[convert_to_tensor(leaf) for leaf in leaves])
         return nest.unflatten(tree, list(reduced) if isinstance(reduced, tuple | list)
                               else [reduced])
 
     def all_gather(self, value: Any, axis: int) -> Any:
         """Every replica's `value` (a nest of tensors) concatenated along `axis`, in
         replica order; every replica gets the same result."""
+        self._in_this_process("all_gather")
         leaves, tree = nest.flatten(value)
         gathered = replicas.sync(
             "all_gather", lambda payloads: [
@@ -136,10 +138,18 @@ class ReplicaContext:
             [convert_to_tensor(leaf) for leaf in leaves])
         return nest.unflatten(tree, gathered)
 
+    def _in_this_process(self, what: str) -> None:
+        if not self.strategy._lockstep:
+            raise NotImplementedError(
+                f"{type(self.strategy).__name__}: {what} meets the replicas in this process, "
+                "and this strategy's replicas run in worker processes; all_reduce is the "
+                "collective they have")
+
     def merge_call(self, merge_fn: Callable[..., Any], args: tuple = (),
                    kwargs: dict | None = None) -> Any:
         """``merge_fn(strategy, *args, **kwargs)`` once for all replicas, each argument a
         `PerReplica` of the replicas' arguments; every replica gets its result."""
+        self._in_this_process("merge_call")
         def merge(payloads: list[Any]) -> list[Any]:
             count = len(payloads)
             merged_args = tuple(PerReplica([p[0][i] for p in payloads]) if count > 1
@@ -153,25 +163,25 @@ class ReplicaContext:
         return replicas.sync("merge_call", merge, (args, kwargs or {}))
 
 
-def _all_reduce_leaves(op: ReduceOp, *leaves: Any) -> Any:
+# How a strategy's replicas combine their values: ``combine(name, kind, values)`` gives this
+# replica's results of the all-reduce `kind` ("sum", "mean", "max", "min") of `values`.
+Combine = Callable[[str, str, list[Any]], list[Any]]
+
+
+def _all_reduce_leaves(combine: Combine, op: ReduceOp, *leaves: Any) -> Any:
     """The replicas' all-reduce of `leaves`, with its gradient an all-reduce too."""
 
     @custom_gradient
     def reduced(*values: Any) -> Any:
-        results = replicas.sync(
-            f"all_reduce({op.name})",
-            lambda payloads: [all_reduce_values(op.name.lower(), payloads)] * len(payloads),
-            list(values))
+        results = combine(f"all_reduce({op.name})", op.name.lower(), list(values))
 
         def gradient(*cotangents: Any) -> Any:
             # d/dx_r of sum_j y_j over every replica's use of the result: the sum of the
             # replicas' cotangents (their mean for MEAN); MAX and MIN pass it where this
             # replica's value is the extreme one.
             kind = "mean" if op is ReduceOp.MEAN else "sum"
-            summed = replicas.sync(
-                f"all_reduce({op.name}) gradient",
-                lambda payloads: [all_reduce_values(kind, payloads)] * len(payloads),
-                [convert_to_tensor(c) for c in cotangents])
+            summed = combine(f"all_reduce({op.name}) gradient", kind,
+                             [convert_to_tensor(c) for c in cotangents])
             if op in (ReduceOp.MAX, ReduceOp.MIN):
                 summed = [g * (x == y) for g, x, y in
                           zip(summed, values, results, strict=True)]
@@ -189,6 +199,7 @@ class Strategy:
     def __init__(self, replica_devices: list[str]) -> None:
         self._devices = replica_devices
         self._created: list[MirroredVariable] = []  # by the run in progress, in order
+        self._creating = threading.RLock()
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -216,10 +227,26 @@ class Strategy:
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         return next_creator(**kwargs)
 
+    # Whether the replicas run in lockstep threads of this process, meeting at each
+    # collective here (else each runs at once, its collectives met in its worker).
+    _lockstep = True
+
+    def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """What each replica calls for `run(fn)`."""
+        return fn
+
+    def _combine(self, name: str, kind: str, values: list[Any]) -> list[Any]:
+        """This replica's results of an all-reduce: the replicas meet in lockstep and one
+        `all_reduce` op over their values gives every replica the same results."""
+        return replicas.sync(
+            name, lambda payloads: [all_reduce_values(kind, payloads)] * len(payloads),
+            values)
+
     def run(self, fn: Callable[..., Any], args: tuple | list = (),
             kwargs: dict | None = None) -> Any:
         """``fn(*args, **kwargs)`` once per replica (a `PerReplica` argument gives each its
         own value); a result per replica (`PerReplica`), or the result itself with one."""
+        step = self._step(fn)
         count = self.num_replicas_in_sync
         kwargs = kwargs or {}
         args = tuple(args) if isinstance(args, list | tuple) else (args,)
@@ -228,7 +255,8 @@ class Strategy:
         contexts = [ReplicaContext(self, index) for index in range(count)]
         self._created = []
         with self.scope():
-            results = replicas.run_replicas(fn, per_replica, self._devices, contexts)
+            results = replicas.run_replicas(step, per_replica, self._devices, contexts,
+                                            lockstep=self._lockstep)
         if count == 1:
             return results[0]
         flat = [nest.flatten(result) for result in results]
@@ -336,19 +364,17 @@ class MirroredStrategy(Strategy):
         super().__init__(resolved)
 
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        """In the scope, a variable per replica; inside `run`, where every replica creates
+        the same variables, the first to create its k-th makes it for all."""
         current = replica.current()
-        if current is None or current.strategy is not self or current.replica_index == 0:
-            made = self._mirror(next_creator, kwargs)
-            if current is not None and current.strategy is self:
-                self._created.append(made)
-            return made
-        created = self._created
-        index = current.variables_made
-        current.variables_made = index + 1
-        if index >= len(created):
-            raise RuntimeError(f"replica {current.replica_index} creates a variable replica "
-                               "0 did not: every replica must create the same variables")
-        return created[index]
+        if current is None or current.strategy is not self:
+            return self._mirror(next_creator, kwargs)
+        with self._creating:
+            index = current.variables_made
+            current.variables_made = index + 1
+            if index == len(self._created):
+                self._created.append(self._mirror(next_creator, kwargs))
+            return self._created[index]
 
     def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
         """One variable per replica device, each starting from the first's value."""

@@ -75,7 +75,7 @@ class MirroredVariable(Variable):
 
     @property
     def _value(self) -> Any:
-        return self._here()._value
+        return self._here()._current()
 
     @property
     def _device(self) -> str:
@@ -120,10 +120,14 @@ class MirroredVariable(Variable):
         return self
 
     def _store(self, array: Any) -> None:
-        """Write every copy (a checkpoint's restore)."""
+        """Write every copy (a checkpoint's restore), in this process or a worker's."""
         array = np.asarray(array)
         for copy in self.values:
-            copy._store(array)
+            if copy._fetch is None:
+                copy._store(array)
+            else:
+                with context.init_scope():
+                    copy.assign(array)
 
     def __repr__(self) -> str:
         body = ",\n".join(f"  {index}: {copy!r}" for index, copy in enumerate(self.values))

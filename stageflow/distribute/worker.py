@@ -17,6 +17,7 @@ from typing import Any
 
 from stageflow.core.errors import KERNEL_ERRORS
 from stageflow.core.primitive import REGISTRY
+from stageflow.distribute import worker_collectives
 from stageflow.frontend.variables import Variable
 from stageflow.ir.text import parse_module
 from stageflow.passes import DEFAULT_PIPELINE
@@ -75,6 +76,13 @@ class Worker:
         if with_shapes:
             return (*results, [getattr(r, "shape", ()) for r in results])
         return results[0] if len(results) == 1 else tuple(results)
+
+    def join_collective(self, group: str, world_size: int, rank: int) -> None:
+        """Join a `MultiWorkerMirroredStrategy`'s collective group as `rank`."""
+        worker_collectives.join(group, world_size, rank)
+
+    def leave_collective(self, group: str) -> None:
+        worker_collectives.leave(group)
 
     def create_variable(self, key: str, value: Any, trainable: bool, name: str) -> None:
         self.variables[key] = Variable(value, trainable=trainable, name=name)

@@ -16,6 +16,7 @@ from stageflow.core.errors import KERNEL_ERRORS, located_error
 from stageflow.core.op_facts import Effect
 from stageflow.core.primitive import Primitive, ResourceType, ShapedType
 from stageflow.core.source import SourceLocation
+from stageflow.primitives.control import is_named
 
 Type = ShapedType | ResourceType
 
@@ -93,12 +94,14 @@ class Graph:
                     found.extend(region.all_equations())
         return found
 
-    def python_callback(self) -> Equation | None:
+    def python_callback(self, named_ok: bool = False) -> Equation | None:
         """The first equation anywhere in the graph that calls back into Python (a
         `py_func`): a call of a Python function of this process, which a saved or
-        ahead-of-time compiled function cannot hold."""
+        ahead-of-time compiled function cannot hold. With `named_ok`, callbacks registered
+        by name are left out: a worker process that registered them runs them too."""
         return next((eq for eq in self.all_equations()
-                     if Effect.CALLBACK in eq.primitive.effects), None)
+                     if Effect.CALLBACK in eq.primitive.effects
+                     and not (named_ok and is_named(eq.params.get("func", "")))), None)
 
     def callees(self) -> list[Any]:
         """The concrete functions this graph calls, directly or indirectly, each once."""

@@ -168,9 +168,27 @@ _callback_ids = itertools.count()
 _CALLBACKS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
+# Callbacks every process that uses them registers under one name (`register_named`), so a
+# graph holding one still runs after travelling to another process as IR text.
+_NAMED: dict[str, Callable[..., Any]] = {}
+
+
+def register_named(name: str, callback: Callable[..., Any]) -> None:
+    """Make `name` (or ``name#N``, one op's own, as each op binds its own program symbol)
+    a `py_func` param that calls `callback` in this process: a process that registers the
+    same name runs graphs naming it (a worker's collective calls)."""
+    _NAMED[name] = callback
+
+
+def is_named(func: str) -> bool:
+    """Whether `func` names a callback registered by name (`register_named`)."""
+    return str(func).partition("#")[0] in _NAMED
+
+
 def callback_of(func: str) -> Callable[..., Any]:
     """The callable a `py_func` param names."""
-    callback = getattr(func, "callback", None) or _CALLBACKS.get(func)
+    callback = (getattr(func, "callback", None) or _NAMED.get(str(func).partition("#")[0])
+                or _CALLBACKS.get(func))
     if callback is None:
         raise RuntimeError(f"py_func: the Python function {func!r} no longer exists")
     return callback
