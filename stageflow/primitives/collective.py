@@ -15,12 +15,14 @@ compiled loops do (so +0 and -0 give the earlier one), and a NaN wins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from stageflow.core import dtypes
-from stageflow.core.dims import same_dims
+from stageflow.core.dims import PYTHON, D, DimArith
 from stageflow.core.op_facts import Cost
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
@@ -65,6 +67,12 @@ def _same_dims(a: tuple[int | None, ...], b: tuple[int | None, ...]) -> bool:
                                     for x, y in zip(a, b, strict=True))
 
 
+def _all_reduce_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]],
+                     **_: object) -> list[D]:
+    """The operands' dims, which are equal: on each axis the best known of them."""
+    return [d.same([dims[axis] for dims in operands]) for axis in range(len(operands[0]))]
+
+
 def _all_reduce_rule(*xs: ShapedType, reduction: str) -> ShapedType:
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {', '.join(map(repr, REDUCTIONS))}, "
@@ -83,7 +91,7 @@ def _all_reduce_rule(*xs: ShapedType, reduction: str) -> ShapedType:
     allowed = REDUCTIONS[reduction].operand_dtypes
     if first.dtype not in allowed:
         raise TypeError(f"reduction {reduction!r}: {dtypes.refusal(first.dtype, allowed)}")
-    return first
+    return ShapedType(tuple(_all_reduce_dims(PYTHON, [x.shape for x in xs])), first.dtype)
 
 
 def _extreme(x: np.ndarray, y: np.ndarray, greater: bool) -> np.ndarray:
@@ -117,7 +125,7 @@ all_reduce_p = Primitive(
     "all_reduce",
     shape_rule=_all_reduce_rule,
     kernel=_all_reduce,
-    dims=same_dims,
+    dims=_all_reduce_dims,
     summary="the replicas' values x0..x{n-1} combined elementwise by `reduction` (sum, "
             "mean, max or min), left to right",
     cost=Cost.ELEMENTWISE,

@@ -334,3 +334,16 @@ def test_errors_while_staging_name_the_users_line():
                                          r"\).*test_collective.py"):
         f.get_concrete_function(sf.TensorSpec([None, 3], sf.float32),
                                 sf.TensorSpec([None, 4], sf.float32))
+
+
+def test_unknown_dims_take_the_known_ones_and_must_agree_when_it_runs():
+    """A dim one operand knows is the result's; values whose dims differ when the
+    interpreter runs them are refused there, naming the op."""
+    f = sf.function(lambda x, y: reduce(x, y, reduction="sum"), jit=False)
+    concrete = f.get_concrete_function(sf.TensorSpec([None, 3], sf.float32),
+                                       sf.TensorSpec([2, None], sf.float32))
+    assert concrete.graph.outputs[0].type.shape == (2, 3)
+    g = sf.function(lambda x, y: reduce(x, y, reduction="sum"), jit=False,
+                    input_signature=[sf.TensorSpec([None], sf.float32)] * 2)
+    with pytest.raises(ValueError, match=r"all_reduce.*different shapes \[\(1,\), \(3,\)\]"):
+        g(np.ones(1, np.float32), np.ones(3, np.float32))
