@@ -186,6 +186,20 @@ def test_the_gpu_kernel_computes_the_eager_numbers(element, dtype, reduction):
         assert_same_bits(out, want)
 
 
+def test_eager_and_staged_on_the_gpu_device():
+    """On the suite's emulated GPU device an eager all_reduce and a staged function using
+    one run there, and give the host's bits."""
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((5, 7)).astype(np.float32) for _ in range(3)]
+    step = sf.function(lambda a, b, c: reduce(a, b, c, reduction="max") - a)
+    with sf.device("/device:GPU:0"):
+        ts = [sf.constant(x) for x in xs]
+        mean, stepped = reduce(*ts, reduction="mean"), step(*ts)
+    assert mean.device == stepped.device == "/device:GPU:0"
+    assert_same_bits(mean.numpy(), all_reduce_p.kernel(*xs, reduction="mean"))
+    assert_same_bits(stepped.numpy(), all_reduce_p.kernel(*xs, reduction="max") - xs[0])
+
+
 def test_ptxas_assembles_the_kernels(tmp_path):
     ptxas = ptxas_path()
     assert ptxas is not None, "ptxas (pip nvidia-cuda-nvcc) is part of the test extra"
