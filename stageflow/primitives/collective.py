@@ -7,10 +7,12 @@ combines element i of every operand), so it fuses with the ops around it, the op
 update that follows it among them.
 
 The operands are combined left to right, ``((x0 + x1) + x2) + ...`` (a mean then divides by
-n in their dtype), by the elementwise primitive of each reduction, in NumPy and in compiled
-code alike, so both give the same bits: a sum over a stacked axis (``np.sum``) would add in
-pairs, another order and other roundings. Max and min keep the first of equal operands, as
-compiled loops do (so +0 and -0 give the earlier one), and a NaN wins.
+n in their dtype), by the eager kernel and by compiled code alike (which folds them with the
+rules of `add`, `maximum` or `minimum`, rounding each step as those ops do), so both give
+the same bits: a sum over a stacked axis (``np.sum``) may add in another order (pairwise,
+in blocks) and round differently. Max and min keep the first of equal operands, as compiled
+loops do (so of +0 and -0 the earlier one, where NumPy's maximum may give the later), and a
+NaN wins.
 """
 
 from __future__ import annotations

@@ -147,6 +147,22 @@ def test_the_compiled_function_runs_it_in_the_kernel_of_the_update():
     assert stats["kernels"] == 1, stats
 
 
+def test_replicas_on_logical_devices_in_one_staged_function():
+    """The strategy's shape: each replica's op placed on a logical CPU of its own, their
+    values combined by one op of the graph."""
+
+    @sf.function
+    def step(*xs):
+        grads = []
+        for i, x in enumerate(xs):
+            with sf.device(f"/device:CPU:{i}"):
+                grads.append(x * 2.0)
+        return reduce(*grads, reduction="mean")
+
+    xs = [np.full((2, 2), float(i), np.float32) for i in range(3)]
+    assert_same_bits(step(*xs).numpy(), np.full((2, 2), 2.0, np.float32))
+
+
 # --------------------------------------------------------------------------------- GPU
 
 KERNEL = """
