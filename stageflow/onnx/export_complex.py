@@ -19,9 +19,9 @@ from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.graph import Equation
 from stageflow.onnx import export_ops
 from stageflow.onnx.export_builder import Builder, OnnxMath, Term
+from stageflow.primitives import collective, reduction
 from stageflow.primitives import elementwise as ew
 from stageflow.primitives import functional as fn
-from stageflow.primitives import reduction
 from stageflow.primitives import special as sp
 from stageflow.primitives import structural as st
 
@@ -67,6 +67,17 @@ def linear(b: Builder, eq: Equation, *zs: str) -> str:
     op_type = {ew.add_p: "Add", ew.subtract_p: "Sub", ew.negative_p: "Neg"}.get(
         eq.primitive, "Identity")
     return b.op(op_type, *zs)
+
+
+@_rule(collective.all_reduce_p)
+def all_reduce(b: Builder, eq: Equation, *zs: str) -> str:
+    """A sum or mean (complex values have no max or min) part by part, left to right."""
+    total = b.op("Identity", zs[0]) if len(zs) == 1 else zs[0]
+    for z in zs[1:]:
+        total = b.op("Add", total, z)
+    if collective.REDUCTIONS[eq.params["reduction"]].mean:
+        total = b.op("Div", total, b.scalar(len(zs), _part_dtype(eq)))
+    return total
 
 
 @_rule(ew.multiply_p)

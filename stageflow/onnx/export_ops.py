@@ -30,7 +30,16 @@ from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.graph import Equation
 from stageflow.onnx.dtypes import SATURATING
 from stageflow.onnx.export_builder import NO_WHERE, WIDER, Builder, OnnxMath, Term, element_type
-from stageflow.primitives import conv, linalg, nd_indexing, reduction, scan, selection, sorting
+from stageflow.primitives import (
+    collective,
+    conv,
+    linalg,
+    nd_indexing,
+    reduction,
+    scan,
+    selection,
+    sorting,
+)
 from stageflow.primitives import elementwise as ew
 from stageflow.primitives import functional as fn
 from stageflow.primitives import special as sp
@@ -222,6 +231,18 @@ def select(b: Builder, eq: Equation, condition: str, x: str, y: str) -> str:
         chosen = b.op("Where", condition, b.cast(x, dtype, wide), b.cast(y, dtype, wide))
         return b.cast(chosen, wide, dtype)
     return b.op("Where", condition, x, y)
+
+
+@exports(collective.all_reduce_p)
+def all_reduce(b: Builder, eq: Equation, *xs: str) -> str:
+    """Folded left to right by its reduction's binary op, as stageflow adds (ONNX's
+    variadic Sum and Mean leave the order to the runtime); a mean then divides by n."""
+    kind = collective.REDUCTIONS[eq.params["reduction"]]
+    dtype = _in(eq).dtype
+    total = b.op("Identity", xs[0]) if len(xs) == 1 else xs[0]
+    for x in xs[1:]:
+        total = b.arithmetic(_BINARY[kind.combine], [total, x], dtype)
+    return b.op("Div", total, b.scalar(len(xs), dtype)) if kind.mean else total
 
 
 

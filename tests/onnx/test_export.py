@@ -16,6 +16,7 @@ import stageflow as sf
 from stageflow.core.primitive import REGISTRY
 from stageflow.onnx.export_ops import RULES
 from stageflow.onnx.exporter import DEFAULT_OPSET
+from stageflow.primitives.collective import all_reduce_p
 from stageflow.primitives.elementwise import ElementwisePrimitive
 from stageflow.testing.onnx_export import check_program, session
 from stageflow.testing.random_programs import campaign_programs
@@ -185,6 +186,31 @@ def test_complex_values_are_their_parts():
     np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-12)
     # A complex output is its parts, [..., 2].
     np.testing.assert_allclose(got[2][..., 0] + 1j * got[2][..., 1], want[2], rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.complex128])
+def test_all_reduce_folds_the_replicas_values_in_order(dtype):
+    """Every reduction of its dtype, of one value and of three (int8 wrapping as NumPy)."""
+    reductions = {np.int8: ["sum", "max", "min"], np.complex128: ["sum", "mean"]}.get(
+        dtype, ["sum", "mean", "max", "min"])
+
+    def f(x, y, z):
+        return [all_reduce_p.bind(*xs, reduction=r) for r in reductions
+                for xs in ((x,), (x, y, z))]
+
+    rng = np.random.default_rng(3)
+    values = [rng.integers(-100, 100, (2, 3)) * (1 + 1j if dtype == np.complex128 else 1)
+              for _ in range(3)]
+    args = [v.astype(dtype) for v in values]
+    if dtype == np.complex128:  # complex inputs and outputs are their parts, [..., 2]
+        parts = [np.stack([a.real, a.imag], axis=-1) for a in args]
+        got = session(sf.onnx.export(f, [sf.TensorSpec([None, 3], dtype)] * 3)).run(
+            None, dict(zip("xyz", parts, strict=True)))
+        for g, w in zip(got, sf.function(f)(*args), strict=True):
+            np.testing.assert_allclose(g[..., 0] + 1j * g[..., 1], w.numpy(), rtol=1e-12)
+        return
+    model = run(sf.function(f), [sf.TensorSpec([None, 3], dtype)] * 3, *args)
+    assert {"Sum", "Mean"}.isdisjoint(node.op_type for node in model.graph.node)
 
 
 @pytest.mark.parametrize("unknown", [False, True])

@@ -43,6 +43,14 @@ def _select(draw: st.DrawFn) -> Case:
     return [_array(cond, np.dtype(np.bool_)), _array(x), _array(y)], {}
 
 
+def _all_reduce(draw: st.DrawFn) -> Case:
+    """One to four replicas' values of one shape (a collective does not broadcast)."""
+    shape = draw(shapes())
+    count = draw(st.integers(1, 4))
+    reduction = draw(st.sampled_from(["sum", "mean", "max", "min"]))
+    return [_array(shape) for _ in range(count)], {"reduction": reduction}
+
+
 def _reduction(name: str, draw: st.DrawFn) -> Case:
     extremum = name in ("reduce_max", "reduce_min")
     shape = draw(shapes(min_side=1 if extremum else 0))
@@ -220,6 +228,7 @@ def _factorization(name: str, draw: st.DrawFn) -> Case:
 # Operands and params for each primitive, by name (`name` for families sharing a strategy).
 CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "select": lambda draw, name: _select(draw),
+    "all_reduce": lambda draw, name: _all_reduce(draw),
     "cast": lambda draw, name: _one_operand(draw, dtype=np.dtype(np.float32)),
     "stop_gradient": lambda draw, name: _one_operand(draw),
     "device_copy": lambda draw, name: _one_operand(draw, device="/device:CPU:1"),

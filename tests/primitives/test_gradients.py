@@ -22,7 +22,16 @@ from hypothesis import strategies as st
 import stageflow as sf
 from stageflow.core.primitive import REGISTRY
 from stageflow.core.shapes import normalize_axes
-from stageflow.primitives import conv, elementwise, functional, linalg, reduction, scan, sorting
+from stageflow.primitives import (
+    collective,
+    conv,
+    elementwise,
+    functional,
+    linalg,
+    reduction,
+    scan,
+    sorting,
+)
 from stageflow.primitives import nd_indexing as nd
 from stageflow.primitives import structural as sv
 from stageflow.primitives.autodiff import HANDLED_BY_TAPE
@@ -185,6 +194,9 @@ FACTORIZATIONS = ["inv", "solve", "triangular_solve", "cholesky", "eigh", "qr", 
 # The complex parts, checked against finite differences on both parts (with complex
 # operands of the rules above) in tests/primitives/test_complex.py.
 COMPLEX = ["real", "imag", "conj", "complex"]
+# The collective, checked against finite differences for each reduction, ties included, in
+# tests/primitives/test_collective.py.
+COLLECTIVE = ["all_reduce"]
 
 
 # Rules that refuse to differentiate (a clear error, not a silent zero), checked below.
@@ -194,7 +206,7 @@ REFUSED = {"trigamma"}
 def test_every_rule_is_checked_here():
     with_rules = {name for name, p in REGISTRY.items() if p.vjp is not None}
     assert with_rules == (set(UNARY_DOMAINS) | set(BINARY) | set(OTHERS) | set(CONTROL)
-                          | set(FACTORIZATIONS) | set(COMPLEX) | REFUSED)
+                          | set(FACTORIZATIONS) | set(COMPLEX) | set(COLLECTIVE) | REFUSED)
 
 
 def test_the_derivative_of_trigamma_is_refused_not_zero():
@@ -764,6 +776,8 @@ def staged_cases(rng, dtype):
         *[(REGISTRY[name], [pos(2, 3), pos(3)], {}) for name in BINARY],
         (elementwise.select_p, [rng.random((2, 1)) < 0.5, r(3), r(2, 3)], {}),
         (elementwise.cast_p, [r(3)], {"dtype": np.dtype(np.float16)}),
+        *[(collective.all_reduce_p, [r(2, 3), r(2, 3), r(2, 3)], {"reduction": kind})
+          for kind in ("sum", "mean", "max", "min")],
         *[(REGISTRY[name], [pos(2, 3, 2)], {"axes": (0, 2), "keepdims": keep})
           for name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
           for keep in (False, True)],

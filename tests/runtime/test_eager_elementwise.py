@@ -37,6 +37,8 @@ def operand_dtypes(name: str) -> list[list[np.dtype]]:
     primitive = REGISTRY[name]
     if name == "select":
         return [[np.dtype(np.bool_), d, d] for d in FLOATS]
+    if name == "all_reduce":  # three replicas' values
+        return [[d] * 3 for d in FLOATS]
     if name == "cast":
         return [[d] for d in [*FLOATS, np.dtype(np.bool_)]]
     allowed = [d for d in [*FLOATS, np.dtype(np.bool_)] if d in primitive.operand_dtypes]
@@ -51,6 +53,8 @@ def _takes_one(primitive) -> bool:
 
 
 def params_of(name: str) -> list[dict]:
+    if name == "all_reduce":
+        return [{"reduction": r} for r in ("sum", "mean", "max", "min")]
     return [{"dtype": d} for d in (np.float32, np.float64, np.bool_)] if name == "cast" else [{}]
 
 
@@ -98,6 +102,8 @@ def cases(name: str):
         shapes = [first] if len(dtypes) == 1 else [first, second, *([first] * (len(dtypes) - 2))]
         if name == "select":  # (the condition first: the layouts' broadcast goes to y)
             shapes = [first, first, second]
+        if name == "all_reduce":  # (a collective does not broadcast)
+            shapes = [first] * len(dtypes)
         yield dtypes, params, shapes
 
 

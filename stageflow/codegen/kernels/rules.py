@@ -45,6 +45,7 @@ from stageflow.codegen.llvm.special import special
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive
 from stageflow.primitives import elementwise as ew
+from stageflow.primitives.collective import REDUCTIONS, all_reduce_p
 from stageflow.primitives.special import ALGORITHMS
 from stageflow.primitives.structural import constant_p
 
@@ -388,6 +389,21 @@ def _float_to_int(e: Emitter, x: ir.Value, wide: ir.IntType) -> ir.Value:
     return b.select(outside, ir.Constant(wide, -(2 ** (wide.width - 1))), value)
 
 
+def _all_reduce(e: Emitter, n: Node) -> ir.Value:
+    """The operands folded left to right by their reduction's binary primitive, each step
+    by that primitive's rule and rounded as it is (so float16 sums round after every add,
+    as NumPy's do); a mean then divides by their count, as `divide` does."""
+    kind = REDUCTIONS[n.params["reduction"]]
+    pair = (n.result, n.result)
+    total = n.args[0]
+    for x in n.args[1:]:
+        total = apply(e, kind.combine, Node((total, x), pair, n.result))
+    if kind.mean:
+        count = e.const(COMPUTE[n.result], len(n.args))
+        total = apply(e, ew.divide_p, Node((total, count), pair, n.result))
+    return total
+
+
 def _constant(e: Emitter, n: Node) -> ir.Value:
     first = np.asarray(n.params["value"]).reshape(-1)[0]
     numbers = {"f": float, "c": complex}
@@ -437,6 +453,7 @@ RULES: dict[Primitive, Rule] = {
     ew.greater_equal_p: _compare(">=", ">="),
     ew.select_p: lambda e, n: e.select(*n.args),
     ew.cast_p: _cast,
+    all_reduce_p: _all_reduce,
     constant_p: _constant,
     **{primitive: _expansion(primitive, function)
        for primitive, function in mathlib.LOWERINGS.items()},
