@@ -3,16 +3,16 @@ worker to worker.
 
 The strategy connects the workers (`sf.distribute.connect`), joins them into a collective
 group (`worker_collectives`), and mirrors variables on them (each worker keeps its copy).
-`run` stages the step once per worker (the replica's graph holds the worker's copies of
-the variables and its collective calls), sends it there as IR, and calls every replica at
-once: each worker runs its compiled step, meeting the others inside it at each
-all-reduce. The coordinator only sends the shards and fetches what the caller reads.
+`run` calls every replica's step at once, each on a thread placing its ops on its worker.
+A staged step (`sf.function`) is traced once per worker (the replica's graph holds the
+worker's copies of the variables and its collective calls), sent there as IR and run
+compiled: each worker meets the others inside it at each all-reduce. The coordinator only
+sends the shards and fetches what the caller reads.
 """
 
 from __future__ import annotations
 
 import uuid
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +22,6 @@ from stageflow.distribute.remote import TIMEOUT, RemoteDeviceError
 from stageflow.distribute.strategy import MirroredStrategy
 from stageflow.distribute.worker_collectives import all_reduce_across_workers, declare
 from stageflow.frontend.tracer import GraphTrace
-from stageflow.staging.function import Function, function
 
 
 class MultiWorkerMirroredStrategy(MirroredStrategy):
@@ -38,11 +37,11 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         with strategy.scope():
             model, optimizer = make_model(), sf.optimizers.SGD(0.1)
         for batch in strategy.experimental_distribute_dataset(dataset):
-            losses = strategy.run(step, args=batch)       # staged, run in the workers
+            losses = strategy.run(step, args=batch)  # step: an sf.function, run in the workers
             loss = strategy.reduce("SUM", losses, axis=None)
 
-    `run` stages `step` itself and runs it in every worker at once, so it is called from
-    Python, not from inside an `sf.function`.
+    `run` is called from Python, not inside an `sf.function`: decorate the step itself
+    with ``@sf.function`` to have each worker run it compiled.
     """
 
     def __init__(self, jobs: dict[str, int] | None = None, address: str | None = None
@@ -52,7 +51,6 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         super().__init__(tasks)
         self._group = f"g{uuid.uuid4().hex[:12]}"
         declare(self._group)
-        self._steps: weakref.WeakKeyDictionary[Any, Function] = weakref.WeakKeyDictionary()
         ray = cluster.ray_module()
         joined = [actor.join_collective.remote(self._group, len(tasks), rank)
                   for rank, actor in enumerate(cluster.workers())]
@@ -69,15 +67,11 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
     _lockstep = False
 
     def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """`fn` staged (once per function), so that each worker runs it compiled."""
+        """`fn` as it is: eagerly, each of a replica's ops is a call to its worker; an
+        `sf.function` is traced once per worker and runs there compiled."""
         if isinstance(context.current_trace(), GraphTrace):
             raise RuntimeError(
-                "MultiWorkerMirroredStrategy.run stages the step and runs it in each worker "
-                "process: call it from Python, not inside an sf.function (the step it runs "
-                "is compiled all the same)")
-        if isinstance(fn, Function):
-            return fn
-        staged = self._steps.get(fn)
-        if staged is None:
-            staged = self._steps[fn] = function(fn)
-        return staged
+                "MultiWorkerMirroredStrategy.run runs each replica's step in its worker "
+                "process: call it from Python, not inside an sf.function, and decorate the "
+                "step given to run with @sf.function to compile it")
+        return fn

@@ -270,12 +270,14 @@ class Strategy:
         return nest.unflatten(tree, leaves)
 
     def reduce(self, reduce_op: Any, value: Any, axis: int | None = None) -> Any:
-        """One tensor of a per-replica value (a nest of them): the replicas' values combined
-        by `reduce_op`, each first reduced along `axis` when given (MEAN then divides by
+        """One tensor on the host of a per-replica value (a nest of them): the replicas'
+        values combined by `reduce_op`, each first reduced along `axis` when given (MEAN then divides by
         the elements along `axis` over all replicas, as TensorFlow does)."""
         op = _reduce_op(reduce_op)
         leaves, tree = nest.flatten(value)
-        return nest.unflatten(tree, [self._reduce_leaf(op, leaf, axis) for leaf in leaves])
+        with devices.device(_HOST):  # the result is the caller's, on the host
+            reduced = [self._reduce_leaf(op, leaf, axis) for leaf in leaves]
+        return nest.unflatten(tree, reduced)
 
     def _reduce_leaf(self, op: ReduceOp, value: Any, axis: int | None) -> Any:
         if isinstance(value, PerReplica):

@@ -55,7 +55,10 @@ class Worker:
             result = primitive.kernel(*arrays, **params)
         except KERNEL_ERRORS as error:
             raise type(error)(f"{name} on {self.prefix}: {error}{location}") from None
-        return tuple(result) if primitive.multiple_results else result
+        if not primitive.multiple_results:
+            return result
+        # One object per result; Ray stores a single return value as it is, not in a tuple.
+        return tuple(result) if len(result) != 1 else result[0]
 
     def load(self, fingerprint: str, text: str, entry: str) -> None:
         """Compile the graph function of `text` (once per fingerprint)."""
