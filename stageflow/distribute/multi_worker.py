@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from stageflow.core import context
+import numpy as np
+
+from stageflow.core import context, nest
 from stageflow.distribute import cluster
-from stageflow.distribute.remote import TIMEOUT, RemoteDeviceError
+from stageflow.distribute.remote import TIMEOUT, RemoteArray, RemoteDeviceError
 from stageflow.distribute.strategy import MirroredStrategy
 from stageflow.distribute.worker_collectives import all_reduce_across_workers, declare
 from stageflow.frontend.tracer import GraphTrace
@@ -41,7 +43,12 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
             loss = strategy.reduce("SUM", losses, axis=None)
 
     `run` is called from Python, not inside an `sf.function`: decorate the step itself
-    with ``@sf.function`` to have each worker run it compiled.
+    with ``@sf.function`` to have each worker run it compiled. Its collectives need Ray's
+    CPU backend (``pip install 'stageflow[distributed]'``). It is a `MirroredStrategy`
+    whose replicas are processes:
+
+    >>> issubclass(sf.distribute.MultiWorkerMirroredStrategy, sf.distribute.MirroredStrategy)
+    True
     """
 
     def __init__(self, jobs: dict[str, int] | None = None, address: str | None = None
@@ -65,6 +72,32 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         return all_reduce_across_workers(self._group, kind, values)
 
     _lockstep = False
+
+    def run(self, fn: Callable[..., Any], args: tuple | list = (),
+            kwargs: dict | None = None) -> Any:
+        """`fn` once per worker, all at once; returns once every worker finished its step,
+        or raises `RemoteDeviceError` naming the first worker that died (the others wait
+        for it inside the step's collectives)."""
+        results = super().run(fn, args, kwargs)
+        self._wait_for(results)
+        return results
+
+    def _wait_for(self, results: Any) -> None:
+        pending: dict[Any, Any] = {}
+        for leaf in nest.flatten(results, expand_composites=True)[0]:
+            buffer = getattr(leaf, "_buffer", None)
+            if isinstance(buffer, RemoteArray) and not isinstance(buffer.ref, np.ndarray):
+                pending[buffer.ref] = buffer.device
+        ray = cluster.ray_module()
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=TIMEOUT,
+                                fetch_local=False)
+            if not ready:
+                names = sorted({device.name for device in pending.values()})
+                raise RemoteDeviceError(f"{', '.join(names)} did not finish a step within "
+                                        f"{TIMEOUT:.0f} s")
+            for ref in ready:
+                pending.pop(ref).wait(ref)  # raises for a worker that died
 
     def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`fn` as it is: eagerly, each of a replica's ops is a call to its worker; an

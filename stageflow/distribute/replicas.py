@@ -26,7 +26,18 @@ from stageflow.frontend import replica as replica_state
 
 
 class ReplicaError(RuntimeError):
-    """The replicas of one step did not make the same collective calls."""
+    """The replicas of one step did not make the same collective calls.
+
+    >>> strategy = sf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])
+    >>> def step():
+    ...     ctx = sf.distribute.get_replica_context()
+    ...     if ctx.replica_index == 0:
+    ...         ctx.all_reduce("SUM", sf.constant(1.0))
+    >>> strategy.run(step)
+    Traceback (most recent call last):
+    ...
+    stageflow.distribute.replicas.ReplicaError: the replicas of a step must make the same ...
+    """
 
 
 class _Aborted(BaseException):

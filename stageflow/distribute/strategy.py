@@ -194,7 +194,14 @@ def _all_reduce_leaves(combine: Combine, op: ReduceOp, *leaves: Any) -> Any:
 
 class Strategy:
     """What every strategy offers (TensorFlow's ``tf.distribute.Strategy``). The default
-    one (`get_strategy` outside any scope) has one replica, the caller itself."""
+    one (`get_strategy` outside any scope) has one replica, the caller itself.
+
+    >>> strategy = sf.distribute.get_strategy()
+    >>> isinstance(strategy, sf.distribute.Strategy), strategy.num_replicas_in_sync
+    (True, 1)
+    >>> strategy.run(lambda x: x * 2.0, args=(sf.constant(1.0),))
+    sf.Tensor(2., shape=(), dtype=float32)
+    """
 
     def __init__(self, replica_devices: list[str]) -> None:
         self._devices = replica_devices
@@ -271,8 +278,8 @@ class Strategy:
 
     def reduce(self, reduce_op: Any, value: Any, axis: int | None = None) -> Any:
         """One tensor on the host of a per-replica value (a nest of them): the replicas'
-        values combined by `reduce_op`, each first reduced along `axis` when given (MEAN then divides by
-        the elements along `axis` over all replicas, as TensorFlow does)."""
+        values combined by `reduce_op`, each first reduced along `axis` when given (MEAN
+        then divides by the elements along `axis` over all replicas, as TensorFlow does)."""
         op = _reduce_op(reduce_op)
         leaves, tree = nest.flatten(value)
         with devices.device(_HOST):  # the result is the caller's, on the host
@@ -437,7 +444,14 @@ def _select(structure: Any, index: int) -> Any:
 
 
 class ValueContext:
-    """What `experimental_distribute_values_from_function` tells its function."""
+    """What `experimental_distribute_values_from_function` tells its function.
+
+    >>> strategy = sf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])
+    >>> value = strategy.experimental_distribute_values_from_function(
+    ...     lambda ctx: sf.constant(ctx.replica_id_in_sync_group * 10))
+    >>> [int(v) for v in value.values]
+    [0, 10]
+    """
 
     def __init__(self, replica_id_in_sync_group: int, num_replicas_in_sync: int) -> None:
         self.replica_id_in_sync_group = replica_id_in_sync_group
@@ -446,7 +460,11 @@ class ValueContext:
 
 class InputContext:
     """What `distribute_datasets_from_function` tells its function: the input pipelines
-    and the replicas, to size a per-replica batch."""
+    and the replicas, to size a per-replica batch.
+
+    >>> sf.distribute.InputContext(1, 0, 2).get_per_replica_batch_size(64)
+    32
+    """
 
     def __init__(self, num_input_pipelines: int, input_pipeline_id: int,
                  num_replicas_in_sync: int) -> None:
@@ -465,7 +483,14 @@ class DistributedDataset:
     """A dataset whose elements are per-replica: each global batch split along its first
     axis into one shard per replica (the first replicas take one row more where it does
     not divide), each shard on its replica's device. With `split` False, consecutive
-    elements go to the replicas in turn (a pipeline already batched per replica)."""
+    elements go to the replicas in turn (a pipeline already batched per replica).
+
+    >>> strategy = sf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])
+    >>> dataset = sf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0, 4.0]).batch(4)
+    >>> [[v.numpy().tolist() for v in batch.values]
+    ...  for batch in strategy.experimental_distribute_dataset(dataset)]
+    [[[1.0, 2.0], [3.0, 4.0]]]
+    """
 
     def __init__(self, strategy: Strategy, dataset: Any, split: bool = True) -> None:
         self._strategy = strategy

@@ -54,6 +54,15 @@ class MirroredVariable(Variable):
     """One variable per replica of `strategy`, made by ``sf.Variable`` in its scope.
 
     `values` are the copies, one on each replica's device, in replica order.
+
+    >>> strategy = sf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])
+    >>> with strategy.scope():
+    ...     v = sf.Variable([1.0, 2.0])
+    >>> [copy.device for copy in v.values]
+    ['/device:CPU:0', '/device:CPU:1']
+    >>> _ = v.assign([3.0, 4.0])                 # outside a step: every copy
+    >>> v.values[1]
+    sf.Variable([3., 4.], name='Variable:.../replica_1', shape=(2,), dtype=float32)
     """
 
     def __init__(self, strategy: Any, values: list[Variable]) -> None:  # noqa: D107
