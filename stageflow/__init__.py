@@ -203,7 +203,7 @@ from stageflow.frontend.tape import (
 )
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tensor_array import TensorArray
-from stageflow.frontend.variables import Variable, variable_creator_scope
+from stageflow.frontend.variables import Variable, VariableAggregation, variable_creator_scope
 from stageflow.frontend.vectorize import vectorized_map
 from stageflow.models.module import Module
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor

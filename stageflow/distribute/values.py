@@ -16,7 +16,7 @@ from stageflow.core import context
 from stageflow.frontend import replica, tape
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.tensor import Tensor
-from stageflow.frontend.variables import Variable
+from stageflow.frontend.variables import Variable, VariableAggregation
 
 
 class PerReplica:
@@ -70,6 +70,7 @@ class MirroredVariable(Variable):
         self.values = tuple(values)
         self.name = values[0].name
         self.trainable = values[0].trainable
+        self.aggregation = values[0].aggregation
 
     def _here(self) -> Variable:
         """The copy of the replica this thread computes for, else the first."""
@@ -81,6 +82,15 @@ class MirroredVariable(Variable):
     def _in_replica(self) -> bool:
         current = replica.current()
         return current is not None and current.strategy is self._strategy
+
+    def _aggregated(self, value: Any) -> Any:
+        """What this replica writes: its own value, or with SUM or MEAN aggregation every
+        replica's combined (the replicas write at the same point of the step)."""
+        if self.aggregation is VariableAggregation.NONE:
+            return value
+        current = replica.current()
+        return current.all_reduce(self.aggregation.value,
+                                  convert_to_tensor(value, self.dtype))
 
     @property
     def _value(self) -> Any:
@@ -111,7 +121,7 @@ class MirroredVariable(Variable):
     def assign(self, value: Any) -> MirroredVariable:
         """Write the replica's copy inside a replica's step, else every copy."""
         if self._in_replica():
-            self._here().assign(value)
+            self._here().assign(self._aggregated(value))
         else:
             tensor = convert_to_tensor(value, self.dtype)
             for copy in self.values:
@@ -119,13 +129,19 @@ class MirroredVariable(Variable):
         return self
 
     def assign_add(self, delta: Any) -> MirroredVariable:
-        for copy in (self._here(),) if self._in_replica() else self.values:
-            copy.assign_add(delta)
+        if self._in_replica():
+            self._here().assign_add(self._aggregated(delta))
+        else:
+            for copy in self.values:
+                copy.assign_add(delta)
         return self
 
     def assign_sub(self, delta: Any) -> MirroredVariable:
-        for copy in (self._here(),) if self._in_replica() else self.values:
-            copy.assign_sub(delta)
+        if self._in_replica():
+            self._here().assign_sub(self._aggregated(delta))
+        else:
+            for copy in self.values:
+                copy.assign_sub(delta)
         return self
 
     def _store(self, array: Any) -> None:

@@ -13,6 +13,7 @@ values assigned from other devices are copied to it.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import itertools
 import threading
@@ -31,6 +32,22 @@ from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.tensor import Tensor
 
 _unique = itertools.count()
+
+
+class VariableAggregation(enum.Enum):
+    """How a variable mirrored over the replicas of a distribution strategy combines what
+    the replicas write to it inside a step (TensorFlow's ``tf.VariableAggregation``):
+    ``NONE`` each replica writes its own copy (the writes are the same on every replica,
+    as an optimizer's after its all-reduce), ``SUM`` and ``MEAN`` every copy takes the sum
+    or mean of the replicas' values (a batch norm's moving statistics take the mean).
+
+    >>> sf.Variable(0.0, aggregation=sf.VariableAggregation.MEAN).aggregation
+    <VariableAggregation.MEAN: 'mean'>
+    """
+
+    NONE = "none"
+    SUM = "sum"
+    MEAN = "mean"
 
 
 class _Creators(threading.local):
@@ -113,6 +130,7 @@ class Variable(metaclass=_CreatedThroughScopes):
         trainable: bool = True,
         name: str | None = None,
         dtype: Any = None,
+        aggregation: VariableAggregation | str | None = None,
     ) -> None:
 
         trace = context.current_trace()
@@ -128,6 +146,8 @@ class Variable(metaclass=_CreatedThroughScopes):
         # GIL); reentrant, as such a call may fall back to steps calling other programs.
         self._lock = threading.RLock()
         self.trainable = bool(trainable)
+        self.aggregation = VariableAggregation(
+            "none" if aggregation is None else getattr(aggregation, "value", aggregation))
         self.name = name if name is not None else f"Variable:{next(_unique)}"
         # Where the value lives when a device of another process keeps it (`fetch`).
         self._fetch: Any = None

@@ -309,3 +309,24 @@ def test_bad_device_lists_are_refused():
         sf.distribute.MirroredStrategy([])
     gpus = tuple(d.name for d in sf.config.list_logical_devices("GPU"))
     assert sf.distribute.MirroredStrategy().worker_devices == (gpus or ("/device:CPU:0",))
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_batch_norm_statistics_take_the_mean_of_the_replicas_updates(way):
+    """Each replica normalises by its own batch (Keras' unsynchronised batch norm), and
+    every copy of the moving statistics takes the mean of the replicas' updates."""
+    x = data(8)[0]
+    strategy = sf.distribute.MirroredStrategy(CPUS[:2])
+    with strategy.scope():
+        bn = sf.keras.layers.BatchNormalization(momentum=0.5)
+        bn.build((None, 6))
+    assert bn.moving_mean.aggregation is sf.VariableAggregation.MEAN
+    shards = sf.distribute.PerReplica([sf.constant(x[:4]), sf.constant(x[4:])])
+    outputs = staged(lambda v: strategy.run(lambda s: bn(s, training=True), args=(v,)),
+                     way)(shards)
+    for half, output in zip((x[:4], x[4:]), outputs.values, strict=True):
+        normalised = (half - half.mean(0)) / np.sqrt(half.var(0) + bn.epsilon)
+        np.testing.assert_allclose(output, normalised, rtol=1e-4, atol=1e-5)
+    for variable in (bn.moving_mean, bn.moving_variance):
+        np.testing.assert_array_equal(variable.values[0].numpy(), variable.values[1].numpy())
+    np.testing.assert_allclose(bn.moving_mean.numpy(), 0.5 * x.mean(0), rtol=1e-5, atol=1e-6)

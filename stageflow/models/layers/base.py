@@ -146,14 +146,16 @@ class Layer(Module):
         return inputs
 
     def add_weight(self, name: str, shape: Sequence[int], initializer: str | Callable,
-                   dtype: Any = None, trainable: bool = True) -> Variable:
-        """A new variable named ``<layer>/<name>``, initialised eagerly even inside a trace."""
+                   dtype: Any = None, trainable: bool = True, aggregation: Any = None
+                   ) -> Variable:
+        """A new variable named ``<layer>/<name>``, initialised eagerly even inside a trace
+        (`aggregation`: see `sf.VariableAggregation`)."""
         init = get_initializer(initializer)
         dtype = dtypes.as_dtype(dtype or self._dtype or dtypes.float32)
         shape = tuple(int(d) for d in shape)
         # dtype by keyword, as Keras passes it: `kernel_initializer=sf.random.normal` works.
         return Variable(lambda: init(shape, dtype=dtype), trainable=trainable and self._trainable,
-                        name=f"{self.name}/{name}", dtype=dtype)
+                        name=f"{self.name}/{name}", dtype=dtype, aggregation=aggregation)
 
     def _variable_dtype(self, input_dtype: Any) -> np.dtype:
         """The layer's dtype, else the input's floating dtype, else float32."""

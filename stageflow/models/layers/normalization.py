@@ -80,10 +80,13 @@ class BatchNormalization(Layer):
             self.gamma = self.add_weight("gamma", shape, init["gamma"])
         if self.center:
             self.beta = self.add_weight("beta", shape, init["beta"])
+        # Replicas of a distribution strategy each update these from their own batch: every
+        # copy takes the mean of the replicas' updates, as in Keras.
         self.moving_mean = self.add_weight("moving_mean", shape, init["moving_mean"],
-                                           trainable=False)
+                                           trainable=False, aggregation="mean")
         self.moving_variance = self.add_weight("moving_variance", shape,
-                                               init["moving_variance"], trainable=False)
+                                               init["moving_variance"], trainable=False,
+                                               aggregation="mean")
 
     def _channel_axis(self, ndim: int) -> int:
         try:
