@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from stageflow.core import context, devices, nest
+from stageflow.core import devices, nest
 from stageflow.distribute import replicas
 from stageflow.distribute.collectives import all_reduce_values
 from stageflow.distribute.values import MirroredVariable, PerReplica
@@ -65,26 +65,6 @@ def _reduce_op(value: Any) -> ReduceOp:
     except ValueError:
         raise ValueError(f"unknown reduce op {value!r}: one of "
                          f"{', '.join(op.name for op in ReduceOp)}") from None
-
-
-class _Scopes(threading.local):
-    def __init__(self) -> None:
-        self.stack: list[Strategy] = []
-
-
-_scopes = _Scopes()
-
-
-def _capture_scopes() -> Callable[[], None]:
-    stack = list(_scopes.stack)
-
-    def install() -> None:
-        _scopes.stack[:] = stack
-
-    return install
-
-
-context.inherit_in_threads(_capture_scopes)
 
 
 class ReplicaContext:
@@ -224,12 +204,8 @@ class Strategy:
     @contextmanager
     def scope(self) -> Iterator[Strategy]:
         """Inside the block, variables are made for this strategy's replicas."""
-        _scopes.stack.append(self)
-        try:
-            with variable_creator_scope(self._create_variable):
-                yield self
-        finally:
-            _scopes.stack.pop()
+        with replica.strategy_scope(self), variable_creator_scope(self._create_variable):
+            yield self
 
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         return next_creator(**kwargs)
@@ -237,6 +213,12 @@ class Strategy:
     # Whether the replicas run in lockstep threads of this process, meeting at each
     # collective here (else each runs at once, its collectives met in its worker).
     _lockstep = True
+
+    @property
+    def stages_each_replica(self) -> bool:
+        """Whether `run` is called from Python with a staged step (replicas in other
+        processes), rather than staged itself inside an `sf.function`."""
+        return not self._lockstep
 
     def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """What each replica calls for `run(fn)`."""
@@ -305,6 +287,18 @@ class Strategy:
             count = sum(int(v.shape[axis]) for v in values)
             total = total / convert_to_tensor(count, total.dtype)
         return total
+
+    def experimental_split_batch(self, value: Any) -> Any:
+        """A global batch (a nest of tensors) as per-replica shards, split along the first
+        axis as `experimental_distribute_dataset` splits its elements (inside a staged step
+        too, as slices); itself with one replica."""
+        count = self.num_replicas_in_sync
+        if count == 1:
+            return value
+        shards = _split_element(value, count)
+        leaves = [nest.flatten(shard)[0] for shard in shards]
+        return nest.unflatten(nest.flatten(value)[1],
+                              [PerReplica(values) for values in zip(*leaves, strict=True)])
 
     def gather(self, value: Any, axis: int) -> Any:
         """The replicas' values (a nest of per-replica values) concatenated along `axis`."""
@@ -548,7 +542,7 @@ def get_strategy() -> Strategy:
     >>> sf.distribute.get_strategy().num_replicas_in_sync
     1
     """
-    return _scopes.stack[-1] if _scopes.stack else _DEFAULT
+    return replica.scoped_strategy() or _DEFAULT
 
 
 def has_strategy() -> bool:
@@ -557,7 +551,7 @@ def has_strategy() -> bool:
     >>> sf.distribute.has_strategy()
     False
     """
-    return bool(_scopes.stack)
+    return replica.scoped_strategy() is not None
 
 
 def get_replica_context() -> ReplicaContext | None:
@@ -570,7 +564,7 @@ def get_replica_context() -> ReplicaContext | None:
     current = replica.current()
     if current is not None:
         return current
-    return None if _scopes.stack else _DEFAULT_REPLICA
+    return None if replica.scoped_strategy() is not None else _DEFAULT_REPLICA
 
 
 def in_cross_replica_context() -> bool:
@@ -579,7 +573,7 @@ def in_cross_replica_context() -> bool:
     >>> sf.distribute.in_cross_replica_context()
     False
     """
-    return replica.current() is None and bool(_scopes.stack)
+    return replica.current() is None and replica.scoped_strategy() is not None
 
 
 __all__ = ["DistributedDataset", "InputContext", "MirroredStrategy", "OneDeviceStrategy",

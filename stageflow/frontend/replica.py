@@ -3,7 +3,8 @@
 `sf.distribute` (a higher layer) runs a step once per replica, each on a thread of its own,
 and enters that replica's context here; the layers below it ask `current` where a replica's
 work differs from a single process's: an optimizer sums the replicas' gradients before it
-updates, a mirrored variable reads the replica's own copy.
+updates, a mirrored variable reads the replica's own copy. The strategy whose scope is open
+(`scoped_strategy`) is kept here too: `Model.compile` in it makes `fit` distribute.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+from stageflow.core import context
 
 
 class Replica(Protocol):
@@ -45,3 +48,38 @@ def entered(replica: Replica | None) -> Iterator[None]:
         yield
     finally:
         _current.replica = outer
+
+
+class _Scopes(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Any] = []
+
+
+_scopes = _Scopes()
+
+
+def _capture_scopes() -> Any:
+    stack = list(_scopes.stack)
+
+    def install() -> None:
+        _scopes.stack[:] = stack
+
+    return install
+
+
+context.inherit_in_threads(_capture_scopes)
+
+
+def scoped_strategy() -> Any | None:
+    """The distribution strategy of the innermost open scope of this thread, if any."""
+    return _scopes.stack[-1] if _scopes.stack else None
+
+
+@contextmanager
+def strategy_scope(strategy: Any) -> Iterator[None]:
+    """Open `strategy`'s scope on this thread while the block runs."""
+    _scopes.stack.append(strategy)
+    try:
+        yield
+    finally:
+        _scopes.stack.pop()

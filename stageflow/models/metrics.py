@@ -55,8 +55,10 @@ class Metric(Module):
         self.dtype = dtypes.as_dtype(dtype)
 
     def add_state(self, name: str) -> Variable:
-        """A scalar accumulator variable, initially 0."""
-        return Variable(zeros((), self.dtype), trainable=False, name=f"{self.name}/{name}")
+        """A scalar accumulator variable, initially 0 (replicas of a distribution strategy
+        add their sums to every copy: SUM aggregation)."""
+        return Variable(zeros((), self.dtype), trainable=False, name=f"{self.name}/{name}",
+                        aggregation="sum")
 
     def update_state(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError
@@ -449,7 +451,7 @@ class _Confusion(Metric):
         self.thresholds = [float(t) for t in thresholds]
         shape = (len(self.thresholds),)
         self.counts = {kind: Variable(zeros(shape, self.dtype), trainable=False,
-                                      name=f"{self.name}/{kind}")
+                                      name=f"{self.name}/{kind}", aggregation="sum")
                        for kind in ("true_positives", "false_positives", "false_negatives",
                                     "true_negatives")}
 

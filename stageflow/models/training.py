@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stageflow.core import lazy, nest
+from stageflow.core import dtypes, lazy, nest
 from stageflow.core.source import describe_location
+from stageflow.frontend import replica
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.elementwise import cast
@@ -100,7 +101,8 @@ class Model(Layer):
                                                    "compiled_metrics", "_loss_mean", "_steps",
                                                    "history", "stop_training", "_graph", "inputs",
                                                    "outputs", "steps_per_execution",
-                                                   "fit_progress"}
+                                                   "fit_progress", "_strategy",
+                                                   "_replica_step"}
 
     def __init__(self, inputs: Any = None, outputs: Any = None, trainable: bool = True,
                  name: str | None = None) -> None:
@@ -115,6 +117,7 @@ class Model(Layer):
         self.history: History | None = None
         self.fit_progress: FitProgress | None = None
         self._steps: dict[str, Callable[..., Any]] = {}
+        self._strategy: Any = None  # the distribution strategy `compile` found in scope
 
     def _connect(self, inputs: Any, outputs: Any) -> None:
         """The functional API: this model runs the layer calls from `inputs` (`Input`
@@ -151,7 +154,11 @@ class Model(Layer):
         `steps_per_execution` training steps run in one call of the staged step (Keras'
         argument): the Python between steps (batching, the call, the callbacks, which then
         see every `steps_per_execution`-th batch) is paid once per group. The steps are
-        unrolled in the staged program, so a large value costs compile time."""
+        unrolled in the staged program, so a large value costs compile time.
+
+        Compiled in a distribution strategy's scope (`sf.distribute.MirroredStrategy`),
+        `fit` trains data-parallel: each batch split over the replicas, their gradients
+        summed (each replica's loss weighted by its share of the batch), as Keras does."""
         if int(steps_per_execution) < 1:
             raise ValueError(f"compile: steps_per_execution must be >= 1, got "
                              f"{steps_per_execution!r}{describe_location()}")
@@ -160,11 +167,18 @@ class Model(Layer):
         self.compiled_metrics = [_metric(m, loss) for m in metrics or ()]
         self._loss_mean = metrics_module.Mean(name="loss")
         self.steps_per_execution = int(steps_per_execution)
+        self._strategy = replica.scoped_strategy()
         self._steps = self._make_steps(run_eagerly)
 
     def _make_steps(self, run_eagerly: bool) -> dict[str, Callable[..., Any]]:
         steps = {"train": self._train_steps, "test": self._test_step,
                  "predict": self._predict_step}
+        if self._strategy is not None and self._strategy.stages_each_replica:
+            # Replicas in other processes: each runs its own staged step, called from here.
+            self._replica_step = staging.Function(self._replica_train_step,
+                                                  name=f"{self.name}_replica_step")
+            return steps
+        self._replica_step = self._replica_train_step
         if run_eagerly:
             return steps
         # Each batch shape gets its own trace (two with a smaller last batch), not one with
@@ -181,14 +195,28 @@ class Model(Layer):
     # -- steps ----------------------------------------------------------------------------
 
     def _train_step(self, x: Any, y: Any) -> Tensor:
+        strategy = self._strategy
+        if strategy is None or strategy.num_replicas_in_sync == 1:
+            return self._replica_train_step(x, y, None)
+        rows = cast(shape(nest.flatten(x)[0][0])[0], dtypes.float32)
+        shards = strategy.experimental_split_batch((x, y))
+        losses = self._strategy.run(self._replica_step, args=(*shards, rows))
+        return strategy.reduce("SUM", losses, axis=None)
+
+    def _replica_train_step(self, x: Any, y: Any, global_rows: Tensor | None) -> Tensor:
+        """One replica's step on its shard (the whole batch without a strategy): its loss,
+        weighted by its share of the global batch of `global_rows`, gives the gradients the
+        optimizer sums over the replicas, and the sum is the batch's mean loss."""
         with GradientTape() as tape:
             predictions = self(x, training=True)
             loss = self.compiled_loss(y, predictions)
+            share = loss if global_rows is None else loss * cast(
+                shape(predictions)[0], loss.dtype) / cast(global_rows, loss.dtype)
         variables = self.trainable_variables
-        gradients = tape.gradient(loss, variables)
+        gradients = tape.gradient(share, variables)
         self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
         self._update_metrics(loss, y, predictions)
-        return loss
+        return share
 
     def _train_steps(self, batches: tuple[tuple[Any, Any], ...]) -> Tensor:
         """`_train_step` on each ``(x, y)`` of `batches` in turn; the last loss."""

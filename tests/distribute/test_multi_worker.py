@@ -149,3 +149,26 @@ def test_a_killed_worker_stops_the_step_and_the_last_checkpoint_resumes(tmp_path
     assert loss == pytest.approx(want_loss, rel=1e-5)
     for got, expected in zip(resumed.weights(), want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_fit_compiled_in_the_scope_trains_on_the_workers():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((40, 6)).astype(np.float32)
+    labels = (x[:, 0] > x[:, 1]).astype(np.int32)
+
+    def fitted(strategy):
+        sf.random.set_seed(5)
+        with strategy.scope():
+            model = sf.keras.Sequential([sf.keras.layers.Dense(8, activation="relu"),
+                                         sf.keras.layers.Dense(2)])
+            model.compile(optimizer="adam", metrics=["accuracy"],
+                          loss=sf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        history = model.fit(x, labels, batch_size=20, epochs=2, shuffle=False, verbose=0)
+        return [v.numpy() for v in model.trainable_variables], history.history
+
+    want_weights, want_history = fitted(sf.distribute.get_strategy())
+    weights, history = fitted(sf.distribute.MultiWorkerMirroredStrategy(jobs={"worker": 2}))
+    for got, expected in zip(weights, want_weights, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    for key, values in want_history.items():
+        np.testing.assert_allclose(history[key], values, rtol=1e-5)

@@ -330,3 +330,31 @@ def test_batch_norm_statistics_take_the_mean_of_the_replicas_updates(way):
     for variable in (bn.moving_mean, bn.moving_variance):
         np.testing.assert_array_equal(variable.values[0].numpy(), variable.values[1].numpy())
     np.testing.assert_allclose(bn.moving_mean.numpy(), 0.5 * x.mean(0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+@pytest.mark.parametrize("run_eagerly", [False, True], ids=["staged", "eager"])
+def test_fit_compiled_in_a_strategy_scope_trains_data_parallel(replicas, run_eagerly):
+    """Keras' recipe: build and compile in the scope, then `fit` splits each batch over the
+    replicas; weights, losses and metrics are those of one process (a last batch of 10
+    rows splits unevenly over 4 replicas, weighted by each one's share)."""
+    x, y = data(58)
+    labels = (y[:, 0] > 0).astype(np.int32)
+
+    def fitted(strategy):
+        sf.random.set_seed(5)
+        with strategy.scope():
+            model = sf.keras.Sequential([sf.keras.layers.Dense(8, activation="relu"),
+                                         sf.keras.layers.Dense(2)])
+            model.compile(optimizer=sf.optimizers.Adam(0.02),
+                          loss=sf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          metrics=["accuracy"], run_eagerly=run_eagerly)
+        history = model.fit(x, labels, batch_size=16, epochs=2, shuffle=False, verbose=0)
+        return [v.numpy() for v in model.trainable_variables], history.history
+
+    want_weights, want_history = fitted(sf.distribute.get_strategy())
+    weights, history = fitted(sf.distribute.MirroredStrategy(CPUS[:replicas]))
+    for got, expected in zip(weights, want_weights, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    for key, values in want_history.items():
+        np.testing.assert_allclose(history[key], values, rtol=1e-5)
