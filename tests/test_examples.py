@@ -14,8 +14,8 @@ import stageflow as sf
 pytestmark = pytest.mark.slow
 
 # Each example runs on one core (see `run`) beside the suite's other process, but the
-# data-parallel example's Ray workers, which must run at once, have the cores alone.
-ALONE = {"data_parallel.py"}
+# data-parallel examples' Ray workers, which must run at once, have the cores alone.
+ALONE = {"data_parallel.py", "resnet_data_parallel.py"}
 
 EXAMPLES = sorted((pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 
@@ -27,6 +27,7 @@ QUICK = {
     "data_parallel.py": ["--steps", "5"],
     "keras_fit.py": ["--small"],
     "resnet.py": ["--steps", "1"],
+    "resnet_data_parallel.py": ["--steps", "1", "--batch", "4", "--strategy", "both"],
     "transformer.py": ["--small", "--steps", "100"],
 }
 
