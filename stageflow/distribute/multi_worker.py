@@ -21,7 +21,7 @@ import numpy as np
 from stageflow.core import context, nest
 from stageflow.distribute import cluster
 from stageflow.distribute.remote import TIMEOUT, RemoteArray, RemoteDeviceError
-from stageflow.distribute.strategy import MirroredStrategy
+from stageflow.distribute.strategy import MirroredStrategy, Strategy
 from stageflow.distribute.worker_collectives import all_reduce_across_workers, declare
 from stageflow.frontend.tracer import GraphTrace
 
@@ -78,7 +78,7 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         """`fn` once per worker, all at once; returns once every worker finished its step,
         or raises `RemoteDeviceError` naming the first worker that died (the others wait
         for it inside the step's collectives)."""
-        results = super().run(fn, args, kwargs)
+        results = Strategy.run(self, fn, args, kwargs)
         self._wait_for(results)
         return results
 

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import enum
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from stageflow.core import devices, nest
+from stageflow.core import context, devices, nest
 from stageflow.distribute import replicas
 from stageflow.distribute.collectives import all_reduce_values
 from stageflow.distribute.values import MirroredVariable, PerReplica
@@ -42,7 +43,9 @@ from stageflow.frontend.ops.convert import constant, convert_to_tensor
 from stageflow.frontend.ops.reductions import reduce_sum
 from stageflow.frontend.ops.shape import concat
 from stageflow.frontend.tape import custom_gradient
+from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import variable_creator_scope
+from stageflow.staging.function import Function, function
 
 
 class ReduceOp(enum.Enum):
@@ -365,6 +368,26 @@ class MirroredStrategy(Strategy):
         if len(set(resolved)) != len(resolved):
             raise ValueError(f"MirroredStrategy: a device is named twice in {list(devices)}")
         super().__init__(resolved)
+        self._whole_steps: weakref.WeakKeyDictionary[Function, Function] = \
+            weakref.WeakKeyDictionary()
+
+    def run(self, fn: Callable[..., Any], args: tuple | list = (),
+            kwargs: dict | None = None) -> Any:
+        """As `Strategy.run`; a step that is an `sf.function` is staged with the replicas
+        around it, as one graph (each replica tracing its own would put a collective
+        between two graphs): the Python function inside a trace, else the whole `run`
+        staged once per step function."""
+        if not isinstance(fn, Function):
+            return super().run(fn, args, kwargs)
+        python = fn.python_callable()
+        if isinstance(context.current_trace(), GraphTrace):
+            return super().run(python, args, kwargs)
+        whole = self._whole_steps.get(fn)
+        if whole is None:
+            whole = self._whole_steps[fn] = function(
+                lambda a, k: Strategy.run(self, python, a, k), jit=fn.jit)
+        args = tuple(args) if isinstance(args, list | tuple) else (args,)
+        return whole(args, kwargs or {})
 
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         """In the scope, a variable per replica; inside `run`, where every replica creates

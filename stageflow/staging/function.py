@@ -537,6 +537,19 @@ class Function:
                     self._bound[instance] = bound
         return bound
 
+    def python_callable(self) -> Callable:
+        """The Python function this stages, bound to its instance for a method: what a
+        caller that stages it some other way (a strategy's replicas) calls instead.
+
+        >>> double = sf.function(lambda x: x * 2.0)
+        >>> double.python_callable()(sf.constant(1.0))
+        sf.Tensor(2., shape=(), dtype=float32)
+        """
+        instance = self._instance() if self._instance is not None else None
+        if instance is None:
+            return self.python_function
+        return functools.partial(self.python_function, instance)
+
     def __repr__(self) -> str:
         return f"<sf.function {self.name} ({self.tracing_count} traces)>"
 

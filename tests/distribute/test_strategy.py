@@ -358,3 +358,35 @@ def test_fit_compiled_in_a_strategy_scope_trains_data_parallel(replicas, run_eag
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     for key, values in want_history.items():
         np.testing.assert_allclose(history[key], values, rtol=1e-5)
+
+
+@pytest.mark.parametrize("outer", [False, True], ids=["called-eagerly", "inside-sf.function"])
+def test_a_staged_step_given_to_run_is_staged_with_the_replicas_as_one_graph(outer):
+    """TensorFlow's other idiom, ``strategy.run(tf.function(step))``: the step is staged with
+    the replicas around it (a trace per replica would put the all-reduce between graphs)."""
+    def train(strategy):
+        with strategy.scope():
+            w = sf.Variable(np.ones((6, 3), np.float32))
+            opt = sf.optimizers.SGD(0.1)
+
+        @sf.function
+        def step(x, y):
+            with sf.GradientTape() as tape:
+                loss = sf.reduce_sum((sf.matmul(x, w) - y) ** 2) / BATCH
+            opt.apply_gradients([(tape.gradient(loss, w), w)])
+            return loss
+
+        run = (sf.function(lambda b: strategy.run(step, args=b)) if outer
+               else lambda b: strategy.run(step, args=b))
+        x, y = data()
+        dataset = sf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+        for _ in range(2):
+            for batch in strategy.experimental_distribute_dataset(dataset):
+                run(batch)
+        return w, step
+
+    want, _ = train(sf.distribute.MirroredStrategy(["CPU:0"]))
+    got, step = train(sf.distribute.MirroredStrategy(CPUS[:2]))
+    for copy in got.values:
+        np.testing.assert_allclose(copy.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.tracing_count == 0  # its Python ran inside the replicas' one graph
