@@ -22,16 +22,20 @@ step, and a paper projection to 8 and 64 workers, in one run.
    not the whole step. Goal: at least 0.8x the single-process steps/s; here the two
    workers share the machine's cores with the coordinator (and BLAS's threads).
 3. The coordinator's cost per step: this process's CPU time (`time.process_time`, all of
-   its threads: the replica threads of `run` and Ray's own) over the two-worker steps,
-   divided by their count. CPU time, not wall time, because the coordinator's wall time
-   is mostly waiting for the workers; on a machine whose cores the workers share, this
-   CPU time is taken from them.
+   its threads: the replica threads of `run` and Ray's own) over a run of two-worker
+   steps alone (after the interleaved rounds, so that no in-process contender's BLAS
+   threads spin into it), divided by their count. CPU time, not wall time, because the
+   coordinator's wall time is mostly waiting for the workers; on a machine whose cores
+   the workers share, this CPU time is taken from them. Beside it, each worker's own time
+   in its graph calls per step (`Worker.stats` spans): the rest of the step's wall time is
+   dispatch, Ray's transport and the fetch of the loss.
 4. A scaling model on paper, weak scaling (each worker keeps this run's per-worker batch
    of 128 rows, the global batch grows with the workers). Assumptions:
    - a step is the worker's compute, then one ring all-reduce of all the gradients (they
      fit one bucket; the strategy all-reduces after the backward pass, no overlap):
      ``compute + 2 (N - 1) / N * bytes / bandwidth + 2 (N - 1) * latency``;
-   - compute: this run's single-process staged step at batch 128;
+   - compute: this run's single-process staged step at batch 128 (one process, which
+     BLAS may run on every core: a worker with a machine of its own);
    - bandwidth: a 10 Gb/s link per worker, capped at the bandwidth gloo reached here
      between two local workers (software cannot go faster over a wire than over
      loopback); latency per ring step: the local fit's (gloo's and Ray's software cost)
@@ -40,7 +44,8 @@ step, and a paper projection to 8 and 64 workers, in one run.
      through the three buffer sizes, least squares weighted by 1 / seconds;
    - the coordinator's CPU time grows with the workers (one dispatch each), from this
      run's per worker; when it exceeds a worker's step, the coordinator sets the pace;
-   - efficiency: the compute's share of the step (1.0 = linear speedup).
+   - efficiency: the compute's share of the step (1.0 = linear speedup); in brackets,
+     without the coordinator's limit (what the all-reduce alone allows).
    The model leaves out stragglers, congestion and the input pipeline: an upper bound.
 """
 
@@ -187,6 +192,21 @@ def plain_step(batch: int) -> Callable[[], float]:
     return lambda: float(step(x, y))
 
 
+def coordinator_share(step: Callable[[], float], steps: int) -> dict:
+    """This process's CPU seconds and wall seconds per step over `steps` steps, and each
+    worker's seconds inside its graph calls per step."""
+    workers = sf.distribute.workers()
+    before = [len(stats["spans"]) for stats in ray.get([w.stats.remote() for w in workers])]
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        step()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    spans = [stats["spans"][start:] for stats, start
+             in zip(ray.get([w.stats.remote() for w in workers]), before, strict=True)]
+    return {"steps": steps, "cpu_s": cpu / steps, "wall_s": wall / steps,
+            "worker_s": [sum(end - begin for begin, end in s) / steps for s in spans]}
+
+
 def fit_latency_bandwidth(seconds: dict[int, float]) -> tuple[float, float]:
     """(latency per ring step, bytes/s) of ``seconds = 2 * latency + bytes / bandwidth``,
     weighted least squares (relative error) through the measured sizes."""
@@ -222,23 +242,19 @@ def main(argv: list[str] | None = None) -> dict:
         whole, half = plain_step(GLOBAL_BATCH), plain_step(GLOBAL_BATCH // 2)
         losses = [distributed(), mirrored(), whole()]
         np.testing.assert_allclose(losses, losses[2], rtol=1e-4)
-        coordinator = {"cpu": 0.0, "steps": 0}
 
-        def loop(step: Callable[[], float], account: bool = False):
+        def loop(step: Callable[[], float]):
             def run(n: int) -> None:
-                cpu = time.process_time()
                 for _ in range(n):
                     step()
-                if account:
-                    coordinator["cpu"] += time.process_time() - cpu
-                    coordinator["steps"] += n
             return run
 
-        medians = interleaved_medians({"2 workers": loop(distributed, account=True),
+        medians = interleaved_medians({"2 workers": loop(distributed),
                                        "MirroredStrategy CPU:0": loop(mirrored),
                                        "sf.function": loop(whole),
                                        "sf.function half batch": loop(half)},
                                       rounds=rounds, min_time=min_time)
+        share = coordinator_share(distributed, 20 if args.quick else 100)
     finally:
         sf.distribute.shutdown()
 
@@ -264,11 +280,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"MirroredStrategy(['CPU:0']) step: "
           f"{rates['2 workers'] / rates['MirroredStrategy CPU:0']:.2f}x")
 
-    coordinator_s = coordinator["cpu"] / coordinator["steps"]
-    step_s = medians["2 workers"]
-    print(f"3. coordinator CPU time per 2-worker step (process_time, all its threads): "
-          f"{coordinator_s * 1e3:.2f} ms, {coordinator_s / step_s:.0%} of the step's "
-          f"{step_s * 1e3:.2f} ms wall time")
+    coordinator_s, step_s = share["cpu_s"], medians["2 workers"]
+    print(f"3. coordinator CPU time per 2-worker step (process_time, all its threads, "
+          f"{share['steps']} steps alone): {coordinator_s * 1e3:.2f} ms, "
+          f"{coordinator_s / share['wall_s']:.0%} of their {share['wall_s'] * 1e3:.2f} ms wall "
+          f"time a step; each worker's graph calls: "
+          f"{' / '.join(f'{t * 1e3:.2f}' for t in share['worker_s'])} ms a step")
 
     local_latency, local_bandwidth = fit_latency_bandwidth(
         {size: t["all-reduce"] for size, t in collective.items()})
@@ -287,21 +304,23 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"   10 Gb/s ring: {bandwidth / 1e9:.2f} GB/s, {latency * 1e6:.0f} us per ring "
           f"step (+{NETWORK_LATENCY * 1e6:.0f} us wire)")
     print(f"   {'workers':>7}  {'all-reduce':>10}  {'coordinator':>11}  {'step':>9}  "
-          f"{'examples/s':>10}  efficiency")
+          f"{'examples/s':>10}  efficiency  (all-reduce alone)")
     projection = {}
     for workers in PROJECTED:
         reduce_s = ring_seconds(workers, grad_bytes, latency, bandwidth)
         dispatch = per_worker * workers
         step = max(compute + reduce_s, dispatch)
+        unbounded = compute / (compute + reduce_s)
         projection[workers] = {"all_reduce_s": reduce_s, "coordinator_s": dispatch,
-                               "step_s": step, "efficiency": compute / step}
+                               "step_s": step, "efficiency": compute / step,
+                               "efficiency_all_reduce_alone": unbounded}
         print(f"   {workers:7d}  {reduce_s * 1e3:7.2f} ms  {dispatch * 1e3:8.2f} ms  "
               f"{step * 1e3:6.2f} ms  {workers * (GLOBAL_BATCH // 2) / step:10.0f}  "
-              f"{compute / step:10.0%}")
+              f"{compute / step:10.0%}  ({unbounded:.0%})")
 
     return {"collective": {size: dict(t) for size, t in collective.items()},
             "steps_per_s": rates, "ratio": ratio, "goal_met": ratio >= GOAL,
-            "grad_bytes": grad_bytes, "coordinator_cpu_s": coordinator_s,
+            "grad_bytes": grad_bytes, "coordinator": share,
             "local_latency_s": local_latency, "local_bandwidth": local_bandwidth,
             "compute_s": compute, "projection": projection}
 
