@@ -370,6 +370,7 @@ class MirroredStrategy(Strategy):
         super().__init__(resolved)
         self._whole_steps: weakref.WeakKeyDictionary[Function, Function] = \
             weakref.WeakKeyDictionary()
+        self._mirroring = threading.local()  # set on a thread computing an initial value
 
     def run(self, fn: Callable[..., Any], args: tuple | list = (),
             kwargs: dict | None = None) -> Any:
@@ -392,6 +393,10 @@ class MirroredStrategy(Strategy):
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         """In the scope, a variable per replica; inside `run`, where every replica creates
         the same variables, the first to create its k-th makes it for all."""
+        if getattr(self._mirroring, "active", False):
+            # Made while a mirrored variable's initial value is computed (the global random
+            # generator's state, on its first draw): the process's own, not per replica.
+            return next_creator(**kwargs)
         current = replica.current()
         if current is None or current.strategy is not self:
             return self._mirror(next_creator, kwargs)
@@ -404,8 +409,12 @@ class MirroredStrategy(Strategy):
 
     def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
         """One variable per replica device, each starting from the first's value."""
-        with devices.device(self._devices[0]):
-            first = next_creator(**kwargs)
+        self._mirroring.active = True
+        try:
+            with devices.device(self._devices[0]):
+                first = next_creator(**kwargs)
+        finally:
+            self._mirroring.active = False
         copies = [first]
         for index, device in enumerate(self._devices[1:], start=1):
             with devices.device(device):

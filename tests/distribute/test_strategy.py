@@ -5,6 +5,8 @@ gradients, and a step whose replicas disagree or fail stops with a clear error."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -390,3 +392,23 @@ def test_a_staged_step_given_to_run_is_staged_with_the_replicas_as_one_graph(out
     for copy in got.values:
         np.testing.assert_allclose(copy.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
     assert step.tracing_count == 0  # its Python ran inside the replicas' one graph
+
+
+def test_a_first_random_draw_inside_a_replica_makes_one_plain_generator(tmp_path):
+    """A layer built inside `run` draws its initial weights: in a fresh process that
+    creates the global generator's state, which belongs to the process, not the replicas
+    (it once took the place of the layer's variables among those the replicas share)."""
+    script = tmp_path / "first_draw.py"
+    script.write_text(
+        "import stageflow as sf\n"
+        "sf.config.set_logical_device_count('CPU', 2)\n"
+        "strategy = sf.distribute.MirroredStrategy(['CPU:0', 'CPU:1'])\n"
+        "with strategy.scope():\n"
+        "    model = sf.keras.Sequential([sf.keras.layers.Dense(4)])\n"
+        "x = sf.distribute.PerReplica([sf.ones([2, 3]), sf.ones([2, 3])])\n"
+        "out = strategy.run(model, args=(x,))\n"
+        "print(sorted({type(v).__name__ for v in model.variables}), len(model.variables))\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "['MirroredVariable'] 2"
