@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import context, nest
-from stageflow.distribute import cluster
+from stageflow.distribute import cluster, replicas
 from stageflow.distribute.remote import TIMEOUT, RemoteArray, RemoteDeviceError
 from stageflow.distribute.strategy import MirroredStrategy, Strategy
 from stageflow.distribute.worker_collectives import all_reduce_across_workers, declare
 from stageflow.frontend.tracer import GraphTrace
+from stageflow.staging.function import Function
 
 
 class MultiWorkerMirroredStrategy(MirroredStrategy):
@@ -82,6 +83,12 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         self._wait_for(results)
         return results
 
+    def _schedule(self, step: Callable[..., Any]) -> str:
+        """A staged step's calls to the workers do not wait: made in turn from this thread;
+        an eager one's ops wait for their worker, each of which waits for the others in
+        the collectives: on threads at once."""
+        return replicas.IN_TURN if isinstance(step, Function) else replicas.AT_ONCE
+
     def _wait_for(self, results: Any) -> None:
         pending: dict[Any, Any] = {}
         for leaf in nest.flatten(results, expand_composites=True)[0]:
@@ -90,6 +97,8 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
                 pending[buffer.ref] = buffer.device
         ray = cluster.ray_module()
         while pending:
+            # One at a time: a dead worker's result is ready (an error) at once, while the
+            # others wait for it inside their collectives.
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=TIMEOUT,
                                 fetch_local=False)
             if not ready:

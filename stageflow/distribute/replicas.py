@@ -111,19 +111,27 @@ def sync(name: str, merge: Merge, payload: Any) -> Any:
     return thread.sync(name, merge, payload)
 
 
+LOCKSTEP, AT_ONCE, IN_TURN = "lockstep", "at once", "in turn"
+
+
 def run_replicas(fn: Callable[..., Any], per_replica_args: Sequence[tuple[tuple, dict]],
                  replica_devices: Sequence[str], contexts: Sequence[replica_state.Replica],
-                 lockstep: bool = True) -> list[Any]:
-    """``fn(*args, **kwargs)`` once per replica, in lockstep; the results in replica order.
-    A replica's exception is raised here once every replica stopped.
+                 schedule: str = LOCKSTEP) -> list[Any]:
+    """``fn(*args, **kwargs)`` once per replica; the results in replica order.
 
-    Without `lockstep` the replicas run at once and meet nowhere here (their collectives
-    meet in the worker processes their work runs in); the first exception is raised as
-    soon as it happens, as the other replicas may wait for the failed one's workers."""
-    if len(contexts) == 1:
-        args, kwargs = per_replica_args[0]
-        with devices.device(replica_devices[0]), replica_state.entered(contexts[0]):
-            return [fn(*args, **kwargs)]
+    `LOCKSTEP`: threads meeting here at each collective; a replica's exception is raised
+    once every replica stopped. The others are for replicas whose collectives meet in the
+    worker processes their work runs in: `AT_ONCE` runs them on threads at once (eager
+    steps, which wait for their workers), the first exception raised as soon as it happens,
+    as the other replicas may wait for the failed one's workers; `IN_TURN` calls them one
+    after another on this thread (staged steps, whose calls to workers do not wait)."""
+    if len(contexts) == 1 or schedule == IN_TURN:
+        results = []
+        for args_kwargs, device, replica in zip(per_replica_args, replica_devices, contexts,
+                                                strict=True):
+            with devices.device(device), replica_state.entered(replica):
+                results.append(fn(*args_kwargs[0], **args_kwargs[1]))
+        return results
     install = context.thread_state()
 
     def work_of(index: int) -> Callable[[], Any]:
@@ -141,7 +149,7 @@ def run_replicas(fn: Callable[..., Any], per_replica_args: Sequence[tuple[tuple,
     threads = [_ReplicaThread(index, work_of(index)) for index in range(len(contexts))]
     for thread in threads:
         thread.start()
-    if not lockstep:
+    if schedule == AT_ONCE:
         return _free_running(threads)
     try:
         _lockstep(threads)

@@ -227,6 +227,10 @@ class Strategy:
         """What each replica calls for `run(fn)`."""
         return fn
 
+    def _schedule(self, step: Callable[..., Any]) -> str:
+        """How `run` runs the replicas of `step` (`replicas.run_replicas`)."""
+        return replicas.LOCKSTEP
+
     def _combine(self, name: str, kind: str, values: list[Any]) -> list[Any]:
         """This replica's results of an all-reduce: the replicas meet in lockstep and one
         `all_reduce` op over their values gives every replica the same results."""
@@ -248,7 +252,7 @@ class Strategy:
         self._created = []
         with self.scope():
             results = replicas.run_replicas(step, per_replica, self._devices, contexts,
-                                            lockstep=self._lockstep)
+                                            self._schedule(step))
         if count == 1:
             return results[0]
         flat = [nest.flatten(result) for result in results]
