@@ -92,6 +92,17 @@ def inherit_in_threads(capture: Callable[[], Callable[[], None]]) -> None:
     _inherited.append(capture)
 
 
+def inherit_list_in_threads(state: threading.local, attribute: str) -> None:
+    """Register the per-thread list ``state.<attribute>`` (a stack of scopes) as a state
+    that a thread working on another's behalf takes a copy of (`inherit_in_threads`)."""
+
+    def capture() -> Callable[[], None]:
+        copied = list(getattr(state, attribute, ()))
+        return lambda: setattr(state, attribute, list(copied))
+
+    inherit_in_threads(capture)
+
+
 def thread_state() -> Callable[[], None]:
     """What installs this thread's traces and registered scopes in another thread, so that
     work handed to it (a distribution strategy's replica) stages into the same function,

@@ -125,18 +125,7 @@ class _Scopes(threading.local):
 
 
 _scopes = _Scopes()
-
-
-def _capture_scopes() -> Callable[[], None]:
-    stack = list(_scopes.stack)
-
-    def install() -> None:
-        _scopes.stack[:] = stack
-
-    return install
-
-
-context.inherit_in_threads(_capture_scopes)
+context.inherit_list_in_threads(_scopes, "stack")
 
 
 def current() -> str | None:

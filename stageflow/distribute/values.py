@@ -129,19 +129,19 @@ class MirroredVariable(Variable):
         return self
 
     def assign_add(self, delta: Any) -> MirroredVariable:
-        if self._in_replica():
-            self._here().assign_add(self._aggregated(delta))
-        else:
-            for copy in self.values:
-                copy.assign_add(delta)
-        return self
+        return self._change("assign_add", delta)
 
     def assign_sub(self, delta: Any) -> MirroredVariable:
+        return self._change("assign_sub", delta)
+
+    def _change(self, method: str, delta: Any) -> MirroredVariable:
+        """`method` of the replica's copy inside a step (the replicas' deltas combined as
+        the aggregation says), else of every copy."""
         if self._in_replica():
-            self._here().assign_sub(self._aggregated(delta))
+            getattr(self._here(), method)(self._aggregated(delta))
         else:
             for copy in self.values:
-                copy.assign_sub(delta)
+                getattr(copy, method)(delta)
         return self
 
     def _store(self, array: Any) -> None:

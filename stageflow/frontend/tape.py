@@ -43,18 +43,7 @@ class _Tapes(threading.local):
 
 
 _tapes = _Tapes()
-
-
-def _capture_tapes() -> Callable[[], None]:
-    active = list(_tapes.active)
-
-    def install() -> None:
-        _tapes.active[:] = active
-
-    return install
-
-
-context.inherit_in_threads(_capture_tapes)
+context.inherit_list_in_threads(_tapes, "active")
 
 
 class UnconnectedGradients(enum.Enum):

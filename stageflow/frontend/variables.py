@@ -56,6 +56,7 @@ class _Creators(threading.local):
 
 
 _creators = _Creators()
+context.inherit_list_in_threads(_creators, "stack")
 
 
 @contextmanager
@@ -78,18 +79,6 @@ def variable_creator_scope(creator: Callable[..., Any]) -> Iterator[None]:
         yield
     finally:
         _creators.stack.pop()
-
-
-def _capture_creators() -> Callable[[], None]:
-    stack = list(_creators.stack)
-
-    def install() -> None:
-        _creators.stack[:] = stack
-
-    return install
-
-
-context.inherit_in_threads(_capture_creators)
 
 
 class _CreatedThroughScopes(type):

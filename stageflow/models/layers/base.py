@@ -232,16 +232,7 @@ def _training_modes() -> list[bool]:
         return modes
 
 
-def _capture_training() -> Callable[[], None]:
-    modes = list(_training_modes())
-
-    def install() -> None:
-        _training_modes()[:] = modes
-
-    return install
-
-
-context.inherit_in_threads(_capture_training)
+context.inherit_list_in_threads(_training_stack, "modes")
 
 
 # Signatures are read once per function (the check runs on every layer call).
