@@ -146,7 +146,7 @@ def make_model():
     """The MLP and its optimizer, with the same initial weights for every contender."""
     model = sf.keras.Sequential([sf.keras.layers.Dense(LAYERS[1], activation="relu"),
                                  sf.keras.layers.Dense(LAYERS[2])])
-    model(sf.zeros((1, LAYERS[0])))  # builds the layers (Sequential.build does not)
+    model.build((None, LAYERS[0]))
     rng = np.random.default_rng(0)
     for variable in model.trainable_variables:
         shape = tuple(variable.shape)

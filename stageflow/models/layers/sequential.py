@@ -8,7 +8,7 @@ from typing import Any
 from stageflow.core.source import describe_location
 from stageflow.frontend.spec import TensorSpec
 from stageflow.models.layers import symbolic
-from stageflow.models.layers.base import takes_training
+from stageflow.models.layers.base import Layer, takes_training
 from stageflow.models.training import Model
 
 __all__ = ["Sequential"]
@@ -61,7 +61,23 @@ class Sequential(Model):
         self.input_spec = TensorSpec((None, *value.shape[1:]), value.dtype)
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
-        """Nothing to do: each layer builds itself on its first call."""
+        """Build every layer for inputs of `input_shape` (batch dim first), as Keras'
+        ``model.build((None, 6))`` does, so the variables exist before a call (in a
+        distribution strategy's scope, say), for float32 inputs. Layers that are plain
+        callables build on the first call instead, and so does every layer when the first
+        call builds the model (it knows the input's dtype: `_dtype` is set by then).
+
+        >>> model = sf.keras.Sequential([sf.keras.layers.Dense(4), sf.keras.layers.Dense(2)])
+        >>> model.build((None, 3))
+        >>> [tuple(v.shape) for v in model.variables]
+        [(3, 4), (4,), (4, 2), (2,)]
+        """
+        if self._dtype is not None or self._symbolic_output is not None or not self.layers \
+                or not all(isinstance(layer, Layer) for layer in self.layers):
+            return
+        self._start(symbolic.Input(tuple(input_shape[1:]), batch_size=input_shape[0]))
+        for layer in self.layers:
+            self._symbolic_output = layer(self._symbolic_output)
 
     def call(self, inputs: Any, training: bool = False) -> Any:
         """Each layer in turn; those that take ``training`` get this call's mode."""
