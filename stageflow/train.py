@@ -1,7 +1,7 @@
 """`sf.train`: object-graph checkpoints (the paper, section 4.3).
 
-Exactly the public names of `stageflow.models.train.checkpoint`, where they are defined and
-documented.
+The public names of `stageflow.models.train.checkpoint` and `.reader`, where they are
+defined and documented.
 """
 
 from stageflow.models.train.checkpoint import (
@@ -12,6 +12,7 @@ from stageflow.models.train.checkpoint import (
     PythonState,
     latest_checkpoint,
 )
+from stageflow.models.train.reader import list_variables, load_variable
 
 __all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "NumpyState",
-           "PythonState", "latest_checkpoint"]
+           "PythonState", "latest_checkpoint", "list_variables", "load_variable"]
