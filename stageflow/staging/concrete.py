@@ -224,7 +224,12 @@ class ConcreteFunction:
             results = device.run(lambda: graphs.run(values, captured))
         placed_results = []
         for result, value in zip(results, self.graph.outputs, strict=True):
-            placed_results.append(runtime_devices.get(value.device or device.name).wrap(result))
+            target = value.device or device.name
+            if device.kind != "CPU" and target != device.name:
+                # In the GPU's memory: copied to where its op was placed (the host, say).
+                placed_results.append(device.wrap(result).to(target))
+            else:
+                placed_results.append(runtime_devices.get(target).wrap(result))
         if self._single_output:
             return placed_results[0]
         return self.structure_outputs(placed_results)

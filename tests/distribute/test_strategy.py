@@ -410,3 +410,13 @@ def test_a_first_random_draw_inside_a_replica_makes_one_plain_generator(tmp_path
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "['MirroredVariable'] 2"
+
+
+@pytest.mark.parametrize("way", ["eager", "compiled"])
+def test_replicas_on_a_cpu_and_the_emulated_gpu_train_alike(one_replica, way):
+    """A replica per kind of device (tests/conftest.py makes the emulated GPU): the GPU's
+    copies of the variables live in its memory, and the numbers are one replica's."""
+    weights, variables, _ = train_mlp(["CPU:0", "GPU:0"], way, "sgd")
+    for got, expected in zip(weights, one_replica["sgd"][0], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert [copy.device for copy in variables[0].values] == ["/device:CPU:0", "/device:GPU:0"]

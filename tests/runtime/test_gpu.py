@@ -48,6 +48,21 @@ def test_listing_4():
     assert isinstance(b._buffer, DeviceArray)
 
 
+def test_a_gpu_graphs_result_placed_on_the_host_is_copied_there():
+    """A staged function on the GPU whose last op a scope inside it places on the host: the
+    result is a host tensor holding host memory (it once held the GPU's array)."""
+    @sf.function
+    def f(x):
+        y = x * 2.0
+        with sf.device("/cpu:0"):
+            return sf.reduce_sum(y)
+
+    with sf.device(GPU):
+        total = f(sf.constant([1.0, 2.0]))
+    assert total.device == "/device:CPU:0"
+    assert float(total) == 6.0 and isinstance(total.numpy(), np.ndarray)
+
+
 def test_listing_5():
     # stored on CPU
     a = sf.constant(1.0)
