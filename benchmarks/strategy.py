@@ -68,7 +68,8 @@ from stageflow.primitives.control import callback_of
 
 BUFFER_BYTES = (64 << 10, 1 << 20, 16 << 20)
 LAYERS = (784, 256, 10)
-GLOBAL_BATCH = 256
+DEFAULT_BATCH = 256
+GLOBAL_BATCH = DEFAULT_BATCH  # set from --batch
 LR = 0.01
 GOAL = 0.8
 LINK_BYTES_PER_S = 10e9 / 8  # 10 Gb/s
@@ -248,7 +249,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.strategy", description=__doc__)
     parser.add_argument("--quick", action="store_true",
                         help="fewer, shorter rounds (a noisy check that it runs)")
+    parser.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                        help=f"the global batch (default {DEFAULT_BATCH})")
     args = parser.parse_args(argv)
+    global GLOBAL_BATCH
+    GLOBAL_BATCH = args.batch  # read by the step builders above
     rounds, min_time = (3, 0.05) if args.quick else (9, 0.2)
     sf.random.set_seed(0)  # the layers' first draw (overwritten): made outside any scope
 
