@@ -102,7 +102,7 @@ class Model(Layer):
                                                    "history", "stop_training", "_graph", "inputs",
                                                    "outputs", "steps_per_execution",
                                                    "fit_progress", "_strategy",
-                                                   "_replica_step"}
+                                                   "_replica_steps"}
 
     def __init__(self, inputs: Any = None, outputs: Any = None, trainable: bool = True,
                  name: str | None = None) -> None:
@@ -174,11 +174,11 @@ class Model(Layer):
         steps = {"train": self._train_steps, "test": self._test_step,
                  "predict": self._predict_step}
         if self._strategy is not None and self._strategy.stages_each_replica:
-            # Replicas in other processes: each runs its own staged step, called from here.
-            self._replica_step = staging.Function(self._replica_train_step,
-                                                  name=f"{self.name}_replica_step")
+            # Replicas in other processes: each runs its own staged steps (a group of
+            # `steps_per_execution`), called from here once per group.
+            self._replica_steps = staging.Function(self._replica_train_steps,
+                                                   name=f"{self.name}_replica_steps")
             return steps
-        self._replica_step = self._replica_train_step
         if run_eagerly:
             return steps
         # Each batch shape gets its own trace (two with a smaller last batch), not one with
@@ -200,8 +200,15 @@ class Model(Layer):
             return self._replica_train_step(x, y, None)
         rows = cast(shape(nest.flatten(x)[0][0])[0], dtypes.float32)
         shards = strategy.experimental_split_batch((x, y))
-        losses = self._strategy.run(self._replica_step, args=(*shards, rows))
+        losses = strategy.run(self._replica_train_step, args=(*shards, rows))
         return strategy.reduce("SUM", losses, axis=None)
+
+    def _replica_train_steps(self, shards: tuple, rows: tuple) -> Tensor:
+        """A replica's steps on its shards of a group of batches (each weighted by its
+        global batch's rows); the last one's loss share."""
+        for (x, y), global_rows in zip(shards, rows, strict=True):
+            share = self._replica_train_step(x, y, global_rows)
+        return share
 
     def _replica_train_step(self, x: Any, y: Any, global_rows: Tensor | None) -> Tensor:
         """One replica's step on its shard (the whole batch without a strategy): its loss,
@@ -219,7 +226,14 @@ class Model(Layer):
         return share
 
     def _train_steps(self, batches: tuple[tuple[Any, Any], ...]) -> Tensor:
-        """`_train_step` on each ``(x, y)`` of `batches` in turn; the last loss."""
+        """`_train_step` on each ``(x, y)`` of `batches` in turn; the last loss. Replicas
+        in other processes take the whole group in one call each."""
+        strategy = self._strategy
+        if strategy is not None and strategy.stages_each_replica:
+            shards = tuple(strategy.experimental_split_batch((x, y)) for x, y in batches)
+            rows = tuple(float(nest.flatten(x)[0][0].shape[0]) for x, _ in batches)
+            losses = strategy.run(self._replica_steps, args=(shards, rows))
+            return strategy.reduce("SUM", losses, axis=None)
         for x, y in batches:
             loss = self._train_step(x, y)
         return loss

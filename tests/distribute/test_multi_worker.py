@@ -151,7 +151,10 @@ def test_a_killed_worker_stops_the_step_and_the_last_checkpoint_resumes(tmp_path
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_fit_compiled_in_the_scope_trains_on_the_workers():
+@pytest.mark.parametrize("steps_per_execution", [1, 3])
+def test_fit_compiled_in_the_scope_trains_on_the_workers(steps_per_execution):
+    """Each group of `steps_per_execution` batches is one call of a staged step on each
+    worker (with a smaller group at the end of an epoch of 5 batches)."""
     rng = np.random.default_rng(4)
     x = rng.standard_normal((40, 6)).astype(np.float32)
     labels = (x[:, 0] > x[:, 1]).astype(np.int32)
@@ -162,8 +165,9 @@ def test_fit_compiled_in_the_scope_trains_on_the_workers():
             model = sf.keras.Sequential([sf.keras.layers.Dense(8, activation="relu"),
                                          sf.keras.layers.Dense(2)])
             model.compile(optimizer="adam", metrics=["accuracy"],
-                          loss=sf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(x, labels, batch_size=20, epochs=2, shuffle=False, verbose=0)
+                          loss=sf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          steps_per_execution=steps_per_execution)
+        history = model.fit(x, labels, batch_size=8, epochs=2, shuffle=False, verbose=0)
         return [v.numpy() for v in model.trainable_variables], history.history
 
     want_weights, want_history = fitted(sf.distribute.get_strategy())
