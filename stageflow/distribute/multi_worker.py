@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import context, nest
+from stageflow.core import context, devices, nest
 from stageflow.distribute import cluster, replicas
 from stageflow.distribute.remote import TIMEOUT, RemoteArray, RemoteDeviceError
 from stageflow.distribute.strategy import MirroredStrategy, Strategy
@@ -90,11 +90,15 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         return replicas.IN_TURN if isinstance(step, Function) else replicas.AT_ONCE
 
     def _wait_for(self, results: Any) -> None:
+        """Wait for every result of a step, keeping its value (the caller reads it next:
+        a loss to reduce), so that reading it fetches nothing more."""
         pending: dict[Any, Any] = {}
+        tensors: dict[Any, list[Any]] = {}
         for leaf in nest.flatten(results, expand_composites=True)[0]:
             buffer = getattr(leaf, "_buffer", None)
             if isinstance(buffer, RemoteArray) and not isinstance(buffer.ref, np.ndarray):
                 pending[buffer.ref] = buffer.device
+                tensors.setdefault(buffer.ref, []).append(leaf)
         ray = cluster.ray_module()
         while pending:
             # One at a time: a dead worker's result is ready (an error) at once, while the
@@ -106,7 +110,10 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
                 raise RemoteDeviceError(f"{', '.join(names)} did not finish a step within "
                                         f"{TIMEOUT:.0f} s")
             for ref in ready:
-                pending.pop(ref).wait(ref)  # raises for a worker that died
+                value = np.asarray(pending.pop(ref).wait(ref))  # raises if its worker died
+                devices.COUNTERS.copied(value.nbytes)
+                for tensor in tensors[ref]:
+                    tensor._value = value
 
     def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`fn` as it is: eagerly, each of a replica's ops is a call to its worker; an
