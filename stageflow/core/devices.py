@@ -150,7 +150,7 @@ def device(name: str | None) -> Iterator[str | None]:
     >>> y
     sf.Tensor([2.], shape=(1,), dtype=float32)
     """
-    full = None if name is None else _placement(name)
+    full = None if name is None else placement(name)
     _scopes.stack.append(full)
     with context.slow_path() if full not in (None, HOST) else nullcontext():
         try:
@@ -188,7 +188,7 @@ def get_soft_device_placement() -> bool:
     return _soft_placement
 
 
-def _placement(name: str) -> str:
+def placement(name: str) -> str:
     """The device a scope naming `name` places its ops on: that device, or the host where
     it is a missing GPU and soft placement is on."""
     try:

@@ -14,7 +14,14 @@
 """
 
 from stageflow.core.exports import public_dir
+from stageflow.distribute import experimental
 from stageflow.distribute.cluster import connect, shutdown, workers
+from stageflow.distribute.cross_device_ops import (
+    CrossDeviceOps,
+    HierarchicalCopyAllReduce,
+    NcclAllReduce,
+    ReductionToOneDevice,
+)
 from stageflow.distribute.multi_worker import MultiWorkerMirroredStrategy
 from stageflow.distribute.remote import TIMEOUT, RemoteDeviceError
 from stageflow.distribute.replicas import ReplicaError
@@ -34,7 +41,9 @@ from stageflow.distribute.strategy import (
 )
 from stageflow.distribute.values import MirroredVariable, PerReplica
 
-__all__ = ["TIMEOUT", "DistributedDataset", "InputContext", "MirroredStrategy",
+__all__ = ["TIMEOUT", "CrossDeviceOps", "DistributedDataset", "HierarchicalCopyAllReduce",
+           "InputContext", "MirroredStrategy", "NcclAllReduce", "ReductionToOneDevice",
+           "experimental",
            "MirroredVariable", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica",
            "ReduceOp", "RemoteDeviceError", "ReplicaContext", "ReplicaError", "Strategy",
            "ValueContext", "connect",

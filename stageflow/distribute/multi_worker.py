@@ -52,11 +52,14 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
     True
     """
 
-    def __init__(self, jobs: dict[str, int] | None = None, address: str | None = None
-                 ) -> None:
+    def __init__(self, jobs: dict[str, int] | None = None, address: str | None = None,
+                 communication_options: Any = None) -> None:
         names = cluster.connect(jobs or {"worker": 2}, address)
         tasks = [name for name in names if name.endswith("/device:CPU:0")]
         super().__init__(tasks)
+        # Kept for TensorFlow programs that pass them: the collectives are gloo's, whatever
+        # `sf.distribute.experimental.CommunicationOptions` asks.
+        self.communication_options = communication_options
         self._group = f"g{uuid.uuid4().hex[:12]}"
         declare(self._group)
         ray = cluster.ray_module()

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from stageflow.core import context, devices, nest
+from stageflow.core import devices as devices_module
 from stageflow.distribute import replicas
 from stageflow.distribute.collectives import all_reduce_values
 from stageflow.distribute.values import MirroredVariable, PerReplica
@@ -351,6 +352,9 @@ class MirroredStrategy(Strategy):
 
     `devices` are device names (``["CPU:0", "CPU:1"]``, logical CPUs made by
     `sf.config.set_logical_device_count`, GPUs); by default every GPU, else the host CPU.
+    A GPU that does not exist is the host, as `sf.device` places it under soft placement.
+    `cross_device_ops` (`sf.distribute.CrossDeviceOps`) is taken for TensorFlow programs:
+    in one process every choice is the same `all_reduce` op.
 
     >>> strategy = sf.distribute.MirroredStrategy(["CPU:0"])
     >>> strategy.num_replicas_in_sync
@@ -368,10 +372,14 @@ class MirroredStrategy(Strategy):
             devices = listed or [_HOST]
         if not devices:
             raise ValueError("MirroredStrategy: needs at least one device")
-        resolved = [_resolve(name) for name in devices]
-        if len(set(resolved)) != len(resolved):
+        named = [_resolve_missing_gpu_too(name) for name in devices]
+        if len(set(named)) != len(named):
             raise ValueError(f"MirroredStrategy: a device is named twice in {list(devices)}")
+        # As `sf.device` places ops: a GPU that does not exist is the host, with soft
+        # placement on (TensorFlow's default), so GPU code runs here as a replica per name.
+        resolved = [devices_module.placement(name) for name in devices]
         super().__init__(resolved)
+        self.cross_device_ops = cross_device_ops  # every choice is one all_reduce op here
         self._whole_steps: weakref.WeakKeyDictionary[Function, Function] = \
             weakref.WeakKeyDictionary()
         self._mirroring = threading.local()  # set on a thread computing an initial value
@@ -461,8 +469,9 @@ def _listed_devices() -> list[str]:
     return devices.listed()
 
 
-def _resolve(name: str) -> str:
-    return devices.resolve(name)
+def _resolve_missing_gpu_too(name: str) -> str:
+    """The canonical form of a device name, whether or not the device exists."""
+    return str(devices.parse(devices.canonical(name)))
 
 
 def _select(structure: Any, index: int) -> Any:

@@ -420,3 +420,26 @@ def test_replicas_on_a_cpu_and_the_emulated_gpu_train_alike(one_replica, way):
     for got, expected in zip(weights, one_replica["sgd"][0], strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     assert [copy.device for copy in variables[0].values] == ["/device:CPU:0", "/device:GPU:0"]
+
+
+def test_tensorflow_gpu_programs_run_here_with_soft_placement(one_replica):
+    """TensorFlow's guides name GPUs and cross-device ops: missing GPUs are the host (a
+    warning says so), two replicas there train as one, and the ops choices are taken."""
+    with pytest.warns(RuntimeWarning, match="soft device placement"):
+        strategy = sf.distribute.MirroredStrategy(
+            devices=["/gpu:7", "/gpu:8"],
+            cross_device_ops=sf.distribute.HierarchicalCopyAllReduce())
+    assert strategy.worker_devices == ("/device:CPU:0", "/device:CPU:0")
+    assert isinstance(strategy.cross_device_ops, sf.distribute.CrossDeviceOps)
+    weights, _, _ = train_mlp(["/gpu:7", "/gpu:8"], "compiled", "sgd")
+    for got, expected in zip(weights, one_replica["sgd"][0], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    sf.config.set_soft_device_placement(False)
+    try:
+        with pytest.raises(ValueError, match="no device /device:GPU:7"):
+            sf.distribute.MirroredStrategy(["/gpu:7"])
+    finally:
+        sf.config.set_soft_device_placement(True)
+    options = sf.distribute.experimental.CommunicationOptions(
+        implementation=sf.distribute.experimental.CommunicationImplementation.RING)
+    assert options.implementation.name == "RING"
