@@ -34,14 +34,28 @@ __all__ = ["KLD", "MAE", "MAPE", "MSE", "MSLE", "BinaryCrossentropy",
            "CategoricalCrossentropy", "CosineSimilarity", "Hinge", "Huber", "KLDivergence",
            "LogCosh", "Loss", "MeanAbsoluteError",
            "MeanAbsolutePercentageError", "MeanSquaredError", "MeanSquaredLogarithmicError",
-           "Poisson", "SparseCategoricalCrossentropy", "binary_crossentropy",
+           "Poisson", "Reduction", "SparseCategoricalCrossentropy", "binary_crossentropy",
            "categorical_crossentropy", "cosine_similarity", "hinge", "huber", "kl_divergence",
            "kld", "log_cosh", "logcosh", "mae", "mape", "mean_absolute_error",
            "mean_absolute_percentage_error", "mean_squared_error",
            "mean_squared_logarithmic_error", "mse", "msle", "poisson",
            "sparse_categorical_crossentropy"]
 
-REDUCTIONS = ("sum_over_batch_size", "sum", "none")
+REDUCTIONS = ("sum_over_batch_size", "sum", "none", "auto")  # "auto": sum_over_batch_size
+
+
+class Reduction:
+    """The reductions a `Loss` takes, by TensorFlow's names (``tf.keras.losses.Reduction``;
+    the values are the strings `Loss` takes).
+
+    >>> sf.losses.MeanSquaredError(reduction=sf.losses.Reduction.NONE)([[0.0]], [[2.0]])
+    sf.Tensor([4.], shape=(1,), dtype=float32)
+    """
+
+    NONE = "none"
+    SUM = "sum"
+    SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
+    AUTO = "auto"
 _EPSILON = 1e-7  # Keras' clipping of probabilities (its `backend.epsilon()`)
 _LOG_2 = math.log(2.0)
 

@@ -443,3 +443,35 @@ def test_tensorflow_gpu_programs_run_here_with_soft_placement(one_replica):
     options = sf.distribute.experimental.CommunicationOptions(
         implementation=sf.distribute.experimental.CommunicationImplementation.RING)
     assert options.implementation.name == "RING"
+
+
+@pytest.mark.parametrize("way", ["eager", "compiled"])
+def test_the_custom_training_tutorials_loss_scaling(way):
+    """TensorFlow's custom-training recipe: a loss object with reduction NONE, then
+    `sf.nn.compute_average_loss` (the global batch from the replicas by default) and the
+    regularization scaled per replica: the weights of one process on the whole batch."""
+    x, y = data()
+
+    def train(strategy):
+        with strategy.scope():
+            w = sf.Variable(np.ones((6, 3), np.float32))
+            opt = sf.optimizers.SGD(0.1)
+        loss_object = sf.keras.losses.MeanSquaredError(reduction=sf.losses.Reduction.NONE)
+
+        def step(xs, ys):
+            with sf.GradientTape() as tape:
+                loss = sf.nn.compute_average_loss(loss_object(ys, sf.matmul(xs, w)))
+                loss += sf.nn.scale_regularization_loss(0.01 * sf.reduce_sum(w * w))
+            opt.apply_gradients([(tape.gradient(loss, w), w)])
+            return loss
+
+        run = staged(lambda b: strategy.reduce("SUM", strategy.run(step, args=b), axis=None),
+                     way)
+        dataset = sf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+        losses = [float(run(b)) for b in strategy.experimental_distribute_dataset(dataset)]
+        return w.numpy(), losses
+
+    want, want_losses = train(sf.distribute.MirroredStrategy(["CPU:0"]))
+    got, losses = train(sf.distribute.MirroredStrategy(CPUS[:3]))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-5)

@@ -19,20 +19,23 @@ import numpy as np
 from stageflow.core import dtypes
 from stageflow.core.shapes import format_shape, normalize_axis
 from stageflow.core.source import describe_location
+from stageflow.frontend import replica
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops import random as sf_random
 from stageflow.frontend.ops.convert import binary_operands, convert_to_tensor, weak_operand
 from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
 from stageflow.frontend.ops.shape import expand_dims, gather, reshape_to
+from stageflow.frontend.ops.shape_of import shape
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import conv
 from stageflow.primitives import elementwise as ew_p
 from stageflow.primitives import structural as st
 
 __all__ = [
-    "avg_pool2d", "conv1d", "conv2d", "conv2d_transpose", "depthwise_conv2d", "dropout", "elu",
+    "avg_pool2d", "compute_average_loss", "conv1d", "conv2d", "conv2d_transpose",
+    "depthwise_conv2d", "dropout", "elu",
     "gelu", "leaky_relu", "log_softmax",
-    "max_pool2d", "relu", "relu6", "sigmoid", "silu", "softmax",
+    "max_pool2d", "relu", "relu6", "scale_regularization_loss", "sigmoid", "silu", "softmax",
     "softmax_cross_entropy_with_logits", "softplus", "sparse_softmax_cross_entropy_with_logits",
     "swish", "tanh",
 ]
@@ -629,3 +632,39 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Tensor
     zeros = st.broadcast_to_p.bind(zero, shape=(classes,))
     check = ew.add(gather(zeros, labels), gather(zeros, ew.subtract(classes - 1, labels)))
     return ew.add(loss, check)
+
+
+def _replicas() -> int:
+    current = replica.current()
+    return 1 if current is None else current.num_replicas_in_sync
+
+
+def compute_average_loss(per_example_loss: Any, sample_weight: Any = None,
+                         global_batch_size: Any = None) -> Tensor:
+    """The sum of the (weighted) per-example losses divided by the global batch size: the
+    loss each replica of a distribution strategy minimises, so that the gradients the
+    optimizer sums over the replicas are those of the global batch's mean (TensorFlow's
+    ``tf.nn.compute_average_loss``). Without `global_batch_size`, this replica's batch
+    times the number of replicas.
+
+    >>> sf.nn.compute_average_loss(sf.constant([1.0, 2.0, 3.0]), global_batch_size=6)
+    sf.Tensor(1., shape=(), dtype=float32)
+    """
+    losses = _floating(per_example_loss, "compute_average_loss")
+    if sample_weight is not None:
+        losses = losses * convert_to_tensor(sample_weight, losses.dtype)
+    if global_batch_size is None:
+        rows = ew.cast(shape(losses)[0], losses.dtype) if losses.ndim else 1.0
+        global_batch_size = rows * float(_replicas())
+    return reduce_sum(losses) / ew.cast(convert_to_tensor(global_batch_size), losses.dtype)
+
+
+def scale_regularization_loss(regularization_loss: Any) -> Tensor:
+    """A regularization loss divided by the number of replicas: summed over the replicas'
+    gradients, it counts once (TensorFlow's ``tf.nn.scale_regularization_loss``).
+
+    >>> sf.nn.scale_regularization_loss(sf.constant(3.0))
+    sf.Tensor(3., shape=(), dtype=float32)
+    """
+    loss = _floating(regularization_loss, "scale_regularization_loss")
+    return loss / float(_replicas())
