@@ -140,6 +140,7 @@ from stageflow.frontend.ops.elementwise import (
 )
 from stageflow.frontend.ops.linalg import einsum, matmul, tensordot
 from stageflow.frontend.ops.math_ops import (
+    add_n,
     clip_by_global_norm,
     clip_by_norm,
     cumprod,

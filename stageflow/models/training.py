@@ -217,8 +217,16 @@ class Model(Layer):
         with GradientTape() as tape:
             predictions = self(x, training=True)
             loss = self.compiled_loss(y, predictions)
-            share = loss if global_rows is None else loss * cast(
-                shape(predictions)[0], loss.dtype) / cast(global_rows, loss.dtype)
+            penalty = self._penalty(loss.dtype)
+            if global_rows is None:
+                share = loss if penalty is None else loss + penalty
+            else:  # the penalty once over the replicas, as the loss over the global batch
+                share = loss * cast(shape(predictions)[0], loss.dtype) / cast(
+                    global_rows, loss.dtype)
+                if penalty is not None:
+                    share = share + penalty / float(replica.current().num_replicas_in_sync)
+            if penalty is not None:
+                loss = loss + penalty  # what Keras reports: the regularized loss
         variables = self.trainable_variables
         gradients = tape.gradient(share, variables)
         self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
@@ -238,9 +246,22 @@ class Model(Layer):
             loss = self._train_step(x, y)
         return loss
 
+    def _penalty(self, dtype: Any) -> Tensor | None:
+        """The sum of the model's regularization losses (`Layer.losses`), if it has any."""
+        penalties = self.losses
+        if not penalties:
+            return None
+        total = cast(penalties[0], dtype)
+        for penalty in penalties[1:]:
+            total = total + cast(penalty, dtype)
+        return total
+
     def _test_step(self, x: Any, y: Any) -> Tensor:
         predictions = self(x, training=False)
         loss = self.compiled_loss(y, predictions)
+        penalty = self._penalty(loss.dtype)
+        if penalty is not None:
+            loss = loss + penalty
         self._update_metrics(loss, y, predictions)
         return loss
 

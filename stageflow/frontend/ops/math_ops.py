@@ -24,9 +24,32 @@ from stageflow.frontend.ops.shape import broadcast_to, concat, reshape
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives import scan
 
-__all__ = ["clip_by_global_norm", "clip_by_norm", "cosh", "cumprod", "cumsum", "global_norm",
-           "is_finite", "is_inf", "is_nan", "meshgrid", "reduce_all", "reduce_any", "reverse",
-           "roll", "sinh", "tan"]
+__all__ = ["add_n", "clip_by_global_norm", "clip_by_norm", "cosh", "cumprod", "cumsum",
+           "global_norm", "is_finite", "is_inf", "is_nan", "meshgrid", "reduce_all",
+           "reduce_any", "reverse", "roll", "sinh", "tan"]
+
+
+@math_op
+def add_n(inputs: Sequence[Any]) -> Tensor:
+    """The elementwise sum of a list of tensors of one shape and dtype (TensorFlow's
+    ``tf.add_n``: a model's regularization losses, ``sf.add_n(model.losses)``).
+
+    >>> sf.add_n([sf.constant([1.0, 2.0]), sf.constant([3.0, 4.0]), sf.constant([5.0, 6.0])])
+    sf.Tensor([ 9., 12.], shape=(2,), dtype=float32)
+    """
+    tensors = [convert_to_tensor(x) for x in inputs]
+    if not tensors:
+        raise ValueError(f"add_n: needs at least one tensor{describe_location()}")
+    for tensor in tensors[1:]:
+        if tensor.dtype != tensors[0].dtype or tuple(tensor.shape) != tuple(tensors[0].shape):
+            raise ValueError(
+                f"add_n: every input must have the first's shape and dtype "
+                f"{tensors[0].dtype.name}{list(tensors[0].shape)}, got "
+                f"{tensor.dtype.name}{list(tensor.shape)}{describe_location()}")
+    total = tensors[0]
+    for tensor in tensors[1:]:
+        total = ew.add(total, tensor)
+    return total
 
 
 @math_op

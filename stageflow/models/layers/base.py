@@ -27,6 +27,8 @@ from stageflow.core import context, dtypes
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.elementwise import cast
+from stageflow.frontend.ops.shape_of import shape
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
@@ -34,6 +36,7 @@ from stageflow.models.activations import get_activation
 from stageflow.models.initializers import get_initializer
 from stageflow.models.layers import symbolic
 from stageflow.models.module import Module, camel_to_snake
+from stageflow.models.regularizers import get as get_regularizer
 
 __all__ = ["Layer"]
 
@@ -76,7 +79,10 @@ class Layer(Module):
     """
 
     _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_trainable",
-                                                    "input_spec", "batch_input_shape"}
+                                                    "input_spec", "batch_input_shape",
+                                                    "kernel_regularizer", "bias_regularizer",
+                                                    "activity_regularizer",
+                                                    "_activity_losses"}
 
     _WALK_SORTED = False
 
@@ -97,6 +103,36 @@ class Layer(Module):
         self.input_spec: TensorSpec | None = None
         self._trainable = bool(trainable)
         self._dtype = None if dtype is None else dtypes.as_dtype(dtype)
+        # Keras' penalties (`models.regularizers`), taken by every layer's `__init__`
+        # (`_taking_input_shape`): on the kernel and bias where the layer has them, and on
+        # the outputs of its last call.
+        self.kernel_regularizer: Callable[[Any], Tensor] | None = None
+        self.bias_regularizer: Callable[[Any], Tensor] | None = None
+        self.activity_regularizer: Callable[[Any], Tensor] | None = None
+        self._activity_losses: list[Tensor] = []
+
+    @property
+    def losses(self) -> list[Tensor]:
+        """The penalties of this layer's regularizers and its sublayers' (Keras'
+        ``layer.losses``): its weights' now, its outputs' as of its last call (divided by
+        their batch, as Keras does). `fit` adds their sum to the loss.
+
+        >>> layer = sf.keras.layers.Dense(2, kernel_initializer="ones",
+        ...                               kernel_regularizer=sf.keras.regularizers.L2(0.5))
+        >>> _ = layer(sf.ones((1, 3)))
+        >>> layer.losses
+        [sf.Tensor(3., shape=(), dtype=float32)]
+        """
+        layers = [self, *(m for m in self.submodules if isinstance(m, Layer))]
+        return [loss for layer in layers for loss in layer._own_losses()]
+
+    def _own_losses(self) -> list[Tensor]:
+        penalties = []
+        for regularizer, weight in ((self.kernel_regularizer, getattr(self, "kernel", None)),
+                                    (self.bias_regularizer, getattr(self, "bias", None))):
+            if regularizer is not None and weight is not None:
+                penalties.append(regularizer(weight))
+        return penalties + list(self._activity_losses)
 
     @property
     def trainable(self) -> bool:
@@ -138,9 +174,14 @@ class Layer(Module):
         modes = _training_modes()
         modes.append(training)
         try:
-            return self.call(inputs, *args, **kwargs)
+            outputs = self.call(inputs, *args, **kwargs)
         finally:
             modes.pop()
+        if self.activity_regularizer is not None:
+            penalty = self.activity_regularizer(outputs)
+            rows = shape(outputs)[0] if getattr(outputs, "ndim", 0) else 1
+            self._activity_losses = [penalty / cast(rows, penalty.dtype)]
+        return outputs
 
     def call(self, inputs: Any) -> Any:
         return inputs
@@ -177,15 +218,25 @@ class Layer(Module):
 def _taking_input_shape(init: Callable[..., None]) -> Callable[..., None]:
     """A layer class's `__init__` that also takes Keras' shape keywords, which every layer
     accepts: ``input_shape`` (without the batch dim), ``input_dim`` (the same, rank 1),
-    ``batch_input_shape`` and ``batch_size``."""
+    ``batch_input_shape`` and ``batch_size``; and its regularizer keywords:
+    ``activity_regularizer`` on every layer, ``kernel_regularizer`` and
+    ``bias_regularizer`` on those with a kernel and a bias."""
 
     # A keyword the layer's own `__init__` takes (`Embedding`'s ``input_dim``) stays its own.
     taken = _SHAPE_KEYWORDS - set(inspect.signature(init).parameters)
 
+    penalties = _REGULARIZER_KEYWORDS - set(inspect.signature(init).parameters)
+
     @functools.wraps(init)
     def __init__(self: Layer, *args: Any, **kwargs: Any) -> None:
         shape = {key: kwargs.pop(key) for key in taken & set(kwargs)}
+        regularizers = {key: kwargs.pop(key) for key in penalties & set(kwargs)}
         init(self, *args, **kwargs)
+        for key, value in regularizers.items():
+            if key != "activity_regularizer" and not hasattr(self, key.split("_")[0]):
+                raise TypeError(f"{type(self).__name__}: has no {key.split('_')[0]} to take "
+                                f"{key}=")
+            setattr(self, key, get_regularizer(value))
         batch_input_shape = shape.get("batch_input_shape")
         input_shape = shape.get("input_shape")
         if shape.get("input_dim") is not None:
@@ -200,6 +251,8 @@ def _taking_input_shape(init: Callable[..., None]) -> Callable[..., None]:
 
 
 _SHAPE_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_size"})
+_REGULARIZER_KEYWORDS = frozenset({"kernel_regularizer", "bias_regularizer",
+                                   "activity_regularizer"})
 
 
 Layer.__init__ = _taking_input_shape(Layer.__init__)  # a layer class without an __init__
