@@ -1,7 +1,7 @@
-"""`sf.distribute.experimental`: the options TensorFlow keeps there for collectives between
-workers, taken by `MultiWorkerMirroredStrategy` (``communication_options=``). The
-collectives are gloo's ring and tree all-reduce whatever is asked; the options are kept
-for the programs that pass them.
+"""`sf.distribute.experimental`: what TensorFlow keeps there: `CentralStorageStrategy`,
+and the options of the collectives between workers, taken by `MultiWorkerMirroredStrategy`
+(``communication_options=``). The collectives are gloo's ring and tree all-reduce whatever
+is asked; the options are kept for the programs that pass them.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 from stageflow.core.exports import public_dir
+from stageflow.distribute.strategy import CentralStorageStrategy
 
 
 class CommunicationImplementation(enum.Enum):
@@ -45,5 +46,5 @@ class CommunicationOptions:
                 f"implementation={self.implementation.name})")
 
 
-__all__ = ["CommunicationImplementation", "CommunicationOptions"]
+__all__ = ["CentralStorageStrategy", "CommunicationImplementation", "CommunicationOptions"]
 __dir__ = public_dir(globals())

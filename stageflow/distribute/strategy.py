@@ -421,12 +421,7 @@ class MirroredStrategy(Strategy):
 
     def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
         """One variable per replica device, each starting from the first's value."""
-        self._mirroring.active = True
-        try:
-            with devices.device(self._devices[0]):
-                first = next_creator(**kwargs)
-        finally:
-            self._mirroring.active = False
+        first = self._first(next_creator, kwargs, self._devices[0])
         copies = [first]
         for index, device in enumerate(self._devices[1:], start=1):
             with devices.device(device):
@@ -434,6 +429,39 @@ class MirroredStrategy(Strategy):
                     **kwargs, "initial_value": first.numpy(), "dtype": first.dtype,
                     "name": f"{first.name}/replica_{index}"}))
         return MirroredVariable(self, copies)
+
+    def _first(self, next_creator: Callable[..., Any], kwargs: dict, device: str) -> Any:
+        """The variable `kwargs` make on `device`: its initial value computed there, the
+        variables that computing makes left the process's own (`_create_variable`)."""
+        self._mirroring.active = True
+        try:
+            with devices.device(device):
+                return next_creator(**kwargs)
+        finally:
+            self._mirroring.active = False
+
+
+class CentralStorageStrategy(MirroredStrategy):
+    """Replicas on the compute devices, every variable once on the parameter device
+    (TensorFlow's ``tf.distribute.experimental.CentralStorageStrategy``): each replica
+    reads the one copy; inside a step the first replica writes it with the update every
+    replica computes alike from the summed gradients.
+
+    >>> strategy = sf.distribute.experimental.CentralStorageStrategy(["CPU:0", "CPU:1"])
+    >>> with strategy.scope():
+    ...     v = sf.Variable(1.0)
+    >>> v.values[0] is v.values[1], v.device
+    (True, '/device:CPU:0')
+    """
+
+    def __init__(self, compute_devices: list[str] | None = None,
+                 parameter_device: str | None = None) -> None:
+        super().__init__(compute_devices)
+        self._parameter_device = devices_module.placement(parameter_device or _HOST)
+
+    def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
+        variable = self._first(next_creator, kwargs, self._parameter_device)
+        return MirroredVariable(self, [variable] * self.num_replicas_in_sync, central=True)
 
 
 class OneDeviceStrategy(MirroredStrategy):
@@ -621,6 +649,7 @@ def in_cross_replica_context() -> bool:
     return replica.current() is None and replica.scoped_strategy() is not None
 
 
-__all__ = ["DistributedDataset", "InputContext", "MirroredStrategy", "OneDeviceStrategy",
+__all__ = ["CentralStorageStrategy", "DistributedDataset", "InputContext", "MirroredStrategy",
+           "OneDeviceStrategy",
            "ReduceOp", "ReplicaContext", "Strategy", "ValueContext",
            "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context"]

@@ -65,9 +65,13 @@ class MirroredVariable(Variable):
     sf.Variable([3., 4.], name='Variable:.../replica_1', shape=(2,), dtype=float32)
     """
 
-    def __init__(self, strategy: Any, values: list[Variable]) -> None:  # noqa: D107
+    def __init__(self, strategy: Any, values: list[Variable], central: bool = False
+                 ) -> None:  # noqa: D107
         self._strategy = strategy
         self.values = tuple(values)
+        # One variable that every replica reads (`CentralStorageStrategy`): inside a step
+        # only the first replica writes it, with what every replica computes alike.
+        self._central = central
         self.name = values[0].name
         self.trainable = values[0].trainable
         self.aggregation = values[0].aggregation
@@ -120,34 +124,35 @@ class MirroredVariable(Variable):
 
     def assign(self, value: Any) -> MirroredVariable:
         """Write the replica's copy inside a replica's step, else every copy."""
-        if self._in_replica():
-            self._here().assign(self._aggregated(value))
-        else:
-            tensor = convert_to_tensor(value, self.dtype)
-            for copy in self.values:
-                copy.assign(tensor)
-        return self
+        return self._write("assign", value)
 
     def assign_add(self, delta: Any) -> MirroredVariable:
-        return self._change("assign_add", delta)
+        return self._write("assign_add", delta)
 
     def assign_sub(self, delta: Any) -> MirroredVariable:
-        return self._change("assign_sub", delta)
+        return self._write("assign_sub", delta)
 
-    def _change(self, method: str, delta: Any) -> MirroredVariable:
-        """`method` of the replica's copy inside a step (the replicas' deltas combined as
+    def _write(self, method: str, value: Any) -> MirroredVariable:
+        """`method` of the replica's copy inside a step (the replicas' values combined as
         the aggregation says), else of every copy."""
-        if self._in_replica():
-            getattr(self._here(), method)(self._aggregated(delta))
+        current = replica.current()
+        if current is not None and current.strategy is self._strategy:
+            value = self._aggregated(value)  # every replica meets in the collective
+            if not (self._central and current.replica_index):
+                getattr(self.values[current.replica_index], method)(value)
         else:
-            for copy in self.values:
-                getattr(copy, method)(delta)
+            value = convert_to_tensor(value, self.dtype)
+            for copy in self._distinct():
+                getattr(copy, method)(value)
         return self
+
+    def _distinct(self) -> list[Variable]:
+        return list(dict.fromkeys(self.values))
 
     def _store(self, array: Any) -> None:
         """Write every copy (a checkpoint's restore), in this process or a worker's."""
         array = np.asarray(array)
-        for copy in self.values:
+        for copy in self._distinct():
             if copy._fetch is None:
                 copy._store(array)
             else:

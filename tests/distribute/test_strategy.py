@@ -475,3 +475,34 @@ def test_the_custom_training_tutorials_loss_scaling(way):
     got, losses = train(sf.distribute.MirroredStrategy(CPUS[:3]))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
+
+
+@pytest.mark.parametrize("way", ["eager", "interpreted", "compiled"])
+def test_central_storage_keeps_one_copy_that_one_replica_updates(one_replica, way):
+    """`CentralStorageStrategy`: every variable once, on the host; the replicas read it and
+    the first writes the update all of them compute: one replica's weights."""
+    strategy = sf.distribute.experimental.CentralStorageStrategy(CPUS[:3])
+    sf.random.set_seed(1)
+    with strategy.scope():
+        model = sf.keras.Sequential([sf.keras.layers.Dense(8, activation="tanh"),
+                                     sf.keras.layers.Dense(3)])
+        model.build((None, 6))
+        opt = sf.optimizers.SGD(0.1, momentum=0.9)
+
+    def step(x, y):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_sum((model(x) - y) ** 2) / BATCH
+        variables = model.trainable_variables
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+        return loss
+
+    train_step = staged(lambda batch: strategy.reduce("SUM", strategy.run(step, args=batch),
+                                                      axis=None), way)
+    dataset = sf.data.Dataset.from_tensor_slices(data()).batch(BATCH)
+    for _ in range(3):
+        for batch in strategy.experimental_distribute_dataset(dataset):
+            train_step(batch)
+    for variable, want in zip(model.trainable_variables, one_replica["sgd"][0], strict=True):
+        assert len(set(map(id, variable.values))) == 1
+        np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert int(opt.iterations.numpy()) == 3  # one update a step, not one per replica
