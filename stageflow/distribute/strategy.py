@@ -351,7 +351,8 @@ class MirroredStrategy(Strategy):
     variables mirrored on each (TensorFlow's ``tf.distribute.MirroredStrategy``).
 
     `devices` are device names (``["CPU:0", "CPU:1"]``, logical CPUs made by
-    `sf.config.set_logical_device_count`, GPUs); by default every GPU, else the host CPU.
+    `sf.config.set_logical_device_count`, GPUs); by default every GPU of this process,
+    else every CPU (the logical ones included), as TensorFlow chooses.
     A GPU that does not exist is the host, as `sf.device` places it under soft placement.
     `cross_device_ops` (`sf.distribute.CrossDeviceOps`) is taken for TensorFlow programs:
     in one process every choice is the same `all_reduce` op.
@@ -368,8 +369,9 @@ class MirroredStrategy(Strategy):
     def __init__(self, devices: list[str] | tuple[str, ...] | None = None,
                  cross_device_ops: Any = None) -> None:
         if devices is None:
-            listed = [name for name in _listed_devices() if "/device:GPU:" in name]
-            devices = listed or [_HOST]
+            local = [name for name in _listed_devices() if name.startswith("/device:")]
+            devices = ([name for name in local if name.startswith("/device:GPU:")]
+                       or [name for name in local if name.startswith("/device:CPU:")])
         if not devices:
             raise ValueError("MirroredStrategy: needs at least one device")
         named = [_resolve_missing_gpu_too(name) for name in devices]
