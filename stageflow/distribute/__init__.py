@@ -39,12 +39,13 @@ from stageflow.distribute.strategy import (
     has_strategy,
     in_cross_replica_context,
 )
-from stageflow.distribute.values import MirroredVariable, PerReplica
+from stageflow.distribute.values import MirroredVariable, PerReplica, PerReplicaSpec
 
 __all__ = ["TIMEOUT", "CrossDeviceOps", "DistributedDataset", "HierarchicalCopyAllReduce",
            "InputContext", "MirroredStrategy", "NcclAllReduce", "ReductionToOneDevice",
            "experimental",
            "MirroredVariable", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica",
+           "PerReplicaSpec",
            "ReduceOp", "RemoteDeviceError", "ReplicaContext", "ReplicaError", "Strategy",
            "ValueContext", "connect",
            "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",

@@ -38,11 +38,12 @@ from stageflow.core import context, devices, nest
 from stageflow.core import devices as devices_module
 from stageflow.distribute import replicas
 from stageflow.distribute.collectives import all_reduce_values
-from stageflow.distribute.values import MirroredVariable, PerReplica
+from stageflow.distribute.values import MirroredVariable, PerReplica, PerReplicaSpec
 from stageflow.frontend import replica
 from stageflow.frontend.ops.convert import constant, convert_to_tensor
 from stageflow.frontend.ops.reductions import reduce_sum
 from stageflow.frontend.ops.shape import concat
+from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import custom_gradient
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.frontend.variables import variable_creator_scope
@@ -565,6 +566,25 @@ class DistributedDataset:
         self._strategy = strategy
         self._dataset = dataset
         self._split = split
+
+    @property
+    def element_spec(self) -> Any:
+        """The signature of each element: per leaf of the dataset's, a `PerReplicaSpec` of
+        the shards' specs (the first dim unknown unless it splits evenly), or the dataset's
+        own with one replica; for an `input_signature`."""
+        spec = self._dataset.element_spec
+        count = self._strategy.num_replicas_in_sync
+        if count == 1:
+            return spec
+        leaves, tree = nest.flatten(spec)
+        shards = []
+        for leaf in leaves:
+            rows = leaf.shape[0] if self._split and len(leaf.shape) else None
+            rows = rows // count if rows is not None and rows % count == 0 else None
+            shard = TensorSpec((rows, *leaf.shape[1:]) if self._split else leaf.shape,
+                               leaf.dtype)
+            shards.append(PerReplicaSpec(*[shard] * count))
+        return nest.unflatten(tree, shards)
 
     def __iter__(self) -> Iterator[Any]:
         strategy = self._strategy

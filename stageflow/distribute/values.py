@@ -50,6 +50,31 @@ class PerReplica:
         return f"PerReplica:{{\n{body}\n}}"
 
 
+class PerReplicaSpec:
+    """The signature of a `PerReplica` argument: one `sf.TensorSpec` per replica (what a
+    distributed dataset's `element_spec` holds, for an `input_signature`).
+
+    >>> sf.distribute.PerReplicaSpec(sf.TensorSpec([2]), sf.TensorSpec([2]))
+    PerReplicaSpec(TensorSpec(shape=(2,), dtype=float32), TensorSpec(shape=(2,), dtype=float32))
+    """
+
+    def __init__(self, *value_specs: Any) -> None:
+        self._value_specs = tuple(value_specs)
+
+    def _nest_components(self) -> tuple[tuple[Any, ...], int]:
+        return self._value_specs, len(self._value_specs)
+
+    _nest_rebuild = PerReplica._nest_rebuild
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PerReplicaSpec) and other._value_specs == self._value_specs
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PerReplicaSpec({', '.join(map(repr, self._value_specs))})"
+
+
 class MirroredVariable(Variable):
     """One variable per replica of `strategy`, made by ``sf.Variable`` in its scope.
 

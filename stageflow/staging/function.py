@@ -404,7 +404,8 @@ class Function:
             got, got_tree = nest.flatten(value)
             want, want_tree = nest.flatten(traced)
             if got_tree == want_tree and all(
-                    isinstance(w, TensorSpec) or (not isinstance(g, kinds) and _same_value(g, w))
+                    isinstance(w, TensorSpec) or nest.is_composite(w)
+                    or (not isinstance(g, kinds) and _same_value(g, w))
                     for g, w in zip(got, want, strict=True)):
                 continue
             raise TypeError(f"{self.name}: argument {name!r} is {_describe_value(value)}, but "

@@ -507,3 +507,22 @@ def test_central_storage_keeps_one_copy_that_one_replica_updates(one_replica, wa
         assert len(set(map(id, variable.values))) == 1
         np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)
     assert int(opt.iterations.numpy()) == 3  # one update a step, not one per replica
+
+
+def test_a_distributed_datasets_element_spec_is_an_input_signature():
+    """TensorFlow's input tutorial: ``@sf.function(input_signature=[dist.element_spec])``
+    traces once for every batch, the smaller last one included."""
+    strategy = sf.distribute.MirroredStrategy(CPUS[:2])
+    dataset = sf.data.Dataset.from_tensors(([1.0], [2.0])).repeat(36).batch(16)
+    distributed = strategy.experimental_distribute_dataset(dataset)
+    features_spec = distributed.element_spec[0]
+    assert isinstance(features_spec, sf.distribute.PerReplicaSpec)
+    assert features_spec == sf.distribute.PerReplicaSpec(*[sf.TensorSpec([None, 1])] * 2)
+
+    @sf.function(input_signature=[distributed.element_spec])
+    def train_step(per_replica_inputs):
+        return strategy.run(lambda x, y: 2.0 * x + y, args=per_replica_inputs)
+
+    rows = [[len(v.numpy()) for v in train_step(batch).values] for batch in distributed]
+    assert rows == [[8, 8], [8, 8], [2, 2]]
+    assert train_step.tracing_count == 1
