@@ -3,11 +3,12 @@ worker to worker.
 
 The strategy connects the workers (`sf.distribute.connect`), joins them into a collective
 group (`worker_collectives`), and mirrors variables on them (each worker keeps its copy).
-`run` calls every replica's step at once, each on a thread placing its ops on its worker.
 A staged step (`sf.function`) is traced once per worker (the replica's graph holds the
-worker's copies of the variables and its collective calls), sent there as IR and run
-compiled: each worker meets the others inside it at each all-reduce. The coordinator only
-sends the shards and fetches what the caller reads.
+worker's copies of the variables and its collective calls), sent there as IR, and called
+on every worker in turn without waiting: each worker runs it compiled and meets the others
+inside it at each all-reduce. An eager step runs on a thread per replica at once, each
+placing its ops on its worker. The coordinator only sends the shards and fetches what the
+caller reads.
 """
 
 from __future__ import annotations
