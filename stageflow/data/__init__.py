@@ -10,7 +10,8 @@ from stageflow.data.dataset import (
     DatasetSpec,
     Iterator,
 )
+from stageflow.data.options import Options
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
-           "Iterator", "experimental"]
+           "Iterator", "Options", "experimental"]
 __dir__ = public_dir(globals())  # not the submodules `dataset`, `elements`, `sources`

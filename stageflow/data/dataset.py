@@ -43,6 +43,7 @@ from stageflow.data.elements import (
     to_arrays,
     to_tensors,
 )
+from stageflow.data.options import Options
 from stageflow.frontend.ops.control import numpy_function
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
@@ -219,6 +220,25 @@ class Dataset:
     def concatenate(self, dataset: Dataset) -> Dataset:
         """This dataset's elements, then `dataset`'s (of the same structure)."""
         return _Concatenated(self, dataset)
+
+    def with_options(self, options: Options) -> Dataset:
+        """This dataset with `options` set (`sf.data.Options`); where options were set
+        before in the pipeline, those `options` sets take their place."""
+        if not isinstance(options, Options):
+            raise TypeError(f"with_options: expected an sf.data.Options, got "
+                            f"{type(options).__name__}{describe_location()}")
+        return _WithOptions(self, options)
+
+    def options(self) -> Options:
+        """The options set on this pipeline (`with_options`), merged from its sources on.
+
+        >>> sf.data.Dataset.range(3).options().deterministic is None
+        True
+        """
+        merged = Options()
+        for dataset in self._inputs:
+            merged = merged.merge(dataset.options())
+        return merged
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Elements prepared ahead by a background thread, up to `buffer_size` of them."""
@@ -1186,6 +1206,28 @@ class _Prefetched(Dataset):
     def _make(self, run: Run) -> sources.Source:
         return sources.Prefetched(self._inputs[0]._make(run), self._size,
                                   lambda: self.element_spec)
+
+
+class _WithOptions(Dataset):
+    def __init__(self, input_dataset: Dataset, options: Options) -> None:
+        super().__init__((input_dataset,))
+        self._options = options
+
+    @property
+    def element_spec(self) -> Any:
+        return self._inputs[0].element_spec
+
+    def options(self) -> Options:
+        return super().options().merge(self._options)
+
+    def _stage(self) -> str:
+        return "with_options"
+
+    def _cardinality(self) -> int:
+        return self._inputs[0]._cardinality()
+
+    def _make(self, run: Run) -> sources.Source:
+        return self._inputs[0]._make(run)
 
 
 class _WindowRows(Dataset):

@@ -18,6 +18,7 @@ from stageflow.data.dataset import (
     UNKNOWN_CARDINALITY,
     Dataset,
 )
+from stageflow.data.options import AutoShardPolicy
 
 Transformation = Callable[[Dataset], Dataset]
 
@@ -102,6 +103,7 @@ def bucket_by_sequence_length(
         padding_values, pad_to_bucket_boundary, no_padding, drop_remainder)
 
 
-__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "bucket_by_sequence_length",
+__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "AutoShardPolicy",
+           "bucket_by_sequence_length",
            "cardinality", "get_single_element", "scan", "take_while", "unbatch", "unique"]
 __dir__ = _public_dir(globals())

@@ -333,7 +333,7 @@ class Strategy:
                                         ) -> DistributedDataset:
         """`dataset`'s elements (global batches) split along their first axis into one
         shard per replica, each on its replica's device."""
-        return DistributedDataset(self, dataset)
+        return DistributedDataset(self, dataset, split=_splits(dataset))
 
     def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
                                           options: Any = None) -> DistributedDataset:
@@ -562,10 +562,10 @@ class DistributedDataset:
     [[[1.0, 2.0], [3.0, 4.0]]]
     """
 
-    def __init__(self, strategy: Strategy, dataset: Any, split: bool = True) -> None:
+    def __init__(self, strategy: Strategy, dataset: Any, split: bool | None = True) -> None:
         self._strategy = strategy
         self._dataset = dataset
-        self._split = split
+        self._split = split  # None: every replica takes each element whole
 
     @property
     def element_spec(self) -> Any:
@@ -591,12 +591,13 @@ class DistributedDataset:
         count = strategy.num_replicas_in_sync
         iterator = iter(self._dataset)
         while True:
-            if self._split:
+            if self._split is not False:
                 try:
                     element = next(iterator)
                 except StopIteration:
                     return
-                shards = _split_element(element, count)
+                shards = (_split_element(element, count) if self._split
+                          else [element] * count)
             else:
                 shards = []
                 for _ in range(count):
@@ -616,6 +617,21 @@ class DistributedDataset:
                 tree = nest.flatten(placed[0])[1]
                 yield nest.unflatten(tree, [PerReplica(values)
                                             for values in zip(*leaves, strict=True)])
+
+
+def _splits(dataset: Any) -> bool | None:
+    """How a dataset's `auto_shard_policy` (`sf.data.Options`) has it distributed: each
+    element split over the replicas (``AUTO``, ``DATA``), or whole to each (``OFF``)."""
+    options = getattr(dataset, "options", None)
+    policy = options().experimental_distribute.auto_shard_policy if options else None
+    name = getattr(policy, "name", "AUTO")
+    if name in ("AUTO", "DATA", "HINT"):
+        return True
+    if name == "OFF":
+        return None
+    raise NotImplementedError(f"experimental_distribute_dataset: auto_shard_policy {name} "
+                              "shards by the files a pipeline reads, and stageflow's sources "
+                              "are not files; DATA splits each global batch over the replicas")
 
 
 def _split_element(element: Any, count: int) -> list[Any]:
