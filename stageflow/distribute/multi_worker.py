@@ -76,7 +76,7 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         """This replica's all-reduce: a collective call its worker makes with the others."""
         return all_reduce_across_workers(self._group, kind, values)
 
-    _lockstep = False
+    stages_each_replica = True
 
     def run(self, fn: Callable[..., Any], args: tuple | list = (),
             kwargs: dict | None = None) -> Any:

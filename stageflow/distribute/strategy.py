@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from stageflow.core import context, devices, nest
-from stageflow.core import devices as devices_module
 from stageflow.distribute import replicas
 from stageflow.distribute.collectives import all_reduce_values
 from stageflow.distribute.values import MirroredVariable, PerReplica, PerReplicaSpec
@@ -124,7 +123,7 @@ class ReplicaContext:
         return nest.unflatten(tree, gathered)
 
     def _in_this_process(self, what: str) -> None:
-        if not self.strategy._lockstep:
+        if self.strategy.stages_each_replica:
             raise NotImplementedError(
                 f"{type(self.strategy).__name__}: {what} meets the replicas in this process, "
                 "and this strategy's replicas run in worker processes; all_reduce is the "
@@ -215,15 +214,11 @@ class Strategy:
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         return next_creator(**kwargs)
 
-    # Whether the replicas run in lockstep threads of this process, meeting at each
-    # collective here (else each runs at once, its collectives met in its worker).
-    _lockstep = True
-
-    @property
-    def stages_each_replica(self) -> bool:
-        """Whether `run` is called from Python with a staged step (replicas in other
-        processes), rather than staged itself inside an `sf.function`."""
-        return not self._lockstep
+    # Whether the replicas run in other processes, their collectives met there: `run` is
+    # then called from Python with a staged step, rather than staged itself inside an
+    # `sf.function`, and the collectives that meet in this process (`all_gather`,
+    # `merge_call`) are not theirs.
+    stages_each_replica = False
 
     def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """What each replica calls for `run(fn)`."""
@@ -380,7 +375,7 @@ class MirroredStrategy(Strategy):
             raise ValueError(f"MirroredStrategy: a device is named twice in {list(devices)}")
         # As `sf.device` places ops: a GPU that does not exist is the host, with soft
         # placement on (TensorFlow's default), so GPU code runs here as a replica per name.
-        resolved = [devices_module.placement(name) for name in devices]
+        resolved = [_placement(name) for name in devices]
         super().__init__(resolved)
         self.cross_device_ops = cross_device_ops  # every choice is one all_reduce op here
         self._whole_steps: weakref.WeakKeyDictionary[Function, Function] = \
@@ -460,7 +455,7 @@ class CentralStorageStrategy(MirroredStrategy):
     def __init__(self, compute_devices: list[str] | None = None,
                  parameter_device: str | None = None) -> None:
         super().__init__(compute_devices)
-        self._parameter_device = devices_module.placement(parameter_device or _HOST)
+        self._parameter_device = _placement(parameter_device or _HOST)
 
     def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
         variable = self._first(next_creator, kwargs, self._parameter_device)
@@ -498,6 +493,10 @@ _DEFAULT_REPLICA = ReplicaContext(_DEFAULT, 0)
 
 def _listed_devices() -> list[str]:
     return devices.listed()
+
+
+def _placement(name: str) -> str:
+    return devices.placement(name)
 
 
 def _resolve_missing_gpu_too(name: str) -> str:

@@ -108,10 +108,6 @@ class MirroredVariable(Variable):
             return self.values[current.replica_index]
         return self.values[0]
 
-    def _in_replica(self) -> bool:
-        current = replica.current()
-        return current is not None and current.strategy is self._strategy
-
     def _aggregated(self, value: Any) -> Any:
         """What this replica writes: its own value, or with SUM or MEAN aggregation every
         replica's combined (the replicas write at the same point of the step)."""

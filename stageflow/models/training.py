@@ -25,6 +25,7 @@ from stageflow.frontend import replica
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.elementwise import cast
+from stageflow.frontend.ops.nn import scale_regularization_loss
 from stageflow.frontend.ops.shape_of import shape
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import GradientTape
@@ -224,7 +225,7 @@ class Model(Layer):
                 share = loss * cast(shape(predictions)[0], loss.dtype) / cast(
                     global_rows, loss.dtype)
                 if penalty is not None:
-                    share = share + penalty / float(replica.current().num_replicas_in_sync)
+                    share = share + scale_regularization_loss(penalty)
             if penalty is not None:
                 loss = loss + penalty  # what Keras reports: the regularized loss
         variables = self.trainable_variables
