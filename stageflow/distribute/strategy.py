@@ -28,6 +28,7 @@ one `all_reduce` op over the replicas' values.
 from __future__ import annotations
 
 import enum
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -86,7 +87,7 @@ class ReplicaContext:
     def __init__(self, strategy: Strategy, replica_index: int) -> None:
         self.strategy = strategy
         self.replica_index = replica_index
-        self.variables_made = 0  # by this replica in the run in progress
+        self.variables_made: dict[tuple, int] = {}  # by place, in the run in progress
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -189,7 +190,8 @@ class Strategy:
 
     def __init__(self, replica_devices: list[str]) -> None:
         self._devices = replica_devices
-        self._created: list[MirroredVariable] = []  # by the run in progress, in order
+        # Made by the run in progress, by place in the code and count there.
+        self._created: dict[tuple, MirroredVariable] = {}
         self._creating = threading.RLock()
 
     @property
@@ -246,7 +248,7 @@ class Strategy:
         per_replica = [(_select(args, index), _select(kwargs, index))
                        for index in range(count)]
         contexts = [ReplicaContext(self, index) for index in range(count)]
-        self._created = []
+        self._created = {}
         with self.scope():
             results = replicas.run_replicas(step, per_replica, self._devices, contexts,
                                             self._schedule(step))
@@ -402,7 +404,10 @@ class MirroredStrategy(Strategy):
 
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         """In the scope, a variable per replica; inside `run`, where every replica creates
-        the same variables, the first to create its k-th makes it for all."""
+        the same variables, the first to reach a creation (the n-th at one place of the
+        code) makes it for all. Matched by place, not by count: a replica that finds a
+        variable made already (an optimizer's slot another replica made) skips a creation
+        the others make, and replicas running at once reach them in any order."""
         if getattr(self._mirroring, "active", False):
             # Made while a mirrored variable's initial value is computed (the global random
             # generator's state, on its first draw): the process's own, not per replica.
@@ -410,12 +415,14 @@ class MirroredStrategy(Strategy):
         current = replica.current()
         if current is None or current.strategy is not self:
             return self._mirror(next_creator, kwargs)
+        site = _creation_site()
         with self._creating:
-            index = current.variables_made
-            current.variables_made = index + 1
-            if index == len(self._created):
-                self._created.append(self._mirror(next_creator, kwargs))
-            return self._created[index]
+            count = current.variables_made.get(site, 0)
+            current.variables_made[site] = count + 1
+            made = self._created.get((site, count))
+            if made is None:
+                made = self._created[(site, count)] = self._mirror(next_creator, kwargs)
+            return made
 
     def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
         """One variable per replica device, each starting from the first's value."""
@@ -493,6 +500,17 @@ _DEFAULT_REPLICA = ReplicaContext(_DEFAULT, 0)
 
 def _listed_devices() -> list[str]:
     return devices.listed()
+
+
+def _creation_site() -> tuple:
+    """Where in the code a variable is being made: the instruction of every frame of this
+    thread (the same for every replica, which runs the same code)."""
+    frame = sys._getframe(2)
+    site = []
+    while frame is not None:
+        site.append((frame.f_code, frame.f_lasti))
+        frame = frame.f_back
+    return tuple(site)
 
 
 def _placement(name: str) -> str:
