@@ -20,8 +20,13 @@ __all__ = ["compile_op", "generic_op", "one_op_program"]
 
 
 def generic_op(primitive: Primitive, inputs: tuple[ShapedType, ...], output: ShapedType,
-               params: dict[str, Any]) -> OpSpec:
-    """The lowered op of `primitive` on `inputs`, for every shape its lowering serves."""
+               params: dict[str, Any], *, every_shape: bool = False) -> OpSpec:
+    """The lowered op of `primitive` on `inputs`, for every shape its lowering serves, or
+    with every dim unknown (`every_shape`: a lowering whose code reads its dims at run
+    time either way, which serves eager calls of any shape with one compile)."""
+    if every_shape:
+        inputs = tuple(ShapedType((None,) * len(t.shape), t.dtype) for t in inputs)
+        output = ShapedType((None,) * len(output.shape), output.dtype)
     return generic_spec(OpSpec(primitive.name, inputs, (output,), dict(params)))
 
 

@@ -45,11 +45,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stageflow.core import config, lazy
+from stageflow.core import config, dtypes, lazy
 from stageflow.core.op_facts import Cost, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.primitives.conv import conv2d_filter_gradient_p, conv2d_input_gradient_p, conv2d_p
 from stageflow.primitives.elementwise import maximum_p, minimum_p
+from stageflow.primitives.linalg import matmul_add_p, matmul_p
 
 if TYPE_CHECKING:  # the compiler: loaded by the first op that compiles
     from stageflow.runtime import eager_compiles
@@ -89,6 +90,8 @@ MACS: dict[Primitive, Callable[[Sequence[tuple[int, ...]], tuple[int, ...]], int
 }
 
 
+_MATMULS = frozenset({matmul_p, matmul_add_p})
+
 # NumPy's SIMD maximum and minimum return the second operand of equal ones (+0 and -0),
 # the compiled loops the first.
 _SIGNED_ZEROS_DIFFER = frozenset({maximum_p, minimum_p})
@@ -121,6 +124,8 @@ class EagerKernels:
             return None
         if primitive in MACS:
             return self._convolution(primitive, values, params, key, routes)
+        if primitive in _MATMULS:
+            return self._bfloat16_matmul(primitive, values, params, key, routes)
         if exact(primitive):
             return self._elementwise(primitive, values, params, key, routes)
         return None
@@ -134,6 +139,23 @@ class EagerKernels:
         if MACS[primitive]([v.shape for v in values], output.shape) < MIN_MACS:
             return None
         spec = eager_compiles.generic_op(primitive, inputs, output, params)
+        compiling = self._compile(spec.key, lambda: eager_compiles.compile_op(spec))
+        return _Pending(primitive, params, compiling, routes, key)
+
+    def _bfloat16_matmul(self, primitive: Primitive, values: Sequence[Any],
+                         params: dict[str, Any], key: tuple, routes: Routes) -> Route:
+        """A bfloat16 matmul runs the compiled op where there is one (the CPU's bfloat16
+        dot products, `codegen.lowered.gemm_bf16`), one compile for every shape: NumPy
+        multiplies bfloat16 through float32 copies at float32's speed or below. Other
+        dtypes keep NumPy's call of the same BLAS the compiled op calls."""
+        if any(v.dtype != dtypes.bfloat16 for v in values):
+            return None
+        inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
+        output = primitive.shape_rule(*inputs, **params)
+        depth = values[0].shape[-2 if params["transpose_a"] else -1]
+        if math.prod(output.shape) * depth < MIN_MACS:
+            return None
+        spec = eager_compiles.generic_op(primitive, inputs, output, params, every_shape=True)
         compiling = self._compile(spec.key, lambda: eager_compiles.compile_op(spec))
         return _Pending(primitive, params, compiling, routes, key)
 

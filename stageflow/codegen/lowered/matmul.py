@@ -35,11 +35,13 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, F64, I32, I64, Emitter, storage_type
+from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare, entry_alloca
-from stageflow.codegen.llvm.loops import fold_mul, i64
+from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
+from stageflow.codegen.lowered import gemm_bf16
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
+from stageflow.codegen.targets.cpu import process_jit
 from stageflow.core import dtypes
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 
@@ -236,13 +238,6 @@ class Matmul:
         ob.fail_unless(b_ok, 1)
         b = ob.b
         element = storage_type(self.dtype)
-        alpha, beta = (Emitter.const(element, value) for value in (self.alpha,
-                                                                   float(self.accumulate)))
-        if dtypes.is_complex(self.dtype):
-            pointers = entry_alloca(b, element, 2, "scalars")
-            b.store(alpha, pointers)
-            b.store(beta, b.gep(pointers, [i64(1)], source_etype=element))
-            alpha, beta = pointers, b.gep(pointers, [i64(1)], source_etype=element)
         if self.accumulate:
             broadcast_into(ob, ob.inputs[2], out)
         empty = b.or_(ob.eq(m, i64(0)), ob.eq(n, i64(0)))
@@ -253,14 +248,13 @@ class Matmul:
                         nest(b, [out.size(b)], lambda i: b.store(
                             ir.Constant(element, None), out.address(b, i[0])), "zero")
                 with terms:
-                    gemm = gemm_function(b.module, self.dtype)
+                    gemm = self._gemm(ob, (a_flag, lda), (b_flag, ldb))
 
                     def call(at: list[ir.Value], rows: ir.Value = m) -> None:
                         a_at = a.address(b, dot(b, at, a_strides))
                         b_at = x.address(b, dot(b, at, b_strides))
                         c_at = out.address(b, dot(b, at, out.strides[:rank]))
-                        b.call(gemm, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, rows, n,
-                                      k, alpha, a_at, lda, b_at, ldb, beta, c_at, n])
+                        gemm(rows, n, k, a_at, b_at, c_at)
 
                     if rank and len(x.dims) == 2 and not self.transpose_a:
                         # One gemm over all of a's rows where b is a single matrix and a's
@@ -279,6 +273,45 @@ class Matmul:
                         nest(b, batch, call, "batch")
 
 
+    def _gemm(self, ob: OpBuilder, a_layout: tuple[ir.Value, ir.Value],
+              b_layout: tuple[ir.Value, ir.Value]) -> Callable[..., None]:
+        """The call of one product ``(m, n, k, a, b, c)``, each operand read by its
+        (transpose flag, leading dim): the BLAS's gemm, or for bfloat16 our own
+        (`gemm_bf16`), given the same layouts as element strides of rows and columns."""
+        b = ob.b
+        if self.dtype != dtypes.bfloat16:
+            function = gemm_function(b.module, self.dtype)
+            element = storage_type(self.dtype)
+            alpha, beta = (Emitter.const(element, value) for value in (self.alpha,
+                                                                       float(self.accumulate)))
+            if dtypes.is_complex(self.dtype):
+                pointers = entry_alloca(b, element, 2, "scalars")
+                b.store(alpha, pointers)
+                b.store(beta, b.gep(pointers, [i64(1)], source_etype=element))
+                alpha, beta = pointers, b.gep(pointers, [i64(1)], source_etype=element)
+            (a_flag, lda), (b_flag, ldb) = a_layout, b_layout
+
+            def blas(m, n, k, a_at, b_at, c_at) -> None:
+                b.call(function, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, m, n, k, alpha,
+                                  a_at, lda, b_at, ldb, beta, c_at, n])
+
+            return blas
+        function = gemm_bf16.gemm_function(b.module)
+        strides = []
+        for flag, lead in (a_layout, b_layout):
+            rows_along = b.icmp_signed("==", flag, ir.Constant(I32, NO_TRANS))
+            strides += [b.select(rows_along, lead, i64(1)), b.select(rows_along, i64(1), lead)]
+        a_row, a_col, b_row, b_col = strides
+        no_memory = ir.Constant(I32, len(ob.inputs) + len(ob.outputs) + 1)
+
+        def own(m, n, k, a_at, b_at, c_at) -> None:
+            status = b.call(function, [m, n, k, a_at, a_row, a_col, b_at, b_row, b_col, c_at, n,
+                                       ir.Constant(F32, self.alpha),
+                                       ir.Constant(I1, self.accumulate)])
+            return_unless(b, b.icmp_signed("==", status, ir.Constant(I32, 0)), no_memory)
+
+        return own
+
     @staticmethod
     def _stacked(ob: OpBuilder, a: Operand, a_flag: ir.Value, lda: ir.Value) -> ir.Value:
         """Whether a is read row-major and each batch dim steps over whole blocks of rows
@@ -295,11 +328,12 @@ class Matmul:
 @lowering(matmul_p, matmul_add_p)
 def _matmul(spec: OpSpec) -> Matmul | None:
     dtype = spec.inputs[0].dtype
-    if dtype not in GEMM_SYMBOLS or not blas_available():
+    own = dtype == dtypes.bfloat16 and gemm_bf16.available(process_jit().features)
+    if not own and (dtype not in GEMM_SYMBOLS or not blas_available()):
         return None
     transpose_a, transpose_b = bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"])
     alpha, accumulate = float(spec.params.get("alpha", 1.0)), spec.primitive is matmul_add_p
-    small = (None if dtypes.is_complex(dtype)  # (its vector code is for real numbers)
+    small = (None if dtypes.is_complex(dtype) or own  # (its code: real, wide floats)
              else small_matmul(spec, transpose_a, transpose_b, dtype, alpha, accumulate))
     return small or Matmul(transpose_a, transpose_b, dtype, alpha, accumulate)
 

@@ -1,0 +1,463 @@
+"""bfloat16 matrix products on AVX-512 BF16: ``C = alpha * A @ B (+ C)`` with bfloat16
+operands and result, every sum kept in float32 over the whole of k and rounded once.
+
+Why a kernel of our own: the OpenBLAS that NumPy bundles is built without its bfloat16
+gemm, and NumPy multiplies ml_dtypes' bfloat16 by converting both operands to float32
+first, so a bfloat16 matmul ran at float32's speed or below. ``vdpbf16ps`` multiplies 32
+pairs of bfloat16 and adds them into 16 float32 sums in one instruction: twice the work of
+a float32 fma per instruction, on half the bytes. PyTorch's bfloat16 matmul (oneDNN) uses
+the same instruction where the CPU has no AMX tiles.
+
+The micro-kernel: a tile of `ROWS` rows by two vectors (32 columns) keeps its 24 sums in
+registers for all of k. Per pair of k, the tile loads its panel of B (32 columns, the two k
+of each interleaved: the order ``vdpbf16ps`` wants) as two vectors, broadcasts one 32-bit
+pair of A per row, and issues two ``vdpbf16ps`` per row. A's pairs are read where they lie
+when A's rows are contiguous along k (its common layout: no copy); otherwise A is first
+copied into pairs (`pack`) once per product. B's panels are packed by the task that uses
+them, each exactly once. Odd k: the last pair is (element, 0) in both operands.
+
+Work is split over the cores by panels of columns (`codegen.lowered.worker_pool`), each
+task packing its panels into memory of its own; a tile of fewer rows or columns than
+whole reads clamped rows and zero-padded columns and stores only its own elements.
+
+Numerics: products of bfloat16 are exact in float32; ``vdpbf16ps`` adds them in pairs with
+denormal inputs and results taken as zero, then ``vcvtneps2bf16`` rounds to nearest even
+(NaN stays NaN). The result differs from NumPy's (which rounds the float32 product of the
+upcast operands) by the float32 summation order, within bfloat16's rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, I1, I8, I16, I32, I64
+from stageflow.codegen.llvm.functions import declare, entry_alloca
+from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.lowered.tasks import cpu_count
+from stageflow.codegen.lowered.worker_pool import pool_run
+
+ROWS = 12  # rows of a tile: 24 sums, 2 vectors of B and a broadcast fit the 32 registers
+LANES = 16  # float32 sums per vector
+PANEL = 2 * LANES  # columns of a panel
+# Panels packed together: each tile of A's rows passes over all of them while it is in L1
+# (A is read from memory once per group, not once per panel); their bytes stay in L2.
+GROUP = 4
+# Only a product of at least this many multiply-adds per task is split: below it a task's
+# work is shorter than waking the pool's workers.
+TASK_MACS = 1 << 21
+FEATURE = "+avx512bf16"
+PTR = ir.PointerType()
+_NO_MEMORY = 1
+
+
+class _BFloat(ir.Type):
+    """LLVM's ``bfloat``, which llvmlite's IR builder does not name: the type of the
+    intrinsics' operands (bit patterns come in as i16 or i32 vectors and are bitcast)."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BFloat)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+_BF16 = _BFloat()
+_SUMS = ir.VectorType(F32, LANES)
+_PAIRS = ir.VectorType(_BF16, 2 * LANES)  # one vector of B, or a broadcast pair of A
+_WORDS = ir.VectorType(I32, LANES)
+_HALVES = ir.VectorType(I16, LANES)
+_MASK = ir.VectorType(I1, LANES)
+
+
+@cache
+def available(features: str) -> bool:
+    """Whether a target of these LLVM features (``+avx512bf16,...``) has the instructions."""
+    return FEATURE in features.split(",")
+
+
+def host_available() -> bool:
+    """Whether this process's CPU has AVX-512 BF16."""
+    return available(llvm.get_host_cpu_features().flatten())
+
+
+def gemm_function(module: ir.Module) -> ir.Function:
+    """``i32 sf.gemm.bf16(i64 m, i64 n, i64 k, ptr a, i64 a_row, i64 a_col, ptr b,
+    i64 b_row, i64 b_col, ptr c, i64 ldc, float alpha, i1 accumulate)``: C[m, n] (row
+    stride `ldc`) = alpha * A[m, k] @ B[k, n], plus C's own values where `accumulate`;
+    strides in elements, any sign-free layout. 0, or 1 where memory for packing was not
+    to be had (then C is unchanged). Internal, one per module."""
+    symbol = "sf.gemm.bf16"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    types = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, F32, I1]
+    function = ir.Function(module, ir.FunctionType(I32, types), symbol)
+    function.linkage = "internal"
+    names = ("m", "n", "k", "a", "a_row", "a_col", "b", "b_row", "b_col", "c", "ldc",
+             "alpha", "accumulate")
+    for argument, name in zip(function.args, names, strict=True):
+        argument.name = name
+    _emit_gemm(ir.IRBuilder(function.append_basic_block("entry")), function.args)
+    return function
+
+
+# A task's record: the product (A as the tile kernel reads it), its range of panels and
+# its status, one i64 per field (pointers, the float and the flags as integers).
+_RECORD = ("m", "n", "k", "a", "a_step", "packed", "b", "b_row", "b_col", "c", "ldc",
+           "alpha", "accumulate", "first", "last", "status")
+
+
+def _field(b: ir.IRBuilder, record: ir.Value, name: str) -> ir.Value:
+    return b.gep(record, [i64(_RECORD.index(name))], source_etype=I64)
+
+
+def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
+    """Pack A if its pairs are not contiguous, fill one record per task, run the tasks on
+    the pool (or one after another here where it is busy), free, return the status."""
+    m, n, k, a, a_row, a_col, b_, b_row, b_col, c, ldc, alpha, accumulate = args
+    module = b.module
+    malloc = declare(module, "malloc", PTR, [I64])
+    free = declare(module, "free", ir.VoidType(), [PTR])
+    records = entry_alloca(b, I64, cpu_limit() * len(_RECORD), "records")
+    b.position_at_end(b.block)  # after it: the entry block was empty
+    pairs = b.udiv(b.add(k, i64(1)), i64(2))
+    direct = b.icmp_signed("==", a_col, i64(1))
+    width = _round_up(b, _round_up(b, m, ROWS), LANES)
+    packed = b.select(direct, ir.Constant(PTR, None),
+                      b.call(malloc, [b.mul(b.mul(width, pairs), i64(4))]))
+    with b.if_then(b.and_(b.not_(direct), b.icmp_unsigned("==", packed,
+                                                            ir.Constant(PTR, None)))):
+        b.ret(ir.Constant(I32, _NO_MEMORY))
+    with b.if_then(b.not_(direct)):
+        b.call(pack_function(module), [a, a_col, a_row, k, m, width, packed])
+    a_at = b.select(direct, a, packed)
+    a_step = b.select(direct, b.mul(a_row, i64(2)), b.mul(width, i64(4)))
+    panels = b.udiv(b.add(n, i64(PANEL - 1)), i64(PANEL))
+    work = b.udiv(b.mul(b.mul(m, n), k), i64(TASK_MACS))
+    tasks = _smallest(b, [cpu_count(b), panels, i64(cpu_limit())])
+    tasks = b.select(b.icmp_signed("<", work, tasks), work, tasks)
+    tasks = b.select(b.icmp_signed("<", tasks, i64(1)), i64(1), tasks)
+
+    def record(t: ir.Value) -> ir.Value:
+        return b.gep(records, [b.mul(t, i64(len(_RECORD)))], source_etype=I64)
+
+    def fill(t: ir.Value) -> None:
+        at = record(t)
+        values = {"m": m, "n": n, "k": k, "a": b.ptrtoint(a_at, I64), "a_step": a_step,
+                  "packed": b.zext(b.not_(direct), I64), "b": b.ptrtoint(b_, I64),
+                  "b_row": b_row, "b_col": b_col, "c": b.ptrtoint(c, I64), "ldc": ldc,
+                  "alpha": b.zext(b.bitcast(alpha, I32), I64),
+                  "accumulate": b.zext(accumulate, I64),
+                  "first": b.udiv(b.mul(panels, t), tasks),
+                  "last": b.udiv(b.mul(panels, b.add(t, i64(1))), tasks),
+                  "status": i64(0)}
+        for name, value in values.items():
+            b.store(value, _field(b, at, name))
+
+    counted_loop(b, i64(0), tasks, i64(1), fill, "fill")
+    task = _task_function(module)
+    base = record(i64(0))
+    stride = i64(8 * len(_RECORD))
+    with b.if_then(b.not_(b.call(pool_run(module, cpu_count), [task, base, stride, tasks]))):
+        counted_loop(b, i64(0), tasks, i64(1), lambda t: b.call(task, [record(t)]), "alone")
+    with b.if_then(b.not_(direct)):
+        b.call(free, [packed])
+
+    def worst(t: ir.Value, status: list[ir.Value]) -> list[ir.Value]:
+        code = b.load(_field(b, record(t), "status"), typ=I64)
+        return [b.select(b.icmp_signed(">", code, status[0]), code, status[0])]
+
+    status = fold_loop(b, i64(0), tasks, i64(1), [i64(0)], worst, "status")[0]
+    b.ret(b.trunc(status, I32))
+
+
+def cpu_limit() -> int:
+    """The most tasks one product splits into (the records' room on the stack)."""
+    return 64
+
+
+def _round_up(b: ir.IRBuilder, x: ir.Value, multiple: int) -> ir.Value:
+    return b.mul(b.udiv(b.add(x, i64(multiple - 1)), i64(multiple)), i64(multiple))
+
+
+def _smallest(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
+    least = values[0]
+    for value in values[1:]:
+        least = b.select(b.icmp_signed("<", value, least), value, least)
+    return least
+
+
+def _task_function(module: ir.Module) -> ir.Function:
+    """``ptr sf.gemm.bf16.task(ptr record)`` (a start routine, as the pool calls it): pack
+    each panel of the record's range into memory of its own, then every tile of rows."""
+    symbol = "sf.gemm.bf16.task"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    function = ir.Function(module, ir.FunctionType(PTR, [PTR]), symbol)
+    function.linkage = "internal"
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    record = function.args[0]
+
+    def get(name: str) -> ir.Value:
+        return b.load(_field(b, record, name), typ=I64)
+
+    m, n, k, first, last, ldc = (get(name) for name in ("m", "n", "k", "first", "last",
+                                                          "ldc"))
+    a, b_, c = (b.inttoptr(get(name), PTR) for name in ("a", "b", "c"))
+    a_step, b_row, b_col = get("a_step"), get("b_row"), get("b_col")
+    packed = b.trunc(get("packed"), I1)
+    alpha = b.bitcast(b.trunc(get("alpha"), I32), F32)
+    accumulate = b.trunc(get("accumulate"), I1)
+    pairs = b.udiv(b.add(k, i64(1)), i64(2))
+    # A panel's pairs are whole cache lines (two per pair), aligned as such.
+    panel_bytes = b.mul(pairs, i64(PANEL * 4))
+    panels = b.call(declare(module, "aligned_alloc", PTR, [I64, I64]),
+                    [i64(64), b.mul(panel_bytes, i64(GROUP))])
+    with b.if_then(b.icmp_unsigned("==", panels, ir.Constant(PTR, None))):
+        b.store(i64(_NO_MEMORY), _field(b, record, "status"))
+        b.ret(ir.Constant(PTR, None))
+    # Pairs read from A's rows: k // 2 whole pairs, then an odd k's last element alone;
+    # packed pairs are whole, the last one padded.
+    whole = b.select(packed, pairs, b.udiv(k, i64(2)))
+    odd = b.and_(b.not_(packed), b.trunc(k, I1))
+    tiles = {flag: tile_function(module, flag) for flag in (False, True)}
+    pack = pack_function(module)
+
+    def each_group(g0: ir.Value) -> None:
+        g1 = _smallest(b, [b.add(g0, i64(GROUP)), last])
+
+        def pack_panel(p: ir.Value) -> None:
+            n0 = b.mul(p, i64(PANEL))
+            source = b.gep(b_, [b.mul(n0, b_col)], source_etype=I16)
+            target = b.gep(panels, [b.mul(b.sub(p, g0), panel_bytes)], source_etype=I8)
+            b.call(pack, [source, b_row, b_col, k, _smallest(b, [b.sub(n, n0), i64(PANEL)]),
+                          i64(PANEL), target])
+
+        counted_loop(b, g0, g1, i64(1), pack_panel, "pack")
+
+        def each_tile(i0: ir.Value) -> None:
+            rows = _smallest(b, [b.sub(m, i0), i64(ROWS)])
+            a_rows = b.gep(a, [b.select(packed, b.mul(i0, i64(4)), b.mul(i0, a_step))],
+                           source_etype=I8)
+
+            def each_panel(p: ir.Value) -> None:
+                n0 = b.mul(p, i64(PANEL))
+                cols = _smallest(b, [b.sub(n, n0), i64(PANEL)])
+                panel = b.gep(panels, [b.mul(b.sub(p, g0), panel_bytes)], source_etype=I8)
+                c_at = b.gep(c, [b.add(b.mul(i0, ldc), n0)], source_etype=I16)
+                arguments = [a_rows, a_step, panel, whole, odd, c_at, ldc, rows, cols, alpha,
+                             accumulate]
+                with b.if_else(packed) as (from_pairs, from_rows):
+                    with from_pairs:
+                        b.call(tiles[True], arguments)
+                    with from_rows:
+                        b.call(tiles[False], arguments)
+
+            counted_loop(b, g0, g1, i64(1), each_panel, "panels")
+
+        counted_loop(b, i64(0), m, i64(ROWS), each_tile, "tiles")
+
+    counted_loop(b, first, last, i64(GROUP), each_group, "groups")
+    b.call(declare(module, "free", ir.VoidType(), [PTR]), [panels])
+    b.ret(ir.Constant(PTR, None))
+    return function
+
+
+def tile_function(module: ir.Module, packed: bool) -> ir.Function:
+    """``void sf.gemm.bf16.tile.{rows,pairs}(ptr a, i64 a_step, ptr panel, i64 whole,
+    i1 odd, ptr c, i64 ldc, i64 rows, i64 cols, float alpha, i1 accumulate)``: one tile of
+    up to `ROWS` x `PANEL` results. A's pair p of row r is at ``a + r * a_step + 4 p``
+    (rows) or ``a + p * a_step + 4 r`` (pairs, packed); `odd` adds A's element
+    ``a + r * a_step + 4 whole`` alone (rows only). The panel holds `whole` (+ `odd`)
+    pairs of 32 columns."""
+    symbol = f"sf.gemm.bf16.tile.{'pairs' if packed else 'rows'}"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    types = [PTR, I64, PTR, I64, I1, PTR, I64, I64, I64, F32, I1]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
+    function.linkage = "internal"
+    a, a_step, panel, whole, odd, c, ldc, rows, cols, alpha, accumulate = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
+    last_row = b.sub(rows, i64(1))
+    # A tile of fewer rows reads its last row again in place of the missing ones.
+    starts = [b.gep(a, [b.mul(_smallest(b, [i64(r), last_row]), a_step)],
+                    source_etype=I8) for r in range(ROWS)] if not packed else []
+
+    def pair_of(r: int, p: ir.Value) -> ir.Value:
+        """A's pair p of row r, as a broadcast vector."""
+        if packed:
+            at = b.gep(a, [b.add(b.mul(p, a_step), i64(4 * r))], source_etype=I8)
+        else:
+            at = b.gep(starts[r], [b.mul(p, i64(4))], source_etype=I8)
+        return _broadcast(b, b.load(at, typ=I32, align=2))
+
+    def step(p: ir.Value, sums: list[ir.Value], pair: Callable[[int], ir.Value]) -> list[ir.Value]:
+        row = b.gep(panel, [b.mul(p, i64(PANEL * 4))], source_etype=I8)
+        columns = [b.load(b.gep(row, [i64(64 * v)], source_etype=I8), typ=_PAIRS,
+                          align=64) for v in range(2)]
+        updated = []
+        for r in range(ROWS):
+            broadcast = b.bitcast(pair(r), _PAIRS)
+            updated += [b.call(dot, [sums[2 * r + v], broadcast, columns[v]]) for v in range(2)]
+        return updated
+
+    zeros = [ir.Constant(_SUMS, None)] * (2 * ROWS)
+    sums = fold_loop(b, i64(0), whole, i64(1), zeros,
+                     lambda p, s: step(p, s, lambda r: pair_of(r, p)), "k")
+    if not packed:
+        before = b.block
+        with b.if_then(odd):
+            def lone(r: int) -> ir.Value:
+                at = b.gep(starts[r], [b.mul(whole, i64(4))], source_etype=I8)
+                return _broadcast(b, b.zext(b.load(at, typ=I16, align=2), I32))
+
+            tail = step(whole, sums, lone)
+            tail_block = b.block
+        merged = []
+        for old, new in zip(sums, tail, strict=True):
+            phi = b.phi(_SUMS)
+            phi.add_incoming(old, before)
+            phi.add_incoming(new, tail_block)
+            merged.append(phi)
+        sums = merged
+    _store_tile(b, sums, c, ldc, rows, cols, alpha, accumulate)
+    b.ret_void()
+    return function
+
+
+def _broadcast(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
+    one = b.insert_element(ir.Constant(_WORDS, None), word, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(_WORDS, None),
+                            ir.Constant(_WORDS, [0] * LANES))
+
+
+def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Value,
+                rows: ir.Value, cols: ir.Value, alpha: ir.Value, accumulate: ir.Value) -> None:
+    """Scale, add C's values where `accumulate`, round to bfloat16 and store each of the
+    tile's own elements (rows below `rows`, lanes below `cols`)."""
+    module = b.module
+    to_bf16 = declare(module, "llvm.x86.avx512bf16.cvtneps2bf16.512",
+                      ir.VectorType(_BF16, LANES), [_SUMS])
+    load = declare(module, "llvm.masked.load.v16i16.p0", _HALVES,
+                   [PTR, I32, _MASK, _HALVES])
+    store = declare(module, "llvm.masked.store.v16i16.p0", ir.VoidType(),
+                    [_HALVES, PTR, I32, _MASK])
+    scale = b.insert_element(ir.Constant(_SUMS, None), alpha, ir.Constant(I32, 0))
+    scale = b.shuffle_vector(scale, ir.Constant(_SUMS, None), ir.Constant(_WORDS, [0] * LANES))
+    lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
+    masks = []
+    for v in range(2):
+        room = b.sub(cols, i64(LANES * v))
+        splat = b.insert_element(ir.Constant(ir.VectorType(I64, LANES), None), room,
+                                 ir.Constant(I32, 0))
+        splat = b.shuffle_vector(splat, ir.Constant(ir.VectorType(I64, LANES), None),
+                                 ir.Constant(_WORDS, [0] * LANES))
+        masks.append(b.icmp_signed("<", lanes, splat))
+    for r in range(ROWS):
+        with b.if_then(b.icmp_signed("<", i64(r), rows)):
+            row = b.gep(c, [b.mul(i64(r), ldc)], source_etype=I16)
+            for v in range(2):
+                at = b.gep(row, [i64(LANES * v)], source_etype=I16)
+                total = b.fmul(sums[2 * r + v], scale)
+                # C's values are read either way (its own elements: the memory is there)
+                # and kept only where the product accumulates onto them.
+                old = b.call(load, [at, ir.Constant(I32, 2), masks[v],
+                                    ir.Constant(_HALVES, None)])
+                widened = b.shl(b.zext(old, _WORDS), ir.Constant(_WORDS, [16] * LANES))
+                total = b.select(accumulate, b.fadd(total, b.bitcast(widened, _SUMS)), total)
+                rounded = b.bitcast(b.call(to_bf16, [total]), _HALVES)
+                b.call(store, [rounded, at, ir.Constant(I32, 2), masks[v]])
+
+
+def pack_function(module: ir.Module) -> ir.Function:
+    """``void sf.gemm.bf16.pack(ptr src, i64 s_k, i64 s_x, i64 k, i64 count, i64 width,
+    ptr dst)``: dst[p][x] (32 bits) = (src[2p, x], src[2p + 1, x]) for p below
+    ceil(k / 2) and x below `width` (a multiple of 16), zero where x >= `count` or the row
+    is past k; src's element (row, x) at ``src + row * s_k + x * s_x`` (elements). Sixteen
+    columns at a time: two row vectors interleaved where x is contiguous, a gather of
+    pairs where k is, else element by element."""
+    symbol = "sf.gemm.bf16.pack"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    types = [PTR, I64, I64, I64, I64, I64, PTR]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
+    function.linkage = "internal"
+    src, s_k, s_x, k, count, width, dst = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    gather = declare(module, "llvm.masked.gather.v16i32.v16p0", _WORDS,
+                     [ir.VectorType(PTR, LANES), I32, _MASK, _WORDS])
+    contiguous_x = b.icmp_signed("==", s_x, i64(1))
+    contiguous_k = b.icmp_signed("==", s_k, i64(1))
+    offsets = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
+    all_lanes = ir.Constant(_MASK, [1] * LANES)
+
+    def element(row: ir.Value, x: ir.Value) -> ir.Value:
+        """src[row, x] widened to 32 bits, zero outside the matrix."""
+        inside = b.and_(b.icmp_signed("<", row, k), b.icmp_signed("<", x, count))
+        slot = entry_alloca(b, I32)
+        b.store(ir.Constant(I32, 0), slot)
+        with b.if_then(inside):
+            at = b.gep(src, [b.add(b.mul(row, s_k), b.mul(x, s_x))], source_etype=I16)
+            b.store(b.zext(b.load(at, typ=I16), I32), slot)
+        return b.load(slot, typ=I32)
+
+    def each_pair(p: ir.Value) -> None:
+        low_row = b.mul(p, i64(2))
+        out_row = b.gep(dst, [b.mul(p, width)], source_etype=I32)
+        whole_rows = b.icmp_signed("<", b.add(low_row, i64(1)), k)
+
+        def each_block(x0: ir.Value) -> None:
+            out = b.gep(out_row, [x0], source_etype=I32)
+            full = b.and_(whole_rows, b.icmp_signed("<=", b.add(x0, i64(LANES)), count))
+            low = b.gep(src, [b.add(b.mul(low_row, s_k), b.mul(x0, s_x))], source_etype=I16)
+            with b.if_else(b.and_(full, contiguous_x)) as (rows_vector, other):
+                with rows_vector:
+                    high = b.gep(low, [s_k], source_etype=I16)
+                    first = b.load(low, typ=_HALVES, align=2)
+                    second = b.load(high, typ=_HALVES, align=2)
+                    interleaved = b.shuffle_vector(first, second, ir.Constant(
+                        ir.VectorType(I32, 2 * LANES),
+                        [lane for x in range(LANES) for lane in (x, LANES + x)]))
+                    b.store(interleaved, out, align=4)
+                with other:
+                    with b.if_else(b.and_(full, contiguous_k)) as (pairs_gather, scalar):
+                        with pairs_gather:
+                            steps = b.mul(offsets, _splat64(b, b.mul(s_x, i64(2))))
+                            base = b.ptrtoint(low, I64)
+                            addresses = b.inttoptr(b.add(_splat64(b, base), steps),
+                                                   ir.VectorType(PTR, LANES))
+                            words = b.call(gather, [addresses, ir.Constant(I32, 2),
+                                                    all_lanes, ir.Constant(_WORDS, None)])
+                            b.store(words, out, align=4)
+                        with scalar:
+                            def one(x: ir.Value) -> None:
+                                column = b.add(x0, x)
+                                pair = b.or_(element(low_row, column), b.shl(
+                                    element(b.add(low_row, i64(1)), column),
+                                    ir.Constant(I32, 16)))
+                                b.store(pair, b.gep(out, [x], source_etype=I32))
+
+                            counted_loop(b, i64(0), i64(LANES), i64(1), one, "one")
+
+        counted_loop(b, i64(0), width, i64(LANES), each_block, "block")
+
+    counted_loop(b, i64(0), b.udiv(b.add(k, i64(1)), i64(2)), i64(1), each_pair, "pair")
+    b.ret_void()
+    return function
+
+
+def _splat64(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    vector = ir.VectorType(I64, LANES)
+    one = b.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(vector, None), ir.Constant(_WORDS, [0] * LANES))
