@@ -29,6 +29,7 @@ from benchmarks import (
     import_time,
     loop,
     matmul,
+    matmul_bf16,
     memory,
     mlp_train,
     remat,
@@ -67,6 +68,12 @@ def main(argv: list[str] | None = None) -> None:
         ratios = " / ".join(f"{r['staged'] / r['numpy']:.2f}" for r in by_size.values())
         rows.append((f"matmul n = 256..2048, {threads} thread(s)", "",
                      f"{ratios} x NumPy (goal >= 0.9)"))
+    bf16 = matmul_bf16.main([512, 1024, 2048])
+    rows.append(("matmul bfloat16 n = 512 / 1024 / 2048, staged",
+                 " / ".join(f"{r['staged bfloat16']:.0f}" for r in bf16.values()) + " GFLOP/s",
+                 " / ".join(f"{r['staged bfloat16'] / r['torch bfloat16']:.2f}"
+                            for r in bf16.values()) + " x PyTorch (goal >= 0.8)"
+                 if all("torch bfloat16" in r for r in bf16.values()) else ""))
     mlp = mlp_train.main([64, 512])
     for batch, rates in mlp.items():
         rows.append((f"MLP SGD step, batch {batch}", f"{rates['staged']:.0f} steps/s",

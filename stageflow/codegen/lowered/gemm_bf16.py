@@ -46,9 +46,14 @@ PANEL = 2 * LANES  # columns of a panel
 # Panels packed together: each tile of A's rows passes over all of them while it is in L1
 # (A is read from memory once per group, not once per panel); their bytes stay in L2.
 GROUP = 4
+# Dot products of one or two rows of A with B's columns read along k, eight at a time.
+DOT_ROWS, DOT_COLUMNS = 2, 8
 # Only a product of at least this many multiply-adds per task is split: below it a task's
 # work is shorter than waking the pool's workers.
 TASK_MACS = 1 << 21
+# Nor one reading fewer bytes of B than this per task: a product of few rows is a pass
+# over B, at the memory's speed, where each core's share of the bandwidth counts.
+TASK_BYTES = 1 << 18
 FEATURE = "+avx512bf16"
 PTR = ir.PointerType()
 _NO_MEMORY = 1
@@ -141,6 +146,8 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
     a_step = b.select(direct, b.mul(a_row, i64(2)), b.mul(width, i64(4)))
     panels = b.udiv(b.add(n, i64(PANEL - 1)), i64(PANEL))
     work = b.udiv(b.mul(b.mul(m, n), k), i64(TASK_MACS))
+    reads = b.udiv(b.mul(b.mul(n, k), i64(2)), i64(TASK_BYTES))
+    work = b.select(b.icmp_signed(">", reads, work), reads, work)
     tasks = _smallest(b, [cpu_count(b), panels, i64(cpu_limit())])
     tasks = b.select(b.icmp_signed("<", work, tasks), work, tasks)
     tasks = b.select(b.icmp_signed("<", tasks, i64(1)), i64(1), tasks)
@@ -217,8 +224,34 @@ def _task_function(module: ir.Module) -> ir.Function:
     alpha = b.bitcast(b.trunc(get("alpha"), I32), F32)
     accumulate = b.trunc(get("accumulate"), I1)
     pairs = b.udiv(b.add(k, i64(1)), i64(2))
+    # One tile of rows uses each panel once: packing it would cost as much as the tile's
+    # arithmetic (a matrix-vector product is a pass over B), so a row-major B is read in
+    # place and its pairs interleaved in registers.
+    direct = b.and_(b.not_(packed), b.and_(b.icmp_signed("<=", m, i64(ROWS)),
+                                           b.icmp_signed("==", b_col, i64(1))))
     # A panel's pairs are whole cache lines (two per pair), aligned as such.
     panel_bytes = b.mul(pairs, i64(PANEL * 4))
+    with b.if_then(direct):
+        counted_loop(b, first, last, i64(1), lambda p: _direct_tiles(
+            b, module, p, (a, get("a_step"), k), (b_, b_row), (c, ldc, m, n), alpha,
+            accumulate), "direct")
+        b.ret(ir.Constant(PTR, None))
+    # The same with B's columns contiguous along k (``x @ w.T``, a tied embedding's
+    # logits): dot products along k, which need no pairs interleaved at all.
+    dots = b.and_(b.not_(packed), b.and_(b.icmp_signed("<=", m, i64(DOT_ROWS)),
+                                         b.icmp_signed("==", b_row, i64(1))))
+    with b.if_then(dots):
+        dots_kernel = dots_function(module)
+
+        def columns(j0: ir.Value) -> None:
+            b.call(dots_kernel, [a, get("a_step"), b.gep(b_, [b.mul(j0, b_col)], source_etype=I16),
+                              b.mul(b_col, i64(2)), k, b.gep(c, [j0], source_etype=I16), ldc,
+                              m, _smallest(b, [b.sub(n, j0), i64(DOT_COLUMNS)]), alpha,
+                              accumulate])
+
+        counted_loop(b, b.mul(first, i64(PANEL)), _smallest(b, [b.mul(last, i64(PANEL)), n]),
+                     i64(DOT_COLUMNS), columns, "dots")
+        b.ret(ir.Constant(PTR, None))
     panels = b.call(declare(module, "aligned_alloc", PTR, [I64, I64]),
                     [i64(64), b.mul(panel_bytes, i64(GROUP))])
     with b.if_then(b.icmp_unsigned("==", panels, ir.Constant(PTR, None))):
@@ -253,8 +286,8 @@ def _task_function(module: ir.Module) -> ir.Function:
                 cols = _smallest(b, [b.sub(n, n0), i64(PANEL)])
                 panel = b.gep(panels, [b.mul(b.sub(p, g0), panel_bytes)], source_etype=I8)
                 c_at = b.gep(c, [b.add(b.mul(i0, ldc), n0)], source_etype=I16)
-                arguments = [a_rows, a_step, panel, whole, odd, c_at, ldc, rows, cols, alpha,
-                             accumulate]
+                arguments = [a_rows, a_step, panel, i64(0), whole, odd, c_at, ldc, rows, cols,
+                             alpha, accumulate]
                 with b.if_else(packed) as (from_pairs, from_rows):
                     with from_pairs:
                         b.call(tiles[True], arguments)
@@ -271,27 +304,45 @@ def _task_function(module: ir.Module) -> ir.Function:
     return function
 
 
-def tile_function(module: ir.Module, packed: bool) -> ir.Function:
-    """``void sf.gemm.bf16.tile.{rows,pairs}(ptr a, i64 a_step, ptr panel, i64 whole,
-    i1 odd, ptr c, i64 ldc, i64 rows, i64 cols, float alpha, i1 accumulate)``: one tile of
-    up to `ROWS` x `PANEL` results. A's pair p of row r is at ``a + r * a_step + 4 p``
-    (rows) or ``a + p * a_step + 4 r`` (pairs, packed); `odd` adds A's element
-    ``a + r * a_step + 4 whole`` alone (rows only). The panel holds `whole` (+ `odd`)
-    pairs of 32 columns."""
-    symbol = f"sf.gemm.bf16.tile.{'pairs' if packed else 'rows'}"
+def _direct_tiles(b: ir.IRBuilder, module: ir.Module, p: ir.Value,
+                  a_operand: tuple[ir.Value, ir.Value, ir.Value],
+                  b_operand: tuple[ir.Value, ir.Value],
+                  c_operand: tuple[ir.Value, ir.Value, ir.Value, ir.Value], alpha: ir.Value,
+                  accumulate: ir.Value) -> None:
+    """Panel p of a product of one tile of rows, B read in place (`tile_function`'s
+    `direct`)."""
+    (a, a_step, k), (b_, b_row), (c, ldc, m, n) = a_operand, b_operand, c_operand
+    n0 = b.mul(p, i64(PANEL))
+    b.call(tile_function(module, False, direct=True), [
+        a, a_step, b.gep(b_, [n0], source_etype=I16), b.mul(b_row, i64(2)),
+        b.udiv(k, i64(2)), b.trunc(k, I1), b.gep(c, [n0], source_etype=I16), ldc, m,
+        _smallest(b, [b.sub(n, n0), i64(PANEL)]), alpha, accumulate])
+
+
+def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.Function:
+    """``void sf.gemm.bf16.tile.{rows,pairs}[.direct](ptr a, i64 a_step, ptr panel,
+    i64 b_step, i64 whole, i1 odd, ptr c, i64 ldc, i64 rows, i64 cols, float alpha,
+    i1 accumulate)``: one tile of up to `ROWS` x `PANEL` results. A's pair p of row r is
+    at ``a + r * a_step + 4 p`` (rows) or ``a + p * a_step + 4 r`` (pairs, packed); `odd`
+    adds A's element ``a + r * a_step + 4 whole`` alone (rows only). The panel holds
+    `whole` (+ `odd`) pairs of 32 columns; `direct`, it is B itself, row-major from the
+    tile's first column, its rows `b_step` bytes apart, each pair of rows interleaved as
+    it is read (and only the tile's own columns read)."""
+    symbol = f"sf.gemm.bf16.tile.{'pairs' if packed else 'rows'}{'.direct' if direct else ''}"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
-    types = [PTR, I64, PTR, I64, I1, PTR, I64, I64, I64, F32, I1]
+    types = [PTR, I64, PTR, I64, I64, I1, PTR, I64, I64, I64, F32, I1]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
-    a, a_step, panel, whole, odd, c, ldc, rows, cols, alpha, accumulate = function.args
+    a, a_step, panel, b_step, whole, odd, c, ldc, rows, cols, alpha, accumulate = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
     last_row = b.sub(rows, i64(1))
     # A tile of fewer rows reads its last row again in place of the missing ones.
     starts = [b.gep(a, [b.mul(_smallest(b, [i64(r), last_row]), a_step)],
                     source_etype=I8) for r in range(ROWS)] if not packed else []
+    masks = _column_masks(b, cols) if direct else []
 
     def pair_of(r: int, p: ir.Value) -> ir.Value:
         """A's pair p of row r, as a broadcast vector."""
@@ -301,10 +352,29 @@ def tile_function(module: ir.Module, packed: bool) -> ir.Function:
             at = b.gep(starts[r], [b.mul(p, i64(4))], source_etype=I8)
         return _broadcast(b, b.load(at, typ=I32, align=2))
 
-    def step(p: ir.Value, sums: list[ir.Value], pair: Callable[[int], ir.Value]) -> list[ir.Value]:
-        row = b.gep(panel, [b.mul(p, i64(PANEL * 4))], source_etype=I8)
-        columns = [b.load(b.gep(row, [i64(64 * v)], source_etype=I8), typ=_PAIRS,
-                          align=64) for v in range(2)]
+    def columns_of(p: ir.Value, lone: bool) -> list[ir.Value]:
+        """B's pair p of the tile's 32 columns, as two vectors of interleaved pairs."""
+        if not direct:
+            row = b.gep(panel, [b.mul(p, i64(PANEL * 4))], source_etype=I8)
+            return [b.load(b.gep(row, [i64(64 * v)], source_etype=I8), typ=_PAIRS, align=64)
+                    for v in range(2)]
+        load = declare(module, "llvm.masked.load.v16i16.p0", _HALVES,
+                       [PTR, I32, _MASK, _HALVES])
+        low = b.gep(panel, [b.mul(p, b.mul(b_step, i64(2)))], source_etype=I8)
+        high = b.gep(low, [b_step], source_etype=I8)
+        columns = []
+        for v in range(2):
+            def half(row: ir.Value, v: int = v) -> ir.Value:
+                return b.call(load, [b.gep(row, [i64(2 * LANES * v)], source_etype=I8),
+                                     ir.Constant(I32, 2), masks[v], ir.Constant(_HALVES, None)])
+
+            second = ir.Constant(_HALVES, None) if lone else half(high)
+            columns.append(b.bitcast(_interleave(b, half(low), second), _PAIRS))
+        return columns
+
+    def step(p: ir.Value, sums: list[ir.Value], pair: Callable[[int], ir.Value],
+             lone: bool = False) -> list[ir.Value]:
+        columns = columns_of(p, lone)
         updated = []
         for r in range(ROWS):
             broadcast = b.bitcast(pair(r), _PAIRS)
@@ -321,7 +391,7 @@ def tile_function(module: ir.Module, packed: bool) -> ir.Function:
                 at = b.gep(starts[r], [b.mul(whole, i64(4))], source_etype=I8)
                 return _broadcast(b, b.zext(b.load(at, typ=I16, align=2), I32))
 
-            tail = step(whole, sums, lone)
+            tail = step(whole, sums, lone, lone=True)
             tail_block = b.block
         merged = []
         for old, new in zip(sums, tail, strict=True):
@@ -330,9 +400,97 @@ def tile_function(module: ir.Module, packed: bool) -> ir.Function:
             phi.add_incoming(new, tail_block)
             merged.append(phi)
         sums = merged
-    _store_tile(b, sums, c, ldc, rows, cols, alpha, accumulate)
+    _store_tile(b, sums, c, ldc, rows, masks or _column_masks(b, cols), alpha, accumulate)
     b.ret_void()
     return function
+
+
+def dots_function(module: ir.Module) -> ir.Function:
+    """``void sf.gemm.bf16.dots(ptr a, i64 a_step, ptr bt, i64 b_step, i64 k, ptr c,
+    i64 ldc, i64 rows, i64 cols, float alpha, i1 accumulate)``: up to `DOT_ROWS` x
+    `DOT_COLUMNS` results, each a dot product along k of A's row r (``a + r * a_step``)
+    and B's column j (``bt + j * b_step``), both contiguous along k, 32 elements at a time
+    (16 partial sums per result, added at the end); the last, partial block of k is read
+    under a mask (zeros past k). A tile of fewer rows or columns reads its last ones again
+    and stores only its own."""
+    symbol = "sf.gemm.bf16.dots"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    types = [PTR, I64, PTR, I64, I64, PTR, I64, I64, I64, F32, I1]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
+    function.linkage = "internal"
+    a, a_step, bt, b_step, k, c, ldc, rows, cols, alpha, accumulate = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
+    wide = ir.VectorType(I16, 2 * LANES)
+    wide_mask = ir.VectorType(I1, 2 * LANES)
+    load = declare(module, "llvm.masked.load.v32i16.p0", wide, [PTR, I32, wide_mask, wide])
+    a_rows = [b.gep(a, [b.mul(_smallest(b, [i64(r), b.sub(rows, i64(1))]), a_step)],
+                    source_etype=I8) for r in range(DOT_ROWS)]
+    b_columns = [b.gep(bt, [b.mul(_smallest(b, [i64(j), b.sub(cols, i64(1))]), b_step)],
+                       source_etype=I8) for j in range(DOT_COLUMNS)]
+    lanes = ir.Constant(ir.VectorType(I64, 2 * LANES), list(range(2 * LANES)))
+
+    def block(q: ir.Value, sums: list[ir.Value], mask: ir.Value | None) -> list[ir.Value]:
+        offset = b.mul(q, i64(4 * LANES))
+
+        def read(start: ir.Value) -> ir.Value:
+            at = b.gep(start, [offset], source_etype=I8)
+            if mask is None:
+                return b.bitcast(b.load(at, typ=wide, align=2), _PAIRS)
+            return b.bitcast(b.call(load, [at, ir.Constant(I32, 2), mask,
+                                           ir.Constant(wide, None)]), _PAIRS)
+
+        a_values = [read(start) for start in a_rows]
+        b_values = [read(start) for start in b_columns]
+        return [b.call(dot, [sums[r * DOT_COLUMNS + j], a_values[r], b_values[j]])
+                for r in range(DOT_ROWS) for j in range(DOT_COLUMNS)]
+
+    zeros = [ir.Constant(_SUMS, None)] * (DOT_ROWS * DOT_COLUMNS)
+    blocks = b.udiv(k, i64(2 * LANES))
+    sums = fold_loop(b, i64(0), blocks, i64(1), zeros, lambda q, s: block(q, s, None), "k")
+    left = b.sub(k, b.mul(blocks, i64(2 * LANES)))
+    splat = b.insert_element(ir.Constant(ir.VectorType(I64, 2 * LANES), None), left,
+                             ir.Constant(I32, 0))
+    splat = b.shuffle_vector(splat, ir.Constant(ir.VectorType(I64, 2 * LANES), None),
+                             ir.Constant(ir.VectorType(I32, 2 * LANES), [0] * (2 * LANES)))
+    sums = block(blocks, sums, b.icmp_signed("<", lanes, splat))
+    totals = []
+    for r in range(DOT_ROWS):
+        row = ir.Constant(_SUMS, None)
+        for j in range(DOT_COLUMNS):
+            row = b.insert_element(row, _sum_lanes(b, sums[r * DOT_COLUMNS + j]),
+                                   ir.Constant(I32, j))
+        totals += [row, ir.Constant(_SUMS, None)]
+    _store_tile(b, totals, c, ldc, rows, _column_masks(b, cols)[:1] + [
+        ir.Constant(_MASK, [0] * LANES)], alpha, accumulate, rows_in_tile=DOT_ROWS)
+    b.ret_void()
+    return function
+
+
+def _sum_lanes(b: ir.IRBuilder, vector: ir.Value) -> ir.Value:
+    """The sum of a vector's 16 lanes, halves added to halves."""
+    width = LANES
+    while width > 1:
+        width //= 2
+        high = b.shuffle_vector(vector, ir.Constant(_SUMS, None), ir.Constant(
+            _WORDS, [width + i if i < width else i for i in range(LANES)]))
+        vector = b.fadd(vector, high)
+    return b.extract_element(vector, ir.Constant(I32, 0))
+
+
+def _interleave(b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> ir.Value:
+    """Two vectors of 16 halves as one of 32: low[0], high[0], low[1], high[1], ..."""
+    return b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, 2 * LANES), [
+        lane for x in range(LANES) for lane in (x, LANES + x)]))
+
+
+def _column_masks(b: ir.IRBuilder, cols: ir.Value) -> list[ir.Value]:
+    """The lanes of the tile's two vectors that hold its own columns (below `cols`)."""
+    lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
+    return [b.icmp_signed("<", lanes, _splat64(b, b.sub(cols, i64(LANES * v))))
+            for v in range(2)]
 
 
 def _broadcast(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
@@ -342,9 +500,10 @@ def _broadcast(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
 
 
 def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Value,
-                rows: ir.Value, cols: ir.Value, alpha: ir.Value, accumulate: ir.Value) -> None:
+                rows: ir.Value, masks: list[ir.Value], alpha: ir.Value,
+                accumulate: ir.Value, rows_in_tile: int = ROWS) -> None:
     """Scale, add C's values where `accumulate`, round to bfloat16 and store each of the
-    tile's own elements (rows below `rows`, lanes below `cols`)."""
+    tile's own elements (rows below `rows`, the lanes of `masks`)."""
     module = b.module
     to_bf16 = declare(module, "llvm.x86.avx512bf16.cvtneps2bf16.512",
                       ir.VectorType(_BF16, LANES), [_SUMS])
@@ -354,16 +513,7 @@ def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Valu
                     [_HALVES, PTR, I32, _MASK])
     scale = b.insert_element(ir.Constant(_SUMS, None), alpha, ir.Constant(I32, 0))
     scale = b.shuffle_vector(scale, ir.Constant(_SUMS, None), ir.Constant(_WORDS, [0] * LANES))
-    lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
-    masks = []
-    for v in range(2):
-        room = b.sub(cols, i64(LANES * v))
-        splat = b.insert_element(ir.Constant(ir.VectorType(I64, LANES), None), room,
-                                 ir.Constant(I32, 0))
-        splat = b.shuffle_vector(splat, ir.Constant(ir.VectorType(I64, LANES), None),
-                                 ir.Constant(_WORDS, [0] * LANES))
-        masks.append(b.icmp_signed("<", lanes, splat))
-    for r in range(ROWS):
+    for r in range(rows_in_tile):
         with b.if_then(b.icmp_signed("<", i64(r), rows)):
             row = b.gep(c, [b.mul(i64(r), ldc)], source_etype=I16)
             for v in range(2):
@@ -426,10 +576,7 @@ def pack_function(module: ir.Module) -> ir.Function:
                     high = b.gep(low, [s_k], source_etype=I16)
                     first = b.load(low, typ=_HALVES, align=2)
                     second = b.load(high, typ=_HALVES, align=2)
-                    interleaved = b.shuffle_vector(first, second, ir.Constant(
-                        ir.VectorType(I32, 2 * LANES),
-                        [lane for x in range(LANES) for lane in (x, LANES + x)]))
-                    b.store(interleaved, out, align=4)
+                    b.store(_interleave(b, first, second), out, align=4)
                 with other:
                     with b.if_else(b.and_(full, contiguous_k)) as (pairs_gather, scalar):
                         with pairs_gather:
