@@ -21,6 +21,13 @@ batch 1 a small ResNet's convolutions run several times faster compiled. Until i
 ready a signature's results are NumPy's, which may differ from the compiled op's in the
 last bits (float sums in another order).
 
+bfloat16 matmuls. NumPy multiplies bfloat16 through float32 copies of the operands, at
+float32's speed or below; where the CPU has bfloat16 dot products the compiled op
+(`codegen.lowered.gemm_bf16`) runs several times faster, so a bfloat16 matmul of at least
+`MIN_MACS` multiply-adds compiles it once for every shape (its code reads its dims at run
+time) and runs it from then on. Until it is ready NumPy's kernel serves; the two differ
+within bfloat16's rounding.
+
 Elementwise ops. Some of NumPy's loops are far from the memory's speed: a ReLU
 (``np.maximum(x, 0)``) takes several times as long as a copy of its result, and a relu's
 gradient (a select) about as long, where a one-op compiled program (a fused kernel, its
