@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from stageflow.core.dims import PYTHON, broadcast_dims
 from stageflow.core.primitive import Shape
+from stageflow.core.tensor_shape import TensorShape
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
@@ -34,6 +35,9 @@ def check_broadcast(shapes: Sequence[Shape], result: Sequence[int | None]) -> No
 
 
 def format_shape(shape: Shape) -> str:
+    """``(?, 3)``: a shape as messages and reprs print it (``<unknown>``: of unknown rank)."""
+    if isinstance(shape, TensorShape) and shape.rank is None:
+        return "<unknown>"
     inner = ", ".join("?" if d is None else str(d) for d in shape)
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
 

@@ -893,7 +893,7 @@ class _Generated(Dataset):
         for leaf, spec in zip(leaves, specs, strict=True):
             dtype = spec if unshaped else spec.dtype
             array = np.asarray(leaf._value if hasattr(leaf, "_value") else leaf, dtype)
-            if not unshaped and not spec.is_compatible_with(array.shape, array.dtype):
+            if not unshaped and not spec.is_compatible_with(array):
                 raise ValueError(f"Dataset.from_generator: the generator yielded shape "
                                  f"{array.shape} where output_signature says {spec}")
             arrays.append(array)

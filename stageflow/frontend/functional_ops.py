@@ -19,6 +19,7 @@ from stageflow.core import dtypes, nest
 from stageflow.core.primitive import ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
+from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import zeros, zeros_like
@@ -106,7 +107,7 @@ def _results(op: str, returned: Any, specs: list, treedef: Any) -> list:
         dtype = spec.dtype if isinstance(spec, TensorSpec) else spec
         value = leaf if isinstance(leaf, Tensor | ShapedType) else convert_to_tensor(leaf, dtype)
         if value.dtype != dtype or (isinstance(spec, TensorSpec) and not
-                                    spec.is_compatible_with(tuple(value.shape), value.dtype)):
+                                    TensorShape(value.shape).is_subtype_of(spec.shape)):
             raise TypeError(f"{op}: result {position} of fn is {value.dtype.name}"
                             f"{format_shape(value.shape)} but the output signature says "
                             f"{spec}; pass fn_output_signature{describe_location()}")

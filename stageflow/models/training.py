@@ -23,7 +23,6 @@ from stageflow.core import dtypes, lazy, nest
 from stageflow.core.source import describe_location
 from stageflow.frontend import replica
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.ops.elementwise import cast
 from stageflow.frontend.ops.nn import scale_regularization_loss
 from stageflow.frontend.ops.shape_of import shape
@@ -36,6 +35,7 @@ from stageflow.models import optimizers as optimizers_module
 from stageflow.models.callbacks import Callback, History, ProgbarLogger
 from stageflow.models.layers import symbolic
 from stageflow.models.layers.base import Layer, takes_training
+from stageflow.models.naming import auto_name
 from stageflow.models.train.checkpoint import Checkpoint, CheckpointLoadStatus, PythonState
 
 if TYPE_CHECKING:  # the model layer loads no compiler until a model trains
@@ -107,6 +107,8 @@ class Model(Layer):
 
     def __init__(self, inputs: Any = None, outputs: Any = None, trainable: bool = True,
                  name: str | None = None) -> None:
+        if name is None and inputs is not None and type(self) is Model:
+            name = auto_name("Functional")  # Keras 3: `Model(inputs, outputs)` is a Functional
         super().__init__(trainable=trainable, name=name)
         self._graph: symbolic.Graph | None = None
         if inputs is not None or outputs is not None:
@@ -430,17 +432,19 @@ class Model(Layer):
 
     def _layer_rows(self) -> list[tuple[str, str, str]]:
         """The summary's rows of a `Sequential` or subclassed model: its layers in order,
-        run on zeros shaped like its first call's inputs."""
+        run on zeros shaped like its first call's inputs (twice where their dims are not
+        all known: see `symbolic.examples`)."""
         spec = self.input_spec
         if spec is None:
             raise ValueError(f"{type(self).__name__}.summary: the model has not been called "
                              f"yet, so its layers' shapes are unknown: call it (or fit it) "
                              f"once, or give its first layer input_shape={describe_location()}")
         rows = []
-        value: Any = zeros((1, *spec.shape[1:]), spec.dtype)
+        values: list[Any] = list(symbolic.examples(spec.shape[1:], spec.dtype))
         for layer in _sublayers(self):
-            value = layer(value, training=False) if takes_training(layer) else layer(value)
-            rows.append(_row(layer, (None, *value.shape[1:])))
+            values = [None if value is None else layer(value, training=False)
+                      if takes_training(layer) else layer(value) for value in values]
+            rows.append(_row(layer, (None, *symbolic.known_dims(*values))))
         return rows
 
     def _graph_rows(self) -> list[tuple[str, str, str]]:

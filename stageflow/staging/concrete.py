@@ -19,6 +19,7 @@ from stageflow.core import context, nest, profiling
 from stageflow.core.devices import HOST
 from stageflow.core.primitive import ResourceType, ShapedType
 from stageflow.core.shapes import format_shape
+from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend import tape
 from stageflow.frontend.dot import graph_dot
 from stageflow.frontend.graph import Graph
@@ -290,7 +291,7 @@ class ConcreteFunction:
             if got.dtype != want.dtype:
                 raise TypeError(f"{self.name}: {name} has dtype {got.dtype.name}, the "
                                 f"signature expects {want.dtype.name}")
-            if not want.is_compatible_with(tuple(got.shape), got.dtype):
+            if not TensorShape(got.shape).is_subtype_of(want.shape):
                 raise ValueError(f"{self.name}: {name} has shape {format_shape(got.shape)}, "
                                  f"the signature expects {format_shape(want.shape)}")
 

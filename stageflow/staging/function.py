@@ -29,6 +29,7 @@ from stageflow.core import config, context, devices, nest, profiling
 from stageflow.core.devices import HOST
 from stageflow.core.primitive import ShapedType
 from stageflow.core.source import describe_location
+from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.summary import trace as summary_trace
@@ -376,21 +377,50 @@ class Function:
         device = _call_device(leaves)
         spec_args = self._canonical(tuple(self.input_signature), {})
         self._check_fixed(canonical, spec_args)
-        concrete = self._cache.get(("signature", device))
-        if concrete is None:
-            with self._tracing:
-                concrete = self._cache.get(("signature", device))
-                if concrete is None:
-                    spec_leaves, treedef = nest.flatten(spec_args, expand_composites=True)
-                    concrete = self._trace_once(("signature", device), spec_leaves, treedef,
-                                                None, device)
-                    self._cache[("signature", device)] = concrete
         kinds = Tensor | Variable | TensorSpec
         names = [n for n, leaf in zip(self._names(canonical), leaves, strict=False)
                  if isinstance(leaf, kinds)]
         tensors = [leaf for leaf in leaves if isinstance(leaf, kinds)]
+        spec_leaves, treedef = nest.flatten(spec_args, expand_composites=True)
+        spec_leaves, ranks = self._ranked(spec_leaves, tensors, names)
+        key = ("signature", device, *ranks)
+        concrete = self._cache.get(key)
+        if concrete is None:
+            with self._tracing:
+                concrete = self._cache.get(key)
+                if concrete is None:
+                    concrete = self._trace_once(key, spec_leaves, treedef, None, device)
+                    self._cache[key] = concrete
         concrete.check_arguments(tensors, names)
         return concrete
+
+    def _ranked(self, spec_leaves: list, tensors: list, names: list[str]
+                ) -> tuple[list, tuple[int, ...]]:
+        """The signature's leaves with each spec of unknown rank (``TensorSpec(None)``)
+        given the rank of the tensor passed for it, all its dims unknown, and those ranks:
+        a function's IR has ranked types, so each rank gets its own trace (TensorFlow's
+        one graph for every rank, as far as staging goes)."""
+        if all(not isinstance(s, TensorSpec) or s.shape.rank is not None for s in spec_leaves):
+            return spec_leaves, ()
+        positions = [i for i, spec in enumerate(spec_leaves) if isinstance(spec, TensorSpec)]
+        if len(positions) != len(tensors):
+            raise TypeError(f"{self.name}: expected {len(positions)} tensor arguments, "
+                            f"got {len(tensors)}")
+        ranked, ranks = list(spec_leaves), []
+        for position, tensor, name in zip(positions, tensors, names, strict=False):
+            spec = spec_leaves[position]
+            if spec.shape.rank is not None:
+                continue
+            rank = TensorShape(tensor.shape).rank
+            if rank is None:
+                raise ValueError(
+                    f"{self.name}: argument {name!r} is {spec}, of unknown rank, and "
+                    f"stageflow traces one function per rank: pass a tensor, or a spec of "
+                    f"the rank wanted (sf.TensorSpec([None, None], {spec.dtype.name})), "
+                    f"to get_concrete_function")
+            ranked[position] = TensorSpec([None] * rank, spec.dtype, spec.name)
+            ranks.append(rank)
+        return ranked, tuple(ranks)
 
     def _check_fixed(self, canonical: tuple, spec_args: tuple) -> None:
         """Arguments the input_signature leaves out are traced once, with their defaults: a

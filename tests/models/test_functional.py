@@ -116,9 +116,75 @@ def test_sequential_builds_from_an_input_or_a_first_layers_input_shape():
         keras.Sequential([layers.Dense(2), keras.Input((3,))])
 
 
+def _image_classifier() -> sf.keras.Model:
+    """The tutorials' fully convolutional classifier: images of any size."""
+    images = keras.Input(shape=(None, None, 3))
+    x = layers.Conv2D(8, 3, activation="relu")(images)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Conv2D(4, 3, strides=2, padding="same")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(images, layers.Dense(2)(x))
+
+
+def test_an_input_with_unknown_spatial_dims_feeds_convolutions_and_pooling():
+    model = _image_classifier()
+    assert model.inputs.shape == (None, None, None, 3)
+    conv, conv2, dense = (layer for layer in model.layers if layer.variables)
+    assert [v.shape for v in conv.variables] == [(3, 3, 3, 8), (8,)]
+    assert [v.shape for v in dense.variables] == [(4, 2), (2,)]
+    assert model.outputs.shape == (None, 2)
+    rng = np.random.default_rng(0)
+    for height, width in ((20, 30), (11, 9)):
+        images = rng.standard_normal((2, height, width, 3)).astype(np.float32)
+        # the same layers applied by hand, on an image of this size
+        hidden = conv2(layers.MaxPooling2D()(conv(sf.constant(images))))
+        want = dense(sf.reduce_mean(hidden, axis=(1, 2)))
+        got = model(sf.constant(images))
+        assert got.shape == (2, 2)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_summary_shows_the_unknown_dims_as_keras_does():
+    lines: list[str] = []
+    _image_classifier().summary(print_fn=lines.append)
+    text = "\n".join(lines)
+    for shape in ("(None, None, None, 3)", "(None, None, None, 8)", "(None, None, None, 4)",
+                  "(None, 4)", "(None, 2)"):
+        assert shape in text
+    sequential = keras.Sequential([keras.Input((None, None, 3)), layers.Conv2D(4, 3),
+                                   layers.GlobalAveragePooling2D(), layers.Dense(2)])
+    lines.clear()
+    sequential.summary(print_fn=lines.append)
+    assert "(None, None, None, 4)" in "\n".join(lines) and "Total params: 122" in lines
+
+
+def test_a_model_on_images_of_any_size_fits():
+    model = _image_classifier()
+    model.compile(keras.optimizers.Adam(0.01),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(1)
+    images = rng.standard_normal((8, 16, 16, 3)).astype(np.float32)
+    labels = np.arange(8) % 2
+    losses = model.fit(images, labels, epochs=4, batch_size=4, verbose=0).history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert model.predict(images[:, :12, :10], verbose=0).shape == (8, 2)
+
+
+def test_a_dim_computed_from_an_unknown_one_stays_unknown():
+    """A stride or pooling window maps the two example sizes to different sizes, so no
+    dim derived from an unknown one looks known."""
+    x = keras.Input((None, 5))
+    assert layers.MaxPooling1D(4)(x).shape == (None, None, 5)
+    assert layers.Conv1D(3, 5, strides=8, padding="same")(x).shape == (None, None, 3)
+    assert layers.Flatten()(x).shape == (None, None)
+    assert layers.GlobalMaxPooling1D()(x).shape == (None, 5)
+    assert layers.Dense(2)(x).shape == (None, None, 2)
+
+
 def test_mistakes_are_named():
-    with pytest.raises(ValueError, match="every dim but the batch's"):
-        keras.Input((None, 3))
+    with pytest.raises(ValueError, match=r"Dense 'd' on symbolic inputs of shapes \(\?, \?\), "
+                                         r"which needs a dim the Input leaves unknown"):
+        layers.Dense(2, name="d")(keras.Input((None,)))  # Keras: the last dim must be defined
     a, b = keras.Input((2,)), keras.Input((2,), name="other")
     with pytest.raises(ValueError, match="other"):
         keras.Model(a, layers.Add()([a, b]))

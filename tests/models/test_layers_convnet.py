@@ -187,7 +187,7 @@ def test_global_average_pooling_matches_numpy():
 
 
 def test_pooling_arguments_are_checked():
-    with pytest.raises(ValueError, match="MaxPool2D: padding"):
+    with pytest.raises(ValueError, match="MaxPooling2D: padding"):
         L.MaxPool2D(2, padding="full")
     with pytest.raises(ValueError, match="AveragePooling2D: pool_size"):
         L.AveragePooling2D((2, 0))

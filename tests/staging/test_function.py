@@ -190,6 +190,41 @@ def test_input_signature_with_unknown_dims():
     assert cf.outputs[0].shape == (None,)
 
 
+def test_input_signature_of_unknown_rank_takes_every_rank_one_trace_per_rank():
+    """TensorFlow's ``input_signature=[tf.TensorSpec(shape=None)]``: any shape is accepted.
+    The IR has ranked types, so each rank is traced once, its dims all unknown."""
+    @sf.function(input_signature=[sf.TensorSpec(shape=None, dtype=sf.float32)])
+    def total(x):
+        return sf.reduce_sum(x * 2.0), sf.shape(x)
+
+    for shape in [(2, 3), (4, 5), (3,), (), (1, 2, 3), (6,)]:
+        value = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        got, dims = total(value)
+        np.testing.assert_allclose(got.numpy(), value.sum() * 2.0)
+        assert dims.numpy().tolist() == list(shape)
+    assert total.experimental_get_tracing_count() == 4  # ranks 2, 1, 0 and 3
+    assert total.get_concrete_function(sf.TensorSpec([None, None])).inputs[0].shape == (
+        None, None)
+    assert total.experimental_get_tracing_count() == 4
+    assert total.get_concrete_function(sf.ones((2, 2, 2, 2))).inputs[0].shape == (None,) * 4
+    with pytest.raises(TypeError, match="x has dtype int32, the signature expects float32"):
+        total(sf.ones((2,), sf.int32))
+    with pytest.raises(ValueError, match="'x' is TensorSpec.shape=<unknown>.*one function per "
+                                         "rank"):
+        total.get_concrete_function()
+
+
+def test_input_signature_mixing_unknown_rank_and_ranked_specs():
+    @sf.function(input_signature=[sf.TensorSpec([None]), sf.TensorSpec(None)])
+    def scaled(weights, x):
+        return x * sf.reduce_sum(weights)
+
+    np.testing.assert_allclose(scaled(sf.ones((3,)), sf.ones((2, 2))).numpy(), np.full((2, 2), 3))
+    np.testing.assert_allclose(scaled(sf.ones((2,)), sf.constant(1.5)).numpy(), 3.0)
+    with pytest.raises(ValueError, match=r"weights has shape \(2, 2\)"):
+        scaled(sf.ones((2, 2)), sf.ones((2,)))
+
+
 def test_nested_arguments_and_results():
     Pair = collections.namedtuple("Pair", "a b")
 

@@ -35,19 +35,11 @@ from stageflow.frontend.variables import Variable
 from stageflow.models.activations import get_activation
 from stageflow.models.initializers import get_initializer
 from stageflow.models.layers import symbolic
-from stageflow.models.module import Module, camel_to_snake
+from stageflow.models.module import Module
+from stageflow.models.naming import auto_name
 from stageflow.models.regularizers import get as get_regularizer
 
 __all__ = ["Layer"]
-
-_name_counts: dict[str, int] = {}
-
-
-def _unique_name(base: str) -> str:
-    """Keras' default layer names: ``dense``, ``dense_1``, ``dense_2``, ..."""
-    count = _name_counts.get(base, 0)
-    _name_counts[base] = count + 1
-    return base if count == 0 else f"{base}_{count}"
 
 
 # --------------------------------------------------------------------------- layers
@@ -93,7 +85,7 @@ class Layer(Module):
 
     def __init__(self, trainable: bool = True, name: str | None = None,
                  dtype: Any = None) -> None:
-        super().__init__(name if name is not None else _unique_name(_default_name(self)))
+        super().__init__(name if name is not None else auto_name(type(self).__name__))
         self.built = False
         # Keras' ``input_shape=``/``input_dim=`` of a model's first layer: what a
         # `Sequential` builds itself for before any call (`_taking_input_shape`).
@@ -256,10 +248,6 @@ _REGULARIZER_KEYWORDS = frozenset({"kernel_regularizer", "bias_regularizer",
 
 
 Layer.__init__ = _taking_input_shape(Layer.__init__)  # a layer class without an __init__
-
-
-def _default_name(layer: Module) -> str:
-    return camel_to_snake(type(layer).__name__)
 
 
 # --------------------------------------------------------------------------- training mode

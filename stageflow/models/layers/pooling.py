@@ -43,17 +43,17 @@ class _Pooling2D(Layer):
     _pool = staticmethod(nn.max_pool2d)
 
 
-class MaxPool2D(_Pooling2D):
+class MaxPooling2D(_Pooling2D):
     """The maximum of each window (padding never wins).
 
     Inputs ``[N, H, W, C]``, outputs ``[N, Ho, Wo, C]`` of their dtype (`Conv2D`'s sizes);
     ``pool_size`` defaults to 2x2 with strides equal to it, halving H and W.
 
     >>> x = sf.reshape(sf.range(16.0), (1, 4, 4, 1))
-    >>> sf.reshape(sf.layers.MaxPool2D()(x), (2, 2))
+    >>> sf.reshape(sf.layers.MaxPooling2D()(x), (2, 2))
     sf.Tensor([[ 5.,  7.],
                [13., 15.]], shape=(2, 2), dtype=float32)
-    >>> sf.layers.MaxPool2D(3, strides=1, padding="same")(x).shape
+    >>> sf.layers.MaxPooling2D(3, strides=1, padding="same")(x).shape
     (1, 4, 4, 1)
     """
 
@@ -189,8 +189,9 @@ class GlobalMaxPooling1D(_GlobalPooling):
     _reduce = staticmethod(reduce_max)
 
 
-# Keras' other spellings of the pooling layers: the same classes.
-MaxPooling2D = MaxPool2D
+# Keras' other spellings of the pooling layers: the same classes (named by Keras' class
+# names: a `MaxPool2D()` is a "max_pooling2d").
+MaxPool2D = MaxPooling2D
 AvgPool2D = AveragePooling2D
 MaxPool1D = MaxPooling1D
 AvgPool1D = AveragePooling1D

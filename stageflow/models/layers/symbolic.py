@@ -5,11 +5,15 @@ computing; ``sf.keras.Model(x, y)`` then runs the graph on real inputs. Each `Ke
 keeps a concrete example (the layers run once on zeros, batch 1, when the graph is built):
 that is how shapes are known without a second, symbolic implementation of every layer, and
 why a layer is built, its variables created, as soon as it is connected, as in Keras.
+
+An `Input` with unknown dims besides the batch's (``Input((None, None, 3))``, images of any
+size) keeps a second example, its unknown dims of another size, and the layers run on both:
+a dim of an output is unknown where the two examples' outputs differ. The sizes are
+`EXAMPLE_SIZES`: a stride or window of up to the smaller one maps them to different sizes.
 """
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -19,10 +23,12 @@ from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.creation import zeros
 from stageflow.frontend.tensor import Tensor
+from stageflow.models.naming import auto_name
 
 __all__ = ["Input"]
 
-_ids = itertools.count()
+# The sizes of an `Input`'s unknown dims in its two examples.
+EXAMPLE_SIZES = (32, 64)
 
 
 class Node:
@@ -40,16 +46,19 @@ class Node:
 class KerasTensor:
     """A symbolic value: a shape whose batch dim is free (``None``), a dtype, and the node
     that makes it (none for an `Input`). Arithmetic on it (``a + b``, ``x[:, 0]``, ``-x``)
-    records an operator node as a layer call does."""
+    records an operator node as a layer call does. `variant`, where an `Input` has unknown
+    dims, is the example computed from its other example: the dims where the two differ
+    are unknown (None) in `shape`."""
 
     def __init__(self, example: Tensor, batch: int | None, node: Node | None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, variant: Tensor | None = None) -> None:
         self.example = example
-        self.shape: tuple[int | None, ...] = ((batch, *example.shape[1:]) if example.ndim
-                                              else ())
+        self.variant = variant
+        self.shape: tuple[int | None, ...] = ((batch, *known_dims(example, variant))
+                                              if example.ndim else ())
         self.dtype = example.dtype
         self.node = node
-        self.name = name or f"keras_tensor_{next(_ids)}"
+        self.name = name or auto_name("KerasTensor")
 
     @property
     def ndim(self) -> int:
@@ -87,7 +96,8 @@ KerasTensor.__neg__ = lambda self: call_symbolic(operator.neg, (self,), {})  # t
 def Input(shape: tuple[int | None, ...] | None = None, batch_size: int | None = None,  # noqa: N802 - Keras' name
           dtype: Any = None, name: str | None = None) -> KerasTensor:
     """A model's input: `shape` without the batch dim (``Input((28, 28, 1))``), float32
-    unless `dtype` says otherwise. Dims other than the batch's must be known here.
+    unless `dtype` says otherwise. None dims are sizes known only when the model is called
+    (``Input((None, None, 3))``: images of any size).
 
     >>> x = sf.keras.Input((3,))
     >>> y = sf.layers.Dense(2)(x)
@@ -96,15 +106,38 @@ def Input(shape: tuple[int | None, ...] | None = None, batch_size: int | None = 
     >>> model = sf.keras.Model(x, y)
     >>> model(sf.ones((5, 3))).shape
     (5, 2)
+    >>> images = sf.keras.Input((None, None, 3))
+    >>> sf.layers.Conv2D(4, 3)(images).shape
+    (None, None, None, 4)
     """
     shape = () if shape is None else tuple(shape)
-    if any(d is None for d in shape):
-        raise ValueError(f"Input: every dim but the batch's must be known, got shape "
-                         f"{format_shape(shape)} (the batch dim is not part of `shape`)"
-                         f"{describe_location()}")
-    example = zeros((1 if batch_size is None else int(batch_size), *shape),
-                    dtypes.as_dtype(dtype or dtypes.float32))
-    return KerasTensor(example, batch_size, None, name=name)
+    example, variant = examples(shape, dtypes.as_dtype(dtype or dtypes.float32),
+                                1 if batch_size is None else int(batch_size))
+    # Keras' `Input` makes an `InputLayer`, named "input_layer" unless `name` is given,
+    # which is the model summary's first row: here the input's name stands for both.
+    return KerasTensor(example, batch_size, None, name=name or auto_name("InputLayer"),
+                       variant=variant)
+
+
+def examples(shape: tuple[int | None, ...], dtype: Any, batch: int = 1
+             ) -> tuple[Tensor, Tensor | None]:
+    """Zeros of `shape` (without its batch dim), the unknown (None) dims of the sizes of
+    `EXAMPLE_SIZES`: the example, and the variant (None where every dim is known)."""
+    dims = tuple(None if d is None else int(d) for d in shape)
+
+    def example(size: int) -> Tensor:
+        return zeros((batch, *(size if d is None else d for d in dims)), dtype)
+
+    return example(EXAMPLE_SIZES[0]), example(EXAMPLE_SIZES[1]) if None in dims else None
+
+
+def known_dims(example: Tensor, variant: Tensor | None) -> tuple[int | None, ...]:
+    """The dims after the batch's of what `example` and `variant` stand for: those where
+    they differ are unknown (None)."""
+    if variant is None:
+        return tuple(example.shape[1:])
+    return tuple(a if a == b else None for a, b in zip(example.shape[1:], variant.shape[1:],
+                                                       strict=True))
 
 
 def is_symbolic(value: Any) -> bool:
@@ -121,20 +154,35 @@ def call_symbolic(fn: Callable[..., Any], args: tuple[Any, ...],
     """Record ``fn(*args, **kwargs)`` as a node; its outputs are `KerasTensor`s (in the
     structure `fn` returns) made by running `fn` on the inputs' examples."""
     node = Node(fn, args, kwargs)
-    values = {id(t): t.example for t in node.inputs}
-    example_args, example_kwargs = substitute((args, kwargs), values)
-    try:
-        result = fn(*example_args, **example_kwargs)
-    except (ValueError, TypeError) as error:  # a shape or dtype the layer refuses
-        shapes = ", ".join(format_shape(t.shape) for t in node.inputs)
-        raise type(error)(f"{_describe(fn)} on symbolic inputs of shapes {shapes}: "
-                          f"{error}") from error
+    leaves, treedef = nest.flatten(_run(fn, node, {id(t): t.example for t in node.inputs}))
+    variants: list[Any] = [None] * len(leaves)
+    if any(t.variant is not None for t in node.inputs):
+        values = {id(t): t.example if t.variant is None else t.variant for t in node.inputs}
+        variants = nest.flatten(_run(fn, node, values, ", which needs a dim the Input leaves "
+                                                       "unknown (None): with another size "
+                                                       "there it fails"))[0]
+        for leaf, variant in zip(leaves, variants, strict=True):
+            if isinstance(leaf, Tensor) and leaf.ndim != variant.ndim:
+                raise ValueError(f"{_describe(fn)}: the rank of its output depends on the "
+                                 f"dims the Input leaves unknown (None), which a symbolic "
+                                 f"value cannot describe{describe_location()}")
     batch = _batch(node.inputs)
-    leaves, treedef = nest.flatten(result)
-    outputs = [KerasTensor(leaf, batch, node) if isinstance(leaf, Tensor) else leaf
-               for leaf in leaves]
+    outputs = [KerasTensor(leaf, batch, node, variant=variant) if isinstance(leaf, Tensor)
+               else leaf for leaf, variant in zip(leaves, variants, strict=True)]
     node.outputs = nest.unflatten(treedef, outputs)
     return node.outputs
+
+
+def _run(fn: Callable[..., Any], node: Node, values: dict[int, Any], which: str = "") -> Any:
+    """`fn` on the node's arguments with its `KerasTensor`s replaced by `values`: a shape
+    or dtype the layer refuses is an error naming the layer and the symbolic shapes."""
+    example_args, example_kwargs = substitute((node.args, node.kwargs), values)
+    try:
+        return fn(*example_args, **example_kwargs)
+    except (ValueError, TypeError) as error:
+        shapes = ", ".join(format_shape(t.shape) for t in node.inputs)
+        raise type(error)(f"{_describe(fn)} on symbolic inputs of shapes {shapes}{which}: "
+                          f"{error}") from error
 
 
 def substitute(structure: Any, values: dict[int, Any]) -> Any:
