@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import context, dtypes
+from stageflow.core.source import describe_location
 
 __all__ = ["Policy", "global_policy", "set_global_policy"]
 
@@ -50,7 +51,7 @@ class Policy:
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or name not in _POLICIES:
             raise ValueError(f"Policy: unknown policy {name!r} (one of "
-                             f"{', '.join(_POLICIES)})")
+                             f"{', '.join(_POLICIES)}){describe_location()}")
         self._name = name
         compute, variable = _POLICIES[name]
         # As NumPy dtypes too, for the layers' casts (the names are Keras' attributes).
@@ -84,20 +85,21 @@ class Policy:
         return f'<Policy "{self.name}">'
 
 
-def as_policy(value: Any) -> Policy:
+def as_policy(value: Any, taker: str = "set_global_policy") -> Policy:
     """A `Policy` for a policy, its name, or a floating dtype (``sf.float64``: that
-    dtype's policy), as a layer's ``dtype=`` takes them."""
+    dtype's policy), as a layer's ``dtype=`` takes them; `taker` names the caller in the
+    error for anything else."""
     if isinstance(value, Policy):
         return value
     if isinstance(value, str) and value in _POLICIES:
         return Policy(value)
     try:
         dtype = dtypes.as_dtype(value)
-    except TypeError:
+    except (TypeError, ValueError):
         dtype = None
     if dtype is None or dtypes.dtype_name(dtype) not in _POLICIES:
-        raise ValueError(f"dtype: expected a precision policy or its name (one of "
-                         f"{', '.join(_POLICIES)}), got {value!r}")
+        raise ValueError(f"{taker}: expected a precision policy or its name (one of "
+                         f"{', '.join(_POLICIES)}), got {value!r}{describe_location()}")
     return Policy(dtypes.dtype_name(dtype))
 
 

@@ -112,7 +112,8 @@ class Layer(Module):
         self._trainable = bool(trainable)
         # `dtype=` (a policy, its name or a floating dtype), else the global policy if one
         # is set, fixed now as Keras fixes it; None: the first input's floating dtype.
-        self._policy = (precision.as_policy(dtype) if dtype is not None
+        self._policy = (precision.as_policy(dtype, f"{type(self).__name__}(dtype=...)")
+                        if dtype is not None
                         else precision.explicit_global_policy())
         self._dtype = None if dtype is None else self._policy.variable
         # Keras' penalties (`models.regularizers`), taken by every layer's `__init__`
@@ -214,22 +215,26 @@ class Layer(Module):
         training = _resolve_training(training)
         if takes_training(self.call):
             kwargs["training"] = training
+        # A layer with a policy computes in its compute dtype, and its variables read as
+        # that dtype inside its call (and the calls it makes) when it is mixed or nested in
+        # a layer that casts; a layer without one leaves both as they are.
         policy = self._policy
+        casts = None
         if policy is not None:
             inputs, args, kwargs = _autocast((inputs, args, kwargs), policy.compute)
-        # The mode (and the dtype variables read in) pushed for the calls inside, without a
-        # context manager: a generator-based one cost a third of a layer call.
+            stack = precision.autocast_stack()
+            if policy.mixed or stack:
+                casts = stack
+                casts.append(policy.compute)
+        # The mode (and the autocast dtype) pushed for the calls inside, without a context
+        # manager: a generator-based one cost a third of a layer call.
         modes = _training_modes()
         modes.append(training)
-        casts = precision.autocast_stack()
-        scoped = policy is not None and (policy.mixed or bool(casts))
-        if scoped:
-            casts.append(policy.compute)
         try:
             outputs = self.call(inputs, *args, **kwargs)
         finally:
             modes.pop()
-            if scoped:
+            if casts is not None:
                 casts.pop()
         if self.activity_regularizer is not None:
             penalty = self.activity_regularizer(outputs)
