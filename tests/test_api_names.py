@@ -104,7 +104,8 @@ def test_namespace_imports_as_a_module(namespace):
 OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "errors",
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
                     "summary.experimental", "profiler", "profiler.experimental", "keras",
-                    "keras.backend", "keras.callbacks", "keras.models", "saved_model",
+                    "keras.backend", "keras.callbacks", "keras.models", "keras.mixed_precision",
+                    "saved_model",
                     "nest", "experimental", "experimental.dlpack",
                     "strings", "autograph", "autograph.experimental", "dtypes",
                     "config.experimental", "image", "ragged", "sparse"]

@@ -30,6 +30,7 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.summary.experimental": sf.summary.experimental, "sf.keras": sf.keras,
     "sf.keras.backend": sf.keras.backend, "sf.keras.callbacks": sf.keras.callbacks,
     "sf.keras.models": sf.keras.models,
+    "sf.keras.mixed_precision": sf.keras.mixed_precision,
     "sf.saved_model": sf.saved_model, "sf.debugging": sf.debugging,
     "sf.profiler": sf.profiler, "sf.profiler.experimental": sf.profiler.experimental,
     "sf.nest": sf.nest, "sf.strings": sf.strings, "sf.ragged": sf.ragged, "sf.sparse": sf.sparse,

@@ -49,6 +49,9 @@
 - `run_functions_eagerly(True)` (TensorFlow's name): every `sf.function` calls its Python
   function as it is, op by op, eagerly, instead of a staged graph: ``pdb`` and ``print``
   work inside it and the numbers are eager's; `functions_run_eagerly()` tells the setting.
+- `set_precision_policy("mixed_bfloat16")` (Keras' ``set_global_policy``): layers created
+  from then on compute in bfloat16 and keep float32 variables; `get_precision_policy()`
+  tells the policy (`stageflow.core.precision`, ``sf.keras.mixed_precision``).
 - ``STAGEFLOW_CACHE_DIR=DIR`` (or ``sf.config.cache_dir``): where compiled kernels are kept
   between processes (default ``$XDG_CACHE_HOME/stageflow``, else ``~/.cache/stageflow``);
   ``STAGEFLOW_CACHE=0`` (or ``sf.config.cache = False``) turns that cache off.
@@ -76,6 +79,8 @@ from stageflow.core.device_listing import (
     set_logical_device_configuration,
 )
 from stageflow.core.exports import public_dir
+from stageflow.core.precision import global_policy as get_precision_policy
+from stageflow.core.precision import set_global_policy as set_precision_policy
 
 # The settings and functions of `sf.config`; the rest (`emit`, `dump`, ...) is the
 # compiler's and the runtime's, hidden from `dir(sf.config)`.
@@ -83,11 +88,13 @@ __all__ = ["LogicalDevice", "LogicalDeviceConfiguration", "PhysicalDevice", "cac
            "cache_dir", "dump_dir", "get_logical_device_configuration",
            "set_logical_device_configuration",
            "eager_compile", "emulated_gpu_count", "experimental", "functions_run_eagerly",
-           "get_memory_info", "get_soft_device_placement", "get_visible_devices",
+           "get_memory_info", "get_precision_policy", "get_soft_device_placement",
+           "get_visible_devices",
            "launch_graphs", "list_logical_devices", "list_physical_devices", "log",
            "logical_device_count", "parallel_compile", "remat", "report_dir",
            "reset_statistics", "run_functions_eagerly", "set_emulated_gpu_count",
-           "set_logical_device_count", "set_soft_device_placement", "statistics", "verify"]
+           "set_logical_device_count", "set_precision_policy", "set_soft_device_placement",
+           "statistics", "verify"]
 __dir__ = public_dir(globals())
 
 VERSION = "0.1.0"

@@ -23,12 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import context, devices
+from stageflow.core import context, devices, dtypes, precision
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend import tape
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.elementwise import cast
 from stageflow.frontend.tensor import Tensor
 
 _unique = itertools.count()
@@ -170,7 +171,16 @@ class Variable(metaclass=_CreatedThroughScopes):
     value = read_value
 
     def _as_tensor(self) -> Tensor:
-        return self.read_value()
+        """The value as an op's operand: inside the call of a layer whose precision policy
+        computes in another floating dtype (``mixed_bfloat16``), a floating variable reads
+        as a cast to that dtype, whose gradient reaches the variable in its own dtype
+        (Keras' autocast variables). `read_value` always gives the stored dtype: layers
+        that compute in float32 (batch norm) and optimizers read with it."""
+        value = self.read_value()
+        target = precision.autocast_dtype()
+        if target is None or value.dtype == target or not dtypes.is_floating(value.dtype):
+            return value
+        return cast(value, target)
 
     def _current(self) -> np.ndarray:
         """The value now: this process's, or fetched from the device that keeps it."""

@@ -5,6 +5,9 @@ regression losses, the cross-entropy over the classes for the classification one
 loss class calls it and reduces the result: ``"sum_over_batch_size"`` (the mean, Keras'
 default), ``"sum"``, or ``"none"`` (the per-example values), with optional per-example
 `sample_weight`. All are composites of op functions, so they differentiate and compile.
+
+Loss classes compute in float32 what comes in float16 or bfloat16 (a mixed-precision
+model's outputs), as Keras' do: a mean over a batch in bfloat16 keeps three digits.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from stageflow.core import dtypes, nest
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -58,6 +62,18 @@ class Reduction:
     AUTO = "auto"
 _EPSILON = 1e-7  # Keras' clipping of probabilities (its `backend.epsilon()`)
 _LOG_2 = math.log(2.0)
+
+
+def full_precision(structure: Any) -> Any:
+    """`structure` with its float16 and bfloat16 tensors cast to float32 (the dtype Keras
+    computes losses and metrics in); other leaves as they are."""
+    leaves, treedef = nest.flatten(structure)
+    return nest.unflatten(treedef, [ew.cast(leaf, dtypes.float32)
+                                    if isinstance(leaf, Tensor) and leaf.dtype in _HALF
+                                    else leaf for leaf in leaves])
+
+
+_HALF = (dtypes.float16, dtypes.bfloat16)
 
 
 def _pair(y_true: Any, y_pred: Any) -> tuple[Tensor, Tensor]:
@@ -295,13 +311,16 @@ class Loss:
     """A loss function with its reduction: ``loss(y_true, y_pred, sample_weight=None)``.
 
     Call it as ``loss(y_true, y_pred, sample_weight=None)`` with the arguments of its function;
-    it returns a scalar of y_pred's dtype (the per-example values with reduction="none").
+    it returns a scalar of y_pred's dtype (the per-example values with reduction="none"),
+    float32 for float16 and bfloat16 predictions, which it computes in float32.
 
     >>> loss = sf.losses.Loss(sf.losses.mean_absolute_error, reduction="sum")
     >>> loss([[0.0], [0.0]], [[1.0], [3.0]])
     sf.Tensor(4., shape=(), dtype=float32)
     >>> loss
     <sf.losses.Loss 'mean_absolute_error' reduction='sum'>
+    >>> loss([[0.0]], sf.constant([[1.5]], sf.bfloat16))
+    sf.Tensor(1.5, shape=(), dtype=float32)
     """
 
     def __init__(self, function: Callable[..., Tensor],
@@ -314,7 +333,7 @@ class Loss:
         self.name = name or function.__name__
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Tensor:
-        values = self.function(y_true, y_pred, **self.options)
+        values = self.function(*full_precision((y_true, y_pred)), **self.options)
         if sample_weight is not None:
             values = values * convert_to_tensor(sample_weight, values.dtype)
         if self.reduction == "none":

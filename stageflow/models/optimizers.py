@@ -143,6 +143,18 @@ class Optimizer(Module):
     def _create_slots(self, variable: Variable) -> None:
         """Create the slots `_update` uses for `variable` (none by default)."""
 
+    def build(self, var_list: Iterable[Variable]) -> None:
+        """Create the slots of `var_list` now rather than at their first update (Keras'
+        ``optimizer.build``): a wrapper that applies the update under a `cond` makes them
+        outside it."""
+        for variable in var_list:
+            self._create_slots(variable)
+
+    def scale_loss(self, loss: Any) -> Any:
+        """The loss whose gradients `apply_gradients` takes: the loss itself here; a
+        `LossScaleOptimizer` scales it (Keras' ``optimizer.scale_loss``)."""
+        return loss
+
     # -- updates ------------------------------------------------------------------------
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Variable]]) -> Variable:

@@ -218,7 +218,7 @@ class Model(Layer):
         weighted by its share of the global batch of `global_rows`, gives the gradients the
         optimizer sums over the replicas, and the sum is the batch's mean loss."""
         with GradientTape() as tape:
-            predictions = self(x, training=True)
+            predictions = losses_module.full_precision(self(x, training=True))
             loss = self.compiled_loss(y, predictions)
             penalty = self._penalty(loss.dtype)
             if global_rows is None:
@@ -230,8 +230,9 @@ class Model(Layer):
                     share = share + scale_regularization_loss(penalty)
             if penalty is not None:
                 loss = loss + penalty  # what Keras reports: the regularized loss
+            scaled = self.optimizer.scale_loss(share)  # a loss-scaling optimizer's
         variables = self.trainable_variables
-        gradients = tape.gradient(share, variables)
+        gradients = tape.gradient(scaled, variables)
         self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
         self._update_metrics(loss, y, predictions)
         return share
@@ -260,7 +261,7 @@ class Model(Layer):
         return total
 
     def _test_step(self, x: Any, y: Any) -> Tensor:
-        predictions = self(x, training=False)
+        predictions = losses_module.full_precision(self(x, training=False))
         loss = self.compiled_loss(y, predictions)
         penalty = self._penalty(loss.dtype)
         if penalty is not None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.core import context, dtypes
+from stageflow.core import context, dtypes, nest, precision
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -53,7 +53,11 @@ class Layer(Module):
 
     Subclass it with a `build` that creates the variables with `add_weight` (the input's
     shape is known by then, so no layer asks for its input size) and a `call`; variables
-    take the input's floating dtype, else float32:
+    take the input's floating dtype, else float32, unless the layer has a precision policy
+    (``dtype=``, or the global one of `sf.keras.mixed_precision`): then its variables are
+    the policy's `variable_dtype`, its floating inputs are cast to its `compute_dtype`, and
+    inside `call` its variables read as that dtype (``mixed_bfloat16``: float32 variables
+    read as bfloat16 casts, whose gradients come back float32), as in Keras:
 
     >>> class Scale(sf.layers.Layer):
     ...     def build(self, input_shape):
@@ -68,9 +72,13 @@ class Layer(Module):
     >>> layer.trainable = False
     >>> layer.trainable_variables
     []
+    >>> mixed = Scale(dtype="mixed_bfloat16")
+    >>> mixed(sf.constant([[1.0, 2.0]])).dtype.name, mixed.w.dtype.name
+    ('bfloat16', 'float32')
     """
 
-    _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_trainable",
+    _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_policy",
+                                                    "_trainable",
                                                     "input_spec", "batch_input_shape",
                                                     "kernel_regularizer", "bias_regularizer",
                                                     "activity_regularizer",
@@ -94,7 +102,12 @@ class Layer(Module):
         # called only eagerly is saved for (`sf.saved.save`).
         self.input_spec: TensorSpec | None = None
         self._trainable = bool(trainable)
-        self._dtype = None if dtype is None else dtypes.as_dtype(dtype)
+        # `dtype=` (a policy, its name or a floating dtype), else the global policy if one
+        # is set, fixed now as Keras fixes it; None: the first input's floating dtype.
+        self._policy = (precision.as_policy(dtype, f"{type(self).__name__}(dtype=...)")
+                        if dtype is not None
+                        else precision.explicit_global_policy())
+        self._dtype = None if dtype is None else self._policy.variable
         # Keras' penalties (`models.regularizers`), taken by every layer's `__init__`
         # (`_taking_input_shape`): on the kernel and bias where the layer has them, and on
         # the outputs of its last call.
@@ -125,6 +138,39 @@ class Layer(Module):
             if regularizer is not None and weight is not None:
                 penalties.append(regularizer(weight))
         return penalties + list(self._activity_losses)
+
+    @property
+    def dtype_policy(self) -> precision.Policy:
+        """The layer's precision policy (Keras' ``layer.dtype_policy``): its ``dtype=``,
+        else the global policy when the layer was made; without either, the policy of the
+        dtype its variables took from its first input (float32 before that call).
+
+        >>> layer = sf.keras.layers.Dense(2, dtype="mixed_bfloat16")
+        >>> layer.dtype_policy
+        <Policy "mixed_bfloat16">
+        >>> layer.compute_dtype, layer.variable_dtype, layer.dtype
+        ('bfloat16', 'float32', 'float32')
+        >>> sf.keras.layers.Dense(2)(sf.ones((1, 3), sf.float64)).dtype.name
+        'float64'
+        """
+        if self._policy is not None:
+            return self._policy
+        return precision.as_policy(self._dtype or dtypes.float32)
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the layer casts its floating inputs to and computes in."""
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self) -> str:
+        """The dtype of the layer's variables."""
+        return self.dtype_policy.variable_dtype
+
+    @property
+    def dtype(self) -> str:
+        """The variables' dtype, as Keras' ``layer.dtype``."""
+        return self.dtype_policy.variable_dtype
 
     @property
     def trainable(self) -> bool:
@@ -161,14 +207,27 @@ class Layer(Module):
         training = _resolve_training(training)
         if takes_training(self.call):
             kwargs["training"] = training
-        # The mode pushed for the calls inside, without a context manager: a generator-based
-        # one cost a third of a layer call.
+        # A layer with a policy computes in its compute dtype, and its variables read as
+        # that dtype inside its call (and the calls it makes) when it is mixed or nested in
+        # a layer that casts; a layer without one leaves both as they are.
+        policy = self._policy
+        casts = None
+        if policy is not None:
+            inputs, args, kwargs = _autocast((inputs, args, kwargs), policy.compute)
+            stack = precision.autocast_stack()
+            if policy.mixed or stack:
+                casts = stack
+                casts.append(policy.compute)
+        # The mode (and the autocast dtype) pushed for the calls inside, without a context
+        # manager: a generator-based one cost a third of a layer call.
         modes = _training_modes()
         modes.append(training)
         try:
             outputs = self.call(inputs, *args, **kwargs)
         finally:
             modes.pop()
+            if casts is not None:
+                casts.pop()
         if self.activity_regularizer is not None:
             penalty = self.activity_regularizer(outputs)
             rows = shape(outputs)[0] if getattr(outputs, "ndim", 0) else 1
@@ -184,14 +243,17 @@ class Layer(Module):
         """A new variable named ``<layer>/<name>``, initialised eagerly even inside a trace
         (`aggregation`: see `sf.VariableAggregation`)."""
         init = get_initializer(initializer)
-        dtype = dtypes.as_dtype(dtype or self._dtype or dtypes.float32)
+        dtype = dtypes.as_dtype(dtype or self._variable_dtype(None))
         shape = tuple(int(d) for d in shape)
         # dtype by keyword, as Keras passes it: `kernel_initializer=sf.random.normal` works.
         return Variable(lambda: init(shape, dtype=dtype), trainable=trainable and self._trainable,
                         name=f"{self.name}/{name}", dtype=dtype, aggregation=aggregation)
 
     def _variable_dtype(self, input_dtype: Any) -> np.dtype:
-        """The layer's dtype, else the input's floating dtype, else float32."""
+        """The policy's variable dtype, else the dtype the layer took, else the input's
+        floating dtype, else float32."""
+        if self._policy is not None:
+            return self._policy.variable
         if self._dtype is not None:
             return self._dtype
         if input_dtype is not None and dtypes.is_floating(input_dtype):
@@ -205,6 +267,19 @@ class Layer(Module):
                 f"with a known last dim to create its variables, got shape "
                 f"{format_shape(input_shape)}{describe_location()}")
         return int(input_shape[-1])
+
+
+def _autocast(structure: Any, dtype: np.dtype) -> Any:
+    """`structure` with its floating tensors and arrays cast to `dtype`, as Keras casts a
+    layer's inputs to its compute dtype (integer ids and boolean masks keep theirs)."""
+    leaves, treedef = nest.flatten(structure)
+    cast_any = False
+    for i, leaf in enumerate(leaves):
+        if (isinstance(leaf, Tensor | np.ndarray) and leaf.dtype != dtype
+                and dtypes.is_floating(leaf.dtype)):
+            leaves[i] = cast(convert_to_tensor(leaf), dtype)
+            cast_any = True
+    return nest.unflatten(treedef, leaves) if cast_any else structure
 
 
 def _taking_input_shape(init: Callable[..., None]) -> Callable[..., None]:

@@ -8,6 +8,7 @@ from typing import Any
 from stageflow.core import dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.elementwise import cast
 from stageflow.frontend.ops.linalg import matmul
 from stageflow.frontend.ops.normalization import embedding_lookup
 from stageflow.frontend.ops.shape import reshape
@@ -26,10 +27,11 @@ class Dense(_KernelLayer):
 
     `kernel` is ``[input_dim, units]``, created on the first call with
     `kernel_initializer` (Glorot uniform), `bias` is ``[units]`` of `bias_initializer`
-    (zeros). The variables take the input's floating dtype unless `dtype` is given.
+    (zeros). The variables take the input's floating dtype unless the layer has a
+    precision policy (`dtype`, or the global one: `sf.keras.mixed_precision`).
 
     Inputs ``[..., input_dim]`` (rank 1 or more), outputs ``[..., units]`` of the
-    variables' dtype.
+    layer's compute dtype (the variables' dtype unless the policy is mixed).
 
     >>> layer = sf.layers.Dense(4, activation="relu")
     >>> y = layer(sf.ones((2, 3)))          # the first call creates the variables
@@ -67,7 +69,8 @@ class Dense(_KernelLayer):
 class Embedding(Layer):
     """A lookup table: integer ids of any shape -> their rows of `embeddings`
     (``[input_dim, output_dim]``, initialised U(-0.05, 0.05)): ids ``[...]`` give
-    ``[..., output_dim]`` of the table's dtype (float32 unless `dtype` is given).
+    ``[..., output_dim]`` of the layer's compute dtype (float32 unless `dtype` or the
+    global policy say otherwise: ``mixed_bfloat16`` looks up float32 rows, then casts them).
 
     >>> embed = sf.layers.Embedding(input_dim=10, output_dim=4)
     >>> vectors = embed(sf.constant([[1, 2, 3], [4, 5, 5]]))
@@ -99,7 +102,11 @@ class Embedding(Layer):
         if not dtypes.is_integer(ids.dtype):
             raise TypeError(f"Embedding: ids must be integers, got {ids.dtype.name}"
                             f"{describe_location()}")
-        return embedding_lookup(self.embeddings, ids)
+        # The table read as kept (not cast whole to the compute dtype): only the rows
+        # looked up are cast, as Keras' embedding does.
+        rows = embedding_lookup(self.embeddings.read_value(), ids)
+        compute = dtypes.as_dtype(self.compute_dtype)
+        return rows if rows.dtype == compute else cast(rows, compute)
 
 
 class Lambda(Layer):

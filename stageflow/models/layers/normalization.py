@@ -1,4 +1,9 @@
-"""Normalization layers: batch normalization and layer normalization."""
+"""Normalization layers: batch normalization and layer normalization.
+
+Both compute in their variables' dtype: under a mixed policy (``mixed_bfloat16``) the
+inputs come in bfloat16, are normalised in float32 (a mean of squares in bfloat16 loses
+too much) and go out in bfloat16 again, as Keras' layers do.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ class BatchNormalization(Layer):
     with its moving statistics even in training (fine-tuning keeps them frozen).
 
     Inputs of any rank with a known channel dim, outputs of their shape and dtype;
-    `gamma`, `beta` and the moving statistics are ``[channels]``.
+    `gamma`, `beta` and the moving statistics are ``[channels]``, in the variable dtype the
+    normalisation computes in.
 
     >>> bn = sf.layers.BatchNormalization(momentum=0.9)
     >>> x = sf.constant([[0.0, 10.0], [2.0, 30.0]])    # batch mean [1, 20], variance [1, 100]
@@ -96,7 +102,8 @@ class BatchNormalization(Layer):
                              f"range for inputs of rank {ndim}{describe_location()}") from None
 
     def call(self, inputs: Any, training: bool = False) -> Tensor:
-        inputs = convert_to_tensor(inputs)
+        given = convert_to_tensor(inputs)
+        inputs = _as(given, self._variable_dtype(None))
         axis = self._channel_axis(inputs.ndim)
         gamma = None if self.gamma is None else self.gamma.read_value()
         beta = None if self.beta is None else self.beta.read_value()
@@ -106,9 +113,9 @@ class BatchNormalization(Layer):
             outputs, mean, variance = normalize(inputs, gamma, beta, *moving)
             self.moving_mean.assign(mean)
             self.moving_variance.assign(variance)
-            return outputs
-        return _batch_norm_inference(axis, inputs.ndim, self.epsilon)(inputs, gamma, beta,
-                                                                       *moving)
+            return _as(outputs, given.dtype)
+        normalize = _batch_norm_inference(axis, inputs.ndim, self.epsilon)
+        return _as(normalize(inputs, gamma, beta, *moving), given.dtype)
 
 
 @functools.cache
@@ -211,7 +218,15 @@ class LayerNormalization(Layer):
             self.beta = self.add_weight("beta", shape, self.beta_initializer)
 
     def call(self, inputs: Any) -> Tensor:
-        return layer_normalization(inputs, self._axes, self.epsilon, self.gamma, self.beta)
+        given = convert_to_tensor(inputs)
+        gamma, beta = (None if v is None else v.read_value() for v in (self.gamma, self.beta))
+        outputs = layer_normalization(_as(given, self._variable_dtype(None)), self._axes,
+                                      self.epsilon, gamma, beta)
+        return _as(outputs, given.dtype)
+
+
+def _as(x: Tensor, dtype: Any) -> Tensor:
+    return x if x.dtype == dtype else ew.cast(x, dtype)
 
 
 def _bad_axis(axis: int, rank: int) -> int:

@@ -41,7 +41,7 @@ class Rescaling(Layer):
         self.scale, self.offset = float(scale), float(offset)
 
     def call(self, inputs: Any) -> Tensor:
-        return _floating(inputs, self._dtype) * self.scale + self.offset
+        return _floating(inputs, self.compute_dtype) * self.scale + self.offset
 
 
 class Normalization(Layer):
@@ -125,5 +125,5 @@ class Normalization(Layer):
         self._set(values.mean(reduced).reshape(shape), values.var(reduced).reshape(shape))
 
     def call(self, inputs: Any) -> Tensor:
-        x = _floating(inputs, self.mean.dtype)
+        x = _floating(inputs, self.compute_dtype)
         return (x - self.mean) / ew.maximum(ew.sqrt(self.variance), _EPSILON)
