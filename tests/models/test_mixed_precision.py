@@ -130,8 +130,12 @@ def test_dense_computes_on_bfloat16_inputs_and_weights():
     # bfloat16, plus the rounded bias, rounded again: within one bfloat16 step.
     want = bf16(bf16(bf16(x) @ bf16(kernel)) + bf16(bias))
     np.testing.assert_allclose(got, want, rtol=2 ** -8, atol=1e-6)
+    # Staged, the bias add is fused into the product (rounded once, not twice): within
+    # a bfloat16 step of the terms' magnitude of the eager result.
     staged = sf.function(lambda t: layer(t))(sf.constant(x))
-    np.testing.assert_array_equal(staged.numpy(), layer(x).numpy())
+    terms = np.abs(bf16(x) @ bf16(kernel)).max() + np.abs(bias).max()
+    np.testing.assert_allclose(staged.numpy().astype(np.float32), got, rtol=0,
+                               atol=terms * 2 ** -7)
 
 
 def test_float32_output_layer_in_a_mixed_model_casts_its_inputs_up():
@@ -270,15 +274,14 @@ def test_fit_under_mixed_bfloat16_ends_near_the_float32_run_staged_as_eagerly():
     eager_model, eager = fit("mixed_bfloat16", True, initial)
     assert plain["loss"][-1] < 0.6 * plain["loss"][0]  # it learns
     assert staged["loss"][-1] == pytest.approx(plain["loss"][-1], rel=0.1)
-    # Staged and eager run the same bfloat16 kernels; only float32 sums may differ in their
-    # last bit, which a bfloat16 rounding later can turn into one bfloat16 step: the first
-    # epoch agrees to float32 precision, the rest to bfloat16's.
-    assert staged["loss"][0] == pytest.approx(eager["loss"][0], rel=1e-5)
+    # Staged and eager differ by bfloat16 roundings: the staged step fuses a layer's bias
+    # add into its product (one rounding where eager rounds twice) and sums in another
+    # order, so they agree to bfloat16's precision.
     np.testing.assert_allclose(staged["loss"], eager["loss"], rtol=2 ** -7)
     np.testing.assert_allclose(staged["mae"], eager["mae"], rtol=2 ** -7)
     for a, b in zip(staged_model.variables, eager_model.variables, strict=True):
         assert a.dtype == np.float32
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2 ** -7, atol=1e-2)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2 ** -7, atol=3e-2)
     slots = [v for v in staged_model.optimizer.variables if v.shape.rank]
     assert len(slots) == 8 and all(v.dtype == np.float32 for v in slots)  # Adam's m and v
     x, _ = regression(8)
