@@ -24,6 +24,7 @@ RUN_ELSEWHERE = {"mlp_digits.py"}
 
 # The options each example offers for a quick run; every code path runs, on fewer steps.
 QUICK = {
+    "bert.py": ["--small"],
     "data_parallel.py": ["--steps", "5"],
     "keras_fit.py": ["--small"],
     "resnet.py": ["--steps", "1"],
