@@ -20,6 +20,13 @@ Work is split over the cores by panels of columns (`codegen.lowered.worker_pool`
 task packing its panels into memory of its own; a tile of fewer rows or columns than
 whole reads clamped rows and zero-padded columns and stores only its own elements.
 
+Products of few rows (a decoder's step: a matrix-vector product) are a pass over B at the
+memory's speed, where packing would read and write B once more than the arithmetic needs:
+one tile of rows reads a row-major B in place, interleaving its pairs of rows in registers,
+and one or two rows against a B whose columns are contiguous along k (``x @ w.T``, a tied
+embedding's logits) take dot products along k instead, 16 partial sums per result added
+at the end.
+
 Numerics: products of bfloat16 are exact in float32; ``vdpbf16ps`` adds them in pairs with
 denormal inputs and results taken as zero, then ``vcvtneps2bf16`` rounds to nearest even
 (NaN stays NaN). The result differs from NumPy's (which rounds the float32 product of the
@@ -37,7 +44,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, I1, I8, I16, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
-from stageflow.codegen.lowered.tasks import cpu_count
+from stageflow.codegen.lowered.tasks import MAX_TASKS, cpu_count
 from stageflow.codegen.lowered.worker_pool import pool_run
 
 ROWS = 12  # rows of a tile: 24 sums, 2 vectors of B and a broadcast fit the 32 registers
@@ -97,7 +104,8 @@ def gemm_function(module: ir.Module) -> ir.Function:
     i64 b_row, i64 b_col, ptr c, i64 ldc, float alpha, i1 accumulate)``: C[m, n] (row
     stride `ldc`) = alpha * A[m, k] @ B[k, n], plus C's own values where `accumulate`;
     strides in elements, any sign-free layout. 0, or 1 where memory for packing was not
-    to be had (then C is unchanged). Internal, one per module."""
+    to be had (C may then be partly written: the caller runs another kernel). Internal,
+    one per module."""
     symbol = "sf.gemm.bf16"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
@@ -130,25 +138,27 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
     module = b.module
     malloc = declare(module, "malloc", PTR, [I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
-    records = entry_alloca(b, I64, cpu_limit() * len(_RECORD), "records")
-    b.position_at_end(b.block)  # after it: the entry block was empty
+    records = entry_alloca(b, I64, MAX_TASKS * len(_RECORD), "records")
+    slot = entry_alloca(b, PTR, 1, "packed")
+    b.position_at_end(b.block)  # after them: the entry block was empty
     pairs = b.udiv(b.add(k, i64(1)), i64(2))
     direct = b.icmp_signed("==", a_col, i64(1))
     width = _round_up(b, _round_up(b, m, ROWS), LANES)
-    packed = b.select(direct, ir.Constant(PTR, None),
-                      b.call(malloc, [b.mul(b.mul(width, pairs), i64(4))]))
-    with b.if_then(b.and_(b.not_(direct), b.icmp_unsigned("==", packed,
-                                                            ir.Constant(PTR, None)))):
-        b.ret(ir.Constant(I32, _NO_MEMORY))
+    b.store(ir.Constant(PTR, None), slot)
     with b.if_then(b.not_(direct)):
-        b.call(pack_function(module), [a, a_col, a_row, k, m, width, packed])
+        memory = b.call(malloc, [b.mul(b.mul(width, pairs), i64(4))])
+        with b.if_then(b.icmp_unsigned("==", memory, ir.Constant(PTR, None))):
+            b.ret(ir.Constant(I32, _NO_MEMORY))
+        b.call(pack_function(module), [a, a_col, a_row, k, m, width, memory])
+        b.store(memory, slot)
+    packed = b.load(slot, typ=PTR)
     a_at = b.select(direct, a, packed)
     a_step = b.select(direct, b.mul(a_row, i64(2)), b.mul(width, i64(4)))
     panels = b.udiv(b.add(n, i64(PANEL - 1)), i64(PANEL))
     work = b.udiv(b.mul(b.mul(m, n), k), i64(TASK_MACS))
     reads = b.udiv(b.mul(b.mul(n, k), i64(2)), i64(TASK_BYTES))
     work = b.select(b.icmp_signed(">", reads, work), reads, work)
-    tasks = _smallest(b, [cpu_count(b), panels, i64(cpu_limit())])
+    tasks = _smallest(b, [cpu_count(b), panels, i64(MAX_TASKS)])
     tasks = b.select(b.icmp_signed("<", work, tasks), work, tasks)
     tasks = b.select(b.icmp_signed("<", tasks, i64(1)), i64(1), tasks)
 
@@ -174,8 +184,7 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
     stride = i64(8 * len(_RECORD))
     with b.if_then(b.not_(b.call(pool_run(module, cpu_count), [task, base, stride, tasks]))):
         counted_loop(b, i64(0), tasks, i64(1), lambda t: b.call(task, [record(t)]), "alone")
-    with b.if_then(b.not_(direct)):
-        b.call(free, [packed])
+    b.call(free, [packed])  # (null where A was read in place)
 
     def worst(t: ir.Value, status: list[ir.Value]) -> list[ir.Value]:
         code = b.load(_field(b, record(t), "status"), typ=I64)
@@ -183,11 +192,6 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
 
     status = fold_loop(b, i64(0), tasks, i64(1), [i64(0)], worst, "status")[0]
     b.ret(b.trunc(status, I32))
-
-
-def cpu_limit() -> int:
-    """The most tasks one product splits into (the records' room on the stack)."""
-    return 64
 
 
 def _round_up(b: ir.IRBuilder, x: ir.Value, multiple: int) -> ir.Value:
