@@ -58,6 +58,7 @@ from stageflow.passes.support import is_op
 from stageflow.primitives.functional import call_p
 from stageflow.primitives.state import read_variable_p
 from stageflow.staging.compiler import Compilation
+from stageflow.staging.function import function as staged_function
 
 TARGETS = ("cpu", "ptx")
 _PTR = ir.PointerType()
@@ -188,8 +189,9 @@ class PTXArtefact:
 
 def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str | None = None,
                      freeze: bool = True, arch: str = "sm_80") -> CPUArtefact | PTXArtefact:
-    """Compile `function` (an `sf.function` or a concrete function) for the inputs `specs`
-    ahead of time: a library and header for ``target="cpu"``, PTX for ``"ptx"``.
+    """Compile `function` (an `sf.function`, a concrete function, or a plain Python
+    function, which is staged as `sf.function` would) for the inputs `specs` ahead of
+    time: a library and header for ``target="cpu"``, PTX for ``"ptx"``.
 
     `specs` are one `sf.TensorSpec` per argument; a None dim is given at each call (the
     C function's `dims`), so one library serves every batch size. The library needs
@@ -213,6 +215,11 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     """
     if target not in TARGETS:
         raise ValueError(f"sf.aot.compile: target must be one of {TARGETS}, got {target!r}")
+    if not hasattr(function, "get_concrete_function") and not hasattr(function, "graph"):
+        if not callable(function):
+            raise TypeError(f"sf.aot.compile: expected a function to compile, got "
+                            f"{type(function).__name__}")
+        function = staged_function(function)
     concrete = (function.get_concrete_function(*specs)
                 if hasattr(function, "get_concrete_function") else function)
     callback = concrete.graph.python_callback()

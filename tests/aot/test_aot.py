@@ -456,3 +456,29 @@ def test_a_splat_is_the_same_bytes_in_every_element():
     assert is_splat(np.array([nan, nan])) and not is_splat(np.array([nan, -nan]))
     assert is_splat(np.full(4, 1 - 2j)) and not is_splat(np.array([1 + 0j, 1 + 1j]))
     assert not is_splat(np.zeros(0))
+
+
+def test_a_bfloat16_layer_in_a_c_program(tmp_path):
+    """The bfloat16 matmul's own kernel (where the CPU has one: else the library's BLAS
+    path runs) and its worker threads live in the library; a C program gets Python's
+    numbers."""
+    rng = np.random.default_rng(0)
+    w = sf.constant(rng.standard_normal((96, 70)).astype(sf.bfloat16))
+    b = sf.constant(rng.standard_normal(70).astype(sf.bfloat16))
+
+    def layer(x):
+        return sf.nn.relu(sf.matmul(x, w) + b)
+
+    library = sf.aot.compile(layer, sf.TensorSpec([None, 96], sf.bfloat16), name="layer")
+    x = rng.standard_normal((300, 96)).astype(sf.bfloat16)
+    executable = build(tmp_path, library, [x])
+    assert run(executable, 300)[0] == "rc 0"
+    want = sf.function(layer)(sf.constant(x)).numpy()
+    np.testing.assert_array_equal(read_output(tmp_path, 0, want.dtype, (300, 70)), want)
+
+
+def test_a_plain_function_is_staged_and_anything_else_refused():
+    library = sf.aot.compile(lambda x: x * 2.0, sf.TensorSpec([3], sf.float32), name="twice")
+    assert "twice" in library.header
+    with pytest.raises(TypeError, match="expected a function to compile, got int"):
+        sf.aot.compile(42, sf.TensorSpec([3], sf.float32))
