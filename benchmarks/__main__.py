@@ -32,6 +32,7 @@ from benchmarks import (
     matmul_bf16,
     memory,
     mlp_train,
+    peak,
     remat,
     resnet,
     transformer,
@@ -68,6 +69,10 @@ def main(argv: list[str] | None = None) -> None:
         ratios = " / ".join(f"{r['staged'] / r['numpy']:.2f}" for r in by_size.values())
         rows.append((f"matmul n = 256..2048, {threads} thread(s)", "",
                      f"{ratios} x NumPy (goal >= 0.9)"))
+    limits = peak.main([])
+    rows.append(("arithmetic peak, 1 core / all cores",
+                 "; ".join(f"{name} {r[1]:.0f} / {r[max(r)]:.0f}" for name, r in limits.items())
+                 + " GFLOP/s", "the limit the matmul figures are read against"))
     bf16 = matmul_bf16.main([512, 1024, 2048])
     rows.append(("matmul bfloat16 n = 512 / 1024 / 2048, staged",
                  " / ".join(f"{r['staged bfloat16']:.0f}" for r in bf16.values()) + " GFLOP/s",
@@ -79,9 +84,9 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((f"MLP SGD step, batch {batch}", f"{rates['staged']:.0f} steps/s",
                      f"{rates['staged'] / rates['numpy']:.2f}x NumPy (goal 1.41 / 1.22)"))
     peaks = memory.main([64, 512])
-    for batch, peak in peaks.items():
-        rows.append((f"MLP step temporaries, batch {batch}", f"{peak['runtime'] / 1024:.0f} KiB",
-                     f"{peak['ratio']:.2f}x lower bound (goal <= 1.25), whole call "
+    for batch, plan in peaks.items():
+        rows.append((f"MLP step temporaries, batch {batch}", f"{plan['runtime'] / 1024:.0f} KiB",
+                     f"{plan['ratio']:.2f}x lower bound (goal <= 1.25), whole call "
                      f"{peak['compiled'] / peak['eager']:.2f}x eager's"))
     convnet_peaks = memory.main_resnet(memory.RESNET_BATCHES)
     rows.append(("small ResNet staged step temporaries, batch "

@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             line.append(f"{name[:-len(str(batch)) - 1]} {rate:.2f} ({work / best[name] / 1e9:.0f})")
         print("\n    ".join(line))
         if has_torch:
-            for precision in ("float32", "bfloat16"):
-                ours = best[f"stageflow {'mixed_bfloat16' if precision == 'bfloat16' else precision} {batch}"]
-                theirs = min(best[f"torch {kind} {precision} {batch}"] for kind in ("eager", "compile"))
+            for precision, policy in (("float32", "float32"), ("bfloat16", "mixed_bfloat16")):
+                ours = best[f"stageflow {policy} {batch}"]
+                theirs = min(best[f"torch {kind} {precision} {batch}"]
+                             for kind in ("eager", "compile"))
                 print(f"    {precision}: stageflow / best PyTorch {theirs / ours:.2f}x")
     return best
 
