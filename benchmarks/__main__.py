@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     for batch, plan in peaks.items():
         rows.append((f"MLP step temporaries, batch {batch}", f"{plan['runtime'] / 1024:.0f} KiB",
                      f"{plan['ratio']:.2f}x lower bound (goal <= 1.25), whole call "
-                     f"{peak['compiled'] / peak['eager']:.2f}x eager's"))
+                     f"{plan['compiled'] / plan['eager']:.2f}x eager's"))
     convnet_peaks = memory.main_resnet(memory.RESNET_BATCHES)
     rows.append(("small ResNet staged step temporaries, batch "
                  + " / ".join(str(b) for b in convnet_peaks),
