@@ -55,7 +55,7 @@ class Encoder(sf.keras.Model):
         self.blocks = [EncoderLayer(width, heads, feed_forward) for _ in range(layers)]
 
     def call(self, tokens: sf.Tensor) -> sf.Tensor:
-        positions = sf.range(tokens.shape[1])
+        positions = sf.range(sf.shape(tokens)[1])
         x = self.norm(self.tokens(tokens) + self.positions(positions))
         for block in self.blocks:
             x = block(x)

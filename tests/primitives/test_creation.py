@@ -160,3 +160,19 @@ def test_linspace_with_an_integer_dtype_matches_numpy_or_raises():
     except TypeError:
         return
     assert_matches(got, np.linspace(0, 10, 5, dtype=np.int32))
+
+
+def test_range_takes_scalar_tensors_and_dims_known_while_tracing():
+    """TensorFlow's ``tf.range(tf.shape(x)[1])``: a tensor argument is read (its dtype is
+    the result's); traced, its value must be known while tracing, else a clear error."""
+    assert sf.range(sf.constant(3, sf.int64)).dtype == sf.int64
+    np.testing.assert_array_equal(sf.range(sf.constant(1.0), 2.0, 0.5).numpy(), [1.0, 1.5])
+    positions = sf.function(lambda x: sf.range(sf.shape(x)[1]))(sf.zeros((2, 3)))
+    np.testing.assert_array_equal(positions.numpy(), [0, 1, 2])
+    unknown = sf.function(lambda x: sf.range(sf.shape(x)[0]),
+                          input_signature=[sf.TensorSpec([None, 3])])
+    with pytest.raises(ValueError, match="range: limit is a traced tensor whose value is "
+                                         "known only when the function runs"):
+        unknown(sf.zeros((2, 3)))
+    with pytest.raises(ValueError, match="range: limit must be a scalar"):
+        sf.range(sf.zeros((2,)))

@@ -11,12 +11,15 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from stageflow.core import dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.shape import broadcast_to, gather, reshape
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tracer import SymbolicTensor
 from stageflow.primitives import structural as st
 
 
@@ -143,17 +146,26 @@ def diag(v: Any) -> Tensor:
 def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> Tensor:  # noqa: A001
     """start, start + delta, ... up to but excluding `limit` (like Python's `range`).
 
-    Returns a 1-D tensor of the arguments' dtype (int32 for Python ints, float32 for floats)
-    unless `dtype` says otherwise.
+    Returns a 1-D tensor of the arguments' dtype (int32 for Python ints, float32 for floats,
+    a tensor argument's own) unless `dtype` says otherwise. Tensor arguments are scalars; in
+    a staged function one must be known while tracing (``sf.shape(x)[1]`` of a known dim),
+    as the result's length depends on it.
 
     >>> sf.range(4)
     sf.Tensor([0, 1, 2, 3], shape=(4,), dtype=int32)
     >>> sf.range(1.0, 2.0, 0.25)
     sf.Tensor([1.  , 1.25, 1.5 , 1.75], shape=(4,), dtype=float32)
+    >>> sf.function(lambda x: sf.range(sf.shape(x)[1]))(sf.zeros((2, 3)))
+    sf.Tensor([0, 1, 2], shape=(3,), dtype=int32)
     """
     if limit is None:
         start, limit = 0, start
+    tensors = [v for v in (start, limit, delta) if isinstance(v, Tensor)]
+    start, limit, delta = (_range_scalar(v, name) for v, name in
+                           ((start, "start"), (limit, "limit"), (delta, "delta")))
     values = (start, limit, delta)
+    if dtype is None and tensors:
+        dtype = np.result_type(*(t.dtype for t in tensors))
     if dtype is None:
         dtype = dtypes.float32 if any(isinstance(v, float) for v in values) else dtypes.int32
     dtype = dtypes.as_dtype(dtype)
@@ -163,6 +175,26 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> T
     steps = st.iota_p.bind(shape=(count,), dtype=dtype, dimension=0)
     scaled = ew.multiply(steps, convert_to_tensor(delta, dtype))
     return ew.add(scaled, convert_to_tensor(start, dtype))
+
+
+def _range_scalar(value: Any, name: str) -> Any:
+    """A `range` argument as a Python number: a tensor's value (a traced one's where
+    constants alone give it while tracing)."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.ndim != 0:
+        raise ValueError(f"range: {name} must be a scalar, got shape {value.shape}"
+                         f"{describe_location()}")
+    if isinstance(value, SymbolicTensor):
+        known = value._trace.static_value(value)
+        if known is None:
+            raise ValueError(
+                f"range: {name} is a traced tensor whose value is known only when the "
+                "function runs, and the result's length depends on it; give a Python "
+                "number or a dim the trace knows (x.shape[i], sf.shape(x)[i] of a known "
+                f"dim){describe_location()}")
+        return np.asarray(known).item()
+    return np.asarray(value._value).item()
 
 
 def linspace(start: float, stop: float, num: int, dtype: Any = dtypes.float32) -> Tensor:
