@@ -112,9 +112,11 @@ class ReductionKind:
     `native_dtypes` are the dtypes a compiled loop accumulates in, carrying a value of the
     operand's own dtype. This is a fact about code generation, but it sits here because the
     `fuse` pass must know which reductions may end a kernel and passes do not import
-    codegen; codegen checks the same fact when it lowers, so the two never disagree. Half
-    floats are not among them (their sums accumulate in float32), nor are narrow integers:
-    those reductions run their NumPy kernel.
+    codegen; codegen checks the same fact when it lowers, so the two never disagree. Values
+    are combined in the dtype's compute type, so half floats are native to max and min
+    (exact in float32) but not to sums and products (their NumPy kernels accumulate in
+    float32 and round once); narrow integers are native to none: those reductions run their
+    NumPy kernel.
     """
 
     name: str

@@ -30,9 +30,12 @@ from stageflow.primitives.elementwise import add_p, maximum_p, minimum_p, multip
 NUMERIC = dtypes.FLOATING + dtypes.INTEGER
 ORDERED = (*NUMERIC, dtypes.bool_)  # complex has no max
 # The dtypes compiled loops accumulate reductions in (see `ReductionKind.native_dtypes`):
-# sums and products of complex numbers too, which have no max or min.
+# sums and products of complex numbers too, which have no max or min; max and min of half
+# floats too, combined in float32 and stored back exactly (the result is one of the
+# elements), where a half sum would round otherwise than its float32-accumulating kernel.
 NATIVE = frozenset({dtypes.float32, dtypes.float64, *dtypes.INTEGER})
 NATIVE_SUMS = NATIVE | frozenset(dtypes.COMPLEX)
+NATIVE_EXTREMA = NATIVE | frozenset({dtypes.float16, dtypes.bfloat16})
 _FACTS = {"family": Family.REDUCTION, "cost": Cost.REDUCTION, "lowered_by": LoweredBy.OP_RULE}
 
 
@@ -91,8 +94,8 @@ def _extremum(numpy_reducer):
 
 SUM = ReductionKind("sum", add_p, 0.0, NATIVE_SUMS)
 PROD = ReductionKind("prod", multiply_p, 1.0, NATIVE_SUMS)
-MAX = ReductionKind("max", maximum_p, -np.inf, NATIVE, needs_elements=True)
-MIN = ReductionKind("min", minimum_p, np.inf, NATIVE, needs_elements=True)
+MAX = ReductionKind("max", maximum_p, -np.inf, NATIVE_EXTREMA, needs_elements=True)
+MIN = ReductionKind("min", minimum_p, np.inf, NATIVE_EXTREMA, needs_elements=True)
 
 reduce_sum_p = reduction(SUM, _sum, "sum over `axes`", NUMERIC + dtypes.COMPLEX)
 reduce_prod_p = reduction(PROD, _prod, "product over `axes`", NUMERIC + dtypes.COMPLEX)

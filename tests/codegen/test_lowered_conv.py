@@ -746,3 +746,18 @@ def test_split_ops_of_every_module_share_the_process_pool():
         np.testing.assert_allclose(staged(x, w).numpy(), want, rtol=1e-4, atol=1e-4)
         assert pool_word("generation") >= before + 2  # both calls' jobs went to the pool
     assert (pool_word("started"), native_threads()) == (started, threads)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@pytest.mark.parametrize("dtype", [np.float16, sf.bfloat16])
+def test_half_float_max_pooling_is_compiled_and_exact(dtype):
+    """Max pooling of half floats (combined in float32, stored back exactly) gives the
+    kernel's results, NaN and infinities kept, padding skipped."""
+    x = np.random.default_rng(2).standard_normal((2, 7, 6, 19)).astype(dtype)
+    x[0, 1, 1, 0], x[1, 2, 3, 4], x[1, 6, 5, 18] = np.nan, -np.inf, np.inf
+    params = {"kind": "max", "window": (3, 2), "strides": (2, 2),
+              "padding": ((1, 1), (0, 1))}
+    got = run_compiled("reduce_window", [x], True, **params)
+    want = REGISTRY["reduce_window"].kernel(x, **params)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))

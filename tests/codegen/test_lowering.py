@@ -4,6 +4,7 @@ and staged functions compiled with them against eager execution."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,9 +14,13 @@ import stageflow as sf
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops, rule_for
 from stageflow.codegen.lowered.rule import generic_spec
 from stageflow.codegen.lowered.small_matmul import SmallMatmul
+from stageflow.core import dtypes
 from stageflow.core.primitive import REGISTRY, ShapedType
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
+# Reduced natively by max, min, argmax and argmin only (in float32, exactly).
+HALVES = [dtypes.float16, dtypes.bfloat16]
+EXTREMA = ["reduce_max", "reduce_min"]
 _compiled: dict[tuple, CompiledOp | None] = {}
 
 
@@ -47,7 +52,10 @@ def check(name: str, arrays: list[np.ndarray], unknown: bool = False, exact: boo
         w = np.asarray(w)
         assert isinstance(g, np.ndarray) and g.flags.c_contiguous and g.flags.writeable
         assert g.dtype == w.dtype and g.shape == w.shape
-        if exact or g.dtype.kind != "f":
+        if g.dtype in HALVES:  # max and min, exact; NaN equals NaN in float32 (not in
+            # ml_dtypes' types), zeros of either sign are equal
+            np.testing.assert_array_equal(g.astype(np.float32), w.astype(np.float32))
+        elif exact or g.dtype.kind != "f":
             np.testing.assert_array_equal(g, w)
         else:
             tolerance = 1e-5 if g.dtype == np.float32 else 1e-12
@@ -56,9 +64,22 @@ def check(name: str, arrays: list[np.ndarray], unknown: bool = False, exact: boo
 
 def values(shape: tuple[int, ...], dtype, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    if np.dtype(dtype).kind == "f":
+    if is_float(dtype):
         return rng.standard_normal(shape).astype(dtype)
     return rng.integers(-50, 50, shape).astype(dtype)
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype) in dtypes.FLOATING
+
+
+def with_specials(x: np.ndarray, data: st.DataObject) -> np.ndarray:
+    """`x` with some elements (drawn) set to infinities, zeros of both signs and NaN."""
+    flat = x.reshape(-1)
+    for special in data.draw(st.lists(st.sampled_from([np.inf, -np.inf, 0.0, -0.0, np.nan]),
+                                      max_size=3)):
+        flat[data.draw(st.integers(0, flat.size - 1))] = special
+    return x
 
 
 shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
@@ -77,6 +98,44 @@ def test_reductions(shape, dtype, data, name, keepdims, unknown):
     check(name, [x], unknown, axes=axes, keepdims=keepdims)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@settings(max_examples=40)
+@given(shape=shapes, dtype=st.sampled_from(HALVES), data=st.data(), name=st.sampled_from(EXTREMA),
+       keepdims=st.booleans(), unknown=st.booleans())
+def test_half_float_max_min_compile_and_are_exact(shape, dtype, data, name, keepdims, unknown):
+    """float16 and bfloat16 max and min are compiled (combined in float32, stored back
+    exactly): NumPy's results, NaN propagating, infinities kept, over any axes, of strided
+    views too."""
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1)))))
+    x = with_specials(values(shape, dtype), data)
+    assert rule_for(spec_for(name, [x], unknown, axes=axes, keepdims=keepdims)) is not None
+    check(name, [x], unknown, axes=axes, keepdims=keepdims)
+    for view in (x[..., ::-1], x.T, x[..., 1:]):
+        view_axes = tuple(range(view.ndim)) if view.size else ()
+        check(name, [view], True, axes=view_axes[-1:], keepdims=keepdims)
+        check(name, [view], True, axes=view_axes, keepdims=keepdims)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@pytest.mark.parametrize("dtype", HALVES + [np.float32, np.float64])
+@pytest.mark.parametrize("name", EXTREMA)
+def test_max_min_of_signed_zeros_and_infinities(dtype, name):
+    """Zeros of both signs compare equal (NumPy's sign then depends on their order); the
+    compiled loops give IEEE's maximum and minimum, +0 > -0. Infinities and NaN (in a long row
+    and in a short one, before and after the vectorised part) are kept."""
+    largest = name == "reduce_max"
+    zeros = np.array([[-0.0, 0.0] * 20, [0.0, -0.0] * 20], dtype)
+    got = compiled(spec_for(name, [zeros], axes=(1,), keepdims=False))(zeros)
+    assert (got == 0).all() and (np.signbit(got.astype(np.float32)) == (not largest)).all()
+    for n in (5, 70):
+        x = values((6, n), dtype)
+        x[0, -1], x[1, 0] = np.inf, -np.inf
+        x[2, n // 2], x[3, :] = np.nan, np.inf if largest else -np.inf
+        x[4, :], x[5, 1] = np.nan, -np.inf if largest else np.inf
+        for axes in [(1,), (0,), (0, 1)]:
+            check(name, [x], axes=axes, keepdims=False)
+
+
 def test_long_float_sum_keeps_partial_sums():
     x = values((3, 10_001), np.float32)
     check("reduce_sum", [x], axes=(1,), keepdims=False)
@@ -92,8 +151,10 @@ def test_reductions_read_strided_views_and_propagate_nan():
             check(name, [view], unknown=True, axes=(1,), keepdims=False)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"])
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@pytest.mark.parametrize(("dtype", "name"), [
+    *((d, n) for d in DTYPES for n in ["reduce_sum", "reduce_prod", *EXTREMA]),
+    *((d, n) for d in HALVES for n in EXTREMA)])
 def test_leading_axes_of_a_large_input_reduce_on_every_core(dtype, name):
     """Reducing a leading prefix of a row-major input's axes (batch norm's statistics):
     rows split over the cores, each task's results combined at the end; sums and products
@@ -106,14 +167,16 @@ def test_leading_axes_of_a_large_input_reduce_on_every_core(dtype, name):
                         ((2, 70_000, 16), (0, 1)), ((40, 33, 70), (0,))]:
         x = values(shape, dtype, seed=shape[0])
         if name == "reduce_prod":  # near 1 (floats) or +-1 (integers): no overflow
-            x = (1 + 0.001 * x if np.dtype(dtype).kind == "f"
+            x = (1 + 0.001 * x if is_float(dtype)
                  else rng.choice([-1, 1], shape)).astype(dtype)
-        if np.dtype(dtype).kind == "f":
+        if is_float(dtype):
             x.reshape(-1)[::977] = np.nan if name in ("reduce_max", "reduce_min") else 0
         for view in (x, x[::-1]):
             got = compiled(spec_for(name, [x], unknown=True, axes=axes, keepdims=False))(view)
             want = REGISTRY[name].kernel(view, axes=axes, keepdims=False)
-            if np.dtype(dtype).kind != "f" or name in ("reduce_max", "reduce_min"):
+            if dtype in HALVES:  # NaN equals NaN in float32 (not in ml_dtypes' types)
+                got, want = got.astype(np.float32), want.astype(np.float32)
+            if not is_float(dtype) or name in EXTREMA:
                 np.testing.assert_array_equal(got, want)
             else:  # the sums' order differs; their error grows with the rows summed
                 rows = np.prod([shape[a] for a in axes])
@@ -141,23 +204,44 @@ def test_large_static_reductions_compile_shape_generic_and_small_ones_stay_stati
     assert generic_spec(partly) == partly
 
 
-def test_max_of_nothing_raises_as_eagerly():
-    op = compiled(spec_for("reduce_max", [np.zeros((0, 3), np.float32)], unknown=True,
+@pytest.mark.parametrize("dtype", [np.float32, *HALVES])
+@pytest.mark.parametrize("name", EXTREMA)
+def test_max_of_nothing_raises_as_eagerly(dtype, name):
+    op = compiled(spec_for(name, [np.zeros((0, 3), dtype)], unknown=True,
                            axes=(0,), keepdims=False))
     with pytest.raises(ValueError, match="empty"):
-        op(np.zeros((0, 3), np.float32))
-    assert op(np.zeros((2, 0), np.float32)).shape == (0,)
+        op(np.zeros((0, 3), dtype))
+    assert op(np.zeros((2, 0), dtype)).shape == (0,)
+    assert op(np.zeros((2, 0), dtype)).dtype == dtype
 
 
 @settings(max_examples=25)
-@given(shape=shapes, dtype=st.sampled_from(DTYPES + [np.uint16, np.uint32, np.uint64]),
+@given(shape=shapes,
+       dtype=st.sampled_from(DTYPES + HALVES + [np.int8, np.uint16, np.uint32, np.uint64]),
        data=st.data(), name=st.sampled_from(["argmax", "argmin"]), unknown=st.booleans())
 def test_argmax_argmin(shape, dtype, data, name, unknown):
+    """The first index of the max (min), or of the first NaN, as NumPy's; ties (zeros of
+    both signs among them) resolved to the first; in half floats too."""
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
-    x = values(shape, dtype) % 4 if np.dtype(dtype).kind != "f" else values(shape, dtype)
-    if np.dtype(dtype).kind == "f" and x.size > 2:
-        x.reshape(-1)[data.draw(st.integers(0, x.size - 1))] = np.nan
+    x = values(shape, dtype) % 4 if not is_float(dtype) else values(shape, dtype)
+    if is_float(dtype):
+        x = with_specials(np.round(x), data)  # ties, among them -0 and +0
     check(name, [x.astype(dtype)], unknown, axis=axis)
+    check(name, [x.astype(dtype)[..., ::-1]], True, axis=axis)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, *HALVES, np.int32, np.uint64])
+def test_argmax_argmin_of_long_lines_along_any_axis(dtype):
+    """Lines longer than a vector (the search's vectorised part and its tail), along the
+    innermost axis and across rows (strided), NaN first, last or absent."""
+    x = values((3, 203), dtype, seed=4)
+    if is_float(dtype):
+        x[1, 150], x[2, 7], x[2, 190] = np.nan, np.nan, np.nan
+    for view in (x, x.T, x[:, ::-2]):
+        for name in ("argmax", "argmin"):
+            assert rule_for(spec_for(name, [view], True, axis=0)) is not None
+            for axis in (0, 1):
+                check(name, [view], True, axis=axis)
 
 
 # -- data movement ----------------------------------------------------------------------
@@ -345,6 +429,36 @@ def test_staged_functions_use_lowered_ops_and_agree_with_eager(dtype):
     lowered = {step.kernel.spec.name for step in steps if isinstance(step.kernel, CompiledOp)}
     assert {"matmul", "concat", "pad", "reduce_sum", "reduce_max", "argmax",
             "gather"} <= lowered
+
+
+def extrema(x):
+    return (sf.reduce_max(x, axis=-1, keepdims=True), sf.reduce_min(x, axis=(0, 2)),
+            sf.reduce_max(x[:, ::-2], axis=(0, 1, 2)), sf.argmax(x, axis=-1),
+            sf.argmin(x, axis=1))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@pytest.mark.parametrize("dtype", HALVES)
+def test_staged_half_float_extrema_are_lowered_and_equal_eager(dtype):
+    """Staged half max, min, argmax and argmin run as lowered ops and give eager's numbers
+    exactly; a bfloat16 softmax (its max lowered) equals eager's within bfloat16 rounding."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 6, 37)).astype(dtype)
+    x[1, 2, 5], x[2, :, 3], x[3, 1, 0], x[0, 0, 1] = np.nan, np.inf, -np.inf, -0.0
+    staged = sf.function(extrema)
+    for e, c in zip(extrema(sf.constant(x)), staged(x), strict=True):
+        assert e.dtype == c.dtype and e.shape == c.shape
+        np.testing.assert_array_equal(c.numpy().astype(np.float32),
+                                      e.numpy().astype(np.float32))
+    steps = staged.get_concrete_function(x).program.plan.steps
+    lowered = {step.kernel.spec.name for step in steps if isinstance(step.kernel, CompiledOp)}
+    assert {"reduce_max", "reduce_min", "argmax", "argmin"} <= lowered
+    logits = (4 * rng.standard_normal((8, 12, 16, 16))).astype(dtype)
+    eager = sf.nn.softmax(sf.constant(logits)).numpy().astype(np.float32)
+    got = sf.function(sf.nn.softmax)(logits).numpy()
+    assert got.dtype == dtype
+    step = float(ml_dtypes.finfo(dtype).eps)  # one rounding of the quotient, one of exp and the sum
+    np.testing.assert_allclose(got.astype(np.float32), eager, rtol=2 * step, atol=step / 64)
 
 
 def test_staged_function_with_unknown_dims():

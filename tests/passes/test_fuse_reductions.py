@@ -226,3 +226,27 @@ def test_random_shapes_axes_and_dtypes_match_numpy(case, seed) -> None:
     _check(f, lambda x: getattr(np, kind)(x * x - x, axis=axes, keepdims=keepdims).astype(dtype),
            x,
            rtol=1e-5 if dtype == np.float32 else 1e-12 if dtype == np.float64 else 0)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("dtype", [sf.float16, sf.bfloat16])
+def test_half_float_max_and_min_end_a_kernel_exactly(kind, dtype) -> None:
+    """A half max or min (combined in float32, stored back exactly) ends the kernel of its
+    producers, along the rows and across them; each element is rounded to the dtype as
+    the eager ops round it, so the results are eager's, NaN and infinities among them."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((40, 75)).astype(dtype)
+    b = rng.standard_normal(75).astype(dtype)
+    x[3, 5], x[7, :], x[9, 70] = np.nan, np.inf, -np.inf
+    op = getattr(sf, f"reduce_{kind}")
+    for axis in (0, 1, (0, 1)):
+        def f(x, b, axis=axis):
+            return op(sf.abs(x) * 2.0 - b, axis=axis)
+
+        [kernel] = _kernels(sf.function(f), x, b)
+        assert _reduction_names(kernel) == [f"sf.reduce_{kind}"]
+        want = f(sf.constant(x), sf.constant(b)).numpy()
+        for got in (sf.function(f)(x, b).numpy(), sf.function(f, jit=False)(x, b).numpy()):
+            assert got.dtype == dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))

@@ -255,6 +255,24 @@ def test_reductions_run_on_the_gpu(name, x, data, keepdims):
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
+@pytest.mark.parametrize("dtype", [np.float16, sf.bfloat16])
+def test_half_float_max_and_min_run_on_the_gpu_exactly(name, dtype, monkeypatch):
+    """Half max and min (combined in float32, stored back exactly) run on the GPU, in one
+    pass and in several, through an index map and without: eager's numbers, NaN and
+    infinities kept."""
+    x = np.random.default_rng(21).standard_normal((6, 700)).astype(dtype)
+    x[1, 650], x[2, :], x[3, 4] = np.nan, np.inf, -np.inf
+    op = getattr(sf, name)
+    monkeypatch.setattr(runtime_gpu, "MIN_THREADS", 8)
+    for axis in (1, 0, None):
+        want = op(sf.constant(x), axis=axis).numpy()
+        got = op(sf.constant(x).gpu(), axis=axis)
+        assert got.device == GPU and got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy().astype(np.float32), want.astype(np.float32))
+
+
 def test_a_max_over_nothing_raises_as_numpy_does():
     with pytest.raises(ValueError):
         sf.reduce_max(sf.constant(np.ones((2, 0), np.float32)).gpu(), axis=1)

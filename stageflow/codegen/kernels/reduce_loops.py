@@ -11,7 +11,8 @@ registers and combined into its result element at the end of the row; float sums
 `LANES` partial sums there (the row is unrolled by `LANES` elements, each added to its own
 lane, the lanes added pairwise at the end), as `codegen.lowered.reduction` does, so results
 match NumPy's pairwise sums to rounding; complex sums add in order in complex128 (rounded once
-at the end of the row), integer sums (wrapping), products, max and min combine in order.
+at the end of the row), integer sums (wrapping), products, max and min combine in order
+(half max and min in float32, exactly: values are in their compute type).
 Reductions of the same kernel over other axes are combined element by element meanwhile.
 Only sequential targets run these loops (the CPU): on a GPU every thread would combine
 into the same results.
@@ -73,10 +74,11 @@ def emit_reducing(b: ir.IRBuilder, layout: Layout, body: Body, address: Address)
     strides = [layout.strides(index) for index in range(len(kernel.args))]
     for index, reduction in reduced:
         strides[index] = _result_strides(layout, index, reduction)
-        start = identity_of(reduction.kind, reduction.dtype, storage_type(reduction.dtype))
+        start = identity_of(reduction.kind, reduction.dtype)
 
-        def initialise(i: ir.Value, index: int = index, start: ir.Value = start) -> None:
-            b.store(start, address(index, i))
+        def initialise(i: ir.Value, index: int = index, start: ir.Value = start,
+                       reduction: Reduction = reduction) -> None:
+            e.store(start, address(index, i), reduction.dtype)
 
         counted_loop(b, i64(0), layout.size(index), i64(1), initialise, "init")
 
@@ -122,8 +124,8 @@ def _fold_row(e: Emitter, layout: Layout, bases: list[ir.Value], steps: list[ir.
     lanes = [r.kind is SUM and r.dtype.kind == "f" for _, r in along_rows]
     wide = [r.kind is SUM and r.dtype.kind == "c" for _, r in along_rows]
     types = [storage_type(r.dtype) for _, r in along_rows]
-    starts = [Emitter.const(C128, 0.0) if w else identity_of(r.kind, r.dtype, ty)
-              for (_, r), ty, w in zip(along_rows, types, wide, strict=True)]
+    starts = [Emitter.const(C128, 0.0) if w else identity_of(r.kind, r.dtype)
+              for (_, r), w in zip(along_rows, wide, strict=True)]
 
     def fold(k: int, acc: ir.Value, value: ir.Value) -> ir.Value:
         if wide[k]:

@@ -1,7 +1,11 @@
 """How reductions combine values in LLVM IR: the combine of each kind, its identity, and the
 pairwise total of `LANES` partial sums. Shared by the lowered reductions and by kernels that
 end in reductions, so both round as NumPy's pairwise sums do. The kind is the primitive's
-`ReductionKind` fact: its `combine` primitive and `identity` value decide the code."""
+`ReductionKind` fact: its `combine` primitive and `identity` value decide the code.
+
+Values are combined in their dtype's compute type (`emitter.COMPUTE`): half floats are
+loaded widened to float32 (`Emitter.load`) and stored narrowed (`Emitter.store`), which is
+exact for max and min, whose result is one of the elements."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm import complex_math
-from stageflow.codegen.llvm.emitter import I64, Emitter
+from stageflow.codegen.llvm.emitter import COMPUTE, I64, Emitter, kind
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.elementwise import add_p, maximum_p, minimum_p, multiply_p
 
@@ -23,36 +27,41 @@ LANES = 8  # partial sums per row for float sums along the innermost axis
 _EXTREMA = {maximum_p: ("maximum", "max"), minimum_p: ("minimum", "min")}
 
 
-def combine(e: Emitter, kind: ReductionKind, dtype: np.dtype, x: ir.Value,
+def combine(e: Emitter, reduction: ReductionKind, dtype: np.dtype, x: ir.Value,
             y: ir.Value) -> ir.Value:
-    """`x` and `y` combined by `kind` (max and min of floats propagate NaN, as NumPy's do;
-    complex sums and products combine as the elementwise ops do)."""
-    b, floating = e.b, dtype.kind == "f"
-    if dtype.kind == "c":
-        return (complex_math.add if kind.combine is add_p else complex_math.multiply)(e, x, y)
-    if kind.combine is add_p:
+    """`x` and `y` (of `dtype`'s compute type) combined by `reduction` (max and min of
+    floats propagate NaN, as NumPy's do; complex sums and products combine as the
+    elementwise ops do)."""
+    b, number = e.b, kind(dtype)
+    floating = number == "f"
+    if number == "c":
+        return (complex_math.add if reduction.combine is add_p
+                else complex_math.multiply)(e, x, y)
+    if reduction.combine is add_p:
         return b.fadd(x, y) if floating else b.add(x, y)
-    if kind.combine is multiply_p:
+    if reduction.combine is multiply_p:
         return b.fmul(x, y) if floating else b.mul(x, y)
-    on_floats, on_integers = _EXTREMA[kind.combine]
+    on_floats, on_integers = _EXTREMA[reduction.combine]
     if floating:
         return e.call(on_floats, x, y)
-    signed = "s" if dtype.kind == "i" else "u"
+    signed = "s" if number == "i" else "u"
     base = f"llvm.{signed}{on_integers}"
     ty = x.type
     function = e.intrinsic(f"{base}.{ty}", ty, [ty, ty])
     return b.call(function, [x, y])
 
 
-def identity_of(kind: ReductionKind, dtype: np.dtype, ty: ir.Type) -> ir.Value:
-    """The value a reduction of `kind` starts from (what it returns over no elements); an
-    infinite identity is an integer dtype's lowest or highest value."""
-    if dtype.kind in "fc":
-        return Emitter.const(ty, float(kind.identity))
-    if math.isinf(kind.identity):
+def identity_of(reduction: ReductionKind, dtype: np.dtype) -> ir.Value:
+    """The value a reduction of `reduction`'s kind starts from (what it returns over no
+    elements), in `dtype`'s compute type; an infinite identity is an integer dtype's lowest
+    or highest value."""
+    ty = COMPUTE[dtype]
+    if kind(dtype) in "fc":
+        return Emitter.const(ty, float(reduction.identity))
+    if math.isinf(reduction.identity):
         info = np.iinfo(dtype)
-        return Emitter.const(ty, int(info.min if kind.identity < 0 else info.max))
-    return ir.Constant(ty, int(kind.identity))
+        return Emitter.const(ty, int(info.min if reduction.identity < 0 else info.max))
+    return ir.Constant(ty, int(reduction.identity))
 
 
 def lanes_total(b: ir.IRBuilder, partial: ir.Value) -> ir.Value:

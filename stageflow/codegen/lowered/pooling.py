@@ -16,7 +16,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.dim_arith import LLVMDims
-from stageflow.codegen.llvm.emitter import Emitter, storage_type
+from stageflow.codegen.llvm.emitter import Emitter
 from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64, range_loop
 from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, larger, lowering, row_major, smaller
@@ -47,8 +47,8 @@ class ReduceWindow:
             LLVMDims(b), [x.dims], window=self.window, strides=self.strides,
             padding=self.padding))
         x = row_major(ob, 0)
-        e, ty = Emitter(b), storage_type(self.dtype)
-        identity = identity_of(self.kind, self.dtype, ty)
+        e, dtype = Emitter(b), self.dtype
+        identity = identity_of(self.kind, dtype)
         (sh, sw), (top, left) = self.strides, (self.padding[0][0], self.padding[1][0])
 
         def taps(start: ir.Value, size: ir.Value, window: int) -> tuple[ir.Value, ir.Value]:
@@ -59,8 +59,8 @@ class ReduceWindow:
 
         def pixel(n: ir.Value, i: ir.Value, j: ir.Value) -> None:
             target = out.offset(b, [n, i, j, i64(0)])
-            range_loop(b, channels,
-                       lambda k: b.store(identity, out.address(b, b.add(target, k))), "init")
+            range_loop(b, channels, lambda k: e.store(identity, out.address(b, b.add(target, k)),
+                                                      dtype), "init")
             h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
             w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
             a_lo, a_hi = taps(h0, height, self.window[0])
@@ -71,9 +71,9 @@ class ReduceWindow:
 
                 def channel(k: ir.Value) -> None:
                     to = out.address(b, b.add(target, k))
-                    value = b.load(x.address(b, fold_add(b, source, fold_mul(b, k, x.strides[3]))),
-                                   typ=ty)
-                    b.store(combine(e, self.kind, self.dtype, b.load(to, typ=ty), value), to)
+                    value = e.load(x.address(b, fold_add(b, source, fold_mul(b, k, x.strides[3]))),
+                                   dtype)
+                    e.store(combine(e, self.kind, dtype, e.load(to, dtype), value), to, dtype)
 
                 range_loop(b, channels, channel, "c")
 

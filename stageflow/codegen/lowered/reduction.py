@@ -12,9 +12,11 @@ NumPy's pairwise summation, keeps the rounding error of a long row small; comple
 summed in order in complex128 (complex64 ones rounded once at the end). Results
 therefore match NumPy's to rounding, not bit for bit; integer results (wrapping as NumPy's
 do) and max/min/argmax/argmin are exact. max and min propagate NaN (``llvm.maximum``/
-``llvm.minimum``), and argmax/argmin return the first NaN as NumPy does. A max, min, argmax
-or argmin over an empty axis returns an error code, so the NumPy kernel runs and raises its
-error.
+``llvm.minimum``), and argmax/argmin return the first NaN as NumPy does. Half floats are
+loaded widened to float32 and stored back (`Emitter.load`, `Emitter.store`): exact for max,
+min, argmax and argmin, the only reductions native to them (`ReductionKind.native_dtypes`).
+A max, min, argmax or argmin over an empty axis returns an error code, so the NumPy kernel
+runs and raises its error.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.elementwise import add_p, multiply_p
 from stageflow.primitives.reduction import (
+    MAX,
+    MIN,
     SUM,
     argmax_p,
     argmin_p,
@@ -52,8 +56,8 @@ MIN_TASK_ELEMENTS = 1 << 16
 VECTOR_BYTES = 64  # an AVX-512 register of partial sums per block of columns
 ROW_ACCUMULATORS = 4
 _PTR = ir.PointerType()
-# The dtypes argmax and argmin compare in.
-ARG_DTYPES = frozenset({dtypes.float32, dtypes.float64, *dtypes.INTEGER})
+# The dtypes argmax and argmin compare in: those max and min reduce in (`ArgReduce`).
+ARG_DTYPES = MAX.native_dtypes
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,9 @@ class Reduce:
         if self.kind.needs_elements:
             ob.fail_unless(ob.all_of([b.icmp_signed(">", x.dims[a], i64(0))
                                       for a in self.axes]), 0)
-        ty = storage_type(self.dtype)
-        identity = identity_of(self.kind, self.dtype, ty)
-        nest(b, [out.size(b)], lambda i: b.store(identity, out.address(b, i[0])), "init")
+        ty, dtype = storage_type(self.dtype), self.dtype
+        identity = identity_of(self.kind, dtype)
+        nest(b, [out.size(b)], lambda i: e.store(identity, out.address(b, i[0]), dtype), "init")
         # The output's stride along each input axis: 0 where the axis is reduced.
         out_strides: list[ir.Value] = []
         position = 0
@@ -90,9 +94,9 @@ class Reduce:
         if last < 0 or last not in self.axes:
             def body(at: list[ir.Value]) -> None:
                 target = out.address(b, _dot(b, at, out_strides))
-                value = b.load(x.address(b, x.offset(b, at)), typ=ty)
-                b.store(combine(e, self.kind, self.dtype, b.load(target, typ=ty), value),
-                        target)
+                value = e.load(x.address(b, x.offset(b, at)), dtype)
+                e.store(combine(e, self.kind, dtype, e.load(target, dtype), value), target,
+                        dtype)
 
             if self.axes != tuple(range(len(self.axes))) or not self.axes:
                 nest(b, x.dims, body)
@@ -108,7 +112,7 @@ class Reduce:
             target = out.address(b, _dot(b, at, out_strides[:last]))
             start = x.offset(b, [*at, i64(0)])
             total = self._fold_row(e, x, start, x.strides[last], x.dims[last], ty)
-            b.store(combine(e, self.kind, self.dtype, b.load(target, typ=ty), total), target)
+            e.store(combine(e, self.kind, dtype, e.load(target, dtype), total), target, dtype)
 
         nest(b, x.dims[:last], row)
 
@@ -135,9 +139,9 @@ class Reduce:
             mine = t.icmp_unsigned("!=", memory, ir.Constant(_PTR, None))
             target = t.select(mine, memory, tb.outputs[0].pointer)
             with t.if_then(mine):
-                identity = identity_of(self.kind, self.dtype, ty)
-                counted_loop(t, i64(0), own_width, i64(1), lambda j: t.store(
-                    identity, t.gep(memory, [j], source_etype=ty)), "identity")
+                identity = identity_of(self.kind, self.dtype)
+                counted_loop(t, i64(0), own_width, i64(1), lambda j: Emitter(t).store(
+                    identity, t.gep(memory, [j], source_etype=ty), self.dtype), "identity")
             fold = self._fold_columns if vectors else self._fold_rows
             fold(Emitter(t), tb.inputs[0].pointer, target, (first, last), own_width, ty)
 
@@ -164,7 +168,7 @@ class Reduce:
                                       i64(ROW_ACCUMULATORS)))
 
         def columns(c: ir.Value, shape: ir.Type) -> None:
-            identity = identity_of(self.kind, self.dtype, ty)
+            identity = identity_of(self.kind, self.dtype)
             start = (ir.Constant(shape, [identity] * lanes) if shape is vector else identity)
 
             def element(r: ir.Value) -> ir.Value:
@@ -211,8 +215,9 @@ class Reduce:
 
         def element(j: ir.Value) -> None:
             at = b.gep(target, [j], source_etype=ty)
-            value = b.load(b.gep(source, [j], source_etype=ty), typ=ty)
-            b.store(combine(e, self.kind, self.dtype, b.load(at, typ=ty), value), at)
+            value = e.load(b.gep(source, [j], source_etype=ty), self.dtype)
+            e.store(combine(e, self.kind, self.dtype, e.load(at, self.dtype), value), at,
+                    self.dtype)
 
         counted_loop(b, i64(0), width, i64(1), element, "combine")
 
@@ -220,10 +225,10 @@ class Reduce:
                   ty: ir.Type) -> ir.Value:
         """The row ``x[start + j * stride], j < n`` combined into one value."""
         b = e.b
-        identity = identity_of(self.kind, self.dtype, ty)
+        identity = identity_of(self.kind, self.dtype)
 
         def element(j: ir.Value) -> ir.Value:
-            return b.load(x.address(b, fold_add(b, start, fold_mul(b, j, stride))), typ=ty)
+            return e.load(x.address(b, fold_add(b, start, fold_mul(b, j, stride))), self.dtype)
 
         def one(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             return [combine(e, self.kind, self.dtype, acc[0], element(j))]
@@ -301,39 +306,45 @@ def _reduce(spec: OpSpec) -> Reduce | None:
 
 @dataclass(frozen=True)
 class ArgReduce:
+    """argmax (`largest`) or argmin along `axis`: each line along the axis is read twice,
+    first folded to its max (min) as `reduce_max` (`reduce_min`) folds it, NaN propagating,
+    then searched for the first element equal to it (the first NaN, where it is NaN), as
+    the first index of all that match (a min over the line). Neither pass carries a
+    comparison from one element to the next, so both vectorise, where comparing each
+    element with the best so far would be a chain of selects."""
+
     largest: bool
     axis: int
     dtype: np.dtype
 
     def emit(self, ob: OpBuilder) -> None:
         b, x, out = ob.b, ob.inputs[0], ob.outputs[0]
-        axis, ty = self.axis, storage_type(self.dtype)
+        e, axis, dtype = Emitter(b), self.axis, self.dtype
+        kind = MAX if self.largest else MIN
         n = x.dims[axis]
         ob.expect_output(0, x.dims[:axis] + x.dims[axis + 1:])
         ob.fail_unless(b.icmp_signed(">", n, i64(0)), 0)
-        floating = self.dtype.kind == "f"
+        floating = dtype in dtypes.FLOATING
 
-        def better(value: ir.Value, best: ir.Value) -> ir.Value:
+        def matches(value: ir.Value, extremum: ir.Value) -> ir.Value:
             if floating:
-                wins = b.fcmp_ordered(">" if self.largest else "<", value, best)
-                nan_first = b.and_(b.fcmp_unordered("uno", value, value),
-                                   b.fcmp_ordered("ord", best, best))
-                return b.or_(wins, nan_first)
-            signed = "s" if self.dtype.kind == "i" else "u"
-            compare = b.icmp_signed if signed == "s" else b.icmp_unsigned
-            return compare(">" if self.largest else "<", value, best)
+                return b.or_(b.fcmp_ordered("==", value, extremum),
+                             b.fcmp_unordered("uno", value, value))
+            return b.icmp_signed("==", value, extremum)
 
         def body(at: list[ir.Value]) -> None:
             start = x.offset(b, [*at[:axis], i64(0), *at[axis:]])
 
-            def step(j: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
-                value = b.load(x.address(b, fold_add(b, start, b.mul(j, x.strides[axis]))),
-                               typ=ty)
-                take = better(value, carried[0])
-                return [b.select(take, value, carried[0]), b.select(take, j, carried[1])]
+            def element(j: ir.Value) -> ir.Value:
+                return e.load(x.address(b, fold_add(b, start, b.mul(j, x.strides[axis]))),
+                              dtype)
 
-            first = b.load(x.address(b, start), typ=ty)
-            _, index = fold_loop(b, i64(1), n, i64(1), [first, i64(0)], step, "j")
+            (extremum,) = fold_loop(b, i64(0), n, i64(1), [identity_of(kind, dtype)],
+                                    lambda j, acc: [combine(e, kind, dtype, acc[0],
+                                                            element(j))], "extremum")
+            first = e.intrinsic("llvm.umin.i64", I64, [I64, I64])
+            (index,) = fold_loop(b, i64(0), n, i64(1), [n], lambda j, acc: [b.call(first, [
+                acc[0], b.select(matches(element(j), extremum), j, n)])], "first")
             b.store(index, out.address(b, out.offset(b, at)))
 
         nest(b, out.dims, body)

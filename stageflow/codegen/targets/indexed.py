@@ -113,7 +113,7 @@ def reduce_entry(kind: ReductionKind, dtype: np.dtype, mapped: bool):
                 at = b.add(base, k)
                 if indices:
                     at = b.load(b.gep(indices[0], [at], source_etype=I64), typ=I64)
-                return b.load(b.gep(source, [at], source_etype=ty), typ=ty)
+                return e.load(b.gep(source, [at], source_etype=ty), dtype)
 
             def batch(state: list[ir.Value]) -> list[ir.Value]:
                 k, acc = state
@@ -126,11 +126,11 @@ def reduce_entry(kind: ReductionKind, dtype: np.dtype, mapped: bool):
 
             # Whole batches while the batch's last element is in the row, then the rest.
             fits = b.sub(width, offsets[UNROLL - 1])
-            k, acc = while_loop(b, [b.sub(i, b.mul(row, parts)), identity_of(kind, dtype, ty)],
+            k, acc = while_loop(b, [b.sub(i, b.mul(row, parts)), identity_of(kind, dtype)],
                                 lambda state: b.icmp_signed("<", state[0], fits), batch,
                                 "batch", index_name="k")
             total = fold_loop(b, k, width, parts, [acc], fold, "rest")[0]
-            b.store(total, b.gep(out, [i], source_etype=ty))
+            e.store(total, b.gep(out, [i], source_etype=ty), dtype)
 
         counted_loop(b, start, b.mul(rows, parts), step, item, "i")
         b.ret_void()
