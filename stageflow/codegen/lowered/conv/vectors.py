@@ -44,7 +44,7 @@ def move(b: ir.IRBuilder, image: Operand, at: ir.Value, columns: Operand, to: ir
             return
         value = _load_vector(b, column, column_vector, columns.dtype.itemsize, mask)
         if widened:
-            value = bfloat16_to_float(b, value)
+            value = _widened(b, value)
         value = b.fadd(value, _load_vector(b, pixel, vector, align, mask))
         _store_vector(b, value, pixel, align, mask)
 
@@ -66,7 +66,7 @@ def _runs(b: ir.IRBuilder, count: ir.Value, lanes: int,
         step(whole, b.icmp_signed("<", positions, limit))
 
 
-def bfloat16_to_float(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
+def _widened(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
     """A vector of bfloat16 bit patterns (i16) as the float32 values they are (exact)."""
     lanes = bits.type.count
     words = ir.VectorType(I32, lanes)
