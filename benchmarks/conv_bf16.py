@@ -10,8 +10,10 @@ function; PyTorch: ``conv2d`` and ``aten.convolution_backward`` asking for one g
 Each side runs in a fresh process of its own, the two alternating (which goes first
 changes every round), so that neither's threads, caches or allocator state weigh on the
 other; a process times each op as the best of several calibrated loops, and the figures
-are medians over the rounds. Where the CPU lacks AVX-512 BF16, stageflow's side is NumPy's
-kernel (float32 copies) and the script says so.
+are medians over the rounds, with the best round beside them (on a shared machine either
+side's threads wait on a busy core now and then: both sides' rounds scatter widely).
+Where the CPU lacks AVX-512 BF16, stageflow's side is NumPy's kernel (float32 copies) and
+the script says so.
 """
 
 from __future__ import annotations
@@ -121,8 +123,8 @@ def main(rounds: int = 3) -> dict:
 
     own = ("bfloat16 dot products" if gemm_bf16.host_available()
            else "no AVX-512 BF16 here: NumPy's kernel")
-    print(f"conv2d bfloat16, batch {BATCH}, NHWC (GFLOP/s, medians of {rounds} rounds of "
-          f"fresh processes; stageflow: {own})")
+    print(f"conv2d bfloat16, batch {BATCH}, NHWC: stageflow / PyTorch GFLOP/s, medians of "
+          f"{rounds} rounds of fresh processes (and the best round); stageflow: {own}")
     seconds: dict[str, dict[str, list[list[float]]]] = {"stageflow": {}, "torch": {}}
     for r in range(rounds):
         for side in (("stageflow", "torch") if r % 2 == 0 else ("torch", "stageflow")):
@@ -132,12 +134,17 @@ def main(rounds: int = 3) -> dict:
     for layer in LAYERS:
         size, cin, cout, k, stride = layer
         key = repr(layer)
-        rates = {side: [flops(*layer) / statistics.median(t[i] for t in seconds[side][key])
-                        / 1e9 for i in range(len(OPS))] for side in seconds}
+        rates = {side: {summary: [flops(*layer) / summarize(t[i] for t in seconds[side][key])
+                                  / 1e9 for i in range(len(OPS))]
+                        for summary, summarize in (("median", statistics.median), ("best", min))}
+                 for side in seconds}
         results[f"{size}x{size}x{cin} {k}x{k}/{stride} -> {cout}"] = rates
-        line = "  ".join(f"{op} {ours:6.1f} (torch {theirs:6.1f}, {ours / theirs:.2f}x)"
-                         for op, ours, theirs in zip(OPS, rates["stageflow"], rates["torch"],
-                                                     strict=True))
+        line = "  ".join(
+            f"{op} {ours:4.0f} / {theirs:4.0f} ({ours / theirs:.2f}x, best {best:4.0f} / "
+            f"{their_best:4.0f})"
+            for op, ours, theirs, best, their_best in zip(
+                OPS, rates["stageflow"]["median"], rates["torch"]["median"],
+                rates["stageflow"]["best"], rates["torch"]["best"], strict=True))
         print(f"  {size:3d}x{size:<3d}x{cin:<3d} {k}x{k}/{stride} -> {cout:3d}  {line}")
     return results
 

@@ -88,9 +88,10 @@ CASES = {
     "1x1/2": (2, 6, 6, 9, 35, (1, 1), (2, 2), (1, 1), ((0, 0), (0, 0))),
     "5x5 over a 5x5 image": (1, 5, 5, 4, 4, (5, 5), (1, 1), (1, 1), ((2, 2), (2, 2))),
     "window wider than the image": (2, 3, 2, 1, 1, (3, 3), (1, 1), (1, 2), ((1, 1), (2, 2))),
-    # Several chunks of positions (conv2d, the input gradient), one filter row per chunk
-    # (the filter gradient), gemms split over tasks.
+    # Tasks over the cores, each several chunks of positions (conv2d, the input
+    # gradient); on a few cores, a chunk per filter row (the filter gradient).
     "chunks": (4, 40, 40, 64, 40, (3, 3), (1, 1), (1, 1), ((1, 1), (1, 1))),
+    "1x1 in place, in tasks": (4, 32, 32, 64, 40, (1, 1), (1, 1), (1, 1), ((0, 0), (0, 0))),
 }
 
 
