@@ -117,6 +117,29 @@ def test_the_three_ops_against_float64(case):
         assert_rounded(name, got, arrays, terms, **size, **geometry)
 
 
+def test_nan_reaches_the_windows_that_read_it():
+    """A NaN in the input reaches the outputs whose windows read it (the copied windows,
+    the gemm); one in the cotangent reaches the input pixels its window read (col2im's
+    float32 sums, rounded to a bfloat16 NaN) and every filter tap (the filter
+    gradient): where the float64 reference has them, and nowhere else."""
+    x, w = values((2, 7, 6, 3), 1), values((3, 3, 3, 5), 2)
+    geometry = {"strides": (2, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    g = values((2, 4, 6, 5), 3)
+    x[1, 3, 2, 1] = np.nan
+    g[0, 2, 4, 3] = np.nan
+    ops = [("conv2d", [x, w], {}), ("conv2d_input_gradient", [g, w], {"input_size": (7, 6)}),
+           ("conv2d_filter_gradient", [x, g], {"filter_size": (3, 3)})]
+    for name, arrays, size in ops:
+        if not HAS_BF16:
+            assert rule_for(spec_for(name, arrays, **size, **geometry)) is None
+            continue
+        got = run(name, arrays, **size, **geometry).astype(np.float64)
+        want = REGISTRY[name].kernel(*[a.astype(np.float64) for a in arrays], **size,
+                                     **geometry)
+        assert np.isnan(want).any() and not np.isnan(want).all()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
 def test_without_the_instructions_numpy_runs(monkeypatch):
     """Where the CPU lacks AVX-512 BF16 the rules decline bfloat16 (the float32 ones still
     lower) and a staged conv and its gradients run NumPy's kernels: their numbers, to the
