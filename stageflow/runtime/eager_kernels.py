@@ -14,12 +14,14 @@ Convolutions. NumPy's kernels are im2col copies and one matmul (and, for the inp
 gradient, a strided add per filter tap); the lowered ones (`codegen.lowered.conv`) block
 the copies into the cache and split them over the cores. On NumPy's kernels the
 convolutions take most of an eager convnet's training step, so a convolution runs the
-compiled op of its params and dtypes: the lowerings are shape-generic
-(`lowering(generic=True)`), so one compile serves every shape. Only a tiny one (fewer than
-`MIN_MACS` multiply-adds, a few microseconds of work either way) stays on NumPy; even at
-batch 1 a small ResNet's convolutions run several times faster compiled. Until its op is
-ready a signature's results are NumPy's, which may differ from the compiled op's in the
-last bits (float sums in another order).
+compiled op of its params and dtypes (float32, float64, and bfloat16 where the CPU has
+bfloat16 dot products, `codegen.lowered.conv.bfloat16`: NumPy's kernel computes bfloat16
+on float32 copies): the lowerings are shape-generic (`lowering(generic=True)`), so one
+compile serves every shape. Only a tiny one (fewer than `MIN_MACS` multiply-adds, a few
+microseconds of work either way) stays on NumPy; even at batch 1 a small ResNet's
+convolutions run several times faster compiled. Until its op is ready a signature's
+results are NumPy's, which may differ from the compiled op's in the last bits (float sums
+in another order; bfloat16's input gradient rounds each window's part before adding).
 
 bfloat16 matmuls. NumPy multiplies bfloat16 through float32 copies of the operands, at
 float32's speed or below; where the CPU has bfloat16 dot products the compiled op
@@ -71,6 +73,9 @@ MIN_ELEMENTS = 1 << 12
 TRIAL_CALLS = 3
 MAX_COMPILES = 256  # compiles kept (the oldest forgotten first)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# bfloat16 convolutions too: their compiled ops run on the CPU's bfloat16 dot products
+# where it has them (`codegen.lowered.conv.bfloat16`), NumPy's kernel elsewhere (no op).
+_CONVOLUTION_DTYPES = (*_FLOATS, dtypes.bfloat16)
 _EXACT_DTYPES = frozenset({*_FLOATS, np.dtype(np.bool_)})
 
 Route = Callable[..., Any] | None  # what runs a signature: None for NumPy's kernel
@@ -139,7 +144,7 @@ class EagerKernels:
 
     def _convolution(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
                      key: tuple, routes: Routes) -> Route:
-        if any(v.dtype not in _FLOATS for v in values):
+        if any(v.dtype not in _CONVOLUTION_DTYPES for v in values):
             return None
         inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
         output = primitive.shape_rule(*inputs, **params)

@@ -1,4 +1,5 @@
-"""Lowerings of `conv2d` and its two gradients over NHWC images (float32, float64).
+"""Lowerings of `conv2d` and its two gradients over NHWC images (float32, float64; bfloat16
+where the CPU has AVX-512 BF16, `bfloat16`).
 
 Each op picks its algorithm at run time, by shape:
 
@@ -25,6 +26,8 @@ by the strides), they would multiply zeros at strides above 1 and pay for transp
 The modules: `windowed` what the families share (their geometry read at run time, one
 copy of each family's code per module, the checks, the BLAS's gemm and the split over the
 cores), `direct` and `im2col` the two algorithms, `gemm` conv2d's own gemm, `vectors` the
-copies and adds of element runs, `families` the three ops and their lowering rules. Pooling
+copies and adds of element runs, `families` the three ops and their lowering rules,
+`bfloat16` the three ops in bfloat16 (windows copied around the bfloat16 gemm,
+`codegen.lowered.gemm_bf16`, which splits itself over the cores). Pooling
 (`reduce_window`) is `codegen.lowered.pooling`.
 """

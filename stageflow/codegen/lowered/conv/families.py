@@ -12,12 +12,17 @@ decline dtypes the BLAS has no gemm for, and every op where no BLAS is loaded.
 
 from __future__ import annotations
 
-import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I1, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_mul, i64, range_loop, return_unless
+from stageflow.codegen.lowered import gemm_bf16
+from stageflow.codegen.lowered.conv.bfloat16 import (
+    Conv2dBfloat16,
+    Conv2dFilterGradientBfloat16,
+    Conv2dInputGradientBfloat16,
+)
 from stageflow.codegen.lowered.conv.direct import DirectLoops
 from stageflow.codegen.lowered.conv.gemm import gemm_function
 from stageflow.codegen.lowered.conv.im2col import (
@@ -46,6 +51,8 @@ from stageflow.codegen.lowered.rule import (
     row_major,
 )
 from stageflow.codegen.lowered.windows import window_count
+from stageflow.codegen.targets.cpu import process_jit
+from stageflow.core import dtypes
 from stageflow.primitives.conv import (
     Pair,
     conv2d_filter_gradient_p,
@@ -304,30 +311,36 @@ class Conv2dInputGradient(Windowed):
         windows(ob, geo, out, w.dims[1], g, c, accumulate=True)
 
 
-def _geometry(spec: OpSpec, size: Pair = (0, 0)) -> tuple[tuple[int, ...], np.dtype] | None:
-    """The op's geometry as `Geometry` reads it (`size` its input or filter size) and its
-    dtype; None where the BLAS cannot serve."""
+def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
+          size: Pair = (0, 0)) -> Windowed | None:
+    """The op's lowering: `family` for the BLAS's dtypes, `bfloat16` for bfloat16 where the
+    CPU has AVX-512 BF16 (`conv.bfloat16`), given the geometry as `Geometry` reads it
+    (`size` its input or filter size); None where neither serves."""
     dtype = spec.inputs[0].dtype
-    if dtype not in GEMM_SYMBOLS or not blas_available():
+    if dtype == dtypes.bfloat16:
+        if not gemm_bf16.available(process_jit().features):
+            return None
+        family = bfloat16
+    elif dtype not in GEMM_SYMBOLS or not blas_available():
         return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
-    return (*params["strides"], top, bottom, left, right, *params["dilations"], *size), dtype
+    return family((*params["strides"], top, bottom, left, right, *params["dilations"], *size),
+                  dtype)
 
 
 @lowering(conv2d_p, generic=True)
-def _conv2d(spec: OpSpec) -> Conv2d | None:
-    geometry = _geometry(spec)
-    return None if geometry is None else Conv2d(*geometry)
+def _conv2d(spec: OpSpec) -> Windowed | None:
+    return _rule(spec, Conv2d, Conv2dBfloat16)
 
 
 @lowering(conv2d_input_gradient_p, generic=True)
-def _conv2d_input_gradient(spec: OpSpec) -> Conv2dInputGradient | None:
-    geometry = _geometry(spec, tuple(spec.params["input_size"]))
-    return None if geometry is None else Conv2dInputGradient(*geometry)
+def _conv2d_input_gradient(spec: OpSpec) -> Windowed | None:
+    return _rule(spec, Conv2dInputGradient, Conv2dInputGradientBfloat16,
+                 tuple(spec.params["input_size"]))
 
 
 @lowering(conv2d_filter_gradient_p, generic=True)
-def _conv2d_filter_gradient(spec: OpSpec) -> Conv2dFilterGradient | None:
-    geometry = _geometry(spec, tuple(spec.params["filter_size"]))
-    return None if geometry is None else Conv2dFilterGradient(*geometry)
+def _conv2d_filter_gradient(spec: OpSpec) -> Windowed | None:
+    return _rule(spec, Conv2dFilterGradient, Conv2dFilterGradientBfloat16,
+                 tuple(spec.params["filter_size"]))

@@ -100,10 +100,12 @@ def blocks(ob: OpBuilder, dtype: np.dtype, image: Operand, kh: ir.Value, kw: ir.
 
 
 def windows(ob: OpBuilder, geo: Geometry, image: Operand, kw: ir.Value, positions: Operand,
-            c: Chunk, accumulate: bool) -> None:
-    """Between the chunk's scratch and the image: copy the windows in (im2col), or add the
-    scratch's rows into the image where the windows read it (col2im)."""
-    columns = Operand(c.scratch, [], [], image.dtype)
+            c: Chunk, accumulate: bool, scratch: np.dtype | None = None) -> None:
+    """Between the chunk's scratch (of the image's dtype unless `scratch` says otherwise:
+    bfloat16 columns added into a float32 image) and the image: copy the windows in
+    (im2col), or add the scratch's rows into the image where the windows read it
+    (col2im)."""
+    columns = Operand(c.scratch, [], [], image.dtype if scratch is None else scratch)
     range_loop(ob.b, c.last, lambda t: _image_row(ob, geo, image, kw, positions, columns, t,
                                                   c, accumulate), "t", start=c.first)
 
