@@ -69,13 +69,14 @@ def assert_rounded(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarr
                                         (True, True)])
 @pytest.mark.parametrize("m, n, k", [(1, 1, 1), (2, 45, 77), (1, 300, 64), (12, 32, 2),
                                      (13, 33, 5), (11, 31, 1), (25, 130, 64), (100, 70, 31),
-                                     (300, 200, 257)])
+                                     (300, 200, 257), (30, 70, 2501)])
 def test_products_of_every_layout_and_edge(m, n, k, transposes):
     """Tiles of 12 rows and panels of 32 columns, cut short on both sides; odd k; A read
     in place (row-major) or packed into pairs (transposed); B's panels interleaved
     (row-major) or gathered (transposed); the largest case splits over tasks and groups.
     A single tile of rows reads a row-major B in place, and one or two rows take dot
-    products with a transposed B's columns (k in blocks of 32, the last one masked)."""
+    products with a transposed B's columns (k in blocks of 32, the last one masked). A k of
+    more than `DEPTH` pairs runs in chunks, the sums kept in float32 between them."""
     transpose_a, transpose_b = transposes
     a = operands((k, m) if transpose_a else (m, k), 1)
     b = operands((n, k) if transpose_b else (k, n), 2)
@@ -92,7 +93,9 @@ def test_products_of_every_layout_and_edge(m, n, k, transposes):
 @given(data=st.data(), transposes=st.tuples(st.booleans(), st.booleans()),
        unknown=st.booleans(), alpha=st.sampled_from([1.0, -0.5, 3.0]), add=st.booleans())
 def test_batched_products_and_the_fused_addend(data, transposes, unknown, alpha, add):
-    m, k, n = (data.draw(st.integers(0 if i == 1 else 1, 40)) for i in range(3))
+    m, n = (data.draw(st.integers(1, 40)) for _ in range(2))
+    k = data.draw(st.one_of(st.integers(0, 40), st.integers(2 * gemm_bf16.DEPTH - 2,
+                                                            2 * gemm_bf16.DEPTH + 40)))
     batch = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
     transpose_a, transpose_b = transposes
     a = operands(batch + ((k, m) if transpose_a else (m, k)), 1)

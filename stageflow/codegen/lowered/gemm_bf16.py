@@ -53,6 +53,10 @@ PANEL = 2 * LANES  # columns of a panel
 # Panels packed together: each tile of A's rows passes over all of them while it is in L1
 # (A is read from memory once per group, not once per panel); their bytes stay in L2.
 GROUP = 4
+# Pairs of k per chunk: a panel of them (64 KB) stays in L2 beside A's tile rows. Over a
+# longer k, each tile's sums pass through a float32 block of the task's own between chunks
+# (rounded to bfloat16 once, after the last), so a panel is never streamed from memory.
+DEPTH = 512
 # Dot products of one or two rows of A with B's columns read along k, eight at a time.
 DOT_ROWS, DOT_COLUMNS = 2, 8
 # Only a product of at least this many multiply-adds per task is split: below it a task's
@@ -233,8 +237,6 @@ def _task_function(module: ir.Module) -> ir.Function:
     # place and its pairs interleaved in registers.
     direct = b.and_(b.not_(packed), b.and_(b.icmp_signed("<=", m, i64(ROWS)),
                                            b.icmp_signed("==", b_col, i64(1))))
-    # A panel's pairs are whole cache lines (two per pair), aligned as such.
-    panel_bytes = b.mul(pairs, i64(PANEL * 4))
     with b.if_then(direct):
         counted_loop(b, first, last, i64(1), lambda p: _direct_tiles(
             b, module, p, (a, get("a_step"), k), (b_, b_row), (c, ldc, m, n), alpha,
@@ -256,54 +258,87 @@ def _task_function(module: ir.Module) -> ir.Function:
         counted_loop(b, b.mul(first, i64(PANEL)), _smallest(b, [b.mul(last, i64(PANEL)), n]),
                      i64(DOT_COLUMNS), columns, "dots")
         b.ret(ir.Constant(PTR, None))
+    # Over a k of more than `DEPTH` pairs the panels hold a chunk of it, and each tile's
+    # sums wait between chunks in a float32 block of the task's own: a row of the group's
+    # columns per row of A. A panel's pairs are whole cache lines (two per pair), aligned
+    # as such.
+    chunked = b.icmp_signed(">", pairs, i64(DEPTH))
+    chunk_bytes = b.mul(_smallest(b, [pairs, i64(DEPTH)]), i64(PANEL * 4))
     panels = b.call(declare(module, "aligned_alloc", PTR, [I64, I64]),
-                    [i64(64), b.mul(panel_bytes, i64(GROUP))])
-    with b.if_then(b.icmp_unsigned("==", panels, ir.Constant(PTR, None))):
+                    [i64(64), b.mul(chunk_bytes, i64(GROUP))])
+    ldw = i64(GROUP * PANEL)
+    partial = _when(b, chunked, [ir.Constant(PTR, None)], lambda: [b.call(
+        declare(module, "malloc", PTR, [I64]),
+        [b.mul(_round_up(b, m, ROWS), i64(GROUP * PANEL * 4))])])[0]
+    missing = b.or_(b.icmp_unsigned("==", panels, ir.Constant(PTR, None)),
+                    b.and_(chunked, b.icmp_unsigned("==", partial, ir.Constant(PTR, None))))
+    with b.if_then(missing):
+        free = declare(module, "free", ir.VoidType(), [PTR])
+        b.call(free, [panels])
+        b.call(free, [partial])
         b.store(i64(_NO_MEMORY), _field(b, record, "status"))
         b.ret(ir.Constant(PTR, None))
-    # Pairs read from A's rows: k // 2 whole pairs, then an odd k's last element alone;
-    # packed pairs are whole, the last one padded.
-    whole = b.select(packed, pairs, b.udiv(k, i64(2)))
-    odd = b.and_(b.not_(packed), b.trunc(k, I1))
     tiles = {flag: tile_function(module, flag) for flag in (False, True)}
     pack = pack_function(module)
+    phases = {name: ir.Constant(I32, _PHASES.index(name)) for name in _PHASES}
 
     def each_group(g0: ir.Value) -> None:
         g1 = _smallest(b, [b.add(g0, i64(GROUP)), last])
 
-        def pack_panel(p: ir.Value) -> None:
-            n0 = b.mul(p, i64(PANEL))
-            source = b.gep(b_, [b.mul(n0, b_col)], source_etype=I16)
-            target = b.gep(panels, [b.mul(b.sub(p, g0), panel_bytes)], source_etype=I8)
-            b.call(pack, [source, b_row, b_col, k, _smallest(b, [b.sub(n, n0), i64(PANEL)]),
-                          i64(PANEL), target])
+        def each_chunk(p0: ir.Value) -> None:
+            k0 = b.mul(p0, i64(2))
+            depth = _smallest(b, [b.sub(k, k0), i64(2 * DEPTH)])  # elements of k
+            ends = b.icmp_signed(">=", b.add(p0, i64(DEPTH)), pairs)
+            phase = b.select(b.not_(chunked), phases["only"], b.select(
+                b.icmp_signed("==", p0, i64(0)), phases["first"],
+                b.select(ends, phases["last"], phases["middle"])))
+            # Pairs read from A's rows: the chunk's whole pairs, then an odd k's last
+            # element alone; packed pairs are whole, the last one padded.
+            whole = b.select(packed, b.udiv(b.add(depth, i64(1)), i64(2)),
+                             b.udiv(depth, i64(2)))
+            odd = b.and_(b.not_(packed), b.trunc(depth, I1))
 
-        counted_loop(b, g0, g1, i64(1), pack_panel, "pack")
-
-        def each_tile(i0: ir.Value) -> None:
-            rows = _smallest(b, [b.sub(m, i0), i64(ROWS)])
-            a_rows = b.gep(a, [b.select(packed, b.mul(i0, i64(4)), b.mul(i0, a_step))],
-                           source_etype=I8)
-
-            def each_panel(p: ir.Value) -> None:
+            def pack_panel(p: ir.Value) -> None:
                 n0 = b.mul(p, i64(PANEL))
-                cols = _smallest(b, [b.sub(n, n0), i64(PANEL)])
-                panel = b.gep(panels, [b.mul(b.sub(p, g0), panel_bytes)], source_etype=I8)
-                c_at = b.gep(c, [b.add(b.mul(i0, ldc), n0)], source_etype=I16)
-                arguments = [a_rows, a_step, panel, i64(0), whole, odd, c_at, ldc, rows, cols,
-                             alpha, accumulate]
-                with b.if_else(packed) as (from_pairs, from_rows):
-                    with from_pairs:
-                        b.call(tiles[True], arguments)
-                    with from_rows:
-                        b.call(tiles[False], arguments)
+                source = b.gep(b_, [b.add(b.mul(n0, b_col), b.mul(k0, b_row))],
+                               source_etype=I16)
+                target = b.gep(panels, [b.mul(b.sub(p, g0), chunk_bytes)], source_etype=I8)
+                b.call(pack, [source, b_row, b_col, depth,
+                              _smallest(b, [b.sub(n, n0), i64(PANEL)]), i64(PANEL), target])
 
-            counted_loop(b, g0, g1, i64(1), each_panel, "panels")
+            counted_loop(b, g0, g1, i64(1), pack_panel, "pack")
 
-        counted_loop(b, i64(0), m, i64(ROWS), each_tile, "tiles")
+            def each_tile(i0: ir.Value) -> None:
+                rows = _smallest(b, [b.sub(m, i0), i64(ROWS)])
+                offset = b.select(packed, b.add(b.mul(i0, i64(4)), b.mul(p0, a_step)),
+                                  b.add(b.mul(i0, a_step), b.mul(p0, i64(4))))
+                a_rows = b.gep(a, [offset], source_etype=I8)
+
+                def each_panel(p: ir.Value) -> None:
+                    n0 = b.mul(p, i64(PANEL))
+                    cols = _smallest(b, [b.sub(n, n0), i64(PANEL)])
+                    panel = b.gep(panels, [b.mul(b.sub(p, g0), chunk_bytes)], source_etype=I8)
+                    c_at = b.gep(c, [b.add(b.mul(i0, ldc), n0)], source_etype=I16)
+                    sums = b.gep(partial, [b.add(b.mul(i0, ldw), b.mul(b.sub(p, g0),
+                                                                       i64(PANEL)))],
+                                 source_etype=F32)
+                    arguments = [a_rows, a_step, panel, i64(0), whole, odd, c_at, ldc, rows,
+                                 cols, alpha, accumulate, sums, ldw, phase]
+                    with b.if_else(packed) as (from_pairs, from_rows):
+                        with from_pairs:
+                            b.call(tiles[True], arguments)
+                        with from_rows:
+                            b.call(tiles[False], arguments)
+
+                counted_loop(b, g0, g1, i64(1), each_panel, "panels")
+
+            counted_loop(b, i64(0), m, i64(ROWS), each_tile, "tiles")
+
+        counted_loop(b, i64(0), pairs, i64(DEPTH), each_chunk, "chunks")
 
     counted_loop(b, first, last, i64(GROUP), each_group, "groups")
     b.call(declare(module, "free", ir.VoidType(), [PTR]), [panels])
+    b.call(declare(module, "free", ir.VoidType(), [PTR]), [partial])
     b.ret(ir.Constant(PTR, None))
     return function
 
@@ -320,26 +355,32 @@ def _direct_tiles(b: ir.IRBuilder, module: ir.Module, p: ir.Value,
     b.call(tile_function(module, False, direct=True), [
         a, a_step, b.gep(b_, [n0], source_etype=I16), b.mul(b_row, i64(2)),
         b.udiv(k, i64(2)), b.trunc(k, I1), b.gep(c, [n0], source_etype=I16), ldc, m,
-        _smallest(b, [b.sub(n, n0), i64(PANEL)]), alpha, accumulate])
+        _smallest(b, [b.sub(n, n0), i64(PANEL)]), alpha, accumulate, ir.Constant(PTR, None),
+        i64(0), ir.Constant(I32, _PHASES.index("only"))])
 
 
 def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.Function:
     """``void sf.gemm.bf16.tile.{rows,pairs}[.direct](ptr a, i64 a_step, ptr panel,
     i64 b_step, i64 whole, i1 odd, ptr c, i64 ldc, i64 rows, i64 cols, float alpha,
-    i1 accumulate)``: one tile of up to `ROWS` x `PANEL` results. A's pair p of row r is
-    at ``a + r * a_step + 4 p`` (rows) or ``a + p * a_step + 4 r`` (pairs, packed); `odd`
-    adds A's element ``a + r * a_step + 4 whole`` alone (rows only). The panel holds
-    `whole` (+ `odd`) pairs of 32 columns; `direct`, it is B itself, row-major from the
-    tile's first column, its rows `b_step` bytes apart, each pair of rows interleaved as
-    it is read (and only the tile's own columns read)."""
+    i1 accumulate, ptr partial, i64 ldw, i32 phase)``: one tile of up to `ROWS` x
+    `PANEL` results. A's pair p of row r is at ``a + r * a_step + 4 p`` (rows) or
+    ``a + p * a_step + 4 r`` (pairs, packed); `odd` adds A's element
+    ``a + r * a_step + 4 whole`` alone (rows only). The panel holds `whole` (+ `odd`)
+    pairs of 32 columns; `direct`, it is B itself, row-major from the tile's first
+    column, its rows `b_step` bytes apart, each pair of rows interleaved as it is read
+    (and only the tile's own columns read). `phase` says which chunk of k this is
+    (`_PHASES`): the only one (the result stored), the first or a middle one (the sums
+    kept in `partial`, float32 rows `ldw` apart, a middle one adding what is there), or
+    the last (added to `partial`'s sums, the result stored)."""
     symbol = f"sf.gemm.bf16.tile.{'pairs' if packed else 'rows'}{'.direct' if direct else ''}"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
-    types = [PTR, I64, PTR, I64, I64, I1, PTR, I64, I64, I64, F32, I1]
+    types = [PTR, I64, PTR, I64, I64, I1, PTR, I64, I64, I64, F32, I1, PTR, I64, I32]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
-    a, a_step, panel, b_step, whole, odd, c, ldc, rows, cols, alpha, accumulate = function.args
+    (a, a_step, panel, b_step, whole, odd, c, ldc, rows, cols, alpha, accumulate, partial, ldw,
+     phase) = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
     last_row = b.sub(rows, i64(1))
@@ -389,24 +430,58 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
     sums = fold_loop(b, i64(0), whole, i64(1), zeros,
                      lambda p, s: step(p, s, lambda r: pair_of(r, p)), "k")
     if not packed:
-        before = b.block
-        with b.if_then(odd):
-            def lone(r: int) -> ir.Value:
-                at = b.gep(starts[r], [b.mul(whole, i64(4))], source_etype=I8)
-                return _broadcast(b, b.zext(b.load(at, typ=I16, align=2), I32))
+        def lone(r: int) -> ir.Value:
+            at = b.gep(starts[r], [b.mul(whole, i64(4))], source_etype=I8)
+            return _broadcast(b, b.zext(b.load(at, typ=I16, align=2), I32))
 
-            tail = step(whole, sums, lone, lone=True)
-            tail_block = b.block
-        merged = []
-        for old, new in zip(sums, tail, strict=True):
-            phi = b.phi(_SUMS)
-            phi.add_incoming(old, before)
-            phi.add_incoming(new, tail_block)
-            merged.append(phi)
-        sums = merged
-    _store_tile(b, sums, c, ldc, rows, masks or _column_masks(b, cols), alpha, accumulate)
+        sums = _when(b, odd, sums, lambda: step(whole, sums, lone, lone=True))
+    masks = masks or _column_masks(b, cols)
+    load = declare(module, "llvm.masked.load.v16f32.p0", _SUMS, [PTR, I32, _MASK, _SUMS])
+    store = declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+                    [_SUMS, PTR, I32, _MASK])
+
+    def at(r: int, v: int) -> ir.Value:
+        return b.gep(partial, [b.add(b.mul(i64(r), ldw), i64(LANES * v))], source_etype=F32)
+
+    def with_partial() -> list[ir.Value]:
+        return [b.fadd(sums[2 * r + v], b.call(load, [at(r, v), ir.Constant(I32, 4), masks[v],
+                                                      ir.Constant(_SUMS, None)]))
+                for r in range(ROWS) for v in range(2)]
+
+    later = b.icmp_unsigned(">=", phase, ir.Constant(I32, _PHASES.index("middle")))
+    sums = _when(b, later, sums, with_partial)
+    kept = b.or_(b.icmp_unsigned("==", phase, ir.Constant(I32, _PHASES.index("first"))),
+                 b.icmp_unsigned("==", phase, ir.Constant(I32, _PHASES.index("middle"))))
+    with b.if_then(kept):
+        for r in range(ROWS):
+            for v in range(2):
+                b.call(store, [sums[2 * r + v], at(r, v), ir.Constant(I32, 4), masks[v]])
+        b.ret_void()
+    _store_tile(b, sums, c, ldc, rows, masks, alpha, accumulate)
     b.ret_void()
     return function
+
+
+# The chunks of k a tile's sums run over, in the order `tile_function`'s `phase` numbers
+# them.
+_PHASES = ("only", "first", "middle", "last")
+
+
+def _when(b: ir.IRBuilder, condition: ir.Value, values: list[ir.Value],
+          compute: Callable[[], list[ir.Value]]) -> list[ir.Value]:
+    """`compute()`'s values where `condition`, else `values` (computed in a branch of its
+    own: its loads run only where it holds)."""
+    before = b.block
+    with b.if_then(condition):
+        updated = compute()
+        inside = b.block
+    merged = []
+    for old, new in zip(values, updated, strict=True):
+        phi = b.phi(old.type)
+        phi.add_incoming(old, before)
+        phi.add_incoming(new, inside)
+        merged.append(phi)
+    return merged
 
 
 def dots_function(module: ir.Module) -> ir.Function:
