@@ -49,7 +49,10 @@ from stageflow.codegen.lowered.conv.im2col import Chunk, windows
 from stageflow.codegen.lowered.conv.vectors import fill, round_to_bfloat16
 from stageflow.codegen.lowered.conv.windowed import (
     PTR,
+    ConvolutionDims,
+    FilterGradientDims,
     Geometry,
+    InputGradientDims,
     Windowed,
     contiguous_operands,
 )
@@ -63,7 +66,6 @@ from stageflow.codegen.lowered.rule import (
     smaller,
 )
 from stageflow.codegen.lowered.tasks import cpu_count
-from stageflow.codegen.lowered.windows import window_count
 from stageflow.core import dtypes
 
 # The most bytes of windows a task of conv2d or the input gradient holds at once: its
@@ -128,17 +130,11 @@ def _each_chunk(b: ir.IRBuilder, units: tuple[ir.Value, ir.Value], size: ir.Valu
                  lambda first: body(first, smaller(b, b.add(first, size), stop)), "chunk")
 
 
-class Conv2dBfloat16(_Bfloat16):
+class Conv2dBfloat16(ConvolutionDims, _Bfloat16):
     """``conv2d(x, w)`` in bfloat16, its positions split over the cores (see the module's
     docstring): a pointwise conv's rows of the input read in place, else per chunk of a
     task's output image rows their windows copied in, each a gemm by the filters into
     those rows."""
-
-    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
-        x, w = ob.inputs
-        return [x.dims[0], *[window_count(ob.b, x.dims[1 + axis], w.dims[axis],
-                                          geo.strides[axis], geo.padding[axis],
-                                          geo.dilations[axis]) for axis in (0, 1)], w.dims[3]]
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -198,13 +194,9 @@ class Conv2dBfloat16(_Bfloat16):
         _free(b, [scratch])
 
 
-class Conv2dFilterGradientBfloat16(_Bfloat16):
+class Conv2dFilterGradientBfloat16(FilterGradientDims, _Bfloat16):
     """``dw = windows(x)^T @ g`` in bfloat16, as ``(g^T @ windows(x))^T`` per chunk of
     filter rows, every position in one gemm (see the module's docstring)."""
-
-    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
-        x, g = ob.inputs
-        return [*geo.size, x.dims[3], g.dims[3]]
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -252,16 +244,12 @@ class Conv2dFilterGradientBfloat16(_Bfloat16):
                     _free(b, held)
 
 
-class Conv2dInputGradientBfloat16(_Bfloat16):
+class Conv2dInputGradientBfloat16(InputGradientDims, _Bfloat16):
     """``dx = col2im(g @ w^T)`` in bfloat16, per image: per chunk of its cotangent rows one
     gemm into bfloat16 scratch, whose rows are added into float32 sums of the image,
     rounded once. Images are split over the cores where there are as many as cores (the
     windows of neighbouring rows add into the same input rows; each task sums its own
     images), else run here, each gemm splitting itself."""
-
-    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
-        g, w = ob.inputs
-        return [g.dims[0], *geo.size, w.dims[2]]
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b

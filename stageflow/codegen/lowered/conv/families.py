@@ -34,7 +34,10 @@ from stageflow.codegen.lowered.conv.im2col import (
 from stageflow.codegen.lowered.conv.vectors import fill, zero
 from stageflow.codegen.lowered.conv.windowed import (
     PTR,
+    ConvolutionDims,
+    FilterGradientDims,
     Geometry,
+    InputGradientDims,
     Windowed,
     blas_unless,
     contiguous_operands,
@@ -50,7 +53,6 @@ from stageflow.codegen.lowered.rule import (
     nest,
     row_major,
 )
-from stageflow.codegen.lowered.windows import window_count
 from stageflow.codegen.targets.cpu import process_jit
 from stageflow.core import dtypes
 from stageflow.primitives.conv import (
@@ -61,19 +63,13 @@ from stageflow.primitives.conv import (
 )
 
 
-class Conv2d(Windowed):
+class Conv2d(ConvolutionDims, Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
     place, its rows split over the cores; else the output's image rows split over the
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
     windows copied in and one gemm by the chunk's filters into the block's output rows
     (accumulating after the first chunk). The gemms are the convolutions' own
     (`conv.gemm`), in which every output channel sums in the same order."""
-
-    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
-        x, w = ob.inputs
-        return [x.dims[0], *[window_count(ob.b, x.dims[1 + axis], w.dims[axis],
-                                          geo.strides[axis], geo.padding[axis],
-                                          geo.dilations[axis]) for axis in (0, 1)], w.dims[3]]
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -145,16 +141,12 @@ class Conv2d(Windowed):
                        b.icmp_signed(">", c.a0, i64(0)))
 
 
-class Conv2dFilterGradient(Windowed):
+class Conv2dFilterGradient(FilterGradientDims, Windowed):
     """``dw = im2col(x)^T @ g``: per chunk, the windows of the input copied in as the
     forward conv copies them and one gemm, the scratch transposed, by the block's cotangent
     rows into the chunk's filter rows (accumulating after a task's first block). The
     cotangent's image rows are split over the cores, each task after the first summing into
     filters of its own, added to the result at the end."""
-
-    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
-        x, g = ob.inputs
-        return [*geo.size, x.dims[3], g.dims[3]]
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -211,17 +203,13 @@ class Conv2dFilterGradient(Windowed):
                    beta, (out.address(b, c.filters), o))
 
 
-class Conv2dInputGradient(Windowed):
+class Conv2dInputGradient(InputGradientDims, Windowed):
     """``dx = col2im(g @ w^T)``: per chunk one gemm of the block's cotangent rows by the
     chunk's filters transposed into scratch, whose rows are added into the result (zeroed
     first) where the windows read the input. Images are split over the cores (the windows
     of neighbouring rows of one image add into the same input rows); each task zeroes its
     own. At stride 1, where the direct loops' rule holds for C, the result's rows are
     split instead, each a direct conv of the cotangent (`_direct_rows`)."""
-
-    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
-        g, w = ob.inputs
-        return [g.dims[0], *geo.size, w.dims[2]]
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b

@@ -187,6 +187,35 @@ class Windowed:
         run_tasks(ob, name, units, tasks, body, private, merge, guard)
 
 
+class ConvolutionDims:
+    """conv2d's result dims: the images, the windows along each spatial axis, the filters
+    (shared by the convolutions of every dtype)."""
+
+    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
+        x, w = ob.inputs
+        return [x.dims[0], *[window_count(ob.b, x.dims[1 + axis], w.dims[axis],
+                                          geo.strides[axis], geo.padding[axis],
+                                          geo.dilations[axis]) for axis in (0, 1)], w.dims[3]]
+
+
+class FilterGradientDims:
+    """conv2d_filter_gradient's result dims: the filter size, the input's channels, the
+    cotangent's."""
+
+    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
+        x, g = ob.inputs
+        return [*geo.size, x.dims[3], g.dims[3]]
+
+
+class InputGradientDims:
+    """conv2d_input_gradient's result dims: the images, the input size, the filters' input
+    channels."""
+
+    def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
+        g, w = ob.inputs
+        return [g.dims[0], *geo.size, w.dims[2]]
+
+
 def blas_unless(direct: ir.Value) -> Guard:
     """OpenBLAS single-threaded around the tasks unless they run the direct loops, which
     call no gemm and leave its threads alone."""
