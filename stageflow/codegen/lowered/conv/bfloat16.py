@@ -49,10 +49,10 @@ from stageflow.codegen.lowered.conv.im2col import Chunk, windows
 from stageflow.codegen.lowered.conv.vectors import fill, round_to_bfloat16
 from stageflow.codegen.lowered.conv.windowed import (
     PTR,
-    ConvolutionDims,
-    FilterGradientDims,
+    ConvolutionShape,
+    FilterGradientShape,
     Geometry,
-    InputGradientDims,
+    InputGradientShape,
     Windowed,
     contiguous_operands,
 )
@@ -62,7 +62,6 @@ from stageflow.codegen.lowered.rule import (
     contiguous_strides,
     larger,
     nest,
-    row_major,
     smaller,
 )
 from stageflow.codegen.lowered.tasks import cpu_count
@@ -130,7 +129,7 @@ def _each_chunk(b: ir.IRBuilder, units: tuple[ir.Value, ir.Value], size: ir.Valu
                  lambda first: body(first, smaller(b, b.add(first, size), stop)), "chunk")
 
 
-class Conv2dBfloat16(ConvolutionDims, _Bfloat16):
+class Conv2dBfloat16(ConvolutionShape, _Bfloat16):
     """``conv2d(x, w)`` in bfloat16, its positions split over the cores (see the module's
     docstring): a pointwise conv's rows of the input read in place, else per chunk of a
     task's output image rows their windows copied in, each a gemm by the filters into
@@ -138,12 +137,9 @@ class Conv2dBfloat16(ConvolutionDims, _Bfloat16):
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
-        x, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        out = ob.outputs[0]
+        x, w = self._checked(ob, geo)
         kh, kw, channels, o = w.dims
-        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
-        self._check(ob, geo, x, kh, kw, None, 0)
-        row_major(ob, 0)
-        row_major(ob, 1)
         image_rows = fold_mul(b, out.dims[0], out.dims[1])
         rows = fold_mul(b, image_rows, out.dims[2])
         depth = fold_mul(b, fold_mul(b, kh, kw), channels)
@@ -194,17 +190,15 @@ class Conv2dBfloat16(ConvolutionDims, _Bfloat16):
         _free(b, [scratch])
 
 
-class Conv2dFilterGradientBfloat16(FilterGradientDims, _Bfloat16):
+class Conv2dFilterGradientBfloat16(FilterGradientShape, _Bfloat16):
     """``dw = windows(x)^T @ g`` in bfloat16, as ``(g^T @ windows(x))^T`` per chunk of
     filter rows, every position in one gemm (see the module's docstring)."""
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
-        x, g, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        out = ob.outputs[0]
+        x, g = self._checked(ob, geo)
         kh, kw = geo.size
-        ob.fail_unless(ob.eq(x.dims[0], g.dims[0]), 1)
-        self._check(ob, geo, x, kh, kw, g, 1)
-        x, g = row_major(ob, 0), row_major(ob, 1)
         image_rows = fold_mul(b, g.dims[0], g.dims[1])
         rows = fold_mul(b, image_rows, g.dims[2])
         run, o = fold_mul(b, kw, x.dims[3]), g.dims[3]
@@ -244,7 +238,7 @@ class Conv2dFilterGradientBfloat16(FilterGradientDims, _Bfloat16):
                     _free(b, held)
 
 
-class Conv2dInputGradientBfloat16(InputGradientDims, _Bfloat16):
+class Conv2dInputGradientBfloat16(InputGradientShape, _Bfloat16):
     """``dx = col2im(g @ w^T)`` in bfloat16, per image: per chunk of its cotangent rows one
     gemm into bfloat16 scratch, whose rows are added into float32 sums of the image,
     rounded once. Images are split over the cores where there are as many as cores (the
@@ -253,12 +247,9 @@ class Conv2dInputGradientBfloat16(InputGradientDims, _Bfloat16):
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
-        g, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        out = ob.outputs[0]
+        g, w = self._checked(ob, geo)
         kh, kw, _, o = w.dims
-        ob.fail_unless(ob.eq(g.dims[3], o), 1)
-        self._check(ob, geo, out, kh, kw, g, 0)
-        row_major(ob, 0)
-        row_major(ob, 1)
         images = g.dims[0]
         rows = fold_mul(b, fold_mul(b, images, g.dims[1]), g.dims[2])
         depth = fold_mul(b, fold_mul(b, kh, kw), w.dims[2])

@@ -34,10 +34,10 @@ from stageflow.codegen.lowered.conv.im2col import (
 from stageflow.codegen.lowered.conv.vectors import fill, zero
 from stageflow.codegen.lowered.conv.windowed import (
     PTR,
-    ConvolutionDims,
-    FilterGradientDims,
+    ConvolutionShape,
+    FilterGradientShape,
     Geometry,
-    InputGradientDims,
+    InputGradientShape,
     Windowed,
     blas_unless,
     contiguous_operands,
@@ -51,7 +51,6 @@ from stageflow.codegen.lowered.rule import (
     larger,
     lowering,
     nest,
-    row_major,
 )
 from stageflow.codegen.targets.cpu import process_jit
 from stageflow.core import dtypes
@@ -63,7 +62,7 @@ from stageflow.primitives.conv import (
 )
 
 
-class Conv2d(ConvolutionDims, Windowed):
+class Conv2d(ConvolutionShape, Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
     place, its rows split over the cores; else the output's image rows split over the
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
@@ -73,11 +72,9 @@ class Conv2d(ConvolutionDims, Windowed):
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
-        x, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        out = ob.outputs[0]
+        x, w = self._checked(ob, geo)
         kh, kw, channels, _ = w.dims
-        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
-        self._check(ob, geo, x, kh, kw, None, 0)
-        x, w = row_major(ob, 0), row_major(ob, 1)
         image_rows = fold_mul(b, out.dims[0], out.dims[1])
         rows = fold_mul(b, image_rows, out.dims[2])
         depth = fold_mul(b, fold_mul(b, kh, kw), channels)
@@ -141,7 +138,7 @@ class Conv2d(ConvolutionDims, Windowed):
                        b.icmp_signed(">", c.a0, i64(0)))
 
 
-class Conv2dFilterGradient(FilterGradientDims, Windowed):
+class Conv2dFilterGradient(FilterGradientShape, Windowed):
     """``dw = im2col(x)^T @ g``: per chunk, the windows of the input copied in as the
     forward conv copies them and one gemm, the scratch transposed, by the block's cotangent
     rows into the chunk's filter rows (accumulating after a task's first block). The
@@ -150,11 +147,9 @@ class Conv2dFilterGradient(FilterGradientDims, Windowed):
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
-        x, g, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        out = ob.outputs[0]
+        x, g = self._checked(ob, geo)
         kh, kw = geo.size
-        ob.fail_unless(ob.eq(x.dims[0], g.dims[0]), 1)
-        self._check(ob, geo, x, kh, kw, g, 1)
-        x, g = row_major(ob, 0), row_major(ob, 1)
         image_rows = fold_mul(b, g.dims[0], g.dims[1])
         rows = fold_mul(b, image_rows, g.dims[2])
         size = out.size(b)
@@ -203,7 +198,7 @@ class Conv2dFilterGradient(FilterGradientDims, Windowed):
                    beta, (out.address(b, c.filters), o))
 
 
-class Conv2dInputGradient(InputGradientDims, Windowed):
+class Conv2dInputGradient(InputGradientShape, Windowed):
     """``dx = col2im(g @ w^T)``: per chunk one gemm of the block's cotangent rows by the
     chunk's filters transposed into scratch, whose rows are added into the result (zeroed
     first) where the windows read the input. Images are split over the cores (the windows
@@ -213,11 +208,9 @@ class Conv2dInputGradient(InputGradientDims, Windowed):
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
-        g, w, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        out = ob.outputs[0]
+        g, w = self._checked(ob, geo)
         kh, kw, _, o = w.dims
-        ob.fail_unless(ob.eq(g.dims[3], o), 1)
-        self._check(ob, geo, out, kh, kw, g, 0)
-        g, w = row_major(ob, 0), row_major(ob, 1)
         size = out.size(b)
         rows = fold_mul(b, fold_mul(b, g.dims[0], g.dims[1]), g.dims[2])
         depth = fold_mul(b, fold_mul(b, kh, kw), w.dims[2])

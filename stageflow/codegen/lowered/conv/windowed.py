@@ -42,6 +42,7 @@ from stageflow.codegen.lowered.rule import (
     OpSpec,
     contiguous_strides,
     load_operands,
+    row_major,
     smaller,
 )
 from stageflow.codegen.lowered.tasks import Guard, TaskBody, cpu_count, run_tasks
@@ -187,9 +188,17 @@ class Windowed:
         run_tasks(ob, name, units, tasks, body, private, merge, guard)
 
 
-class ConvolutionDims:
-    """conv2d's result dims: the images, the windows along each spatial axis, the filters
-    (shared by the convolutions of every dtype)."""
+class ConvolutionShape:
+    """conv2d's operands checked (the channels agree, the window fits, row-major) and its
+    result dims (the images, the windows along each spatial axis, the filters): shared by
+    the convolutions of every dtype, whose `Windowed` body calls `_checked` first."""
+
+    def _checked(self, ob: OpBuilder, geo: Geometry) -> tuple[Operand, Operand]:
+        x, w = ob.inputs
+        kh, kw, channels, _ = w.dims
+        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
+        self._check(ob, geo, x, kh, kw, None, 0)
+        return row_major(ob, 0), row_major(ob, 1)
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         x, w = ob.inputs
@@ -198,23 +207,37 @@ class ConvolutionDims:
                                           geo.dilations[axis]) for axis in (0, 1)], w.dims[3]]
 
 
-class FilterGradientDims:
-    """conv2d_filter_gradient's result dims: the filter size, the input's channels, the
-    cotangent's."""
+class FilterGradientShape:
+    """conv2d_filter_gradient's operands checked (the images agree, the window fits the
+    input and the cotangent, row-major) and its result dims (the filter size, the input's
+    channels, the cotangent's)."""
+
+    def _checked(self, ob: OpBuilder, geo: Geometry) -> tuple[Operand, Operand]:
+        x, g = ob.inputs
+        ob.fail_unless(ob.eq(x.dims[0], g.dims[0]), 1)
+        self._check(ob, geo, x, *geo.size, g, 1)
+        return row_major(ob, 0), row_major(ob, 1)
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         x, g = ob.inputs
         return [*geo.size, x.dims[3], g.dims[3]]
 
 
-class InputGradientDims:
-    """conv2d_input_gradient's result dims: the images, the input size, the filters' input
-    channels."""
+class InputGradientShape:
+    """conv2d_input_gradient's operands checked (the filters agree with the cotangent, the
+    window fits the result, row-major) and its result dims (the images, the input size,
+    the filters' input channels)."""
+
+    def _checked(self, ob: OpBuilder, geo: Geometry) -> tuple[Operand, Operand]:
+        g, w = ob.inputs
+        kh, kw, _, o = w.dims
+        ob.fail_unless(ob.eq(g.dims[3], o), 1)
+        self._check(ob, geo, ob.outputs[0], kh, kw, g, 0)
+        return row_major(ob, 0), row_major(ob, 1)
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         g, w = ob.inputs
         return [g.dims[0], *geo.size, w.dims[2]]
-
 
 def blas_unless(direct: ir.Value) -> Guard:
     """OpenBLAS single-threaded around the tasks unless they run the direct loops, which
