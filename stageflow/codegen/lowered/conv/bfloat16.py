@@ -232,7 +232,7 @@ class Conv2dFilterGradientBfloat16(FilterGradientShape, _Bfloat16):
                             target = b.add(into, b.add(b.mul(row, o), column))
                             b.store(b.load(at, typ=out.element), out.address(b, target))
 
-                        nest(b, [depth, o], element, "transpose")
+                        nest(b, [depth, o], element, "filter_rows")
 
                     _each_chunk(b, (i64(0), kh), taps, chunk)
                     _free(b, held)
