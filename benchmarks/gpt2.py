@@ -73,7 +73,7 @@ for dtype in ("float32", "bfloat16"):
     functions = {s: gpt2.make_generate(model, s, getattr(sf, dtype)) for s in (1, STEPS)}
     for batch in batches:
         prompt = gpt2.prompts(batch, PROMPT)
-        generate = lambda p, steps, functions=functions: functions[steps](p).numpy()
+        generate = lambda p, steps, functions=functions: functions[steps](p)[0].numpy()
         if dtype == "float32":
             out["tokens"][f"stageflow {batch}"] = generate(prompt, STEPS).tolist()
         for steps, run in timed(generate, prompt).items():
@@ -91,9 +91,9 @@ torch.set_grad_enabled(False)
 WIDTH, HEADS = gpt2.WIDTH, gpt2.HEADS
 DEPTH = WIDTH // HEADS
 
-def linear(w, b):
-    layer = nn.Linear(*w.shape)
-    layer.weight.data = torch.from_numpy(w.T.copy())
+def linear(w, b):  # w is (out, in), as nn.Linear keeps it
+    layer = nn.Linear(w.shape[1], w.shape[0])
+    layer.weight.data = torch.from_numpy(w)
     layer.bias.data = torch.from_numpy(b)
     return layer
 
