@@ -16,7 +16,8 @@ decoding loop's, and the decoding rate is what the table shows, the prompt step'
 beside it. Both models have the same weights (drawn by `examples/gpt2.py`), so float32's
 tokens are compared too. Decoding at batch 1 reads every weight once per token: beside the
 batch-1 rates is the time that takes at this machine's memory bandwidth, measured with a
-large NumPy copy in each process. PyTorch is optional.
+large NumPy copy in each process (its reads and writes counted, as STREAM's copy does).
+PyTorch is optional.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from benchmarks.timing import interleaved_medians
 layers, batches, kinds = int(sys.argv[1]), [int(b) for b in sys.argv[2].split(",")], sys.argv[3]
 
 def bandwidth():
-    # bytes read per second copying 256 MiB (a copy reads and writes each byte once)
+    # bytes moved per second copying 256 MiB, each byte read and written (STREAM's count)
     src = np.ones(1 << 26, np.float32)
     dst = np.empty_like(src)
     times = []
@@ -52,7 +53,7 @@ def bandwidth():
         start = time.perf_counter()
         np.copyto(dst, src)
         times.append(time.perf_counter() - start)
-    return src.nbytes / min(times)
+    return 2 * src.nbytes / min(times)
 
 def timed(generate, prompt):
     # generate(prompt, steps) -> tokens (batch, steps); a run of 64 tokens and one of 1
@@ -174,7 +175,9 @@ for dtype in ("float32", "bfloat16"):
     model = GPT2(arrays).eval().to(getattr(torch, dtype))
     variants = {"eager": (model.prompt, model.decode)}
     if "compile" in kinds:
-        variants["compile"] = (torch.compile(model.prompt), torch.compile(model.decode))
+        # static shapes: a compile per batch size, not one generic over the batch
+        variants["compile"] = (torch.compile(model.prompt, dynamic=False),
+                               torch.compile(model.decode, dynamic=False))
     for name, (prompt_step, decode_step) in variants.items():
         generate = generator(model, getattr(torch, dtype), prompt_step, decode_step, {})
         for batch in batches:
@@ -243,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{STEPS} new tokens: decoding tokens/s (the prompt step's ms), best of "
           f"{args.rounds} alternating rounds of medians, {args.threads or 'all'} thread(s); "
           f"memory bandwidth "
-          f"{bandwidth / 1e9:.1f} GB/s (NumPy copy)")
+          f"{bandwidth / 1e9:.1f} GB/s (a NumPy copy, reads and writes counted)")
     for batch in args.batches:
         print(f"  batch {batch}:")
         for precision, itemsize in (("float32", 4), ("bfloat16", 2)):
