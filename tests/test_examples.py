@@ -26,6 +26,7 @@ RUN_ELSEWHERE = {"mlp_digits.py"}
 QUICK = {
     "bert.py": ["--small"],
     "data_parallel.py": ["--steps", "5"],
+    "gpt2.py": ["--small"],
     "keras_fit.py": ["--small"],
     "resnet.py": ["--steps", "1"],
     "resnet_data_parallel.py": ["--steps", "1", "--batch", "4", "--strategy", "both"],
