@@ -87,7 +87,7 @@ class ReplicaContext:
     def __init__(self, strategy: Strategy, replica_index: int) -> None:
         self.strategy = strategy
         self.replica_index = replica_index
-        self.variables_made: dict[tuple, int] = {}  # by place, in the run in progress
+        self.variables_made: dict[tuple, int] = {}  # by place and name, in this run
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -190,7 +190,7 @@ class Strategy:
 
     def __init__(self, replica_devices: list[str]) -> None:
         self._devices = replica_devices
-        # Made by the run in progress, by place in the code and count there.
+        # Made by the run in progress, by place in the code, name and count there.
         self._created: dict[tuple, MirroredVariable] = {}
         self._creating = threading.RLock()
 
@@ -404,10 +404,12 @@ class MirroredStrategy(Strategy):
 
     def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         """In the scope, a variable per replica; inside `run`, where every replica creates
-        the same variables, the first to reach a creation (the n-th at one place of the
-        code) makes it for all. Matched by place, not by count: a replica that finds a
-        variable made already (an optimizer's slot another replica made) skips a creation
-        the others make, and replicas running at once reach them in any order."""
+        the same variables, the first to reach a creation (the n-th of its name at one
+        place of the code) makes it for all. Matched by place and name, not by count: a
+        replica that finds a variable made already (an optimizer's slot another replica
+        made) skips a creation the others make, so the slots made at the one line of
+        `add_slot` come in a different order in each replica; their names (the variable's
+        and the slot's) tell them apart."""
         if getattr(self._mirroring, "active", False):
             # Made while a mirrored variable's initial value is computed (the global random
             # generator's state, on its first draw): the process's own, not per replica.
@@ -415,13 +417,13 @@ class MirroredStrategy(Strategy):
         current = replica.current()
         if current is None or current.strategy is not self:
             return self._mirror(next_creator, kwargs)
-        site = _creation_site()
+        place = (_creation_site(), kwargs.get("name"))
         with self._creating:
-            count = current.variables_made.get(site, 0)
-            current.variables_made[site] = count + 1
-            made = self._created.get((site, count))
+            count = current.variables_made.get(place, 0)
+            current.variables_made[place] = count + 1
+            made = self._created.get((place, count))
             if made is None:
-                made = self._created[(site, count)] = self._mirror(next_creator, kwargs)
+                made = self._created[(place, count)] = self._mirror(next_creator, kwargs)
             return made
 
     def _mirror(self, next_creator: Callable[..., Any], kwargs: dict) -> MirroredVariable:
