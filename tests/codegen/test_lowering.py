@@ -381,6 +381,21 @@ def test_small_static_matmul_in_vector_blocks(dtype, m, k, n, transpose_a, alpha
         check("matmul", [a, b], False, **params)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transposes", [(False, False), (True, False), (False, True),
+                                        (True, True)])
+@pytest.mark.parametrize("k, n", [(1, 5), (300, 1), (70, 300)])
+def test_one_row_products_are_matrix_vector_products(dtype, transposes, k, n):
+    """A product of one row runs the BLAS's gemv (B read as stored, a's elements one or
+    `lda` apart): the numbers of NumPy's kernel, with the fused scaled addend too."""
+    transpose_a, transpose_b = transposes
+    a = values((k, 1) if transpose_a else (1, k), dtype, 1)
+    b = values((n, k) if transpose_b else (k, n), dtype, 2)
+    params = {"transpose_a": transpose_a, "transpose_b": transpose_b}
+    check("matmul", [a, b], True, **params)
+    check("matmul_add", [a, b, values((n,), dtype, 3)], True, alpha=-0.5, **params)
+
+
 def test_matmul_reads_transposed_views_and_falls_back_on_other_strides():
     a, b = values((8, 5), np.float32), values((8, 6), np.float32)
     check("matmul", [a.T, b], unknown=True, transpose_a=False, transpose_b=False)

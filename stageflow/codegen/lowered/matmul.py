@@ -49,6 +49,9 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
 GEMM_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_cblas_dgemm64_",
                 dtypes.complex64: "scipy_cblas_cgemm64_",
                 dtypes.complex128: "scipy_cblas_zgemm64_"}
+# A product of one row (a decoder's step at batch 1) is a matrix-vector product: OpenBLAS's
+# gemm of one row ran several times slower than its gemv on the same operands.
+GEMV_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemv64_", dtypes.float64: "scipy_cblas_dgemv64_"}
 _lock = threading.Lock()
 _available: bool | None = None
 
@@ -96,8 +99,8 @@ def blas_available() -> bool:
                 ctypes.CDLL(path)
                 llvm.load_library_permanently(path)
             llvm.add_symbol(GUARD_SYMBOL, ctypes.addressof(_guard))
-            _available = all(llvm.address_of_symbol(s)
-                             for s in (*GEMM_SYMBOLS.values(), *THREAD_SYMBOLS))
+            _available = all(llvm.address_of_symbol(s) for s in (
+                *GEMM_SYMBOLS.values(), *GEMV_SYMBOLS.values(), *THREAD_SYMBOLS))
         return _available
 
 
@@ -164,6 +167,19 @@ def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
     real = {dtypes.float32: F32, dtypes.float64: F64}.get(dtype, pointer)  # complex: by pointer
     signature = ir.FunctionType(ir.VoidType(), [I32, I32, I32, I64, I64, I64, real, pointer,
                                                 I64, pointer, I64, real, pointer, I64])
+    return ir.Function(module, signature, name)
+
+
+def gemv_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
+    """``cblas_?gemv`` of a real `dtype`, declared in `module` on first use."""
+    name = GEMV_SYMBOLS[dtype]
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
+    pointer = ir.PointerType()
+    signature = ir.FunctionType(ir.VoidType(), [I32, I32, I64, I64, real, pointer, I64, pointer,
+                                                I64, real, pointer, I64])
     return ir.Function(module, signature, name)
 
 
@@ -290,10 +306,30 @@ class Matmul:
                 b.store(beta, b.gep(pointers, [i64(1)], source_etype=element))
                 alpha, beta = pointers, b.gep(pointers, [i64(1)], source_etype=element)
             (a_flag, lda), (b_flag, ldb) = a_layout, b_layout
+            row_major = ir.Constant(I32, ROW_MAJOR)
+
+            def gemm(m, n, k, a_at, b_at, c_at) -> None:
+                b.call(function, [row_major, a_flag, b_flag, m, n, k, alpha, a_at, lda, b_at,
+                                  ldb, beta, c_at, n])
+
+            if self.dtype not in GEMV_SYMBOLS:
+                return gemm
+            gemv = gemv_function(b.module, self.dtype)
+            # One row: c = op(B)^T a, B read as stored (its transpose where it is used as
+            # is), a's k elements one apart or, read transposed, a column `lda` apart.
+            b_as_is = b.icmp_signed("==", b_flag, ir.Constant(I32, NO_TRANS))
+            flipped = b.select(b_as_is, ir.Constant(I32, TRANS), ir.Constant(I32, NO_TRANS))
+            a_step = b.select(b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS)), i64(1),
+                              lda)
 
             def blas(m, n, k, a_at, b_at, c_at) -> None:
-                b.call(function, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, m, n, k, alpha,
-                                  a_at, lda, b_at, ldb, beta, c_at, n])
+                with b.if_else(b.icmp_signed("==", m, i64(1))) as (one_row, rows):
+                    with one_row:
+                        b.call(gemv, [row_major, flipped, b.select(b_as_is, k, n),
+                                      b.select(b_as_is, n, k), alpha, b_at, ldb, a_at, a_step,
+                                      beta, c_at, i64(1)])
+                    with rows:
+                        gemm(m, n, k, a_at, b_at, c_at)
 
             return blas
         function = gemm_bf16.gemm_function(b.module)
