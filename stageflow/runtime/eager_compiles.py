@@ -10,7 +10,6 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from stageflow.codegen.lowered.compile import OpSpec, compile_ops
-from stageflow.codegen.lowered.rule import generic_spec
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.ir.builder import build_function, build_op
 from stageflow.passes import DEFAULT_PIPELINE, Pipeline
@@ -20,14 +19,12 @@ __all__ = ["compile_op", "generic_op", "one_op_program"]
 
 
 def generic_op(primitive: Primitive, inputs: tuple[ShapedType, ...], output: ShapedType,
-               params: dict[str, Any], *, every_shape: bool = False) -> OpSpec:
-    """The lowered op of `primitive` on `inputs`, for every shape its lowering serves, or
-    with every dim unknown (`every_shape`: a lowering whose code reads its dims at run
-    time either way, which serves eager calls of any shape with one compile)."""
-    if every_shape:
-        inputs = tuple(ShapedType((None,) * len(t.shape), t.dtype) for t in inputs)
-        output = ShapedType((None,) * len(output.shape), output.dtype)
-    return generic_spec(OpSpec(primitive.name, inputs, (output,), dict(params)))
+               params: dict[str, Any]) -> OpSpec:
+    """The lowered op of `primitive` with every dim unknown: the ops eager execution
+    compiles read their dims at run time, so one compile serves calls of every shape."""
+    inputs = tuple(ShapedType((None,) * len(t.shape), t.dtype) for t in inputs)
+    output = ShapedType((None,) * len(output.shape), output.dtype)
+    return OpSpec(primitive.name, inputs, (output,), dict(params))
 
 
 def compile_op(spec: OpSpec) -> Any:

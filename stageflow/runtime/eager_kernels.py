@@ -73,36 +73,47 @@ MIN_ELEMENTS = 1 << 12
 TRIAL_CALLS = 3
 MAX_COMPILES = 256  # compiles kept (the oldest forgotten first)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-# bfloat16 convolutions too: their compiled ops run on the CPU's bfloat16 dot products
-# where it has them (`codegen.lowered.conv.bfloat16`), NumPy's kernel elsewhere (no op).
-_CONVOLUTION_DTYPES = (*_FLOATS, dtypes.bfloat16)
+_CONVOLUTION_DTYPES = frozenset({*_FLOATS, dtypes.bfloat16})
 _EXACT_DTYPES = frozenset({*_FLOATS, np.dtype(np.bool_)})
 
 Route = Callable[..., Any] | None  # what runs a signature: None for NumPy's kernel
 Routes = dict[tuple, Route]
 
 
-def _macs_conv(shapes: Sequence[tuple[int, ...]], out: tuple[int, ...]) -> int:
+Shapes = Sequence[tuple[int, ...]]
+
+
+def _macs_conv(shapes: Shapes, out: tuple[int, ...], params: dict[str, Any]) -> int:
     return math.prod(out) * math.prod(shapes[1][:3])
 
 
-def _macs_input_gradient(shapes: Sequence[tuple[int, ...]], out: tuple[int, ...]) -> int:
+def _macs_input_gradient(shapes: Shapes, out: tuple[int, ...], params: dict[str, Any]) -> int:
     return math.prod(shapes[0]) * math.prod(shapes[1][:3])
 
 
-def _macs_filter_gradient(shapes: Sequence[tuple[int, ...]], out: tuple[int, ...]) -> int:
+def _macs_filter_gradient(shapes: Shapes, out: tuple[int, ...], params: dict[str, Any]) -> int:
     return math.prod(shapes[1][:3]) * math.prod(out)
 
 
-# Multiply-adds of a call, from the operands' shapes and the result's, per primitive.
-MACS: dict[Primitive, Callable[[Sequence[tuple[int, ...]], tuple[int, ...]], int]] = {
-    conv2d_p: _macs_conv,
-    conv2d_input_gradient_p: _macs_input_gradient,
-    conv2d_filter_gradient_p: _macs_filter_gradient,
+def _macs_matmul(shapes: Shapes, out: tuple[int, ...], params: dict[str, Any]) -> int:
+    return math.prod(out) * shapes[0][-2 if params["transpose_a"] else -1]
+
+
+# The ops that run their compiled op eagerly (one compile for every shape, every dim
+# unknown) where all operands are of the given dtypes: their multiply-adds per call, from
+# the operands' shapes, the result's and the params, decide whether the call is worth it.
+# bfloat16 convolutions and matmuls run on the CPU's bfloat16 dot products where it has
+# them (`codegen.lowered.gemm_bf16`: NumPy computes bfloat16 on float32 copies), NumPy's
+# kernel elsewhere (no op); float matmuls keep NumPy's call of the same BLAS.
+MACS: dict[Primitive, tuple[frozenset[np.dtype], Callable[[Shapes, tuple[int, ...],
+                                                            dict[str, Any]], int]]] = {
+    conv2d_p: (_CONVOLUTION_DTYPES, _macs_conv),
+    conv2d_input_gradient_p: (_CONVOLUTION_DTYPES, _macs_input_gradient),
+    conv2d_filter_gradient_p: (_CONVOLUTION_DTYPES, _macs_filter_gradient),
+    matmul_p: (frozenset({dtypes.bfloat16}), _macs_matmul),
+    matmul_add_p: (frozenset({dtypes.bfloat16}), _macs_matmul),
 }
 
-
-_MATMULS = frozenset({matmul_p, matmul_add_p})
 
 # NumPy's SIMD maximum and minimum return the second operand of equal ones (+0 and -0),
 # the compiled loops the first.
@@ -135,39 +146,21 @@ class EagerKernels:
         if not config.eager_compile or any(type(v) is not np.ndarray for v in values):
             return None
         if primitive in MACS:
-            return self._convolution(primitive, values, params, key, routes)
-        if primitive in _MATMULS:
-            return self._bfloat16_matmul(primitive, values, params, key, routes)
+            return self._compiled_op(primitive, values, params, key, routes)
         if exact(primitive):
             return self._elementwise(primitive, values, params, key, routes)
         return None
 
-    def _convolution(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
+    def _compiled_op(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
                      key: tuple, routes: Routes) -> Route:
-        if any(v.dtype not in _CONVOLUTION_DTYPES for v in values):
+        accepted, macs = MACS[primitive]
+        if any(v.dtype not in accepted for v in values):
             return None
         inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
         output = primitive.shape_rule(*inputs, **params)
-        if MACS[primitive]([v.shape for v in values], output.shape) < MIN_MACS:
+        if macs([v.shape for v in values], output.shape, params) < MIN_MACS:
             return None
         spec = eager_compiles.generic_op(primitive, inputs, output, params)
-        compiling = self._compile(spec.key, lambda: eager_compiles.compile_op(spec))
-        return _Pending(primitive, params, compiling, routes, key)
-
-    def _bfloat16_matmul(self, primitive: Primitive, values: Sequence[Any],
-                         params: dict[str, Any], key: tuple, routes: Routes) -> Route:
-        """A bfloat16 matmul runs the compiled op where there is one (the CPU's bfloat16
-        dot products, `codegen.lowered.gemm_bf16`), one compile for every shape: NumPy
-        multiplies bfloat16 through float32 copies at float32's speed or below. Other
-        dtypes keep NumPy's call of the same BLAS the compiled op calls."""
-        if any(v.dtype != dtypes.bfloat16 for v in values):
-            return None
-        inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
-        output = primitive.shape_rule(*inputs, **params)
-        depth = values[0].shape[-2 if params["transpose_a"] else -1]
-        if math.prod(output.shape) * depth < MIN_MACS:
-            return None
-        spec = eager_compiles.generic_op(primitive, inputs, output, params, every_shape=True)
         compiling = self._compile(spec.key, lambda: eager_compiles.compile_op(spec))
         return _Pending(primitive, params, compiling, routes, key)
 

@@ -143,19 +143,19 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
     malloc = declare(module, "malloc", PTR, [I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
     records = entry_alloca(b, I64, MAX_TASKS * len(_RECORD), "records")
-    slot = entry_alloca(b, PTR, 1, "packed")
-    b.position_at_end(b.block)  # after them: the entry block was empty
+    b.position_at_end(b.block)  # after it: the entry block was empty
     pairs = b.udiv(b.add(k, i64(1)), i64(2))
     direct = b.icmp_signed("==", a_col, i64(1))
     width = _round_up(b, _round_up(b, m, ROWS), LANES)
-    b.store(ir.Constant(PTR, None), slot)
-    with b.if_then(b.not_(direct)):
+
+    def pack_a() -> list[ir.Value]:
         memory = b.call(malloc, [b.mul(b.mul(width, pairs), i64(4))])
         with b.if_then(b.icmp_unsigned("==", memory, ir.Constant(PTR, None))):
             b.ret(ir.Constant(I32, _NO_MEMORY))
         b.call(pack_function(module), [a, a_col, a_row, k, m, width, memory])
-        b.store(memory, slot)
-    packed = b.load(slot, typ=PTR)
+        return [memory]
+
+    packed = _when(b, b.not_(direct), [ir.Constant(PTR, None)], pack_a)[0]
     a_at = b.select(direct, a, packed)
     a_step = b.select(direct, b.mul(a_row, i64(2)), b.mul(width, i64(4)))
     panels = b.udiv(b.add(n, i64(PANEL - 1)), i64(PANEL))
@@ -387,7 +387,7 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
     # A tile of fewer rows reads its last row again in place of the missing ones.
     starts = [b.gep(a, [b.mul(_smallest(b, [i64(r), last_row]), a_step)],
                     source_etype=I8) for r in range(ROWS)] if not packed else []
-    masks = _column_masks(b, cols) if direct else []
+    masks = _column_masks(b, cols)  # the tile's own columns: direct loads, every store
 
     def pair_of(r: int, p: ir.Value) -> ir.Value:
         """A's pair p of row r, as a broadcast vector."""
@@ -435,7 +435,6 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
             return _broadcast(b, b.zext(b.load(at, typ=I16, align=2), I32))
 
         sums = _when(b, odd, sums, lambda: step(whole, sums, lone, lone=True))
-    masks = masks or _column_masks(b, cols)
     load = declare(module, "llvm.masked.load.v16f32.p0", _SUMS, [PTR, I32, _MASK, _SUMS])
     store = declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
                     [_SUMS, PTR, I32, _MASK])
