@@ -139,13 +139,9 @@ class Conv2dBfloat16(ConvolutionShape, _Bfloat16):
         b = ob.b
         out = ob.outputs[0]
         x, w = self._checked(ob, geo)
-        kh, kw, channels, o = w.dims
-        image_rows = fold_mul(b, out.dims[0], out.dims[1])
-        rows = fold_mul(b, image_rows, out.dims[2])
-        depth = fold_mul(b, fold_mul(b, kh, kw), channels)
+        image_rows, rows, depth, pointwise = self._gemm_sizes(ob, geo, w)
+        o = w.dims[3]
         macs = b.mul(b.mul(rows, depth), o)
-        pointwise = ob.all_of([ob.eq(v, i64(1)) for v in (kh, kw, *geo.strides)]
-                              + [ob.eq(v, i64(0)) for pair in geo.padding for v in pair])
         with b.if_then(b.not_(b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0))))):
             with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
                 with no_terms:

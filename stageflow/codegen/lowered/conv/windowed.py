@@ -28,7 +28,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, I32, I64
 from stageflow.codegen.llvm.functions import entry_alloca, memcpy
-from stageflow.codegen.llvm.loops import i64, return_unless
+from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
 from stageflow.codegen.lowered.matmul import (
     NO_TRANS,
     ROW_MAJOR,
@@ -199,6 +199,19 @@ class ConvolutionShape:
         ob.fail_unless(ob.eq(x.dims[3], channels), 1)
         self._check(ob, geo, x, kh, kw, None, 0)
         return row_major(ob, 0), row_major(ob, 1)
+
+    def _gemm_sizes(self, ob: OpBuilder, geo: Geometry, w: Operand
+                    ) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+        """The output's image rows and pixels (a gemm's rows), a window's elements (its
+        depth), and whether the conv is pointwise: a 1x1 filter at stride 1 without
+        padding, which reads the input as an (N*H*W, C) matrix."""
+        b, out = ob.b, ob.outputs[0]
+        kh, kw, channels, _ = w.dims
+        image_rows = fold_mul(b, out.dims[0], out.dims[1])
+        depth = fold_mul(b, fold_mul(b, kh, kw), channels)
+        pointwise = ob.all_of([ob.eq(v, i64(1)) for v in (kh, kw, *geo.strides)]
+                              + [ob.eq(v, i64(0)) for pair in geo.padding for v in pair])
+        return image_rows, fold_mul(b, image_rows, out.dims[2]), depth, pointwise
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         x, w = ob.inputs
