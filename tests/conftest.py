@@ -294,3 +294,48 @@ def chromium(pytestconfig) -> str:
                     "Install Chromium, or set STAGEFLOW_NO_BROWSER=1 to skip this test")
     announce(pytestconfig, f"Chromium installed ({found}) for the browser tests")
     return found
+
+
+# -- cross toolchains, for libraries compiled for other machines (aarch64, WebAssembly) ----
+
+
+def debian_tools(config: pytest.Config, needs: dict[str, str], purpose: str) -> None:
+    """Make sure every program or file of `needs` (each mapped to the Debian package that
+    has it) is here: the missing ones' packages are installed and announced, as the
+    browser's is; where that fails the test fails with apt's words."""
+    def present(need: str) -> bool:
+        return os.path.exists(need) if need.startswith("/") else shutil.which(need) is not None
+
+    missing = sorted({package for need, package in needs.items() if not present(need)})
+    if not missing:
+        return
+    if shutil.which("apt-get") is None:
+        pytest.fail(f"{purpose} needs Debian's {', '.join(missing)}, and there is no apt-get "
+                    "to install them with")
+    announce(config, f"{purpose}: installing Debian's {', '.join(missing)}")
+    for package in missing:
+        result = apt_install(package)
+        if result.returncode != 0:
+            pytest.fail(f"{package} could not be installed (apt-get install -y {package}, exit "
+                        f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
+    still = [need for need in needs if not present(need)]
+    if still:
+        pytest.fail(f"{purpose}: {', '.join(still)} still missing after installing "
+                    f"{', '.join(missing)}")
+
+
+@pytest.fixture(scope="session")
+def aarch64_tools(pytestconfig) -> None:
+    """The aarch64 cross compiler with its system root, and qemu's user-mode emulator."""
+    debian_tools(pytestconfig, {"aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
+                                "/usr/aarch64-linux-gnu/lib/libc.so.6": "libc6-arm64-cross",
+                                "qemu-aarch64": "qemu-user"},
+                 "running aarch64 libraries under qemu")
+
+
+@pytest.fixture(scope="session")
+def wasm_tools(pytestconfig) -> None:
+    """LLVM's WebAssembly linker, the WASI C library it links against, and Node.js."""
+    debian_tools(pytestconfig, {"wasm-ld": "lld", "/usr/lib/wasm32-wasi/libc.a": "wasi-libc",
+                                "node": "nodejs"},
+                 "running WebAssembly libraries")

@@ -37,6 +37,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from stageflow.aot import wasm
 from stageflow.aot.header import header_text
 from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.llvm.emitter import I32, I64
@@ -46,7 +47,7 @@ from stageflow.codegen.lowered import matmul, worker_pool
 from stageflow.codegen.program.abi import NO_MEMORY, NULL_POINTER, ProgramSignature
 from stageflow.codegen.program.embedded import embedded_constant
 from stageflow.codegen.program.module import whole_function_module
-from stageflow.codegen.targets.cpu import process_jit
+from stageflow.codegen.targets import platform
 from stageflow.codegen.targets.ptx import PTXTarget, entry_name
 from stageflow.frontend.variables import Variable
 from stageflow.ir.builder import build_constant
@@ -60,8 +61,11 @@ from stageflow.primitives.state import read_variable_p
 from stageflow.staging.compiler import Compilation
 from stageflow.staging.function import function as staged_function
 
-TARGETS = ("cpu", "ptx")
+TARGETS = ("cpu", "ptx", *platform.TARGETS)
 _PTR = ir.PointerType()
+# The C compilers that link a shared library for each target, the first found on PATH used.
+_LINKERS = {"x86_64-linux-gnu": ("x86_64-linux-gnu-gcc", "cc", "gcc", "clang"),
+            "aarch64-linux-gnu": ("aarch64-linux-gnu-gcc",)}
 
 
 @dataclass
@@ -97,16 +101,27 @@ class CPUArtefact:
     header: str
     signature: ProgramSignature
     libraries: list[str] = field(default_factory=list)
+    platform: platform.Platform = field(default_factory=platform.host)
+
+    @property
+    def target(self) -> str:
+        """The target it was compiled for (``x86_64-linux-gnu``, ``aarch64-linux-gnu``...)."""
+        return self.platform.name
 
     def save(self, path: str | os.PathLike, header: str | os.PathLike | None = None) -> str:
-        """Write ``OUT.so`` (linked with the system's ``cc``) or ``OUT.o``, and the header
-        (default: beside it, ``OUT.h``); the library's path. A ``.so`` that calls the BLAS
-        gets NumPy's bundled OpenBLAS (and the libraries it needs) copied beside it and
-        finds them there (``RUNPATH $ORIGIN``), so the directory moves as a whole: nothing
-        of the build environment is needed to load it."""
+        """Write ``OUT.so`` (linked with the target's C compiler: ``cc`` here,
+        ``aarch64-linux-gnu-gcc`` for aarch64), ``OUT.o`` (object code to link into a
+        program), or for ``wasm32`` ``OUT.wasm`` with its ES module ``OUT.mjs`` (`wasm`);
+        and the header (default: beside it, ``OUT.h``); the library's path. A ``.so``
+        that calls the BLAS gets NumPy's bundled OpenBLAS (and the libraries it needs)
+        copied beside it and finds them there (``RUNPATH $ORIGIN``), so the directory
+        moves as a whole: nothing of the build environment is needed to load it."""
         path = os.fspath(path)
-        if not path.endswith((".so", ".o")):
-            raise ValueError(f"sf.aot: write a .so or a .o, not {path!r}")
+        wasm_target = self.platform.arch.startswith("wasm")
+        kinds = (".wasm", ".o") if wasm_target else (".so", ".o")
+        if not path.endswith(kinds):
+            raise ValueError(f"sf.aot: write a {' or a '.join(kinds)} for target "
+                             f"{self.target}, not {path!r}")
         header = os.fspath(header) if header is not None else os.path.splitext(path)[0] + ".h"
         with open(header, "w", encoding="utf-8") as file:
             file.write(self.header)
@@ -114,10 +129,13 @@ class CPUArtefact:
             with open(path, "wb") as file:
                 file.write(self.object_code)
             return path
-        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if wasm_target:
+            return wasm.save(self, path)
+        names = _LINKERS.get(self.target, ())
+        cc = next(filter(None, map(shutil.which, names)), None)
         if cc is None:
-            raise RuntimeError("sf.aot: linking a .so needs a C compiler (cc) on PATH; "
-                               "save a .o instead")
+            raise RuntimeError(f"sf.aot: linking a .so for {self.target} needs a C compiler "
+                               f"({' or '.join(names)}) on PATH; save a .o instead")
         with tempfile.TemporaryDirectory() as scratch:
             obj = os.path.join(scratch, f"{self.name}.o")
             with open(obj, "wb") as file:
@@ -188,10 +206,20 @@ class PTXArtefact:
 
 
 def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str | None = None,
-                     freeze: bool = True, arch: str = "sm_80") -> CPUArtefact | PTXArtefact:
+                     freeze: bool = True, arch: str = "sm_80", cpu: str | None = None,
+                     self_contained: bool = False) -> CPUArtefact | PTXArtefact:
     """Compile `function` (an `sf.function`, a concrete function, or a plain Python
     function, which is staged as `sf.function` would) for the inputs `specs` ahead of
-    time: a library and header for ``target="cpu"``, PTX for ``"ptx"``.
+    time: a library and header for a CPU, PTX for ``"ptx"``.
+
+    `target`: ``"cpu"`` (this machine) or a machine of `platform.TARGETS`:
+    ``"x86_64-linux-gnu"``, ``"aarch64-linux-gnu"``, ``"wasm32"``; `cpu` is LLVM's name of
+    the CPU to optimise for (default: this one for the host's target, the target's
+    baseline for another, such as aarch64's NEON; ``cpu="neoverse-v1"`` adds SVE). The
+    header and the C ABI are the same on every target. A library for another machine, or
+    one built with `self_contained`, carries its own gemm (`codegen.lowered.own_blas`)
+    instead of linking NumPy's OpenBLAS, and runs its ops' tasks without threads on
+    WebAssembly; ops that call LAPACK are refused there.
 
     `specs` are one `sf.TensorSpec` per argument; a None dim is given at each call (the
     C function's `dims`), so one library serves every batch size. The library needs
@@ -215,6 +243,8 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     """
     if target not in TARGETS:
         raise ValueError(f"sf.aot.compile: target must be one of {TARGETS}, got {target!r}")
+    machine = (platform.for_target(platform.host_target() if target == "cpu" else target, cpu,
+                                   self_contained) if target != "ptx" else None)
     if not hasattr(function, "get_concrete_function") and not hasattr(function, "graph"):
         if not callable(function):
             raise TypeError(f"sf.aot.compile: expected a function to compile, got "
@@ -235,14 +265,17 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     entry = functions[symbol]
     variables = _freeze_captures(entry, concrete, freeze)
     kernels = sum(is_kernel(f) for f in functions.values())
-    if target == "ptx":
+    if machine is None:
         artefact: CPUArtefact | PTXArtefact = _ptx_artefact(symbol, functions, arch)
     else:
         try:
-            artefact = _cpu_artefact(symbol, entry, functions, variables, freeze)
+            with platform.building_for(machine):
+                artefact = _cpu_artefact(symbol, entry, functions, variables, freeze)
         except NotImplementedError as error:
-            raise NotImplementedError(f"sf.aot.compile: {error}") from None
-    compilation.finished(f"{kernels} kernels into a {target} library")
+            where = "" if machine.blas else f" (for {machine.name}, without OpenBLAS and LAPACK)"
+            raise NotImplementedError(f"sf.aot.compile: {error}{where}") from None
+    compilation.finished(f"{kernels} kernels into a {machine.name if machine else target} "
+                         "library")
     return artefact
 
 
@@ -318,24 +351,29 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
     text = str(module)
     # Every symbol of NumPy's OpenBLAS carries its ``scipy_`` prefix: gemms and LAPACK alike.
     libraries = matmul.blas_libraries() if re.search(r'@"?scipy_', text) else []
-    return CPUArtefact(symbol, _object_code(text),
-                       header_text(symbol, signature, variables, libraries), signature, libraries)
+    machine = platform.current()
+    return CPUArtefact(symbol, _object_code(text, machine),
+                       header_text(symbol, signature, variables, libraries), signature, libraries,
+                       machine)
 
 
-def _object_code(text: str) -> bytes:
-    """Position-independent object code for this CPU, optimised at O3."""
-    jit = process_jit()
-    machine = llvm.Target.from_default_triple().create_target_machine(
-        cpu=jit.cpu_name, features=jit.features, opt=3, reloc="pic", codemodel="default")
+def _object_code(text: str, machine: platform.Platform) -> bytes:
+    """Position-independent object code for `machine`, optimised at O3."""
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    target = llvm.Target.from_triple(machine.triple).create_target_machine(
+        cpu=machine.cpu, features=machine.features, opt=3, reloc="pic", codemodel="default")
     module = llvm.parse_assembly(text)
-    module.triple = jit.triple
-    module.data_layout = str(machine.target_data)
+    module.triple = machine.triple
+    module.data_layout = str(target.target_data)
+    if machine.arch.startswith("wasm"):
+        wasm.adapt(module)
     module.verify()
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     options.loop_vectorization = options.slp_vectorization = True
-    passes = llvm.create_pass_builder(machine, options)
+    passes = llvm.create_pass_builder(target, options)
     passes.getModulePassManager().run(module, passes)
-    return bytes(machine.emit_object(module))
+    return bytes(target.emit_object(module))
 
 
 class _StateEntries:

@@ -3,7 +3,9 @@ files, the outputs written to files, the return code printed.
 
 The AOT tests and the ONNX campaign's ``--aot`` mode check a library this way, through a
 real C caller linked against it, rather than through ctypes in this process. Needs a C
-compiler (``cc``, ``gcc`` or ``clang``).
+compiler (``cc``, ``gcc`` or ``clang``). A library for aarch64 is linked with
+``aarch64-linux-gnu-gcc`` and its program run under ``qemu-aarch64`` with the target's
+system root (Debian's ``gcc-aarch64-linux-gnu`` and ``qemu-user``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from typing import Any
 import numpy as np
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+# Per target that is not this machine: its C compiler, and how its programs run here (the
+# emulator, with the system root its dynamic loader and C library are found in).
+CROSS = {"aarch64-linux-gnu": ("aarch64-linux-gnu-gcc",
+                               ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"])}
+_ELF_MACHINES = {0xB7: "aarch64-linux-gnu"}  # e_machine of an ELF header
 
 HARNESS = r"""
 #include <stdio.h>
@@ -76,8 +83,7 @@ def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int =
     """Save `library` (an `sf.aot.compile` artefact) in `folder` with `inputs` beside it, and
     compile a C program calling it `steps` times (dumping `state_sizes` bytes of each state
     variable of a ``freeze=False`` library); the executable."""
-    if CC is None:
-        raise RuntimeError("calling an AOT library from C needs a C compiler (cc) on PATH")
+    compiler = _compiler(library.target)
     name = library.name
     library.save(folder / f"lib{name}.so", header=folder / f"{name}.h")
     unknown = sum(d is None for ty in user_inputs(library) for d in ty.shape)
@@ -107,17 +113,42 @@ def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int =
                        else f"{name}(inputs, dims, outputs)")
               .replace("STEPS", str(steps)).replace("STATE_DUMP", dump))
     (folder / "main.c").write_text(source)
-    subprocess.run([CC, "-O1", "-o", str(folder / "main"), str(folder / "main.c"),
+    subprocess.run([compiler, "-O1", "-o", str(folder / "main"), str(folder / "main.c"),
                     f"-L{folder}", f"-l{name}", f"-Wl,-rpath,{folder}"], check=True,
                    cwd=folder)
     return folder / "main"
 
 
 def run(executable: Path, *dims: int, timeout: float = 120) -> list[str]:
-    """Run the program with the unknown dims `dims`: its lines (``rc N`` per call)."""
-    result = subprocess.run([str(executable), *map(str, dims)], cwd=executable.parent,
+    """Run the program with the unknown dims `dims`: its lines (``rc N`` per call); under
+    its target's emulator where it was built for another machine."""
+    result = subprocess.run([*_emulator(executable), str(executable), *map(str, dims)],
+                            cwd=executable.parent,
                             capture_output=True, text=True, check=True, timeout=timeout)
     return result.stdout.split("\n")
+
+
+def _compiler(target: str) -> str:
+    """The C compiler that builds programs for `target`."""
+    name = CROSS[target][0] if target in CROSS else "cc"
+    found = shutil.which(name) if target in CROSS else CC
+    if found is None:
+        raise RuntimeError(f"calling an AOT library for {target} from C needs a C compiler "
+                           f"({name}) on PATH")
+    return found
+
+
+def _emulator(executable: Path) -> list[str]:
+    """The command that runs `executable` here: nothing for this machine's programs."""
+    with open(executable, "rb") as file:
+        header = file.read(20)
+    target = _ELF_MACHINES.get(int.from_bytes(header[18:20], "little"))
+    if target is None:
+        return []
+    command = CROSS[target][1]
+    if shutil.which(command[0]) is None:
+        raise RuntimeError(f"running a program for {target} here needs {command[0]} on PATH")
+    return command
 
 
 def read_output(folder: Path, index: int, dtype: Any, shape: Sequence[int]) -> np.ndarray:

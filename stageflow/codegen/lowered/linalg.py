@@ -62,6 +62,7 @@ from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64, return_unless
 from stageflow.codegen.lowered.matmul import blas_available
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
+from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 from stageflow.core.primitive import Primitive
 from stageflow.primitives.factorizations import (
@@ -675,6 +676,7 @@ _RULES: dict[Primitive, Callable[[OpSpec], LapackLowering]] = {
 def _linalg(spec: OpSpec) -> LapackLowering | None:
     """Compiled shape-generic (one function per op, params and dtype): the dims only size
     the loops and the workspace, which are run-time values anyway."""
-    if any(ty.dtype not in FLOATS for ty in spec.inputs) or not lapack_available():
+    if (any(ty.dtype not in FLOATS for ty in spec.inputs) or not platform.current().blas
+            or not lapack_available()):
         return None
     return _RULES[spec.primitive](spec)

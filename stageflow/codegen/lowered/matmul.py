@@ -38,10 +38,10 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
-from stageflow.codegen.lowered import gemm_bf16
+from stageflow.codegen.lowered import gemm_bf16, own_blas
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
-from stageflow.codegen.targets.cpu import process_jit
+from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 
@@ -104,6 +104,14 @@ def blas_available() -> bool:
         return _available
 
 
+def gemm_lowerable(dtype: np.dtype) -> bool:
+    """Whether a gemm of `dtype` can be called from code for the current platform: the
+    BLAS's where it is linked (and found here), else our own (`own_blas`)."""
+    if platform.current().blas:
+        return dtype in GEMM_SYMBOLS and blas_available()
+    return dtype in own_blas.DTYPES
+
+
 def blas_guard(module: ir.Module) -> ir.GlobalVariable:
     """The process-wide guard block, declared in `module` (defined by the JIT's symbol)."""
     existing = module.globals.get(GUARD_SYMBOL)
@@ -115,7 +123,11 @@ def blas_guard(module: ir.Module) -> ir.GlobalVariable:
 def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
     """Emit `region` with OpenBLAS single-threaded around it: the first of the regions
     running at once saves the thread count and sets it to 1, the last one out restores it
-    (under a spin lock: a region is milliseconds, the lock a few instructions)."""
+    (under a spin lock: a region is milliseconds, the lock a few instructions); just
+    `region` where the platform has no OpenBLAS."""
+    if not platform.current().blas:
+        region()
+        return
     module = b.module
     guard = blas_guard(module)
     get = declare(module, THREAD_SYMBOLS[0], I32, [])
@@ -158,7 +170,10 @@ def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
-    """``cblas_?gemm`` of `dtype`, declared in `module` on first use."""
+    """``cblas_?gemm`` of `dtype`, declared in `module` on first use; our own
+    (`own_blas`) where the platform has no OpenBLAS."""
+    if not platform.current().blas:
+        return own_blas.gemm_function(module, dtype)
     name = GEMM_SYMBOLS[dtype]
     existing = module.globals.get(name)
     if existing is not None:
@@ -312,7 +327,7 @@ class Matmul:
                 b.call(function, [row_major, a_flag, b_flag, m, n, k, alpha, a_at, lda, b_at,
                                   ldb, beta, c_at, n])
 
-            if self.dtype not in GEMV_SYMBOLS:
+            if self.dtype not in GEMV_SYMBOLS or not platform.current().blas:
                 return gemm
             gemv = gemv_function(b.module, self.dtype)
             # One row: c = op(B)^T a, B read as stored (its transpose where it is used as
@@ -364,8 +379,8 @@ class Matmul:
 @lowering(matmul_p, matmul_add_p)
 def _matmul(spec: OpSpec) -> Matmul | None:
     dtype = spec.inputs[0].dtype
-    own = dtype == dtypes.bfloat16 and gemm_bf16.available(process_jit().features)
-    if not own and (dtype not in GEMM_SYMBOLS or not blas_available()):
+    own = dtype == dtypes.bfloat16 and gemm_bf16.available(platform.current().features)
+    if not own and not gemm_lowerable(dtype):
         return None
     transpose_a, transpose_b = bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"])
     alpha, accumulate = float(spec.params.get("alpha", 1.0)), spec.primitive is matmul_add_p

@@ -23,6 +23,7 @@ from stageflow.codegen.llvm.emitter import F32, F64, I1, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, nest
+from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 
 # Below this the generated code beats the BLAS call, whose set-up costs more than such a
@@ -122,12 +123,13 @@ def _zeros(ty: ir.VectorType) -> ir.Constant:
 
 
 def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
-    """``x * y + z`` rounded once (LLVM's fma intrinsic, on scalars or vectors)."""
+    """``x * y + z`` rounded once where the target has a fused multiply-add
+    (`platform.Platform.fma`), on scalars or vectors."""
     ty = z.type
     element = ty.element if isinstance(ty, ir.VectorType) else ty
     bits = 32 if element == F32 else 64
-    name = f"llvm.fma.v{ty.count}f{bits}" if isinstance(ty, ir.VectorType) else f"llvm.fma.f{bits}"
-    return b.call(declare(b.module, name, ty, [ty, ty, ty]), [x, y, z])
+    suffix = f"v{ty.count}f{bits}" if isinstance(ty, ir.VectorType) else f"f{bits}"
+    return b.call(declare(b.module, platform.current().fma(suffix), ty, [ty, ty, ty]), [x, y, z])
 
 
 def small_matmul(spec: OpSpec, transpose_a: bool, transpose_b: bool, dtype: np.dtype,

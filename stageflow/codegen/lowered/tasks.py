@@ -29,6 +29,7 @@ from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, i64
 from stageflow.codegen.lowered.rule import OpBuilder, load_operands
 from stageflow.codegen.lowered.worker_pool import pool_run
+from stageflow.codegen.targets import platform
 
 MAX_TASKS = 64
 _PTR = ir.PointerType()
@@ -43,7 +44,10 @@ TaskBody = Callable[[OpBuilder, ir.Value, ir.Value, ir.Value, ir.Value], None]
 
 
 def cpu_count(b: ir.IRBuilder) -> ir.Value:
-    """The CPUs this process may run on (at least 1), asked once and kept in a global."""
+    """The CPUs this process may run on (at least 1), asked once and kept in a global; 1
+    where the platform has no threads."""
+    if not platform.current().threads:
+        return i64(1)
     module = b.module
     cached = module.globals.get("sf.cpus")
     if cached is None:
@@ -267,7 +271,11 @@ def _on_threads(b: ir.IRBuilder, tasks: ir.Value, record: Callable[[ir.Value], i
     """Every task (`thread`, a start routine, given the task's record) run on the process's
     pool of worker threads and this thread (`codegen.lowered.worker_pool`); where the pool
     is busy, tasks 1 to `tasks` - 1 on a POSIX thread each, task 0 on this thread
-    (`here`), then each thread joined, a task whose thread did not start run here."""
+    (`here`), then each thread joined, a task whose thread did not start run here. Where
+    the platform has no threads, every task runs here, one after another."""
+    if not platform.current().threads:
+        counted_loop(b, i64(0), tasks, i64(1), lambda t: b.call(here, [record(t)]), "task.here")
+        return
     module = b.module
     base = record(i64(0))
     stride = b.sub(b.ptrtoint(record(i64(1)), I64), b.ptrtoint(base, I64))

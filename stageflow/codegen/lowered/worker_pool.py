@@ -36,6 +36,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import I8, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, i64
+from stageflow.codegen.targets import platform
 
 _PTR = ir.PointerType()
 _SYNC_WORDS = 8  # room for a pthread_mutex_t or pthread_cond_t (40 and 48 bytes on x86-64)
@@ -48,8 +49,11 @@ _state = (ctypes.c_int64 * STATE_TYPE.count)()
 _registered = False
 # How long an idle worker watches for the next job, and the caller for its tasks' end,
 # before sleeping, in time-stamp counter cycles: under a millisecond, long enough to catch
-# the next split op of a step, short enough that an idle process soon sleeps.
+# the next split op of a step, short enough that an idle process soon sleeps. Elsewhere than
+# on x86 the cycle counter is not readable by programs (aarch64's traps): the steady
+# counter is (aarch64's generic timer, at 1 GHz at most), for `SPIN_TICKS`.
 SPIN_CYCLES = 1 << 21
+SPIN_TICKS = 1 << 18
 
 
 def pool_run(module: ir.Module, workers: Callable[[ir.IRBuilder], ir.Value]) -> ir.Function:
@@ -164,11 +168,12 @@ def _spin_while(b: ir.IRBuilder, state: _State, condition: Callable[[], ir.Value
     `SPIN_CYCLES`, yielding the core at each look; take the lock again."""
     module = b.module
     mutex = _function(module, "pthread_mutex")
-    clock = module.declare_intrinsic("llvm.readcyclecounter", [],
-                                     ir.FunctionType(I64, []))
+    x86 = platform.current().arch in ("x86_64", "i386", "i686")
+    clock = declare(module, "llvm.readcyclecounter" if x86 else "llvm.readsteadycounter",
+                    I64, [])
     yield_core = declare(module, "sched_yield", I32, [])
     b.call(mutex("unlock"), [state.sync["lock"]])
-    deadline = b.add(b.call(clock, []), i64(SPIN_CYCLES))
+    deadline = b.add(b.call(clock, []), i64(SPIN_CYCLES if x86 else SPIN_TICKS))
     head = b.append_basic_block("spin.head")
     body = b.append_basic_block("spin.body")
     end = b.append_basic_block("spin.end")

@@ -15,7 +15,8 @@ from stageflow.codegen.program.builder import ProgramBuilder
 from stageflow.codegen.program.calls import rows_to_split
 from stageflow.codegen.program.embedded import embedded_constant
 from stageflow.codegen.program.legality import supported
-from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry, process_jit
+from stageflow.codegen.targets import platform
+from stageflow.codegen.targets.cpu import DEFAULT_LIBM, add_kernel_entry
 from stageflow.ir.dialect import SfOp
 
 
@@ -33,7 +34,7 @@ def whole_function_module(symbol: str, functions: dict[str, FuncOp], *,
     if reason:
         raise NotImplementedError(f"@{symbol}: {reason}")
     module = ir.Module(name=symbol)
-    module.triple = process_jit().triple
+    module.triple = platform.current().triple
     kernels: dict[str, ir.Function] = {}
     ops: dict[tuple, ir.Function] = {}
 

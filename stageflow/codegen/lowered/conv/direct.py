@@ -46,7 +46,7 @@ from stageflow.codegen.lowered.rule import (
     larger,
     smaller,
 )
-from stageflow.codegen.targets.cpu import process_jit
+from stageflow.codegen.targets import platform
 
 # The blocks of output channels a tile covers, (vectors, bytes per vector) widest first,
 # each half the previous one's channels: 2 AVX-512 vectors (32 floats), then 2 AVX2 vectors
@@ -134,7 +134,7 @@ class DirectLoops:
         sh, sw = strides
         top, left = pads
         first, last = rows
-        wide = "+avx512f" in process_jit().features.split(",")
+        wide = platform.current().has("avx512f")
         blocks = [(vectors, size // self.dtype.itemsize) for vectors, size in DIRECT_BLOCKS
                   if wide or size <= 32]
         calloc = declare(b.module, "calloc", PTR, [I64, I64])
@@ -204,8 +204,8 @@ class DirectLoops:
         sw, dh = steps.sw, steps.dh
         lanes = at.lanes
         vector = ir.VectorType(x.element, lanes)
-        fma = declare(b.module, f"llvm.fma.v{lanes}{'f32' if x.element == F32 else 'f64'}",
-                      vector, [vector] * 3)
+        fma = declare(b.module, platform.current().fma(
+            f"v{lanes}{'f32' if x.element == F32 else 'f64'}"), vector, [vector] * 3)
         pixels = range(DIRECT_TILE)
         w0 = at.w0
         undefined = ir.Constant(vector, None)

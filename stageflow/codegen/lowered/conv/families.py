@@ -42,7 +42,7 @@ from stageflow.codegen.lowered.conv.windowed import (
     blas_unless,
     contiguous_operands,
 )
-from stageflow.codegen.lowered.matmul import GEMM_SYMBOLS, blas_available
+from stageflow.codegen.lowered.matmul import gemm_lowerable
 from stageflow.codegen.lowered.rule import (
     OpBuilder,
     Operand,
@@ -52,7 +52,7 @@ from stageflow.codegen.lowered.rule import (
     lowering,
     nest,
 )
-from stageflow.codegen.targets.cpu import process_jit
+from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 from stageflow.primitives.conv import (
     Pair,
@@ -288,15 +288,15 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
 
 def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
           size: Pair = (0, 0)) -> Windowed | None:
-    """The op's lowering: `family` for the BLAS's dtypes, `bfloat16` for bfloat16 where the
+    """The op's lowering: `family` for the gemm's dtypes, `bfloat16` for bfloat16 where the
     CPU has AVX-512 BF16 (`conv.bfloat16`), given the geometry as `Geometry` reads it
     (`size` its input or filter size); None where neither serves."""
     dtype = spec.inputs[0].dtype
     if dtype == dtypes.bfloat16:
-        if not gemm_bf16.available(process_jit().features):
+        if not gemm_bf16.available(platform.current().features):
             return None
         family = bfloat16
-    elif dtype not in GEMM_SYMBOLS or not blas_available():
+    elif not gemm_lowerable(dtype):
         return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]

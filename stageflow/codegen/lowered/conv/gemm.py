@@ -37,6 +37,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.targets import platform
 
 ROWS = 6  # rows of a tile: with 2 vectors, 12 sums hide the fma's latency
 DEPTH = 256  # k per chunk
@@ -86,7 +87,8 @@ class _Gemm:
         self.lanes = VECTOR_BYTES // dtype.itemsize
         self.vector = ir.VectorType(self.element, self.lanes)
         suffix = f"v{self.lanes}{'f32' if self.element == F32 else 'f64'}"
-        self.fma = declare(b.module, f"llvm.fma.{suffix}", self.vector, [self.vector] * 3)
+        self.fma = declare(b.module, platform.current().fma(suffix), self.vector,
+                           [self.vector] * 3)
         mask = ir.VectorType(I1, self.lanes)
         self.masked_load = declare(b.module, f"llvm.masked.load.{suffix}.p0", self.vector,
                                    [PTR, I32, mask, self.vector])

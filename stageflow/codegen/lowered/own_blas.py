@@ -1,0 +1,164 @@
+"""``cblas_?gemm`` for code that runs without OpenBLAS: a library built for another machine
+(aarch64, WebAssembly) or a self-contained one for this machine (`sf.aot.compile`).
+
+The function has the CBLAS signature that `matmul.gemm_function` declares, so matmuls and
+the convolutions' gradient gemms call it unchanged; it is defined, internal, in the module
+that calls it. Underneath is the convolutions' own gemm (`conv.gemm`: register tiles and
+GotoBLAS blocking, generated for whatever vectors the target has), which reads row-major
+operands only. So a transposed operand, or A where ``alpha`` is not 1 (scaled as it is
+copied), is first copied row-major into memory of its own, C is zeroed (``beta`` 0) or
+scaled (any other ``beta`` but 1), and the gemm adds ``A @ B`` to it. Where that memory
+cannot be had, a plain loop reads the operands in place: slower, never wrong.
+
+Why a generated gemm and not a cross-built BLAS: the same code then serves every target
+LLVM has (a WebAssembly OpenBLAS does not exist), the library stays one object with no
+other to ship, and its speed on this machine can be compared with OpenBLAS's
+(``benchmarks/targets.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
+from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
+from stageflow.core import dtypes
+
+NO_TRANS = 111  # CBLAS's enum (the callers pass row-major order only)
+DTYPES = (dtypes.float32, dtypes.float64)
+_PTR = ir.PointerType()
+
+
+def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
+    """``void sf.cblas.DTYPE(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+    c, ldc)``, CBLAS's gemm for a row-major `order`, defined once in `module`."""
+    symbol = f"sf.cblas.gemm.{np.dtype(dtype).name}"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
+    signature = ir.FunctionType(ir.VoidType(), [I32, I32, I32, I64, I64, I64, real, _PTR, I64,
+                                                _PTR, I64, real, _PTR, I64])
+    function = ir.Function(module, signature, symbol)
+    function.linkage = "internal"
+    names = ("order", "trans_a", "trans_b", "m", "n", "k", "alpha", "a", "lda", "b", "ldb",
+             "beta", "c", "ldc")
+    for argument, name in zip(function.args, names, strict=True):
+        argument.name = name
+    _Body(function, dtype, real).emit()
+    return function
+
+
+class _Body:
+    """The code of one gemm function."""
+
+    def __init__(self, function: ir.Function, dtype: np.dtype, real: ir.Type) -> None:
+        self.function, self.dtype, self.real = function, dtype, real
+        self.b = ir.IRBuilder(function.append_basic_block("entry"))
+        (_, self.trans_a, self.trans_b, self.m, self.n, self.k, self.alpha, self.a, self.lda,
+         self.b_data, self.ldb, self.beta, self.c, self.ldc) = function.args
+        self.size = i64(np.dtype(dtype).itemsize)
+
+    def emit(self) -> None:
+        b = self.b
+        module = b.module
+        malloc = declare(module, "malloc", _PTR, [I64])
+        free = declare(module, "free", ir.VoidType(), [_PTR])
+        self._scale_c()
+        with b.if_then(b.icmp_signed(">", self.k, i64(0))):
+            a_copied = b.or_(self._transposed(self.trans_a),
+                             b.fcmp_ordered("!=", self.alpha, ir.Constant(self.real, 1.0)))
+            b_copied = self._transposed(self.trans_b)
+            a_bytes = b.select(a_copied, b.mul(b.mul(self.m, self.k), self.size), i64(0))
+            b_bytes = b.select(b_copied, b.mul(b.mul(self.k, self.n), self.size), i64(0))
+            # One block for both copies (and a byte, so that malloc(0) is never asked).
+            memory = b.call(malloc, [b.add(b.add(a_bytes, b_bytes), i64(1))])
+            with b.if_else(b.icmp_unsigned("==", memory, ir.Constant(_PTR, None))) as (
+                    none, some):
+                with none:
+                    self._plain_loops()
+                with some:
+                    a_copy, b_copy = memory, b.gep(memory, [a_bytes], source_etype=ir.IntType(8))
+                    a, lda = self._operand(a_copied, a_copy, self.a, self.lda, self.trans_a,
+                                           self.m, self.k, self.alpha)
+                    x, ldb = self._operand(b_copied, b_copy, self.b_data, self.ldb,
+                                           self.trans_b, self.k, self.n, None)
+                    b.call(row_major_gemm(module, self.dtype),
+                           [self.m, self.n, self.k, a, lda, x, ldb, self.c, self.ldc,
+                            ir.Constant(I1, 1)])
+                    b.call(free, [memory])
+        b.ret_void()
+
+    def _transposed(self, flag: ir.Value) -> ir.Value:
+        return self.b.icmp_signed("!=", flag, ir.Constant(I32, NO_TRANS))
+
+    def _element(self, base: ir.Value, index: ir.Value) -> ir.Value:
+        return self.b.gep(base, [index], source_etype=self.real)
+
+    def _at(self, data: ir.Value, lead: ir.Value, flag: ir.Value, row: ir.Value,
+            column: ir.Value) -> ir.Value:
+        """The address of element (row, column) of op(X), X stored row-major at `data`."""
+        b = self.b
+        as_is = b.add(b.mul(row, lead), column)
+        flipped = b.add(b.mul(column, lead), row)
+        return self._element(data, b.select(self._transposed(flag), flipped, as_is))
+
+    def _scale_c(self) -> None:
+        """C *= beta: zeros for beta 0 (C may hold NaNs), nothing for beta 1."""
+        b = self.b
+        zero, one = ir.Constant(self.real, 0.0), ir.Constant(self.real, 1.0)
+        with b.if_then(b.fcmp_unordered("!=", self.beta, one)):
+            is_zero = b.fcmp_ordered("==", self.beta, zero)
+
+            def row(i: ir.Value) -> None:
+                def column(j: ir.Value) -> None:
+                    at = self._element(self.c, b.add(b.mul(i, self.ldc), j))
+                    scaled = b.fmul(b.load(at, typ=self.real), self.beta)
+                    b.store(b.select(is_zero, zero, scaled), at)
+
+                counted_loop(b, i64(0), self.n, i64(1), column, "scale.column")
+
+            counted_loop(b, i64(0), self.m, i64(1), row, "scale.row")
+
+    def _operand(self, copied: ir.Value, copy: ir.Value, data: ir.Value, lead: ir.Value,
+                 flag: ir.Value, rows: ir.Value, columns: ir.Value,
+                 scale: ir.Value | None) -> tuple[ir.Value, ir.Value]:
+        """op(X) as a row-major (rows, columns) matrix: X itself, or its copy (scaled by
+        `scale`) where `copied`; the pointer and the leading dim."""
+        b = self.b
+        with b.if_then(copied):
+            def row(i: ir.Value) -> None:
+                def column(j: ir.Value) -> None:
+                    value = b.load(self._at(data, lead, flag, i, j), typ=self.real)
+                    if scale is not None:
+                        value = b.fmul(value, scale)
+                    b.store(value, self._element(copy, b.add(b.mul(i, columns), j)))
+
+                counted_loop(b, i64(0), columns, i64(1), column, "copy.column")
+
+            counted_loop(b, i64(0), rows, i64(1), row, "copy.row")
+        return b.select(copied, copy, data), b.select(copied, columns, lead)
+
+    def _plain_loops(self) -> None:
+        """C += alpha * op(A) @ op(B), every operand read in place."""
+        b = self.b
+
+        def row(i: ir.Value) -> None:
+            def column(j: ir.Value) -> None:
+                def term(kk: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+                    left = b.load(self._at(self.a, self.lda, self.trans_a, i, kk), typ=self.real)
+                    right = b.load(self._at(self.b_data, self.ldb, self.trans_b, kk, j),
+                                   typ=self.real)
+                    return [b.fadd(sums[0], b.fmul(left, right))]
+
+                (total,) = fold_loop(b, i64(0), self.k, i64(1),
+                                     [ir.Constant(self.real, 0.0)], term, "plain.k")
+                at = self._element(self.c, b.add(b.mul(i, self.ldc), j))
+                b.store(b.fadd(b.load(at, typ=self.real), b.fmul(self.alpha, total)), at)
+
+            counted_loop(b, i64(0), self.n, i64(1), column, "plain.column")
+
+        counted_loop(b, i64(0), self.m, i64(1), row, "plain.row")
