@@ -117,7 +117,18 @@ def _add_staging_parsers(commands: Any) -> None:
         elif name == "report":
             parser.add_argument("-o", "--output", metavar="OUT.html", required=True)
         else:
-            parser.add_argument("-o", "--output", metavar="OUT.so|OUT.o|OUT.ptx", required=True)
+            parser.add_argument("-o", "--output", metavar="OUT.so|OUT.o|OUT.wasm|OUT.ptx",
+                                required=True)
+            parser.add_argument("--target", dest="machine", metavar="MACHINE",
+                                help="the machine the library runs on: x86_64-linux-gnu, "
+                                     "aarch64-linux-gnu or wasm32 (default: this one; for "
+                                     "OUT.wasm, wasm32)")
+            parser.add_argument("--cpu", metavar="NAME",
+                                help="LLVM's CPU to optimise for, e.g. neoverse-v1 (default: "
+                                     "this one, or the target's baseline)")
+            parser.add_argument("--self-contained", action="store_true",
+                                help="link no OpenBLAS: matmuls and convolutions use "
+                                     "stageflow's own gemm (always so for other machines)")
             parser.add_argument("--header", metavar="OUT.h",
                                 help="where the C header goes (default: beside the library)")
             parser.add_argument("--name", help="the C symbol (default: the function's name)")

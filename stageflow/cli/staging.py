@@ -229,19 +229,26 @@ def run_graph(args: argparse.Namespace) -> int:
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    """Compile the staged function ahead of time: ``.so``/``.o`` (and a header) or ``.ptx``
-    (and its JSON manifest)."""
+    """Compile the staged function ahead of time: ``.so``/``.o`` (and a header) for this
+    machine or ``--target``'s, ``.wasm`` (and its ES module) or ``.ptx`` (and its JSON
+    manifest)."""
 
     output = args.output
-    target = "ptx" if output.endswith(".ptx") else "cpu"
-    if not output.endswith((".so", ".o", ".ptx")):
-        raise CommandError(f"-o {output!r}: write OUT.so, OUT.o or OUT.ptx")
+    if not output.endswith((".so", ".o", ".wasm", ".ptx")):
+        raise CommandError(f"-o {output!r}: write OUT.so, OUT.o, OUT.wasm or OUT.ptx")
+    target = ("ptx" if output.endswith(".ptx") else "wasm32" if output.endswith(".wasm")
+              else "cpu")
+    if args.machine is not None and target != "cpu" and args.machine != target:
+        raise CommandError(f"-o {output!r} is a {target} output; --target {args.machine} "
+                           "writes .so or .o")
+    target = args.machine or target
     if args.header and target == "ptx":
         raise CommandError("--header is for .so and .o outputs; PTX comes with a .json manifest")
     concrete, _ = _concrete(args)
     try:
         artefact = compile_function(concrete, target=target, name=args.name,
-                                    freeze=not args.no_freeze, arch=args.arch)
+                                    freeze=not args.no_freeze, arch=args.arch, cpu=args.cpu,
+                                    self_contained=args.self_contained)
         if target == "ptx":
             artefact.save(output)
         else:

@@ -79,13 +79,15 @@ def user_inputs(library: Any) -> list[Any]:
 
 
 def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int = 1,
-          state_sizes: Sequence[int] = ()) -> Path:
+          state_sizes: Sequence[int] = (), static: bool = False) -> Path:
     """Save `library` (an `sf.aot.compile` artefact) in `folder` with `inputs` beside it, and
     compile a C program calling it `steps` times (dumping `state_sizes` bytes of each state
-    variable of a ``freeze=False`` library); the executable."""
+    variable of a ``freeze=False`` library); the executable. The program loads the shared
+    library, or with `static` has the library's object code linked into it."""
     compiler = _compiler(library.target)
     name = library.name
-    library.save(folder / f"lib{name}.so", header=folder / f"{name}.h")
+    library.save(folder / (f"{name}.o" if static else f"lib{name}.so"),
+                 header=folder / f"{name}.h")
     unknown = sum(d is None for ty in user_inputs(library) for d in ty.shape)
     reads = []
     for i, array in enumerate(inputs):
@@ -113,9 +115,11 @@ def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int =
                        else f"{name}(inputs, dims, outputs)")
               .replace("STEPS", str(steps)).replace("STATE_DUMP", dump))
     (folder / "main.c").write_text(source)
+    linked = ([str(folder / f"{name}.o"), *library.libraries, "-lm", "-lpthread",
+               *(f"-Wl,-rpath,{Path(p).parent}" for p in library.libraries[:1])] if static
+              else [f"-L{folder}", f"-l{name}", f"-Wl,-rpath,{folder}"])
     subprocess.run([compiler, "-O1", "-o", str(folder / "main"), str(folder / "main.c"),
-                    f"-L{folder}", f"-l{name}", f"-Wl,-rpath,{folder}"], check=True,
-                   cwd=folder)
+                    *linked], check=True, cwd=folder)
     return folder / "main"
 
 

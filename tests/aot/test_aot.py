@@ -159,7 +159,7 @@ def test_the_compile_command(tmp_path):
     assert (tmp_path / "f.so").exists() and "int32_t f(" in (tmp_path / "f.h").read_text()
     result = subprocess.run([*command, "compile", f"{source}:f", "--arg", "f32[?,8]", "-o",
                              str(tmp_path / "f.txt")], capture_output=True, text=True)
-    assert result.returncode != 0 and "write OUT.so, OUT.o or OUT.ptx" in result.stderr
+    assert result.returncode != 0 and "write OUT.so, OUT.o, OUT.wasm or OUT.ptx" in result.stderr
 
 
 def test_a_loop_and_a_branch_in_a_c_program(tmp_path):
