@@ -9,7 +9,25 @@ that fails: the program returns its out-of-memory code) and call the C library's
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from typing import Any
+
 import llvmlite.binding as llvm
+
+from stageflow.aot import javascript
+
+# Where the WASI C library (Debian's wasi-libc) is found: its libc.a, libm.a, crt1-reactor.o.
+LIBC_DIRS = ("/usr/lib/wasm32-wasi", "/usr/share/wasi-sysroot/lib/wasm32-wasi")
+# The stack at the bottom of memory (--stack-first: an overflow runs below address 0 and
+# traps, instead of overwriting data). 1 MiB: a generated function's largest frame is the
+# own gemm's 16 KiB packed panel, and an op's tasks run in turn on this one stack, not on
+# worker threads; memory beyond costs the module as much of its initial memory.
+STACK_BYTES = 1 << 20
+MAX_MEMORY = 1 << 32  # wasm32's whole address space; memory grows as malloc asks
 
 # The C functions the generated code declares with 64-bit sizes: name -> (the result and
 # parameters as declared, the indices of the size parameters).
@@ -26,11 +44,16 @@ def adapt(module: llvm.ModuleRef) -> None:
     declared = [f for f in module.functions if f.name in _SIZED and f.is_declaration]
     if not declared:
         return
+    names = [f.name for f in declared]
     for function in declared:
         function.name = _PREFIX + function.name
-    shims = llvm.parse_assembly("\n".join(_shim(f.name[len(_PREFIX):]) for f in declared))
+    shims = llvm.parse_assembly("\n".join(map(_shim, names)))
     shims.triple, shims.data_layout = module.triple, module.data_layout
     module.link_in(shims)
+    # Defined with external linkage so that linking resolves the renamed declarations
+    # (an internal definition would be renamed apart from them), then made internal.
+    for name in names:
+        module.get_function(_PREFIX + name).linkage = llvm.Linkage.internal
 
 
 def _shim(name: str) -> str:
@@ -46,13 +69,123 @@ def _shim(name: str) -> str:
         fits = f"%ok{i}"
         narrowed.append(f"i32 %t{i}")
     return (f"declare {result} @{name}({', '.join('i32' for _ in params)})\n"
-            f"define internal {result} @{_PREFIX}{name}({arguments}) {{\n"
+            f"define {result} @\"{_PREFIX}{name}\"({arguments}) {{\n"
             + "\n".join(checks) +
             f"\n  br i1 {fits}, label %call, label %refuse\n"
             f"call:\n  %r = call {result} @{name}({', '.join(narrowed)})\n  ret {result} %r\n"
             f"refuse:\n  ret {result} null\n}}\n")
 
 
-def save(artefact: object, path: str) -> str:
-    """Link `artefact` into a WebAssembly module at `path` (with its ES module beside it)."""
-    raise NotImplementedError("sf.aot: writing a .wasm module is not available yet; save a .o")
+def save(artefact: Any, path: str) -> str:
+    """Link `artefact` (a ``wasm32`` `CPUArtefact`) against the WASI C library into a
+    self-contained module at `path`, and write its ES module ``NAME.mjs`` beside it; the
+    module's path.
+
+    The module imports nothing: it exports its C entry points, ``malloc`` and ``free`` (for
+    the caller's buffers), its memory (growable to wasm32's 4 GiB) and ``_initialize``
+    (the C constructors that fill the splat constants: ``Model.load`` calls it once)."""
+    linker = shutil.which("wasm-ld")
+    if linker is None:
+        raise RuntimeError("sf.aot: linking a .wasm needs LLVM's WebAssembly linker wasm-ld "
+                           "on PATH (Debian's lld package: apt-get install lld); or save a "
+                           ".o and link it yourself")
+    libc = next((d for d in LIBC_DIRS if os.path.exists(os.path.join(d, "libc.a"))), None)
+    if libc is None:
+        raise RuntimeError("sf.aot: linking a .wasm needs the WASI C library (libc.a, libm.a "
+                           f"and crt1-reactor.o in one of {', '.join(LIBC_DIRS)}: Debian's "
+                           "wasi-libc package, apt-get install wasi-libc); or save a .o and "
+                           "link it yourself")
+    name = artefact.name
+    stateful = f"{name}_state_new(" in artefact.header
+    entries = [name, f"{name}_output_dims", f"{name}_release",
+               *([f"{name}_state_new", f"{name}_state_free", f"{name}_state_variable"]
+                 if stateful else []),
+               "malloc", "free", "_initialize"]
+    with tempfile.TemporaryDirectory() as scratch:
+        obj = os.path.join(scratch, f"{name}.o")
+        with open(obj, "wb") as file:
+            file.write(artefact.object_code)
+        command = [linker, "--no-entry", "-z", f"stack-size={STACK_BYTES}", "--stack-first",
+                   f"--max-memory={MAX_MEMORY}", *(f"--export={e}" for e in entries),
+                   os.path.join(libc, "crt1-reactor.o"), obj, f"-L{libc}", "-lc", "-lm",
+                   "-o", path]
+        result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode:
+        undefined = sorted(set(re.findall(r"undefined symbol: (\S+)", result.stderr)))
+        advice = (f"; the undefined symbols {', '.join(undefined)} are in neither the "
+                  f"library nor the WASI C library: compile the function without the ops "
+                  f"that call them, or save a .o and link it with a library that defines "
+                  f"them" if undefined else "")
+        raise RuntimeError(f"sf.aot: linking {path} with wasm-ld failed{advice}:\n"
+                           f"{result.stderr.strip()}")
+    with open(path, "rb") as file:
+        needed = imports(file.read())
+    if needed:
+        os.remove(path)
+        raise RuntimeError(f"sf.aot: the linked {path} imports "
+                           f"{', '.join(f'{m}.{n}' for m, n in needed)} from its host, which "
+                           "its JavaScript module does not provide; save a .o and link it "
+                           "for a host that does")
+    script = os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.mjs")
+    with open(script, "w", encoding="utf-8") as file:
+        file.write(javascript.module_text(name, artefact.signature, stateful))
+    return path
+
+
+def imports(module: bytes) -> list[tuple[str, str]]:
+    """The (module, name) pairs a WebAssembly binary imports (its import section's).
+
+    >>> header = b"\\0asm" + bytes([1, 0, 0, 0])
+    >>> section = bytes([3]) + b"env" + bytes([1]) + b"f" + bytes([0, 0])
+    >>> imports(header + bytes([2, len(section) + 1, 1]) + section)
+    [('env', 'f')]
+    """
+    if module[:4] != b"\0asm":
+        raise ValueError("not a WebAssembly module")
+    at = 8
+    while at < len(module):
+        kind = module[at]
+        size, at = _leb128(module, at + 1)
+        if kind == 2:
+            count, position = _leb128(module, at)
+            found = []
+            for _ in range(count):
+                names = []
+                for _ in range(2):
+                    length, position = _leb128(module, position)
+                    names.append(module[position:position + length].decode())
+                    position += length
+                found.append((names[0], names[1]))
+                position = _skip_import(module, position)
+            return found
+        at += size
+    return []
+
+
+def _skip_import(module: bytes, at: int) -> int:
+    """The position after an import's description (a function's type index, a table's,
+    memory's, global's or tag's type) that starts at `at`."""
+    kind = module[at]
+    at += 1
+    if kind in (0, 4):  # a function: its type index; a tag: attribute and type index
+        at = at + 1 if kind == 4 else at
+        return _leb128(module, at)[1]
+    if kind == 1:  # a table: element type, then limits
+        at += 1
+    if kind in (1, 2):  # limits: flags, minimum, and a maximum where flagged
+        flags = module[at]
+        at = _leb128(module, at + 1)[1]
+        return _leb128(module, at)[1] if flags & 1 else at
+    return at + 2  # a global: value type and mutability
+
+
+def _leb128(data: bytes, at: int) -> tuple[int, int]:
+    """The unsigned LEB128 number at `at`, and the position after it."""
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
