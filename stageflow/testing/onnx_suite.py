@@ -5,6 +5,7 @@ case's tolerances (ONNX's `Runner.assert_similar_outputs`).
 
     python -m stageflow.testing.onnx_suite [-k REGEX] [--kind node] [--verbose]
                                            [--reference] [--jobs N] [--interpreted | --aot]
+                                           [--target aarch64-linux-gnu]
 
 prints a row per kind (passed, failed, excluded) and names every failure with its first
 error line (--verbose: every case). --reference runs onnxruntime's own backend
@@ -12,7 +13,9 @@ error line (--verbose: every case). --reference runs onnxruntime's own backend
 failure says whether onnxruntime passes it. --interpreted runs the staged graphs through
 the interpreter; --aot compiles each case ahead of time (its inputs' shapes fixed) into a
 library a C program calls (`stageflow.testing.c_program`), as a user of ``stageflow
-compile model.onnx`` would: ``--kind real --aot`` is the light models from C. The
+compile model.onnx`` would: ``--kind real --aot`` is the light models from C, and with
+``--target aarch64-linux-gnu`` the same compiled for aarch64 and run under qemu, with
+``--target wasm32`` as WebAssembly under Node.js (`wasm_program`). The
 exclusions, each with its reason, are `stageflow/onnx/exclusions.txt`: one ``REGEX  #
 reason`` a line, searched in the case's name; only for types stageflow has no tensors of
 and ops out of its scope. Each case is compiled, so the cases run in a pool of two
@@ -50,7 +53,7 @@ from onnx.backend.test.runner import Runner
 from stageflow.aot.library import compile_function
 from stageflow.onnx.backend import StageflowBackend
 from stageflow.onnx.importer import load
-from stageflow.testing import c_program
+from stageflow.testing import c_program, wasm_program
 
 KINDS = ("node", "simple", "pytorch-converted", "pytorch-operator", "real")
 OUTCOMES = ("passed", "failed", "excluded")
@@ -182,9 +185,10 @@ def check(backend: Any, model: onnx.ModelProto, data_sets: DataSets, case: TestC
     return ""
 
 
-def check_aot(model: onnx.ModelProto, data_sets: DataSets, case: TestCase) -> str:
-    """"" when the case's model, compiled ahead of time for each data set's input shapes and
-    called from C, reproduces every data set, else the first error line."""
+def check_aot(model: onnx.ModelProto, data_sets: DataSets, case: TestCase,
+              target: str = "cpu") -> str:
+    """"" when the case's model, compiled ahead of time for `target` for each data set's
+    input shapes and called from C, reproduces every data set, else the first error line."""
     names = [x.name for x in _graph_inputs(model)]
     try:
         with tempfile.TemporaryDirectory(prefix="onnx_aot_") as folder:
@@ -193,19 +197,31 @@ def check_aot(model: onnx.ModelProto, data_sets: DataSets, case: TestCase) -> st
                 shapes = {name: x.shape for name, x in zip(names, arrays, strict=True)}
                 imported = load(model, input_shapes=shapes)
                 library = compile_function(imported.function, *imported.input_signature,
-                                           name="model")
+                                           name="model", target=target)
                 data = Path(folder, str(index))
                 data.mkdir()
-                outputs = c_program.call(data, library, arrays)
+                outputs = _call(data, library, arrays)
                 Runner.assert_similar_outputs(list(references), outputs, case.rtol, case.atol)
     except Exception as error:  # the outcome is the report: any failure is counted
         return _first_line(error)
     return ""
 
 
-def run_case(case: TestCase, reference: bool = False, mode: str = "compiled") -> Outcome:
+def _call(folder: Path, library: Any, arrays: list) -> list:
+    """The outputs of `library` called once on `arrays`: from C, or for a WebAssembly
+    library from Node.js."""
+    if library.target != "wasm32":
+        return c_program.call(folder, library, arrays)
+    result = wasm_program.run(folder, library, arrays)
+    if result.code:
+        raise RuntimeError(f"the Node.js call of {library.name} returned {result.code}")
+    return result.outputs
+
+
+def run_case(case: TestCase, reference: bool = False, mode: str = "compiled",
+             target: str = "cpu") -> Outcome:
     """One case: imported, run on each data set in `mode` ("compiled", "interpreted" or
-    "aot") and compared (and by onnxruntime too)."""
+    "aot", for `target`) and compared (and by onnxruntime too)."""
     try:
         model, data_sets = materialise(case)
     except Exception as error:  # a case whose files cannot be read is a failure too
@@ -216,7 +232,7 @@ def run_case(case: TestCase, reference: bool = False, mode: str = "compiled") ->
     reason = exclusion(case.name)
     if reason is not None:
         return Outcome(case.kind, case.name, "excluded", reason, ort)
-    detail = (check_aot(model, data_sets, case) if mode == "aot" else
+    detail = (check_aot(model, data_sets, case, target) if mode == "aot" else
               check(StageflowBackend, model, data_sets, case, jit=mode == "compiled"))
     return Outcome(case.kind, case.name, "failed" if detail else "passed", detail, ort)
 
@@ -231,15 +247,15 @@ def _onnxruntime() -> Any:
 
 
 def _run_all(selected: list[TestCase], jobs: int, reference: bool,
-             mode: str) -> Iterator[Outcome]:
+             mode: str, target: str) -> Iterator[Outcome]:
     if jobs <= 1:
         for case in selected:
-            yield run_case(case, reference, mode)
+            yield run_case(case, reference, mode, target)
         return
     context = multiprocessing.get_context("spawn")  # no forked compiler threads
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         yield from pool.map(run_case, selected, [reference] * len(selected),
-                            [mode] * len(selected), chunksize=4)
+                            [mode] * len(selected), [target] * len(selected), chunksize=4)
 
 
 def print_table(counts: dict[str, Counter], reference: bool) -> None:
@@ -267,11 +283,16 @@ def main(argv: list[str] | None = None) -> int:
                        help="run the staged graphs through the interpreter (jit=False)")
     modes.add_argument("--aot", dest="mode", action="store_const", const="aot",
                        help="compile each case into an AOT library and call it from C")
+    parser.add_argument("--target", default="cpu", metavar="MACHINE",
+                        help="with --aot: the machine to compile for (aarch64-linux-gnu runs "
+                             "under qemu, wasm32 under Node.js)")
     args = parser.parse_args(argv)
+    if args.target != "cpu" and args.mode != "aot":
+        parser.error("--target is for --aot")
     selected = cases(args.kind or KINDS, args.pattern)
     counts: dict[str, Counter] = defaultdict(Counter)
-    for done, outcome in enumerate(_run_all(selected, args.jobs, args.reference, args.mode),
-                                   1):
+    for done, outcome in enumerate(_run_all(selected, args.jobs, args.reference, args.mode,
+                                            args.target), 1):
         counts[outcome.kind][outcome.outcome] += 1
         if outcome.reference:
             counts[outcome.kind][f"ort {outcome.reference}"] += 1

@@ -6,6 +6,7 @@ own gemm, checked here natively over every layout the BLAS took."""
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,9 +73,22 @@ def test_a_static_object_links_into_an_aarch64_program(tmp_path, aarch64_tools, 
     assert not (tmp_path / "libmodel.so").exists()
 
 
-def test_sve_where_the_cpu_has_it(tmp_path, aarch64_tools, models):
-    """cpu= picks the instructions: Neoverse V1's SVE runs under qemu's emulated CPU."""
+def disassembly(library, folder: Path) -> str:
+    path = library.save(folder / "code.o")
+    return subprocess.run(["aarch64-linux-gnu-objdump", "-d", path], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_vectors_are_the_targets(tmp_path, aarch64_tools, models):
+    """The baseline CPU's loops use NEON's vectors (fmla on v registers); cpu= picks the
+    instructions: Neoverse V1's SVE (z registers), which runs under qemu's emulated CPU."""
     function, spec, x = models["mlp"]
+    neon = disassembly(sf.aot.compile(function, spec, target=AARCH64), tmp_path)
+    assert re.search(r"fmla\s+v\d+\.4s", neon)
+    assert not re.search(r"\bz\d+\.s\b", neon)
+    sve = disassembly(sf.aot.compile(function, spec, target=AARCH64, cpu="neoverse-v1"),
+                      tmp_path)
+    assert re.search(r"\bz\d+\.s\b", sve)
     compare(tmp_path, function, spec, x, rtol=1e-4, atol=1e-6, target=AARCH64,
             cpu="neoverse-v1")
 
