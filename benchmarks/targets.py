@@ -5,9 +5,11 @@ WebAssembly backend) running the same model; and this machine's self-contained l
 
     python -m benchmarks.targets [MODEL ...] [--rounds N] [--json PATH]
 
-MODEL: ``mlp`` (784-64-10, batch 64, the README's MLP), ``light_squeezenet`` and
-``light_resnet50`` (ONNX's light models, batch 1, imported with ``sf.onnx.load``). The MLP
-goes to onnxruntime-web as ``sf.onnx.export`` writes it, the light models as their files:
+MODEL: ``matmul`` (512 x 512 by a constant 512 x 512, float32: the gemm alone), ``mlp``
+(784-64-10, batch 64, the README's MLP), ``light_squeezenet`` and
+``light_resnet50`` (ONNX's light models, batch 1, imported with ``sf.onnx.load``). The matmul
+and the MLP go to onnxruntime-web as ``sf.onnx.export`` writes them, the light models as
+their files:
 the same model for every contender.
 
 Contenders (inputs fixed, outputs checked against each other before timing):
@@ -165,6 +167,19 @@ def _mlp() -> tuple[Any, list[np.ndarray], onnx.ModelProto]:
         np.float32)], sf.onnx.export(predict, [spec], opset=21))
 
 
+def _matmul() -> tuple[Any, list[np.ndarray], onnx.ModelProto]:
+    rng = np.random.default_rng(0)
+    w = sf.constant(rng.standard_normal((512, 512)).astype(np.float32))
+
+    @sf.function
+    def product(x):
+        return sf.matmul(x, w)
+
+    spec = sf.TensorSpec([512, 512], sf.float32, name="x")
+    return (product.get_concrete_function(spec), [rng.standard_normal((512, 512)).astype(
+        np.float32)], sf.onnx.export(product, [spec], opset=21))
+
+
 def _light(name: str) -> tuple[Any, list[np.ndarray], onnx.ModelProto]:
     path = LIGHT_DIR / f"{name}.onnx"
     model = onnx.load(str(path))
@@ -178,6 +193,7 @@ def _light(name: str) -> tuple[Any, list[np.ndarray], onnx.ModelProto]:
 
 
 MODELS: dict[str, Callable[[], tuple[Any, list[np.ndarray], onnx.ModelProto]]] = {
+    "matmul": _matmul,
     "mlp": _mlp,
     "light_squeezenet": lambda: _light("light_squeezenet"),
     "light_resnet50": lambda: _light("light_resnet50"),

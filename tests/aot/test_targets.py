@@ -123,6 +123,25 @@ def test_own_gemm_over_every_layout(tmp_path, transpose_a, transpose_b, dtype):
                                    rtol=tolerance, atol=tolerance)
 
 
+def test_own_gemm_splits_a_large_product_over_the_cores(tmp_path):
+    """A product of millions of multiply-adds runs its rows as tasks on the worker pool:
+    the same numbers, on every row (an odd count of them, not a multiple of the tile's)."""
+    w = sf.constant(RNG.standard_normal((300, 211)).astype(np.float32))
+
+    @sf.function
+    def product(x):
+        return sf.matmul(x, w)
+
+    x = RNG.standard_normal((203, 300)).astype(np.float32)
+    library = sf.aot.compile(product, sf.TensorSpec(x.shape), name="product",
+                             self_contained=True)
+    assert b"sf.cblas.rows.float32" in library.object_code  # the task, compiled in
+    executable = build(tmp_path, library, [x])
+    assert run(executable)[0] == "rc 0"
+    np.testing.assert_allclose(read_output(tmp_path, 0, np.float32, (203, 211)),
+                               x @ w.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_own_gemm_under_a_convolutions_gradients(tmp_path):
     """The convolutions' gradients call the gemm as they call the BLAS's: a
     self-contained library's gradients are Python's."""

@@ -123,10 +123,18 @@ def blas_guard(module: ir.Module) -> ir.GlobalVariable:
 def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
     """Emit `region` with OpenBLAS single-threaded around it: the first of the regions
     running at once saves the thread count and sets it to 1, the last one out restores it
-    (under a spin lock: a region is milliseconds, the lock a few instructions); just
-    `region` where the platform has no OpenBLAS."""
-    if not platform.current().blas:
-        region()
+    (under a spin lock: a region is milliseconds, the lock a few instructions). Where the
+    platform has no OpenBLAS, the guard's count alone says that such regions are running,
+    for our own gemm not to split itself over threads meanwhile (`own_blas`)."""
+    machine = platform.current()
+    if not machine.blas:
+        if machine.threads:
+            running = own_blas.regions(b.module)
+            b.atomic_rmw("add", running, i64(1), "acq_rel")
+            region()
+            b.atomic_rmw("sub", running, i64(1), "acq_rel")
+        else:
+            region()
         return
     module = b.module
     guard = blas_guard(module)

@@ -9,15 +9,17 @@ logits near 1e9 (ONNX's light SqueezeNet) turns that ulp into a different answer
 onnxruntime's kernels, whose sums are in one order, agree with the reference. Here a
 column's sum is ``fma(a[k-1], b[k-1], ... fma(a[0], b[0], c))`` wherever it lies: in a
 whole block of vectors, in a narrower one at the right edge, in the masked lanes of the
-last vector, in a tile of `ROWS` rows or a single row; a K split into chunks (the caller
-accumulating) continues each chain where the previous chunk left it.
+last vector, in a tile of rows or a single row; a K split into chunks (the caller
+accumulating) continues each chain where the previous chunk left it. (WebAssembly has no
+fused multiply-add: there each step is a multiply and an add, in the same order.)
 
-The micro-kernel: a tile of `ROWS` rows by `VECTORS` vectors of columns keeps its sums in
-registers (12 AVX2 vectors), per k one vector load of B per vector, one broadcast of A per
-row and an fma per row and vector. Around it GotoBLAS's blocking: k in chunks of `DEPTH`
-(a tile's sums stored in C between chunks, which rounds nothing), rows in blocks of
-`BLOCK_ROWS` (A's block, BLOCK_ROWS x DEPTH, stays in L2 while every block of columns
-passes over it), columns in blocks of that width, then one vector, then the rest. Each
+The micro-kernel: a `Tile` of rows by vectors of columns keeps its sums in registers (on
+x86, 6 rows by 2 AVX2 vectors: 12 sums; the shape is the target's, `TILES`), per k one
+vector load of B per vector, one broadcast of A per row and an fma per row and vector.
+Around it GotoBLAS's blocking: k in chunks of `DEPTH` (a tile's sums stored in C between
+chunks, which rounds nothing), rows in blocks of `Tile.block_rows` (A's block, rows x
+DEPTH, stays in L2 while every block of columns passes over it), columns in blocks of the
+tile's width, then one vector, then the rest. Each
 block of columns first copies its panel of B (DEPTH x its width) into 16 KB of stack, where
 the tiles read it from L1: in place, B's rows often lie a power of two apart (512 filters:
 2 KB), which maps a panel onto a few of L1's sets. The copy pads the last, partial vector
@@ -39,12 +41,36 @@ from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
 from stageflow.codegen.targets import platform
 
-ROWS = 6  # rows of a tile: with 2 vectors, 12 sums hide the fma's latency
 DEPTH = 256  # k per chunk
-BLOCK_ROWS = 16 * ROWS  # rows per block: 96 KB of float32 A per chunk
-VECTORS = 2  # vectors of columns in a whole block
-VECTOR_BYTES = 32  # AVX2's vectors (LLVM splits them in two where there is only SSE)
 PTR = ir.PointerType()
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A micro-kernel's shape: `rows` of C by `vectors` vectors of `vector_bytes`, its sums
+    in registers; a block is 16 tiles' rows (96 KB of float32 A per chunk at 6 rows)."""
+
+    rows: int
+    vectors: int
+    vector_bytes: int
+
+    @property
+    def block_rows(self) -> int:
+        return 16 * self.rows
+
+
+# x86: 12 sums of AVX2's vectors hide the fma's latency (LLVM splits them in two where there
+# is only SSE). aarch64: NEON's 32 registers hold 24 sums of 4 lanes, the panel's 4 vectors
+# and A's broadcast. WebAssembly: SIMD128 in a runtime that maps it onto 16 SSE/AVX
+# registers (V8 on x86-64): 8 sums, 2 vectors of B and a broadcast leave room, where 12
+# sums of two registers each spilled.
+TILES = {"aarch64": Tile(6, 4, 16), "wasm32": Tile(4, 2, 16)}
+DEFAULT_TILE = Tile(6, 2, 32)
+
+
+def tile() -> Tile:
+    """The micro-kernel's shape for the platform being built for."""
+    return TILES.get(platform.current().arch, DEFAULT_TILE)
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
@@ -84,7 +110,8 @@ class _Gemm:
             self.accumulate = args
         self.element = F32 if dtype == np.float32 else ir.DoubleType()
         self.itemsize = dtype.itemsize
-        self.lanes = VECTOR_BYTES // dtype.itemsize
+        self.tile = tile()
+        self.lanes = self.tile.vector_bytes // dtype.itemsize
         self.vector = ir.VectorType(self.element, self.lanes)
         suffix = f"v{self.lanes}{'f32' if self.element == F32 else 'f64'}"
         self.fma = declare(b.module, platform.current().fma(suffix), self.vector,
@@ -94,7 +121,7 @@ class _Gemm:
                                    [PTR, I32, mask, self.vector])
         self.masked_store = declare(b.module, f"llvm.masked.store.{suffix}.p0",
                                     ir.VoidType(), [self.vector, PTR, I32, mask])
-        self.panel = entry_alloca(b, self.vector, DEPTH * VECTORS, "panel")  # in vectors
+        self.panel = entry_alloca(b, self.vector, DEPTH * self.tile.vectors, "panel")
         b.position_at_end(b.block)  # after it: the entry block was empty
 
     def emit(self) -> None:
@@ -107,11 +134,11 @@ class _Gemm:
             onto = b.or_(self.accumulate, b.icmp_signed(">", k0, i64(0)))
 
             def rows(m0: ir.Value) -> None:
-                m1 = b.select(b.icmp_signed("<", b.add(m0, i64(BLOCK_ROWS)), self.m),
-                              b.add(m0, i64(BLOCK_ROWS)), self.m)
+                end = b.add(m0, i64(self.tile.block_rows))
+                m1 = b.select(b.icmp_signed("<", end, self.m), end, self.m)
                 self._blocks(_Span((m0, m1), (k0, k1), onto))
 
-            counted_loop(b, i64(0), self.m, i64(BLOCK_ROWS), rows, "rows")
+            counted_loop(b, i64(0), self.m, i64(self.tile.block_rows), rows, "rows")
 
         # One chunk when k is 0: C still gets its zeros (or keeps its values).
         chunks = b.select(b.icmp_signed(">", self.k, i64(0)), self.k, i64(1))
@@ -135,17 +162,15 @@ class _Gemm:
         counted_loop(b, k0, k1, i64(1), row, "pack")
 
     def _blocks(self, span: _Span) -> None:
-        """Whole blocks of `VECTORS` vectors, then one vector, then the masked rest."""
-        b, lanes = self.b, self.lanes
-        block = VECTORS * lanes
+        """Whole blocks of the tile's vectors, then single vectors, then the masked rest."""
+        b, lanes, vectors = self.b, self.lanes, self.tile.vectors
+        block = vectors * lanes
         whole = b.mul(b.sdiv(self.n, i64(block)), i64(block))
         counted_loop(b, i64(0), whole, i64(block),
-                     lambda n0: self._columns(span, n0, VECTORS, None), "block")
-        rest = b.sub(self.n, whole)
-        single = b.icmp_signed(">=", rest, i64(lanes))
-        with b.if_then(single):
-            self._columns(span, whole, 1, None)
-        start = b.add(whole, b.select(single, i64(lanes), i64(0)))
+                     lambda n0: self._columns(span, n0, vectors, None), "block")
+        start = b.mul(b.sdiv(self.n, i64(lanes)), i64(lanes))
+        counted_loop(b, whole, start, i64(lanes),
+                     lambda n0: self._columns(span, n0, 1, None), "vector")
         left = b.sub(self.n, start)
         with b.if_then(b.icmp_signed(">", left, i64(0))):
             lane = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
@@ -158,13 +183,14 @@ class _Gemm:
     def _columns(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None
                  ) -> None:
         """The span's rows by the columns from `n0`, `vectors` vectors wide (one masked by
-        `mask`): tiles of `ROWS` rows, then the rows left one at a time."""
+        `mask`): tiles of the tile's rows, then the rows left one at a time."""
         b = self.b
         self._pack(span, n0, vectors, mask)
         m0, m1 = span.rows
-        tiles = b.add(m0, b.mul(b.sdiv(b.sub(m1, m0), i64(ROWS)), i64(ROWS)))
-        counted_loop(b, m0, tiles, i64(ROWS),
-                     lambda r: self._tile(span, r, ROWS, n0, vectors, mask), "tile")
+        rows = self.tile.rows
+        tiles = b.add(m0, b.mul(b.sdiv(b.sub(m1, m0), i64(rows)), i64(rows)))
+        counted_loop(b, m0, tiles, i64(rows),
+                     lambda r: self._tile(span, r, rows, n0, vectors, mask), "tile")
         counted_loop(b, tiles, m1, i64(1),
                      lambda r: self._tile(span, r, 1, n0, vectors, mask), "row")
 
