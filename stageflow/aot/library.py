@@ -240,6 +240,14 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     >>> y
     array([3., 5., 7.], dtype=float32)
     >>> shutil.rmtree(directory)
+
+    For another machine, the same function's object code (``.o``; ``.so`` with the
+    target's C compiler, ``.wasm`` and its ES module for WebAssembly):
+
+    >>> board = sf.aot.compile(affine, sf.TensorSpec([None], sf.float32), name="affine",
+    ...                        target="aarch64-linux-gnu")
+    >>> board.target, board.object_code[:4], board.libraries
+    ('aarch64-linux-gnu', b'\x7fELF', [])
     """
     if target not in TARGETS:
         raise ValueError(f"sf.aot.compile: target must be one of {TARGETS}, got {target!r}")
