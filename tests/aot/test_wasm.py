@@ -1,0 +1,245 @@
+"""Libraries compiled for WebAssembly (``target="wasm32"``), linked into a ``.wasm`` and
+called through their generated ES module under Node.js and in headless Chromium, against
+the same functions run here."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from test_aot import mlp_forward  # the same MLP as the native libraries
+
+import stageflow as sf
+from stageflow.aot import wasm
+from stageflow.codegen.program.abi import OP_FAILED
+from stageflow.testing import wasm_program
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name: str):
+    """The module examples/NAME.py (the examples are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mlp(wasm_tools):
+    predict = mlp_forward()
+    return predict, sf.aot.compile(predict, sf.TensorSpec([None, 784], sf.float32),
+                                   target="wasm32", name="mlp")
+
+
+def node(folder: pathlib.Path, script: str) -> str:
+    """Run `script` as an ES module in `folder` under Node.js; its output."""
+    (folder / "check.mjs").write_text(script)
+    done = subprocess.run(["node", "check.mjs"], cwd=folder, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_the_mlp_under_node_matches_python(tmp_path, mlp, batch):
+    predict, library = mlp
+    x = np.random.default_rng(batch).standard_normal((batch, 784)).astype(np.float32)
+    result = wasm_program.run(tmp_path, library, [x], dims=[batch])
+    assert result.code == 0 and result.state == []
+    probabilities, labels = predict(sf.constant(x))
+    np.testing.assert_allclose(result.outputs[0], probabilities.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(result.outputs[1], labels.numpy())
+
+
+def test_the_module_is_self_contained(tmp_path, mlp):
+    """No imports: the C library is linked in; the entry points, malloc/free, memory and the
+    constructors' _initialize are exported."""
+    _, library = mlp
+    path = pathlib.Path(library.save(tmp_path / "mlp.wasm"))
+    assert wasm.imports(path.read_bytes()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.h", "mlp.mjs", "mlp.wasm"]
+    exports = node(tmp_path, """
+const module = new WebAssembly.Module((await import("node:fs")).readFileSync("mlp.wasm"));
+console.log(WebAssembly.Module.exports(module).map((e) => e.name).sort().join(" "));
+""")
+    assert exports.split() == sorted(["memory", "_initialize", "malloc", "free", "mlp",
+                                      "mlp_output_dims", "mlp_release"])
+
+
+@pytest.fixture(scope="module")
+def resnet(wasm_tools):
+    model = example("resnet").cifar_resnet()
+    infer = sf.function(lambda x: model(x, training=False))
+    return infer, sf.aot.compile(infer, sf.TensorSpec([None, 32, 32, 3], sf.float32),
+                                 target="wasm32", name="resnet")
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_small_resnet_under_node_matches_python(tmp_path, resnet, batch):
+    infer, library = resnet
+    x = np.random.default_rng(batch).standard_normal((batch, 32, 32, 3)).astype(np.float32)
+    result = wasm_program.run(tmp_path, library, [x], dims=[batch])
+    assert result.code == 0
+    np.testing.assert_allclose(result.outputs[0], infer(sf.constant(x)).numpy(), rtol=1e-4,
+                               atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def transformer(wasm_tools):
+    module = example("transformer")
+    model = module.Transformer()
+    infer = sf.function(lambda tokens: model(tokens))
+    return module, infer, sf.aot.compile(infer, sf.TensorSpec([None, module.LENGTH], sf.int32),
+                                         target="wasm32", name="transformer")
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_transformer_under_node_matches_python(tmp_path, transformer, batch):
+    module, infer, library = transformer
+    rng = np.random.default_rng(batch)
+    tokens = rng.integers(0, module.VOCAB, (batch, module.LENGTH)).astype(np.int32)
+    result = wasm_program.run(tmp_path, library, [tokens], dims=[batch])
+    assert result.code == 0
+    assert result.outputs[0].shape == (batch, module.LENGTH, module.VOCAB)
+    np.testing.assert_allclose(result.outputs[0], infer(sf.constant(tokens)).numpy(),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_a_training_step_keeps_its_state_across_calls(tmp_path, wasm_tools):
+    rng = np.random.default_rng(3)
+    w = sf.Variable(np.zeros((3, 1), np.float32), name="w")
+    b = sf.Variable(np.zeros(1, np.float32), name="b")
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.25).astype(np.float32)
+
+    @sf.function
+    def train_step(x, y):
+        with sf.GradientTape() as tape:
+            loss = sf.reduce_mean(sf.square(sf.matmul(x, w) + b - y))
+        dw, db = tape.gradient(loss, [w, b])
+        w.assign_sub(0.1 * dw)
+        b.assign_sub(0.1 * db)
+        return loss
+
+    library = sf.aot.compile(train_step, sf.TensorSpec([None, 3], sf.float32),
+                             sf.TensorSpec([None, 1], sf.float32), target="wasm32",
+                             name="train", freeze=False)
+    result = wasm_program.run(tmp_path, library, [x, y], dims=[16, 16], steps=6)
+    assert result.code == 0
+    for _ in range(6):
+        loss = train_step(sf.constant(x), sf.constant(y))
+    np.testing.assert_allclose(result.state[0], w.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(result.state[1], b.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(result.outputs[0], loss.numpy(), rtol=1e-5)
+    assert np.abs(w.numpy()).min() > 0.01  # it trained
+
+
+def test_wrong_inputs_throw_errors_naming_them(tmp_path, wasm_tools):
+    @sf.function
+    def pair(a, b):
+        return sf.exp(a) + b
+
+    spec = sf.TensorSpec([None, 3], sf.float32)
+    library = sf.aot.compile(pair, spec, spec, name="pair", target="wasm32")
+    a = np.ones((4, 3), np.float32)
+    # Two batch dims that do not broadcast: the add refuses, the call throws with its code.
+    result = wasm_program.run(tmp_path, library, [a, np.ones((2, 3), np.float32)], dims=[4, 2])
+    assert result.code >= OP_FAILED and result.outputs == []
+    lines = node(tmp_path, """
+import { Model } from "./pair.mjs";
+const model = await Model.load();
+const good = new Float32Array(6);
+const attempts = [
+  () => model.call(good),
+  () => model.call(new Float64Array(6), good),
+  () => model.call(good, new Float32Array(7)),
+  () => model.call(good, { data: good, shape: [3, 2] }),
+  () => model.call(good, new Float32Array(12)),
+];
+for (const attempt of attempts) {
+  try { attempt(); console.log("no error"); } catch (error) { console.log(error.message); }
+}
+const [sum] = model.call({ data: good, shape: [2, 3] }, good);
+console.log(JSON.stringify([Array.from(sum), sum.shape]));
+""").splitlines()
+    assert lines[0] == "pair: expected 2 inputs (float32 [?, 3]; float32 [?, 3]), given 1"
+    assert lines[1] == ("pair: input 0 (float32 [?, 3], a Float32Array) must be a Float32Array, "
+                        "given a Float64Array of 6 elements")
+    assert lines[2] == ("pair: input 1 (float32 [?, 3], a Float32Array): 7 elements are not a "
+                        "whole number of 3-element rows")
+    assert lines[3] == "pair: input 1 (float32 [?, 3], a Float32Array): shape [3, 2] does not fit"
+    assert lines[4].startswith(f"pair returned {OP_FAILED}: op 0 of the function refused its "
+                               "operands")
+    assert lines[5] == "[[1,1,1,1,1,1],[2,3]]"
+
+
+def test_saving_without_the_linker_names_the_package(tmp_path, mlp, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match=r"wasm-ld .*Debian's lld package"):
+        mlp[1].save(tmp_path / "mlp.wasm")
+
+
+PAGE = """<!doctype html>
+<html><body><pre id="out">loading</pre>
+<script type="module">
+import { Model } from "./mlp.mjs";
+const out = document.getElementById("out");
+try {
+  const model = await Model.load(new URL("./mlp.wasm", import.meta.url));
+  const x = new Float32Array(await (await fetch("x.bin")).arrayBuffer());
+  const [probabilities, labels] = model.call({ data: x, shape: [2, 784] });
+  out.textContent = JSON.stringify({ probabilities: Array.from(probabilities),
+                                     labels: Array.from(labels, Number) });
+} catch (error) {
+  out.textContent = "error: " + error.message;
+}
+</script></body></html>
+"""
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".mjs": "text/javascript", ".wasm": "application/wasm"}
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_the_mlp_runs_in_headless_chromium(tmp_path, mlp, chromium):
+    predict, library = mlp
+    site = tmp_path / "site"
+    site.mkdir()
+    library.save(site / "mlp.wasm")
+    x = np.random.default_rng(7).standard_normal((2, 784)).astype(np.float32)
+    x.tofile(site / "x.bin")
+    (site / "index.html").write_text(PAGE)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+                 "--virtual-time-budget=20000", "--dump-dom"]
+        url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
+        dom = subprocess.run([chromium, *flags, url], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+    finally:
+        server.shutdown()
+        server.server_close()
+    text = dom.stdout.split('<pre id="out">', 1)[-1].split("</pre>", 1)[0]
+    assert text.startswith("{"), (text, dom.stderr[-2000:])
+    shown = json.loads(text)
+    probabilities, labels = predict(sf.constant(x))
+    np.testing.assert_allclose(np.reshape(shown["probabilities"], (2, 10)),
+                               probabilities.numpy(), rtol=1e-5, atol=1e-7)
+    assert shown["labels"] == labels.numpy().tolist()
