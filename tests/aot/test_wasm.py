@@ -243,3 +243,66 @@ def test_the_mlp_runs_in_headless_chromium(tmp_path, mlp, chromium):
     np.testing.assert_allclose(np.reshape(shown["probabilities"], (2, 10)),
                                probabilities.numpy(), rtol=1e-5, atol=1e-7)
     assert shown["labels"] == labels.numpy().tolist()
+
+
+def _float32_sample(rng: np.random.Generator) -> np.ndarray:
+    """Every half as a float32, the midpoints between neighbouring halves (ties) and the
+    floats just either side of them, the largest half's neighbourhood, and random bits."""
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    finite = np.sort(np.unique(halves[np.isfinite(halves)].astype(np.float64)))
+    ties = ((finite[:-1] + finite[1:]) / 2).astype(np.float32)  # exact in float32
+    near = np.concatenate([ties, np.nextafter(ties, np.float32(np.inf)),
+                           np.nextafter(ties, np.float32(-np.inf))])
+    edges = np.array([65504, 65519.996, 65520, 65536, 1e30, np.inf, -np.inf, np.nan,
+                      2.0 ** -24, 2.0 ** -25, 2.0 ** -26, 1e-30, 0.0, -0.0, 6.1e-5],
+                     np.float32)
+    noise = rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32).view(
+        np.float32)
+    return np.concatenate([halves.astype(np.float32), near, edges, -edges, noise])
+
+
+def _assert_same_floats(given: np.ndarray, expected: np.ndarray) -> None:
+    """Bit for bit where the expected value is a number; a NaN where it is a NaN."""
+    nan = np.isnan(expected.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(given.astype(np.float32)), nan)
+    bits = np.dtype(f"u{given.dtype.itemsize}")
+    np.testing.assert_array_equal(given[~nan].view(bits), expected[~nan].view(bits))
+
+
+def test_half_and_bfloat16_conversions_are_exact(tmp_path, wasm_tools):
+    """wasm32 has no half instructions: LLVM calls __extendhfsf2 and __truncsfhf2, which
+    the library defines itself (the WASI C library has neither). Every half and bfloat16
+    bit pattern to float32, and ties, their neighbours and random floats back, against
+    NumPy's and ml_dtypes' round-to-nearest-even."""
+    @sf.function
+    def conversions(h, x, a, b, brain):
+        return (sf.cast(h, sf.float32), sf.cast(x, sf.float16), a + b,
+                sf.cast(brain, sf.float32), sf.cast(x, sf.bfloat16))
+
+    vector = functools.partial(sf.TensorSpec, [None])
+    library = sf.aot.compile(conversions, vector(sf.float16), vector(sf.float32),
+                             vector(sf.float16), vector(sf.float16), vector(sf.bfloat16),
+                             target="wasm32", name="conversions")
+    rng = np.random.default_rng(0)
+    every = np.arange(1 << 16, dtype=np.uint16)
+    h, brain = every.view(np.float16), every.view(sf.bfloat16)
+    x = _float32_sample(rng)
+    a, b = (rng.integers(0, 1 << 16, 50_000, dtype=np.uint16).view(np.float16)
+            for _ in range(2))
+    result = wasm_program.run(tmp_path, library, [h, x, a, b, brain],
+                              dims=[h.size, x.size, a.size, b.size, brain.size])
+    assert result.code == 0
+    widened, narrowed, sums, brain_widened, brain_narrowed = result.outputs
+    with np.errstate(all="ignore"):  # NumPy's overflows to infinity, as the library's do
+        _assert_same_floats(widened, h.astype(np.float32))
+        _assert_same_floats(narrowed, x.astype(np.float16))
+        _assert_same_floats(sums, a + b)
+        _assert_same_floats(brain_widened, brain.astype(np.float32))
+        _assert_same_floats(brain_narrowed, x.astype(brain.dtype))
+
+
+def test_lapack_ops_are_refused_at_compile_time(wasm_tools):
+    with pytest.raises(NotImplementedError, match=r"has no lowering .*for wasm32, without "
+                                                  r"OpenBLAS and LAPACK"):
+        sf.aot.compile(lambda a: sf.linalg.inv(a), sf.TensorSpec([3, 3], sf.float32),
+                       target="wasm32")
