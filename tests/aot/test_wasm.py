@@ -306,3 +306,15 @@ def test_lapack_ops_are_refused_at_compile_time(wasm_tools):
                                                   r"OpenBLAS and LAPACK"):
         sf.aot.compile(lambda a: sf.linalg.inv(a), sf.TensorSpec([3, 3], sf.float32),
                        target="wasm32")
+
+
+def test_a_library_unfrozen_without_variables_is_called_as_its_header_says(tmp_path,
+                                                                           wasm_tools):
+    """freeze=False with no variables to keep: no state entries in the header, so none in
+    the library either (its entry takes no state argument)."""
+    library = sf.aot.compile(lambda x: x * 2.0, sf.TensorSpec([3], sf.float32),
+                             target="wasm32", name="twice", freeze=False)
+    assert "twice_state" not in library.header
+    result = wasm_program.run(tmp_path, library, [np.arange(3, dtype=np.float32)])
+    assert result.code == 0 and result.state == []
+    np.testing.assert_array_equal(result.outputs[0], [0.0, 2.0, 4.0])
