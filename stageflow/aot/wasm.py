@@ -104,7 +104,17 @@ declare float @llvm.roundeven.f32(float)
 
 def adapt(module: llvm.ModuleRef) -> None:
     """Make `module`'s declarations of `_SIZED` functions call them with wasm32's sizes,
-    and give a module that computes with IEEE halves `HALF_ROUTINES`."""
+    and give a module that computes with IEEE halves `HALF_ROUTINES`.
+
+    >>> lines = ["declare ptr @malloc(i64)", "define ptr @f() {",
+    ...          "  %p = call ptr @malloc(i64 8)", "  ret ptr %p", "}"]
+    >>> module = llvm.parse_assembly(chr(10).join(lines))
+    >>> adapt(module)
+    >>> sorted((f.name, f.linkage.name) for f in module.functions)
+    [('f', 'external'), ('malloc', 'external'), ('sf.wasm.malloc', 'internal')]
+    >>> "declare ptr @malloc(i32)" in str(module)
+    True
+    """
     if re.search(r"\bhalf\b", str(module)):
         routines = llvm.parse_assembly(HALF_ROUTINES)
         routines.triple, routines.data_layout = module.triple, module.data_layout
@@ -151,7 +161,18 @@ def save(artefact: Any, path: str) -> str:
 
     The module imports nothing: it exports its C entry points, ``malloc`` and ``free`` (for
     the caller's buffers), its memory (growable to wasm32's 4 GiB) and ``_initialize``
-    (the C constructors that fill the splat constants: ``Model.load`` calls it once)."""
+    (the C constructors that fill the splat constants: ``Model.load`` calls it once).
+
+    >>> import os, shutil, tempfile
+    >>> import stageflow as sf
+    >>> library = sf.aot.compile(lambda x: x + 1.0, sf.TensorSpec([None], sf.float32),
+    ...                          target="wasm32", name="increment")
+    >>> directory = tempfile.mkdtemp()
+    >>> path = save(library, os.path.join(directory, "increment.wasm"))
+    >>> sorted(os.listdir(directory)), imports(open(path, "rb").read())
+    (['increment.mjs', 'increment.wasm'], [])
+    >>> shutil.rmtree(directory)
+    """
     linker = shutil.which("wasm-ld")
     if linker is None:
         raise RuntimeError("sf.aot: linking a .wasm needs LLVM's WebAssembly linker wasm-ld "

@@ -67,12 +67,20 @@ def test_the_module_is_self_contained(tmp_path, mlp):
     path = pathlib.Path(library.save(tmp_path / "mlp.wasm"))
     assert wasm.imports(path.read_bytes()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.h", "mlp.mjs", "mlp.wasm"]
-    exports = node(tmp_path, """
+    lines = node(tmp_path, """
+import { Model } from "./mlp.mjs";
 const module = new WebAssembly.Module((await import("node:fs")).readFileSync("mlp.wasm"));
 console.log(WebAssembly.Module.exports(module).map((e) => e.name).sort().join(" "));
-""")
-    assert exports.split() == sorted(["memory", "_initialize", "malloc", "free", "mlp",
-                                      "mlp_output_dims", "mlp_release"])
+const model = await Model.load("mlp.wasm");  // a path, as well as the default URL
+const [probabilities, labels] = model.call(new Float32Array(3 * 784));
+model.release();
+console.log(JSON.stringify([Model.inputs, probabilities.shape, labels.constructor.name]));
+""").splitlines()
+    assert lines[0].split() == sorted(["memory", "_initialize", "malloc", "free", "mlp",
+                                       "mlp_output_dims", "mlp_release"])
+    assert json.loads(lines[1]) == [
+        [{"name": "input 0", "dtype": "float32", "shape": [None, 784], "array": "Float32Array"}],
+        [3, 10], "BigInt64Array"]
 
 
 @pytest.fixture(scope="module")
