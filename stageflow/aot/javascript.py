@@ -139,7 +139,7 @@ export class Model {
 
   constructor(instance) {
     this.exports = instance.exports;
-    if (this.exports._initialize) this.exports._initialize();  // the C constructors, once
+    this.exports._initialize();  // the C constructors (filling large splats), once
     this.state = 0;
     if (STATEFUL) {
       this.state = this.exports.@NAME@_state_new() >>> 0;

@@ -4,6 +4,7 @@ the same functions run here."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import http.server
 import importlib.util
@@ -13,6 +14,7 @@ import pathlib
 import subprocess
 import threading
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from test_aot import mlp_forward  # the same MLP as the native libraries
@@ -326,3 +328,42 @@ def test_a_library_unfrozen_without_variables_is_called_as_its_header_says(tmp_p
     result = wasm_program.run(tmp_path, library, [np.arange(3, dtype=np.float32)])
     assert result.code == 0 and result.state == []
     np.testing.assert_array_equal(result.outputs[0], [0.0, 2.0, 4.0])
+
+
+def test_large_splat_constants_are_filled_before_the_first_call(tmp_path, wasm_tools):
+    """A splat of 64 KiB or more is written by the module's constructor, not stored: the ES
+    module runs it once on load, before the state is created from the variables' values."""
+    scale = sf.constant(np.full(20_000, 0.5, np.float32))
+    offset = sf.Variable(np.full(20_000, 2.0, np.float32), name="offset")
+
+    @sf.function
+    def shift(x):
+        offset.assign_add(x)
+        return x * scale + offset
+
+    library = sf.aot.compile(shift, sf.TensorSpec([20_000], sf.float32), target="wasm32",
+                             name="shift", freeze=False)
+    x = np.linspace(-1, 1, 20_000, dtype=np.float32)
+    result = wasm_program.run(tmp_path, library, [x], steps=2)
+    assert result.code == 0
+    state = np.float32(2.0) + x + x
+    np.testing.assert_allclose(result.state[0], state, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(result.outputs[0], x * np.float32(0.5) + state, rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_a_link_failure_names_the_undefined_symbols(tmp_path, mlp):
+    """Object code that calls a function neither it nor the C library defines."""
+    _, library = mlp
+    source = "\n".join([
+        "declare i32 @sf_nowhere()",
+        *(f"define i32 @{name}(ptr %a, ptr %b, ptr %c) {{\n  %r = call i32 @sf_nowhere()\n"
+          f"  ret i32 %r\n}}" for name in ("mlp", "mlp_output_dims")),
+        "define void @mlp_release() {\n  ret void\n}"])
+    module = llvm.parse_assembly(source)
+    module.triple = "wasm32-unknown-wasi"
+    machine = llvm.Target.from_triple(module.triple).create_target_machine()
+    broken = dataclasses.replace(library, object_code=bytes(machine.emit_object(module)))
+    with pytest.raises(RuntimeError, match=r"the undefined symbols sf_nowhere are in neither"):
+        broken.save(tmp_path / "mlp.wasm")
+    assert not (tmp_path / "mlp.wasm").exists()
