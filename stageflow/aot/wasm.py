@@ -178,7 +178,9 @@ def save(artefact: Any, path: str) -> str:
         raise RuntimeError("sf.aot: linking a .wasm needs LLVM's WebAssembly linker wasm-ld "
                            "on PATH (Debian's lld package: apt-get install lld); or save a "
                            ".o and link it yourself")
-    libc = next((d for d in LIBC_DIRS if os.path.exists(os.path.join(d, "libc.a"))), None)
+    libc = next((d for d in LIBC_DIRS if all(os.path.exists(os.path.join(d, f))
+                                             for f in ("libc.a", "libm.a", "crt1-reactor.o"))),
+                None)
     if libc is None:
         raise RuntimeError("sf.aot: linking a .wasm needs the WASI C library (libc.a, libm.a "
                            f"and crt1-reactor.o in one of {', '.join(LIBC_DIRS)}: Debian's "
@@ -186,6 +188,7 @@ def save(artefact: Any, path: str) -> str:
                            "link it yourself")
     name = artefact.name
     stateful = f"{name}_state_new(" in artefact.header
+    script = javascript.module_text(name, artefact.signature, stateful)  # refuses first
     entries = [name, f"{name}_output_dims", f"{name}_release",
                *([f"{name}_state_new", f"{name}_state_free", f"{name}_state_variable"]
                  if stateful else []),
@@ -216,9 +219,9 @@ def save(artefact: Any, path: str) -> str:
                            f"{', '.join(f'{m}.{n}' for m, n in needed)} from its host, which "
                            "its JavaScript module does not provide; save a .o and link it "
                            "for a host that does")
-    script = os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.mjs")
-    with open(script, "w", encoding="utf-8") as file:
-        file.write(javascript.module_text(name, artefact.signature, stateful))
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.mjs"), "w",
+              encoding="utf-8") as file:
+        file.write(script)
     return path
 
 

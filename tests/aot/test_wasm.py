@@ -367,3 +367,12 @@ def test_a_link_failure_names_the_undefined_symbols(tmp_path, mlp):
     with pytest.raises(RuntimeError, match=r"the undefined symbols sf_nowhere are in neither"):
         broken.save(tmp_path / "mlp.wasm")
     assert not (tmp_path / "mlp.wasm").exists()
+
+
+def test_a_dtype_without_a_typed_array_is_refused_before_linking(tmp_path, wasm_tools):
+    library = sf.aot.compile(lambda z: z * 2.0, sf.TensorSpec([3], sf.complex64),
+                             target="wasm32", name="twice")
+    with pytest.raises(NotImplementedError, match=r"input 0 is complex64, which its "
+                                                  r"JavaScript module has no typed array"):
+        library.save(tmp_path / "twice.wasm")
+    assert not (tmp_path / "twice.wasm").exists()
