@@ -139,7 +139,7 @@ export class Model {
 
   constructor(instance) {
     this.exports = instance.exports;
-    if (this.exports._initialize) this.exports._initialize();  // the C constructors, once
+    this.exports._initialize();  // the C constructors (filling large splats), once
     this.state = 0;
     if (STATEFUL) {
       this.state = this.exports.@NAME@_state_new() >>> 0;
@@ -259,7 +259,7 @@ async function compile(source) {
 }
 
 async function instantiate(module) {
-  return WebAssembly.instantiate(module, @IMPORTS@);
+  return WebAssembly.instantiate(module, {});  // the module imports nothing
 }
 """
 
@@ -268,16 +268,16 @@ def spec(ty: Any, name: str) -> dict[str, Any]:
     """A JSON description of one value: name, dtype, dims (null where unknown), array."""
     dtype = np.dtype(ty.dtype).name
     if dtype not in ARRAY_TYPES:
-        raise NotImplementedError(f"sf.aot: a WebAssembly library's {name} is {dtype}, which "
-                                  "its JavaScript module has no typed array for; compile it "
-                                  "for another dtype (cast it inside the function)")
+        raise NotImplementedError(
+            f"sf.aot: a WebAssembly library's {name} is {dtype}, which its JavaScript "
+            "module has no typed array for: pass or return it as real parts (sf.complex of "
+            "two float inputs, sf.math.real and sf.math.imag of an output) or in a wider "
+            "dtype cast inside the function; or save a .o to call it from C")
     return {"name": name, "dtype": dtype, "shape": list(ty.shape), "array": ARRAY_TYPES[dtype]}
 
 
-def module_text(name: str, signature: ProgramSignature, stateful: bool,
-                imports: str = "{}") -> str:
-    """``NAME.mjs`` for library `name` of `signature` (`stateful`: it keeps a state object;
-    `imports`: the JavaScript object the module is instantiated with).
+def module_text(name: str, signature: ProgramSignature, stateful: bool) -> str:
+    """``NAME.mjs`` for library `name` of `signature` (`stateful`: it keeps a state object).
 
     >>> from stageflow.core.primitive import ShapedType
     >>> signature = ProgramSignature("f", (ShapedType((None, 3), np.dtype("float32")),),
@@ -305,7 +305,6 @@ def module_text(name: str, signature: ProgramSignature, stateful: bool,
         "@STATEFUL@": json.dumps(stateful),
         "@CODES@": json.dumps({str(code): text for code, text in codes.items()}),
         "@OP_FAILED@": str(OP_FAILED),
-        "@IMPORTS@": imports,
         "@NAME@": name,
     }
     text = TEMPLATE

@@ -278,7 +278,7 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
     else:
         try:
             with platform.building_for(machine):
-                artefact = _cpu_artefact(symbol, entry, functions, variables, freeze)
+                artefact = _cpu_artefact(symbol, entry, functions, variables)
         except NotImplementedError as error:
             where = "" if machine.blas else f" (for {machine.name}, without OpenBLAS and LAPACK)"
             raise NotImplementedError(f"sf.aot.compile: {error}{where}") from None
@@ -342,10 +342,12 @@ def _replace_by_constant(value: SSAValue, array: np.ndarray, before: Any) -> Non
 
 
 def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
-                  variables: list[Variable], freeze: bool) -> CPUArtefact:
+                  variables: list[Variable]) -> CPUArtefact:
     module, program, shapes, signature = whole_function_module(symbol, functions,
                                                                 interruptible=False)
-    state = _StateEntries(module, symbol, signature, variables) if not freeze else None
+    # The state entries exactly where the header declares them: with variables to keep (a
+    # freeze=False function that reads none is called as a frozen one is).
+    state = _StateEntries(module, symbol, signature, variables) if variables else None
     _c_entries(module, symbol, signature, program, shapes, state)
     for name in (matmul.GUARD_SYMBOL, worker_pool.STATE_SYMBOL):
         block = module.globals.get(name)

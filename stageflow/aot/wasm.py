@@ -23,9 +23,10 @@ from stageflow.aot import javascript
 # Where the WASI C library (Debian's wasi-libc) is found: its libc.a, libm.a, crt1-reactor.o.
 LIBC_DIRS = ("/usr/lib/wasm32-wasi", "/usr/share/wasi-sysroot/lib/wasm32-wasi")
 # The stack at the bottom of memory (--stack-first: an overflow runs below address 0 and
-# traps, instead of overwriting data). 1 MiB: a generated function's largest frame is the
-# own gemm's 16 KiB packed panel, and an op's tasks run in turn on this one stack, not on
-# worker threads; memory beyond costs the module as much of its initial memory.
+# traps, instead of overwriting data). 1 MiB: the generated code keeps only buffers of
+# fixed size on the stack (no alloca sized at run time), the largest the own gemm's 16 KiB
+# packed panel, and an op's tasks run in turn on this one stack, not on worker threads;
+# more would only add to the module's initial memory.
 STACK_BYTES = 1 << 20
 MAX_MEMORY = 1 << 32  # wasm32's whole address space; memory grows as malloc asks
 
@@ -38,9 +39,87 @@ _SIZED = {
 }
 _PREFIX = "sf.wasm."
 
+# IEEE half <-> float, which LLVM lowers to calls of these routines on wasm32 (it has no
+# instructions for half) and which the WASI C library does not define: exact, rounding to
+# nearest even, with infinities, NaNs (made quiet) and subnormals. Weak, so that a
+# compiler runtime linked with a saved .o wins; external, so that they outlive the
+# optimiser until the code generator emits their calls.
+HALF_ROUTINES = r"""
+define weak float @__extendhfsf2(i16 %h) {
+  %w = zext i16 %h to i32
+  %sign = and i32 %w, 32768
+  %signbit = shl i32 %sign, 16
+  %exp = and i32 %w, 31744
+  %mant = and i32 %w, 1023
+  %magnitude = and i32 %w, 32767
+  %shifted = shl i32 %magnitude, 13
+  %rebiased = add i32 %shifted, 939524096
+  %normal = or i32 %rebiased, %signbit
+  %payload = shl i32 %mant, 13
+  %special0 = or i32 %payload, 2139095040
+  %special = or i32 %special0, %signbit
+  %small = uitofp i32 %mant to float
+  %scaled = fmul float %small, 0x3E70000000000000
+  %scaledbits = bitcast float %scaled to i32
+  %subnormal = or i32 %scaledbits, %signbit
+  %isspecial = icmp eq i32 %exp, 31744
+  %issmall = icmp eq i32 %exp, 0
+  %a = select i1 %isspecial, i32 %special, i32 %normal
+  %b = select i1 %issmall, i32 %subnormal, i32 %a
+  %r = bitcast i32 %b to float
+  ret float %r
+}
+
+define weak i16 @__truncsfhf2(float %f) {
+  %bits = bitcast float %f to i32
+  %high = lshr i32 %bits, 16
+  %sign = and i32 %high, 32768
+  %abs = and i32 %bits, 2147483647
+  %m = sub i32 %abs, 939524096
+  %lsb0 = lshr i32 %m, 13
+  %lsb = and i32 %lsb0, 1
+  %bias = add i32 %lsb, 4095
+  %rounded = add i32 %m, %bias
+  %normal = lshr i32 %rounded, 13
+  %absf = bitcast i32 %abs to float
+  %scaled = fmul float %absf, 0x4170000000000000
+  %even = call float @llvm.roundeven.f32(float %scaled)
+  %subnormal = fptoui float %even to i32
+  %nanpayload = lshr i32 %abs, 13
+  %nanbits0 = and i32 %nanpayload, 1023
+  %nan = or i32 %nanbits0, 32256
+  %isnan = icmp ugt i32 %abs, 2139095040
+  %isinf = icmp uge i32 %abs, 1199566848
+  %isnormal = icmp uge i32 %abs, 947912704
+  %a = select i1 %isnormal, i32 %normal, i32 %subnormal
+  %b = select i1 %isinf, i32 31744, i32 %a
+  %c = select i1 %isnan, i32 %nan, i32 %b
+  %d = or i32 %c, %sign
+  %r = trunc i32 %d to i16
+  ret i16 %r
+}
+
+declare float @llvm.roundeven.f32(float)
+"""
+
 
 def adapt(module: llvm.ModuleRef) -> None:
-    """Make `module`'s declarations of `_SIZED` functions call them with wasm32's sizes."""
+    """Make `module`'s declarations of `_SIZED` functions call them with wasm32's sizes,
+    and give a module that computes with IEEE halves `HALF_ROUTINES`.
+
+    >>> lines = ["declare ptr @malloc(i64)", "define ptr @f() {",
+    ...          "  %p = call ptr @malloc(i64 8)", "  ret ptr %p", "}"]
+    >>> module = llvm.parse_assembly(chr(10).join(lines))
+    >>> adapt(module)
+    >>> sorted((f.name, f.linkage.name) for f in module.functions)
+    [('f', 'external'), ('malloc', 'external'), ('sf.wasm.malloc', 'internal')]
+    >>> "declare ptr @malloc(i32)" in str(module)
+    True
+    """
+    if re.search(r"\bhalf\b", str(module)):
+        routines = llvm.parse_assembly(HALF_ROUTINES)
+        routines.triple, routines.data_layout = module.triple, module.data_layout
+        module.link_in(routines)
     declared = [f for f in module.functions if f.name in _SIZED and f.is_declaration]
     if not declared:
         return
@@ -83,13 +162,26 @@ def save(artefact: Any, path: str) -> str:
 
     The module imports nothing: it exports its C entry points, ``malloc`` and ``free`` (for
     the caller's buffers), its memory (growable to wasm32's 4 GiB) and ``_initialize``
-    (the C constructors that fill the splat constants: ``Model.load`` calls it once)."""
+    (the C constructors that fill the splat constants: ``Model.load`` calls it once).
+
+    >>> import os, shutil, tempfile
+    >>> import stageflow as sf
+    >>> library = sf.aot.compile(lambda x: x + 1.0, sf.TensorSpec([None], sf.float32),
+    ...                          target="wasm32", name="increment")
+    >>> directory = tempfile.mkdtemp()
+    >>> path = save(library, os.path.join(directory, "increment.wasm"))
+    >>> sorted(os.listdir(directory)), imports(open(path, "rb").read())
+    (['increment.mjs', 'increment.wasm'], [])
+    >>> shutil.rmtree(directory)
+    """
     linker = shutil.which("wasm-ld")
     if linker is None:
         raise RuntimeError("sf.aot: linking a .wasm needs LLVM's WebAssembly linker wasm-ld "
                            "on PATH (Debian's lld package: apt-get install lld); or save a "
                            ".o and link it yourself")
-    libc = next((d for d in LIBC_DIRS if os.path.exists(os.path.join(d, "libc.a"))), None)
+    libc = next((d for d in LIBC_DIRS if all(os.path.exists(os.path.join(d, f))
+                                             for f in ("libc.a", "libm.a", "crt1-reactor.o"))),
+                None)
     if libc is None:
         raise RuntimeError("sf.aot: linking a .wasm needs the WASI C library (libc.a, libm.a "
                            f"and crt1-reactor.o in one of {', '.join(LIBC_DIRS)}: Debian's "
@@ -97,6 +189,7 @@ def save(artefact: Any, path: str) -> str:
                            "link it yourself")
     name = artefact.name
     stateful = f"{name}_state_new(" in artefact.header
+    script = javascript.module_text(name, artefact.signature, stateful)  # refuses first
     entries = [name, f"{name}_output_dims", f"{name}_release",
                *([f"{name}_state_new", f"{name}_state_free", f"{name}_state_variable"]
                  if stateful else []),
@@ -105,8 +198,9 @@ def save(artefact: Any, path: str) -> str:
         obj = os.path.join(scratch, f"{name}.o")
         with open(obj, "wb") as file:
             file.write(artefact.object_code)
-        command = [linker, "--no-entry", "-z", f"stack-size={STACK_BYTES}", "--stack-first",
-                   f"--max-memory={MAX_MEMORY}", *(f"--export={e}" for e in entries),
+        command = [linker, "--no-entry", "--fatal-warnings", "-z",
+                   f"stack-size={STACK_BYTES}", "--stack-first", f"--max-memory={MAX_MEMORY}",
+                   *(f"--export={e}" for e in entries),
                    os.path.join(libc, "crt1-reactor.o"), obj, f"-L{libc}", "-lc", "-lm",
                    "-o", path]
         result = subprocess.run(command, capture_output=True, text=True)
@@ -116,8 +210,8 @@ def save(artefact: Any, path: str) -> str:
                   f"library nor the WASI C library: compile the function without the ops "
                   f"that call them, or save a .o and link it with a library that defines "
                   f"them" if undefined else "")
-        raise RuntimeError(f"sf.aot: linking {path} with wasm-ld failed{advice}:\n"
-                           f"{result.stderr.strip()}")
+        said = "\n".join(dict.fromkeys(result.stderr.strip().splitlines()))  # once each
+        raise RuntimeError(f"sf.aot: linking {path} with wasm-ld failed{advice}:\n{said}")
     with open(path, "rb") as file:
         needed = imports(file.read())
     if needed:
@@ -126,9 +220,9 @@ def save(artefact: Any, path: str) -> str:
                            f"{', '.join(f'{m}.{n}' for m, n in needed)} from its host, which "
                            "its JavaScript module does not provide; save a .o and link it "
                            "for a host that does")
-    script = os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.mjs")
-    with open(script, "w", encoding="utf-8") as file:
-        file.write(javascript.module_text(name, artefact.signature, stateful))
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.mjs"), "w",
+              encoding="utf-8") as file:
+        file.write(script)
     return path
 
 
