@@ -44,8 +44,10 @@ from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import return_unless
 from stageflow.codegen.lowered import matmul, worker_pool
+from stageflow.codegen.lowered.compile import op_spec, rule_for
 from stageflow.codegen.program.abi import NO_MEMORY, NULL_POINTER, ProgramSignature
 from stageflow.codegen.program.embedded import embedded_constant
+from stageflow.codegen.program.legality import supported
 from stageflow.codegen.program.module import whole_function_module
 from stageflow.codegen.targets import platform
 from stageflow.codegen.targets.ptx import PTXTarget, entry_name
@@ -280,14 +282,25 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
             with platform.building_for(machine):
                 artefact = _cpu_artefact(symbol, entry, functions, variables)
         except NotImplementedError as error:
-            where = "" if machine.blas else f" (for {machine.name}, without OpenBLAS and LAPACK)"
-            raise NotImplementedError(f"sf.aot.compile: {error}{where}") from None
+            raise NotImplementedError(f"sf.aot.compile: {error}"
+                                      f"{_only_here(machine, symbol, functions)}") from None
     compilation.finished(f"{kernels} kernels into a {machine.name if machine else target} "
                          "library")
     return artefact
 
 
 # -- the IR ---------------------------------------------------------------------------------
+
+
+def _only_here(machine: platform.Platform, symbol: str, functions: dict[str, FuncOp]) -> str:
+    """What to add to a refusal for `machine` that a library for this machine would not
+    meet (an op that calls OpenBLAS or LAPACK here): that the target is the reason."""
+    if machine == platform.host() or supported(
+            functions[symbol], functions,
+            lambda op: rule_for(op_spec(op)) if op_spec(op) is not None else None):
+        return ""
+    return (f"; a library for this machine ({platform.host().name}) has one, calling "
+            f"OpenBLAS or LAPACK, which a library for {machine.name} does not carry")
 
 
 def _c_name(name: str) -> str:
