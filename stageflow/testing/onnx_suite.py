@@ -5,7 +5,8 @@ case's tolerances (ONNX's `Runner.assert_similar_outputs`).
 
     python -m stageflow.testing.onnx_suite [-k REGEX] [--kind node] [--verbose]
                                            [--reference] [--jobs N] [--interpreted | --aot]
-                                           [--target aarch64-linux-gnu]
+                                           [--target aarch64-linux-gnu | wasm32
+                                            [--chromium]]
 
 prints a row per kind (passed, failed, excluded) and names every failure with its first
 error line (--verbose: every case). --reference runs onnxruntime's own backend
@@ -15,7 +16,8 @@ the interpreter; --aot compiles each case ahead of time (its inputs' shapes fixe
 library a C program calls (`stageflow.testing.c_program`), as a user of ``stageflow
 compile model.onnx`` would: ``--kind real --aot`` is the light models from C, and with
 ``--target aarch64-linux-gnu`` the same compiled for aarch64 and run under qemu, with
-``--target wasm32`` as WebAssembly under Node.js (`wasm_program`). The
+``--target wasm32`` as WebAssembly under Node.js (`wasm_program`), or with ``--chromium``
+in a page of headless Chromium. The
 exclusions, each with its reason, are `stageflow/onnx/exclusions.txt`: one ``REGEX  #
 reason`` a line, searched in the case's name; only for types stageflow has no tensors of
 and ops out of its scope. Each case is compiled, so the cases run in a pool of two
@@ -33,6 +35,7 @@ import glob
 import multiprocessing
 import os
 import re
+import shutil
 import sys
 import tempfile
 import warnings
@@ -186,7 +189,7 @@ def check(backend: Any, model: onnx.ModelProto, data_sets: DataSets, case: TestC
 
 
 def check_aot(model: onnx.ModelProto, data_sets: DataSets, case: TestCase,
-              target: str = "cpu") -> str:
+              target: str = "cpu", browser: str | None = None) -> str:
     """"" when the case's model, compiled ahead of time for `target` for each data set's
     input shapes and called from C, reproduces every data set, else the first error line."""
     names = [x.name for x in _graph_inputs(model)]
@@ -200,26 +203,26 @@ def check_aot(model: onnx.ModelProto, data_sets: DataSets, case: TestCase,
                                            name="model", target=target)
                 data = Path(folder, str(index))
                 data.mkdir()
-                outputs = _call(data, library, arrays)
+                outputs = _call(data, library, arrays, browser)
                 Runner.assert_similar_outputs(list(references), outputs, case.rtol, case.atol)
     except Exception as error:  # the outcome is the report: any failure is counted
         return _first_line(error)
     return ""
 
 
-def _call(folder: Path, library: Any, arrays: list) -> list:
+def _call(folder: Path, library: Any, arrays: list, browser: str | None) -> list:
     """The outputs of `library` called once on `arrays`: from C, or for a WebAssembly
-    library from Node.js."""
+    library from Node.js (in `browser`, where given)."""
     if library.target != "wasm32":
         return c_program.call(folder, library, arrays)
-    result = wasm_program.run(folder, library, arrays)
+    result = wasm_program.run(folder, library, arrays, browser=browser)
     if result.code:
         raise RuntimeError(f"the Node.js call of {library.name} returned {result.code}")
     return result.outputs
 
 
 def run_case(case: TestCase, reference: bool = False, mode: str = "compiled",
-             target: str = "cpu") -> Outcome:
+             target: str = "cpu", browser: str | None = None) -> Outcome:
     """One case: imported, run on each data set in `mode` ("compiled", "interpreted" or
     "aot", for `target`) and compared (and by onnxruntime too)."""
     try:
@@ -232,7 +235,7 @@ def run_case(case: TestCase, reference: bool = False, mode: str = "compiled",
     reason = exclusion(case.name)
     if reason is not None:
         return Outcome(case.kind, case.name, "excluded", reason, ort)
-    detail = (check_aot(model, data_sets, case, target) if mode == "aot" else
+    detail = (check_aot(model, data_sets, case, target, browser) if mode == "aot" else
               check(StageflowBackend, model, data_sets, case, jit=mode == "compiled"))
     return Outcome(case.kind, case.name, "failed" if detail else "passed", detail, ort)
 
@@ -247,15 +250,16 @@ def _onnxruntime() -> Any:
 
 
 def _run_all(selected: list[TestCase], jobs: int, reference: bool,
-             mode: str, target: str) -> Iterator[Outcome]:
+             mode: str, target: str, browser: str | None) -> Iterator[Outcome]:
     if jobs <= 1:
         for case in selected:
-            yield run_case(case, reference, mode, target)
+            yield run_case(case, reference, mode, target, browser)
         return
     context = multiprocessing.get_context("spawn")  # no forked compiler threads
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         yield from pool.map(run_case, selected, [reference] * len(selected),
-                            [mode] * len(selected), [target] * len(selected), chunksize=4)
+                            [mode] * len(selected), [target] * len(selected),
+                            [browser] * len(selected), chunksize=4)
 
 
 def print_table(counts: dict[str, Counter], reference: bool) -> None:
@@ -286,13 +290,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="cpu", metavar="MACHINE",
                         help="with --aot: the machine to compile for (aarch64-linux-gnu runs "
                              "under qemu, wasm32 under Node.js)")
+    parser.add_argument("--chromium", action="store_true",
+                        help="with --target wasm32: run the cases in headless Chromium")
     args = parser.parse_args(argv)
     if args.target != "cpu" and args.mode != "aot":
         parser.error("--target is for --aot")
+    browser = shutil.which("chromium") if args.chromium else None
+    if args.chromium and (args.target != "wasm32" or browser is None):
+        parser.error("--chromium is for --target wasm32, with chromium on PATH")
     selected = cases(args.kind or KINDS, args.pattern)
     counts: dict[str, Counter] = defaultdict(Counter)
     for done, outcome in enumerate(_run_all(selected, args.jobs, args.reference, args.mode,
-                                            args.target), 1):
+                                            args.target, browser), 1):
         counts[outcome.kind][outcome.outcome] += 1
         if outcome.reference:
             counts[outcome.kind][f"ort {outcome.reference}"] += 1

@@ -80,3 +80,14 @@ def test_cases_compiled_ahead_of_time_and_called_from_c(name):
     [case] = [c for c in all_cases() if c.name == name]
     outcome = run_case(case, mode="aot")
     assert outcome.outcome == "passed", outcome.detail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["aarch64-linux-gnu", "wasm32"])
+def test_a_light_model_compiled_for_another_machine(target, aarch64_tools, wasm_tools):
+    """ONNX's light SqueezeNet compiled for aarch64 (run under qemu) and for WebAssembly
+    (under Node.js) reproduces its reference output, as `--kind real --aot --target T`
+    checks every light model."""
+    [case] = [c for c in all_cases() if c.name == "test_squeezenet"]
+    outcome = run_case(case, mode="aot", target=target)
+    assert outcome.outcome == "passed", outcome.detail
