@@ -81,6 +81,7 @@ _ORT = """
 import fs from 'node:fs';
 import * as ort from 'ORT';
 ort.env.wasm.numThreads = 1;
+ort.env.logLevel = 'error';  // not its notes on unused initializers
 const session = await ort.InferenceSession.create(fs.readFileSync('MODEL').buffer,
                                                  {executionProviders: ['wasm']});
 async function run(inputs) {
