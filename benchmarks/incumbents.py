@@ -266,27 +266,37 @@ def _mlp_step(backend: Backend, lr: float) -> Callable:
 def mlp_train(batch: int) -> dict[str, float]:
     """Steps/s of the MLP's SGD training step at `batch`, the first loss checked against
     NumPy's hand-written forward pass."""
-    from benchmarks.mlp_train import LR, init_params, make_data, numpy_train_step  # see _hmc
+    from benchmarks.mlp_train import init_params, make_data, numpy_train_step  # see _hmc
 
     x, y = make_data(batch)
     expected = numpy_train_step(init_params(), x, y)
     runs = {}
     for backend in backends():
-        step = _mlp_step(backend, LR)
-        data = (backend.asarray(x), backend.asarray(y))
-        state = {"params": [backend.asarray(p) for p in init_params()]}
-        first = float(np.asarray(step(state["params"], *data)[1]))
+        run, first = mlp_steps(backend, x, y)
         np.testing.assert_allclose(first, expected, rtol=1e-4)
-
-        def run(n: int, step: Callable = step, state: dict = state, data: tuple = data,
-                sync: Callable = backend.sync) -> None:
-            params = state["params"]
-            for _ in range(n):
-                params, loss = step(params, *data)
-            sync(loss)
-            state["params"] = params
         runs[backend.name] = run
     return {name: 1.0 / t for name, t in _time(runs).items()}
+
+
+def mlp_steps(backend: Backend, x: np.ndarray, y: np.ndarray) -> tuple[Callable[[int], None],
+                                                                        float]:
+    """`run(n)`, n of the MLP's SGD steps of `backend` on (x, y) from the benchmark's initial
+    weights (kept between runs), and the first step's loss."""
+    from benchmarks.mlp_train import LR, init_params  # see _hmc
+
+    step = _mlp_step(backend, LR)
+    data = (backend.asarray(x), backend.asarray(y))
+    state = {"params": [backend.asarray(p) for p in init_params()]}
+    first = float(np.asarray(step(state["params"], *data)[1]))
+
+    def run(n: int) -> None:
+        params = state["params"]
+        for _ in range(n):
+            params, loss = step(params, *data)
+        backend.sync(loss)
+        state["params"] = params
+
+    return run, first
 
 
 def first_call_child(framework: str) -> None:
