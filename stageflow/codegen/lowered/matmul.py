@@ -25,6 +25,7 @@ kernel runs instead.
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import os
 import threading
@@ -38,7 +39,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
-from stageflow.codegen.lowered import gemm_bf16, own_blas
+from stageflow.codegen.lowered import gemm_bf16, gemm_rows, own_blas
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
 from stageflow.codegen.targets import platform
@@ -54,6 +55,11 @@ GEMM_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemm64_", dtypes.float64: "scipy_c
 GEMV_SYMBOLS = {dtypes.float32: "scipy_cblas_sgemv64_", dtypes.float64: "scipy_cblas_dgemv64_"}
 _lock = threading.Lock()
 _available: bool | None = None
+# OpenBLAS runs a gemm of at most 65536 * 4 multiply-adds on one thread
+# (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD): above that it would start its own
+# threads, so compiled code splits the rows itself (`gemm_rows`), at least this many a task.
+OPENBLAS_THREADED_MACS = 65536 * 4
+SPLIT_MIN_ROWS = 16
 
 
 def blas_libraries() -> list[str]:
@@ -175,6 +181,25 @@ def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
     region()
     locked(leave)
 
+
+
+def _blas_rows(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
+               words: list[ir.Value]) -> None:
+    """A task's rows [first, last) of C = alpha op(A) op(B) + beta C by the BLAS
+    (`gemm_rows.rows_task`'s body): A's rows lie `lda` apart, or one apart read
+    transposed."""
+    a_flag, b_flag, n, k, a, lda, x, ldb, c, ldc, alpha, beta = words
+    real = storage_type(dtype)
+    a_flag, b_flag = b.trunc(a_flag, I32), b.trunc(b_flag, I32)
+    a_step = b.select(b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS)), lda, i64(1))
+    scalars = [b.bitcast(word, F64) for word in (alpha, beta)]
+    if real == F32:
+        scalars = [b.fptrunc(value, F32) for value in scalars]
+    a_rows = b.gep(b.inttoptr(a, ir.PointerType()), [b.mul(first, a_step)], source_etype=real)
+    c_rows = b.gep(b.inttoptr(c, ir.PointerType()), [b.mul(first, ldc)], source_etype=real)
+    b.call(gemm_function(b.module, dtype),
+           [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, b.sub(last, first), n, k, scalars[0],
+            a_rows, lda, b.inttoptr(x, ir.PointerType()), ldb, scalars[1], c_rows, ldc])
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
@@ -331,12 +356,28 @@ class Matmul:
             (a_flag, lda), (b_flag, ldb) = a_layout, b_layout
             row_major = ir.Constant(I32, ROW_MAJOR)
 
-            def gemm(m, n, k, a_at, b_at, c_at) -> None:
+            def direct(m, n, k, a_at, b_at, c_at) -> None:
                 b.call(function, [row_major, a_flag, b_flag, m, n, k, alpha, a_at, lda, b_at,
                                   ldb, beta, c_at, n])
 
             if self.dtype not in GEMV_SYMBOLS or not platform.current().blas:
-                return gemm
+                return direct
+            task = gemm_rows.rows_task(b.module, f"sf.blas.rows.{self.dtype.name}", 12,
+                                       functools.partial(_blas_rows, self.dtype))
+
+            def gemm(m, n, k, a_at, b_at, c_at) -> None:
+                """One call where OpenBLAS would not thread it; else single-threaded calls
+                on the rows, split over our pool (`gemm_rows` says why)."""
+                macs = b.mul(b.mul(m, n), k)
+                with b.if_else(b.icmp_signed(">", macs, i64(OPENBLAS_THREADED_MACS))) as (
+                        large, small):
+                    with small:
+                        direct(m, n, k, a_at, b_at, c_at)
+                    with large:
+                        words = [a_flag, b_flag, n, k, a_at, lda, b_at, ldb, c_at, n, alpha,
+                                 beta]
+                        single_threaded_blas(b, lambda: gemm_rows.run_rows(
+                            b, task, m, macs, words, SPLIT_MIN_ROWS))
             gemv = gemv_function(b.module, self.dtype)
             # One row: c = op(B)^T a, B read as stored (its transpose where it is used as
             # is), a's k elements one apart or, read transposed, a column `lda` apart.

@@ -10,10 +10,10 @@ copied), is first copied row-major into memory of its own, C is zeroed (``beta``
 scaled (any other ``beta`` but 1), and the gemm adds ``A @ B`` to it. Where that memory
 cannot be had, a plain loop reads the operands in place: slower, never wrong.
 
-Where the platform has threads, a product of at least `SPLIT_MACS` multiply-adds splits
-its rows over the cores (`tasks.run_calls`: the worker pool), as OpenBLAS threads its
-gemms, unless a convolution's tasks are running their own gemms at the time (`regions`,
-counted by `matmul.single_threaded_blas`), which would oversubscribe the cores.
+Where the platform has threads, a large product splits its rows over the cores
+(`gemm_rows`: the worker pool), as OpenBLAS threads its gemms, unless a convolution's
+tasks are running their own gemms at the time (`regions`, counted by
+`matmul.single_threaded_blas`), which would oversubscribe the cores.
 
 Why a generated gemm and not a cross-built BLAS: the same code then serves every target
 LLVM has (a WebAssembly OpenBLAS does not exist), the library stays one object with no
@@ -23,25 +23,24 @@ other to ship, and its speed on this machine can be compared with OpenBLAS's
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
-from stageflow.codegen.llvm.functions import declare, entry_alloca
+from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.lowered import gemm_rows
 from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
 from stageflow.codegen.lowered.conv.gemm import tile
-from stageflow.codegen.lowered.tasks import MAX_TASKS, cpu_count, run_calls
 from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 
 NO_TRANS = 111  # CBLAS's enum (the callers pass row-major order only)
 DTYPES = (dtypes.float32, dtypes.float64)
-SPLIT_MACS = 1 << 21  # about 50 microseconds of one core: ten times a task's start
 REGIONS_SYMBOL = "sf.gemm.regions"
 _PTR = ir.PointerType()
-# A task's rows: [first, last) of C, with the product's (n, k, a, lda, b, ldb, c, ldc).
-_TASK_WORDS = 10
 
 
 def regions(module: ir.Module) -> ir.GlobalVariable:
@@ -114,44 +113,19 @@ class _Body:
         b.ret_void()
 
     def _product(self, a: ir.Value, lda: ir.Value, x: ir.Value, ldb: ir.Value) -> None:
-        """C += A @ B, row-major: in one call, or its rows split over the cores."""
+        """C += A @ B, row-major: in one call, or its rows split over the cores unless a
+        convolution's tasks are running gemms of their own (`regions`)."""
         b = self.b
         module = b.module
-        gemm = row_major_gemm(module, self.dtype)
-        words = [self.n, self.k, a, lda, x, ldb, self.c, self.ldc]
-
-        def whole() -> None:
-            b.call(gemm, [self.m, self.n, self.k, a, lda, x, ldb, self.c, self.ldc,
-                          ir.Constant(I1, 1)])
-
-        if not platform.current().threads:
-            whole()
-            return
-        macs = b.mul(b.mul(self.m, self.n), self.k)
-        alone = b.icmp_signed("==", b.load_atomic(regions(module), "monotonic", 8, typ=I64),
-                              i64(0))
-        rows = tile().rows
-        tasks = b.select(b.icmp_signed("<", cpu_count(b), b.sdiv(self.m, i64(rows))),
-                         cpu_count(b), b.sdiv(self.m, i64(rows)))
-        split = b.and_(alone, b.and_(b.icmp_signed(">=", macs, i64(SPLIT_MACS)),
-                                     b.icmp_signed(">", tasks, i64(1))))
-        with b.if_else(split) as (several, one):
-            with one:
-                whole()
-            with several:
-                records = entry_alloca(b, I64, MAX_TASKS * _TASK_WORDS, "gemm.tasks")
-                tasks = b.select(b.icmp_signed(">", tasks, i64(MAX_TASKS)), i64(MAX_TASKS),
-                                 tasks)
-
-                def arguments(t: ir.Value) -> tuple[ir.Value, ir.Value]:
-                    record = b.gep(records, [b.mul(t, i64(_TASK_WORDS))], source_etype=I64)
-                    bounds = [b.sdiv(b.mul(self.m, u), tasks) for u in (t, b.add(t, i64(1)))]
-                    for index, value in enumerate([*bounds, *words]):
-                        word = b.ptrtoint(value, I64) if value.type == _PTR else value
-                        b.store(word, b.gep(record, [i64(index)], source_etype=I64))
-                    return record, ir.Constant(_PTR, None)
-
-                run_calls(b, _rows_task(module, self.dtype), tasks, arguments)
+        task = gemm_rows.rows_task(module, f"sf.cblas.rows.{np.dtype(self.dtype).name}", 8,
+                                   functools.partial(_rows, self.dtype))
+        alone = None
+        if platform.current().threads:
+            alone = b.icmp_signed("==", b.load_atomic(regions(module), "monotonic", 8,
+                                                      typ=I64), i64(0))
+        gemm_rows.run_rows(b, task, self.m, b.mul(b.mul(self.m, self.n), self.k),
+                           [self.n, self.k, a, lda, x, ldb, self.c, self.ldc], tile().rows,
+                           alone)
 
     def _transposed(self, flag: ir.Value) -> ir.Value:
         return self.b.icmp_signed("!=", flag, ir.Constant(I32, NO_TRANS))
@@ -225,24 +199,13 @@ class _Body:
         counted_loop(b, i64(0), self.m, i64(1), row, "plain.row")
 
 
-def _rows_task(module: ir.Module, dtype: np.dtype) -> ir.Function:
-    """``i32 sf.cblas.rows.DTYPE(ptr record, ptr)``: the record's rows of C += A @ B."""
-    symbol = f"sf.cblas.rows.{np.dtype(dtype).name}"
-    existing = module.globals.get(symbol)
-    if isinstance(existing, ir.Function):
-        return existing
-    function = ir.Function(module, ir.FunctionType(I32, [_PTR, _PTR]), symbol)
-    function.linkage = "internal"
-    b = ir.IRBuilder(function.append_basic_block("entry"))
-    record = function.args[0]
-    first, last, n, k, a, lda, x, ldb, c, ldc = (
-        b.load(b.gep(record, [i64(index)], source_etype=I64), typ=I64)
-        for index in range(_TASK_WORDS))
+def _rows(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
+          words: list[ir.Value]) -> None:
+    """A task's rows [first, last) of C += A @ B (`gemm_rows.rows_task`'s body)."""
+    n, k, a, lda, x, ldb, c, ldc = words
     real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
     a_rows = b.gep(b.inttoptr(a, _PTR), [b.mul(first, lda)], source_etype=real)
     c_rows = b.gep(b.inttoptr(c, _PTR), [b.mul(first, ldc)], source_etype=real)
-    b.call(row_major_gemm(module, dtype), [b.sub(last, first), n, k, a_rows, lda,
-                                           b.inttoptr(x, _PTR), ldb, c_rows, ldc,
-                                           ir.Constant(I1, 1)])
-    b.ret(ir.Constant(I32, 0))
-    return function
+    b.call(row_major_gemm(b.module, dtype), [b.sub(last, first), n, k, a_rows, lda,
+                                             b.inttoptr(x, _PTR), ldb, c_rows, ldc,
+                                             ir.Constant(I1, 1)])
