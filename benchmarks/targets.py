@@ -31,7 +31,6 @@ reported.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import os
@@ -46,7 +45,7 @@ import numpy as np
 import onnx
 
 import stageflow as sf
-from benchmarks.timing import interleaved_best
+from benchmarks.timing import interleaved_best, named_runs
 
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 NPM_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stageflow" / "npm"
@@ -254,17 +253,7 @@ def run_model(name: str, rounds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.targets",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="*", default=list(MODELS), choices=list(MODELS),
-                        metavar="MODEL")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", metavar="PATH")
-    args = parser.parse_args(argv)
-    rows = [run_model(name, args.rounds) for name in args.models]
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-    return rows
+    return named_runs("targets", __doc__, list(MODELS), run_model, argv)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,13 @@ ratio measured in the same process, interleaving the contenders round by round.
 
 from __future__ import annotations
 
+import argparse
 import gc
+import json
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def calibrate(run: Callable[[int], object], min_time: float = 0.05) -> int:
@@ -67,3 +70,20 @@ def interleaved_best(
     so the best round is the least disturbed one."""
     samples = interleaved_samples(runs, rounds, min_time)
     return {name: min(values) for name, values in samples.items()}
+
+
+def named_runs(prog: str, doc: str, names: list[str], run: Callable[[str, int], dict],
+               argv: list[str] | None) -> list[dict]:
+    """A benchmark's command line: ``prog [NAME ...] [--rounds N] [--json PATH]``, running
+    `run(name, rounds)` for each name asked (all by default); the rows, also written to
+    PATH as JSON."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{prog}",
+                                     description=doc.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", default=names, choices=names, metavar="NAME")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args(argv)
+    rows = [run(name, args.rounds) for name in args.names]
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return rows

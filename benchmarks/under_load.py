@@ -16,20 +16,17 @@ speed it keeps: the issue's goal is a share at least the best incumbent's, and a
 
 from __future__ import annotations
 
-import argparse
-import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import stageflow as sf
 from benchmarks import incumbents, mlp_train, resnet
-from benchmarks.timing import interleaved_best
+from benchmarks.timing import interleaved_best, named_runs
 
 CONDITIONS = (0, 1, 2)  # busy processes beside the steps
 _SPIN = "while True:\n    pass\n"
@@ -99,17 +96,7 @@ def run_workload(name: str, rounds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.under_load",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("workloads", nargs="*", default=list(WORKLOADS),
-                        choices=list(WORKLOADS), metavar="WORKLOAD")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", metavar="PATH")
-    args = parser.parse_args(argv)
-    rows = [run_workload(name, args.rounds) for name in args.workloads]
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-    return rows
+    return named_runs("under_load", __doc__, list(WORKLOADS), run_workload, argv)
 
 
 if __name__ == "__main__":
