@@ -51,6 +51,8 @@ from stageflow.codegen.program.legality import supported
 from stageflow.codegen.program.module import whole_function_module
 from stageflow.codegen.targets import platform
 from stageflow.codegen.targets.ptx import PTXTarget, entry_name
+from stageflow.core import config_threading
+from stageflow.core.config_threading import openblas_libraries
 from stageflow.frontend.variables import Variable
 from stageflow.ir.builder import build_constant
 from stageflow.ir.dialect import SfOp
@@ -362,7 +364,8 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
     # freeze=False function that reads none is called as a frozen one is).
     state = _StateEntries(module, symbol, signature, variables) if variables else None
     _c_entries(module, symbol, signature, program, shapes, state)
-    for name in (matmul.GUARD_SYMBOL, worker_pool.STATE_SYMBOL):
+    for name in (matmul.GUARD_SYMBOL, worker_pool.STATE_SYMBOL,
+                 config_threading.INTRA_OP_SYMBOL):
         block = module.globals.get(name)
         if block is not None:  # the library's own: the JIT's is Python's
             block.initializer = ir.Constant(block.value_type, None)
@@ -373,7 +376,7 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
             function.linkage = "internal"
     text = str(module)
     # Every symbol of NumPy's OpenBLAS carries its ``scipy_`` prefix: gemms and LAPACK alike.
-    libraries = matmul.blas_libraries() if re.search(r'@"?scipy_', text) else []
+    libraries = openblas_libraries() if re.search(r'@"?scipy_', text) else []
     machine = platform.current()
     return CPUArtefact(symbol, _object_code(text, machine),
                        header_text(symbol, signature, variables, libraries), signature, libraries,

@@ -43,6 +43,8 @@
   tensors hold (``current``) and held at most (``peak``), as TensorFlow's;
   `set_soft_device_placement(False)` makes ``sf.device("GPU:0")`` without that GPU an
   error instead of running the block on the CPU (`get_soft_device_placement()`).
+- `threading.set_intra_op_parallelism_threads(n)` (TensorFlow's name): one op uses at
+  most n cores, compiled ops' tasks and OpenBLAS's threads alike (`config_threading`).
 - `list_physical_devices`, `list_logical_devices`, `get_visible_devices` and
   `experimental.set_memory_growth`: TensorFlow's device listings and setting
   (`stageflow.core.device_listing`).
@@ -67,6 +69,7 @@ import warnings
 from typing import Any
 
 from stageflow.core import config_experimental as experimental
+from stageflow.core import config_threading as threading
 from stageflow.core import devices
 from stageflow.core.device_listing import (
     LogicalDevice,
@@ -94,7 +97,7 @@ __all__ = ["LogicalDevice", "LogicalDeviceConfiguration", "PhysicalDevice", "cac
            "logical_device_count", "parallel_compile", "remat", "report_dir",
            "reset_statistics", "run_functions_eagerly", "set_emulated_gpu_count",
            "set_logical_device_count", "set_precision_policy", "set_soft_device_placement",
-           "statistics", "verify"]
+           "statistics", "threading", "verify"]
 __dir__ = public_dir(globals())
 
 VERSION = "0.1.0"

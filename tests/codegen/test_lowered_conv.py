@@ -26,6 +26,7 @@ from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.codegen.lowered.conv import direct as direct_loops
 from stageflow.codegen.lowered.conv import families, windowed
 from stageflow.core import config
+from stageflow.core.config_threading import openblas_libraries
 from stageflow.core.primitive import REGISTRY, ShapedType
 
 FLOATS = [np.float32, np.float64]
@@ -630,7 +631,7 @@ def test_a_staged_step_under_an_eager_tape_compiles_its_backward(capsys, monkeyp
 
 
 def blas_threads() -> int:
-    library = ctypes.CDLL(matmul.blas_libraries()[0])
+    library = ctypes.CDLL(openblas_libraries()[0])
     return library.scipy_openblas_get_num_threads64_()
 
 
@@ -668,7 +669,7 @@ def test_a_fork_during_a_convolution_leaves_the_child_openblas_restored():
     """The guard as a region in another thread leaves it (count 1, OpenBLAS at 1 thread)
     is reset in a forked child: no region, the saved thread count back."""
     before = blas_threads()
-    library = ctypes.CDLL(matmul.blas_libraries()[0])
+    library = ctypes.CDLL(openblas_libraries()[0])
     lock, count, saved = list(matmul._guard)
     matmul._guard[1], matmul._guard[2] = 1, max(before, 2)
     library.scipy_openblas_set_num_threads64_(1)

@@ -44,7 +44,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, I1, I8, I16, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
-from stageflow.codegen.lowered.tasks import MAX_TASKS, cpu_count
+from stageflow.codegen.lowered.tasks import MAX_TASKS, affinity_count, cpu_count
 from stageflow.codegen.lowered.worker_pool import pool_run
 
 ROWS = 12  # rows of a tile: 24 sums, 2 vectors of B and a broadcast fit the 32 registers
@@ -186,7 +186,8 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
     task = _task_function(module)
     base = record(i64(0))
     stride = i64(8 * len(_RECORD))
-    with b.if_then(b.not_(b.call(pool_run(module, cpu_count), [task, base, stride, tasks]))):
+    pooled = b.call(pool_run(module, affinity_count), [task, base, stride, tasks])
+    with b.if_then(b.not_(pooled)):
         counted_loop(b, i64(0), tasks, i64(1), lambda t: b.call(task, [record(t)]), "alone")
     b.call(free, [packed])  # (null where A was read in place)
 

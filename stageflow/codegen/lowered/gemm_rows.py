@@ -25,7 +25,7 @@ from stageflow.codegen.llvm.loops import i64
 from stageflow.codegen.lowered.tasks import MAX_TASKS, cpu_count, run_calls
 from stageflow.codegen.targets import platform
 
-SPLIT_MACS = 1 << 21  # about 50 microseconds of one core: ten times a task's start
+SPLIT_MACS = 1 << 21  # multiply-adds: several times what starting a task costs
 _PTR = ir.PointerType()
 
 # A task's body: the builder, its first and last row, the product's words (as i64).

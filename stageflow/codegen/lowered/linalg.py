@@ -37,8 +37,9 @@ kernels' (the eager triangular solve an LU). A function of one op gains nothing:
 Symbols: ``scipy_d<routine>_64_`` in ``numpy.libs/libscipy_openblas64_*`` (prefixed, 64-bit
 integers, the Fortran ABI: every argument by reference, a character argument's length as a
 hidden ``size_t`` appended after the others). Found and linked as `matmul` finds the gemm
-(`matmul.blas_available`, `matmul.blas_libraries` for ahead-of-time libraries); where they
-are missing (NumPy built against another LAPACK) there is no lowering and the kernels run.
+(`matmul.blas_available`, `config_threading.openblas_libraries` for ahead-of-time
+libraries); where they are missing (NumPy built against another LAPACK) there is no
+lowering and the kernels run.
 
 Failures: wrong dims return the error code of the operand at fault; where LAPACK reports
 ``info != 0`` (a singular matrix for inv and solve, a zero on a triangle's diagonal for

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import os
 import threading
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowe
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
 from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
+from stageflow.core.config_threading import openblas_libraries
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
@@ -60,13 +60,6 @@ _available: bool | None = None
 # threads, so compiled code splits the rows itself (`gemm_rows`), at least this many a task.
 OPENBLAS_THREADED_MACS = 65536 * 4
 SPLIT_MIN_ROWS = 16
-
-
-def blas_libraries() -> list[str]:
-    """The paths of NumPy's bundled OpenBLAS (what an ahead-of-time library links to)."""
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    return sorted(os.path.realpath(p)
-                  for p in glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*")))
 
 
 # OpenBLAS threads every gemm large enough over a pool of its own, process-wide. Code that
@@ -88,7 +81,7 @@ def _reset_guard_in_child() -> None:
     lock, count, saved = _guard
     _guard[0] = _guard[1] = 0
     if count > 0 and saved > 1 and _available:
-        library = ctypes.CDLL(blas_libraries()[0])
+        library = ctypes.CDLL(openblas_libraries()[0])
         getattr(library, THREAD_SYMBOLS[1])(ctypes.c_int(saved))
 
 
@@ -101,7 +94,7 @@ def blas_available() -> bool:
     global _available
     with _lock:
         if _available is None:
-            for path in blas_libraries():
+            for path in openblas_libraries():
                 ctypes.CDLL(path)
                 llvm.load_library_permanently(path)
             llvm.add_symbol(GUARD_SYMBOL, ctypes.addressof(_guard))

@@ -20,8 +20,10 @@ calling thread. The number of tasks is the number of CPUs the process may run on
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I8, I32, I64
@@ -30,8 +32,10 @@ from stageflow.codegen.llvm.loops import counted_loop, i64
 from stageflow.codegen.lowered.rule import OpBuilder, load_operands
 from stageflow.codegen.lowered.worker_pool import pool_run
 from stageflow.codegen.targets import platform
+from stageflow.core import config_threading
 
 MAX_TASKS = 64
+_limit_bound: list[bool] = []  # whether the JIT knows the intra-op count's symbol
 _PTR = ir.PointerType()
 # A task's record, an i64 per field (pointers as integers): data, dims, strides, first
 # unit, last unit, task number, private memory, status.
@@ -43,11 +47,33 @@ _AFFINITY_BYTES = 128  # a glibc cpu_set_t: 1024 CPUs
 TaskBody = Callable[[OpBuilder, ir.Value, ir.Value, ir.Value, ir.Value], None]
 
 
+def intra_op_limit(module: ir.Module) -> ir.GlobalVariable:
+    """`sf.config.threading`'s intra-op count (0: no limit), declared in `module`: Python's
+    word for the JIT (its symbol added here once), an ahead-of-time library's own zero."""
+    if not _limit_bound:
+        llvm.add_symbol(config_threading.INTRA_OP_SYMBOL,
+                        ctypes.addressof(config_threading.INTRA_OP))
+        _limit_bound.append(True)
+    existing = module.globals.get(config_threading.INTRA_OP_SYMBOL)
+    if isinstance(existing, ir.GlobalVariable):
+        return existing
+    return ir.GlobalVariable(module, I64, config_threading.INTRA_OP_SYMBOL)
+
+
 def cpu_count(b: ir.IRBuilder) -> ir.Value:
-    """The CPUs this process may run on (at least 1), asked once and kept in a global; 1
+    """The CPUs this process may run on (at least 1, asked once and kept in a global), or
+    fewer where `sf.config.threading` sets a lower intra-op count (read at each call); 1
     where the platform has no threads."""
     if not platform.current().threads:
         return i64(1)
+    cores = affinity_count(b)
+    limit = b.load(intra_op_limit(b.module), typ=I64)
+    lower = b.and_(b.icmp_signed(">", limit, i64(0)), b.icmp_signed("<", limit, cores))
+    return b.select(lower, limit, cores)
+
+
+def affinity_count(b: ir.IRBuilder) -> ir.Value:
+    """The CPUs of the process's affinity mask (at least 1), asked once per module."""
     module = b.module
     cached = module.globals.get("sf.cpus")
     if cached is None:
@@ -279,7 +305,7 @@ def _on_threads(b: ir.IRBuilder, tasks: ir.Value, record: Callable[[ir.Value], i
     module = b.module
     base = record(i64(0))
     stride = b.sub(b.ptrtoint(record(i64(1)), I64), b.ptrtoint(base, I64))
-    pooled = b.call(pool_run(module, cpu_count), [thread, base, stride, tasks])
+    pooled = b.call(pool_run(module, affinity_count), [thread, base, stride, tasks])
     with b.if_then(b.not_(pooled)):
         _start_and_join(b, tasks, record, thread, here)
 
