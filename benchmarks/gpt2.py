@@ -31,9 +31,9 @@ import sys
 
 PROMPT, STEPS = 16, 64
 
-# What `--threads` sets in the children: OpenBLAS's pool (stageflow's float32 matmuls),
-# stageflow's own row-parallel pool, and PyTorch's OpenMP pool.
-THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "STAGEFLOW_THREADS", "OMP_NUM_THREADS")
+# What `--threads` sets in the children: OpenBLAS's pool, and the intra-op count of
+# stageflow (`sf.config.threading`) and of PyTorch, both of which read OMP_NUM_THREADS.
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
 # Shared by both children: the prompts, the memory bandwidth, the timing of each run.
 COMMON = r"""

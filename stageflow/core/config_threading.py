@@ -1,9 +1,12 @@
 """`sf.config.threading`: TensorFlow's thread counts (``tf.config.threading``).
 
 The intra-op count bounds how many cores one op uses: the tasks a compiled op splits into
-(convolutions, gemms, large kernels: their pool of worker threads, `codegen.lowered.tasks`)
-and the threads of NumPy's OpenBLAS, which eager matmuls run on. 0, the default, is every
-core the process may run on. Compiled code reads the count when each op runs, so a change
+(convolutions, gemms, large kernels: their pool of worker threads, `codegen.lowered.tasks`),
+the blocks a large kernel splits into (`runtime.row_parallel`) and the threads of NumPy's
+OpenBLAS, which eager matmuls run on. 0 is every core the
+process may run on; the default is ``OMP_NUM_THREADS`` where the environment sets it, as
+PyTorch's intra-op count and OpenBLAS's own do (Ray's workers get 1: several share a
+machine), else 0. Compiled code reads the count when each op runs, so a change
 applies to functions compiled before it too; libraries compiled ahead of time are not
 this process's and use every core. The inter-op count is TensorFlow's bound on ops run at
 the same time; stageflow runs a function's ops one after another, so it bounds nothing
@@ -30,6 +33,14 @@ INTRA_OP = (ctypes.c_int64 * 1)()
 INTRA_OP_SYMBOL = "sf.threads.intra_op"
 _inter_op = [0]
 OPENBLAS_THREADS = "scipy_openblas_set_num_threads64_"
+
+
+def _from_environment() -> int:
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() else 0
+
+
+INTRA_OP[0] = _from_environment()
 
 
 def openblas_libraries() -> list[str]:
@@ -59,6 +70,7 @@ def set_intra_op_parallelism_threads(num_threads: int) -> None:
 def get_intra_op_parallelism_threads() -> int:
     """The intra-op count set last (0: every core).
 
+    >>> sf.config.threading.set_intra_op_parallelism_threads(0)
     >>> sf.config.threading.get_intra_op_parallelism_threads()
     0
     """

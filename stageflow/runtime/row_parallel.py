@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.codegen.kernels.wrapper import spec_value
+from stageflow.core import config_threading
 from stageflow.runtime.buffer_pool import POOL
 
 MIN_PARALLEL_ELEMENTS = 1 << 17
@@ -26,15 +27,22 @@ MIN_PARALLEL_ELEMENTS = 1 << 17
 _pool: ThreadPoolExecutor | None = None
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
 def workers() -> int:
-    """Threads a large kernel is split over: the cores, or ``STAGEFLOW_THREADS`` if lower."""
-    return max(1, min(os.cpu_count() or 1, int(os.environ.get("STAGEFLOW_THREADS", "64"))))
+    """Threads a large kernel is split over: the cores, or fewer where
+    `sf.config.threading` sets a lower intra-op count (read at each call)."""
+    limit = int(config_threading.INTRA_OP[0])
+    return min(cores(), limit) if limit > 0 else cores()
 
 
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="stageflow")
+        _pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="stageflow")
     return _pool
 
 
@@ -45,11 +53,10 @@ class RowParallelKernel:
         self.compiled = compiled
         self.kernel = compiled.kernel
         self.output_dtypes = [arg.dtype for arg in self.kernel.outputs]
-        self.workers = workers()
 
     def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
         first = arrays[0]
-        n_workers = self.workers
+        n_workers = workers()
         if (getattr(first, "size", 0) < MIN_PARALLEL_ELEMENTS or n_workers < 2
                 or type(first) is not np.ndarray or first.shape[0] < n_workers
                 or not all(type(a) is np.ndarray and a.flags.c_contiguous
