@@ -23,9 +23,10 @@ from stageflow.aot import javascript
 # Where the WASI C library (Debian's wasi-libc) is found: its libc.a, libm.a, crt1-reactor.o.
 LIBC_DIRS = ("/usr/lib/wasm32-wasi", "/usr/share/wasi-sysroot/lib/wasm32-wasi")
 # The stack at the bottom of memory (--stack-first: an overflow runs below address 0 and
-# traps, instead of overwriting data). 1 MiB: a generated function's largest frame is the
-# own gemm's 16 KiB packed panel, and an op's tasks run in turn on this one stack, not on
-# worker threads; memory beyond costs the module as much of its initial memory.
+# traps, instead of overwriting data). 1 MiB: the generated code keeps only buffers of
+# fixed size on the stack (no alloca sized at run time), the largest the own gemm's 16 KiB
+# packed panel, and an op's tasks run in turn on this one stack, not on worker threads;
+# more would only add to the module's initial memory.
 STACK_BYTES = 1 << 20
 MAX_MEMORY = 1 << 32  # wasm32's whole address space; memory grows as malloc asks
 

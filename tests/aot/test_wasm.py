@@ -93,6 +93,7 @@ def resnet(wasm_tools):
                                  target="wasm32", name="resnet")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 3])
 def test_the_small_resnet_under_node_matches_python(tmp_path, resnet, batch):
     infer, library = resnet
@@ -112,6 +113,7 @@ def transformer(wasm_tools):
                                          target="wasm32", name="transformer")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 4])
 def test_the_transformer_under_node_matches_python(tmp_path, transformer, batch):
     module, infer, library = transformer
@@ -224,6 +226,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_the_mlp_runs_in_headless_chromium(tmp_path, mlp, chromium):
     predict, library = mlp
     site = tmp_path / "site"
