@@ -1,7 +1,8 @@
 """Random, well-typed programs over the whole op set (`stageflow.testing.random_programs`)
 give the same numbers eagerly, interpreted (`jit=False`), compiled, on a GPU and compiled
-ahead of time into a library called through ctypes, with known and with unknown (None)
-input dims; a slice of what the campaign runs at scale.
+ahead of time into a library called through ctypes, or for aarch64 (under qemu) and
+WebAssembly (under Node.js), with known and with unknown (None) input dims; a slice of what
+the campaign runs at scale.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from stageflow.testing.random_ops import (
     programs,
     staged,
 )
-from stageflow.testing.random_programs import compare, execute, main, reason
+from stageflow.testing.random_programs import TARGET_WAYS, compare, execute, main, reason
+from stageflow.testing.target_calls import TargetLibraries
 
 
 def on_gpu(program: Program, variables: list[sf.Variable], generator: Any) -> Callable:
@@ -117,6 +119,26 @@ def test_random_programs_agree_compiled_ahead_of_time(program: Program) -> None:
             compare(program, libraries.way(unknown_dims), reference, args)
 
 
+TARGETS = sorted({target for target, _ in TARGET_WAYS.values()})
+
+
+@pytest.mark.usefixtures("aarch64_tools", "wasm_tools")
+@pytest.mark.parametrize("target", TARGETS)
+@settings(max_examples=3, deadline=None)
+@given(programs())
+def test_random_programs_agree_compiled_for_other_machines(target: str,
+                                                           program: Program) -> None:
+    """Each program as a library for another machine, run there (under its emulator or
+    runtime) for its inputs' dims and for its unknown dims: results and variables as
+    eager's on this x86 machine."""
+    args = [sf.constant(x) for x in program.inputs]
+    reference = execute(program, eager, args)
+    with tempfile.TemporaryDirectory() as directory:
+        for unknown_dims in (False, True):
+            compare(program, TargetLibraries(directory).way(target, unknown_dims), reference,
+                    args)
+
+
 def counting_program(unknown: tuple[bool, ...], region: bool) -> Program:
     """x -> x * 2 (in a cond with `region`), adding x's sum to a variable: a program
     written out by hand, for what the AOT way must do with state and refusals."""
@@ -144,6 +166,24 @@ def test_the_aot_way_compares_the_variables_the_library_updates(tmp_path: Path) 
     assert states[0] == 4.0
     with pytest.raises(AssertionError):
         compare(program, Libraries(str(tmp_path)).way(False),
+                (reference[0], [np.float32(5.0)]), args)
+
+
+@pytest.mark.usefixtures("aarch64_tools", "wasm_tools")
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_target_way_compares_the_variables_the_library_updates(target: str,
+                                                                  tmp_path: Path) -> None:
+    """The variables a library for another machine updates come back from its run into the
+    program's variables, so that a wrong update there is a mismatch."""
+    program = counting_program((True,), region=False)
+    args = [sf.constant(x) for x in program.inputs]
+    reference = execute(program, eager, args)
+    results, states, _ = execute(program, TargetLibraries(str(tmp_path)).way(target, True),
+                                 args)
+    np.testing.assert_array_equal(results[0], [0.0, 2.0, 4.0])
+    assert states[0] == 4.0
+    with pytest.raises(AssertionError):
+        compare(program, TargetLibraries(str(tmp_path)).way(target, False),
                 (reference[0], [np.float32(5.0)]), args)
 
 
@@ -227,9 +267,24 @@ def test_a_campaign_counts_what_each_way_did(capsys):
     assert lines[0].startswith("random programs against eager, seed 2026,")
     assert lines[1].split() == ["way", "programs", "mismatches", "errors", "unsupported",
                                 "seconds"]
-    rows = {line[2:19].strip(): line[19:].split()[:4] for line in lines[2:5]}
+    rows = {line[2:22].strip(): line[22:].split()[:4] for line in lines[2:5]}
     assert rows == {"interpreted": ["4", "0", "0", "0"], "compiled": ["4", "0", "0", "0"],
                     "aot": ["2", "0", "0", "0"]}, out
+    assert status == 0, out
+
+
+@pytest.mark.usefixtures("aarch64_tools", "wasm_tools")
+def test_a_campaign_on_other_machines_agrees_with_eager(capsys):
+    """A fixed slice of the campaign on the other machines' ways: every program, with and
+    without control flow, runs there (or is refused on purpose, counted apart) and agrees
+    with eager; the same seed, the same programs every time."""
+    status = main(["--count", "6", "--seed", "2027", "--ways", ",".join(TARGET_WAYS),
+                   "--control", "0.5", "--aot-every", "1"])
+    out = capsys.readouterr().out
+    rows = {line[2:22].strip(): line[22:].split()[:4]
+            for line in out.splitlines()[2:2 + len(TARGET_WAYS)]}
+    assert sorted(rows) == sorted(TARGET_WAYS), out
+    assert all(row[:3] == ["6", "0", "0"] for row in rows.values()), out
     assert status == 0, out
 
 

@@ -67,6 +67,9 @@ int main(int argc, char **argv) {
         fclose(file);
     }
     STATE_DUMP
+    printf("out_dims");
+    for (int i = 0; i < OUT_RANKS; i++) printf(" %lld", (long long)out_dims[i]);
+    printf("\n");
     return 0;
 }
 """
@@ -76,6 +79,12 @@ def user_inputs(library: Any) -> list[Any]:
     """The types of the inputs a caller passes (not the state a library keeps)."""
     return [ty for ty, is_resource in zip(library.signature.inputs, library.signature.resources,
                                           strict=True) if not is_resource]
+
+
+def state_types(library: Any) -> list[Any]:
+    """The types of a ``freeze=False`` library's variables, in the state's order."""
+    return [ty for ty, is_resource in zip(library.signature.inputs, library.signature.resources,
+                                          strict=True) if is_resource]
 
 
 def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int = 1,
@@ -103,7 +112,7 @@ def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int =
         f'{{ FILE *f = fopen("state{i}.bin", "wb"); '
         f"fwrite({name}_state_variable(state, {i}), 1, {size}, f); fclose(f); }}"
         for i, size in enumerate(state_sizes))
-    stateful = bool(state_sizes)
+    stateful = f"{name}_state_new(" in library.header  # freeze=False, with variables
     source = (HARNESS.replace("NAME", name).replace("UNKNOWN", str(unknown))
               .replace("OUT_RANKS", str(position)).replace("INPUTS", str(len(inputs)))
               .replace("INPUT_READS", "\n    ".join(reads))
@@ -124,7 +133,8 @@ def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int =
 
 
 def run(executable: Path, *dims: int, timeout: float = 120) -> list[str]:
-    """Run the program with the unknown dims `dims`: its lines (``rc N`` per call); under
+    """Run the program with the unknown dims `dims`: its lines (``rc N`` per call, then
+    ``out_dims`` and the outputs' dims where the calls succeeded); under
     its target's emulator where it was built for another machine."""
     result = subprocess.run([*_emulator(executable), str(executable), *map(str, dims)],
                             cwd=executable.parent,
@@ -153,6 +163,18 @@ def _emulator(executable: Path) -> list[str]:
     if shutil.which(command[0]) is None:
         raise RuntimeError(f"running a program for {target} here needs {command[0]} on PATH")
     return command
+
+
+def output_shapes(lines: Sequence[str], library: Any) -> list[tuple[int, ...]]:
+    """The outputs' shapes of a run whose calls succeeded, from its last line (the dims
+    ``NAME_output_dims`` gave), for outputs of unknown dims."""
+    dims = [int(d) for d in next(line for line in lines if line.startswith("out_dims"))
+            .split()[1:]]
+    shapes, position = [], 0
+    for ty in library.signature.outputs:
+        shapes.append(tuple(dims[position:position + len(ty.shape)]))
+        position += len(ty.shape)
+    return shapes
 
 
 def read_output(folder: Path, index: int, dtype: Any, shape: Sequence[int]) -> np.ndarray:

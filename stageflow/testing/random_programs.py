@@ -1,18 +1,20 @@
 """The random-program campaign: random, well-typed programs (`stageflow.testing.random_ops`,
 and with nested branches and loops, `stageflow.testing.control_programs`) run eagerly and
-five other ways, every result and variable compared with eager's.
+five other ways (nine with other machines'), every result and variable compared with eager's.
 
 The ways: interpreted (``jit=False``), compiled, compiled for unknown input dims, and
 compiled ahead of time into a shared library called through ctypes, for known and for
-unknown dims (`stageflow.testing.aot_calls`). Building a library costs a C link, so the
-two AOT ways run on every K-th program only (``--aot-every K``). A program the AOT compiler
-refuses on purpose is counted as *unsupported*, with its reason, not as an error.
+unknown dims (`stageflow.testing.aot_calls`). On request (``--ways``), also ahead of time
+for other machines, for known and for unknown dims (`stageflow.testing.target_calls`):
+``aarch64`` (a C program under qemu) and ``wasm`` (Node.js). Building a library costs a
+link, so the AOT ways run on every K-th program only (``--aot-every K``). A program the AOT
+compiler refuses on purpose is counted as *unsupported*, with its reason, not as an error.
 
 The test suite runs a slice (``tests/test_random_programs.py``); a campaign runs many, with
 a seed never used before, and prints what disagreed::
 
     python -m stageflow.testing.random_programs --count 10000 [--seed N] [--control 0.25]
-                                                [--aot-every 10]
+                                                [--aot-every 10] [--ways aarch64,wasm]
 
 Needs the test extra (hypothesis).
 """
@@ -39,6 +41,7 @@ from stageflow.testing.campaign import add_seed, seed_of
 from stageflow.testing.campaign import progress as report_progress
 from stageflow.testing.control_programs import control_programs
 from stageflow.testing.random_ops import TOLERANCES, Program, eager, programs, staged
+from stageflow.testing.target_calls import TargetLibraries
 
 
 def execute(program: Program, make: Callable[..., Callable], args: list[Any]
@@ -73,11 +76,18 @@ def compare(program: Program, make: Callable[..., Callable], reference: Any,
     return function
 
 
-WAYS = ("interpreted", "compiled", "unknown dims", "aot", "aot unknown dims")
-AOT_WAYS = ("aot", "aot unknown dims")
+# The ways run unless others are asked for: those needing nothing but this machine.
+HOST_WAYS = ("interpreted", "compiled", "unknown dims", "aot", "aot unknown dims")
+# The ways through libraries for other machines: their target, and whether unknown dims.
+TARGET_WAYS = {"aarch64": ("aarch64-linux-gnu", False),
+               "aarch64 unknown dims": ("aarch64-linux-gnu", True),
+               "wasm": ("wasm32", False), "wasm unknown dims": ("wasm32", True)}
+WAYS = (*HOST_WAYS, *TARGET_WAYS)
+AOT_WAYS = ("aot", "aot unknown dims", *TARGET_WAYS)
 
 
-def way(name: str, program: Program, libraries: Libraries) -> Callable[..., Callable]:
+def way(name: str, program: Program, libraries: Libraries,
+        targets: TargetLibraries) -> Callable[..., Callable]:
     """How `program` is run the way called `name` (one of `WAYS`)."""
     if name == "interpreted":
         return staged(jit=False)
@@ -85,6 +95,8 @@ def way(name: str, program: Program, libraries: Libraries) -> Callable[..., Call
         return staged()
     if name == "unknown dims":
         return staged(input_signature=program.signature())
+    if name in TARGET_WAYS:
+        return targets.way(*TARGET_WAYS[name])
     return libraries.way(unknown_dims=name == "aot unknown dims")
 
 
@@ -140,7 +152,7 @@ def run_campaign(count: int, campaign_seed: int, ways: list[str], control: float
             start = time.perf_counter()
             tally.programs += 1
             try:
-                compare(program, way(name, program, libraries), reference, args)
+                compare(program, way(name, program, libraries, targets), reference, args)
             except Unsupported as refusal:
                 tally.unsupported += 1
                 tally.reasons[reason(refusal)] += 1
@@ -159,7 +171,7 @@ def run_campaign(count: int, campaign_seed: int, ways: list[str], control: float
             progress(done[0])
 
     with tempfile.TemporaryDirectory(prefix="sf-random-programs-") as directory:
-        libraries = Libraries(directory)
+        libraries, targets = Libraries(directory), TargetLibraries(directory)
         try:
             one()
         except UnsatisfiedAssumption:
@@ -172,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000)
     add_seed(parser)
-    parser.add_argument("--ways", default=",".join(WAYS),
-                        help=f"comma-separated, of: {', '.join(WAYS)}")
+    parser.add_argument("--ways", default=",".join(HOST_WAYS),
+                        help=f"comma-separated, of: {', '.join(WAYS)} (default: all but "
+                             "the other machines', which need their cross tools)")
     parser.add_argument("--control", type=float, default=0.25,
                         help="the share of programs with branches and loops (default 0.25)")
     parser.add_argument("--aot-every", type=int, default=10, metavar="K",
@@ -198,10 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"random programs against eager, seed {campaign_seed}, "
           f"{time.perf_counter() - start:.0f} s ({args.control:.0%} with control flow, AOT "
           f"on every {args.aot_every})")
-    print(f"  {'way':17} {'programs':>9} {'mismatches':>11} {'errors':>7} {'unsupported':>12} "
+    print(f"  {'way':20} {'programs':>9} {'mismatches':>11} {'errors':>7} {'unsupported':>12} "
           f"{'seconds':>8}")
     for name, tally in tallies.items():
-        print(f"  {name:17} {tally.programs:9d} {tally.mismatches:11d} {tally.errors:7d} "
+        print(f"  {name:20} {tally.programs:9d} {tally.mismatches:11d} {tally.errors:7d} "
               f"{tally.unsupported:12d} {tally.seconds:8.1f}")
     for name, tally in tallies.items():
         for reason, times in tally.reasons.most_common():
