@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from stageflow.testing.c_program import user_inputs
+from stageflow.testing.c_program import state_types, user_inputs
 
 # The calls, the same in Node.js and in a page: `read(path)` gives a file's bytes (a copy:
 # aligned, its own), `write(path, bytes)` stores them, `finish(error)` reports the end.
@@ -128,12 +128,9 @@ def run(folder: Path, library: Any, inputs: Sequence[np.ndarray], dims: Sequence
     outputs = [np.fromfile(folder / f"out{i}.bin", dtype=ty.dtype).reshape(shape)
                for i, (ty, shape) in enumerate(zip(library.signature.outputs, result["shapes"],
                                                    strict=False))]
-    state_types = [ty for ty, is_resource in zip(library.signature.inputs,
-                                                 library.signature.resources, strict=True)
-                   if is_resource]
     stateful = f"{name}_state_new(" in library.header
     state = [np.fromfile(folder / f"state{i}.bin", dtype=ty.dtype).reshape(ty.shape)
-             for i, ty in enumerate(state_types)] if stateful else []
+             for i, ty in enumerate(state_types(library))] if stateful else []
     return Result(result["code"], outputs, state)
 
 
