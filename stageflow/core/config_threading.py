@@ -31,6 +31,10 @@ __dir__ = public_dir(globals())
 # JIT's symbol `INTRA_OP_SYMBOL`).
 INTRA_OP = (ctypes.c_int64 * 1)()
 INTRA_OP_SYMBOL = "sf.threads.intra_op"
+# The multiply-adds from which a gemm is split over the cores (`codegen.lowered.gemm_split`)
+# and an eager float matmul runs its compiled op (`runtime.eager_kernels`): several times
+# what starting a task costs.
+SPLIT_MACS = 1 << 21
 _inter_op = [0]
 OPENBLAS_THREADS = "scipy_openblas_set_num_threads64_"
 

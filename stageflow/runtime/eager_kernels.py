@@ -23,12 +23,17 @@ convolutions run several times faster compiled. Until its op is ready a signatur
 results are NumPy's, which may differ from the compiled op's in the last bits (float sums
 in another order; bfloat16's input gradient rounds each window's part before adding).
 
-bfloat16 matmuls. NumPy multiplies bfloat16 through float32 copies of the operands, at
-float32's speed or below; where the CPU has bfloat16 dot products the compiled op
+Matmuls. NumPy multiplies bfloat16 through float32 copies of the operands, at float32's
+speed or below; where the CPU has bfloat16 dot products the compiled op
 (`codegen.lowered.gemm_bf16`) runs several times faster, so a bfloat16 matmul of at least
 `MIN_MACS` multiply-adds compiles it once for every shape (its code reads its dims at run
-time) and runs it from then on. Until it is ready NumPy's kernel serves; the two differ
-within bfloat16's rounding.
+time) and runs it from then on. A float32 or float64 matmul large enough to be split over
+the cores (`codegen.lowered.gemm_split`: OpenBLAS's own threads spin while they wait,
+stalling each other beside other busy processes and stealing the cores from the compiled
+code's tasks for a while after each call) runs its compiled op too: the same OpenBLAS
+kernels, single-threaded on parts of the product, over the worker pool compiled code
+uses. Until the op is ready NumPy's kernel serves; the two differ within the dtype's
+rounding.
 
 Elementwise ops. Some of NumPy's loops are far from the memory's speed: a ReLU
 (``np.maximum(x, 0)``) takes several times as long as a copy of its result, and a relu's
@@ -55,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stageflow.core import config, dtypes, lazy
+from stageflow.core.config_threading import SPLIT_MACS
 from stageflow.core.op_facts import Cost, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.primitives.conv import conv2d_filter_gradient_p, conv2d_input_gradient_p, conv2d_p
@@ -101,18 +107,21 @@ def _macs_matmul(shapes: Shapes, out: tuple[int, ...], params: dict[str, Any]) -
 
 # The ops that run their compiled op eagerly (one compile for every shape, every dim
 # unknown) where all operands are of the given dtypes: their multiply-adds per call, from
-# the operands' shapes, the result's and the params, decide whether the call is worth it.
-# bfloat16 convolutions and matmuls run on the CPU's bfloat16 dot products where it has
-# them (`codegen.lowered.gemm_bf16`: NumPy computes bfloat16 on float32 copies), NumPy's
-# kernel elsewhere (no op); float matmuls keep NumPy's call of the same BLAS.
+# the operands' shapes, the result's and the params, decide whether the call is worth it:
+# `MIN_MACS`, or for each dtype of `LARGE_ONLY` at least `SPLIT_MACS`. bfloat16
+# convolutions and matmuls run on the CPU's bfloat16 dot products where it has them
+# (`codegen.lowered.gemm_bf16`: NumPy computes bfloat16 on float32 copies), NumPy's kernel
+# elsewhere (no op); float matmuls below the split keep NumPy's call of the same BLAS.
 MACS: dict[Primitive, tuple[frozenset[np.dtype], Callable[[Shapes, tuple[int, ...],
                                                             dict[str, Any]], int]]] = {
     conv2d_p: (_CONVOLUTION_DTYPES, _macs_conv),
     conv2d_input_gradient_p: (_CONVOLUTION_DTYPES, _macs_input_gradient),
     conv2d_filter_gradient_p: (_CONVOLUTION_DTYPES, _macs_filter_gradient),
-    matmul_p: (frozenset({dtypes.bfloat16}), _macs_matmul),
-    matmul_add_p: (frozenset({dtypes.bfloat16}), _macs_matmul),
+    matmul_p: (_CONVOLUTION_DTYPES, _macs_matmul),
+    matmul_add_p: (_CONVOLUTION_DTYPES, _macs_matmul),
 }
+LARGE_ONLY: dict[Primitive, frozenset[np.dtype]] = {matmul_p: frozenset(_FLOATS),
+                                                    matmul_add_p: frozenset(_FLOATS)}
 
 
 # NumPy's SIMD maximum and minimum return the second operand of equal ones (+0 and -0),
@@ -158,7 +167,9 @@ class EagerKernels:
             return None
         inputs = tuple(ShapedType(v.shape, v.dtype) for v in values)
         output = primitive.shape_rule(*inputs, **params)
-        if macs([v.shape for v in values], output.shape, params) < MIN_MACS:
+        least = (SPLIT_MACS if values[0].dtype in LARGE_ONLY.get(primitive, frozenset())
+                 else MIN_MACS)
+        if macs([v.shape for v in values], output.shape, params) < least:
             return None
         spec = eager_compiles.generic_op(primitive, inputs, output, params)
         compiling = self._compile(spec.key, lambda: eager_compiles.compile_op(spec))

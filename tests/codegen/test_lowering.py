@@ -399,12 +399,14 @@ def test_one_row_products_are_matrix_vector_products(dtype, transposes, k, n):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("transposes", [(False, False), (True, False), (False, True),
                                         (True, True)])
-def test_large_products_split_their_rows_over_the_pool(dtype, transposes):
-    """A product OpenBLAS would thread runs as single-threaded gemms on blocks of rows, one
-    task per core (`gemm_rows`): NumPy's numbers on every row, over a batch (one gemm of
-    the stacked rows, or one per matrix), with the scaled addend, for any transposes."""
+@pytest.mark.parametrize("m, n", [(203, 97), (61, 203)])
+def test_large_products_split_over_the_pool(dtype, transposes, m, n):
+    """A product OpenBLAS would thread runs as single-threaded gemms on blocks of rows (or
+    of columns, where C is wider), one task per core (`gemm_split`): NumPy's numbers
+    everywhere, over a batch (one gemm of the stacked rows, or one per matrix), with the
+    scaled addend, for any transposes."""
     transpose_a, transpose_b = transposes
-    m, k, n = 203, 180, 97  # 3.5M multiply-adds a matrix: above the split's threshold
+    k = 180  # millions of multiply-adds a matrix: above the split's threshold
     a = values((2, k, m) if transpose_a else (2, m, k), dtype, 1) / dtype(np.sqrt(k))
     b = values((n, k) if transpose_b else (k, n), dtype, 2)  # sums of unit size: rounding
     params = {"transpose_a": transpose_a, "transpose_b": transpose_b}  # within tolerance

@@ -38,7 +38,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
-from stageflow.codegen.lowered import gemm_bf16, gemm_rows, own_blas
+from stageflow.codegen.lowered import gemm_bf16, gemm_split, own_blas
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
 from stageflow.codegen.targets import platform
@@ -57,9 +57,10 @@ _lock = threading.Lock()
 _available: bool | None = None
 # OpenBLAS runs a gemm of at most 65536 * 4 multiply-adds on one thread
 # (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD): above that it would start its own
-# threads, so compiled code splits the rows itself (`gemm_rows`), at least this many a task.
+# threads, so compiled code splits the product itself (`gemm_split`), at least this many rows
+# or columns a task.
 OPENBLAS_THREADED_MACS = 65536 * 4
-SPLIT_MIN_ROWS = 16
+SPLIT_MIN_PART = 16
 
 
 # OpenBLAS threads every gemm large enough over a pool of its own, process-wide. Code that
@@ -176,23 +177,33 @@ def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
 
 
 
-def _blas_rows(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
+def _blas_part(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
                words: list[ir.Value]) -> None:
-    """A task's rows [first, last) of C = alpha op(A) op(B) + beta C by the BLAS
-    (`gemm_rows.rows_task`'s body): A's rows lie `lda` apart, or one apart read
-    transposed."""
-    a_flag, b_flag, n, k, a, lda, x, ldb, c, ldc, alpha, beta = words
+    """A task's part of C = alpha op(A) op(B) + beta C by the BLAS
+    (`gemm_split.split_task`'s body): rows [first, last) of C and op(A), or (where the
+    `columns` word is set) columns of C and op(B). A row of op(A) lies `lda` apart in A,
+    or one apart read transposed; a column of op(B) one apart in B, or `ldb` transposed."""
+    a_flag, b_flag, m, n, k, a, lda, x, ldb, c, ldc, alpha, beta, columns = words
     real = storage_type(dtype)
     a_flag, b_flag = b.trunc(a_flag, I32), b.trunc(b_flag, I32)
+    by_columns = b.icmp_signed("!=", columns, i64(0))
     a_step = b.select(b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS)), lda, i64(1))
+    b_step = b.select(b.icmp_signed("==", b_flag, ir.Constant(I32, NO_TRANS)), i64(1), ldb)
+    size = b.sub(last, first)
     scalars = [b.bitcast(word, F64) for word in (alpha, beta)]
     if real == F32:
         scalars = [b.fptrunc(value, F32) for value in scalars]
-    a_rows = b.gep(b.inttoptr(a, ir.PointerType()), [b.mul(first, a_step)], source_etype=real)
-    c_rows = b.gep(b.inttoptr(c, ir.PointerType()), [b.mul(first, ldc)], source_etype=real)
-    b.call(gemm_function(b.module, dtype),
-           [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, b.sub(last, first), n, k, scalars[0],
-            a_rows, lda, b.inttoptr(x, ir.PointerType()), ldb, scalars[1], c_rows, ldc])
+
+    def at(word: ir.Value, offset: ir.Value) -> ir.Value:
+        return b.gep(b.inttoptr(word, ir.PointerType()), [offset], source_etype=real)
+
+    no_offset = i64(0)
+    b.call(gemm_function(b.module, dtype), [
+        ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, b.select(by_columns, m, size),
+        b.select(by_columns, size, n), k, scalars[0],
+        at(a, b.select(by_columns, no_offset, b.mul(first, a_step))), lda,
+        at(x, b.select(by_columns, b.mul(first, b_step), no_offset)), ldb, scalars[1],
+        at(c, b.select(by_columns, first, b.mul(first, ldc))), ldc])
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
@@ -355,22 +366,23 @@ class Matmul:
 
             if self.dtype not in GEMV_SYMBOLS or not platform.current().blas:
                 return direct
-            task = gemm_rows.rows_task(b.module, f"sf.blas.rows.{self.dtype.name}", 12,
-                                       functools.partial(_blas_rows, self.dtype))
+            task = gemm_split.split_task(b.module, f"sf.blas.part.{self.dtype.name}", 14,
+                                         functools.partial(_blas_part, self.dtype))
 
             def gemm(m, n, k, a_at, b_at, c_at) -> None:
                 """One call where OpenBLAS would not thread it; else single-threaded calls
-                on the rows, split over our pool (`gemm_rows` says why)."""
+                on parts of C split over our pool (`gemm_split` says why)."""
                 macs = b.mul(b.mul(m, n), k)
                 with b.if_else(b.icmp_signed(">", macs, i64(OPENBLAS_THREADED_MACS))) as (
                         large, small):
                     with small:
                         direct(m, n, k, a_at, b_at, c_at)
                     with large:
-                        words = [a_flag, b_flag, n, k, a_at, lda, b_at, ldb, c_at, n, alpha,
-                                 beta]
-                        single_threaded_blas(b, lambda: gemm_rows.run_rows(
-                            b, task, m, macs, words, SPLIT_MIN_ROWS))
+                        wide = b.icmp_signed(">=", n, m)
+                        words = [a_flag, b_flag, m, n, k, a_at, lda, b_at, ldb, c_at, n, alpha,
+                                 beta, b.zext(wide, I64)]
+                        single_threaded_blas(b, lambda: gemm_split.run_split(
+                            b, task, b.select(wide, n, m), macs, words, SPLIT_MIN_PART))
             gemv = gemv_function(b.module, self.dtype)
             # One row: c = op(B)^T a, B read as stored (its transpose where it is used as
             # is), a's k elements one apart or, read transposed, a column `lda` apart.

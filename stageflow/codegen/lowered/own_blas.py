@@ -11,7 +11,7 @@ scaled (any other ``beta`` but 1), and the gemm adds ``A @ B`` to it. Where that
 cannot be had, a plain loop reads the operands in place: slower, never wrong.
 
 Where the platform has threads, a large product splits its rows over the cores
-(`gemm_rows`: the worker pool), as OpenBLAS threads its gemms, unless a convolution's
+(`gemm_split`: the worker pool), as OpenBLAS threads its gemms, unless a convolution's
 tasks are running their own gemms at the time (`regions`, counted by
 `matmul.single_threaded_blas`), which would oversubscribe the cores.
 
@@ -31,7 +31,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
-from stageflow.codegen.lowered import gemm_rows
+from stageflow.codegen.lowered import gemm_split
 from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
 from stageflow.codegen.lowered.conv.gemm import tile
 from stageflow.codegen.targets import platform
@@ -117,15 +117,15 @@ class _Body:
         convolution's tasks are running gemms of their own (`regions`)."""
         b = self.b
         module = b.module
-        task = gemm_rows.rows_task(module, f"sf.cblas.rows.{np.dtype(self.dtype).name}", 8,
+        task = gemm_split.split_task(module, f"sf.cblas.rows.{np.dtype(self.dtype).name}", 8,
                                    functools.partial(_rows, self.dtype))
         alone = None
         if platform.current().threads:
             alone = b.icmp_signed("==", b.load_atomic(regions(module), "monotonic", 8,
                                                       typ=I64), i64(0))
-        gemm_rows.run_rows(b, task, self.m, b.mul(b.mul(self.m, self.n), self.k),
-                           [self.n, self.k, a, lda, x, ldb, self.c, self.ldc], tile().rows,
-                           alone)
+        gemm_split.run_split(b, task, self.m, b.mul(b.mul(self.m, self.n), self.k),
+                             [self.n, self.k, a, lda, x, ldb, self.c, self.ldc], tile().rows,
+                             alone)
 
     def _transposed(self, flag: ir.Value) -> ir.Value:
         return self.b.icmp_signed("!=", flag, ir.Constant(I32, NO_TRANS))
@@ -201,7 +201,7 @@ class _Body:
 
 def _rows(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
           words: list[ir.Value]) -> None:
-    """A task's rows [first, last) of C += A @ B (`gemm_rows.rows_task`'s body)."""
+    """A task's rows [first, last) of C += A @ B (`gemm_split.split_task`'s body)."""
     n, k, a, lda, x, ldb, c, ldc = words
     real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
     a_rows = b.gep(b.inttoptr(a, _PTR), [b.mul(first, lda)], source_etype=real)
