@@ -79,11 +79,14 @@ def named_runs(prog: str, doc: str, names: list[str], run: Callable[[str, int], 
     PATH as JSON."""
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{prog}",
                                      description=doc.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", default=names, choices=names, metavar="NAME")
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"of: {', '.join(names)}")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
-    rows = [run(name, args.rounds) for name in args.names]
+    unknown = [name for name in args.names if name not in names]
+    if unknown:
+        parser.error(f"unknown {unknown}; choose from {', '.join(names)}")
+    rows = [run(name, args.rounds) for name in args.names or names]
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return rows
