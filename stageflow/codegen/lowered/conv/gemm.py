@@ -19,8 +19,8 @@ vector load of B per vector, one broadcast of A per row and an fma per row and v
 Around it GotoBLAS's blocking: k in chunks of `DEPTH` (a tile's sums stored in C between
 chunks, which rounds nothing), rows in blocks of `Tile.block_rows` (A's block, rows x
 DEPTH, stays in L2 while every block of columns passes over it), columns in blocks of the
-tile's width, then one vector, then the rest. Each
-block of columns first copies its panel of B (DEPTH x its width) into 16 KB of stack, where
+tile's width, then one vector, then the rest. Each block of columns first copies its panel
+of B (DEPTH x its width) onto the stack (16 KB at AVX2's width, 32 KB at AVX-512's), where
 the tiles read it from L1: in place, B's rows often lie a power of two apart (512 filters:
 2 KB), which maps a panel onto a few of L1's sets. The copy pads the last, partial vector
 with zeros, so only its stores need a mask.
@@ -59,18 +59,23 @@ class Tile:
         return 16 * self.rows
 
 
-# x86: 12 sums of AVX2's vectors hide the fma's latency (LLVM splits them in two where there
-# is only SSE). aarch64: NEON's 32 registers hold 24 sums of 4 lanes, the panel's 4 vectors
-# and A's broadcast. WebAssembly: SIMD128 in a runtime that maps it onto 16 SSE/AVX
-# registers (V8 on x86-64): 8 sums, 2 vectors of B and a broadcast leave room, where 12
-# sums of two registers each spilled.
+# x86: 12 sums of AVX-512's vectors where the CPU has them, else of AVX2's (LLVM splits
+# those in two where there is only SSE), hide the fma's latency; the AVX-512 tile ran a
+# 1024 gemm 1.9x as fast as the AVX2 one on an AVX-512 CPU. aarch64: NEON's 32 registers
+# hold 24 sums of 4 lanes, the panel's 4 vectors and A's broadcast. WebAssembly: SIMD128 in
+# a runtime that maps it onto 16 SSE/AVX registers (V8 on x86-64): 8 sums, 2 vectors of B
+# and a broadcast leave room, where 12 sums of two registers each spilled.
 TILES = {"aarch64": Tile(6, 4, 16), "wasm32": Tile(4, 2, 16)}
+AVX512_TILE = Tile(6, 2, 64)
 DEFAULT_TILE = Tile(6, 2, 32)
 
 
 def tile() -> Tile:
     """The micro-kernel's shape for the platform being built for."""
-    return TILES.get(platform.current().arch, DEFAULT_TILE)
+    machine = platform.current()
+    if machine.arch in TILES:
+        return TILES[machine.arch]
+    return AVX512_TILE if machine.has("avx512f") else DEFAULT_TILE
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
