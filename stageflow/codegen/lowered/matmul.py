@@ -106,10 +106,20 @@ def blas_available() -> bool:
 
 def gemm_lowerable(dtype: np.dtype) -> bool:
     """Whether a gemm of `dtype` can be called from code for the current platform: the
-    BLAS's where it is linked (and found here), else our own (`own_blas`)."""
-    if platform.current().blas:
-        return dtype in GEMM_SYMBOLS and blas_available()
-    return dtype in own_blas.DTYPES
+    BLAS's where it is linked (and found here), or our own (`own_gemm`)."""
+    if own_gemm(dtype):
+        return True
+    return platform.current().blas and dtype in GEMM_SYMBOLS and blas_available()
+
+
+def own_gemm(dtype: np.dtype) -> bool:
+    """Whether gemms of `dtype` call our own (`own_blas`): always where OpenBLAS is not
+    linked, and on CPUs with AVX-512, where our tile of zmm sums ran a float32 gemm at
+    about 0.9x the cores' peak, as fast as OpenBLAS's AVX-512 kernels and 1.8x the speed of
+    the AVX2 kernels NumPy's OpenBLAS runs on AMD's AVX-512 CPUs (`benchmarks.targets`
+    compares the two)."""
+    machine = platform.current()
+    return dtype in own_blas.DTYPES and (not machine.blas or machine.has("avx512f"))
 
 
 def blas_guard(module: ir.Module) -> ir.GlobalVariable:
@@ -127,15 +137,20 @@ def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
     platform has no OpenBLAS, the guard's count alone says that such regions are running,
     for our own gemm not to split itself over threads meanwhile (`own_blas`)."""
     machine = platform.current()
-    if not machine.blas:
-        if machine.threads:
-            running = own_blas.regions(b.module)
-            b.atomic_rmw("add", running, i64(1), "acq_rel")
-            region()
-            b.atomic_rmw("sub", running, i64(1), "acq_rel")
-        else:
-            region()
+    if not machine.threads:
+        region()
         return
+    running = own_blas.regions(b.module)
+    b.atomic_rmw("add", running, i64(1), "acq_rel")
+    if machine.blas and blas_available():  # (which loads OpenBLAS into the JIT's search)
+        _openblas_single_threaded(b, region)
+    else:
+        region()
+    b.atomic_rmw("sub", running, i64(1), "acq_rel")
+
+
+def _openblas_single_threaded(b: ir.IRBuilder, region: Callable[[], None]) -> None:
+    """`region` with OpenBLAS's thread count 1 (`single_threaded_blas`)."""
     module = b.module
     guard = blas_guard(module)
     get = declare(module, THREAD_SYMBOLS[0], I32, [])
@@ -207,9 +222,9 @@ def _blas_part(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
-    """``cblas_?gemm`` of `dtype`, declared in `module` on first use; our own
-    (`own_blas`) where the platform has no OpenBLAS."""
-    if not platform.current().blas:
+    """``cblas_?gemm`` of `dtype`, declared in `module` on first use; our own where
+    `own_gemm` says so."""
+    if own_gemm(dtype):
         return own_blas.gemm_function(module, dtype)
     name = GEMM_SYMBOLS[dtype]
     existing = module.globals.get(name)
@@ -364,25 +379,12 @@ class Matmul:
                 b.call(function, [row_major, a_flag, b_flag, m, n, k, alpha, a_at, lda, b_at,
                                   ldb, beta, c_at, n])
 
-            if self.dtype not in GEMV_SYMBOLS or not platform.current().blas:
+            if (self.dtype not in GEMV_SYMBOLS or not platform.current().blas
+                    or not blas_available()):
                 return direct
-            task = gemm_split.split_task(b.module, f"sf.blas.part.{self.dtype.name}", 14,
-                                         functools.partial(_blas_part, self.dtype))
-
-            def gemm(m, n, k, a_at, b_at, c_at) -> None:
-                """One call where OpenBLAS would not thread it; else single-threaded calls
-                on parts of C split over our pool (`gemm_split` says why)."""
-                macs = b.mul(b.mul(m, n), k)
-                with b.if_else(b.icmp_signed(">", macs, i64(OPENBLAS_THREADED_MACS))) as (
-                        large, small):
-                    with small:
-                        direct(m, n, k, a_at, b_at, c_at)
-                    with large:
-                        wide = b.icmp_signed(">=", n, m)
-                        words = [a_flag, b_flag, m, n, k, a_at, lda, b_at, ldb, c_at, n, alpha,
-                                 beta, b.zext(wide, I64)]
-                        single_threaded_blas(b, lambda: gemm_split.run_split(
-                            b, task, b.select(wide, n, m), macs, words, SPLIT_MIN_PART))
+            # Our own gemm splits itself over the pool; OpenBLAS's is split here.
+            gemm = direct if own_gemm(self.dtype) else self._pooled(b, direct, a_layout,
+                                                                   b_layout, alpha, beta)
             gemv = gemv_function(b.module, self.dtype)
             # One row: c = op(B)^T a, B read as stored (its transpose where it is used as
             # is), a's k elements one apart or, read transposed, a column `lda` apart.
@@ -416,6 +418,30 @@ class Matmul:
             return_unless(b, b.icmp_signed("==", status, ir.Constant(I32, 0)), no_memory)
 
         return own
+
+    def _pooled(self, b: ir.IRBuilder, direct: Callable[..., None],
+                a_layout: tuple[ir.Value, ir.Value], b_layout: tuple[ir.Value, ir.Value],
+                alpha: ir.Value, beta: ir.Value) -> Callable[..., None]:
+        """OpenBLAS's gemm called once where it would not thread it, else single-threaded
+        on parts of C split over our pool (`gemm_split` says why)."""
+        task = gemm_split.split_task(b.module, f"sf.blas.part.{self.dtype.name}", 14,
+                                     functools.partial(_blas_part, self.dtype))
+        (a_flag, lda), (b_flag, ldb) = a_layout, b_layout
+
+        def pooled(m, n, k, a_at, b_at, c_at) -> None:
+            macs = b.mul(b.mul(m, n), k)
+            with b.if_else(b.icmp_signed(">", macs, i64(OPENBLAS_THREADED_MACS))) as (
+                    large, small):
+                with small:
+                    direct(m, n, k, a_at, b_at, c_at)
+                with large:
+                    wide = b.icmp_signed(">=", n, m)
+                    words = [a_flag, b_flag, m, n, k, a_at, lda, b_at, ldb, c_at, n, alpha,
+                             beta, b.zext(wide, I64)]
+                    single_threaded_blas(b, lambda: gemm_split.run_split(
+                        b, task, b.select(wide, n, m), macs, words, SPLIT_MIN_PART))
+
+        return pooled
 
     @staticmethod
     def _stacked(ob: OpBuilder, a: Operand, a_flag: ir.Value, lda: ir.Value) -> ir.Value:
