@@ -41,6 +41,8 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/codegen/llvm/reduce.py": ("maximum", "minimum"),
     "stageflow/codegen/llvm/special.py": ("floor", "sqrt"),
     "stageflow/codegen/targets/cpu.py": ("cos", "expm1", "log1p", "pow", "sin"),
+    # an LLVM atomicrmw operation (``atomic_rmw("add", ...)``)
+    "stageflow/codegen/lowered/matmul.py": ("add",),
     # the names generated LLVM code gives its values and loops (``%sign``, ``slice0``)
     "stageflow/codegen/lowered/linalg.py": ("sign",),
     "stageflow/codegen/lowered/movement.py": ("slice",),
