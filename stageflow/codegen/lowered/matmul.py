@@ -1,21 +1,23 @@
 """Lowering of `matmul` and `matmul_add` (float32, float64, complex64, complex128): a loop
-over the broadcast batch calling the BLAS ``cblas_?gemm`` of the OpenBLAS that NumPy's
-wheel bundles (``cgemm``/``zgemm`` take alpha and beta by pointer). `matmul_add`
+over the broadcast batch calling a CBLAS ``cblas_?gemm``: the OpenBLAS that NumPy's wheel
+bundles (``cgemm``/``zgemm`` take alpha and beta by pointer), or our own. `matmul_add`
 (``alpha * a @ b + c``) copies ``c``, broadcast, into the result and calls the gemm with
 ``beta = 1``: the BLAS accumulates onto it in the pass where it would have zeroed it.
 
-Why a BLAS call and not a generated kernel: OpenBLAS's SkylakeX sgemm runs near one
-core's peak from n = 512 on; a tiled and packed kernel generated through LLVM would have to
-match its register blocking, packing and prefetching per CPU to come near, and the target
-is 0.9x of it. Calling it from compiled code instead of through ``np.matmul`` also removes
-NumPy's dispatch from the call (``benchmarks/matmul.py`` measures both).
+Which gemm: OpenBLAS's where its kernels are the CPU's best, and our own generated one
+(`own_blas` over `conv.gemm`'s register tiles) where OpenBLAS is not linked (a library for
+another machine) or the CPU has AVX-512 (`own_gemm`): there our tile of zmm sums runs near
+the cores' peak, where NumPy's OpenBLAS picks AVX2 kernels on some of those CPUs. Either
+is called from compiled code, without NumPy's dispatch (``benchmarks/matmul.py`` measures
+the two against ``np.matmul``), single-threaded on parts of the product split over the
+worker pool (`gemm_split`), and one row is a gemv.
 
 Why NumPy's copy and not SciPy's ``cython_blas`` capsules: NumPy's wheel exports a CBLAS
 with 64-bit integers (``scipy_cblas_sgemm64_`` in ``numpy.libs/libscipy_openblas64_*``),
 the same library ``np.matmul`` uses, present wherever NumPy is and without SciPy, which
 the runtime does not require; SciPy's ``sgemm`` is the same OpenBLAS behind a Fortran ABI
-with 32-bit sizes. Where the symbol is not found (NumPy built against another BLAS), there
-is no lowering and ``np.matmul`` runs, as before.
+with 32-bit sizes. Where the symbol is not found (NumPy built against another BLAS), our
+own gemm serves where `own_gemm` says so, else there is no lowering and ``np.matmul`` runs.
 
 Operands may be row-major or column-major views (a transposed array is passed as it is,
 with the transpose flag flipped); any other strides return an error code, and the NumPy
@@ -114,10 +116,10 @@ def gemm_lowerable(dtype: np.dtype) -> bool:
 
 def own_gemm(dtype: np.dtype) -> bool:
     """Whether gemms of `dtype` call our own (`own_blas`): always where OpenBLAS is not
-    linked, and on CPUs with AVX-512, where our tile of zmm sums ran a float32 gemm at
-    about 0.9x the cores' peak, as fast as OpenBLAS's AVX-512 kernels and 1.8x the speed of
-    the AVX2 kernels NumPy's OpenBLAS runs on AMD's AVX-512 CPUs (`benchmarks.targets`
-    compares the two)."""
+    linked, and on CPUs with AVX-512, where our tile of zmm sums runs near the cores' peak,
+    level with OpenBLAS's AVX-512 kernels and well ahead of the AVX2 kernels NumPy's
+    OpenBLAS runs on AMD's AVX-512 CPUs (`benchmarks.targets` and `benchmarks.matmul`
+    measure the two)."""
     machine = platform.current()
     return dtype in own_blas.DTYPES and (not machine.blas or machine.has("avx512f"))
 
