@@ -33,6 +33,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -260,13 +261,16 @@ def announce(config: pytest.Config, message: str) -> None:
 
 def apt_install(package: str) -> subprocess.CompletedProcess:
     """``apt-get install -y PACKAGE``, after ``apt-get update`` where the package lists do
-    not know it yet (a fresh machine's are empty)."""
+    not know it yet (a fresh machine's are empty). One install at a time on the machine:
+    pytest's worker processes may each need a package at once, and dpkg takes one."""
     command = ["apt-get", "install", "-y", "-q", package]
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+    with open(os.path.join(tempfile.gettempdir(), "stageflow-tests-apt.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         result = subprocess.run(command, capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+            result = subprocess.run(command, capture_output=True, text=True, env=env)
     return result
 
 
