@@ -66,7 +66,7 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # (pixels, C) matrix, no scratch, its pixels split into a task per CPU (sched_getaffinity);
 # else the image rows are split likewise. The tasks run on the process's pool or a thread
 # per task after the first (the first runs here, the others are joined or run here where
-# their thread did not start). No task calls the BLAS: OpenBLAS's threads are left alone.
+# their thread did not start). No task calls OpenBLAS: its threads are left alone.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32"(ptr %"data", ptr %"dims", ptr %"strides")
 # CHECK: %"sh" = load i64
 # CHECK: %"dw" = load i64
@@ -95,33 +95,36 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", i1 0)
 
 # The convolutions' own gemm: k in chunks of 256 (summing onto C after the first, or when
-# the caller accumulates), rows in blocks of 96, columns in blocks of 16 whose panel of B is
-# first copied to the stack; then tiles of 6 rows, 12 sums in registers, per k the panel's
-# 2 vectors, each row's A broadcast and 12 fmas; then single rows; the last block's lanes
-# past n read as zeros and stored under a mask.
+# the caller accumulates), rows in blocks of 96, columns in blocks of two vectors (W lanes:
+# AVX2's 8, or AVX-512's 16 where the host has it) whose panel of B is first copied to the
+# stack; then tiles of 6 rows, 12 sums in registers, per k the panel's 2 vectors, each
+# row's A broadcast and 12 fmas; then single rows; the last block's lanes past n read as
+# zeros and stored under a mask.
 # CHECK-LABEL: define internal void @"sf.gemm.float32"(i64 %"m", i64 %"n", i64 %"k",
 # CHECK-SAME: ptr %"a", i64 %"lda", ptr %"b", i64 %"ldb", ptr %"c", i64 %"ldc",
 # CHECK-SAME: i1 %"accumulate")
-# CHECK: %"panel" = alloca <8 x float>, i32 512
+# CHECK: %"panel" = alloca <[[W:8|16]] x float>, i32 512
 # CHECK: depth.body:
 # CHECK: add i64 %"depth", 256
 # CHECK: or i1 %"accumulate",
 # CHECK: rows.body:
 # CHECK: add i64 %"rows", 96
 # CHECK: pack.body:
-# CHECK: load <8 x float>
-# CHECK: store <8 x float>
+# CHECK: load <[[W]] x float>
+# CHECK: store <[[W]] x float>
 # CHECK: tile.body:
 # CHECK: k.body:
-# CHECK: %[[P0:".[0-9]+"]] = load <8 x float>, <8 x float>* %{{".[0-9]+"}}
-# CHECK: %[[P1:".[0-9]+"]] = load <8 x float>, <8 x float>* %{{".[0-9]+"}}
-# CHECK: %[[A:".[0-9]+"]] = shufflevector <8 x float>
-# CHECK-NEXT: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[A]], <8 x float> %[[P0]],
-# CHECK-NEXT: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %[[A]], <8 x float> %[[P1]],
-# CHECK-COUNT-5: call <8 x float> @"llvm.fma.v8f32"(<8 x float> %{{.+}}, <8 x float> %[[P1]],
+# CHECK: %[[P0:".[0-9]+"]] = load <[[W]] x float>, <[[W]] x float>* %{{".[0-9]+"}}
+# CHECK: %[[P1:".[0-9]+"]] = load <[[W]] x float>, <[[W]] x float>* %{{".[0-9]+"}}
+# CHECK: %[[A:".[0-9]+"]] = shufflevector <[[W]] x float>
+# CHECK-NEXT: call <[[W]] x float> @"llvm.fma.v[[W]]f32"(<[[W]] x float> %[[A]],
+# CHECK-SAME: <[[W]] x float> %[[P0]],
+# CHECK-NEXT: call <[[W]] x float> @"llvm.fma.v[[W]]f32"(<[[W]] x float> %[[A]],
+# CHECK-SAME: <[[W]] x float> %[[P1]],
+# CHECK-COUNT-5: call <[[W]] x float> @"llvm.fma.v[[W]]f32"({{.+}}, <[[W]] x float> %[[P1]],
 # CHECK: row.body:
-# CHECK: call <8 x float> @"llvm.masked.load.v8f32.p0"(
-# CHECK: call void @"llvm.masked.store.v8f32.p0"(
+# CHECK: call <[[W]] x float> @"llvm.masked.load.v[[W]]f32.p0"(
+# CHECK: call void @"llvm.masked.store.v[[W]]f32.p0"(
 
 # A task loads the operands and the geometry again from the entry's arguments. Under the
 # direct loops' rule, one call of the module's direct loops over its rows (their status
@@ -239,7 +242,8 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: flip3.body:
 # CHECK: ret i32 %[[DIRECT]]
 # CHECK: call void @"free"(ptr %[[COLUMNS]])
-# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 111, i32 112, i64 %{{".[0-9]+"}},
+# CHECK: call void @{{"(scipy_cblas_sgemm64_|sf.cblas.gemm.float32)"}}(i32 101,
+# CHECK-SAME: i32 111, i32 112, i64 %{{".[0-9]+"}},
 # CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 %"arg1.d3", float 0x3ff0000000000000,
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 # CHECK-SAME: float {{ *}}0x0, ptr %[[COLUMNS]], i64 %[[CHUNK]])
@@ -271,7 +275,8 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: %[[OWN:".[0-9]+"]] = icmp eq ptr %"private", null
 # CHECK: %[[WINDOWS:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: %[[START:".[0-9]+"]] = icmp eq i64 %"block", %"first"
-# CHECK: call void @"scipy_cblas_sgemm64_"(i32 101, i32 112, i32 111, i64 %[[DEPTH:".[0-9]+"]],
+# CHECK: call void @{{"(scipy_cblas_sgemm64_|sf.cblas.gemm.float32)"}}(i32 101, i32 112,
+# CHECK-SAME: i32 111, i64 %[[DEPTH:".[0-9]+"]],
 # CHECK-SAME: i64 %"arg1.d3", i64 %{{".[0-9]+"}}, float 0x3ff0000000000000,
 # CHECK-SAME: ptr %[[WINDOWS]], i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 
