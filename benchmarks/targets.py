@@ -1,22 +1,23 @@
 """Ahead-of-time libraries for other machines, timed here: a WebAssembly module under Node.js
 against the same function compiled for this machine, and against onnxruntime-web (its
 WebAssembly backend) running the same model; and this machine's self-contained library
-(stageflow's own gemm) against the one that calls OpenBLAS.
+(stageflow's own gemm) against its usual one.
 
     python -m benchmarks.targets [MODEL ...] [--rounds N] [--json PATH]
 
 MODEL: ``matmul`` (512 x 512 by a constant 512 x 512, float32: the gemm alone), ``mlp``
 (784-64-10, batch 64, the README's MLP), ``light_squeezenet`` and
-``light_resnet50`` (ONNX's light models, batch 1, imported with ``sf.onnx.load``). The matmul
-and the MLP go to onnxruntime-web as ``sf.onnx.export`` writes them, the light models as
-their files:
-the same model for every contender.
+``light_resnet50`` (ONNX's light models, batch 1, imported with ``sf.onnx.load``). The
+matmul and the MLP go to onnxruntime-web as ``sf.onnx.export`` writes them, the light models
+as their files: the same model for every contender.
 
 Contenders (inputs fixed, outputs checked against each other before timing):
 
-- ``host``: the library for this machine (``sf.aot.compile``, OpenBLAS linked, its
-  threads and the worker pool on every core), called through ctypes;
-- ``own gemm``: the same, ``self_contained=True``: stageflow's gemm in place of OpenBLAS;
+- ``host``: the library for this machine (``sf.aot.compile``: OpenBLAS linked, whose
+  gemms it calls unless the CPU has AVX-512, where it takes our own too, `matmul.own_gemm`;
+  the worker pool on every core), called through ctypes;
+- ``own gemm``: the same, ``self_contained=True``: stageflow's gemm for every product
+  (one-row ones included), no OpenBLAS linked;
 - ``wasm``: the ``wasm32`` library under Node.js through its ES module (one thread: a
   plain WebAssembly module has none);
 - ``onnxruntime-web``: its WebAssembly backend under the same Node.js, one thread

@@ -67,9 +67,20 @@ from stageflow.staging.function import function as staged_function
 
 TARGETS = ("cpu", "ptx", *platform.TARGETS)
 _PTR = ir.PointerType()
-# The C compilers that link a shared library for each target, the first found on PATH used.
-_LINKERS = {"x86_64-linux-gnu": ("x86_64-linux-gnu-gcc", "cc", "gcc", "clang"),
-            "aarch64-linux-gnu": ("aarch64-linux-gnu-gcc",)}
+# The C compilers that build for each target, the first found on PATH used.
+C_COMPILERS = {"x86_64-linux-gnu": ("x86_64-linux-gnu-gcc", "cc", "gcc", "clang"),
+               "aarch64-linux-gnu": ("aarch64-linux-gnu-gcc",)}
+
+
+def c_compiler(target: str) -> str:
+    """The path of a C compiler for `target` (`C_COMPILERS`); a RuntimeError naming them
+    where none is on PATH."""
+    names = C_COMPILERS.get(target, ())
+    found = next(filter(None, map(shutil.which, names)), None)
+    if found is None:
+        raise RuntimeError(f"sf.aot: building for {target} needs a C compiler "
+                           f"({' or '.join(names) or 'none known'}) on PATH")
+    return found
 
 
 @dataclass
@@ -121,8 +132,7 @@ class CPUArtefact:
         copied beside it and finds them there (``RUNPATH $ORIGIN``), so the directory
         moves as a whole: nothing of the build environment is needed to load it."""
         path = os.fspath(path)
-        wasm_target = self.platform.arch.startswith("wasm")
-        kinds = (".wasm", ".o") if wasm_target else (".so", ".o")
+        kinds = (".wasm", ".o") if self.platform.wasm else (".so", ".o")
         if not path.endswith(kinds):
             raise ValueError(f"sf.aot: write a {' or a '.join(kinds)} for target "
                              f"{self.target}, not {path!r}")
@@ -133,13 +143,12 @@ class CPUArtefact:
             with open(path, "wb") as file:
                 file.write(self.object_code)
             return path
-        if wasm_target:
+        if self.platform.wasm:
             return wasm.save(self, path)
-        names = _LINKERS.get(self.target, ())
-        cc = next(filter(None, map(shutil.which, names)), None)
-        if cc is None:
-            raise RuntimeError(f"sf.aot: linking a .so for {self.target} needs a C compiler "
-                               f"({' or '.join(names)}) on PATH; save a .o instead")
+        try:
+            cc = c_compiler(self.target)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}; save a .o instead") from None
         with tempfile.TemporaryDirectory() as scratch:
             obj = os.path.join(scratch, f"{self.name}.o")
             with open(obj, "wb") as file:
@@ -392,7 +401,7 @@ def _object_code(text: str, machine: platform.Platform) -> bytes:
     module = llvm.parse_assembly(text)
     module.triple = machine.triple
     module.data_layout = str(target.target_data)
-    if machine.arch.startswith("wasm"):
+    if machine.wasm:
         wasm.adapt(module)
     module.verify()
     options = llvm.create_pipeline_tuning_options(speed_level=3)

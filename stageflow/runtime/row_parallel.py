@@ -12,6 +12,7 @@ on the calling thread, where a thread hop would cost more than the work.
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -27,8 +28,9 @@ MIN_PARALLEL_ELEMENTS = 1 << 17
 _pool: ThreadPoolExecutor | None = None
 
 
+@functools.cache
 def cores() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on (asked once: a kernel's call reads it)."""
     return max(1, len(os.sched_getaffinity(0)))
 
 

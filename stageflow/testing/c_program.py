@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from stageflow.aot.library import c_compiler
+
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-# Per target that is not this machine: its C compiler, and how its programs run here (the
-# emulator, with the system root its dynamic loader and C library are found in).
-CROSS = {"aarch64-linux-gnu": ("aarch64-linux-gnu-gcc",
-                               ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"])}
+# Per target that is not this machine: how its programs run here (the emulator, with the
+# system root its dynamic loader and C library are found in). Each target's C compiler is
+# the library's (`library.C_COMPILERS`).
+EMULATORS = {"aarch64-linux-gnu": ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]}
 _ELF_MACHINES = {0xB7: "aarch64-linux-gnu"}  # e_machine of an ELF header
 
 HARNESS = r"""
@@ -93,7 +95,7 @@ def build(folder: Path, library: Any, inputs: Sequence[np.ndarray], steps: int =
     compile a C program calling it `steps` times (dumping `state_sizes` bytes of each state
     variable of a ``freeze=False`` library); the executable. The program loads the shared
     library, or with `static` has the library's object code linked into it."""
-    compiler = _compiler(library.target)
+    compiler = c_compiler(library.target)
     name = library.name
     library.save(folder / (f"{name}.o" if static else f"lib{name}.so"),
                  header=folder / f"{name}.h")
@@ -142,16 +144,6 @@ def run(executable: Path, *dims: int, timeout: float = 120) -> list[str]:
     return result.stdout.split("\n")
 
 
-def _compiler(target: str) -> str:
-    """The C compiler that builds programs for `target`."""
-    name = CROSS[target][0] if target in CROSS else "cc"
-    found = shutil.which(name) if target in CROSS else CC
-    if found is None:
-        raise RuntimeError(f"calling an AOT library for {target} from C needs a C compiler "
-                           f"({name}) on PATH")
-    return found
-
-
 def _emulator(executable: Path) -> list[str]:
     """The command that runs `executable` here: nothing for this machine's programs."""
     with open(executable, "rb") as file:
@@ -159,7 +151,7 @@ def _emulator(executable: Path) -> list[str]:
     target = _ELF_MACHINES.get(int.from_bytes(header[18:20], "little"))
     if target is None:
         return []
-    command = CROSS[target][1]
+    command = EMULATORS[target]
     if shutil.which(command[0]) is None:
         raise RuntimeError(f"running a program for {target} here needs {command[0]} on PATH")
     return command

@@ -7,7 +7,7 @@ thread stalls the rest, and a step of milliseconds took tens of them. Our worker
 runs each gemm single-threaded (OpenBLAS's, in `matmul.single_threaded_blas`, or our own,
 `own_blas`) on parts of C, one task per core: blocks of rows, or of columns where C is at
 least as wide as it is tall (each task then packs only its part of B, where row blocks
-would each pack all of it, which ran a square gemm markedly slower on two cores). A
+would each pack all of it). A
 product is split once it has `SPLIT_MACS` multiply-adds and each part would be at least
 `min_part` wide.
 

@@ -116,10 +116,9 @@ def gemm_lowerable(dtype: np.dtype) -> bool:
 
 def own_gemm(dtype: np.dtype) -> bool:
     """Whether gemms of `dtype` call our own (`own_blas`): always where OpenBLAS is not
-    linked, and on CPUs with AVX-512, where our tile of zmm sums runs near the cores' peak,
-    level with OpenBLAS's AVX-512 kernels and well ahead of the AVX2 kernels NumPy's
-    OpenBLAS runs on AMD's AVX-512 CPUs (`benchmarks.targets` and `benchmarks.matmul`
-    measure the two)."""
+    linked, and on CPUs with AVX-512, where our tile of zmm sums uses the whole vector width
+    and NumPy's OpenBLAS may not (on AMD's AVX-512 CPUs it runs AVX2 kernels):
+    `benchmarks.matmul` measures the staged gemm against NumPy's."""
     machine = platform.current()
     return dtype in own_blas.DTYPES and (not machine.blas or machine.has("avx512f"))
 
@@ -135,9 +134,9 @@ def blas_guard(module: ir.Module) -> ir.GlobalVariable:
 def single_threaded_blas(b: ir.IRBuilder, region: Callable[[], None]) -> None:
     """Emit `region` with OpenBLAS single-threaded around it: the first of the regions
     running at once saves the thread count and sets it to 1, the last one out restores it
-    (under a spin lock: a region is milliseconds, the lock a few instructions). Where the
-    platform has no OpenBLAS, the guard's count alone says that such regions are running,
-    for our own gemm not to split itself over threads meanwhile (`own_blas`)."""
+    (under a spin lock: a region is milliseconds, the lock a few instructions). The
+    regions running are counted too (`own_blas.regions`), for our own gemm not to split
+    itself over threads meanwhile; without OpenBLAS that count is all the guard does."""
     machine = platform.current()
     if not machine.threads:
         region()
@@ -361,8 +360,9 @@ class Matmul:
     def _gemm(self, ob: OpBuilder, a_layout: tuple[ir.Value, ir.Value],
               b_layout: tuple[ir.Value, ir.Value]) -> Callable[..., None]:
         """The call of one product ``(m, n, k, a, b, c)``, each operand read by its
-        (transpose flag, leading dim): the BLAS's gemm, or for bfloat16 our own
-        (`gemm_bf16`), given the same layouts as element strides of rows and columns."""
+        (transpose flag, leading dim): a CBLAS gemm (`gemm_function`: OpenBLAS's or our
+        own), or for bfloat16 our own (`gemm_bf16`), given the same layouts as element
+        strides of rows and columns."""
         b = ob.b
         if self.dtype != dtypes.bfloat16:
             function = gemm_function(b.module, self.dtype)

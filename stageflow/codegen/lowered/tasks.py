@@ -35,7 +35,7 @@ from stageflow.codegen.targets import platform
 from stageflow.core import config_threading
 
 MAX_TASKS = 64
-_limit_bound: list[bool] = []  # whether the JIT knows the intra-op count's symbol
+_limit_bound = False  # whether the JIT knows the intra-op count's symbol
 _PTR = ir.PointerType()
 # A task's record, an i64 per field (pointers as integers): data, dims, strides, first
 # unit, last unit, task number, private memory, status.
@@ -50,10 +50,11 @@ TaskBody = Callable[[OpBuilder, ir.Value, ir.Value, ir.Value, ir.Value], None]
 def intra_op_limit(module: ir.Module) -> ir.GlobalVariable:
     """`sf.config.threading`'s intra-op count (0: no limit), declared in `module`: Python's
     word for the JIT (its symbol added here once), an ahead-of-time library's own zero."""
+    global _limit_bound
     if not _limit_bound:
         llvm.add_symbol(config_threading.INTRA_OP_SYMBOL,
                         ctypes.addressof(config_threading.INTRA_OP))
-        _limit_bound.append(True)
+        _limit_bound = True
     existing = module.globals.get(config_threading.INTRA_OP_SYMBOL)
     if isinstance(existing, ir.GlobalVariable):
         return existing

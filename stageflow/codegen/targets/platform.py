@@ -56,12 +56,17 @@ class Platform:
         """The triple's architecture: ``x86_64``, ``aarch64``, ``wasm32``."""
         return self.triple.split("-", 1)[0]
 
+    @property
+    def wasm(self) -> bool:
+        """Whether the code runs as WebAssembly."""
+        return self.arch.startswith("wasm")
+
     def fma(self, suffix: str) -> str:
         """The intrinsic for ``a * b + c`` of LLVM type `suffix` (``v8f32``): ``llvm.fma``
         (one rounding), or ``llvm.fmuladd`` on WebAssembly, whose SIMD has no fused
         multiply-add: there ``llvm.fma`` is a call of libm's emulation per element, and
         ``fmuladd`` a multiply and an add."""
-        return f"llvm.{'fmuladd' if self.arch.startswith('wasm') else 'fma'}.{suffix}"
+        return f"llvm.{'fmuladd' if self.wasm else 'fma'}.{suffix}"
 
 
 # The ahead-of-time targets: (triple, default CPU, features, threads). x86-64-v3 (AVX2 and

@@ -60,8 +60,8 @@ class Tile:
 
 
 # x86: 12 sums of AVX-512's vectors where the CPU has them (twice the work per instruction
-# of AVX2's, which `benchmarks.targets`' own gemm row measures), else of AVX2's (LLVM
-# splits those in two where there is only SSE), hide the fma's latency. aarch64: NEON's 32
+# of AVX2's), else of AVX2's (LLVM splits those in two where there is only SSE), hide the
+# fma's latency. aarch64: NEON's 32
 # registers hold 24 sums of 4 lanes, the panel's 4 vectors and A's broadcast. WebAssembly:
 # SIMD128 in a runtime that maps it onto 16 SSE/AVX registers (V8 on x86-64): 8 sums, 2
 # vectors of B and a broadcast leave room, where 12 sums of two registers each spilled.
