@@ -36,7 +36,12 @@ def interleaved_samples(
     What is alive by then (the setup's objects, and in ``python -m benchmarks`` those the
     earlier benchmarks left) is frozen out of the garbage collector while the rounds run:
     in that long run a full collection of the heap took 0.44 s, a whole round of whichever
-    contender's allocations triggered it (`timeit` turns the collector off instead)."""
+    contender's allocations triggered it (`timeit` turns the collector off instead).
+
+    Each round starts with one untimed call too: the contender before it may leave threads
+    spinning on the cores for a while after its last call (onnxruntime's pool does by
+    default, OpenBLAS's after a threaded gemm), which would be charged to whichever
+    contender's round came next."""
     for run in runs.values():
         run(1)
     gc.collect()
@@ -46,6 +51,7 @@ def interleaved_samples(
         samples: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():
+                run(1)
                 start = time.perf_counter()
                 run(counts[name])
                 samples[name].append((time.perf_counter() - start) / counts[name])

@@ -158,6 +158,22 @@ def test_a_pointwise_conv_is_one_gemm_and_a_large_one_spans_blocks(dtype):
                                rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
 
 
+@settings(max_examples=10, deadline=None)  # unknown dims: one compile per dtype
+@given(pixels=st.integers(1, 420), channels=st.sampled_from([1, 7, 40, 300]),
+       out_channels=st.integers(1, 70), dtype=st.sampled_from(FLOATS))
+def test_the_gemm_serves_every_count_of_rows(pixels, channels, out_channels, dtype):
+    """A pointwise conv is one gemm of the image's pixels: any count of rows (tiles and the
+    rows left after them, in one block of rows or several, split over the cores or not),
+    of columns and of k (one chunk or two that accumulate) gives the kernel's numbers."""
+    x = values((1, pixels, 1, channels), dtype)
+    w = values((1, 1, channels, out_channels), dtype, seed=1)
+    params = {"strides": (1, 1), "padding": ((0, 0), (0, 0)), "dilations": (1, 1)}
+    rounding = 4 * tolerance(dtype) * np.sqrt(channels)  # sums of unit normal terms
+    np.testing.assert_allclose(run_compiled("conv2d", [x, w], True, **params),
+                               REGISTRY["conv2d"].kernel(x, w, **params),
+                               rtol=rounding, atol=rounding)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("window, channels, out_channels, padding", [
     (1, 300, 1000, 0),  # pointwise: whole blocks, one vector and a masked rest; two k chunks

@@ -384,10 +384,11 @@ def test_small_static_matmul_in_vector_blocks(dtype, m, k, n, transpose_a, alpha
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("transposes", [(False, False), (True, False), (False, True),
                                         (True, True)])
-@pytest.mark.parametrize("k, n", [(1, 5), (300, 1), (70, 300)])
+@pytest.mark.parametrize("k, n", [(1, 5), (300, 1), (70, 300), (1100, 2003)])
 def test_one_row_products_are_matrix_vector_products(dtype, transposes, k, n):
     """A product of one row runs the BLAS's gemv (B read as stored, a's elements one or
-    `lda` apart): the numbers of NumPy's kernel, with the fused scaled addend too."""
+    `lda` apart), single-threaded on parts of c over the pool where it is large
+    (1100 x 2003): the numbers of NumPy's kernel, with the fused scaled addend too."""
     transpose_a, transpose_b = transposes
     a = values((k, 1) if transpose_a else (1, k), dtype, 1)
     b = values((n, k) if transpose_b else (k, n), dtype, 2)

@@ -10,7 +10,7 @@ another machine) or the CPU has AVX-512 (`own_gemm`): there our tile of zmm sums
 the cores' peak, where NumPy's OpenBLAS picks AVX2 kernels on some of those CPUs. Either
 is called from compiled code, without NumPy's dispatch (``benchmarks/matmul.py`` measures
 the two against ``np.matmul``), single-threaded on parts of the product split over the
-worker pool (`gemm_split`), and one row is a gemv.
+worker pool (`gemm_split`), and one row is a gemv, split the same way.
 
 Why NumPy's copy and not SciPy's ``cython_blas`` capsules: NumPy's wheel exports a CBLAS
 with 64-bit integers (``scipy_cblas_sgemm64_`` in ``numpy.libs/libscipy_openblas64_*``),
@@ -63,6 +63,13 @@ _available: bool | None = None
 # or columns a task.
 OPENBLAS_THREADED_MACS = 65536 * 4
 SPLIT_MIN_PART = 16
+# OpenBLAS threads a gemv of at least 2304 * 4 elements of the matrix
+# (GEMM_MULTITHREAD_THRESHOLD): its threads then spin for a while after each call, on the
+# cores our pool's tasks run on (a model's last dense layer at batch 1 kept one spinning
+# through every convolution of the next call, halving them). Above that, compiled code runs
+# the gemv single-threaded, on parts split over the pool, at least this many columns each.
+OPENBLAS_THREADED_GEMV = 2304 * 4
+GEMV_MIN_PART = 64
 
 
 # OpenBLAS threads every gemm large enough over a pool of its own, process-wide. Code that
@@ -220,6 +227,29 @@ def _blas_part(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value
         at(a, b.select(by_columns, no_offset, b.mul(first, a_step))), lda,
         at(x, b.select(by_columns, b.mul(first, b_step), no_offset)), ldb, scalars[1],
         at(c, b.select(by_columns, first, b.mul(first, ldc))), ldc])
+
+
+def _gemv_part(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
+               words: list[ir.Value]) -> None:
+    """A task's part of the one-row product c = alpha a op(B) + beta c by the BLAS's gemv
+    (`gemm_split.split_task`'s body): columns [first, last) of c, which are columns of B
+    as stored (`as_is`, B read k x n), else rows of the stored transpose."""
+    as_is, k, x, ldb, a, a_step, c, alpha, beta = words
+    real = storage_type(dtype)
+    size = b.sub(last, first)
+    as_is = b.icmp_signed("!=", as_is, i64(0))
+    scalars = [b.bitcast(word, F64) for word in (alpha, beta)]
+    if real == F32:
+        scalars = [b.fptrunc(value, F32) for value in scalars]
+
+    def at(word: ir.Value, offset: ir.Value) -> ir.Value:
+        return b.gep(b.inttoptr(word, ir.PointerType()), [offset], source_etype=real)
+
+    flag = b.select(as_is, ir.Constant(I32, TRANS), ir.Constant(I32, NO_TRANS))
+    b.call(gemv_function(b.module, dtype), [
+        ir.Constant(I32, ROW_MAJOR), flag, b.select(as_is, k, size), b.select(as_is, size, k),
+        scalars[0], at(x, b.select(as_is, first, b.mul(first, ldb))), ldb, at(a, i64(0)),
+        a_step, scalars[1], at(c, first), i64(1)])
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
@@ -387,20 +417,32 @@ class Matmul:
             # Our own gemm splits itself over the pool; OpenBLAS's is split here.
             gemm = direct if own_gemm(self.dtype) else self._pooled(b, direct, a_layout,
                                                                    b_layout, alpha, beta)
-            gemv = gemv_function(b.module, self.dtype)
+            gemv = gemm_split.split_task(b.module, f"sf.gemv.part.{self.dtype.name}", 9,
+                                         functools.partial(_gemv_part, self.dtype))
             # One row: c = op(B)^T a, B read as stored (its transpose where it is used as
             # is), a's k elements one apart or, read transposed, a column `lda` apart.
-            b_as_is = b.icmp_signed("==", b_flag, ir.Constant(I32, NO_TRANS))
-            flipped = b.select(b_as_is, ir.Constant(I32, TRANS), ir.Constant(I32, NO_TRANS))
+            b_as_is = b.zext(b.icmp_signed("==", b_flag, ir.Constant(I32, NO_TRANS)), I64)
             a_step = b.select(b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS)), i64(1),
                               lda)
 
+            def one_row(n, k, a_at, b_at, c_at) -> None:
+                macs = b.mul(n, k)
+                words = [b_as_is, k, b_at, ldb, a_at, a_step, c_at, alpha, beta]
+
+                def split() -> None:
+                    gemm_split.run_split(b, gemv, n, macs, words, GEMV_MIN_PART)
+
+                with b.if_else(b.icmp_signed(">=", macs, i64(OPENBLAS_THREADED_GEMV))) as (
+                        large, small):
+                    with small:
+                        split()
+                    with large:
+                        single_threaded_blas(b, split)
+
             def blas(m, n, k, a_at, b_at, c_at) -> None:
-                with b.if_else(b.icmp_signed("==", m, i64(1))) as (one_row, rows):
-                    with one_row:
-                        b.call(gemv, [row_major, flipped, b.select(b_as_is, k, n),
-                                      b.select(b_as_is, n, k), alpha, b_at, ldb, a_at, a_step,
-                                      beta, c_at, i64(1)])
+                with b.if_else(b.icmp_signed("==", m, i64(1))) as (row, rows):
+                    with row:
+                        one_row(n, k, a_at, b_at, c_at)
                     with rows:
                         gemm(m, n, k, a_at, b_at, c_at)
 

@@ -9,7 +9,7 @@ logits near 1e9 (ONNX's light SqueezeNet) turns that ulp into a different answer
 onnxruntime's kernels, whose sums are in one order, agree with the reference. Here a
 column's sum is ``fma(a[k-1], b[k-1], ... fma(a[0], b[0], c))`` wherever it lies: in a
 whole block of vectors, in a narrower one at the right edge, in the masked lanes of the
-last vector, in a tile of rows or a single row; a K split into chunks (the caller
+last vector, in a tile of rows or of the rows left; a K split into chunks (the caller
 accumulating) continues each chain where the previous chunk left it. (WebAssembly has no
 fused multiply-add: there each step is a multiply and an add, in the same order.)
 
@@ -17,7 +17,7 @@ The micro-kernel: a `Tile` of rows by vectors of columns keeps its sums in regis
 x86, 6 rows by 2 AVX2 vectors: 12 sums; the shape is the target's, `TILES`), per k one
 vector load of B per vector, one broadcast of A per row and an fma per row and vector.
 Around it GotoBLAS's blocking: k in chunks of `DEPTH` (a tile's sums stored in C between
-chunks, which rounds nothing), rows in blocks of `Tile.block_rows` (A's block, rows x
+chunks, which rounds nothing), rows in blocks of about `Tile.block_rows` (A's block, rows x
 DEPTH, stays in L2 while every block of columns passes over it), columns in blocks of the
 tile's width, then one vector, then the rest. Each block of columns first copies its panel
 of B (DEPTH x its width) onto the stack (16 KB at AVX2's width, 32 KB at AVX-512's), where
@@ -139,11 +139,21 @@ class _Gemm:
             onto = b.or_(self.accumulate, b.icmp_signed(">", k0, i64(0)))
 
             def rows(m0: ir.Value) -> None:
-                end = b.add(m0, i64(self.tile.block_rows))
+                end = b.add(m0, block)
                 m1 = b.select(b.icmp_signed("<", end, self.m), end, self.m)
                 self._blocks(_Span((m0, m1), (k0, k1), onto))
 
-            counted_loop(b, i64(0), self.m, i64(self.tile.block_rows), rows, "rows")
+            counted_loop(b, i64(0), self.m, block, rows, "rows")
+
+        # Rows in blocks of about `block_rows`, as many as fit whole (at least one), the
+        # rows shared out evenly in whole tiles: every block packs all of B's panels again,
+        # so 98 rows (half a 14x14 image) run as one block, not as 96 and then 2.
+        rows = self.tile.rows
+        count = b.sdiv(self.m, i64(self.tile.block_rows))
+        count = b.select(b.icmp_signed(">", count, i64(1)), count, i64(1))
+        share = b.sdiv(b.sub(b.add(self.m, count), i64(1)), count)
+        block = b.mul(b.sdiv(b.add(share, i64(rows - 1)), i64(rows)), i64(rows))
+        block = b.select(b.icmp_signed(">", block, i64(0)), block, i64(rows))
 
         # One chunk when k is 0: C still gets its zeros (or keeps its values).
         chunks = b.select(b.icmp_signed(">", self.k, i64(0)), self.k, i64(1))
@@ -188,7 +198,11 @@ class _Gemm:
     def _columns(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None
                  ) -> None:
         """The span's rows by the columns from `n0`, `vectors` vectors wide (one masked by
-        `mask`): tiles of the tile's rows, then the rows left one at a time."""
+        `mask`): tiles of the tile's rows, then one tile of the rows left. A row alone
+        holds too few sums to hide the fma's latency (2, where two fma pipes of 4 cycles
+        need 8 in flight), so the rows left after the last whole tile run together, in a
+        tile of their number, rather than one at a time at a quarter of a tile's rate: a
+        gemm of 28 rows (4 rows of a 7x7 image) has 4 left."""
         b = self.b
         self._pack(span, n0, vectors, mask)
         m0, m1 = span.rows
@@ -196,8 +210,15 @@ class _Gemm:
         tiles = b.add(m0, b.mul(b.sdiv(b.sub(m1, m0), i64(rows)), i64(rows)))
         counted_loop(b, m0, tiles, i64(rows),
                      lambda r: self._tile(span, r, rows, n0, vectors, mask), "tile")
-        counted_loop(b, tiles, m1, i64(1),
-                     lambda r: self._tile(span, r, 1, n0, vectors, mask), "row")
+        done = b.append_basic_block("rest.done")
+        switch = b.switch(b.sub(m1, tiles), done)
+        for left in range(1, rows):
+            case = b.append_basic_block(f"rest.{left}")
+            switch.add_case(i64(left), case)
+            b.position_at_end(case)
+            self._tile(span, tiles, left, n0, vectors, mask)
+            b.branch(done)
+        b.position_at_end(done)
 
     def _load(self, pointer: ir.Value, mask: ir.Value | None, zeros: bool = False
               ) -> ir.Value:
