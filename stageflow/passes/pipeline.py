@@ -32,7 +32,7 @@ from stageflow.passes.registry import parse_pipeline
 # removes everything the others left unused; fuse comes at the very end, outlining the
 # elementwise ops that remain into kernel functions for the code generator; plan-buffers
 # last, as it annotates the final ops with their buffers.
-DEFAULT_PIPELINE = "inline,fold,simplify,cse,prune,fuse,plan-buffers"
+DEFAULT_PIPELINE = "inline,fold,simplify,cse,prepack,prune,fuse,plan-buffers"
 # The same for PTX: its kernels are elementwise (a thread per element cannot fold a shared
 # reduction), so reductions stay ops of their own.
 PTX_PIPELINE = "inline,fold,simplify,cse,prune,fuse{reductions=false},plan-buffers"

@@ -47,6 +47,7 @@ from stageflow.codegen.lowered.rule import (
     smaller,
 )
 from stageflow.codegen.targets import platform
+from stageflow.primitives.prepacked import DIRECT_MAX_OUT_CHANNELS, DIRECT_VECTOR_BYTES
 
 # The blocks of output channels a tile covers, (vectors, bytes per vector) widest first,
 # each half the previous one's channels: 2 AVX-512 vectors (32 floats), then 2 AVX2 vectors
@@ -55,10 +56,10 @@ from stageflow.codegen.targets import platform
 # 6 of a single vector would not. The AVX-512 block only where the CPU has AVX-512
 # (`blocks`): elsewhere its 12 sums are 24 ymm vectors, more than AVX2's 16 registers, and
 # spilled to the stack in every step (O = 32 ran at half the speed of two 16-wide blocks).
-DIRECT_BLOCKS = ((2, 64), (2, 32), (1, 32))
-DIRECT_VECTOR_BYTES = DIRECT_BLOCKS[-1][1]  # the narrowest: O must be a multiple of it
+# The narrowest block's bytes are `DIRECT_VECTOR_BYTES` (O must be a multiple of it); it and
+# `DIRECT_MAX_OUT_CHANNELS` are the rule `primitives.prepacked` keeps to.
+DIRECT_BLOCKS = ((2, 64), (2, 32), (1, DIRECT_VECTOR_BYTES))
 DIRECT_TILE = 6
-DIRECT_MAX_OUT_CHANNELS = 32
 
 
 @dataclass(frozen=True)

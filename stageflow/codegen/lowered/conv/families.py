@@ -12,10 +12,12 @@ decline dtypes the BLAS has no gemm for, and every op where no BLAS is loaded.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I1, I32, I64
-from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.functions import declare, entry_alloca, memcpy
 from stageflow.codegen.llvm.loops import fold_mul, i64, range_loop, return_unless
 from stageflow.codegen.lowered import gemm_bf16
 from stageflow.codegen.lowered.conv.bfloat16 import (
@@ -24,7 +26,7 @@ from stageflow.codegen.lowered.conv.bfloat16 import (
     Conv2dInputGradientBfloat16,
 )
 from stageflow.codegen.lowered.conv.direct import DirectLoops
-from stageflow.codegen.lowered.conv.gemm import gemm_function
+from stageflow.codegen.lowered.conv.gemm import gemm_function, packed_gemm_function
 from stageflow.codegen.lowered.conv.im2col import (
     FILTER_GRADIENT_MIN_BLOCK_ROWS,
     Chunk,
@@ -48,6 +50,7 @@ from stageflow.codegen.lowered.rule import (
     Operand,
     OpSpec,
     contiguous_strides,
+    is_row_major,
     larger,
     lowering,
     nest,
@@ -60,6 +63,7 @@ from stageflow.primitives.conv import (
     conv2d_input_gradient_p,
     conv2d_p,
 )
+from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p, panels_shape
 
 
 class Conv2d(ConvolutionShape, Windowed):
@@ -96,14 +100,22 @@ class Conv2d(ConvolutionShape, Windowed):
         b = ob.b
         x, w, out = contiguous_operands(ob)
         depth, o = x.dims[3], w.dims[3]
-        self._own_gemm(ob, b.sub(last, first), o, depth, (x.address(b, b.mul(first, depth)),
-                                                          depth),
-                       (w.pointer, o), (out.address(b, b.mul(first, o)), o), ir.Constant(I1, 0))
+        self._filters_gemm(ob, w, b.sub(last, first), depth,
+                           (x.address(b, b.mul(first, depth)), depth), i64(0),
+                           (out.address(b, b.mul(first, o)), o), ir.Constant(I1, 0))
 
-    def _own_gemm(self, ob: OpBuilder, m: ir.Value, n: ir.Value, k: ir.Value,
-                  a: tuple[ir.Value, ir.Value], b_: tuple[ir.Value, ir.Value],
-                  c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
-        ob.b.call(gemm_function(ob.b.module, self.dtype), [m, n, k, *a, *b_, *c, accumulate])
+    def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
+                      a: tuple[ir.Value, ir.Value], first: ir.Value,
+                      c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
+        """C[m, O] = A[m, k] @ the filters' rows [first, first + k) (HWIO read as a
+        (kh*kw*C, O) matrix), added to C's values where `accumulate`."""
+        b, o = ob.b, w.dims[3]
+        b.call(gemm_function(b.module, self.dtype),
+               [m, o, k, *a, w.address(b, b.mul(first, o)), o, *c, accumulate])
+
+    def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
+        """Whether a task runs the direct loops (`DirectLoops.fits`)."""
+        return DirectLoops(self.dtype).fits(ob, geo, o)
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
@@ -112,24 +124,74 @@ class Conv2d(ConvolutionShape, Windowed):
         b = ob.b
         geo = Geometry.read(ob)
         x, w, out = contiguous_operands(ob)
-        loops = DirectLoops(self.dtype)
-        with b.if_else(loops.fits(ob, geo, w.dims[3])) as (direct, im2col):
-            with direct:
-                code = loops.call(ob, x, w, out, (*geo.strides, geo.dilations[0]),
-                                  (geo.padding[0][0], geo.padding[1][0]), (first, last))
+
+        def im2col() -> None:
+            blocks(ob, self.dtype, x, w.dims[0], w.dims[1], out, (first, last),
+                   lambda c: self._chunk(ob, geo, x, w, c))
+
+        direct = self._direct(ob, geo, w.dims[3])
+        if direct is None:
+            im2col()
+            return
+        with b.if_else(direct) as (loops, windowed):
+            with loops:
+                code = DirectLoops(self.dtype).call(
+                    ob, x, w, out, (*geo.strides, geo.dilations[0]),
+                    (geo.padding[0][0], geo.padding[1][0]), (first, last))
                 return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
-            with im2col:
-                blocks(ob, self.dtype, x, w.dims[0], w.dims[1], out, (first, last),
-                       lambda c: self._chunk(ob, geo, x, w, c))
+            with windowed:
+                im2col()
 
     def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk) -> None:
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
         windows(ob, geo, x, w.dims[1], out, c, accumulate=False)
         target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
-        self._own_gemm(ob, c.rows, o, c.depth, (c.scratch, c.depth),
-                       (w.address(b, c.filters), o), (target, o),
-                       b.icmp_signed(">", c.a0, i64(0)))
+        self._filters_gemm(ob, w, c.rows, c.depth, (c.scratch, c.depth),
+                           b.mul(c.a0, fold_mul(b, w.dims[1], w.dims[2])), (target, o),
+                           b.icmp_signed(">", c.a0, i64(0)))
+
+
+@dataclass(frozen=True)
+class Conv2dPrepacked(Conv2d):
+    """``conv2d_prepacked(x, panels)``: `Conv2d` with the filters' gemm reading the panels
+    in place (`conv.gemm.packed_gemm_function`), never the direct loops (the `prepack`
+    pass leaves them the filters they serve). Its shared code is conv2d's, given the
+    filters' own dims (`filter_shape`) and the panels' pointer as the filters'."""
+
+    filter_shape: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
+                      strides: ir.Value) -> ir.Value:
+        """The input's dims and strides, the filters' (row-major), the output's dims; the
+        panels' checked first: of `panels_shape`, row-major (else argument 1's code)."""
+        b, panels = ob.b, ob.inputs[1]
+        expected = [i64(v) for v in panels_shape(self.filter_shape, self.dtype)]
+        ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(panels.dims, expected,
+                                                                  strict=True)),
+                                  is_row_major(ob, panels)]), 1)
+        logical = entry_alloca(b, I64, 8, "strides")
+        filters = [i64(v) for v in self.filter_shape]
+        for k, (size, step) in enumerate(zip(filters, contiguous_strides(b, filters),
+                                             strict=True)):
+            b.store(size, b.gep(dims, [i64(4 + k)], source_etype=I64))
+            b.store(step, b.gep(logical, [i64(4 + k)], source_etype=I64))
+        memcpy(b, dims, given, i64(4 * 8))
+        memcpy(b, b.gep(dims, [i64(8)], source_etype=I64),
+               b.gep(given, [i64(4 + len(expected))], source_etype=I64), i64(4 * 8))
+        memcpy(b, logical, strides, i64(4 * 8))
+        return logical
+
+    def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
+                      a: tuple[ir.Value, ir.Value], first: ir.Value,
+                      c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
+        b = ob.b
+        depth = fold_mul(b, fold_mul(b, w.dims[0], w.dims[1]), w.dims[2])
+        b.call(packed_gemm_function(b.module, self.dtype),
+               [m, w.dims[3], k, *a, w.pointer, depth, first, *c, accumulate])
+
+    def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
+        return None
 
 
 class Conv2dFilterGradient(FilterGradientShape, Windowed):
@@ -307,6 +369,17 @@ def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
 @lowering(conv2d_p, generic=True)
 def _conv2d(spec: OpSpec) -> Windowed | None:
     return _rule(spec, Conv2d, Conv2dBfloat16)
+
+
+@lowering(conv2d_prepacked_p, generic=True)
+def _conv2d_prepacked(spec: OpSpec) -> Windowed | None:
+    if spec.inputs[0].dtype not in PACKED_DTYPES or not gemm_lowerable(spec.inputs[0].dtype):
+        return None
+    params = spec.params
+    (top, bottom), (left, right) = params["padding"]
+    return Conv2dPrepacked((*params["strides"], top, bottom, left, right,
+                            *params["dilations"], 0, 0), spec.inputs[0].dtype,
+                           tuple(params["filter_shape"]))
 
 
 @lowering(conv2d_input_gradient_p, generic=True)

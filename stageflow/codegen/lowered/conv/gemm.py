@@ -23,10 +23,13 @@ tile's width, then one vector, then the rest. Each block of columns first copies
 of B (DEPTH x its width) onto the stack (16 KB at AVX2's width, 32 KB at AVX-512's), where
 the tiles read it from L1: in place, B's rows often lie a power of two apart (512 filters:
 2 KB), which maps a panel onto a few of L1's sets. The copy pads the last, partial vector
-with zeros, so only its stores need a mask.
+with zeros, so only its stores need a mask. Filters packed at compile time
+(`primitives.prepacked`: panels 128 bytes wide, zero past the last column) need no copy:
+the tiles read them in place (`packed_gemm_function`), a tile narrower than a panel
+reading its part of each row.
 
-One function per dtype in a module (`gemm_function`), called by the convolution tasks,
-which split the rows over the cores themselves.
+One function per dtype in a module (`gemm_function`, `packed_gemm_function`), called by
+the convolution tasks, which split the rows over the cores themselves.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
 from stageflow.codegen.targets import platform
+from stageflow.primitives.prepacked import panel_width
 
 DEPTH = 256  # k per chunk
 PTR = ir.PointerType()
@@ -82,17 +86,32 @@ def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
     """``void sf.gemm.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr b, i64 ldb, ptr c,
     i64 ldc, i1 accumulate)``: C[m, n] = A[m, k] @ B[k, n], added to C's values where
     `accumulate`; leading dims in elements. Internal, one per dtype in a module."""
-    symbol = f"sf.gemm.{dtype.name}"
+    return _function(module, dtype, False)
+
+
+def packed_gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
+    """``void sf.gemm.packed.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr panels,
+    i64 depth, i64 offset, ptr c, i64 ldc, i1 accumulate)``: the same product with B rows
+    [offset, offset + k) of a matrix of `depth` rows packed into panels
+    (`primitives.prepacked`), which the tiles read in place. Internal, one per dtype."""
+    return _function(module, dtype, True)
+
+
+def _function(module: ir.Module, dtype: np.dtype, packed: bool) -> ir.Function:
+    symbol = f"sf.gemm.{'packed.' if packed else ''}{dtype.name}"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
-    names = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "accumulate")
-    types = [I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I1]
+    b_names = ("panels", "depth", "offset") if packed else ("b", "ldb")
+    names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate")
+    types = [I64, I64, I64, PTR, I64, PTR, *[I64] * (len(b_names) - 1), PTR, I64, I1]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
     for argument, name in zip(function.args, names, strict=True):
         argument.name = name
-    _Gemm(ir.IRBuilder(function.append_basic_block("entry")), dtype, *function.args).emit()
+    m, n, k, a, lda, *b_args, c, ldc, accumulate = function.args
+    _Gemm(ir.IRBuilder(function.append_basic_block("entry")), dtype, (m, n, k), (a, lda),
+          b_args, (c, ldc), accumulate).emit()
     return function
 
 
@@ -109,11 +128,22 @@ class _Span:
 class _Gemm:
     """The body of one gemm function: its arguments and the code that walks C's blocks."""
 
-    def __init__(self, b: ir.IRBuilder, dtype: np.dtype, *args: ir.Value) -> None:
+    def __init__(self, b: ir.IRBuilder, dtype: np.dtype, sizes: tuple[ir.Value, ...],
+                 a: tuple[ir.Value, ir.Value], b_args: list[ir.Value],
+                 c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
         self.b = b
-        self.m, self.n, self.k, self.a, self.lda, self.b_, self.ldb, self.c, self.ldc, \
-            self.accumulate = args
+        self.m, self.n, self.k = sizes
+        self.a, self.lda = a
+        self.c, self.ldc = c
+        self.accumulate = accumulate
+        # B as given (a pointer and its leading dim), or packed (panels, depth, offset)
+        self.packed = len(b_args) == 3
+        if self.packed:
+            self.b_, self.depth, self.offset = b_args
+        else:
+            self.b_, self.ldb = b_args
         self.element = F32 if dtype == np.float32 else ir.DoubleType()
+        self.dtype = dtype
         self.itemsize = dtype.itemsize
         self.tile = tile()
         self.lanes = self.tile.vector_bytes // dtype.itemsize
@@ -126,8 +156,9 @@ class _Gemm:
                                    [PTR, I32, mask, self.vector])
         self.masked_store = declare(b.module, f"llvm.masked.store.{suffix}.p0",
                                     ir.VoidType(), [self.vector, PTR, I32, mask])
-        self.panel = entry_alloca(b, self.vector, DEPTH * self.tile.vectors, "panel")
-        b.position_at_end(b.block)  # after it: the entry block was empty
+        if not self.packed:
+            self.panel = entry_alloca(b, self.vector, DEPTH * self.tile.vectors, "panel")
+            b.position_at_end(b.block)  # after it: the entry block was empty
 
     def emit(self) -> None:
         """Chunks of k, blocks of rows, then the columns (`_columns`)."""
@@ -204,21 +235,37 @@ class _Gemm:
         tile of their number, rather than one at a time at a quarter of a tile's rate: a
         gemm of 28 rows (4 rows of a 7x7 image) has 4 left."""
         b = self.b
-        self._pack(span, n0, vectors, mask)
+        panel = self._panel(span, n0, vectors, mask)
         m0, m1 = span.rows
         rows = self.tile.rows
         tiles = b.add(m0, b.mul(b.sdiv(b.sub(m1, m0), i64(rows)), i64(rows)))
         counted_loop(b, m0, tiles, i64(rows),
-                     lambda r: self._tile(span, r, rows, n0, vectors, mask), "tile")
+                     lambda r: self._tile(span, r, rows, n0, vectors, mask, panel), "tile")
         done = b.append_basic_block("rest.done")
         switch = b.switch(b.sub(m1, tiles), done)
         for left in range(1, rows):
             case = b.append_basic_block(f"rest.{left}")
             switch.add_case(i64(left), case)
             b.position_at_end(case)
-            self._tile(span, tiles, left, n0, vectors, mask)
+            self._tile(span, tiles, left, n0, vectors, mask, panel)
             b.branch(done)
         b.position_at_end(done)
+
+    def _panel(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None
+               ) -> tuple[ir.Value, int, int]:
+        """Where the tiles read the chunk's rows of B's columns from n0: (the first row's
+        first vector, vectors from one row to the next, the loads' alignment). A copy on
+        the stack (`_pack`), or the packed panel in place: the panel holding n0, at the
+        chunk's first row, n0's place in its width."""
+        if not self.packed:
+            self._pack(span, n0, vectors, mask)
+            return self.panel, vectors, self.tile.vector_bytes
+        b, width = self.b, panel_width(self.dtype)
+        block, within = b.sdiv(n0, i64(width)), b.srem(n0, i64(width))
+        row = b.add(b.add(b.mul(block, self.depth), self.offset), span.depth[0])
+        start = b.gep(self.b_, [b.add(b.mul(row, i64(width)), within)],
+                      source_etype=self.element)
+        return start, width // self.lanes, self.itemsize
 
     def _load(self, pointer: ir.Value, mask: ir.Value | None, zeros: bool = False
               ) -> ir.Value:
@@ -237,10 +284,12 @@ class _Gemm:
                                             mask])
 
     def _tile(self, span: _Span, m0: ir.Value, rows: int, n0: ir.Value, vectors: int,
-              mask: ir.Value | None) -> None:
+              mask: ir.Value | None, panel: tuple[ir.Value, int, int]) -> None:
         """Rows [m0, m0 + rows) by `vectors` vectors of columns from n0: their sums from C
-        (`span.onto`) or zero, one fma per k of the span's chunk, stored back."""
+        (`span.onto`) or zero, one fma per k of the span's chunk (B's vectors read from
+        `panel`, `_panel`'s), stored back."""
         b, lanes = self.b, self.lanes
+        start, stride, align = panel
 
         def at(base: ir.Value, row: ir.Value, ld: ir.Value, column: ir.Value) -> ir.Value:
             return b.gep(base, [b.add(b.mul(row, ld), column)], source_etype=self.element)
@@ -254,9 +303,9 @@ class _Gemm:
         splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
 
         def step(kk: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-            first = b.mul(b.sub(kk, span.depth[0]), i64(vectors))
-            weights = [b.load(b.gep(self.panel, [b.add(first, i64(v))]))
-                       for v in range(vectors)]
+            first = b.mul(b.sub(kk, span.depth[0]), i64(stride))
+            weights = [b.load(b.gep(start, [b.add(first, i64(v))], source_etype=self.vector),
+                              typ=self.vector, align=align) for v in range(vectors)]
             updated = list(sums)
             for r in range(rows):
                 value = b.load(b.gep(a_rows[r], [kk], source_etype=self.element),

@@ -113,11 +113,18 @@ class Windowed:
         b = ob.b
         data, given, strides = ob.arguments
         dims = entry_alloca(b, I64, _OPERAND_DIMS + len(self.geometry), "geometry")
-        memcpy(b, dims, given, i64(_OPERAND_DIMS * 8))
+        strides = self._operand_dims(ob, dims, given, strides)
         for k, value in enumerate(self.geometry):
             b.store(i64(value), b.gep(dims, [i64(_OPERAND_DIMS + k)], source_etype=I64))
         code = b.call(self._shared(ob), [data, dims, strides])
         return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
+
+    def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
+                      strides: ir.Value) -> ir.Value:
+        """Fill the first `_OPERAND_DIMS` of `dims` with the three operands' dims as the
+        shared code reads them (those given); the inputs' strides it reads (those given)."""
+        memcpy(ob.b, dims, given, i64(_OPERAND_DIMS * 8))
+        return strides
 
     def _shared(self, ob: OpBuilder) -> ir.Function:
         """``i32 sf.NAME.DTYPE(ptr data, ptr dims, ptr strides)``: the family's code, every

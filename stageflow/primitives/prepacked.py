@@ -1,0 +1,118 @@
+"""`conv2d_prepacked`: conv2d whose filters were laid out at compile time the way the
+compiled convolution's gemm reads them.
+
+The gemm (`codegen.lowered.conv.gemm`) multiplies a block of columns of the filters (a
+*panel*: all of k by a vector tile's width) from a copy it makes per block of rows: the
+filters' rows lie a row of O elements apart, so that copy reads a cache line or two from a
+new page per k, at memory's latency rather than its bandwidth. At batch 1, where a
+convolution has few rows (a 7x7 image: 49) and many filters (512 x 2048), the copy cost as
+much as the arithmetic. Filters that are constants (an inference model's weights) are
+copied once instead, by the `prepack` pass: into panels of `panel_width` columns, one
+after another, each all of k by its columns, zero beyond the last filter. The gemm then
+reads each panel in order, as the hardware prefetches it, and copies nothing.
+
+The panel's width is 128 bytes whatever the target (32 float32s, 16 float64s): a multiple
+of every vector tile's width (16 to 32 float32 columns), so that the IR, and a library
+built from it, does not depend on the machine that runs it.
+
+Only what the gemm serves is packed: the direct loops (few output channels) read the
+filters in their own layout, by the rule below, which they import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stageflow.core import dtypes
+from stageflow.core.dims import D, DimArith
+from stageflow.core.op_facts import Family, LoweredBy
+from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.shapes import format_shape
+from stageflow.primitives.conv import Padding, Pair, conv2d_p
+
+PANEL_BYTES = 128
+PACKED_DTYPES = (dtypes.float32, dtypes.float64)
+# The direct loops' rule (`codegen.lowered.conv.direct`): they serve a filter of at most
+# this many output channels, a multiple of this many bytes' worth, whose taps along a row
+# are one image column apart (no dilation across).
+DIRECT_MAX_OUT_CHANNELS = 32
+DIRECT_VECTOR_BYTES = 32
+
+
+def panel_width(dtype: np.dtype) -> int:
+    """Columns per panel: `PANEL_BYTES` of the dtype."""
+    return PANEL_BYTES // np.dtype(dtype).itemsize
+
+
+def gemm_reads(filter_shape: Sequence[int], dtype: np.dtype, dilations: Pair) -> bool:
+    """Whether compiled conv2d multiplies these filters by its gemm (else the direct loops
+    read them): what is worth packing."""
+    out_channels = filter_shape[3]
+    lanes = DIRECT_VECTOR_BYTES // np.dtype(dtype).itemsize
+    direct = (dilations[1] == 1 and out_channels % lanes == 0
+              and out_channels <= DIRECT_MAX_OUT_CHANNELS)
+    return not direct
+
+
+def panels_shape(filter_shape: Sequence[int], dtype: np.dtype) -> tuple[int, int, int]:
+    """(panels, k, width) of filters (kh, kw, C, O) packed."""
+    kh, kw, channels, out_channels = filter_shape
+    width = panel_width(dtype)
+    return -(-out_channels // width), kh * kw * channels, width
+
+
+def pack(filters: np.ndarray) -> np.ndarray:
+    """HWIO filters as the gemm's panels: (ceil(O / width), kh*kw*C, width), the columns
+    past O zero."""
+    count, depth, width = panels_shape(filters.shape, filters.dtype)
+    matrix = np.zeros((depth, count * width), filters.dtype)
+    matrix[:, :filters.shape[3]] = filters.reshape(depth, filters.shape[3])
+    return np.ascontiguousarray(matrix.reshape(depth, count, width).transpose(1, 0, 2))
+
+
+def unpack(panels: np.ndarray, filter_shape: Sequence[int]) -> np.ndarray:
+    """The HWIO filters `pack` laid out as `panels`."""
+    count, depth, width = panels.shape
+    matrix = panels.transpose(1, 0, 2).reshape(depth, count * width)
+    return np.ascontiguousarray(matrix[:, :filter_shape[3]]).reshape(tuple(filter_shape))
+
+
+def _dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, filter_shape: tuple,
+          strides: Pair, padding: Padding, dilations: Pair) -> list[D]:
+    """conv2d's dims, the filters' from `filter_shape`."""
+    return conv2d_p.dims(d, [operands[0], [d.const(v) for v in filter_shape]],
+                         strides=strides, padding=padding, dilations=dilations)
+
+
+def _rule(x: ShapedType, panels: ShapedType, *, filter_shape: tuple, strides: Pair,
+          padding: Padding, dilations: Pair) -> ShapedType:
+    if panels.dtype not in PACKED_DTYPES or len(filter_shape) != 4:
+        raise TypeError(f"conv2d_prepacked: float32 or float64 filters (kh, kw, C, O), got "
+                        f"{panels.dtype.name} and {filter_shape}")
+    want = panels_shape(filter_shape, panels.dtype)
+    if len(panels.shape) != 3 or any(d is not None and d != w
+                                      for d, w in zip(panels.shape, want, strict=True)):
+        raise ValueError(f"conv2d_prepacked: filters {tuple(filter_shape)} pack into panels "
+                         f"{format_shape(want)}, got {format_shape(panels.shape)}")
+    return conv2d_p.shape_rule(x, ShapedType(tuple(filter_shape), panels.dtype),
+                               strides=strides, padding=padding, dilations=dilations)
+
+
+def _conv2d_prepacked(x, panels, *, filter_shape, strides, padding, dilations):
+    """conv2d's kernel on the filters unpacked."""
+    return conv2d_p.kernel(x, unpack(np.asarray(panels), filter_shape), strides=strides,
+                           padding=padding, dilations=dilations)
+
+
+conv2d_prepacked_p = Primitive(
+    "conv2d_prepacked",
+    shape_rule=_rule,
+    kernel=_conv2d_prepacked,
+    dims=_dims,
+    summary="conv2d of filters packed into the compiled gemm's panels (`prepack`)",
+    family=Family.LINALG,
+    lowered_by=LoweredBy.OP_RULE,
+)
