@@ -31,7 +31,15 @@ from stageflow.core.dims import D, DimArith
 from stageflow.core.op_facts import Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
-from stageflow.primitives.conv import Padding, Pair, conv2d_p
+from stageflow.primitives.autodiff import floating_only, reshape, wanted
+from stageflow.primitives.conv import (
+    Padding,
+    Pair,
+    conv2d_filter_gradient,
+    conv2d_input_gradient,
+    conv2d_p,
+)
+from stageflow.primitives.structural import pad_p, slice_p, transpose_p
 
 PANEL_BYTES = 128
 PACKED_DTYPES = (dtypes.float32, dtypes.float64)
@@ -116,3 +124,34 @@ conv2d_prepacked_p = Primitive(
     family=Family.LINALG,
     lowered_by=LoweredBy.OP_RULE,
 )
+
+
+def _unpacked(panels: Any, filter_shape: Sequence[int]) -> Any:
+    """`unpack` as ops: the panels side by side, the columns past O cut off."""
+    count, depth, width = panels.shape
+    columns = reshape(transpose_p.bind(panels, perm=(1, 0, 2)), (depth, count * width))
+    kept = slice_p.bind(columns, slices=((0, depth, 1), (0, filter_shape[3], 1)))
+    return reshape(kept, tuple(filter_shape))
+
+
+def _packed(filters: Any, filter_shape: Sequence[int], count: int, width: int) -> Any:
+    """`pack` as ops: the (k, O) matrix padded with zero columns, cut into panels."""
+    kh, kw, channels, out_channels = filter_shape
+    depth = kh * kw * channels
+    columns = pad_p.bind(reshape(filters, (depth, out_channels)),
+                         pads=((0, 0), (0, count * width - out_channels)), value=0)
+    return transpose_p.bind(reshape(columns, (depth, count, width)), perm=(1, 0, 2))
+
+
+@conv2d_prepacked_p.def_vjp
+@floating_only
+def _conv2d_prepacked_vjp(cotangents, inputs, outputs, *, filter_shape, strides, padding,
+                          dilations):
+    """conv2d's gradients, through the filters unpacked; the filters' packed again (the
+    padding columns get none)."""
+    (g,), (x, panels), (dx, dpanels) = cotangents, inputs, wanted(inputs)
+    geometry = (strides, padding, dilations)
+    filters = _unpacked(panels, filter_shape)
+    return [conv2d_input_gradient(g, filters, x.shape, *geometry) if dx else None,
+            _packed(conv2d_filter_gradient(x, g, filter_shape[:2], *geometry), filter_shape,
+                    panels.shape[0], panels.shape[2]) if dpanels else None]

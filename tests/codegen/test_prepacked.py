@@ -108,3 +108,25 @@ def test_panels_of_another_shape_are_refused():
     op = REGISTRY["conv2d_prepacked"]
     with pytest.raises(ValueError):
         op.kernel(x, np.zeros((1, 36, 32), np.float32), **params)
+
+
+def test_gradients_are_conv2ds_through_the_packing():
+    """With respect to the input, conv2d's; with respect to the panels, conv2d's filter
+    gradient packed (nothing for the padding columns)."""
+    rng = np.random.default_rng(5)
+    x = sf.constant(rng.standard_normal((2, 6, 5, 3)).astype(np.float32))
+    w = rng.standard_normal((3, 2, 3, 35)).astype(np.float32)
+    c = sf.constant(rng.standard_normal((2, 3, 3, 35)).astype(np.float32))
+    geometry = {"strides": (2, 2), "padding": ((1, 0), (0, 1)), "dilations": (1, 1)}
+    panels, filters = sf.constant(prepacked.pack(w)), sf.constant(w)
+    with sf.GradientTape(persistent=True) as tape:
+        tape.watch([x, panels, filters])
+        packed = prepacked.conv2d_prepacked_p.bind(x, panels, filter_shape=w.shape,
+                                                   **geometry)
+        plain = REGISTRY["conv2d"].bind(x, filters, **geometry)
+        losses = [sf.reduce_sum(packed * c), sf.reduce_sum(plain * c)]
+    (dx_packed, dpanels), (dx, dw) = (tape.gradient(loss, pair) for loss, pair in
+                                      zip(losses, [[x, panels], [x, filters]], strict=True))
+    np.testing.assert_allclose(dx_packed.numpy(), dx.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dpanels.numpy(), prepacked.pack(dw.numpy()), rtol=1e-5,
+                               atol=1e-5)

@@ -95,11 +95,12 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", i1 0)
 
 # The convolutions' own gemm: k in chunks of 256 (summing onto C after the first, or when
-# the caller accumulates), rows in blocks of 96, columns in blocks of two vectors (W lanes:
-# AVX2's 8, or AVX-512's 16 where the host has it) whose panel of B is first copied to the
-# stack; then tiles of 6 rows, 12 sums in registers, per k the panel's 2 vectors, each
-# row's A broadcast and 12 fmas; then single rows; the last block's lanes past n read as
-# zeros and stored under a mask.
+# the caller accumulates), rows in blocks of about 96 (the rows shared out evenly), columns
+# in blocks of two vectors (W lanes: AVX2's 8, or AVX-512's 16 where the host has it) whose
+# panel of B is first copied to the stack; then tiles of 6 rows, 12 sums in registers, per
+# k the panel's 2 vectors, each row's A broadcast and 12 fmas; then the rows left, 1 to 5,
+# as one tile of their count; the last block's lanes past n read as zeros and stored under
+# a mask.
 # CHECK-LABEL: define internal void @"sf.gemm.float32"(i64 %"m", i64 %"n", i64 %"k",
 # CHECK-SAME: ptr %"a", i64 %"lda", ptr %"b", i64 %"ldb", ptr %"c", i64 %"ldc",
 # CHECK-SAME: i1 %"accumulate")
@@ -108,7 +109,7 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: add i64 %"depth", 256
 # CHECK: or i1 %"accumulate",
 # CHECK: rows.body:
-# CHECK: add i64 %"rows", 96
+# CHECK: add i64 %"rows", %{{".[0-9]+"}}
 # CHECK: pack.body:
 # CHECK: load <[[W]] x float>
 # CHECK: store <[[W]] x float>
@@ -122,7 +123,9 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-NEXT: call <[[W]] x float> @"llvm.fma.v[[W]]f32"(<[[W]] x float> %[[A]],
 # CHECK-SAME: <[[W]] x float> %[[P1]],
 # CHECK-COUNT-5: call <[[W]] x float> @"llvm.fma.v[[W]]f32"({{.+}}, <[[W]] x float> %[[P1]],
-# CHECK: row.body:
+# CHECK: switch i64 %{{".[0-9]+"}}, label %"rest.done{{.*}}" [i64 1, label %"rest.1{{.*}}" i64 2
+# CHECK: rest.5{{.*}}:
+# CHECK-COUNT-10: call <[[W]] x float> @"llvm.fma.v[[W]]f32"(
 # CHECK: call <[[W]] x float> @"llvm.masked.load.v[[W]]f32.p0"(
 # CHECK: call void @"llvm.masked.store.v[[W]]f32.p0"(
 

@@ -101,17 +101,18 @@ class Conv2d(ConvolutionShape, Windowed):
         x, w, out = contiguous_operands(ob)
         depth, o = x.dims[3], w.dims[3]
         self._filters_gemm(ob, w, b.sub(last, first), depth,
-                           (x.address(b, b.mul(first, depth)), depth), i64(0),
+                           (x.address(b, b.mul(first, depth)), depth), None,
                            (out.address(b, b.mul(first, o)), o), ir.Constant(I1, 0))
 
     def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
-                      a: tuple[ir.Value, ir.Value], first: ir.Value,
+                      a: tuple[ir.Value, ir.Value], first: ir.Value | None,
                       c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
         """C[m, O] = A[m, k] @ the filters' rows [first, first + k) (HWIO read as a
-        (kh*kw*C, O) matrix), added to C's values where `accumulate`."""
+        (kh*kw*C, O) matrix; all of them from the first where `first` is None), added to
+        C's values where `accumulate`."""
         b, o = ob.b, w.dims[3]
-        b.call(gemm_function(b.module, self.dtype),
-               [m, o, k, *a, w.address(b, b.mul(first, o)), o, *c, accumulate])
+        rows = w.pointer if first is None else w.address(b, b.mul(first, o))
+        b.call(gemm_function(b.module, self.dtype), [m, o, k, *a, rows, o, *c, accumulate])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         """Whether a task runs the direct loops (`DirectLoops.fits`)."""
@@ -183,12 +184,13 @@ class Conv2dPrepacked(Conv2d):
         return logical
 
     def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
-                      a: tuple[ir.Value, ir.Value], first: ir.Value,
+                      a: tuple[ir.Value, ir.Value], first: ir.Value | None,
                       c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
         b = ob.b
         depth = fold_mul(b, fold_mul(b, w.dims[0], w.dims[1]), w.dims[2])
         b.call(packed_gemm_function(b.module, self.dtype),
-               [m, w.dims[3], k, *a, w.pointer, depth, first, *c, accumulate])
+               [m, w.dims[3], k, *a, w.pointer, depth, i64(0) if first is None else first,
+                *c, accumulate])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         return None
