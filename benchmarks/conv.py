@@ -15,6 +15,11 @@ timed alone, back to back: 16x16x32 3x3/1 -> 32 at batch 32 ran 100-125 GFLOP/s 
 165-210 alone, 8x8x64 -> 64 105-110 against 160-172. The cause is not pinned down: it
 stays with OpenBLAS single-threaded (OPENBLAS_NUM_THREADS=1), so it is not only the BLAS
 threads spinning after NumPy's gemms. Read the figures as lower bounds.
+
+Then `depthwise_conv2d` float32 on ShuffleNet's and MobileNet's 3x3 shapes ("SAME"), the
+compiled op against its NumPy kernel and against the sum over the taps of strided slices
+times filter rows that it replaced, staged and compiled (fastest rounds: another process
+may share the cores).
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ import sys
 import numpy as np
 
 import stageflow as sf
-from benchmarks.timing import interleaved_medians
+from benchmarks.timing import interleaved_best, interleaved_medians
 
 # (input height and width, input channels, output channels, filter size, stride)
+# (input height and width, channels, stride) of 3x3 depthwise convolutions
+DEPTHWISE = [(56, 112, 2), (28, 136, 1), (28, 136, 2), (14, 272, 1), (112, 32, 1)]
 LAYERS = [(32, 3, 16, 3, 1), (32, 16, 16, 3, 1), (32, 16, 32, 3, 2), (16, 32, 32, 3, 1),
           (32, 16, 32, 1, 2), (16, 32, 64, 3, 2), (8, 64, 64, 3, 1), (16, 32, 64, 1, 2)]
 
@@ -109,5 +116,52 @@ def main(batch: int = 8) -> dict:
     return results
 
 
+def taps_sum(x, w, stride: int):
+    """The decomposition `depthwise_conv2d` replaced: pad, then per tap a strided slice of
+    the padded input times the tap's filter row, summed ("SAME", 3x3, multiplier 1)."""
+    size = x.shape[1]
+    out = -(-size // stride)
+    total = (out - 1) * stride + 3 - size
+    before = total // 2
+    padded = sf.pad(x, [(0, 0), (before, total - before), (before, total - before), (0, 0)])
+    result = None
+    for a in range(3):
+        for b in range(3):
+            tap = padded[:, a: a + (out - 1) * stride + 1: stride,
+                         b: b + (out - 1) * stride + 1: stride] * w[a, b, :, 0]
+            result = tap if result is None else result + tap
+    return result
+
+
+def depthwise(batch: int) -> dict:
+    """GFLOP/s of 3x3 depthwise convolutions: compiled, NumPy's kernel, the old taps' sum."""
+    print(f"depthwise_conv2d float32 3x3 \"SAME\", batch {batch} (GFLOP/s, fastest rounds)")
+    sf.config.eager_compile = False
+    results: dict[str, dict[str, float]] = {}
+    rng = np.random.default_rng(0)
+    for size, channels, stride in DEPTHWISE:
+        x = sf.constant(rng.standard_normal((batch, size, size, channels)).astype(np.float32))
+        w = sf.constant(rng.standard_normal((3, 3, channels, 1)).astype(np.float32))
+
+        def conv(x, w, stride=stride):
+            return sf.nn.depthwise_conv2d(x, w, stride, "SAME")
+
+        slices = sf.function(lambda x, w, stride=stride: taps_sum(x, w, stride))
+        seconds = interleaved_best({"compiled": loop(sf.function(conv), x, w),
+                                    "NumPy": loop(conv, x, w), "taps": loop(slices, x, w)},
+                                   rounds=5, min_time=0.1)
+        out = -(-size // stride)
+        flops = 2 * batch * out * out * channels * 9
+        rates = {name: flops / s / 1e9 for name, s in seconds.items()}
+        name = f"{size}x{size}x{channels} /{stride}"
+        results[name] = rates
+        print(f"  {name:16s} compiled {rates['compiled']:6.1f}  NumPy {rates['NumPy']:5.1f}  "
+              f"taps' sum {rates['taps']:5.1f}  ({seconds['taps'] / seconds['compiled']:.1f}x "
+              f"faster than the taps' sum, {seconds['compiled'] * 1e6:.0f} us)")
+    return results
+
+
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:]))
+    arguments = [int(a) for a in sys.argv[1:]]
+    main(*arguments)
+    depthwise(*arguments[:1] or [1])

@@ -50,7 +50,7 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     # the public function a message names (``sf.reshape``), the Tensor methods and Python
     # operators (``__add__``) the frontend binds, a conversion's name (``complex(t)``)
     "stageflow/frontend/ops/nd_indexing.py": ("gather_nd",),
-    "stageflow/frontend/ops/nn.py": ("conv2d",),
+    "stageflow/frontend/ops/nn.py": ("conv2d", "depthwise_conv2d"),
     "stageflow/frontend/ops/operators.py": ("abs", "add", "argmax", "argmin", "floordiv",
                                             "matmul", "mod", "pow", "reshape", "transpose"),
     "stageflow/frontend/ops/shape.py": ("concat", "gather", "pad", "reshape", "transpose"),

@@ -33,6 +33,7 @@ from stageflow.onnx.export_builder import NO_WHERE, WIDER, Builder, OnnxMath, Te
 from stageflow.primitives import (
     collective,
     conv,
+    depthwise,
     linalg,
     nd_indexing,
     reduction,
@@ -393,6 +394,23 @@ def conv2d(b: Builder, eq: Equation, x: str, w: str) -> str:
     oihw = b.op("Transpose", w, perm=[3, 2, 0, 1])
     y = b.op("Conv", nchw, oihw, strides=list(eq.params["strides"]),
              dilations=list(eq.params["dilations"]), pads=[top, left, bottom, right])
+    return b.op("Transpose", y, perm=[0, 2, 3, 1])
+
+
+@exports(depthwise.depthwise_conv2d_p)
+def depthwise_conv2d(b: Builder, eq: Equation, x: str, w: str) -> str:
+    """A Conv of one group per input channel: NHWC transposed to NCHW, the [kh, kw, C, M]
+    filter to ONNX's (C * M, 1, kh, kw), and the result back."""
+    (top, bottom), (left, right) = eq.params["padding"]
+    kh, kw, channels, multiplier = _in(eq, 1).shape
+    if None in (kh, kw, channels, multiplier):
+        raise NotImplementedError("a depthwise convolution of unknown filter dims")
+    nchw = b.op("Transpose", x, perm=[0, 3, 1, 2])
+    cmhw = b.op("Transpose", w, perm=[2, 3, 0, 1])
+    filters = b.op("Reshape", cmhw, b.ints([channels * multiplier, 1, kh, kw]))
+    y = b.op("Conv", nchw, filters, strides=list(eq.params["strides"]),
+             dilations=list(eq.params["dilations"]), pads=[top, left, bottom, right],
+             group=channels)
     return b.op("Transpose", y, perm=[0, 2, 3, 1])
 
 

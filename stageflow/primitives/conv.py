@@ -124,7 +124,7 @@ def _conv2d_rule(
     return ShapedType(tuple(shape), x.dtype)
 
 
-def _compute_dtype(dtype: np.dtype) -> type | np.dtype:
+def compute_dtype(dtype: np.dtype) -> type | np.dtype:
     """16-bit floats are computed in float32 and rounded once at the end."""
     return np.float32 if dtype.itemsize < 4 else dtype
 
@@ -148,7 +148,7 @@ def _columns(x, window: Pair, strides: Pair, padding: Padding, dilations: Pair):
 def _conv2d(x, w, *, strides, padding, dilations):
     """im2col, then one GEMM: (N*Ho*Wo, kh*kw*C) @ (kh*kw*C, O), the matmul in BLAS."""
     dtype = x.dtype
-    compute = _compute_dtype(dtype)
+    compute = compute_dtype(dtype)
     w = np.asarray(w, dtype=compute)
     kh, kw, channels, out_channels = w.shape
     columns, positions = _columns(np.asarray(x, dtype=compute), (kh, kw), strides, padding,
@@ -257,7 +257,7 @@ reduce_window_p = Primitive(
 # padded by k - 1 - lo before and H + lo - len(dilated) after; negative pads become crops.
 
 
-def _dilate(g, strides: Pair):
+def dilate(g, strides: Pair):
     """NHWC `g` with stride - 1 zeros after each row and column (reshape, pad, reshape)."""
     if strides == (1, 1):
         return g
@@ -273,7 +273,7 @@ def _sum_pool_gradient(g, shape, window: Pair, strides: Pair, padding: Padding):
     if None in shape[1:3] or None in g.shape[1:3]:
         raise NotImplementedError("the gradient of pooling needs a static height and width, "
                                   f"got input {format_shape(shape)}")
-    t = _dilate(g, strides)
+    t = dilate(g, strides)
     pads, crops = [], []
     for axis in (0, 1):
         before = window[axis] - 1 - padding[axis][0]
@@ -288,7 +288,9 @@ def _sum_pool_gradient(g, shape, window: Pair, strides: Pair, padding: Padding):
     return result[:, top : top + height, left : left + width, :]
 
 
-def _check_conv_operands(op: str, a: ShapedType, b: ShapedType, names: tuple[str, str]) -> None:
+def check_conv_operands(op: str, a: ShapedType, b: ShapedType, names: tuple[str, str]) -> None:
+    """Both operands NHWC-shaped (rank 4) and of one floating dtype, else an error naming
+    `op` and the operands (`names`)."""
     if a.ndim != 4 or b.ndim != 4:
         raise ValueError(f"{op}: expected {names[0]} and {names[1]} of rank 4, got "
                          f"{format_shape(a.shape)} and {format_shape(b.shape)}")
@@ -305,7 +307,8 @@ def _check_same(op: str, what: str, x: int | None, y: int | None, shapes: str) -
         raise ValueError(f"{op}: {what} differ ({x} and {y}): {shapes}")
 
 
-def _check_geometry(op: str, strides: Pair, padding: Padding, dilations: Pair) -> None:
+def check_geometry(op: str, strides: Pair, padding: Padding, dilations: Pair) -> None:
+    """Strides and dilations pairs of ints >= 1, padding two pairs of ints >= 0."""
     _check_pairs(f"{op}: strides", strides, 1)
     _check_pairs(f"{op}: dilations", dilations, 1)
     _check_padding(padding)
@@ -342,9 +345,9 @@ def _input_gradient_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *
 def _input_gradient_rule(g: ShapedType, w: ShapedType, *, input_size: Pair, strides: Pair,
                          padding: Padding, dilations: Pair) -> ShapedType:
     op = "conv2d_input_gradient"
-    _check_conv_operands(op, g, w, ("the cotangent", "the filters"))
+    check_conv_operands(op, g, w, ("the cotangent", "the filters"))
     _check_pairs(f"{op}: input_size", input_size, 0)
-    _check_geometry(op, strides, padding, dilations)
+    check_geometry(op, strides, padding, dilations)
     shapes = f"cotangent {format_shape(g.shape)}, filters {format_shape(w.shape)}"
     _check_same(op, "the cotangent's channels and the filters' output channels",
                 g.shape[3], w.shape[3], shapes)
@@ -358,7 +361,7 @@ def _input_gradient(g, w, *, input_size, strides, padding, dilations):
     contribution (N*Ho*Wo, kh*kw*C); each tap's is added into the padded input's strided
     positions it was read from, one slice per tap; then the padding is cropped."""
     dtype = g.dtype
-    compute = _compute_dtype(dtype)
+    compute = compute_dtype(dtype)
     g = np.asarray(g, dtype=compute)
     kh, kw, channels, out_channels = w.shape
     batch, ho, wo, _ = g.shape
@@ -397,9 +400,9 @@ def _filter_gradient_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], 
 def _filter_gradient_rule(x: ShapedType, g: ShapedType, *, filter_size: Pair, strides: Pair,
                           padding: Padding, dilations: Pair) -> ShapedType:
     op = "conv2d_filter_gradient"
-    _check_conv_operands(op, x, g, ("the input", "the cotangent"))
+    check_conv_operands(op, x, g, ("the input", "the cotangent"))
     _check_pairs(f"{op}: filter_size", filter_size, 1)
-    _check_geometry(op, strides, padding, dilations)
+    check_geometry(op, strides, padding, dilations)
     shapes = f"input {format_shape(x.shape)}, cotangent {format_shape(g.shape)}"
     _check_same(op, "the input's and the cotangent's batch", x.shape[0], g.shape[0], shapes)
     _check_positions(op, x.shape[1:3], filter_size, g.shape[1:3], strides, padding, dilations,
@@ -411,7 +414,7 @@ def _filter_gradient(x, g, *, filter_size, strides, padding, dilations):
     """im2col of the input as the forward conv does, transposed, times the cotangent's rows:
     (kh*kw*C, N*Ho*Wo) @ (N*Ho*Wo, O)."""
     dtype = x.dtype
-    compute = _compute_dtype(dtype)
+    compute = compute_dtype(dtype)
     columns, _ = _columns(np.asarray(x, dtype=compute), filter_size, strides, padding,
                           dilations)
     out_channels = g.shape[3]

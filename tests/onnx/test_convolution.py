@@ -49,6 +49,34 @@ def test_depthwise_conv(multiplier):
                                              "b": _normal(channels)}, jits=(True, False))
 
 
+@pytest.mark.parametrize("shape, kernel, attributes", [
+    ((2, 4, 9), (3,), {"strides": [2], "dilations": [2], "pads": [1, 2]}),
+    ((1, 2, 5, 6, 7), (2, 3, 2), {"strides": [2, 1, 2], "pads": [1, 0, 1, 1, 2, 0]}),
+])
+def test_depthwise_conv_1d_and_3d(shape, kernel, attributes):
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=shape[1], **attributes)
+    channels = 2 * shape[1]
+    check(node, {"x": _normal(*shape)}, {"w": _normal(channels, 1, *kernel),
+                                         "b": _normal(channels)}, jits=(True, False))
+
+
+def test_depthwise_conv_with_filters_computed_at_run_time_and_a_symbolic_batch():
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=4, pads=[1, 1, 1, 1])
+    check(node, {"x": _normal(3, 4, 6, 5), "w": _normal(4, 1, 3, 3)},
+          shapes={"x": ["n", 4, 6, 5]}, jits=(True, False))
+
+
+def test_a_half_precision_depthwise_conv_adds_up_in_float32():
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=3, pads=[1, 1, 1, 1])
+    x, w = _normal(1, 3, 5, 5).astype(np.float16), _normal(3, 1, 3, 3).astype(np.float16)
+    (want,) = ReferenceEvaluator(one_node_model(node, {"x": x.astype(np.float32)},
+                                                {"w": w.astype(np.float32)})).run(
+        None, {"x": x.astype(np.float32)})
+    got = np.asarray(sf.onnx.load(one_node_model(node, {"x": x}, {"w": w}))(x))
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want.astype(np.float16))  # rounded once
+
+
 def test_conv_with_filters_computed_at_run_time_and_a_symbolic_batch():
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
     model = one_node_model(node, {"x": _normal(1, 2, 5, 5), "w": _normal(3, 2, 3, 3)},

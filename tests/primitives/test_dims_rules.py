@@ -250,6 +250,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "broadcast_to": lambda draw, name: _broadcast_to(draw),
     "iota": lambda draw, name: _iota(draw),
     "conv2d": lambda draw, name: _conv2d(draw),
+    "depthwise_conv2d": lambda draw, name: _conv2d(draw),
     **dict.fromkeys(["conv2d_input_gradient", "conv2d_filter_gradient"], _conv2d_gradient),
     "reduce_window": lambda draw, name: _reduce_window(draw),
     **dict.fromkeys(["inv", "cholesky", "eigh", "slogdet", "solve", "triangular_solve", "qr",

@@ -25,6 +25,7 @@ from stageflow.core.shapes import normalize_axes
 from stageflow.primitives import (
     collective,
     conv,
+    depthwise,
     elementwise,
     functional,
     linalg,
@@ -183,7 +184,7 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
           "update_index", "cumsum", "cumprod", "gather_nd", "scatter_nd_add",
           "scatter_nd_update", "conv2d", "conv2d_input_gradient", "conv2d_filter_gradient",
-          "sort", "reduce_window", "device_copy"]
+          "depthwise_conv2d", "sort", "reduce_window", "device_copy"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
 CONTROL = ["cond", "while", "py_func"]
@@ -550,6 +551,19 @@ def test_conv2d_rule(size, kernel, strides, dilations, padding, channels, seed):
     w = rng.standard_normal((*kernel, *channels))
     params = {"strides": strides, "padding": padding, "dilations": dilations}
     check_rule(conv.conv2d_p, [x, w], rng, params)
+
+
+@given(size=pairs, kernel=pairs, strides=pairs, dilations=st.tuples(st.integers(1, 2),
+       st.integers(1, 2)), padding=pad_pairs, channels=pairs, seed=seeds)
+def test_depthwise_conv2d_rule(size, kernel, strides, dilations, padding, channels, seed):
+    size = (size[0] + 2, size[1] + 2)
+    assume(all(fits(*args) for args in zip(size, kernel, strides, padding, dilations,
+                                           strict=True)))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, *size, channels[0]))
+    w = rng.standard_normal((*kernel, *channels))  # [kh, kw, C, M]
+    params = {"strides": strides, "padding": padding, "dilations": dilations}
+    check_rule(depthwise.depthwise_conv2d_p, [x, w], rng, params)
 
 
 @pytest.mark.parametrize("name", ["conv2d_input_gradient", "conv2d_filter_gradient"])

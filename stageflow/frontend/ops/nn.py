@@ -27,7 +27,7 @@ from stageflow.frontend.ops.reductions import reduce_max, reduce_sum
 from stageflow.frontend.ops.shape import expand_dims, gather, reshape_to
 from stageflow.frontend.ops.shape_of import shape
 from stageflow.frontend.tensor import Tensor
-from stageflow.primitives import conv
+from stageflow.primitives import conv, depthwise
 from stageflow.primitives import elementwise as ew_p
 from stageflow.primitives import structural as st
 
@@ -427,9 +427,10 @@ def depthwise_conv2d(input: Any, filter: Any, strides: IntOrInts, padding: Paddi
     `tf.nn.depthwise_conv2d`): `input` [N, H, W, C], `filter` [kh, kw, C, M], output
     [N, Ho, Wo, C * M] with channel c * M + m from filter [:, :, c, m].
 
-    A sum over the kh * kw taps of strided slices of the padded input times the taps'
-    filter rows: elementwise work the fusion pass turns into one kernel (no matmul to
-    gain from when each output reads one channel). Needs a known height and width.
+    One op (`primitives.depthwise`): compiled, a loop over the output pixels that reads
+    each input pixel's channels as one run, split over the cores for large images. Batch,
+    height and width may be unknown while tracing; the gradients need a known height and
+    width.
 
     input: float tensor [N, H, W, C]; filter: [kh, kw, C, M]; returns [N, Ho, Wo, C * M] in
     input's dtype.
@@ -448,25 +449,11 @@ def depthwise_conv2d(input: Any, filter: Any, strides: IntOrInts, padding: Paddi
         raise _fail("depthwise_conv2d", f"needs a filter [kh, kw, C, M] of known dims for an "
                     f"input [N, H, W, C], got {format_shape(w.shape)} and "
                     f"{format_shape(x.shape)}")
-    if None in x.shape[1:3]:
-        raise _fail("depthwise_conv2d", f"needs a known height and width, got "
-                    f"{format_shape(x.shape)}")
     (sh, sw) = _spatial(strides, "strides", "depthwise_conv2d")
     (dh, dw) = _spatial(1 if dilations is None else dilations, "dilations", "depthwise_conv2d")
-    kh, kw, channels, multiplier = w.shape
-    pads = _padding(padding, "depthwise_conv2d", x.shape[1:3], (kh, kw), (sh, sw), (dh, dw))
-    ho, wo = (conv.window_output_size(x.shape[1 + a], (kh, kw)[a], (sh, sw)[a], pads[a],
-                                      (dh, dw)[a]) for a in (0, 1))
-    padded = st.pad_p.bind(x, pads=((0, 0), *pads, (0, 0)), value=0)
-    wide = expand_dims(padded, 4)  # [N, H, W, C, 1] against [C, M] filter rows
-    total = None
-    for i in range(kh):
-        for j in range(kw):
-            rows = slice(i * dh, i * dh + (ho - 1) * sh + 1, sh)
-            columns = slice(j * dw, j * dw + (wo - 1) * sw + 1, sw)
-            tap = wide[:, rows, columns] * w[i, j]
-            total = tap if total is None else total + tap
-    return reshape_to(total, (x.shape[0], ho, wo, channels * multiplier))
+    pads = _padding(padding, "depthwise_conv2d", x.shape[1:3], w.shape[:2], (sh, sw), (dh, dw))
+    return depthwise.depthwise_conv2d_p.bind(x, w, strides=(sh, sw), padding=pads,
+                                             dilations=(dh, dw))
 
 
 def _pool_args(input: Any, ksize: IntOrInts, strides: IntOrInts, padding: PaddingArg,  # noqa: A002

@@ -7,8 +7,8 @@ input is transposed to channels-last, convolved by `sf.nn.conv2d` (or its transp
 bias added there, and the result transposed back. A filter known at import is transposed
 at import. A 1-D convolution is a 2-D one of height 1; a 3-D one is a sum over the depth
 taps of 2-D ones, the depth positions folded into the batch. A depthwise convolution (one
-input channel per group) is a sum of products of shifted slices, on channels-first data as
-it is; other groups are one convolution per group, concatenated. Between two
+input channel per group) is `sf.nn.depthwise_conv2d`, with the same transposes and rank
+rules; other groups are one convolution per group, concatenated. Between two
 convolutions, the transpose back and the next one's transpose meet past the elementwise
 ops between them, and simplify's layout rules cancel them.
 
@@ -153,7 +153,7 @@ def _check_kernel(node: Node, w: Value) -> None:
 
 @converts("Conv")
 def conv(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
-    rank = _spatial_rank(node, x, w)
+    _spatial_rank(node, x, w)
     _check_kernel(node, w)
     geometry = window(node, x.shape[2:], w.shape[2:])
     group = int(node.attr("group", 1))
@@ -161,11 +161,11 @@ def conv(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
     if x.shape[1] is not None and x.shape[1] != channels or out_channels % group:
         raise node.error(f"input of shape {x.shape}, filters of shape {w.shape} and group "
                          f"{group} do not match")
-    if group > 1 and w.shape[1] == 1:
-        y = _depthwise(node, x, w, geometry, group)
-        return y if b is None else y + _reshape(b, (out_channels,) + (1,) * rank)
-    filters = _transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I, O)
     image = channels_last(x)
+    if group > 1 and w.shape[1] == 1:
+        y = _depthwise(image, w, geometry, group)
+        return channels_first(y if b is None else y + b)
+    filters = _transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I, O)
     if group == 1:
         y = _conv_last(image, filters, geometry)
     else:
@@ -232,35 +232,45 @@ def tap_slices(geometry: Window, index: Sequence[int], outputs: Sequence[int]) -
                  zip(index, geometry.dilations, geometry.strides, outputs, strict=True))
 
 
-def _depthwise(node: Node, x: Value, w: Value, geometry: Window, group: int) -> Value:
-    """A convolution with one input channel per group: each tap multiplies a shifted slice
-    of the padded input by its (C, M) filter column, channels-first as it is. Half-precision
-    taps add up in float32 and round once, as a convolution's accumulator does."""
-    dtype = x.dtype
-    if dtype in (sf.float16, sf.bfloat16):
-        return sf.cast(_depthwise(node, sf.cast(x, sf.float32), sf.cast(w, sf.float32),
-                                  geometry, group), dtype)
-    rank = x.ndim - 2
-    sizes = x.shape[2:]
-    if None in sizes:
-        raise node.error(f"a depthwise convolution needs static spatial dims, got input "
-                         f"shape {x.shape}; give the model's inputs static shapes "
-                         f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
-    outputs = [geometry.positions(a, sizes[a]) for a in range(rank)]
+def _depthwise(x: Value, w: Value, geometry: Window, group: int) -> Value:
+    """A convolution with one input channel per group, of channels-last `x` by ONNX's
+    (C * M, 1, *kernel) filters: `sf.nn.depthwise_conv2d` of (*kernel, C, M) filters."""
     multiplier = w.shape[0] // group
-    padded = sf.pad(x, [(0, 0), (0, 0), *geometry.pads])
-    if multiplier > 1:  # (N, C, 1, ...) against (C, M, 1, ...) filter columns
-        padded = sf.expand_dims(padded, 2)
-    filters = _reshape(w, (group, multiplier, *geometry.kernel))
-    shape = (group, multiplier) + (1,) * rank if multiplier > 1 else (group,) + (1,) * rank
+    rank = x.ndim - 2
+    filters = _transpose(_reshape(w, (group, multiplier, *geometry.kernel)),
+                         (*range(2, 2 + rank), 0, 1))
+    return _depthwise_last(x, filters, geometry)
+
+
+def _depthwise_last(x: Value, w: Value, geometry: Window) -> Value:
+    """A channels-last depthwise convolution of 1, 2 or 3 spatial dims by (*kernel, C, M)
+    filters, as `_conv_last` does a dense one: 1-D as 2-D of height 1, 3-D as a sum over the
+    depth taps of 2-D ones (in float32 for half-precision inputs, rounded once, as a
+    convolution's accumulator is)."""
+    rank = x.ndim - 2
+    if rank == 1:
+        y = _depthwise_last(sf.expand_dims(x, 1), sf.expand_dims(w, 0), _raise_rank(geometry))
+        return sf.squeeze(y, 1)
+    if rank == 2:
+        return sf.nn.depthwise_conv2d(x, w, geometry.strides, geometry.pads,
+                                      dilations=geometry.dilations)
+    if x.dtype in (sf.float16, sf.bfloat16):
+        return sf.cast(_depthwise_last(sf.cast(x, sf.float32), sf.cast(w, sf.float32),
+                                       geometry), x.dtype)
+    depth = geometry.positions(0, x.shape[1])
+    padded = sf.pad(x, [(0, 0), geometry.pads[0], (0, 0), (0, 0), (0, 0)])
+    planes = Window(geometry.kernel[1:], geometry.strides[1:], geometry.dilations[1:],
+                    geometry.pads[1:])
     total = None
-    for index in np.ndindex(*geometry.kernel):
-        tap = padded[(slice(None),) * (padded.ndim - rank) +
-                     tap_slices(geometry, index, outputs)]
-        term = tap * _reshape(filters[(slice(None), slice(None), *index)], shape)
-        total = term if total is None else total + term
+    for tap in range(geometry.kernel[0]):
+        start = tap * geometry.dilations[0]
+        rows = padded[:, start:start + (depth - 1) * geometry.strides[0] + 1:
+                      geometry.strides[0]]
+        flat = sf.reshape(rows, (-1, *rows.shape[2:]))
+        y = _depthwise_last(flat, w[tap], planes)
+        total = y if total is None else total + y
     assert total is not None
-    return sf.reshape(total, (-1, group * multiplier, *outputs)) if multiplier > 1 else total
+    return sf.reshape(total, (-1, depth, *total.shape[1:]))
 
 
 @converts("ConvTranspose")
