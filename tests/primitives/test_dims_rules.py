@@ -19,6 +19,7 @@ from strategies import shapes
 from stageflow.core.dims import PYTHON, same_dims
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.primitives.elementwise import ElementwisePrimitive
+from stageflow.primitives.prepacked import pack
 
 Case = tuple[list[np.ndarray], dict[str, Any]]
 F64, I64, C128 = np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.complex128)
@@ -178,6 +179,12 @@ def _conv2d(draw: st.DrawFn) -> Case:
     return [_array(shape), _array(filters)], params
 
 
+def _conv2d_prepacked(draw: st.DrawFn) -> Case:
+    """conv2d's operands, the filters packed (`primitives.prepacked`)."""
+    (x, w), params = _conv2d(draw)
+    return [x, pack(w)], {**params, "filter_shape": w.shape}
+
+
 def _conv2d_gradient(draw: st.DrawFn, name: str) -> Case:
     """The operands of conv2d's input or filter gradient: a conv's cotangent and its
     filters, or its input and cotangent."""
@@ -251,6 +258,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "iota": lambda draw, name: _iota(draw),
     "conv2d": lambda draw, name: _conv2d(draw),
     "depthwise_conv2d": lambda draw, name: _conv2d(draw),
+    "conv2d_prepacked": lambda draw, name: _conv2d_prepacked(draw),
     **dict.fromkeys(["conv2d_input_gradient", "conv2d_filter_gradient"], _conv2d_gradient),
     "reduce_window": lambda draw, name: _reduce_window(draw),
     **dict.fromkeys(["inv", "cholesky", "eigh", "slogdet", "solve", "triangular_solve", "qr",

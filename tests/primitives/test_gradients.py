@@ -29,6 +29,7 @@ from stageflow.primitives import (
     elementwise,
     functional,
     linalg,
+    prepacked,
     reduction,
     scan,
     sorting,
@@ -184,7 +185,7 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
           "update_index", "cumsum", "cumprod", "gather_nd", "scatter_nd_add",
           "scatter_nd_update", "conv2d", "conv2d_input_gradient", "conv2d_filter_gradient",
-          "depthwise_conv2d", "sort", "reduce_window", "device_copy"]
+          "depthwise_conv2d", "conv2d_prepacked", "sort", "reduce_window", "device_copy"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
 CONTROL = ["cond", "while", "py_func"]
@@ -564,6 +565,21 @@ def test_depthwise_conv2d_rule(size, kernel, strides, dilations, padding, channe
     w = rng.standard_normal((*kernel, *channels))  # [kh, kw, C, M]
     params = {"strides": strides, "padding": padding, "dilations": dilations}
     check_rule(depthwise.depthwise_conv2d_p, [x, w], rng, params)
+
+
+@given(size=pairs, kernel=pairs, strides=pairs, dilations=st.tuples(st.integers(1, 2),
+       st.integers(1, 2)), padding=pad_pairs, channels=pairs, seed=seeds)
+def test_conv2d_prepacked_rule(size, kernel, strides, dilations, padding, channels, seed):
+    """conv2d's gradients through the packing: the panels' padding columns get none."""
+    size = (size[0] + 2, size[1] + 2)
+    assume(all(fits(*args) for args in zip(size, kernel, strides, padding, dilations,
+                                           strict=True)))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, *size, channels[0]))
+    w = rng.standard_normal((*kernel, *channels))
+    params = {"strides": strides, "padding": padding, "dilations": dilations,
+              "filter_shape": w.shape}
+    check_rule(prepacked.conv2d_prepacked_p, [x, prepacked.pack(w)], rng, params)
 
 
 @pytest.mark.parametrize("name", ["conv2d_input_gradient", "conv2d_filter_gradient"])
