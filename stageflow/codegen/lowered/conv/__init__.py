@@ -15,7 +15,8 @@ Each op picks its algorithm at run time, by shape:
 
 conv2d's gemms are the convolutions' own (`gemm`), because every output channel must sum in
 the same order (OpenBLAS's kernels do not: `gemm` says why it matters); the gradients' gemms
-are the BLAS's.
+are the BLAS's. `conv2d_prepacked` (constant filters the `prepack` pass laid out as the
+gemm's panels) is conv2d whose gemm reads those panels in place.
 
 The gradients walk the same blocks of windows: the filter gradient is ``im2col(x)^T @ g``,
 the input gradient ``col2im(g @ w^T)`` or, at stride 1 under the direct loops' rule (C
