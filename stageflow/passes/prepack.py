@@ -13,24 +13,40 @@ to `prune`; one filter used by several convolutions is packed once.
 Only float32 and float64 convolutions whose filters the gemm reads (not those the direct
 loops serve: few output channels) are rewritten, so the pass changes no numbers: the
 gemm sums each output channel in the same order from a panel in place as from its copy.
+
+A matmul by constant weights, ``a @ w`` with `w` a (k, n) constant (or its transpose),
+is the same product: a 1x1 convolution of a's rows as pixels by `w` as its filters. Where
+`a` has at least `MIN_ROWS` rows it becomes that convolution, prepacked, between two
+reshapes (views): a dense layer of a batch of one sequence (128 rows) copied its weights'
+panels on every call as a convolution did. A product of fewer rows (a decoder's step)
+stays a matmul, whose one row is a matrix-vector product.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import build_constant, build_op
-from stageflow.ir.dialect import ConstantOp
+from stageflow.ir.dialect import ConstantOp, SfOp
+from stageflow.ir.types import shaped_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import constant_array, is_op
 from stageflow.primitives.conv import conv2d_p
+from stageflow.primitives.linalg import matmul_p
 from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p, gemm_reads, pack
+from stageflow.primitives.structural import reshape_p
+
+MIN_ROWS = 16  # a matmul of fewer rows keeps its matmul (one row: a matrix-vector product)
 
 
 @register_pass
@@ -56,22 +72,71 @@ class Prepack(ModulePass):
     name = "prepack"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        packed: dict[SSAValue, ConstantOp] = {}
-        for conv in [o for o in op.walk() if is_op(o, conv2d_p)]:
-            x, w = conv.operands
-            filters = constant_array(w)
-            params = conv.params()
-            if (filters is None or filters.dtype not in PACKED_DTYPES
-                    or not gemm_reads(filters.shape, filters.dtype, params["dilations"])):
-                continue
-            if w not in packed:
+        packed: dict[tuple[SSAValue, bool], ConstantOp] = {}
+
+        def panels(w: SSAValue, filters: np.ndarray, transposed: bool = False) -> SSAValue:
+            """The packed constant of `filters` (the constant `w`, read transposed as a
+            matmul's), made once, beside `w`."""
+            if (w, transposed) not in packed:
                 constant = build_constant(pack(filters))
                 constant.location = w.owner.location
                 constant.result.name_hint = w.name_hint
                 Rewriter.insert_op(constant, InsertPoint.after(w.owner))
-                packed[w] = constant
-            rewritten = build_op(conv2d_prepacked_p, [x, packed[w].result],
-                                 {"filter_shape": tuple(filters.shape), **params},
-                                 conv.results[0].type)
-            rewritten.location = conv.location
-            Rewriter.replace_op(conv, rewritten)
+                packed[w, transposed] = constant
+            return packed[w, transposed].result
+
+        for candidate in list(op.walk()):
+            if is_op(candidate, conv2d_p):
+                _conv(candidate, panels)
+            elif is_op(candidate, matmul_p):
+                _matmul(candidate, panels)
+
+
+Panels = Callable[..., SSAValue]
+
+
+def _conv(conv: SfOp, panels: Panels) -> None:
+    """``conv2d(x, constant)`` as ``conv2d_prepacked`` where the gemm reads the filters."""
+    x, w = conv.operands
+    filters = constant_array(w)
+    params = conv.params()
+    if (filters is None or filters.dtype not in PACKED_DTYPES
+            or not gemm_reads(filters.shape, filters.dtype, params["dilations"])):
+        return
+    rewritten = build_op(conv2d_prepacked_p, [x, panels(w, filters)],
+                         {"filter_shape": tuple(filters.shape), **params}, conv.results[0].type)
+    rewritten.location = conv.location
+    Rewriter.replace_op(conv, rewritten)
+
+
+def _matmul(matmul: SfOp, panels: Panels) -> None:
+    """``a @ constant`` (a untransposed, of at least `MIN_ROWS` rows and at most one
+    unknown dim) as a pointwise ``conv2d_prepacked`` of a's rows: ``reshape(conv(reshape(a,
+    (1, rows, 1, k)), panels), a's leading dims + (n,))``."""
+    a, w = matmul.operands
+    weights = constant_array(w)
+    params = matmul.params()
+    a_type = shaped_type(a.type)
+    if (weights is None or weights.ndim != 2 or weights.dtype not in PACKED_DTYPES
+            or params["transpose_a"] or a_type.shape[-1] is None
+            or a_type.shape[:-1].count(None) > 1
+            or math.prod(d for d in a_type.shape[:-1] if d is not None) < MIN_ROWS):
+        return
+    matrix = weights.T if params["transpose_b"] else weights
+    depth, columns = matrix.shape
+    filter_shape = (1, 1, depth, columns)
+    rows = None if None in a_type.shape[:-1] else math.prod(a_type.shape[:-1])
+    images = build_op(reshape_p, [a], {"shape": (1, -1 if rows is None else rows, 1, depth)},
+                      ShapedType((1, rows, 1, depth), a_type.dtype))
+    conv = build_op(conv2d_prepacked_p, [images.results[0],
+                                         panels(w, matrix.reshape(filter_shape),
+                                                params["transpose_b"])],
+                    {"filter_shape": filter_shape, "strides": (1, 1),
+                     "padding": ((0, 0), (0, 0)), "dilations": (1, 1)},
+                    ShapedType((1, rows, 1, columns), a_type.dtype))
+    shape = tuple(-1 if d is None else d for d in a_type.shape[:-1]) + (columns,)
+    result = build_op(reshape_p, [conv.results[0]], {"shape": shape}, matmul.results[0].type)
+    for made in (images, conv, result):
+        made.location = matmul.location
+    Rewriter.insert_op([images, conv], InsertPoint.before(matmul))
+    Rewriter.replace_op(matmul, result)

@@ -130,3 +130,30 @@ def test_gradients_are_conv2ds_through_the_packing():
     np.testing.assert_allclose(dx_packed.numpy(), dx.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(dpanels.numpy(), prepacked.pack(dw.numpy()), rtol=1e-5,
                                atol=1e-5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(lead=st.sampled_from([(16,), (2, 9), (None, 16), (3, 1, 17)]),
+       k=st.integers(1, 40), n=st.sampled_from([1, 31, 33, 70]),
+       transpose_b=st.booleans(), dtype=st.sampled_from(FLOATS))
+def test_dense_layers_of_constant_weights_are_prepacked_convolutions(lead, k, n, transpose_b,
+                                                                     dtype):
+    """``a @ w`` (and its bias, ReLU) with `w` a captured array: a pointwise prepacked
+    convolution of a's rows when a has 16 rows or more (an unknown batch dim counted as
+    1), with NumPy's numbers, weights transposed or not; a matmul below that."""
+    rng = np.random.default_rng(k * n)
+    w = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(dtype)
+    bias = rng.standard_normal(n).astype(dtype)
+    staged = sf.function(lambda a: sf.nn.relu(
+        sf.matmul(a, w, transpose_b=transpose_b) + bias))
+    shape = tuple(2 if d is None else d for d in lead) + (k,)
+    a = rng.standard_normal(shape).astype(dtype)
+    spec = sf.TensorSpec(lead + (k,), dtype)
+    np.testing.assert_allclose(staged(a).numpy() if None not in lead else
+                               staged.get_concrete_function(spec)(a).numpy(),
+                               np.maximum(a @ (w.T if transpose_b else w) + bias, 0),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+    optimized = staged.get_concrete_function(spec).ir("optimized")
+    rows = np.prod([d for d in lead if d is not None])
+    assert ("sf.conv2d_prepacked" in optimized) == (rows >= 16)
+    assert ("sf.matmul" in optimized) == (rows < 16)
