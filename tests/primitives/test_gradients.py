@@ -25,7 +25,6 @@ from stageflow.core.shapes import normalize_axes
 from stageflow.primitives import (
     collective,
     conv,
-    depthwise,
     elementwise,
     functional,
     linalg,
@@ -541,9 +540,12 @@ def fits(size, window, stride, pad, dilation=1):
     return size + pad[0] + pad[1] >= (window - 1) * dilation + 1
 
 
+@pytest.mark.parametrize("name", ["conv2d", "depthwise_conv2d", "conv2d_prepacked"])
 @given(size=pairs, kernel=pairs, strides=pairs, dilations=st.tuples(st.integers(1, 2),
        st.integers(1, 2)), padding=pad_pairs, channels=pairs, seed=seeds)
-def test_conv2d_rule(size, kernel, strides, dilations, padding, channels, seed):
+def test_conv2d_rules(name, size, kernel, strides, dilations, padding, channels, seed):
+    """conv2d's, a depthwise conv's (filters [kh, kw, C, M]) and a prepacked conv's (the
+    panels' padding columns get no gradient)."""
     size = (size[0] + 2, size[1] + 2)
     assume(all(fits(*args) for args in zip(size, kernel, strides, padding, dilations,
                                            strict=True)))
@@ -551,35 +553,9 @@ def test_conv2d_rule(size, kernel, strides, dilations, padding, channels, seed):
     x = rng.standard_normal((2, *size, channels[0]))
     w = rng.standard_normal((*kernel, *channels))
     params = {"strides": strides, "padding": padding, "dilations": dilations}
-    check_rule(conv.conv2d_p, [x, w], rng, params)
-
-
-@given(size=pairs, kernel=pairs, strides=pairs, dilations=st.tuples(st.integers(1, 2),
-       st.integers(1, 2)), padding=pad_pairs, channels=pairs, seed=seeds)
-def test_depthwise_conv2d_rule(size, kernel, strides, dilations, padding, channels, seed):
-    size = (size[0] + 2, size[1] + 2)
-    assume(all(fits(*args) for args in zip(size, kernel, strides, padding, dilations,
-                                           strict=True)))
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((2, *size, channels[0]))
-    w = rng.standard_normal((*kernel, *channels))  # [kh, kw, C, M]
-    params = {"strides": strides, "padding": padding, "dilations": dilations}
-    check_rule(depthwise.depthwise_conv2d_p, [x, w], rng, params)
-
-
-@given(size=pairs, kernel=pairs, strides=pairs, dilations=st.tuples(st.integers(1, 2),
-       st.integers(1, 2)), padding=pad_pairs, channels=pairs, seed=seeds)
-def test_conv2d_prepacked_rule(size, kernel, strides, dilations, padding, channels, seed):
-    """conv2d's gradients through the packing: the panels' padding columns get none."""
-    size = (size[0] + 2, size[1] + 2)
-    assume(all(fits(*args) for args in zip(size, kernel, strides, padding, dilations,
-                                           strict=True)))
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((2, *size, channels[0]))
-    w = rng.standard_normal((*kernel, *channels))
-    params = {"strides": strides, "padding": padding, "dilations": dilations,
-              "filter_shape": w.shape}
-    check_rule(prepacked.conv2d_prepacked_p, [x, prepacked.pack(w)], rng, params)
+    if name == "conv2d_prepacked":
+        params["filter_shape"], w = w.shape, prepacked.pack(w)
+    check_rule(REGISTRY[name], [x, w], rng, params)
 
 
 @pytest.mark.parametrize("name", ["conv2d_input_gradient", "conv2d_filter_gradient"])

@@ -19,7 +19,7 @@ ops between them, and simplify's layout rules cancel them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,15 +194,18 @@ def conv_integer(node: Node, x: Value, w: Value, x_zero_point: Value | None = No
     return sf.cast(conv(node, x, w), sf.int32)
 
 
-def _conv_last(x: Value, w: Value, geometry: Window) -> Value:
-    """A channels-last convolution of 1, 2 or 3 spatial dims by (*kernel, I, O) filters."""
+def _conv_last(x: Value, w: Value, geometry: Window,
+               planar: Callable[..., Value] = sf.nn.conv2d) -> Value:
+    """A channels-last convolution of 1, 2 or 3 spatial dims by `planar`, the 2-D op
+    (`sf.nn.conv2d` of (*kernel, I, O) filters, or `sf.nn.depthwise_conv2d` of (*kernel,
+    C, M)): 1-D as 2-D of height 1, 3-D as a sum over the depth taps of 2-D ones."""
     rank = x.ndim - 2
     if rank == 1:
-        y = _conv_last(sf.expand_dims(x, 1), sf.expand_dims(w, 0), _raise_rank(geometry))
+        y = _conv_last(sf.expand_dims(x, 1), sf.expand_dims(w, 0), _raise_rank(geometry),
+                       planar)
         return sf.squeeze(y, 1)
     if rank == 2:
-        return sf.nn.conv2d(x, w, geometry.strides, geometry.pads,
-                            dilations=geometry.dilations)
+        return planar(x, w, geometry.strides, geometry.pads, dilations=geometry.dilations)
     depth = geometry.positions(0, x.shape[1])
     padded = sf.pad(x, [(0, 0), geometry.pads[0], (0, 0), (0, 0), (0, 0)])
     planes = Window(geometry.kernel[1:], geometry.strides[1:], geometry.dilations[1:],
@@ -213,7 +216,7 @@ def _conv_last(x: Value, w: Value, geometry: Window) -> Value:
         rows = padded[:, start:start + (depth - 1) * geometry.strides[0] + 1:
                       geometry.strides[0]]
         flat = sf.reshape(rows, (-1, *rows.shape[2:]))
-        y = _conv_last(flat, w[tap], planes)
+        y = _conv_last(flat, w[tap], planes, planar)
         total = y if total is None else total + y
     assert total is not None
     return sf.reshape(total, (-1, depth, *total.shape[1:]))
@@ -239,38 +242,10 @@ def _depthwise(x: Value, w: Value, geometry: Window, group: int) -> Value:
     rank = x.ndim - 2
     filters = _transpose(_reshape(w, (group, multiplier, *geometry.kernel)),
                          (*range(2, 2 + rank), 0, 1))
-    return _depthwise_last(x, filters, geometry)
-
-
-def _depthwise_last(x: Value, w: Value, geometry: Window) -> Value:
-    """A channels-last depthwise convolution of 1, 2 or 3 spatial dims by (*kernel, C, M)
-    filters, as `_conv_last` does a dense one: 1-D as 2-D of height 1, 3-D as a sum over the
-    depth taps of 2-D ones (in float32 for half-precision inputs, rounded once, as a
-    convolution's accumulator is)."""
-    rank = x.ndim - 2
-    if rank == 1:
-        y = _depthwise_last(sf.expand_dims(x, 1), sf.expand_dims(w, 0), _raise_rank(geometry))
-        return sf.squeeze(y, 1)
-    if rank == 2:
-        return sf.nn.depthwise_conv2d(x, w, geometry.strides, geometry.pads,
-                                      dilations=geometry.dilations)
-    if x.dtype in (sf.float16, sf.bfloat16):
-        return sf.cast(_depthwise_last(sf.cast(x, sf.float32), sf.cast(w, sf.float32),
-                                       geometry), x.dtype)
-    depth = geometry.positions(0, x.shape[1])
-    padded = sf.pad(x, [(0, 0), geometry.pads[0], (0, 0), (0, 0), (0, 0)])
-    planes = Window(geometry.kernel[1:], geometry.strides[1:], geometry.dilations[1:],
-                    geometry.pads[1:])
-    total = None
-    for tap in range(geometry.kernel[0]):
-        start = tap * geometry.dilations[0]
-        rows = padded[:, start:start + (depth - 1) * geometry.strides[0] + 1:
-                      geometry.strides[0]]
-        flat = sf.reshape(rows, (-1, *rows.shape[2:]))
-        y = _depthwise_last(flat, w[tap], planes)
-        total = y if total is None else total + y
-    assert total is not None
-    return sf.reshape(total, (-1, depth, *total.shape[1:]))
+    if rank == 3 and x.dtype in (sf.float16, sf.bfloat16):  # the depth taps add in float32
+        return sf.cast(_conv_last(sf.cast(x, sf.float32), sf.cast(filters, sf.float32),
+                                  geometry, sf.nn.depthwise_conv2d), x.dtype)
+    return _conv_last(x, filters, geometry, sf.nn.depthwise_conv2d)
 
 
 @converts("ConvTranspose")
