@@ -52,7 +52,8 @@ MIN_ROWS = 16  # a matmul of fewer rows keeps its matmul (one row: a matrix-vect
 @register_pass
 @dataclass(frozen=True)
 class Prepack(ModulePass):
-    """Rewrite ``conv2d(x, constant)`` as ``conv2d_prepacked(x, constant panels)``.
+    """Rewrite ``conv2d(x, constant)`` as ``conv2d_prepacked(x, constant panels)``, and a
+    matmul by constant weights of `MIN_ROWS` rows or more as a pointwise one (`_matmul`).
 
     Before::
 
