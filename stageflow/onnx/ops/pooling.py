@@ -20,6 +20,7 @@ import numpy as np
 import stageflow as sf
 from stageflow.onnx.converters import Node, Value, converts
 from stageflow.onnx.ops.convolution import Window, tap_slices, window
+from stageflow.primitives.conv import reduce_window_p
 
 
 def _static_sizes(node: Node, x: Value) -> tuple[int, ...]:
@@ -75,19 +76,19 @@ def _dtype(x: Value) -> np.dtype:
 def reduce_windows(x: Value, geometry: Window, outputs: Sequence[int], extra: Sequence[int],
                    kind: str) -> Value:
     """max or sum over each window of channels-first `x`, padded by the window's pads and
-    `extra` after."""
-    padded = _padded(x, geometry, extra, kind)
+    `extra` after: in 1-D and 2-D one `reduce_window`, whose padding is the reduction's
+    identity (no padded copy of the input), else strided slices of the padded input."""
     rank = len(outputs)
     if rank > 2 or any(d > 1 for d in geometry.dilations):
-        return _reduce_slices(padded, geometry, outputs, kind)
+        return _reduce_slices(_padded(x, geometry, extra, kind), geometry, outputs, kind)
     kernel, strides = list(geometry.kernel), list(geometry.strides)
+    pads = [(lo, hi + e) for (lo, hi), e in zip(geometry.pads, extra, strict=True)]
     if rank == 1:  # the 2-D window of height 1
-        kernel, strides, padded = [1, *kernel], [1, *strides], sf.expand_dims(padded, 2)
-    images = sf.transpose(padded, (0, 2, 3, 1))
-    if kind == "max":
-        y = sf.nn.max_pool2d(images, kernel, strides, "VALID")
-    else:  # the mean of every element of the padded window, times their count: the sum
-        y = sf.nn.avg_pool2d(images, kernel, strides, "VALID") * float(np.prod(kernel))
+        kernel, strides, pads, x = [1, *kernel], [1, *strides], [(0, 0), *pads], \
+            sf.expand_dims(x, 2)
+    images = sf.transpose(x, (0, 2, 3, 1))
+    y = reduce_window_p.bind(images, kind=kind, window=tuple(kernel), strides=tuple(strides),
+                             padding=tuple(pads))
     y = sf.transpose(y, (0, 3, 1, 2))
     if rank == 1:
         y = sf.squeeze(y, 2)
