@@ -38,7 +38,7 @@ from stageflow.codegen.lowered.rule import (
     row_major,
     smaller,
 )
-from stageflow.codegen.lowered.tasks import cpu_count, run_tasks
+from stageflow.codegen.lowered.tasks import run_tasks, task_count
 from stageflow.codegen.lowered.windows import window_fits
 from stageflow.codegen.targets import platform
 from stageflow.primitives.conv import Padding, Pair
@@ -83,8 +83,7 @@ class DepthwiseConv:
         out = ob.outputs[0]
         rows = fold_mul(b, out.dims[0], out.dims[1])
         macs = fold_mul(b, out.size(b), fold_mul(b, w.dims[0], w.dims[1]))
-        tasks = smaller(b, smaller(b, cpu_count(b), rows), b.sdiv(macs, i64(MIN_TASK_MACS)))
-        run_tasks(ob, "rows", rows, tasks, self._rows)
+        run_tasks(ob, "rows", rows, task_count(b, rows, macs, MIN_TASK_MACS), self._rows)
 
     def _rows(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:

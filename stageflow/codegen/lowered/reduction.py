@@ -32,8 +32,8 @@ from stageflow.codegen.llvm.emitter import C128, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
-from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, is_row_major, lowering, nest, smaller
-from stageflow.codegen.lowered.tasks import cpu_count, run_tasks
+from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, is_row_major, lowering, nest
+from stageflow.codegen.lowered.tasks import run_tasks, task_count
 from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
 from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
@@ -148,8 +148,7 @@ class Reduce:
         def merge(mb: ir.IRBuilder, partial: ir.Value) -> None:
             self._combine_into(Emitter(mb), ob.outputs[0].pointer, partial, width, ty)
 
-        tasks = smaller(b, smaller(b, cpu_count(b), rows),
-                         b.sdiv(b.mul(rows, width), i64(MIN_TASK_ELEMENTS)))
+        tasks = task_count(b, rows, b.mul(rows, width), MIN_TASK_ELEMENTS)
         bytes_ = b.mul(width, i64(self.dtype.itemsize))
         run_tasks(ob, "rows", rows, tasks, task, lambda mb, t: mb.call(malloc, [bytes_]),
                   merge)

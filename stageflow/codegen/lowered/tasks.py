@@ -29,7 +29,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import I8, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, i64
-from stageflow.codegen.lowered.rule import OpBuilder, load_operands
+from stageflow.codegen.lowered.rule import OpBuilder, load_operands, smaller
 from stageflow.codegen.lowered.worker_pool import pool_run
 from stageflow.codegen.targets import platform
 from stageflow.core import config_threading
@@ -71,6 +71,13 @@ def cpu_count(b: ir.IRBuilder) -> ir.Value:
     limit = b.load(intra_op_limit(b.module), typ=I64)
     lower = b.and_(b.icmp_signed(">", limit, i64(0)), b.icmp_signed("<", limit, cores))
     return b.select(lower, limit, cores)
+
+
+def task_count(b: ir.IRBuilder, units: ir.Value, work: ir.Value, per_task: int) -> ir.Value:
+    """How many tasks to split `units` into: one per CPU (`cpu_count`), no more than there
+    are units, and few enough that each gets at least `per_task` of the `work` (less than
+    one means one task)."""
+    return smaller(b, smaller(b, cpu_count(b), units), b.sdiv(work, i64(per_task)))
 
 
 def affinity_count(b: ir.IRBuilder) -> ir.Value:

@@ -43,9 +43,8 @@ from stageflow.codegen.lowered.rule import (
     contiguous_strides,
     load_operands,
     row_major,
-    smaller,
 )
-from stageflow.codegen.lowered.tasks import Guard, TaskBody, cpu_count, run_tasks
+from stageflow.codegen.lowered.tasks import Guard, TaskBody, run_tasks, task_count
 from stageflow.codegen.lowered.windows import window_count, window_fits
 from stageflow.core.primitive import ShapedType
 
@@ -191,8 +190,8 @@ class Windowed:
         `MIN_TASK_MACS` multiply-adds (`macs` in all) or there are fewer units; the BLAS
         single-threaded around them unless `guard` says otherwise (tasks with no gemm)."""
         b = ob.b
-        tasks = smaller(b, smaller(b, cpu_count(b), units), b.sdiv(macs, i64(MIN_TASK_MACS)))
-        run_tasks(ob, name, units, tasks, body, private, merge, guard)
+        run_tasks(ob, name, units, task_count(b, units, macs, MIN_TASK_MACS), body, private,
+                  merge, guard)
 
 
 class ConvolutionShape:
