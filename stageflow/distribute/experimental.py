@@ -1,7 +1,8 @@
 """`sf.distribute.experimental`: what TensorFlow keeps there: `CentralStorageStrategy`,
 and the options of the collectives between workers, taken by `MultiWorkerMirroredStrategy`
 (``communication_options=``). The collectives are gloo's ring and tree all-reduce whatever
-is asked; the options are kept for the programs that pass them.
+is asked; `bytes_per_pack` sizes the buckets of gradients each all-reduce carries, the
+other options are kept for the programs that pass them.
 """
 
 from __future__ import annotations

@@ -23,7 +23,11 @@ from stageflow.core import context, devices, nest
 from stageflow.distribute import cluster, replicas
 from stageflow.distribute.remote import TIMEOUT, RemoteArray, RemoteDeviceError
 from stageflow.distribute.strategy import MirroredStrategy, Strategy
-from stageflow.distribute.worker_collectives import all_reduce_across_workers, declare
+from stageflow.distribute.worker_collectives import (
+    BUCKET_BYTES,
+    all_reduce_across_workers,
+    declare,
+)
 from stageflow.frontend.tracer import GraphTrace
 from stageflow.staging.function import Function
 
@@ -58,9 +62,10 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         names = cluster.connect(jobs or {"worker": 2}, address)
         tasks = [name for name in names if name.endswith("/device:CPU:0")]
         super().__init__(tasks)
-        # Kept for TensorFlow programs that pass them: the collectives are gloo's, whatever
-        # `sf.distribute.experimental.CommunicationOptions` asks.
+        # The collectives are gloo's whatever `sf.distribute.experimental.
+        # CommunicationOptions` asks; its `bytes_per_pack` sizes the buckets (0: the default).
         self.communication_options = communication_options
+        self._bucket_bytes = getattr(communication_options, "bytes_per_pack", 0) or BUCKET_BYTES
         self._group = f"g{uuid.uuid4().hex[:12]}"
         declare(self._group)
         ray = cluster.ray_module()
@@ -74,7 +79,7 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
 
     def _combine(self, name: str, kind: str, values: list[Any]) -> list[Any]:
         """This replica's all-reduce: a collective call its worker makes with the others."""
-        return all_reduce_across_workers(self._group, kind, values)
+        return all_reduce_across_workers(self._group, kind, values, self._bucket_bytes)
 
     stages_each_replica = True
 

@@ -211,8 +211,8 @@ class _Gradient:
 
 @py_func_p.def_vjp
 def _py_func_vjp(cotangents: list, inputs: list, outputs: list, *, func: str,
-                 shapes: tuple, dtypes: tuple) -> list:
-    del shapes, dtypes
+                 shapes: tuple, dtypes: tuple, schedule: str = "") -> list:
+    del shapes, dtypes, schedule
     callback = callback_of(func)
     wrt = [i for i, x in enumerate(inputs) if _differentiable(x)]
     if not wrt or not (isinstance(callback, _Callback) and callback.tensors):

@@ -30,9 +30,10 @@ from stageflow.passes.registry import parse_pipeline
 # small calls; fold before simplify, so that constant subtrees are single constants whose
 # values the algebraic rules can read; cse after both, as they create equal ops; prune then
 # removes everything the others left unused; fuse comes at the very end, outlining the
-# elementwise ops that remain into kernel functions for the code generator; plan-buffers
-# last, as it annotates the final ops with their buffers.
-DEFAULT_PIPELINE = "inline,fold,simplify,cse,prepack,prune,fuse,plan-buffers"
+# elementwise ops that remain into kernel functions for the code generator; schedule then
+# orders the final ops (background calls started early, waited for late); plan-buffers
+# last, as it annotates the final ops with their buffers in their final order.
+DEFAULT_PIPELINE = "inline,fold,simplify,cse,prepack,prune,fuse,schedule,plan-buffers"
 # The same for PTX: its kernels are elementwise (a thread per element cannot fold a shared
 # reduction), so reductions stay ops of their own.
 PTX_PIPELINE = "inline,fold,simplify,cse,prune,fuse{reductions=false},plan-buffers"

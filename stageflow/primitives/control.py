@@ -194,19 +194,30 @@ def callback_of(func: str) -> Callable[..., Any]:
     return callback
 
 
-def _py_func_rule(*inputs: ShapedType, func: str, shapes: tuple, dtypes: tuple) -> tuple:
+SCHEDULES = ("early", "late")  # a py_func's `schedule`: when, among its block's ops, it runs
+
+
+def _py_func_rule(*inputs: ShapedType, func: str, shapes: tuple, dtypes: tuple,
+                  schedule: str = "") -> tuple:
     del inputs, func
+    if schedule and schedule not in SCHEDULES:
+        raise ValueError(f"py_func: schedule must be one of {', '.join(SCHEDULES)}, "
+                         f"got {schedule!r}")
     if len(shapes) != len(dtypes):
         raise TypeError(f"{len(shapes)} result shapes but {len(dtypes)} result dtypes")
     return tuple(ShapedType(tuple(shape), np.dtype(dtype))
                  for shape, dtype in zip(shapes, dtypes, strict=True))
 
 
-def _py_func(*inputs: Any, func: str, shapes: tuple, dtypes: tuple) -> list:
+def _py_func(*inputs: Any, func: str, shapes: tuple, dtypes: tuple, schedule: str = "") -> list:
     """Call the function on the inputs' arrays; its results converted to the declared
     dtypes and checked against the declared shapes. Whatever the function raises reaches
     the caller as it was raised (`CallbackError` carries it past the kernels' error
-    handling, which adds the op's line as a note)."""
+    handling, which adds the op's line as a note). `schedule` only places the call among
+    its block's ops (the `schedule` pass): "early" for a call that starts work running in
+    the background (as soon as its operands are ready), "late" for one that waits for
+    such work (as late as its users allow)."""
+    del schedule
     callback = callback_of(func)
     try:
         returned = callback(*inputs)

@@ -148,7 +148,7 @@ def test_dump_optimized_runs_the_pipeline_with_timings(capsys, model_file):
     assert status == 0 and "func.func @model" in out
     passes = [line.split()[0] for line in err.splitlines()[2:-1]]
     assert passes == ["inline", "fold", "simplify", "cse", "prepack", "prune", "fuse",
-                      "plan-buffers"]
+                      "schedule", "plan-buffers"]
 
 
 def test_dump_print_ir_after_all_heads_each_dump(capsys, model_file):

@@ -362,7 +362,7 @@ def test_default_pipeline_on_a_traced_function() -> None:
 
     function = model.get_concrete_function(sf.TensorSpec((8, 4), sf.float32))
     module = graph_module(function.graph, function.name)
-    optimized = check_pipeline(module, DEFAULT_PIPELINE.removesuffix(",fuse,plan-buffers"))
+    optimized = check_pipeline(module, DEFAULT_PIPELINE.removesuffix(",fuse,schedule,plan-buffers"))
     text = module_to_text(optimized)
     assert "sf.call" not in text and "sf.transpose" not in text and "sf.exp" not in text
     assert "sf.assign_variable" in text
