@@ -5,8 +5,9 @@ step, and a paper projection to 8 and 64 workers, in one run.
     python -m benchmarks.strategy [--quick]
 
 1. All-reduce between two Ray workers, float32 buffers of 64 KiB, 1 MiB and 16 MiB: the
-   callback a replica's staged step calls for a sum (`worker_collectives.join` registers
-   it; gloo through ``ray.util.collective``), timed inside the workers, against a Ray
+   callbacks a replica's staged step calls for a sum, its start and at once its wait
+   (`worker_collectives.join` registers them; gloo through ``ray.util.collective``, on the
+   group's collective thread), timed inside the workers, against a Ray
    object-store round trip of the same bytes between the same two workers (A puts, B
    gets, B's result comes back to A: the bytes each worker sends and receives in a
    two-worker ring all-reduce). Reported as seconds per call and algorithm bandwidth
@@ -84,7 +85,9 @@ class Peer:
 
     def __init__(self, group: str, rank: int) -> None:
         worker_collectives.join(group, 2, rank)
-        self.all_reduce_sum = callback_of(worker_collectives.callback_name(group, "sum"))
+        start = callback_of(worker_collectives.start_name(group, "sum"))
+        wait = callback_of(worker_collectives.wait_name(group))
+        self.all_reduce_sum = lambda value: wait(start(value))
         self.other = None
 
     def meet(self, other) -> None:

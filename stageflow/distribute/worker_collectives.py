@@ -159,7 +159,9 @@ def all_reduce_across_workers(group: str, kind: str, values: list[Any],
             dtypes=(flat.dtype,), schedule="late")
         start = 0
         for index, part, size in zip(bucket, parts, sizes, strict=True):
-            results[index] = reshape(reduced[start:start + size], list(part.shape))
+            whole = len(parts) == 1
+            results[index] = reshape(reduced if whole else reduced[start:start + size],
+                                     list(part.shape))
             start += size
     return results
 

@@ -76,10 +76,15 @@ def one_process():
     return trainer.weights(), loss
 
 
-@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize(("workers", "bytes_per_pack"), [(2, 0), (3, 64)])
 def test_workers_train_to_the_weights_of_one_process_eagerly_and_staged(one_process,
-                                                                        workers):
-    strategy = sf.distribute.MultiWorkerMirroredStrategy(jobs={"worker": workers})
+                                                                        workers,
+                                                                        bytes_per_pack):
+    # 64 bytes a pack: a bucket for each variable, each all-reduce started while the
+    # backward pass computes the next one's gradients
+    options = sf.distribute.experimental.CommunicationOptions(bytes_per_pack=bytes_per_pack)
+    strategy = sf.distribute.MultiWorkerMirroredStrategy(jobs={"worker": workers},
+                                                         communication_options=options)
     assert strategy.num_replicas_in_sync == workers
     assert strategy.worker_devices == tuple(f"/job:worker/task:{t}/device:CPU:0"
                                             for t in range(workers))
