@@ -35,7 +35,7 @@ step, and a paper projection to 8 and 64 workers, in one run.
 4. A scaling model on paper, weak scaling (each worker keeps this run's per-worker batch
    of 128 rows, the global batch grows with the workers). Assumptions:
    - a step is the worker's compute, then one ring all-reduce of all the gradients (they
-     fit one bucket; the strategy all-reduces after the backward pass, no overlap):
+     fit one bucket, which starts when the backward pass ends: nothing overlaps):
      ``compute + 2 (N - 1) / N * bytes / bandwidth + 2 (N - 1) * latency``;
    - compute: this run's single-process staged step at batch 128 (one process, which
      BLAS may run on every core: a worker with a machine of its own);
@@ -50,6 +50,13 @@ step, and a paper projection to 8 and 64 workers, in one run.
    - efficiency: the compute's share of the step (1.0 = linear speedup); in brackets,
      without the coordinator's limit (what the all-reduce alone allows).
    The model leaves out stragglers, congestion and the input pipeline: an upper bound.
+5. Overlap: a deeper MLP (`DEEP_LAYERS`, 11.6 MB of gradients) over the two workers, its
+   step traced with buckets of `OVERLAP_PACK` bytes (``CommunicationOptions(
+   bytes_per_pack=...)``; each bucket's all-reduce starts on the workers' collective
+   threads as soon as its gradients are computed and runs while the backward pass goes
+   on) against the same step with every gradient in one bucket (started once the
+   backward pass is over, so nothing overlaps), and one process's step on the same
+   global batch, in alternating rounds.
 """
 
 from __future__ import annotations
@@ -77,6 +84,8 @@ LINK_BYTES_PER_S = 10e9 / 8  # 10 Gb/s
 NETWORK_LATENCY = 20e-6  # seconds added per ring step for the wire and one switch
 PROJECTED = (2, 8, 64)
 STEPS_PER_CALL = 8  # the grouped contender: steps unrolled into one staged call
+DEEP_LAYERS = (784, 1024, 1024, 1024, 10)  # the overlap contenders' MLP: 11.6 MB of gradients
+OVERLAP_PACK = 1 << 20  # bytes a bucket, where the all-reduce overlaps the backward pass
 
 
 class Peer:
@@ -146,11 +155,11 @@ def worker_timed(a, b, rounds: int, min_time: float) -> dict[int, dict[str, floa
     return results
 
 
-def make_model():
+def make_model(layers: tuple[int, ...] = LAYERS):
     """The MLP and its optimizer, with the same initial weights for every contender."""
-    model = sf.keras.Sequential([sf.keras.layers.Dense(LAYERS[1], activation="relu"),
-                                 sf.keras.layers.Dense(LAYERS[2])])
-    model.build((None, LAYERS[0]))
+    model = sf.keras.Sequential([sf.keras.layers.Dense(width, activation="relu")
+                                 for width in layers[1:-1]] + [sf.keras.layers.Dense(layers[-1])])
+    model.build((None, layers[0]))
     rng = np.random.default_rng(0)
     for variable in model.trainable_variables:
         shape = tuple(variable.shape)
@@ -173,19 +182,20 @@ def make_step(model, optimizer):
     return step
 
 
-def data(batch: int) -> tuple[np.ndarray, np.ndarray]:
+def data(batch: int, layers: tuple[int, ...] = LAYERS) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((batch, LAYERS[0])).astype(np.float32)
-    return x, rng.integers(0, LAYERS[-1], batch).astype(np.int32)
+    x = rng.standard_normal((batch, layers[0])).astype(np.float32)
+    return x, rng.integers(0, layers[-1], batch).astype(np.int32)
 
 
-def strategy_step(strategy) -> tuple[Callable[[], float], int]:
+def strategy_step(strategy, layers: tuple[int, ...] = LAYERS
+                  ) -> tuple[Callable[[], float], int]:
     """One training step of a fresh model under `strategy` on its first (placed) global
     batch, the loss fetched; and the gradients' bytes."""
     with strategy.scope():
-        model, optimizer = make_model()
+        model, optimizer = make_model(layers)
     step = make_step(model, optimizer)
-    dataset = sf.data.Dataset.from_tensor_slices(data(GLOBAL_BATCH)).batch(GLOBAL_BATCH)
+    dataset = sf.data.Dataset.from_tensor_slices(data(GLOBAL_BATCH, layers)).batch(GLOBAL_BATCH)
     [batch] = list(strategy.experimental_distribute_dataset(dataset))
     weights = sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)
     return lambda: float(strategy.reduce("SUM", strategy.run(step, args=batch), axis=None)), \
@@ -213,11 +223,27 @@ def strategy_steps(strategy, count: int) -> Callable[[], float]:
     return lambda: float(strategy.reduce("SUM", strategy.run(steps, args=batch), axis=None))
 
 
-def plain_step(batch: int) -> Callable[[], float]:
-    model, optimizer = make_model()
+def plain_step(batch: int, layers: tuple[int, ...] = LAYERS) -> Callable[[], float]:
+    model, optimizer = make_model(layers)
     step = make_step(model, optimizer)
-    x, y = (sf.constant(v) for v in data(batch))
+    x, y = (sf.constant(v) for v in data(batch, layers))
     return lambda: float(step(x, y))
+
+
+def packed_steps(strategy) -> dict[str, Callable[[], float]]:
+    """The deeper MLP's step over the strategy's workers, traced once with buckets of
+    `OVERLAP_PACK` bytes (each all-reduce overlapping the backward pass of the layers
+    before it) and once with all of its gradients in one bucket (started after the whole
+    backward pass: nothing of it overlaps)."""
+    steps = {}
+    for name, pack in ((f"buckets of {OVERLAP_PACK >> 20} MiB", OVERLAP_PACK),
+                       ("one bucket", 1 << 40)):
+        strategy.communication_options = sf.distribute.experimental.CommunicationOptions(
+            bytes_per_pack=pack)
+        steps[name], _ = strategy_step(strategy, DEEP_LAYERS)
+        steps[name]()  # traced now, with this pack
+    strategy.communication_options = None
+    return steps
 
 
 def coordinator_share(step: Callable[[], float], steps: int) -> dict:
@@ -290,6 +316,10 @@ def main(argv: list[str] | None = None) -> dict:
                                        "sf.function half batch": loop(half)},
                                       rounds=rounds, min_time=min_time)
         share = coordinator_share(distributed, 20 if args.quick else 100)
+        packed = packed_steps(strategy)
+        packed["sf.function"] = plain_step(GLOBAL_BATCH, DEEP_LAYERS)
+        overlap = interleaved_medians({name: loop(step) for name, step in packed.items()},
+                                      rounds=rounds, min_time=min_time)
     finally:
         sf.distribute.shutdown()
 
@@ -357,7 +387,17 @@ def main(argv: list[str] | None = None) -> dict:
               f"{step * 1e3:6.2f} ms  {workers * (GLOBAL_BATCH // 2) / step:10.0f}  "
               f"{compute / step:10.0%}  ({unbounded:.0%})")
 
+    buckets, one = (f"buckets of {OVERLAP_PACK >> 20} MiB", "one bucket")
+    print(f"5. overlap: SGD step, MLP {'-'.join(map(str, DEEP_LAYERS))}, global batch "
+          f"{GLOBAL_BATCH}, steps/s (medians)")
+    for name, seconds in overlap.items():
+        print(f"   {name:24s} {1 / seconds:8.1f}")
+    print(f"   buckets / one bucket: {overlap[one] / overlap[buckets]:.2f}x; 2 workers "
+          f"(buckets) / one process's sf.function step: "
+          f"{overlap['sf.function'] / overlap[buckets]:.2f}x")
+
     return {"collective": {size: dict(t) for size, t in collective.items()},
+            "overlap_steps_per_s": {name: 1 / s for name, s in overlap.items()},
             "steps_per_s": rates, "ratio": ratio, "goal_met": ratio >= GOAL,
             "grad_bytes": grad_bytes, "coordinator": share,
             "local_latency_s": local_latency, "local_bandwidth": local_bandwidth,

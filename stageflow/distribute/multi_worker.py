@@ -63,9 +63,9 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         tasks = [name for name in names if name.endswith("/device:CPU:0")]
         super().__init__(tasks)
         # The collectives are gloo's whatever `sf.distribute.experimental.
-        # CommunicationOptions` asks; its `bytes_per_pack` sizes the buckets (0: the default).
+        # CommunicationOptions` asks; its `bytes_per_pack` sizes the buckets of the steps
+        # traced after it is set (0: the default).
         self.communication_options = communication_options
-        self._bucket_bytes = getattr(communication_options, "bytes_per_pack", 0) or BUCKET_BYTES
         self._group = f"g{uuid.uuid4().hex[:12]}"
         declare(self._group)
         ray = cluster.ray_module()
@@ -79,7 +79,8 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
 
     def _combine(self, name: str, kind: str, values: list[Any]) -> list[Any]:
         """This replica's all-reduce: a collective call its worker makes with the others."""
-        return all_reduce_across_workers(self._group, kind, values, self._bucket_bytes)
+        pack = getattr(self.communication_options, "bytes_per_pack", 0) or BUCKET_BYTES
+        return all_reduce_across_workers(self._group, kind, values, pack)
 
     stages_each_replica = True
 
