@@ -23,7 +23,8 @@ step, and a paper projection to 8 and 64 workers, in one run.
    not the whole step. Goal: at least 0.8x the single-process steps/s; here the two
    workers share the machine's cores with the coordinator (and BLAS's threads). Beside
    it, `STEPS_PER_CALL` steps unrolled into one staged call per worker (what `fit`'s
-   ``steps_per_execution`` does): the coordinator's dispatch and fetch paid once for them.
+   ``steps_per_execution`` does): the coordinator's dispatch and fetch paid once for them;
+   and the same in one process, for a like-for-like ratio.
 3. The coordinator's cost per step: this process's CPU time (`time.process_time`, all of
    its threads: the replica threads of `run` and Ray's own) over a run of two-worker
    steps alone (after the interleaved rounds, so that no in-process contender's BLAS
@@ -298,6 +299,8 @@ def main(argv: list[str] | None = None) -> dict:
         distributed, grad_bytes = strategy_step(strategy)
         grouped = strategy_steps(strategy, STEPS_PER_CALL)
         mirrored, _ = strategy_step(sf.distribute.MirroredStrategy(["CPU:0"]))
+        mirrored_grouped = strategy_steps(sf.distribute.MirroredStrategy(["CPU:0"]),
+                                          STEPS_PER_CALL)
         whole, half = plain_step(GLOBAL_BATCH), plain_step(GLOBAL_BATCH // 2)
         losses = [distributed(), mirrored(), whole()]
         np.testing.assert_allclose(losses, losses[2], rtol=1e-4)
@@ -312,6 +315,8 @@ def main(argv: list[str] | None = None) -> dict:
                                        f"2 workers, {STEPS_PER_CALL} steps a call":
                                        loop(grouped),
                                        "MirroredStrategy CPU:0": loop(mirrored),
+                                       f"MirroredStrategy CPU:0, {STEPS_PER_CALL} steps a "
+                                       "call": loop(mirrored_grouped),
                                        "sf.function": loop(whole),
                                        "sf.function half batch": loop(half)},
                                       rounds=rounds, min_time=min_time)
@@ -345,9 +350,11 @@ def main(argv: list[str] | None = None) -> dict:
           f"(goal >= {GOAL}: {'met' if ratio >= GOAL else 'not met'}); / the "
           f"MirroredStrategy(['CPU:0']) step: "
           f"{rates['2 workers'] / rates['MirroredStrategy CPU:0']:.2f}x")
-    grouped_ratio = rates[f"2 workers, {STEPS_PER_CALL} steps a call"] / rates["sf.function"]
+    grouped = rates[f"2 workers, {STEPS_PER_CALL} steps a call"]
     print(f"   {STEPS_PER_CALL} steps a call (one dispatch and one fetch per "
-          f"{STEPS_PER_CALL} steps): {grouped_ratio:.2f}x one process's step")
+          f"{STEPS_PER_CALL} steps): {grouped / rates['sf.function']:.2f}x one process's step, "
+          f"{grouped / rates[f'MirroredStrategy CPU:0, {STEPS_PER_CALL} steps a call']:.2f}x "
+          f"one process's {STEPS_PER_CALL} steps a call")
 
     coordinator_s, step_s = share["cpu_s"], medians["2 workers"]
     print(f"3. coordinator CPU time per 2-worker step (process_time, all its threads, "
