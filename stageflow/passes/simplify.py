@@ -37,6 +37,7 @@ from stageflow.ir.dialect import BinaryElementwiseOp, SfOp, TernaryElementwiseOp
 from stageflow.ir.types import AbstractValue, abstract_value, ir_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.simplify_layouts import LAYOUT_PATTERNS
+from stageflow.passes.simplify_regroup import REGROUP_PATTERNS
 from stageflow.passes.simplify_regions import REGION_PATTERNS
 from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
 from stageflow.passes.support import (
@@ -250,6 +251,7 @@ class Simplify(ModulePass):
             DoubleNegation(),
             *SHAPE_PATTERNS,
             *LAYOUT_PATTERNS,
+            *REGROUP_PATTERNS,
             ScalarBroadcastConstant(),
             BroadcastIntoConsumer(),
             *REGION_PATTERNS,
