@@ -220,7 +220,8 @@ def _moves_only_units(perm: Perm, shape: Sequence[int | None]) -> bool:
 
 class TransposeAcrossReshape(RewritePattern):
     """``transpose(reshape(transpose(x, p)), q)`` -> one transpose and one reshape (or just
-    a reshape), when `p` can cross the reshape forwards or `q` backwards."""
+    a reshape), when `p` can cross the reshape forwards or `q` backwards; the three ops in
+    one block (nothing moves into or out of a loop's body or a branch)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_op(op, transpose_p):
@@ -229,7 +230,7 @@ class TransposeAcrossReshape(RewritePattern):
         if not is_op(reshape, reshape_p) or sum(1 for _ in op.operands[0].uses) != 1:
             return
         inner = _transpose_of(reshape.operands[0])
-        if inner is None:
+        if inner is None or not (inner.parent is reshape.parent is op.parent):
             return
         source = shaped_type(reshape.operands[0].type).shape
         targets = reshape_targets(source, reshape.params()["shape"],
@@ -240,17 +241,16 @@ class TransposeAcrossReshape(RewritePattern):
         x = inner.operands[0]
         first = tuple(inner.params()["perm"])
         last = tuple(op.params()["perm"])
-        options = []
+        options = []  # (the rank the one transpose left has, the steps), the lower first
         if (forwards := reshape_first(first, groups, targets)) is not None:
             shape, moved = forwards
-            options.append([(reshape_p, {"shape": shape}),
-                            (transpose_p, {"perm": tuple(moved[a] for a in last)})])
+            options.append((len(last), [(reshape_p, {"shape": shape}), (
+                transpose_p, {"perm": tuple(moved[a] for a in last)})]))
         if (backwards := transpose_first(last, groups, targets)) is not None:
             moved, shape = backwards
-            options.append([(transpose_p, {"perm": tuple(first[a] for a in moved)}),
-                            (reshape_p, {"shape": shape})])
-        options.sort(key=lambda steps: next(len(p["perm"]) for f, p in steps if "perm" in p))
-        for steps in options:
+            options.append((len(first), [(transpose_p, {"perm": tuple(
+                first[a] for a in moved)}), (reshape_p, {"shape": shape})]))
+        for _, steps in sorted(options, key=lambda option: option[0]):
             new = _build(x, steps, op)
             if new is not None:
                 operands = list(op.operands)
