@@ -11,7 +11,10 @@ type (dims included): ``x + 0`` where the zeros broadcast ``x`` to a bigger shap
 The arithmetic rules are exact in IEEE arithmetic: ``x * 0`` is folded only for integers
 (``inf * 0`` and ``NaN * 0`` are NaN), and ``x + 0.0`` only with ``no-signed-zeros``
 (``-0.0 + 0.0`` is ``+0.0``; ``x + -0.0`` and ``x - 0.0`` are always ``x``). The shape rules
-are in `simplify_shapes`, the rules that see through region ops in `simplify_regions`.
+are in `simplify_shapes`, the ones moving transposes to where they meet and cancel in
+`simplify_layouts` (across elementwise ops, concats, slices, pads) and `simplify_regroup`
+(across a reshape, to the transpose on its other side), the rules that see through region
+ops in `simplify_regions`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from stageflow.ir.types import AbstractValue, abstract_value, ir_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.simplify_layouts import LAYOUT_PATTERNS
 from stageflow.passes.simplify_regions import REGION_PATTERNS
+from stageflow.passes.simplify_regroup import REGROUP_PATTERNS
 from stageflow.passes.simplify_shapes import SHAPE_PATTERNS, replace_by
 from stageflow.passes.support import (
     constant_array,
@@ -230,7 +234,9 @@ class Simplify(ModulePass):
     commuted), integer ``x*0``, ``-(-x)``, ``not(not(x))``, transpose of transpose,
     identity transpose, reshape of reshape, reshape / broadcast_to / cast to the operand's
     own type, select on a constant condition, splat constants of binary ops as 0-d
-    constants, and broadcasts that an elementwise consumer does itself. It does not
+    constants, broadcasts that an elementwise consumer does itself, transposes sunk below
+    the ops that do not care about the order of axes, and two transposes around a reshape
+    that splits or merges whole runs of their axes composed into one. It does not
     reassociate, distribute or fold constants (that is `fold`).
 
     The rules apply inside ``sf.cond`` and ``sf.while`` regions as anywhere else (a value
@@ -250,6 +256,7 @@ class Simplify(ModulePass):
             DoubleNegation(),
             *SHAPE_PATTERNS,
             *LAYOUT_PATTERNS,
+            *REGROUP_PATTERNS,
             ScalarBroadcastConstant(),
             BroadcastIntoConsumer(),
             *REGION_PATTERNS,
