@@ -265,15 +265,16 @@ def _slice_at_run_time(node: Node, data: Tensor, starts: Value, ends: Value,
     first, last, stride = (sf.cast(v, sf.int64) for v in (starts, ends, steps))
     result = data
     for position, axis in enumerate(listed):
-        result = _take_at_run_time(result, axis, first[position], last[position],
+        result = _take_at_run_time(result, data, axis, first[position], last[position],
                                    stride[position])
     return result
 
 
-def _take_at_run_time(x: Tensor, axis: int, start: Tensor, stop: Tensor,
+def _take_at_run_time(x: Tensor, data: Tensor, axis: int, start: Tensor, stop: Tensor,
                       step: Tensor) -> Tensor:
-    """``x[start:stop:step]`` along `axis`, the int64 scalars' values known at run time."""
-    dim = dim_of(x, axis)
+    """``x[start:stop:step]`` along `axis`, the int64 scalars' values known at run time;
+    `data` is the sliced input, of the axis' full length."""
+    dim = dim_of(data, axis)
     backwards = sf.less(step, np.int64(0))
     low = sf.where(backwards, np.int64(-1), np.int64(0))
     high = sf.where(backwards, dim - np.int64(1), dim)
@@ -286,7 +287,9 @@ def _take_at_run_time(x: Tensor, axis: int, start: Tensor, stop: Tensor,
     # A step of 0 fails the node's check; it divides by 1 meanwhile.
     step = sf.where(sf.equal(step, np.int64(0)), np.int64(1), step)
     count = -sf.floordiv(first - last, step)  # ceil((last - first) / step), <= 0 if none
-    kept = sf.reshape(sf.nonzero(sf.less(_positions(x, axis), count)), [-1])
+    positions = (np.arange(data.shape[axis], dtype=np.int64) if data.shape[axis] is not None
+                 else _positions(data, axis))
+    kept = sf.reshape(sf.nonzero(sf.less(positions, count)), [-1])
     return sf.gather(x, first + step * kept, axis=axis)
 
 
@@ -405,8 +408,12 @@ def _take(x: Tensor, axis: int, start: int | None, stop: int | None,
 
 def _line(x: Tensor, axis: int) -> Tensor:
     """The elements of `x` along `axis`, at 0 on the other axes: 1-D, of the axis' length,
-    known or not."""
+    known or not (zeros where another axis is empty: padded to one element first)."""
     key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
+    if any(d != 1 for a, d in enumerate(x[key].shape) if a != axis):
+        padded = sf.pad(x[key], [(0, 0) if a == axis else (0, 1) for a in range(x.ndim)])
+        key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
+        return reshape_p.bind(padded[key], shape=(same_dim_reference(axis),))
     return reshape_p.bind(x[key], shape=(same_dim_reference(axis),))
 
 
