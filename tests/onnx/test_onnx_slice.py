@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import stageflow as sf
+from stageflow.onnx.converters import OnnxError
 
 FLOAT, INT64 = TensorProto.FLOAT, TensorProto.INT64
 BIG, SMALL = np.iinfo(np.int64).max, np.iinfo(np.int64).min
@@ -103,6 +104,11 @@ def test_a_step_of_zero_at_run_time_is_an_error_naming_the_node():
     for jit in (True, False):
         with pytest.raises(sf.errors.InvalidArgumentError, match="'cut' \\(Slice\\): a step is 0"):
             sf.onnx.load(model, jit=jit)(X, _bounds(0), _bounds(3), _bounds(0))
+    known = graph_model([node], {"x": (FLOAT, [4, 5, 6]), "starts": (INT64, [1]),
+                                 "ends": (INT64, [1])}, ["y"],
+                        {"axes": _bounds(0), "steps": _bounds(0)})
+    with pytest.raises(OnnxError, match="a step is 0"):
+        sf.onnx.load(known)(X, _bounds(0), _bounds(3))
 
 
 def _loop_model() -> onnx.ModelProto:

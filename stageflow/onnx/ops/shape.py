@@ -243,13 +243,15 @@ def _slice_at_run_time(node: Node, data: Tensor, starts: Value, ends: Value,
     Python's slices), and the kept elements gathered at ``start + step * k`` for the `k`
     that `sf.nonzero` finds below the count. `nonzero` has no compiled lowering, so a
     staged function holding such a Slice runs as Python steps. The axes must be known."""
-    length = starts.shape[0] if len(starts.shape) == 1 else None
-    if length is None or tuple(ends.shape) != (length,):
-        raise node.error(f"starts and ends must be 1-D of one length, got shapes "
-                         f"{tuple(starts.shape)} and {tuple(ends.shape)}")
+    starts, ends, steps = (None if v is None else v.reshape(-1) if isinstance(v, np.ndarray)
+                           else sf.reshape(v, [-1]) for v in (starts, ends, steps))
+    length = starts.shape[0]
+    if length is None or ends.shape[0] != length:
+        raise node.error(f"starts and ends must be of one length known at import, got "
+                         f"shapes {tuple(starts.shape)} and {tuple(ends.shape)}")
     rank = len(data.shape)
     listed = list(range(length)) if axes is None else ints(node, axes, "the axes input")
-    if len(listed) != length or (steps is not None and tuple(steps.shape) != (length,)):
+    if len(listed) != length or (steps is not None and steps.shape[0] != length):
         raise node.error("starts, ends, axes and steps differ in length")
     listed = [axis_of(node, axis, rank) for axis in listed]
     if len(set(listed)) != len(listed):
@@ -410,11 +412,10 @@ def _line(x: Tensor, axis: int) -> Tensor:
     """The elements of `x` along `axis`, at 0 on the other axes: 1-D, of the axis' length,
     known or not (zeros where another axis is empty: padded to one element first)."""
     key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
-    if any(d != 1 for a, d in enumerate(x[key].shape) if a != axis):
-        padded = sf.pad(x[key], [(0, 0) if a == axis else (0, 1) for a in range(x.ndim)])
-        key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
-        return reshape_p.bind(padded[key], shape=(same_dim_reference(axis),))
-    return reshape_p.bind(x[key], shape=(same_dim_reference(axis),))
+    line = x[key]
+    if any(d != 1 for a, d in enumerate(line.shape) if a != axis):
+        line = sf.pad(line, [(0, 0) if a == axis else (0, 1) for a in range(x.ndim)])[key]
+    return reshape_p.bind(line, shape=(same_dim_reference(axis),))
 
 
 def _positions(x: Tensor, axis: int) -> Tensor:
