@@ -76,12 +76,26 @@ def _row_types(node: Node, step: Callable[..., list[Value]], values: Sequence[sf
     else:
         rows = [ShapedType(tuple(r.shape), np.dtype(r.dtype))
                 for r in map(_tensor, step(*values)[first:])]
+    return rows
+
+
+def _static_rows(node: Node, rows: Sequence[ShapedType]) -> None:
+    """An error unless every row's dims are known (Scan writes its rows into a buffer)."""
     for index, row in enumerate(rows):
         if any(d is None for d in row.shape):
             raise node.error(f"scan output {index} has rows of type {row}, with dims known "
                              f"only when the model runs; give the model's inputs static "
                              f"shapes (sf.onnx.load(..., input_shapes={{name: shape}}))")
-    return rows
+
+
+def _grown(i: sf.Tensor, stack: sf.Tensor, row: Value) -> sf.Tensor:
+    """`stack` with `row` after its rows. A row of dims known only at run time (a Slice of
+    bounds the loop computes) starts the stack at the first iteration, as the empty stack
+    the loop starts from cannot have those dims."""
+    row = sf.expand_dims(_tensor(row), 0)
+    if None not in row.shape[1:]:
+        return sf.concat([stack, row], 0)
+    return sf.cond(sf.equal(i, np.int64(0)), lambda: row, lambda: sf.concat([stack, row], 0))
 
 
 @converts("Loop")
@@ -107,12 +121,14 @@ def loop(node: Node, trip_count: Value | None, condition: Value | None,
 
     start = [sf.constant(np.int64(0)), go, *(_tensor(v) for v in initial)]
     rows = _row_types(node, step, start, 1 + carried)
-    growing = [sf.zeros((0, *row.shape), row.dtype) for row in rows]
+    # A dim known only at run time is 0 here: no iteration, no rows to say what it is.
+    growing = [sf.zeros((0, *(0 if d is None else d for d in row.shape)), row.dtype)
+               for row in rows]
 
     def body_step(i: sf.Tensor, go: sf.Tensor, *values: sf.Tensor) -> tuple:
         state, stacks = values[:carried], values[carried:]
         results = step(i, go, *state)
-        grown = [sf.concat([stack, sf.expand_dims(_tensor(row), 0)], 0)
+        grown = [_grown(i, stack, row)
                  for stack, row in zip(stacks, results[1 + carried:], strict=True)]
         return (sf.add(i, np.int64(1)), results[0], *results[1:1 + carried], *grown)
 
@@ -159,6 +175,7 @@ def scan(node: Node, *inputs: Value) -> list[Value]:
 
     zero = sf.constant(np.int64(0))
     rows = _row_types(node, step, [zero, *state], carried)
+    _static_rows(node, rows)
     if static is not None:
         stacks = [sf.zeros((static, *row.shape), row.dtype) for row in rows]
     else:

@@ -207,8 +207,11 @@ def split(node: Node, data: Value, sizes: Value | None = None) -> list[Value]:
 @converts("Slice")
 def slice_(node: Node, data: Value, starts: Value, ends: Value, axes: Value | None = None,
            steps: Value | None = None) -> Value:
-    """Slice: ONNX clamps its bounds as Python's slices do, negative steps included."""
+    """Slice: ONNX clamps its bounds as Python's slices do, negative steps included.
+    Bounds computed at run time (a loop's counter) slice as `_slice_at_run_time` does."""
     rank = len(data.shape)
+    if any(v is not None and not isinstance(v, np.ndarray) for v in (starts, ends, steps)):
+        return _slice_at_run_time(node, sf.convert_to_tensor(data), starts, ends, axes, steps)
     first = ints(node, starts, "the starts input")
     last = ints(node, ends, "the ends input")
     listed = list(range(len(first))) if axes is None else ints(node, axes, "the axes input")
@@ -230,6 +233,66 @@ def slice_(node: Node, data: Value, starts: Value, ends: Value, axes: Value | No
             end = None if end < 0 else end
         key[axis] = slice(start, end, step)
     return sf.convert_to_tensor(data)[tuple(key)]
+
+
+def _slice_at_run_time(node: Node, data: Tensor, starts: Value, ends: Value,
+                       axes: Value | None, steps: Value | None) -> Tensor:
+    """Slice whose starts, ends or steps are known only at run time: how many elements it
+    keeps depends on them, so each sliced axis has an unknown dim. Per axis, the bounds
+    are clamped as Python's `slice.indices` clamps them (ONNX's reference slices with
+    Python's slices), and the kept elements gathered at ``start + step * k`` for the `k`
+    that `sf.nonzero` finds below the count. `nonzero` has no compiled lowering, so a
+    staged function holding such a Slice runs as Python steps. The axes must be known."""
+    starts, ends, steps = (None if v is None else v.reshape(-1) if isinstance(v, np.ndarray)
+                           else sf.reshape(v, [-1]) for v in (starts, ends, steps))
+    length = starts.shape[0]
+    if length is None or ends.shape[0] != length:
+        raise node.error(f"starts and ends must be of one length known at import, got "
+                         f"shapes {tuple(starts.shape)} and {tuple(ends.shape)}")
+    rank = len(data.shape)
+    listed = list(range(length)) if axes is None else ints(node, axes, "the axes input")
+    if len(listed) != length or (steps is not None and steps.shape[0] != length):
+        raise node.error("starts, ends, axes and steps differ in length")
+    listed = [axis_of(node, axis, rank) for axis in listed]
+    if len(set(listed)) != len(listed):
+        raise node.error(f"repeated axis in {listed}")
+    if steps is None:
+        steps = np.ones(length, np.int64)
+    elif isinstance(steps, np.ndarray):
+        if 0 in steps:
+            raise node.error("a step is 0")
+    else:
+        sf.debugging.assert_none_equal(steps, np.zeros(length, steps.dtype),
+                                       message=f"ONNX node {node.name!r} (Slice): a step is 0")
+    first, last, stride = (sf.cast(v, sf.int64) for v in (starts, ends, steps))
+    result = data
+    for position, axis in enumerate(listed):
+        result = _take_at_run_time(result, data, axis, first[position], last[position],
+                                   stride[position])
+    return result
+
+
+def _take_at_run_time(x: Tensor, data: Tensor, axis: int, start: Tensor, stop: Tensor,
+                      step: Tensor) -> Tensor:
+    """``x[start:stop:step]`` along `axis`, the int64 scalars' values known at run time;
+    `data` is the sliced input, of the axis' full length."""
+    dim = dim_of(data, axis)
+    backwards = sf.less(step, np.int64(0))
+    low = sf.where(backwards, np.int64(-1), np.int64(0))
+    high = sf.where(backwards, dim - np.int64(1), dim)
+
+    def clamped(bound: Tensor) -> Tensor:
+        counted = sf.where(sf.less(bound, np.int64(0)), bound + dim, bound)
+        return sf.minimum(sf.maximum(counted, low), high)
+
+    first, last = clamped(start), clamped(stop)
+    # A step of 0 fails the node's check; it divides by 1 meanwhile.
+    step = sf.where(sf.equal(step, np.int64(0)), np.int64(1), step)
+    count = -sf.floordiv(first - last, step)  # ceil((last - first) / step), <= 0 if none
+    positions = (np.arange(data.shape[axis], dtype=np.int64) if data.shape[axis] is not None
+                 else _positions(data, axis))
+    kept = sf.reshape(sf.nonzero(sf.less(positions, count)), [-1])
+    return sf.gather(x, first + step * kept, axis=axis)
 
 
 def _axes_input(node: Node, axes: Value | None) -> list[int] | None:
@@ -347,9 +410,12 @@ def _take(x: Tensor, axis: int, start: int | None, stop: int | None,
 
 def _line(x: Tensor, axis: int) -> Tensor:
     """The elements of `x` along `axis`, at 0 on the other axes: 1-D, of the axis' length,
-    known or not."""
+    known or not (zeros where another axis is empty: padded to one element first)."""
     key = tuple(slice(None) if a == axis else slice(0, 1) for a in range(x.ndim))
-    return reshape_p.bind(x[key], shape=(same_dim_reference(axis),))
+    line = x[key]
+    if any(d != 1 for a, d in enumerate(line.shape) if a != axis):
+        line = sf.pad(line, [(0, 0) if a == axis else (0, 1) for a in range(x.ndim)])[key]
+    return reshape_p.bind(line, shape=(same_dim_reference(axis),))
 
 
 def _positions(x: Tensor, axis: int) -> Tensor:
