@@ -63,7 +63,12 @@ from stageflow.primitives.conv import (
     conv2d_input_gradient_p,
     conv2d_p,
 )
-from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p, panels_shape
+from stageflow.primitives.prepacked import (
+    PACKED_DTYPES,
+    conv2d_prepacked_p,
+    panel_width,
+    panels_shape,
+)
 
 
 class Conv2d(ConvolutionShape, Windowed):
@@ -72,7 +77,13 @@ class Conv2d(ConvolutionShape, Windowed):
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
     windows copied in and one gemm by the chunk's filters into the block's output rows
     (accumulating after the first chunk). The gemms are the convolutions' own
-    (`conv.gemm`), in which every output channel sums in the same order."""
+    (`conv.gemm`), in which every output channel sums in the same order.
+
+    Grouped (G feature groups: filters (kh, kw, C/G, O)), each gemm is G gemms, group g's
+    reading the input's channel block g (a pointwise conv's A in place, rows C apart; else
+    its windows copied in, C/G channels per tap) by its filters' columns [g*O/G, (g+1)*O/G)
+    into the output's same columns (rows O apart): no copy of the input or the output.
+    The direct loops serve one group only."""
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -96,27 +107,38 @@ class Conv2d(ConvolutionShape, Windowed):
     def _pixels(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
                 memory: ir.Value) -> None:
         """Output pixels [first, last) of a pointwise conv: their rows of the input, read
-        in place, by the filters."""
+        in place, by the filters; group by group, each its block of the rows' channels."""
         b = ob.b
+        geo = Geometry.read(ob)
         x, w, out = contiguous_operands(ob)
-        depth, o = x.dims[3], w.dims[3]
-        self._filters_gemm(ob, w, b.sub(last, first), depth,
-                           (x.address(b, b.mul(first, depth)), depth), None,
-                           (out.address(b, b.mul(first, o)), o), ir.Constant(I1, 0))
+        channels, depth, o = x.dims[3], w.dims[2], w.dims[3]
+        inputs, outputs = x.address(b, b.mul(first, channels)), out.address(b, b.mul(first, o))
 
-    def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
-                      a: tuple[ir.Value, ir.Value], first: ir.Value | None,
-                      c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
-        """C[m, O] = A[m, k] @ the filters' rows [first, first + k) (HWIO read as a
-        (kh*kw*C, O) matrix; all of them from the first where `first` is None), added to
-        C's values where `accumulate`."""
+        def group(g: ir.Value) -> None:
+            self._filters_gemm(ob, geo, w, g, b.sub(last, first), depth,
+                               (_at(b, x, inputs, b.mul(g, depth)), channels), None,
+                               (_at(b, out, outputs, b.mul(g, b.sdiv(o, geo.groups))), o),
+                               ir.Constant(I1, 0))
+
+        range_loop(b, geo.groups, group, "group")
+
+    def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
+                      m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
+                      first: ir.Value | None, c: tuple[ir.Value, ir.Value],
+                      accumulate: ir.Value) -> None:
+        """C[m, O/G] = A[m, k] @ group g's filters: rows [first, first + k) of HWIO read as a
+        (kh*kw*C/G, O) matrix (all of them from the first where `first` is None), its
+        columns [g*O/G, (g+1)*O/G); added to C's values where `accumulate`."""
         b, o = ob.b, w.dims[3]
+        n = b.sdiv(o, geo.groups)
         rows = w.pointer if first is None else w.address(b, b.mul(first, o))
-        b.call(gemm_function(b.module, self.dtype), [m, o, k, *a, rows, o, *c, accumulate])
+        b.call(gemm_function(b.module, self.dtype),
+               [m, n, k, *a, _at(b, w, rows, b.mul(g, n)), o, *c, accumulate])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
-        """Whether a task runs the direct loops (`DirectLoops.fits`)."""
-        return DirectLoops(self.dtype).fits(ob, geo, o)
+        """Whether a task runs the direct loops (`DirectLoops.fits`, one group)."""
+        return ob.all_of([DirectLoops(self.dtype).fits(ob, geo, o),
+                          ob.eq(geo.groups, i64(1))])
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
@@ -127,8 +149,8 @@ class Conv2d(ConvolutionShape, Windowed):
         x, w, out = contiguous_operands(ob)
 
         def im2col() -> None:
-            blocks(ob, self.dtype, x, w.dims[0], w.dims[1], out, (first, last),
-                   lambda c: self._chunk(ob, geo, x, w, c))
+            blocks(ob, self.dtype, _group(b, x, w.dims[2], i64(0)), w.dims[0], w.dims[1], out,
+                   (first, last), lambda c: self._chunk(ob, geo, x, w, c))
 
         direct = self._direct(ob, geo, w.dims[3])
         if direct is None:
@@ -144,13 +166,32 @@ class Conv2d(ConvolutionShape, Windowed):
                 im2col()
 
     def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk) -> None:
+        """Group by group: its windows (its channels of each tap) copied in, then its gemm
+        into its columns of the block's output rows."""
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
-        windows(ob, geo, x, w.dims[1], out, c, accumulate=False)
         target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
-        self._filters_gemm(ob, w, c.rows, c.depth, (c.scratch, c.depth),
-                           b.mul(c.a0, fold_mul(b, w.dims[1], w.dims[2])), (target, o),
-                           b.icmp_signed(">", c.a0, i64(0)))
+
+        def group(g: ir.Value) -> None:
+            windows(ob, geo, _group(b, x, w.dims[2], g), w.dims[1], out, c, accumulate=False)
+            self._filters_gemm(ob, geo, w, g, c.rows, c.depth, (c.scratch, c.depth),
+                               b.mul(c.a0, fold_mul(b, w.dims[1], w.dims[2])),
+                               (_at(b, out, target, b.mul(g, b.sdiv(o, geo.groups))), o),
+                               b.icmp_signed(">", c.a0, i64(0)))
+
+        range_loop(b, geo.groups, group, "group")
+
+
+def _at(b: ir.IRBuilder, array: Operand, pointer: ir.Value, offset: ir.Value) -> ir.Value:
+    """`offset` elements of `array`'s dtype past `pointer`."""
+    return b.gep(pointer, [offset], source_etype=array.element)
+
+
+def _group(b: ir.IRBuilder, x: Operand, channels: ir.Value, g: ir.Value) -> Operand:
+    """Channel block g (`channels` wide) of the NHWC image `x`: a view, its pixels' rows
+    still `x`'s channels apart."""
+    return Operand(x.address(b, b.mul(g, channels)), [*x.dims[:3], channels], x.strides,
+                   x.dtype)
 
 
 @dataclass(frozen=True)
@@ -161,13 +202,14 @@ class Conv2dPrepacked(Conv2d):
     filters' own dims (`filter_shape`) and the panels' pointer as the filters'."""
 
     filter_shape: tuple[int, int, int, int] = (0, 0, 0, 0)
+    groups: int = 1
 
     def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
                       strides: ir.Value) -> ir.Value:
         """The input's dims and strides, the filters' (row-major), the output's dims; the
         panels' checked first: of `panels_shape`, row-major (else argument 1's code)."""
         b, panels = ob.b, ob.inputs[1]
-        expected = [i64(v) for v in panels_shape(self.filter_shape, self.dtype)]
+        expected = [i64(v) for v in panels_shape(self.filter_shape, self.dtype, self.groups)]
         ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(panels.dims, expected,
                                                                   strict=True)),
                                   is_row_major(ob, panels)]), 1)
@@ -183,14 +225,21 @@ class Conv2dPrepacked(Conv2d):
         memcpy(b, logical, strides, i64(4 * 8))
         return logical
 
-    def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
-                      a: tuple[ir.Value, ir.Value], first: ir.Value | None,
-                      c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
+    def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
+                      m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
+                      first: ir.Value | None, c: tuple[ir.Value, ir.Value],
+                      accumulate: ir.Value) -> None:
+        """Group g's panels (`panels_shape`: ceil(O/G / width) of them, from the g-th
+        group's first) read in place."""
         b = ob.b
         depth = fold_mul(b, fold_mul(b, w.dims[0], w.dims[1]), w.dims[2])
+        n = b.sdiv(w.dims[3], geo.groups)
+        width = panel_width(self.dtype)
+        per_group = b.sdiv(b.add(n, i64(width - 1)), i64(width))
+        panels = _at(b, w, w.pointer, b.mul(b.mul(b.mul(g, per_group), depth), i64(width)))
         b.call(packed_gemm_function(b.module, self.dtype),
-               [m, w.dims[3], k, *a, w.pointer, depth, i64(0) if first is None else first,
-                *c, accumulate])
+               [m, n, k, *a, panels, depth, i64(0) if first is None else first, *c,
+                accumulate])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         return None
@@ -354,8 +403,12 @@ def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
           size: Pair = (0, 0)) -> Windowed | None:
     """The op's lowering: `family` for the gemm's dtypes, `bfloat16` for bfloat16 where the
     CPU has AVX-512 BF16 (`conv.bfloat16`), given the geometry as `Geometry` reads it
-    (`size` its input or filter size); None where neither serves."""
+    (`size` its input or filter size); None where neither serves. Grouped ops are
+    conv2d's alone: grouped gradients and bfloat16 run their NumPy kernels."""
     dtype = spec.inputs[0].dtype
+    groups = spec.params.get("feature_group_count", 1)
+    if groups != 1 and (family is not Conv2d or dtype == dtypes.bfloat16):
+        return None
     if dtype == dtypes.bfloat16:
         if not gemm_bf16.available(platform.current().features):
             return None
@@ -364,8 +417,8 @@ def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
         return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
-    return family((*params["strides"], top, bottom, left, right, *params["dilations"], *size),
-                  dtype)
+    return family((*params["strides"], top, bottom, left, right, *params["dilations"], *size,
+                   groups), dtype)
 
 
 @lowering(conv2d_p, generic=True)
@@ -379,9 +432,10 @@ def _conv2d_prepacked(spec: OpSpec) -> Windowed | None:
         return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
+    groups = params.get("feature_group_count", 1)
     return Conv2dPrepacked((*params["strides"], top, bottom, left, right,
-                            *params["dilations"], 0, 0), spec.inputs[0].dtype,
-                           tuple(params["filter_shape"]))
+                            *params["dilations"], 0, 0, groups), spec.inputs[0].dtype,
+                           tuple(params["filter_shape"]), groups)
 
 
 @lowering(conv2d_input_gradient_p, generic=True)

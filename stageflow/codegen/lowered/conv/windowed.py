@@ -58,20 +58,23 @@ PTR = ir.PointerType()
 # The dims array a family's shared code reads (`Windowed.emit`): the three operands' dims,
 # then the op's geometry (`Geometry`).
 _OPERAND_DIMS = 12
-_GEOMETRY = ("sh", "sw", "top", "bottom", "left", "right", "dh", "dw", "size0", "size1")
+_GEOMETRY = ("sh", "sw", "top", "bottom", "left", "right", "dh", "dw", "size0", "size1",
+             "groups")
 
 
 @dataclass(frozen=True)
 class Geometry:
-    """One op's strides, padding ((top, bottom), (left, right)), dilations and `size` (the
+    """One op's strides, padding ((top, bottom), (left, right)), dilations, `size` (the
     input gradient's input height and width, the filter gradient's filter height and
-    width; zeros for conv2d) as the family's shared code reads them at run time, from its
-    dims array after the operands' dims."""
+    width; zeros for conv2d) and feature groups (conv2d's `feature_group_count`; 1 for
+    the gradients) as the family's shared code reads them at run time, from its dims array
+    after the operands' dims."""
 
     strides: tuple[ir.Value, ir.Value]
     padding: tuple[tuple[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]
     dilations: tuple[ir.Value, ir.Value]
     size: tuple[ir.Value, ir.Value]
+    groups: ir.Value
 
     @classmethod
     def read(cls, ob: OpBuilder) -> Geometry:
@@ -82,7 +85,8 @@ class Geometry:
             value = b.load(b.gep(dims, [i64(_OPERAND_DIMS + k)], source_etype=I64), typ=I64)
             value.name = label
             v.append(value)
-        return cls((v[0], v[1]), ((v[2], v[3]), (v[4], v[5])), (v[6], v[7]), (v[8], v[9]))
+        return cls((v[0], v[1]), ((v[2], v[3]), (v[4], v[5])), (v[6], v[7]), (v[8], v[9]),
+                   v[10])
 
 
 @dataclass(frozen=True)
@@ -200,9 +204,12 @@ class ConvolutionShape:
     the convolutions of every dtype, whose `Windowed` body calls `_checked` first."""
 
     def _checked(self, ob: OpBuilder, geo: Geometry) -> tuple[Operand, Operand]:
+        """The operands row-major, once the input's channels are the filters' times the
+        groups and the output channels a multiple of the groups (else argument 1's code)."""
         x, w = ob.inputs
-        kh, kw, channels, _ = w.dims
-        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
+        kh, kw, channels, o = w.dims
+        ob.fail_unless(ob.all_of([ob.eq(x.dims[3], fold_mul(ob.b, channels, geo.groups)),
+                                  ob.eq(ob.b.srem(o, geo.groups), i64(0))]), 1)
         self._check(ob, geo, x, kh, kw, None, 0)
         return row_major(ob, 0), row_major(ob, 1)
 
