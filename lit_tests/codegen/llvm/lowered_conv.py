@@ -46,21 +46,24 @@ for op in list(module.ops.first.body.block.ops)[:6]:
     print(module_text([op_spec(op)]))
 
 # The 3x3 conv's entry: its operands' dims copied as given, then its geometry (strides 1 1,
-# padding 1 1 1 1, dilations 1 1, no size) in one array, passed with the data and strides
-# to the family's code, whose status it returns.
+# padding 1 1 1 1, dilations 1 1, no size, one feature group) in one array, passed with
+# the data and strides to the family's code, whose status it returns.
 # CHECK-LABEL: define i32 @"conv2d"(
-# CHECK: %"geometry" = alloca i64, i32 22
+# CHECK: %"geometry" = alloca i64, i32 23
 # CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %"geometry", ptr %"dims", i64 96, i1 0)
 # CHECK-NEXT: getelementptr i64, i64* %"geometry", i64 12
 # CHECK-NEXT: store i64 1,
 # CHECK: getelementptr i64, i64* %"geometry", i64 20
 # CHECK-NEXT: store i64 0,
+# CHECK: getelementptr i64, i64* %"geometry", i64 22
+# CHECK-NEXT: store i64 1,
 # CHECK: %[[CODE:".[0-9]+"]] = call i32 @"sf.conv2d.float32"(ptr %"data", i64* %"geometry",
 # CHECK-SAME: ptr %"strides")
 # CHECK: ret i32 %[[CODE]]
 
 # The family's code, internal: the geometry read after the operands' dims; the channels
-# checked against the filters' (code 2), windows too large for the input refused (code 1),
+# checked against the filters' times the groups, and the output channels for a multiple of
+# the groups (code 2), windows too large for the input refused (code 1),
 # the output's dims checked (code 3), the input and filters refused unless C-contiguous.
 # A 1x1 filter at stride 1 and no padding (at run time) is a gemm of the input as a
 # (pixels, C) matrix, no scratch, its pixels split into a task per CPU (sched_getaffinity);
@@ -70,7 +73,10 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32"(ptr %"data", ptr %"dims", ptr %"strides")
 # CHECK: %"sh" = load i64
 # CHECK: %"dw" = load i64
-# CHECK: icmp eq i64 %"arg0.d3", %"arg1.d2"
+# CHECK: %"groups" = load i64
+# CHECK-NEXT: %[[CHANNELS:".[0-9]+"]] = mul i64 %"arg1.d2", %"groups"
+# CHECK-NEXT: icmp eq i64 %"arg0.d3", %[[CHANNELS]]
+# CHECK-NEXT: srem i64 %"arg1.d3", %"groups"
 # CHECK: ret i32 2
 # CHECK: ret i32 1
 # CHECK: ret i32 3
@@ -87,12 +93,23 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-NOT: scipy_openblas
 # CHECK-LABEL: define internal void @"sf.conv2d.float32.pixels"(
 
-# A pointwise task: its pixels' rows of the input in place (lda = C) by the filters (O
-# columns) into its rows of the output, not accumulating.
+# A pointwise task, group by group: its pixels' rows of the input in place (lda = C), from
+# the group's first channel (k = C/G), by the group's filter columns (O/G of them, from
+# column g*O/G, ldb = O) into its rows of the output (from the same column, ldc = O), not
+# accumulating.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32.pixels.body"(
-# CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %"arg1.d3", i64 %"arg0.d3",
-# CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg0.d3", ptr %"arg1", i64 %"arg1.d3",
-# CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", i1 0)
+# CHECK: group.body:
+# CHECK: %[[FIRST:".[0-9]+"]] = mul i64 %"group", %"arg1.d2"
+# CHECK-NEXT: %[[A:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[FIRST]]
+# CHECK: %[[OUT_N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK-NEXT: %[[OUT_COLUMN:".[0-9]+"]] = mul i64 %"group", %[[OUT_N]]
+# CHECK-NEXT: %[[C:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[OUT_COLUMN]]
+# CHECK-NEXT: %[[N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK-NEXT: %[[COLUMN:".[0-9]+"]] = mul i64 %"group", %[[N]]
+# CHECK-NEXT: %[[B:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[COLUMN]]
+# CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[N]], i64 %"arg1.d2",
+# CHECK-SAME: ptr %[[A]], i64 %"arg0.d3", ptr %[[B]], i64 %"arg1.d3",
+# CHECK-SAME: ptr %[[C]], i64 %"arg1.d3", i1 0)
 
 # The convolutions' own gemm: k in chunks of 256 (summing onto C after the first, or when
 # the caller accumulates), rows in blocks of about 96 (the rows shared out evenly), columns
@@ -132,8 +149,9 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # A task loads the operands and the geometry again from the entry's arguments. Under the
 # direct loops' rule, one call of the module's direct loops over its rows (their status
 # returned). Else its scratch (code 4 without it), its blocks, the free; in each chunk of
-# filter rows, one gemm of the scratch (lda = the chunk's depth) by the filters (O
-# columns), accumulating after the first chunk.
+# filter rows, group by group, the group's windows copied in and one gemm of the scratch
+# (lda = the chunk's depth) by the group's filter columns (O/G of them, ldb = O) into its
+# output columns (ldc = O), accumulating after the first chunk.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32.rows.body"(ptr %"data", ptr %"dims",
 # CHECK-SAME: ptr %"strides", i64 %"first", i64 %"last", i64 %"task", ptr %"private")
 # CHECK: %"sh" = load i64
@@ -147,7 +165,10 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: ret i32 %[[DIRECT]]
 # CHECK: ret i32 4
 # CHECK: call void @"free"(ptr %[[SCRATCH]])
-# CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %"arg1.d3",
+# CHECK: group.body:
+# CHECK: icmp sgt i64 %"tap_rows", 0
+# CHECK-NEXT: %[[COLUMNS:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COLUMNS]],
 # CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], ptr %[[SCRATCH]], i64 %[[DEPTH]],
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 # CHECK-SAME: i1 %{{".[0-9]+"}})
