@@ -1,10 +1,10 @@
 """Grouped convolution (conv2d's `feature_group_count`): the NumPy kernel and the compiled
 op (its gemm family run group by group, pointwise and through im2col) against a reference
-of one convolution per group, over shapes, strides, padding, dilations, groups and dtypes
-drawn by hypothesis, with static and unknown dims; the prepacked op bit for bit the
-unpacked one; eager, staged-interpreted and compiled functions alike, constant filters
-packed group by group; gradients against the per-group reference's; the frontends' group
-inference and errors."""
+of one convolution per group, the compiled gradients against their kernels, over shapes,
+strides, padding, dilations, groups and dtypes drawn by hypothesis, with static and
+unknown dims; the prepacked op bit for bit the unpacked one; eager, staged-interpreted and
+compiled functions alike, constant filters packed group by group; gradients against the
+per-group reference's; the frontends' group inference and errors."""
 
 from __future__ import annotations
 
@@ -86,6 +86,24 @@ def test_compiled_grouped_conv_and_its_prepacked_form(case, unknown):
     np.testing.assert_array_equal(packed, got)
 
 
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(case=grouped_convs(), unknown=st.booleans())
+def test_compiled_gradients_of_a_grouped_conv(case, unknown):
+    """The compiled input and filter gradients (group by group: their gemms read and write
+    each group's columns, col2im adds into its channels) are the NumPy kernels' within
+    rounding, and those are the per-group gradients (`test_gradients_are_...`)."""
+    x, w, params = case
+    g = values(REGISTRY["conv2d"].kernel(x, w, **params).shape, x.dtype, seed=7)
+    tol = 10 * tolerance(x.dtype)
+    for name, arrays, size in [("conv2d_input_gradient", [g, w], {"input_size": x.shape[1:3]}),
+                               ("conv2d_filter_gradient", [x, g],
+                                {"filter_size": w.shape[:2]})]:
+        np.testing.assert_allclose(run_compiled(name, arrays, unknown, **size, **params),
+                                   REGISTRY[name].kernel(*arrays, **size, **params),
+                                   rtol=tol, atol=tol, err_msg=name)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_large_groups_span_chunks_and_tasks(dtype):
     """Groups of many channels: filters of more than one chunk of k (im2col in chunks of
@@ -102,6 +120,15 @@ def test_large_groups_span_chunks_and_tasks(dtype):
         np.testing.assert_array_equal(
             run_compiled("conv2d_prepacked", [x, prepacked.pack(w, groups)], False,
                          filter_shape=w_shape, **params), got)
+        g = values(got.shape, dtype, seed=2) / 10  # the gradients' tasks: several
+        for name, arrays, size in [("conv2d_input_gradient", [g, w],
+                                    {"input_size": x_shape[1:3]}),
+                                   ("conv2d_filter_gradient", [x, g],
+                                    {"filter_size": w_shape[:2]})]:
+            np.testing.assert_allclose(run_compiled(name, arrays, False, **size, **params),
+                                       REGISTRY[name].kernel(*arrays, **size, **params),
+                                       rtol=100 * tolerance(dtype),
+                                       atol=100 * tolerance(dtype), err_msg=name)
 
 
 @given(shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 5),

@@ -1,8 +1,8 @@
 # RUN: python %s | filecheck %s
 """Lowered convolution, its gradients and pooling. The convolutions compile shape-generic
 (every dim a run-time value) and share their code: an op's entry copies its operands' dims
-and its geometry (strides, padding, dilations; the gradients' input or filter size) in one
-array and calls its family's code, one internal function per dtype in a module, which reads
+and its geometry (strides, padding, dilations; the gradients' input or filter size; the
+feature groups) in one array and calls its family's code, one internal function per dtype in a module, which reads
 them at run time. A conv whose output channels are a multiple of 8 floats up to 32 (at run
 time) runs the direct loops, one function shared with the input gradient: tiles of 6
 output pixels by 2 vectors of 8 output channels summed in registers with llvm.fma, each
@@ -233,12 +233,13 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
 # CHECK-NEXT: store float %[[M]], ptr %[[TO]]
 
-# The input gradient (strides 2 2, its input size 6 6 last in the geometry): where the
-# direct loops' rule does not hold at run time (stride 1 and C a multiple of 8 up to 32),
-# whole images split into tasks (a result with no terms is zeroed whole); a task zeroes
-# its images of the result (memset), then per chunk one gemm of the cotangent's rows (lda
-# = O) by the filters transposed (111, 112) into the scratch, whose runs are added into the
-# result, whole vectors then a masked one.
+# The input gradient (strides 2 2, its input size 6 6 after the dilations in the geometry):
+# where the direct loops' rule does not hold at run time (stride 1, one group and C a
+# multiple of 8 up to 32), whole images split into tasks (a result with no terms is zeroed
+# whole); a task zeroes its images of the result (memset), then per chunk and group one
+# gemm of the cotangent's rows (lda = O; k = O/G, the group's columns) by the filters
+# transposed (111, 112) into the scratch, whose runs are added into the result, whole
+# vectors then a masked one.
 # CHECK-LABEL: define i32 @"conv2d_input_gradient"(
 # CHECK: getelementptr i64, i64* %"geometry", i64 12
 # CHECK-NEXT: store i64 2,
@@ -249,6 +250,7 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: call void @"llvm.memset.p0.i64"(
 # CHECK: icmp eq i64 %"sh", 1
 # CHECK-NEXT: icmp eq i64 %"sw", 1
+# CHECK-NEXT: icmp eq i64 %"groups", 1
 # CHECK-NEXT: icmp eq i64 %"dw", 1
 # CHECK-NEXT: srem i64 %"arg1.d2", 8
 # CHECK: icmp sle i64 %"arg1.d2", 32
@@ -266,9 +268,11 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: flip3.body:
 # CHECK: ret i32 %[[DIRECT]]
 # CHECK: call void @"free"(ptr %[[COLUMNS]])
+# CHECK: %[[PER_GROUP:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK: group.body:
 # CHECK: call void @{{"(scipy_cblas_sgemm64_|sf.cblas.gemm.float32)"}}(i32 101,
 # CHECK-SAME: i32 111, i32 112, i64 %{{".[0-9]+"}},
-# CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 %"arg1.d3", float 0x3ff0000000000000,
+# CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 %[[PER_GROUP]], float 0x3ff0000000000000,
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 # CHECK-SAME: float {{ *}}0x0, ptr %[[COLUMNS]], i64 %[[CHUNK]])
 # CHECK: move.body:
@@ -279,12 +283,12 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: fadd <16 x float>
 # CHECK: call void @"llvm.masked.store.v16f32.p0"(
 
-# The filter gradient (its filter size 3 3 last in the geometry): each task after the
-# first gets filters of its own (malloc'd before the threads start), added into the result
-# and freed once all are joined. A task copies the windows as the conv copies them, then
-# multiplies the scratch transposed (112, 111) by the cotangent's rows into the chunk's
-# filter rows of its own filters (the result's for the first task), beta 1 after its
-# first block.
+# The filter gradient (its filter size 3 3 after the dilations in the geometry): each task
+# after the first gets filters of its own (malloc'd before the threads start), added into
+# the result and freed once all are joined. A task copies the windows as the conv copies
+# them, then multiplies the scratch transposed (112, 111) by the cotangent's rows into the
+# chunk's filter rows of its own filters (the result's for the first task), beta 1 after
+# its first block; group by group, each the group's windows by its O/G columns.
 # CHECK-LABEL: define i32 @"conv2d_filter_gradient"(
 # CHECK: getelementptr i64, i64* %"geometry", i64 21
 # CHECK-NEXT: store i64 3,
@@ -298,10 +302,12 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-LABEL: define internal i32 @"sf.conv2d_filter_gradient.float32.rows.body"(
 # CHECK: %[[OWN:".[0-9]+"]] = icmp eq ptr %"private", null
 # CHECK: %[[WINDOWS:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: %[[PER_GROUP:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
 # CHECK: %[[START:".[0-9]+"]] = icmp eq i64 %"block", %"first"
+# CHECK: group.body:
 # CHECK: call void @{{"(scipy_cblas_sgemm64_|sf.cblas.gemm.float32)"}}(i32 101, i32 112,
 # CHECK-SAME: i32 111, i64 %[[DEPTH:".[0-9]+"]],
-# CHECK-SAME: i64 %"arg1.d3", i64 %{{".[0-9]+"}}, float 0x3ff0000000000000,
+# CHECK-SAME: i64 %[[PER_GROUP]], i64 %{{".[0-9]+"}}, float 0x3ff0000000000000,
 # CHECK-SAME: ptr %[[WINDOWS]], i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 
 # The stride-1 input gradient of 8 channels: the same code, its entry passing strides 1

@@ -15,8 +15,8 @@ Each op picks its algorithm at run time, by shape:
 
 A grouped conv2d (`feature_group_count` G) runs G gemms per block, group g's reading its
 block of the input's channels (in place, or its windows copied) and writing its block of
-the output's (in place); the direct loops and bfloat16 serve one group only, and grouped
-gradients run their NumPy kernels.
+the output's (in place); so do its gradients, group by group. The direct loops and
+bfloat16 serve one group only (grouped bfloat16 ops run their NumPy kernels).
 
 conv2d's gemms are the convolutions' own (`gemm`), because every output channel must sum in
 the same order (OpenBLAS's kernels do not: `gemm` says why it matters); the gradients' gemms

@@ -248,9 +248,10 @@ class Conv2dPrepacked(Conv2d):
 class Conv2dFilterGradient(FilterGradientShape, Windowed):
     """``dw = im2col(x)^T @ g``: per chunk, the windows of the input copied in as the
     forward conv copies them and one gemm, the scratch transposed, by the block's cotangent
-    rows into the chunk's filter rows (accumulating after a task's first block). The
-    cotangent's image rows are split over the cores, each task after the first summing into
-    filters of its own, added to the result at the end."""
+    rows into the chunk's filter rows (accumulating after a task's first block); grouped,
+    per group its windows and its gemm, by its cotangent columns into its filter columns.
+    The cotangent's image rows are split over the cores, each task after the first summing
+    into filters of its own, added to the result at the end."""
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -276,7 +277,7 @@ class Conv2dFilterGradient(FilterGradientShape, Windowed):
         with b.if_then(b.not_(ob.eq(size, i64(0)))):
             with b.if_else(ob.eq(rows, i64(0))) as (no_terms, terms):
                 with no_terms:
-                    fill(b, out, fold_mul(b, fold_mul(b, kh, kw), x.dims[3]))
+                    fill(b, out, fold_mul(b, fold_mul(b, kh, kw), out.dims[2]))
                 with terms:
                     self._split(ob, image_rows, b.mul(rows, size), self._task,
                                 lambda b, t: b.call(malloc, [bytes_]), merge)
@@ -289,7 +290,8 @@ class Conv2dFilterGradient(FilterGradientShape, Windowed):
         target = b.select(b.icmp_unsigned("==", memory, ir.Constant(PTR, None)),
                           out.pointer, memory)
         kh, kw = geo.size
-        blocks(ob, self.dtype, x, kh, kw, g, (first, last),
+        channels = b.sdiv(x.dims[3], geo.groups)
+        blocks(ob, self.dtype, _group(b, x, channels, i64(0)), kh, kw, g, (first, last),
                lambda c: self._chunk(ob, geo, x, g, Operand(target, [], [], self.dtype),
                                      first, c), FILTER_GRADIENT_MIN_BLOCK_ROWS)
 
@@ -297,12 +299,19 @@ class Conv2dFilterGradient(FilterGradientShape, Windowed):
                start: ir.Value, c: Chunk) -> None:
         b = ob.b
         o = g.dims[3]
-        windows(ob, geo, x, geo.size[1], g, c, accumulate=False)
+        n, channels = b.sdiv(o, geo.groups), b.sdiv(x.dims[3], geo.groups)
         beta = b.select(ob.eq(c.first, start), ir.Constant(self._real, 0.0),
                         ir.Constant(self._real, 1.0))
         rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
-        self._gemm(ob, (True, False), c.depth, o, c.rows, (c.scratch, c.depth), (rows, o),
-                   beta, (out.address(b, c.filters), o))
+        filters = out.address(b, c.filters)
+
+        def group(k: ir.Value) -> None:
+            windows(ob, geo, _group(b, x, channels, k), geo.size[1], g, c, accumulate=False)
+            column = b.mul(k, n)
+            self._gemm(ob, (True, False), c.depth, n, c.rows, (c.scratch, c.depth),
+                       (_at(b, g, rows, column), o), beta, (_at(b, out, filters, column), o))
+
+        range_loop(b, geo.groups, group, "group")
 
 
 class Conv2dInputGradient(InputGradientShape, Windowed):
@@ -311,7 +320,9 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
     first) where the windows read the input. Images are split over the cores (the windows
     of neighbouring rows of one image add into the same input rows); each task zeroes its
     own. At stride 1, where the direct loops' rule holds for C, the result's rows are
-    split instead, each a direct conv of the cotangent (`_direct_rows`)."""
+    split instead, each a direct conv of the cotangent (`_direct_rows`). Grouped, per
+    chunk and group one gemm of its cotangent columns by its filter columns transposed,
+    added into its channels of the result; never the direct loops."""
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -335,7 +346,7 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
 
     def _direct(self, ob: OpBuilder, geo: Geometry) -> ir.Value:
         """Whether the direct loops serve: at stride 1 where their rule holds for C."""
-        return ob.all_of([*[ob.eq(s, i64(1)) for s in geo.strides],
+        return ob.all_of([*[ob.eq(s, i64(1)) for s in geo.strides], ob.eq(geo.groups, i64(1)),
                           DirectLoops(self.dtype).fits(ob, geo, ob.inputs[1].dims[2])])
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
@@ -353,8 +364,8 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
                 image = fold_mul(b, fold_mul(b, out.dims[1], out.dims[2]), out.dims[3])
                 zero(b, out, b.mul(first, image), b.mul(b.sub(last, first), image))
                 ho = g.dims[1]
-                blocks(ob, self.dtype, out, w.dims[0], w.dims[1], g,
-                       (b.mul(first, ho), b.mul(last, ho)),
+                blocks(ob, self.dtype, _group(b, out, w.dims[2], i64(0)), w.dims[0],
+                       w.dims[1], g, (b.mul(first, ho), b.mul(last, ho)),
                        lambda c: self._chunk(ob, geo, g, w, c))
 
     def _direct_rows(self, ob: OpBuilder, geo: Geometry,
@@ -393,21 +404,29 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
     def _chunk(self, ob: OpBuilder, geo: Geometry, g: Operand, w: Operand, c: Chunk) -> None:
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
+        n = b.sdiv(o, geo.groups)
         rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
-        self._gemm(ob, (False, True), c.rows, c.depth, o, (rows, o), (w.address(b, c.filters), o),
-                   ir.Constant(self._real, 0.0), (c.scratch, c.depth))
-        windows(ob, geo, out, w.dims[1], g, c, accumulate=True)
+        filters = w.address(b, c.filters)
+
+        def group(k: ir.Value) -> None:
+            column = b.mul(k, n)
+            self._gemm(ob, (False, True), c.rows, c.depth, n, (_at(b, g, rows, column), o),
+                       (_at(b, w, filters, column), o), ir.Constant(self._real, 0.0),
+                       (c.scratch, c.depth))
+            windows(ob, geo, _group(b, out, w.dims[2], k), w.dims[1], g, c, accumulate=True)
+
+        range_loop(b, geo.groups, group, "group")
 
 
 def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
           size: Pair = (0, 0)) -> Windowed | None:
     """The op's lowering: `family` for the gemm's dtypes, `bfloat16` for bfloat16 where the
     CPU has AVX-512 BF16 (`conv.bfloat16`), given the geometry as `Geometry` reads it
-    (`size` its input or filter size); None where neither serves. Grouped ops are
-    conv2d's alone: grouped gradients and bfloat16 run their NumPy kernels."""
+    (`size` its input or filter size); None where neither serves. bfloat16 serves one
+    group only: grouped bfloat16 ops run their NumPy kernels."""
     dtype = spec.inputs[0].dtype
     groups = spec.params.get("feature_group_count", 1)
-    if groups != 1 and (family is not Conv2d or dtype == dtypes.bfloat16):
+    if groups != 1 and dtype == dtypes.bfloat16:
         return None
     if dtype == dtypes.bfloat16:
         if not gemm_bf16.available(platform.current().features):
