@@ -2,18 +2,18 @@
 """Lowered convolution, its gradients and pooling. The convolutions compile shape-generic
 (every dim a run-time value) and share their code: an op's entry copies its operands' dims
 and its geometry (strides, padding, dilations; the gradients' input or filter size; the
-feature groups) in one array and calls its family's code, one internal function per dtype in a module, which reads
-them at run time. A conv whose output channels are a multiple of 8 floats up to 32 (at run
-time) runs the direct loops, one function shared with the input gradient: tiles of 6
-output pixels by 2 vectors of 8 output channels summed in registers with llvm.fma, each
-pixel's input broadcast, taps outside the image read from calloc'd zeros. Otherwise a 3x3
-conv is im2col: blocks of output rows copied into malloc'd scratch, one filter row (kw * C
-elements) at a time as vectors of 16 floats and one masked vector for the rest, then the
-convolutions' own gemm of (rows, kh*kw*C) x (kh*kw*C, O) into the output (every output
-channel one chain of fmas in order: a panel of B copied to the stack, tiles of 6 rows by
-2 vectors); a 1x1 stride-1 unpadded conv is that gemm of the input in place, its rows
-split over the CPUs, when its filters are 1x1 at run time; max pooling
-combines whole channel rows with llvm.maximum, the window clipped to the input. The
+feature groups) in one array and calls its family's code, one internal function per dtype
+in a module, which reads them at run time. A conv of one group whose output channels are a
+multiple of 8 floats up to 32 (at run time) runs the direct loops, one function shared with
+the input gradient: tiles of 6 output pixels by 2 vectors of 8 output channels summed in
+registers with llvm.fma, each pixel's input broadcast, taps outside the image read from
+calloc'd zeros. Otherwise a 3x3 conv is im2col: blocks of output rows copied into malloc'd
+scratch, one filter row (kw * C elements) at a time as vectors of 16 floats and one masked
+vector for the rest, then the convolutions' own gemm of (rows, kh*kw*C) x (kh*kw*C, O) into
+the output (every output channel one chain of fmas in order: a panel of B copied to the
+stack, tiles of 6 rows by 2 vectors); a 1x1 stride-1 unpadded conv is that gemm of the
+input in place, its rows split over the CPUs, when its filters are 1x1 at run time; max
+pooling combines whole channel rows with llvm.maximum, the window clipped to the input. The
 stride-2 conv's input gradient zeroes its result, multiplies the cotangent's rows by the
 filters transposed into the scratch and adds its rows back (col2im); its filter gradient
 copies the windows as the conv does and multiplies the scratch transposed by the
