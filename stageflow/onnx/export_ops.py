@@ -386,14 +386,23 @@ def matmul(b: Builder, eq: Equation, x: str, y: str, c: str | None = None) -> st
     return b.arithmetic("Add", [scaled, c], dtype)
 
 
+def _group(eq: Equation) -> dict[str, int]:
+    """Conv's `group` attribute of a grouped op (none for one group, ONNX's default)."""
+    groups = eq.params.get("feature_group_count", 1)
+    return {} if groups == 1 else {"group": groups}
+
+
 @exports(conv.conv2d_p)
 def conv2d(b: Builder, eq: Equation, x: str, w: str) -> str:
-    """NHWC and HWIO transposed to ONNX's NCHW and OIHW, and the result back."""
+    """NHWC and HWIO transposed to ONNX's NCHW and OIHW, and the result back; the feature
+    groups are Conv's `group` (its filters are (O, C / group, kh, kw) as ours are HWIO of
+    C / group input channels)."""
     (top, bottom), (left, right) = eq.params["padding"]
     nchw = b.op("Transpose", x, perm=[0, 3, 1, 2])
     oihw = b.op("Transpose", w, perm=[3, 2, 0, 1])
     y = b.op("Conv", nchw, oihw, strides=list(eq.params["strides"]),
-             dilations=list(eq.params["dilations"]), pads=[top, left, bottom, right])
+             dilations=list(eq.params["dilations"]), pads=[top, left, bottom, right],
+             **_group(eq))
     return b.op("Transpose", y, perm=[0, 2, 3, 1])
 
 
@@ -429,7 +438,7 @@ def conv2d_input_gradient(b: Builder, eq: Equation, g: str, w: str) -> str:
     nchw = b.op("Transpose", g, perm=[0, 3, 1, 2])
     oihw = b.op("Transpose", w, perm=[3, 2, 0, 1])
     y = b.op("ConvTranspose", nchw, oihw, strides=list(strides), dilations=list(dilations),
-             pads=[top, left, bottom, right], output_padding=extra)
+             pads=[top, left, bottom, right], output_padding=extra, **_group(eq))
     return b.op("Transpose", y, perm=[0, 2, 3, 1])
 
 
@@ -438,6 +447,9 @@ def conv2d_filter_gradient(b: Builder, eq: Equation, x: str, g: str) -> str:
     """A convolution over the batch: the input's channels as a batch, its images as
     channels, the cotangent as filters; strides and dilations trade places. The windows
     past the filter's size (input rows no output read) are sliced off."""
+    if eq.params.get("feature_group_count", 1) != 1:
+        raise NotImplementedError("the filter gradient of a grouped conv2d "
+                                  "(feature_group_count > 1)")
     (top, bottom), (left, right) = eq.params["padding"]
     kh, kw = eq.params["filter_size"]
     images = b.op("Transpose", x, perm=[3, 0, 1, 2])

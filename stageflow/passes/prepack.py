@@ -73,18 +73,19 @@ class Prepack(ModulePass):
     name = "prepack"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        packed: dict[tuple[SSAValue, bool], ConstantOp] = {}
+        packed: dict[tuple[SSAValue, bool, int], ConstantOp] = {}
 
-        def panels(w: SSAValue, filters: np.ndarray, transposed: bool = False) -> SSAValue:
+        def panels(w: SSAValue, filters: np.ndarray, transposed: bool = False,
+                   groups: int = 1) -> SSAValue:
             """The packed constant of `filters` (the constant `w`, read transposed as a
-            matmul's), made once, beside `w`."""
-            if (w, transposed) not in packed:
-                constant = build_constant(pack(filters))
+            matmul's; of `groups` feature groups), made once, beside `w`."""
+            if (w, transposed, groups) not in packed:
+                constant = build_constant(pack(filters, groups))
                 constant.location = w.owner.location
                 constant.result.name_hint = w.name_hint
                 Rewriter.insert_op(constant, InsertPoint.after(w.owner))
-                packed[w, transposed] = constant
-            return packed[w, transposed].result
+                packed[w, transposed, groups] = constant
+            return packed[w, transposed, groups].result
 
         for candidate in list(op.walk()):
             if is_op(candidate, conv2d_p):
@@ -101,10 +102,11 @@ def _conv(conv: SfOp, panels: Panels) -> None:
     x, w = conv.operands
     filters = constant_array(w)
     params = conv.params()
+    groups = params.get("feature_group_count", 1)
     if (filters is None or filters.dtype not in PACKED_DTYPES
-            or not gemm_reads(filters.shape, filters.dtype, params["dilations"])):
+            or not gemm_reads(filters.shape, filters.dtype, params["dilations"], groups)):
         return
-    rewritten = build_op(conv2d_prepacked_p, [x, panels(w, filters)],
+    rewritten = build_op(conv2d_prepacked_p, [x, panels(w, filters, groups=groups)],
                          {"filter_shape": tuple(filters.shape), **params}, conv.results[0].type)
     rewritten.location = conv.location
     Rewriter.replace_op(conv, rewritten)

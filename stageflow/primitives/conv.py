@@ -86,7 +86,7 @@ def _check_padding(padding: Padding) -> None:
 
 
 def _conv2d_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, strides: Pair,
-                 padding: Padding, dilations: Pair) -> list[D]:
+                 padding: Padding, dilations: Pair, feature_group_count: int = 1) -> list[D]:
     """(batch, positions of the filters along height and width, output channels)."""
     x, w = operands
     spatial = [window_positions(d, x[1 + axis], w[axis], strides[axis], padding[axis],
@@ -94,8 +94,28 @@ def _conv2d_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, stride
     return [x[0], *spatial, w[3]]
 
 
+def check_groups(op: str, groups: object) -> int:
+    """`feature_group_count` as an int >= 1, else a ``ValueError`` naming `op`."""
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: feature_group_count must be an int >= 1, got {groups!r}")
+    return groups
+
+
+def _check_divides(op: str, groups: int, what: str, size: int | None, shapes: str) -> None:
+    if size is not None and size % groups:
+        raise ValueError(f"{op}: {what} ({size}) are not divisible by feature_group_count "
+                         f"{groups}: {shapes}")
+
+
+def grouped(groups: int) -> dict[str, int]:
+    """The `feature_group_count` param to bind: none for one group, so that ungrouped
+    convolutions print (and key) as they always did."""
+    return {} if groups == 1 else {"feature_group_count": groups}
+
+
 def _conv2d_rule(
-    x: ShapedType, w: ShapedType, *, strides: Pair, padding: Padding, dilations: Pair
+    x: ShapedType, w: ShapedType, *, strides: Pair, padding: Padding, dilations: Pair,
+    feature_group_count: int = 1
 ) -> ShapedType:
     if x.ndim != 4 or w.ndim != 4:
         raise ValueError(
@@ -111,12 +131,22 @@ def _conv2d_rule(
     _check_pairs("strides", strides, 1)
     _check_pairs("dilations", dilations, 1)
     _check_padding(padding)
+    groups = check_groups("conv2d", feature_group_count)
     channels, in_channels = x.shape[3], w.shape[2]
-    if channels is not None and in_channels is not None and channels != in_channels:
+    shapes = f"input {format_shape(x.shape)}, filters {format_shape(w.shape)}"
+    if groups == 1 and channels is not None and in_channels is not None \
+            and channels != in_channels:
         raise ValueError(
-            f"the input has {channels} channels but the filters expect {in_channels}: "
-            f"input {format_shape(x.shape)}, filters {format_shape(w.shape)}"
+            f"the input has {channels} channels but the filters expect {in_channels}: {shapes}"
         )
+    if groups > 1:
+        if channels is not None and in_channels is not None \
+                and channels != in_channels * groups:
+            raise ValueError(
+                f"conv2d: the input has {channels} channels but the filters expect "
+                f"{in_channels} per group in {groups} groups ({in_channels * groups}): "
+                f"{shapes}")
+        _check_divides("conv2d", groups, "the filters' output channels", w.shape[3], shapes)
     for axis in (0, 1):
         check_window_fits(x.shape[1 + axis], w.shape[axis], padding[axis], dilations[axis])
     shape = _conv2d_dims(PYTHON, [x.shape, w.shape], strides=strides, padding=padding,
@@ -145,15 +175,36 @@ def _columns(x, window: Pair, strides: Pair, padding: Padding, dilations: Pair):
     return columns, positions
 
 
-def _conv2d(x, w, *, strides, padding, dilations):
-    """im2col, then one GEMM: (N*Ho*Wo, kh*kw*C) @ (kh*kw*C, O), the matmul in BLAS."""
+def _by_group(columns, taps: int, groups: int):
+    """im2col's (rows, taps*C) matrix as one (rows, taps*C/G) matrix per group, (G, rows,
+    taps*C/G): group g's windows hold its block of channels only."""
+    rows, per_group = columns.shape[0], columns.shape[1] // (taps * groups)
+    split = columns.reshape(rows, taps, groups, per_group).transpose(2, 0, 1, 3)
+    return split.reshape(groups, rows, taps * per_group)
+
+
+def _filters_by_group(w, groups: int):
+    """HWIO filters (kh, kw, C/G, O) as one (kh*kw*C/G, O/G) matrix per group."""
+    kh, kw, channels, out_channels = w.shape
+    split = w.reshape(kh * kw * channels, groups, out_channels // groups)
+    return split.transpose(1, 0, 2)
+
+
+def _conv2d(x, w, *, strides, padding, dilations, feature_group_count=1):
+    """im2col, then one GEMM: (N*Ho*Wo, kh*kw*C) @ (kh*kw*C, O), the matmul in BLAS; one
+    per group where the channels are grouped."""
     dtype = x.dtype
     compute = compute_dtype(dtype)
     w = np.asarray(w, dtype=compute)
     kh, kw, channels, out_channels = w.shape
     columns, positions = _columns(np.asarray(x, dtype=compute), (kh, kw), strides, padding,
                                   dilations)
-    result = columns @ w.reshape(kh * kw * channels, out_channels)
+    groups = feature_group_count
+    if groups == 1:
+        result = columns @ w.reshape(kh * kw * channels, out_channels)
+    else:
+        products = _by_group(columns, kh * kw, groups) @ _filters_by_group(w, groups)
+        result = products.transpose(1, 0, 2).reshape(columns.shape[0], out_channels)
     return result.reshape(*positions, out_channels).astype(dtype, copy=False)
 
 
@@ -162,7 +213,8 @@ conv2d_p = Primitive(
     shape_rule=_conv2d_rule,
     kernel=_conv2d,
     dims=_conv2d_dims,
-    summary="2-D cross-correlation of an NHWC image with HWIO filters, explicit padding",
+    summary="2-D cross-correlation of an NHWC image with HWIO filters, explicit padding; "
+            "feature_group_count groups of channels, each convolved with its block of filters",
     family=Family.LINALG,
     lowered_by=LoweredBy.OP_RULE,
 )
@@ -336,37 +388,53 @@ def _check_positions(op: str, image: Sequence[int | None], window: Sequence[int 
 
 
 def _input_gradient_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
-                         input_size: Pair, **_: object) -> list[D]:
-    """(batch of the cotangent, the input's height and width, the filters' input channels)."""
+                         input_size: Pair, feature_group_count: int = 1,
+                         **_: object) -> list[D]:
+    """(batch of the cotangent, the input's height and width, the filters' input channels
+    times the groups)."""
     g, w = operands
-    return [g[0], d.const(input_size[0]), d.const(input_size[1]), w[2]]
+    channels = w[2] if feature_group_count == 1 else d.mul(w[2], d.const(feature_group_count))
+    return [g[0], d.const(input_size[0]), d.const(input_size[1]), channels]
 
 
 def _input_gradient_rule(g: ShapedType, w: ShapedType, *, input_size: Pair, strides: Pair,
-                         padding: Padding, dilations: Pair) -> ShapedType:
+                         padding: Padding, dilations: Pair,
+                         feature_group_count: int = 1) -> ShapedType:
     op = "conv2d_input_gradient"
     check_conv_operands(op, g, w, ("the cotangent", "the filters"))
+    groups = check_groups(op, feature_group_count)
     _check_pairs(f"{op}: input_size", input_size, 0)
     check_geometry(op, strides, padding, dilations)
     shapes = f"cotangent {format_shape(g.shape)}, filters {format_shape(w.shape)}"
     _check_same(op, "the cotangent's channels and the filters' output channels",
                 g.shape[3], w.shape[3], shapes)
+    _check_divides(op, groups, "the filters' output channels", w.shape[3], shapes)
     _check_positions(op, input_size, w.shape[:2], g.shape[1:3], strides, padding, dilations,
                      shapes)
-    return ShapedType((g.shape[0], *input_size, w.shape[2]), g.dtype)
+    channels = None if w.shape[2] is None else w.shape[2] * groups
+    return ShapedType((g.shape[0], *input_size, channels), g.dtype)
 
 
-def _input_gradient(g, w, *, input_size, strides, padding, dilations):
+def _input_gradient(g, w, *, input_size, strides, padding, dilations, feature_group_count=1):
     """col2im: the cotangent's rows times the filters' transpose give every window's
     contribution (N*Ho*Wo, kh*kw*C); each tap's is added into the padded input's strided
-    positions it was read from, one slice per tap; then the padding is cropped."""
+    positions it was read from, one slice per tap; then the padding is cropped. Grouped,
+    each group's cotangent channels by its filters give its block of the window's channels."""
     dtype = g.dtype
     compute = compute_dtype(dtype)
     g = np.asarray(g, dtype=compute)
-    kh, kw, channels, out_channels = w.shape
+    w = np.asarray(w, dtype=compute)
+    kh, kw, per_group, out_channels = w.shape
     batch, ho, wo, _ = g.shape
-    columns = g.reshape(-1, out_channels) @ np.asarray(w, dtype=compute).reshape(
-        -1, out_channels).T
+    groups = feature_group_count
+    channels = per_group * groups
+    if groups == 1:
+        columns = g.reshape(-1, out_channels) @ w.reshape(-1, out_channels).T
+    else:
+        count = batch * ho * wo
+        rows = g.reshape(count, groups, out_channels // groups).transpose(1, 0, 2)
+        products = rows @ _filters_by_group(w, groups).transpose(0, 2, 1)
+        columns = products.reshape(groups, count, kh * kw, per_group).transpose(1, 2, 0, 3)
     columns = columns.reshape(batch, ho, wo, kh, kw, channels)
     (top, bottom), (left, right) = padding
     (sh, sw), (dh, dw) = strides, dilations
@@ -391,35 +459,54 @@ conv2d_input_gradient_p = Primitive(
 
 
 def _filter_gradient_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *,
-                          filter_size: Pair, **_: object) -> list[D]:
-    """(the filters' height and width, the input's channels, the cotangent's channels)."""
+                          filter_size: Pair, feature_group_count: int = 1,
+                          **_: object) -> list[D]:
+    """(the filters' height and width, the input's channels per group, the cotangent's
+    channels)."""
     x, g = operands
-    return [d.const(filter_size[0]), d.const(filter_size[1]), x[3], g[3]]
+    channels = x[3] if feature_group_count == 1 else d.floordiv(x[3], feature_group_count)
+    return [d.const(filter_size[0]), d.const(filter_size[1]), channels, g[3]]
 
 
 def _filter_gradient_rule(x: ShapedType, g: ShapedType, *, filter_size: Pair, strides: Pair,
-                          padding: Padding, dilations: Pair) -> ShapedType:
+                          padding: Padding, dilations: Pair,
+                          feature_group_count: int = 1) -> ShapedType:
     op = "conv2d_filter_gradient"
     check_conv_operands(op, x, g, ("the input", "the cotangent"))
+    groups = check_groups(op, feature_group_count)
     _check_pairs(f"{op}: filter_size", filter_size, 1)
     check_geometry(op, strides, padding, dilations)
     shapes = f"input {format_shape(x.shape)}, cotangent {format_shape(g.shape)}"
     _check_same(op, "the input's and the cotangent's batch", x.shape[0], g.shape[0], shapes)
+    _check_divides(op, groups, "the input's channels", x.shape[3], shapes)
+    _check_divides(op, groups, "the cotangent's channels", g.shape[3], shapes)
     _check_positions(op, x.shape[1:3], filter_size, g.shape[1:3], strides, padding, dilations,
                      shapes)
-    return ShapedType((*filter_size, x.shape[3], g.shape[3]), x.dtype)
+    channels = None if x.shape[3] is None else x.shape[3] // groups
+    return ShapedType((*filter_size, channels, g.shape[3]), x.dtype)
 
 
-def _filter_gradient(x, g, *, filter_size, strides, padding, dilations):
+def _filter_gradient(x, g, *, filter_size, strides, padding, dilations,
+                     feature_group_count=1):
     """im2col of the input as the forward conv does, transposed, times the cotangent's rows:
-    (kh*kw*C, N*Ho*Wo) @ (N*Ho*Wo, O)."""
+    (kh*kw*C, N*Ho*Wo) @ (N*Ho*Wo, O); grouped, each group's windows by its cotangent
+    channels."""
     dtype = x.dtype
     compute = compute_dtype(dtype)
     columns, _ = _columns(np.asarray(x, dtype=compute), filter_size, strides, padding,
                           dilations)
-    out_channels = g.shape[3]
-    result = columns.T @ np.asarray(g, dtype=compute).reshape(-1, out_channels)
-    return result.reshape(*filter_size, x.shape[3], out_channels).astype(dtype, copy=False)
+    out_channels, groups = g.shape[3], feature_group_count
+    rows = np.asarray(g, dtype=compute).reshape(-1, out_channels)
+    if groups == 1:
+        result = columns.T @ rows
+    else:
+        by_group = _by_group(columns, filter_size[0] * filter_size[1], groups)
+        products = by_group.transpose(0, 2, 1) @ rows.reshape(
+            rows.shape[0], groups, out_channels // groups).transpose(1, 0, 2)
+        result = products.transpose(1, 0, 2).reshape(columns.shape[1] // groups,
+                                                     out_channels)
+    return result.reshape(*filter_size, x.shape[3] // groups, out_channels).astype(
+        dtype, copy=False)
 
 
 conv2d_filter_gradient_p = Primitive(
@@ -440,27 +527,31 @@ def _static_pair(shape: Sequence[int | None], what: str, whole: Sequence[int | N
     return (int(shape[0]), int(shape[1]))
 
 
-def conv2d_input_gradient(g, w, shape, strides: Pair, padding: Padding, dilations: Pair):
-    """The gradient of ``conv2d(x, w)`` with respect to an `x` of `shape`, given the result's
-    cotangent `g` (also TensorFlow's ``conv2d_transpose`` of `g`)."""
+def conv2d_input_gradient(g, w, shape, strides: Pair, padding: Padding, dilations: Pair,
+                          groups: int = 1):
+    """The gradient of ``conv2d(x, w)`` (of `groups` feature groups) with respect to an `x`
+    of `shape`, given the result's cotangent `g` (also TensorFlow's ``conv2d_transpose`` of
+    `g`)."""
     return conv2d_input_gradient_p.bind(
         g, w, input_size=_static_pair(shape[1:3], "input height and width", shape),
-        strides=strides, padding=padding, dilations=dilations)
+        strides=strides, padding=padding, dilations=dilations, **grouped(groups))
 
 
-def conv2d_filter_gradient(x, g, window, strides: Pair, padding: Padding, dilations: Pair):
-    """The gradient of ``conv2d(x, w)`` with respect to filters of height and width
-    `window`, given the result's cotangent `g`."""
+def conv2d_filter_gradient(x, g, window, strides: Pair, padding: Padding, dilations: Pair,
+                           groups: int = 1):
+    """The gradient of ``conv2d(x, w)`` (of `groups` feature groups) with respect to filters
+    of height and width `window`, given the result's cotangent `g`."""
     return conv2d_filter_gradient_p.bind(
         x, g, filter_size=_static_pair(window, "filter height and width", window),
-        strides=strides, padding=padding, dilations=dilations)
+        strides=strides, padding=padding, dilations=dilations, **grouped(groups))
 
 
 @conv2d_p.def_vjp
 @floating_only
-def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
+def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations,
+                feature_group_count=1):
     (g,), (x, w), (dx, dw) = cotangents, inputs, wanted(inputs)
-    geometry = (strides, padding, dilations)
+    geometry = (strides, padding, dilations, feature_group_count)
     return [conv2d_input_gradient(g, w, x.shape, *geometry) if dx else None,
             conv2d_filter_gradient(x, g, w.shape[:2], *geometry) if dw else None]
 
@@ -472,22 +563,25 @@ def _conv2d_vjp(cotangents, inputs, outputs, *, strides, padding, dilations):
 @conv2d_input_gradient_p.def_vjp
 @floating_only
 def _input_gradient_vjp(cotangents, inputs, outputs, *, input_size, strides, padding,
-                        dilations):
+                        dilations, feature_group_count=1):
     (c,), (g, w), (dg, dw) = cotangents, inputs, wanted(inputs)
-    return [conv2d_p.bind(c, w, strides=strides, padding=padding, dilations=dilations)
-            if dg else None,
-            conv2d_filter_gradient(c, g, w.shape[:2], strides, padding, dilations)
+    groups = feature_group_count
+    return [conv2d_p.bind(c, w, strides=strides, padding=padding, dilations=dilations,
+                          **grouped(groups)) if dg else None,
+            conv2d_filter_gradient(c, g, w.shape[:2], strides, padding, dilations, groups)
             if dw else None]
 
 
 @conv2d_filter_gradient_p.def_vjp
 @floating_only
 def _filter_gradient_vjp(cotangents, inputs, outputs, *, filter_size, strides, padding,
-                         dilations):
+                         dilations, feature_group_count=1):
     (c,), (x, g), (dx, dg) = cotangents, inputs, wanted(inputs)
-    return [conv2d_input_gradient(g, c, x.shape, strides, padding, dilations) if dx else None,
-            conv2d_p.bind(x, c, strides=strides, padding=padding, dilations=dilations)
-            if dg else None]
+    groups = feature_group_count
+    return [conv2d_input_gradient(g, c, x.shape, strides, padding, dilations, groups)
+            if dx else None,
+            conv2d_p.bind(x, c, strides=strides, padding=padding, dilations=dilations,
+                          **grouped(groups)) if dg else None]
 
 
 @reduce_window_p.def_vjp

@@ -27,6 +27,27 @@ def test_grouped_strided_dilated_conv_with_asymmetric_pads_and_bias():
           jits=(True, False))
 
 
+def test_a_grouped_conv_is_one_grouped_conv2d():
+    """Not a split of the image, a conv per group and a concat: one `sf.conv2d` of
+    feature_group_count groups (the ShuffleNet pattern: 1x1, group 4)."""
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=4)
+    x, weights = {"x": _normal(1, 16, 5, 5)}, {"w": _normal(24, 4, 1, 1), "b": _normal(24)}
+    traced = sf.onnx.load(one_node_model(node, x, weights)).get_concrete_function().ir(
+        "traced")
+    assert traced.count("sf.conv2d ") == 1 and "feature_group_count = 4" in traced
+    assert "sf.concat" not in traced and "sf.slice" not in traced
+    check(node, x, weights, jits=(True, False))
+
+
+def test_grouped_conv_1d_and_3d_with_filters_computed_at_run_time_and_a_symbolic_batch():
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=2, strides=[2], pads=[1, 0])
+    check(node, {"x": _normal(3, 4, 9), "w": _normal(6, 2, 3)}, shapes={"x": ["n", 4, 9]},
+          jits=(True, False))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=3, pads=[1, 0, 1, 1, 0, 1])
+    check(node, {"x": _normal(1, 6, 4, 5, 4)}, {"w": _normal(3, 2, 2, 3, 2)},
+          jits=(True, False))
+
+
 @pytest.mark.parametrize("auto_pad", ["SAME_LOWER", "VALID"])
 def test_conv_1d_with_auto_pad(auto_pad):
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[2], auto_pad=auto_pad)

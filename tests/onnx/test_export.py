@@ -98,6 +98,24 @@ def test_gradients_of_a_convolution():
         np.testing.assert_allclose(g, want.numpy(), rtol=1e-4, atol=1e-4)
 
 
+def test_a_grouped_convolution_and_its_input_gradient_keep_their_groups():
+    """conv2d's feature groups are Conv's `group`, its input gradient's ConvTranspose's."""
+    w = np.random.default_rng(2).normal(size=(3, 3, 2, 6)).astype(np.float32)
+
+    def loss(x):
+        return sf.reduce_sum(sf.tanh(sf.nn.conv2d(x, w, 2, "SAME")))
+
+    f = sf.function(sf.grad(loss))
+    model = sf.onnx.export(f, [sf.TensorSpec([None, 7, 7, 6], sf.float32)])
+    onnx.checker.check_model(model, full_check=True)
+    x = np.random.default_rng(3).normal(size=(2, 7, 7, 6)).astype(np.float32)
+    (got,) = session(model).run(None, {model.graph.input[0].name: x})
+    np.testing.assert_allclose(got, f(x).numpy(), rtol=1e-4, atol=1e-4)
+    groups = sorted((node.op_type, [a.i for a in node.attribute if a.name == "group"])
+                    for node in model.graph.node if node.op_type in ("Conv", "ConvTranspose"))
+    assert groups == [("Conv", [3]), ("ConvTranspose", [3])]
+
+
 def test_control_flow_becomes_if_and_loop():
     @sf.function
     def f(x, n):

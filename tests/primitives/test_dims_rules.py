@@ -179,16 +179,30 @@ def _conv2d(draw: st.DrawFn) -> Case:
     return [_array(shape), _array(filters)], params
 
 
+def _grouped_conv2d(draw: st.DrawFn) -> Case:
+    """conv2d's operands and params, of one to three feature groups (the param left out
+    for one group now and then, as code binding it before groups existed did)."""
+    shape, params = _windows(draw, dilated=True)
+    window = params.pop("window")
+    groups = draw(st.integers(1, 3))
+    x = _array((*shape[:3], shape[3] * groups))
+    w = _array((*window, shape[3], draw(st.integers(1, 3)) * groups))
+    if groups > 1 or draw(st.booleans()):
+        params["feature_group_count"] = groups
+    return [x, w], params
+
+
 def _conv2d_prepacked(draw: st.DrawFn) -> Case:
     """conv2d's operands, the filters packed (`primitives.prepacked`)."""
-    (x, w), params = _conv2d(draw)
-    return [x, pack(w)], {**params, "filter_shape": w.shape}
+    (x, w), params = _grouped_conv2d(draw)
+    return [x, pack(w, params.get("feature_group_count", 1))], {**params,
+                                                                 "filter_shape": w.shape}
 
 
 def _conv2d_gradient(draw: st.DrawFn, name: str) -> Case:
     """The operands of conv2d's input or filter gradient: a conv's cotangent and its
     filters, or its input and cotangent."""
-    (x, w), params = _conv2d(draw)
+    (x, w), params = _grouped_conv2d(draw)
     g = _array(REGISTRY["conv2d"].kernel(x, w, **params).shape)
     if name == "conv2d_input_gradient":
         return [g, w], {**params, "input_size": x.shape[1:3]}
@@ -256,7 +270,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
                     lambda draw, name: _nd_indexing(name, draw)),
     "broadcast_to": lambda draw, name: _broadcast_to(draw),
     "iota": lambda draw, name: _iota(draw),
-    "conv2d": lambda draw, name: _conv2d(draw),
+    "conv2d": lambda draw, name: _grouped_conv2d(draw),
     "depthwise_conv2d": lambda draw, name: _conv2d(draw),
     "conv2d_prepacked": lambda draw, name: _conv2d_prepacked(draw),
     **dict.fromkeys(["conv2d_input_gradient", "conv2d_filter_gradient"], _conv2d_gradient),

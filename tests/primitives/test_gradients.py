@@ -558,6 +558,30 @@ def test_conv2d_rules(name, size, kernel, strides, dilations, padding, channels,
     check_rule(REGISTRY[name], [x, w], rng, params)
 
 
+@pytest.mark.parametrize("name", ["conv2d", "conv2d_prepacked", "conv2d_input_gradient",
+                                  "conv2d_filter_gradient"])
+@settings(max_examples=20)
+@given(size=pairs, kernel=pairs, strides=pairs, padding=pad_pairs, channels=pairs,
+       groups=st.integers(2, 3), seed=seeds)
+def test_grouped_conv2d_rules(name, size, kernel, strides, padding, channels, groups, seed):
+    """conv2d of feature groups (filters [kh, kw, C / G, O]), prepacked group by group,
+    and its two gradients, whose rules keep the groups."""
+    size = (size[0] + 2, size[1] + 2)
+    assume(all(fits(*args) for args in zip(size, kernel, strides, padding, strict=True)))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, *size, channels[0] * groups))
+    w = rng.standard_normal((*kernel, channels[0], channels[1] * groups))
+    geometry = {"strides": strides, "padding": padding, "dilations": (1, 1),
+                "feature_group_count": groups}
+    g = rng.standard_normal(conv.conv2d_p.kernel(x, w, **geometry).shape)
+    operands = {"conv2d": ([x, w], {}),
+                "conv2d_prepacked": ([x, prepacked.pack(w, groups)], {"filter_shape": w.shape}),
+                "conv2d_input_gradient": ([g, w], {"input_size": size}),
+                "conv2d_filter_gradient": ([x, g], {"filter_size": kernel})}
+    arrays, extra = operands[name]
+    check_rule(REGISTRY[name], arrays, rng, {**geometry, **extra})
+
+
 @pytest.mark.parametrize("name", ["conv2d_input_gradient", "conv2d_filter_gradient"])
 @given(size=pairs, kernel=pairs, strides=pairs, dilations=st.tuples(st.integers(1, 2),
        st.integers(1, 2)), padding=pad_pairs, channels=pairs, seed=seeds)
@@ -797,6 +821,8 @@ def staged_cases(rng, dtype):
         (sv.pad_p, [r(2, 3)], {"pads": ((1, 0), (2, 1)), "value": 0.0}),
         (sv.gather_p, [r(4, 3), np.array([[3, -1], [0, 3]])], {"axis": 0}),
         (conv.conv2d_p, [r(2, 6, 5, 3), r(3, 2, 3, 2)], {**window, "dilations": (1, 2)}),
+        (conv.conv2d_p, [r(2, 6, 5, 4), r(3, 2, 2, 6)], {**window, "dilations": (1, 2),
+                                                         "feature_group_count": 2}),
         (conv.conv2d_input_gradient_p, [r(2, 3, 5, 2), r(3, 2, 3, 2)],
          {**window, "dilations": (1, 2), "input_size": (6, 5)}),
         (conv.conv2d_filter_gradient_p, [r(2, 6, 5, 3), r(2, 3, 5, 2)],

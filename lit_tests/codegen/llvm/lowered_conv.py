@@ -1,19 +1,19 @@
 # RUN: python %s | filecheck %s
 """Lowered convolution, its gradients and pooling. The convolutions compile shape-generic
 (every dim a run-time value) and share their code: an op's entry copies its operands' dims
-and its geometry (strides, padding, dilations; the gradients' input or filter size) in one
-array and calls its family's code, one internal function per dtype in a module, which reads
-them at run time. A conv whose output channels are a multiple of 8 floats up to 32 (at run
-time) runs the direct loops, one function shared with the input gradient: tiles of 6
-output pixels by 2 vectors of 8 output channels summed in registers with llvm.fma, each
-pixel's input broadcast, taps outside the image read from calloc'd zeros. Otherwise a 3x3
-conv is im2col: blocks of output rows copied into malloc'd scratch, one filter row (kw * C
-elements) at a time as vectors of 16 floats and one masked vector for the rest, then the
-convolutions' own gemm of (rows, kh*kw*C) x (kh*kw*C, O) into the output (every output
-channel one chain of fmas in order: a panel of B copied to the stack, tiles of 6 rows by
-2 vectors); a 1x1 stride-1 unpadded conv is that gemm of the input in place, its rows
-split over the CPUs, when its filters are 1x1 at run time; max pooling
-combines whole channel rows with llvm.maximum, the window clipped to the input. The
+and its geometry (strides, padding, dilations; the gradients' input or filter size; the
+feature groups) in one array and calls its family's code, one internal function per dtype
+in a module, which reads them at run time. A conv of one group whose output channels are a
+multiple of 8 floats up to 32 (at run time) runs the direct loops, one function shared with
+the input gradient: tiles of 6 output pixels by 2 vectors of 8 output channels summed in
+registers with llvm.fma, each pixel's input broadcast, taps outside the image read from
+calloc'd zeros. Otherwise a 3x3 conv is im2col: blocks of output rows copied into malloc'd
+scratch, one filter row (kw * C elements) at a time as vectors of 16 floats and one masked
+vector for the rest, then the convolutions' own gemm of (rows, kh*kw*C) x (kh*kw*C, O) into
+the output (every output channel one chain of fmas in order: a panel of B copied to the
+stack, tiles of 6 rows by 2 vectors); a 1x1 stride-1 unpadded conv is that gemm of the
+input in place, its rows split over the CPUs, when its filters are 1x1 at run time; max
+pooling combines whole channel rows with llvm.maximum, the window clipped to the input. The
 stride-2 conv's input gradient zeroes its result, multiplies the cotangent's rows by the
 filters transposed into the scratch and adds its rows back (col2im); its filter gradient
 copies the windows as the conv does and multiplies the scratch transposed by the
@@ -46,21 +46,24 @@ for op in list(module.ops.first.body.block.ops)[:6]:
     print(module_text([op_spec(op)]))
 
 # The 3x3 conv's entry: its operands' dims copied as given, then its geometry (strides 1 1,
-# padding 1 1 1 1, dilations 1 1, no size) in one array, passed with the data and strides
-# to the family's code, whose status it returns.
+# padding 1 1 1 1, dilations 1 1, no size, one feature group) in one array, passed with
+# the data and strides to the family's code, whose status it returns.
 # CHECK-LABEL: define i32 @"conv2d"(
-# CHECK: %"geometry" = alloca i64, i32 22
+# CHECK: %"geometry" = alloca i64, i32 23
 # CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %"geometry", ptr %"dims", i64 96, i1 0)
 # CHECK-NEXT: getelementptr i64, i64* %"geometry", i64 12
 # CHECK-NEXT: store i64 1,
 # CHECK: getelementptr i64, i64* %"geometry", i64 20
 # CHECK-NEXT: store i64 0,
+# CHECK: getelementptr i64, i64* %"geometry", i64 22
+# CHECK-NEXT: store i64 1,
 # CHECK: %[[CODE:".[0-9]+"]] = call i32 @"sf.conv2d.float32"(ptr %"data", i64* %"geometry",
 # CHECK-SAME: ptr %"strides")
 # CHECK: ret i32 %[[CODE]]
 
 # The family's code, internal: the geometry read after the operands' dims; the channels
-# checked against the filters' (code 2), windows too large for the input refused (code 1),
+# checked against the filters' times the groups, and the output channels for a multiple of
+# the groups (code 2), windows too large for the input refused (code 1),
 # the output's dims checked (code 3), the input and filters refused unless C-contiguous.
 # A 1x1 filter at stride 1 and no padding (at run time) is a gemm of the input as a
 # (pixels, C) matrix, no scratch, its pixels split into a task per CPU (sched_getaffinity);
@@ -70,7 +73,10 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32"(ptr %"data", ptr %"dims", ptr %"strides")
 # CHECK: %"sh" = load i64
 # CHECK: %"dw" = load i64
-# CHECK: icmp eq i64 %"arg0.d3", %"arg1.d2"
+# CHECK: %"groups" = load i64
+# CHECK-NEXT: %[[CHANNELS:".[0-9]+"]] = mul i64 %"arg1.d2", %"groups"
+# CHECK-NEXT: icmp eq i64 %"arg0.d3", %[[CHANNELS]]
+# CHECK-NEXT: srem i64 %"arg1.d3", %"groups"
 # CHECK: ret i32 2
 # CHECK: ret i32 1
 # CHECK: ret i32 3
@@ -87,12 +93,23 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-NOT: scipy_openblas
 # CHECK-LABEL: define internal void @"sf.conv2d.float32.pixels"(
 
-# A pointwise task: its pixels' rows of the input in place (lda = C) by the filters (O
-# columns) into its rows of the output, not accumulating.
+# A pointwise task, group by group: its pixels' rows of the input in place (lda = C), from
+# the group's first channel (k = C/G), by the group's filter columns (O/G of them, from
+# column g*O/G, ldb = O) into its rows of the output (from the same column, ldc = O), not
+# accumulating.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32.pixels.body"(
-# CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %"arg1.d3", i64 %"arg0.d3",
-# CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg0.d3", ptr %"arg1", i64 %"arg1.d3",
-# CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", i1 0)
+# CHECK: group.body:
+# CHECK: %[[FIRST:".[0-9]+"]] = mul i64 %"group", %"arg1.d2"
+# CHECK-NEXT: %[[A:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[FIRST]]
+# CHECK: %[[OUT_N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK-NEXT: %[[OUT_COLUMN:".[0-9]+"]] = mul i64 %"group", %[[OUT_N]]
+# CHECK-NEXT: %[[C:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[OUT_COLUMN]]
+# CHECK-NEXT: %[[N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK-NEXT: %[[COLUMN:".[0-9]+"]] = mul i64 %"group", %[[N]]
+# CHECK-NEXT: %[[B:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[COLUMN]]
+# CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[N]], i64 %"arg1.d2",
+# CHECK-SAME: ptr %[[A]], i64 %"arg0.d3", ptr %[[B]], i64 %"arg1.d3",
+# CHECK-SAME: ptr %[[C]], i64 %"arg1.d3", i1 0)
 
 # The convolutions' own gemm: k in chunks of 256 (summing onto C after the first, or when
 # the caller accumulates), rows in blocks of about 96 (the rows shared out evenly), columns
@@ -132,8 +149,9 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # A task loads the operands and the geometry again from the entry's arguments. Under the
 # direct loops' rule, one call of the module's direct loops over its rows (their status
 # returned). Else its scratch (code 4 without it), its blocks, the free; in each chunk of
-# filter rows, one gemm of the scratch (lda = the chunk's depth) by the filters (O
-# columns), accumulating after the first chunk.
+# filter rows, group by group, the group's windows copied in and one gemm of the scratch
+# (lda = the chunk's depth) by the group's filter columns (O/G of them, ldb = O) into its
+# output columns (ldc = O), accumulating after the first chunk.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32.rows.body"(ptr %"data", ptr %"dims",
 # CHECK-SAME: ptr %"strides", i64 %"first", i64 %"last", i64 %"task", ptr %"private")
 # CHECK: %"sh" = load i64
@@ -147,7 +165,10 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: ret i32 %[[DIRECT]]
 # CHECK: ret i32 4
 # CHECK: call void @"free"(ptr %[[SCRATCH]])
-# CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %"arg1.d3",
+# CHECK: group.body:
+# CHECK: icmp sgt i64 %"tap_rows", 0
+# CHECK-NEXT: %[[COLUMNS:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COLUMNS]],
 # CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], ptr %[[SCRATCH]], i64 %[[DEPTH]],
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 # CHECK-SAME: i1 %{{".[0-9]+"}})
@@ -212,12 +233,13 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
 # CHECK-NEXT: store float %[[M]], ptr %[[TO]]
 
-# The input gradient (strides 2 2, its input size 6 6 last in the geometry): where the
-# direct loops' rule does not hold at run time (stride 1 and C a multiple of 8 up to 32),
-# whole images split into tasks (a result with no terms is zeroed whole); a task zeroes
-# its images of the result (memset), then per chunk one gemm of the cotangent's rows (lda
-# = O) by the filters transposed (111, 112) into the scratch, whose runs are added into the
-# result, whole vectors then a masked one.
+# The input gradient (strides 2 2, its input size 6 6 after the dilations in the geometry):
+# where the direct loops' rule does not hold at run time (stride 1, one group and C a
+# multiple of 8 up to 32), whole images split into tasks (a result with no terms is zeroed
+# whole); a task zeroes its images of the result (memset), then per chunk and group one
+# gemm of the cotangent's rows (lda = O; k = O/G, the group's columns) by the filters
+# transposed (111, 112) into the scratch, whose runs are added into the result, whole
+# vectors then a masked one.
 # CHECK-LABEL: define i32 @"conv2d_input_gradient"(
 # CHECK: getelementptr i64, i64* %"geometry", i64 12
 # CHECK-NEXT: store i64 2,
@@ -228,6 +250,7 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: call void @"llvm.memset.p0.i64"(
 # CHECK: icmp eq i64 %"sh", 1
 # CHECK-NEXT: icmp eq i64 %"sw", 1
+# CHECK-NEXT: icmp eq i64 %"groups", 1
 # CHECK-NEXT: icmp eq i64 %"dw", 1
 # CHECK-NEXT: srem i64 %"arg1.d2", 8
 # CHECK: icmp sle i64 %"arg1.d2", 32
@@ -245,9 +268,11 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: flip3.body:
 # CHECK: ret i32 %[[DIRECT]]
 # CHECK: call void @"free"(ptr %[[COLUMNS]])
+# CHECK: %[[PER_GROUP:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK: group.body:
 # CHECK: call void @{{"(scipy_cblas_sgemm64_|sf.cblas.gemm.float32)"}}(i32 101,
 # CHECK-SAME: i32 111, i32 112, i64 %{{".[0-9]+"}},
-# CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 %"arg1.d3", float 0x3ff0000000000000,
+# CHECK-SAME: i64 %[[CHUNK:".[0-9]+"]], i64 %[[PER_GROUP]], float 0x3ff0000000000000,
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 # CHECK-SAME: float {{ *}}0x0, ptr %[[COLUMNS]], i64 %[[CHUNK]])
 # CHECK: move.body:
@@ -258,12 +283,12 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: fadd <16 x float>
 # CHECK: call void @"llvm.masked.store.v16f32.p0"(
 
-# The filter gradient (its filter size 3 3 last in the geometry): each task after the
-# first gets filters of its own (malloc'd before the threads start), added into the result
-# and freed once all are joined. A task copies the windows as the conv copies them, then
-# multiplies the scratch transposed (112, 111) by the cotangent's rows into the chunk's
-# filter rows of its own filters (the result's for the first task), beta 1 after its
-# first block.
+# The filter gradient (its filter size 3 3 after the dilations in the geometry): each task
+# after the first gets filters of its own (malloc'd before the threads start), added into
+# the result and freed once all are joined. A task copies the windows as the conv copies
+# them, then multiplies the scratch transposed (112, 111) by the cotangent's rows into the
+# chunk's filter rows of its own filters (the result's for the first task), beta 1 after
+# its first block; group by group, each the group's windows by its O/G columns.
 # CHECK-LABEL: define i32 @"conv2d_filter_gradient"(
 # CHECK: getelementptr i64, i64* %"geometry", i64 21
 # CHECK-NEXT: store i64 3,
@@ -277,10 +302,12 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-LABEL: define internal i32 @"sf.conv2d_filter_gradient.float32.rows.body"(
 # CHECK: %[[OWN:".[0-9]+"]] = icmp eq ptr %"private", null
 # CHECK: %[[WINDOWS:".[0-9]+"]] = call ptr @"malloc"
+# CHECK: %[[PER_GROUP:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
 # CHECK: %[[START:".[0-9]+"]] = icmp eq i64 %"block", %"first"
+# CHECK: group.body:
 # CHECK: call void @{{"(scipy_cblas_sgemm64_|sf.cblas.gemm.float32)"}}(i32 101, i32 112,
 # CHECK-SAME: i32 111, i64 %[[DEPTH:".[0-9]+"]],
-# CHECK-SAME: i64 %"arg1.d3", i64 %{{".[0-9]+"}}, float 0x3ff0000000000000,
+# CHECK-SAME: i64 %[[PER_GROUP]], i64 %{{".[0-9]+"}}, float 0x3ff0000000000000,
 # CHECK-SAME: ptr %[[WINDOWS]], i64 %[[DEPTH]], ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 
 # The stride-1 input gradient of 8 channels: the same code, its entry passing strides 1

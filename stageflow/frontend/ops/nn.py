@@ -326,7 +326,9 @@ def conv2d(input: Any, filters: Any, strides: IntOrInts, padding: PaddingArg,  #
     Ho = ceil((H - (kh - 1) * dilation) / stride).
 
     input: float tensor [N, H, W, C]; filters: [kh, kw, C, O] of its dtype; returns [N, Ho, Wo,
-    O] of that dtype.
+    O] of that dtype. Filters of fewer input channels, [kh, kw, C / G, O], make a grouped
+    convolution of G = C / (their input channels) groups, as TensorFlow infers it: output
+    channel block g (O / G wide) convolves input channel block g alone.
 
     >>> x = sf.reshape(sf.range(16.0), (1, 4, 4, 1))
     >>> k = sf.ones((2, 2, 1, 1))
@@ -338,6 +340,9 @@ def conv2d(input: Any, filters: Any, strides: IntOrInts, padding: PaddingArg,  #
                [42., 50.]], shape=(2, 2), dtype=float32)
     >>> sf.nn.conv2d(x, k, strides=1, padding="SAME").shape
     (1, 4, 4, 1)
+    >>> pairs = sf.nn.conv2d(sf.ones((1, 2, 2, 4)), sf.ones((1, 1, 2, 6)), 1, "VALID")
+    >>> pairs[0, 0, 0]  # 3 groups of 2 filters, each summing its 2 of the 4 channels
+    sf.Tensor([2., 2., 2., 2., 2., 2.], shape=(6,), dtype=float32)
     """
     x = _image(input, "conv2d", data_format)
     w = weak_operand(filters, x)
@@ -347,7 +352,27 @@ def conv2d(input: Any, filters: Any, strides: IntOrInts, padding: PaddingArg,  #
     stride_hw = _spatial(strides, "strides", "conv2d")
     dilation_hw = _spatial(1 if dilations is None else dilations, "dilations", "conv2d")
     pads = _padding(padding, "conv2d", x.shape[1:3], w.shape[0:2], stride_hw, dilation_hw)
-    return conv.conv2d_p.bind(x, w, strides=stride_hw, padding=pads, dilations=dilation_hw)
+    return conv.conv2d_p.bind(x, w, strides=stride_hw, padding=pads, dilations=dilation_hw,
+                              **conv.grouped(_feature_groups(x, w)))
+
+
+def _feature_groups(x: Tensor, w: Tensor) -> int:
+    """TensorFlow's rule: the input's channels over the filters' input channels, where both
+    are known and differ (else one group); an error where they do not divide, or the
+    output channels do not divide into the groups."""
+    channels, per_group, out_channels = x.shape[3], w.shape[2], w.shape[3]
+    if channels is None or per_group is None or channels == per_group:
+        return 1
+    shapes = f"input {format_shape(x.shape)}, filters {format_shape(w.shape)}"
+    if per_group == 0 or channels % per_group:
+        raise _fail("conv2d", f"the input's {channels} channels are not a multiple of the "
+                    f"filters' {per_group} input channels (a grouped convolution takes "
+                    f"[kh, kw, C / groups, O] filters): {shapes}")
+    groups = channels // per_group
+    if out_channels is not None and out_channels % groups:
+        raise _fail("conv2d", f"{groups} groups of {per_group} input channels need output "
+                    f"channels divisible by {groups}, got {out_channels}: {shapes}")
+    return groups
 
 
 def conv1d(input: Any, filters: Any, stride: int | Sequence[int], padding: PaddingArg,  # noqa: A002

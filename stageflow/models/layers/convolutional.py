@@ -25,7 +25,9 @@ class Conv2D(_KernelLayer):
     """2-D convolution of NHWC inputs with a ``[kh, kw, in, filters]`` kernel, plus bias.
 
     `strides` and `kernel_size` are an int or a pair; `padding` is ``"valid"`` or
-    ``"same"`` (TensorFlow's rule), as in Keras.
+    ``"same"`` (TensorFlow's rule), as in Keras. `groups` (Keras' argument) splits the
+    channels into that many groups, each convolved with its ``filters / groups`` filters:
+    the kernel is ``[kh, kw, C / groups, filters]``.
 
     Inputs ``[N, H, W, C]`` (C known when the kernel is created), outputs ``[N, Ho, Wo,
     filters]``: with ``"same"`` ``Ho = ceil(H / stride)``, with ``"valid"`` ``Ho =
@@ -39,25 +41,37 @@ class Conv2D(_KernelLayer):
     ((3, 3, 3, 8), (8,))
     >>> sf.layers.Conv2D(4, (3, 3), strides=2)(images).shape
     (2, 7, 7, 4)
+    >>> grouped = sf.layers.Conv2D(6, 1, groups=3)
+    >>> grouped(images).shape, grouped.kernel.shape
+    ((2, 16, 16, 6), (1, 1, 1, 6))
     """
 
     def __init__(self, filters: int, kernel_size: int | Sequence[int], strides: Any = 1,
                  padding: str = "valid", activation: str | Callable | None = None,
                  use_bias: bool = True, kernel_initializer: str | Callable = "glorot_uniform",
                  bias_initializer: str | Callable = "zeros", trainable: bool = True,
-                 name: str | None = None, dtype: Any = None) -> None:
+                 name: str | None = None, dtype: Any = None, groups: int = 1) -> None:
         super().__init__(activation, use_bias, kernel_initializer, bias_initializer,
                          trainable, name, dtype)
         if int(filters) < 1:
             raise ValueError(f"Conv2D: filters must be a positive int, got {filters!r}")
+        if isinstance(groups, bool) or int(groups) < 1 or int(filters) % int(groups):
+            raise ValueError(f"Conv2D: groups must be a positive int dividing filters "
+                             f"({filters}), got {groups!r}")
         self.filters = int(filters)
+        self.groups = int(groups)
         self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2D")
         self.strides = _pair(strides, "strides", "Conv2D")
         self.padding = _padding_mode(padding, "Conv2D")
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         channels = self._last_dim(input_shape, 4)
-        self._create((*self.kernel_size, channels, self.filters), self.filters)
+        if channels % self.groups:
+            raise ValueError(f"Conv2D: the input's {channels} channels are not divisible "
+                             f"by groups={self.groups} (input shape "
+                             f"{format_shape(tuple(input_shape))})")
+        self._create((*self.kernel_size, channels // self.groups, self.filters),
+                     self.filters)
 
     def call(self, inputs: Any) -> Tensor:
         return self._epilogue(nn.conv2d(inputs, self.kernel, self.strides,

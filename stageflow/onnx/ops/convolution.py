@@ -8,7 +8,9 @@ bias added there, and the result transposed back. A filter known at import is tr
 at import. A 1-D convolution is a 2-D one of height 1; a 3-D one is a sum over the depth
 taps of 2-D ones, the depth positions folded into the batch. A depthwise convolution (one
 input channel per group) is `sf.nn.depthwise_conv2d`, with the same transposes and rank
-rules; other groups are one convolution per group, concatenated. Between two
+rules; other groups are one grouped convolution (`sf.nn.conv2d` infers the groups from
+the filters' input channels, as TensorFlow does). A ConvTranspose of several groups is one
+transposed convolution per group, concatenated. Between two
 convolutions, the transpose back and the next one's transpose meet past the elementwise
 ops between them, and simplify's layout rules cancel them.
 
@@ -165,14 +167,12 @@ def conv(node: Node, x: Value, w: Value, b: Value | None = None) -> Value:
     if group > 1 and w.shape[1] == 1:
         y = _depthwise(image, w, geometry, group)
         return channels_first(y if b is None else y + b)
-    filters = _transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I, O)
-    if group == 1:
-        y = _conv_last(image, filters, geometry)
-    else:
-        images = sf.split(image, group, axis=-1)
-        banks = _split(filters, group)
-        y = sf.concat([_conv_last(i, f, geometry) for i, f in zip(images, banks, strict=True)],
-                      axis=-1)
+    if group > 1 and x.shape[1] is None:
+        raise node.error(f"a grouped Conv (group {group}) needs the input's channels known, "
+                         f"got input shape {x.shape}; give the model's inputs static shapes "
+                         f"(sf.onnx.load(..., input_shapes={{name: shape}}))")
+    filters = _transpose(w, (*range(2, w.ndim), 1, 0))  # (*kernel, I / group, O)
+    y = _conv_last(image, filters, geometry)
     if b is not None:
         y = y + b
     return channels_first(y)

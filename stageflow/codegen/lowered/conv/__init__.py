@@ -13,6 +13,11 @@ Each op picks its algorithm at run time, by shape:
   scratch and multiplied by the filters with one gemm per block, which runs at a gemm's
   speed while the copy, a contiguous run per filter row, costs a fraction of it.
 
+A grouped conv2d (`feature_group_count` G) runs G gemms per block, group g's reading its
+block of the input's channels (in place, or its windows copied) and writing its block of
+the output's (in place); so do its gradients, group by group. The direct loops and
+bfloat16 serve one group only (grouped bfloat16 ops run their NumPy kernels).
+
 conv2d's gemms are the convolutions' own (`gemm`), because every output channel must sum in
 the same order (OpenBLAS's kernels do not: `gemm` says why it matters); the gradients' gemms
 are the BLAS's. `conv2d_prepacked` (constant filters the `prepack` pass laid out as the

@@ -63,7 +63,12 @@ from stageflow.primitives.conv import (
     conv2d_input_gradient_p,
     conv2d_p,
 )
-from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p, panels_shape
+from stageflow.primitives.prepacked import (
+    PACKED_DTYPES,
+    conv2d_prepacked_p,
+    panel_width,
+    panels_shape,
+)
 
 
 class Conv2d(ConvolutionShape, Windowed):
@@ -72,7 +77,13 @@ class Conv2d(ConvolutionShape, Windowed):
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
     windows copied in and one gemm by the chunk's filters into the block's output rows
     (accumulating after the first chunk). The gemms are the convolutions' own
-    (`conv.gemm`), in which every output channel sums in the same order."""
+    (`conv.gemm`), in which every output channel sums in the same order.
+
+    Grouped (G feature groups: filters (kh, kw, C/G, O)), each gemm is G gemms, group g's
+    reading the input's channel block g (a pointwise conv's A in place, rows C apart; else
+    its windows copied in, C/G channels per tap) by its filters' columns [g*O/G, (g+1)*O/G)
+    into the output's same columns (rows O apart): no copy of the input or the output.
+    The direct loops serve one group only."""
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -96,27 +107,38 @@ class Conv2d(ConvolutionShape, Windowed):
     def _pixels(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
                 memory: ir.Value) -> None:
         """Output pixels [first, last) of a pointwise conv: their rows of the input, read
-        in place, by the filters."""
+        in place, by the filters; group by group, each its block of the rows' channels."""
         b = ob.b
+        geo = Geometry.read(ob)
         x, w, out = contiguous_operands(ob)
-        depth, o = x.dims[3], w.dims[3]
-        self._filters_gemm(ob, w, b.sub(last, first), depth,
-                           (x.address(b, b.mul(first, depth)), depth), None,
-                           (out.address(b, b.mul(first, o)), o), ir.Constant(I1, 0))
+        channels, depth, o = x.dims[3], w.dims[2], w.dims[3]
+        inputs, outputs = x.address(b, b.mul(first, channels)), out.address(b, b.mul(first, o))
 
-    def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
-                      a: tuple[ir.Value, ir.Value], first: ir.Value | None,
-                      c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
-        """C[m, O] = A[m, k] @ the filters' rows [first, first + k) (HWIO read as a
-        (kh*kw*C, O) matrix; all of them from the first where `first` is None), added to
-        C's values where `accumulate`."""
+        def group(g: ir.Value) -> None:
+            self._filters_gemm(ob, geo, w, g, b.sub(last, first), depth,
+                               (_at(b, x, inputs, b.mul(g, depth)), channels), None,
+                               (_at(b, out, outputs, b.mul(g, b.sdiv(o, geo.groups))), o),
+                               ir.Constant(I1, 0))
+
+        range_loop(b, geo.groups, group, "group")
+
+    def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
+                      m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
+                      first: ir.Value | None, c: tuple[ir.Value, ir.Value],
+                      accumulate: ir.Value) -> None:
+        """C[m, O/G] = A[m, k] @ group g's filters: rows [first, first + k) of HWIO read as a
+        (kh*kw*C/G, O) matrix (all of them from the first where `first` is None), its
+        columns [g*O/G, (g+1)*O/G); added to C's values where `accumulate`."""
         b, o = ob.b, w.dims[3]
+        n = b.sdiv(o, geo.groups)
         rows = w.pointer if first is None else w.address(b, b.mul(first, o))
-        b.call(gemm_function(b.module, self.dtype), [m, o, k, *a, rows, o, *c, accumulate])
+        b.call(gemm_function(b.module, self.dtype),
+               [m, n, k, *a, _at(b, w, rows, b.mul(g, n)), o, *c, accumulate])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
-        """Whether a task runs the direct loops (`DirectLoops.fits`)."""
-        return DirectLoops(self.dtype).fits(ob, geo, o)
+        """Whether a task runs the direct loops (`DirectLoops.fits`, one group)."""
+        return ob.all_of([DirectLoops(self.dtype).fits(ob, geo, o),
+                          ob.eq(geo.groups, i64(1))])
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
@@ -127,8 +149,8 @@ class Conv2d(ConvolutionShape, Windowed):
         x, w, out = contiguous_operands(ob)
 
         def im2col() -> None:
-            blocks(ob, self.dtype, x, w.dims[0], w.dims[1], out, (first, last),
-                   lambda c: self._chunk(ob, geo, x, w, c))
+            blocks(ob, self.dtype, _group(b, x, w.dims[2], i64(0)), w.dims[0], w.dims[1], out,
+                   (first, last), lambda c: self._chunk(ob, geo, x, w, c))
 
         direct = self._direct(ob, geo, w.dims[3])
         if direct is None:
@@ -144,13 +166,32 @@ class Conv2d(ConvolutionShape, Windowed):
                 im2col()
 
     def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk) -> None:
+        """Group by group: its windows (its channels of each tap) copied in, then its gemm
+        into its columns of the block's output rows."""
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
-        windows(ob, geo, x, w.dims[1], out, c, accumulate=False)
         target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
-        self._filters_gemm(ob, w, c.rows, c.depth, (c.scratch, c.depth),
-                           b.mul(c.a0, fold_mul(b, w.dims[1], w.dims[2])), (target, o),
-                           b.icmp_signed(">", c.a0, i64(0)))
+
+        def group(g: ir.Value) -> None:
+            windows(ob, geo, _group(b, x, w.dims[2], g), w.dims[1], out, c, accumulate=False)
+            self._filters_gemm(ob, geo, w, g, c.rows, c.depth, (c.scratch, c.depth),
+                               b.mul(c.a0, fold_mul(b, w.dims[1], w.dims[2])),
+                               (_at(b, out, target, b.mul(g, b.sdiv(o, geo.groups))), o),
+                               b.icmp_signed(">", c.a0, i64(0)))
+
+        range_loop(b, geo.groups, group, "group")
+
+
+def _at(b: ir.IRBuilder, array: Operand, pointer: ir.Value, offset: ir.Value) -> ir.Value:
+    """`offset` elements of `array`'s dtype past `pointer`."""
+    return b.gep(pointer, [offset], source_etype=array.element)
+
+
+def _group(b: ir.IRBuilder, x: Operand, channels: ir.Value, g: ir.Value) -> Operand:
+    """Channel block g (`channels` wide) of the NHWC image `x`: a view, its pixels' rows
+    still `x`'s channels apart."""
+    return Operand(x.address(b, b.mul(g, channels)), [*x.dims[:3], channels], x.strides,
+                   x.dtype)
 
 
 @dataclass(frozen=True)
@@ -161,13 +202,14 @@ class Conv2dPrepacked(Conv2d):
     filters' own dims (`filter_shape`) and the panels' pointer as the filters'."""
 
     filter_shape: tuple[int, int, int, int] = (0, 0, 0, 0)
+    groups: int = 1
 
     def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
                       strides: ir.Value) -> ir.Value:
         """The input's dims and strides, the filters' (row-major), the output's dims; the
         panels' checked first: of `panels_shape`, row-major (else argument 1's code)."""
         b, panels = ob.b, ob.inputs[1]
-        expected = [i64(v) for v in panels_shape(self.filter_shape, self.dtype)]
+        expected = [i64(v) for v in panels_shape(self.filter_shape, self.dtype, self.groups)]
         ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(panels.dims, expected,
                                                                   strict=True)),
                                   is_row_major(ob, panels)]), 1)
@@ -183,14 +225,21 @@ class Conv2dPrepacked(Conv2d):
         memcpy(b, logical, strides, i64(4 * 8))
         return logical
 
-    def _filters_gemm(self, ob: OpBuilder, w: Operand, m: ir.Value, k: ir.Value,
-                      a: tuple[ir.Value, ir.Value], first: ir.Value | None,
-                      c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
+    def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
+                      m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
+                      first: ir.Value | None, c: tuple[ir.Value, ir.Value],
+                      accumulate: ir.Value) -> None:
+        """Group g's panels (`panels_shape`: ceil(O/G / width) of them, from the g-th
+        group's first) read in place."""
         b = ob.b
         depth = fold_mul(b, fold_mul(b, w.dims[0], w.dims[1]), w.dims[2])
+        n = b.sdiv(w.dims[3], geo.groups)
+        width = panel_width(self.dtype)
+        per_group = b.sdiv(b.add(n, i64(width - 1)), i64(width))
+        panels = _at(b, w, w.pointer, b.mul(b.mul(b.mul(g, per_group), depth), i64(width)))
         b.call(packed_gemm_function(b.module, self.dtype),
-               [m, w.dims[3], k, *a, w.pointer, depth, i64(0) if first is None else first,
-                *c, accumulate])
+               [m, n, k, *a, panels, depth, i64(0) if first is None else first, *c,
+                accumulate])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         return None
@@ -199,9 +248,10 @@ class Conv2dPrepacked(Conv2d):
 class Conv2dFilterGradient(FilterGradientShape, Windowed):
     """``dw = im2col(x)^T @ g``: per chunk, the windows of the input copied in as the
     forward conv copies them and one gemm, the scratch transposed, by the block's cotangent
-    rows into the chunk's filter rows (accumulating after a task's first block). The
-    cotangent's image rows are split over the cores, each task after the first summing into
-    filters of its own, added to the result at the end."""
+    rows into the chunk's filter rows (accumulating after a task's first block); grouped,
+    per group its windows and its gemm, by its cotangent columns into its filter columns.
+    The cotangent's image rows are split over the cores, each task after the first summing
+    into filters of its own, added to the result at the end."""
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -227,7 +277,7 @@ class Conv2dFilterGradient(FilterGradientShape, Windowed):
         with b.if_then(b.not_(ob.eq(size, i64(0)))):
             with b.if_else(ob.eq(rows, i64(0))) as (no_terms, terms):
                 with no_terms:
-                    fill(b, out, fold_mul(b, fold_mul(b, kh, kw), x.dims[3]))
+                    fill(b, out, fold_mul(b, fold_mul(b, kh, kw), out.dims[2]))
                 with terms:
                     self._split(ob, image_rows, b.mul(rows, size), self._task,
                                 lambda b, t: b.call(malloc, [bytes_]), merge)
@@ -240,7 +290,8 @@ class Conv2dFilterGradient(FilterGradientShape, Windowed):
         target = b.select(b.icmp_unsigned("==", memory, ir.Constant(PTR, None)),
                           out.pointer, memory)
         kh, kw = geo.size
-        blocks(ob, self.dtype, x, kh, kw, g, (first, last),
+        channels = b.sdiv(x.dims[3], geo.groups)
+        blocks(ob, self.dtype, _group(b, x, channels, i64(0)), kh, kw, g, (first, last),
                lambda c: self._chunk(ob, geo, x, g, Operand(target, [], [], self.dtype),
                                      first, c), FILTER_GRADIENT_MIN_BLOCK_ROWS)
 
@@ -248,12 +299,19 @@ class Conv2dFilterGradient(FilterGradientShape, Windowed):
                start: ir.Value, c: Chunk) -> None:
         b = ob.b
         o = g.dims[3]
-        windows(ob, geo, x, geo.size[1], g, c, accumulate=False)
+        n, channels = b.sdiv(o, geo.groups), b.sdiv(x.dims[3], geo.groups)
         beta = b.select(ob.eq(c.first, start), ir.Constant(self._real, 0.0),
                         ir.Constant(self._real, 1.0))
         rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
-        self._gemm(ob, (True, False), c.depth, o, c.rows, (c.scratch, c.depth), (rows, o),
-                   beta, (out.address(b, c.filters), o))
+        filters = out.address(b, c.filters)
+
+        def group(k: ir.Value) -> None:
+            windows(ob, geo, _group(b, x, channels, k), geo.size[1], g, c, accumulate=False)
+            column = b.mul(k, n)
+            self._gemm(ob, (True, False), c.depth, n, c.rows, (c.scratch, c.depth),
+                       (_at(b, g, rows, column), o), beta, (_at(b, out, filters, column), o))
+
+        range_loop(b, geo.groups, group, "group")
 
 
 class Conv2dInputGradient(InputGradientShape, Windowed):
@@ -262,7 +320,9 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
     first) where the windows read the input. Images are split over the cores (the windows
     of neighbouring rows of one image add into the same input rows); each task zeroes its
     own. At stride 1, where the direct loops' rule holds for C, the result's rows are
-    split instead, each a direct conv of the cotangent (`_direct_rows`)."""
+    split instead, each a direct conv of the cotangent (`_direct_rows`). Grouped, per
+    chunk and group one gemm of its cotangent columns by its filter columns transposed,
+    added into its channels of the result; never the direct loops."""
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -286,7 +346,7 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
 
     def _direct(self, ob: OpBuilder, geo: Geometry) -> ir.Value:
         """Whether the direct loops serve: at stride 1 where their rule holds for C."""
-        return ob.all_of([*[ob.eq(s, i64(1)) for s in geo.strides],
+        return ob.all_of([*[ob.eq(s, i64(1)) for s in geo.strides], ob.eq(geo.groups, i64(1)),
                           DirectLoops(self.dtype).fits(ob, geo, ob.inputs[1].dims[2])])
 
     def _task(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
@@ -304,8 +364,8 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
                 image = fold_mul(b, fold_mul(b, out.dims[1], out.dims[2]), out.dims[3])
                 zero(b, out, b.mul(first, image), b.mul(b.sub(last, first), image))
                 ho = g.dims[1]
-                blocks(ob, self.dtype, out, w.dims[0], w.dims[1], g,
-                       (b.mul(first, ho), b.mul(last, ho)),
+                blocks(ob, self.dtype, _group(b, out, w.dims[2], i64(0)), w.dims[0],
+                       w.dims[1], g, (b.mul(first, ho), b.mul(last, ho)),
                        lambda c: self._chunk(ob, geo, g, w, c))
 
     def _direct_rows(self, ob: OpBuilder, geo: Geometry,
@@ -344,18 +404,30 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
     def _chunk(self, ob: OpBuilder, geo: Geometry, g: Operand, w: Operand, c: Chunk) -> None:
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
+        n = b.sdiv(o, geo.groups)
         rows = g.address(b, b.mul(b.mul(c.first, g.dims[2]), o))
-        self._gemm(ob, (False, True), c.rows, c.depth, o, (rows, o), (w.address(b, c.filters), o),
-                   ir.Constant(self._real, 0.0), (c.scratch, c.depth))
-        windows(ob, geo, out, w.dims[1], g, c, accumulate=True)
+        filters = w.address(b, c.filters)
+
+        def group(k: ir.Value) -> None:
+            column = b.mul(k, n)
+            self._gemm(ob, (False, True), c.rows, c.depth, n, (_at(b, g, rows, column), o),
+                       (_at(b, w, filters, column), o), ir.Constant(self._real, 0.0),
+                       (c.scratch, c.depth))
+            windows(ob, geo, _group(b, out, w.dims[2], k), w.dims[1], g, c, accumulate=True)
+
+        range_loop(b, geo.groups, group, "group")
 
 
 def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
           size: Pair = (0, 0)) -> Windowed | None:
     """The op's lowering: `family` for the gemm's dtypes, `bfloat16` for bfloat16 where the
     CPU has AVX-512 BF16 (`conv.bfloat16`), given the geometry as `Geometry` reads it
-    (`size` its input or filter size); None where neither serves."""
+    (`size` its input or filter size); None where neither serves. bfloat16 serves one
+    group only: grouped bfloat16 ops run their NumPy kernels."""
     dtype = spec.inputs[0].dtype
+    groups = spec.params.get("feature_group_count", 1)
+    if groups != 1 and dtype == dtypes.bfloat16:
+        return None
     if dtype == dtypes.bfloat16:
         if not gemm_bf16.available(platform.current().features):
             return None
@@ -364,8 +436,8 @@ def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
         return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
-    return family((*params["strides"], top, bottom, left, right, *params["dilations"], *size),
-                  dtype)
+    return family((*params["strides"], top, bottom, left, right, *params["dilations"], *size,
+                   groups), dtype)
 
 
 @lowering(conv2d_p, generic=True)
@@ -379,9 +451,10 @@ def _conv2d_prepacked(spec: OpSpec) -> Windowed | None:
         return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
+    groups = params.get("feature_group_count", 1)
     return Conv2dPrepacked((*params["strides"], top, bottom, left, right,
-                            *params["dilations"], 0, 0), spec.inputs[0].dtype,
-                           tuple(params["filter_shape"]))
+                            *params["dilations"], 0, 0, groups), spec.inputs[0].dtype,
+                           tuple(params["filter_shape"]), groups)
 
 
 @lowering(conv2d_input_gradient_p, generic=True)

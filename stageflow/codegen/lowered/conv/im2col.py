@@ -114,8 +114,9 @@ def _image_row(ob: OpBuilder, geo: Geometry, x: Operand, kw: ir.Value, positions
                columns: Operand, t: ir.Value, c: Chunk, accumulate: bool) -> None:
     """The windows of positions row `t` (image t // Ho, row t % Ho) over filter rows
     [a0, a1), one filter row (kw taps of C channels) at a time: outside the image, zeros
-    (or nothing to add); inside with every tap inside and no dilation, one contiguous run
-    of kw*C elements; else tap by tap."""
+    (or nothing to add); inside with every tap inside, no dilation and the image's C
+    channels all of a pixel's (not one group's of a grouped conv), one contiguous run of
+    kw*C elements; else tap by tap."""
     b = ob.b
     height, width, channels = x.dims[1:]
     (sh, sw), (dh, dw) = geo.strides, geo.dilations
@@ -127,7 +128,8 @@ def _image_row(ob: OpBuilder, geo: Geometry, x: Operand, kw: ir.Value, positions
     base = b.mul(b.sub(t, c.first), wo)
     run = fold_mul(b, kw, channels)
     last_tap = b.mul(fold_add(b, kw, i64(-1)), dw)
-    undilated = b.icmp_signed("==", dw, i64(1))
+    undilated = ob.all_of([b.icmp_signed("==", dw, i64(1)),
+                           b.icmp_signed("==", channels, x.strides[2])])
 
     def position(j: ir.Value) -> None:
         start = b.sub(b.mul(j, sw), left)

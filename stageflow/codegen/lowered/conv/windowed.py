@@ -58,20 +58,22 @@ PTR = ir.PointerType()
 # The dims array a family's shared code reads (`Windowed.emit`): the three operands' dims,
 # then the op's geometry (`Geometry`).
 _OPERAND_DIMS = 12
-_GEOMETRY = ("sh", "sw", "top", "bottom", "left", "right", "dh", "dw", "size0", "size1")
+_GEOMETRY = ("sh", "sw", "top", "bottom", "left", "right", "dh", "dw", "size0", "size1",
+             "groups")
 
 
 @dataclass(frozen=True)
 class Geometry:
-    """One op's strides, padding ((top, bottom), (left, right)), dilations and `size` (the
+    """One op's strides, padding ((top, bottom), (left, right)), dilations, `size` (the
     input gradient's input height and width, the filter gradient's filter height and
-    width; zeros for conv2d) as the family's shared code reads them at run time, from its
-    dims array after the operands' dims."""
+    width; zeros for conv2d) and feature groups (`feature_group_count`) as the family's
+    shared code reads them at run time, from its dims array after the operands' dims."""
 
     strides: tuple[ir.Value, ir.Value]
     padding: tuple[tuple[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]
     dilations: tuple[ir.Value, ir.Value]
     size: tuple[ir.Value, ir.Value]
+    groups: ir.Value
 
     @classmethod
     def read(cls, ob: OpBuilder) -> Geometry:
@@ -82,7 +84,8 @@ class Geometry:
             value = b.load(b.gep(dims, [i64(_OPERAND_DIMS + k)], source_etype=I64), typ=I64)
             value.name = label
             v.append(value)
-        return cls((v[0], v[1]), ((v[2], v[3]), (v[4], v[5])), (v[6], v[7]), (v[8], v[9]))
+        return cls((v[0], v[1]), ((v[2], v[3]), (v[4], v[5])), (v[6], v[7]), (v[8], v[9]),
+                   v[10])
 
 
 @dataclass(frozen=True)
@@ -200,9 +203,12 @@ class ConvolutionShape:
     the convolutions of every dtype, whose `Windowed` body calls `_checked` first."""
 
     def _checked(self, ob: OpBuilder, geo: Geometry) -> tuple[Operand, Operand]:
+        """The operands row-major, once the input's channels are the filters' times the
+        groups and the output channels a multiple of the groups (else argument 1's code)."""
         x, w = ob.inputs
-        kh, kw, channels, _ = w.dims
-        ob.fail_unless(ob.eq(x.dims[3], channels), 1)
+        kh, kw, channels, o = w.dims
+        ob.fail_unless(ob.all_of([ob.eq(x.dims[3], fold_mul(ob.b, channels, geo.groups)),
+                                  ob.eq(ob.b.srem(o, geo.groups), i64(0))]), 1)
         self._check(ob, geo, x, kh, kw, None, 0)
         return row_major(ob, 0), row_major(ob, 1)
 
@@ -226,37 +232,45 @@ class ConvolutionShape:
                                           geo.dilations[axis]) for axis in (0, 1)], w.dims[3]]
 
 
+def _divides(ob: OpBuilder, groups: ir.Value, size: ir.Value) -> ir.Value:
+    return ob.eq(ob.b.srem(size, groups), i64(0))
+
+
 class FilterGradientShape:
-    """conv2d_filter_gradient's operands checked (the images agree, the window fits the
-    input and the cotangent, row-major) and its result dims (the filter size, the input's
-    channels, the cotangent's)."""
+    """conv2d_filter_gradient's operands checked (the images agree, the input's and the
+    cotangent's channels divide into the groups, the window fits the input and the
+    cotangent, row-major) and its result dims (the filter size, the input's channels per
+    group, the cotangent's)."""
 
     def _checked(self, ob: OpBuilder, geo: Geometry) -> tuple[Operand, Operand]:
         x, g = ob.inputs
-        ob.fail_unless(ob.eq(x.dims[0], g.dims[0]), 1)
+        ob.fail_unless(ob.all_of([ob.eq(x.dims[0], g.dims[0]),
+                                  _divides(ob, geo.groups, x.dims[3]),
+                                  _divides(ob, geo.groups, g.dims[3])]), 1)
         self._check(ob, geo, x, *geo.size, g, 1)
         return row_major(ob, 0), row_major(ob, 1)
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         x, g = ob.inputs
-        return [*geo.size, x.dims[3], g.dims[3]]
+        return [*geo.size, ob.b.sdiv(x.dims[3], geo.groups), g.dims[3]]
 
 
 class InputGradientShape:
-    """conv2d_input_gradient's operands checked (the filters agree with the cotangent, the
-    window fits the result, row-major) and its result dims (the images, the input size,
-    the filters' input channels)."""
+    """conv2d_input_gradient's operands checked (the filters agree with the cotangent, their
+    output channels divide into the groups, the window fits the result, row-major) and its
+    result dims (the images, the input size, the filters' input channels times the
+    groups)."""
 
     def _checked(self, ob: OpBuilder, geo: Geometry) -> tuple[Operand, Operand]:
         g, w = ob.inputs
         kh, kw, _, o = w.dims
-        ob.fail_unless(ob.eq(g.dims[3], o), 1)
+        ob.fail_unless(ob.all_of([ob.eq(g.dims[3], o), _divides(ob, geo.groups, o)]), 1)
         self._check(ob, geo, ob.outputs[0], kh, kw, g, 0)
         return row_major(ob, 0), row_major(ob, 1)
 
     def _result_dims(self, ob: OpBuilder, geo: Geometry) -> list[ir.Value]:
         g, w = ob.inputs
-        return [g.dims[0], *geo.size, w.dims[2]]
+        return [g.dims[0], *geo.size, fold_mul(ob.b, w.dims[2], geo.groups)]
 
 def blas_unless(direct: ir.Value) -> Guard:
     """OpenBLAS single-threaded around the tasks unless they run the direct loops, which
