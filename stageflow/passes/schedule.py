@@ -56,7 +56,22 @@ from stageflow.primitives.control import py_func_p
 class Schedule(ModulePass):
     """Run each background call's start as early as its operands allow and its wait as late
     as its users allow (``py_func`` ops whose ``schedule`` is "early" or "late"), keeping
-    every dependence and the order of effects."""
+    every dependence and the order of effects.
+
+    Before::
+
+        func.func @f(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+          %g = sf.exp %x : (tensor<4xf32>) -> tensor<4xf32>
+          %t = sf.py_func %g {func = "start#1", shapes = [[]], dtypes = ["int64"],
+                              schedule = "early"} : (tensor<4xf32>) -> tensor<i64>
+          %r = sf.py_func %t {func = "wait#2", shapes = [[4]], dtypes = ["float32"],
+                              schedule = "late"} : (tensor<i64>) -> tensor<4xf32>
+          %h = sf.tanh %g : (tensor<4xf32>) -> tensor<4xf32>
+          func.return %r, %h : tensor<4xf32>, tensor<4xf32>
+        }
+
+    After: ``%g``, ``%t``, ``%h``, ``%r``: the tanh runs while the started work does.
+    """
 
     name = "schedule"
 

@@ -173,8 +173,8 @@ def test_max_ops_must_be_positive() -> None:
         parse_pipeline("fuse{max-ops=0}")
 
 
-def test_default_pipeline_ends_with_fuse_then_plan_buffers() -> None:
-    assert DEFAULT_PIPELINE.split(",")[-2:] == ["fuse", "plan-buffers"]
+def test_default_pipeline_ends_with_fuse_schedule_then_plan_buffers() -> None:
+    assert DEFAULT_PIPELINE.split(",")[-3:] == ["fuse", "schedule", "plan-buffers"]
 
 
 # --- A traced function ---------------------------------------------------------------------
