@@ -13,7 +13,7 @@
 // CHECK-NEXT:    func.return %y, %z
 
 // Left as they are: filters that are not constants, filters the direct loops read in
-// their own layout (at most 32 output channels, a multiple of 8 float32s), and dtypes
+// their own layout (at most 64 output channels, a multiple of 8 float32s), and dtypes
 // the gemm has no packed form for (float16).
 // CHECK-LABEL: func.func @kept(
 // CHECK-NOT:     sf.conv2d_prepacked

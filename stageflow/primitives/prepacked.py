@@ -48,11 +48,25 @@ from stageflow.primitives.structural import pad_p, slice_p, transpose_p
 
 PANEL_BYTES = 128
 PACKED_DTYPES = (dtypes.float32, dtypes.float64)
-# The direct loops' rule (`codegen.lowered.conv.direct`): they serve a filter of at most
-# this many output channels, a multiple of this many bytes' worth, whose taps along a row
-# are one image column apart (no dilation across).
+# The direct loops' rule (`codegen.lowered.conv.direct`): they serve a filter whose taps
+# along a row are one image column apart (no dilation across), of a multiple of
+# `DIRECT_VECTOR_BYTES`' worth of output channels, at most two of the target's widest
+# blocks of channels and at least `DIRECT_MAX_OUT_CHANNELS` (`direct_max_out_channels`).
 DIRECT_MAX_OUT_CHANNELS = 32
 DIRECT_VECTOR_BYTES = 32
+DIRECT_WIDEST_BLOCK_BYTES = 128  # two AVX-512 vectors: the widest block of any target
+
+
+def direct_max_out_channels(dtype: np.dtype, widest_block_bytes: int = DIRECT_WIDEST_BLOCK_BYTES,
+                            least: int = DIRECT_MAX_OUT_CHANNELS) -> int:
+    """The most output channels the direct loops take where their widest block of channels
+    is `widest_block_bytes` (by default the widest of any target, for rules that must not
+    depend on the machine): two such blocks, and at least `least`.
+
+    >>> direct_max_out_channels(np.float32), direct_max_out_channels(np.float32, 64)
+    (64, 32)
+    """
+    return max(least, 2 * widest_block_bytes // np.dtype(dtype).itemsize)
 
 
 def panel_width(dtype: np.dtype) -> int:
@@ -67,7 +81,7 @@ def gemm_reads(filter_shape: Sequence[int], dtype: np.dtype, dilations: Pair,
     out_channels = filter_shape[3]
     lanes = DIRECT_VECTOR_BYTES // np.dtype(dtype).itemsize
     direct = (groups == 1 and dilations[1] == 1 and out_channels % lanes == 0
-              and out_channels <= DIRECT_MAX_OUT_CHANNELS)
+              and out_channels <= direct_max_out_channels(dtype))
     return not direct
 
 

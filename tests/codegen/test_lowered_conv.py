@@ -340,14 +340,17 @@ def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_v
 
     calls = spy_on_gemms(monkeypatch)
     cases = []
+    wide = direct_loops.DirectLoops(np.dtype(np.float32)).max_out_channels == 64  # AVX-512
     for o, dtype, dilations, direct in [(16, np.float32, (1, 1), True),
                                         (4, np.float64, (1, 1), True),
                                         (16, np.float32, (1, 2), False),
                                         (8, np.float32, (1, 1), True),
                                         (12, np.float32, (1, 1), False),
                                         (32, np.float32, (2, 1), True),
-                                        (40, np.float32, (1, 1), False),
-                                        (64, np.float32, (1, 1), False)]:
+                                        (40, np.float32, (1, 1), wide),
+                                        (64, np.float32, (1, 1), wide),
+                                        (72, np.float32, (1, 1), False),
+                                        (40, np.float64, (1, 1), False)]:
         arrays = [values((1, 5, 5, 3), dtype), values((3, 3, 3, o), dtype)]
         cases.append(("conv2d", arrays, direct, {"strides": (1, 1), "dilations": dilations}))
     for stride, direct in ((1, True), (2, False)):

@@ -9,12 +9,15 @@ llvm.fma issued per pixel and vector. The last tile of a row moves back to end a
 row's end; a tile whose windows leave the image goes tap by tap, reading C zeros
 (calloc'd per task) for a pixel's taps outside.
 
-Why: for O of 8 to 32 the im2col gemm is (rows x kh*kw*C) @ (kh*kw*C x O), too narrow for
-the BLAS's kernels, and its copy of the windows costs as much again; here there is no
-scratch and no copy. For wider O each further block of channels reads the inputs again
-while the gemm's N grows as wide as its kernels, so im2col wins from 64 channels on; hence
-`DIRECT_MAX_OUT_CHANNELS`. The loops call no gemm, so their tasks leave OpenBLAS's threads
-alone.
+Why: for few output channels the im2col gemm is (rows x kh*kw*C) @ (kh*kw*C x O), too
+narrow for a gemm's kernels, and its copy of the windows costs as much again; here there
+is no scratch and no copy. For wider O each further block of channels reads the inputs
+again while the gemm's N grows as wide as its kernels, so the loops take at most two of
+the target's widest blocks (`max_out_channels`): 64 float32 channels with AVX-512, 32
+elsewhere. With AVX-512, at 64 channels the loops ran every layer measured as fast as the
+gemm or faster (a 3-channel stem 1.25-1.6x, 3x3 layers of 16-128 input channels 1.0-1.1x,
+the gradients of 64-channel layers 1.2-1.3x); at 96 the gemm was faster. The loops call no
+gemm, so their tasks leave OpenBLAS's threads alone.
 
 One copy per dtype in a module (`DirectLoops.call`), which conv2d's tasks and the input
 gradient's call: it is the largest code of the convolutions.
@@ -47,7 +50,12 @@ from stageflow.codegen.lowered.rule import (
     smaller,
 )
 from stageflow.codegen.targets import platform
-from stageflow.primitives.prepacked import DIRECT_MAX_OUT_CHANNELS, DIRECT_VECTOR_BYTES
+from stageflow.primitives.prepacked import (
+    DIRECT_MAX_OUT_CHANNELS,
+    DIRECT_VECTOR_BYTES,
+    DIRECT_WIDEST_BLOCK_BYTES,
+    direct_max_out_channels,
+)
 
 # The blocks of output channels a tile covers, (vectors, bytes per vector) widest first,
 # each half the previous one's channels: 2 AVX-512 vectors (32 floats), then 2 AVX2 vectors
@@ -56,9 +64,9 @@ from stageflow.primitives.prepacked import DIRECT_MAX_OUT_CHANNELS, DIRECT_VECTO
 # 6 of a single vector would not. The AVX-512 block only where the CPU has AVX-512
 # (`blocks`): elsewhere its 12 sums are 24 ymm vectors, more than AVX2's 16 registers, and
 # spilled to the stack in every step (O = 32 ran at half the speed of two 16-wide blocks).
-# The narrowest block's bytes are `DIRECT_VECTOR_BYTES` (O must be a multiple of it); it and
-# `DIRECT_MAX_OUT_CHANNELS` are the rule `primitives.prepacked` keeps to.
-DIRECT_BLOCKS = ((2, 64), (2, 32), (1, DIRECT_VECTOR_BYTES))
+# The narrowest block's bytes are `DIRECT_VECTOR_BYTES` (O must be a multiple of it), the
+# widest's `DIRECT_WIDEST_BLOCK_BYTES`: the rule `primitives.prepacked` keeps to.
+DIRECT_BLOCKS = ((2, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, 32), (1, DIRECT_VECTOR_BYTES))
 DIRECT_TILE = 6
 
 
@@ -75,14 +83,27 @@ class DirectLoops:
         of): 8 floats, 4 doubles."""
         return DIRECT_VECTOR_BYTES // self.dtype.itemsize
 
+    @property
+    def max_out_channels(self) -> int:
+        """The most output channels the loops take on the target: two of its widest blocks
+        (`blocks`), at least `DIRECT_MAX_OUT_CHANNELS`."""
+        widest = max(vectors * size for vectors, size in self.blocks())
+        return direct_max_out_channels(self.dtype, widest, DIRECT_MAX_OUT_CHANNELS)
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """The target's blocks of `DIRECT_BLOCKS`, (vectors, bytes per vector): the
+        AVX-512 block only where the CPU has AVX-512."""
+        wide = platform.current().has("avx512f")
+        return [(vectors, size) for vectors, size in DIRECT_BLOCKS if wide or size <= 32]
+
     def fits(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value:
         """The selection rule (at run time): taps along a row one image column apart (their
         channels one run; any strides, padding and filter-row dilation), O a multiple of
-        the vector's lanes and at most `DIRECT_MAX_OUT_CHANNELS`."""
+        the vector's lanes and at most `max_out_channels`."""
         b = ob.b
         return ob.all_of([ob.eq(geo.dilations[1], i64(1)),
                           ob.eq(b.srem(o, i64(self.lanes)), i64(0)),
-                          b.icmp_signed("<=", o, i64(DIRECT_MAX_OUT_CHANNELS))])
+                          b.icmp_signed("<=", o, i64(self.max_out_channels))])
 
     def call(self, ob: OpBuilder, x: Operand, w: Operand, out: Operand,
              steps: tuple[ir.Value, ir.Value, ir.Value], pads: tuple[ir.Value, ir.Value],
@@ -135,9 +156,7 @@ class DirectLoops:
         sh, sw = strides
         top, left = pads
         first, last = rows
-        wide = platform.current().has("avx512f")
-        blocks = [(vectors, size // self.dtype.itemsize) for vectors, size in DIRECT_BLOCKS
-                  if wide or size <= 32]
+        blocks = [(vectors, size // self.dtype.itemsize) for vectors, size in self.blocks()]
         calloc = declare(b.module, "calloc", PTR, [I64, I64])
         zeros = b.call(calloc, [larger(b, i64(1), channels), i64(self.dtype.itemsize)])
         return_unless(b, b.icmp_unsigned("!=", zeros, ir.Constant(PTR, None)),
