@@ -43,7 +43,12 @@ def _transpose_of(value: SSAValue) -> tuple[SSAValue, Perm] | None:
     return None
 
 
-def _inverse(perm: Perm) -> Perm:
+def inverse_permutation(perm: Perm) -> Perm:
+    """The permutation that undoes `perm`: ``transpose(transpose(x, p), inverse(p)) == x``.
+
+    >>> inverse_permutation((0, 2, 3, 1))
+    (0, 3, 1, 2)
+    """
     inverse = [0] * len(perm)
     for i, axis in enumerate(perm):
         inverse[axis] = i
@@ -52,7 +57,7 @@ def _inverse(perm: Perm) -> Perm:
 
 def _untransposed_type(ty: ShapedType, perm: Perm) -> ShapedType:
     """The type whose transpose by `perm` is `ty`."""
-    inverse = _inverse(perm)
+    inverse = inverse_permutation(perm)
     return ShapedType(tuple(ty.shape[inverse[axis]] for axis in range(len(perm))), ty.dtype)
 
 
@@ -118,7 +123,7 @@ def _constant_untransposed(value: SSAValue, perm: Perm,
     if array is None or array.ndim > len(perm):
         return None
     full = array.reshape((1,) * (len(perm) - array.ndim) + array.shape)
-    constant = build_constant(np.ascontiguousarray(np.transpose(full, _inverse(perm))),
+    constant = build_constant(np.ascontiguousarray(np.transpose(full, inverse_permutation(perm))),
                               array.dtype, value.owner.location)
     rewriter.insert_op(constant)
     return constant.results[0]

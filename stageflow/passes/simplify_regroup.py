@@ -34,10 +34,9 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from stageflow.ir.builder import build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
+from stageflow.passes.simplify_layouts import Perm, inverse_permutation
 from stageflow.passes.support import erase_dead_producers, is_op
 from stageflow.primitives.structural import reshape_p, transpose_p
-
-Perm = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -129,13 +128,6 @@ def axis_groups(source: Sequence[int | None],
     return groups
 
 
-def _inverse(perm: Perm) -> Perm:
-    inverse = [0] * len(perm)
-    for i, axis in enumerate(perm):
-        inverse[axis] = i
-    return tuple(inverse)
-
-
 def _in_order(axes: Sequence[int]) -> bool:
     return all(b == a + 1 for a, b in zip(axes, axes[1:], strict=False))
 
@@ -179,7 +171,7 @@ def reshape_first(perm: Perm, groups: list[AxisGroup],
     if not all(_in_order(p) for p in places.values()):
         return None
     order = [a for g in _ordered(groups, places, "result") for a in g.result]
-    position = _inverse(tuple(order))
+    position = inverse_permutation(tuple(order))
     shape = tuple(_param(targets[a], perm) for a in order)
     return shape, position
 
@@ -193,12 +185,12 @@ def transpose_first(perm: Perm, groups: list[AxisGroup],
     >>> transpose_first((0, 2, 3, 1), groups, (1, 112, 56, 56))
     ((0, 3, 4, 1, 2), (1, 56, 56, 112))
     """
-    inverse = _inverse(perm)
+    inverse = inverse_permutation(perm)
     places = {g: [inverse[a] for a in g.result] for g in groups}
     if not all(_in_order(p) for p in places.values()):
         return None
     moved = tuple(a for g in _ordered(groups, places, "source") for a in g.source)
-    position = _inverse(moved)
+    position = inverse_permutation(moved)
     shape = tuple(_param(targets[a], position) for a in perm)
     return moved, shape
 
