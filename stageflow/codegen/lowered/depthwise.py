@@ -18,7 +18,6 @@ channels disagree, or an input is not C-contiguous.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,13 +32,18 @@ from stageflow.codegen.lowered.rule import (
     Operand,
     OpSpec,
     contiguous_strides,
-    larger,
     lowering,
     row_major,
-    smaller,
 )
 from stageflow.codegen.lowered.tasks import run_tasks, task_count
-from stageflow.codegen.lowered.windows import window_fits
+from stageflow.codegen.lowered.windows import (
+    Taps,
+    channel_blocks,
+    load_block,
+    store_block,
+    window_fits,
+    window_taps,
+)
 from stageflow.codegen.targets import platform
 from stageflow.primitives.conv import Padding, Pair
 from stageflow.primitives.depthwise import depthwise_conv2d_p
@@ -48,9 +52,6 @@ from stageflow.primitives.depthwise import depthwise_conv2d_p
 # of the pool costs, at the few multiply-adds a cycle these loops (a load of the input and
 # of the filter per FMA) reach.
 MIN_TASK_MACS = 1 << 16
-BLOCK_BYTES = (64, 32, 16)  # the vector blocks of output channels, widest first
-
-Taps = tuple[ir.Value, ir.Value]  # [first, last) taps of the window along an axis
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,13 @@ class DepthwiseConv:
         def row(r: ir.Value) -> None:
             n, i = b.sdiv(r, out.dims[1]), b.srem(r, out.dims[1])
             h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
-            rows_inside = _taps(b, h0, x.dims[1], kh, dh)
+            rows_inside = window_taps(b, h0, x.dims[1], kh, dh)
             row_whole = b.and_(b.icmp_signed("==", rows_inside[0], i64(0)),
                                b.icmp_signed("==", rows_inside[1], kh))
 
             def pixel(j: ir.Value) -> None:
                 w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
-                columns_inside = _taps(b, w0, x.dims[2], kw, dw)
+                columns_inside = window_taps(b, w0, x.dims[2], kw, dw)
                 whole = b.and_(row_whole, b.and_(
                     b.icmp_signed("==", columns_inside[0], i64(0)),
                     b.icmp_signed("==", columns_inside[1], kw)))
@@ -138,9 +139,9 @@ class DepthwiseConv:
 
             def load_x(at: ir.Value) -> ir.Value:
                 if _is_one(multiplier):
-                    return _load(b, x, fold_add(b, at, k), ty, itemsize)
-                values = [_load(b, x, b.add(at, b.sdiv(b.add(k, i64(lane)), multiplier)),
-                                self._real, itemsize) for lane in range(lanes)]
+                    return load_block(b, x, fold_add(b, at, k), ty, itemsize)
+                values = [load_block(b, x, b.add(at, b.sdiv(b.add(k, i64(lane)), multiplier)),
+                                     self._real, itemsize) for lane in range(lanes)]
                 if lanes == 1:
                     return values[0]
                 vector = ir.Constant(ty, ir.Undefined)
@@ -155,56 +156,21 @@ class DepthwiseConv:
                 def tap(c: ir.Value, inner: list[ir.Value]) -> list[ir.Value]:
                     pixel = fold_add(b, at, fold_mul(b, c, column_step))
                     row = fold_add(b, filters, fold_mul(b, c, w.strides[1]))
-                    return [_fma(b, load_x(pixel), _load(b, w, fold_add(b, row, k), ty, itemsize),
-                                 inner[0])]
+                    weight = load_block(b, w, fold_add(b, row, k), ty, itemsize)
+                    return [_fma(b, load_x(pixel), weight, inner[0])]
 
                 return fold_loop(b, columns[0], columns[1], i64(1), sums, tap, "tap")
 
             zero = ir.Constant(ty, [ir.Constant(self._real, 0.0)] * lanes
                                if isinstance(ty, ir.VectorType) else 0.0)
             (total,) = fold_loop(b, rows[0], rows[1], i64(1), [zero], tap_row, "tap_row")
-            _store(b, out, fold_add(b, target, k), total, itemsize)
+            store_block(b, out, fold_add(b, target, k), total, itemsize)
 
-        start: ir.Value = i64(0)
-        for width in BLOCK_BYTES:
-            lanes = width // itemsize
-            end = b.add(start, b.mul(b.sdiv(b.sub(channels, start), i64(lanes)), i64(lanes)))
-            counted_loop(b, start, end, i64(lanes),
-                         _bound(block, ir.VectorType(self._real, lanes)), f"block{lanes}")
-            start = end
-        counted_loop(b, start, channels, i64(1), _bound(block, self._real), "channel",
-                     vectorize=False)
-
-
-def _bound(block: Callable[[ir.Value, ir.Type], None], ty: ir.Type
-           ) -> Callable[[ir.Value], None]:
-    return lambda k: block(k, ty)
+        channel_blocks(b, channels, self._real, itemsize, block)
 
 
 def _is_one(value: ir.Value) -> bool:
     return isinstance(value, ir.Constant) and value.constant == 1
-
-
-def _taps(b: ir.IRBuilder, start: ir.Value, size: ir.Value, window: ir.Value,
-          dilation: int) -> Taps:
-    """The taps [lo, hi) of a window at `start` (its taps `dilation` apart) that fall
-    inside [0, size): ``lo = ceil(-start / dilation)``, ``hi = ceil((size - start) /
-    dilation)``, clamped to [0, window]. (Truncating division is a ceiling only for
-    non-negative numerators; where one is negative the clamp gives the same bound.)"""
-    step = i64(dilation)
-    lo = larger(b, i64(0), b.sdiv(b.add(b.sub(i64(0), start), i64(dilation - 1)), step))
-    hi = smaller(b, window, b.sdiv(b.add(b.sub(size, start), i64(dilation - 1)), step))
-    return lo, hi
-
-
-def _load(b: ir.IRBuilder, array: Operand, offset: ir.Value, ty: ir.Type,
-          itemsize: int) -> ir.Value:
-    return b.load(array.address(b, offset), typ=ty, align=itemsize)
-
-
-def _store(b: ir.IRBuilder, array: Operand, offset: ir.Value, value: ir.Value,
-           itemsize: int) -> None:
-    b.store(value, array.address(b, offset), align=itemsize)
 
 
 def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:

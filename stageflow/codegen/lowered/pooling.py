@@ -1,11 +1,14 @@
 """Pooling: `reduce_window` (max and sum over windows of an NHWC image) as direct loops.
 
-The loops walk the output in NHWC order and, for each window tap inside the input, combine
-an input pixel's channels into the output pixel's: the channel loop is innermost and
-contiguous, so LLVM vectorises it. Taps in the padding are skipped, which is what reading
-the pad value (the reduction's identity) would give. The op fails (an error code: the
-NumPy kernel then runs and raises its error) where the window is larger than the padded
-input or the input is not C-contiguous.
+The output rows of every image are split over the cores (`codegen.lowered.tasks`) from
+`MIN_TASK_TAPS` taps a task on. Per output pixel the channels go in vector blocks (64
+bytes, then one of 32 and one of 16, then one at a time; float32 and float64, other dtypes
+one at a time), each block's combination kept in a register over the window's taps inside
+the input, from the reduction's identity, then stored once: a tap in the padding is
+skipped, which is what reading the pad value (the identity) would give. Taps combine in
+row-major order, as NumPy's windows do. The op fails (an error code: the NumPy kernel then
+runs and raises its error) where the window is larger than the padded input or the input
+is not C-contiguous.
 """
 
 from __future__ import annotations
@@ -16,14 +19,34 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.dim_arith import LLVMDims
-from stageflow.codegen.llvm.emitter import Emitter
-from stageflow.codegen.llvm.loops import fold_add, fold_mul, i64, range_loop
+from stageflow.codegen.llvm.emitter import F32, F64, Emitter
+from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import combine, identity_of
-from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, larger, lowering, row_major, smaller
-from stageflow.codegen.lowered.windows import window_fits
+from stageflow.codegen.lowered.rule import (
+    OpBuilder,
+    Operand,
+    OpSpec,
+    contiguous_strides,
+    lowering,
+    row_major,
+)
+from stageflow.codegen.lowered.tasks import run_tasks, task_count
+from stageflow.codegen.lowered.windows import (
+    Taps,
+    channel_blocks,
+    load_block,
+    store_block,
+    window_fits,
+    window_taps,
+)
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.conv import Padding, Pair, reduce_window_p
 from stageflow.primitives.reduction import MAX, SUM
+
+# A task gets at least this many taps (a load and a max or an add each): several times
+# what handing it to a worker of the pool costs.
+MIN_TASK_TAPS = 1 << 16
+VECTOR_ELEMENTS = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 
 
 @dataclass(frozen=True)
@@ -38,7 +61,6 @@ class ReduceWindow:
 
     def emit(self, ob: OpBuilder) -> None:
         b, x, out = ob.b, ob.inputs[0], ob.outputs[0]
-        height, width, channels = x.dims[1:]
         ob.fail_unless(ob.all_of([
             window_fits(ob, x.dims[1 + axis], i64(self.window[axis]),
                         (i64(self.padding[axis][0]), i64(self.padding[axis][1])), i64(1))
@@ -46,43 +68,79 @@ class ReduceWindow:
         ob.expect_output(0, ob.spec.primitive.dims(
             LLVMDims(b), [x.dims], window=self.window, strides=self.strides,
             padding=self.padding))
-        x = row_major(ob, 0)
-        e, dtype = Emitter(b), self.dtype
-        identity = identity_of(self.kind, dtype)
+        row_major(ob, 0)
+        rows = fold_mul(b, out.dims[0], out.dims[1])
+        taps = fold_mul(b, out.size(b), i64(self.window[0] * self.window[1]))
+        run_tasks(ob, "rows", rows, task_count(b, rows, taps, MIN_TASK_TAPS), self._rows)
+
+    def _rows(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+              memory: ir.Value) -> None:
+        """Output rows [first, last) of the images, row n * Ho + i being image n's row i."""
+        b = ob.b
+        x = ob.inputs[0]
+        x = Operand(x.pointer, x.dims, contiguous_strides(b, x.dims), x.dtype)
+        out = ob.outputs[0]
         (sh, sw), (top, left) = self.strides, (self.padding[0][0], self.padding[1][0])
 
-        def taps(start: ir.Value, size: ir.Value, window: int) -> tuple[ir.Value, ir.Value]:
-            """The taps [lo, hi) of a window starting at `start` that fall inside [0, size)."""
-            lo = larger(b, i64(0), b.sub(i64(0), start))
-            hi = smaller(b, i64(window), b.sub(size, start))
-            return lo, hi
-
-        def pixel(n: ir.Value, i: ir.Value, j: ir.Value) -> None:
-            target = out.offset(b, [n, i, j, i64(0)])
-            range_loop(b, channels, lambda k: e.store(identity, out.address(b, b.add(target, k)),
-                                                      dtype), "init")
+        def row(r: ir.Value) -> None:
+            n, i = b.sdiv(r, out.dims[1]), b.srem(r, out.dims[1])
             h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
-            w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
-            a_lo, a_hi = taps(h0, height, self.window[0])
-            c_lo, c_hi = taps(w0, width, self.window[1])
+            rows_inside = window_taps(b, h0, x.dims[1], i64(self.window[0]), 1)
 
-            def tap(a: ir.Value, c: ir.Value) -> None:
-                source = x.offset(b, [n, b.add(h0, a), b.add(w0, c), i64(0)])
+            def pixel(j: ir.Value) -> None:
+                w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
+                columns_inside = window_taps(b, w0, x.dims[2], i64(self.window[1]), 1)
+                self._pixel(b, x, out, x.offset(b, [n, h0, w0, i64(0)]),
+                            out.offset(b, [n, i, j, i64(0)]), rows_inside, columns_inside)
 
-                def channel(k: ir.Value) -> None:
-                    to = out.address(b, b.add(target, k))
-                    value = e.load(x.address(b, fold_add(b, source, fold_mul(b, k, x.strides[3]))),
-                                   dtype)
-                    e.store(combine(e, self.kind, dtype, e.load(to, dtype), value), to, dtype)
+            counted_loop(b, i64(0), out.dims[2], i64(1), pixel, "j")
 
-                range_loop(b, channels, channel, "c")
+        counted_loop(b, first, last, i64(1), row, "row")
 
-            range_loop(b, a_hi, lambda a: range_loop(b, c_hi, lambda c: tap(a, c), "tap", c_lo),
-                       "tap_row", a_lo)
+    def _pixel(self, b: ir.IRBuilder, x: Operand, out: Operand, source: ir.Value,
+               target: ir.Value, rows: Taps, columns: Taps) -> None:
+        """One output pixel at `target` from the window whose top-left tap is at `source`:
+        its taps `rows` x `columns` combined, per block of channels."""
+        e, dtype, itemsize = Emitter(b), self.dtype, self.dtype.itemsize
+        identity = identity_of(self.kind, dtype)
 
-        range_loop(b, out.dims[0], lambda n: range_loop(
-            b, out.dims[1], lambda i: range_loop(b, out.dims[2], lambda j: pixel(n, i, j), "j"),
-            "i"), "n")
+        def block(k: ir.Value, ty: ir.Type | None) -> None:
+            vector = isinstance(ty, ir.VectorType)
+
+            def load(at: ir.Value) -> ir.Value:
+                if vector:
+                    return load_block(b, x, fold_add(b, at, k), ty, itemsize)
+                return e.load(x.address(b, fold_add(b, at, k)), dtype)
+
+            def tap_row(a: ir.Value, partial: list[ir.Value]) -> list[ir.Value]:
+                at = fold_add(b, source, fold_mul(b, a, x.strides[1]))
+
+                def tap(c: ir.Value, inner: list[ir.Value]) -> list[ir.Value]:
+                    value = load(fold_add(b, at, fold_mul(b, c, x.strides[2])))
+                    return [self._combine(e, inner[0], value)]
+
+                return fold_loop(b, columns[0], columns[1], i64(1), partial, tap, "tap")
+
+            start = ir.Constant(ty, [identity] * ty.count) if vector else identity
+            (total,) = fold_loop(b, rows[0], rows[1], i64(1), [start], tap_row, "tap_row")
+            if vector:
+                store_block(b, out, fold_add(b, target, k), total, itemsize)
+            else:
+                e.store(total, out.address(b, fold_add(b, target, k)), dtype)
+
+        channel_blocks(b, out.dims[3], VECTOR_ELEMENTS.get(dtype), itemsize, block)
+
+    def _combine(self, e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
+        """`x` and `y` combined by the reduction; vectors lane by lane (a float maximum
+        propagates NaN, as `combine`'s does)."""
+        if not isinstance(x.type, ir.VectorType):
+            return combine(e, self.kind, self.dtype, x, y)
+        if self.kind is SUM:
+            return e.b.fadd(x, y)
+        element = "f32" if x.type.element == F32 else "f64"
+        function = e.intrinsic(f"llvm.maximum.v{x.type.count}{element}", x.type,
+                               [x.type, x.type])
+        return e.b.call(function, [x, y])
 
 
 @lowering(reduce_window_p)
