@@ -218,20 +218,17 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: call i32 @"sf.conv2d.float32"(
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32"(
 
-# Max pooling: the taps of each window clipped to the input, the channels innermost and
-# contiguous (index + c), combined with llvm.maximum.
+# Max pooling: the output rows split over the cores; per pixel the taps of each window
+# clipped to the input, each block of channels (here one vector of 4) combined in a
+# register with llvm.maximum, from -inf, and stored once.
 # CHECK-LABEL: define i32 @"reduce_window"(
-# CHECK: tap_row.head:
-# CHECK: tap.head:
-# CHECK: c.body:
-# CHECK-NEXT: %[[OUT:".[0-9]+"]] = add i64 %{{".[0-9]+"}}, %"c"
-# CHECK-NEXT: %[[TO:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[OUT]]
-# CHECK-NEXT: %[[IN:".[0-9]+"]] = add i64 %{{".[0-9]+"}}, %"c"
-# CHECK-NEXT: %[[FROM:".[0-9]+"]] = getelementptr float, ptr %"arg0", i64 %[[IN]]
-# CHECK-NEXT: %[[X:".[0-9]+"]] = load float, ptr %[[FROM]]
-# CHECK-NEXT: %[[ACC:".[0-9]+"]] = load float, ptr %[[TO]]
-# CHECK-NEXT: %[[M:".[0-9]+"]] = call float @"llvm.maximum.f32"(float %[[ACC]], float %[[X]])
-# CHECK-NEXT: store float %[[M]], ptr %[[TO]]
+# CHECK: call i1 @"sf.pool.run"(ptr (ptr)* @"reduce_window.rows.thread"
+# CHECK-LABEL: define internal i32 @"reduce_window.rows.body"(
+# CHECK: block4.body:
+# CHECK: %[[ACC:".[0-9]+"]] = phi <4 x float> [<float 0xfff0000000000000, {{.*}}>, %"block4.body"]
+# CHECK: store <4 x float> %[[ACC]]
+# CHECK: %[[X:".[0-9]+"]] = load <4 x float>, ptr
+# CHECK-NEXT: call <4 x float> @"llvm.maximum.v4f32"(<4 x float> %{{".[0-9]+"}}, <4 x float> %[[X]])
 
 # The input gradient (strides 2 2, its input size 6 6 after the dilations in the geometry):
 # where the direct loops' rule does not hold at run time (stride 1, one group and C a
