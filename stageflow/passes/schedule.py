@@ -114,6 +114,9 @@ def _effects(op: Operation, pure: set[str]) -> Effect:
 
 
 def _reorder(block: Block, pure: set[str]) -> None:
+    """List-schedule `block`'s ops (its terminator stays last): the ready op of the lowest
+    rank (`_ranks`) first, ties in traced order, so the result is a topological order of
+    what each op reads and of the chains of ordered ops."""
     ops = [op for op in block.ops if not op.has_trait(IsTerminator)]
     position = {op: index for index, op in enumerate(ops)}
     needs: list[set[int]] = [set() for _ in ops]
