@@ -76,11 +76,12 @@ class Schedule(ModulePass):
     name = "schedule"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        pure = _pure_functions(op)
         blocks = [block for inner in op.walk() for region in inner.regions
-                  for block in region.blocks]
-        for block in blocks:
-            if any(_schedule_of(inner) for inner in block.ops):
+                  for block in region.blocks
+                  if any(_schedule_of(o) for o in block.ops)]
+        if blocks:  # most modules have none: the pure functions are not worth finding
+            pure = _pure_functions(op)
+            for block in blocks:
                 _reorder(block, pure)
 
 
