@@ -13,6 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import stageflow as sf
+from stageflow.codegen.lowered.conv.families import COLUMN_SPLIT_ROWS
 from stageflow.core.primitive import REGISTRY
 from stageflow.primitives import prepacked
 from tests.codegen.test_lowered_conv import run_compiled, spec_for, tolerance, values
@@ -73,6 +74,28 @@ def test_large_filters_span_panels_chunks_and_tasks(dtype):
             run_compiled("conv2d_prepacked", [x, prepacked.pack(w)], False,
                          filter_shape=w_shape, **params),
             run_compiled("conv2d", [x, w], False, **params))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("pixels", "out_channels"), [((1, 1, 1), 1000), ((1, 7, 7), 257),
+                                                      ((2, 5, 3), 512), ((1, 30, 40), 300)])
+def test_pointwise_convs_with_few_pixels_share_out_their_filters(dtype, pixels, out_channels):
+    """A pointwise conv of few pixels into many filters splits its filters' panels over
+    the cores (a last panel partly past O included), packed or not, with the numbers of a
+    split by pixels (the same pixels repeated past `COLUMN_SPLIT_ROWS`)."""
+    x = values((*pixels, 40), dtype)
+    w = values((1, 1, 40, out_channels), dtype, seed=1) / 10
+    params = {"strides": (1, 1), "padding": ((0, 0), (0, 0)), "dilations": (1, 1)}
+    plain = run_compiled("conv2d", [x, w], False, **params)
+    np.testing.assert_array_equal(
+        run_compiled("conv2d_prepacked", [x, prepacked.pack(w)], False, filter_shape=w.shape,
+                     **params), plain)
+    np.testing.assert_allclose(plain, REGISTRY["conv2d"].kernel(x, w, **params),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+    copies = COLUMN_SPLIT_ROWS // int(np.prod(pixels)) + 1  # split by pixels
+    np.testing.assert_array_equal(
+        run_compiled("conv2d", [np.concatenate([x] * copies, axis=1), w], False, **params),
+        np.concatenate([plain] * copies, axis=1))
 
 
 def test_staged_functions_pack_constant_filters_and_agree_everywhere():

@@ -66,8 +66,9 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # the groups (code 2), windows too large for the input refused (code 1),
 # the output's dims checked (code 3), the input and filters refused unless C-contiguous.
 # A 1x1 filter at stride 1 and no padding (at run time) is a gemm of the input as a
-# (pixels, C) matrix, no scratch, its pixels split into a task per CPU (sched_getaffinity);
-# else the image rows are split likewise. The tasks run on the process's pool or a thread
+# (pixels, C) matrix, no scratch: under 1536 pixels, into 8 panels of 32 filters or more,
+# of one group, its panels split into a task per CPU (sched_getaffinity), else its pixels;
+# any other filter splits its image rows likewise. The tasks run on the process's pool or a thread
 # per task after the first (the first runs here, the others are joined or run here where
 # their thread did not start). No task calls OpenBLAS: its threads are left alone.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32"(ptr %"data", ptr %"dims", ptr %"strides")
@@ -83,6 +84,11 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: icmp eq i64 %"sh", 1
 # CHECK-NEXT: icmp eq i64 %"sw", 1
 # CHECK-NEXT: icmp eq i64 %"top", 0
+# CHECK: icmp slt i64 %{{".[0-9]+"}}, 1536
+# CHECK: icmp sge i64 %{{".[0-9]+"}}, 8
+# CHECK: icmp eq i64 %"groups", 1
+# CHECK: call i32 @"sched_getaffinity"(i32 0, i64 128,
+# CHECK: call i1 @"sf.pool.run"({{.*}}@"sf.conv2d.float32.columns.thread"
 # CHECK: call i32 @"sched_getaffinity"(i32 0, i64 128,
 # CHECK: call i1 @"sf.pool.run"({{.*}}@"sf.conv2d.float32.pixels.thread"
 # CHECK: call i32 @"sched_getaffinity"(i32 0, i64 128,
@@ -91,25 +97,21 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: call void @"sf.conv2d.float32.rows"(
 # CHECK: call i32 @"pthread_join"(
 # CHECK-NOT: scipy_openblas
-# CHECK-LABEL: define internal void @"sf.conv2d.float32.pixels"(
-
-# A pointwise task, group by group: its pixels' rows of the input in place (lda = C), from
-# the group's first channel (k = C/G), by the group's filter columns (O/G of them, from
-# column g*O/G, ldb = O) into its rows of the output (from the same column, ldc = O), not
-# accumulating.
-# CHECK-LABEL: define internal i32 @"sf.conv2d.float32.pixels.body"(
-# CHECK: group.body:
-# CHECK: %[[FIRST:".[0-9]+"]] = mul i64 %"group", %"arg1.d2"
-# CHECK-NEXT: %[[A:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[FIRST]]
-# CHECK: %[[OUT_N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
-# CHECK-NEXT: %[[OUT_COLUMN:".[0-9]+"]] = mul i64 %"group", %[[OUT_N]]
-# CHECK-NEXT: %[[C:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[OUT_COLUMN]]
-# CHECK-NEXT: %[[N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
-# CHECK-NEXT: %[[COLUMN:".[0-9]+"]] = mul i64 %"group", %[[N]]
-# CHECK-NEXT: %[[B:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[COLUMN]]
-# CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[N]], i64 %"arg1.d2",
-# CHECK-SAME: ptr %[[A]], i64 %"arg0.d3", ptr %[[B]], i64 %"arg1.d3",
-# CHECK-SAME: ptr %[[C]], i64 %"arg1.d3", i1 0)
+# With few output pixels and many filters of one group, a pointwise conv shares out its
+# filters instead: a task multiplies every pixel's row of the input (lda = C) by its
+# panels of filter columns, [first, last) * 32 clipped to O (ldb = O), into the same
+# columns of the output (ldc = O).
+# CHECK-LABEL: define internal i32 @"sf.conv2d.float32.columns.body"(
+# CHECK: %[[START:".[0-9]+"]] = mul i64 %"first", 32
+# CHECK-NEXT: %[[END:".[0-9]+"]] = mul i64 %"last", 32
+# CHECK-NEXT: %[[CLIPPED:".[0-9]+"]] = icmp slt i64 %[[END]], %"arg1.d3"
+# CHECK-NEXT: %[[STOP:".[0-9]+"]] = select i1 %[[CLIPPED]], i64 %[[END]], i64 %"arg1.d3"
+# CHECK-NEXT: %[[OUT:".[0-9]+"]] = getelementptr float, ptr %"arg2", i64 %[[START]]
+# CHECK-NEXT: %[[COUNT:".[0-9]+"]] = sub i64 %[[STOP]], %[[START]]
+# CHECK-NEXT: %[[FILTERS:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[START]]
+# CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COUNT]], i64 %"arg0.d3",
+# CHECK-SAME: ptr %"arg0", i64 %"arg0.d3", ptr %[[FILTERS]], i64 %"arg1.d3",
+# CHECK-SAME: ptr %[[OUT]], i64 %"arg1.d3", i1 0)
 
 # The convolutions' own gemm: k in chunks of 256 (summing onto C after the first, or when
 # the caller accumulates), rows in blocks of about 96 (the rows shared out evenly), columns
@@ -145,6 +147,26 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-COUNT-10: call <[[W]] x float> @"llvm.fma.v[[W]]f32"(
 # CHECK: call <[[W]] x float> @"llvm.masked.load.v[[W]]f32.p0"(
 # CHECK: call void @"llvm.masked.store.v[[W]]f32.p0"(
+
+# CHECK-LABEL: define internal void @"sf.conv2d.float32.pixels"(
+
+# A pointwise task, group by group: its pixels' rows of the input in place (lda = C), from
+# the group's first channel (k = C/G), by the group's filter columns (O/G of them, from
+# column g*O/G, ldb = O) into its rows of the output (from the same column, ldc = O), not
+# accumulating.
+# CHECK-LABEL: define internal i32 @"sf.conv2d.float32.pixels.body"(
+# CHECK: group.body:
+# CHECK: %[[FIRST:".[0-9]+"]] = mul i64 %"group", %"arg1.d2"
+# CHECK-NEXT: %[[A:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[FIRST]]
+# CHECK: %[[OUT_N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK-NEXT: %[[OUT_COLUMN:".[0-9]+"]] = mul i64 %"group", %[[OUT_N]]
+# CHECK-NEXT: %[[C:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[OUT_COLUMN]]
+# CHECK-NEXT: %[[N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK-NEXT: %[[COLUMN:".[0-9]+"]] = mul i64 %"group", %[[N]]
+# CHECK-NEXT: %[[B:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[COLUMN]]
+# CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[N]], i64 %"arg1.d2",
+# CHECK-SAME: ptr %[[A]], i64 %"arg0.d3", ptr %[[B]], i64 %"arg1.d3",
+# CHECK-SAME: ptr %[[C]], i64 %"arg1.d3", i1 0)
 
 # A task loads the operands and the geometry again from the entry's arguments. Under the
 # direct loops' rule, one call of the module's direct loops over its rows (their status

@@ -70,10 +70,20 @@ from stageflow.primitives.prepacked import (
     panels_shape,
 )
 
+# A pointwise conv of fewer output pixels than this, into at least this many panels of
+# filters, splits its filters over the cores rather than its pixels (`Conv2d._columns`):
+# a batch-1 image of 7x7 to 28x28, 128 to 1024 tokens through a dense layer. With fewer
+# panels the cores would have too few to share.
+COLUMN_SPLIT_ROWS = 1536
+COLUMN_SPLIT_MIN_PANELS = 8
+
 
 class Conv2d(ConvolutionShape, Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
-    place, its rows split over the cores; else the output's image rows split over the
+    place, its rows split over the cores, or its filters' panels where it has few rows
+    (`COLUMN_SPLIT_ROWS`: the rows of a batch-1 7x7 image split in two, each core read
+    all 4 MB of ResNet-50's last filters and ran at 260 GFLOP/s; split by filters, 420);
+    else the output's image rows split over the
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
     windows copied in and one gemm by the chunk's filters into the block's output rows
     (accumulating after the first chunk). The gemms are the convolutions' own
@@ -98,8 +108,7 @@ class Conv2d(ConvolutionShape, Windowed):
                     fill(b, out, rows)
                 with terms, b.if_else(pointwise) as (one_gemm, windowed):
                     with one_gemm:
-                        self._split(ob, rows, b.mul(b.mul(rows, depth), o), self._pixels,
-                                    name="pixels", guard=None)
+                        self._pointwise(ob, geo, rows, depth, o)
                     with windowed:
                         self._split(ob, image_rows, b.mul(b.mul(rows, depth), o), self._task,
                                     guard=None)
@@ -122,18 +131,56 @@ class Conv2d(ConvolutionShape, Windowed):
 
         range_loop(b, geo.groups, group, "group")
 
+    def _pointwise(self, ob: OpBuilder, geo: Geometry, rows: ir.Value, depth: ir.Value,
+                   o: ir.Value) -> None:
+        """A pointwise conv's tasks: its filters' panels shared out where its pixels are
+        few and its panels many (`COLUMN_SPLIT_ROWS`, one group), else its pixels."""
+        b = ob.b
+        macs = b.mul(b.mul(rows, depth), o)
+        width = i64(panel_width(self.dtype))
+        panels = b.sdiv(b.add(o, b.sub(width, i64(1))), width)
+        few = ob.all_of([b.icmp_signed("<", rows, i64(COLUMN_SPLIT_ROWS)),
+                         b.icmp_signed(">=", panels, i64(COLUMN_SPLIT_MIN_PANELS)),
+                         ob.eq(geo.groups, i64(1))])
+        with b.if_else(few) as (by_columns, by_pixels):
+            with by_columns:
+                self._split(ob, panels, macs, self._columns, name="columns", guard=None)
+            with by_pixels:
+                self._split(ob, rows, macs, self._pixels, name="pixels", guard=None)
+
+    def _columns(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+                 memory: ir.Value) -> None:
+        """Output channels [first, last) * a panel's width of a pointwise conv of one group
+        over every pixel: with few pixels (`COLUMN_SPLIT_ROWS`) the cores share out the
+        filters, so each reads only its part of them (a model's filters come from memory
+        on each call) instead of all of them for half the pixels."""
+        b = ob.b
+        geo = Geometry.read(ob)
+        x, w, out = contiguous_operands(ob)
+        channels, o = x.dims[3], w.dims[3]
+        rows = fold_mul(b, fold_mul(b, x.dims[0], out.dims[1]), out.dims[2])
+        width = i64(panel_width(self.dtype))
+        start = b.mul(first, width)
+        end = b.mul(last, width)
+        end = b.select(b.icmp_signed("<", end, o), end, o)
+        self._filters_gemm(ob, geo, w, i64(0), rows, channels, (x.pointer, channels), None,
+                           (_at(b, out, out.pointer, start), o), ir.Constant(I1, 0),
+                           (start, b.sub(end, start)))
+
     def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
                       m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
                       first: ir.Value | None, c: tuple[ir.Value, ir.Value],
-                      accumulate: ir.Value) -> None:
+                      accumulate: ir.Value,
+                      columns: tuple[ir.Value, ir.Value] | None = None) -> None:
         """C[m, O/G] = A[m, k] @ group g's filters: rows [first, first + k) of HWIO read as a
         (kh*kw*C/G, O) matrix (all of them from the first where `first` is None), its
-        columns [g*O/G, (g+1)*O/G); added to C's values where `accumulate`."""
+        columns [g*O/G, (g+1)*O/G), or `columns` (their first, a multiple of a panel's
+        width, and count) of it; added to C's values where `accumulate`."""
         b, o = ob.b, w.dims[3]
-        n = b.sdiv(o, geo.groups)
+        offset, n = _group_columns(b, geo, o, g, columns)
         rows = w.pointer if first is None else w.address(b, b.mul(first, o))
         b.call(gemm_function(b.module, self.dtype),
-               [m, n, k, *a, _at(b, w, rows, b.mul(g, n)), o, *c, accumulate])
+               [m, n, k, *a, _at(b, w, rows, offset), o, *c, accumulate])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         """Whether a task runs the direct loops (`DirectLoops.fits`, one group)."""
@@ -182,6 +229,15 @@ class Conv2d(ConvolutionShape, Windowed):
         range_loop(b, geo.groups, group, "group")
 
 
+def _group_columns(b: ir.IRBuilder, geo: Geometry, o: ir.Value, g: ir.Value,
+                   columns: tuple[ir.Value, ir.Value] | None) -> tuple[ir.Value, ir.Value]:
+    """(first column, count) of the filters a gemm reads: group g's O/G, or `columns`."""
+    if columns is not None:
+        return columns
+    n = b.sdiv(o, geo.groups)
+    return b.mul(g, n), n
+
+
 def _at(b: ir.IRBuilder, array: Operand, pointer: ir.Value, offset: ir.Value) -> ir.Value:
     """`offset` elements of `array`'s dtype past `pointer`."""
     return b.gep(pointer, [offset], source_etype=array.element)
@@ -228,15 +284,18 @@ class Conv2dPrepacked(Conv2d):
     def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
                       m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
                       first: ir.Value | None, c: tuple[ir.Value, ir.Value],
-                      accumulate: ir.Value) -> None:
+                      accumulate: ir.Value,
+                      columns: tuple[ir.Value, ir.Value] | None = None) -> None:
         """Group g's panels (`panels_shape`: ceil(O/G / width) of them, from the g-th
-        group's first) read in place."""
+        group's first; from the panel of `columns`' first) read in place."""
         b = ob.b
         depth = fold_mul(b, fold_mul(b, w.dims[0], w.dims[1]), w.dims[2])
-        n = b.sdiv(w.dims[3], geo.groups)
+        group_n = b.sdiv(w.dims[3], geo.groups)
+        offset, n = _group_columns(b, geo, w.dims[3], i64(0), columns)
         width = panel_width(self.dtype)
-        per_group = b.sdiv(b.add(n, i64(width - 1)), i64(width))
-        panels = _at(b, w, w.pointer, b.mul(b.mul(b.mul(g, per_group), depth), i64(width)))
+        per_group = b.sdiv(b.add(group_n, i64(width - 1)), i64(width))
+        panel = b.add(b.mul(g, per_group), b.sdiv(offset, i64(width)))
+        panels = _at(b, w, w.pointer, b.mul(b.mul(panel, depth), i64(width)))
         b.call(packed_gemm_function(b.module, self.dtype),
                [m, n, k, *a, panels, depth, i64(0) if first is None else first, *c,
                 accumulate])
