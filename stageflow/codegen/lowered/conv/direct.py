@@ -14,10 +14,10 @@ narrow for a gemm's kernels, and its copy of the windows costs as much again; he
 is no scratch and no copy. For wider O each further block of channels reads the inputs
 again while the gemm's N grows as wide as its kernels, so the loops take at most two of
 the target's widest blocks (`max_out_channels`): 64 float32 channels with AVX-512, 32
-elsewhere. With AVX-512, at 64 channels the loops ran every layer measured as fast as the
-gemm or faster (a 3-channel stem 1.25-1.6x, 3x3 layers of 16-128 input channels 1.0-1.1x,
-the gradients of 64-channel layers 1.2-1.3x); at 96 the gemm was faster. The loops call no
-gemm, so their tasks leave OpenBLAS's threads alone.
+elsewhere. With AVX-512, at 64 channels the loops ran every layer measured (3-channel
+stems, 3x3 layers, the gradients of 64-channel layers) as fast as the gemm or faster; at
+96 the gemm was faster. The loops call no gemm, so their tasks leave OpenBLAS's threads
+alone.
 
 One copy per dtype in a module (`DirectLoops.call`), which conv2d's tasks and the input
 gradient's call: it is the largest code of the convolutions.

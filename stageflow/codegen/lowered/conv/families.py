@@ -81,9 +81,9 @@ COLUMN_SPLIT_MIN_PANELS = 8
 class Conv2d(ConvolutionShape, Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
     place, its rows split over the cores, or its filters' panels where it has few rows
-    (`COLUMN_SPLIT_ROWS`: the rows of a batch-1 7x7 image split in two, each core read
-    all 4 MB of ResNet-50's last filters and ran at 260 GFLOP/s; split by filters, 420);
-    else the output's image rows split over the
+    (`COLUMN_SPLIT_ROWS`: with the rows of a batch-1 7x7 image split in two, each core
+    read all of ResNet-50's last filters from memory for half the work); else the
+    output's image rows split over the
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
     windows copied in and one gemm by the chunk's filters into the block's output rows
     (accumulating after the first chunk). The gemms are the convolutions' own
