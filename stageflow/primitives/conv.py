@@ -134,19 +134,12 @@ def _conv2d_rule(
     groups = check_groups("conv2d", feature_group_count)
     channels, in_channels = x.shape[3], w.shape[2]
     shapes = f"input {format_shape(x.shape)}, filters {format_shape(w.shape)}"
-    if groups == 1 and channels is not None and in_channels is not None \
-            and channels != in_channels:
-        raise ValueError(
-            f"the input has {channels} channels but the filters expect {in_channels}: {shapes}"
-        )
-    if groups > 1:
-        if channels is not None and in_channels is not None \
-                and channels != in_channels * groups:
-            raise ValueError(
-                f"conv2d: the input has {channels} channels but the filters expect "
-                f"{in_channels} per group in {groups} groups ({in_channels * groups}): "
-                f"{shapes}")
-        _check_divides("conv2d", groups, "the filters' output channels", w.shape[3], shapes)
+    if channels is not None and in_channels is not None and channels != in_channels * groups:
+        expected = (f"{in_channels}" if groups == 1 else
+                    f"{in_channels} per group in {groups} groups ({in_channels * groups})")
+        raise ValueError(f"conv2d: the input has {channels} channels but the filters expect "
+                         f"{expected}: {shapes}")
+    _check_divides("conv2d", groups, "the filters' output channels", w.shape[3], shapes)
     for axis in (0, 1):
         check_window_fits(x.shape[1 + axis], w.shape[axis], padding[axis], dilations[axis])
     shape = _conv2d_dims(PYTHON, [x.shape, w.shape], strides=strides, padding=padding,
