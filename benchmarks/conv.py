@@ -25,11 +25,20 @@ Then constant filters packed at compile time (the `prepack` pass) against the sa
 filters passed as an argument (whose panels the gemm copies on every call), on ResNet-50's
 layers at batch 1 and a BERT-base dense layer of one sequence (128 x 768 @ 768 x 3072,
 which `prepack` runs as a pointwise convolution), fastest rounds.
+
+Then pointwise convolutions of few pixels whose filters come from memory, as a model's do
+on every call: `COLD_COPIES` distinct constant filters of each shape in one staged function
+(ResNet-50's batch-1 7x7 layers, SqueezeNet's last layer, a BERT-base dense layer of one
+sequence), against NumPy's matmul of the same operands, as many products a round (its
+filters as cold), fastest rounds, the compiled rounds before NumPy's. With few pixels and
+many filters the compiled conv splits its filters' panels over the cores
+(`COLUMN_SPLIT_ROWS`), each core reading only its part of them.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 
@@ -169,10 +178,10 @@ def depthwise(batch: int) -> dict:
     return results
 
 
-def closed_over(op, w):
-    """``x -> op(x, w)`` with `w` a NumPy array the function closes over: a constant of
+def closed_over(op, *ws):
+    """``x -> op(x, *ws)`` with `ws` NumPy arrays the function closes over: constants of
     the staged function (an argument with a default would be an input)."""
-    return lambda x: op(x, w)
+    return lambda x: op(x, *ws)
 
 
 def prepacked() -> dict:
@@ -205,8 +214,57 @@ def prepacked() -> dict:
     return results
 
 
+COLD = [(7, 512, 2048), (7, 2048, 512), (13, 512, 1000)]
+WARM_UP_SECONDS = 1.0  # the compile server optimises a program further after a first call
+
+
+def warm_up(f, *args) -> None:
+    """Call `f` for `WARM_UP_SECONDS`, so that the rounds time the program's final code."""
+    end = time.perf_counter() + WARM_UP_SECONDS
+    while time.perf_counter() < end:
+        f(*args)
+COLD_COPIES = 8  # distinct filters of a shape in one call: 32-64 MB, past the L3
+
+
+def cold_filters() -> dict:
+    """GFLOP/s of pointwise convolutions of few pixels whose constant filters come from
+    memory, against NumPy's matmul of the same operands."""
+    print(f"pointwise, few pixels, {COLD_COPIES} distinct constant filters a call (from "
+          "memory), float32, batch 1 (GFLOP/s, fastest rounds)")
+    rng = np.random.default_rng(0)
+    cases = [(f"{size}x{size}x{cin} 1x1 -> {cout}", (1, size, size, cin), cin, cout)
+             for size, cin, cout in COLD]
+    cases.append(("dense 128x768 @ 768x3072", (1, 1, 128, 768), 768, 3072))
+    results: dict[str, dict[str, float]] = {}
+    for name, shape, cin, cout in cases:
+        x = rng.standard_normal(shape).astype(np.float32)
+        filters = [rng.standard_normal((1, 1, cin, cout)).astype(np.float32)
+                   for _ in range(COLD_COPIES)]
+        staged = sf.function(closed_over(lambda x, *ws: [sf.nn.conv2d(x, w, 1, "VALID")
+                                                         for w in ws], *filters))
+        rows, matrices = x.reshape(-1, cin), [w.reshape(cin, cout) for w in filters]
+        warm_up(staged, x)
+
+        def numpy(k: int, rows=rows, matrices=matrices) -> None:
+            for _ in range(k):
+                for w in matrices:
+                    rows @ w
+
+        # one after the other, not interleaved: OpenBLAS's threads spin on after its gemms
+        # and would take the compiled rounds' second core (see above)
+        seconds = {**interleaved_best({"compiled": loop(staged, x)}, rounds=5, min_time=0.1),
+                   **interleaved_best({"numpy": numpy}, rounds=5, min_time=0.1)}
+        flops = COLD_COPIES * 2 * rows.shape[0] * cin * cout
+        rates = {kind: flops / s / 1e9 for kind, s in seconds.items()}
+        results[name] = rates
+        print(f"  {name:26s} compiled {rates['compiled']:6.1f}  NumPy {rates['numpy']:6.1f}"
+              f"  ({seconds['numpy'] / seconds['compiled']:.2f}x)")
+    return results
+
+
 if __name__ == "__main__":
     arguments = [int(a) for a in sys.argv[1:]]
     main(*arguments)
     depthwise(*arguments[:1] or [1])
     prepacked()
+    cold_filters()
