@@ -38,6 +38,15 @@
 // CHECK-NEXT:    %r = sf.matmul %row, %w
 // CHECK-NEXT:    func.return %y, %z, %r
 
+// Weights read transposed by a matmul that stays one (few rows), with a bias or without,
+// are read from a transposed copy as they are stored; a variable's are left alone.
+// CHECK-LABEL: func.func @transposed(
+// CHECK-NEXT:    %w = sf.constant dense<{{\[\[}}1.000000e+00, 3.000000e+00], [2.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
+// CHECK-NEXT:    %y = sf.matmul %a, %w {transpose_a = false, transpose_b = false}
+// CHECK-NEXT:    %c = sf.matmul_add %a, %w, %bias {alpha = 1.000000e+00 : f64, transpose_a = false, transpose_b = false}
+// CHECK-NEXT:    %v2 = sf.matmul %a, %v {transpose_a = false, transpose_b = true}
+// CHECK-NEXT:    func.return %y, %c, %v2
+
 builtin.module {
   func.func @packed(%x: tensor<1x4x4x1xf32>) -> (tensor<1x4x4x33xf32>, tensor<1x2x2x33xf32>) {
     %w = sf.constant dense<[[[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0]]]]> : tensor<1x1x1x33xf32>
@@ -60,5 +69,12 @@ builtin.module {
     %z = sf.matmul %b, %t {transpose_a = false, transpose_b = true} : (tensor<?x16x3xf32>, tensor<33x3xf32>) -> tensor<?x16x33xf32>
     %r = sf.matmul %row, %w {transpose_a = false, transpose_b = false} : (tensor<1x3xf32>, tensor<3x33xf32>) -> tensor<1x33xf32>
     func.return %y, %z, %r : tensor<2x16x33xf32>, tensor<?x16x33xf32>, tensor<1x33xf32>
+  }
+  func.func @transposed(%a: tensor<2x2xf32>, %bias: tensor<2xf32>, %v: tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>) {
+    %w = sf.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+    %y = sf.matmul %a, %w {transpose_a = false, transpose_b = true} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %c = sf.matmul_add %a, %w, %bias {transpose_a = false, transpose_b = true, alpha = 1.0 : f64} : (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %v2 = sf.matmul %a, %v {transpose_a = false, transpose_b = true} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    func.return %y, %c, %v2 : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>
   }
 }

@@ -19,7 +19,11 @@ is the same product: a 1x1 convolution of a's rows as pixels by `w` as its filte
 `a` has at least `MIN_ROWS` rows it becomes that convolution, prepacked, between two
 reshapes (views): a dense layer of a batch of one sequence (128 rows) copied its weights'
 panels on every call as a convolution did. A product of fewer rows (a decoder's step)
-stays a matmul, whose one row is a matrix-vector product.
+stays a matmul, whose one row is a matrix-vector product. If it reads its weights
+transposed (a PyTorch ``Linear`` exported to ONNX is ``Gemm(transB=1)``), it reads a
+transposed copy of them instead, made here once: the gemm copies a transposed operand
+row-major on every call, which for a classifier's few rows cost more than the
+arithmetic itself.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from stageflow.ir.types import shaped_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import constant_array, is_op
 from stageflow.primitives.conv import conv2d_p
-from stageflow.primitives.linalg import matmul_p
+from stageflow.primitives.linalg import matmul_add_p, matmul_p
 from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p, gemm_reads, pack
 from stageflow.primitives.structural import reshape_p
 
@@ -87,11 +91,24 @@ class Prepack(ModulePass):
                 packed[w, transposed, groups] = constant
             return packed[w, transposed, groups].result
 
+        transposed: dict[SSAValue, ConstantOp] = {}
+
+        def stored_transposed(w: SSAValue, weights: np.ndarray) -> SSAValue:
+            """The constant of `weights` transposed, made once, beside `w`."""
+            if w not in transposed:
+                constant = build_constant(np.ascontiguousarray(weights.T))
+                constant.location = w.owner.location
+                constant.result.name_hint = w.name_hint
+                Rewriter.insert_op(constant, InsertPoint.after(w.owner))
+                transposed[w] = constant
+            return transposed[w].result
+
         for candidate in list(op.walk()):
             if is_op(candidate, conv2d_p):
                 _conv(candidate, panels)
-            elif is_op(candidate, matmul_p):
-                _matmul(candidate, panels)
+            elif not (is_op(candidate, matmul_p) and _matmul(candidate, panels)) and (
+                    is_op(candidate, matmul_p) or is_op(candidate, matmul_add_p)):
+                _untranspose(candidate, stored_transposed)
 
 
 Panels = Callable[..., SSAValue]
@@ -112,7 +129,7 @@ def _conv(conv: SfOp, panels: Panels) -> None:
     Rewriter.replace_op(conv, rewritten)
 
 
-def _matmul(matmul: SfOp, panels: Panels) -> None:
+def _matmul(matmul: SfOp, panels: Panels) -> bool:
     """``a @ constant`` (a untransposed, of at least `MIN_ROWS` rows and at most one
     unknown dim) as a pointwise ``conv2d_prepacked`` of a's rows: ``reshape(conv(reshape(a,
     (1, rows, 1, k)), panels), a's leading dims + (n,))``."""
@@ -124,7 +141,7 @@ def _matmul(matmul: SfOp, panels: Panels) -> None:
             or params["transpose_a"] or a_type.shape[-1] is None
             or a_type.shape[:-1].count(None) > 1
             or math.prod(d for d in a_type.shape[:-1] if d is not None) < MIN_ROWS):
-        return
+        return False
     matrix = weights.T if params["transpose_b"] else weights
     depth, columns = matrix.shape
     filter_shape = (1, 1, depth, columns)
@@ -143,3 +160,21 @@ def _matmul(matmul: SfOp, panels: Panels) -> None:
         made.location = matmul.location
     Rewriter.insert_op([images, conv], InsertPoint.before(matmul))
     Rewriter.replace_op(matmul, result)
+    return True
+
+
+def _untranspose(matmul: SfOp, stored_transposed: Callable[..., SSAValue]) -> None:
+    """A matmul (or matmul_add) that reads constant weights transposed reads a transposed
+    copy of them as they are: the gemm would otherwise transpose them on every call (a
+    PyTorch ``Linear`` exported to ONNX is ``Gemm(transB=1)``)."""
+    params = matmul.params()
+    w = matmul.operands[1]
+    weights = constant_array(w)
+    if not params["transpose_b"] or weights is None or weights.ndim != 2:
+        return
+    operands = list(matmul.operands)
+    operands[1] = stored_transposed(w, weights)
+    rewritten = build_op(matmul.primitive, operands, {**params, "transpose_b": False},
+                         matmul.results[0].type)
+    rewritten.location = matmul.location
+    Rewriter.replace_op(matmul, rewritten)

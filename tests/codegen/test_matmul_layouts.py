@@ -1,0 +1,67 @@
+"""The compiled matmul on every layout of its operands: a transposed operand is copied
+row-major by square blocks (`own_blas`) where our own gemm serves, and read as it is by the
+BLAS elsewhere; either way the product is NumPy's, at sizes on both sides of a block's
+edge. Constant weights read transposed are stored transposed once (`prepack`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stageflow as sf
+from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
+from stageflow.core.primitive import REGISTRY, ShapedType
+
+_compiled: dict[tuple, CompiledOp] = {}
+
+
+def compiled(dtype: np.dtype, transpose_a: bool, transpose_b: bool) -> CompiledOp:
+    """The matmul compiled alone with every dim unknown."""
+    params = {"transpose_a": transpose_a, "transpose_b": transpose_b}
+    inputs = (ShapedType((None, None), dtype),) * 2
+    spec = OpSpec("matmul", inputs, (REGISTRY["matmul"].shape_rule(*inputs, **params),),
+                  params)
+    if spec.key not in _compiled:
+        _compiled[spec.key] = compile_ops([spec])[0]
+    return _compiled[spec.key]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("transpose_a", "transpose_b"),
+                         [(False, False), (False, True), (True, False), (True, True)])
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 70),
+       seed=st.integers(0, 2**16))
+def test_every_layout_gives_numpys_product(dtype, transpose_a, transpose_b, m, n, k, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((k, m) if transpose_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(dtype)
+    out = np.full((m, n), np.nan, dtype)
+    assert compiled(np.dtype(dtype), transpose_a, transpose_b).call([a, b], [out]) == 0
+    want = (a.T if transpose_a else a).astype(np.float64) @ (b.T if transpose_b else b)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, want, rtol=tolerance, atol=tolerance * np.sqrt(k))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_constant_weights_read_transposed_give_the_same_numbers(bias):
+    """A few rows by constant weights read transposed (a classifier's ``Gemm(transB=1)``),
+    staged: the transposed copy the pass stores gives what the weights as given give (to
+    rounding: the bias may be added in another order)."""
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((40, 75)).astype(np.float32)
+    shift = rng.standard_normal(40).astype(np.float32)
+    x = rng.standard_normal((8, 75)).astype(np.float32)
+
+    def product(x, w):
+        y = sf.matmul(x, w, transpose_b=True)
+        return y + shift if bias else y
+
+    constant = sf.function(lambda x: product(x, sf.constant(weights)))
+    given_weights = sf.function(product)
+    optimized = constant.get_concrete_function(x).ir(stage="optimized")
+    assert "transpose_b = true" not in optimized
+    np.testing.assert_allclose(constant(x).numpy(), given_weights(x, weights).numpy(),
+                               rtol=1e-5, atol=1e-5)
