@@ -41,7 +41,7 @@
 // TIMING-NEXT: prune
 // TIMING-NEXT: total
 
-// UNKNOWN: stageflow opt: error: unknown pass 'bogus' (available: {{.*}}cse, fold, fuse, inline, {{.*}}prune, {{.*}}simplify{{.*}})
+// UNKNOWN: stageflow opt: error: unknown pass 'bogus' (available: {{.*}}cse, fold, fuse, {{.*}}inline, {{.*}}prune, {{.*}}simplify{{.*}})
 // OPTION: stageflow opt: error: option 'max-elements' of pass 'fold' takes an integer, got 'many'
 // NAME: stageflow opt: error: pass 'fold' has no option 'limit' (options: max-elements)
 // SYNTAX: stageflow opt: error: bad pass pipeline 'fold,,cse' at column 6: expected pass name here

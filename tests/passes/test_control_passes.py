@@ -32,7 +32,7 @@ MAX_ITERATIONS = 1000
 PIPELINES = {
     "inline": "inline", "fold": "fold", "simplify": "simplify", "cse": "cse",
     "prune": "prune", "fuse": "fuse", "plan-buffers": "plan-buffers", "remat": "remat",
-    "prepack": "prepack", "schedule": "schedule",
+    "prepack": "prepack", "schedule": "schedule", "fuse-conv": "fuse-conv",
     "pipeline": DEFAULT_PIPELINE,
 }
 

@@ -199,6 +199,20 @@ def _conv2d_prepacked(draw: st.DrawFn) -> Case:
                                                                  "filter_shape": w.shape}
 
 
+def _conv2d_fused(draw: st.DrawFn) -> Case:
+    """conv2d's operands, the filters packed or not, then those of a drawn epilogue."""
+    (x, w), params = _grouped_conv2d(draw)
+    packed = draw(st.booleans())
+    flags = {name: draw(st.booleans()) for name in ("scale", "shift", "residual")}
+    y = REGISTRY["conv2d"].kernel(x, w, **params)
+    extras = [_array(y.shape if name == "residual" else (w.shape[3],))
+              for name, present in flags.items() if present]
+    filters = pack(w, params.get("feature_group_count", 1)) if packed else w
+    return [x, filters, *extras], {**params, **flags, "filter_shape": w.shape,
+                                   "packed": packed,
+                                   "activation": draw(st.sampled_from(["none", "relu"]))}
+
+
 def _conv2d_gradient(draw: st.DrawFn, name: str) -> Case:
     """The operands of conv2d's input or filter gradient: a conv's cotangent and its
     filters, or its input and cotangent."""
@@ -273,6 +287,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "conv2d": lambda draw, name: _grouped_conv2d(draw),
     "depthwise_conv2d": lambda draw, name: _conv2d(draw),
     "conv2d_prepacked": lambda draw, name: _conv2d_prepacked(draw),
+    "conv2d_fused": lambda draw, name: _conv2d_fused(draw),
     **dict.fromkeys(["conv2d_input_gradient", "conv2d_filter_gradient"], _conv2d_gradient),
     "reduce_window": lambda draw, name: _reduce_window(draw),
     **dict.fromkeys(["inv", "cholesky", "eigh", "slogdet", "solve", "triangular_solve", "qr",

@@ -36,6 +36,7 @@ from stageflow.primitives import (
 from stageflow.primitives import nd_indexing as nd
 from stageflow.primitives import structural as sv
 from stageflow.primitives.autodiff import HANDLED_BY_TAPE
+from stageflow.primitives.fused_conv import conv2d_fused_p
 
 STEP = 1e-6
 RTOL = ATOL = 1e-6
@@ -201,7 +202,7 @@ COLLECTIVE = ["all_reduce"]
 
 
 # Rules that refuse to differentiate (a clear error, not a silent zero), checked below.
-REFUSED = {"trigamma"}
+REFUSED = {"trigamma", "conv2d_fused"}
 
 
 def test_every_rule_is_checked_here():
@@ -222,6 +223,21 @@ def test_the_derivative_of_trigamma_is_refused_not_zero():
     np.testing.assert_allclose(first.numpy(), 0.9348022005446793)  # trigamma(1.5)
     with pytest.raises(NotImplementedError, match="derivative of trigamma"):
         outer.gradient(first, x)
+
+
+def test_the_compilers_fused_convolution_refuses_to_be_differentiated():
+    """conv2d_fused is made by the fuse-conv pass from a step already differentiated; bound
+    by hand under a tape, its gradient is an error naming what to differentiate instead."""
+    x = sf.constant(np.ones((1, 3, 3, 2)))
+    w = sf.constant(np.ones((1, 1, 2, 4)))
+    with sf.GradientTape() as tape:
+        tape.watch(x)
+        y = conv2d_fused_p.bind(x, w, filter_shape=(1, 1, 2, 4), strides=(1, 1),
+                                padding=((0, 0), (0, 0)), dilations=(1, 1), packed=False,
+                                scale=False, shift=False, residual=False, activation="relu")
+    np.testing.assert_array_equal(y.numpy(), np.full((1, 3, 3, 4), 2.0))
+    with pytest.raises(NotImplementedError, match="differentiate the conv2d"):
+        tape.gradient(y, x)
 
 
 # --------------------------------------------------------------------------- elementwise

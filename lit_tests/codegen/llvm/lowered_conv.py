@@ -45,20 +45,30 @@ func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G}, %u: {U})
 for op in list(module.ops.first.body.block.ops)[:6]:
     print(module_text([op_spec(op)]))
 
-# The 3x3 conv's entry: its operands' dims copied as given, then its geometry (strides 1 1,
-# padding 1 1 1 1, dilations 1 1, no size, one feature group) in one array, passed with
-# the data and strides to the family's code, whose status it returns.
+# The 3x3 conv's entry: its operands' dims copied as given (the input's and filters', then
+# the output's), then its geometry (strides 1 1, padding 1 1 1 1, dilations 1 1, no size,
+# one feature group, no ReLU) in one array, passed with the data and strides to the
+# family's code, whose status it returns. The data it passes are the input's, filters' and
+# output's pointers, then three nulls: a fused conv's epilogue operands (none here).
 # CHECK-LABEL: define i32 @"conv2d"(
-# CHECK: %"geometry" = alloca i64, i32 23
-# CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %"geometry", ptr %"dims", i64 96, i1 0)
+# CHECK: %"operands" = alloca ptr, i32 6
+# CHECK-NEXT: %"geometry" = alloca i64, i32 24
+# CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %"geometry", ptr %"dims", i64 64, i1 0)
+# CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %{{".[0-9]+"}}, ptr %{{".[0-9]+"}}, i64 32,
 # CHECK-NEXT: getelementptr i64, i64* %"geometry", i64 12
 # CHECK-NEXT: store i64 1,
 # CHECK: getelementptr i64, i64* %"geometry", i64 20
 # CHECK-NEXT: store i64 0,
 # CHECK: getelementptr i64, i64* %"geometry", i64 22
 # CHECK-NEXT: store i64 1,
-# CHECK: %[[CODE:".[0-9]+"]] = call i32 @"sf.conv2d.float32"(ptr %"data", i64* %"geometry",
-# CHECK-SAME: ptr %"strides")
+# CHECK-NEXT: getelementptr i64, i64* %"geometry", i64 23
+# CHECK-NEXT: store i64 0,
+# CHECK: store ptr %"arg0", ptr
+# CHECK: store ptr %"arg1", ptr
+# CHECK: store ptr %"arg2", ptr
+# CHECK-COUNT-3: store ptr null, ptr
+# CHECK: %[[CODE:".[0-9]+"]] = call i32 @"sf.conv2d.float32"(ptr %"operands",
+# CHECK-SAME: i64* %"geometry", ptr %"strides")
 # CHECK: ret i32 %[[CODE]]
 
 # The family's code, internal: the geometry read after the operands' dims; the channels
@@ -75,7 +85,8 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: %"sh" = load i64
 # CHECK: %"dw" = load i64
 # CHECK: %"groups" = load i64
-# CHECK-NEXT: %[[CHANNELS:".[0-9]+"]] = mul i64 %"arg1.d2", %"groups"
+# CHECK: %"rectify" = load i64
+# CHECK: %[[CHANNELS:".[0-9]+"]] = mul i64 %"arg1.d2", %"groups"
 # CHECK-NEXT: icmp eq i64 %"arg0.d3", %[[CHANNELS]]
 # CHECK-NEXT: srem i64 %"arg1.d3", %"groups"
 # CHECK: ret i32 2
@@ -100,18 +111,20 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # With few output pixels and many filters of one group, a pointwise conv shares out its
 # filters instead: a task multiplies every pixel's row of the input (lda = C) by its
 # panels of filter columns, [first, last) * 32 clipped to O (ldb = O), into the same
-# columns of the output (ldc = O).
+# columns of the output (ldc = O), the epilogue's pointers (data 3 to 5) moved as far.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32.columns.body"(
 # CHECK: %[[START:".[0-9]+"]] = mul i64 %"first", 32
 # CHECK-NEXT: %[[END:".[0-9]+"]] = mul i64 %"last", 32
 # CHECK-NEXT: %[[CLIPPED:".[0-9]+"]] = icmp slt i64 %[[END]], %"arg1.d3"
 # CHECK-NEXT: %[[STOP:".[0-9]+"]] = select i1 %[[CLIPPED]], i64 %[[END]], i64 %"arg1.d3"
 # CHECK-NEXT: %[[OUT:".[0-9]+"]] = getelementptr float, ptr %"arg2", i64 %[[START]]
-# CHECK-NEXT: %[[COUNT:".[0-9]+"]] = sub i64 %[[STOP]], %[[START]]
+# CHECK: getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[START]]
+# CHECK: %[[COUNT:".[0-9]+"]] = sub i64 %[[STOP]], %[[START]]
 # CHECK-NEXT: %[[FILTERS:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[START]]
 # CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COUNT]], i64 %"arg0.d3",
 # CHECK-SAME: ptr %"arg0", i64 %"arg0.d3", ptr %[[FILTERS]], i64 %"arg1.d3",
-# CHECK-SAME: ptr %[[OUT]], i64 %"arg1.d3", i1 0)
+# CHECK-SAME: ptr %[[OUT]], i64 %"arg1.d3", i1 0, ptr %{{".[0-9]+"}}, ptr %{{".[0-9]+"}},
+# CHECK-SAME: ptr %{{".[0-9]+"}}, i1 %{{".[0-9]+"}})
 
 # The convolutions' own gemm: k in chunks of 256 (summing onto C after the first, or when
 # the caller accumulates), rows in blocks of about 96 (the rows shared out evenly), columns
@@ -119,10 +132,13 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # panel of B is first copied to the stack; then tiles of 6 rows, 12 sums in registers, per
 # k the panel's 2 vectors, each row's A broadcast and 12 fmas; then the rows left, 1 to 5,
 # as one tile of their count; the last block's lanes past n read as zeros and stored under
-# a mask.
+# a mask. After the last chunk's terms, a tile's sums go through the epilogue its caller
+# gives (`conv.epilogue`: nulls and no ReLU, here), whose residual the tile starts reading
+# before its terms.
 # CHECK-LABEL: define internal void @"sf.gemm.float32"(i64 %"m", i64 %"n", i64 %"k",
 # CHECK-SAME: ptr %"a", i64 %"lda", ptr %"b", i64 %"ldb", ptr %"c", i64 %"ldc",
-# CHECK-SAME: i1 %"accumulate")
+# CHECK-SAME: i1 %"accumulate", ptr %"scale", ptr %"shift", ptr %"residual",
+# CHECK-SAME: i1 %"rectify")
 # CHECK: %"panel" = alloca <[[W:8|16]] x float>, i32 512
 # CHECK: depth.body:
 # CHECK: add i64 %"depth", 256
@@ -153,20 +169,20 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # A pointwise task, group by group: its pixels' rows of the input in place (lda = C), from
 # the group's first channel (k = C/G), by the group's filter columns (O/G of them, from
 # column g*O/G, ldb = O) into its rows of the output (from the same column, ldc = O), not
-# accumulating.
+# accumulating; the epilogue's pointers moved to the same column and element.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32.pixels.body"(
 # CHECK: group.body:
+# CHECK-NEXT: %[[OUT_N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK-NEXT: %[[OUT_COLUMN:".[0-9]+"]] = mul i64 %"group", %[[OUT_N]]
 # CHECK: %[[FIRST:".[0-9]+"]] = mul i64 %"group", %"arg1.d2"
 # CHECK-NEXT: %[[A:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[FIRST]]
-# CHECK: %[[OUT_N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
-# CHECK-NEXT: %[[OUT_COLUMN:".[0-9]+"]] = mul i64 %"group", %[[OUT_N]]
 # CHECK-NEXT: %[[C:".[0-9]+"]] = getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[OUT_COLUMN]]
-# CHECK-NEXT: %[[N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK: %[[N:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
 # CHECK-NEXT: %[[COLUMN:".[0-9]+"]] = mul i64 %"group", %[[N]]
 # CHECK-NEXT: %[[B:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[COLUMN]]
 # CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[N]], i64 %"arg1.d2",
 # CHECK-SAME: ptr %[[A]], i64 %"arg0.d3", ptr %[[B]], i64 %"arg1.d3",
-# CHECK-SAME: ptr %[[C]], i64 %"arg1.d3", i1 0)
+# CHECK-SAME: ptr %[[C]], i64 %"arg1.d3", i1 0,
 
 # A task loads the operands and the geometry again from the entry's arguments. Under the
 # direct loops' rule, one call of the module's direct loops over its rows (their status
@@ -182,18 +198,19 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: %[[DIRECT:".[0-9]+"]] = call i32 @"sf.conv2d.direct.float32"(ptr %"arg0",
 # CHECK-SAME: ptr %"arg1", ptr %"arg2", i64 %"arg0.d0",
 # CHECK-SAME: i64 %"sh", i64 %"sw", i64 %"dh", i64 %"top", i64 %"left", i64 %"first",
-# CHECK-SAME: i64 %"last")
+# CHECK-SAME: i64 %"last", ptr %{{".[0-9]+"}}, ptr %{{".[0-9]+"}}, ptr %{{".[0-9]+"}},
+# CHECK-SAME: i1 %{{".[0-9]+"}})
 # CHECK: %[[SCRATCH:".[0-9]+"]] = call ptr @"malloc"
 # CHECK: ret i32 %[[DIRECT]]
 # CHECK: ret i32 4
 # CHECK: call void @"free"(ptr %[[SCRATCH]])
 # CHECK: group.body:
 # CHECK: icmp sgt i64 %"tap_rows", 0
-# CHECK-NEXT: %[[COLUMNS:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
+# CHECK: %[[COLUMNS:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
 # CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COLUMNS]],
 # CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], ptr %[[SCRATCH]], i64 %[[DEPTH]],
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
-# CHECK-SAME: i1 %{{".[0-9]+"}})
+# CHECK-SAME: i1 %{{".[0-9]+"}}, ptr
 # A filter row's run of kw * C elements, inside the input and undilated (at run time):
 # whole vectors, then a masked one; outside it, zeros.
 # CHECK: move.body:
@@ -209,10 +226,11 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # broadcast, 12 fmas; clipped, tap by tap, a pixel outside reading zeros. Blocks of 16
 # channels in AVX2 vectors, then of 8 (where the CPU has AVX-512, blocks of 32 in its
 # vectors first, with their own loop labels: the host decides, so they are not checked
-# here, and the labels below match either numbering).
+# here, and the labels below match either numbering). Its last arguments are an epilogue
+# (`conv.epilogue`), applied to a tile's sums before they are stored.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.direct.float32"(ptr %"x", ptr %"w", ptr %"out",
 # CHECK-SAME: i64 %"sh", i64 %"sw", i64 %"dh", i64 %"top", i64 %"left", i64 %"first",
-# CHECK-SAME: i64 %"last")
+# CHECK-SAME: i64 %"last", ptr %"scale", ptr %"shift", ptr %"residual", i1 %"rectify")
 # CHECK: %[[ZEROS:".[0-9]+"]] = call ptr @"calloc"
 # CHECK: ret i32 4
 # CHECK: call void @"free"(ptr %[[ZEROS]])

@@ -32,6 +32,7 @@ from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
 from stageflow.codegen.lowered import gemm_split
+from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
 from stageflow.codegen.lowered.conv.gemm import tile
 from stageflow.codegen.lowered.rule import smaller
@@ -232,4 +233,4 @@ def _rows(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
     c_rows = b.gep(b.inttoptr(c, _PTR), [b.mul(first, ldc)], source_etype=real)
     b.call(row_major_gemm(b.module, dtype), [b.sub(last, first), n, k, a_rows, lda,
                                              b.inttoptr(x, _PTR), ldb, c_rows, ldc,
-                                             ir.Constant(I1, 1)])
+                                             ir.Constant(I1, 1), *epilogue.NONE.arguments()])

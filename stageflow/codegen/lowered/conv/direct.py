@@ -41,6 +41,8 @@ from stageflow.codegen.llvm.loops import (
     range_loop,
     return_unless,
 )
+from stageflow.codegen.lowered.conv import epilogue
+from stageflow.codegen.lowered.conv.epilogue import Epilogue
 from stageflow.codegen.lowered.conv.windowed import NO_MEMORY, PTR, Geometry
 from stageflow.codegen.lowered.rule import (
     OpBuilder,
@@ -107,28 +109,31 @@ class DirectLoops:
 
     def call(self, ob: OpBuilder, x: Operand, w: Operand, out: Operand,
              steps: tuple[ir.Value, ir.Value, ir.Value], pads: tuple[ir.Value, ir.Value],
-             rows: tuple[ir.Value, ir.Value]) -> ir.Value:
+             rows: tuple[ir.Value, ir.Value], end: Epilogue) -> ir.Value:
         """Output image rows `rows` (first, last) of ``conv2d(x, w)`` at `steps` (strides,
-        filter-row dilation), padded `pads` above and to the left, by the module's one copy
-        of the direct loops (`_function`); their status (`NO_MEMORY` without memory)."""
+        filter-row dilation), padded `pads` above and to the left, through the epilogue
+        `end` (at the output's first element), by the module's one copy of the direct
+        loops (`_function`); their status (`NO_MEMORY` without memory)."""
         return ob.b.call(self._function(ob.b.module), [
             x.pointer, w.pointer, out.pointer, *x.dims, *w.dims, *out.dims, *steps, *pads,
-            *rows])
+            *rows, *end.arguments()])
 
     def _function(self, module: ir.Module) -> ir.Function:
         """``i32 sf.conv2d.direct.DTYPE(ptr x, ptr w, ptr out, i64 dims..., i64 sh, sw, dh,
-        top, left, first, last)``: the direct loops (`_rows`), internal, one per dtype in a
-        module."""
+        top, left, first, last, epilogue...)``: the direct loops (`_rows`), internal, one per
+        dtype in a module."""
         symbol = f"sf.conv2d.direct.{self.dtype.name}"
         existing = module.globals.get(symbol)
         if isinstance(existing, ir.Function):
             return existing
         labels = [f"{name}.d{axis}" for name in ("x", "w", "out") for axis in range(4)]
         labels += ["sh", "sw", "dh", "top", "left", "first", "last"]
-        function = ir.Function(module, ir.FunctionType(I32, [PTR] * 3 + [I64] * len(labels)),
-                               symbol)
+        ends = ["scale", "shift", "residual", "rectify"]
+        function = ir.Function(module, ir.FunctionType(
+            I32, [PTR] * 3 + [I64] * len(labels) + epilogue.TYPES), symbol)
         function.linkage = "internal"
-        for argument, label in zip(function.args, ["x", "w", "out", *labels], strict=True):
+        for argument, label in zip(function.args, ["x", "w", "out", *labels, *ends],
+                                   strict=True):
             argument.name = label
         b = ir.IRBuilder(function.append_basic_block("entry"))
         operands = []
@@ -136,17 +141,20 @@ class DirectLoops:
             dims = list(function.args[3 + 4 * k: 7 + 4 * k])
             operands.append(Operand(function.args[k], dims, contiguous_strides(b, dims),
                                     self.dtype))
-        sh, sw, dh, top, left, first, last = function.args[15:]
-        self._rows(b, *operands, (sh, sw), dh, (top, left), (first, last))
+        sh, sw, dh, top, left, first, last = function.args[15:22]
+        self._rows(b, *operands, (sh, sw), dh, (top, left), (first, last),
+                   Epilogue.of(list(function.args[22:])))
         b.ret(ir.Constant(I32, 0))
         return function
 
     def _rows(self, b: ir.IRBuilder, x: Operand, w: Operand, out: Operand,
               strides: tuple[ir.Value, ir.Value], dh: ir.Value,
-              pads: tuple[ir.Value, ir.Value], rows: tuple[ir.Value, ir.Value]) -> None:
+              pads: tuple[ir.Value, ir.Value], rows: tuple[ir.Value, ir.Value],
+              end: Epilogue) -> None:
         """Output image rows `rows` (first, last) of ``conv2d(x, w)`` (padded `pads` above and
-        to the left, the rest implied by the dims): per row, per block of output channels
-        (`DIRECT_BLOCKS`: the widest, then narrower for the rest), tiles of `DIRECT_TILE`
+        to the left, the rest implied by the dims), through the epilogue `end`: per row,
+        per block of output channels (`DIRECT_BLOCKS`: the widest, then narrower for the
+        rest), tiles of `DIRECT_TILE`
         output pixels (`_tile`), the last one moved back to end at the row's end
         (recomputing a few pixels rather than clipping it), clipped where its windows
         leave the image (reading C zeros, calloc'd per task, there)."""
@@ -175,7 +183,8 @@ class DirectLoops:
         # Computed once here, not per tile: with the stride a constant LLVM folded them into
         # each tile's addresses, read at run time they would cost multiplies in every tile.
         shifts = [fold_mul(b, i64(p), sw) for p in range(DIRECT_TILE)]
-        steps = _Steps(sw, dh, shifts, [fold_mul(b, s, x.strides[2]) for s in shifts])
+        steps = _Steps(sw, dh, shifts, [fold_mul(b, s, x.strides[2]) for s in shifts], end,
+                       end.any(b))
 
         def row(t: ir.Value) -> None:
             image = b.sdiv(t, ho)
@@ -275,15 +284,26 @@ class DirectLoops:
 
             return fold_loop(b, lo, hi, i64(1), sums, tap, "tap")
 
+        # A pixel past the row's end (clipped) is still computed, its elements clamped to
+        # the row's last, and never stored.
+        targets = [out.offset(b, [at.image, at.i, smaller(b, b.add(at.j0, i64(p)),
+                                                           b.sub(wo, i64(1))), at.c0])
+                   for p in pixels]
+        steps.end.prefetch(b, steps.ended, [fold_add(b, t, i64(v * lanes)) for t in targets
+                                            for v in range(at.vectors)], x.element)
         zero = ir.Constant(vector, [0.0] * lanes)
         sums = fold_loop(b, at.rows[0], at.rows[1], i64(1),
                          [zero] * (DIRECT_TILE * at.vectors), filter_row, "filter_row")
+        columns = [fold_add(b, at.c0, i64(v * lanes)) for v in range(at.vectors)]
+        sums = epilogue.where(b, steps.ended, sums, lambda: steps.end.apply(
+            b, sums, [c for _ in pixels for c in columns],
+            [fold_add(b, t, i64(v * lanes)) for t in targets for v in range(at.vectors)],
+            lambda pointer: b.load(pointer, typ=vector, align=x.dtype.itemsize), x.element))
         for p in pixels:
             def store(p: int = p) -> None:
-                target = out.offset(b, [at.image, at.i, b.add(at.j0, i64(p)), at.c0])
                 for v in range(at.vectors):
                     b.store(sums[p * at.vectors + v],
-                            out.address(b, fold_add(b, target, i64(v * lanes))),
+                            out.address(b, fold_add(b, targets[p], i64(v * lanes))),
                             align=x.dtype.itemsize)
 
             if clipped:
@@ -315,12 +335,15 @@ class _Tile:
 @dataclass(frozen=True)
 class _Steps:
     """The column stride `sw` and filter-row dilation `dh`; pixel p of a tile reads
-    `shifts[p]` image columns (`offsets[p]` elements) right of its first one."""
+    `shifts[p]` image columns (`offsets[p]` elements) right of its first one; the epilogue
+    `end` at the output's first element, and whether it does anything (`ended`)."""
 
     sw: ir.Value
     dh: ir.Value
     shifts: list[ir.Value]
     offsets: list[ir.Value]
+    end: Epilogue
+    ended: ir.Value
 
 
 def _tap_range(b: ir.IRBuilder, start: ir.Value, size: ir.Value, taps: ir.Value,

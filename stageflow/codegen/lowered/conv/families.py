@@ -20,12 +20,14 @@ from stageflow.codegen.llvm.emitter import I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca, memcpy
 from stageflow.codegen.llvm.loops import fold_mul, i64, range_loop, return_unless
 from stageflow.codegen.lowered import gemm_bf16
+from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.bfloat16 import (
     Conv2dBfloat16,
     Conv2dFilterGradientBfloat16,
     Conv2dInputGradientBfloat16,
 )
 from stageflow.codegen.lowered.conv.direct import DirectLoops
+from stageflow.codegen.lowered.conv.epilogue import NULL, Epilogue
 from stageflow.codegen.lowered.conv.gemm import gemm_function, packed_gemm_function
 from stageflow.codegen.lowered.conv.im2col import (
     FILTER_GRADIENT_MIN_BLOCK_ROWS,
@@ -63,6 +65,12 @@ from stageflow.primitives.conv import (
     conv2d_input_gradient_p,
     conv2d_p,
 )
+from stageflow.primitives.elementwise import relu_p
+from stageflow.primitives.fused_conv import (
+    EPILOGUE_OPERANDS,
+    conv2d_fused_p,
+    epilogue_operands,
+)
 from stageflow.primitives.prepacked import (
     PACKED_DTYPES,
     conv2d_prepacked_p,
@@ -78,6 +86,7 @@ COLUMN_SPLIT_ROWS = 1536
 COLUMN_SPLIT_MIN_PANELS = 8
 
 
+@dataclass(frozen=True)
 class Conv2d(ConvolutionShape, Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
     place, its rows split over the cores, or its filters' panels where it has few rows
@@ -93,7 +102,55 @@ class Conv2d(ConvolutionShape, Windowed):
     reading the input's channel block g (a pointwise conv's A in place, rows C apart; else
     its windows copied in, C/G channels per tap) by its filters' columns [g*O/G, (g+1)*O/G)
     into the output's same columns (rows O apart): no copy of the input or the output.
-    The direct loops serve one group only."""
+    The direct loops serve one group only.
+
+    ``conv2d_fused`` (`extras`: the names of its operands after the filters) is the same
+    code, whose gemms and direct loops apply its epilogue to the sums they store
+    (`conv.epilogue`); conv2d runs it with none. Both pass the shared code the same
+    pointers: x, w, the output, then the scales, shifts and residual (`_data`)."""
+
+    extras: tuple[str, ...] = ()
+
+    def _family(self, ob: OpBuilder) -> str:
+        return conv2d_p.name
+
+    def _data(self, ob: OpBuilder, data: ir.Value) -> ir.Value:
+        """x, w and the output's pointers, then the epilogue's operands' (null where the op
+        has none), once they are of the dims the result and the filters imply (else that
+        operand's code): scales and shifts one per output channel, the residual the
+        result's, each row-major."""
+        b = ob.b
+        out, o = ob.outputs[0], self._out_channels(ob)
+        pointers = [ob.inputs[0].pointer, ob.inputs[1].pointer, out.pointer]
+        for name in EPILOGUE_OPERANDS:
+            if name not in self.extras:
+                pointers.append(NULL)
+                continue
+            index = 2 + self.extras.index(name)
+            operand = ob.inputs[index]
+            want = out.dims if name == "residual" else [o]
+            ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(operand.dims, want,
+                                                                    strict=True)),
+                                      is_row_major(ob, operand)]), index)
+            pointers.append(operand.pointer)
+        array = entry_alloca(b, PTR, len(pointers), "operands")
+        for k, pointer in enumerate(pointers):
+            b.store(pointer, b.gep(array, [i64(k)], source_etype=PTR))
+        return array
+
+    def _out_channels(self, ob: OpBuilder) -> ir.Value:
+        """The filters' output channels, as the entry sees them."""
+        return ob.inputs[1].dims[3]
+
+    def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
+                      strides: ir.Value) -> ir.Value:
+        """x's and w's dims, then the output's (after the epilogue's operands' dims)."""
+        b = ob.b
+        memcpy(b, dims, given, i64(8 * 8))
+        extra = sum(len(operand.dims) for operand in ob.inputs[2:])
+        memcpy(b, b.gep(dims, [i64(8)], source_etype=I64),
+               b.gep(given, [i64(8 + extra)], source_etype=I64), i64(4 * 8))
+        return strides
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -105,6 +162,8 @@ class Conv2d(ConvolutionShape, Windowed):
         with b.if_then(b.not_(empty)):
             with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
                 with no_terms:
+                    # No terms and an epilogue: rare enough for the NumPy kernel.
+                    ob.fail_unless(b.not_(_epilogue(ob, geo).any(b)), 1)
                     fill(b, out, rows)
                 with terms, b.if_else(pointwise) as (one_gemm, windowed):
                     with one_gemm:
@@ -123,11 +182,15 @@ class Conv2d(ConvolutionShape, Windowed):
         channels, depth, o = x.dims[3], w.dims[2], w.dims[3]
         inputs, outputs = x.address(b, b.mul(first, channels)), out.address(b, b.mul(first, o))
 
+        whole = _epilogue(ob, geo)
+
         def group(g: ir.Value) -> None:
+            column = b.mul(g, b.sdiv(o, geo.groups))
             self._filters_gemm(ob, geo, w, g, b.sub(last, first), depth,
                                (_at(b, x, inputs, b.mul(g, depth)), channels), None,
-                               (_at(b, out, outputs, b.mul(g, b.sdiv(o, geo.groups))), o),
-                               ir.Constant(I1, 0))
+                               (_at(b, out, outputs, column), o), ir.Constant(I1, 0),
+                               whole.at(b, out.element, column,
+                                        b.add(b.mul(first, o), column)))
 
         range_loop(b, geo.groups, group, "group")
 
@@ -165,22 +228,24 @@ class Conv2d(ConvolutionShape, Windowed):
         end = b.select(b.icmp_signed("<", end, o), end, o)
         self._filters_gemm(ob, geo, w, i64(0), rows, channels, (x.pointer, channels), None,
                            (_at(b, out, out.pointer, start), o), ir.Constant(I1, 0),
+                           _epilogue(ob, geo).at(b, out.element, start, start),
                            (start, b.sub(end, start)))
 
     def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
                       m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
                       first: ir.Value | None, c: tuple[ir.Value, ir.Value],
-                      accumulate: ir.Value,
+                      accumulate: ir.Value, end: Epilogue,
                       columns: tuple[ir.Value, ir.Value] | None = None) -> None:
         """C[m, O/G] = A[m, k] @ group g's filters: rows [first, first + k) of HWIO read as a
         (kh*kw*C/G, O) matrix (all of them from the first where `first` is None), its
         columns [g*O/G, (g+1)*O/G), or `columns` (their first, a multiple of a panel's
-        width, and count) of it; added to C's values where `accumulate`."""
+        width, and count) of it; added to C's values where `accumulate`; through `end`
+        (the epilogue at C's first element) after the last term."""
         b, o = ob.b, w.dims[3]
         offset, n = _group_columns(b, geo, o, g, columns)
         rows = w.pointer if first is None else w.address(b, b.mul(first, o))
         b.call(gemm_function(b.module, self.dtype),
-               [m, n, k, *a, _at(b, w, rows, offset), o, *c, accumulate])
+               [m, n, k, *a, _at(b, w, rows, offset), o, *c, accumulate, *end.arguments()])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         """Whether a task runs the direct loops (`DirectLoops.fits`, one group)."""
@@ -207,7 +272,8 @@ class Conv2d(ConvolutionShape, Windowed):
             with loops:
                 code = DirectLoops(self.dtype).call(
                     ob, x, w, out, (*geo.strides, geo.dilations[0]),
-                    (geo.padding[0][0], geo.padding[1][0]), (first, last))
+                    (geo.padding[0][0], geo.padding[1][0]), (first, last),
+                    _epilogue(ob, geo))
                 return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
             with windowed:
                 im2col()
@@ -217,14 +283,23 @@ class Conv2d(ConvolutionShape, Windowed):
         into its columns of the block's output rows."""
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
-        target = out.address(b, b.mul(b.mul(c.first, out.dims[2]), o))
+        start = b.mul(b.mul(c.first, out.dims[2]), o)
+        target = out.address(b, start)
+        # The epilogue after the chunk of the last filter rows only.
+        whole = _epilogue(ob, geo)
+        last = b.icmp_signed("==", c.a1, w.dims[0])
+        end = Epilogue(*(b.select(last, p, NULL) for p in (whole.scale, whole.shift,
+                                                          whole.residual)),
+                       b.and_(last, whole.relu))
 
         def group(g: ir.Value) -> None:
+            column = b.mul(g, b.sdiv(o, geo.groups))
             windows(ob, geo, _group(b, x, w.dims[2], g), w.dims[1], out, c, accumulate=False)
             self._filters_gemm(ob, geo, w, g, c.rows, c.depth, (c.scratch, c.depth),
                                b.mul(c.a0, fold_mul(b, w.dims[1], w.dims[2])),
-                               (_at(b, out, target, b.mul(g, b.sdiv(o, geo.groups))), o),
-                               b.icmp_signed(">", c.a0, i64(0)))
+                               (_at(b, out, target, column), o),
+                               b.icmp_signed(">", c.a0, i64(0)),
+                               end.at(b, out.element, column, b.add(start, column)))
 
         range_loop(b, geo.groups, group, "group")
 
@@ -236,6 +311,15 @@ def _group_columns(b: ir.IRBuilder, geo: Geometry, o: ir.Value, g: ir.Value,
         return columns
     n = b.sdiv(o, geo.groups)
     return b.mul(g, n), n
+
+
+def _epilogue(ob: OpBuilder, geo: Geometry) -> Epilogue:
+    """A conv's epilogue at its output's first element: the scales', shifts' and
+    residual's pointers after x, w and the output in the shared code's data (`Conv2d._data`),
+    the ReLU's flag from its geometry."""
+    b, data = ob.b, ob.arguments[0]
+    return Epilogue(*(b.load(b.gep(data, [i64(3 + k)], source_etype=PTR), typ=PTR)
+                      for k in range(len(EPILOGUE_OPERANDS))), geo.relu)
 
 
 def _at(b: ir.IRBuilder, array: Operand, pointer: ir.Value, offset: ir.Value) -> ir.Value:
@@ -260,10 +344,17 @@ class Conv2dPrepacked(Conv2d):
     filter_shape: tuple[int, int, int, int] = (0, 0, 0, 0)
     groups: int = 1
 
+    def _family(self, ob: OpBuilder) -> str:
+        return conv2d_prepacked_p.name
+
+    def _out_channels(self, ob: OpBuilder) -> ir.Value:
+        return i64(self.filter_shape[3])
+
     def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
                       strides: ir.Value) -> ir.Value:
-        """The input's dims and strides, the filters' (row-major), the output's dims; the
-        panels' checked first: of `panels_shape`, row-major (else argument 1's code)."""
+        """The input's dims and strides, the filters' (row-major), the output's dims (after
+        the epilogue's operands' dims); the panels' checked first: of `panels_shape`,
+        row-major (else argument 1's code)."""
         b, panels = ob.b, ob.inputs[1]
         expected = [i64(v) for v in panels_shape(self.filter_shape, self.dtype, self.groups)]
         ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(panels.dims, expected,
@@ -275,16 +366,17 @@ class Conv2dPrepacked(Conv2d):
                                              strict=True)):
             b.store(size, b.gep(dims, [i64(4 + k)], source_etype=I64))
             b.store(step, b.gep(logical, [i64(4 + k)], source_etype=I64))
+        extra = sum(len(operand.dims) for operand in ob.inputs[2:])
         memcpy(b, dims, given, i64(4 * 8))
         memcpy(b, b.gep(dims, [i64(8)], source_etype=I64),
-               b.gep(given, [i64(4 + len(expected))], source_etype=I64), i64(4 * 8))
+               b.gep(given, [i64(4 + len(expected) + extra)], source_etype=I64), i64(4 * 8))
         memcpy(b, logical, strides, i64(4 * 8))
         return logical
 
     def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
                       m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
                       first: ir.Value | None, c: tuple[ir.Value, ir.Value],
-                      accumulate: ir.Value,
+                      accumulate: ir.Value, end: Epilogue,
                       columns: tuple[ir.Value, ir.Value] | None = None) -> None:
         """Group g's panels (`panels_shape`: ceil(O/G / width) of them, from the g-th
         group's first; from the panel of `columns`' first) read in place."""
@@ -298,7 +390,7 @@ class Conv2dPrepacked(Conv2d):
         panels = _at(b, w, w.pointer, b.mul(b.mul(panel, depth), i64(width)))
         b.call(packed_gemm_function(b.module, self.dtype),
                [m, n, k, *a, panels, depth, i64(0) if first is None else first, *c,
-                accumulate])
+                accumulate, *end.arguments()])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         return None
@@ -456,7 +548,8 @@ class Conv2dInputGradient(InputGradientShape, Windowed):
         pads = (b.sub(b.mul(b.sub(kh, i64(1)), geo.dilations[0]), top),
                 b.sub(b.sub(kw, i64(1)), left))
         code = DirectLoops(self.dtype).call(ob, g, flipped, out,
-                                            (*geo.strides, geo.dilations[0]), pads, rows)
+                                            (*geo.strides, geo.dilations[0]), pads, rows,
+                                            epilogue.NONE)
         b.call(declare(b.module, "free", ir.VoidType(), [PTR]), [memory])
         return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
 
@@ -496,7 +589,7 @@ def _rule(spec: OpSpec, family: type[Windowed], bfloat16: type[Windowed],
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
     return family((*params["strides"], top, bottom, left, right, *params["dilations"], *size,
-                   groups), dtype)
+                   groups, 0), dtype)
 
 
 @lowering(conv2d_p, generic=True)
@@ -506,14 +599,32 @@ def _conv2d(spec: OpSpec) -> Windowed | None:
 
 @lowering(conv2d_prepacked_p, generic=True)
 def _conv2d_prepacked(spec: OpSpec) -> Windowed | None:
-    if spec.inputs[0].dtype not in PACKED_DTYPES or not gemm_lowerable(spec.inputs[0].dtype):
+    return _packed_or_fused(spec, packed=True)
+
+
+@lowering(conv2d_fused_p, generic=True)
+def _conv2d_fused(spec: OpSpec) -> Windowed | None:
+    return _packed_or_fused(spec, packed=spec.params["packed"])
+
+
+def _packed_or_fused(spec: OpSpec, packed: bool) -> Windowed | None:
+    """conv2d_prepacked's lowering, or conv2d_fused's (that of its filters' layout, with
+    its epilogue's operands and ReLU)."""
+    dtype = spec.inputs[0].dtype
+    if dtype not in PACKED_DTYPES or not gemm_lowerable(dtype):
         return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
     groups = params.get("feature_group_count", 1)
-    return Conv2dPrepacked((*params["strides"], top, bottom, left, right,
-                            *params["dilations"], 0, 0, groups), spec.inputs[0].dtype,
-                           tuple(params["filter_shape"]), groups)
+    fused = spec.primitive is conv2d_fused_p
+    extras = tuple(epilogue_operands(params["scale"], params["shift"], params["residual"])
+                   ) if fused else ()
+    relu = int(fused and params["activation"] == relu_p.name)
+    geometry = (*params["strides"], top, bottom, left, right, *params["dilations"], 0, 0,
+                groups, relu)
+    if packed:
+        return Conv2dPrepacked(geometry, dtype, extras, tuple(params["filter_shape"]), groups)
+    return Conv2d(geometry, dtype, extras)
 
 
 @lowering(conv2d_input_gradient_p, generic=True)

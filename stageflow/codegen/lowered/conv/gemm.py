@@ -42,6 +42,8 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.lowered.conv import epilogue
+from stageflow.codegen.lowered.conv.epilogue import Epilogue
 from stageflow.codegen.targets import platform
 from stageflow.primitives.prepacked import panel_width
 
@@ -84,14 +86,17 @@ def tile() -> Tile:
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
     """``void sf.gemm.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr b, i64 ldb, ptr c,
-    i64 ldc, i1 accumulate)``: C[m, n] = A[m, k] @ B[k, n], added to C's values where
-    `accumulate`; leading dims in elements. Internal, one per dtype in a module."""
+    i64 ldc, i1 accumulate, epilogue...)``: C[m, n] = A[m, k] @ B[k, n], added to C's
+    values where `accumulate`, then through the `epilogue` (its four values at C's first
+    element: `conv.epilogue`; `epilogue.NONE` for none); leading dims in elements.
+    Internal, one per dtype in a module."""
     return _function(module, dtype, False)
 
 
 def packed_gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
     """``void sf.gemm.packed.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr panels,
-    i64 depth, i64 offset, ptr c, i64 ldc, i1 accumulate)``: the same product with B rows
+    i64 depth, i64 offset, ptr c, i64 ldc, i1 accumulate, epilogue...)``: the same product
+    with B rows
     [offset, offset + k) of a matrix of `depth` rows packed into panels
     (`primitives.prepacked`), which the tiles read in place. Internal, one per dtype."""
     return _function(module, dtype, True)
@@ -103,15 +108,18 @@ def _function(module: ir.Module, dtype: np.dtype, packed: bool) -> ir.Function:
     if isinstance(existing, ir.Function):
         return existing
     b_names = ("panels", "depth", "offset") if packed else ("b", "ldb")
-    names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate")
-    types = [I64, I64, I64, PTR, I64, PTR, *[I64] * (len(b_names) - 1), PTR, I64, I1]
+    names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate", "scale",
+             "shift", "residual", "rectify")
+    types = [I64, I64, I64, PTR, I64, PTR, *[I64] * (len(b_names) - 1), PTR, I64, I1,
+             *epilogue.TYPES]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
     for argument, name in zip(function.args, names, strict=True):
         argument.name = name
-    m, n, k, a, lda, *b_args, c, ldc, accumulate = function.args
+    m, n, k, a, lda, *b_args, c, ldc, accumulate = function.args[:-len(epilogue.TYPES)]
     _Gemm(ir.IRBuilder(function.append_basic_block("entry")), dtype, (m, n, k), (a, lda),
-          b_args, (c, ldc), accumulate).emit()
+          b_args, (c, ldc), accumulate,
+          Epilogue.of(list(function.args[-len(epilogue.TYPES):]))).emit()
     return function
 
 
@@ -130,8 +138,10 @@ class _Gemm:
 
     def __init__(self, b: ir.IRBuilder, dtype: np.dtype, sizes: tuple[ir.Value, ...],
                  a: tuple[ir.Value, ir.Value], b_args: list[ir.Value],
-                 c: tuple[ir.Value, ir.Value], accumulate: ir.Value) -> None:
+                 c: tuple[ir.Value, ir.Value], accumulate: ir.Value,
+                 epilogue: Epilogue) -> None:
         self.b = b
+        self.epilogue = epilogue
         self.m, self.n, self.k = sizes
         self.a, self.lda = a
         self.c, self.ldc = c
@@ -317,6 +327,17 @@ class _Gemm:
                         self.fma, [broadcast, weights[v], sums[r * vectors + v]])
             return updated
 
+        # After the last chunk's terms, the epilogue, for C's elements of this tile.
+        last = b.and_(b.icmp_signed("==", span.depth[1], self.k), self.epilogue.any(b))
+        rows_at = [b.mul(b.add(m0, i64(r)), self.ldc) for r in range(rows)]
+        self.epilogue.prefetch(b, last, [b.add(rows_at[r], b.add(n0, i64(v * lanes)))
+                                         for r in range(rows) for v in range(vectors)],
+                               self.element)
         sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
+        sums = epilogue.where(b, last, sums, lambda: self.epilogue.apply(
+            b, sums, [b.add(n0, i64(v * lanes)) for _ in range(rows) for v in range(vectors)],
+            [b.add(rows_at[r], b.add(n0, i64(v * lanes))) for r in range(rows)
+             for v in range(vectors)],
+            lambda pointer: self._load(pointer, mask), self.element))
         for value, target in zip(sums, targets, strict=True):
             self._store(value, target, mask)

@@ -59,21 +59,23 @@ PTR = ir.PointerType()
 # then the op's geometry (`Geometry`).
 _OPERAND_DIMS = 12
 _GEOMETRY = ("sh", "sw", "top", "bottom", "left", "right", "dh", "dw", "size0", "size1",
-             "groups")
+             "groups", "rectify")
 
 
 @dataclass(frozen=True)
 class Geometry:
     """One op's strides, padding ((top, bottom), (left, right)), dilations, `size` (the
     input gradient's input height and width, the filter gradient's filter height and
-    width; zeros for conv2d) and feature groups (`feature_group_count`) as the family's
-    shared code reads them at run time, from its dims array after the operands' dims."""
+    width; zeros for conv2d), feature groups (`feature_group_count`) and whether a fused
+    conv's epilogue ends in a ReLU (1, else 0) as the family's shared code reads them at
+    run time, from its dims array after the operands' dims."""
 
     strides: tuple[ir.Value, ir.Value]
     padding: tuple[tuple[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]
     dilations: tuple[ir.Value, ir.Value]
     size: tuple[ir.Value, ir.Value]
     groups: ir.Value
+    relu: ir.Value
 
     @classmethod
     def read(cls, ob: OpBuilder) -> Geometry:
@@ -85,7 +87,7 @@ class Geometry:
             value.name = label
             v.append(value)
         return cls((v[0], v[1]), ((v[2], v[3]), (v[4], v[5])), (v[6], v[7]), (v[8], v[9]),
-                   v[10])
+                   v[10], b.icmp_signed("!=", v[11], i64(0)))
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class Windowed:
         strides = self._operand_dims(ob, dims, given, strides)
         for k, value in enumerate(self.geometry):
             b.store(i64(value), b.gep(dims, [i64(_OPERAND_DIMS + k)], source_etype=I64))
-        code = b.call(self._shared(ob), [data, dims, strides])
+        code = b.call(self._shared(ob), [self._data(ob, data), dims, strides])
         return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
 
     def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
@@ -128,13 +130,22 @@ class Windowed:
         memcpy(ob.b, dims, given, i64(_OPERAND_DIMS * 8))
         return strides
 
+    def _data(self, ob: OpBuilder, data: ir.Value) -> ir.Value:
+        """The data pointers the shared code reads: the op's own, by default."""
+        return data
+
+    def _family(self, ob: OpBuilder) -> str:
+        """The name the family's shared code is known by in a module: the op's, by
+        default (ops that share code name one family)."""
+        return ob.spec.name
+
     def _shared(self, ob: OpBuilder) -> ir.Function:
         """``i32 sf.NAME.DTYPE(ptr data, ptr dims, ptr strides)``: the family's code, every
         dim and the geometry read at run time (dims as `emit` stores them), built with the
         module's first op of the family and dtype. Internal, so that modules linked into
         one engine never clash."""
         module = ob.b.module
-        symbol = f"sf.{ob.spec.name}.{self.dtype.name}"
+        symbol = f"sf.{self._family(ob)}.{self.dtype.name}"
         existing = module.globals.get(symbol)
         if isinstance(existing, ir.Function):
             return existing

@@ -1,0 +1,65 @@
+// RUN: stageflow opt %s --passes fuse-conv | filecheck %s
+
+// A convolution's epilogue (a scale and a shift per output channel, a residual, a ReLU:
+// each optional, in that order) becomes part of it, packed filters or not; the scale and
+// shift constants are spread to one value per output channel, and `y - c` is `y + (-c)`.
+// The ops it replaces go, and so do the constants only they read (others are prune's).
+// CHECK-LABEL: func.func @whole
+// CHECK-NEXT:    %[[S:.*]] = sf.constant dense<2.000000e+00> : tensor<2xf32>
+// CHECK-NEXT:    %[[T:.*]] = sf.constant dense<[-1.000000e+00, -2.000000e+00]> : tensor<2xf32>
+// CHECK-NEXT:    %z = sf.conv2d_fused %x, %w, %[[S]], %[[T]], %skip {filter_shape = [1, 1, 3, 2], strides = [1, 1], padding = {{\[}}[0, 0], [0, 0]], dilations = [1, 1], packed = false, scale = true, shift = true, residual = true, activation = "relu"} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+// CHECK-NEXT:    func.return %z
+func.func @whole(%x: tensor<1x4x4x3xf32>, %w: tensor<1x1x3x2xf32>, %skip: tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32> {
+  %y = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>) -> tensor<1x4x4x2xf32>
+  %scale = sf.constant dense<2.0> : tensor<1x1x1x2xf32>
+  %s = sf.multiply %scale, %y : (tensor<1x1x1x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %shift = sf.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %t = sf.subtract %s, %shift : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %r = sf.add %skip, %t : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %z = sf.relu %r : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  func.return %z : tensor<1x4x4x2xf32>
+}
+
+// A packed convolution with a bias alone; a scalar shift is spread over the channels.
+// CHECK-LABEL: func.func @packed_bias
+// CHECK-NEXT:    %half = sf.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NEXT:    %[[B:.*]] = sf.constant dense<5.000000e-01> : tensor<33xf32>
+// CHECK-NEXT:    %b = sf.conv2d_fused %x, %p, %[[B]] {filter_shape = [1, 1, 1, 33], strides = [1, 1], padding = {{\[}}[0, 0], [0, 0]], dilations = [1, 1], packed = true, scale = false, shift = true, residual = false, activation = "none"}
+// CHECK-NEXT:    func.return %b
+func.func @packed_bias(%x: tensor<1x4x4x1xf32>, %p: tensor<2x1x32xf32>) -> tensor<1x4x4x33xf32> {
+  %y = sf.conv2d_prepacked %x, %p {filter_shape = [1, 1, 1, 33], strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x1xf32>, tensor<2x1x32xf32>) -> tensor<1x4x4x33xf32>
+  %half = sf.constant dense<0.5> : tensor<f32>
+  %b = sf.add %y, %half : (tensor<1x4x4x33xf32>, tensor<f32>) -> tensor<1x4x4x33xf32>
+  func.return %b : tensor<1x4x4x33xf32>
+}
+
+// What the epilogue cannot take stays: a pre-activation read twice (the chain ends
+// before it), a scale that is not per channel, a shift after the residual, a float16
+// convolution.
+// CHECK-LABEL: func.func @kept
+// CHECK:         %y = sf.conv2d %x, %w
+// CHECK-NEXT:    %r = sf.relu %y
+// CHECK-NEXT:    %rows = sf.constant
+// CHECK-NEXT:    %u = sf.conv2d_fused %x, %w, %skip {{{.*}}packed = false, scale = false, shift = false, residual = true, activation = "none"}
+// CHECK-NEXT:    %v = sf.multiply %u, %rows
+// CHECK-NEXT:    %one = sf.constant
+// CHECK-NEXT:    %c = sf.conv2d_fused %x, %w, %skip {{{.*}}residual = true, activation = "none"}
+// CHECK-NEXT:    %d = sf.add %c, %one
+// CHECK-NEXT:    %h = sf.conv2d %xh, %wh
+// CHECK-NEXT:    %hr = sf.relu %h
+// CHECK-NEXT:    func.return %y, %r, %v, %d, %hr
+func.func @kept(%x: tensor<1x4x4x3xf32>, %w: tensor<1x1x3x2xf32>, %skip: tensor<1x4x4x2xf32>, %xh: tensor<1x4x4x3xf16>, %wh: tensor<1x1x3x2xf16>) -> (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf16>) {
+  %y = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>) -> tensor<1x4x4x2xf32>
+  %r = sf.relu %y : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %rows = sf.constant dense<[[[[1.0], [2.0], [3.0], [4.0]]]]> : tensor<1x1x4x1xf32>
+  %t = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>) -> tensor<1x4x4x2xf32>
+  %u = sf.add %t, %skip : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %v = sf.multiply %u, %rows : (tensor<1x4x4x2xf32>, tensor<1x1x4x1xf32>) -> tensor<1x4x4x2xf32>
+  %one = sf.constant dense<1.0> : tensor<2xf32>
+  %a = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>) -> tensor<1x4x4x2xf32>
+  %c = sf.add %a, %skip : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %d = sf.add %c, %one : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %h = sf.conv2d %xh, %wh {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf16>, tensor<1x1x3x2xf16>) -> tensor<1x4x4x2xf16>
+  %hr = sf.relu %h : (tensor<1x4x4x2xf16>) -> tensor<1x4x4x2xf16>
+  func.return %y, %r, %v, %d, %hr : tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf16>
+}

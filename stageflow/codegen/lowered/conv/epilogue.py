@@ -1,0 +1,124 @@
+"""A fused convolution's epilogue (`primitives.fused_conv`) where its sums are stored.
+
+The gemm's tiles and the direct loops hold a block of output pixels by a few vectors of
+output channels in registers until the last term; where an epilogue is given they apply it
+there, before the store, so the result is written once and never read back: each vector
+multiplied by its channels' scales, plus their shifts, plus the residual's same elements,
+then the ReLU, each step only where its operand is given (a null pointer: not).
+
+An `Epilogue` is four values of the generated code: the scales' and shifts' pointers at the
+first output channel of the block of columns the code computes, the residual's pointer at
+the block's first element (the residual is laid out as the output, so the block's rows lie
+as far apart in it), and whether to apply the ReLU. Each function that stores sums takes
+them as arguments (`TYPES`); `NONE` is no epilogue, for every other caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import I1, I32
+from stageflow.codegen.llvm.functions import declare
+
+PTR = ir.PointerType()
+TYPES = [PTR, PTR, PTR, I1]
+NULL = ir.Constant(PTR, None)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The scales', shifts' and residual's pointers at a block of the output (each null
+    where the op has none) and the ReLU's flag."""
+
+    scale: ir.Value
+    shift: ir.Value
+    residual: ir.Value
+    relu: ir.Value
+
+    @classmethod
+    def of(cls, values: list[ir.Value]) -> Epilogue:
+        """The epilogue a function takes as its arguments `values` (of `TYPES`)."""
+        return cls(*values)
+
+    def arguments(self) -> list[ir.Value]:
+        return [self.scale, self.shift, self.residual, self.relu]
+
+    def any(self, b: ir.IRBuilder) -> ir.Value:
+        """Whether there is anything to apply."""
+        flag = self.relu
+        for pointer in (self.scale, self.shift, self.residual):
+            flag = b.or_(flag, b.icmp_unsigned("!=", pointer, NULL))
+        return flag
+
+    def at(self, b: ir.IRBuilder, element: ir.Type, column: ir.Value,
+           offset: ir.Value) -> Epilogue:
+        """The epilogue of the block whose first element is `column` of a row and lies
+        `offset` elements past the output's first (null pointers stay null)."""
+
+        def moved(pointer: ir.Value, by: ir.Value) -> ir.Value:
+            return b.select(b.icmp_unsigned("==", pointer, NULL), NULL,
+                            b.gep(pointer, [by], source_etype=element))
+
+        return Epilogue(moved(self.scale, column), moved(self.shift, column),
+                        moved(self.residual, offset), self.relu)
+
+    def prefetch(self, b: ir.IRBuilder, condition: ir.Value, elements: list[ir.Value],
+                 element: ir.Type) -> None:
+        """Where `condition` holds and there is a residual, start reading its cache lines at
+        `elements` (past the block's first element) before the sums are computed: read as
+        the sums are stored, a tile's residual came from memory while the tile waited,
+        and a tile of few terms took twice as long."""
+        prefetch = declare(b.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+        given = b.and_(condition, b.icmp_unsigned("!=", self.residual, NULL))
+        with b.if_then(given):
+            for offset in elements:
+                b.call(prefetch, [b.gep(self.residual, [offset], source_etype=element),
+                                  ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+
+    def apply(self, b: ir.IRBuilder, sums: list[ir.Value],
+              channels: list[ir.Value], elements: list[ir.Value],
+              load: Callable[[ir.Value], ir.Value], element: ir.Type) -> list[ir.Value]:
+        """`sums` through the epilogue: sum i's channels start `channels[i]` elements past
+        the block's first column, its residual elements `elements[i]` past the block's
+        first element; `load` reads a vector at a pointer (masked as the store is)."""
+
+        def at(pointer: ir.Value, offset: ir.Value) -> ir.Value:
+            return b.gep(pointer, [offset], source_etype=element)
+
+        def step(pointer: ir.Value, offsets: list[ir.Value],
+                 combine: Callable[[ir.Value, ir.Value], ir.Value],
+                 values: list[ir.Value]) -> list[ir.Value]:
+            return where(b, b.icmp_unsigned("!=", pointer, NULL), values, lambda: [
+                combine(value, load(at(pointer, offset)))
+                for value, offset in zip(values, offsets, strict=True)])
+
+        sums = step(self.scale, channels, b.fmul, sums)
+        sums = step(self.shift, channels, b.fadd, sums)
+        sums = step(self.residual, elements, b.fadd, sums)
+        vector = sums[0].type
+        zeros = ir.Constant(vector, [0.0] * vector.count)
+        # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
+        return where(b, self.relu, sums, lambda: [
+            b.select(b.fcmp_unordered(">", value, zeros), value, zeros) for value in sums])
+
+
+NONE = Epilogue(NULL, NULL, NULL, ir.Constant(I1, 0))
+
+
+def where(b: ir.IRBuilder, condition: ir.Value, values: list[ir.Value],
+           changed: Callable[[], list[ir.Value]]) -> list[ir.Value]:
+    """`changed()` where `condition` holds, else `values` (one branch for all of them)."""
+    before = b.block
+    with b.if_then(condition):
+        new = changed()
+        inside = b.block
+    merged = []
+    for old, value in zip(values, new, strict=True):
+        phi = b.phi(old.type)
+        phi.add_incoming(value, inside)
+        phi.add_incoming(old, before)
+        merged.append(phi)
+    return merged
