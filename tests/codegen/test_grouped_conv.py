@@ -164,7 +164,7 @@ def _shuffle_block(w1, w2):
 
 def test_eager_interpreted_and_compiled_functions_agree_with_an_unknown_batch():
     """Constant filters are packed group by group (the optimized IR shows the grouped
-    prepacked ops); the function's numbers are the eager ones interpreted and compiled, for
+    prepacked ops, the first fused with its ReLU); the function's numbers are the eager ones interpreted and compiled, for
     two batch sizes of one trace."""
     rng = np.random.default_rng(2)
     w1 = rng.standard_normal((1, 1, 4, 48)).astype(np.float32)
@@ -173,7 +173,9 @@ def test_eager_interpreted_and_compiled_functions_agree_with_an_unknown_batch():
     spec = [sf.TensorSpec([None, 6, 6, 16], sf.float32)]
     compiled = sf.function(block, input_signature=spec)
     optimized = compiled.get_concrete_function().ir("optimized")
-    assert optimized.count("sf.conv2d_prepacked") == 2
+    # the first with its ReLU (`fuse-conv`), packed as the second is
+    assert optimized.count("sf.conv2d_prepacked") == 1
+    assert optimized.count("sf.conv2d_fused") == optimized.count("packed = true") == 1
     assert optimized.count("feature_group_count = 4") == 2
     interpreted = sf.function(block, input_signature=spec, jit=False)
     for batch in (1, 3):
