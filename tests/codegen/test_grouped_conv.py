@@ -164,8 +164,8 @@ def _shuffle_block(w1, w2):
 
 def test_eager_interpreted_and_compiled_functions_agree_with_an_unknown_batch():
     """Constant filters are packed group by group (the optimized IR shows the grouped
-    prepacked ops, the first fused with its ReLU); the function's numbers are the eager ones interpreted and compiled, for
-    two batch sizes of one trace."""
+    prepacked ops, the first fused with its ReLU); the function's numbers are the eager
+    ones interpreted and compiled, for two batch sizes of one trace."""
     rng = np.random.default_rng(2)
     w1 = rng.standard_normal((1, 1, 4, 48)).astype(np.float32)
     w2 = rng.standard_normal((3, 3, 12, 36)).astype(np.float32)

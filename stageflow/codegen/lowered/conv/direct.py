@@ -284,26 +284,32 @@ class DirectLoops:
 
             return fold_loop(b, lo, hi, i64(1), sums, tap, "tap")
 
-        # A pixel past the row's end (clipped) is still computed, its elements clamped to
-        # the row's last, and never stored.
-        targets = [out.offset(b, [at.image, at.i, smaller(b, b.add(at.j0, i64(p)),
-                                                           b.sub(wo, i64(1))), at.c0])
-                   for p in pixels]
-        steps.end.prefetch(b, steps.ended, [fold_add(b, t, i64(v * lanes)) for t in targets
-                                            for v in range(at.vectors)], x.element)
+        def targets() -> list[ir.Value]:
+            """Each pixel's first output element; one past the row's end (clipped) is still
+            computed, its elements clamped to the row's last, and never stored."""
+            return [out.offset(b, [at.image, at.i, smaller(b, b.add(at.j0, i64(p)),
+                                                            b.sub(wo, i64(1))), at.c0])
+                    for p in pixels]
+
+        def elements() -> list[ir.Value]:
+            return [fold_add(b, t, i64(v * lanes)) for t in targets()
+                    for v in range(at.vectors)]
+
+        steps.end.prefetch(b, steps.ended, out.pointer, elements(), x.element)
         zero = ir.Constant(vector, [0.0] * lanes)
         sums = fold_loop(b, at.rows[0], at.rows[1], i64(1),
                          [zero] * (DIRECT_TILE * at.vectors), filter_row, "filter_row")
-        columns = [fold_add(b, at.c0, i64(v * lanes)) for v in range(at.vectors)]
         sums = epilogue.where(b, steps.ended, sums, lambda: steps.end.apply(
-            b, sums, [c for _ in pixels for c in columns],
-            [fold_add(b, t, i64(v * lanes)) for t in targets for v in range(at.vectors)],
-            lambda pointer: b.load(pointer, typ=vector, align=x.dtype.itemsize), x.element))
+            b, sums, [fold_add(b, at.c0, i64(v * lanes)) for _ in pixels
+                      for v in range(at.vectors)],
+            elements(), lambda pointer: b.load(pointer, typ=vector, align=x.dtype.itemsize),
+            x.element))
+        stored = targets()
         for p in pixels:
             def store(p: int = p) -> None:
                 for v in range(at.vectors):
                     b.store(sums[p * at.vectors + v],
-                            out.address(b, fold_add(b, targets[p], i64(v * lanes))),
+                            out.address(b, fold_add(b, stored[p], i64(v * lanes))),
                             align=x.dtype.itemsize)
 
             if clipped:

@@ -329,15 +329,15 @@ class _Gemm:
 
         # After the last chunk's terms, the epilogue, for C's elements of this tile.
         last = b.and_(b.icmp_signed("==", span.depth[1], self.k), self.epilogue.any(b))
-        rows_at = [b.mul(b.add(m0, i64(r)), self.ldc) for r in range(rows)]
-        self.epilogue.prefetch(b, last, [b.add(rows_at[r], b.add(n0, i64(v * lanes)))
-                                         for r in range(rows) for v in range(vectors)],
-                               self.element)
+
+        def elements() -> list[ir.Value]:
+            return [b.add(b.mul(b.add(m0, i64(r)), self.ldc), b.add(n0, i64(v * lanes)))
+                    for r in range(rows) for v in range(vectors)]
+
+        self.epilogue.prefetch(b, last, self.c, elements(), self.element)
         sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
         sums = epilogue.where(b, last, sums, lambda: self.epilogue.apply(
             b, sums, [b.add(n0, i64(v * lanes)) for _ in range(rows) for v in range(vectors)],
-            [b.add(rows_at[r], b.add(n0, i64(v * lanes))) for r in range(rows)
-             for v in range(vectors)],
-            lambda pointer: self._load(pointer, mask), self.element))
+            elements(), lambda pointer: self._load(pointer, mask), self.element))
         for value, target in zip(sums, targets, strict=True):
             self._store(value, target, mask)
