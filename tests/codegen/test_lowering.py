@@ -260,6 +260,21 @@ def test_transpose_and_broadcast(shape, dtype, data, unknown):
     check("broadcast_to", [x.T], shape=tuple(lead) + x.T.shape)
 
 
+@settings(max_examples=25)
+@given(shape=st.lists(st.integers(1, 19), min_size=2, max_size=4).map(tuple),
+       dtype=st.sampled_from(DTYPES + [np.bool_, np.float16, np.complex64]), data=st.data(),
+       unknown=st.booleans(), reversed_rows=st.booleans())
+def test_transposes_in_tiles_cover_every_element(shape, dtype, data, unknown, reversed_rows):
+    """A transpose whose output rows read across the input's rows goes in square tiles:
+    sides past one tile and between tiles, on strided views too (every second column of
+    the input, reversed)."""
+    x = values(shape, np.float32).astype(dtype)
+    if reversed_rows:
+        x = x[..., ::-2]
+    perm = tuple(data.draw(st.permutations(range(len(shape)))))
+    check("transpose", [x], unknown, exact=True, perm=perm)
+
+
 bounds = st.one_of(st.none(), st.integers(-7, 7))
 
 
