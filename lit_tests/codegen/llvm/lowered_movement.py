@@ -2,7 +2,8 @@
 """Lowered data movement: a slice with a negative step along an unknown dim and a
 transpose, both one strided copy reading the input in place (no copy first): the slice
 starts at its first element and multiplies the input's strides by its steps; the
-transpose swaps the strides."""
+transpose swaps the strides, and as its output's rows read across the input's rows it
+copies in square tiles of 8."""
 
 from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
@@ -42,12 +43,17 @@ print(module_text([op_spec(op) for op in ops]))
 # CHECK-NEXT: %[[V:".[0-9]+"]] = load float, ptr %[[P]]
 # CHECK: store float %[[V]]
 
-# The transpose reads x at (i0 * s1 + i1 * s0): the strides swapped, no copy first.
+# The transpose reads x at (row * s1 + column * s0): the strides swapped, no copy first;
+# rows and columns in tiles of 8 of each, the last tiles clipped to the dims.
 # CHECK-LABEL: define i32 @"transpose"(
 # CHECK: icmp eq i64 %"arg1.d0", 8
 # CHECK: icmp eq i64 %"arg1.d1", %"arg0.d0"
-# CHECK: i1.body:
-# CHECK-NEXT: %[[A:".[0-9]+"]] = mul i64 %"i0", %"arg0.s1"
-# CHECK-NEXT: %[[B:".[0-9]+"]] = mul i64 %"i1", %"arg0.s0"
+# CHECK: tile_row.body:
+# CHECK: tile_column.body:
+# CHECK: add i64 %"tile_column", 8
+# CHECK: row.body:
+# CHECK: column.body:
+# CHECK-NEXT: %[[A:".[0-9]+"]] = mul i64 %"row", %"arg0.s1"
+# CHECK-NEXT: %[[B:".[0-9]+"]] = mul i64 %"column", %"arg0.s0"
 # CHECK-NEXT: %[[C:".[0-9]+"]] = add i64 %[[A]], %[[B]]
 # CHECK-NEXT: getelementptr float, ptr %"arg0", i64 %[[C]]
