@@ -1,7 +1,8 @@
 """The compiled matmul on every layout of its operands: a transposed operand is copied
 row-major by square blocks (`own_blas`) where our own gemm serves, and read as it is by the
 BLAS elsewhere; either way the product is NumPy's, at sizes on both sides of a block's
-edge. Constant weights read transposed are stored transposed once (`prepack`)."""
+edge. Constant weights read transposed are stored transposed once (`prepack`); a batch of
+small products splits its batch indices over the cores."""
 
 from __future__ import annotations
 
@@ -65,3 +66,21 @@ def test_constant_weights_read_transposed_give_the_same_numbers(bias):
     assert "transpose_b = true" not in optimized
     np.testing.assert_allclose(constant(x).numpy(), given_weights(x, weights).numpy(),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("a_batch", "b_batch"), [((7,), (7,)), ((3, 5), (1, 5)), ((1,), (9,))])
+@pytest.mark.parametrize(("transpose_a", "transpose_b"), [(False, False), (True, True)])
+def test_a_batch_of_small_products_split_over_the_cores_is_numpys(a_batch, b_batch,
+                                                                   transpose_a, transpose_b):
+    """Batches of gemms too small to split themselves (an attention's heads) run as tasks
+    of batch indices, the batch dims broadcast as NumPy's; every product lands in its
+    place."""
+    rng = np.random.default_rng(5)
+    m, k, n = 37, 45, 29
+    a = rng.standard_normal((*a_batch, *((k, m) if transpose_a else (m, k)))).astype(np.float32)
+    b = rng.standard_normal((*b_batch, *((n, k) if transpose_b else (k, n)))).astype(np.float32)
+    got = sf.function(lambda a, b: sf.matmul(a, b, transpose_a=transpose_a,
+                                             transpose_b=transpose_b) * 2.0)(a, b).numpy()
+    want = 2.0 * np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a,
+                           np.swapaxes(b, -1, -2) if transpose_b else b)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)

@@ -39,13 +39,14 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare, entry_alloca
-from stageflow.codegen.llvm.loops import fold_mul, i64, return_unless
+from stageflow.codegen.llvm.loops import counted_loop, fold_mul, i64, return_unless
 from stageflow.codegen.lowered import gemm_bf16, gemm_split, own_blas
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
+from stageflow.codegen.lowered.tasks import run_tasks, task_count
 from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
-from stageflow.core.config_threading import openblas_libraries
+from stageflow.core.config_threading import SPLIT_MACS, openblas_libraries
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
@@ -70,6 +71,8 @@ SPLIT_MIN_PART = 16
 # the gemv single-threaded, on parts split over the pool, at least this many columns each.
 OPENBLAS_THREADED_GEMV = 2304 * 4
 GEMV_MIN_PART = 64
+# A task of a batch of small gemms (`Matmul._each`) gets at least this many multiply-adds.
+BATCH_TASK_MACS = 1 << 18
 
 
 # OpenBLAS threads every gemm large enough over a pool of its own, process-wide. Code that
@@ -307,6 +310,26 @@ def _layout(b: ir.IRBuilder, x: Operand, transpose: bool) -> tuple[ir.Value, ir.
 
 
 @dataclass(frozen=True)
+class _Product:
+    """A matmul's sizes (k as a and as b give it), its broadcast batch dims, each operand's
+    strides along them, whether the batch dims broadcast, and each operand's layout: ok,
+    (transpose flag, leading dim)."""
+
+    m: ir.Value
+    n: ir.Value
+    k: ir.Value
+    k2: ir.Value
+    batch: list[ir.Value]
+    a_strides: list[ir.Value]
+    b_strides: list[ir.Value]
+    fits: list[ir.Value]
+    a_ok: ir.Value
+    a_layout: tuple[ir.Value, ir.Value]
+    b_ok: ir.Value
+    b_layout: tuple[ir.Value, ir.Value]
+
+
+@dataclass(frozen=True)
 class Matmul:
     """``alpha * op(a) @ op(b)``, plus the broadcast third operand if `accumulate`."""
 
@@ -321,10 +344,49 @@ class Matmul:
 
     def emit(self, ob: OpBuilder) -> None:
         b = ob.b
+        out = ob.outputs[0]
+        p = self._product(ob)
+        ob.fail_unless(ob.eq(p.k, p.k2), 1)
+        ob.fail_unless(ob.all_of(p.fits), 1)
+        ob.expect_output(0, [*p.batch, p.m, p.n])
+        ob.fail_unless(p.a_ok, 0)
+        ob.fail_unless(p.b_ok, 1)
+        element = storage_type(self.dtype)
+        if self.accumulate:
+            broadcast_into(ob, ob.inputs[2], out)
+        empty = b.or_(ob.eq(p.m, i64(0)), ob.eq(p.n, i64(0)))
+        with b.if_then(b.not_(empty)):
+            with b.if_else(ob.eq(p.k, i64(0))) as (no_terms, terms):
+                with no_terms:
+                    if not self.accumulate:
+                        nest(b, [out.size(b)], lambda i: b.store(
+                            ir.Constant(element, None), out.address(b, i[0])), "zero")
+                with terms:
+                    call = self._call(ob, p)
+                    a, x = ob.inputs[0], ob.inputs[1]
+                    if p.batch and len(x.dims) == 2 and not self.transpose_a:
+                        # One gemm over all of a's rows where b is a single matrix and a's
+                        # batches are rows stacked at one stride (a layer applied to a
+                        # batch of sequences): one call of M = batch * m, not one per
+                        # batch, as the BLAS then splits and packs the work once.
+                        with b.if_else(self._stacked(ob, a, p.a_layout[0], p.a_layout[1])
+                                       ) as (once, each):
+                            with once:
+                                rows = p.m
+                                for d in p.batch:
+                                    rows = fold_mul(b, rows, d)
+                                call([i64(0)] * len(p.batch), rows)
+                            with each:
+                                self._each(ob, p, call)
+                    else:
+                        self._each(ob, p, call)
+
+    def _product(self, ob: OpBuilder) -> _Product:
+        """The product's sizes, batch and layouts as `ob`'s operands give them."""
+        b = ob.b
         a, x, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
         m, k = a.dims[-2:][::-1] if self.transpose_a else a.dims[-2:]
         k2, n = x.dims[-2:][::-1] if self.transpose_b else x.dims[-2:]
-        ob.fail_unless(ob.eq(k, k2), 1)
         rank = len(out.dims) - 2
         batch, a_strides, b_strides, fits = [], [], [], []
         for axis in range(rank):
@@ -344,48 +406,67 @@ class Matmul:
             batch.append(b.select(one_a, db, da))
             a_strides.append(strides[0])
             b_strides.append(strides[1])
-        ob.fail_unless(ob.all_of(fits), 1)
-        ob.expect_output(0, [*batch, m, n])
         a_ok, a_flag, lda = _layout(b, a, self.transpose_a)
-        ob.fail_unless(a_ok, 0)
         b_ok, b_flag, ldb = _layout(b, x, self.transpose_b)
-        ob.fail_unless(b_ok, 1)
+        return _Product(m, n, k, k2, batch, a_strides, b_strides, fits, a_ok, (a_flag, lda),
+                        b_ok, (b_flag, ldb))
+
+    def _call(self, ob: OpBuilder, p: _Product) -> Callable[..., None]:
+        """The gemm of one batch index (its rows `m` unless given)."""
         b = ob.b
-        element = storage_type(self.dtype)
-        if self.accumulate:
-            broadcast_into(ob, ob.inputs[2], out)
-        empty = b.or_(ob.eq(m, i64(0)), ob.eq(n, i64(0)))
-        with b.if_then(b.not_(empty)):
-            with b.if_else(ob.eq(k, i64(0))) as (no_terms, terms):
-                with no_terms:
-                    if not self.accumulate:
-                        nest(b, [out.size(b)], lambda i: b.store(
-                            ir.Constant(element, None), out.address(b, i[0])), "zero")
-                with terms:
-                    gemm = self._gemm(ob, (a_flag, lda), (b_flag, ldb))
+        a, x, out = ob.inputs[0], ob.inputs[1], ob.outputs[0]
+        gemm = self._gemm(ob, p.a_layout, p.b_layout)
 
-                    def call(at: list[ir.Value], rows: ir.Value = m) -> None:
-                        a_at = a.address(b, dot(b, at, a_strides))
-                        b_at = x.address(b, dot(b, at, b_strides))
-                        c_at = out.address(b, dot(b, at, out.strides[:rank]))
-                        gemm(rows, n, k, a_at, b_at, c_at)
+        def call(at: list[ir.Value], rows: ir.Value = p.m) -> None:
+            a_at = a.address(b, dot(b, at, p.a_strides))
+            b_at = x.address(b, dot(b, at, p.b_strides))
+            c_at = out.address(b, dot(b, at, out.strides[:len(p.batch)]))
+            gemm(rows, p.n, p.k, a_at, b_at, c_at)
 
-                    if rank and len(x.dims) == 2 and not self.transpose_a:
-                        # One gemm over all of a's rows where b is a single matrix and a's
-                        # batches are rows stacked at one stride (a layer applied to a
-                        # batch of sequences): one call of M = batch * m, not one per
-                        # batch, as the BLAS then splits and packs the work once.
-                        with b.if_else(self._stacked(ob, a, a_flag, lda)) as (once, each):
-                            with once:
-                                rows = m
-                                for d in batch:
-                                    rows = fold_mul(b, rows, d)
-                                call([i64(0)] * rank, rows)
-                            with each:
-                                nest(b, batch, call, "batch")
-                    else:
-                        nest(b, batch, call, "batch")
+        return call
 
+    def _each(self, ob: OpBuilder, p: _Product, call: Callable[..., None]) -> None:
+        """A gemm per batch index: in turn, each splitting itself over the cores where it
+        is large enough; or, where there are several and each is too small to split
+        (`SPLIT_MACS`: an attention's scores, 128 x 64 by 64 x 128 per head), the batch
+        indices themselves split over the cores, each task's gemms single-threaded. One
+        at a time, the heads of a BERT layer ran on one core."""
+        b = ob.b
+        if not p.batch:
+            call([])
+            return
+        count = p.batch[0]
+        for d in p.batch[1:]:
+            count = fold_mul(b, count, d)
+        macs = b.mul(b.mul(p.m, p.n), p.k)
+        several = platform.current().threads and ob.all_of([
+            b.icmp_signed(">=", count, i64(2)), b.icmp_signed("<", macs, i64(SPLIT_MACS))])
+        if several is False:
+            nest(b, p.batch, call, "batch")
+            return
+        with b.if_else(several) as (split, serial):
+            with split:
+                run_tasks(ob, "batches", count,
+                          task_count(b, count, b.mul(count, macs), BATCH_TASK_MACS),
+                          self._batches, guard=single_threaded_blas)
+            with serial:
+                nest(b, p.batch, call, "batch")
+
+    def _batches(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+                 memory: ir.Value) -> None:
+        """A task's batch indices [first, last) (flat, row-major), a gemm each."""
+        b = ob.b
+        p = self._product(ob)
+        call = self._call(ob, p)
+
+        def one(flat: ir.Value) -> None:
+            at, left = [], flat
+            for d in reversed(p.batch):
+                at.append(b.srem(left, d))
+                left = b.sdiv(left, d)
+            call(at[::-1])
+
+        counted_loop(b, first, last, i64(1), one, "batch")
 
     def _gemm(self, ob: OpBuilder, a_layout: tuple[ir.Value, ir.Value],
               b_layout: tuple[ir.Value, ir.Value]) -> Callable[..., None]:
