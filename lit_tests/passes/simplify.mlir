@@ -184,3 +184,27 @@ func.func @broadcast_into_consumer(%s: tensor<4x1xf32>, %x: tensor<4x3xf32>, %v:
   %4 = sf.add %3, %w : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
   func.return %0, %1, %2, %4 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>
 }
+
+// A gather of a constant run of consecutive indices is a slice (one index: the slice
+// reshaped without the axis; negative indices count from the end); indices out of order
+// or out of range stay a gather.
+// CHECK-LABEL: func.func @gather_run
+// CHECK-NEXT:    %[[Q:.*]] = sf.slice %x {slices = {{\[}}[1, 2, 1], [none, none, none], [none, none, none]]} : (tensor<3x4x5xf32>) -> tensor<1x4x5xf32>
+// CHECK-NEXT:    %a = sf.reshape %[[Q]] {shape = [4, 5]} : (tensor<1x4x5xf32>) -> tensor<4x5xf32>
+// CHECK-NEXT:    %b = sf.slice %x {slices = {{\[}}[none, none, none], [2, 4, 1], [none, none, none]]} : (tensor<3x4x5xf32>) -> tensor<3x2x5xf32>
+// CHECK-NEXT:    %k = sf.constant dense<[3, 1]> : tensor<2xi32>
+// CHECK-NEXT:    %c = sf.gather %x, %k {axis = -2}
+// CHECK-NEXT:    %o = sf.constant dense<3> : tensor<i64>
+// CHECK-NEXT:    %d = sf.gather %x, %o {axis = 0}
+// CHECK-NEXT:    func.return %a, %b, %c, %d
+func.func @gather_run(%x: tensor<3x4x5xf32>) -> (tensor<4x5xf32>, tensor<3x2x5xf32>, tensor<3x2x5xf32>, tensor<4x5xf32>) {
+  %i = sf.constant dense<-2> : tensor<i64>
+  %a = sf.gather %x, %i {axis = 0} : (tensor<3x4x5xf32>, tensor<i64>) -> tensor<4x5xf32>
+  %j = sf.constant dense<[2, 3]> : tensor<2xi32>
+  %b = sf.gather %x, %j {axis = 1} : (tensor<3x4x5xf32>, tensor<2xi32>) -> tensor<3x2x5xf32>
+  %k = sf.constant dense<[3, 1]> : tensor<2xi32>
+  %c = sf.gather %x, %k {axis = -2} : (tensor<3x4x5xf32>, tensor<2xi32>) -> tensor<3x2x5xf32>
+  %o = sf.constant dense<3> : tensor<i64>
+  %d = sf.gather %x, %o {axis = 0} : (tensor<3x4x5xf32>, tensor<i64>) -> tensor<4x5xf32>
+  func.return %a, %b, %c, %d : tensor<4x5xf32>, tensor<3x2x5xf32>, tensor<3x2x5xf32>, tensor<4x5xf32>
+}

@@ -1,19 +1,24 @@
 """The shape rules of `simplify`: chains of data movement composed, no-op moves removed.
 
 A transpose of a transpose is one transpose (or none), a reshape of a reshape one reshape,
-and a reshape, broadcast or cast to the type its operand already has moves nothing. Each
+a reshape, broadcast or cast to the type its operand already has moves nothing, and a
+gather of a constant run of consecutive indices is a slice (an exported model picks a
+fused projection's query, key and value apart with a Gather of 0, 1 and 2). Each
 rule builds the replacement with `build_op` and keeps it only if the primitive's shape rule
 gives exactly the declared result type, so the result is never less precise than before.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import InsertPoint
 
-from stageflow.core.primitive import Primitive
+from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.ir.builder import build_op
 from stageflow.ir.dialect import SfOp
+from stageflow.ir.types import shaped_type
 from stageflow.passes.support import (
     constant_array,
     erase_dead_producers,
@@ -23,7 +28,13 @@ from stageflow.passes.support import (
     splat_value,
 )
 from stageflow.primitives.elementwise import cast_p, select_p
-from stageflow.primitives.structural import broadcast_to_p, reshape_p, transpose_p
+from stageflow.primitives.structural import (
+    broadcast_to_p,
+    gather_p,
+    reshape_p,
+    slice_p,
+    transpose_p,
+)
 
 
 def replace_by(op: Operation, value: SSAValue, rewriter: PatternRewriter) -> bool:
@@ -120,6 +131,50 @@ class NoOpMove(RewritePattern):
             replace_by(op, op.operands[0], rewriter)
 
 
+class GatherOfRun(RewritePattern):
+    """``gather(x, constant [k, k+1, ..., k+n-1], axis)`` -> ``slice(x, k:k+n along axis)``,
+    and a gather of one constant index ``k`` -> that slice reshaped without the axis: the
+    same elements, moved as a strided copy (or none, where a program aliases a slice) rather
+    than looked up one by one. Indices out of range stay a gather, whose kernel raises."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not is_op(op, gather_p):
+            return
+        x, indices = op.operands
+        picked = constant_array(indices)
+        shape = shaped_type(x.type).shape
+        if picked is None or picked.ndim > 1 or picked.size == 0:
+            return
+        axis = op.params()["axis"] % len(shape)
+        size = shape[axis]
+        if size is None:
+            return
+        flat = picked.reshape(-1).astype(np.int64)
+        flat = np.where(flat < 0, flat + size, flat)
+        first = int(flat[0])
+        if (flat < 0).any() or (flat >= size).any() or not np.array_equal(
+                flat, np.arange(first, first + flat.size)):
+            return
+        slices = [(None, None, None)] * len(shape)
+        slices[axis] = (first, first + flat.size, 1)
+        taken = tuple(flat.size if a == axis else d for a, d in enumerate(shape))
+        element = shaped_type(x.type).dtype
+        sliced = build_op(slice_p, [x], {"slices": tuple(slices)}, ShapedType(taken, element),
+                          op.location)
+        if picked.ndim == 1:
+            _replace_by_op(op, sliced, rewriter)
+            return
+        kept = tuple(-1 if d is None else d for a, d in enumerate(shape) if a != axis)
+        result = build_op(reshape_p, [sliced.results[0]], {"shape": kept}, op.result_types,
+                          op.location)
+        if not inferred_types_match(result) or result.result_types != op.result_types:
+            return
+        rewriter.insert_op(sliced, InsertPoint.before(op))
+        operands = list(op.operands)
+        rewriter.replace(op, result)
+        erase_dead_producers(operands, rewriter)
+
+
 class SelectConstantCondition(RewritePattern):
     """``select(true, x, y)`` -> ``x``, ``select(false, x, y)`` -> ``y`` (all-equal
     conditions only, and only if the chosen branch already has the result type)."""
@@ -138,5 +193,6 @@ SHAPE_PATTERNS: tuple[RewritePattern, ...] = (
     TransposeChain(),
     ReshapeChain(),
     NoOpMove(),
+    GatherOfRun(),
     SelectConstantCondition(),
 )
