@@ -4,9 +4,8 @@ is stored, ``activation(((conv2d(x, filters) * scale) + shift) + residual)``.
 An inference network follows nearly every convolution with a per-channel affine map (a
 bias, or a batch norm's scale and shift), often a residual sum and a ReLU. As ops of their
 own these read and write the whole result again: at batch 8 a ResNet-50's residual sums
-run on tensors larger than the cache, and at batch 1 they still cost a tenth of the
-network's time. The `fuse-conv` pass makes them this op's epilogue: the compiled
-convolution applies it to each tile of sums in registers as it stores them
+run on tensors larger than the cache. The `fuse-conv` pass makes them this op's epilogue:
+the compiled convolution applies it to each tile of sums in registers as it stores them
 (`codegen.lowered.conv`), so the result is written once.
 
 The operands after the filters are those the flags name, in this order: `scale` and

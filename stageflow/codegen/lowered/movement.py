@@ -70,11 +70,12 @@ def copy_to_output(ob: OpBuilder, base: ir.Value, strides: Sequence[ir.Value]) -
 @dataclass(frozen=True)
 class Transpose:
     """A transpose: the strided copy, in square tiles (`TRANSPOSE_TILE`) of the output's
-    last axis by the one that reads the input's last, where those differ. Walked row by
-    row, each element of an output row came from another cache line of the input: a
-    BERT head's (128, 64) key, transposed for each of 96 heads, took ten times the copy
-    of its bytes. In tiles, a tile's lines of the input stay in L1 while its rows are
-    written."""
+    last axis by the one that reads the input's last, where those differ and both are at
+    least a tile long. Walked row by
+    row, each element of an output row came from another cache line of the input (a
+    BERT head's key, transposed for its scores), read again for the next row once the
+    row had pushed it out. In tiles, a tile's lines of the input stay in L1 while its
+    rows are written."""
 
     perm: tuple[int, ...]
 
@@ -115,7 +116,15 @@ class Transpose:
                                       lambda start: tile(first, start), "tile_column"),
                          "tile_row")
 
-        nest(b, [out.dims[axis] for axis in others], tiles)
+        # Tiles only where both sides span a tile: a narrow side (a channel shuffle's few
+        # groups, an image's 3 channels) is a block in L1 already, walked row by row.
+        wide = ob.all_of([b.icmp_signed(">=", out.dims[axis], i64(TRANSPOSE_TILE))
+                          for axis in (across, last)])
+        with b.if_else(wide) as (tiled, narrow):
+            with tiled:
+                nest(b, [out.dims[axis] for axis in others], tiles)
+            with narrow:
+                copy_to_output(ob, i64(0), strides)
 
 
 @lowering(transpose_p)

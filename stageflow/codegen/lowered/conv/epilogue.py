@@ -71,9 +71,9 @@ class Epilogue:
         before the sums are computed: the residual's where `condition` holds and there is
         one, else the output's own (`output`, the block's first element), which the sums
         are stored into next. Read as the sums are stored, a tile's residual came from
-        memory while the tile waited, and a tile of few terms took twice as long. No
-        branch: one around the prefetches, before a tile's loop of terms, cost the gemm
-        a twentieth of its speed."""
+        memory while the tile waited, which a tile of few terms could not hide. No branch:
+        one around the prefetches, before a tile's loop of terms, slowed every gemm, those
+        without an epilogue too."""
         prefetch = declare(b.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
         given = b.and_(condition, b.icmp_unsigned("!=", self.residual, NULL))
         base = b.select(given, self.residual, output)
