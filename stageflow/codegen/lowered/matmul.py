@@ -456,6 +456,11 @@ class Matmul:
                  memory: ir.Value) -> None:
         """A task's batch indices [first, last) (flat, row-major), a gemm each."""
         b = ob.b
+        # Out of the entry block, where the gemm's scalars (complex alpha and beta) take
+        # their stack memory.
+        body = b.append_basic_block("batches")
+        b.branch(body)
+        b.position_at_end(body)
         p = self._product(ob)
         call = self._call(ob, p)
 
