@@ -79,6 +79,23 @@ def scalar_loop(module: ir.Module) -> ir.MDValue:
     return loop
 
 
+def values_where(b: ir.IRBuilder, condition: ir.Value, values: list[ir.Value],
+                 compute: Callable[[], list[ir.Value]]) -> list[ir.Value]:
+    """`compute()`'s values where `condition` holds, else `values`: computed in a branch of
+    its own (its loads run only where it holds), merged by one phi each."""
+    before = b.block
+    with b.if_then(condition):
+        updated = compute()
+        inside = b.block
+    merged = []
+    for old, new in zip(values, updated, strict=True):
+        phi = b.phi(old.type)
+        phi.add_incoming(old, before)
+        phi.add_incoming(new, inside)
+        merged.append(phi)
+    return merged
+
+
 def return_unless(b: ir.IRBuilder, ok: ir.Value, code: ir.Value) -> None:
     """Return `code` from the function unless `ok`; the builder continues on success."""
     if isinstance(ok, ir.Constant) and ok.constant:

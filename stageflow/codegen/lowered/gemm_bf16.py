@@ -43,7 +43,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, I1, I8, I16, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
-from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, values_where
 from stageflow.codegen.lowered.tasks import MAX_TASKS, affinity_count, cpu_count
 from stageflow.codegen.lowered.worker_pool import pool_run
 
@@ -155,7 +155,7 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
         b.call(pack_function(module), [a, a_col, a_row, k, m, width, memory])
         return [memory]
 
-    packed = _when(b, b.not_(direct), [ir.Constant(PTR, None)], pack_a)[0]
+    packed = values_where(b, b.not_(direct), [ir.Constant(PTR, None)], pack_a)[0]
     a_at = b.select(direct, a, packed)
     a_step = b.select(direct, b.mul(a_row, i64(2)), b.mul(width, i64(4)))
     panels = b.udiv(b.add(n, i64(PANEL - 1)), i64(PANEL))
@@ -268,7 +268,7 @@ def _task_function(module: ir.Module) -> ir.Function:
     panels = b.call(declare(module, "aligned_alloc", PTR, [I64, I64]),
                     [i64(64), b.mul(chunk_bytes, i64(GROUP))])
     ldw = i64(GROUP * PANEL)
-    partial = _when(b, chunked, [ir.Constant(PTR, None)], lambda: [b.call(
+    partial = values_where(b, chunked, [ir.Constant(PTR, None)], lambda: [b.call(
         declare(module, "malloc", PTR, [I64]),
         [b.mul(_round_up(b, m, ROWS), i64(GROUP * PANEL * 4))])])[0]
     missing = b.or_(b.icmp_unsigned("==", panels, ir.Constant(PTR, None)),
@@ -435,7 +435,7 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
             at = b.gep(starts[r], [b.mul(whole, i64(4))], source_etype=I8)
             return _broadcast(b, b.zext(b.load(at, typ=I16, align=2), I32))
 
-        sums = _when(b, odd, sums, lambda: step(whole, sums, lone, lone=True))
+        sums = values_where(b, odd, sums, lambda: step(whole, sums, lone, lone=True))
     load = declare(module, "llvm.masked.load.v16f32.p0", _SUMS, [PTR, I32, _MASK, _SUMS])
     store = declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
                     [_SUMS, PTR, I32, _MASK])
@@ -449,7 +449,7 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
                 for r in range(ROWS) for v in range(2)]
 
     later = b.icmp_unsigned(">=", phase, ir.Constant(I32, _PHASES.index("middle")))
-    sums = _when(b, later, sums, with_partial)
+    sums = values_where(b, later, sums, with_partial)
     kept = b.or_(b.icmp_unsigned("==", phase, ir.Constant(I32, _PHASES.index("first"))),
                  b.icmp_unsigned("==", phase, ir.Constant(I32, _PHASES.index("middle"))))
     with b.if_then(kept):
@@ -465,23 +465,6 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
 # The chunks of k a tile's sums run over, in the order `tile_function`'s `phase` numbers
 # them.
 _PHASES = ("only", "first", "middle", "last")
-
-
-def _when(b: ir.IRBuilder, condition: ir.Value, values: list[ir.Value],
-          compute: Callable[[], list[ir.Value]]) -> list[ir.Value]:
-    """`compute()`'s values where `condition`, else `values` (computed in a branch of its
-    own: its loads run only where it holds)."""
-    before = b.block
-    with b.if_then(condition):
-        updated = compute()
-        inside = b.block
-    merged = []
-    for old, new in zip(values, updated, strict=True):
-        phi = b.phi(old.type)
-        phi.add_incoming(old, before)
-        phi.add_incoming(new, inside)
-        merged.append(phi)
-    return merged
 
 
 def dots_function(module: ir.Module) -> ir.Function:

@@ -40,6 +40,7 @@ from stageflow.codegen.llvm.loops import (
     i64,
     range_loop,
     return_unless,
+    values_where,
 )
 from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.epilogue import Epilogue
@@ -299,7 +300,7 @@ class DirectLoops:
         zero = ir.Constant(vector, [0.0] * lanes)
         sums = fold_loop(b, at.rows[0], at.rows[1], i64(1),
                          [zero] * (DIRECT_TILE * at.vectors), filter_row, "filter_row")
-        sums = epilogue.where(b, steps.ended, sums, lambda: steps.end.apply(
+        sums = values_where(b, steps.ended, sums, lambda: steps.end.apply(
             b, sums, [fold_add(b, at.c0, i64(v * lanes)) for _ in pixels
                       for v in range(at.vectors)],
             elements(), lambda pointer: b.load(pointer, typ=vector, align=x.dtype.itemsize),

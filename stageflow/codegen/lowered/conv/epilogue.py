@@ -22,6 +22,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I1, I32
 from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.loops import values_where
 
 PTR = ir.PointerType()
 TYPES = [PTR, PTR, PTR, I1]
@@ -94,7 +95,7 @@ class Epilogue:
         def step(pointer: ir.Value, offsets: list[ir.Value],
                  combine: Callable[[ir.Value, ir.Value], ir.Value],
                  values: list[ir.Value]) -> list[ir.Value]:
-            return where(b, b.icmp_unsigned("!=", pointer, NULL), values, lambda: [
+            return values_where(b, b.icmp_unsigned("!=", pointer, NULL), values, lambda: [
                 combine(value, load(at(pointer, offset)))
                 for value, offset in zip(values, offsets, strict=True)])
 
@@ -104,24 +105,8 @@ class Epilogue:
         vector = sums[0].type
         zeros = ir.Constant(vector, [0.0] * vector.count)
         # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
-        return where(b, self.relu, sums, lambda: [
+        return values_where(b, self.relu, sums, lambda: [
             b.select(b.fcmp_unordered(">", value, zeros), value, zeros) for value in sums])
 
 
 NONE = Epilogue(NULL, NULL, NULL, ir.Constant(I1, 0))
-
-
-def where(b: ir.IRBuilder, condition: ir.Value, values: list[ir.Value],
-           changed: Callable[[], list[ir.Value]]) -> list[ir.Value]:
-    """`changed()` where `condition` holds, else `values` (one branch for all of them)."""
-    before = b.block
-    with b.if_then(condition):
-        new = changed()
-        inside = b.block
-    merged = []
-    for old, value in zip(values, new, strict=True):
-        phi = b.phi(old.type)
-        phi.add_incoming(value, inside)
-        phi.add_incoming(old, before)
-        merged.append(phi)
-    return merged

@@ -41,7 +41,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
-from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
+from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, values_where
 from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.epilogue import Epilogue
 from stageflow.codegen.targets import platform
@@ -336,7 +336,7 @@ class _Gemm:
 
         self.epilogue.prefetch(b, last, self.c, elements(), self.element)
         sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
-        sums = epilogue.where(b, last, sums, lambda: self.epilogue.apply(
+        sums = values_where(b, last, sums, lambda: self.epilogue.apply(
             b, sums, [b.add(n0, i64(v * lanes)) for _ in range(rows) for v in range(vectors)],
             elements(), lambda pointer: self._load(pointer, mask), self.element))
         for value, target in zip(sums, targets, strict=True):
