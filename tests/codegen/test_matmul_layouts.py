@@ -1,8 +1,8 @@
 """The compiled matmul on every layout of its operands: a transposed operand is copied
-row-major by square blocks (`own_blas`) where our own gemm serves, and read as it is by the
-BLAS elsewhere; either way the product is NumPy's, at sizes on both sides of a block's
-edge. Constant weights read transposed are stored transposed once (`prepack`); a batch of
-small products splits its batch indices over the cores."""
+row-major (`own_blas`) where our own gemm serves, and read as it is by the BLAS elsewhere;
+either way the product is NumPy's, at sizes on both sides of a tile's edge. Constant
+weights read transposed are stored transposed once (`prepack`); a batch of small products
+splits its batch indices over the cores."""
 
 from __future__ import annotations
 

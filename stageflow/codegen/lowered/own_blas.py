@@ -35,12 +35,10 @@ from stageflow.codegen.lowered import gemm_split
 from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
 from stageflow.codegen.lowered.conv.gemm import tile
-from stageflow.codegen.lowered.rule import smaller
 from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 
 NO_TRANS = 111  # CBLAS's enum (the callers pass row-major order only)
-COPY_BLOCK = 32  # rows and columns of an operand's block copied at once (in L1 both ways)
 DTYPES = (dtypes.float32, dtypes.float64)
 REGIONS_SYMBOL = "sf.gemm.regions"
 _PTR = ir.PointerType()
@@ -165,41 +163,19 @@ class _Body:
                  flag: ir.Value, rows: ir.Value, columns: ir.Value,
                  scale: ir.Value | None) -> tuple[ir.Value, ir.Value]:
         """op(X) as a row-major (rows, columns) matrix: X itself, or its copy (scaled by
-        `scale`) where `copied`; the pointer and the leading dim. The copy goes by square
-        blocks of `COPY_BLOCK`, each read along X's rows: a transposed X read down its
-        columns took a cache line per element, for each element."""
+        `scale`) where `copied`; the pointer and the leading dim."""
         b = self.b
-        transposed = self._transposed(flag)
         with b.if_then(copied):
-            def block_row(i0: ir.Value) -> None:
-                last_row = smaller(b, b.add(i0, i64(COPY_BLOCK)), rows)
+            def row(i: ir.Value) -> None:
+                def column(j: ir.Value) -> None:
+                    value = b.load(self._at(data, lead, flag, i, j), typ=self.real)
+                    if scale is not None:
+                        value = b.fmul(value, scale)
+                    b.store(value, self._element(copy, b.add(b.mul(i, columns), j)))
 
-                def block(j0: ir.Value) -> None:
-                    last_column = smaller(b, b.add(j0, i64(COPY_BLOCK)), columns)
+                counted_loop(b, i64(0), columns, i64(1), column, "copy.column")
 
-                    def element(i: ir.Value, j: ir.Value) -> None:
-                        value = b.load(self._at(data, lead, flag, i, j), typ=self.real)
-                        if scale is not None:
-                            value = b.fmul(value, scale)
-                        b.store(value, self._element(copy, b.add(b.mul(i, columns), j)))
-
-                    # The inner loop runs along X as stored: op(X)'s row as is, its column
-                    # where X is transposed.
-                    def outer(u: ir.Value) -> None:
-                        def inner(v: ir.Value) -> None:
-                            element(b.select(transposed, v, u), b.select(transposed, u, v))
-
-                        first, last = (b.select(transposed, i0, j0),
-                                       b.select(transposed, last_row, last_column))
-                        counted_loop(b, first, last, i64(1), inner, "copy.inner")
-
-                    counted_loop(b, b.select(transposed, j0, i0),
-                                 b.select(transposed, last_column, last_row), i64(1), outer,
-                                 "copy.outer")
-
-                counted_loop(b, i64(0), columns, i64(COPY_BLOCK), block, "copy.block")
-
-            counted_loop(b, i64(0), rows, i64(COPY_BLOCK), block_row, "copy.rows")
+            counted_loop(b, i64(0), rows, i64(1), row, "copy.row")
         return b.select(copied, copy, data), b.select(copied, columns, lead)
 
     def _plain_loops(self) -> None:
