@@ -38,13 +38,17 @@ from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.registry import register_pass
-from stageflow.passes.support import constant_array, erase_dead_producers, is_op, same_type
+from stageflow.passes.support import (
+    constant_array,
+    erase_dead_producers,
+    is_op,
+    only_user,
+    same_type,
+)
 from stageflow.primitives.conv import conv2d_p
 from stageflow.primitives.elementwise import add_p, multiply_p, relu_p, subtract_p
 from stageflow.primitives.fused_conv import EPILOGUE_OPERANDS, conv2d_fused_p
 from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p
-
-_ORDER = (*EPILOGUE_OPERANDS, relu_p.name)  # the steps, each after those before it
 
 
 @dataclass
@@ -58,14 +62,10 @@ class _Chain:
     relu: bool = False
 
     def taken(self, step: str) -> bool:
-        """Whether `step`, or one that comes after it, is already in the chain."""
-        later = _ORDER[_ORDER.index(step):]
-        return any(name in self.operands for name in later) or self.relu
-
-
-def _only_user(value: SSAValue) -> Operation | None:
-    uses = list(value.uses)
-    return uses[0].operation if len(uses) == 1 else None
+        """Whether `step` (one of `EPILOGUE_OPERANDS`), or one that comes after it (the
+        ReLU last), is already in the chain."""
+        later = EPILOGUE_OPERANDS[EPILOGUE_OPERANDS.index(step):]
+        return self.relu or any(name in self.operands for name in later)
 
 
 def _per_channel(value: SSAValue, channels: int, dtype: np.dtype, rank: int
@@ -137,7 +137,7 @@ class ConvEpilogue(RewritePattern):
         if None in filter_shape:
             return
         chain = _Chain(result, [], {})
-        while (user := _only_user(chain.end)) is not None and _step(chain, user,
+        while (user := only_user(chain.end)) is not None and _step(chain, user,
                                                                      filter_shape[3]):
             pass
         if not chain.ops:

@@ -32,14 +32,15 @@ from stageflow.core import dtypes
 from stageflow.ir.builder import build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
-from stageflow.passes.support import erase_dead_producers, is_op, same_type, splat_of
+from stageflow.passes.support import (
+    erase_dead_producers,
+    is_op,
+    only_user,
+    same_type,
+    splat_of,
+)
 from stageflow.primitives.elementwise import add_p, multiply_p, subtract_p
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
-
-
-def _only_user(value: SSAValue) -> Operation | None:
-    uses = list(value.uses)
-    return uses[0].operation if len(uses) == 1 else None
 
 
 def _scaled_product(value: SSAValue) -> tuple[SfOp, float] | None:
@@ -53,7 +54,7 @@ def _scaled_product(value: SSAValue) -> tuple[SfOp, float] | None:
     for product, scale in (owner.operands, owner.operands[::-1]):
         alpha = splat_of(scale)
         if (alpha is not None and is_op(product.owner, matmul_p)
-                and same_type(product, value) and _only_user(product) is owner):
+                and same_type(product, value) and only_user(product) is owner):
             return product.owner, float(alpha)
     return None
 
@@ -71,7 +72,7 @@ class MatmulEpilogue(RewritePattern):
         subtract = is_op(op, subtract_p)
         orders = [(right, left)] if subtract else [(left, right), (right, left)]
         for product, addend in orders:
-            if _only_user(product) is not op or not same_type(product, result):
+            if only_user(product) is not op or not same_type(product, result):
                 continue
             found = _scaled_product(product)
             if found is None:

@@ -106,9 +106,11 @@ class Prepack(ModulePass):
         for candidate in list(op.walk()):
             if is_op(candidate, conv2d_p):
                 _conv(candidate, panels)
-            elif not (is_op(candidate, matmul_p) and _matmul(candidate, panels)) and (
-                    is_op(candidate, matmul_p) or is_op(candidate, matmul_add_p)):
-                _untranspose(candidate, stored_transposed)
+            elif is_op(candidate, matmul_p) or is_op(candidate, matmul_add_p):
+                # a matmul that stays one (too few rows, or an addend) reads its weights
+                # as they are stored
+                if not (is_op(candidate, matmul_p) and _matmul(candidate, panels)):
+                    _untranspose(candidate, stored_transposed)
 
 
 Panels = Callable[..., SSAValue]

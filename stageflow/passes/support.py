@@ -79,6 +79,12 @@ def is_stateful(op: Operation) -> bool:
     return bool(effects_of(op))
 
 
+def only_user(value: SSAValue) -> Operation | None:
+    """The one op that uses `value`, or None where it has no use or several."""
+    uses = list(value.uses)
+    return uses[0].operation if len(uses) == 1 else None
+
+
 def same_type(a: SSAValue | Attribute, b: SSAValue | Attribute) -> bool:
     """Whether two values (or types) have exactly the same type, dims included."""
     ta = a.type if isinstance(a, SSAValue) else a

@@ -438,12 +438,12 @@ class Matmul:
         count = p.batch[0]
         for d in p.batch[1:]:
             count = fold_mul(b, count, d)
-        macs = b.mul(b.mul(p.m, p.n), p.k)
-        several = platform.current().threads and ob.all_of([
-            b.icmp_signed(">=", count, i64(2)), b.icmp_signed("<", macs, i64(SPLIT_MACS))])
-        if several is False:
+        if not platform.current().threads:
             nest(b, p.batch, call, "batch")
             return
+        macs = b.mul(b.mul(p.m, p.n), p.k)
+        several = ob.all_of([b.icmp_signed(">=", count, i64(2)),
+                             b.icmp_signed("<", macs, i64(SPLIT_MACS))])
         with b.if_else(several) as (split, serial):
             with split:
                 run_tasks(ob, "batches", count,
