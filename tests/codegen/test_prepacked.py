@@ -98,6 +98,34 @@ def test_pointwise_convs_with_few_pixels_share_out_their_filters(dtype, pixels, 
         np.concatenate([plain] * copies, axis=1))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("x_shape", "window", "strides", "pad", "out_channels"), [
+    ((1, 7, 7, 40), (3, 3), (1, 1), 1, 257),      # a last panel partly past O
+    ((1, 13, 13, 16), (3, 3), (1, 1), 1, 256),
+    ((3, 7, 7, 8), (3, 2), (2, 1), 0, 300),       # three images, strides, no padding
+    ((1, 7, 7, 300), (3, 3), (1, 1), 1, 260),     # windows in chunks of filter rows
+])
+def test_windowed_convs_with_few_pixels_share_out_their_filters(dtype, x_shape, window,
+                                                                strides, pad, out_channels):
+    """A windowed conv of few pixels into many filters, its image rows odd (uneven over
+    two cores), splits its filters' panels over the cores, each task copying every window,
+    packed or not, with the numbers of a split by image rows (the same images repeated
+    past `COLUMN_SPLIT_ROWS`) and the kernel's."""
+    x = values(x_shape, dtype)
+    w = values((*window, x_shape[3], out_channels), dtype, seed=1) / 10
+    params = {"strides": strides, "padding": ((pad, pad), (pad, pad)), "dilations": (1, 1)}
+    plain = run_compiled("conv2d", [x, w], False, **params)
+    np.testing.assert_array_equal(
+        run_compiled("conv2d_prepacked", [x, prepacked.pack(w)], False, filter_shape=w.shape,
+                     **params), plain)
+    np.testing.assert_allclose(plain, REGISTRY["conv2d"].kernel(x, w, **params),
+                               rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
+    copies = COLUMN_SPLIT_ROWS // int(np.prod(plain.shape[:3])) + 1  # split by image rows
+    np.testing.assert_array_equal(
+        run_compiled("conv2d", [np.concatenate([x] * copies), w], False, **params),
+        np.concatenate([plain] * copies))
+
+
 def test_staged_functions_pack_constant_filters_and_agree_everywhere():
     """A captured NumPy filter (a constant of the function) is packed, as the optimized IR
     shows, a variable's is not, and the function gives the eager numbers compiled and

@@ -56,7 +56,9 @@ from stageflow.codegen.lowered.rule import (
     larger,
     lowering,
     nest,
+    smaller,
 )
+from stageflow.codegen.lowered.tasks import cpu_count
 from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 from stageflow.primitives.conv import (
@@ -78,9 +80,9 @@ from stageflow.primitives.prepacked import (
     panels_shape,
 )
 
-# A pointwise conv of fewer output pixels than this, into at least this many panels of
-# filters, splits its filters over the cores rather than its pixels (`Conv2d._columns`):
-# a batch-1 image of 7x7 to 28x28, 128 to 1024 tokens through a dense layer. With fewer
+# A conv of fewer output pixels than this, into at least this many panels of filters,
+# splits its filters over the cores rather than its pixels (`Conv2d._by_columns`): a
+# batch-1 image of 7x7 to 28x28, 128 to 1024 tokens through a dense layer. With fewer
 # panels the cores would have too few to share.
 COLUMN_SPLIT_ROWS = 1536
 COLUMN_SPLIT_MIN_PANELS = 8
@@ -89,14 +91,20 @@ COLUMN_SPLIT_MIN_PANELS = 8
 @dataclass(frozen=True)
 class Conv2d(ConvolutionShape, Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
-    place, its rows split over the cores, or its filters' panels where it has few rows
-    (`COLUMN_SPLIT_ROWS`: with the rows of a batch-1 7x7 image split in two, each core
-    read all of ResNet-50's last filters from memory for half the work); else the
-    output's image rows split over the
+    place, its rows split over the cores; else the output's image rows split over the
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
     windows copied in and one gemm by the chunk's filters into the block's output rows
     (accumulating after the first chunk). The gemms are the convolutions' own
     (`conv.gemm`), in which every output channel sums in the same order.
+
+    Where the output has few pixels and the filters many panels (`_by_columns`), the cores
+    share out the filters' panels instead, each task multiplying every pixel by its own:
+    with a batch-1 7x7 image's rows split in two, each core read all of ResNet-50's last
+    filters from memory for half the work, and one core had 4 of the 7 rows. A windowed
+    conv splits so only where its image rows do not share out evenly over the cores: each
+    task copies every window in, which cost more than it saved where they did (28 rows of
+    512 channels, 256 filters, two cores: 3% slower). The direct loops never take that
+    many filters.
 
     Grouped (G feature groups: filters (kh, kw, C/G, O)), each gemm is G gemms, group g's
     reading the input's channel block g (a pointwise conv's A in place, rows C apart; else
@@ -165,12 +173,8 @@ class Conv2d(ConvolutionShape, Windowed):
                     # No terms and an epilogue: rare enough for the NumPy kernel.
                     ob.fail_unless(b.not_(_epilogue(ob, geo).any(b)), 1)
                     fill(b, out, rows)
-                with terms, b.if_else(pointwise) as (one_gemm, windowed):
-                    with one_gemm:
-                        self._pointwise(ob, geo, rows, depth, o)
-                    with windowed:
-                        self._split(ob, image_rows, b.mul(b.mul(rows, depth), o), self._task,
-                                    guard=None)
+                with terms:
+                    self._tasks(ob, geo, (image_rows, rows, depth, o), pointwise)
 
     def _pixels(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
                 memory: ir.Value) -> None:
@@ -194,42 +198,78 @@ class Conv2d(ConvolutionShape, Windowed):
 
         range_loop(b, geo.groups, group, "group")
 
-    def _pointwise(self, ob: OpBuilder, geo: Geometry, rows: ir.Value, depth: ir.Value,
-                   o: ir.Value) -> None:
-        """A pointwise conv's tasks: its filters' panels shared out where its pixels are
-        few and its panels many (`COLUMN_SPLIT_ROWS`, one group), else its pixels."""
+    def _tasks(self, ob: OpBuilder, geo: Geometry, sizes: tuple[ir.Value, ...],
+               pointwise: ir.Value) -> None:
+        """The conv's tasks, given its image rows, pixels, window elements and filters:
+        its filters' panels shared out where `_by_columns` (a windowed conv's only where
+        its image rows do not share out evenly over the cores), else its pixels
+        (pointwise) or its image rows."""
         b = ob.b
+        image_rows, rows, depth, o = sizes
         macs = b.mul(b.mul(rows, depth), o)
         width = i64(panel_width(self.dtype))
         panels = b.sdiv(b.add(o, b.sub(width, i64(1))), width)
-        few = ob.all_of([b.icmp_signed("<", rows, i64(COLUMN_SPLIT_ROWS)),
-                         b.icmp_signed(">=", panels, i64(COLUMN_SPLIT_MIN_PANELS)),
-                         ob.eq(geo.groups, i64(1))])
-        with b.if_else(few) as (by_columns, by_pixels):
-            with by_columns:
-                self._split(ob, panels, macs, self._columns, name="columns", guard=None)
-            with by_pixels:
-                self._split(ob, rows, macs, self._pixels, name="pixels", guard=None)
+        uneven = b.icmp_signed("!=", b.srem(image_rows, cpu_count(b)), i64(0))
+        few = self._by_columns(ob, geo, rows, panels)
+        with b.if_else(pointwise) as (one_gemm, windowed):
+            with one_gemm, b.if_else(few) as (by_columns, by_pixels):
+                with by_columns:
+                    self._split(ob, panels, macs, self._columns, name="columns", guard=None)
+                with by_pixels:
+                    self._split(ob, rows, macs, self._pixels, name="pixels", guard=None)
+            with windowed, b.if_else(b.and_(few, uneven)) as (by_columns, by_rows):
+                with by_columns:
+                    self._split(ob, panels, macs, self._windowed_columns,
+                                name="window_columns", guard=None)
+                with by_rows:
+                    self._split(ob, image_rows, macs, self._task, guard=None)
+
+    def _by_columns(self, ob: OpBuilder, geo: Geometry, rows: ir.Value, panels: ir.Value
+                    ) -> ir.Value:
+        """Whether the cores share out the filters' panels rather than the output's pixels:
+        fewer pixels than `COLUMN_SPLIT_ROWS`, at least `COLUMN_SPLIT_MIN_PANELS` panels,
+        one group. A model's filters come from memory on each call: so each core reads
+        only its part of them instead of all of them for half the pixels, and no core gets
+        more of the pixels than another."""
+        b = ob.b
+        return ob.all_of([b.icmp_signed("<", rows, i64(COLUMN_SPLIT_ROWS)),
+                          b.icmp_signed(">=", panels, i64(COLUMN_SPLIT_MIN_PANELS)),
+                          ob.eq(geo.groups, i64(1))])
+
+    def _panel_columns(self, ob: OpBuilder, first: ir.Value, last: ir.Value
+                       ) -> tuple[ir.Value, ir.Value]:
+        """Panels [first, last) as output channels: (the first, their count), the last
+        panel ending at O."""
+        b, o = ob.b, ob.outputs[0].dims[3]
+        width = i64(panel_width(self.dtype))
+        start, end = b.mul(first, width), b.mul(last, width)
+        return start, b.sub(smaller(b, end, o), start)
 
     def _columns(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
                  memory: ir.Value) -> None:
-        """Output channels [first, last) * a panel's width of a pointwise conv of one group
-        over every pixel: with few pixels (`COLUMN_SPLIT_ROWS`) the cores share out the
-        filters, so each reads only its part of them (a model's filters come from memory
-        on each call) instead of all of them for half the pixels."""
+        """Panels [first, last) of a pointwise conv's filters (one group) by every pixel."""
         b = ob.b
         geo = Geometry.read(ob)
         x, w, out = contiguous_operands(ob)
         channels, o = x.dims[3], w.dims[3]
         rows = fold_mul(b, fold_mul(b, x.dims[0], out.dims[1]), out.dims[2])
-        width = i64(panel_width(self.dtype))
-        start = b.mul(first, width)
-        end = b.mul(last, width)
-        end = b.select(b.icmp_signed("<", end, o), end, o)
+        start, count = self._panel_columns(ob, first, last)
         self._filters_gemm(ob, geo, w, i64(0), rows, channels, (x.pointer, channels), None,
                            (_at(b, out, out.pointer, start), o), ir.Constant(I1, 0),
                            _epilogue(ob, geo).at(b, out.element, start, start),
-                           (start, b.sub(end, start)))
+                           (start, count))
+
+    def _windowed_columns(self, ob: OpBuilder, first: ir.Value, last: ir.Value,
+                          task: ir.Value, memory: ir.Value) -> None:
+        """Panels [first, last) of a windowed conv's filters (one group) by every image
+        row: each task copies every window in, for its own filters."""
+        b = ob.b
+        geo = Geometry.read(ob)
+        x, w, out = contiguous_operands(ob)
+        columns = self._panel_columns(ob, first, last)
+        image_rows = fold_mul(b, out.dims[0], out.dims[1])
+        blocks(ob, self.dtype, x, w.dims[0], w.dims[1], out, (i64(0), image_rows),
+               lambda c: self._chunk(ob, geo, x, w, c, columns))
 
     def _filters_gemm(self, ob: OpBuilder, geo: Geometry, w: Operand, g: ir.Value,
                       m: ir.Value, k: ir.Value, a: tuple[ir.Value, ir.Value],
@@ -278,9 +318,11 @@ class Conv2d(ConvolutionShape, Windowed):
             with windowed:
                 im2col()
 
-    def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk) -> None:
+    def _chunk(self, ob: OpBuilder, geo: Geometry, x: Operand, w: Operand, c: Chunk,
+               columns: tuple[ir.Value, ir.Value] | None = None) -> None:
         """Group by group: its windows (its channels of each tap) copied in, then its gemm
-        into its columns of the block's output rows."""
+        into its columns of the block's output rows; or, one group, into `columns` (the
+        first and the count) only."""
         b, out = ob.b, ob.outputs[0]
         o = w.dims[3]
         start = b.mul(b.mul(c.first, out.dims[2]), o)
@@ -293,13 +335,13 @@ class Conv2d(ConvolutionShape, Windowed):
                        b.and_(last, whole.relu))
 
         def group(g: ir.Value) -> None:
-            column = b.mul(g, b.sdiv(o, geo.groups))
+            column = b.mul(g, b.sdiv(o, geo.groups)) if columns is None else columns[0]
             windows(ob, geo, _group(b, x, w.dims[2], g), w.dims[1], out, c, accumulate=False)
             self._filters_gemm(ob, geo, w, g, c.rows, c.depth, (c.scratch, c.depth),
                                b.mul(c.a0, fold_mul(b, w.dims[1], w.dims[2])),
                                (_at(b, out, target, column), o),
                                b.icmp_signed(">", c.a0, i64(0)),
-                               end.at(b, out.element, column, b.add(start, column)))
+                               end.at(b, out.element, column, b.add(start, column)), columns)
 
         range_loop(b, geo.groups, group, "group")
 
