@@ -1,8 +1,8 @@
-"""The compiled matmul on every layout of its operands: a transposed operand is copied
-row-major (`own_blas`) where our own gemm serves, and read as it is by the BLAS elsewhere;
-either way the product is NumPy's, at sizes on both sides of a tile's edge. Constant
-weights read transposed are stored transposed once (`prepack`); a batch of small products
-splits its batch indices over the cores."""
+"""The compiled matmul on every layout of its operands: where our own gemm serves
+(`own_blas`), A transposed is read in place and B transposed copied row-major; the BLAS
+reads both as they are; either way the product is NumPy's, at sizes on both sides of a
+tile's edge. Constant weights read transposed are stored transposed once (`prepack`); a
+batch of small products splits its batch indices over the cores."""
 
 from __future__ import annotations
 
@@ -42,6 +42,22 @@ def test_every_layout_gives_numpys_product(dtype, transpose_a, transpose_b, m, n
     out = np.full((m, n), np.nan, dtype)
     assert compiled(np.dtype(dtype), transpose_a, transpose_b).call([a, b], [out]) == 0
     want = (a.T if transpose_a else a).astype(np.float64) @ (b.T if transpose_b else b)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, want, rtol=tolerance, atol=tolerance * np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("transpose_a", "transpose_b"), [(True, False), (True, True)])
+def test_a_transposed_read_in_place_splits_over_the_cores(dtype, transpose_a, transpose_b):
+    """A product large enough to split its rows over the cores, A read transposed where it
+    lies (our own gemm) or by the BLAS: NumPy's product, every task's rows in place."""
+    rng = np.random.default_rng(1)
+    m, n, k = 301, 133, 290
+    a = rng.standard_normal((k, m)).astype(dtype)
+    b = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(dtype)
+    out = np.full((m, n), np.nan, dtype)
+    assert compiled(np.dtype(dtype), transpose_a, transpose_b).call([a, b], [out]) == 0
+    want = a.T.astype(np.float64) @ (b.T if transpose_b else b)
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, want, rtol=tolerance, atol=tolerance * np.sqrt(k))
 

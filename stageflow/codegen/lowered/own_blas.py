@@ -5,10 +5,10 @@ The function has the CBLAS signature that `matmul.gemm_function` declares, so ma
 the convolutions' gradient gemms call it unchanged; it is defined, internal, in the module
 that calls it. Underneath is the convolutions' own gemm (`conv.gemm`: register tiles and
 GotoBLAS blocking, generated for whatever vectors the target has), which reads row-major
-operands only. So a transposed operand, or A where ``alpha`` is not 1 (scaled as it is
-copied), is first copied row-major into memory of its own, C is zeroed (``beta`` 0) or
-scaled (any other ``beta`` but 1), and the gemm adds ``A @ B`` to it. Where that memory
-cannot be had, a plain loop reads the operands in place: slower, never wrong.
+operands, and A transposed, in place. So a transposed B, or A where ``alpha`` is not 1
+(scaled as it is copied), is first copied row-major into memory of its own, C is zeroed
+(``beta`` 0) or scaled (any other ``beta`` but 1), and the gemm adds ``A @ B`` to it. Where
+that memory cannot be had, a plain loop reads the operands in place: slower, never wrong.
 
 Where the platform has threads, a large product splits its rows over the cores
 (`gemm_split`: the worker pool), as OpenBLAS threads its gemms, unless a convolution's
@@ -92,8 +92,7 @@ class _Body:
         free = declare(module, "free", ir.VoidType(), [_PTR])
         self._scale_c()
         with b.if_then(b.icmp_signed(">", self.k, i64(0))):
-            a_copied = b.or_(self._transposed(self.trans_a),
-                             b.fcmp_ordered("!=", self.alpha, ir.Constant(self.real, 1.0)))
+            a_copied = b.fcmp_ordered("!=", self.alpha, ir.Constant(self.real, 1.0))
             b_copied = self._transposed(self.trans_b)
             a_bytes = b.select(a_copied, b.mul(b.mul(self.m, self.k), self.size), i64(0))
             b_bytes = b.select(b_copied, b.mul(b.mul(self.k, self.n), self.size), i64(0))
@@ -109,17 +108,26 @@ class _Body:
                                            self.m, self.k, self.alpha)
                     x, ldb = self._operand(b_copied, b_copy, self.b_data, self.ldb,
                                            self.trans_b, self.k, self.n, None)
-                    self._product(a, lda, x, ldb)
+                    in_place = b.and_(self._transposed(self.trans_a), b.not_(a_copied))
+                    with b.if_else(in_place) as (transposed, as_is):
+                        with transposed:
+                            self._product(a, lda, x, ldb, True)
+                        with as_is:
+                            self._product(a, lda, x, ldb, False)
                     b.call(free, [memory])
         b.ret_void()
 
-    def _product(self, a: ir.Value, lda: ir.Value, x: ir.Value, ldb: ir.Value) -> None:
-        """C += A @ B, row-major: in one call, or its rows split over the cores unless a
-        convolution's tasks are running gemms of their own (`regions`)."""
+    def _product(self, a: ir.Value, lda: ir.Value, x: ir.Value, ldb: ir.Value,
+                 transposed_a: bool) -> None:
+        """C += A @ B (A stored transposed where `transposed_a`): in one call, or its rows
+        split over the cores unless a convolution's tasks are running gemms of their own
+        (`regions`)."""
         b = self.b
         module = b.module
-        task = gemm_split.split_task(module, f"sf.cblas.rows.{np.dtype(self.dtype).name}", 8,
-                                   functools.partial(_rows, self.dtype))
+        layout = "at." if transposed_a else ""
+        task = gemm_split.split_task(module,
+                                     f"sf.cblas.rows.{layout}{np.dtype(self.dtype).name}", 8,
+                                     functools.partial(_rows, self.dtype, transposed_a))
         alone = None
         if platform.current().threads:
             alone = b.icmp_signed("==", b.load_atomic(regions(module), "monotonic", 8,
@@ -200,13 +208,16 @@ class _Body:
         counted_loop(b, i64(0), self.m, i64(1), row, "plain.row")
 
 
-def _rows(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
-          words: list[ir.Value]) -> None:
-    """A task's rows [first, last) of C += A @ B (`gemm_split.split_task`'s body)."""
+def _rows(dtype: np.dtype, transposed_a: bool, b: ir.IRBuilder, first: ir.Value,
+          last: ir.Value, words: list[ir.Value]) -> None:
+    """A task's rows [first, last) of C += A @ B, A stored transposed where `transposed_a`
+    (`gemm_split.split_task`'s body)."""
     n, k, a, lda, x, ldb, c, ldc = words
     real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
-    a_rows = b.gep(b.inttoptr(a, _PTR), [b.mul(first, lda)], source_etype=real)
+    offset = first if transposed_a else b.mul(first, lda)
+    a_rows = b.gep(b.inttoptr(a, _PTR), [offset], source_etype=real)
     c_rows = b.gep(b.inttoptr(c, _PTR), [b.mul(first, ldc)], source_etype=real)
-    b.call(row_major_gemm(b.module, dtype), [b.sub(last, first), n, k, a_rows, lda,
+    b.call(row_major_gemm(b.module, dtype, transposed_a), [b.sub(last, first), n, k, a_rows,
+                                                           lda,
                                              b.inttoptr(x, _PTR), ldb, c_rows, ldc,
                                              ir.Constant(I1, 1), *epilogue.NONE.arguments()])

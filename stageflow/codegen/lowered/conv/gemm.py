@@ -28,8 +28,14 @@ with zeros, so only its stores need a mask. Filters packed at compile time
 the tiles read them in place (`packed_gemm_function`), a tile narrower than a panel
 reading its part of each row.
 
-One function per dtype in a module (`gemm_function`, `packed_gemm_function`), called by
-the convolution tasks, which split the rows over the cores themselves.
+A may also be read transposed, in place (`gemm_function`'s `transposed_a`): a tile's rows
+are then one run of A's storage per k, its broadcasts as many loads as before. The
+filter gradient's gemm reads its windows so (``im2col(x)^T @ g``), where a copy of them
+transposed, element by element, cost about as much as the product.
+
+One function per dtype (and layout of A) in a module (`gemm_function`,
+`packed_gemm_function`), called by the convolution tasks, which split the rows over the
+cores themselves.
 """
 
 from __future__ import annotations
@@ -84,13 +90,15 @@ def tile() -> Tile:
     return AVX512_TILE if machine.has("avx512f") else DEFAULT_TILE
 
 
-def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
+def gemm_function(module: ir.Module, dtype: np.dtype, transposed_a: bool = False
+                  ) -> ir.Function:
     """``void sf.gemm.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr b, i64 ldb, ptr c,
     i64 ldc, i1 accumulate, epilogue...)``: C[m, n] = A[m, k] @ B[k, n], added to C's
     values where `accumulate`, then through the `epilogue` (its four values at C's first
-    element: `conv.epilogue`; `epilogue.NONE` for none); leading dims in elements.
-    Internal, one per dtype in a module."""
-    return _function(module, dtype, False)
+    element: `conv.epilogue`; `epilogue.NONE` for none); leading dims in elements. With
+    `transposed_a` (``sf.gemm.at.DTYPE``), A is stored transposed: (k, m), row-major.
+    Internal, one per dtype and layout in a module."""
+    return _function(module, dtype, False, transposed_a)
 
 
 def packed_gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
@@ -102,8 +110,9 @@ def packed_gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
     return _function(module, dtype, True)
 
 
-def _function(module: ir.Module, dtype: np.dtype, packed: bool) -> ir.Function:
-    symbol = f"sf.gemm.{'packed.' if packed else ''}{dtype.name}"
+def _function(module: ir.Module, dtype: np.dtype, packed: bool, transposed_a: bool = False
+              ) -> ir.Function:
+    symbol = f"sf.gemm.{'packed.' if packed else ''}{'at.' if transposed_a else ''}{dtype.name}"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
@@ -119,7 +128,7 @@ def _function(module: ir.Module, dtype: np.dtype, packed: bool) -> ir.Function:
     m, n, k, a, lda, *b_args, c, ldc, accumulate = function.args[:-len(epilogue.TYPES)]
     _Gemm(ir.IRBuilder(function.append_basic_block("entry")), dtype, (m, n, k), (a, lda),
           b_args, (c, ldc), accumulate,
-          Epilogue.of(list(function.args[-len(epilogue.TYPES):]))).emit()
+          Epilogue.of(list(function.args[-len(epilogue.TYPES):])), transposed_a).emit()
     return function
 
 
@@ -139,9 +148,10 @@ class _Gemm:
     def __init__(self, b: ir.IRBuilder, dtype: np.dtype, sizes: tuple[ir.Value, ...],
                  a: tuple[ir.Value, ir.Value], b_args: list[ir.Value],
                  c: tuple[ir.Value, ir.Value], accumulate: ir.Value,
-                 epilogue: Epilogue) -> None:
+                 epilogue: Epilogue, transposed_a: bool) -> None:
         self.b = b
         self.epilogue = epilogue
+        self.transposed_a = transposed_a
         self.m, self.n, self.k = sizes
         self.a, self.lda = a
         self.c, self.ldc = c
@@ -308,18 +318,26 @@ class _Gemm:
                    for r in range(rows) for v in range(vectors)]
         zero = ir.Constant(self.vector, [0.0] * lanes)
         sums = [b.select(span.onto, self._load(t, mask), zero) for t in targets]
-        a_rows = [at(self.a, b.add(m0, i64(r)), self.lda, i64(0)) for r in range(rows)]
+        a_rows = [] if self.transposed_a else [at(self.a, b.add(m0, i64(r)), self.lda, i64(0))
+                                               for r in range(rows)]
         undefined = ir.Constant(self.vector, None)
         splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+
+        def a_values(kk: ir.Value) -> list[ir.Value]:
+            """A's elements of the tile's rows at `kk`: along each row, or, A stored
+            transposed, one run of its storage."""
+            if not self.transposed_a:
+                return [b.gep(a_rows[r], [kk], source_etype=self.element) for r in range(rows)]
+            run = at(self.a, kk, self.lda, m0)
+            return [b.gep(run, [i64(r)], source_etype=self.element) for r in range(rows)]
 
         def step(kk: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
             first = b.mul(b.sub(kk, span.depth[0]), i64(stride))
             weights = [b.load(b.gep(start, [b.add(first, i64(v))], source_etype=self.vector),
                               typ=self.vector, align=align) for v in range(vectors)]
             updated = list(sums)
-            for r in range(rows):
-                value = b.load(b.gep(a_rows[r], [kk], source_etype=self.element),
-                               typ=self.element)
+            for r, address in enumerate(a_values(kk)):
+                value = b.load(address, typ=self.element)
                 broadcast = b.shuffle_vector(b.insert_element(undefined, value, i64(0)),
                                              undefined, splat)
                 for v in range(vectors):
