@@ -24,6 +24,7 @@ other to ship, and its speed on this machine can be compared with OpenBLAS's
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -35,10 +36,12 @@ from stageflow.codegen.lowered import gemm_split
 from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
 from stageflow.codegen.lowered.conv.gemm import tile
+from stageflow.codegen.lowered.rule import smaller
 from stageflow.codegen.targets import platform
 from stageflow.core import dtypes
 
 NO_TRANS = 111  # CBLAS's enum (the callers pass row-major order only)
+COPY_BLOCK = 16  # a transposed operand is copied by squares of this side
 DTYPES = (dtypes.float32, dtypes.float64)
 REGIONS_SYMBOL = "sf.gemm.regions"
 _PTR = ir.PointerType()
@@ -173,18 +176,40 @@ class _Body:
         """op(X) as a row-major (rows, columns) matrix: X itself, or its copy (scaled by
         `scale`) where `copied`; the pointer and the leading dim."""
         b = self.b
-        with b.if_then(copied):
-            def row(i: ir.Value) -> None:
-                def column(j: ir.Value) -> None:
-                    value = b.load(self._at(data, lead, flag, i, j), typ=self.real)
-                    if scale is not None:
-                        value = b.fmul(value, scale)
-                    b.store(value, self._element(copy, b.add(b.mul(i, columns), j)))
 
-                counted_loop(b, i64(0), columns, i64(1), column, "copy.column")
+        def move(i: ir.Value, j: ir.Value) -> None:
+            value = b.load(self._at(data, lead, flag, i, j), typ=self.real)
+            if scale is not None:
+                value = b.fmul(value, scale)
+            b.store(value, self._element(copy, b.add(b.mul(i, columns), j)))
 
-            counted_loop(b, i64(0), rows, i64(1), row, "copy.row")
+        with b.if_then(copied), b.if_else(self._transposed(flag)) as (flipped, as_is):
+            with flipped:
+                self._blocks(rows, columns, move)
+            with as_is:
+                counted_loop(b, i64(0), rows, i64(1), lambda i: counted_loop(
+                    b, i64(0), columns, i64(1), lambda j: move(i, j), "copy.column"),
+                    "copy.row")
         return b.select(copied, copy, data), b.select(copied, columns, lead)
+
+    def _blocks(self, rows: ir.Value, columns: ir.Value,
+                move: Callable[[ir.Value, ir.Value], None]) -> None:
+        """`move` of every element (i, j) of a transposed operand's copy, by squares of
+        `COPY_BLOCK`, within each along X's rows (its copy's columns): X read one run
+        after another, the square's rows of the copy in L1 meanwhile. Row by row of the
+        copy, every element read came from another line of X: a ResNet-50 layer's filters
+        transposed for its input gradient took longer than the product."""
+        b = self.b
+
+        def square(i0: ir.Value, j0: ir.Value) -> None:
+            i1 = smaller(b, b.add(i0, i64(COPY_BLOCK)), rows)
+            j1 = smaller(b, b.add(j0, i64(COPY_BLOCK)), columns)
+            counted_loop(b, j0, j1, i64(1), lambda j: counted_loop(
+                b, i0, i1, i64(1), lambda i: move(i, j), "copy.block.row"), "copy.block.column")
+
+        counted_loop(b, i64(0), rows, i64(COPY_BLOCK), lambda i0: counted_loop(
+            b, i64(0), columns, i64(COPY_BLOCK), lambda j0: square(i0, j0), "copy.columns"),
+            "copy.rows")
 
     def _plain_loops(self) -> None:
         """C += alpha * op(A) @ op(B), every operand read in place."""
