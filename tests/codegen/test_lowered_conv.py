@@ -279,6 +279,25 @@ def test_the_direct_input_gradient_matches_the_kernel(batch, size, channels, out
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("images", "channels", "out_channels"),
+                         [((1, 1, 1), 3, 1), ((1, 60, 40), 64, 33), ((3, 7, 9), 100, 130),
+                          ((2, 28, 28), 256, 64)])
+def test_a_pointwise_input_gradient_is_one_gemm_over_the_pixels(dtype, images, channels,
+                                                               out_channels):
+    """A 1x1 filter at stride 1 without padding: the cotangent's pixels times the filters
+    transposed, written straight over the result (it starts as NaNs here), the pixels of
+    one image split over the cores where there are enough of them."""
+    w = values((1, 1, channels, out_channels), dtype, seed=1)
+    g = values((*images, out_channels), dtype, seed=2)
+    params = {"strides": (1, 1), "padding": ((0, 0), (0, 0)), "dilations": (1, 1),
+              "input_size": images[1:]}
+    got = run_compiled("conv2d_input_gradient", [g, w], True, **params)
+    want = g.astype(np.float64) @ w[0, 0].T.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=10 * tolerance(dtype),
+                               atol=10 * tolerance(dtype) * np.sqrt(out_channels))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_the_direct_loops_serve_the_small_resnets_shapes(dtype):
     """3x3 "SAME" convs of 3 and 16 channels into 16 over 32x32 images (the rows split over
     the cores), and a 1x1 stride-2 projection, against the reference."""

@@ -6,9 +6,10 @@ the convolutions' gradient gemms call it unchanged; it is defined, internal, in 
 that calls it. Underneath is the convolutions' own gemm (`conv.gemm`: register tiles and
 GotoBLAS blocking, generated for whatever vectors the target has), which reads row-major
 operands, and A transposed, in place. So a transposed B, or A where ``alpha`` is not 1
-(scaled as it is copied), is first copied row-major into memory of its own, C is zeroed
-(``beta`` 0) or scaled (any other ``beta`` but 1), and the gemm adds ``A @ B`` to it. Where
-that memory cannot be had, a plain loop reads the operands in place: slower, never wrong.
+(scaled as it is copied), is first copied row-major into memory of its own; C is scaled
+where ``beta`` is neither 0 nor 1, and the gemm adds ``A @ B`` to it, or, where ``beta`` is
+0, writes ``A @ B`` over it (never reading it: it may hold NaNs). Where that memory cannot
+be had, a plain loop reads the operands in place: slower, never wrong.
 
 Where the platform has threads, a large product splits its rows over the cores
 (`gemm_split`: the worker pool), as OpenBLAS threads its gemms, unless a convolution's
@@ -93,8 +94,12 @@ class _Body:
         module = b.module
         malloc = declare(module, "malloc", _PTR, [I64])
         free = declare(module, "free", ir.VoidType(), [_PTR])
-        self._scale_c()
-        with b.if_then(b.icmp_signed(">", self.k, i64(0))):
+        terms = b.icmp_signed(">", self.k, i64(0))
+        # With terms and beta 0 the gemm writes C over: no pass zeroing it first.
+        overwrite = b.and_(terms, b.fcmp_ordered("==", self.beta, ir.Constant(self.real, 0.0)))
+        with b.if_then(b.not_(overwrite)):
+            self._scale_c()
+        with b.if_then(terms):
             a_copied = b.fcmp_ordered("!=", self.alpha, ir.Constant(self.real, 1.0))
             b_copied = self._transposed(self.trans_b)
             a_bytes = b.select(a_copied, b.mul(b.mul(self.m, self.k), self.size), i64(0))
@@ -104,6 +109,8 @@ class _Body:
             with b.if_else(b.icmp_unsigned("==", memory, ir.Constant(_PTR, None))) as (
                     none, some):
                 with none:
+                    with b.if_then(overwrite):
+                        self._scale_c()
                     self._plain_loops()
                 with some:
                     a_copy, b_copy = memory, b.gep(memory, [a_bytes], source_etype=ir.IntType(8))
@@ -114,30 +121,30 @@ class _Body:
                     in_place = b.and_(self._transposed(self.trans_a), b.not_(a_copied))
                     with b.if_else(in_place) as (transposed, as_is):
                         with transposed:
-                            self._product(a, lda, x, ldb, True)
+                            self._product(a, lda, x, ldb, True, overwrite)
                         with as_is:
-                            self._product(a, lda, x, ldb, False)
+                            self._product(a, lda, x, ldb, False, overwrite)
                     b.call(free, [memory])
         b.ret_void()
 
     def _product(self, a: ir.Value, lda: ir.Value, x: ir.Value, ldb: ir.Value,
-                 transposed_a: bool) -> None:
-        """C += A @ B (A stored transposed where `transposed_a`): in one call, or its rows
-        split over the cores unless a convolution's tasks are running gemms of their own
-        (`regions`)."""
+                 transposed_a: bool, overwrite: ir.Value) -> None:
+        """C += A @ B, or C = A @ B where `overwrite` (A stored transposed where
+        `transposed_a`): in one call, or its rows split over the cores unless a
+        convolution's tasks are running gemms of their own (`regions`)."""
         b = self.b
         module = b.module
         layout = "at." if transposed_a else ""
         task = gemm_split.split_task(module,
-                                     f"sf.cblas.rows.{layout}{np.dtype(self.dtype).name}", 8,
+                                     f"sf.cblas.rows.{layout}{np.dtype(self.dtype).name}", 9,
                                      functools.partial(_rows, self.dtype, transposed_a))
         alone = None
         if platform.current().threads:
             alone = b.icmp_signed("==", b.load_atomic(regions(module), "monotonic", 8,
                                                       typ=I64), i64(0))
         gemm_split.run_split(b, task, self.m, b.mul(b.mul(self.m, self.n), self.k),
-                             [self.n, self.k, a, lda, x, ldb, self.c, self.ldc], tile().rows,
-                             alone)
+                             [self.n, self.k, a, lda, x, ldb, self.c, self.ldc,
+                              b.zext(b.not_(overwrite), I64)], tile().rows, alone)
 
     def _transposed(self, flag: ir.Value) -> ir.Value:
         return self.b.icmp_signed("!=", flag, ir.Constant(I32, NO_TRANS))
@@ -235,14 +242,13 @@ class _Body:
 
 def _rows(dtype: np.dtype, transposed_a: bool, b: ir.IRBuilder, first: ir.Value,
           last: ir.Value, words: list[ir.Value]) -> None:
-    """A task's rows [first, last) of C += A @ B, A stored transposed where `transposed_a`
-    (`gemm_split.split_task`'s body)."""
-    n, k, a, lda, x, ldb, c, ldc = words
+    """A task's rows [first, last) of C += A @ B (C = A @ B where the last word is 0), A
+    stored transposed where `transposed_a` (`gemm_split.split_task`'s body)."""
+    n, k, a, lda, x, ldb, c, ldc, accumulate = words
     real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
     offset = first if transposed_a else b.mul(first, lda)
     a_rows = b.gep(b.inttoptr(a, _PTR), [offset], source_etype=real)
     c_rows = b.gep(b.inttoptr(c, _PTR), [b.mul(first, ldc)], source_etype=real)
-    b.call(row_major_gemm(b.module, dtype, transposed_a), [b.sub(last, first), n, k, a_rows,
-                                                           lda,
-                                             b.inttoptr(x, _PTR), ldb, c_rows, ldc,
-                                             ir.Constant(I1, 1), *epilogue.NONE.arguments()])
+    b.call(row_major_gemm(b.module, dtype, transposed_a),
+           [b.sub(last, first), n, k, a_rows, lda, b.inttoptr(x, _PTR), ldb, c_rows, ldc,
+            b.trunc(accumulate, I1), *epilogue.NONE.arguments()])
