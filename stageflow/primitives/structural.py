@@ -373,9 +373,11 @@ def _transpose_vjp(cotangents, inputs, outputs, *, perm):
 def unslice(g, shape: tuple[int | None, ...], slices: tuple[Slice, ...]):
     """The adjoint of `slice`: `g` placed at the sliced positions of zeros shaped `shape`.
 
-    Unit steps are one `pad`. Another step along an axis of size n is a `gather` of n
-    elements from g padded with one zero: each position takes its element of g, or the
-    zero. Along an unknown dim only `x[start:]` (start >= 0) and full slices are supported.
+    Unit steps are one `pad`. A step s > 1 along an axis, g's other dims known, spreads
+    g's elements s apart (`_spread`: reshapes and pads, which fuse as copies); any other
+    step along an axis of size n is a `gather` of n elements from g padded with one zero:
+    each position takes its element of g, or the zero. Along an unknown dim only
+    `x[start:]` (start >= 0) and full slices are supported.
     """
     pads, strided = [], []
     for axis, (dim, (start, stop, step)) in enumerate(zip(shape, slices, strict=True)):
@@ -395,12 +397,34 @@ def unslice(g, shape: tuple[int | None, ...], slices: tuple[Slice, ...]):
     if any(pair != (0, 0) for pair in pads):
         g = pad_p.bind(g, pads=tuple(pads), value=0)
     for axis, dim, positions in strided:
+        if positions.step > 1 and None not in g.shape:
+            g = _spread(g, axis, dim, positions)
+            continue
         index = np.full(dim, len(positions), np.int32)  # len(positions): the padded zero
         index[list(positions)] = np.arange(len(positions))
         one_zero = tuple((0, 1) if i == axis else (0, 0) for i in range(g.ndim))
         padded = pad_p.bind(g, pads=one_zero, value=0)
         g = gather_p.bind(padded, constant(index, dtypes.int32), axis=axis)
     return g
+
+
+def _spread(g, axis: int, dim: int, positions: range):
+    """`g` along `axis` placed at `positions` (a step above 1) of `dim` zeros: each element
+    followed by step - 1 zeros (a new axis padded, then merged), the run then padded to
+    start at the first position and cropped or padded to `dim`. A max pool's gradient
+    places 9 strided views so; as gathers of a ResNet-50's stem at batch 8 they took 7% of
+    its training step."""
+    step, count, shape = positions.step, len(positions), tuple(g.shape)
+    g = reshape(g, (*shape[:axis + 1], 1, *shape[axis + 1:]))
+    g = pad_p.bind(g, pads=tuple((0, step - 1) if i == axis + 1 else (0, 0)
+                                 for i in range(g.ndim)), value=0)
+    run = min(count * step, dim - positions.start)
+    g = reshape(g, (*shape[:axis], count * step, *shape[axis + 1:]))
+    if run < count * step:
+        g = slice_p.bind(g, slices=tuple((0, run, 1) if i == axis else (None, None, None)
+                                         for i in range(g.ndim)))
+    return pad_p.bind(g, pads=tuple((positions.start, dim - positions.start - run)
+                                    if i == axis else (0, 0) for i in range(g.ndim)), value=0)
 
 
 @slice_p.def_vjp
