@@ -102,9 +102,8 @@ class Conv2d(ConvolutionShape, Windowed):
     with a batch-1 7x7 image's rows split in two, each core read all of ResNet-50's last
     filters from memory for half the work, and one core had 4 of the 7 rows. A windowed
     conv splits so only where its image rows do not share out evenly over the cores: each
-    task copies every window in, which cost more than it saved where they did (28 rows of
-    512 channels, 256 filters, two cores: 3% slower). The direct loops never take that
-    many filters.
+    task copies every window in, which cost more than it saved where they did. The direct
+    loops never take that many filters.
 
     Grouped (G feature groups: filters (kh, kw, C/G, O)), each gemm is G gemms, group g's
     reading the input's channel block g (a pointwise conv's A in place, rows C apart; else
