@@ -47,6 +47,23 @@ def test_every_layout_gives_numpys_product(dtype, transpose_a, transpose_b, m, n
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 3, 4, 8])
+@pytest.mark.parametrize(("k", "n"), [(1, 1), (15, 50), (16, 7), (17, 300), (100, 2000)])
+def test_few_rows_by_a_transposed_b_read_it_in_place(dtype, m, k, n):
+    """At most `own_blas.DOT_ROWS` rows by B transposed (a decoder's logits against its
+    embedding): dot products of A's rows with B's stored rows, the last vector of each
+    masked, the columns split over the cores; NumPy's product."""
+    rng = np.random.default_rng(m * k + n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((n, k)).astype(dtype)
+    out = np.full((m, n), np.nan, dtype)
+    assert compiled(np.dtype(dtype), False, True).call([a, b], [out]) == 0
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.T, rtol=tolerance,
+                               atol=tolerance * np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("transpose_a", "transpose_b"), [(True, False), (True, True)])
 def test_a_transposed_read_in_place_splits_over_the_cores(dtype, transpose_a, transpose_b):
     """A product large enough to split its rows over the cores, A read transposed where it

@@ -9,7 +9,10 @@ operands, and A transposed, in place. So a transposed B, or A where ``alpha`` is
 (scaled as it is copied), is first copied row-major into memory of its own; C is scaled
 where ``beta`` is neither 0 nor 1, and the gemm adds ``A @ B`` to it, or, where ``beta`` is
 0, writes ``A @ B`` over it (never reading it: it may hold NaNs). Where that memory cannot
-be had, a plain loop reads the operands in place: slower, never wrong.
+be had, a plain loop reads the operands in place: slower, never wrong. A product of few
+rows by a transposed B (`DOT_ROWS`: a decoder's logits against its embedding) copies
+nothing: each row of B's storage is read once, against every row of A (`_dots`), where a
+copy of B would cost as much as the product.
 
 Where the platform has threads, a large product splits its rows over the cores
 (`gemm_split`: the worker pool), as OpenBLAS threads its gemms, unless a convolution's
@@ -43,6 +46,8 @@ from stageflow.core import dtypes
 
 NO_TRANS = 111  # CBLAS's enum (the callers pass row-major order only)
 COPY_BLOCK = 16  # a transposed operand is copied by squares of this side
+DOT_ROWS = 8  # at most this many rows by a transposed B: dot products, B read in place
+DOT_GROUP = 4  # rows of A whose sums one pass over a row of B keeps in registers
 DTYPES = (dtypes.float32, dtypes.float64)
 REGIONS_SYMBOL = "sf.gemm.regions"
 _PTR = ir.PointerType()
@@ -99,7 +104,12 @@ class _Body:
         overwrite = b.and_(terms, b.fcmp_ordered("==", self.beta, ir.Constant(self.real, 0.0)))
         with b.if_then(b.not_(overwrite)):
             self._scale_c()
-        with b.if_then(terms):
+        dots = b.and_(b.and_(self._transposed(self.trans_b),
+                             b.not_(self._transposed(self.trans_a))),
+                      b.icmp_signed("<=", self.m, i64(DOT_ROWS)))
+        with b.if_then(b.and_(terms, dots)):
+            self._dots(overwrite)
+        with b.if_then(b.and_(terms, b.not_(dots))):
             a_copied = b.fcmp_ordered("!=", self.alpha, ir.Constant(self.real, 1.0))
             b_copied = self._transposed(self.trans_b)
             a_bytes = b.select(a_copied, b.mul(b.mul(self.m, self.k), self.size), i64(0))
@@ -145,6 +155,21 @@ class _Body:
         gemm_split.run_split(b, task, self.m, b.mul(b.mul(self.m, self.n), self.k),
                              [self.n, self.k, a, lda, x, ldb, self.c, self.ldc,
                               b.zext(b.not_(overwrite), I64)], tile().rows, alone)
+
+    def _dots(self, overwrite: ir.Value) -> None:
+        """C (+)= alpha * A @ B for few rows of A by B stored transposed, B read in place:
+        C's columns split over the cores (`_dot_columns`)."""
+        b = self.b
+        task = gemm_split.split_task(b.module, f"sf.cblas.dots.{np.dtype(self.dtype).name}",
+                                     10, functools.partial(_dot_columns, self.dtype))
+        alone = None
+        if platform.current().threads:
+            alone = b.icmp_signed("==", b.load_atomic(regions(b.module), "monotonic", 8,
+                                                      typ=I64), i64(0))
+        gemm_split.run_split(b, task, self.n, b.mul(b.mul(self.m, self.n), self.k),
+                             [self.m, self.k, self.a, self.lda, self.b_data, self.ldb, self.c,
+                              self.ldc, self.alpha, b.zext(b.not_(overwrite), I64)],
+                             DOT_GROUP, alone)
 
     def _transposed(self, flag: ir.Value) -> ir.Value:
         return self.b.icmp_signed("!=", flag, ir.Constant(I32, NO_TRANS))
@@ -252,3 +277,68 @@ def _rows(dtype: np.dtype, transposed_a: bool, b: ir.IRBuilder, first: ir.Value,
     b.call(row_major_gemm(b.module, dtype, transposed_a),
            [b.sub(last, first), n, k, a_rows, lda, b.inttoptr(x, _PTR), ldb, c_rows, ldc,
             b.trunc(accumulate, I1), *epilogue.NONE.arguments()])
+
+
+def _dot_columns(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,
+                 words: list[ir.Value]) -> None:
+    """A task's columns [first, last) of C (+)= alpha * A @ B, B stored transposed (its
+    row j is C's column j): per column, rows of A in groups of `DOT_GROUP`, one vector sum
+    per row over k (the last vector masked), each summed across its lanes at the end
+    (`_dots`'s body; C added to where the last word is 1)."""
+    m, k, a, lda, x, ldb, c, ldc, alpha, accumulate = words
+    real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
+    lanes = tile().vector_bytes // np.dtype(dtype).itemsize
+    vector = ir.VectorType(real, lanes)
+    suffix = f"v{lanes}{'f32' if real == F32 else 'f64'}"
+    fma = declare(b.module, platform.current().fma(suffix), vector, [vector] * 3)
+    mask_type = ir.VectorType(I1, lanes)
+    masked_load = declare(b.module, f"llvm.masked.load.{suffix}.p0", vector,
+                          [_PTR, I32, mask_type, vector])
+    total = declare(b.module, f"llvm.vector.reduce.fadd.{suffix}", real, [real, vector])
+    a, x, c = (b.inttoptr(word, _PTR) for word in (a, x, c))
+    scale = b.bitcast(alpha, F64)
+    scale = b.fptrunc(scale, real) if real == F32 else scale
+    size = ir.Constant(I32, np.dtype(dtype).itemsize)
+    zero = ir.Constant(vector, [0.0] * lanes)
+    whole = b.mul(b.sdiv(k, i64(lanes)), i64(lanes))
+    lane = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    left = b.sub(k, whole)
+    bound = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None),
+                                              left, i64(0)),
+                             ir.Constant(ir.VectorType(I64, lanes), None),
+                             ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+    tail = b.icmp_signed("<", lane, bound)
+    adding = b.trunc(accumulate, I1)
+
+    def element(base: ir.Value, index: ir.Value) -> ir.Value:
+        return b.gep(base, [index], source_etype=real)
+
+    def column(j: ir.Value) -> None:
+        row = element(x, b.mul(j, ldb))
+
+        def group(i0: ir.Value) -> None:
+            rows = [smaller(b, b.add(i0, i64(r)), b.sub(m, i64(1))) for r in range(DOT_GROUP)]
+            starts = [element(a, b.mul(i, lda)) for i in rows]
+
+            def step(kk: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+                weights = b.load(element(row, kk), typ=vector, align=np.dtype(dtype).itemsize)
+                return [b.call(fma, [b.load(element(start, kk), typ=vector,
+                                            align=np.dtype(dtype).itemsize), weights, total_])
+                        for start, total_ in zip(starts, sums, strict=True)]
+
+            sums = fold_loop(b, i64(0), whole, i64(lanes), [zero] * DOT_GROUP, step, "dot.k")
+            last = b.call(masked_load, [element(row, whole), size, tail, zero])
+            sums = [b.call(fma, [b.call(masked_load, [element(start, whole), size, tail, zero]),
+                                 last, total_]) for start, total_ in zip(starts, sums,
+                                                                          strict=True)]
+            for r, sum_ in enumerate(sums):
+                i = b.add(i0, i64(r))
+                with b.if_then(b.icmp_signed("<", i, m)):
+                    value = b.fmul(scale, b.call(total, [ir.Constant(real, 0.0), sum_]))
+                    at = element(c, b.add(b.mul(i, ldc), j))
+                    value = b.select(adding, b.fadd(b.load(at, typ=real), value), value)
+                    b.store(value, at)
+
+        counted_loop(b, i64(0), m, i64(DOT_GROUP), group, "dot.rows")
+
+    counted_loop(b, first, last, i64(1), column, "dot.columns")
