@@ -110,17 +110,18 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-NOT: scipy_openblas
 # With few output pixels and many filters of one group, a pointwise conv shares out its
 # filters instead: a task multiplies every pixel's row of the input (lda = C) by its
-# panels of filter columns, [first, last) * 32 clipped to O (ldb = O), into the same
-# columns of the output (ldc = O), the epilogue's pointers (data 3 to 5) moved as far.
+# panels of filter columns, [first, last) * 32 clipped to the output's channels O
+# (ldb = O), into the same columns of the output (ldc = O), the epilogue's pointers (data 3
+# to 5) moved as far.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.float32.columns.body"(
 # CHECK: %[[START:".[0-9]+"]] = mul i64 %"first", 32
 # CHECK-NEXT: %[[END:".[0-9]+"]] = mul i64 %"last", 32
-# CHECK-NEXT: %[[CLIPPED:".[0-9]+"]] = icmp slt i64 %[[END]], %"arg1.d3"
-# CHECK-NEXT: %[[STOP:".[0-9]+"]] = select i1 %[[CLIPPED]], i64 %[[END]], i64 %"arg1.d3"
+# CHECK-NEXT: %[[CLIPPED:".[0-9]+"]] = icmp slt i64 %[[END]], %"arg2.d3"
+# CHECK-NEXT: %[[STOP:".[0-9]+"]] = select i1 %[[CLIPPED]], i64 %[[END]], i64 %"arg2.d3"
+# CHECK-NEXT: %[[COUNT:".[0-9]+"]] = sub i64 %[[STOP]], %[[START]]
 # CHECK-NEXT: %[[OUT:".[0-9]+"]] = getelementptr float, ptr %"arg2", i64 %[[START]]
 # CHECK: getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[START]]
-# CHECK: %[[COUNT:".[0-9]+"]] = sub i64 %[[STOP]], %[[START]]
-# CHECK-NEXT: %[[FILTERS:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[START]]
+# CHECK: %[[FILTERS:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[START]]
 # CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COUNT]], i64 %"arg0.d3",
 # CHECK-SAME: ptr %"arg0", i64 %"arg0.d3", ptr %[[FILTERS]], i64 %"arg1.d3",
 # CHECK-SAME: ptr %[[OUT]], i64 %"arg1.d3", i1 0, ptr %{{".[0-9]+"}}, ptr %{{".[0-9]+"}},
