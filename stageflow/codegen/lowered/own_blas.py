@@ -148,10 +148,7 @@ class _Body:
         task = gemm_split.split_task(module,
                                      f"sf.cblas.rows.{layout}{np.dtype(self.dtype).name}", 9,
                                      functools.partial(_rows, self.dtype, transposed_a))
-        alone = None
-        if platform.current().threads:
-            alone = b.icmp_signed("==", b.load_atomic(regions(module), "monotonic", 8,
-                                                      typ=I64), i64(0))
+        alone = self._may_split()
         gemm_split.run_split(b, task, self.m, b.mul(b.mul(self.m, self.n), self.k),
                              [self.n, self.k, a, lda, x, ldb, self.c, self.ldc,
                               b.zext(b.not_(overwrite), I64)], tile().rows, alone)
@@ -162,14 +159,19 @@ class _Body:
         b = self.b
         task = gemm_split.split_task(b.module, f"sf.cblas.dots.{np.dtype(self.dtype).name}",
                                      10, functools.partial(_dot_columns, self.dtype))
-        alone = None
-        if platform.current().threads:
-            alone = b.icmp_signed("==", b.load_atomic(regions(b.module), "monotonic", 8,
-                                                      typ=I64), i64(0))
+        alone = self._may_split()
         gemm_split.run_split(b, task, self.n, b.mul(b.mul(self.m, self.n), self.k),
                              [self.m, self.k, self.a, self.lda, self.b_data, self.ldb, self.c,
                               self.ldc, self.alpha, b.zext(b.not_(overwrite), I64)],
                              DOT_GROUP, alone)
+
+    def _may_split(self) -> ir.Value | None:
+        """Whether a product may split over the cores: no convolution's tasks are running
+        gemms of their own (`regions`); None where the platform has no threads."""
+        if not platform.current().threads:
+            return None
+        return self.b.icmp_signed("==", self.b.load_atomic(regions(self.b.module), "monotonic",
+                                                           8, typ=I64), i64(0))
 
     def _transposed(self, flag: ir.Value) -> ir.Value:
         return self.b.icmp_signed("!=", flag, ir.Constant(I32, NO_TRANS))
