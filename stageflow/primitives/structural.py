@@ -374,7 +374,7 @@ def unslice(g, shape: tuple[int | None, ...], slices: tuple[Slice, ...]):
     """The adjoint of `slice`: `g` placed at the sliced positions of zeros shaped `shape`.
 
     Unit steps are one `pad`. A step s > 1 along an axis, g's other dims known, spreads
-    g's elements s apart (`_spread`: reshapes and pads, which fuse as copies); any other
+    g's elements s apart (`_spread`: reshapes and pads, plain copies); any other
     step along an axis of size n is a `gather` of n elements from g padded with one zero:
     each position takes its element of g, or the zero. Along an unknown dim only
     `x[start:]` (start >= 0) and full slices are supported.
