@@ -23,9 +23,10 @@ whole reads clamped rows and zero-padded columns and stores only its own element
 Products of few rows (a decoder's step: a matrix-vector product) are a pass over B at the
 memory's speed, where packing would read and write B once more than the arithmetic needs:
 one tile of rows reads a row-major B in place, interleaving its pairs of rows in registers,
-and one or two rows against a B whose columns are contiguous along k (``x @ w.T``, a tied
-embedding's logits) take dot products along k instead, 16 partial sums per result added
-at the end.
+and up to `DOT_MAX_ROWS` rows against a B whose columns are contiguous along k (``x @ w.T``:
+a decoder's linear layers in PyTorch's layout, a tied embedding's logits) take dot
+products along k instead, two rows at a time, 16 partial sums per result added at the
+end.
 
 Numerics: products of bfloat16 are exact in float32; ``vdpbf16ps`` adds them in pairs with
 denormal inputs and results taken as zero, then ``vcvtneps2bf16`` rounds to nearest even
@@ -57,8 +58,10 @@ GROUP = 4
 # longer k, each tile's sums pass through a float32 block of the task's own between chunks
 # (rounded to bfloat16 once, after the last), so a panel is never streamed from memory.
 DEPTH = 512
-# Dot products of one or two rows of A with B's columns read along k, eight at a time.
-DOT_ROWS, DOT_COLUMNS = 2, 8
+# Dot products of two rows of A with B's columns read along k, eight at a time, for a
+# product of at most `DOT_MAX_ROWS` rows: each block of columns is read from memory once and
+# from the cache by the other pairs of rows, where packing a transposed B gathers its pairs.
+DOT_ROWS, DOT_COLUMNS, DOT_MAX_ROWS = 2, 8, 8
 # Only a product of at least this many multiply-adds per task is split: below it a task's
 # work is shorter than waking the pool's workers.
 TASK_MACS = 1 << 21
@@ -245,16 +248,21 @@ def _task_function(module: ir.Module) -> ir.Function:
         b.ret(ir.Constant(PTR, None))
     # The same with B's columns contiguous along k (``x @ w.T``, a tied embedding's
     # logits): dot products along k, which need no pairs interleaved at all.
-    dots = b.and_(b.not_(packed), b.and_(b.icmp_signed("<=", m, i64(DOT_ROWS)),
+    dots = b.and_(b.not_(packed), b.and_(b.icmp_signed("<=", m, i64(DOT_MAX_ROWS)),
                                          b.icmp_signed("==", b_row, i64(1))))
     with b.if_then(dots):
         dots_kernel = dots_function(module)
 
         def columns(j0: ir.Value) -> None:
-            b.call(dots_kernel, [a, get("a_step"), b.gep(b_, [b.mul(j0, b_col)], source_etype=I16),
-                              b.mul(b_col, i64(2)), k, b.gep(c, [j0], source_etype=I16), ldc,
-                              m, _smallest(b, [b.sub(n, j0), i64(DOT_COLUMNS)]), alpha,
-                              accumulate])
+            def rows(i0: ir.Value) -> None:
+                b.call(dots_kernel, [
+                    b.gep(a, [b.mul(i0, a_step)], source_etype=I8), a_step,
+                    b.gep(b_, [b.mul(j0, b_col)], source_etype=I16), b.mul(b_col, i64(2)), k,
+                    b.gep(c, [b.add(b.mul(i0, ldc), j0)], source_etype=I16), ldc,
+                    _smallest(b, [b.sub(m, i0), i64(DOT_ROWS)]),
+                    _smallest(b, [b.sub(n, j0), i64(DOT_COLUMNS)]), alpha, accumulate])
+
+            counted_loop(b, i64(0), m, i64(DOT_ROWS), rows, "pairs")
 
         counted_loop(b, b.mul(first, i64(PANEL)), _smallest(b, [b.mul(last, i64(PANEL)), n]),
                      i64(DOT_COLUMNS), columns, "dots")
