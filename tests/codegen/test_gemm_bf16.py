@@ -1,8 +1,8 @@
 """bfloat16 matmuls on the CPU's bfloat16 dot products (`codegen.lowered.gemm_bf16`): the
 compiled op against a float64 product of the same bfloat16 operands, through every path of
-the kernel (A read in place or packed, B's panels interleaved, gathered or copied element
-by element, tiles cut short in rows and columns, odd k, several tasks), in staged
-functions and eagerly.
+the kernel (A read in place or packed, B's panels interleaved, transposed by squares or
+copied element by element, tiles cut short in rows and columns, odd k, several tasks), in
+staged functions and eagerly.
 
 On a CPU without AVX-512 BF16 there is no such lowering: the tests then check that the
 matmul falls back to NumPy's kernel (the same numbers as before) instead."""
@@ -74,11 +74,12 @@ def assert_rounded(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarr
 def test_products_of_every_layout_and_edge(m, n, k, transposes):
     """Tiles of 12 rows and panels of 32 columns, cut short on both sides; odd k; A read
     in place (row-major) or packed into pairs (transposed); B's panels interleaved
-    (row-major) or gathered (transposed); the largest case splits over tasks and groups.
-    A single tile of rows reads a row-major B in place, and up to `DOT_MAX_ROWS` rows take
-    dot products with a transposed B's columns, two rows at a time (k in blocks of 32, the
-    last one masked; an odd count of rows ends on one). A k of
-    more than `DEPTH` pairs runs in chunks, the sums kept in float32 between them."""
+    (row-major) or transposed in registers by squares of 16 pairs by 16 columns
+    (transposed); the largest case splits over tasks and groups. A single tile of rows
+    reads a row-major B in place, and up to `DOT_MAX_ROWS` rows take dot products with a
+    transposed B's columns, two rows at a time (k in blocks of 32, the last one masked; an
+    odd count of rows ends on one). A k of more than `DEPTH` pairs runs in chunks, the sums
+    kept in float32 between them."""
     transpose_a, transpose_b = transposes
     a = operands((k, m) if transpose_a else (m, k), 1)
     b = operands((n, k) if transpose_b else (k, n), 2)

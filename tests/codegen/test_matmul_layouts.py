@@ -1,5 +1,5 @@
 """The compiled matmul on every layout of its operands: where our own gemm serves
-(`own_blas`), A transposed is read in place and B transposed copied row-major; the BLAS
+(`own_blas`), A transposed is read in place and B transposed packed from where it lies; the BLAS
 reads both as they are; either way the product is NumPy's, at sizes on both sides of a
 tile's edge. Constant weights read transposed are stored transposed once (`prepack`); a
 batch of small products splits its batch indices over the cores."""
@@ -61,6 +61,26 @@ def test_few_rows_by_a_transposed_b_read_it_in_place(dtype, m, k, n):
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.T, rtol=tolerance,
                                atol=tolerance * np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize(("m", "k", "n"), [(9, 1, 1), (9, 15, 16), (16, 16, 33), (40, 17, 47),
+                                           (23, 255, 7), (12, 257, 70), (30, 300, 64)])
+def test_a_transposed_b_is_packed_by_squares_transposed_in_registers(dtype, transpose_a, m,
+                                                                      k, n):
+    """More rows than dot products serve by B transposed: our own gemm copies B's panels
+    from its stored rows a square of a vector's lanes at a time, cut short past n and past
+    each chunk of k (`conv.gemm.square_function`); B's rows here lie wider apart than k, a
+    slice of a wider matrix. NumPy's product, at edges of squares, panels and chunks."""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((k, m) if transpose_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k + 5)).astype(dtype)[:, :k]
+    out = np.full((m, n), np.nan, dtype)
+    assert compiled(np.dtype(dtype), transpose_a, True).call([a, b], [out]) == 0
+    want = (a.T if transpose_a else a).astype(np.float64) @ b.T
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, want, rtol=tolerance, atol=tolerance * np.sqrt(k))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -123,21 +123,23 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: getelementptr float, ptr %{{".[0-9]+"}}, i64 %[[START]]
 # CHECK: %[[FILTERS:".[0-9]+"]] = getelementptr float, ptr %"arg1", i64 %[[START]]
 # CHECK-NEXT: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COUNT]], i64 %"arg0.d3",
-# CHECK-SAME: ptr %"arg0", i64 %"arg0.d3", ptr %[[FILTERS]], i64 %"arg1.d3",
+# CHECK-SAME: ptr %"arg0", i64 %"arg0.d3", ptr %[[FILTERS]], i64 %"arg1.d3", i1 0,
 # CHECK-SAME: ptr %[[OUT]], i64 %"arg1.d3", i1 0, ptr %{{".[0-9]+"}}, ptr %{{".[0-9]+"}},
 # CHECK-SAME: ptr %{{".[0-9]+"}}, i1 %{{".[0-9]+"}})
 
 # The convolutions' own gemm: k in chunks of 256 (summing onto C after the first, or when
 # the caller accumulates), rows in blocks of about 96 (the rows shared out evenly), columns
 # in blocks of two vectors (W lanes: AVX2's 8, or AVX-512's 16 where the host has it) whose
-# panel of B is first copied to the stack; then tiles of 6 rows, 12 sums in registers, per
-# k the panel's 2 vectors, each row's A broadcast and 12 fmas; then the rows left, 1 to 5,
-# as one tile of their count; the last block's lanes past n read as zeros and stored under
-# a mask. After the last chunk's terms, a tile's sums go through the epilogue its caller
-# gives (`conv.epilogue`: nulls and no ReLU, here), whose residual the tile starts reading
-# before its terms.
+# panel of B is first copied to the stack (from a B stored transposed, by squares of W by
+# W that `sf.gemm.square` transposes in registers; the filters are not); then tiles of 6
+# rows, 12 sums in registers, per k the panel's 2 vectors, each row's A broadcast and 12
+# fmas; then the rows left, 1 to 5, as one tile of their count; the last block's lanes
+# past n read as zeros and stored under a mask. After the last chunk's terms, a tile's
+# sums go through the epilogue its caller gives (`conv.epilogue`: nulls and no ReLU,
+# here), whose residual the tile starts reading before its terms.
 # CHECK-LABEL: define internal void @"sf.gemm.float32"(i64 %"m", i64 %"n", i64 %"k",
-# CHECK-SAME: ptr %"a", i64 %"lda", ptr %"b", i64 %"ldb", ptr %"c", i64 %"ldc",
+# CHECK-SAME: ptr %"a", i64 %"lda", ptr %"b", i64 %"ldb", i1 %"b_transposed",
+# CHECK-SAME: ptr %"c", i64 %"ldc",
 # CHECK-SAME: i1 %"accumulate", ptr %"scale", ptr %"shift", ptr %"residual",
 # CHECK-SAME: i1 %"rectify")
 # CHECK: %"panel" = alloca <[[W:8|16]] x float>, i32 512
@@ -146,6 +148,9 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: or i1 %"accumulate",
 # CHECK: rows.body:
 # CHECK: add i64 %"rows", %{{".[0-9]+"}}
+# CHECK: br i1 %"b_transposed"
+# CHECK: pack.square.body:
+# CHECK: call void @"sf.gemm.square.float32"(ptr
 # CHECK: pack.body:
 # CHECK: load <[[W]] x float>
 # CHECK: store <[[W]] x float>
@@ -210,7 +215,7 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: %[[COLUMNS:".[0-9]+"]] = sdiv i64 %"arg1.d3", %"groups"
 # CHECK: call void @"sf.gemm.float32"(i64 %{{".[0-9]+"}}, i64 %[[COLUMNS]],
 # CHECK-SAME: i64 %[[DEPTH:".[0-9]+"]], ptr %[[SCRATCH]], i64 %[[DEPTH]],
-# CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
+# CHECK-SAME: ptr %{{".[0-9]+"}}, i64 %"arg1.d3", i1 0, ptr %{{".[0-9]+"}}, i64 %"arg1.d3",
 # CHECK-SAME: i1 %{{".[0-9]+"}}, ptr
 # A filter row's run of kw * C elements, inside the input and undilated (at run time):
 # whole vectors, then a masked one; outside it, zeros.

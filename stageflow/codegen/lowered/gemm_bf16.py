@@ -45,6 +45,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, I1, I8, I16, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, values_where
+from stageflow.codegen.llvm.transpose import transpose_square
 from stageflow.codegen.lowered.tasks import MAX_TASKS, affinity_count, cpu_count
 from stageflow.codegen.lowered.worker_pool import pool_run
 
@@ -60,7 +61,7 @@ GROUP = 4
 DEPTH = 512
 # Dot products of two rows of A with B's columns read along k, eight at a time, for a
 # product of at most `DOT_MAX_ROWS` rows: each block of columns is read from memory once and
-# from the cache by the other pairs of rows, where packing a transposed B gathers its pairs.
+# from the cache by the other pairs of rows, where packing would copy B once more.
 DOT_ROWS, DOT_COLUMNS, DOT_MAX_ROWS = 2, 8, 8
 # Only a product of at least this many multiply-adds per task is split: below it a task's
 # work is shorter than waking the pool's workers.
@@ -603,9 +604,11 @@ def pack_function(module: ir.Module) -> ir.Function:
     """``void sf.gemm.bf16.pack(ptr src, i64 s_k, i64 s_x, i64 k, i64 count, i64 width,
     ptr dst)``: dst[p][x] (32 bits) = (src[2p, x], src[2p + 1, x]) for p below
     ceil(k / 2) and x below `width` (a multiple of 16), zero where x >= `count` or the row
-    is past k; src's element (row, x) at ``src + row * s_k + x * s_x`` (elements). Sixteen
-    columns at a time: two row vectors interleaved where x is contiguous, a gather of
-    pairs where k is, else element by element."""
+    is past k; src's element (row, x) at ``src + row * s_k + x * s_x`` (elements). Where k
+    is contiguous (B stored transposed: ``x @ w.T``), each pair is one word of its column:
+    squares of 16 columns by 16 pairs, loaded as 16 runs and transposed in registers
+    (`_pack_squares`). Otherwise sixteen columns at a time: two row vectors interleaved
+    where x is contiguous, else element by element."""
     symbol = "sf.gemm.bf16.pack"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
@@ -615,12 +618,11 @@ def pack_function(module: ir.Module) -> ir.Function:
     function.linkage = "internal"
     src, s_k, s_x, k, count, width, dst = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    gather = declare(module, "llvm.masked.gather.v16i32.v16p0", _WORDS,
-                     [ir.VectorType(PTR, LANES), I32, _MASK, _WORDS])
     contiguous_x = b.icmp_signed("==", s_x, i64(1))
-    contiguous_k = b.icmp_signed("==", s_k, i64(1))
-    offsets = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
-    all_lanes = ir.Constant(_MASK, [1] * LANES)
+    pairs = b.udiv(b.add(k, i64(1)), i64(2))
+    with b.if_then(b.icmp_signed("==", s_k, i64(1))):
+        _pack_squares(b, (src, s_x, k, count, width, dst), pairs)
+        b.ret_void()
 
     def element(row: ir.Value, x: ir.Value) -> ir.Value:
         """src[row, x] widened to 32 bits, zero outside the matrix."""
@@ -641,37 +643,74 @@ def pack_function(module: ir.Module) -> ir.Function:
             out = b.gep(out_row, [x0], source_etype=I32)
             full = b.and_(whole_rows, b.icmp_signed("<=", b.add(x0, i64(LANES)), count))
             low = b.gep(src, [b.add(b.mul(low_row, s_k), b.mul(x0, s_x))], source_etype=I16)
-            with b.if_else(b.and_(full, contiguous_x)) as (rows_vector, other):
+            with b.if_else(b.and_(full, contiguous_x)) as (rows_vector, scalar):
                 with rows_vector:
                     high = b.gep(low, [s_k], source_etype=I16)
                     first = b.load(low, typ=_HALVES, align=2)
                     second = b.load(high, typ=_HALVES, align=2)
                     b.store(_interleave(b, first, second), out, align=4)
-                with other:
-                    with b.if_else(b.and_(full, contiguous_k)) as (pairs_gather, scalar):
-                        with pairs_gather:
-                            steps = b.mul(offsets, _splat64(b, b.mul(s_x, i64(2))))
-                            base = b.ptrtoint(low, I64)
-                            addresses = b.inttoptr(b.add(_splat64(b, base), steps),
-                                                   ir.VectorType(PTR, LANES))
-                            words = b.call(gather, [addresses, ir.Constant(I32, 2),
-                                                    all_lanes, ir.Constant(_WORDS, None)])
-                            b.store(words, out, align=4)
-                        with scalar:
-                            def one(x: ir.Value) -> None:
-                                column = b.add(x0, x)
-                                pair = b.or_(element(low_row, column), b.shl(
-                                    element(b.add(low_row, i64(1)), column),
-                                    ir.Constant(I32, 16)))
-                                b.store(pair, b.gep(out, [x], source_etype=I32))
+                with scalar:
+                    def one(x: ir.Value) -> None:
+                        column = b.add(x0, x)
+                        pair = b.or_(element(low_row, column), b.shl(
+                            element(b.add(low_row, i64(1)), column), ir.Constant(I32, 16)))
+                        b.store(pair, b.gep(out, [x], source_etype=I32))
 
-                            counted_loop(b, i64(0), i64(LANES), i64(1), one, "one")
+                    counted_loop(b, i64(0), i64(LANES), i64(1), one, "one")
 
         counted_loop(b, i64(0), width, i64(LANES), each_block, "block")
 
-    counted_loop(b, i64(0), b.udiv(b.add(k, i64(1)), i64(2)), i64(1), each_pair, "pair")
+    counted_loop(b, i64(0), pairs, i64(1), each_pair, "pair")
     b.ret_void()
     return function
+
+
+def _pack_squares(b: ir.IRBuilder, args: tuple[ir.Value, ...], pairs: ir.Value) -> None:
+    """`pack_function`'s body where k is contiguous: per square of 16 pairs by 16 columns,
+    each column's 32 elements of k loaded as one run (under a mask past k or past `count`:
+    zeros, so an odd k's last pair is (element, 0)), the 16 runs of words transposed in
+    registers, and the rows stored that are below `pairs`."""
+    src, s_x, k, count, width, dst = args
+    module = b.module
+    wide = ir.VectorType(I16, 2 * LANES)
+    wide_mask = ir.VectorType(I1, 2 * LANES)
+    load = declare(module, "llvm.masked.load.v32i16.p0", wide, [PTR, I32, wide_mask, wide])
+    halves = ir.Constant(ir.VectorType(I64, 2 * LANES), list(range(2 * LANES)))
+    none = ir.Constant(wide_mask, [0] * (2 * LANES))
+
+    def square(p0: ir.Value, x0: ir.Value) -> None:
+        k0 = b.mul(p0, i64(2))
+        starts = [b.gep(src, [b.add(b.mul(b.add(x0, i64(i)), s_x), k0)], source_etype=I16)
+                  for i in range(LANES)]
+        left = b.sub(k, k0)
+        splat = b.shuffle_vector(
+            b.insert_element(ir.Constant(ir.VectorType(I64, 2 * LANES), None), left,
+                             ir.Constant(I32, 0)),
+            ir.Constant(ir.VectorType(I64, 2 * LANES), None),
+            ir.Constant(ir.VectorType(I32, 2 * LANES), [0] * (2 * LANES)))
+        within = b.icmp_signed("<", halves, splat)
+
+        def store(runs: list[ir.Value]) -> None:
+            for t, row in enumerate(transpose_square(b, runs)):
+                p = b.add(p0, i64(t))
+                with b.if_then(b.icmp_signed("<", p, pairs)):
+                    b.store(row, b.gep(dst, [b.add(b.mul(p, width), x0)], source_etype=I32),
+                            align=4)
+
+        whole = b.and_(b.icmp_signed(">=", left, i64(2 * LANES)),
+                       b.icmp_signed("<=", b.add(x0, i64(LANES)), count))
+        with b.if_else(whole) as (full, cut):
+            with full:
+                store([b.load(start, typ=_WORDS, align=2) for start in starts])
+            with cut:
+                store([b.bitcast(b.call(load, [start, ir.Constant(I32, 2), b.select(
+                    b.icmp_signed("<", b.add(x0, i64(i)), count), within, none),
+                    ir.Constant(wide, [0] * (2 * LANES))]), _WORDS)
+                    for i, start in enumerate(starts)])
+
+    counted_loop(b, i64(0), pairs, i64(LANES), lambda p0: counted_loop(
+        b, i64(0), width, i64(LANES), lambda x0: square(p0, x0), "squares.columns"),
+        "squares")
 
 
 def _splat64(b: ir.IRBuilder, value: ir.Value) -> ir.Value:

@@ -4,15 +4,16 @@
 The function has the CBLAS signature that `matmul.gemm_function` declares, so matmuls and
 the convolutions' gradient gemms call it unchanged; it is defined, internal, in the module
 that calls it. Underneath is the convolutions' own gemm (`conv.gemm`: register tiles and
-GotoBLAS blocking, generated for whatever vectors the target has), which reads row-major
-operands, and A transposed, in place. So a transposed B, or A where ``alpha`` is not 1
-(scaled as it is copied), is first copied row-major into memory of its own; C is scaled
-where ``beta`` is neither 0 nor 1, and the gemm adds ``A @ B`` to it, or, where ``beta`` is
-0, writes ``A @ B`` over it (never reading it: it may hold NaNs). Where that memory cannot
-be had, a plain loop reads the operands in place: slower, never wrong. A product of few
-rows by a transposed B (`DOT_ROWS`: a decoder's logits against its embedding) copies
-nothing: each row of B's storage is read once, against every row of A (`_dots`), where a
-copy of B would cost as much as the product.
+GotoBLAS blocking, generated for whatever vectors the target has), which reads each
+operand in place, row-major or transposed (a transposed B's panels are transposed in
+registers as the gemm copies them, which it does either way). Only A, where ``alpha`` is
+not 1, is first copied, scaled, into memory of its own; C is scaled where ``beta`` is
+neither 0 nor 1, and the gemm adds ``A @ B`` to it, or, where ``beta`` is 0, writes
+``A @ B`` over it (never reading it: it may hold NaNs). Where that memory cannot be had,
+a plain loop reads the operands in place: slower, never wrong. A product of few rows by a
+transposed B (`DOT_ROWS`: a decoder's logits against its embedding) packs nothing: each
+row of B's storage is read once, against every row of A (`_dots`), where packing B's
+panels would cost as much as the product.
 
 Where the platform has threads, a large product splits its rows over the cores
 (`gemm_split`: the worker pool), as OpenBLAS threads its gemms, unless a convolution's
@@ -111,11 +112,9 @@ class _Body:
             self._dots(overwrite)
         with b.if_then(b.and_(terms, b.not_(dots))):
             a_copied = b.fcmp_ordered("!=", self.alpha, ir.Constant(self.real, 1.0))
-            b_copied = self._transposed(self.trans_b)
             a_bytes = b.select(a_copied, b.mul(b.mul(self.m, self.k), self.size), i64(0))
-            b_bytes = b.select(b_copied, b.mul(b.mul(self.k, self.n), self.size), i64(0))
-            # One block for both copies (and a byte, so that malloc(0) is never asked).
-            memory = b.call(malloc, [b.add(b.add(a_bytes, b_bytes), i64(1))])
+            # (A byte more, so that malloc(0) is never asked.)
+            memory = b.call(malloc, [b.add(a_bytes, i64(1))])
             with b.if_else(b.icmp_unsigned("==", memory, ir.Constant(_PTR, None))) as (
                     none, some):
                 with none:
@@ -123,34 +122,32 @@ class _Body:
                         self._scale_c()
                     self._plain_loops()
                 with some:
-                    a_copy, b_copy = memory, b.gep(memory, [a_bytes], source_etype=ir.IntType(8))
-                    a, lda = self._operand(a_copied, a_copy, self.a, self.lda, self.trans_a,
+                    a, lda = self._operand(a_copied, memory, self.a, self.lda, self.trans_a,
                                            self.m, self.k, self.alpha)
-                    x, ldb = self._operand(b_copied, b_copy, self.b_data, self.ldb,
-                                           self.trans_b, self.k, self.n, None)
                     in_place = b.and_(self._transposed(self.trans_a), b.not_(a_copied))
                     with b.if_else(in_place) as (transposed, as_is):
                         with transposed:
-                            self._product(a, lda, x, ldb, True, overwrite)
+                            self._product(a, lda, True, overwrite)
                         with as_is:
-                            self._product(a, lda, x, ldb, False, overwrite)
+                            self._product(a, lda, False, overwrite)
                     b.call(free, [memory])
         b.ret_void()
 
-    def _product(self, a: ir.Value, lda: ir.Value, x: ir.Value, ldb: ir.Value,
-                 transposed_a: bool, overwrite: ir.Value) -> None:
+    def _product(self, a: ir.Value, lda: ir.Value, transposed_a: bool, overwrite: ir.Value
+                 ) -> None:
         """C += A @ B, or C = A @ B where `overwrite` (A stored transposed where
-        `transposed_a`): in one call, or its rows split over the cores unless a
-        convolution's tasks are running gemms of their own (`regions`)."""
+        `transposed_a`; B as the flag says): in one call, or its rows split over the cores
+        unless a convolution's tasks are running gemms of their own (`regions`)."""
         b = self.b
         module = b.module
         layout = "at." if transposed_a else ""
         task = gemm_split.split_task(module,
-                                     f"sf.cblas.rows.{layout}{np.dtype(self.dtype).name}", 9,
+                                     f"sf.cblas.rows.{layout}{np.dtype(self.dtype).name}", 10,
                                      functools.partial(_rows, self.dtype, transposed_a))
         alone = self._may_split()
         gemm_split.run_split(b, task, self.m, b.mul(b.mul(self.m, self.n), self.k),
-                             [self.n, self.k, a, lda, x, ldb, self.c, self.ldc,
+                             [self.n, self.k, a, lda, self.b_data, self.ldb,
+                              b.zext(self._transposed(self.trans_b), I64), self.c, self.ldc,
                               b.zext(b.not_(overwrite), I64)], tile().rows, alone)
 
     def _dots(self, overwrite: ir.Value) -> None:
@@ -206,15 +203,13 @@ class _Body:
 
     def _operand(self, copied: ir.Value, copy: ir.Value, data: ir.Value, lead: ir.Value,
                  flag: ir.Value, rows: ir.Value, columns: ir.Value,
-                 scale: ir.Value | None) -> tuple[ir.Value, ir.Value]:
-        """op(X) as a row-major (rows, columns) matrix: X itself, or its copy (scaled by
-        `scale`) where `copied`; the pointer and the leading dim."""
+                 scale: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """op(X) as a row-major (rows, columns) matrix: X itself, or its copy scaled by
+        `scale` where `copied`; the pointer and the leading dim."""
         b = self.b
 
         def move(i: ir.Value, j: ir.Value) -> None:
-            value = b.load(self._at(data, lead, flag, i, j), typ=self.real)
-            if scale is not None:
-                value = b.fmul(value, scale)
+            value = b.fmul(b.load(self._at(data, lead, flag, i, j), typ=self.real), scale)
             b.store(value, self._element(copy, b.add(b.mul(i, columns), j)))
 
         with b.if_then(copied), b.if_else(self._transposed(flag)) as (flipped, as_is):
@@ -231,8 +226,7 @@ class _Body:
         """`move` of every element (i, j) of a transposed operand's copy, by squares of
         `COPY_BLOCK`, within each along X's rows (its copy's columns): X read one run
         after another, the square's rows of the copy in L1 meanwhile. Row by row of the
-        copy, every element read came from another line of X: a ResNet-50 layer's filters
-        transposed for its input gradient took longer than the product."""
+        copy, every element read came from another line of X."""
         b = self.b
 
         def square(i0: ir.Value, j0: ir.Value) -> None:
@@ -270,15 +264,17 @@ class _Body:
 def _rows(dtype: np.dtype, transposed_a: bool, b: ir.IRBuilder, first: ir.Value,
           last: ir.Value, words: list[ir.Value]) -> None:
     """A task's rows [first, last) of C += A @ B (C = A @ B where the last word is 0), A
-    stored transposed where `transposed_a` (`gemm_split.split_task`'s body)."""
-    n, k, a, lda, x, ldb, c, ldc, accumulate = words
+    stored transposed where `transposed_a`, B where its word says
+    (`gemm_split.split_task`'s body)."""
+    n, k, a, lda, x, ldb, b_transposed, c, ldc, accumulate = words
     real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
     offset = first if transposed_a else b.mul(first, lda)
     a_rows = b.gep(b.inttoptr(a, _PTR), [offset], source_etype=real)
     c_rows = b.gep(b.inttoptr(c, _PTR), [b.mul(first, ldc)], source_etype=real)
     b.call(row_major_gemm(b.module, dtype, transposed_a),
-           [b.sub(last, first), n, k, a_rows, lda, b.inttoptr(x, _PTR), ldb, c_rows, ldc,
-            b.trunc(accumulate, I1), *epilogue.NONE.arguments()])
+           [b.sub(last, first), n, k, a_rows, lda, b.inttoptr(x, _PTR), ldb,
+            b.trunc(b_transposed, I1), c_rows, ldc, b.trunc(accumulate, I1),
+            *epilogue.NONE.arguments()])
 
 
 def _dot_columns(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,

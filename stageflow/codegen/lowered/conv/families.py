@@ -284,7 +284,8 @@ class Conv2d(ConvolutionShape, Windowed):
         offset, n = _group_columns(b, geo, o, g, columns)
         rows = w.pointer if first is None else w.address(b, b.mul(first, o))
         b.call(gemm_function(b.module, self.dtype),
-               [m, n, k, *a, _at(b, w, rows, offset), o, *c, accumulate, *end.arguments()])
+               [m, n, k, *a, _at(b, w, rows, offset), o, ir.Constant(I1, 0), *c,
+                accumulate, *end.arguments()])
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         """Whether a task runs the direct loops (`DirectLoops.fits`, one group)."""

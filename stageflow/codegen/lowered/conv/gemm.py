@@ -48,6 +48,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, values_where
+from stageflow.codegen.llvm.transpose import transpose_square
 from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.epilogue import Epilogue
 from stageflow.codegen.targets import platform
@@ -92,12 +93,14 @@ def tile() -> Tile:
 
 def gemm_function(module: ir.Module, dtype: np.dtype, transposed_a: bool = False
                   ) -> ir.Function:
-    """``void sf.gemm.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr b, i64 ldb, ptr c,
-    i64 ldc, i1 accumulate, epilogue...)``: C[m, n] = A[m, k] @ B[k, n], added to C's
-    values where `accumulate`, then through the `epilogue` (its four values at C's first
-    element: `conv.epilogue`; `epilogue.NONE` for none); leading dims in elements. With
-    `transposed_a` (``sf.gemm.at.DTYPE``), A is stored transposed: (k, m), row-major.
-    Internal, one per dtype and layout in a module."""
+    """``void sf.gemm.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr b, i64 ldb,
+    i1 b_transposed, ptr c, i64 ldc, i1 accumulate, epilogue...)``: C[m, n] = A[m, k] @
+    B[k, n], added to C's values where `accumulate`, then through the `epilogue` (its four
+    values at C's first element: `conv.epilogue`; `epilogue.NONE` for none); leading dims
+    in elements. B is stored (n, k), row-major, where `b_transposed` (only its panels'
+    copy differs: `_pack_transposed`); with `transposed_a` (``sf.gemm.at.DTYPE``), A is:
+    (k, m), which changes the tiles. Internal, one per dtype and layout of A in a
+    module."""
     return _function(module, dtype, False, transposed_a)
 
 
@@ -116,20 +119,76 @@ def _function(module: ir.Module, dtype: np.dtype, packed: bool, transposed_a: bo
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
-    b_names = ("panels", "depth", "offset") if packed else ("b", "ldb")
+    b_names = ("panels", "depth", "offset") if packed else ("b", "ldb", "b_transposed")
     names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate", "scale",
              "shift", "residual", "rectify")
-    types = [I64, I64, I64, PTR, I64, PTR, *[I64] * (len(b_names) - 1), PTR, I64, I1,
-             *epilogue.TYPES]
+    b_types = [PTR, I64, I64] if packed else [PTR, I64, I1]
+    types = [I64, I64, I64, PTR, I64, *b_types, PTR, I64, I1, *epilogue.TYPES]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
     for argument, name in zip(function.args, names, strict=True):
         argument.name = name
     m, n, k, a, lda, *b_args, c, ldc, accumulate = function.args[:-len(epilogue.TYPES)]
     _Gemm(ir.IRBuilder(function.append_basic_block("entry")), dtype, (m, n, k), (a, lda),
-          b_args, (c, ldc), accumulate,
+          packed, b_args, (c, ldc), accumulate,
           Epilogue.of(list(function.args[-len(epilogue.TYPES):])), transposed_a).emit()
     return function
+
+
+def square_function(module: ir.Module, dtype: np.dtype, lanes: int) -> ir.Function:
+    """``void sf.gemm.square.DTYPE(ptr src, i64 ld, i64 columns, i64 depth, ptr dst,
+    i64 step)``: the square of `lanes` runs of `lanes` elements (run i at ``src + i *
+    ld``), transposed: vector t (at ``dst + t * step`` vectors) holds element t of each run,
+    zero for runs at or past `columns` and elements at or past `depth`, which are not
+    read. One per dtype in a module, beside the gemms that copy B's panels from a B stored
+    transposed: inlined into each of their copies, its shuffles took longer to compile
+    than the rest of the gemm."""
+    symbol = f"sf.gemm.square.{dtype.name}"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    element = F32 if dtype == np.float32 else ir.DoubleType()
+    vector = ir.VectorType(element, lanes)
+    mask_type = ir.VectorType(I1, lanes)
+    suffix = f"v{lanes}{'f32' if element == F32 else 'f64'}"
+    masked_load = declare(module, f"llvm.masked.load.{suffix}.p0", vector,
+                          [PTR, I32, mask_type, vector])
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, PTR,
+                                                                    I64]), symbol)
+    function.linkage = "internal"
+    src, ld, columns, depth, dst, step = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    starts = [b.gep(src, [b.mul(i64(i), ld)], source_etype=element) for i in range(lanes)]
+    size = dtype.itemsize
+
+    def store(rows: list[ir.Value]) -> None:
+        for t, row in enumerate(transpose_square(b, rows)):
+            b.store(row, b.gep(dst, [b.mul(i64(t), step)], source_etype=vector))
+
+    whole = b.and_(b.icmp_signed(">=", columns, i64(lanes)), b.icmp_signed(">=", depth,
+                                                                         i64(lanes)))
+    with b.if_else(whole) as (full, cut):
+        with full:
+            store([b.load(start, typ=vector, align=size) for start in starts])
+        with cut:
+            within = lanes_below(b, depth, lanes)
+            none = ir.Constant(mask_type, [0] * lanes)
+            zeros = ir.Constant(vector, [0.0] * lanes)
+            store([b.call(masked_load, [start, ir.Constant(I32, size), b.select(
+                b.icmp_signed("<", i64(i), columns), within, none), zeros])
+                for i, start in enumerate(starts)])
+    b.ret_void()
+    return function
+
+
+def lanes_below(b: ir.IRBuilder, count: ir.Value, lanes: int) -> ir.Value:
+    """The mask of a vector's lanes below `count`."""
+    lane = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    bound = b.shuffle_vector(
+        b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), count, i64(0)),
+        ir.Constant(ir.VectorType(I64, lanes), None),
+        ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+    return b.icmp_signed("<", lane, bound)
 
 
 @dataclass(frozen=True)
@@ -146,7 +205,7 @@ class _Gemm:
     """The body of one gemm function: its arguments and the code that walks C's blocks."""
 
     def __init__(self, b: ir.IRBuilder, dtype: np.dtype, sizes: tuple[ir.Value, ...],
-                 a: tuple[ir.Value, ir.Value], b_args: list[ir.Value],
+                 a: tuple[ir.Value, ir.Value], packed: bool, b_args: list[ir.Value],
                  c: tuple[ir.Value, ir.Value], accumulate: ir.Value,
                  epilogue: Epilogue, transposed_a: bool) -> None:
         self.b = b
@@ -156,12 +215,13 @@ class _Gemm:
         self.a, self.lda = a
         self.c, self.ldc = c
         self.accumulate = accumulate
-        # B as given (a pointer and its leading dim), or packed (panels, depth, offset)
-        self.packed = len(b_args) == 3
+        # B as given (a pointer, its leading dim, whether it is stored transposed), or
+        # packed (panels, depth, offset)
+        self.packed = packed
         if self.packed:
             self.b_, self.depth, self.offset = b_args
         else:
-            self.b_, self.ldb = b_args
+            self.b_, self.ldb, self.b_transposed = b_args
         self.element = F32 if dtype == np.float32 else ir.DoubleType()
         self.dtype = dtype
         self.itemsize = dtype.itemsize
@@ -213,7 +273,8 @@ class _Gemm:
 
     def _pack(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None) -> None:
         """The chunk's rows of B's columns from n0, `vectors` vectors wide, copied into the
-        panel one row after another (the masked lanes zero)."""
+        panel one row after another (the masked lanes zero); from a B stored transposed,
+        by `_pack_transposed`."""
         b, lanes = self.b, self.lanes
         k0, k1 = span.depth
 
@@ -225,7 +286,32 @@ class _Gemm:
                                    mask, zeros=True)
                 b.store(value, b.gep(self.panel, [b.add(first, i64(v))]))
 
-        counted_loop(b, k0, k1, i64(1), row, "pack")
+        with b.if_else(self.b_transposed) as (flipped, as_is):
+            with flipped:
+                self._pack_transposed(span, n0, vectors)
+            with as_is:
+                counted_loop(b, k0, k1, i64(1), row, "pack")
+
+    def _pack_transposed(self, span: _Span, n0: ir.Value, vectors: int) -> None:
+        """`_pack` of a B stored transposed, whose columns are runs of its storage: squares
+        of `lanes` columns by `lanes` k, each transposed in registers by the module's
+        `square_function` (columns past n and k past the chunk read as zeros; a square's
+        rows past the chunk land in the panel's rows after it, which no tile reads)."""
+        b, lanes = self.b, self.lanes
+        k0, k1 = span.depth
+        square = square_function(b.module, self.dtype, lanes)
+
+        def at(kk0: ir.Value) -> None:
+            first = b.mul(b.sub(kk0, k0), i64(vectors))
+            depth = b.sub(k1, kk0)
+            for v in range(vectors):
+                column = b.add(n0, i64(v * lanes))
+                b.call(square, [b.gep(self.b_, [b.add(b.mul(column, self.ldb), kk0)],
+                                      source_etype=self.element), self.ldb,
+                                b.sub(self.n, column), depth,
+                                b.gep(self.panel, [b.add(first, i64(v))]), i64(vectors)])
+
+        counted_loop(b, k0, k1, i64(lanes), at, "pack.square")
 
     def _blocks(self, span: _Span) -> None:
         """Whole blocks of the tile's vectors, then single vectors, then the masked rest."""
@@ -239,12 +325,7 @@ class _Gemm:
                      lambda n0: self._columns(span, n0, 1, None), "vector")
         left = b.sub(self.n, start)
         with b.if_then(b.icmp_signed(">", left, i64(0))):
-            lane = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-            bound = b.shuffle_vector(
-                b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), left, i64(0)),
-                ir.Constant(ir.VectorType(I64, lanes), None),
-                ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-            self._columns(span, start, 1, b.icmp_signed("<", lane, bound))
+            self._columns(span, start, 1, lanes_below(b, left, lanes))
 
     def _columns(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None
                  ) -> None:

@@ -1,0 +1,36 @@
+"""A square of vectors transposed in registers: the packing of an operand stored transposed
+(a weight matrix in PyTorch's ``(out, in)`` layout read as ``(in, out)``).
+
+Read element by element, or by gathers, such an operand costs a cache line per element,
+or a gather per vector, each waiting on as many lines. Loading `lanes` vectors (each a run
+of one row of the storage) and transposing them in registers costs `lanes` loads and
+``lanes * log2(lanes)`` two-source shuffles, one instruction each on x86 (``vpermt2ps``).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+
+def transpose_square(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The transpose of `rows`, as many vectors as each has lanes (a power of two): result
+    r, lane c is rows[c], lane r. By halves, then quarters...: at each distance d, rows r
+    and r + d (bit d of r clear) swap the off-diagonal blocks of their d-wide squares, so
+    the blocks of side 2d are transposed once those of side d are."""
+    lanes = len(rows)
+    assert lanes & (lanes - 1) == 0 and all(r.type.count == lanes for r in rows)
+    rows = list(rows)
+    index = ir.VectorType(ir.IntType(32), lanes)
+    distance = lanes // 2
+    while distance:
+        low = ir.Constant(index, [c if c & distance == 0 else lanes + c - distance
+                                  for c in range(lanes)])
+        high = ir.Constant(index, [c + distance if c & distance == 0 else lanes + c
+                                   for c in range(lanes)])
+        for r in range(lanes):
+            if r & distance == 0:
+                x, y = rows[r], rows[r + distance]
+                rows[r] = b.shuffle_vector(x, y, low)
+                rows[r + distance] = b.shuffle_vector(x, y, high)
+        distance //= 2
+    return rows
