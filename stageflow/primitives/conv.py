@@ -1,4 +1,5 @@
-"""Windowed primitives over NHWC images: 2-D convolution, pooling (`reduce_window`), gradients.
+"""Windowed primitives over NHWC images: 2-D convolution, pooling (`reduce_window`), gradients
+(max pooling's own: `max_pool_gradient`).
 
 They are primitives, not composites of slices and matmuls, because every backend has a
 dedicated fast path for them (im2col + GEMM on the CPU, cuDNN-style tiling on the GPU) that
@@ -24,7 +25,7 @@ from stageflow.core.op_facts import Cost, Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.primitives.autodiff import equal, floating_only, reshape, wanted, where
-from stageflow.primitives.structural import pad_p, slice_p, unslice
+from stageflow.primitives.structural import pad_p, slice_p
 
 Pair = tuple[int, int]
 Padding = tuple[Pair, Pair]
@@ -294,6 +295,76 @@ reduce_window_p = Primitive(
     cost=Cost.REDUCTION,
     lowered_by=LoweredBy.OP_RULE,
 )
+
+# ----------------------------------------------------------------------- max_pool_gradient
+# The gradient of max pooling as one op (TensorFlow's MaxPoolGrad, JAX's
+# select_and_scatter_add): each window's cotangent goes to its first element, in row-major
+# order, equal to the window's maximum (padding never chosen; a window whose maximum is NaN
+# passes nothing on). As a composite it was one strided view, comparison, select and
+# scatter of an input-sized tensor per tap of the window.
+
+
+def _max_pool_gradient_dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]],
+                            **_: object) -> list[D]:
+    """The input's dims."""
+    return list(operands[0])
+
+
+def _max_pool_gradient_rule(x: ShapedType, out: ShapedType, g: ShapedType, *, window: Pair,
+                            strides: Pair, padding: Padding) -> ShapedType:
+    op = "max_pool_gradient"
+    pooled = _reduce_window_rule(x, kind="max", window=window, strides=strides,
+                                 padding=padding)
+    if not dtypes.is_floating(x.dtype):
+        raise TypeError(f"{op}: dtype {x.dtype.name} is not supported (expected a floating "
+                        "dtype)")
+    shapes = (f"input {format_shape(x.shape)}, pooled {format_shape(out.shape)}, cotangent "
+              f"{format_shape(g.shape)}")
+    for name, value in (("pooled", out), ("cotangent", g)):
+        if value.dtype != x.dtype:
+            raise TypeError(f"{op}: the {name} dtype {value.dtype.name} is not the input's "
+                            f"{x.dtype.name}")
+        if value.ndim != 4:
+            raise ValueError(f"{op}: expected a {name} of rank 4: {shapes}")
+        for axis in range(4):
+            _check_same(op, f"the {name} and the pooling's result dims", pooled.shape[axis],
+                        value.shape[axis], shapes)
+    return ShapedType(x.shape, x.dtype)
+
+
+def _max_pool_gradient(x, out, g, *, window, strides, padding):
+    """Per tap of the window, in row-major order, the positions whose element equals the
+    maximum and no earlier tap's did take the cotangent. The padding is NaN, which equals
+    nothing."""
+    x, out, g = np.asarray(x), np.asarray(out), np.asarray(g)
+    padded = np.pad(x, ((0, 0), padding[0], padding[1], (0, 0)), constant_values=np.nan)
+    grad = np.zeros(padded.shape, g.dtype)
+    (ho, wo), (sh, sw) = out.shape[1:3], strides
+    if out.size:
+        taken = np.zeros(out.shape, bool)
+        for a in range(window[0]):
+            for b in range(window[1]):
+                view = (slice(None), slice(a, a + (ho - 1) * sh + 1, sh),
+                        slice(b, b + (wo - 1) * sw + 1, sw))
+                hit = (padded[view] == out) & ~taken
+                taken |= hit
+                grad[view] += np.where(hit, g, np.zeros((), g.dtype))
+    top, left = padding[0][0], padding[1][0]
+    return np.ascontiguousarray(grad[:, top : top + x.shape[1], left : left + x.shape[2]])
+
+
+max_pool_gradient_p = Primitive(
+    "max_pool_gradient",
+    shape_rule=_max_pool_gradient_rule,
+    kernel=_max_pool_gradient,
+    dims=_max_pool_gradient_dims,
+    summary="the input gradient of max pooling: each window's cotangent to its first "
+            "maximal element (input, pooled result, cotangent)",
+    family=Family.LINALG,
+    cost=Cost.REDUCTION,
+    lowered_by=LoweredBy.OP_RULE,
+)
+
 
 # --------------------------------------------------------------------------- gradients
 # Along one spatial axis (size H, window k, stride s, padding (lo, hi)), output i of a
@@ -583,15 +654,28 @@ def _reduce_window_vjp(cotangents, inputs, outputs, *, kind, window, strides, pa
     (g,), (x,), (out,) = cotangents, inputs, outputs
     if kind == "sum":
         return [_sum_pool_gradient(g, x.shape, window, strides, padding)]
-    # max: each window's g goes to its first maximal element in row-major order (as TF's
-    # and JAX's max-pool gradients): one strided view of the padded input per window offset.
+    return [max_pool_gradient_p.bind(x, out, g, window=window, strides=strides,
+                                     padding=padding)]
+
+
+@max_pool_gradient_p.def_vjp
+@floating_only
+def _max_pool_gradient_vjp(cotangents, inputs, outputs, *, window, strides, padding):
+    """Linear in the cotangent g, constant elsewhere (the choice of element is piecewise
+    constant): its transpose reads, for each window, the cotangent at the element the
+    window chose; one strided view per tap, as the forward kernel walks them."""
+    (c,), (x, out, _), (_, _, dg) = cotangents, inputs, wanted(inputs)
+    if not dg:
+        return [None, None, None]
     if None in out.shape[1:3]:
-        raise NotImplementedError("the gradient of max pooling needs a static height and "
-                                  f"width, got input {format_shape(x.shape)}")
+        raise NotImplementedError("the second derivative of max pooling needs a static "
+                                  f"height and width, got input {format_shape(x.shape)}")
     full = (None, None, None)
-    padded = pad_p.bind(x, pads=((0, 0), padding[0], padding[1], (0, 0)), value=-np.inf)
+    pads = ((0, 0), padding[0], padding[1], (0, 0))
+    padded = pad_p.bind(x, pads=pads, value=np.nan)
+    padded_c = pad_p.bind(c, pads=pads, value=0)
     (ho, wo), (sh, sw) = out.shape[1:3], strides
-    taken, dpadded = None, None
+    taken, total = None, None
     for a in range(window[0]):
         for b in range(window[1]):
             view = (full, (a, a + (ho - 1) * sh + 1, sh), (b, b + (wo - 1) * sw + 1, sw), full)
@@ -600,7 +684,6 @@ def _reduce_window_vjp(cotangents, inputs, outputs, *, kind, window, strides, pa
                 hit, taken = hit & ~taken, taken | hit
             else:
                 taken = hit
-            part = unslice(where(hit, g, 0.0), padded.shape, view)
-            dpadded = part if dpadded is None else dpadded + part
-    top, left = padding[0][0], padding[1][0]
-    return [dpadded[:, top : top + x.shape[1], left : left + x.shape[2], :]]
+            part = where(hit, slice_p.bind(padded_c, slices=view), 0.0)
+            total = part if total is None else total + part
+    return [None, None, total]

@@ -1,4 +1,5 @@
-"""Lowered `conv2d`, its two gradients and `reduce_window` against their NumPy kernels and
+"""Lowered `conv2d`, its two gradients, `reduce_window` and max pooling's gradient against
+their NumPy kernels and
 direct references: shapes, strides, padding, dilations and dtypes drawn by hypothesis,
 compiled alone (the status code says the compiled code ran, not the kernel it falls back
 to) and inside whole programs with static and unknown dims; the direct loops (conv2d and
@@ -108,6 +109,21 @@ def pool_reference(x, kind, window, strides, padding):
                 combine = np.add if kind == "sum" else np.maximum
                 out[:, i, j, :] = combine(out[:, i, j, :], reduce(part, axis=(1, 2)))
     return out
+
+
+def max_pool_gradient_reference(x, pooled, g, window, strides, padding):
+    """Window by window, channel by channel: the cotangent to the window's first element
+    inside the input (row-major) equal to its maximum."""
+    dx = np.zeros_like(x)
+    (sh, sw), (top, left) = strides, (padding[0][0], padding[1][0])
+    for n, i, j, c in np.ndindex(*pooled.shape):
+        taps = [(r, q) for r in range(i * sh - top, i * sh - top + window[0])
+                for q in range(j * sw - left, j * sw - left + window[1])
+                if 0 <= r < x.shape[1] and 0 <= q < x.shape[2]]
+        chosen = next(((r, q) for r, q in taps if x[n, r, q, c] == pooled[n, i, j, c]), None)
+        if chosen is not None:
+            dx[n, chosen[0], chosen[1], c] += g[n, i, j, c]
+    return dx
 
 
 # -- conv2d -------------------------------------------------------------------------------
@@ -540,6 +556,50 @@ def test_max_pooling_propagates_nan_and_refuses_a_window_too_large(channel):
     assert np.isnan(got[0, 0, 0, channel]) and np.isnan(got).sum() == 1
     op = compiled(spec_for("reduce_window", [x], True, **params))
     assert op.call([np.ascontiguousarray(x[:, :1])], [np.empty((1, 0, 2, 30), np.float32)]) == 1
+
+
+@settings(deadline=None)
+@given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 7), st.integers(1, 7)),
+       channels=st.integers(1, 37), window=pairs, strides=pairs, padding=pads,
+       dtype=st.sampled_from(FLOATS), unknown=st.booleans(), ties=st.booleans())
+def test_max_pool_gradient_matches_the_kernel_and_a_direct_reference(
+        batch, size, channels, window, strides, padding, dtype, unknown, ties):
+    """Overlapping windows add into one element; with ties (integer values) the first
+    maximal element in row-major order takes the cotangent, never the padding; every
+    element of the result is written (it starts as NaNs)."""
+    for axis in (0, 1):
+        assume(size[axis] + sum(padding[axis]) >= window[axis])
+        assume(padding[axis][0] < window[axis] and padding[axis][1] < window[axis])
+    x = values((batch, *size, channels), dtype)
+    if ties:
+        x = np.round(x)
+    params = {"window": window, "strides": strides, "padding": padding}
+    pooled = REGISTRY["reduce_window"].kernel(x, kind="max", **params)
+    g = values(pooled.shape, dtype, seed=1)
+    got = run_compiled("max_pool_gradient", [x, pooled, g], unknown, **params)
+    want = REGISTRY["max_pool_gradient"].kernel(x, pooled, g, **params)
+    assert got.dtype == want.dtype and got.shape == want.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=tolerance(dtype), atol=tolerance(dtype))
+    np.testing.assert_allclose(got, max_pool_gradient_reference(x, pooled, g, **params),
+                               rtol=tolerance(dtype), atol=tolerance(dtype))
+
+
+@pytest.mark.parametrize("channel", [0, 17, 25, 28, 29])  # vector blocks of 16, 8, 4; one
+def test_a_window_whose_maximum_is_nan_passes_nothing_on_and_bad_dims_are_refused(channel):
+    x = values((1, 4, 4, 30), np.float32)
+    x[0, 1, 1, channel] = np.nan
+    params = {"window": (2, 2), "strides": (2, 2), "padding": ((0, 0), (0, 0))}
+    pooled = REGISTRY["reduce_window"].kernel(x, kind="max", **params)
+    g = values(pooled.shape, np.float32, seed=1)
+    got = run_compiled("max_pool_gradient", [x, pooled, g], True, **params)
+    np.testing.assert_array_equal(got, REGISTRY["max_pool_gradient"].kernel(x, pooled, g,
+                                                                          **params))
+    assert not got[0, :2, :2, channel].any() and np.count_nonzero(got) == 4 * 30 - 1
+    op = compiled(spec_for("max_pool_gradient", [x, pooled, g], True, **params))
+    dx = np.empty_like(x)
+    assert op.call([x, pooled[:, :1].copy(), g], [dx]) == 2  # the pooled result's dims
+    assert op.call([x, pooled, g[..., :29].copy()], [dx]) == 3  # the cotangent's
+    assert op.call([x, pooled, g], [dx[:, :3].copy()]) == 4  # the result's
 
 
 # -- whole programs -----------------------------------------------------------------------

@@ -228,6 +228,13 @@ def _reduce_window(draw: st.DrawFn) -> Case:
     return [_array(shape)], {**params, "kind": draw(st.sampled_from(["max", "sum"]))}
 
 
+def _max_pool_gradient(draw: st.DrawFn) -> Case:
+    """An input, its max pooling and a cotangent of the pooling's shape."""
+    shape, params = _windows(draw, dilated=False)
+    pooled = REGISTRY["reduce_window"].kernel(_array(shape), kind="max", **params)
+    return [_array(shape), pooled, _array(pooled.shape)], params
+
+
 def _one_operand(draw: st.DrawFn, **params: Any) -> Case:
     return [_array(draw(shapes()))], params
 
@@ -290,6 +297,7 @@ CASES: dict[str, Callable[[st.DrawFn, str], Case]] = {
     "conv2d_fused": lambda draw, name: _conv2d_fused(draw),
     **dict.fromkeys(["conv2d_input_gradient", "conv2d_filter_gradient"], _conv2d_gradient),
     "reduce_window": lambda draw, name: _reduce_window(draw),
+    "max_pool_gradient": lambda draw, name: _max_pool_gradient(draw),
     **dict.fromkeys(["inv", "cholesky", "eigh", "slogdet", "solve", "triangular_solve", "qr",
                      "svd"], lambda draw, name: _factorization(name, draw)),
 }

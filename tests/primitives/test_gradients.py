@@ -185,7 +185,8 @@ OTHERS = ["select", "cast", "reduce_sum", "reduce_prod", "reduce_max", "reduce_m
           "broadcast_to", "reshape", "transpose", "slice", "concat", "pad", "gather",
           "update_index", "cumsum", "cumprod", "gather_nd", "scatter_nd_add",
           "scatter_nd_update", "conv2d", "conv2d_input_gradient", "conv2d_filter_gradient",
-          "depthwise_conv2d", "conv2d_prepacked", "sort", "reduce_window", "device_copy"]
+          "depthwise_conv2d", "conv2d_prepacked", "sort", "reduce_window",
+          "max_pool_gradient", "device_copy"]
 # Rules that build regions, checked against finite differences in
 # tests/frontend/test_control_gradients.py.
 CONTROL = ["cond", "while", "py_func"]
@@ -634,6 +635,23 @@ def test_reduce_window_rule(kind, size, window, strides, seed, data):
     check_rule(conv.reduce_window_p, [rng.standard_normal((2, *size, 2))], rng, params)
 
 
+@given(size=pairs, window=pairs, strides=pairs, seed=seeds, data=st.data())
+def test_max_pool_gradient_rule(size, window, strides, seed, data):
+    """Max pooling's gradient is linear in the cotangent (its rule reads the cotangent back
+    at each window's chosen element) and piecewise constant in the input and the pooled
+    result, which get no gradient."""
+    size = (size[0] + 2, size[1] + 2)
+    padding = tuple((data.draw(st.integers(0, w - 1)), data.draw(st.integers(0, w - 1)))
+                    for w in window)
+    assume(all(fits(*args) for args in zip(size, window, strides, padding, strict=True)))
+    rng = np.random.default_rng(seed)
+    params = {"window": window, "strides": strides, "padding": padding}
+    x = rng.standard_normal((2, *size, 2))
+    pooled = conv.reduce_window_p.kernel(x, kind="max", **params)
+    check_rule(conv.max_pool_gradient_p, [x, pooled, rng.standard_normal(pooled.shape)], rng,
+               params, wrt=[2])
+
+
 def test_max_pool_tie_goes_to_the_first_maximum():
     x = np.array([[1.0, 1.0], [1.0, 0.0]]).reshape(1, 2, 2, 1)
     (g,) = tape_grad(lambda t: sf.nn.max_pool2d(t, 2, 2, "VALID"), x)
@@ -816,6 +834,7 @@ def staged_cases(rng, dtype):
         return rng.uniform(0.5, 2.0, shape).astype(dtype)
 
     window = {"strides": (2, 1), "padding": ((1, 0), (0, 2))}
+    pooling = r(2, 5, 5, 2)
     return [
         *[(REGISTRY[name], [pos(2, 3) * (0.45 if name in UNIT_DOMAIN else 1.0)], {})
           for name in sorted(UNARY_DOMAINS)],
@@ -845,6 +864,9 @@ def staged_cases(rng, dtype):
          {**window, "dilations": (1, 2), "filter_size": (3, 2)}),
         (conv.reduce_window_p, [r(2, 5, 5, 2)], {**window, "kind": "sum", "window": (3, 2)}),
         (conv.reduce_window_p, [r(2, 5, 5, 2)], {**window, "kind": "max", "window": (3, 3)}),
+        (conv.max_pool_gradient_p, [pooling, conv.reduce_window_p.kernel(
+            pooling, kind="max", window=(3, 3), **window), r(2, 2, 5, 2)],
+         {**window, "window": (3, 3)}),
     ]
 
 

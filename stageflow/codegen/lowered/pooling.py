@@ -1,4 +1,5 @@
-"""Pooling: `reduce_window` (max and sum over windows of an NHWC image) as direct loops.
+"""Pooling: `reduce_window` (max and sum over windows of an NHWC image) and max pooling's
+gradient (`max_pool_gradient`) as direct loops.
 
 The output rows of every image are split over the cores (`codegen.lowered.tasks`) from
 `MIN_TASK_TAPS` taps a task on. Per output pixel the channels go in vector blocks (64
@@ -9,6 +10,12 @@ skipped, which is what reading the pad value (the identity) would give. Taps com
 row-major order, as NumPy's windows do. The op fails (an error code: the NumPy kernel then
 runs and raises its error) where the window is larger than the padded input or the input
 is not C-contiguous.
+
+Max pooling's gradient walks the same windows: per block of channels, a mask of the lanes
+whose element is chosen already; each tap inside the input whose element equals the
+pooled maximum, in a lane not yet chosen, takes the cotangent (added to the input
+gradient there) and is chosen. Windows that overlap add into the same input rows, so its
+tasks are whole images, each zeroing its own gradient first.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.dim_arith import LLVMDims
-from stageflow.codegen.llvm.emitter import F32, F64, Emitter
+from stageflow.codegen.llvm.emitter import F32, F64, I1, Emitter
+from stageflow.codegen.llvm.functions import memset_zero
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.lowered.rule import (
@@ -40,7 +48,7 @@ from stageflow.codegen.lowered.windows import (
     window_taps,
 )
 from stageflow.core.op_facts import ReductionKind
-from stageflow.primitives.conv import Padding, Pair, reduce_window_p
+from stageflow.primitives.conv import Padding, Pair, max_pool_gradient_p, reduce_window_p
 from stageflow.primitives.reduction import MAX, SUM
 
 # A task gets at least this many taps (a load and a max or an add each): several times
@@ -151,3 +159,106 @@ def _reduce_window(spec: OpSpec) -> ReduceWindow | None:
         return None
     return ReduceWindow(kind, tuple(params["window"]), tuple(params["strides"]),
                         tuple(tuple(p) for p in params["padding"]), dtype)
+
+
+@dataclass(frozen=True)
+class MaxPoolGradient:
+    """``max_pool_gradient(x, pooled, g)`` of one window, strides and padding, all static;
+    float32 or float64."""
+
+    window: Pair
+    strides: Pair
+    padding: Padding
+    dtype: np.dtype
+
+    def emit(self, ob: OpBuilder) -> None:
+        b, x = ob.b, ob.inputs[0]
+        ob.fail_unless(ob.all_of([
+            window_fits(ob, x.dims[1 + axis], i64(self.window[axis]),
+                        (i64(self.padding[axis][0]), i64(self.padding[axis][1])), i64(1))
+            for axis in (0, 1)]), 0)
+        pooled = reduce_window_p.dims(LLVMDims(b), [x.dims], window=self.window,
+                                      strides=self.strides, padding=self.padding)
+        for index in (1, 2):  # the pooled result and the cotangent: the pooling's dims
+            ob.fail_unless(ob.all_of([ob.eq(have, want) for have, want in zip(
+                ob.inputs[index].dims, pooled, strict=True)]), index)
+        ob.expect_output(0, max_pool_gradient_p.dims(LLVMDims(b), [x.dims]))
+        for index in range(3):
+            row_major(ob, index)
+        out = ob.inputs[1]
+        images = x.dims[0]
+        taps = fold_mul(b, out.size(b), i64(self.window[0] * self.window[1]))
+        run_tasks(ob, "images", images, task_count(b, images, taps, MIN_TASK_TAPS),
+                  self._images)
+
+    def _images(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+                memory: ir.Value) -> None:
+        """Images [first, last): their gradient zeroed, then every window's cotangent
+        added where it goes."""
+        b = ob.b
+        x, pooled, g = (Operand(v.pointer, v.dims, contiguous_strides(b, v.dims), v.dtype)
+                        for v in ob.inputs)
+        dx = ob.outputs[0]
+        dx = Operand(dx.pointer, dx.dims, contiguous_strides(b, dx.dims), dx.dtype)
+        itemsize = self.dtype.itemsize
+        memset_zero(b, dx.address(b, fold_mul(b, first, dx.strides[0])),
+                    fold_mul(b, fold_mul(b, b.sub(last, first), dx.strides[0]), i64(itemsize)))
+        (sh, sw), (top, left) = self.strides, (self.padding[0][0], self.padding[1][0])
+
+        def row(r: ir.Value) -> None:
+            n, i = b.sdiv(r, pooled.dims[1]), b.srem(r, pooled.dims[1])
+            h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
+            rows_inside = window_taps(b, h0, x.dims[1], i64(self.window[0]), 1)
+
+            def pixel(j: ir.Value) -> None:
+                w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
+                columns_inside = window_taps(b, w0, x.dims[2], i64(self.window[1]), 1)
+                self._pixel(b, (x, pooled, g, dx), x.offset(b, [n, h0, w0, i64(0)]),
+                            pooled.offset(b, [n, i, j, i64(0)]), rows_inside, columns_inside)
+
+            counted_loop(b, i64(0), pooled.dims[2], i64(1), pixel, "j")
+
+        counted_loop(b, fold_mul(b, first, pooled.dims[1]), fold_mul(b, last, pooled.dims[1]),
+                     i64(1), row, "row")
+
+    def _pixel(self, b: ir.IRBuilder, operands: tuple[Operand, ...], source: ir.Value,
+               target: ir.Value, rows: Taps, columns: Taps) -> None:
+        """One window: at `target` in the pooled result and the cotangent, its taps `rows`
+        x `columns` from `source` in the input and its gradient, per block of channels."""
+        x, pooled, g, dx = operands
+        itemsize = self.dtype.itemsize
+
+        def block(k: ir.Value, ty: ir.Type) -> None:
+            lanes = ty.count if isinstance(ty, ir.VectorType) else None
+            maximum = load_block(b, pooled, fold_add(b, target, k), ty, itemsize)
+            cotangent = load_block(b, g, fold_add(b, target, k), ty, itemsize)
+            zero = ir.Constant(ty, [0.0] * lanes if lanes else 0.0)
+
+            def tap_row(a: ir.Value, chosen: list[ir.Value]) -> list[ir.Value]:
+                at = fold_add(b, source, fold_mul(b, a, x.strides[1]))
+
+                def tap(c: ir.Value, inner: list[ir.Value]) -> list[ir.Value]:
+                    offset = fold_add(b, fold_add(b, at, fold_mul(b, c, x.strides[2])), k)
+                    value = load_block(b, x, offset, ty, itemsize)
+                    hit = b.and_(b.fcmp_ordered("==", value, maximum), b.not_(inner[0]))
+                    total = b.fadd(load_block(b, dx, offset, ty, itemsize),
+                                   b.select(hit, cotangent, zero))
+                    store_block(b, dx, offset, total, itemsize)
+                    return [b.or_(inner[0], hit)]
+
+                return fold_loop(b, columns[0], columns[1], i64(1), chosen, tap, "tap")
+
+            none = ir.Constant(ir.VectorType(I1, lanes), [0] * lanes) if lanes else \
+                ir.Constant(I1, 0)
+            fold_loop(b, rows[0], rows[1], i64(1), [none], tap_row, "tap_row")
+
+        channel_blocks(b, pooled.dims[3], VECTOR_ELEMENTS[self.dtype], itemsize, block)
+
+
+@lowering(max_pool_gradient_p)
+def _max_pool_gradient(spec: OpSpec) -> MaxPoolGradient | None:
+    dtype, params = spec.inputs[0].dtype, spec.params
+    if dtype not in VECTOR_ELEMENTS:
+        return None
+    return MaxPoolGradient(tuple(params["window"]), tuple(params["strides"]),
+                           tuple(tuple(p) for p in params["padding"]), dtype)
