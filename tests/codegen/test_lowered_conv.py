@@ -602,6 +602,22 @@ def test_a_window_whose_maximum_is_nan_passes_nothing_on_and_bad_dims_are_refuse
     assert op.call([x, pooled, g], [dx[:, :3].copy()]) == 4  # the result's
 
 
+def test_max_pooling_is_differentiated_with_unknown_height_and_width():
+    """The gradient is one op of the input's dims, whatever they are at run time (the
+    composite it replaced needed them static); staged, it gives the eager tape's."""
+    def grad(x):
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(sf.nn.max_pool2d(x, 3, 2, "VALID") ** 2)
+        return tape.gradient(y, x)
+
+    staged = sf.function(grad, input_signature=[sf.TensorSpec([None, None, None, 5],
+                                                              sf.float32)])
+    for shape in [(2, 9, 7, 5), (1, 4, 11, 5)]:
+        x = values(shape, np.float32)
+        np.testing.assert_array_equal(staged(x).numpy(), grad(sf.constant(x)).numpy())
+
+
 # -- whole programs -----------------------------------------------------------------------
 
 
