@@ -33,6 +33,26 @@ func.func @packed_bias(%x: tensor<1x4x4x1xf32>, %p: tensor<2x1x32xf32>) -> tenso
   func.return %b : tensor<1x4x4x33xf32>
 }
 
+// A batch norm's scale and shift computed at run time from its variables (the channels'
+// values, or after leading 1s, reshaped to them) are the epilogue's operands as they are;
+// a run-time value subtracted is not (its negation would be an op of its own).
+// CHECK-LABEL: func.func @run_time_affine
+// CHECK-NEXT:    %[[T:.*]] = sf.reshape %shift {shape = [2]} : (tensor<1x1x1x2xf32>) -> tensor<2xf32>
+// CHECK-NEXT:    %t = sf.conv2d_fused %x, %w, %scale, %[[T]] {{{.*}}scale = true, shift = true, residual = false, activation = "relu"}
+// CHECK-NEXT:    %c = sf.conv2d_fused %x, %w, %scale {{{.*}}scale = true, shift = false, residual = false, activation = "none"}
+// CHECK-NEXT:    %d = sf.subtract %c, %scale
+// CHECK-NEXT:    func.return %t, %d
+func.func @run_time_affine(%x: tensor<1x4x4x3xf32>, %w: tensor<1x1x3x2xf32>, %scale: tensor<2xf32>, %shift: tensor<1x1x1x2xf32>) -> (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) {
+  %y = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>) -> tensor<1x4x4x2xf32>
+  %s = sf.multiply %y, %scale : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %a = sf.add %shift, %s : (tensor<1x1x1x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %t = sf.relu %a : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %b = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>) -> tensor<1x4x4x2xf32>
+  %c = sf.multiply %b, %scale : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %d = sf.subtract %c, %scale : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  func.return %t, %d : tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>
+}
+
 // What the epilogue cannot take stays: a pre-activation read twice (the chain ends
 // before it), a scale that is not per channel, a shift after the residual, a float16
 // convolution.

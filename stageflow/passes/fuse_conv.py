@@ -10,8 +10,10 @@ the convolution's epilogue (`primitives.fused_conv`), applied in registers.
 From a `conv2d` or `conv2d_prepacked` of float32 or float64, each value used only by the
 next op, in this order (each step optional, either operand order where the op commutes)::
 
-    y * scale      scale: a constant of one value per output channel (or one for all)
-    y + shift      shift: the same (``y - c`` is ``y + (-c)``, exactly)
+    y * scale      scale: one value per output channel: a constant (or one value for all),
+                   or a value computed at run time (a batch norm's statistics read from
+                   its variables), of the channels' shape after leading 1s
+    y + shift      shift: the same (``y - c`` is ``y + (-c)``, exactly, for a constant)
     y + residual   residual: any value of y's type
     relu(y)
 
@@ -34,6 +36,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
@@ -49,6 +52,7 @@ from stageflow.primitives.conv import conv2d_p
 from stageflow.primitives.elementwise import add_p, multiply_p, relu_p, subtract_p
 from stageflow.primitives.fused_conv import EPILOGUE_OPERANDS, conv2d_fused_p
 from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p
+from stageflow.primitives.structural import reshape_p
 
 
 @dataclass
@@ -69,11 +73,18 @@ class _Chain:
 
 
 def _per_channel(value: SSAValue, channels: int, dtype: np.dtype, rank: int
-                 ) -> np.ndarray | None:
+                 ) -> np.ndarray | SSAValue | None:
     """The (channels,) array of a constant that broadcasts along the last axis only (one
-    value, or one per channel), in `dtype`; else None."""
+    value, or one per channel), in `dtype`; a value computed at run time of `dtype` and
+    shape (channels,) after leading 1s, as it is; else None."""
     array = constant_array(value)
-    if (array is None or array.dtype != dtype or array.ndim > rank
+    if array is None:
+        ty = shaped_type(value.type)
+        shape = ty.shape
+        per_channel = (ty.dtype == dtype and 0 < len(shape) <= rank
+                       and shape[-1] == channels and all(d == 1 for d in shape[:-1]))
+        return value if per_channel else None
+    if (array.dtype != dtype or array.ndim > rank
             or any(d != 1 for d in array.shape[:-1])
             or (array.ndim and array.shape[-1] not in (1, channels))):
         return None
@@ -100,7 +111,7 @@ def _step(chain: _Chain, op: Operation, channels: int) -> bool:
     elif is_op(op, subtract_p) and op.operands[0] is value and len(others) == 1 \
             and not chain.taken("shift"):
         shift = _per_channel(others[0], channels, ty.dtype, rank)
-        if shift is None:
+        if not isinstance(shift, np.ndarray):
             return False
         chain.operands["shift"] = np.negative(shift)
     elif is_op(op, add_p) and len(others) == 1:
@@ -117,6 +128,14 @@ def _step(chain: _Chain, op: Operation, channels: int) -> bool:
     chain.ops.append(op)
     chain.end = op.results[0]
     return True
+
+
+def _before(made: Operation, user: Operation, conv: Operation) -> SSAValue:
+    """`made` (a constant, or a reshape of a run-time operand to the channels' shape),
+    inserted before `user` at the convolution's location: its result."""
+    made.location = conv.location
+    Rewriter.insert_op(made, InsertPoint.before(user))
+    return made.results[0]
 
 
 class ConvEpilogue(RewritePattern):
@@ -146,10 +165,13 @@ class ConvEpilogue(RewritePattern):
         for name in EPILOGUE_OPERANDS:
             operand = chain.operands.get(name)
             if isinstance(operand, np.ndarray):
-                constant = build_constant(operand)
-                constant.location = op.location
-                Rewriter.insert_op(constant, InsertPoint.before(chain.ops[-1]))
-                operand = constant.result
+                operand = _before(build_constant(operand), chain.ops[-1], op)
+            elif name != "residual" and operand is not None \
+                    and len(shaped_type(operand.type).shape) != 1:
+                channels = (filter_shape[3],)
+                operand = _before(build_op(reshape_p, [operand], {"shape": channels},
+                                           ShapedType(channels, ty.dtype)),
+                                  chain.ops[-1], op)
             if operand is not None:
                 extras.append(operand)
         flags = {name: name in chain.operands for name in EPILOGUE_OPERANDS}

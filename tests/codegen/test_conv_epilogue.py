@@ -165,3 +165,38 @@ def test_a_staged_block_fuses_and_keeps_the_unfused_numbers(out_channels, monkey
     unfused = sf.function(block)
     assert "sf.conv2d_fused" not in unfused.get_concrete_function(x).ir(stage="optimized")
     np.testing.assert_array_equal(got, unfused(x).numpy())
+
+
+def test_batch_norm_from_its_variables_is_the_epilogue_of_its_convolution(monkeypatch):
+    """Inference through Keras-style layers whose weights are variables: the batch norm's
+    scale and shift are computed per call from its variables, and still become the
+    convolution's epilogue with the skip and the ReLU; the numbers are the unfused ops', bit
+    for bit, and a new value of a variable is seen by the next call."""
+    rng = np.random.default_rng(3)
+    conv = sf.layers.Conv2D(32, 3, 1, "same", use_bias=False)
+    norm = sf.layers.BatchNormalization()
+    x = rng.standard_normal((2, 8, 8, 32)).astype(np.float32)
+    conv(x)
+    norm(conv(x))
+    for variable in (norm.gamma, norm.beta, norm.moving_mean):
+        variable.assign(rng.standard_normal(32).astype(np.float32))
+    norm.moving_variance.assign(rng.uniform(0.5, 2.0, 32).astype(np.float32))
+
+    def block(x):
+        return sf.nn.relu(norm(conv(x), training=False) + x)
+
+    compiled = sf.function(block)
+    optimized = compiled.get_concrete_function(x).ir(stage="optimized")
+    image_sized = [line for line in optimized.splitlines()
+                   if " = sf." in line and "-> tensor<2x8x8x32xf32>" in line]
+    assert image_sized and all("sf.conv2d_fused" in line for line in image_sized), optimized
+    got = compiled(x).numpy()
+    from stageflow.passes import fuse_conv
+    monkeypatch.setattr(fuse_conv.FuseConv, "apply", lambda self, ctx, op: None)
+    unfused = sf.function(block)
+    assert "sf.conv2d_fused" not in unfused.get_concrete_function(x).ir(stage="optimized")
+    np.testing.assert_array_equal(got, unfused(x).numpy())
+    monkeypatch.undo()
+    norm.beta.assign(norm.beta.numpy() + 1.0)
+    np.testing.assert_array_equal(compiled(x).numpy(), unfused(x).numpy())
+    assert not np.array_equal(compiled(x).numpy(), got)
