@@ -20,6 +20,7 @@ tasks are whole images, each zeroing its own gradient first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,34 @@ MIN_TASK_TAPS = 1 << 16
 VECTOR_ELEMENTS = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 
 
+Geometry = tuple[Pair, Pair, Padding]  # a pooling's window, strides and padding
+
+
+def walk_windows(b: ir.IRBuilder, x: Operand, out: Operand, geometry: Geometry,
+                 rows: tuple[ir.Value, ir.Value],
+                 visit: Callable[[ir.Value, ir.Value, Taps, Taps], None]) -> None:
+    """Output rows [first, last) of the images (row n * Ho + i being image n's row i), pixel
+    by pixel: ``visit(source, target, rows, columns)``, the offsets of its window's top-left
+    tap in `x` and of the pixel in `out`, and the window's taps inside the input."""
+    window, (sh, sw), padding = geometry
+    top, left = padding[0][0], padding[1][0]
+
+    def row(r: ir.Value) -> None:
+        n, i = b.sdiv(r, out.dims[1]), b.srem(r, out.dims[1])
+        h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
+        rows_inside = window_taps(b, h0, x.dims[1], i64(window[0]), 1)
+
+        def pixel(j: ir.Value) -> None:
+            w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
+            columns_inside = window_taps(b, w0, x.dims[2], i64(window[1]), 1)
+            visit(x.offset(b, [n, h0, w0, i64(0)]), out.offset(b, [n, i, j, i64(0)]),
+                  rows_inside, columns_inside)
+
+        counted_loop(b, i64(0), out.dims[2], i64(1), pixel, "j")
+
+    counted_loop(b, rows[0], rows[1], i64(1), row, "row")
+
+
 @dataclass(frozen=True)
 class ReduceWindow:
     """``reduce_window(x)`` of one kind, window, strides and padding, all static."""
@@ -88,22 +117,8 @@ class ReduceWindow:
         x = ob.inputs[0]
         x = Operand(x.pointer, x.dims, contiguous_strides(b, x.dims), x.dtype)
         out = ob.outputs[0]
-        (sh, sw), (top, left) = self.strides, (self.padding[0][0], self.padding[1][0])
-
-        def row(r: ir.Value) -> None:
-            n, i = b.sdiv(r, out.dims[1]), b.srem(r, out.dims[1])
-            h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
-            rows_inside = window_taps(b, h0, x.dims[1], i64(self.window[0]), 1)
-
-            def pixel(j: ir.Value) -> None:
-                w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
-                columns_inside = window_taps(b, w0, x.dims[2], i64(self.window[1]), 1)
-                self._pixel(b, x, out, x.offset(b, [n, h0, w0, i64(0)]),
-                            out.offset(b, [n, i, j, i64(0)]), rows_inside, columns_inside)
-
-            counted_loop(b, i64(0), out.dims[2], i64(1), pixel, "j")
-
-        counted_loop(b, first, last, i64(1), row, "row")
+        walk_windows(b, x, out, (self.window, self.strides, self.padding), (first, last),
+                     lambda *at: self._pixel(b, x, out, *at))
 
     def _pixel(self, b: ir.IRBuilder, x: Operand, out: Operand, source: ir.Value,
                target: ir.Value, rows: Taps, columns: Taps) -> None:
@@ -203,23 +218,9 @@ class MaxPoolGradient:
         itemsize = self.dtype.itemsize
         memset_zero(b, dx.address(b, fold_mul(b, first, dx.strides[0])),
                     fold_mul(b, fold_mul(b, b.sub(last, first), dx.strides[0]), i64(itemsize)))
-        (sh, sw), (top, left) = self.strides, (self.padding[0][0], self.padding[1][0])
-
-        def row(r: ir.Value) -> None:
-            n, i = b.sdiv(r, pooled.dims[1]), b.srem(r, pooled.dims[1])
-            h0 = b.sub(fold_mul(b, i, i64(sh)), i64(top))
-            rows_inside = window_taps(b, h0, x.dims[1], i64(self.window[0]), 1)
-
-            def pixel(j: ir.Value) -> None:
-                w0 = b.sub(fold_mul(b, j, i64(sw)), i64(left))
-                columns_inside = window_taps(b, w0, x.dims[2], i64(self.window[1]), 1)
-                self._pixel(b, (x, pooled, g, dx), x.offset(b, [n, h0, w0, i64(0)]),
-                            pooled.offset(b, [n, i, j, i64(0)]), rows_inside, columns_inside)
-
-            counted_loop(b, i64(0), pooled.dims[2], i64(1), pixel, "j")
-
-        counted_loop(b, fold_mul(b, first, pooled.dims[1]), fold_mul(b, last, pooled.dims[1]),
-                     i64(1), row, "row")
+        walk_windows(b, x, pooled, (self.window, self.strides, self.padding),
+                     (fold_mul(b, first, pooled.dims[1]), fold_mul(b, last, pooled.dims[1])),
+                     lambda *at: self._pixel(b, (x, pooled, g, dx), *at))
 
     def _pixel(self, b: ir.IRBuilder, operands: tuple[Operand, ...], source: ir.Value,
                target: ir.Value, rows: Taps, columns: Taps) -> None:
