@@ -460,6 +460,49 @@ def conv2d_filter_gradient(b: Builder, eq: Equation, x: str, g: str) -> str:
     return b.op("Transpose", y, perm=[2, 3, 0, 1])
 
 
+@exports(conv.max_pool_gradient_p)
+def max_pool_gradient(b: Builder, eq: Equation, x: str, pooled: str, g: str) -> str:
+    """Tap by tap, in the kernel's order: the padded input (NaN padding, which equals
+    nothing) at the tap's strided positions compared with the maximum; the cotangent
+    where this is the first tap equal, spread back to those positions (a Reshape opening
+    a stride-sized gap after each, Pad, Reshape, Pad to the tap's offset); the sum's
+    padding sliced off."""
+    (top, bottom), (left, right) = eq.params["padding"]
+    (kh, kw), (sh, sw) = eq.params["window"], eq.params["strides"]
+    (h, w), (ho, wo) = _in(eq).shape[1:3], _in(eq, 1).shape[1:3]
+    if None in (h, w, ho, wo):
+        raise NotImplementedError("the gradient of max pooling of unknown height or width")
+    dtype = _in(eq).dtype
+    hp, wp = h + top + bottom, w + left + right
+    padded = b.op("Pad", x, b.ints([0, top, left, 0, 0, bottom, right, 0]),
+                  b.scalar(np.nan, dtype))
+    zero = b.scalar(0, dtype)
+    taken, total = None, None
+    for a in range(kh):
+        for c in range(kw):
+            view = b.op("Slice", padded, b.ints([a, c]),
+                        b.ints([a + (ho - 1) * sh + 1, c + (wo - 1) * sw + 1]), b.ints([1, 2]),
+                        b.ints([sh, sw]))
+            hit = b.op("Equal", view, pooled)
+            if taken is not None:
+                hit = b.op("And", hit, b.op("Not", taken))
+                taken = b.op("Or", taken, hit)
+            else:
+                taken = hit
+            part = b.op("Reshape", b.op("Where", hit, g, zero), b.ints([0, ho, 1, wo, 1, -1]))
+            part = b.op("Pad", part, b.ints([0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1, 0]),
+                        zero)
+            part = b.op("Reshape", part, b.ints([0, ho * sh, wo * sw, -1]))
+            after = (hp - a - ho * sh, wp - c - wo * sw)
+            part = b.op("Pad", part, b.ints([0, a, c, 0, 0, max(after[0], 0),
+                                              max(after[1], 0), 0]), zero)
+            if min(after) < 0:
+                part = b.op("Slice", part, b.ints([0, 0]), b.ints([hp, wp]), b.ints([1, 2]))
+            total = part if total is None else b.op("Add", total, part)
+    return b.op("Slice", total, b.ints([top, left]), b.ints([top + h, left + w]),
+                b.ints([1, 2]))
+
+
 @exports(conv.reduce_window_p)
 def reduce_window(b: Builder, eq: Equation, x: str) -> str:
     """Max pooling (padding never wins), or sum pooling as an average over the whole

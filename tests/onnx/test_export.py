@@ -98,6 +98,21 @@ def test_gradients_of_a_convolution():
         np.testing.assert_allclose(g, want.numpy(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(("window", "strides", "padding"),
+                         [(3, 2, "SAME"), (2, 2, "VALID"), (3, 1, "SAME"), (2, 3, "VALID")])
+def test_the_gradient_of_max_pooling(window, strides, padding):
+    """max_pool_gradient as ONNX ops, tap by tap: ties (integer values) go to the first
+    maximal element, padding to none; onnxruntime gives stageflow's numbers."""
+    def loss(x):
+        return sf.reduce_sum(sf.nn.max_pool2d(x, window, strides, padding) ** 2)
+
+    f = sf.function(lambda x: sf.grad(loss)(x))
+    x = np.round(np.random.default_rng(2).normal(size=(2, 7, 8, 3)) * 2).astype(np.float32)
+    model = sf.onnx.export(f, [sf.TensorSpec([None, 7, 8, 3], sf.float32)])
+    (got,) = session(model).run(None, {"x": x})
+    np.testing.assert_array_equal(got, f(x).numpy())
+
+
 def test_a_grouped_convolution_and_its_input_gradient_keep_their_groups():
     """conv2d's feature groups are Conv's `group`, its input gradient's ConvTranspose's."""
     w = np.random.default_rng(2).normal(size=(3, 3, 2, 6)).astype(np.float32)
