@@ -208,3 +208,24 @@ func.func @gather_run(%x: tensor<3x4x5xf32>) -> (tensor<4x5xf32>, tensor<3x2x5xf
   %d = sf.gather %x, %o {axis = 0} : (tensor<3x4x5xf32>, tensor<i64>) -> tensor<4x5xf32>
   func.return %a, %b, %c, %d : tensor<4x5xf32>, tensor<3x2x5xf32>, tensor<3x2x5xf32>, tensor<4x5xf32>
 }
+
+// A half-float sum or product accumulates in float32 and rounds once (its kernel does):
+// written so, as a float32 reduction between casts, it compiles. Max and min of halves,
+// exact in any order, stay as they are, and so do float32 sums.
+// CHECK-LABEL: func.func @half_reductions
+// CHECK-NEXT:    %[[B:.*]] = sf.cast %b {dtype = f32} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %[[S:.*]] = sf.reduce_sum %[[B]] {axes = [0], keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>
+// CHECK-NEXT:    %[[SB:.*]] = sf.cast %[[S]] {dtype = bf16} : (tensor<8xf32>) -> tensor<8xbf16>
+// CHECK-NEXT:    %[[H:.*]] = sf.cast %h {dtype = f32} : (tensor<4x8xf16>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %[[P:.*]] = sf.reduce_prod %[[H]] {axes = [1], keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT:    %[[PH:.*]] = sf.cast %[[P]] {dtype = f16} : (tensor<4x1xf32>) -> tensor<4x1xf16>
+// CHECK-NEXT:    %m = sf.reduce_max %b
+// CHECK-NEXT:    %f = sf.reduce_sum %x
+// CHECK-NEXT:    func.return %[[SB]], %[[PH]], %m, %f
+func.func @half_reductions(%b: tensor<4x8xbf16>, %h: tensor<4x8xf16>, %x: tensor<4x8xf32>) -> (tensor<8xbf16>, tensor<4x1xf16>, tensor<8xbf16>, tensor<8xf32>) {
+  %s = sf.reduce_sum %b {axes = [0], keepdims = false} : (tensor<4x8xbf16>) -> tensor<8xbf16>
+  %p = sf.reduce_prod %h {axes = [1], keepdims = true} : (tensor<4x8xf16>) -> tensor<4x1xf16>
+  %m = sf.reduce_max %b {axes = [0], keepdims = false} : (tensor<4x8xbf16>) -> tensor<8xbf16>
+  %f = sf.reduce_sum %x {axes = [0], keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>
+  func.return %s, %p, %m, %f : tensor<8xbf16>, tensor<4x1xf16>, tensor<8xbf16>, tensor<8xf32>
+}

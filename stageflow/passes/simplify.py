@@ -37,7 +37,7 @@ from stageflow.core import dtypes
 from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import BinaryElementwiseOp, SfOp, TernaryElementwiseOp
-from stageflow.ir.types import AbstractValue, abstract_value, ir_type
+from stageflow.ir.types import AbstractValue, abstract_value, ir_type, shaped_type
 from stageflow.passes.registry import register_pass
 from stageflow.passes.simplify_layouts import LAYOUT_PATTERNS
 from stageflow.passes.simplify_regions import REGION_PATTERNS
@@ -52,12 +52,14 @@ from stageflow.passes.support import (
 )
 from stageflow.primitives.elementwise import (
     add_p,
+    cast_p,
     divide_p,
     logical_not_p,
     multiply_p,
     negative_p,
     subtract_p,
 )
+from stageflow.primitives.reduction import reduce_prod_p, reduce_sum_p
 from stageflow.primitives.structural import broadcast_to_p
 
 
@@ -217,6 +219,29 @@ def _replace_operand(op: SfOp, index: int, value: SSAValue,
     erase_dead_producers([old], rewriter)
 
 
+class HalfReductionInFloat32(RewritePattern):
+    """``reduce_sum`` or ``reduce_prod`` of float16 or bfloat16 -> the same reduction of
+    the operand cast to float32, cast back: exactly what its kernel computes (it
+    accumulates in float32 and rounds once), written as ops that code generation compiles.
+    A half-float sum has no compiled loop of its own (a loop accumulating in the half
+    dtype would round at every element), and one op without a lowering made a whole
+    program run op by op."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not (is_op(op, reduce_sum_p) or is_op(op, reduce_prod_p)):
+            return
+        operand, result = shaped_type(op.operands[0].type), shaped_type(op.results[0].type)
+        if operand.dtype not in (dtypes.float16, dtypes.bfloat16):
+            return
+        wide = build_op(cast_p, [op.operands[0]], {"dtype": dtypes.float32},
+                        ShapedType(operand.shape, dtypes.float32), op.location)
+        reduced = build_op(op.primitive, [wide.results[0]], op.params(),
+                           ShapedType(result.shape, dtypes.float32), op.location)
+        narrow = build_op(cast_p, [reduced.results[0]], {"dtype": result.dtype},
+                          op.result_types[0], op.location)
+        rewriter.replace_op(op, [wide, reduced, narrow], [narrow.results[0]])
+
+
 @register_pass
 @dataclass(frozen=True)
 class Simplify(ModulePass):
@@ -236,8 +261,10 @@ class Simplify(ModulePass):
     own type, select on a constant condition, splat constants of binary ops as 0-d
     constants, broadcasts that an elementwise consumer does itself, transposes sunk below
     the ops that do not care about the order of axes, and two transposes around a reshape
-    that splits or merges whole runs of their axes composed into one. It does not
-    reassociate, distribute or fold constants (that is `fold`).
+    that splits or merges whole runs of their axes composed into one; and half-float sums
+    and products as float32 ones between casts (their kernels' arithmetic, which code
+    generation compiles). It does not reassociate, distribute or fold constants (that is
+    `fold`).
 
     The rules apply inside ``sf.cond`` and ``sf.while`` regions as anywhere else (a value
     from above is a value like any other), and two rules of `simplify_regions` see through
@@ -259,6 +286,7 @@ class Simplify(ModulePass):
             *REGROUP_PATTERNS,
             ScalarBroadcastConstant(),
             BroadcastIntoConsumer(),
+            HalfReductionInFloat32(),
             *REGION_PATTERNS,
         ]
         applier = GreedyRewritePatternApplier(patterns, dce_enabled=False)

@@ -250,3 +250,24 @@ def test_half_float_max_and_min_end_a_kernel_exactly(kind, dtype) -> None:
         for got in (sf.function(f)(x, b).numpy(), sf.function(f, jit=False)(x, b).numpy()):
             assert got.dtype == dtype and got.shape == want.shape
             np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [sf.bfloat16, sf.float16])
+@pytest.mark.parametrize("axes", [0, -1, (0, 1)])
+def test_half_float_sums_accumulate_in_float32_in_one_program(dtype, axes) -> None:
+    """A half-float sum is a float32 one between casts (`simplify`): the program compiles
+    whole (it ran op by op, the sum having no lowering of its own), the cast in fuses with
+    its producer and the sum, and the result is the eager sum's: float32 sums of the same
+    elements rounded once to the half dtype, which summation order can move by one ulp."""
+    x = sf.cast(sf.constant(np.random.default_rng(4).standard_normal((33, 50)) * 3), dtype)
+
+    def f(x):
+        return sf.reduce_sum(x * x, axes)
+
+    staged = sf.function(f)
+    assert staged.get_concrete_function(x).stats()["steps_reasons"] == {}
+    assert any("sf.reduce_sum" in _reduction_names(k) for k in _kernels(staged, x))
+    got, want = staged(x), f(x)
+    assert got.dtype == want.dtype == dtype
+    np.testing.assert_allclose(got.numpy().astype(np.float32),
+                               want.numpy().astype(np.float32), rtol=2**-7)
