@@ -483,7 +483,10 @@ def dots_function(module: ir.Module) -> ir.Function:
     and B's column j (``bt + j * b_step``), both contiguous along k, 32 elements at a time
     (16 partial sums per result, added at the end); the last, partial block of k is read
     under a mask (zeros past k). A tile of fewer rows or columns reads its last ones again
-    and stores only its own."""
+    and stores only its own. Each block of k prefetches the same block of the next
+    `DOT_COLUMNS` columns: a call's columns are short runs (a row of the weights), too
+    short for the hardware's prefetcher to ramp up before they end, and the calls for
+    more rows of A (`DOT_MAX_ROWS`) reread these while the next ones arrive."""
     symbol = "sf.gemm.bf16.dots"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
@@ -497,6 +500,7 @@ def dots_function(module: ir.Module) -> ir.Function:
     wide = ir.VectorType(I16, 2 * LANES)
     wide_mask = ir.VectorType(I1, 2 * LANES)
     load = declare(module, "llvm.masked.load.v32i16.p0", wide, [PTR, I32, wide_mask, wide])
+    prefetch = declare(module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
     a_rows = [b.gep(a, [b.mul(_smallest(b, [i64(r), b.sub(rows, i64(1))]), a_step)],
                     source_etype=I8) for r in range(DOT_ROWS)]
     b_columns = [b.gep(bt, [b.mul(_smallest(b, [i64(j), b.sub(cols, i64(1))]), b_step)],
@@ -515,6 +519,12 @@ def dots_function(module: ir.Module) -> ir.Function:
 
         a_values = [read(start) for start in a_rows]
         b_values = [read(start) for start in b_columns]
+        if mask is None:
+            for start in b_columns:
+                ahead = b.gep(start, [b.add(offset, b.mul(b_step, i64(DOT_COLUMNS)))],
+                              source_etype=I8)
+                b.call(prefetch, [ahead, ir.Constant(I32, 0), ir.Constant(I32, 3),
+                                  ir.Constant(I32, 1)])
         return [b.call(dot, [sums[r * DOT_COLUMNS + j], a_values[r], b_values[j]])
                 for r in range(DOT_ROWS) for j in range(DOT_COLUMNS)]
 
