@@ -44,8 +44,8 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, I1, I8, I16, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
+from stageflow.codegen.llvm.lanes import lanes_below, transpose_square
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, values_where
-from stageflow.codegen.llvm.transpose import transpose_square
 from stageflow.codegen.lowered.tasks import MAX_TASKS, affinity_count, cpu_count
 from stageflow.codegen.lowered.worker_pool import pool_run
 
@@ -569,9 +569,7 @@ def _interleave(b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> ir.Value:
 
 def _column_masks(b: ir.IRBuilder, cols: ir.Value) -> list[ir.Value]:
     """The lanes of the tile's two vectors that hold its own columns (below `cols`)."""
-    lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
-    return [b.icmp_signed("<", lanes, _splat64(b, b.sub(cols, i64(LANES * v))))
-            for v in range(2)]
+    return [lanes_below(b, b.sub(cols, i64(LANES * v)), LANES) for v in range(2)]
 
 
 def _broadcast(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
@@ -685,7 +683,6 @@ def _pack_squares(b: ir.IRBuilder, args: tuple[ir.Value, ...], pairs: ir.Value) 
     wide = ir.VectorType(I16, 2 * LANES)
     wide_mask = ir.VectorType(I1, 2 * LANES)
     load = declare(module, "llvm.masked.load.v32i16.p0", wide, [PTR, I32, wide_mask, wide])
-    halves = ir.Constant(ir.VectorType(I64, 2 * LANES), list(range(2 * LANES)))
     none = ir.Constant(wide_mask, [0] * (2 * LANES))
 
     def square(p0: ir.Value, x0: ir.Value) -> None:
@@ -693,12 +690,7 @@ def _pack_squares(b: ir.IRBuilder, args: tuple[ir.Value, ...], pairs: ir.Value) 
         starts = [b.gep(src, [b.add(b.mul(b.add(x0, i64(i)), s_x), k0)], source_etype=I16)
                   for i in range(LANES)]
         left = b.sub(k, k0)
-        splat = b.shuffle_vector(
-            b.insert_element(ir.Constant(ir.VectorType(I64, 2 * LANES), None), left,
-                             ir.Constant(I32, 0)),
-            ir.Constant(ir.VectorType(I64, 2 * LANES), None),
-            ir.Constant(ir.VectorType(I32, 2 * LANES), [0] * (2 * LANES)))
-        within = b.icmp_signed("<", halves, splat)
+        within = lanes_below(b, left, 2 * LANES)
 
         def store(runs: list[ir.Value]) -> None:
             for t, row in enumerate(transpose_square(b, runs)):
@@ -721,9 +713,3 @@ def _pack_squares(b: ir.IRBuilder, args: tuple[ir.Value, ...], pairs: ir.Value) 
     counted_loop(b, i64(0), pairs, i64(LANES), lambda p0: counted_loop(
         b, i64(0), width, i64(LANES), lambda x0: square(p0, x0), "squares.columns"),
         "squares")
-
-
-def _splat64(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    vector = ir.VectorType(I64, LANES)
-    one = b.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(vector, None), ir.Constant(_WORDS, [0] * LANES))

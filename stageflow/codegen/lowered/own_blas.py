@@ -36,6 +36,7 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.lanes import lanes_below
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
 from stageflow.codegen.lowered import gemm_split
 from stageflow.codegen.lowered.conv import epilogue
@@ -299,13 +300,7 @@ def _dot_columns(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Val
     size = ir.Constant(I32, np.dtype(dtype).itemsize)
     zero = ir.Constant(vector, [0.0] * lanes)
     whole = b.mul(b.sdiv(k, i64(lanes)), i64(lanes))
-    lane = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    left = b.sub(k, whole)
-    bound = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None),
-                                              left, i64(0)),
-                             ir.Constant(ir.VectorType(I64, lanes), None),
-                             ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-    tail = b.icmp_signed("<", lane, bound)
+    tail = lanes_below(b, b.sub(k, whole), lanes)
     adding = b.trunc(accumulate, I1)
 
     def element(base: ir.Value, index: ir.Value) -> ir.Value:

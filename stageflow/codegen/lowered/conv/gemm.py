@@ -47,8 +47,8 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
+from stageflow.codegen.llvm.lanes import lanes_below, transpose_square
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, values_where
-from stageflow.codegen.llvm.transpose import transpose_square
 from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.epilogue import Epilogue
 from stageflow.codegen.targets import platform
@@ -179,16 +179,6 @@ def square_function(module: ir.Module, dtype: np.dtype, lanes: int) -> ir.Functi
                 for i, start in enumerate(starts)])
     b.ret_void()
     return function
-
-
-def lanes_below(b: ir.IRBuilder, count: ir.Value, lanes: int) -> ir.Value:
-    """The mask of a vector's lanes below `count`."""
-    lane = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-    bound = b.shuffle_vector(
-        b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), count, i64(0)),
-        ir.Constant(ir.VectorType(I64, lanes), None),
-        ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-    return b.icmp_signed("<", lane, bound)
 
 
 @dataclass(frozen=True)

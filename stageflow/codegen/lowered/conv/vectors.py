@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, I1, I16, I32, I64
+from stageflow.codegen.llvm.emitter import F32, I1, I16, I32
 from stageflow.codegen.llvm.functions import declare, memset_zero
+from stageflow.codegen.llvm.lanes import lanes_below
 from stageflow.codegen.llvm.loops import counted_loop, fold_mul, i64
 from stageflow.codegen.lowered.rule import Operand
 
@@ -59,11 +60,7 @@ def _runs(b: ir.IRBuilder, count: ir.Value, lanes: int,
     counted_loop(b, i64(0), whole, i64(lanes), lambda k: step(k, None), "move")
     rest = b.sub(count, whole)
     with b.if_then(b.icmp_signed(">", rest, i64(0))):
-        positions = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-        limit = b.insert_element(ir.Constant(ir.VectorType(I64, lanes), None), rest, i64(0))
-        limit = b.shuffle_vector(limit, limit, ir.Constant(ir.VectorType(I32, lanes),
-                                                           [0] * lanes))
-        step(whole, b.icmp_signed("<", positions, limit))
+        step(whole, lanes_below(b, rest, lanes))
 
 
 def _widened(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:

@@ -1,15 +1,29 @@
-"""A square of vectors transposed in registers: the packing of an operand stored transposed
-(a weight matrix in PyTorch's ``(out, in)`` layout read as ``(in, out)``).
+"""Work across a vector's lanes: the mask of its first lanes (a run's last, partial vector),
+and a square of vectors transposed in registers.
 
-Read element by element, or by gathers, such an operand costs a cache line per element,
-or a gather per vector, each waiting on as many lines. Loading `lanes` vectors (each a run
-of one row of the storage) and transposing them in registers costs `lanes` loads and
-``lanes * log2(lanes)`` two-source shuffles, one instruction each on x86 (``vpermt2ps``).
+The square is how an operand stored transposed (a weight matrix in PyTorch's ``(out, in)``
+layout read as ``(in, out)``) is packed. Read element by element, or by gathers, it costs
+a cache line per element, or a gather per vector, each waiting on as many lines. Loading
+`lanes` vectors (each a run of one row of the storage) and transposing them in registers
+costs `lanes` loads and ``lanes * log2(lanes)`` two-source shuffles, one instruction each
+on x86 (``vpermt2ps``).
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
+
+
+def lanes_below(b: ir.IRBuilder, count: ir.Value, lanes: int) -> ir.Value:
+    """The mask of a `lanes`-wide vector's lanes below `count` (an i64)."""
+    i64 = ir.IntType(64)
+    lane = ir.Constant(ir.VectorType(i64, lanes), list(range(lanes)))
+    bound = b.shuffle_vector(
+        b.insert_element(ir.Constant(ir.VectorType(i64, lanes), None), count,
+                         ir.Constant(i64, 0)),
+        ir.Constant(ir.VectorType(i64, lanes), None),
+        ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    return b.icmp_signed("<", lane, bound)
 
 
 def transpose_square(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
