@@ -94,6 +94,17 @@ class DeviceArray:
         """A host copy (counted)."""
         return self.device.download(self)
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """A host copy (counted), for whatever reads the value on the host: the predicate
+        or branch index of a control-flow op a GPU plan runs, a NumPy kernel."""
+        value = self.fetch()
+        return value if dtype is None else value.astype(dtype, copy=False)
+
+    def __bool__(self) -> bool:
+        """The truth of a one-element array, read on the host (a ``while``'s predicate);
+        NumPy's error for any other size."""
+        return bool(self.fetch())
+
     def __repr__(self) -> str:
         return f"<DeviceArray {self.dtype.name}{list(self.shape)} on {self.device.name}>"
 

@@ -624,3 +624,28 @@ def test_a_staged_function_under_a_tape_runs_on_the_gpu(jit):
     np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
     np.testing.assert_allclose(dx.numpy(), want_dx.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(dw.numpy(), want_dw.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_control_flow_on_the_gpu_reads_its_predicates_there(jit):
+    """A ``while``'s predicate and a ``cond``'s branch index computed by the GPU's kernels
+    are device arrays: the plan reads them on the host at each iteration (a loop that
+    missed its end would write past its buffer of `n` rows, an error)."""
+
+    def step(x, n):
+        def body(i, x, rows):
+            x = sf.cond(sf.reduce_sum(x) > 10.0, lambda: x * 0.5, lambda: x + 3.0)
+            return i + 1, x, sf.dynamic_update_index(rows, x, i)
+
+        rows = sf.zeros((5, 2), sf.float32)
+        return sf.while_loop(lambda i, *_: i < n, body, (sf.constant(0), x, rows))
+
+    f = sf.function(step, jit=jit)
+    x = np.array([1.0, 2.0], np.float32)
+    want = step(sf.constant(x), sf.constant(5))
+    with sf.device("gpu:0"):
+        got = f(sf.constant(x).gpu(), sf.constant(5).gpu())
+    assert int(got[0]) == int(want[0]) == 5
+    assert got[1].device == GPU
+    for g, expected in zip(got[1:], want[1:], strict=True):
+        np.testing.assert_allclose(g.numpy(), expected.numpy(), rtol=1e-6)
