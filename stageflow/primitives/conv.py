@@ -153,7 +153,7 @@ def compute_dtype(dtype: np.dtype) -> type | np.dtype:
     return np.float32 if dtype.itemsize < 4 else dtype
 
 
-def _columns(x, window: Pair, strides: Pair, padding: Padding, dilations: Pair):
+def im2col(x, window: Pair, strides: Pair, padding: Padding, dilations: Pair):
     """im2col: every window of the padded `x` as a row of kh*kw*C elements (taps in HWI
     order), (N*Ho*Wo, kh*kw*C), and (N, Ho, Wo). The window view costs nothing; the reshape
     copies it once."""
@@ -191,7 +191,7 @@ def _conv2d(x, w, *, strides, padding, dilations, feature_group_count=1):
     compute = compute_dtype(dtype)
     w = np.asarray(w, dtype=compute)
     kh, kw, channels, out_channels = w.shape
-    columns, positions = _columns(np.asarray(x, dtype=compute), (kh, kw), strides, padding,
+    columns, positions = im2col(np.asarray(x, dtype=compute), (kh, kw), strides, padding,
                                   dilations)
     groups = feature_group_count
     if groups == 1:
@@ -557,7 +557,7 @@ def _filter_gradient(x, g, *, filter_size, strides, padding, dilations,
     channels."""
     dtype = x.dtype
     compute = compute_dtype(dtype)
-    columns, _ = _columns(np.asarray(x, dtype=compute), filter_size, strides, padding,
+    columns, _ = im2col(np.asarray(x, dtype=compute), filter_size, strides, padding,
                           dilations)
     out_channels, groups = g.shape[3], feature_group_count
     rows = np.asarray(g, dtype=compute).reshape(-1, out_channels)

@@ -530,13 +530,18 @@ def _update_index_rule(x: ShapedType, update: ShapedType, index: ShapedType) -> 
     return x
 
 
-def _update_index(x, update, index):
-    size = x.shape[0]
+def row_position(index: Any, size: int) -> int:
+    """The row an ``update_index`` writes, counted from the start: `index` may count from
+    the end (negative); out of range it is an error, as NumPy's indexing."""
     position = int(index)
     if not -size <= position < size:
         raise InvalidIndexError(f"index {position} is out of range [{-size}, {size}) for axis 0")
+    return position % size
+
+
+def _update_index(x, update, index):
     out = np.array(x, copy=True)
-    out[position] = update
+    out[row_position(index, x.shape[0])] = update
     return out
 
 

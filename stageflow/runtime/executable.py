@@ -96,7 +96,7 @@ class Plan:
             if isinstance(op, ControlOp):
                 above_op = free_values(op)
                 runner = _region_runner(op, above_op, func, functions, compiled, plans, host)
-                self.steps.append(Step(on_host(runner), ins + tuple(slot(v) for v in above_op),
+                self.steps.append(Step(runner, ins + tuple(slot(v) for v in above_op),
                                        {}, outs, True, name, source_location(op)))
             elif isinstance(op, ConstantOp):
                 self.constants.append((outs[0], constant_value(op)))

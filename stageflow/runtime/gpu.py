@@ -15,6 +15,8 @@ and returned to the driver's allocator when collected. An op on its tensors runs
   device-to-device copy; a reduction over trailing axes reads its operand in place). A
   reduction is a tree of passes (`reduction_passes`): the first splits each row among many
   threads, each later one reduces the partial results of the one before;
+- a convolution, a pooling window, a zero pad, a gather by run-time indices or a row
+  update: the same kernels and the gemm, composed in `gpu_ops`;
 - anything else, and an op whose kernel cannot be built: its NumPy kernel on the host, its
   inputs fetched and its results put back, each transfer counted as a copy (TensorFlow's
   soft placement, visible in the statistics).
@@ -47,6 +49,7 @@ from stageflow.ir.builder import build_function, build_op
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 from stageflow.primitives.state import assign_variable_p, read_variable_p
 from stageflow.primitives.structural import broadcast_to_p, reshape_p, slice_p, transpose_p
+from stageflow.runtime import gpu_ops
 from stageflow.runtime.cpu_devices import Device, copied
 from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE, Driver
 
@@ -234,7 +237,14 @@ class GPUDevice(Device):
         indexed = self._indexed(primitive, values, params)
         if indexed is not None:
             return indexed
+        mapped = gpu_ops.run(self, primitive, values, params)
+        if mapped is not None:
+            return mapped
         return host_step(primitive.kernel)(*values, **params)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> DeviceArray:
+        """New, unwritten memory of this GPU for an array of `shape` and `dtype`."""
+        return DeviceArray(self, shape, dtype)
 
     def _indexed(self, primitive: Primitive, values: list[Any],
                  params: dict[str, Any]) -> DeviceArray | None:
@@ -403,6 +413,7 @@ class GPUDevice(Device):
         value where it is: a variable of this GPU's is in its memory) and write
         (`_plan_assign`); anything else on the host (`host_step`)."""
         if primitive is not None and (primitive in MOVES or primitive in GEMMS
+                                      or primitive in gpu_ops.OPS
                                       or primitive.reduction is not None):
             return lambda *values, **params: self.execute(primitive, list(values), params)
         if primitive is read_variable_p:

@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 import stageflow as sf
 from stageflow.codegen import CPUTarget, PTXTarget, analyse, compile_kernel
 from stageflow.codegen.targets.emulated import EmulatedLaunch
-from stageflow.codegen.targets.indexed import gather_entry, reduce_entry, reduce_name
+from stageflow.codegen.targets.indexed import gather_entry, put_entry, reduce_entry, reduce_name
 from stageflow.codegen.targets.ptx import ptxas_path
 from stageflow.core import dtypes
 from stageflow.primitives.reduction import MAX, MIN, PROD, SUM
@@ -474,11 +474,12 @@ def test_ptx_entry_names_are_identifiers(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("arch", ["sm_90"])  # sm_80's PTX is the same but for its header
 def test_ptxas_accepts_the_index_map_kernels(arch: str, tmp_path: Path) -> None:
-    """The gather kernel for every element width and the reduce kernel's pass, through an
-    index map and in order, for every kind and native dtype
+    """The gather and put kernels for every element width and the reduce kernel's pass,
+    through an index map and in order, for every kind and native dtype
     (`stageflow.codegen.targets.indexed`), all as one PTX module (one ptxas process)."""
     target = PTXTarget(arch)
-    builders = [(f"gather_i{bits}", gather_entry(bits)) for bits in (8, 16, 32, 64)]
+    builders = [(f"{name}_i{bits}", entry(bits)) for bits in (8, 16, 32, 64)
+                for name, entry in (("gather", gather_entry), ("put", put_entry))]
     builders += [(reduce_name(kind, dtype, mapped), reduce_entry(kind, dtype, mapped))
                  for kind in (SUM, PROD, MAX, MIN)
                  for dtype in sorted(kind.native_dtypes, key=str) for mapped in (True, False)]

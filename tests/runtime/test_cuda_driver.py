@@ -28,6 +28,7 @@ from stageflow.codegen.targets.emulated import EmulatedLaunch
 from stageflow.passes import PTX_PIPELINE
 from stageflow.primitives import elementwise as ew
 from stageflow.primitives import reduction, structural
+from stageflow.primitives.conv import conv2d_p, reduce_window_p
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 from stageflow.runtime import cublas, gpu_drivers
 from stageflow.runtime.gpu import DeviceArray, GPUDevice
@@ -353,6 +354,29 @@ def test_moves_and_reductions_launch_the_index_map_kernels(device):
     total = device.execute(reduction.reduce_sum_p, [on_device],
                            {"axes": (0, 2), "keepdims": False})
     np.testing.assert_allclose(total.fetch(), x.sum(axis=(0, 2)))
+
+
+def test_convolutions_pooling_and_row_updates_launch_on_the_driver(device):
+    """`gpu_ops` through the CUDA driver: a padded, strided convolution (a gather through
+    the windows' map, then one cuBLAS gemm), a max pool whose padding never wins, and a row
+    update (a copy, then the put kernel with its offset packed as a parameter)."""
+    rng = np.random.default_rng(4)
+    x = -rng.uniform(1, 2, (2, 5, 5, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    geometry = {"strides": (2, 1), "padding": ((1, 1), (0, 2)), "dilations": (1, 1)}
+    on_device = device.copy_in(x)
+    got = device.execute(conv2d_p, [on_device, device.copy_in(w)], geometry)
+    np.testing.assert_allclose(got.fetch(), conv2d_p.kernel(x, w, **geometry), rtol=1e-5,
+                               atol=1e-5)
+    pool = {"kind": "max", "window": (3, 3), "strides": (2, 2), "padding": ((1, 1), (1, 1))}
+    pooled = device.execute(reduce_window_p, [on_device], pool)
+    np.testing.assert_array_equal(pooled.fetch(), reduce_window_p.kernel(x, **pool))
+    row = np.full((5, 5, 3), 7.0, np.float32)
+    updated = device.execute(structural.update_index_p,
+                             [on_device, device.copy_in(row), np.int32(-1)], {})
+    want = x.copy()
+    want[-1] = row
+    np.testing.assert_array_equal(updated.fetch(), want)
 
 
 def test_a_staged_function_runs_on_the_driver(device):

@@ -8,7 +8,8 @@ lives on the GPU (an op that keeps the operand's order needs none), and one of t
 does the work:
 
 - ``gather_iN(in, map, out, n)``: ``out[i] = in[map[i]]`` for elements of N bits, any
-  dtype (a move copies bits);
+  dtype (a move copies bits); a negative map entry names no element and writes zero bits
+  (a zero of every dtype): the padding of a pad or of a convolution's windows;
 - ``reduce_KIND_DTYPE(in, map, out, rows, width, parts)``: one pass of a tree reduction.
   Each of ``rows`` rows of ``width`` elements ``in[map[r * width + k]]`` is cut into
   ``parts`` interleaved slices, and work item ``i = r * parts + p`` folds its row's
@@ -19,10 +20,14 @@ does the work:
   ``parts == 1`` a pass leaves one value per row. ``reduce_flat_KIND_DTYPE(in, out, rows,
   width, parts)`` is the same pass without the map, reading ``in[r * width + k]``: every
   pass after the first, and a first pass whose map would be the identity (the reduced
-  axes trailing). Floats are summed in this interleaved order, not pairwise: a GPU's
-  float sums differ from NumPy's by rounding.
+  axes trailing). A negative map entry contributes the kind's identity (the padding of a
+  pooling window never wins a max). Floats are summed in this interleaved order, not
+  pairwise: a GPU's float sums differ from NumPy's by rounding.
 
-Both take the grid-stride loop of the fused kernels (`ptx.GridDriver`), so any grid is
+A third kernel writes one array into another at an offset: ``put_iN(in, out, n, offset)``,
+``out[offset + i] = in[i]`` (a row of an ``update_index``, whose index the host reads).
+
+All three take the grid-stride loop of the fused kernels (`ptx.GridDriver`), so any grid is
 correct, and both are built for PTX and for the emulated launch from the same builder. The
 threads of a launch never communicate (no shared memory, no barriers): a pass's partial
 results meet in the next launch.
@@ -48,6 +53,15 @@ from stageflow.core.op_facts import ReductionKind
 UNROLL = 8
 
 
+def map_entry(b: ir.IRBuilder, indices: ir.Value, i: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Map entry `i` as an element to load, and whether it names one: a negative entry
+    (padding) loads element 0 instead, which the caller discards (every operand a map
+    reads has an element: an empty one has no map)."""
+    at = b.load(b.gep(indices, [i], source_etype=I64), typ=I64)
+    named = b.icmp_signed(">=", at, i64(0))
+    return b.select(named, at, i64(0)), named
+
+
 def gather_entry(bits: int):
     """The builder of ``void gather(ptr in, ptr map, ptr out, i64 n)`` for `bits`-bit
     elements (see `EntryBuilder`)."""
@@ -65,9 +79,37 @@ def gather_entry(bits: int):
         start, step = driver.grid(b)
 
         def move(i: ir.Value) -> None:
-            at = b.load(b.gep(indices, [i], source_etype=I64), typ=I64)
+            at, named = map_entry(b, indices, i)
             value = b.load(b.gep(source, [at], source_etype=element), typ=element)
-            b.store(value, b.gep(out, [i], source_etype=element))
+            b.store(b.select(named, value, ir.Constant(element, 0)),
+                    b.gep(out, [i], source_etype=element))
+
+        counted_loop(b, start, count, step, move, "i")
+        b.ret_void()
+        return entry
+
+    return build
+
+
+def put_entry(bits: int):
+    """The builder of ``void put(ptr in, ptr out, i64 n, i64 offset)`` for `bits`-bit
+    elements: ``out[offset + i] = in[i]`` for i below n."""
+    element = ir.IntType(bits)
+
+    def build(module: ir.Module, symbol: str, driver: GridDriver,
+              address_space: int) -> ir.Function:
+        pointer = ir.PointerType(addrspace=address_space)
+        entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * 2 + [I64] * 2),
+                            symbol)
+        source, out, count, offset = entry.args
+        for arg, name in zip(entry.args, ("in", "out", "n", "offset"), strict=True):
+            arg.name = name
+        b = ir.IRBuilder(entry.append_basic_block("entry"))
+        start, step = driver.grid(b)
+
+        def move(i: ir.Value) -> None:
+            value = b.load(b.gep(source, [i], source_etype=element), typ=element)
+            b.store(value, b.gep(out, [b.add(offset, i)], source_etype=element))
 
         counted_loop(b, start, count, step, move, "i")
         b.ret_void()
@@ -102,6 +144,7 @@ def reduce_entry(kind: ReductionKind, dtype: np.dtype, mapped: bool):
         b = ir.IRBuilder(entry.append_basic_block("entry"))
         e = Emitter(b)
         start, step = driver.grid(b)
+        identity = identity_of(kind, dtype)
 
         offsets = [b.mul(parts, i64(u)) for u in range(UNROLL + 1)]
 
@@ -111,9 +154,11 @@ def reduce_entry(kind: ReductionKind, dtype: np.dtype, mapped: bool):
 
             def element(k: ir.Value) -> ir.Value:
                 at = b.add(base, k)
-                if indices:
-                    at = b.load(b.gep(indices[0], [at], source_etype=I64), typ=I64)
-                return e.load(b.gep(source, [at], source_etype=ty), dtype)
+                if not indices:
+                    return e.load(b.gep(source, [at], source_etype=ty), dtype)
+                at, named = map_entry(b, indices[0], at)
+                value = e.load(b.gep(source, [at], source_etype=ty), dtype)
+                return b.select(named, value, identity)
 
             def batch(state: list[ir.Value]) -> list[ir.Value]:
                 k, acc = state
@@ -126,7 +171,7 @@ def reduce_entry(kind: ReductionKind, dtype: np.dtype, mapped: bool):
 
             # Whole batches while the batch's last element is in the row, then the rest.
             fits = b.sub(width, offsets[UNROLL - 1])
-            k, acc = while_loop(b, [b.sub(i, b.mul(row, parts)), identity_of(kind, dtype)],
+            k, acc = while_loop(b, [b.sub(i, b.mul(row, parts)), identity],
                                 lambda state: b.icmp_signed("<", state[0], fits), batch,
                                 "batch", index_name="k")
             total = fold_loop(b, k, width, parts, [acc], fold, "rest")[0]

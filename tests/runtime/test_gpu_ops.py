@@ -1,0 +1,178 @@
+"""The ops `stageflow.runtime.gpu_ops` runs on a GPU (convolutions, pooling windows, zero
+pads, gathers by run-time indices, row updates) against the same ops on the host: the
+same numbers, the result on the GPU, and no copy beyond an index map put there once (or
+the indices and index a gather or a row update reads on the host). The suite's first GPU
+is a real one where the machine has one, else the emulated GPU of `conftest.py`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import stageflow as sf
+from stageflow.core.errors import InvalidIndexError
+from stageflow.frontend.tensor import DeviceTensor
+from stageflow.primitives.conv import conv2d_p, reduce_window_p
+from stageflow.primitives.structural import pad_p
+
+GPU = "/device:GPU:0"
+
+
+def copies() -> int:
+    return sf.config.statistics()["device_copies"]
+
+
+def on_gpu(x: np.ndarray) -> sf.Tensor:
+    return sf.constant(x).gpu()
+
+
+@st.composite
+def convolutions(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, dict]:
+    """An NHWC image, HWIO filters and the conv's geometry, every window fitting."""
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    strides = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    padding = tuple((draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in range(2))
+    extent = [(k - 1) * d + 1 for k, d in zip((kh, kw), dilations, strict=True)]
+    h = draw(st.integers(max(1, extent[0] - sum(padding[0])), 7))
+    w = draw(st.integers(max(1, extent[1] - sum(padding[1])), 7))
+    n, c, o = draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    x = rng.standard_normal((n, h, w, c)).astype(dtype)
+    filters = rng.standard_normal((kh, kw, c, o)).astype(dtype)
+    return x, filters, {"strides": strides, "padding": padding, "dilations": dilations}
+
+
+@given(operands=convolutions())
+def test_convolutions_run_on_the_gpu_as_a_gather_and_a_gemm(operands):
+    x, w, geometry = operands
+    want = conv2d_p.bind(sf.constant(x), sf.constant(w), **geometry).numpy()
+    gx, gw = on_gpu(x), on_gpu(w)
+    before = copies()
+    got = conv2d_p.bind(gx, gw, **geometry)
+    assert type(got) is DeviceTensor and got.device == GPU
+    assert copies() - before <= 1  # the windows' index map, once per signature
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_pointwise_convolution_is_the_gemm_alone():
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 3, 4, 5), np.float32), rng.standard_normal((1, 1, 5, 6),
+                                                                                np.float32)
+    geometry = {"strides": (1, 1), "padding": ((0, 0), (0, 0)), "dilations": (1, 1)}
+    gx, gw = on_gpu(x), on_gpu(w)
+    before = copies()
+    got = conv2d_p.bind(gx, gw, **geometry)
+    assert copies() == before  # no index map at all
+    np.testing.assert_allclose(got.numpy(), np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-5)
+
+
+def test_grouped_convolutions_still_run_on_the_host():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 4, 4, 4), np.float32), rng.standard_normal((3, 3, 2, 4),
+                                                                                np.float32)
+    geometry = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1),
+                "feature_group_count": 2}
+    want = conv2d_p.bind(sf.constant(x), sf.constant(w), **geometry).numpy()
+    before = copies()
+    got = conv2d_p.bind(on_gpu(x), on_gpu(w), **geometry)
+    assert copies() - before == 5  # two puts here, two fetches and the result put back
+    assert got.device == GPU
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["max", "sum"])
+@given(seed=st.integers(0, 2**31), window=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       strides=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       padding=st.tuples(st.integers(0, 1), st.integers(0, 1)),
+       dtype=st.sampled_from([np.float32, np.int32]))
+def test_pooling_windows_reduce_on_the_gpu_where_padding_never_wins(kind, seed, window,
+                                                                    strides, padding, dtype):
+    rng = np.random.default_rng(seed)
+    # all negative: a padding read as zero would win every max at the border
+    x = -rng.integers(1, 50, (2, 5, 6, 3)).astype(dtype)
+    params = {"kind": kind, "window": window, "strides": strides,
+              "padding": tuple((p, p) for p in padding)}
+    want = reduce_window_p.bind(sf.constant(x), **params).numpy()
+    gx = on_gpu(x)
+    before = copies()
+    got = reduce_window_p.bind(gx, **params)
+    assert got.device == GPU and copies() - before <= 1
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+@given(seed=st.integers(0, 2**31), pads=st.lists(st.tuples(st.integers(0, 2),
+                                                          st.integers(0, 2)), min_size=1,
+                                                max_size=3))
+def test_zero_padding_runs_on_the_gpu(seed, pads):
+    x = np.random.default_rng(seed).integers(1, 9, [3, 2, 4][:len(pads)]).astype(np.float32)
+    gx = on_gpu(x)
+    before = copies()
+    got = pad_p.bind(gx, pads=tuple(pads), value=0)
+    assert got.device == GPU and copies() - before <= 1
+    np.testing.assert_array_equal(got.numpy(), np.pad(x, pads))
+    other = pad_p.bind(gx, pads=tuple(pads), value=-1.5)  # another value: the host's pad
+    np.testing.assert_array_equal(other.numpy(), np.pad(x, pads, constant_values=-1.5))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gathers_by_indices_on_the_gpu(axis):
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    indices = np.array([[0, -1], [2, 1]], np.int32)
+    gx, gi = on_gpu(x), on_gpu(indices)
+    before = copies()
+    got = sf.gather(gx, gi, axis=axis)
+    assert got.device == GPU
+    assert copies() - before == 2  # the indices read here, the map put there
+    np.testing.assert_array_equal(got.numpy(), np.take(x, indices, axis=axis))
+    with pytest.raises(InvalidIndexError, match=r"out of range \[-3, 3\) for axis 0"):
+        sf.gather(gx, on_gpu(np.array([3], np.int32)), axis=0)
+
+
+@pytest.mark.parametrize("index", [0, 2, -1])
+def test_a_row_update_writes_one_row_of_a_copy_on_the_gpu(index):
+    x = np.arange(12, dtype=np.float64).reshape(3, 2, 2)
+    row = -np.ones((2, 2))
+    gx, grow, gi = on_gpu(x), on_gpu(row), on_gpu(np.int64(index))
+    before = copies()
+    got = sf.dynamic_update_index(gx, grow, gi)
+    assert got.device == GPU and copies() - before == 1  # the index, read here
+    want = x.copy()
+    want[index] = row
+    np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(gx.numpy(), x)  # the operand is untouched
+    with pytest.raises(InvalidIndexError, match=r"index 3 is out of range \[-3, 3\)"):
+        sf.dynamic_update_index(gx, grow, on_gpu(np.int64(3)))
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_staged_convnet_on_the_gpu_keeps_its_tensors_there(jit):
+    """Convolutions, batch norm, ReLU, max pooling and a global mean, staged on the GPU:
+    the host's numbers, and after the first call (the constants and the index maps) no
+    copy at all."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 9, 9, 3)).astype(np.float32)
+    w1 = rng.standard_normal((3, 3, 3, 8)).astype(np.float32) * 0.3
+    w2 = rng.standard_normal((1, 1, 8, 4)).astype(np.float32) * 0.3
+
+    def net(x, w1, w2):
+        h = sf.nn.relu(sf.nn.conv2d(x, w1, 2, "SAME") * 0.5 + 0.1)
+        h = sf.nn.max_pool2d(h, 3, 1, "SAME")
+        h = sf.nn.conv2d(h, w2, 1, "VALID")
+        return sf.reduce_mean(h, axis=(1, 2))
+
+    want = net(sf.constant(x), sf.constant(w1), sf.constant(w2)).numpy()
+    f = sf.function(net, jit=jit)
+    args = [on_gpu(a) for a in (x, w1, w2)]
+    counts = []
+    for _ in range(3):
+        before = copies()
+        with sf.device(GPU):
+            got = f(*args)
+        counts.append(copies() - before)
+        assert got.device == GPU
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert counts[1:] == [0, 0]
