@@ -36,6 +36,7 @@ results meet in the next launch.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -62,60 +63,55 @@ def map_entry(b: ir.IRBuilder, indices: ir.Value, i: ir.Value) -> tuple[ir.Value
     return b.select(named, at, i64(0)), named
 
 
-def gather_entry(bits: int):
-    """The builder of ``void gather(ptr in, ptr map, ptr out, i64 n)`` for `bits`-bit
-    elements (see `EntryBuilder`)."""
+Move = Callable[[ir.IRBuilder, ir.IntType, list[ir.Value], ir.Value], None]
+
+
+def _copying_entry(bits: int, names: tuple[str, ...], pointers: int, move: Move):
+    """The builder of a kernel ``void (ptr..., i64 n, i64...)`` named by `names` whose
+    first `pointers` arguments are pointers, calling ``move(b, element, args, i)`` for
+    each ``i`` below ``n`` on `bits`-bit elements."""
     element = ir.IntType(bits)
 
     def build(module: ir.Module, symbol: str, driver: GridDriver,
               address_space: int) -> ir.Function:
         pointer = ir.PointerType(addrspace=address_space)
-        entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * 3 + [I64]),
-                            symbol)
-        source, indices, out, count = entry.args
-        for arg, name in zip(entry.args, ("in", "map", "out", "n"), strict=True):
+        types = [pointer] * pointers + [I64] * (len(names) - pointers)
+        entry = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
+        for arg, name in zip(entry.args, names, strict=True):
             arg.name = name
         b = ir.IRBuilder(entry.append_basic_block("entry"))
         start, step = driver.grid(b)
-
-        def move(i: ir.Value) -> None:
-            at, named = map_entry(b, indices, i)
-            value = b.load(b.gep(source, [at], source_etype=element), typ=element)
-            b.store(b.select(named, value, ir.Constant(element, 0)),
-                    b.gep(out, [i], source_etype=element))
-
-        counted_loop(b, start, count, step, move, "i")
+        args = list(entry.args)
+        counted_loop(b, start, args[pointers], step, lambda i: move(b, element, args, i), "i")
         b.ret_void()
         return entry
 
     return build
+
+
+def _gather(b: ir.IRBuilder, element: ir.IntType, args: list[ir.Value], i: ir.Value) -> None:
+    source, indices, out, _ = args
+    at, named = map_entry(b, indices, i)
+    value = b.load(b.gep(source, [at], source_etype=element), typ=element)
+    b.store(b.select(named, value, ir.Constant(element, 0)), b.gep(out, [i], source_etype=element))
+
+
+def _put(b: ir.IRBuilder, element: ir.IntType, args: list[ir.Value], i: ir.Value) -> None:
+    source, out, _, offset = args
+    value = b.load(b.gep(source, [i], source_etype=element), typ=element)
+    b.store(value, b.gep(out, [b.add(offset, i)], source_etype=element))
+
+
+def gather_entry(bits: int):
+    """The builder of ``void gather(ptr in, ptr map, ptr out, i64 n)`` for `bits`-bit
+    elements (see `EntryBuilder`)."""
+    return _copying_entry(bits, ("in", "map", "out", "n"), 3, _gather)
 
 
 def put_entry(bits: int):
     """The builder of ``void put(ptr in, ptr out, i64 n, i64 offset)`` for `bits`-bit
     elements: ``out[offset + i] = in[i]`` for i below n."""
-    element = ir.IntType(bits)
-
-    def build(module: ir.Module, symbol: str, driver: GridDriver,
-              address_space: int) -> ir.Function:
-        pointer = ir.PointerType(addrspace=address_space)
-        entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * 2 + [I64] * 2),
-                            symbol)
-        source, out, count, offset = entry.args
-        for arg, name in zip(entry.args, ("in", "out", "n", "offset"), strict=True):
-            arg.name = name
-        b = ir.IRBuilder(entry.append_basic_block("entry"))
-        start, step = driver.grid(b)
-
-        def move(i: ir.Value) -> None:
-            value = b.load(b.gep(source, [i], source_etype=element), typ=element)
-            b.store(value, b.gep(out, [b.add(offset, i)], source_etype=element))
-
-        counted_loop(b, start, count, step, move, "i")
-        b.ret_void()
-        return entry
-
-    return build
+    return _copying_entry(bits, ("in", "out", "n", "offset"), 2, _put)
 
 
 @functools.cache
