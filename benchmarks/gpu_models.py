@@ -1,16 +1,19 @@
-"""The real-size models of the CPU benchmarks on one GPU: ResNet-50 inference (224x224x3),
-BERT-base-shaped encoder inference (sequence 128) and GPT-2-small greedy decoding (prompt 16,
-32 new tokens), each at batch 1 and 8, stageflow staged against PyTorch eager, torch.compile
-and jax.jit on the same GPU, in one run.
+"""The real-size models of the CPU benchmarks on one GPU: ResNet-50 inference and its SGD
+training step (224x224x3), BERT-base-shaped encoder inference (sequence 128) and GPT-2-small
+greedy decoding (prompt 16, 32 new tokens), each at batch 1 and 8, stageflow staged against
+PyTorch eager, torch.compile and jax.jit on the same GPU, in one run.
 
-    python -m benchmarks.gpu_models [--models resnet50 bert gpt2] [--batches 1 8]
+    python -m benchmarks.gpu_models [--models resnet50 resnet50_train bert gpt2]
+                                    [--batches 1 8]
                                     [--steps 32] [--timeout 150] [--budget 230] [--json PATH]
     python -m benchmarks.gpu_models --emulated     (stageflow alone, on an emulated GPU)
 
 stageflow runs the examples' models: `examples/resnet.py`'s ResNet-50 (NHWC) as
 ``sf.function(lambda x: model(x, training=False))``, `examples/bert.py`'s float32 encoder
 from token ids, `examples/gpt2.py`'s `make_generate` (the whole generation one staged
-function, its decoding an ``sf.while_loop``). Its variables and functions are created, its
+function, its decoding an ``sf.while_loop``), and `examples/resnet.py`'s `train_step`
+staged for the training step (SGD, learning rate 0.01, batch norm on the batch's
+statistics; PyTorch's and jax's steps are the same). Its variables and functions are created, its
 inputs copied and its calls made inside ``sf.device("/device:GPU:0")``. PyTorch runs
 `torch_models.resnet50` in channels-last memory, `torch_models.bert_encoder` fed hidden
 states (so without the embedding lookup and its layer norm, which are a small part of
@@ -74,10 +77,12 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 GPU = "/device:GPU:0"
 
-MODELS = ("resnet50", "bert", "gpt2")
-TITLES = {"resnet50": "ResNet-50 inference", "bert": "BERT-base-shaped encoder inference",
+MODELS = ("resnet50", "resnet50_train", "bert", "gpt2")
+TITLES = {"resnet50": "ResNet-50 inference", "resnet50_train": "ResNet-50 SGD training step",
+          "bert": "BERT-base-shaped encoder inference",
           "gpt2": "GPT-2-small greedy decoding"}
-UNITS = {"resnet50": "images/s", "bert": "sequences/s", "gpt2": "tokens/s"}
+UNITS = {"resnet50": "images/s", "resnet50_train": "images/s", "bert": "sequences/s",
+         "gpt2": "tokens/s"}
 # The frameworks in the order they run (the likeliest to run out of time last), and their
 # names in the table.
 FRAMEWORKS = {"stageflow": "stageflow", "torch-eager": "PyTorch eager", "jax": "jax.jit",
@@ -192,6 +197,16 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
             return Workload(lambda: infer(x), wait)
         return for_batch
 
+    def resnet50_train() -> Callable[[int], Workload]:
+        sf.random.set_seed(0)
+        model, optimizer = resnet.resnet50(), sf.optimizers.SGD(0.01)
+        step = sf.function(resnet.train_step)
+
+        def for_batch(batch: int) -> Workload:
+            x, y = (t.gpu() for t in resnet.synthetic_batch(batch, spec["size"], 1000))
+            return Workload(lambda: step(model, optimizer, x, y), wait)
+        return for_batch
+
     def encoder() -> Callable[[int], Workload]:
         model = bert.build("float32", spec["bert_layers"])
         infer = sf.function(lambda t: model(t))
@@ -221,8 +236,8 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
         return {"copies": counted["device_copies"], "copy_bytes": counted["device_copy_bytes"]}
 
     with sf.device(GPU):
-        _run_models(spec, {"resnet50": resnet50, "bert": encoder, "gpt2": decoder}, copies,
-                    settle)
+        _run_models(spec, {"resnet50": resnet50, "resnet50_train": resnet50_train,
+                           "bert": encoder, "gpt2": decoder}, copies, settle)
 
 
 def _torch_gpt2(torch: Any, arrays: dict[str, Any], device: str
@@ -320,6 +335,28 @@ def _torch_child(spec: dict[str, Any], compiled: bool) -> None:
             return Workload(lambda: model(x), wait)
         return for_batch
 
+    def resnet50_train() -> Callable[[int], Workload]:
+        model = torch_models.resnet50().to(device=device,
+                                           memory_format=torch.channels_last).train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def step(x: Any, y: Any) -> Any:
+            with torch.enable_grad():
+                optimizer.zero_grad(set_to_none=True)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+            return loss
+
+        step = wrap(step)
+
+        def for_batch(batch: int) -> Workload:
+            x = torch.randn(batch, 3, spec["size"], spec["size"], device=device).to(
+                memory_format=torch.channels_last)
+            y = torch.randint(0, 1000, (batch,), device=device)
+            return Workload(lambda: step(x, y), wait)
+        return for_batch
+
     def encoder() -> Callable[[int], Workload]:
         model = torch_models.bert_encoder()
         model.layers = model.layers[:spec["bert_layers"]]  # all 12 but with --small
@@ -353,7 +390,8 @@ def _torch_child(spec: dict[str, Any], compiled: bool) -> None:
             return Workload(generate, wait, lambda out: out.cpu().tolist())
         return for_batch
 
-    _run_models(spec, {"resnet50": resnet50, "bert": encoder, "gpt2": decoder})
+    _run_models(spec, {"resnet50": resnet50, "resnet50_train": resnet50_train,
+                       "bert": encoder, "gpt2": decoder})
 
 
 def _jax_child(spec: dict[str, Any]) -> None:
@@ -370,6 +408,7 @@ def _jax_child(spec: dict[str, Any]) -> None:
         return
     with jax.default_device(device), jax.default_matmul_precision("highest"):
         _run_models(spec, {"resnet50": lambda: _jax_resnet50(jax, spec["size"]),
+                           "resnet50_train": lambda: _jax_resnet50(jax, spec["size"], True),
                            "bert": lambda: _jax_encoder(jax, spec["bert_layers"],
                                                         spec["length"]),
                            "gpt2": lambda: _jax_decoder(jax, gpt2, spec)})
@@ -379,10 +418,12 @@ def _jax_wait(out: Any) -> Any:
     return out.block_until_ready()
 
 
-def _jax_resnet50(jax: Any, size: int) -> Callable[[int], Workload]:
+def _jax_resnet50(jax: Any, size: int, training: bool = False) -> Callable[[int], Workload]:
     """ResNet-50 in NHWC as `examples/resnet.py` lays it out ("same" padding, the stride on
-    each stage's first 3x3 convolution), random weights, batch norm folded to a scale and a
-    shift per channel."""
+    each stage's first 3x3 convolution), random weights, batch norm a scale and a shift per
+    channel; with `training`, the SGD step (learning rate 0.01) on the mean softmax
+    cross-entropy, batch norm normalising by the batch's statistics (its moving statistics,
+    which stageflow and PyTorch also update, are left out)."""
     jnp, lax = jax.numpy, jax.lax
     rng = np.random.default_rng(0)
 
@@ -411,9 +452,11 @@ def _jax_resnet50(jax: Any, size: int) -> Callable[[int], Workload]:
         y = lax.conv_general_dilated(x, p["w"], (stride, stride), "SAME",
                                      dimension_numbers=("NHWC", "HWIO", "NHWC"),
                                      precision=lax.Precision.HIGHEST)
+        if training:
+            mean = y.mean((0, 1, 2))
+            y = (y - mean) * lax.rsqrt(((y - mean) ** 2).mean((0, 1, 2)) + 1e-5)
         return y * p["scale"] + p["shift"]
 
-    @jax.jit
     def forward(params: dict[str, Any], x: Any) -> Any:
         relu = jax.nn.relu
         h = relu(conv(x, params["stem"], 2))
@@ -425,9 +468,28 @@ def _jax_resnet50(jax: Any, size: int) -> Callable[[int], Workload]:
             h = relu(y + (conv(h, p["proj"], stride) if "proj" in p else h))
         return h.mean((1, 2)) @ params["fc_w"] + params["fc_b"]
 
+    def loss(params: dict[str, Any], x: Any, y: Any) -> Any:
+        logits = forward(params, x)
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1).mean()
+
+    @jax.jit
+    def step(params: dict[str, Any], x: Any, y: Any) -> tuple[Any, Any]:
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), value
+
+    infer = jax.jit(forward)
+    state = {"params": params}
+
+    def train(x: Any, y: Any) -> Any:
+        state["params"], value = step(state["params"], x, y)
+        return value
+
     def for_batch(batch: int) -> Workload:
         x = jnp.asarray(rng.standard_normal((batch, size, size, 3), np.float32))
-        return Workload(lambda: forward(params, x), _jax_wait)
+        if training:
+            y = jnp.asarray(rng.integers(0, 1000, batch).astype(np.int32))
+            return Workload(lambda: train(x, y), _jax_wait)
+        return Workload(lambda: infer(params, x), _jax_wait)
     return for_batch
 
 
@@ -618,6 +680,7 @@ def _table(spec: dict[str, Any], frameworks: list[str],
     over the best incumbent's, stageflow's first call and copies per call; for GPT-2, how
     many of each incumbent's tokens equal stageflow's."""
     shapes = {"resnet50": f"{spec['size']}x{spec['size']}x3",
+              "resnet50_train": f"{spec['size']}x{spec['size']}x3",
               "bert": f"{spec['bert_layers']} layers, sequence {spec['length']}",
               "gpt2": f"{spec['gpt2_layers']} layers, prompt {spec['prompt']}, "
                       f"{spec['steps']} new tokens"}

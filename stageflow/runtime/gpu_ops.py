@@ -7,7 +7,10 @@ its tensors there instead of copying them to the host and back at every such op:
 - ``conv2d``: im2col as a gather (the map lists, for each output position, the input
   elements of its window; a negative entry is the zero padding), then one gemm of the
   columns by the HWIO filters, which are already the (kh*kw*C, O) matrix it needs. A 1x1
-  convolution of stride 1 without padding needs no columns: its input is the matrix;
+  convolution of stride 1 without padding needs no columns: its input is the matrix. Its
+  filter gradient is the same columns, transposed, times the cotangent (a gemm); its input
+  gradient, col2im, a gemm giving each window's share, then a sum through the windows' map
+  inverted (each input element's list of the shares that read it);
 - ``reduce_window`` (max and sum pooling): a reduction through a map of the windows, the
   padding contributing the reduction's identity;
 - ``pad`` with zeros: a gather whose padding entries are negative;
@@ -31,7 +34,13 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from stageflow.codegen.targets.indexed import put_entry
 from stageflow.core.primitive import Primitive, ShapedType
-from stageflow.primitives.conv import conv2d_p, im2col, reduce_window_p
+from stageflow.primitives.conv import (
+    conv2d_filter_gradient_p,
+    conv2d_input_gradient_p,
+    conv2d_p,
+    im2col,
+    reduce_window_p,
+)
 from stageflow.primitives.reduction import MAX, SUM
 from stageflow.primitives.structural import gather_p, pad_p, row_position, update_index_p
 from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE
@@ -67,33 +76,132 @@ def _padded_positions(shape: tuple[int, ...], padding: Padding) -> np.ndarray:
     return np.pad(positions, padding, constant_values=-1)
 
 
-def _conv2d(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> DeviceArray | None:
-    x, w = values
-    dtype = np.dtype(x.dtype)
-    if (params.get("feature_group_count", 1) != 1 or dtype not in device.driver.gemm_dtypes()
-            or 0 in x.shape or 0 in w.shape):
-        return None
-    shape = _result_shape(conv2d_p, values, params)
-    kh, kw, channels, filters = w.shape
-    rows, depth = math.prod(shape[:3]), kh * kw * channels
-    if max(rows, depth, filters) > GEMM_MAX_SIZE:
-        return None
-    strides, padding, dilations = params["strides"], params["padding"], params["dilations"]
-    x, w = device.on_device(x), device.on_device(w)
-    columns = x
-    if (kh, kw) != (1, 1) or tuple(strides) != (1, 1) or any(p for pair in padding for p in pair):
-        key = _signature("conv2d", [x, w], params)
-        found = device._maps.get(key)
-        if found is None:
-            positions = _padded_positions(x.shape, ((0, 0), *padding, (0, 0)))
-            windows, _ = im2col(positions, (kh, kw), strides, ((0, 0), (0, 0)), dilations)
-            found = device._remember(key, windows, windows.shape)
-        columns = device.empty(found[1], dtype)
-        device._gather(x, found[0], columns)
-    out = device.empty(shape, dtype)
+def _is_pointwise(window: tuple[int, int], strides: tuple[int, int], padding: Padding) -> bool:
+    """A 1x1 window at stride 1 without padding: the image is the columns' matrix itself."""
+    return tuple(window) == (1, 1) and tuple(strides) == (1, 1) and not any(
+        p for pair in padding for p in pair)
+
+
+def _window_map(shape: tuple[int, ...], window: tuple[int, int],
+                params: dict[str, Any]) -> np.ndarray:
+    """The index map of im2col's (N*Ho*Wo, kh*kw*C) matrix of an image of `shape`: the flat
+    position each entry reads, -1 in the padding."""
+    positions = _padded_positions(tuple(shape), ((0, 0), *params["padding"], (0, 0)))
+    windows, _ = im2col(positions, window, params["strides"], ((0, 0), (0, 0)),
+                        params["dilations"])
+    return windows
+
+
+def _geometry(name: str, shape: tuple[int, ...], window: tuple[int, int],
+              params: dict[str, Any]) -> tuple:
+    return (name, tuple(shape), tuple(window), params["strides"], params["padding"],
+            params["dilations"])
+
+
+def _windows(device: GPUDevice, shape: tuple[int, ...], window: tuple[int, int],
+             params: dict[str, Any]) -> tuple[DeviceArray, tuple[int, ...]]:
+    """`_window_map` on the GPU, kept per geometry: a convolution and its filter gradient
+    share it."""
+    key = _geometry("windows", shape, window, params)
+    found = device._maps.get(key)
+    if found is None:
+        windows = _window_map(shape, window, params)
+        found = device._remember(key, windows, windows.shape)
+    return found
+
+
+def _inverse(windows: np.ndarray, size: int) -> np.ndarray:
+    """For each of `size` positions, the flat indices of the entries of `windows` that read
+    it, (size, the most any position has), padded with -1."""
+    flat = windows.ravel()
+    read = np.flatnonzero(flat >= 0)
+    targets = flat[read]
+    order = np.argsort(targets, kind="stable")
+    counts = np.bincount(targets, minlength=size)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sorted_targets = targets[order]
+    inverse = np.full((size, max(int(counts.max(initial=0)), 1)), -1, np.int64)
+    inverse[sorted_targets, np.arange(len(order)) - starts[sorted_targets]] = read[order]
+    return inverse
+
+
+def _columns(device: GPUDevice, x: DeviceArray, window: tuple[int, int],
+             params: dict[str, Any]) -> DeviceArray:
+    """im2col's matrix of `x` (on the GPU): `x` itself for a pointwise window, else a gather."""
+    if _is_pointwise(window, params["strides"], params["padding"]):
+        return x
+    indices, shape = _windows(device, tuple(x.shape), window, params)
+    columns = device.empty(shape, x.dtype)
+    device._gather(x, indices, columns)
+    return columns
+
+
+def _takes(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> bool:
+    """Whether a convolution or its gradient runs here: ungrouped, of a dtype the GPU's
+    gemm has, nothing empty, every size within a gemm's."""
+    return (params.get("feature_group_count", 1) == 1
+            and np.dtype(values[0].dtype) in device.driver.gemm_dtypes()
+            and all(0 not in v.shape and max(v.shape) <= GEMM_MAX_SIZE for v in values))
+
+
+def _gemm(device: GPUDevice, a: DeviceArray, b: DeviceArray, out: DeviceArray, m: int, n: int,
+          k: int, transpose_a: bool = False, transpose_b: bool = False) -> DeviceArray:
+    """`out` = op(a) @ op(b), one gemm of row-major (m, k) by (k, n) matrices; `out`."""
     with device._order:
-        device.driver.gemm(columns.handle, w.handle, out.handle, dtype, 1, rows, filters, depth,
-                           False, False, 0, 0, 1.0, 0.0)
+        device.driver.gemm(a.handle, b.handle, out.handle, out.dtype, 1, m, n, k, transpose_a,
+                           transpose_b, 0, 0, 1.0, 0.0)
+    return out
+
+
+def _conv2d(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> DeviceArray | None:
+    if not _takes(device, values, params):
+        return None
+    x, w = (device.on_device(v) for v in values)
+    kh, kw, channels, filters = w.shape
+    shape = _result_shape(conv2d_p, values, params)
+    columns = _columns(device, x, (kh, kw), params)
+    return _gemm(device, columns, w, device.empty(shape, x.dtype), math.prod(shape[:3]),
+                 filters, kh * kw * channels)
+
+
+def _filter_gradient(device: GPUDevice, values: list[Any],
+                     params: dict[str, Any]) -> DeviceArray | None:
+    """im2col's matrix of the input, transposed, times the cotangent's rows."""
+    if not _takes(device, values, params):
+        return None
+    x, g = (device.on_device(v) for v in values)
+    window, filters = tuple(params["filter_size"]), g.shape[3]
+    columns = _columns(device, x, window, params)
+    depth = math.prod(window) * x.shape[3]
+    out = device.empty((*window, x.shape[3], filters), x.dtype)
+    return _gemm(device, columns, g, out, depth, filters, math.prod(g.shape[:3]),
+                 transpose_a=True)
+
+
+def _input_gradient(device: GPUDevice, values: list[Any],
+                    params: dict[str, Any]) -> DeviceArray | None:
+    """col2im: the cotangent's rows times the filters' transpose give each window's share
+    (N*Ho*Wo, kh*kw*C); each input element sums the shares of the windows that read it,
+    a reduction through the windows' map inverted (padded with -1 to the most windows any
+    element is in)."""
+    if not _takes(device, values, params):
+        return None
+    g, w = (device.on_device(v) for v in values)
+    kh, kw, channels, filters = w.shape
+    rows, depth = math.prod(g.shape[:3]), kh * kw * channels
+    shape = (g.shape[0], *params["input_size"], channels)
+    if _is_pointwise((kh, kw), params["strides"], params["padding"]):
+        return _gemm(device, g, w, device.empty(shape, g.dtype), rows, depth, filters,
+                     transpose_b=True)
+    shares = _gemm(device, g, w, device.empty((rows, depth), g.dtype), rows, depth, filters,
+                   transpose_b=True)
+    key = _geometry("col2im", shape, (kh, kw), params)
+    found = device._maps.get(key)
+    if found is None:
+        inverse = _inverse(_window_map(shape, (kh, kw), params), math.prod(shape))
+        found = device._remember(key, inverse, inverse.shape)
+    out = device.empty(shape, g.dtype)
+    device._reduce(SUM, shares, found[0], out, found[1][1])
     return out
 
 
@@ -158,5 +266,7 @@ def _update_index(device: GPUDevice, values: list[Any],
     return out
 
 
-OPS: dict[Primitive, Op] = {conv2d_p: _conv2d, reduce_window_p: _reduce_window, pad_p: _pad,
-                            gather_p: _gather, update_index_p: _update_index}
+OPS: dict[Primitive, Op] = {conv2d_p: _conv2d, conv2d_filter_gradient_p: _filter_gradient,
+                            conv2d_input_gradient_p: _input_gradient,
+                            reduce_window_p: _reduce_window, pad_p: _pad, gather_p: _gather,
+                            update_index_p: _update_index}

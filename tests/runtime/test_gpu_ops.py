@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 import stageflow as sf
 from stageflow.core.errors import InvalidIndexError
 from stageflow.frontend.tensor import DeviceTensor
-from stageflow.primitives.conv import conv2d_p, reduce_window_p
+from stageflow.primitives.conv import (
+    conv2d_filter_gradient_p,
+    conv2d_input_gradient_p,
+    conv2d_p,
+    reduce_window_p,
+)
 from stageflow.primitives.structural import pad_p
 
 GPU = "/device:GPU:0"
@@ -56,6 +61,27 @@ def test_convolutions_run_on_the_gpu_as_a_gather_and_a_gemm(operands):
     assert type(got) is DeviceTensor and got.device == GPU
     assert copies() - before <= 1  # the windows' index map, once per signature
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@given(operands=convolutions())
+def test_the_gradients_of_convolutions_run_on_the_gpu(operands):
+    """The filter gradient (the windows transposed by the cotangent) and the input gradient
+    (col2im: a gemm, then a sum through the inverted windows' map) against the host's."""
+    x, w, geometry = operands
+    g = conv2d_p.bind(sf.constant(x), sf.constant(w), **geometry).numpy()
+    g = np.random.default_rng(7).standard_normal(g.shape).astype(x.dtype)
+    filters = {"filter_size": w.shape[:2], **geometry}
+    inputs = {"input_size": x.shape[1:3], **geometry}
+    want_w = conv2d_filter_gradient_p.bind(sf.constant(x), sf.constant(g), **filters).numpy()
+    want_x = conv2d_input_gradient_p.bind(sf.constant(g), sf.constant(w), **inputs).numpy()
+    gx, gg, gw = on_gpu(x), on_gpu(g), on_gpu(w)
+    before = copies()
+    got_w = conv2d_filter_gradient_p.bind(gx, gg, **filters)
+    got_x = conv2d_input_gradient_p.bind(gg, gw, **inputs)
+    assert got_w.device == got_x.device == GPU
+    assert copies() - before <= 2  # an index map each, once per geometry
+    np.testing.assert_allclose(got_w.numpy(), want_w, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got_x.numpy(), want_x, rtol=1e-5, atol=1e-4)
 
 
 def test_a_pointwise_convolution_is_the_gemm_alone():
@@ -176,3 +202,40 @@ def test_a_staged_convnet_on_the_gpu_keeps_its_tensors_there(jit):
         assert got.device == GPU
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
     assert counts[1:] == [0, 0]
+
+
+def test_a_staged_convnet_trains_on_the_gpu():
+    """The gradients of a staged convnet's loss under a tape, placed on the GPU: its
+    convolutions' forward and backward passes and a `stop_gradient` all run there (after
+    the first calls, only the loss's cotangent, made on the host, is put there), with the
+    host's numbers."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 8, 8, 3)).astype(np.float32)
+    w1 = rng.standard_normal((3, 3, 3, 4)).astype(np.float32) * 0.3
+    w2 = rng.standard_normal((3, 3, 4, 2)).astype(np.float32) * 0.3
+
+    def loss(x, w1, w2):
+        h = sf.nn.relu(sf.nn.conv2d(x, w1, 1, "SAME"))
+        h = h - sf.stop_gradient(sf.reduce_mean(h, axis=(0, 1, 2)))  # as batch norm's
+        return sf.reduce_mean(sf.square(sf.nn.conv2d(h, w2, 2, "SAME")))
+
+    def gradients(f, args):
+        with sf.GradientTape() as tape:
+            for a in args[1:]:
+                tape.watch(a)
+            value = f(*args)
+        return [value, *tape.gradient(value, args[1:])]
+
+    want = [t.numpy() for t in gradients(loss, [sf.constant(a) for a in (x, w1, w2)])]
+    f = sf.function(loss)
+    args = [on_gpu(a) for a in (x, w1, w2)]
+    counts = []
+    for _ in range(3):
+        before = copies()
+        with sf.device(GPU):
+            got = gradients(f, args)
+        counts.append(copies() - before)
+        assert all(t.device == GPU for t in got)
+    assert counts[1] == counts[2] <= 1
+    for g, expected in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), expected, rtol=1e-4, atol=1e-6)
