@@ -36,9 +36,9 @@ within ``--budget``: a framework that fails prints its error's tail and its cell
 "failed", one that runs out of time "timed out" (what it measured before is kept), one not
 installed or without a CUDA GPU is skipped with a note. Per model and batch a process times
 one first call (for stageflow and the compilers: tracing and compiling; for stageflow also
-the wait for the host kernels it compiles in the background, e.g. of the convolutions that
-still run on the host, which NumPy's kernels stand in for meanwhile), two warm-up calls
-(stageflow records its launch graph in the first of them), then up to ``--iterations`` calls, at
+the wait for the host kernels it compiles in the background for the ops that still run on
+the host, which NumPy's kernels stand in for meanwhile), two warm-up calls (stageflow
+records its launch graph in the first of them), then up to ``--iterations`` calls, at
 least three, fewer once the timed calls add up to ``--box`` seconds; the figure is their
 median. Every call ends by waiting for the GPU (stageflow's device ``synchronize``,
 ``torch.cuda.synchronize``, ``block_until_ready``). The figures are images/s, sequences/s
@@ -226,7 +226,7 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
         return for_batch
 
     def settle() -> None:
-        eager_kernels.settle()  # host kernels (the convolutions')
+        eager_kernels.settle()  # host kernels of the ops still run on the host
         composite_runner.settle()  # the eager layers' of `bert.build`'s first call
 
     def copies(work: Workload) -> dict[str, Any]:
