@@ -13,6 +13,12 @@ CUDA graph captured from the driver's stream; the emulated driver keeps the repl
 over blocks the graph owns. Later calls copy their arguments into the graph's argument
 blocks, launch it, and copy its results into new arrays: a few driver calls, however many
 ops the function has. ``sf.config.launch_graphs = False`` keeps every call on its plan.
+
+A function may read variables of the GPU (a model's weights): the recording reads each
+one's current array, which the graph then reads in place. A write replaces a variable's
+array (device arrays never change once written), so before each replay the graph checks
+that every variable it read still holds the array it recorded, and records the call
+again where one does not.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from stageflow.core import config
 from stageflow.core.op_facts import Effect
+from stageflow.frontend.variables import Variable
 from stageflow.ir.control import ControlOp
 from stageflow.ir.dialect import SfOp
 from stageflow.runtime.gpu import DeviceArray, GPUDevice
@@ -56,9 +63,9 @@ class Recorder:
     copies, products) with each buffer's origin; any host transfer makes the call
     unrecordable."""
 
-    def __init__(self, device: GPUDevice, arguments: list[DeviceArray]) -> None:
+    def __init__(self, device: GPUDevice, arguments: list[Any]) -> None:
         """`arguments`: the call's, which change from call to call (captured tensors,
-        the same every call, are found as fixed arrays)."""
+        the same every call, and variables' arrays are found as fixed arrays)."""
         self.driver = device.driver
         self.device = device
         self.kind = self.driver.kind
@@ -66,7 +73,9 @@ class Recorder:
         self.blocks: list[int] = []  # bytes of each block allocated during the call
         self.origins: dict[int, Origin] = {}
         for index, argument in enumerate(arguments):
-            self.origins.setdefault(self.driver.address(argument.handle), ("argument", index))
+            if type(argument) is DeviceArray:
+                self.origins.setdefault(self.driver.address(argument.handle),
+                                        ("argument", index))
         self.notes: list[tuple[str, tuple[Any, ...]]] = []
         self.touched_host = False
 
@@ -136,9 +145,12 @@ class LaunchGraph:
     the very array copied in last time (a model's weights, call after call) is not copied
     again: device arrays never change once written."""
 
-    def __init__(self, device: GPUDevice, recorder: Recorder, arguments: list[DeviceArray],
-                 results: list[DeviceArray]) -> None:
+    def __init__(self, device: GPUDevice, recorder: Recorder, arguments: list[Any],
+                 results: list[DeviceArray], read: list[tuple[Variable, DeviceArray]]
+                 ) -> None:
+        """`read`: each variable the call may read, with the array it held."""
         self.device = device
+        self.read = [(variable, weakref.ref(array)) for variable, array in read]
         driver = device.driver
         self.blocks = [DeviceArray(device, (n,), np.uint8) for n in recorder.blocks]
         self.arguments = {i: DeviceArray(device, arguments[i].shape, arguments[i].dtype)
@@ -179,6 +191,10 @@ class LaunchGraph:
         self.shapes = [(r.shape, r.dtype) for r in results]
         self.graph = driver.record_graph(replay)
 
+    def current(self) -> bool:
+        """Whether every variable the graph reads still holds the array it recorded."""
+        return all(variable._value is array() for variable, array in self.read)
+
     def __call__(self, arguments: list[DeviceArray]) -> list[DeviceArray]:
         driver = self.device.driver
         for index, block in self.arguments.items():
@@ -208,15 +224,23 @@ _PLAN = "plan"  # the signature runs as its plan: recording found host work, or 
 
 def replayable(module: ModuleOp) -> bool:
     """Whether a replay of the module's launches would do all its calls do: False where it
-    has effects a replay would repeat or skip (variables, random state, callbacks: ops with
-    effects) or takes branches and trip counts from values (control flow)."""
+    has effects a replay would repeat or skip (writes to variables, random state,
+    callbacks: ops with effects other than reading a variable, which `LaunchGraph.current`
+    checks) or takes branches and trip counts from values (control flow)."""
     for op in module.walk():
         if isinstance(op, ControlOp):
             return False
         # a call's effects are its callee's, which is in the module and walked too
-        if isinstance(op, SfOp) and op.primitive.effects & ~Effect.CALLS:
+        if isinstance(op, SfOp) and op.primitive.effects & ~(Effect.CALLS | Effect.READS):
             return False
     return True
+
+
+def _on(device: GPUDevice, value: Any) -> bool:
+    """Whether `value` is an array of `device`, or a variable whose value is one."""
+    if type(value) is Variable:
+        value = value._value
+    return type(value) is DeviceArray and value.device is device
 
 
 class LaunchGraphs:
@@ -233,16 +257,17 @@ class LaunchGraphs:
     def run(self, values: list[Any], captured: list[Any]) -> list[Any]:
         """The program's results for the call's `values` and the captured tensors."""
         device = self.device
+        everything = values + captured
         if not (self.replayable and config.launch_graphs) or not all(
-                type(v) is DeviceArray and v.device is device for v in values + captured):
-            return self.program.run(values + captured)
+                _on(device, v) for v in everything):
+            return self.program.run(everything)
         # Which arguments are one array matters too: a call recorded as f(x, x) reads one
         # argument block for both.
         first: dict[int, int] = {}
         signature = tuple((v.shape, v.dtype, first.setdefault(id(v), i))
-                          for i, v in enumerate(values))
+                          if type(v) is DeviceArray else (id(v),) for i, v in enumerate(values))
         state = self._states.get(signature)
-        if isinstance(state, LaunchGraph):
+        if isinstance(state, LaunchGraph) and state.current():
             return state(values)
         if state is None:
             if len(self._states) >= MAX_SIGNATURES:
@@ -250,18 +275,19 @@ class LaunchGraphs:
             self._states[signature] = _RECORD
             return self.program.run(values + captured)
         if state == _PLAN:
-            return self.program.run(values + captured)
+            return self.program.run(everything)
+        read = [(v, v._value) for v in everything if type(v) is Variable]
         recorder = Recorder(device, values)
         device.driver = recorder
         try:
-            results = self.program.run(values + captured)
+            results = self.program.run(everything)
         finally:
             device.driver = recorder.driver
-        self._states[signature] = self._graph(recorder, values, results)
+        self._states[signature] = self._graph(recorder, values, results, read)
         return results
 
-    def _graph(self, recorder: Recorder, values: list[DeviceArray],
-               results: list[Any]) -> LaunchGraph | str:
+    def _graph(self, recorder: Recorder, values: list[Any], results: list[Any],
+               read: list[tuple[Variable, DeviceArray]]) -> LaunchGraph | str:
         """The recorded call as a graph, or `_PLAN` where it cannot be one or would not
         pay."""
         if recorder.touched_host or not recorder.notes or not all(
@@ -273,4 +299,4 @@ class LaunchGraphs:
                    if recorder.origins[recorder.driver.address(r.handle)][0] == "block"]
         if not pays(len(recorder.notes), len(copies), sum(copies)):
             return _PLAN
-        return LaunchGraph(self.device, recorder, values, results)
+        return LaunchGraph(self.device, recorder, values, results, read)

@@ -133,6 +133,30 @@ def test_effects_keep_the_plan():
     assert not graphs.replayable
 
 
+def test_a_graph_reads_the_variables_of_the_gpu_and_records_again_after_a_write(counted):
+    """A model's forward pass reads its weights: the graph reads each variable's array in
+    place, and a write (which replaces the array) makes the next call record again, so a
+    replay never reads a value the variable no longer holds."""
+    with sf.device(GPU):
+        w = sf.Variable(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4))
+    f = sf.function(chain)
+    x = sf.constant(np.ones((4, 4), np.float32)).gpu()
+    graphs = []
+    for call in range(7):
+        if call == 4:
+            with sf.device(GPU):
+                w.assign(w * 2.0)
+        with sf.device(GPU):
+            got = f(x, w)
+        graphs.append(counted["graphs"])
+        want = chain(sf.constant(x.numpy()), sf.constant(w.numpy()))
+        for g, expected in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
+    # planned, recorded, replayed twice; after the write: recorded again, then replayed
+    assert graphs == [0, 0, 1, 2, 2, 3, 4]
+    assert [type(s) for s in states(f, x, w)] == [LaunchGraph]
+
+
 def test_a_graph_pays_for_many_small_launches_not_for_big_copies():
     assert pays(calls=8, copies=3, copy_bytes=3 * 4096)
     assert not pays(calls=1, copies=2, copy_bytes=8)  # one launch: nothing to save
