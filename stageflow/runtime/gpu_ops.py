@@ -16,7 +16,10 @@ its tensors there instead of copying them to the host and back at every such op:
 - ``pad`` with zeros: a gather whose padding entries are negative;
 - ``gather`` by run-time indices: the indices read on the host, where the op's own NumPy
   kernel turns them into the map (and raises its error for an index out of range);
-- ``update_index``: a copy of the array, then the row written at the index the host reads.
+- ``update_index``: a copy of the array, then the row written at the index the host reads;
+- ``argmax`` and ``argmin``: the extremum along the axis (a reduction), then the least
+  index where the operand equals it or is NaN (NumPy's first NaN wins, as NaN is the
+  extremum there): elementwise kernels and a min-reduction of the indices.
 
 A map that depends only on the signature is kept per GPU (`GPUDevice._remember`), so its
 cost is paid once. Grouped convolutions, other pad values, empty operands and dtypes
@@ -41,7 +44,15 @@ from stageflow.primitives.conv import (
     im2col,
     reduce_window_p,
 )
-from stageflow.primitives.reduction import MAX, SUM
+from stageflow.primitives.elementwise import equal_p, logical_or_p, not_equal_p, select_p
+from stageflow.primitives.reduction import (
+    MAX,
+    SUM,
+    argmax_p,
+    argmin_p,
+    reduce_max_p,
+    reduce_min_p,
+)
 from stageflow.primitives.structural import gather_p, pad_p, row_position, update_index_p
 from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE
 
@@ -266,7 +277,39 @@ def _update_index(device: GPUDevice, values: list[Any],
     return out
 
 
+def _arg_extremum(kind: Primitive) -> Op:
+    """argmax (`kind` reduce_max) or argmin (reduce_min) on the GPU, as the module
+    docstring says."""
+
+    def run(device: GPUDevice, values: list[Any], params: dict[str, Any]
+            ) -> DeviceArray | None:
+        (x,) = values
+        if np.dtype(x.dtype) not in kind.reduction.native_dtypes or 0 in x.shape:
+            return None
+        axis = params["axis"] % len(x.shape)
+        x = device.on_device(x)
+        extremum = device.execute(kind, [x], {"axes": (axis,), "keepdims": True})
+        hit = device.execute(logical_or_p, [
+            device.execute(equal_p, [x, extremum], {}),
+            device.execute(not_equal_p, [x, x], {})], {})
+        key = ("positions along", tuple(x.shape), axis)
+        found = device._maps.get(key)
+        if found is None:
+            shape = [1] * len(x.shape)
+            shape[axis] = x.shape[axis]
+            positions = np.arange(x.shape[axis], dtype=np.int64).reshape(shape)
+            found = device._remember(key, positions, positions.shape)
+            device._remember((*key, "past"), np.array(x.shape[axis], np.int64), ())
+        past = device._maps[(*key, "past")][0]
+        chosen = device.execute(select_p, [hit, found[0], past], {})
+        return device.execute(reduce_min_p, [chosen], {"axes": (axis,), "keepdims": False})
+
+    return run
+
+
 OPS: dict[Primitive, Op] = {conv2d_p: _conv2d, conv2d_filter_gradient_p: _filter_gradient,
                             conv2d_input_gradient_p: _input_gradient,
                             reduce_window_p: _reduce_window, pad_p: _pad, gather_p: _gather,
-                            update_index_p: _update_index}
+                            update_index_p: _update_index,
+                            argmax_p: _arg_extremum(reduce_max_p),
+                            argmin_p: _arg_extremum(reduce_min_p)}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import stageflow as sf
 from stageflow.core.errors import InvalidIndexError
@@ -239,3 +240,18 @@ def test_a_staged_convnet_trains_on_the_gpu():
     assert counts[1] == counts[2] <= 1
     for g, expected in zip(got, want, strict=True):
         np.testing.assert_allclose(g.numpy(), expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@given(x=hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+                    elements=st.sampled_from([-1.0, 0.0, 2.0, np.nan])), data=st.data(),
+       integers=st.booleans())
+def test_arg_extrema_on_the_gpu_take_the_first_and_nan_as_numpy_does(name, x, data,
+                                                                      integers):
+    """Ties take the first index; in floats the first NaN wins, as in NumPy."""
+    if integers:
+        x = np.nan_to_num(x, nan=5.0).astype(np.int32)
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    got = getattr(sf, name)(on_gpu(x), axis=axis)
+    assert got.device == GPU
+    np.testing.assert_array_equal(got.numpy(), getattr(np, name)(x, axis=axis))
