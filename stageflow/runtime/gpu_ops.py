@@ -17,6 +17,9 @@ its tensors there instead of copying them to the host and back at every such op:
 - ``gather`` by run-time indices: the indices read on the host, where the op's own NumPy
   kernel turns them into the map (and raises its error for an index out of range);
 - ``update_index``: a copy of the array, then the row written at the index the host reads;
+- ``max_pool_gradient``: each window's first tap equal to its maximum found by a
+  min-reduction of the matching taps' indices, then each input element's sum, through the
+  windows' map inverted, of the cotangents of the windows that chose it;
 - ``argmax`` and ``argmin``: the extremum along the axis (a reduction), then the least
   index where the operand equals it or is NaN (NumPy's first NaN wins, as NaN is the
   extremum there): elementwise kernels and a min-reduction of the indices.
@@ -28,6 +31,7 @@ without a gemm go on running on the host.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -42,9 +46,16 @@ from stageflow.primitives.conv import (
     conv2d_input_gradient_p,
     conv2d_p,
     im2col,
+    max_pool_gradient_p,
     reduce_window_p,
 )
-from stageflow.primitives.elementwise import equal_p, logical_or_p, not_equal_p, select_p
+from stageflow.primitives.elementwise import (
+    equal_p,
+    logical_and_p,
+    logical_or_p,
+    not_equal_p,
+    select_p,
+)
 from stageflow.primitives.reduction import (
     MAX,
     SUM,
@@ -53,7 +64,13 @@ from stageflow.primitives.reduction import (
     reduce_max_p,
     reduce_min_p,
 )
-from stageflow.primitives.structural import gather_p, pad_p, row_position, update_index_p
+from stageflow.primitives.structural import (
+    gather_p,
+    pad_p,
+    reshape_p,
+    row_position,
+    update_index_p,
+)
 from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE
 
 if TYPE_CHECKING:
@@ -216,25 +233,79 @@ def _input_gradient(device: GPUDevice, values: list[Any],
     return out
 
 
+def _kept(device: GPUDevice, key: tuple, build: Callable[[], np.ndarray]) -> DeviceArray:
+    """The array `build` makes, put on the GPU once and kept for `key` (a signature)."""
+    found = device._maps.get(key)
+    if found is None:
+        array = build()
+        found = device._remember(key, array, array.shape)
+    return found[0]
+
+
+def _pooling_windows(shape: tuple[int, ...], params: dict[str, Any]) -> np.ndarray:
+    """The flat positions each pooling window of an NHWC image of `shape` reads, (N, Ho,
+    Wo, C, kh*kw), -1 in the padding."""
+    (kh, kw), (sh, sw) = params["window"], params["strides"]
+    positions = _padded_positions(shape, ((0, 0), *params["padding"], (0, 0)))
+    windows = sliding_window_view(positions, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+    return windows.reshape(*windows.shape[:4], kh * kw)
+
+
 def _reduce_window(device: GPUDevice, values: list[Any],
                    params: dict[str, Any]) -> DeviceArray | None:
     (x,) = values
     kind = MAX if params["kind"] == "max" else SUM
     if np.dtype(x.dtype) not in kind.native_dtypes or 0 in x.shape:
         return None
-    key = _signature("reduce_window", values, params)
-    found = device._maps.get(key)
-    if found is None:
-        (kh, kw), (sh, sw) = params["window"], params["strides"]
-        positions = _padded_positions(tuple(x.shape), ((0, 0), *params["padding"], (0, 0)))
-        windows = sliding_window_view(positions, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
-        found = device._remember(key, windows.reshape(*windows.shape[:4], kh * kw),
-                                 windows.shape[:4])
+    shape = tuple(x.shape)
+    windows = _kept(device, ("pooling windows", shape, *sorted(params.items())),
+                    lambda: _pooling_windows(shape, params))
     x = device.on_device(x)
-    out = device.empty(found[1], x.dtype)
-    window = params["window"]
-    device._reduce(kind, x, found[0], out, window[0] * window[1])
+    out = device.empty(windows.shape[:4], x.dtype)
+    device._reduce(kind, x, windows, out, windows.shape[4])
     return out
+
+
+def _max_pool_gradient(device: GPUDevice, values: list[Any],
+                       params: dict[str, Any]) -> DeviceArray | None:
+    """Each window's cotangent to its first tap equal to the window's maximum: the taps'
+    values gathered and compared with the maximum (padding never equal), the first equal
+    tap of each window found by a min-reduction, then each input element sums, through
+    the windows' map inverted, the cotangents of the windows whose chosen tap it is."""
+    x, out, g = values
+    if np.dtype(x.dtype) not in MAX.native_dtypes or 0 in x.shape or 0 in out.shape:
+        return None
+    shape = tuple(x.shape)
+    key = ("max pool gradient", shape, *sorted(params.items()))
+    windows = _kept(device, (*key, "windows"), lambda: _pooling_windows(shape, params))
+    width = windows.shape[4]
+    inverse = functools.cache(lambda: _inverse(_pooling_windows(shape, params),
+                                               math.prod(shape)))
+    of_window = _kept(device, (*key, "window of entry"),
+                      lambda: np.where(inverse() >= 0, inverse() // width, -1))
+    tap = _kept(device, (*key, "tap of entry"),
+                lambda: np.where(inverse() >= 0, inverse() % width, -1))
+    valid = _kept(device, (*key, "valid"), lambda: _pooling_windows(shape, params) >= 0)
+    taps = _kept(device, (*key, "taps"), lambda: np.arange(width, dtype=np.int64))
+    past = _kept(device, (*key, "past"), lambda: np.array(width, np.int64))
+    zero = _kept(device, (*key, "zero"), lambda: np.zeros((), x.dtype))
+    x, out, g = (device.on_device(v) for v in values)
+    taken = device.empty(windows.shape, x.dtype)
+    device._gather(x, windows, taken)
+    maximum = device.execute(reshape_p, [out], {"shape": (*windows.shape[:4], 1)})
+    hit = device.execute(logical_and_p, [device.execute(equal_p, [taken, maximum], {}),
+                                         valid], {})
+    first = device.execute(reduce_min_p, [device.execute(select_p, [hit, taps, past], {})],
+                           {"axes": (4,), "keepdims": False})
+    chosen = device.empty(of_window.shape, np.int64)
+    device._gather(first, of_window, chosen)
+    cotangents = device.empty(of_window.shape, g.dtype)
+    device._gather(g, of_window, cotangents)
+    shares = device.execute(select_p, [device.execute(equal_p, [chosen, tap], {}),
+                                       cotangents, zero], {})
+    grad = device.empty(shape, g.dtype)
+    device._reduce(SUM, shares, None, grad, of_window.shape[1])
+    return grad
 
 
 def _pad(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> DeviceArray | None:
@@ -312,4 +383,5 @@ OPS: dict[Primitive, Op] = {conv2d_p: _conv2d, conv2d_filter_gradient_p: _filter
                             reduce_window_p: _reduce_window, pad_p: _pad, gather_p: _gather,
                             update_index_p: _update_index,
                             argmax_p: _arg_extremum(reduce_max_p),
-                            argmin_p: _arg_extremum(reduce_min_p)}
+                            argmin_p: _arg_extremum(reduce_min_p),
+                            max_pool_gradient_p: _max_pool_gradient}

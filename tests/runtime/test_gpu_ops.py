@@ -19,6 +19,7 @@ from stageflow.primitives.conv import (
     conv2d_filter_gradient_p,
     conv2d_input_gradient_p,
     conv2d_p,
+    max_pool_gradient_p,
     reduce_window_p,
 )
 from stageflow.primitives.structural import pad_p
@@ -131,6 +132,28 @@ def test_pooling_windows_reduce_on_the_gpu_where_padding_never_wins(kind, seed, 
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
 
 
+@given(seed=st.integers(0, 2**31), window=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       strides=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       padding=st.tuples(st.integers(0, 1), st.integers(0, 1)))
+def test_max_pooling_gradients_go_to_each_windows_first_maximum_on_the_gpu(
+        seed, window, strides, padding):
+    """Ties (few distinct values, zeros as after a ReLU, where a zero padding would tie),
+    NaN windows passing nothing on: TensorFlow's MaxPoolGrad, as the host computes it."""
+    rng = np.random.default_rng(seed)
+    x = rng.choice(np.array([0.0, 0.0, 1.0, 2.0, np.nan], np.float32), (2, 5, 6, 3))
+    params = {"window": window, "strides": strides,
+              "padding": tuple((p, p) for p in padding)}
+    out = reduce_window_p.bind(sf.constant(x), kind="max", **params).numpy()
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    want = max_pool_gradient_p.bind(sf.constant(x), sf.constant(out), sf.constant(g),
+                                    **params).numpy()
+    gx, gout, gg = on_gpu(x), on_gpu(out), on_gpu(g)
+    before = copies()
+    got = max_pool_gradient_p.bind(gx, gout, gg, **params)
+    assert got.device == GPU and copies() - before <= 7  # the kept maps, once
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
 @given(seed=st.integers(0, 2**31), pads=st.lists(st.tuples(st.integers(0, 2),
                                                           st.integers(0, 2)), min_size=1,
                                                 max_size=3))
@@ -206,17 +229,17 @@ def test_a_staged_convnet_on_the_gpu_keeps_its_tensors_there(jit):
 
 
 def test_a_staged_convnet_trains_on_the_gpu():
-    """The gradients of a staged convnet's loss under a tape, placed on the GPU: its
-    convolutions' forward and backward passes and a `stop_gradient` all run there (after
-    the first calls, only the loss's cotangent, made on the host, is put there), with the
-    host's numbers."""
+    """The gradients of a staged convnet's loss under a tape, placed on the GPU: the
+    forward and backward passes of its convolutions, max pooling and `stop_gradient` all
+    run there (after the first calls, only the loss's cotangent, made on the host, is put
+    there), with the host's numbers."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 8, 8, 3)).astype(np.float32)
     w1 = rng.standard_normal((3, 3, 3, 4)).astype(np.float32) * 0.3
     w2 = rng.standard_normal((3, 3, 4, 2)).astype(np.float32) * 0.3
 
     def loss(x, w1, w2):
-        h = sf.nn.relu(sf.nn.conv2d(x, w1, 1, "SAME"))
+        h = sf.nn.max_pool2d(sf.nn.relu(sf.nn.conv2d(x, w1, 1, "SAME")), 3, 2, "SAME")
         h = h - sf.stop_gradient(sf.reduce_mean(h, axis=(0, 1, 2)))  # as batch norm's
         return sf.reduce_mean(sf.square(sf.nn.conv2d(h, w2, 2, "SAME")))
 
