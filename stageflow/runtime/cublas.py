@@ -10,7 +10,10 @@ stores them. A row-major ``[r, c]`` matrix is the column-major ``[c, r]`` matrix
 leading dim ``c``, its transpose, so the row-major ``C = op(A) @ op(B)`` is computed as the
 column-major ``C^T = op(B)^T @ op(A)^T``: cuBLAS's first operand is B, its second A, and
 the sizes ``m, n`` swap. The handle keeps cuBLAS's default math mode (no TF32), so float32
-products match the host's to float32 rounding. Its stream is the driver's, on which the
+products match the host's to float32 rounding. bfloat16 and float16 products go through
+``cublasGemmStridedBatchedEx``: operands and result in the dtype, the sums in float32
+(``CUBLAS_COMPUTE_32F``, the tensor cores' mode), rounded once, as the host's products of
+those dtypes are. Its stream is the driver's, on which the
 kernels are launched, so a gemm runs after the launches that wrote its operands and before
 those that read its result, and a CUDA graph captured from that stream records it.
 """
@@ -26,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from stageflow.core import dtypes
+
 # The strided-batched gemm of each dtype (cuComplex and cuDoubleComplex scalars are two
 # floats or doubles in a row, as NumPy's complex64 and complex128 are).
 FUNCTIONS = {
@@ -34,6 +39,11 @@ FUNCTIONS = {
     np.dtype(np.complex64): "cublasCgemmStridedBatched",
     np.dtype(np.complex128): "cublasZgemmStridedBatched",
 }
+# bfloat16 and float16 products: one function, the dtype named by its cudaDataType_t.
+EX_FUNCTION = "cublasGemmStridedBatchedEx"
+EX_TYPES = {dtypes.bfloat16: 14, np.dtype(np.float16): 2}  # CUDA_R_16BF, CUDA_R_16F
+COMPUTE_32F, GEMM_DEFAULT = 68, -1  # cublasComputeType_t, cublasGemmAlgo_t
+GEMM_DTYPES = frozenset(FUNCTIONS) | frozenset(EX_TYPES)
 INT_MAX = 2**31 - 1  # m, n, k, leading dims and the batch count are C ints
 OP_N, OP_T = 0, 1  # cublasOperation_t
 STATUS_NAMES = {  # cublasStatus_t
@@ -52,6 +62,14 @@ _GEMM_ARGS = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,  # handle, transa, tr
               ctypes.c_void_p,  # beta (host memory)
               ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong,  # C, ldc, strideC
               ctypes.c_int]  # batchCount
+_EX_ARGS = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,  # handle, transa, transb
+            ctypes.c_int, ctypes.c_int, ctypes.c_int,  # m, n, k
+            ctypes.c_void_p,  # alpha (host memory, float32)
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong,  # A, type, lda, strideA
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong,  # B, type, ldb, strideB
+            ctypes.c_void_p,  # beta (host memory, float32)
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong,  # C, type, ldc, strideC
+            ctypes.c_int, ctypes.c_int, ctypes.c_int]  # batchCount, computeType, algo
 
 
 class CublasError(RuntimeError):
@@ -109,6 +127,8 @@ def _declare(library: Any) -> None:
         function = getattr(library, name)
         function.argtypes = _GEMM_ARGS
         function.restype = ctypes.c_int
+    library.cublasGemmStridedBatchedEx.argtypes = _EX_ARGS
+    library.cublasGemmStridedBatchedEx.restype = ctypes.c_int
 
 
 def check(name: str, status: int) -> None:
@@ -137,12 +157,24 @@ class Cublas:
         `batch` (see `Driver.gemm`); `a`, `b`, `out` are device addresses, strides in
         elements (0: one matrix for every i). Queued on the handle's stream. Every size must
         be positive and at most `INT_MAX` (the caller skips empty products)."""
-        name = FUNCTIONS[np.dtype(dtype)]
-        scalars = np.array([alpha, beta], dtype)  # read before the call returns
-        check(name, getattr(self._library, name)(
-            self._handle, OP_T if transpose_b else OP_N, OP_T if transpose_a else OP_N,
-            n, m, k, scalars.ctypes.data,
-            int(b), k if transpose_b else n, stride_b,  # B row-major: leading dim its row
-            int(a), m if transpose_a else k, stride_a,
-            scalars.ctypes.data + scalars.itemsize,
-            int(out), n, m * n, batch))
+        dtype = np.dtype(dtype)
+        half = EX_TYPES.get(dtype)
+        # alpha and beta are read before the call returns; float32 for the sums of halves
+        scalars = np.array([alpha, beta], dtype if half is None else np.float32)
+        sizes = (self._handle, OP_T if transpose_b else OP_N, OP_T if transpose_a else OP_N,
+                 n, m, k, scalars.ctypes.data)
+        # B row-major: its leading dim is its row's length
+        matrices = [(int(b), k if transpose_b else n, stride_b),
+                    (int(a), m if transpose_a else k, stride_a)]
+        beta_at, result = scalars.ctypes.data + scalars.itemsize, (int(out), n, m * n)
+        if half is None:
+            name = FUNCTIONS[dtype]
+            check(name, getattr(self._library, name)(
+                *sizes, *matrices[0], *matrices[1], beta_at, *result, batch))
+        else:
+            def typed(pointer: int, ld: int, stride: int) -> tuple[int, ...]:
+                return pointer, half, ld, stride
+
+            check(EX_FUNCTION, self._library.cublasGemmStridedBatchedEx(
+                *sizes, *typed(*matrices[0]), *typed(*matrices[1]), beta_at, *typed(*result),
+                batch, COMPUTE_32F, GEMM_DEFAULT))

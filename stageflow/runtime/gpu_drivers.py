@@ -37,9 +37,10 @@ from stageflow.codegen.targets.emulated import EmulatedLaunch
 from stageflow.codegen.targets.ptx import EntryBuilder, PTXTarget, entry_name
 from stageflow.runtime import cublas
 
-# The dtypes of both drivers' gemms (cuBLAS's S, D, C and Z gemms), so that the emulation
-# routes the same matmuls to the device as a real GPU does.
-GEMM_DTYPES = frozenset(cublas.FUNCTIONS)
+# The dtypes of both drivers' gemms (cuBLAS's S, D, C and Z gemms, and its bfloat16 and
+# float16 ones summing in float32), so that the emulation routes the same matmuls to the
+# device as a real GPU does.
+GEMM_DTYPES = cublas.GEMM_DTYPES
 GEMM_MAX_SIZE = cublas.INT_MAX  # the largest m, n, k and batch count of a gemm
 
 
@@ -159,8 +160,13 @@ class EmulatedDriver:
         if transpose_b:
             right = right.swapaxes(-1, -2)
         result = out[:batch * m * n * dtype.itemsize].view(dtype).reshape(batch, m, n)
-        product = np.matmul(left, right) * dtype.type(alpha)
-        result[...] = product + result if beta else product  # beta 0: out is not read
+        # halves are summed in float32 and rounded once, as cuBLAS's compute type has them
+        compute = np.dtype(np.float32) if dtype in cublas.EX_TYPES else dtype
+        product = np.matmul(left.astype(compute, copy=False), right.astype(compute, copy=False))
+        product *= compute.type(alpha)
+        if beta:  # beta 0: out is not read
+            product += result.astype(compute)
+        result[...] = product.astype(dtype)
 
     def address(self, handle: np.ndarray) -> int:
         return handle.ctypes.data

@@ -217,6 +217,18 @@ class FakeCublas:
         for dtype, name in cublas.FUNCTIONS.items():
             setattr(self, name, functools.partial(self._gemm, name, dtype))
 
+    def cublasGemmStridedBatchedEx(self, handle, transa, transb, m, n, k, alpha, a,  # noqa: N802
+                                   a_type, lda, stride_a, b, b_type, ldb, stride_b, beta, c,
+                                   c_type, ldc, stride_c, batch, compute, algo):
+        """A half-precision gemm: the three matrices of one dtype, summed in float32 with
+        float32 scalars, as `cublas` asks for them."""
+        assert a_type == b_type == c_type and (compute, algo) == (cublas.COMPUTE_32F,
+                                                                  cublas.GEMM_DEFAULT)
+        [dtype] = [d for d, code in cublas.EX_TYPES.items() if code == a_type]
+        return self._gemm(cublas.EX_FUNCTION, dtype, handle, transa, transb, m, n, k, alpha,
+                          a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch,
+                          scalars=np.dtype(np.float32))
+
     def cublasCreate_v2(self, handle):  # noqa: N802 - the library's names
         assert self.cuda.current is not None, "no current context"
         handle.contents.value = self.HANDLE
@@ -228,10 +240,11 @@ class FakeCublas:
         return 0
 
     def _gemm(self, name, dtype, handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b,
-              ldb, stride_b, beta, c, ldc, stride_c, batch):
+              ldb, stride_b, beta, c, ldc, stride_c, batch, scalars=None):
         assert handle.value == self.HANDLE and self.cuda.current is not None
         assert min(m, n, k, batch) >= 1 and {transa, transb} <= {cublas.OP_N, cublas.OP_T}
-        alpha, beta = (np.frombuffer(ctypes.string_at(p, dtype.itemsize), dtype)[0]
+        scalars = scalars or dtype
+        alpha, beta = (np.frombuffer(ctypes.string_at(p, scalars.itemsize), scalars)[0]
                        for p in (alpha, beta))
         left = self._matrices(a, dtype, batch, stride_a, lda,
                               (m, k) if transa == cublas.OP_N else (k, m))
@@ -244,8 +257,10 @@ class FakeCublas:
         def run():
             x = left if transa == cublas.OP_N else left.swapaxes(1, 2)
             y = right if transb == cublas.OP_N else right.swapaxes(1, 2)
-            product = alpha * np.matmul(x, y)
-            out[...] = product + beta * out if beta else product  # beta 0: C is not read
+            wide = np.float32 if scalars != dtype else dtype  # halves: sums in float32
+            product = alpha * np.matmul(x.astype(wide), y.astype(wide))
+            # beta 0: C is not read
+            out[...] = (product + beta * out.astype(wide) if beta else product).astype(dtype)
 
         self.cuda._enqueue(self.stream, run)
         return 0
@@ -439,18 +454,27 @@ GEMMS = [  # a's shape, b's shape, transpose_a, transpose_b
 ]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128,
+                                   np.float16, sf.bfloat16])
 @pytest.mark.parametrize(("a_shape", "b_shape", "transpose_a", "transpose_b"), GEMMS)
 def test_a_matmul_is_one_cublas_gemm(device, dtype, a_shape, b_shape, transpose_a,
                                      transpose_b):
+    """One gemm of the dtype's function; halves through the typed one, summing in
+    float32 and rounding once (to the half's precision of the exact product)."""
     rng = np.random.default_rng(0)
     a, b = random(rng, a_shape, dtype), random(rng, b_shape, dtype)
     got = device.execute(matmul_p, [device.copy_in(a), device.copy_in(b)],
                          {"transpose_a": transpose_a, "transpose_b": transpose_b})
     assert isinstance(got, DeviceArray) and len(device.blas.gemms) == 1
-    tolerance = 1e-5 if dtype in (np.float32, np.complex64) else 1e-12
-    np.testing.assert_allclose(got.fetch(), product(a, b, transpose_a, transpose_b),
-                               rtol=tolerance, atol=tolerance)
+    half = np.dtype(dtype) in cublas.EX_TYPES
+    assert device.blas.gemms[0][0] == (cublas.EX_FUNCTION if half
+                                       else cublas.FUNCTIONS[np.dtype(dtype)])
+    tolerance = {np.dtype(np.float16): 2 ** -10, sf.bfloat16: 2 ** -7}.get(
+        np.dtype(dtype), 1e-5 if dtype in (np.float32, np.complex64) else 1e-12)
+    wide = np.complex128 if np.issubdtype(dtype, np.complexfloating) else np.float64
+    want = product(a.astype(wide), b.astype(wide), transpose_a, transpose_b)
+    np.testing.assert_allclose(got.fetch().astype(want.dtype), want, rtol=tolerance,
+                               atol=tolerance)
 
 
 def test_the_row_major_product_is_the_column_major_product_of_the_transposes(device):
