@@ -26,9 +26,14 @@ and GPT-2 with the decoding one ``lax.while_loop``. ResNet and BERT weights are 
 differ between frameworks (same shapes, same arithmetic); GPT-2's are `gpt2.initial_weights`
 in all three, so their float32 tokens are compared with stageflow's.
 
-Everything is float32 with plain FP32 products, as stageflow's cuBLAS gemms are: PyTorch's
-TF32 is off for matmuls and cuDNN, jax computes under ``default_matmul_precision("highest")``
-(its convolutions also ask ``Precision.HIGHEST``).
+Everything but ``gpt2_bf16`` is float32 with plain FP32 products, as stageflow's cuBLAS
+gemms are: PyTorch's TF32 is off for matmuls and cuDNN, jax computes under
+``default_matmul_precision("highest")`` (its convolutions also ask ``Precision.HIGHEST``).
+``gpt2_bf16`` is the same generation with bfloat16 weights, caches and products (each
+framework's products summing in float32 on the tensor cores), its layer norms in float32
+for stageflow and jax, in bfloat16 for PyTorch (``model.to(torch.bfloat16)``, as
+`benchmarks/gpt2.py` runs it); its tokens are not compared, as bfloat16 rounding sends
+greedy choices apart.
 
 Each framework runs in a process of its own (torch.compile apart from PyTorch eager), one
 after another so that they never share the GPU, each within ``--timeout`` seconds and all
@@ -77,12 +82,14 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 GPU = "/device:GPU:0"
 
-MODELS = ("resnet50", "resnet50_train", "bert", "gpt2")
+MODELS = ("resnet50", "resnet50_train", "bert", "gpt2", "gpt2_bf16")
 TITLES = {"resnet50": "ResNet-50 inference", "resnet50_train": "ResNet-50 SGD training step",
           "bert": "BERT-base-shaped encoder inference",
-          "gpt2": "GPT-2-small greedy decoding"}
+          "gpt2": "GPT-2-small greedy decoding", "gpt2_bf16": "GPT-2-small greedy decoding"}
 UNITS = {"resnet50": "images/s", "resnet50_train": "images/s", "bert": "sequences/s",
-         "gpt2": "tokens/s"}
+         "gpt2": "tokens/s", "gpt2_bf16": "tokens/s"}
+# The dtype of each model's weights and arithmetic (float32 where not named).
+DTYPES = {"gpt2_bf16": "bfloat16"}
 # The frameworks in the order they run (the likeliest to run out of time last), and their
 # names in the table.
 FRAMEWORKS = {"stageflow": "stageflow", "torch-eager": "PyTorch eager", "jax": "jax.jit",
@@ -216,8 +223,8 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
             return Workload(lambda: infer(x), wait)
         return for_batch
 
-    def decoder() -> Callable[[int], Workload]:
-        generate = gpt2.make_generate(gpt2.GPT2(spec["gpt2_layers"]), spec["steps"])
+    def decoder(dtype: Any = sf.float32) -> Callable[[int], Workload]:
+        generate = gpt2.make_generate(gpt2.GPT2(spec["gpt2_layers"]), spec["steps"], dtype)
 
         def for_batch(batch: int) -> Workload:
             prompt = sf.constant(gpt2.prompts(batch, spec["prompt"])).gpu()
@@ -237,20 +244,22 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
 
     with sf.device(GPU):
         _run_models(spec, {"resnet50": resnet50, "resnet50_train": resnet50_train,
-                           "bert": encoder, "gpt2": decoder}, copies, settle)
+                           "bert": encoder, "gpt2": decoder,
+                           "gpt2_bf16": lambda: decoder(sf.bfloat16)}, copies, settle)
 
 
-def _torch_gpt2(torch: Any, arrays: dict[str, Any], device: str
+def _torch_gpt2(torch: Any, arrays: dict[str, Any], device: str, dtype: Any
                 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """`benchmarks/gpt2.py`'s PyTorch GPT-2 on `device`, functional: ``prompt(tokens, cache)``
-    (the last position's logits, the cache's prompt rows written) and ``decode(token,
-    position, cache)`` (one token per sequence, its cache row written in place); the cache
-    is (layers, 2, batch, heads, max_length, head_dim)."""
+    """`benchmarks/gpt2.py`'s PyTorch GPT-2 on `device` with weights of `dtype` (every one,
+    as ``model.to(dtype)`` makes them there), functional: ``prompt(tokens, cache)`` (the
+    last position's logits, the cache's prompt rows written) and ``decode(token, position,
+    cache)`` (one token per sequence, its cache row written in place); the cache is
+    (layers, 2, batch, heads, max_length, head_dim)."""
     functional = torch.nn.functional
     depth = WIDTH // HEADS
 
     def tensor(array: np.ndarray) -> Any:
-        return torch.from_numpy(array).to(device)
+        return torch.from_numpy(array).to(device=device, dtype=dtype)
 
     wte, wpe = tensor(arrays["wte"]), tensor(arrays["wpe"])
     blocks = [{name: tensor(a) for name, a in block.items()} for block in arrays["blocks"]]
@@ -368,17 +377,17 @@ def _torch_child(spec: dict[str, Any], compiled: bool) -> None:
             return Workload(lambda: model(x), wait)
         return for_batch
 
-    def decoder() -> Callable[[int], Workload]:
+    def decoder(dtype: Any = torch.float32) -> Callable[[int], Workload]:
         layers, length, steps = spec["gpt2_layers"], spec["prompt"], spec["steps"]
         prompt_step, decode_step = map(wrap, _torch_gpt2(torch, gpt2.initial_weights(layers),
-                                                         device))
+                                                         device, dtype))
         # each position its own 0-d tensor, made once: no copy to the GPU per token
         positions = [torch.tensor(i, device=device) for i in range(length + steps)]
 
         def for_batch(batch: int) -> Workload:
             prompt = torch.from_numpy(gpt2.prompts(batch, length)).long().to(device)
             cache = torch.zeros(layers, 2, batch, HEADS, length + steps, WIDTH // HEADS,
-                                device=device)  # written before it is read
+                                device=device, dtype=dtype)  # written before it is read
 
             def generate() -> Any:
                 token = prompt_step(prompt, cache).argmax(-1)
@@ -391,7 +400,8 @@ def _torch_child(spec: dict[str, Any], compiled: bool) -> None:
         return for_batch
 
     _run_models(spec, {"resnet50": resnet50, "resnet50_train": resnet50_train,
-                       "bert": encoder, "gpt2": decoder})
+                       "bert": encoder, "gpt2": decoder,
+                       "gpt2_bf16": lambda: decoder(torch.bfloat16)})
 
 
 def _jax_child(spec: dict[str, Any]) -> None:
@@ -411,7 +421,8 @@ def _jax_child(spec: dict[str, Any]) -> None:
                            "resnet50_train": lambda: _jax_resnet50(jax, spec["size"], True),
                            "bert": lambda: _jax_encoder(jax, spec["bert_layers"],
                                                         spec["length"]),
-                           "gpt2": lambda: _jax_decoder(jax, gpt2, spec)})
+                           "gpt2": lambda: _jax_decoder(jax, gpt2, spec),
+                           "gpt2_bf16": lambda: _jax_decoder(jax, gpt2, spec, "bfloat16")})
 
 
 def _jax_wait(out: Any) -> Any:
@@ -541,21 +552,24 @@ def _jax_encoder(jax: Any, layers: int, length: int) -> Callable[[int], Workload
     return for_batch
 
 
-def _jax_decoder(jax: Any, gpt2: Any, spec: dict[str, Any]) -> Callable[[int], Workload]:
-    """GPT-2 greedy generation as one jitted function on `gpt2.initial_weights`: the prompt
+def _jax_decoder(jax: Any, gpt2: Any, spec: dict[str, Any], dtype: str = "float32"
+                 ) -> Callable[[int], Workload]:
+    """GPT-2 greedy generation as one jitted function on `gpt2.initial_weights` of `dtype`
+    (the layer norms computed in float32, as `examples/gpt2.py` computes them): the prompt
     step fills a (batch, max_length, heads, head_dim) cache per layer, then a
     ``lax.while_loop`` decodes a token per sequence and iteration, writing the cache with
     ``dynamic_update_slice``."""
     jnp, lax = jax.numpy, jax.lax
     layers, length, steps = spec["gpt2_layers"], spec["prompt"], spec["steps"]
     depth, max_length = WIDTH // HEADS, spec["prompt"] + spec["steps"]
-    params = jax.tree.map(jnp.asarray, gpt2.initial_weights(layers))
+    params = jax.tree.map(lambda a: jnp.asarray(a, dtype), gpt2.initial_weights(layers))
 
     def linear(x: Any, w: dict[str, Any], name: str) -> Any:
         return x @ w[name].T + w[f"{name}_bias"]  # (out, in), as nn.Linear keeps it
 
     def norm(x: Any, w: dict[str, Any], name: str) -> Any:
-        return _jax_layer_norm(jnp, x, w[f"{name}_scale"], w[f"{name}_offset"], 1e-5)
+        wide = [a.astype(jnp.float32) for a in (x, w[f"{name}_scale"], w[f"{name}_offset"])]
+        return _jax_layer_norm(jnp, *wide, 1e-5).astype(x.dtype)
 
     def mlp(x: Any, w: dict[str, Any]) -> Any:
         return linear(jax.nn.gelu(linear(norm(x, w, "ln2"), w, "fc"), approximate=True),
@@ -671,7 +685,7 @@ def _run_child(framework: str, spec: dict[str, Any], timeout: float
 
 
 def _rate(model: str, batch: int, seconds: float, steps: int) -> float:
-    return batch * (steps if model == "gpt2" else 1) / seconds
+    return batch * (steps if model.startswith("gpt2") else 1) / seconds
 
 
 def _table(spec: dict[str, Any], frameworks: list[str],
@@ -682,11 +696,14 @@ def _table(spec: dict[str, Any], frameworks: list[str],
     shapes = {"resnet50": f"{spec['size']}x{spec['size']}x3",
               "resnet50_train": f"{spec['size']}x{spec['size']}x3",
               "bert": f"{spec['bert_layers']} layers, sequence {spec['length']}",
+              "gpt2_bf16": f"{spec['gpt2_layers']} layers, prompt {spec['prompt']}, "
+                           f"{spec['steps']} new tokens",
               "gpt2": f"{spec['gpt2_layers']} layers, prompt {spec['prompt']}, "
                       f"{spec['steps']} new tokens"}
     names = [FRAMEWORKS[f] for f in frameworks]
     for model in spec["models"]:
-        print(f"\n{TITLES[model]}, {shapes[model]}: {UNITS[model]}, float32")
+        print(f"\n{TITLES[model]}, {shapes[model]}: {UNITS[model]}, "
+              f"{DTYPES.get(model, 'float32')}")
         header = (f"  {'batch':>5}" + "".join(f" {name:>14}" for name in names)
                   + f" {'sf/best':>8} {'sf first s':>10} {'sf copies':>9}")
         print(header)
