@@ -26,14 +26,16 @@ and GPT-2 with the decoding one ``lax.while_loop``. ResNet and BERT weights are 
 differ between frameworks (same shapes, same arithmetic); GPT-2's are `gpt2.initial_weights`
 in all three, so their float32 tokens are compared with stageflow's.
 
-Everything but ``gpt2_bf16`` is float32 with plain FP32 products, as stageflow's cuBLAS
-gemms are: PyTorch's TF32 is off for matmuls and cuDNN, jax computes under
-``default_matmul_precision("highest")`` (its convolutions also ask ``Precision.HIGHEST``).
-``gpt2_bf16`` is the same generation with bfloat16 weights, caches and products (each
-framework's products summing in float32 on the tensor cores), its layer norms in float32
-for stageflow and jax, in bfloat16 for PyTorch (``model.to(torch.bfloat16)``, as
-`benchmarks/gpt2.py` runs it); its tokens are not compared, as bfloat16 rounding sends
-greedy choices apart.
+Everything but ``bert_bf16`` and ``gpt2_bf16`` is float32 with plain FP32 products, as
+stageflow's cuBLAS gemms are: PyTorch's TF32 is off for matmuls and cuDNN, jax computes
+under ``default_matmul_precision("highest")`` (its convolutions also ask
+``Precision.HIGHEST``). ``bert_bf16`` is the encoder in mixed bfloat16: stageflow's
+``mixed_bfloat16`` policy, PyTorch under ``torch.autocast("cuda", torch.bfloat16)``, jax
+with its products' operands cast to bfloat16. ``gpt2_bf16`` is the generation with
+bfloat16 weights, caches and products (each framework's products summing in float32 on the
+tensor cores), its layer norms in float32 for stageflow and jax, in bfloat16 for PyTorch
+(``model.to(torch.bfloat16)``, as `benchmarks/gpt2.py` runs it); its tokens are not
+compared, as bfloat16 rounding sends greedy choices apart.
 
 Each framework runs in a process of its own (torch.compile apart from PyTorch eager), one
 after another so that they never share the GPU, each within ``--timeout`` seconds and all
@@ -82,14 +84,16 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 GPU = "/device:GPU:0"
 
-MODELS = ("resnet50", "resnet50_train", "bert", "gpt2", "gpt2_bf16")
+MODELS = ("resnet50", "resnet50_train", "bert", "bert_bf16", "gpt2", "gpt2_bf16")
 TITLES = {"resnet50": "ResNet-50 inference", "resnet50_train": "ResNet-50 SGD training step",
           "bert": "BERT-base-shaped encoder inference",
+          "bert_bf16": "BERT-base-shaped encoder inference",
           "gpt2": "GPT-2-small greedy decoding", "gpt2_bf16": "GPT-2-small greedy decoding"}
 UNITS = {"resnet50": "images/s", "resnet50_train": "images/s", "bert": "sequences/s",
+         "bert_bf16": "sequences/s",
          "gpt2": "tokens/s", "gpt2_bf16": "tokens/s"}
 # The dtype of each model's weights and arithmetic (float32 where not named).
-DTYPES = {"gpt2_bf16": "bfloat16"}
+DTYPES = {"bert_bf16": "mixed bfloat16", "gpt2_bf16": "bfloat16"}
 # The frameworks in the order they run (the likeliest to run out of time last), and their
 # names in the table.
 FRAMEWORKS = {"stageflow": "stageflow", "torch-eager": "PyTorch eager", "jax": "jax.jit",
@@ -214,8 +218,8 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
             return Workload(lambda: step(model, optimizer, x, y), wait)
         return for_batch
 
-    def encoder() -> Callable[[int], Workload]:
-        model = bert.build("float32", spec["bert_layers"])
+    def encoder(policy: str = "float32") -> Callable[[int], Workload]:
+        model = bert.build(policy, spec["bert_layers"])
         infer = sf.function(lambda t: model(t))
 
         def for_batch(batch: int) -> Workload:
@@ -244,8 +248,9 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
 
     with sf.device(GPU):
         _run_models(spec, {"resnet50": resnet50, "resnet50_train": resnet50_train,
-                           "bert": encoder, "gpt2": decoder,
-                           "gpt2_bf16": lambda: decoder(sf.bfloat16)}, copies, settle)
+                           "bert": encoder, "bert_bf16": lambda: encoder("mixed_bfloat16"),
+                           "gpt2": decoder, "gpt2_bf16": lambda: decoder(sf.bfloat16)},
+                    copies, settle)
 
 
 def _torch_gpt2(torch: Any, arrays: dict[str, Any], device: str, dtype: Any
@@ -366,15 +371,19 @@ def _torch_child(spec: dict[str, Any], compiled: bool) -> None:
             return Workload(lambda: step(x, y), wait)
         return for_batch
 
-    def encoder() -> Callable[[int], Workload]:
+    def encoder(autocast: bool = False) -> Callable[[int], Workload]:
         model = torch_models.bert_encoder()
         model.layers = model.layers[:spec["bert_layers"]]  # all 12 but with --small
         model.num_layers = len(model.layers)
         model = wrap(model.to(device))
 
+        def call(x: Any) -> Any:
+            with torch.autocast(device, torch.bfloat16, enabled=autocast):
+                return model(x)
+
         def for_batch(batch: int) -> Workload:
             x = torch.randn(batch, spec["length"], WIDTH, device=device)
-            return Workload(lambda: model(x), wait)
+            return Workload(lambda: call(x), wait)
         return for_batch
 
     def decoder(dtype: Any = torch.float32) -> Callable[[int], Workload]:
@@ -400,8 +409,8 @@ def _torch_child(spec: dict[str, Any], compiled: bool) -> None:
         return for_batch
 
     _run_models(spec, {"resnet50": resnet50, "resnet50_train": resnet50_train,
-                       "bert": encoder, "gpt2": decoder,
-                       "gpt2_bf16": lambda: decoder(torch.bfloat16)})
+                       "bert": encoder, "bert_bf16": lambda: encoder(autocast=True),
+                       "gpt2": decoder, "gpt2_bf16": lambda: decoder(torch.bfloat16)})
 
 
 def _jax_child(spec: dict[str, Any]) -> None:
@@ -421,6 +430,8 @@ def _jax_child(spec: dict[str, Any]) -> None:
                            "resnet50_train": lambda: _jax_resnet50(jax, spec["size"], True),
                            "bert": lambda: _jax_encoder(jax, spec["bert_layers"],
                                                         spec["length"]),
+                           "bert_bf16": lambda: _jax_encoder(jax, spec["bert_layers"],
+                                                             spec["length"], "bfloat16"),
                            "gpt2": lambda: _jax_decoder(jax, gpt2, spec),
                            "gpt2_bf16": lambda: _jax_decoder(jax, gpt2, spec, "bfloat16")})
 
@@ -510,9 +521,11 @@ def _jax_layer_norm(jnp: Any, x: Any, scale: Any, offset: Any, epsilon: float) -
     return (x - mean) / jnp.sqrt(variance + epsilon) * scale + offset
 
 
-def _jax_encoder(jax: Any, layers: int, length: int) -> Callable[[int], Workload]:
+def _jax_encoder(jax: Any, layers: int, length: int, dtype: str = "float32"
+                 ) -> Callable[[int], Workload]:
     """`layers` post-norm encoder layers of BERT-base's shape (exact GELU), random weights,
-    fed hidden states."""
+    fed hidden states; with `dtype` bfloat16, the products take the weights and their
+    inputs in bfloat16 and the rest stays float32, as a mixed policy has it."""
     jnp = jax.numpy
     rng = np.random.default_rng(0)
     depth = WIDTH // HEADS
@@ -530,7 +543,8 @@ def _jax_encoder(jax: Any, layers: int, length: int) -> Callable[[int], Workload
          "down": dense(FEED_FORWARD, WIDTH), "ln2": norm()} for _ in range(layers)])
 
     def apply(x: Any, p: dict[str, Any]) -> Any:
-        return x @ p["w"] + p["b"]
+        product = x.astype(dtype) @ p["w"].astype(dtype)
+        return product.astype(jnp.float32) + p["b"]
 
     @jax.jit
     def forward(params: list[dict[str, Any]], x: Any) -> Any:
@@ -538,8 +552,10 @@ def _jax_encoder(jax: Any, layers: int, length: int) -> Callable[[int], Workload
         for p in params:
             q, k, v = (apply(x, p[name]).reshape(batch, length, HEADS, depth)
                        for name in "qkv")
-            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(depth)
-            mixed = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, -1), v)
+            scores = jnp.einsum("bqhd,bkhd->bhqk", q.astype(dtype), k.astype(dtype))
+            attention = jax.nn.softmax(scores.astype(jnp.float32) / math.sqrt(depth), -1)
+            mixed = jnp.einsum("bhqk,bkhd->bqhd", attention.astype(dtype),
+                               v.astype(dtype)).astype(jnp.float32)
             x = _jax_layer_norm(jnp, x + apply(mixed.reshape(batch, length, WIDTH), p["o"]),
                                 **p["ln1"], epsilon=1e-12)
             hidden = jax.nn.gelu(apply(x, p["up"]), approximate=False)
@@ -696,6 +712,7 @@ def _table(spec: dict[str, Any], frameworks: list[str],
     shapes = {"resnet50": f"{spec['size']}x{spec['size']}x3",
               "resnet50_train": f"{spec['size']}x{spec['size']}x3",
               "bert": f"{spec['bert_layers']} layers, sequence {spec['length']}",
+              "bert_bf16": f"{spec['bert_layers']} layers, sequence {spec['length']}",
               "gpt2_bf16": f"{spec['gpt2_layers']} layers, prompt {spec['prompt']}, "
                            f"{spec['steps']} new tokens",
               "gpt2": f"{spec['gpt2_layers']} layers, prompt {spec['prompt']}, "
