@@ -110,6 +110,15 @@ def _is_pointwise(window: tuple[int, int], strides: tuple[int, int], padding: Pa
         p for pair in padding for p in pair)
 
 
+def _kept(device: GPUDevice, key: tuple, build: Callable[[], np.ndarray]) -> DeviceArray:
+    """The array `build` makes, put on the GPU once and kept for `key` (a signature)."""
+    found = device._maps.get(key)
+    if found is None:
+        array = build()
+        found = device._remember(key, array, array.shape)
+    return found[0]
+
+
 def _window_map(shape: tuple[int, ...], window: tuple[int, int],
                 params: dict[str, Any]) -> np.ndarray:
     """The index map of im2col's (N*Ho*Wo, kh*kw*C) matrix of an image of `shape`: the flat
@@ -124,18 +133,6 @@ def _geometry(name: str, shape: tuple[int, ...], window: tuple[int, int],
               params: dict[str, Any]) -> tuple:
     return (name, tuple(shape), tuple(window), params["strides"], params["padding"],
             params["dilations"])
-
-
-def _windows(device: GPUDevice, shape: tuple[int, ...], window: tuple[int, int],
-             params: dict[str, Any]) -> tuple[DeviceArray, tuple[int, ...]]:
-    """`_window_map` on the GPU, kept per geometry: a convolution and its filter gradient
-    share it."""
-    key = _geometry("windows", shape, window, params)
-    found = device._maps.get(key)
-    if found is None:
-        windows = _window_map(shape, window, params)
-        found = device._remember(key, windows, windows.shape)
-    return found
 
 
 def _inverse(windows: np.ndarray, size: int) -> np.ndarray:
@@ -158,8 +155,10 @@ def _columns(device: GPUDevice, x: DeviceArray, window: tuple[int, int],
     """im2col's matrix of `x` (on the GPU): `x` itself for a pointwise window, else a gather."""
     if _is_pointwise(window, params["strides"], params["padding"]):
         return x
-    indices, shape = _windows(device, tuple(x.shape), window, params)
-    columns = device.empty(shape, x.dtype)
+    # kept per geometry: a convolution and its filter gradient share it
+    indices = _kept(device, _geometry("windows", x.shape, window, params),
+                    lambda: _window_map(tuple(x.shape), window, params))
+    columns = device.empty(indices.shape, x.dtype)
     device._gather(x, indices, columns)
     return columns
 
@@ -223,23 +222,11 @@ def _input_gradient(device: GPUDevice, values: list[Any],
                      transpose_b=True)
     shares = _gemm(device, g, w, device.empty((rows, depth), g.dtype), rows, depth, filters,
                    transpose_b=True)
-    key = _geometry("col2im", shape, (kh, kw), params)
-    found = device._maps.get(key)
-    if found is None:
-        inverse = _inverse(_window_map(shape, (kh, kw), params), math.prod(shape))
-        found = device._remember(key, inverse, inverse.shape)
+    inverse = _kept(device, _geometry("col2im", shape, (kh, kw), params),
+                    lambda: _inverse(_window_map(shape, (kh, kw), params), math.prod(shape)))
     out = device.empty(shape, g.dtype)
-    device._reduce(SUM, shares, found[0], out, found[1][1])
+    device._reduce(SUM, shares, inverse, out, inverse.shape[1])
     return out
-
-
-def _kept(device: GPUDevice, key: tuple, build: Callable[[], np.ndarray]) -> DeviceArray:
-    """The array `build` makes, put on the GPU once and kept for `key` (a signature)."""
-    found = device._maps.get(key)
-    if found is None:
-        array = build()
-        found = device._remember(key, array, array.shape)
-    return found[0]
 
 
 def _pooling_windows(shape: tuple[int, ...], params: dict[str, Any]) -> np.ndarray:
@@ -312,14 +299,11 @@ def _pad(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Device
     (x,) = values
     if params["value"] != 0 or not params["pads"] or 0 in x.shape:
         return None
-    key = _signature("pad", values, params)
-    found = device._maps.get(key)
-    if found is None:
-        padded = _padded_positions(tuple(x.shape), params["pads"])
-        found = device._remember(key, padded, padded.shape)
+    padded = _kept(device, _signature("pad", values, params),
+                   lambda: _padded_positions(tuple(x.shape), params["pads"]))
     x = device.on_device(x)
-    out = device.empty(found[1], x.dtype)
-    device._gather(x, found[0], out)
+    out = device.empty(padded.shape, x.dtype)
+    device._gather(x, padded, out)
     return out
 
 
@@ -363,16 +347,12 @@ def _arg_extremum(kind: Primitive) -> Op:
         hit = device.execute(logical_or_p, [
             device.execute(equal_p, [x, extremum], {}),
             device.execute(not_equal_p, [x, x], {})], {})
-        key = ("positions along", tuple(x.shape), axis)
-        found = device._maps.get(key)
-        if found is None:
-            shape = [1] * len(x.shape)
-            shape[axis] = x.shape[axis]
-            positions = np.arange(x.shape[axis], dtype=np.int64).reshape(shape)
-            found = device._remember(key, positions, positions.shape)
-            device._remember((*key, "past"), np.array(x.shape[axis], np.int64), ())
-        past = device._maps[(*key, "past")][0]
-        chosen = device.execute(select_p, [hit, found[0], past], {})
+        size, shape = x.shape[axis], [1] * len(x.shape)
+        shape[axis] = size
+        positions = _kept(device, ("positions along", tuple(shape)),
+                          lambda: np.arange(size, dtype=np.int64).reshape(shape))
+        past = _kept(device, ("past the positions", size), lambda: np.array(size, np.int64))
+        chosen = device.execute(select_p, [hit, positions, past], {})
         return device.execute(reduce_min_p, [chosen], {"axes": (axis,), "keepdims": False})
 
     return run
