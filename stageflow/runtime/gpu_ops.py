@@ -94,8 +94,8 @@ def _result_shape(primitive: Primitive, values: list[Any],
     return tuple(primitive.abstract_eval(*types, **params).shape)
 
 
-def _signature(name: str, values: list[Any], params: dict[str, Any]) -> tuple:
-    return (name, *[tuple(v.shape) for v in values], *sorted(params.items()))
+def _signature(primitive: Primitive, values: list[Any], params: dict[str, Any]) -> tuple:
+    return (primitive, *[tuple(v.shape) for v in values], *sorted(params.items()))
 
 
 def _padded_positions(shape: tuple[int, ...], padding: Padding) -> np.ndarray:
@@ -299,7 +299,7 @@ def _pad(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Device
     (x,) = values
     if params["value"] != 0 or not params["pads"] or 0 in x.shape:
         return None
-    padded = _kept(device, _signature("pad", values, params),
+    padded = _kept(device, _signature(pad_p, values, params),
                    lambda: _padded_positions(tuple(x.shape), params["pads"]))
     x = device.on_device(x)
     out = device.empty(padded.shape, x.dtype)
