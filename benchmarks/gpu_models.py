@@ -5,7 +5,7 @@ PyTorch eager, torch.compile and jax.jit on the same GPU, in one run.
 
     python -m benchmarks.gpu_models [--models resnet50 resnet50_train bert gpt2]
                                     [--batches 1 8]
-                                    [--steps 32] [--timeout 150] [--budget 230] [--json PATH]
+                                    [--steps 32] [--timeout 170] [--budget 540] [--json PATH]
     python -m benchmarks.gpu_models --emulated     (stageflow alone, on an emulated GPU)
 
 stageflow runs the examples' models: `examples/resnet.py`'s ResNet-50 (NHWC) as
@@ -773,9 +773,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--steps", type=int, help="new tokens of GPT-2 (default 32; small 4)")
-    parser.add_argument("--timeout", type=float, default=150.0,
+    parser.add_argument("--timeout", type=float, default=170.0,
                         help="seconds for each framework's process")
-    parser.add_argument("--budget", type=float, default=230.0,
+    parser.add_argument("--budget", type=float, default=540.0,
                         help="seconds for all of them together")
     parser.add_argument("--iterations", type=int, default=7, help="timed calls at most")
     parser.add_argument("--box", type=float, default=4.0,
