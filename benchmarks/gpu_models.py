@@ -3,8 +3,8 @@ training step (224x224x3), BERT-base-shaped encoder inference (sequence 128) and
 greedy decoding (prompt 16, 32 new tokens), each at batch 1 and 8, stageflow staged against
 PyTorch eager, torch.compile and jax.jit on the same GPU, in one run.
 
-    python -m benchmarks.gpu_models [--models resnet50 resnet50_train bert gpt2]
-                                    [--batches 1 8]
+    python -m benchmarks.gpu_models [--models resnet50 resnet50_train bert bert_bf16 gpt2
+                                              gpt2_bf16] [--batches 1 8]
                                     [--steps 32] [--timeout 170] [--budget 540] [--json PATH]
     python -m benchmarks.gpu_models --emulated     (stageflow alone, on an emulated GPU)
 
