@@ -169,7 +169,7 @@ def im2col(x, window: Pair, strides: Pair, padding: Padding, dilations: Pair):
     return columns, positions
 
 
-def _by_group(columns, taps: int, groups: int):
+def columns_by_group(columns, taps: int, groups: int):
     """im2col's (rows, taps*C) matrix as one (rows, taps*C/G) matrix per group, (G, rows,
     taps*C/G): group g's windows hold its block of channels only."""
     rows, per_group = columns.shape[0], columns.shape[1] // (taps * groups)
@@ -177,7 +177,7 @@ def _by_group(columns, taps: int, groups: int):
     return split.reshape(groups, rows, taps * per_group)
 
 
-def _filters_by_group(w, groups: int):
+def filters_by_group(w, groups: int):
     """HWIO filters (kh, kw, C/G, O) as one (kh*kw*C/G, O/G) matrix per group."""
     kh, kw, channels, out_channels = w.shape
     split = w.reshape(kh * kw * channels, groups, out_channels // groups)
@@ -197,7 +197,7 @@ def _conv2d(x, w, *, strides, padding, dilations, feature_group_count=1):
     if groups == 1:
         result = columns @ w.reshape(kh * kw * channels, out_channels)
     else:
-        products = _by_group(columns, kh * kw, groups) @ _filters_by_group(w, groups)
+        products = columns_by_group(columns, kh * kw, groups) @ filters_by_group(w, groups)
         result = products.transpose(1, 0, 2).reshape(columns.shape[0], out_channels)
     return result.reshape(*positions, out_channels).astype(dtype, copy=False)
 
@@ -497,7 +497,7 @@ def _input_gradient(g, w, *, input_size, strides, padding, dilations, feature_gr
     else:
         count = batch * ho * wo
         rows = g.reshape(count, groups, out_channels // groups).transpose(1, 0, 2)
-        products = rows @ _filters_by_group(w, groups).transpose(0, 2, 1)
+        products = rows @ filters_by_group(w, groups).transpose(0, 2, 1)
         columns = products.reshape(groups, count, kh * kw, per_group).transpose(1, 2, 0, 3)
     columns = columns.reshape(batch, ho, wo, kh, kw, channels)
     (top, bottom), (left, right) = padding
@@ -564,7 +564,7 @@ def _filter_gradient(x, g, *, filter_size, strides, padding, dilations,
     if groups == 1:
         result = columns.T @ rows
     else:
-        by_group = _by_group(columns, filter_size[0] * filter_size[1], groups)
+        by_group = columns_by_group(columns, filter_size[0] * filter_size[1], groups)
         products = by_group.transpose(0, 2, 1) @ rows.reshape(
             rows.shape[0], groups, out_channels // groups).transpose(1, 0, 2)
         result = products.transpose(1, 0, 2).reshape(columns.shape[1] // groups,

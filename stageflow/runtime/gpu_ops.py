@@ -7,7 +7,9 @@ its tensors there instead of copying them to the host and back at every such op:
 - ``conv2d``: im2col as a gather (the map lists, for each output position, the input
   elements of its window; a negative entry is the zero padding), then one gemm of the
   columns by the HWIO filters, which are already the (kh*kw*C, O) matrix it needs. A 1x1
-  convolution of stride 1 without padding needs no columns: its input is the matrix. Its
+  convolution of stride 1 without padding needs no columns: its input is the matrix.
+  Grouped, each group's columns and filters are gathered apart and one batched gemm
+  multiplies them. Its
   filter gradient is the same columns, transposed, times the cotangent (a gemm); its input
   gradient, col2im, a gemm giving each window's share, then a sum through the windows' map
   inverted (each input element's list of the shares that read it);
@@ -25,8 +27,8 @@ its tensors there instead of copying them to the host and back at every such op:
   extremum there): elementwise kernels and a min-reduction of the indices.
 
 A map that depends only on the signature is kept per GPU (`GPUDevice._remember`), so its
-cost is paid once. Grouped convolutions, other pad values, empty operands and dtypes
-without a gemm go on running on the host.
+cost is paid once. The gradients of grouped convolutions, other pad values, empty operands
+and dtypes without a gemm go on running on the host.
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 from stageflow.codegen.targets.indexed import put_entry
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.primitives.conv import (
+    columns_by_group,
     conv2d_filter_gradient_p,
     conv2d_input_gradient_p,
     conv2d_p,
+    filters_by_group,
     im2col,
     max_pool_gradient_p,
     reduce_window_p,
@@ -163,10 +167,11 @@ def _columns(device: GPUDevice, x: DeviceArray, window: tuple[int, int],
     return columns
 
 
-def _takes(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> bool:
-    """Whether a convolution or its gradient runs here: ungrouped, of a dtype the GPU's
-    gemm has, nothing empty, every size within a gemm's."""
-    return (params.get("feature_group_count", 1) == 1
+def _takes(device: GPUDevice, values: list[Any], params: dict[str, Any],
+           grouped: bool = False) -> bool:
+    """Whether a convolution or its gradient runs here: ungrouped unless `grouped`, of a
+    dtype the GPU's gemm has, nothing empty, every size within a gemm's."""
+    return ((grouped or params.get("feature_group_count", 1) == 1)
             and np.dtype(values[0].dtype) in device.driver.gemm_dtypes()
             and all(0 not in v.shape and max(v.shape) <= GEMM_MAX_SIZE for v in values))
 
@@ -181,14 +186,45 @@ def _gemm(device: GPUDevice, a: DeviceArray, b: DeviceArray, out: DeviceArray, m
 
 
 def _conv2d(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> DeviceArray | None:
-    if not _takes(device, values, params):
+    if not _takes(device, values, params, grouped=True):
         return None
     x, w = (device.on_device(v) for v in values)
     kh, kw, channels, filters = w.shape
     shape = _result_shape(conv2d_p, values, params)
-    columns = _columns(device, x, (kh, kw), params)
-    return _gemm(device, columns, w, device.empty(shape, x.dtype), math.prod(shape[:3]),
-                 filters, kh * kw * channels)
+    rows, groups = math.prod(shape[:3]), params.get("feature_group_count", 1)
+    if groups == 1:
+        columns = _columns(device, x, (kh, kw), params)
+        return _gemm(device, columns, w, device.empty(shape, x.dtype), rows, filters,
+                     kh * kw * channels)
+    return _grouped_conv2d(device, x, w, shape, params)
+
+
+def _grouped_conv2d(device: GPUDevice, x: DeviceArray, w: DeviceArray, shape: tuple[int, ...],
+                    params: dict[str, Any]) -> DeviceArray:
+    """Each group's windows by its filters: the windows gathered group after group, (G,
+    rows, kh*kw*C/G), the filters likewise, (G, kh*kw*C/G, O/G), one batched gemm, and
+    its (G, rows, O/G) products gathered into the output's channels."""
+    kh, kw, channels, filters = w.shape
+    groups = params["feature_group_count"]
+    rows, depth, outs = math.prod(shape[:3]), kh * kw * channels, filters // groups
+    key = (*_geometry("grouped windows", x.shape, (kh, kw), params), filters, groups)
+    windows = _kept(device, key, lambda: columns_by_group(
+        _window_map(tuple(x.shape), (kh, kw), params), kh * kw, groups))
+    taken = _kept(device, (*key, "filters"), lambda: filters_by_group(
+        np.arange(math.prod(w.shape), dtype=np.int64).reshape(w.shape), groups))
+    order = _kept(device, (*key, "order"), lambda: np.arange(
+        groups * rows * outs, dtype=np.int64).reshape(groups, rows, outs).transpose(1, 0, 2))
+    columns, by_group = device.empty(windows.shape, x.dtype), device.empty(taken.shape, w.dtype)
+    device._gather(x, windows, columns)
+    device._gather(w, taken, by_group)
+    products = device.empty((groups, rows, outs), x.dtype)
+    with device._order:
+        device.driver.gemm(columns.handle, by_group.handle, products.handle, x.dtype, groups,
+                           rows, outs, depth, False, False, rows * depth, depth * outs, 1.0,
+                           0.0)
+    out = device.empty(shape, x.dtype)
+    device._gather(products, order, out)
+    return out
 
 
 def _filter_gradient(device: GPUDevice, values: list[Any],

@@ -98,18 +98,27 @@ def test_a_pointwise_convolution_is_the_gemm_alone():
     np.testing.assert_allclose(got.numpy(), np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-5)
 
 
-def test_grouped_convolutions_still_run_on_the_host():
+@pytest.mark.parametrize(("channels", "filters", "groups"), [(4, 6, 2), (6, 6, 6), (3, 6, 3)])
+def test_grouped_convolutions_run_on_the_gpu_as_one_batched_gemm(channels, filters, groups):
+    """Groups of channels (depthwise where each group is one channel), strided and
+    padded: the host's numbers, and only the kept maps put there (windows by group,
+    filters by group, the products' order)."""
     rng = np.random.default_rng(1)
-    x, w = rng.standard_normal((1, 4, 4, 4), np.float32), rng.standard_normal((3, 3, 2, 4),
-                                                                                np.float32)
-    geometry = {"strides": (1, 1), "padding": ((1, 1), (1, 1)), "dilations": (1, 1),
-                "feature_group_count": 2}
+    x = rng.standard_normal((2, 6, 5, channels)).astype(np.float32)
+    w = rng.standard_normal((3, 2, channels // groups, filters)).astype(np.float32)
+    geometry = {"strides": (2, 1), "padding": ((1, 1), (0, 1)), "dilations": (1, 1),
+                "feature_group_count": groups}
     want = conv2d_p.bind(sf.constant(x), sf.constant(w), **geometry).numpy()
+    gx, gw = on_gpu(x), on_gpu(w)
     before = copies()
-    got = conv2d_p.bind(on_gpu(x), on_gpu(w), **geometry)
-    assert copies() - before == 5  # two puts here, two fetches and the result put back
-    assert got.device == GPU
-    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    got = conv2d_p.bind(gx, gw, **geometry)
+    assert got.device == GPU and copies() - before <= 3
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    filters_gradient = {"filter_size": (3, 2), **geometry}
+    g = on_gpu(np.ones(want.shape, np.float32))
+    before = copies()
+    conv2d_filter_gradient_p.bind(gx, g, **filters_gradient)  # grouped: still the host's
+    assert copies() - before == 3
 
 
 @pytest.mark.parametrize("kind", ["max", "sum"])
