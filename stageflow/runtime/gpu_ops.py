@@ -15,7 +15,10 @@ its tensors there instead of copying them to the host and back at every such op:
   inverted (each input element's list of the shares that read it);
 - ``reduce_window`` (max and sum pooling): a reduction through a map of the windows, the
   padding contributing the reduction's identity;
-- ``pad`` with zeros: a gather whose padding entries are negative;
+- ``pad`` with zeros: a gather whose padding entries are negative; ``depthwise_conv2d``: the
+  grouped convolution of one group per channel;
+- ``concat``: the operands put one after another into one buffer, then (unless they join
+  along the leading axes) a gather arranging them;
 - ``gather`` by run-time indices: the indices read on the host, where the op's own NumPy
   kernel turns them into the map (and raises its error for an index out of range);
 - ``update_index``: a copy of the array, then the row written at the index the host reads;
@@ -53,6 +56,7 @@ from stageflow.primitives.conv import (
     max_pool_gradient_p,
     reduce_window_p,
 )
+from stageflow.primitives.depthwise import depthwise_conv2d_p
 from stageflow.primitives.elementwise import (
     equal_p,
     logical_and_p,
@@ -69,6 +73,7 @@ from stageflow.primitives.reduction import (
     reduce_min_p,
 )
 from stageflow.primitives.structural import (
+    concat_p,
     gather_p,
     pad_p,
     reshape_p,
@@ -197,6 +202,21 @@ def _conv2d(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Dev
         return _gemm(device, columns, w, device.empty(shape, x.dtype), rows, filters,
                      kh * kw * channels)
     return _grouped_conv2d(device, x, w, shape, params)
+
+
+def _depthwise_conv2d(device: GPUDevice, values: list[Any],
+                      params: dict[str, Any]) -> DeviceArray | None:
+    """A convolution with one group per input channel: the [kh, kw, C, M] filter is the
+    grouped convolution's [kh, kw, 1, C*M] (output channel c*M + m either way)."""
+    x, w = values
+    geometry = {**params, "feature_group_count": x.shape[3]}
+    if not _takes(device, values, geometry, grouped=True):
+        return None
+    kh, kw, channels, multiplier = w.shape
+    filters = device.execute(reshape_p, [device.on_device(w)],
+                             {"shape": (kh, kw, 1, channels * multiplier)})
+    shape = _result_shape(depthwise_conv2d_p, values, params)
+    return _grouped_conv2d(device, device.on_device(x), filters, shape, geometry)
 
 
 def _grouped_conv2d(device: GPUDevice, x: DeviceArray, w: DeviceArray, shape: tuple[int, ...],
@@ -355,6 +375,34 @@ def _gather(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Dev
     return out
 
 
+def _concat(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> DeviceArray | None:
+    """The operands put one after another into one buffer (the put kernel at each one's
+    offset); along the leading axes that is the result, else a gather through a kept map
+    arranges it."""
+    arrays = [device.on_device(v) for v in values]
+    shape = _result_shape(concat_p, arrays, params)
+    axis = params["axis"] % len(shape)
+    staged = device.empty(shape, arrays[0].dtype)
+    bits, offset = 8 * staged.dtype.itemsize, 0
+    for array in arrays:
+        count = math.prod(array.shape)
+        device._launch(device._entry(f"put_i{bits}", put_entry(bits), 2, 2),
+                       [array.handle, staged.handle], [count, offset], count)
+        offset += count
+    if math.prod(shape[:axis]) == 1:  # the operands' blocks are the result's
+        return staged
+
+    def arrangement() -> np.ndarray:
+        starts = np.cumsum([0] + [math.prod(a.shape) for a in arrays])
+        return np.concatenate([start + np.arange(math.prod(a.shape), dtype=np.int64).reshape(
+            a.shape) for start, a in zip(starts, arrays, strict=False)], axis)
+
+    out = device.empty(shape, staged.dtype)
+    device._gather(staged, _kept(device, _signature(concat_p, arrays, params), arrangement),
+                   out)
+    return out
+
+
 def _update_index(device: GPUDevice, values: list[Any],
                   params: dict[str, Any]) -> DeviceArray | None:
     x, update, index = values
@@ -394,7 +442,8 @@ def _arg_extremum(kind: Primitive) -> Op:
     return run
 
 
-OPS: dict[Primitive, Op] = {conv2d_p: _conv2d, conv2d_filter_gradient_p: _filter_gradient,
+OPS: dict[Primitive, Op] = {conv2d_p: _conv2d, depthwise_conv2d_p: _depthwise_conv2d,
+                            concat_p: _concat, conv2d_filter_gradient_p: _filter_gradient,
                             conv2d_input_gradient_p: _input_gradient,
                             reduce_window_p: _reduce_window, pad_p: _pad, gather_p: _gather,
                             update_index_p: _update_index,

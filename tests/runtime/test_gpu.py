@@ -128,7 +128,7 @@ def test_ops_without_a_kernel_run_on_the_host_with_counted_transfers(dtype):
     product = sf.matmul(a, b)  # no gemm of the dtype: a, b fetched, the product put back
     assert copies() - before == 3 and product.device == GPU and product.dtype == dtype
     np.testing.assert_array_equal(product.numpy(), np.arange(12).reshape(3, 4) @ np.ones((4, 2)))
-    joined = sf.concat([a, a], axis=0)  # several operands: no index map either
+    joined = sf.concat([a, a], axis=0)  # on the GPU: put one after the other
     assert joined.device == GPU and joined.shape == (6, 4)
 
 

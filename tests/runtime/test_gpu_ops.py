@@ -22,6 +22,7 @@ from stageflow.primitives.conv import (
     max_pool_gradient_p,
     reduce_window_p,
 )
+from stageflow.primitives.depthwise import depthwise_conv2d_p
 from stageflow.primitives.structural import pad_p
 
 GPU = "/device:GPU:0"
@@ -119,6 +120,33 @@ def test_grouped_convolutions_run_on_the_gpu_as_one_batched_gemm(channels, filte
     before = copies()
     conv2d_filter_gradient_p.bind(gx, g, **filters_gradient)  # grouped: still the host's
     assert copies() - before == 3
+
+
+@pytest.mark.parametrize("multiplier", [1, 2])
+def test_depthwise_convolutions_run_on_the_gpu(multiplier):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, multiplier)).astype(np.float32)
+    geometry = {"strides": (2, 2), "padding": ((1, 1), (1, 1)), "dilations": (1, 1)}
+    want = depthwise_conv2d_p.bind(sf.constant(x), sf.constant(w), **geometry).numpy()
+    got = depthwise_conv2d_p.bind(on_gpu(x), on_gpu(w), **geometry)
+    assert got.device == GPU
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@given(data=st.data(), shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4),
+       dtype=st.sampled_from([np.float32, np.int64, np.bool_, np.float16]))
+def test_concats_run_on_the_gpu(data, shape, dtype):
+    """Along any axis, of operands of any sizes there (empty ones too): the operands put
+    into one buffer, then arranged unless they join along the leading axes."""
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    sizes = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    parts = [(rng.standard_normal((*shape[:axis], n, *shape[axis + 1:])) * 4).astype(dtype)
+             for n in sizes]
+    got = sf.concat([on_gpu(p) for p in parts], axis=axis)
+    assert got.device == GPU
+    np.testing.assert_array_equal(got.numpy(), np.concatenate(parts, axis))
 
 
 @pytest.mark.parametrize("kind", ["max", "sum"])
