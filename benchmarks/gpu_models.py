@@ -51,8 +51,8 @@ median. Every call ends by waiting for the GPU (stageflow's device ``synchronize
 ``torch.cuda.synchronize``, ``block_until_ready``). The figures are images/s, sequences/s
 and tokens/s (a whole generation, the prompt step included: batch x new tokens over its
 time), and beside them stageflow's rate over the best incumbent's, stageflow's first call in
-seconds and its copies between host and GPU per call (`sf.config.statistics`: ops that still
-run on the host on a GPU show up there).
+seconds, its copies between host and GPU per call and its ops run on the host per call
+(`sf.config.statistics`'s ``device_copies`` and ``host_fallbacks``).
 
 ``--emulated`` runs stageflow alone on an emulated GPU (every GPU thread in turn on the
 host) at small sizes (``--small``: ResNet-50 at 32x32, one encoder layer at sequence 16,
@@ -244,7 +244,8 @@ def _stageflow_child(spec: dict[str, Any]) -> None:
         sf.config.reset_statistics()
         work.wait(work.call())
         counted = sf.config.statistics()
-        return {"copies": counted["device_copies"], "copy_bytes": counted["device_copy_bytes"]}
+        return {"copies": counted["device_copies"], "copy_bytes": counted["device_copy_bytes"],
+                "host_ops": counted["host_fallbacks"]}
 
     with sf.device(GPU):
         _run_models(spec, {"resnet50": resnet50, "resnet50_train": resnet50_train,
@@ -722,7 +723,7 @@ def _table(spec: dict[str, Any], frameworks: list[str],
         print(f"\n{TITLES[model]}, {shapes[model]}: {UNITS[model]}, "
               f"{DTYPES.get(model, 'float32')}")
         header = (f"  {'batch':>5}" + "".join(f" {name:>14}" for name in names)
-                  + f" {'sf/best':>8} {'sf first s':>10} {'sf copies':>9}")
+                  + f" {'sf/best':>8} {'sf first s':>10} {'sf copies':>9} {'host ops':>8}")
         print(header)
         for batch in spec["batches"]:
             rates: dict[str, float] = {}
@@ -740,7 +741,8 @@ def _table(spec: dict[str, Any], frameworks: list[str],
                      if others and "stageflow" in rates else "-")
             first = f"{ours['first']:.1f}" if isinstance(ours, dict) else "-"
             copies = str(ours["copies"]) if isinstance(ours, dict) else "-"
-            print(row + f" {ratio:>8} {first:>10} {copies:>9}")
+            host = str(ours["host_ops"]) if isinstance(ours, dict) else "-"
+            print(row + f" {ratio:>8} {first:>10} {copies:>9} {host:>8}")
         firsts = [f"{FRAMEWORKS[f]} " + "/".join(
             f"{cells[f, model, b]['first']:.1f}" if isinstance(cells[f, model, b], dict)
             else "-" for b in spec["batches"]) for f in frameworks]
@@ -833,7 +835,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     where = "an emulated GPU" if args.emulated else "one GPU"
     print(f"\nOn {where}, median of timed calls after warm-up, each ending by waiting for "
           f"the GPU; sf/best: stageflow's rate over the best incumbent's; sf copies: "
-          f"stageflow's copies between host and GPU per call")
+          f"stageflow's copies between host and GPU per call; host ops: stageflow's ops "
+          f"run on the host per call")
     _table(spec, frameworks, cells)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

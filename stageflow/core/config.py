@@ -217,20 +217,23 @@ get_soft_device_placement = devices.get_soft_device_placement
 
 def statistics() -> dict[str, Any]:
     """Counters of the runtime's work since the last `reset_statistics`: copies between
-    devices (``device_copies``) and their bytes (``device_copy_bytes``), ints. A copy is
-    made when an op runs on a device its operands are not on, so the counters show
-    placement mistakes that cost time.
+    devices (``device_copies``) and their bytes (``device_copy_bytes``), and ops placed on
+    a GPU that ran on the host, their operands fetched, as no GPU kernel takes them
+    (``host_fallbacks``, TensorFlow's soft placement), ints. A copy is made when an op
+    runs on a device its operands are not on, so the counters show placement mistakes that
+    cost time.
 
     >>> sf.config.reset_statistics()
     >>> x = sf.constant([1.0, 2.0, 3.0])                # on /device:CPU:0
     >>> with sf.device("/device:CPU:2"):
     ...     y = x * 2.0                                 # x is copied to CPU:2 first
     >>> sf.config.statistics()
-    {'device_copies': 1, 'device_copy_bytes': 12}
+    {'device_copies': 1, 'device_copy_bytes': 12, 'host_fallbacks': 0}
     """
     counters = devices.COUNTERS
     with counters.lock:
-        return {"device_copies": counters.copies, "device_copy_bytes": counters.copy_bytes}
+        return {"device_copies": counters.copies, "device_copy_bytes": counters.copy_bytes,
+                "host_fallbacks": counters.host_fallbacks}
 
 
 def reset_statistics() -> None:
@@ -241,14 +244,14 @@ def reset_statistics() -> None:
     ...     y = sf.constant([1.0, 2.0]) * 2.0
     >>> sf.config.reset_statistics()
     >>> sf.config.statistics()
-    {'device_copies': 0, 'device_copy_bytes': 0}
+    {'device_copies': 0, 'device_copy_bytes': 0, 'host_fallbacks': 0}
     >>> info = sf.config.get_memory_info("/device:CPU:1")
     >>> info["peak"] == info["current"]
     True
     """
     counters = devices.COUNTERS
     with counters.lock:
-        counters.copies = counters.copy_bytes = 0
+        counters.copies = counters.copy_bytes = counters.host_fallbacks = 0
         for usage in counters.memory.values():
             usage[1] = usage[0]
 

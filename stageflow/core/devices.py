@@ -294,18 +294,24 @@ def mark_started(names: list[str]) -> None:
 
 class Counters:
     """What placement did since the last reset: copies between devices and their bytes,
-    and per device the bytes its tensors hold now and at most (`sf.config` reads them)."""
+    ops placed on a GPU that ran on the host instead (no kernel of the GPU's for them), and
+    per device the bytes its tensors hold now and at most (`sf.config` reads them)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.copies = 0
         self.copy_bytes = 0
+        self.host_fallbacks = 0
         self.memory: dict[str, list[int]] = {}
 
     def copied(self, nbytes: int) -> None:
         with self.lock:
             self.copies += 1
             self.copy_bytes += nbytes
+
+    def fell_back(self) -> None:
+        with self.lock:
+            self.host_fallbacks += 1
 
     def allocated(self, device: str, nbytes: int) -> None:
         with self.lock:

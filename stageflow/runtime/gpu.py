@@ -518,9 +518,11 @@ def _host_value(variable: Any) -> np.ndarray:
 
 
 def host_step(kernel: Callable[..., Any]) -> Callable[..., Any]:
-    """`kernel` run on the host: device arrays among its arguments fetched first."""
+    """`kernel` run on the host: device arrays among its arguments fetched first; each run
+    counted (``host_fallbacks`` of `sf.config.statistics`)."""
 
     def run(*values: Any, **params: Any) -> Any:
+        devices.COUNTERS.fell_back()
         host = [v.fetch() if isinstance(v, DeviceArray) else v for v in values]
         return kernel(*host, **params)
 

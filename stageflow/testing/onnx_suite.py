@@ -4,7 +4,8 @@ each imported, compiled and run, its outputs compared with the case's references
 case's tolerances (ONNX's `Runner.assert_similar_outputs`).
 
     python -m stageflow.testing.onnx_suite [-k REGEX] [--kind node] [--verbose]
-                                           [--reference] [--jobs N] [--interpreted | --aot]
+                                           [--reference] [--jobs N]
+                                           [--interpreted | --gpu | --aot]
                                            [--target aarch64-linux-gnu | wasm32
                                             [--chromium]]
 
@@ -12,16 +13,18 @@ prints a row per kind (passed, failed, excluded) and names every failure with it
 error line (--verbose: every case). --reference runs onnxruntime's own backend
 (`onnxruntime.backend`) on the same cases in the same run: two more columns, and each
 failure says whether onnxruntime passes it. --interpreted runs the staged graphs through
-the interpreter; --aot compiles each case ahead of time (its inputs' shapes fixed) into a
-library a C program calls (`stageflow.testing.c_program`), as a user of ``stageflow
-compile model.onnx`` would: ``--kind real --aot`` is the light models from C, and with
-``--target aarch64-linux-gnu`` the same compiled for aarch64 and run under qemu, with
-``--target wasm32`` as WebAssembly under Node.js (`wasm_program`), or with ``--chromium``
-in a page of headless Chromium. The
-exclusions, each with its reason, are `stageflow/onnx/exclusions.txt`: one ``REGEX  #
-reason`` a line, searched in the case's name; only for types stageflow has no tensors of
-and ops out of its scope. Each case is compiled, so the cases run in a pool of two
-processes unless --jobs says otherwise.
+the interpreter; --gpu runs them placed on the first GPU (ONNX's "CUDA" device): a real one
+where the machine has one, else an emulated GPU (its kernels' LLVM IR run on the host,
+which checks the numbers and that the ops run on a GPU's kernels, not a GPU's speed);
+--aot compiles each case ahead of time (its inputs' shapes fixed) into a library a C
+program calls (`stageflow.testing.c_program`), as a user of ``stageflow compile
+model.onnx`` would: ``--kind real --aot`` is the light models from C, and with ``--target
+aarch64-linux-gnu`` the same compiled for aarch64 and run under qemu, with ``--target
+wasm32`` as WebAssembly under Node.js (`wasm_program`), or with ``--chromium`` in a page
+of headless Chromium. The exclusions, each with its reason, are
+`stageflow/onnx/exclusions.txt`: one ``REGEX  # reason`` a line, searched in the case's
+name; only for types stageflow has no tensors of and ops out of its scope. Each case is
+compiled, so the cases run in a pool of two processes unless --jobs says otherwise.
 
 The real kind is ONNX's light models (``onnx/backend/test/data/light``): inputs drawn by
 `Runner.generate_dummy_data` as ONNX's runner draws them, outputs compared with the
@@ -54,6 +57,7 @@ from onnx.backend.test.loader import load_model_tests
 from onnx.backend.test.runner import Runner
 
 from stageflow.aot.library import compile_function
+from stageflow.core.devices import emulated_gpu_count, set_emulated_gpu_count
 from stageflow.onnx.backend import StageflowBackend
 from stageflow.onnx.importer import load
 from stageflow.testing import c_program, wasm_program
@@ -176,10 +180,11 @@ def _first_line(error: BaseException) -> str:
 
 
 def check(backend: Any, model: onnx.ModelProto, data_sets: DataSets, case: TestCase,
-          **kwargs: Any) -> str:
-    """"" when `backend` reproduces every data set of the case, else the first error line."""
+          device: str = "CPU", **kwargs: Any) -> str:
+    """"" when `backend` reproduces every data set of the case on `device` (ONNX's name),
+    else the first error line."""
     try:
-        rep = backend.prepare(model, "CPU", **kwargs)
+        rep = backend.prepare(model, device, **kwargs)
         for inputs, references in data_sets:
             outputs = rep.run(list(inputs))
             Runner.assert_similar_outputs(list(references), list(outputs), case.rtol, case.atol)
@@ -223,8 +228,8 @@ def _call(folder: Path, library: Any, arrays: list, browser: str | None) -> list
 
 def run_case(case: TestCase, reference: bool = False, mode: str = "compiled",
              target: str = "cpu", browser: str | None = None) -> Outcome:
-    """One case: imported, run on each data set in `mode` ("compiled", "interpreted" or
-    "aot", for `target`) and compared (and by onnxruntime too)."""
+    """One case: imported, run on each data set in `mode` ("compiled", "interpreted",
+    "gpu" or "aot", for `target`) and compared (and by onnxruntime too)."""
     try:
         model, data_sets = materialise(case)
     except Exception as error:  # a case whose files cannot be read is a failure too
@@ -235,8 +240,14 @@ def run_case(case: TestCase, reference: bool = False, mode: str = "compiled",
     reason = exclusion(case.name)
     if reason is not None:
         return Outcome(case.kind, case.name, "excluded", reason, ort)
-    detail = (check_aot(model, data_sets, case, target, browser) if mode == "aot" else
-              check(StageflowBackend, model, data_sets, case, jit=mode == "compiled"))
+    if mode == "aot":
+        detail = check_aot(model, data_sets, case, target, browser)
+    elif mode == "gpu":
+        if not emulated_gpu_count():  # after any real GPU: the first GPU is a real one
+            set_emulated_gpu_count(1)
+        detail = check(StageflowBackend, model, data_sets, case, "CUDA")
+    else:
+        detail = check(StageflowBackend, model, data_sets, case, jit=mode == "compiled")
     return Outcome(case.kind, case.name, "failed" if detail else "passed", detail, ort)
 
 
@@ -285,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     modes.add_argument("--interpreted", dest="mode", action="store_const", const="interpreted",
                        default="compiled",
                        help="run the staged graphs through the interpreter (jit=False)")
+    modes.add_argument("--gpu", dest="mode", action="store_const", const="gpu",
+                       help="run the staged graphs on the first GPU (an emulated one where "
+                            "there is none)")
     modes.add_argument("--aot", dest="mode", action="store_const", const="aot",
                        help="compile each case into an AOT library and call it from C")
     parser.add_argument("--target", default="cpu", metavar="MACHINE",

@@ -14,6 +14,7 @@ import onnx.backend.test
 import pytest
 from onnx.backend.test.case.test_case import TestCase
 
+import stageflow as sf
 from stageflow.onnx.backend import StageflowBackend
 from stageflow.testing.onnx_suite import KINDS, cases, exclusion, exclusions, run_case
 
@@ -92,3 +93,16 @@ def test_a_light_model_compiled_for_another_machine(target, aarch64_tools, wasm_
     [case] = [c for c in all_cases() if c.name == "test_squeezenet"]
     outcome = run_case(case, mode="aot", target=target)
     assert outcome.outcome == "passed", outcome.detail
+
+
+@pytest.mark.parametrize("name", ["test_shufflenet", "test_inception_v1"])
+def test_a_light_model_placed_on_the_gpu_reproduces_its_reference(name):
+    """ONNX's light ShuffleNet (grouped and depthwise convolutions, channel shuffles,
+    concats) and Inception v1 (concats of branches, pooling, local response
+    normalisation) placed on the suite's first GPU, as `--kind real --gpu` runs every
+    light model."""
+    [case] = [c for c in all_cases() if c.name == name]
+    sf.config.reset_statistics()
+    outcome = run_case(case, mode="gpu")
+    assert outcome.outcome == "passed", outcome.detail
+    assert sf.config.statistics()["host_fallbacks"] == 0  # every op on the GPU's kernels

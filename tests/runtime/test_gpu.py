@@ -124,9 +124,11 @@ def test_one_kernel_per_op_signature():
 def test_ops_without_a_kernel_run_on_the_host_with_counted_transfers(dtype):
     a = sf.constant(np.arange(12, dtype=dtype).reshape(3, 4)).gpu()
     b = sf.constant(np.ones((4, 2), dtype)).gpu()
+    sf.config.reset_statistics()
     before = copies()
     product = sf.matmul(a, b)  # no gemm of the dtype: a, b fetched, the product put back
     assert copies() - before == 3 and product.device == GPU and product.dtype == dtype
+    assert sf.config.statistics()["host_fallbacks"] == 1
     np.testing.assert_array_equal(product.numpy(), np.arange(12).reshape(3, 4) @ np.ones((4, 2)))
     joined = sf.concat([a, a], axis=0)  # on the GPU: put one after the other
     assert joined.device == GPU and joined.shape == (6, 4)
