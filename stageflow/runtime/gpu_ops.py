@@ -294,15 +294,21 @@ def _pooling_windows(shape: tuple[int, ...], params: dict[str, Any]) -> np.ndarr
     return windows.reshape(*windows.shape[:4], kh * kw)
 
 
+def _pooling(device: GPUDevice, shape: tuple[int, ...], params: dict[str, Any]) -> DeviceArray:
+    """`_pooling_windows` on the GPU, kept per geometry: a pooling and its gradient share
+    it."""
+    geometry = (params["window"], params["strides"], params["padding"])
+    return _kept(device, ("pooling windows", shape, *geometry),
+                 lambda: _pooling_windows(shape, params))
+
+
 def _reduce_window(device: GPUDevice, values: list[Any],
                    params: dict[str, Any]) -> DeviceArray | None:
     (x,) = values
     kind = MAX if params["kind"] == "max" else SUM
     if np.dtype(x.dtype) not in kind.native_dtypes or 0 in x.shape:
         return None
-    shape = tuple(x.shape)
-    windows = _kept(device, ("pooling windows", shape, *sorted(params.items())),
-                    lambda: _pooling_windows(shape, params))
+    windows = _pooling(device, tuple(x.shape), params)
     x = device.on_device(x)
     out = device.empty(windows.shape[:4], x.dtype)
     device._reduce(kind, x, windows, out, windows.shape[4])
@@ -320,7 +326,7 @@ def _max_pool_gradient(device: GPUDevice, values: list[Any],
         return None
     shape = tuple(x.shape)
     key = ("max pool gradient", shape, *sorted(params.items()))
-    windows = _kept(device, (*key, "windows"), lambda: _pooling_windows(shape, params))
+    windows = _pooling(device, shape, params)
     width = windows.shape[4]
     inverse = functools.cache(lambda: _inverse(_pooling_windows(shape, params),
                                                math.prod(shape)))
