@@ -369,9 +369,21 @@ def _pad(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Device
     return out
 
 
+def _strings(values: list[Any]) -> bool:
+    """Whether the op's operands are strings, which live on the host only."""
+    return any(np.dtype(v.dtype) == object for v in values)
+
+
+def _put(device: GPUDevice, source: DeviceArray, target: DeviceArray, offset: int) -> None:
+    """`source`'s elements written into `target` from element `offset` on."""
+    count, bits = math.prod(source.shape), 8 * target.dtype.itemsize
+    device._launch(device._entry(f"put_i{bits}", put_entry(bits), 2, 2),
+                   [source.handle, target.handle], [count, offset], count)
+
+
 def _gather(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> DeviceArray | None:
     x, indices = values
-    if 0 in x.shape or np.dtype(x.dtype) == object:
+    if 0 in x.shape or _strings(values):
         return None
     positions = np.arange(math.prod(x.shape), dtype=np.int64).reshape(x.shape)
     chosen = gather_p.kernel(positions, np.asarray(indices), **params)
@@ -385,23 +397,21 @@ def _concat(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Dev
     """The operands put one after another into one buffer (the put kernel at each one's
     offset); along the leading axes that is the result, else a gather through a kept map
     arranges it."""
+    if _strings(values):
+        return None
     arrays = [device.on_device(v) for v in values]
     shape = _result_shape(concat_p, arrays, params)
     axis = params["axis"] % len(shape)
     staged = device.empty(shape, arrays[0].dtype)
-    bits, offset = 8 * staged.dtype.itemsize, 0
-    for array in arrays:
-        count = math.prod(array.shape)
-        device._launch(device._entry(f"put_i{bits}", put_entry(bits), 2, 2),
-                       [array.handle, staged.handle], [count, offset], count)
-        offset += count
+    starts = np.cumsum([0] + [math.prod(a.shape) for a in arrays])
+    for array, start in zip(arrays, starts[:-1], strict=True):
+        _put(device, array, staged, int(start))
     if math.prod(shape[:axis]) == 1:  # the operands' blocks are the result's
         return staged
 
     def arrangement() -> np.ndarray:
-        starts = np.cumsum([0] + [math.prod(a.shape) for a in arrays])
         return np.concatenate([start + np.arange(math.prod(a.shape), dtype=np.int64).reshape(
-            a.shape) for start, a in zip(starts, arrays, strict=False)], axis)
+            a.shape) for a, start in zip(arrays, starts[:-1], strict=True)], axis)
 
     out = device.empty(shape, staged.dtype)
     device._gather(staged, _kept(device, _signature(concat_p, arrays, params), arrangement),
@@ -415,10 +425,7 @@ def _update_index(device: GPUDevice, values: list[Any],
     position = row_position(np.asarray(index), x.shape[0])
     out = device.duplicate(device.on_device(x))
     update = device.on_device(update)
-    count = math.prod(update.shape)
-    bits = 8 * out.dtype.itemsize
-    device._launch(device._entry(f"put_i{bits}", put_entry(bits), 2, 2),
-                   [update.handle, out.handle], [count, position * count], count)
+    _put(device, update, out, position * math.prod(update.shape))
     return out
 
 
