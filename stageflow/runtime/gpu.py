@@ -46,7 +46,6 @@ from stageflow.core.op_facts import LoweredBy, ReductionKind
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.frontend.tensor import DeviceTensor, Tensor, allocate
 from stageflow.ir.builder import build_function, build_op
-from stageflow.primitives.functional import stop_gradient_p
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
 from stageflow.primitives.state import assign_variable_p, read_variable_p
 from stageflow.primitives.structural import broadcast_to_p, reshape_p, slice_p, transpose_p
@@ -229,8 +228,6 @@ class GPUDevice(Device):
         """An op on tensors of this GPU: its kernel launched (an elementwise op's own, a
         gemm for a matmul, the gather or reduce kernels for a move or a reduction), else run
         on the host."""
-        if primitive is stop_gradient_p:
-            return self.on_device(values[0])
         kernel = self._op_kernel(primitive, values, params)
         if kernel is not None:
             return kernel(*values)[0]
@@ -419,8 +416,6 @@ class GPUDevice(Device):
                                       or primitive in gpu_ops.OPS
                                       or primitive.reduction is not None):
             return lambda *values, **params: self.execute(primitive, list(values), params)
-        if primitive is stop_gradient_p:  # its operand itself, wherever that is
-            return lambda x: x
         if primitive is read_variable_p:
             return lambda variable: variable._value
         if primitive is assign_variable_p:

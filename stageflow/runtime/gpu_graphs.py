@@ -273,7 +273,7 @@ class LaunchGraphs:
             if len(self._states) >= MAX_SIGNATURES:
                 self._states.clear()
             self._states[signature] = _RECORD
-            return self.program.run(values + captured)
+            return self.program.run(everything)
         if state == _PLAN:
             return self.program.run(everything)
         read = [(v, v._value) for v in everything if type(v) is Variable]

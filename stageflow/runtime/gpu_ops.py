@@ -25,6 +25,7 @@ its tensors there instead of copying them to the host and back at every such op:
 - ``max_pool_gradient``: each window's first tap equal to its maximum found by a
   min-reduction of the matching taps' indices, then each input element's sum, through the
   windows' map inverted, of the cotangents of the windows that chose it;
+- ``stop_gradient``: its operand, as it is (on the host, each was a round trip);
 - ``argmax`` and ``argmin``: the extremum along the axis (a reduction), then the least
   index where the operand equals it or is NaN (NumPy's first NaN wins, as NaN is the
   extremum there): elementwise kernels and a min-reduction of the indices.
@@ -64,6 +65,7 @@ from stageflow.primitives.elementwise import (
     not_equal_p,
     select_p,
 )
+from stageflow.primitives.functional import stop_gradient_p
 from stageflow.primitives.reduction import (
     MAX,
     SUM,
@@ -455,7 +457,14 @@ def _arg_extremum(kind: Primitive) -> Op:
     return run
 
 
-OPS: dict[Primitive, Op] = {conv2d_p: _conv2d, depthwise_conv2d_p: _depthwise_conv2d,
+def _stop_gradient(device: GPUDevice, values: list[Any],
+                   params: dict[str, Any]) -> DeviceArray:
+    """The operand itself: a `stop_gradient` only marks a value for tapes."""
+    return device.on_device(values[0])
+
+
+OPS: dict[Primitive, Op] = {stop_gradient_p: _stop_gradient, conv2d_p: _conv2d,
+                            depthwise_conv2d_p: _depthwise_conv2d,
                             concat_p: _concat, conv2d_filter_gradient_p: _filter_gradient,
                             conv2d_input_gradient_p: _input_gradient,
                             reduce_window_p: _reduce_window, pad_p: _pad, gather_p: _gather,
