@@ -50,3 +50,25 @@ func.func @kept(%x: tensor<2x3xf32>, %y: tensor<3x2xf32>) -> tensor<3x2xf32> {
   %s = sf.add %t, %y : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
   func.return %s : tensor<3x2xf32>
 }
+
+// A channels-first global pooling of a channels-last result: the sum runs over the NHWC
+// pixels, the transpose of its (1, 1, 1, C) result only moves axes of size 1, and the
+// flattening reshape reads the sum directly. Without keepdims the axes left need no
+// transpose where they keep their order, and a max moves the same way.
+// CHECK-LABEL: func.func @global_pooling
+// CHECK-NEXT:    %{{.*}} = sf.reduce_sum %x {axes = [1, 2], keepdims = true} : (tensor<1x4x5x3xf32>) -> tensor<1x1x1x3xf32>
+// CHECK-NEXT:    %{{.*}} = sf.reshape %{{.*}} {shape = [1, 3]} : (tensor<1x1x1x3xf32>) -> tensor<1x3xf32>
+// CHECK-NEXT:    %{{.*}} = sf.reduce_max %x {axes = [1, 2], keepdims = false} : (tensor<1x4x5x3xf32>) -> tensor<1x3xf32>
+// CHECK-NEXT:    %{{.*}} = sf.reduce_sum %x {axes = [0, 1], keepdims = false} : (tensor<1x4x5x3xf32>) -> tensor<5x3xf32>
+// CHECK-NEXT:    %{{.*}} = sf.transpose %{{.*}} {perm = [1, 0]} : (tensor<5x3xf32>) -> tensor<3x5xf32>
+// CHECK-NEXT:    func.return %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x3xf32>, tensor<1x3xf32>, tensor<3x5xf32>
+func.func @global_pooling(%x: tensor<1x4x5x3xf32>) -> (tensor<1x3xf32>, tensor<1x3xf32>, tensor<3x5xf32>) {
+  %t = sf.transpose %x {perm = [0, 3, 1, 2]} : (tensor<1x4x5x3xf32>) -> tensor<1x3x4x5xf32>
+  %s = sf.reduce_sum %t {axes = [2, 3], keepdims = true} : (tensor<1x3x4x5xf32>) -> tensor<1x3x1x1xf32>
+  %f = sf.reshape %s {shape = [1, 3]} : (tensor<1x3x1x1xf32>) -> tensor<1x3xf32>
+  %u = sf.transpose %x {perm = [0, 3, 1, 2]} : (tensor<1x4x5x3xf32>) -> tensor<1x3x4x5xf32>
+  %m = sf.reduce_max %u {axes = [2, 3], keepdims = false} : (tensor<1x3x4x5xf32>) -> tensor<1x3xf32>
+  %v = sf.transpose %x {perm = [0, 3, 1, 2]} : (tensor<1x4x5x3xf32>) -> tensor<1x3x4x5xf32>
+  %r = sf.reduce_sum %v {axes = [0, 2], keepdims = false} : (tensor<1x3x4x5xf32>) -> tensor<3x5xf32>
+  func.return %f, %m, %r : tensor<1x3xf32>, tensor<1x3xf32>, tensor<3x5xf32>
+}

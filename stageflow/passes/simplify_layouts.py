@@ -30,9 +30,16 @@ from stageflow.passes.support import (
     inferred_types_match,
     is_op,
 )
+from stageflow.primitives.reduction import (
+    reduce_max_p,
+    reduce_min_p,
+    reduce_prod_p,
+    reduce_sum_p,
+)
 from stageflow.primitives.structural import concat_p, pad_p, slice_p, transpose_p
 
 Perm = tuple[int, ...]
+REDUCTIONS = (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p)
 
 
 def _transpose_of(value: SSAValue) -> tuple[SSAValue, Perm] | None:
@@ -167,8 +174,36 @@ class TransposeBelowWindow(_Sink):
         self.sink(op, [source, *op.operands[1:]], params, perm, rewriter)
 
 
+class TransposeBelowReduction(_Sink):
+    """``reduce(transpose(x, p), axes)`` -> the reduction of `x` over the axes `p` names,
+    then the transpose of what is left (none where the axes left keep their order): a
+    channels-first global pooling (``reduce_sum(transpose(y, NHWC -> NCHW), [2, 3])``)
+    reduces the NHWC result of the last convolution over its pixels instead of
+    transposing the whole of it first. Each output reduces the same elements; a max or a
+    min is exact in any order, a sum or a product may add them in another (the
+    reductions' results match NumPy's to rounding either way: `lowered.reduction`)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, SfOp) or op.primitive not in REDUCTIONS:
+            return
+        transposed = _transpose_of(op.operands[0])
+        if transposed is None or not _only_use(op.operands[0]):
+            return
+        source, perm = transposed
+        params = op.params()
+        axes, keepdims = tuple(params["axes"]), params["keepdims"]
+        moved = {"axes": tuple(sorted(perm[axis] for axis in axes)), "keepdims": keepdims}
+        if keepdims:
+            self.sink(op, [source], moved, perm, rewriter)
+            return
+        kept = [perm[axis] for axis in range(len(perm)) if axis not in axes]
+        self.sink(op, [source], moved, tuple(sorted(kept).index(axis) for axis in kept),
+                  rewriter)
+
+
 LAYOUT_PATTERNS: tuple[RewritePattern, ...] = (
     TransposeBelowElementwise(),
     TransposeBelowConcat(),
     TransposeBelowWindow(),
+    TransposeBelowReduction(),
 )

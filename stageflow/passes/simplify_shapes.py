@@ -1,7 +1,8 @@
 """The shape rules of `simplify`: chains of data movement composed, no-op moves removed.
 
 A transpose of a transpose is one transpose (or none), a reshape of a reshape one reshape,
-a reshape, broadcast or cast to the type its operand already has moves nothing, and a
+a reshape of a transpose that only moves axes of size 1 a reshape of its operand, a
+reshape, broadcast or cast to the type its operand already has moves nothing, and a
 gather of a constant run of consecutive indices is a slice (an exported model picks a
 fused projection's query, key and value apart with a Gather of 0, 1 and 2). Each
 rule builds the replacement with `build_op` and keeps it only if the primitive's shape rule
@@ -114,6 +115,29 @@ class ReshapeChain(RewritePattern):
         _replace_by_op(op, new, rewriter)
 
 
+class ReshapeOfUnitTranspose(RewritePattern):
+    """``reshape(transpose(x, p), s)`` -> ``reshape(x, s)`` where `p` moves only axes of
+    size 1 past the others, which keep their order: both list x's elements in the same
+    row-major order (a global pooling's (1, 1, 1, C) result transposed to (1, C, 1, 1),
+    then flattened)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not is_op(op, reshape_p):
+            return
+        inner = _producer(op.operands[0], transpose_p)
+        if inner is None:
+            return
+        perm = inner.params()["perm"]
+        dims = shaped_type(inner.operands[0].type).shape
+        long = [axis for axis in perm if dims[axis] != 1]
+        if long != sorted(long):
+            return
+        shape = tuple(-2 - perm[-2 - n] if n <= -2 else n for n in op.params()["shape"])
+        new = build_op(reshape_p, [inner.operands[0]], {"shape": shape}, op.result_types,
+                       op.location)
+        _replace_by_op(op, new, rewriter)
+
+
 class NoOpMove(RewritePattern):
     """``reshape``, ``broadcast_to`` or ``cast`` to the operand's own type -> the operand.
 
@@ -192,6 +216,7 @@ class SelectConstantCondition(RewritePattern):
 SHAPE_PATTERNS: tuple[RewritePattern, ...] = (
     TransposeChain(),
     ReshapeChain(),
+    ReshapeOfUnitTranspose(),
     NoOpMove(),
     GatherOfRun(),
     SelectConstantCondition(),

@@ -266,15 +266,21 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 
 # Max pooling: the output rows split over the cores; per pixel the taps of each window
 # clipped to the input, each block of channels (here one vector of 4) combined in a
-# register with llvm.maximum, from -inf, and stored once.
+# register from -inf by a compare and select, beside a mask of the lanes that saw a NaN,
+# which become NaN before the block is stored once.
 # CHECK-LABEL: define i32 @"reduce_window"(
 # CHECK: call i1 @"sf.pool.run"(ptr (ptr)* @"reduce_window.rows.thread"
 # CHECK-LABEL: define internal i32 @"reduce_window.rows.body"(
 # CHECK: block4.body:
 # CHECK: %[[ACC:".[0-9]+"]] = phi <4 x float> [<float 0xfff0000000000000, {{.*}}>, %"block4.body"]
-# CHECK: store <4 x float> %[[ACC]]
+# CHECK-NEXT: %[[NANS:".[0-9]+"]] = phi <4 x i1> [<i1 0, i1 0, i1 0, i1 0>, %"block4.body"]
+# CHECK: %[[OUT:".[0-9]+"]] = select <4 x i1> %[[NANS]], <4 x float> <float 0x7ff8000000000000, {{.*}}>, <4 x float> %[[ACC]]
+# CHECK: store <4 x float> %[[OUT]]
 # CHECK: %[[X:".[0-9]+"]] = load <4 x float>, ptr
-# CHECK-NEXT: call <4 x float> @"llvm.maximum.v4f32"(<4 x float> %{{".[0-9]+"}}, <4 x float> %[[X]])
+# CHECK-NEXT: %[[GT:".[0-9]+"]] = fcmp ogt <4 x float> %[[X]], %[[M:".[0-9]+"]]
+# CHECK-NEXT: select <4 x i1> %[[GT]], <4 x float> %[[X]], <4 x float> %[[M]]
+# CHECK-NEXT: %[[NAN:".[0-9]+"]] = fcmp uno <4 x float> %[[X]], %[[X]]
+# CHECK-NEXT: or <4 x i1> %{{".[0-9]+"}}, %[[NAN]]
 
 # The input gradient (strides 2 2, its input size 6 6 after the dilations in the geometry):
 # where the direct loops' rule does not hold at run time (stride 1, one group and C a
