@@ -14,6 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+# How long the cores are left alone before each timed round: longer than the threads of
+# the contender before it keep spinning once its round is over.
+SETTLE_SECONDS = 0.1
+
 
 def calibrate(run: Callable[[int], object], min_time: float = 0.05) -> int:
     """The iteration count for which `run(n)` takes at least `min_time` seconds."""
@@ -38,10 +42,12 @@ def interleaved_samples(
     in that long run a full collection of the heap took 0.44 s, a whole round of whichever
     contender's allocations triggered it (`timeit` turns the collector off instead).
 
-    Each round starts with one untimed call too: the contender before it may leave threads
-    spinning on the cores for a while after its last call (onnxruntime's pool does by
-    default, OpenBLAS's after a threaded gemm), which would be charged to whichever
-    contender's round came next."""
+    Each round starts after `SETTLE_SECONDS` of sleep and one untimed call: the contender
+    before it may leave threads spinning on the cores for a while after its last call
+    (onnxruntime's pool does by default, OpenBLAS's after a threaded gemm), which would be
+    charged to whichever contender's round came next. onnxruntime's spin for tens of
+    milliseconds: with only the untimed call between the rounds, ONNX's light SqueezeNet
+    ran its first ten calls after an onnxruntime round at half its speed."""
     for run in runs.values():
         run(1)
     gc.collect()
@@ -51,6 +57,7 @@ def interleaved_samples(
         samples: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():
+                time.sleep(SETTLE_SECONDS)
                 run(1)
                 start = time.perf_counter()
                 run(counts[name])

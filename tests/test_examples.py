@@ -27,7 +27,7 @@ QUICK = {
     "bert.py": ["--small"],
     "data_parallel.py": ["--steps", "5"],
     "gpt2.py": ["--small"],
-    "keras_fit.py": ["--small"],
+    "keras_fit.py": ["--small", "--logdir", "logs"],  # in the fresh folder, not /tmp
     "resnet.py": ["--steps", "1"],
     "resnet_data_parallel.py": ["--steps", "1", "--batch", "4", "--strategy", "both"],
     "transformer.py": ["--small", "--steps", "100"],

@@ -180,7 +180,7 @@ def _in_browser(folder: Path, page: str, browser: str, timeout: float) -> None:
     with tempfile.TemporaryDirectory() as profile:
         process = subprocess.Popen([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", url],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   env={**os.environ, "HOME": profile})
+                                   env={**os.environ, "HOME": profile, "TMPDIR": profile})
         try:
             deadline = time.monotonic() + timeout
             while not finished.exists() and process.poll() is None:
