@@ -278,6 +278,16 @@ def test_transposes_in_tiles_cover_every_element(shape, dtype, data, unknown, re
 bounds = st.one_of(st.none(), st.integers(-7, 7))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.complex128])
+def test_concat_of_images_along_their_channels_splits_its_rows_over_tasks(dtype):
+    """Rows of 55 x 55 pixels share out over the cores, each a run of each image in turn:
+    runs of whole vectors and a rest (37 channels), and a part of none."""
+    parts = [values((2, 55, 55, channels), dtype, seed)
+             for seed, channels in enumerate((64, 37, 0, 3))]
+    check("concat", parts, exact=True, axis=-1)
+    check("concat", parts[:2], unknown=True, exact=True, axis=3)
+
+
 @settings(max_examples=50)
 @given(shape=shapes, dtype=st.sampled_from(DTYPES), data=st.data(), unknown=st.booleans())
 def test_slices(shape, dtype, data, unknown):
@@ -297,6 +307,7 @@ def test_concat_pad(shape, dtype, data, unknown):
     parts = [values(shape[:axis] + (n,) + shape[axis + 1:], dtype, seed) for seed, n in
              enumerate(sizes)]
     check("concat", parts, unknown, axis=axis - len(shape))
+    check("concat", [part[..., ::-1] for part in parts], unknown, axis=axis - len(shape))
     pads = tuple(data.draw(st.tuples(st.integers(0, 2), st.integers(0, 2))) for _ in shape)
     value = data.draw(st.sampled_from([0.0, 1.5, -3.0]))
     check("pad", [values(shape, dtype)], unknown, pads=pads, value=value)

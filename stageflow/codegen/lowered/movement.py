@@ -21,7 +21,16 @@ from stageflow.codegen.llvm import complex_math
 from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, Emitter, storage_type
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64
-from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, lowering, nest, smaller
+from stageflow.codegen.lowered.rule import (
+    OpBuilder,
+    Operand,
+    OpSpec,
+    is_row_major,
+    lowering,
+    nest,
+    smaller,
+)
+from stageflow.codegen.lowered.tasks import run_tasks, task_count
 from stageflow.core.shapes import normalize_axis
 from stageflow.primitives.nd_indexing import gather_nd_p, scatter_nd_add_p, scatter_nd_update_p
 from stageflow.primitives.structural import (
@@ -38,6 +47,10 @@ from stageflow.primitives.structural import (
 )
 
 TRANSPOSE_TILE = 8  # elements along each side of a transpose's tile
+RUN_VECTOR_BYTES = 64  # bytes a contiguous run moves per load and store (`_run`)
+# A concat's task moves at least this many elements: several times what handing it to a
+# watching worker of the pool costs.
+MIN_TASK_ELEMENTS = 1 << 15
 
 
 def offset(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value],
@@ -183,6 +196,11 @@ def _slice(spec: OpSpec) -> Slice:
 
 @dataclass(frozen=True)
 class Concat:
+    """A concat: where every input is row-major (as a program's always are), the output's
+    rows before the axis split over the cores, each row a run of each input in turn, moved
+    as vectors (`_run`); else each input by the strided copy. A concat of two NHWC
+    images along their channels ran at half onnxruntime's speed on one core."""
+
     axis: int
 
     def emit(self, ob: OpBuilder) -> None:
@@ -194,11 +212,61 @@ class Concat:
                                       if a != self.axis]), index)
             total = fold_add(b, total, x.dims[self.axis])
         ob.expect_output(0, [total if a == self.axis else d for a, d in enumerate(out.dims)])
-        start: ir.Value = i64(0)
-        for x in ob.inputs:
-            copy(b, x.dims, x, i64(0), x.strides, out, fold_mul(b, start, out.strides[self.axis]),
-                 out.strides)
-            start = fold_add(b, start, x.dims[self.axis])
+        rows = _size(b, out.dims[:self.axis])
+        with b.if_else(ob.all_of([is_row_major(ob, x) for x in ob.inputs])) as (runs, strided):
+            with runs:
+                run_tasks(ob, "rows", rows, task_count(b, rows, out.size(b),
+                                                       MIN_TASK_ELEMENTS), self._rows)
+            with strided:
+                start: ir.Value = i64(0)
+                for x in ob.inputs:
+                    copy(b, x.dims, x, i64(0), x.strides, out,
+                         fold_mul(b, start, out.strides[self.axis]), out.strides)
+                    start = fold_add(b, start, x.dims[self.axis])
+
+    def _rows(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+              memory: ir.Value) -> None:
+        """Rows [first, last) of the output (its index over the axes before the concat's):
+        per row, each input's run of the elements from the axis on, one after another."""
+        b, out = ob.b, ob.outputs[0]
+        width = _size(b, out.dims[self.axis:])
+
+        def row(r: ir.Value) -> None:
+            start: ir.Value = b.mul(r, width)
+            for x in ob.inputs:
+                run = _size(b, x.dims[self.axis:])
+                _run(b, x, b.mul(r, run), out, start, run)
+                start = b.add(start, run)
+
+        counted_loop(b, first, last, i64(1), row, "row")
+
+
+def _size(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> ir.Value:
+    total: ir.Value = i64(1)
+    for d in dims:
+        total = fold_mul(b, total, d)
+    return total
+
+
+def _run(b: ir.IRBuilder, source: Operand, at: ir.Value, target: Operand, to: ir.Value,
+         count: ir.Value) -> None:
+    """``target[to + k] = source[at + k]`` for k < count: whole vectors of
+    `RUN_VECTOR_BYTES` as bytes (any dtype's storage), then the elements left one by
+    one."""
+    lanes = RUN_VECTOR_BYTES // source.dtype.itemsize
+    vector = ir.VectorType(ir.IntType(8), RUN_VECTOR_BYTES)
+    whole = b.mul(b.sdiv(count, i64(lanes)), i64(lanes))
+
+    def chunk(k: ir.Value) -> None:
+        value = b.load(source.address(b, b.add(at, k)), typ=vector, align=1)
+        b.store(value, target.address(b, b.add(to, k)), align=1)
+
+    def element(k: ir.Value) -> None:
+        value = b.load(source.address(b, b.add(at, k)), typ=source.element)
+        b.store(value, target.address(b, b.add(to, k)))
+
+    counted_loop(b, i64(0), whole, i64(lanes), chunk, "run")
+    counted_loop(b, whole, count, i64(1), element, "run.rest")
 
 
 @lowering(concat_p)
