@@ -275,6 +275,23 @@ def test_transposes_in_tiles_cover_every_element(shape, dtype, data, unknown, re
     check("transpose", [x], unknown, exact=True, perm=perm)
 
 
+@pytest.mark.parametrize(("shape", "perm"), [
+    ((1, 3, 224, 224), (0, 2, 3, 1)),  # an NCHW image into NHWC: 3 channels, row by row
+    ((2, 12, 128, 64), (0, 1, 3, 2)),  # a batch of heads' keys, in tiles
+    ((2, 128, 12, 64), (0, 2, 1, 3)),  # heads split apart: the last axis stays last
+    ((96, 70, 9), (2, 0, 1)),  # the outer axis after the one across the input's rows
+])
+@pytest.mark.parametrize("view", [False, True])
+def test_large_transposes_split_over_tasks(shape, perm, view):
+    """Transposes of enough elements share their outer axes out over the cores, each task
+    its own units in any order of those axes; inputs may be strided views."""
+    x = values(shape, np.float32)
+    if view:
+        x = np.concatenate([x, x], axis=-1)[..., ::2]
+    check("transpose", [x], exact=True, perm=perm)
+    check("transpose", [x], unknown=True, exact=True, perm=perm)
+
+
 bounds = st.one_of(st.none(), st.integers(-7, 7))
 
 

@@ -3,7 +3,7 @@
 transpose, both one strided copy reading the input in place (no copy first): the slice
 starts at its first element and multiplies the input's strides by its steps; the
 transpose swaps the strides, and as its output's rows read across the input's rows it
-copies in square tiles of 8."""
+copies in square tiles of 8, in tasks over its other axes."""
 
 from stageflow.codegen.lowered.compile import module_text, op_spec
 from stageflow.ir import parse_module
@@ -44,10 +44,14 @@ print(module_text([op_spec(op) for op in ops]))
 # CHECK: store float %[[V]]
 
 # The transpose reads x at (row * s1 + column * s0): the strides swapped, no copy first;
-# rows and columns in tiles of 8 of each, the last tiles clipped to the dims.
+# rows and columns in tiles of 8 of each, the last tiles clipped to the dims. Its tasks
+# share out the output's other axes (none here: one unit, one task).
 # CHECK-LABEL: define i32 @"transpose"(
 # CHECK: icmp eq i64 %"arg1.d0", 8
 # CHECK: icmp eq i64 %"arg1.d1", %"arg0.d0"
+# CHECK: call i1 @"sf.pool.run"(ptr (ptr)* @"transpose.part.thread"
+# CHECK-LABEL: define internal i32 @"transpose.part.body"(
+# CHECK: unit.body:
 # CHECK: tile_row.body:
 # CHECK: tile_column.body:
 # CHECK: add i64 %"tile_column", 8

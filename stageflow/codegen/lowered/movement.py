@@ -82,62 +82,103 @@ def copy_to_output(ob: OpBuilder, base: ir.Value, strides: Sequence[ir.Value]) -
 
 @dataclass(frozen=True)
 class Transpose:
-    """A transpose: the strided copy, in square tiles (`TRANSPOSE_TILE`) of the output's
-    last axis by the one that reads the input's last, where those differ and both are at
-    least a tile long. Walked row by
-    row, each element of an output row came from another cache line of the input (a
-    BERT head's key, transposed for its scores), read again for the next row once the
-    row had pushed it out. In tiles, a tile's lines of the input stay in L1 while its
-    rows are written."""
+    """A transpose: the strided copy, split over the cores by the output's axes other than
+    its last and the one that reads the input's last (`_Across`), each task's part in
+    square tiles (`TRANSPOSE_TILE`) of those two where both are at least a tile long.
+    Walked row by row, each element of an output row came from another cache line of the
+    input (a BERT head's key, transposed for its scores), read again for the next row once
+    the row had pushed it out. In tiles, a tile's lines of the input stay in L1 while its
+    rows are written. A transpose that keeps the last axis splits by its other axes."""
 
     perm: tuple[int, ...]
 
     def emit(self, ob: OpBuilder) -> None:
         x, out = ob.inputs[0], ob.outputs[0]
         ob.expect_output(0, [x.dims[p] for p in self.perm])
+        b = ob.b
+        outer = self._outer()
+        units = _size(b, [out.dims[axis] for axis in outer])
+        run_tasks(ob, "part", units, task_count(b, units, out.size(b), MIN_TASK_ELEMENTS),
+                  self._part)
+
+    def _keeps_last(self) -> bool:
+        rank = len(self.perm)
+        return rank < 2 or self.perm[-1] == rank - 1
+
+    def _outer(self) -> list[int]:
+        """The output axes the tasks share out: all but the last where it stays last, else
+        all but the last and the one along the input's rows."""
+        rank = len(self.perm)
+        if self._keeps_last():
+            return list(range(rank - 1))
+        across = self.perm.index(rank - 1)
+        return [axis for axis in range(rank) if axis not in (across, rank - 1)]
+
+    def _part(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+              memory: ir.Value) -> None:
+        """Units [first, last) of the outer axes (row-major), each its block of the rest."""
+        b, x, out = ob.b, ob.inputs[0], ob.outputs[0]
+        outer = self._outer()
         strides = [x.strides[p] for p in self.perm]
         rank = len(self.perm)
-        if rank < 2 or self.perm[-1] == rank - 1:
-            copy_to_output(ob, i64(0), strides)
-            return
-        b = ob.b
-        across = self.perm.index(rank - 1)  # the output axis along the input's rows
-        last = rank - 1
-        others = [axis for axis in range(rank) if axis not in (across, last)]
 
-        def tiles(outer: list[ir.Value]) -> None:
-            def tile(first: ir.Value, start: ir.Value) -> None:
-                stop = smaller(b, b.add(first, i64(TRANSPOSE_TILE)), out.dims[across])
-                end = smaller(b, b.add(start, i64(TRANSPOSE_TILE)), out.dims[last])
+        def unit(u: ir.Value) -> None:
+            at: dict[int, ir.Value] = {}
+            for axis in reversed(outer):
+                at[axis] = b.srem(u, out.dims[axis])
+                u = b.sdiv(u, out.dims[axis])
+            if self._keeps_last():
+                self._elements(ob, at, strides, list(range(rank))[-1:])
+            else:
+                self._block(ob, at, strides)
 
-                def row(i: ir.Value) -> None:
-                    def element(j: ir.Value) -> None:
-                        at = dict(zip(others, outer, strict=True))
-                        at[across], at[last] = i, j
-                        indices = [at[axis] for axis in range(rank)]
-                        value = b.load(x.address(b, offset(b, indices, strides, i64(0))),
-                                       typ=x.element)
-                        b.store(value, out.address(b, offset(b, indices, out.strides,
-                                                             i64(0))))
+        counted_loop(b, first, last, i64(1), unit, "unit")
 
-                    counted_loop(b, start, end, i64(1), element, "column")
+    def _block(self, ob: OpBuilder, at: dict[int, ir.Value], strides: list[ir.Value]) -> None:
+        """The (across, last) block at the outer indices `at`: in tiles where both sides
+        span a tile; else (a channel shuffle's few groups, an image's 3 channels: a block
+        in L1 already) row by row."""
+        b, out = ob.b, ob.outputs[0]
+        rank = len(self.perm)
+        across, last = self.perm.index(rank - 1), rank - 1
 
-                counted_loop(b, first, stop, i64(1), row, "row")
+        def tile(first: ir.Value, start: ir.Value) -> None:
+            stop = smaller(b, b.add(first, i64(TRANSPOSE_TILE)), out.dims[across])
+            end = smaller(b, b.add(start, i64(TRANSPOSE_TILE)), out.dims[last])
+            self._elements(ob, at, strides, [across, last], ((first, stop), (start, end)))
 
-            counted_loop(b, i64(0), out.dims[across], i64(TRANSPOSE_TILE), lambda first:
-                         counted_loop(b, i64(0), out.dims[last], i64(TRANSPOSE_TILE),
-                                      lambda start: tile(first, start), "tile_column"),
-                         "tile_row")
-
-        # Tiles only where both sides span a tile: a narrow side (a channel shuffle's few
-        # groups, an image's 3 channels) is a block in L1 already, walked row by row.
         wide = ob.all_of([b.icmp_signed(">=", out.dims[axis], i64(TRANSPOSE_TILE))
                           for axis in (across, last)])
         with b.if_else(wide) as (tiled, narrow):
             with tiled:
-                nest(b, [out.dims[axis] for axis in others], tiles)
+                counted_loop(b, i64(0), out.dims[across], i64(TRANSPOSE_TILE), lambda first:
+                             counted_loop(b, i64(0), out.dims[last], i64(TRANSPOSE_TILE),
+                                          lambda start: tile(first, start), "tile_column"),
+                             "tile_row")
             with narrow:
-                copy_to_output(ob, i64(0), strides)
+                self._elements(ob, at, strides, [across, last])
+
+    def _elements(self, ob: OpBuilder, at: dict[int, ir.Value], strides: list[ir.Value],
+                  inner: list[int],
+                  ranges: tuple[tuple[ir.Value, ir.Value], ...] | None = None) -> None:
+        """Element by element over the `inner` axes (each over `ranges`, or whole), the
+        other axes at `at`."""
+        b, x, out = ob.b, ob.inputs[0], ob.outputs[0]
+        rank = len(self.perm)
+        spans = ranges or tuple((i64(0), out.dims[axis]) for axis in inner)
+        names = ("row", "column")[2 - len(inner):]
+
+        def level(k: int, indices: dict[int, ir.Value]) -> None:
+            if k == len(inner):
+                where = [indices[axis] for axis in range(rank)]
+                value = b.load(x.address(b, offset(b, where, strides, i64(0))),
+                               typ=x.element)
+                b.store(value, out.address(b, offset(b, where, out.strides, i64(0))))
+                return
+            counted_loop(b, *spans[k], i64(1),
+                         lambda i: level(k + 1, {**indices, inner[k]: i}), names[k])
+
+        level(0, dict(at))
 
 
 @lowering(transpose_p)
