@@ -545,6 +545,20 @@ def test_reduce_window_matches_the_kernel_and_a_direct_reference(batch, size, ch
                                    atol=tolerance(dtype))
 
 
+@pytest.mark.parametrize("channel", [3, 63, 64, 90, 98])  # blocks of 64 and 16; one
+@pytest.mark.parametrize("padding", [((0, 0), (0, 0)), ((1, 1), (1, 1))])
+def test_max_pooling_of_many_channels_matches_the_kernel(channel, padding):
+    """A pixel's channels in blocks of 256 bytes first (four registers), then narrower:
+    each keeps its maximum and its NaN, inside the image and at its padded edges."""
+    x = values((2, 7, 6, 99), np.float32)
+    x[1, 0, 0, channel] = np.nan
+    params = {"kind": "max", "window": (3, 3), "strides": (2, 2), "padding": padding}
+    got = run_compiled("reduce_window", [x], False, **params)
+    np.testing.assert_array_equal(got, REGISTRY["reduce_window"].kernel(x, **params))
+    np.testing.assert_array_equal(got, pool_reference(x, "max", (3, 3), (2, 2), padding))
+    assert np.isnan(got[1, 0, 0, channel]) and np.isnan(got).sum() == 1
+
+
 @pytest.mark.parametrize("channel", [0, 17, 25, 28, 29])  # vector blocks of 16, 8, 4; one
 def test_max_pooling_propagates_nan_and_refuses_a_window_too_large(channel):
     x = values((1, 4, 4, 30), np.float32)

@@ -56,13 +56,14 @@ def window_taps(b: ir.IRBuilder, start: ir.Value, size: ir.Value, window: ir.Val
 
 
 def channel_blocks(b: ir.IRBuilder, channels: ir.Value, element: ir.Type | None,
-                   itemsize: int, block: Callable[[ir.Value, ir.Type | None], None]) -> None:
+                   itemsize: int, block: Callable[[ir.Value, ir.Type | None], None],
+                   widths: tuple[int, ...] = BLOCK_BYTES) -> None:
     """A pixel's channels [0, `channels`): ``block(k, ty)`` from each block's first channel
-    k, in vectors of `BLOCK_BYTES` of `element`s (ty the vector type; none where `element`
-    is None), then one at a time (ty `element`)."""
+    k, in vectors of `widths` bytes of `element`s, widest first (ty the vector type; none
+    where `element` is None), then one at a time (ty `element`)."""
     start: ir.Value = i64(0)
     if element is not None:
-        for width in BLOCK_BYTES:
+        for width in widths:
             lanes = width // itemsize
             ty = ir.VectorType(element, lanes)
             end = b.add(start, b.mul(b.sdiv(b.sub(channels, start), i64(lanes)), i64(lanes)))
