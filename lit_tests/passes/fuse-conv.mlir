@@ -1,7 +1,7 @@
 // RUN: stageflow opt %s --passes fuse-conv | filecheck %s
 
-// A convolution's epilogue (a scale and a shift per output channel, a residual, a ReLU:
-// each optional, in that order) becomes part of it, packed filters or not; the scale and
+// A convolution's epilogue (a scale and a shift per output channel, a second scale and
+// shift, a residual, a ReLU: each optional, in that order) becomes part of it, packed filters or not; the scale and
 // shift constants are spread to one value per output channel, and `y - c` is `y + (-c)`.
 // The ops it replaces go, and so do the constants only they read (others are prune's).
 // CHECK-LABEL: func.func @whole
@@ -18,6 +18,28 @@ func.func @whole(%x: tensor<1x4x4x3xf32>, %w: tensor<1x1x3x2xf32>, %skip: tensor
   %r = sf.add %skip, %t : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
   %z = sf.relu %r : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
   func.return %z : tensor<1x4x4x2xf32>
+}
+
+// A batch norm's scale and shift, then a second scale and shift (as Inception v2's exporter
+// writes a Mul and an Add after each batch norm) and a ReLU: both affine maps join the
+// epilogue, in their order; a third scale does not, and stays below the fused op.
+// CHECK-LABEL: func.func @two_affine_maps
+// CHECK-NEXT:    %[[S2:.*]] = sf.constant dense<3.000000e+00> : tensor<2xf32>
+// CHECK-NEXT:    %[[T2:.*]] = sf.constant dense<4.000000e+00> : tensor<2xf32>
+// CHECK-NEXT:    %z = sf.conv2d_fused %x, %w, %s, %t, %[[S2]], %[[T2]] {filter_shape = [1, 1, 3, 2], strides = [1, 1], padding = {{\[}}[0, 0], [0, 0]], dilations = [1, 1], packed = false, scale = true, shift = true, second_scale = true, second_shift = true, residual = false, activation = "relu"}
+// CHECK-NEXT:    %again = sf.multiply %z, %s
+// CHECK-NEXT:    func.return %again
+func.func @two_affine_maps(%x: tensor<1x4x4x3xf32>, %w: tensor<1x1x3x2xf32>, %s: tensor<2xf32>, %t: tensor<2xf32>) -> tensor<1x4x4x2xf32> {
+  %y = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xf32>, tensor<1x1x3x2xf32>) -> tensor<1x4x4x2xf32>
+  %a = sf.multiply %y, %s : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %b = sf.add %a, %t : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %scale = sf.constant dense<3.0> : tensor<f32>
+  %c = sf.multiply %b, %scale : (tensor<1x4x4x2xf32>, tensor<f32>) -> tensor<1x4x4x2xf32>
+  %shift = sf.constant dense<4.0> : tensor<1x1x1x2xf32>
+  %d = sf.add %shift, %c : (tensor<1x1x1x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %z = sf.relu %d : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %again = sf.multiply %z, %s : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  func.return %again : tensor<1x4x4x2xf32>
 }
 
 // A packed convolution with a bias alone; a scalar shift is spread over the channels.

@@ -14,6 +14,8 @@ next op, in this order (each step optional, either operand order where the op co
                    or a value computed at run time (a batch norm's statistics read from
                    its variables), of the channels' shape after leading 1s
     y + shift      shift: the same (``y - c`` is ``y + (-c)``, exactly, for a constant)
+    y * scale      second_scale, second_shift: a second affine map of the same kind, as
+    y + shift      some exporters write after a batch norm (Inception v2's Mul and Add)
     y + residual   residual: any value of y's type
     relu(y)
 
@@ -71,6 +73,15 @@ class _Chain:
         later = EPILOGUE_OPERANDS[EPILOGUE_OPERANDS.index(step):]
         return self.relu or any(name in self.operands for name in later)
 
+    def next(self, steps: tuple[str, ...]) -> str | None:
+        """The first of `steps` (a scale's or a shift's places) the chain can still take."""
+        return next((step for step in steps if not self.taken(step)), None)
+
+
+SCALES = ("scale", "second_scale")
+SHIFTS = ("shift", "second_shift")
+SECOND = ("second_scale", "second_shift")
+
 
 def _per_channel(value: SSAValue, channels: int, dtype: np.dtype, rank: int
                  ) -> np.ndarray | SSAValue | None:
@@ -103,22 +114,22 @@ def _step(chain: _Chain, op: Operation, channels: int) -> bool:
         if chain.relu:
             return False
         chain.relu = True
-    elif is_op(op, multiply_p) and len(others) == 1 and not chain.taken("scale"):
+    elif is_op(op, multiply_p) and len(others) == 1 and (step := chain.next(SCALES)):
         scale = _per_channel(others[0], channels, ty.dtype, rank)
         if scale is None:
             return False
-        chain.operands["scale"] = scale
+        chain.operands[step] = scale
     elif is_op(op, subtract_p) and op.operands[0] is value and len(others) == 1 \
-            and not chain.taken("shift"):
+            and (step := chain.next(SHIFTS)):
         shift = _per_channel(others[0], channels, ty.dtype, rank)
         if not isinstance(shift, np.ndarray):
             return False
-        chain.operands["shift"] = np.negative(shift)
+        chain.operands[step] = np.negative(shift)
     elif is_op(op, add_p) and len(others) == 1:
         other = others[0]
         shift = _per_channel(other, channels, ty.dtype, rank)
-        if shift is not None and not chain.taken("shift"):
-            chain.operands["shift"] = shift
+        if shift is not None and (step := chain.next(SHIFTS)):
+            chain.operands[step] = shift
         elif same_type(other, value) and not chain.taken("residual"):
             chain.operands["residual"] = other
         else:
@@ -174,7 +185,9 @@ class ConvEpilogue(RewritePattern):
                                   chain.ops[-1], op)
             if operand is not None:
                 extras.append(operand)
-        flags = {name: name in chain.operands for name in EPILOGUE_OPERANDS}
+        # The second affine map's flags only where it is there (left out, they are false).
+        flags = {name: name in chain.operands for name in EPILOGUE_OPERANDS
+                 if name in chain.operands or name not in SECOND}
         fused = build_op(conv2d_fused_p, [*op.operands, *extras],
                          {**params, "filter_shape": filter_shape, "packed": packed, **flags,
                           "activation": relu_p.name if chain.relu else "none"},

@@ -1,15 +1,18 @@
 """`conv2d_fused`: a convolution whose result goes through its elementwise epilogue before it
-is stored, ``activation(((conv2d(x, filters) * scale) + shift) + residual)``.
+is stored, ``activation(((conv2d(x, filters) * scale + shift) * second_scale +
+second_shift) + residual)``.
 
 An inference network follows nearly every convolution with a per-channel affine map (a
-bias, or a batch norm's scale and shift), often a residual sum and a ReLU. As ops of their
+bias, or a batch norm's scale and shift; some exporters add a second one after the batch
+norm), often a residual sum and a ReLU. As ops of their
 own these read and write the whole result again: at batch 8 a ResNet-50's residual sums
 run on tensors larger than the cache. The `fuse-conv` pass makes them this op's epilogue:
 the compiled convolution applies it to each tile of sums in registers as it stores them
 (`codegen.lowered.conv`), so the result is written once.
 
-The operands after the filters are those the flags name, in this order: `scale` and
-`shift` (the output channels' own, (O,)), `residual` (the result's shape). `activation` is
+The operands after the filters are those the flags name, in this order: `scale`, `shift`,
+`second_scale` and `second_shift` (the output channels' own, (O,)), `residual` (the
+result's shape). `activation` is
 "none" or "relu". The filters are conv2d's (HWIO) or, `packed`, `conv2d_prepacked`'s panels
 of `filter_shape`. Each step of the epilogue is the one the unfused ops make, in their
 order and dtype, so the numbers are theirs.
@@ -21,7 +24,7 @@ that says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,13 +38,22 @@ from stageflow.primitives.elementwise import relu_p
 from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p
 
 ACTIVATIONS = ("none", relu_p.name)
-EPILOGUE_OPERANDS = ("scale", "shift", "residual")
+EPILOGUE_OPERANDS = ("scale", "shift", "second_scale", "second_shift", "residual")
+# Each step: the elementwise op it is, and whether its operand is per channel.
+EPILOGUE_STEPS = {"scale": (np.multiply, True), "shift": (np.add, True),
+                  "second_scale": (np.multiply, True), "second_shift": (np.add, True),
+                  "residual": (np.add, False)}
 
 
-def epilogue_operands(scale: bool, shift: bool, residual: bool) -> list[str]:
-    """The names of the operands after the filters, in their order."""
-    return [name for name, present in zip(EPILOGUE_OPERANDS, (scale, shift, residual),
-                                          strict=True) if present]
+def epilogue_operands(params: Mapping[str, Any]) -> list[str]:
+    """The names of the operands after the filters, in their order, from the op's flags
+    (a flag left out is false)."""
+    return [name for name in EPILOGUE_OPERANDS if params.get(name, False)]
+
+
+def _present(*flags: bool) -> list[str]:
+    """The names of the operands after the filters, from the flags in their order."""
+    return [name for name, flag in zip(EPILOGUE_OPERANDS, flags, strict=True) if flag]
 
 
 def _conv_rule(x: ShapedType, filters: ShapedType, packed: bool, filter_shape: tuple,
@@ -58,8 +70,8 @@ def _conv_rule(x: ShapedType, filters: ShapedType, packed: bool, filter_shape: t
 
 def _rule(x: ShapedType, filters: ShapedType, *extras: ShapedType, filter_shape: tuple,
           strides: Pair, padding: Padding, dilations: Pair, packed: bool, scale: bool,
-          shift: bool, residual: bool, activation: str,
-          feature_group_count: int = 1) -> ShapedType:
+          shift: bool, second_scale: bool = False, second_shift: bool = False,
+          residual: bool, activation: str, feature_group_count: int = 1) -> ShapedType:
     geometry = {"strides": strides, "padding": padding, "dilations": dilations,
                 **grouped(feature_group_count)}
     result = _conv_rule(x, filters, packed, filter_shape, geometry)
@@ -68,13 +80,13 @@ def _rule(x: ShapedType, filters: ShapedType, *extras: ShapedType, filter_shape:
     if activation not in ACTIVATIONS:
         raise ValueError(f"conv2d_fused: activation is one of {ACTIVATIONS}, got "
                          f"{activation!r}")
-    names = epilogue_operands(scale, shift, residual)
+    names = _present(scale, shift, second_scale, second_shift, residual)
     if len(extras) != len(names):
         raise TypeError(f"conv2d_fused: {len(names)} operand(s) after the filters "
                         f"({', '.join(names) or 'none'}), got {len(extras)}")
     channels = (filter_shape[3],)
     for name, extra in zip(names, extras, strict=True):
-        want = result.shape if name == "residual" else channels
+        want = channels if EPILOGUE_STEPS[name][1] else result.shape
         if extra.dtype != result.dtype or len(extra.shape) != len(want) or any(
                 d is not None and w is not None and d != w
                 for d, w in zip(extra.shape, want, strict=True)):
@@ -92,7 +104,8 @@ def _dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, filter_shape:
 
 
 def _conv2d_fused(x, filters, *extras, filter_shape, strides, padding, dilations, packed,
-                  scale, shift, residual, activation, feature_group_count=1):
+                  scale, shift, second_scale=False, second_shift=False, residual, activation,
+                  feature_group_count=1):
     """The convolution's kernel, then each step of the epilogue as its own op computes it."""
     geometry = {"strides": strides, "padding": padding, "dilations": dilations,
                 "feature_group_count": feature_group_count}
@@ -100,13 +113,9 @@ def _conv2d_fused(x, filters, *extras, filter_shape, strides, padding, dilations
         y = conv2d_prepacked_p.kernel(x, filters, filter_shape=filter_shape, **geometry)
     else:
         y = conv2d_p.kernel(x, filters, **geometry)
-    values = dict(zip(epilogue_operands(scale, shift, residual), extras, strict=True))
-    if scale:
-        y = np.multiply(y, values["scale"])
-    if shift:
-        y = np.add(y, values["shift"])
-    if residual:
-        y = np.add(y, values["residual"])
+    names = _present(scale, shift, second_scale, second_shift, residual)
+    for name, value in zip(names, extras, strict=True):
+        y = EPILOGUE_STEPS[name][0](y, value)
     if activation == relu_p.name:
         y = relu_p.kernel(y)
     return np.asarray(y, x.dtype)
@@ -118,7 +127,8 @@ conv2d_fused_p = Primitive(
     kernel=_conv2d_fused,
     dims=_dims,
     summary="conv2d (of HWIO or packed filters) with its elementwise epilogue: "
-            "activation(conv * scale + shift + residual), made by the fuse-conv pass",
+            "activation((conv * scale + shift) * second_scale + second_shift + residual), "
+            "made by the fuse-conv pass",
     family=Family.LINALG,
     lowered_by=LoweredBy.OP_RULE,
 )
@@ -132,4 +142,5 @@ def _conv2d_fused_vjp(cotangents, inputs, outputs, **params):
                               "elementwise ops it was made of")
 
 
-__all__ = ["ACTIVATIONS", "EPILOGUE_OPERANDS", "conv2d_fused_p", "epilogue_operands"]
+__all__ = ["ACTIVATIONS", "EPILOGUE_OPERANDS", "EPILOGUE_STEPS", "conv2d_fused_p",
+           "epilogue_operands"]

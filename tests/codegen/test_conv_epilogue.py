@@ -1,5 +1,6 @@
 """`conv2d_fused`, compiled: a convolution whose gemm tiles and direct loops apply its
-epilogue (per-channel scale and shift, residual, ReLU) to the sums before storing them.
+epilogue (per-channel scale and shift, a second scale and shift, residual, ReLU) to the
+sums before storing them.
 
 On every path the convolution takes (the direct loops, im2col and the gemm, a pointwise
 gemm split by pixels or by filters, long sums over several of the gemm's chunks and of
@@ -21,7 +22,7 @@ import stageflow as sf
 from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.primitives.elementwise import relu_p
-from stageflow.primitives.fused_conv import EPILOGUE_OPERANDS
+from stageflow.primitives.fused_conv import EPILOGUE_OPERANDS, EPILOGUE_STEPS
 from stageflow.primitives.prepacked import pack
 
 FLOATS = [np.float32, np.float64]
@@ -57,19 +58,16 @@ def fused_and_unfused(x: np.ndarray, w: np.ndarray, flags: dict[str, bool], relu
     plain = run("conv2d_prepacked", [x, filters], filter_shape=w.shape, **geometry) \
         if packed else run("conv2d", [x, w], **geometry)
     rng = np.random.default_rng(seed)
-    operands = {"scale": rng.standard_normal(w.shape[3]).astype(x.dtype),
-                "shift": rng.standard_normal(w.shape[3]).astype(x.dtype),
-                "residual": rng.standard_normal(plain.shape).astype(x.dtype)}
+    operands = {name: rng.standard_normal(w.shape[3] if per_channel else plain.shape
+                                          ).astype(x.dtype)
+                for name, (_, per_channel) in EPILOGUE_STEPS.items()}
     extras = [operands[name] for name in EPILOGUE_OPERANDS if flags[name]]
     fused = run("conv2d_fused", [x, filters, *extras], filter_shape=w.shape, packed=packed,
                 activation=relu_p.name if relu else "none", **flags, **geometry)
     want = plain
-    if flags["scale"]:
-        want = np.multiply(want, operands["scale"])
-    if flags["shift"]:
-        want = np.add(want, operands["shift"])
-    if flags["residual"]:
-        want = np.add(want, operands["residual"])
+    for name in EPILOGUE_OPERANDS:
+        if flags[name]:
+            want = EPILOGUE_STEPS[name][0](want, operands[name])
     if relu:
         want = relu_p.kernel(want)
     return fused, want
@@ -165,6 +163,38 @@ def test_a_staged_block_fuses_and_keeps_the_unfused_numbers(out_channels, monkey
     unfused = sf.function(block)
     assert "sf.conv2d_fused" not in unfused.get_concrete_function(x).ir(stage="optimized")
     np.testing.assert_array_equal(got, unfused(x).numpy())
+
+
+@pytest.mark.parametrize("out_channels", [64, 96])  # the direct loops, the gemm
+def test_a_second_affine_map_after_the_batch_norm_joins_the_epilogue(out_channels,
+                                                                     monkeypatch):
+    """A batch norm's scale and shift, then another per-channel multiply and add (written
+    as a subtraction), then a ReLU, as Inception v2's exporter wrote them: one
+    conv2d_fused with both affine maps, no kernel after it, the unfused ops' numbers bit
+    for bit. A third multiply is not a step of the epilogue and stays a kernel."""
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((3, 3, out_channels, out_channels)).astype(np.float32) * 0.1
+    s, t, s2, t2 = (rng.standard_normal(out_channels).astype(np.float32) for _ in range(4))
+    x = rng.standard_normal((2, 9, 9, out_channels)).astype(np.float32)
+
+    def block(x):
+        y = sf.nn.conv2d(x, sf.constant(w), 1, "SAME") * s + t
+        return sf.nn.relu(y * s2 - t2)
+
+    def longer(x):
+        return block(x) * s
+
+    compiled, chained = sf.function(block), sf.function(longer)
+    optimized = compiled.get_concrete_function(x).ir(stage="optimized")
+    assert "second_scale = true" in optimized and "second_shift = true" in optimized
+    assert "_kernel" not in optimized
+    assert "_kernel" in chained.get_concrete_function(x).ir(stage="optimized")
+    got = compiled(x).numpy()
+    from stageflow.passes import fuse_conv
+    monkeypatch.setattr(fuse_conv.FuseConv, "apply", lambda self, ctx, op: None)
+    np.testing.assert_array_equal(got, sf.function(block)(x).numpy())
+    np.testing.assert_allclose(got, sf.function(block, jit=False)(x).numpy(), rtol=1e-5,
+                               atol=1e-5)
 
 
 def test_batch_norm_from_its_variables_is_the_epilogue_of_its_convolution(monkeypatch):

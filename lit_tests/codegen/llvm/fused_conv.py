@@ -2,8 +2,9 @@
 """A fused convolution (`conv2d_fused`: a 3x3 conv, its scale per output channel, a
 residual and a ReLU) compiles to conv2d's entry and conv2d's shared code: the entry checks
 the scales (one per output channel) and the residual (the result's dims), row-major, then
-passes the input's, filters' and output's pointers, the scales', a null for the shifts it
-does not have, the residual's, and a geometry whose last word (the ReLU) is 1. In the
+passes the input's, filters' and output's pointers, the scales', nulls for the shifts and
+the second scales and shifts it does not have, the residual's, and a geometry whose last
+word (the ReLU) is 1. In the
 convolutions' own gemm, a tile whose chunk holds the last terms first starts reading its
 residual's lines, and after its terms multiplies each vector by its channels' scales,
 adds the residual's elements and keeps x where x > 0 or x is NaN, else 0, before storing:
@@ -26,7 +27,7 @@ func.func @f(%x: tensor<?x6x6x4xf32>, %w: tensor<3x3x4x40xf32>, %s: tensor<40xf3
 print(module_text([op_spec(next(iter(module.ops.first.body.block.ops)))]))
 
 # CHECK-LABEL: define i32 @"conv2d_fused"(
-# CHECK: %"operands" = alloca ptr, i32 6
+# CHECK: %"operands" = alloca ptr, i32 8
 # CHECK: getelementptr i64, i64* %"geometry", i64 23
 # CHECK-NEXT: store i64 1,
 # CHECK: icmp eq i64 %"arg2.d0", %"arg1.d3"
@@ -39,6 +40,10 @@ print(module_text([op_spec(next(iter(module.ops.first.body.block.ops)))]))
 # CHECK-NEXT: getelementptr ptr, ptr %"operands", i64 4
 # CHECK-NEXT: store ptr null, ptr
 # CHECK-NEXT: getelementptr ptr, ptr %"operands", i64 5
+# CHECK-NEXT: store ptr null, ptr
+# CHECK-NEXT: getelementptr ptr, ptr %"operands", i64 6
+# CHECK-NEXT: store ptr null, ptr
+# CHECK-NEXT: getelementptr ptr, ptr %"operands", i64 7
 # CHECK-NEXT: store ptr %"arg3", ptr
 # CHECK: call i32 @"sf.conv2d.float32"(ptr %"operands",
 

@@ -49,9 +49,9 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # the output's), then its geometry (strides 1 1, padding 1 1 1 1, dilations 1 1, no size,
 # one feature group, no ReLU) in one array, passed with the data and strides to the
 # family's code, whose status it returns. The data it passes are the input's, filters' and
-# output's pointers, then three nulls: a fused conv's epilogue operands (none here).
+# output's pointers, then five nulls: a fused conv's epilogue operands (none here).
 # CHECK-LABEL: define i32 @"conv2d"(
-# CHECK: %"operands" = alloca ptr, i32 6
+# CHECK: %"operands" = alloca ptr, i32 8
 # CHECK-NEXT: %"geometry" = alloca i64, i32 24
 # CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %"geometry", ptr %"dims", i64 64, i1 0)
 # CHECK: call void @"llvm.memcpy.p0.p0.i64"(i64* %{{".[0-9]+"}}, ptr %{{".[0-9]+"}}, i64 32,
@@ -66,7 +66,7 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: store ptr %"arg0", ptr
 # CHECK: store ptr %"arg1", ptr
 # CHECK: store ptr %"arg2", ptr
-# CHECK-COUNT-3: store ptr null, ptr
+# CHECK-COUNT-5: store ptr null, ptr
 # CHECK: %[[CODE:".[0-9]+"]] = call i32 @"sf.conv2d.float32"(ptr %"operands",
 # CHECK-SAME: i64* %"geometry", ptr %"strides")
 # CHECK: ret i32 %[[CODE]]
@@ -140,8 +140,8 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK-LABEL: define internal void @"sf.gemm.float32"(i64 %"m", i64 %"n", i64 %"k",
 # CHECK-SAME: ptr %"a", i64 %"lda", ptr %"b", i64 %"ldb", i1 %"b_transposed",
 # CHECK-SAME: ptr %"c", i64 %"ldc",
-# CHECK-SAME: i1 %"accumulate", ptr %"scale", ptr %"shift", ptr %"residual",
-# CHECK-SAME: i1 %"rectify")
+# CHECK-SAME: i1 %"accumulate", ptr %"scale", ptr %"shift", ptr %"second_scale",
+# CHECK-SAME: ptr %"second_shift", ptr %"residual", i1 %"rectify")
 # CHECK: %"panel" = alloca <[[W:8|16]] x float>, i32 512
 # CHECK: depth.body:
 # CHECK: add i64 %"depth", 256
@@ -236,7 +236,8 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # (`conv.epilogue`), applied to a tile's sums before they are stored.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.direct.float32"(ptr %"x", ptr %"w", ptr %"out",
 # CHECK-SAME: i64 %"sh", i64 %"sw", i64 %"dh", i64 %"top", i64 %"left", i64 %"first",
-# CHECK-SAME: i64 %"last", ptr %"scale", ptr %"shift", ptr %"residual", i1 %"rectify")
+# CHECK-SAME: i64 %"last", ptr %"scale", ptr %"shift", ptr %"second_scale",
+# CHECK-SAME: ptr %"second_shift", ptr %"residual", i1 %"rectify")
 # CHECK: %[[ZEROS:".[0-9]+"]] = call ptr @"calloc"
 # CHECK: ret i32 4
 # CHECK: call void @"free"(ptr %[[ZEROS]])

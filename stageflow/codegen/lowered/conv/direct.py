@@ -129,11 +129,10 @@ class DirectLoops:
             return existing
         labels = [f"{name}.d{axis}" for name in ("x", "w", "out") for axis in range(4)]
         labels += ["sh", "sw", "dh", "top", "left", "first", "last"]
-        ends = ["scale", "shift", "residual", "rectify"]
         function = ir.Function(module, ir.FunctionType(
             I32, [PTR] * 3 + [I64] * len(labels) + epilogue.TYPES), symbol)
         function.linkage = "internal"
-        for argument, label in zip(function.args, ["x", "w", "out", *labels, *ends],
+        for argument, label in zip(function.args, ["x", "w", "out", *labels, *epilogue.NAMES],
                                    strict=True):
             argument.name = label
         b = ir.IRBuilder(function.append_basic_block("entry"))

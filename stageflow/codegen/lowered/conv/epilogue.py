@@ -3,14 +3,16 @@
 The gemm's tiles and the direct loops hold a block of output pixels by a few vectors of
 output channels in registers until the last term; where an epilogue is given they apply it
 there, before the store, so the result is written once and never read back: each vector
-multiplied by its channels' scales, plus their shifts, plus the residual's same elements,
-then the ReLU, each step only where its operand is given (a null pointer: not).
+multiplied by its channels' scales, plus their shifts, times their second scales, plus
+their second shifts, plus the residual's same elements, then the ReLU, each step only
+where its operand is given (a null pointer: not).
 
-An `Epilogue` is four values of the generated code: the scales' and shifts' pointers at the
-first output channel of the block of columns the code computes, the residual's pointer at
-the block's first element (the residual is laid out as the output, so the block's rows lie
-as far apart in it), and whether to apply the ReLU. Each function that stores sums takes
-them as arguments (`TYPES`); `NONE` is no epilogue, for every other caller.
+An `Epilogue` is six values of the generated code: the per-channel operands' pointers at
+the first output channel of the block of columns the code computes, the residual's
+pointer at the block's first element (the residual is laid out as the output, so the
+block's rows lie as far apart in it), and whether to apply the ReLU. Each function that
+stores sums takes them as arguments (`TYPES`); `NONE` is no epilogue, for every other
+caller.
 """
 
 from __future__ import annotations
@@ -18,41 +20,50 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I1, I32
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import values_where
+from stageflow.primitives.fused_conv import EPILOGUE_OPERANDS, EPILOGUE_STEPS
 
 PTR = ir.PointerType()
-TYPES = [PTR, PTR, PTR, I1]
 NULL = ir.Constant(PTR, None)
 
 
 @dataclass(frozen=True)
 class Epilogue:
-    """The scales', shifts' and residual's pointers at a block of the output (each null
-    where the op has none) and the ReLU's flag."""
+    """The pointers of the steps' operands at a block of the output, in the order of
+    `fused_conv.EPILOGUE_OPERANDS` (each null where the op has none), and the ReLU's
+    flag."""
 
-    scale: ir.Value
-    shift: ir.Value
-    residual: ir.Value
+    pointers: tuple[ir.Value, ...]
     relu: ir.Value
 
     @classmethod
     def of(cls, values: list[ir.Value]) -> Epilogue:
         """The epilogue a function takes as its arguments `values` (of `TYPES`)."""
-        return cls(*values)
+        return cls(tuple(values[:-1]), values[-1])
+
+    @property
+    def residual(self) -> ir.Value:
+        return self.pointers[EPILOGUE_OPERANDS.index("residual")]
 
     def arguments(self) -> list[ir.Value]:
-        return [self.scale, self.shift, self.residual, self.relu]
+        return [*self.pointers, self.relu]
 
     def any(self, b: ir.IRBuilder) -> ir.Value:
         """Whether there is anything to apply."""
         flag = self.relu
-        for pointer in (self.scale, self.shift, self.residual):
+        for pointer in self.pointers:
             flag = b.or_(flag, b.icmp_unsigned("!=", pointer, NULL))
         return flag
+
+    def where(self, b: ir.IRBuilder, condition: ir.Value) -> Epilogue:
+        """This epilogue where `condition` holds, else none."""
+        return Epilogue(tuple(b.select(condition, p, NULL) for p in self.pointers),
+                        b.and_(condition, self.relu))
 
     def at(self, b: ir.IRBuilder, element: ir.Type, column: ir.Value,
            offset: ir.Value) -> Epilogue:
@@ -63,8 +74,9 @@ class Epilogue:
             return b.select(b.icmp_unsigned("==", pointer, NULL), NULL,
                             b.gep(pointer, [by], source_etype=element))
 
-        return Epilogue(moved(self.scale, column), moved(self.shift, column),
-                        moved(self.residual, offset), self.relu)
+        return Epilogue(tuple(moved(pointer, column if EPILOGUE_STEPS[name][1] else offset)
+                              for name, pointer in zip(EPILOGUE_OPERANDS, self.pointers,
+                                                       strict=True)), self.relu)
 
     def prefetch(self, b: ir.IRBuilder, condition: ir.Value, output: ir.Value,
                  elements: list[ir.Value], element: ir.Type) -> None:
@@ -99,9 +111,10 @@ class Epilogue:
                 combine(value, load(at(pointer, offset)))
                 for value, offset in zip(values, offsets, strict=True)])
 
-        sums = step(self.scale, channels, b.fmul, sums)
-        sums = step(self.shift, channels, b.fadd, sums)
-        sums = step(self.residual, elements, b.fadd, sums)
+        for name, pointer in zip(EPILOGUE_OPERANDS, self.pointers, strict=True):
+            operation, per_channel = EPILOGUE_STEPS[name]
+            sums = step(pointer, channels if per_channel else elements,
+                        b.fmul if operation is np.multiply else b.fadd, sums)
         vector = sums[0].type
         zeros = ir.Constant(vector, [0.0] * vector.count)
         # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
@@ -109,4 +122,6 @@ class Epilogue:
             b.select(b.fcmp_unordered(">", value, zeros), value, zeros) for value in sums])
 
 
-NONE = Epilogue(NULL, NULL, NULL, ir.Constant(I1, 0))
+TYPES = [PTR] * len(EPILOGUE_OPERANDS) + [I1]
+NAMES = [*EPILOGUE_OPERANDS, "rectify"]  # the arguments' names
+NONE = Epilogue((NULL,) * len(EPILOGUE_OPERANDS), ir.Constant(I1, 0))

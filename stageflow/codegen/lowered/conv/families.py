@@ -70,6 +70,7 @@ from stageflow.primitives.conv import (
 from stageflow.primitives.elementwise import relu_p
 from stageflow.primitives.fused_conv import (
     EPILOGUE_OPERANDS,
+    EPILOGUE_STEPS,
     conv2d_fused_p,
     epilogue_operands,
 )
@@ -135,7 +136,7 @@ class Conv2d(ConvolutionShape, Windowed):
                 continue
             index = 2 + self.extras.index(name)
             operand = ob.inputs[index]
-            want = out.dims if name == "residual" else [o]
+            want = [o] if EPILOGUE_STEPS[name][1] else out.dims
             ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(operand.dims, want,
                                                                     strict=True)),
                                       is_row_major(ob, operand)]), index)
@@ -330,9 +331,7 @@ class Conv2d(ConvolutionShape, Windowed):
         # The epilogue after the chunk of the last filter rows only.
         whole = _epilogue(ob, geo)
         last = b.icmp_signed("==", c.a1, w.dims[0])
-        end = Epilogue(*(b.select(last, p, NULL) for p in (whole.scale, whole.shift,
-                                                          whole.residual)),
-                       b.and_(last, whole.relu))
+        end = whole.where(b, last)
 
         def group(g: ir.Value) -> None:
             column = b.mul(g, b.sdiv(o, geo.groups)) if columns is None else columns[0]
@@ -356,12 +355,12 @@ def _group_columns(b: ir.IRBuilder, geo: Geometry, o: ir.Value, g: ir.Value,
 
 
 def _epilogue(ob: OpBuilder, geo: Geometry) -> Epilogue:
-    """A conv's epilogue at its output's first element: the scales', shifts' and
-    residual's pointers after x, w and the output in the shared code's data (`Conv2d._data`),
+    """A conv's epilogue at its output's first element: its operands' pointers after x, w
+    and the output in the shared code's data (`Conv2d._data`),
     the ReLU's flag from its geometry."""
     b, data = ob.b, ob.arguments[0]
-    return Epilogue(*(b.load(b.gep(data, [i64(3 + k)], source_etype=PTR), typ=PTR)
-                      for k in range(len(EPILOGUE_OPERANDS))), geo.relu)
+    return Epilogue(tuple(b.load(b.gep(data, [i64(3 + k)], source_etype=PTR), typ=PTR)
+                          for k in range(len(EPILOGUE_OPERANDS))), geo.relu)
 
 
 def _at(b: ir.IRBuilder, array: Operand, pointer: ir.Value, offset: ir.Value) -> ir.Value:
@@ -687,8 +686,7 @@ def _packed_or_fused(spec: OpSpec, packed: bool) -> Windowed | None:
     (top, bottom), (left, right) = params["padding"]
     groups = params.get("feature_group_count", 1)
     fused = spec.primitive is conv2d_fused_p
-    extras = tuple(epilogue_operands(params["scale"], params["shift"], params["residual"])
-                   ) if fused else ()
+    extras = tuple(epilogue_operands(params)) if fused else ()
     relu = int(fused and params["activation"] == relu_p.name)
     geometry = (*params["strides"], top, bottom, left, right, *params["dilations"], 0, 0,
                 groups, relu)

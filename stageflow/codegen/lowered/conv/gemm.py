@@ -120,8 +120,7 @@ def _function(module: ir.Module, dtype: np.dtype, packed: bool, transposed_a: bo
     if isinstance(existing, ir.Function):
         return existing
     b_names = ("panels", "depth", "offset") if packed else ("b", "ldb", "b_transposed")
-    names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate", "scale",
-             "shift", "residual", "rectify")
+    names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate", *epilogue.NAMES)
     b_types = [PTR, I64, I64] if packed else [PTR, I64, I1]
     types = [I64, I64, I64, PTR, I64, *b_types, PTR, I64, I1, *epilogue.TYPES]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
