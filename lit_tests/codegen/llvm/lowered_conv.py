@@ -275,7 +275,8 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # CHECK: block4.body:
 # CHECK: %[[ACC:".[0-9]+"]] = phi <4 x float> [<float 0xfff0000000000000, {{.*}}>, %"block4.body"]
 # CHECK-NEXT: %[[NANS:".[0-9]+"]] = phi <4 x i1> [<i1 0, i1 0, i1 0, i1 0>, %"block4.body"]
-# CHECK: %[[OUT:".[0-9]+"]] = select <4 x i1> %[[NANS]], <4 x float> <float 0x7ff8000000000000, {{.*}}>, <4 x float> %[[ACC]]
+# CHECK: %[[OUT:".[0-9]+"]] = select <4 x i1> %[[NANS]],
+# CHECK-SAME: <4 x float> <float 0x7ff8000000000000, {{.*}}>, <4 x float> %[[ACC]]
 # CHECK: store <4 x float> %[[OUT]]
 # CHECK: %[[X:".[0-9]+"]] = load <4 x float>, ptr
 # CHECK-NEXT: %[[GT:".[0-9]+"]] = fcmp ogt <4 x float> %[[X]], %[[M:".[0-9]+"]]
