@@ -254,8 +254,8 @@ def test_the_direct_loops_match_a_direct_reference(batch, size, channels, out_ch
                                                      window, strides, row_dilation, padding,
                                                      dtype):
     """Tiles of 6 pixels over rows narrower than a tile, odd widths (the last tile moved
-    back), taps clipped at every border, channel blocks of 32, 16 and 8 floats (16, 8 and 4
-    doubles), any strides and filter-row dilation."""
+    back), taps clipped at every border, channel blocks of 64, 32, 16 and 8 floats (32, 16,
+    8 and 4 doubles; 64 and 32 only with AVX-512), any strides and filter-row dilation."""
     dilations = (row_dilation, 1)
     for axis in (0, 1):
         assume(size[axis] + sum(padding[axis]) >= (window[axis] - 1) * dilations[axis] + 1)

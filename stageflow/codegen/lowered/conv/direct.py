@@ -1,8 +1,8 @@
 """The direct loops: oneDNN's NHWC micro-kernel for convolutions into few output channels.
 
 Per output row, tiles of `DIRECT_TILE` consecutive output pixels by a block of output
-channels keep their sums in registers (2 vectors of output channels: 12 sums, with the
-filters' vectors and a broadcast input) over the filter rows inside the image and, per
+channels keep their sums in registers (2 or 4 vectors of output channels: 12 or 24 sums,
+with the filters' vectors and a broadcast input) over the filter rows inside the image and, per
 filter row, its kw*C taps and channels, one contiguous run in the image and in the
 filters: per step the filters' vectors are loaded, each pixel's input broadcast, one
 llvm.fma issued per pixel and vector. The last tile of a row moves back to end at the
@@ -13,11 +13,11 @@ Why: for few output channels the im2col gemm is (rows x kh*kw*C) @ (kh*kw*C x O)
 narrow for a gemm's kernels, and its copy of the windows costs as much again; here there
 is no scratch and no copy. For wider O each further block of channels reads the inputs
 again while the gemm's N grows as wide as its kernels, so the loops take at most two of
-the target's widest blocks (`max_out_channels`): 64 float32 channels with AVX-512, 32
-elsewhere. With AVX-512, at 64 channels the loops ran every layer measured (3-channel
-stems, 3x3 layers, the gradients of 64-channel layers) as fast as the gemm or faster; at
-96 the gemm was faster. The loops call no gemm, so their tasks leave OpenBLAS's threads
-alone.
+the target's widest blocks of two vectors (`max_out_channels`): 64 float32 channels with
+AVX-512 (one tile of four vectors), 32 elsewhere. With AVX-512, at 64 channels the loops
+ran every layer measured (3-channel stems, 3x3 layers, the gradients of 64-channel layers)
+as fast as the gemm or faster; at 96 the gemm was faster. The loops call no gemm, so their
+tasks leave OpenBLAS's threads alone.
 
 One copy per dtype in a module (`DirectLoops.call`), which conv2d's tasks and the input
 gradient's call: it is the largest code of the convolutions.
@@ -61,15 +61,20 @@ from stageflow.primitives.prepacked import (
 )
 
 # The blocks of output channels a tile covers, (vectors, bytes per vector) widest first,
-# each half the previous one's channels: 2 AVX-512 vectors (32 floats), then 2 AVX2 vectors
-# (16), then 1 (8). O is walked in blocks of the widest, the rest by the narrower ones in
-# turn. O = 16 keeps 2 ymm vectors rather than one zmm: 12 sums hide the FMA's latency, the
-# 6 of a single vector would not. The AVX-512 block only where the CPU has AVX-512
-# (`blocks`): elsewhere its 12 sums are 24 ymm vectors, more than AVX2's 16 registers, and
-# spilled to the stack in every step (O = 32 ran at half the speed of two 16-wide blocks).
-# The narrowest block's bytes are `DIRECT_VECTOR_BYTES` (O must be a multiple of it), the
-# widest's `DIRECT_WIDEST_BLOCK_BYTES`: the rule `primitives.prepacked` keeps to.
-DIRECT_BLOCKS = ((2, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, 32), (1, DIRECT_VECTOR_BYTES))
+# each half the previous one's channels: 4 AVX-512 vectors (64 floats), 2 (32), then 2 AVX2
+# vectors (16), then 1 (8). O is walked in blocks of the widest, the rest by the narrower
+# ones in turn. O = 16 keeps 2 ymm vectors rather than one zmm: 12 sums hide the FMA's
+# latency, the 6 of a single vector would not. At 64 channels one tile of 24 sums (of
+# AVX-512's 32 registers, beside 4 vectors of filters and a broadcast) reads each input
+# once where two tiles of 12 read it twice: ResNet-50's and VGG-19's 64-channel 3x3 layers
+# ran 14-16% faster. The AVX-512 blocks only where the CPU has AVX-512 (`blocks`):
+# elsewhere 12 sums of them are 24 ymm vectors, more than AVX2's 16 registers, and spilled
+# to the stack in every step (O = 32 ran at half the speed of two 16-wide blocks). The
+# narrowest block's bytes are `DIRECT_VECTOR_BYTES` (O must be a multiple of it); the
+# widest of two vectors is `DIRECT_WIDEST_BLOCK_BYTES`, which the selection rule (two such
+# blocks of channels at most) and `primitives.prepacked` keep to.
+DIRECT_BLOCKS = ((4, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, DIRECT_WIDEST_BLOCK_BYTES // 2),
+                 (2, 32), (1, DIRECT_VECTOR_BYTES))
 DIRECT_TILE = 6
 
 
@@ -89,8 +94,8 @@ class DirectLoops:
     @property
     def max_out_channels(self) -> int:
         """The most output channels the loops take on the target: two of its widest blocks
-        (`blocks`), at least `DIRECT_MAX_OUT_CHANNELS`."""
-        widest = max(vectors * size for vectors, size in self.blocks())
+        of two vectors (`blocks`), at least `DIRECT_MAX_OUT_CHANNELS`."""
+        widest = max(vectors * size for vectors, size in self.blocks() if vectors <= 2)
         return direct_max_out_channels(self.dtype, widest, DIRECT_MAX_OUT_CHANNELS)
 
     def blocks(self) -> list[tuple[int, int]]:
