@@ -240,7 +240,7 @@ class Concat:
     """A concat: where every input is row-major (as a program's always are), the output's
     rows before the axis split over the cores, each row a run of each input in turn, moved
     as vectors (`_run`); else each input by the strided copy. A concat of two NHWC
-    images along their channels ran at half onnxruntime's speed on one core."""
+    images along their channels left the second core idle."""
 
     axis: int
 

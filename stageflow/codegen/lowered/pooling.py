@@ -59,7 +59,7 @@ MIN_TASK_TAPS = 1 << 16
 VECTOR_ELEMENTS = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 # A pixel's channels in blocks of 256 bytes first (LLVM splits the vector into the
 # target's registers): four chains of combines per tap where a 64-channel image's four
-# 64-byte blocks each walked the window alone, at half onnxruntime's speed.
+# 64-byte blocks each walked the window alone, one dependent chain at a time.
 POOLING_BLOCK_BYTES = (256, *BLOCK_BYTES)
 
 
@@ -168,8 +168,8 @@ class ReduceWindow:
         float maximum propagates NaN, as `combine`'s does: of vectors, the larger (one
         compare and select, one instruction on x86) beside a mask of the lanes that have
         seen a NaN, which `_pixel` turns into NaN at the end. LLVM's NaN-propagating
-        ``llvm.maximum`` took six dependent instructions per tap on AVX-512, and pooling
-        ran at a fifth of onnxruntime's speed."""
+        ``llvm.maximum`` took six dependent instructions per tap on AVX-512, one chain
+        that set the pace of the whole window."""
         x, *nans = partial
         if not isinstance(x.type, ir.VectorType):
             return [combine(e, self.kind, self.dtype, x, y)]
