@@ -323,11 +323,13 @@ class _Gemm:
         holds too few sums to hide the fma's latency (2, where two fma pipes of 4 cycles
         need 8 in flight), so the rows left after the last whole tile run together, in a
         tile of their number, rather than one at a time at a quarter of a tile's rate: a
-        gemm of 28 rows (4 rows of a 7x7 image) has 4 left."""
+        gemm of 28 rows (4 rows of a 7x7 image) has 4 left. For the same reason a tile one
+        vector wide (16 filters with AVX-512, or the last 16 of 48) takes twice the rows:
+        12 sums, not 6, where a convolution squeezes its channels to few."""
         b = self.b
         panel = self._panel(span, n0, vectors, mask)
         m0, m1 = span.rows
-        rows = self.tile.rows
+        rows = self.tile.rows * (2 if vectors == 1 else 1)
         tiles = b.add(m0, b.mul(b.sdiv(b.sub(m1, m0), i64(rows)), i64(rows)))
         counted_loop(b, m0, tiles, i64(rows),
                      lambda r: self._tile(span, r, rows, n0, vectors, mask, panel), "tile")
