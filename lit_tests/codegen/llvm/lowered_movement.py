@@ -44,8 +44,9 @@ print(module_text([op_spec(op) for op in ops]))
 # CHECK: store float %[[V]]
 
 # The transpose reads x at (row * s1 + column * s0): the strides swapped, no copy first;
-# rows and columns in tiles of 8 of each, the last tiles clipped to the dims. Its tasks
-# share out the output's other axes (none here: one unit, one task).
+# rows and columns in tiles of 8 of each, the last tiles clipped to the dims, each tile
+# the strided copy from its corner. Its tasks share out the output's other axes (none
+# here: one unit, one task).
 # CHECK-LABEL: define i32 @"transpose"(
 # CHECK: icmp eq i64 %"arg1.d0", 8
 # CHECK: icmp eq i64 %"arg1.d1", %"arg0.d0"
@@ -55,9 +56,12 @@ print(module_text([op_spec(op) for op in ops]))
 # CHECK: tile_row.body:
 # CHECK: tile_column.body:
 # CHECK: add i64 %"tile_column", 8
-# CHECK: row.body:
-# CHECK: column.body:
-# CHECK-NEXT: %[[A:".[0-9]+"]] = mul i64 %"row", %"arg0.s1"
-# CHECK-NEXT: %[[B:".[0-9]+"]] = mul i64 %"column", %"arg0.s0"
-# CHECK-NEXT: %[[C:".[0-9]+"]] = add i64 %[[A]], %[[B]]
-# CHECK-NEXT: getelementptr float, ptr %"arg0", i64 %[[C]]
+# CHECK: %[[R:".[0-9]+"]] = mul i64 %"tile_row", %"arg0.s1"
+# CHECK-NEXT: %[[Q:".[0-9]+"]] = mul i64 %"tile_column", %"arg0.s0"
+# CHECK-NEXT: %[[CORNER:".[0-9]+"]] = add i64 %[[R]], %[[Q]]
+# CHECK: i1.body:
+# CHECK-NEXT: %[[A:".[0-9]+"]] = mul i64 %"i0", %"arg0.s1"
+# CHECK-NEXT: %[[B:".[0-9]+"]] = add i64 %[[CORNER]], %[[A]]
+# CHECK-NEXT: %[[C:".[0-9]+"]] = mul i64 %"i1", %"arg0.s0"
+# CHECK-NEXT: %[[D:".[0-9]+"]] = add i64 %[[B]], %[[C]]
+# CHECK-NEXT: getelementptr float, ptr %"arg0", i64 %[[D]]

@@ -142,6 +142,14 @@ def fold_mul(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return x if _is_const(y, 1) else b.mul(x, y)
 
 
+def fold_product(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> ir.Value:
+    """The product of `dims` (1 for none), constants folded: an array's or a run's size."""
+    total: ir.Value = i64(1)
+    for d in dims:
+        total = fold_mul(b, total, d)
+    return total
+
+
 def fold_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     if _is_const(x, 0):
         return y

@@ -20,7 +20,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm import complex_math
 from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I64, Emitter, storage_type
-from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64
+from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, fold_product, i64
 from stageflow.codegen.lowered.rule import (
     OpBuilder,
     Operand,
@@ -97,7 +97,7 @@ class Transpose:
         ob.expect_output(0, [x.dims[p] for p in self.perm])
         b = ob.b
         outer = self._outer()
-        units = _size(b, [out.dims[axis] for axis in outer])
+        units = fold_product(b, [out.dims[axis] for axis in outer])
         run_tasks(ob, "part", units, task_count(b, units, out.size(b), MIN_TASK_ELEMENTS),
                   self._part)
 
@@ -161,24 +161,19 @@ class Transpose:
     def _elements(self, ob: OpBuilder, at: dict[int, ir.Value], strides: list[ir.Value],
                   inner: list[int],
                   ranges: tuple[tuple[ir.Value, ir.Value], ...] | None = None) -> None:
-        """Element by element over the `inner` axes (each over `ranges`, or whole), the
-        other axes at `at`."""
+        """The strided copy over the `inner` axes (each over `ranges`, or whole), the other
+        axes at `at`."""
         b, x, out = ob.b, ob.inputs[0], ob.outputs[0]
-        rank = len(self.perm)
-        spans = ranges or tuple((i64(0), out.dims[axis]) for axis in inner)
-        names = ("row", "column")[2 - len(inner):]
-
-        def level(k: int, indices: dict[int, ir.Value]) -> None:
-            if k == len(inner):
-                where = [indices[axis] for axis in range(rank)]
-                value = b.load(x.address(b, offset(b, where, strides, i64(0))),
-                               typ=x.element)
-                b.store(value, out.address(b, offset(b, where, out.strides, i64(0))))
-                return
-            counted_loop(b, *spans[k], i64(1),
-                         lambda i: level(k + 1, {**indices, inner[k]: i}), names[k])
-
-        level(0, dict(at))
+        if ranges is None:
+            ranges = tuple((i64(0), out.dims[axis]) for axis in inner)
+            dims = [out.dims[axis] for axis in inner]
+        else:
+            dims = [b.sub(stop, first) for first, stop in ranges]
+        corner = {**at, **{axis: first for axis, (first, _) in zip(inner, ranges, strict=True)}}
+        where = [corner[axis] for axis in range(len(self.perm))]
+        copy(b, dims, x,
+             offset(b, where, strides, i64(0)), [strides[axis] for axis in inner], out,
+             offset(b, where, out.strides, i64(0)), [out.strides[axis] for axis in inner])
 
 
 @lowering(transpose_p)
@@ -253,7 +248,7 @@ class Concat:
                                       if a != self.axis]), index)
             total = fold_add(b, total, x.dims[self.axis])
         ob.expect_output(0, [total if a == self.axis else d for a, d in enumerate(out.dims)])
-        rows = _size(b, out.dims[:self.axis])
+        rows = fold_product(b, out.dims[:self.axis])
         with b.if_else(ob.all_of([is_row_major(ob, x) for x in ob.inputs])) as (runs, strided):
             with runs:
                 run_tasks(ob, "rows", rows, task_count(b, rows, out.size(b),
@@ -270,23 +265,16 @@ class Concat:
         """Rows [first, last) of the output (its index over the axes before the concat's):
         per row, each input's run of the elements from the axis on, one after another."""
         b, out = ob.b, ob.outputs[0]
-        width = _size(b, out.dims[self.axis:])
+        width = fold_product(b, out.dims[self.axis:])
 
         def row(r: ir.Value) -> None:
             start: ir.Value = b.mul(r, width)
             for x in ob.inputs:
-                run = _size(b, x.dims[self.axis:])
+                run = fold_product(b, x.dims[self.axis:])
                 _run(b, x, b.mul(r, run), out, start, run)
                 start = b.add(start, run)
 
         counted_loop(b, first, last, i64(1), row, "row")
-
-
-def _size(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> ir.Value:
-    total: ir.Value = i64(1)
-    for d in dims:
-        total = fold_mul(b, total, d)
-    return total
 
 
 def _run(b: ir.IRBuilder, source: Operand, at: ir.Value, target: Operand, to: ir.Value,
@@ -428,7 +416,7 @@ class DimSize:
 
 
 @lowering(dim_size_p)
-def _dim_size(spec: OpSpec) -> DimSize:
+def _dimfold_product(spec: OpSpec) -> DimSize:
     return DimSize(normalize_axis(spec.params["axis"], spec.inputs[0].ndim))
 
 

@@ -30,7 +30,14 @@ from llvmlite import ir
 from stageflow.codegen.llvm import complex_math
 from stageflow.codegen.llvm.emitter import C128, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare
-from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
+from stageflow.codegen.llvm.loops import (
+    counted_loop,
+    fold_add,
+    fold_loop,
+    fold_mul,
+    fold_product,
+    i64,
+)
 from stageflow.codegen.llvm.reduce import LANES, combine, identity_of, lanes_total
 from stageflow.codegen.lowered.rule import OpBuilder, OpSpec, is_row_major, lowering, nest
 from stageflow.codegen.lowered.tasks import run_tasks, task_count
@@ -125,8 +132,8 @@ class Reduce:
         b, x = ob.b, ob.inputs[0]
         ty = storage_type(self.dtype)
         prefix = len(self.axes)
-        rows = _product(b, x.dims[:prefix])
-        width = _product(b, x.dims[prefix:])
+        rows = fold_product(b, x.dims[:prefix])
+        width = fold_product(b, x.dims[prefix:])
         malloc = declare(b.module, "malloc", _PTR, [I64])
         vectors = self.kind.combine in (add_p, multiply_p) and self.dtype.kind in "fiu"
 
@@ -135,7 +142,7 @@ class Reduce:
             t = tb.b
             # the task's own width: a function of its own (a value of the entry's, unless
             # a constant, is not defined there)
-            own_width = _product(t, tb.inputs[0].dims[prefix:])
+            own_width = fold_product(t, tb.inputs[0].dims[prefix:])
             mine = t.icmp_unsigned("!=", memory, ir.Constant(_PTR, None))
             target = t.select(mine, memory, tb.outputs[0].pointer)
             with t.if_then(mine):
@@ -273,13 +280,6 @@ class Reduce:
         for value, block in results:
             partial.add_incoming(value, block)
         return fold_loop(b, full, n, i64(1), [lanes_total(b, partial)], one, "tail")[0]
-
-
-def _product(b: ir.IRBuilder, dims: Sequence[ir.Value]) -> ir.Value:
-    total: ir.Value = i64(1)
-    for d in dims:
-        total = fold_mul(b, total, d)
-    return total
 
 
 def _dot(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[ir.Value]) -> ir.Value:

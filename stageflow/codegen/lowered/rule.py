@@ -27,7 +27,14 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import I1, I32, I64, storage_type
-from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_mul, i64, return_unless
+from stageflow.codegen.llvm.loops import (
+    counted_loop,
+    fold_add,
+    fold_mul,
+    fold_product,
+    i64,
+    return_unless,
+)
 from stageflow.core.primitive import REGISTRY, Primitive, ShapedType
 
 
@@ -77,10 +84,7 @@ class Operand:
         return total
 
     def size(self, b: ir.IRBuilder) -> ir.Value:
-        total: ir.Value = i64(1)
-        for d in self.dims:
-            total = fold_mul(b, total, d)
-        return total
+        return fold_product(b, self.dims)
 
 
 class OpBuilder:
