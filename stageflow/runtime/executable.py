@@ -38,6 +38,8 @@ from stageflow.primitives.control import branch_index
 from stageflow.primitives.functional import call_p
 from stageflow.primitives.state import assign_variable_p
 from stageflow.runtime.compiled_program import prepare_program, unsupported_reason, will_build
+from stageflow.runtime.gpu import GPUDevice
+from stageflow.runtime.gpu_graphs import LaunchGraphs, replayable
 from stageflow.runtime.interpreter import Step, run_steps, run_steps_recorded
 from stageflow.runtime.interrupts import run_or_roll_back
 from stageflow.runtime.locks import AssignedLocks
@@ -68,10 +70,14 @@ class Plan:
     def __init__(self, func: FuncOp, functions: dict[str, FuncOp],
                  compiled: dict[Any, Any], plans: dict[str, Plan],
                  block: Block | None = None, above: list[Any] | None = None,
-                 host: Callable[..., Callable] | None = None) -> None:
+                 device: GPUDevice | None = None) -> None:
+        """`device`: the GPU a plan of the PTX pipeline's module runs on (`build_gpu`), which
+        runs each op outside the fused kernels (`GPUDevice.plan_step`), holds the constants
+        and replays each loop's body as launch graphs; None: the host runs the plan."""
         slots: dict[int, int] = {}
-        self.host = host
-        on_host = host or (lambda kernel, primitive=None: kernel)
+        self.device = device
+        on_host = (device.plan_step if device is not None
+                   else lambda kernel, primitive=None: kernel)
 
         def slot(value: Any) -> int:
             return slots.setdefault(id(value), len(slots))
@@ -95,11 +101,14 @@ class Plan:
             name = op.name.removeprefix("sf.")
             if isinstance(op, ControlOp):
                 above_op = free_values(op)
-                runner = _region_runner(op, above_op, func, functions, compiled, plans, host)
+                runner = _region_runner(op, above_op, func, functions, compiled, plans,
+                                        device)
                 self.steps.append(Step(runner, ins + tuple(slot(v) for v in above_op),
                                        {}, outs, True, name, source_location(op)))
-            elif isinstance(op, ConstantOp):
-                self.constants.append((outs[0], constant_value(op)))
+            elif isinstance(op, ConstantOp):  # on the GPU once, not at every launch
+                value = constant_value(op)
+                self.constants.append((outs[0], value if device is None
+                                       else device.copy_in(value)))
             elif is_op(op, call_p):
                 callee = _callee_name(op)
                 if callee in compiled:
@@ -110,7 +119,7 @@ class Plan:
                 else:
                     if callee not in plans:
                         plans[callee] = Plan(functions[callee], functions, compiled, plans,
-                                             host=host)
+                                             device=device)
                     self.steps.append(Step(plans[callee].run_tuple, ins, {}, outs, True, callee,
                                            source_location(op)))
             else:
@@ -145,7 +154,7 @@ class Plan:
                 buffers = buffers if isinstance(buffers, tuple) else (buffers,)
                 self.temporary_slots.update(s for s, b in zip(outs, buffers, strict=True)
                                             if b >= 0)
-            if (IN_PLACE_ATTR in op.attributes and outs in step_of and self.host is None
+            if (IN_PLACE_ATTR in op.attributes and outs in step_of and self.device is None
                     and _callee_name(op) in compiled):
                 index = step_of[outs]
                 step = self.steps[index]
@@ -185,13 +194,21 @@ class Plan:
 
 def _region_runner(op: ControlOp, above: list[Any], func: FuncOp,
                    functions: dict[str, FuncOp], compiled: dict[Any, Any],
-                   plans: dict[str, Plan], host: Any = None) -> Callable[..., Any]:
-    """What runs a region op as one step: its operands, then its values from above."""
-    regions = [Plan(func, functions, compiled, plans, region.block, above, host)
+                   plans: dict[str, Plan], device: GPUDevice | None = None
+                   ) -> Callable[..., Any]:
+    """What runs a region op as one step: its operands, then its values from above. On a
+    GPU a loop's body runs as launch graphs (`gpu_graphs.LaunchGraphs`: recorded on its
+    second iteration, replayed from the third), so that an iteration costs a few driver
+    calls, not one per op."""
+    regions = [Plan(func, functions, compiled, plans, region.block, above, device)
                for region in op.regions]
     if isinstance(op, CondOp):
         return CondRunner(regions)
-    return WhileRunner(regions[0], regions[1], len(op.operands))
+    cond, body = regions
+    if device is None:
+        return WhileRunner(cond, body, len(op.operands))
+    return WhileRunner(cond, LaunchGraphs(device, body, replayable(op.regions[1], functions)),
+                       len(op.operands))
 
 
 class CondRunner:
@@ -458,13 +475,11 @@ class Executable:
         executables = []
         for entry in entries:
             plan = plans[entry] = Plan(functions[entry], functions, compiled, plans,
-                                       host=device.plan_step)
+                                       device=device)
             executable = cls(plan, stats, None, _assigned_inputs(functions[entry]))
             executable.kernels = _kernels_of(functions[entry],
                                              {name: functions[name] for name in compiled})
             executables.append(executable)
-        for plan in plans.values():  # constants on the GPU once, not at every launch
-            plan.constants = [(slot, device.copy_in(value)) for slot, value in plan.constants]
         stats.ops = sum(len(e.plan.steps) for e in executables)
         return executables
 

@@ -29,12 +29,15 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Region
 
 from stageflow.core import config
 from stageflow.core.op_facts import Effect
 from stageflow.frontend.variables import Variable
 from stageflow.ir.control import ControlOp
 from stageflow.ir.dialect import SfOp
+from stageflow.passes.support import callee_name
 from stageflow.runtime.gpu import DeviceArray, GPUDevice
 
 # What the choice between a plan and its graph weighs, calibrated on an H100 with the CUDA
@@ -222,17 +225,24 @@ _RECORD = "record"  # the signature's next call is recorded
 _PLAN = "plan"  # the signature runs as its plan: recording found host work, or no gain
 
 
-def replayable(module: ModuleOp) -> bool:
-    """Whether a replay of the module's launches would do all its calls do: False where it
+def replayable(program: ModuleOp | Region, functions: dict[str, FuncOp] | None = None) -> bool:
+    """Whether a replay of the launches of a module's call (or of one run of a region: a
+    loop's body, whose callees are among `functions`) would do all it does: False where it
     has effects a replay would repeat or skip (writes to variables, random state,
     callbacks: ops with effects other than reading a variable, which `LaunchGraph.current`
-    checks) or takes branches and trip counts from values (control flow)."""
-    for op in module.walk():
-        if isinstance(op, ControlOp):
-            return False
-        # a call's effects are its callee's, which is in the module and walked too
-        if isinstance(op, SfOp) and op.primitive.effects & ~(Effect.CALLS | Effect.READS):
-            return False
+    checks) or takes branches and trip counts from values (control flow). A call's effects
+    are its callee's: a module holds its callees, a region's are walked too."""
+    pending, seen = [program], set()
+    while pending:
+        for op in pending.pop().walk():
+            if isinstance(op, ControlOp):
+                return False
+            if isinstance(op, SfOp) and op.primitive.effects & ~(Effect.CALLS | Effect.READS):
+                return False
+            callee = callee_name(op)
+            if functions is not None and callee in functions and callee not in seen:
+                seen.add(callee)
+                pending.append(functions[callee])
     return True
 
 
@@ -254,8 +264,11 @@ class LaunchGraphs:
         self.replayable = replayable
         self._states: dict[tuple, Any] = {}
 
-    def run(self, values: list[Any], captured: list[Any]) -> list[Any]:
-        """The program's results for the call's `values` and the captured tensors."""
+    def run(self, values: list[Any], captured: list[Any] | None = None) -> list[Any]:
+        """The program's results for the call's `values` and the captured tensors (a
+        loop's body has none: its values from above come with its arguments, as they may
+        change from call to call)."""
+        captured = captured or []
         device = self.device
         everything = values + captured
         if not (self.replayable and config.launch_graphs) or not all(

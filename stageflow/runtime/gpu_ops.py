@@ -19,9 +19,12 @@ its tensors there instead of copying them to the host and back at every such op:
   grouped convolution of one group per channel;
 - ``concat``: the operands put one after another into one buffer, then (unless they join
   along the leading axes) a gather arranging them;
-- ``gather`` by run-time indices: the indices read on the host, where the op's own NumPy
-  kernel turns them into the map (and raises its error for an index out of range);
-- ``update_index``: a copy of the array, then the row written at the index the host reads;
+- ``gather`` by run-time indices: the take kernel, which reads the indices on the GPU (an
+  index out of range gathers zeros, as TensorFlow's gather on a GPU does: a kernel cannot
+  raise);
+- ``update_index``: a copy of the array, then the row written by the put_at kernel, which
+  reads the index on the GPU (one out of range is clamped to the first or last row, as
+  XLA's ``dynamic_update_slice`` does);
 - ``max_pool_gradient``: each window's first tap equal to its maximum found by a
   min-reduction of the matching taps' indices, then each input element's sum, through the
   windows' map inverted, of the cotangents of the windows that chose it;
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from stageflow.codegen.targets.indexed import put_entry
+from stageflow.codegen.targets.indexed import put_at_entry, put_entry, take_entry
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.primitives.conv import (
     columns_by_group,
@@ -79,7 +82,6 @@ from stageflow.primitives.structural import (
     gather_p,
     pad_p,
     reshape_p,
-    row_position,
     update_index_p,
 )
 from stageflow.runtime.gpu_drivers import GEMM_MAX_SIZE
@@ -387,11 +389,16 @@ def _gather(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Dev
     x, indices = values
     if 0 in x.shape or _strings(values):
         return None
-    positions = np.arange(math.prod(x.shape), dtype=np.int64).reshape(x.shape)
-    chosen = gather_p.kernel(positions, np.asarray(indices), **params)
-    x = device.on_device(x)
-    out = device.empty(chosen.shape, x.dtype)
-    device._gather(x, device.copy_in(np.ascontiguousarray(chosen)), out)
+    axis = params["axis"] % len(x.shape)
+    size = x.shape[axis]
+    x, indices = device.on_device(x), device.on_device(indices)
+    out = device.empty(_result_shape(gather_p, [x, indices], params), x.dtype)
+    inner, count = math.prod(x.shape[axis + 1:]), math.prod(indices.shape)
+    bits, index_bits = 8 * x.dtype.itemsize, 8 * indices.dtype.itemsize
+    entry = device._entry(f"take_i{bits}_i{index_bits}", take_entry(bits, index_bits), 3, 4)
+    total = math.prod(out.shape)
+    device._launch(entry, [x.handle, indices.handle, out.handle], [total, inner, count, size],
+                   total)
     return out
 
 
@@ -424,10 +431,16 @@ def _concat(device: GPUDevice, values: list[Any], params: dict[str, Any]) -> Dev
 def _update_index(device: GPUDevice, values: list[Any],
                   params: dict[str, Any]) -> DeviceArray | None:
     x, update, index = values
-    position = row_position(np.asarray(index), x.shape[0])
+    rows = x.shape[0]
+    if not rows:
+        return None  # NumPy's error, from the host
     out = device.duplicate(device.on_device(x))
-    update = device.on_device(update)
-    _put(device, update, out, position * math.prod(update.shape))
+    update, index = device.on_device(update), device.on_device(index)
+    count = math.prod(update.shape)
+    bits, index_bits = 8 * out.dtype.itemsize, 8 * index.dtype.itemsize
+    entry = device._entry(f"put_at_i{bits}_i{index_bits}", put_at_entry(bits, index_bits),
+                          3, 2)
+    device._launch(entry, [update.handle, index.handle, out.handle], [count, rows], count)
     return out
 
 

@@ -1,7 +1,8 @@
 """Launch graphs: a staged function on a GPU is recorded on its second call of a signature
-and replayed as one graph from the third, where it stays on the GPU, has no effects and
-the graph pays. Replays must give what the plan gives for any arguments, return new arrays
-every call, and keep alive what they read."""
+and replayed as one graph from the third (a loop's body: recorded on its second iteration,
+replayed from the third), where it stays on the GPU, has no effects and the graph pays.
+Replays must give what the plan gives for any arguments, return new arrays every call, and
+keep alive what they read."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import stageflow as sf
 from stageflow.runtime import devices as runtime_devices
 from stageflow.runtime import gpu_graphs
+from stageflow.runtime.executable import WhileRunner
 from stageflow.runtime.gpu_graphs import LaunchGraph, pays
 
 GPU = "/device:GPU:0"
@@ -227,3 +229,85 @@ def test_an_argument_passed_twice_is_another_signature():
             want = chain(x.cpu(), y.cpu())
             for g, w in zip(got, want, strict=True):
                 np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def loop(x, y, v):
+    """A while loop whose body launches about ten kernels and reads a value from above
+    (`scale`, computed from the call's arguments) and a variable."""
+    scale = sf.reduce_sum(y) * 0.01
+
+    def body(i, h):
+        for _ in range(3):
+            h = sf.tanh(sf.transpose(h)[::-1] * scale + h * v)
+        return i + 1, h
+
+    return sf.while_loop(lambda i, h: i < 6, body, (sf.constant(0), x))[1]
+
+
+def test_a_loops_body_replays_as_a_graph_from_its_third_iteration(counted):
+    """Six iterations: the first runs the body's plan, the second records it, the other
+    four replay it; only the loop's condition launches on its own. A value from above that
+    changes between calls (`scale`) is an argument of the body's graph, never a stale
+    array of an earlier call."""
+    f = sf.function(loop)
+    rng = np.random.default_rng(3)
+    with sf.device(GPU):
+        v = sf.Variable(rng.standard_normal((4, 4)).astype(np.float32))
+    for call in range(3):
+        x, y = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+        graphs, launches = counted["graphs"], counted["launches"]
+        with sf.device(GPU):
+            got = f(sf.constant(x).gpu(), sf.constant(y).gpu(), v)
+        replays = counted["graphs"] - graphs
+        assert replays == (4 if call == 0 else 6)
+        body_launches = counted["launches"] - launches
+        assert body_launches <= 20 * (6 - replays) + 3 * 7 + 5
+        want = loop(sf.constant(x), sf.constant(y), sf.Variable(v.numpy()))
+        assert got.device == GPU
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
+
+
+def test_a_loops_body_reads_a_variables_new_value_after_a_write(counted):
+    f = sf.function(loop)
+    x = sf.constant(np.full((4, 4), 0.5, np.float32)).gpu()
+    y = sf.constant(np.ones((4, 4), np.float32)).gpu()
+    with sf.device(GPU):
+        v = sf.Variable(np.ones((4, 4), np.float32))
+        f(x, y, v)
+        v.assign(np.full((4, 4), -2.0, np.float32))
+        got = f(x, y, v)
+    want = loop(x.cpu(), y.cpu(), sf.Variable(np.full((4, 4), -2.0, np.float32)))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("called", [False, True])
+def test_a_loops_body_with_effects_runs_its_plan(counted, called):
+    """A write in the body, or in a function the body calls (one too large to inline),
+    keeps the body's plan."""
+    with sf.device(GPU):
+        total = sf.Variable(np.zeros(3, np.float32))
+
+    def add(h):
+        return total.assign_add(sf.tanh(sf.exp(h) * 2.0 + 1.0) * sf.sin(h) * sf.cos(h) + h)
+
+    @sf.function
+    def accumulate(x):
+        def body(i, h):
+            (sf.function(add) if called else add)(h)
+            return i + 1, sf.exp(h) * 0.5
+        return sf.while_loop(lambda i, h: i < 5, body, (sf.constant(0), x))[1]
+
+    x = np.array([0.1, 0.2, 0.3], np.float32)
+    with sf.device(GPU):
+        accumulate(sf.constant(x).gpu())
+    h, want = x, np.zeros(3, np.float32)
+    for _ in range(5):
+        want += np.tanh(np.exp(h) * 2.0 + 1.0) * np.sin(h) * np.cos(h) + h
+        h = np.exp(h) * 0.5
+    np.testing.assert_allclose(total.numpy(), want, rtol=1e-5)
+    assert counted["graphs"] == 0
+    with sf.device(GPU):
+        concrete = accumulate.get_concrete_function(sf.constant(x).gpu())
+    graphs, _ = concrete._gpu_programs[GPU]
+    [loop_step] = [s for s in graphs.program.plan.steps if isinstance(s.kernel, WhileRunner)]
+    assert not loop_step.kernel.body.replayable

@@ -205,18 +205,40 @@ def test_zero_padding_runs_on_the_gpu(seed, pads):
     np.testing.assert_array_equal(other.numpy(), np.pad(x, pads, constant_values=-1.5))
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("axis", [0, 1, -1])
-def test_gathers_by_indices_on_the_gpu(axis):
+def test_gathers_by_indices_on_the_gpu_read_them_there(axis, index_dtype):
     x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
-    indices = np.array([[0, -1], [2, 1]], np.int32)
+    indices = np.array([[0, -1], [2, 1]], index_dtype)
     gx, gi = on_gpu(x), on_gpu(indices)
     before = copies()
     got = sf.gather(gx, gi, axis=axis)
     assert got.device == GPU
-    assert copies() - before == 2  # the indices read here, the map put there
+    assert copies() == before  # no copy: the kernel reads the indices on the GPU
     np.testing.assert_array_equal(got.numpy(), np.take(x, indices, axis=axis))
+
+
+@given(data=st.data(), dtype=st.sampled_from([np.float64, np.int8, np.bool_, np.complex64]))
+def test_gathers_on_the_gpu_equal_numpys_take(data, dtype):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    size = shape[axis]
+    indices = data.draw(hnp.arrays(np.int64, hnp.array_shapes(min_dims=0, max_dims=2,
+                                                              min_side=0, max_side=3),
+                                   elements=st.integers(-size, size - 1)))
+    x = data.draw(hnp.arrays(dtype, shape))
+    got = sf.gather(on_gpu(x), on_gpu(indices), axis=axis)
+    np.testing.assert_array_equal(got.numpy(), np.take(x, indices, axis=axis))
+
+
+def test_a_gathers_indices_out_of_range_give_zeros_on_the_gpu():
+    """TensorFlow's rule on a GPU, whose kernels cannot raise: an index out of range
+    gathers zeros (on the host it is NumPy's error)."""
+    x = np.arange(1.0, 13.0).reshape(3, 4)
+    got = sf.gather(on_gpu(x), np.array([1, 3, -4], np.int32), axis=0)
+    np.testing.assert_array_equal(got.numpy(), [x[1], np.zeros(4), np.zeros(4)])
     with pytest.raises(InvalidIndexError, match=r"out of range \[-3, 3\) for axis 0"):
-        sf.gather(gx, on_gpu(np.array([3], np.int32)), axis=0)
+        sf.gather(sf.constant(x), np.array([3], np.int32), axis=0)
 
 
 @pytest.mark.parametrize("index", [0, 2, -1])
@@ -226,13 +248,24 @@ def test_a_row_update_writes_one_row_of_a_copy_on_the_gpu(index):
     gx, grow, gi = on_gpu(x), on_gpu(row), on_gpu(np.int64(index))
     before = copies()
     got = sf.dynamic_update_index(gx, grow, gi)
-    assert got.device == GPU and copies() - before == 1  # the index, read here
+    assert got.device == GPU and copies() == before  # the kernel reads the index there
     want = x.copy()
     want[index] = row
     np.testing.assert_array_equal(got.numpy(), want)
     np.testing.assert_array_equal(gx.numpy(), x)  # the operand is untouched
-    with pytest.raises(InvalidIndexError, match=r"index 3 is out of range \[-3, 3\)"):
-        sf.dynamic_update_index(gx, grow, on_gpu(np.int64(3)))
+
+
+@pytest.mark.parametrize(("index", "row"), [(3, 2), (7, 2), (-4, 0), (-9, 0)])
+def test_a_row_update_clamps_an_index_out_of_range_on_the_gpu(index, row):
+    """XLA's rule on a GPU (dynamic_update_slice clamps the index); on the host it is
+    NumPy's error."""
+    x, update = np.zeros((3, 2), np.int32), np.array([5, 6], np.int32)
+    got = sf.dynamic_update_index(on_gpu(x), on_gpu(update), on_gpu(np.int32(index)))
+    want = x.copy()
+    want[row] = update
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(InvalidIndexError, match=rf"index {index} is out of range \[-3, 3\)"):
+        sf.dynamic_update_index(sf.constant(x), update, index)
 
 
 @pytest.mark.parametrize("jit", [True, False])

@@ -1,4 +1,5 @@
-"""Two GPU kernels driven by index maps: data movement and reductions on a GPU's memory.
+"""GPU kernels driven by index maps and run-time indices: data movement and reductions on a
+GPU's memory.
 
 A fused kernel computes elementwise ops; moving elements (transpose, slice, broadcast,
 reshape) and reducing them need no arithmetic of their own, only to know which input
@@ -25,10 +26,22 @@ does the work:
   pairwise: a GPU's float sums differ from NumPy's by rounding.
 
 A third kernel writes one array into another at an offset: ``put_iN(in, out, n, offset)``,
-``out[offset + i] = in[i]`` (a row of an ``update_index``, whose index the host reads).
+``out[offset + i] = in[i]`` (a concat's operands, one after another).
 
-All three take the grid-stride loop of the fused kernels (`ptx.GridDriver`), so any grid is
-correct, and both are built for PTX and for the emulated launch from the same builder. The
+Two more read their indices from the GPU's memory, so that a lookup whose indices the GPU
+computed (an embedding of the tokens a decoder chose, the row a loop's counter names) waits
+for no copy to the host and stays inside a launch graph:
+
+- ``take_iN_iK(in, indices, out, n, inner, count, size)``: a gather along an axis, ``in``
+  seen as ``(outer, size, inner)`` and ``out`` as ``(outer, count, inner)``, ``count`` the
+  K-bit indices: ``out[o, j, c] = in[o, indices[j], c]``, a negative index counting from
+  the end; an index out of range writes zero bits, as TensorFlow's gather does on a GPU;
+- ``put_at_iN_iK(in, index, out, n, rows)``: ``n`` elements written as row ``index[0]`` of
+  ``out``, one of ``rows`` rows of ``n``; a negative index counts from the end and one out
+  of range is clamped to the first or last row, as XLA's ``dynamic_update_slice`` does.
+
+All of them take the grid-stride loop of the fused kernels (`ptx.GridDriver`), so any grid is
+correct, and all are built for PTX and for the emulated launch from the same builder. The
 threads of a launch never communicate (no shared memory, no barriers): a pass's partial
 results meet in the next launch.
 """
@@ -96,6 +109,40 @@ def _gather(b: ir.IRBuilder, element: ir.IntType, args: list[ir.Value], i: ir.Va
     b.store(b.select(named, value, ir.Constant(element, 0)), b.gep(out, [i], source_etype=element))
 
 
+def _index(b: ir.IRBuilder, index: ir.IntType, indices: ir.Value, j: ir.Value,
+           size: ir.Value) -> ir.Value:
+    """Index `j` of `indices` as an i64, counted from the start of `size` positions."""
+    at = b.load(b.gep(indices, [j], source_etype=index), typ=index)
+    if index.width < 64:
+        at = b.sext(at, I64)
+    return b.select(b.icmp_signed("<", at, i64(0)), b.add(at, size), at)
+
+
+def _take(index: ir.IntType, b: ir.IRBuilder, element: ir.IntType, args: list[ir.Value],
+          i: ir.Value) -> None:
+    source, indices, out, _, inner, count, size = args
+    block = b.mul(count, inner)
+    outer, rest = b.udiv(i, block), b.urem(i, block)
+    j, column = b.udiv(rest, inner), b.urem(rest, inner)
+    at = _index(b, index, indices, j, size)
+    named = b.and_(b.icmp_signed(">=", at, i64(0)), b.icmp_signed("<", at, size))
+    row = b.add(b.mul(outer, size), b.select(named, at, i64(0)))
+    value = b.load(b.gep(source, [b.add(b.mul(row, inner), column)], source_etype=element),
+                   typ=element)
+    b.store(b.select(named, value, ir.Constant(element, 0)), b.gep(out, [i], source_etype=element))
+
+
+def _put_at(index: ir.IntType, b: ir.IRBuilder, element: ir.IntType, args: list[ir.Value],
+            i: ir.Value) -> None:
+    source, where, out, n, rows = args
+    row = _index(b, index, where, i64(0), rows)
+    row = b.select(b.icmp_signed("<", row, i64(0)), i64(0), row)
+    last = b.sub(rows, i64(1))
+    row = b.select(b.icmp_signed(">", row, last), last, row)
+    value = b.load(b.gep(source, [i], source_etype=element), typ=element)
+    b.store(value, b.gep(out, [b.add(b.mul(row, n), i)], source_etype=element))
+
+
 def _put(b: ir.IRBuilder, element: ir.IntType, args: list[ir.Value], i: ir.Value) -> None:
     source, out, _, offset = args
     value = b.load(b.gep(source, [i], source_etype=element), typ=element)
@@ -112,6 +159,20 @@ def put_entry(bits: int):
     """The builder of ``void put(ptr in, ptr out, i64 n, i64 offset)`` for `bits`-bit
     elements: ``out[offset + i] = in[i]`` for i below n."""
     return _copying_entry(bits, ("in", "out", "n", "offset"), 2, _put)
+
+
+def take_entry(bits: int, index_bits: int):
+    """The builder of ``void take(ptr in, ptr indices, ptr out, i64 n, i64 inner, i64 count,
+    i64 size)`` for `bits`-bit elements and `index_bits`-bit indices."""
+    return _copying_entry(bits, ("in", "indices", "out", "n", "inner", "count", "size"), 3,
+                          functools.partial(_take, ir.IntType(index_bits)))
+
+
+def put_at_entry(bits: int, index_bits: int):
+    """The builder of ``void put_at(ptr in, ptr index, ptr out, i64 n, i64 rows)`` for
+    `bits`-bit elements and an `index_bits`-bit index."""
+    return _copying_entry(bits, ("in", "index", "out", "n", "rows"), 3,
+                          functools.partial(_put_at, ir.IntType(index_bits)))
 
 
 @functools.cache
