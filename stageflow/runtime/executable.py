@@ -207,8 +207,9 @@ def _region_runner(op: ControlOp, above: list[Any], func: FuncOp,
     cond, body = regions
     if device is None:
         return WhileRunner(cond, body, len(op.operands))
-    return WhileRunner(cond, LaunchGraphs(device, body, replayable(op.regions[1], functions)),
-                       len(op.operands))
+    return GraphedWhileRunner(cond, LaunchGraphs(device, body,
+                                                 replayable(op.regions[1], functions),
+                                                 len(op.operands)), len(op.operands))
 
 
 class CondRunner:
@@ -232,6 +233,17 @@ class WhileRunner:
         while bool(self.cond.run(carried + above)[0]):
             carried = self.body.run(carried + above)
         return carried
+
+
+class GraphedWhileRunner(WhileRunner):
+    """An ``sf.while`` on a GPU, its body replayed as launch graphs that leave the carried
+    values in their own blocks (`gpu_graphs.LaunchGraph`): the loop's results are copied
+    out of them once, at the end."""
+
+    body: LaunchGraphs
+
+    def __call__(self, *values: Any) -> list[Any]:
+        return self.body.owned(super().__call__(*values))
 
 
 class InPlaceKernel:

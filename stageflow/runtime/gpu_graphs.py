@@ -146,12 +146,19 @@ class LaunchGraph:
     """One signature's recorded call as a graph over blocks of its own: `__call__` copies
     the arguments in, launches the graph and copies the results out. An argument that is
     the very array copied in last time (a model's weights, call after call) is not copied
-    again: device arrays never change once written."""
+    again: device arrays never change once written.
+
+    A loop's body (`carried`: its first results are its next iteration's first arguments)
+    ends its graph by copying those results into the argument blocks, and a replay returns
+    the blocks themselves, which the next replay then reads where they are: an iteration
+    is one graph launch, no copy and no allocation. Such results are borrowed (the next
+    replay overwrites them): `LaunchGraphs.owned` copies them out when the loop ends."""
 
     def __init__(self, device: GPUDevice, recorder: Recorder, arguments: list[Any],
-                 results: list[DeviceArray], read: list[tuple[Variable, DeviceArray]]
-                 ) -> None:
-        """`read`: each variable the call may read, with the array it held."""
+                 results: list[DeviceArray], read: list[tuple[Variable, DeviceArray]],
+                 carried: int = 0) -> None:
+        """`read`: each variable the call may read, with the array it held. `carried`:
+        the loop-carried values, where `feeds_back` allows (else 0)."""
         self.device = device
         self.read = [(variable, weakref.ref(array)) for variable, array in read]
         driver = device.driver
@@ -192,7 +199,21 @@ class LaunchGraph:
 
         self.results = [recorder.origins[driver.address(r.handle)] for r in results]
         self.shapes = [(r.shape, r.dtype) for r in results]
+        self.carried = carried
+        for index in range(carried):  # the result, left in its argument's block
+            block = self.arguments.get(index)
+            if block is None:
+                block = self.arguments[index] = DeviceArray(device, arguments[index].shape,
+                                                            arguments[index].dtype)
+            if self.results[index] != ("argument", index) and block.nbytes:
+                source = handle(self.results[index])
+                steps.append(lambda d=block.handle, r=source, n=block.nbytes:
+                             driver.copy(d, r, n))
         self.graph = driver.record_graph(replay)
+
+    def borrowed(self, array: Any) -> bool:
+        """Whether `array` is one of the argument blocks a replay returns (`carried`)."""
+        return any(array is self.arguments[index] for index in range(self.carried))
 
     def current(self) -> bool:
         """Whether every variable the graph reads still holds the array it recorded."""
@@ -203,12 +224,16 @@ class LaunchGraph:
         for index, block in self.arguments.items():
             argument = arguments[index]
             held = self._held.get(index)
-            if block.nbytes and (held is None or held() is not argument):
+            if block.nbytes and argument is not block and (held is None
+                                                           or held() is not argument):
                 driver.copy(block.handle, argument.handle, block.nbytes)
                 self._held[index] = weakref.ref(argument)
         driver.launch_graph(self.graph)
-        results = []
-        for (kind, key), (shape, dtype) in zip(self.results, self.shapes, strict=True):
+        for index in range(self.carried):  # the block holds a result now, not what it held
+            self._held.pop(index, None)
+        results = [self.arguments[index] for index in range(self.carried)]
+        for (kind, key), (shape, dtype) in zip(self.results[self.carried:],
+                                               self.shapes[self.carried:], strict=True):
             if kind == "argument":
                 results.append(arguments[key])
             elif kind == "fixed":
@@ -256,13 +281,24 @@ def _on(device: GPUDevice, value: Any) -> bool:
 class LaunchGraphs:
     """A GPU program's graphs by argument signature: the first call of a signature runs the
     plan (compiling, loading and placing what it needs), the second is recorded, later ones
-    replay the graph where there is one. `replayable`: see the function of that name."""
+    replay the graph where there is one. `replayable`: see the function of that name.
+    `carried`: for a loop's body, how many of its first results are its next iteration's
+    first arguments (`LaunchGraph`)."""
 
-    def __init__(self, device: GPUDevice, program: Any, replayable: bool) -> None:
+    def __init__(self, device: GPUDevice, program: Any, replayable: bool,
+                 carried: int = 0) -> None:
         self.device = device
         self.program = program
         self.replayable = replayable
+        self.carried = carried
         self._states: dict[tuple, Any] = {}
+
+    def owned(self, results: list[Any]) -> list[Any]:
+        """`results` of a loop's last iteration made the caller's: a block a replay lent
+        (the next replay would overwrite it) copied into new memory."""
+        graphs = [g for g in self._states.values() if isinstance(g, LaunchGraph)]
+        return [self.device.duplicate(r) if any(g.borrowed(r) for g in graphs) else r
+                for r in results]
 
     def run(self, values: list[Any], captured: list[Any] | None = None) -> list[Any]:
         """The program's results for the call's `values` and the captured tensors (a
@@ -312,4 +348,19 @@ class LaunchGraphs:
                    if recorder.origins[recorder.driver.address(r.handle)][0] == "block"]
         if not pays(len(recorder.notes), len(copies), sum(copies)):
             return _PLAN
-        return LaunchGraph(self.device, recorder, values, results, read)
+        carried = self.carried if feeds_back(recorder, values, results, self.carried) else 0
+        return LaunchGraph(self.device, recorder, values, results, read, carried)
+
+
+def feeds_back(recorder: Recorder, values: list[Any], results: list[DeviceArray],
+               carried: int) -> bool:
+    """Whether a loop body's `carried` results can be left in their arguments' blocks:
+    each of the same shape and dtype as its argument, an array of the GPU, and none an
+    argument but its own (a swap would overwrite one block with another it still needs)."""
+    for index in range(carried):
+        argument, result = values[index], results[index]
+        kind, key = recorder.origins[recorder.driver.address(result.handle)]
+        if (type(argument) is not DeviceArray or argument.shape != result.shape
+                or argument.dtype != result.dtype or kind == "argument" and key != index):
+            return False
+    return True
