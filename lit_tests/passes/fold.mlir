@@ -10,14 +10,11 @@
 // CHECK-NEXT:    %1 = sf.constant dense<9.000000e+00> : tensor<f32>
 // CHECK-NEXT:    %2 = sf.add %x, %0 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
 // CHECK-NEXT:    func.return %2, %1 : tensor<3xf32>, tensor<f32>
-// With at most 2 elements per result, only the scalar sum could fold, and its operand
-// is not a constant.
+// With at most 2 elements per result the chain folds all the same: no result is larger
+// than its largest operand (a frozen model's per-channel arithmetic on its weights).
 // LIMIT-LABEL: func.func @chain
-// LIMIT-NEXT:    %a = sf.constant
-// LIMIT-NEXT:    %two = sf.constant
-// LIMIT-NEXT:    %one = sf.constant
-// LIMIT-NEXT:    %0 = sf.multiply %a, %two
-// LIMIT-NEXT:    %1 = sf.subtract %0, %one
+// LIMIT-NEXT:    %0 = sf.constant dense<[1.000000e+00, 3.000000e+00, 5.000000e+00]> : tensor<3xf32>
+// LIMIT-NEXT:    %1 = sf.constant dense<9.000000e+00> : tensor<f32>
 func.func @chain(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<f32>) {
   %a = sf.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
   %two = sf.constant dense<2.0> : tensor<f32>
@@ -27,6 +24,19 @@ func.func @chain(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<f32>) {
   %2 = sf.reduce_sum %1 {axes = [0], keepdims = false} : (tensor<3xf32>) -> tensor<f32>
   %3 = sf.add %x, %1 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   func.return %3, %2 : tensor<3xf32>, tensor<f32>
+}
+
+// A result larger than both the limit and its operands is not folded: a broadcast stays
+// a cheap op rather than a literal of its size.
+// CHECK-LABEL: func.func @growth
+// CHECK-NEXT:    %0 = sf.constant dense<2.000000e+00> : tensor<3xf32>
+// LIMIT-LABEL: func.func @growth
+// LIMIT-NEXT:    %s = sf.constant dense<2.000000e+00> : tensor<f32>
+// LIMIT-NEXT:    %0 = sf.broadcast_to %s {shape = [3]} : (tensor<f32>) -> tensor<3xf32>
+func.func @growth() -> tensor<3xf32> {
+  %s = sf.constant dense<2.0> : tensor<f32>
+  %0 = sf.broadcast_to %s {shape = [3]} : (tensor<f32>) -> tensor<3xf32>
+  func.return %0 : tensor<3xf32>
 }
 
 // Ops without operands fold too; casts and comparisons keep their result types.

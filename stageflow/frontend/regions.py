@@ -34,13 +34,14 @@ class RegionTrace(GraphTrace):
     """The trace of one region; reads of variables it never assigns are hoisted out."""
 
     def __init__(self, graph: Graph, parent: GraphTrace, assigned: set[int]) -> None:
-        super().__init__(graph, parent, allow_variable_creation=False)
+        super().__init__(graph, parent, allow_variable_creation=False,
+                         frozen=isinstance(parent, GraphTrace) and parent.frozen)
         self.assigned = assigned  # ids of variables read through their handle
         self.assigns: dict[int, Any] = {}  # variables this region writes
         self._hoisted: dict[int, Value] = {}  # per variable read from outside, its value
 
     def read_variable(self, variable: Any) -> SymbolicTensor:
-        if id(variable) in self.assigned:
+        if self.frozen or id(variable) in self.assigned:
             return super().read_variable(variable)
         value = self._hoisted.get(id(variable))
         if value is None:  # read in the enclosing trace when the op is emitted

@@ -105,10 +105,14 @@ class SymbolicTensor(Tensor):
 class GraphTrace:
     """Records the ops of one graph function while its Python function runs."""
 
-    def __init__(self, graph: Graph, parent: Any, allow_variable_creation: bool) -> None:
+    def __init__(self, graph: Graph, parent: Any, allow_variable_creation: bool,
+                 frozen: bool = False) -> None:
+        """`frozen`: each variable read is a constant of the variable's value now, and a
+        write is refused (`Function.freeze`)."""
         self.graph = graph
         self.parent = parent
         self.allow_variable_creation = allow_variable_creation
+        self.frozen = frozen
         self.created_variables: list[Any] = []
         self._captured: dict[int, Value] = {}
         self._lifted: dict[int, Any] = {}
@@ -203,10 +207,16 @@ class GraphTrace:
         return symbol
 
     def read_variable(self, variable: Any) -> SymbolicTensor:
+        if self.frozen:
+            return self.constant(variable.numpy())
         handle = self._handle(variable)
         return self._emit(state.read_variable_p, [handle], {})[0]
 
     def assign_variable(self, variable: Any, value: Tensor) -> None:
+        if self.frozen:
+            raise StagingError(
+                f"a frozen function cannot write variable {variable.name!r}: its variables "
+                f"are constants; freeze a function that only reads them{describe_location()}")
         handle = self._handle(variable)
         self._emit(state.assign_variable_p, [handle, self.value_of(value, "assign")], {})
 

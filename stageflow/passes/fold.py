@@ -55,8 +55,10 @@ class Fold(ModulePass):
         %2 = sf.constant dense<[3.0, 6.0]> : tensor<2xf32>
 
     The op is folded only if it is not stateful, every result has a static type with at
-    most `max_elements` elements (so folding never turns a cheap ``sf.iota`` or broadcast
-    into a huge literal) and its kernel succeeds (an out-of-range ``sf.gather`` is left to
+    most `max_elements` elements or no more than its largest operand (so folding never
+    turns a cheap ``sf.iota`` or broadcast into a huge literal, while a frozen model's
+    batch norm of 2048 channels, its scale ``gamma * rsqrt(var + eps)``, folds as a small
+    one does) and its kernel succeeds (an out-of-range ``sf.gather`` is left to
     fail at run time, where the error belongs). Constants left unused are erased; results
     keep their declared types exactly. Calls are never folded.
 
@@ -109,7 +111,8 @@ class Fold(ModulePass):
         if op.primitive.stateful:
             return None
         sizes = [static_size(result.type) for result in op.results]
-        if any(size is None or size > self.max_elements for size in sizes):
+        limit = max([self.max_elements, *(array.size for array in arrays)])
+        if any(size is None or size > limit for size in sizes):
             return None
         try:
             params = op.params()

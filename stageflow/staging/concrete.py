@@ -407,11 +407,11 @@ def _capture_runtime_value(source: Any, name: str) -> Any:
 
 def trace_function(function: Any, leaves: list, treedef: Any,
                    allow_variable_creation: bool, key: tuple | None = None,
-                   device: str = HOST) -> ConcreteFunction:
+                   device: str = HOST, frozen: bool = False) -> ConcreteFunction:
     """Run `function.python_function` in a graph-building context on symbolic arguments,
-    for a graph function placed on `device`."""
+    for a graph function placed on `device` (`frozen`: see `GraphTrace`)."""
     graph = Graph(function.name, device=device)
-    trace = GraphTrace(graph, context.current_trace(), allow_variable_creation)
+    trace = GraphTrace(graph, context.current_trace(), allow_variable_creation, frozen)
     args: list = []
     with profiling.span(f"trace {function.name}", "compile"), context.push_trace(trace):
         for leaf in leaves:

@@ -512,16 +512,45 @@ class Function:
 
     def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
         """The graph function for these arguments (tensors or `TensorSpec`s), traced if new."""
+        leaves, treedef, shapes, canonical = self._leaves(args, kwargs)
+        return self._concrete_for(leaves, treedef, canonical,
+                                  relaxed=not any(isinstance(x, TensorSpec) for x in leaves),
+                                  shapes=shapes)
+
+    def freeze(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
+        """A graph function for these arguments in which every variable the function reads
+        is a constant holding the variable's value now (TensorFlow's
+        ``convert_variables_to_constants_v2``, for inference): the compiler then treats a
+        model's weights as it treats an imported model's, packing its filters once and
+        folding what depends on them only (a batch norm's scale and shift). Later writes to
+        the variables do not reach it: freeze again after training. A function that writes
+        a variable cannot be frozen. Reads inside another `sf.function` it calls stay reads.
+
+        >>> scale = sf.Variable(2.0)
+        >>> f = sf.function(lambda x: x * scale)
+        >>> frozen = f.freeze(sf.TensorSpec([None]))
+        >>> _ = scale.assign(3.0)
+        >>> frozen(sf.constant([1.0])).numpy(), f(sf.constant([1.0])).numpy()
+        (array([2.], dtype=float32), array([3.], dtype=float32))
+        """
+        self.get_concrete_function(*args, **kwargs)  # the variables a first trace creates
+        leaves, treedef, shapes, _ = self._leaves(args, kwargs)
+        key = (treedef, tuple(_leaf_key(leaf, shape) for leaf, shape in zip(leaves, shapes,
+                                                                           strict=True)),
+               _call_device(leaves))
+        return trace_function(self, self._specs(key, leaves, relax=False), treedef, False,
+                              None, key[2], frozen=True)
+
+    def _leaves(self, args: tuple, kwargs: dict) -> tuple[list, Any, list, tuple]:
+        """The arguments of a call or a trace, canonical (conformed to the input
+        signature, if any) and flat: leaves, tree, shapes and the canonical arguments."""
         if self.input_signature is not None and not args and not kwargs:
             args = tuple(self.input_signature)
         canonical = self._canonical(args, kwargs)
         if self.input_signature is not None:
             canonical = self._conform(canonical)
         leaves, treedef, shapes = _flatten_arguments(canonical)
-        leaves = self._tensor_leaves(leaves, canonical)
-        return self._concrete_for(leaves, treedef, canonical,
-                                  relaxed=not any(isinstance(x, TensorSpec) for x in leaves),
-                                  shapes=shapes)
+        return self._tensor_leaves(leaves, canonical), treedef, shapes, canonical
 
     def experimental_get_tracing_count(self) -> int:
         """How many times the Python function was traced (TensorFlow's name for
