@@ -5,7 +5,9 @@ torch.compile and, for inference, onnxruntime, in one run.
     python -m benchmarks.resnet50 [--rounds 2] [--batches 1 8] [--train-batch 8]
 
 stageflow runs `examples/resnet.py`'s model (NHWC, weights as variables): inference is
-``sf.function`` of its call, the step that example's `train_step` staged. PyTorch runs the
+``sf.function`` of its call, and the same function frozen ("stageflow frozen":
+`Function.freeze`, the weights constants as onnxruntime's are), the step that example's
+`train_step` staged. PyTorch runs the
 same architecture (`torch_models.resnet50`, torchvision's v1.5 layout) in channels-last
 memory, as the anchors' `realsize_h2h.py` does; onnxruntime (2 intra-op threads, default
 optimisations) runs that model exported by ``torch.onnx.export``, its weights constants.
@@ -46,6 +48,7 @@ def timed_first(name, call):
     call()
     first[name] = time.perf_counter() - start
 
+frozen = {}
 for batch in batches:
     x = resnet.synthetic_batch(batch, 224, 1000)[0]
     timed_first(f"infer {batch}", lambda: infer(x).numpy())
@@ -53,6 +56,14 @@ for batch in batches:
         for _ in range(k):
             infer(x).numpy()
     runs[f"infer {batch}"] = run
+    def freeze(x=x, batch=batch):
+        frozen[batch] = infer.freeze(x)
+        frozen[batch](x).numpy()
+    timed_first(f"frozen infer {batch}", freeze)
+    def run_frozen(k, x=x, batch=batch):
+        for _ in range(k):
+            frozen[batch](x).numpy()
+    runs[f"frozen infer {batch}"] = run_frozen
 if train_batch:
     optimizer = sf.optimizers.SGD(0.01)
     step = sf.function(resnet.train_step)
@@ -192,9 +203,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         for name, seconds in sorted(rows.items(), key=lambda item: item[1]):
             print(f"    {name:20s} {batch / seconds:8.2f} ({work / seconds / 1e9:4.0f}) "
                   f"[{first[f'{name} {workload}']:.1f}]")
-        others = [seconds for name, seconds in rows.items() if name != "stageflow"]
-        if others:
-            print(f"    stageflow / best incumbent {min(others) / rows['stageflow']:.2f}x")
+        others = [seconds for name, seconds in rows.items()
+                  if not name.startswith("stageflow")]
+        for ours in (name for name in rows if name.startswith("stageflow") and others):
+            print(f"    {ours} / best incumbent {min(others) / rows[ours]:.2f}x")
     return best
 
 
