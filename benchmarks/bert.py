@@ -7,6 +7,8 @@ torch.compile, float32 and under ``torch.autocast("cpu", torch.bfloat16)``, in o
 Each framework runs in fresh processes of its own, in alternating rounds (their thread
 pools would spin against each other in one process); each process reports per
 configuration the median of timed calls after warm-up, and the best of the rounds is kept.
+stageflow runs the model's function as it reads its variables, and frozen ("stageflow
+frozen": `Function.freeze`, its weights constants, the mixed bfloat16 casts of them folded).
 PyTorch's model is the same architecture (`nn.TransformerEncoderLayer`, post-norm, GELU,
 no dropout, in inference mode), so the arithmetic is the same. The goal (issue "real-size
 models and bfloat16"): stageflow's mixed bfloat16 at least torch.compile under autocast;
@@ -44,6 +46,13 @@ for policy in ("float32", "mixed_bfloat16"):
             for _ in range(k):
                 infer(x).numpy()
         runs[f"stageflow {policy} {batch}"] = run
+        frozen = infer.freeze(x)
+        for _ in range(4):
+            frozen(x).numpy()
+        def run_frozen(k, frozen=frozen, x=x):
+            for _ in range(k):
+                frozen(x).numpy()
+        runs[f"stageflow frozen {policy} {batch}"] = run_frozen
 seconds = interleaved_medians(runs, rounds=3, min_time=0.3)
 print(json.dumps(seconds))
 """
@@ -133,10 +142,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         print("\n    ".join(line))
         if has_torch:
             for precision, policy in (("float32", "float32"), ("bfloat16", "mixed_bfloat16")):
-                ours = best[f"stageflow {policy} {batch}"]
                 theirs = min(best[f"torch {kind} {precision} {batch}"]
                              for kind in ("eager", "compile"))
-                print(f"    {precision}: stageflow / best PyTorch {theirs / ours:.2f}x")
+                for variant in ("stageflow", "stageflow frozen"):
+                    ours = best[f"{variant} {policy} {batch}"]
+                    print(f"    {precision}: {variant} / best PyTorch {theirs / ours:.2f}x")
     return best
 
 
