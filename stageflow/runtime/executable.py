@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Block
+from xdsl.ir import Block, Operation
 
 from stageflow.codegen.kernels.analysis import analyse, leading_dim_splittable, split_rows
 from stageflow.codegen.lowered.compile import lower_functions
@@ -131,8 +131,46 @@ class Plan:
                 self.steps.append(Step(kernel, ins, params, outs, primitive.multiple_results,
                                        name, source_location(op)))
         self.size = len(slots)
+        if device is not None:
+            ops = [op for op in block.ops if not isinstance(op, ReturnOp | YieldOp | ConstantOp)]
+            self.steps = self._segments(ops, device, functions)
         self._follow_buffer_plan(func if block is func.body.blocks[0] else None, block,
                                  compiled, slots)
+
+    def _segments(self, ops: list[Operation], device: GPUDevice,
+                  functions: dict[str, FuncOp]) -> list[Step]:
+        """A GPU plan's steps with each run of them between its control-flow ops (`ops`,
+        one per step) that a replay could stand for (`gpu_graphs.replayable`) made one
+        step, a `Segment` replayed as launch graphs: a decoder's prompt step before its
+        loop is then a few driver calls, not one per op. A plan without control flow is
+        left whole (the function's own launch graphs take it, or its effects keep it a
+        plan: a training step writes the variables a graph of it would read)."""
+        if not any(isinstance(op, ControlOp) for op in ops):
+            return self.steps
+        last_read = {slot: len(self.steps) for slot in self.output_slots}
+        for index, step in enumerate(self.steps):
+            for slot in step.inputs:
+                last_read[slot] = max(last_read.get(slot, -1), index)
+        constants = dict(self.constants)
+        steps: list[Step] = []
+        run: list[int] = []
+
+        def flush() -> None:
+            if len(run) > 1 and replayable([ops[i] for i in run], functions):
+                steps.append(Segment.step(device, [self.steps[i] for i in run], run[-1],
+                                          last_read, constants, self.size))
+            else:
+                steps.extend(self.steps[i] for i in run)
+            run.clear()
+
+        for index, op in enumerate(ops):
+            if isinstance(op, ControlOp):
+                flush()
+                steps.append(self.steps[index])
+            else:
+                run.append(index)
+        flush()
+        return steps
 
     # -- the buffer plan ----------------------------------------------------------------------
 
@@ -210,6 +248,52 @@ def _region_runner(op: ControlOp, above: list[Any], func: FuncOp,
     return GraphedWhileRunner(cond, LaunchGraphs(device, body,
                                                  replayable(op.regions[1], functions),
                                                  len(op.operands)), len(op.operands))
+
+
+class Segment:
+    """Consecutive steps of a GPU plan run as one program (`gpu_graphs.LaunchGraphs`):
+    called with the slots it reads that steps before it wrote, it returns the slots it
+    writes that steps after it read; the plan's constants it reads are captured (the same
+    arrays every call, read in place)."""
+
+    def __init__(self, device: GPUDevice, steps: list[Step], inputs: list[int],
+                 outputs: list[int], constants: dict[int, Any], size: int) -> None:
+        self.inputs = inputs
+        self.outputs = outputs
+        self.constant_slots = list(constants)
+        self.constant_values = list(constants.values())
+        self.size = size
+        self._schedule = _with_drops(steps, set(outputs))
+        self.graphs = LaunchGraphs(device, self, True)
+
+    @classmethod
+    def step(cls, device: GPUDevice, steps: list[Step], end: int,
+             last_read: dict[int, int], constants: dict[int, Any], size: int) -> Step:
+        """The plan's step running `steps` (its steps up to index `end`) as a segment."""
+        written: set[int] = set()
+        inputs: list[int] = []
+        read_constants: dict[int, Any] = {}
+        for step in steps:
+            for slot in step.inputs:
+                if slot in constants:
+                    read_constants[slot] = constants[slot]
+                elif slot not in written and slot not in inputs:
+                    inputs.append(slot)
+            written.update(step.outputs)
+        outputs = sorted(slot for slot in written if last_read.get(slot, -1) > end)
+        segment = cls(device, steps, inputs, outputs, read_constants, size)
+        return Step(segment, tuple(inputs), {}, tuple(outputs), True, "segment",
+                    steps[0].location)
+
+    def __call__(self, *values: Any) -> list[Any]:
+        return self.graphs.run(list(values), self.constant_values)
+
+    def run(self, everything: list[Any]) -> list[Any]:
+        """The segment's outputs for its inputs followed by its constants."""
+        env: list[Any] = [None] * self.size
+        for slot, value in zip(self.inputs + self.constant_slots, everything, strict=True):
+            env[slot] = value
+        return run_steps(self._schedule, env, self.outputs)
 
 
 class CondRunner:

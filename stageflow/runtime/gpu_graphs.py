@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Region
+from xdsl.ir import Operation, Region
 
 from stageflow.core import config
 from stageflow.core.op_facts import Effect
@@ -250,14 +250,17 @@ _RECORD = "record"  # the signature's next call is recorded
 _PLAN = "plan"  # the signature runs as its plan: recording found host work, or no gain
 
 
-def replayable(program: ModuleOp | Region, functions: dict[str, FuncOp] | None = None) -> bool:
-    """Whether a replay of the launches of a module's call (or of one run of a region: a
-    loop's body, whose callees are among `functions`) would do all it does: False where it
-    has effects a replay would repeat or skip (writes to variables, random state,
-    callbacks: ops with effects other than reading a variable, which `LaunchGraph.current`
-    checks) or takes branches and trip counts from values (control flow). A call's effects
-    are its callee's: a module holds its callees, a region's are walked too."""
-    pending, seen = [program], set()
+def replayable(program: ModuleOp | Region | list[Operation],
+               functions: dict[str, FuncOp] | None = None) -> bool:
+    """Whether a replay of the launches of a module's call (or of one run of a region, a
+    loop's body, or of a run of ops, a plan's segment, whose callees are among
+    `functions`) would do all it does: False where it has effects a replay would repeat or
+    skip (writes to variables, random state, callbacks: ops with effects other than
+    reading a variable, which `LaunchGraph.current` checks) or takes branches and trip
+    counts from values (control flow). A call's effects are its callee's: a module holds
+    its callees, a region's or a run's are walked too."""
+    pending: list[Any] = list(program) if isinstance(program, list) else [program]
+    seen: set[str] = set()
     while pending:
         for op in pending.pop().walk():
             if isinstance(op, ControlOp):

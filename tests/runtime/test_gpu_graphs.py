@@ -14,7 +14,7 @@ import pytest
 import stageflow as sf
 from stageflow.runtime import devices as runtime_devices
 from stageflow.runtime import gpu_graphs
-from stageflow.runtime.executable import WhileRunner
+from stageflow.runtime.executable import Segment, WhileRunner
 from stageflow.runtime.gpu_graphs import LaunchGraph, pays
 
 GPU = "/device:GPU:0"
@@ -351,3 +351,60 @@ def test_a_loops_body_with_effects_runs_its_plan(counted, called):
     graphs, _ = concrete._gpu_programs[GPU]
     [loop_step] = [s for s in graphs.program.plan.steps if isinstance(s.kernel, WhileRunner)]
     assert not loop_step.kernel.body.replayable
+
+
+def around_a_loop(x, v):
+    """About ten launches before a loop and ten after it, reading a variable."""
+    h = chain(x, v)[0]
+    h = sf.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, sf.tanh(h) * 0.5),
+                      (sf.constant(0), h))[1]
+    return chain(h, v)
+
+
+def test_the_steps_around_a_loop_replay_as_graphs(counted):
+    """A function with a loop is no graph of its own, but each run of steps between its
+    control-flow ops is (a decoder's prompt step): from the third call on, only the loop's
+    own steps (its condition, its small body) launch outside a graph."""
+    f = sf.function(around_a_loop)
+    rng = np.random.default_rng(4)
+    with sf.device(GPU):
+        v = sf.Variable(rng.standard_normal((4, 4)).astype(np.float32))
+    results = []
+    for call in range(4):
+        x = rng.standard_normal((4, 4)).astype(np.float32)
+        graphs, launches = counted["graphs"], counted["launches"]
+        with sf.device(GPU):
+            got = f(sf.constant(x).gpu(), v)
+        if call >= 2:
+            assert counted["graphs"] - graphs == 2
+            assert counted["launches"] - launches <= 3 * 3
+        want = around_a_loop(sf.constant(x), sf.Variable(v.numpy()))
+        results.append((got, [w.numpy() for w in want]))
+    for got, want in results:
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w, rtol=2e-5, atol=1e-6)
+
+
+def test_steps_with_effects_around_a_loop_stay_steps(counted):
+    with sf.device(GPU):
+        total = sf.Variable(np.zeros((4, 4), np.float32))
+
+    @sf.function
+    def accumulate(x):
+        total.assign_add(chain(x, x)[0])
+        return around_a_loop(x, total)[1]
+
+    x = np.full((4, 4), 0.1, np.float32)
+    with sf.device(GPU):
+        for _ in range(3):
+            got = accumulate(sf.constant(x).gpu())
+    np.testing.assert_allclose(total.numpy(), 3 * chain(sf.constant(x), sf.constant(x))[0]
+                               .numpy(), rtol=1e-5)
+    want = around_a_loop(sf.constant(x), sf.Variable(total.numpy()))[1]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
+    with sf.device(GPU):
+        concrete = accumulate.get_concrete_function(sf.constant(x).gpu())
+    graphs, _ = concrete._gpu_programs[GPU]
+    steps = graphs.program.plan.steps  # the write is a step of the plan, in no segment
+    assert any(step.name == "assign_variable" for step in steps)
+    assert any(isinstance(step.kernel, Segment) for step in steps)  # the steps after it
