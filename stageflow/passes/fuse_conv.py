@@ -193,7 +193,7 @@ class ConvEpilogue(RewritePattern):
                           "activation": relu_p.name if chain.relu else "none"},
                          result.type, op.location)
         last = chain.ops[-1]
-        rewriter.replace_op(last, fused)
+        rewriter.replace(last, fused)
         erase_dead_producers([o for step in chain.ops[:-1] for o in step.results]
                              + [result], rewriter)
 

@@ -239,7 +239,7 @@ class HalfReductionInFloat32(RewritePattern):
                            ShapedType(result.shape, dtypes.float32), op.location)
         narrow = build_op(cast_p, [reduced.results[0]], {"dtype": result.dtype},
                           op.result_types[0], op.location)
-        rewriter.replace_op(op, [wide, reduced, narrow], [narrow.results[0]])
+        rewriter.replace(op, [wide, reduced, narrow], [narrow.results[0]])
 
 
 @register_pass

@@ -82,7 +82,7 @@ class _Sink(RewritePattern):
                          op.location)
         if not inferred_types_match(inner):
             return
-        rewriter.insert_op(inner)
+        rewriter.insert(inner)
         outer = build_op(transpose_p, [inner.results[0]], {"perm": perm},
                          op.results[0].type, op.location)
         old = list(op.operands)
@@ -132,7 +132,7 @@ def _constant_untransposed(value: SSAValue, perm: Perm,
     full = array.reshape((1,) * (len(perm) - array.ndim) + array.shape)
     constant = build_constant(np.ascontiguousarray(np.transpose(full, inverse_permutation(perm))),
                               array.dtype, value.owner.location)
-    rewriter.insert_op(constant)
+    rewriter.insert(constant)
     return constant.results[0]
 
 

@@ -193,7 +193,7 @@ class GatherOfRun(RewritePattern):
                           op.location)
         if not inferred_types_match(result) or result.result_types != op.result_types:
             return
-        rewriter.insert_op(sliced, InsertPoint.before(op))
+        rewriter.insert(sliced, InsertPoint.before(op))
         operands = list(op.operands)
         rewriter.replace(op, result)
         erase_dead_producers(operands, rewriter)
