@@ -5,7 +5,9 @@ The CPU artefact is the JIT's whole-function program (`program`) with its kernel
 lowered ops in one LLVM module, optimised for this machine's CPU and compiled as
 position-independent object code, plus exported C entry points that `header` documents.
 With ``freeze=True`` the variables the function reads become constants of the library
-(a function that assigns one is refused); with ``freeze=False`` they live in a state
+before the compiler's passes (`Function.freeze`), so that what depends on them only is
+folded and convolution filters are packed, as in an imported model (a function that
+assigns one is refused); with ``freeze=False`` they live in a state
 object that the library creates with their current values and that every call reads and
 updates, so a C program can keep training state. Captured tensors are always constants.
 
@@ -21,6 +23,7 @@ default action, or the caller's own handler, decides what a Ctrl-C does meanwhil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -53,6 +56,7 @@ from stageflow.codegen.targets import platform
 from stageflow.codegen.targets.ptx import PTXTarget, entry_name
 from stageflow.core import config_threading
 from stageflow.core.config_threading import openblas_libraries
+from stageflow.core.errors import StagingError
 from stageflow.frontend.variables import Variable
 from stageflow.ir.builder import build_constant
 from stageflow.ir.dialect import SfOp
@@ -273,6 +277,11 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
         function = staged_function(function)
     concrete = (function.get_concrete_function(*specs)
                 if hasattr(function, "get_concrete_function") else function)
+    if freeze and hasattr(function, "freeze"):
+        # A function that writes a variable cannot be frozen: `_freeze_captures` refuses it
+        # below, naming freeze=False.
+        with contextlib.suppress(StagingError):
+            concrete = function.freeze(*specs)
     callback = concrete.graph.python_callback()
     if callback is not None:
         raise NotImplementedError(

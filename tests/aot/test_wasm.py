@@ -279,6 +279,23 @@ def test_lapack_ops_are_refused_at_compile_time(wasm_tools):
                        target="wasm32")
 
 
+def test_a_frozen_library_folds_what_its_variables_alone_compute(tmp_path, wasm_tools):
+    """Frozen, the variables are constants before the compiler's passes: the inverse of a
+    variable folds at compile time, so a library for wasm32, which carries no LAPACK, is
+    built and computes with the variables' values; unfrozen, the inverse stays an op and
+    is refused."""
+    v = sf.Variable(np.array([[2.0, 1.0], [1.0, 3.0]], np.float32), name="v")
+    project = sf.function(lambda x: sf.matmul(x, sf.linalg.inv(v)))
+    spec = sf.TensorSpec([3, 2], sf.float32)
+    library = sf.aot.compile(project, spec, target="wasm32", name="project")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    result = wasm_program.run(tmp_path, library, [x])
+    assert result.code == 0
+    np.testing.assert_allclose(result.outputs[0], x @ np.linalg.inv(v.numpy()), rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="LAPACK"):
+        sf.aot.compile(project, spec, target="wasm32", name="project", freeze=False)
+
+
 def test_a_library_unfrozen_without_variables_is_called_as_its_header_says(tmp_path,
                                                                            wasm_tools):
     """freeze=False with no variables to keep: no state entries in the header, so none in
