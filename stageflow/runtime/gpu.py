@@ -33,6 +33,7 @@ import math
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -121,7 +122,7 @@ class GPUDevice(Device):
         self.driver = driver
         self._order = threading.RLock()
         self._kernels: dict[tuple, Any] = {}
-        self._maps: dict[tuple, tuple[DeviceArray | None, tuple]] = {}
+        self._maps: OrderedDict[tuple, tuple[DeviceArray | None, tuple]] = OrderedDict()
         self._entries: dict[str, Any] = {}
         self._arrays: weakref.WeakValueDictionary[int, DeviceArray] = (
             weakref.WeakValueDictionary())
@@ -264,7 +265,7 @@ class GPUDevice(Device):
         x = self.on_device(values[0])
         if kind is not None and kind.needs_elements and 0 in [x.shape[a] for a in params["axes"]]:
             return None  # NumPy's error, from the host
-        found = self._maps.get(key)
+        found = self.kept_map(key)
         if found is None:
             found = self._remember(key, *_index_map(primitive, x.shape, x.dtype, params))
         indices, shape = found
@@ -310,11 +311,19 @@ class GPUDevice(Device):
                   shape: tuple[int, ...]) -> tuple[DeviceArray | None, tuple]:
         """An index map put on this GPU (None: the op needs none) and the result's shape,
         kept for the op's signature."""
-        if len(self._maps) >= MAX_MAPS:
-            self._maps.clear()
+        if len(self._maps) >= MAX_MAPS:  # the least recently used goes
+            self._maps.popitem(last=False)
         found = self._maps[key] = (
             None if indices is None else self.copy_in(np.ascontiguousarray(indices)),
             tuple(shape))
+        return found
+
+    def kept_map(self, key: tuple) -> tuple[DeviceArray | None, tuple] | None:
+        """The index map kept for `key` and its result's shape (None: not kept), now the
+        most recently used: a model's maps stay while other signatures come and go."""
+        found = self._maps.get(key)
+        if found is not None:
+            self._maps.move_to_end(key)
         return found
 
     def _entry(self, name: str, build: Any, pointers: int, integers: int) -> Any:

@@ -125,7 +125,7 @@ def _is_pointwise(window: tuple[int, int], strides: tuple[int, int], padding: Pa
 
 def _kept(device: GPUDevice, key: tuple, build: Callable[[], np.ndarray]) -> DeviceArray:
     """The array `build` makes, put on the GPU once and kept for `key` (a signature)."""
-    found = device._maps.get(key)
+    found = device.kept_map(key)
     if found is None:
         array = build()
         found = device._remember(key, array, array.shape)

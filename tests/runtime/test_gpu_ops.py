@@ -24,6 +24,7 @@ from stageflow.primitives.conv import (
 )
 from stageflow.primitives.depthwise import depthwise_conv2d_p
 from stageflow.primitives.structural import pad_p
+from stageflow.runtime.gpu import MAX_MAPS
 
 GPU = "/device:GPU:0"
 
@@ -348,3 +349,19 @@ def test_arg_extrema_on_the_gpu_take_the_first_and_nan_as_numpy_does(name, x, da
     got = getattr(sf, name)(on_gpu(x), axis=axis)
     assert got.device == GPU
     np.testing.assert_array_equal(got.numpy(), getattr(np, name)(x, axis=axis))
+
+
+def test_a_models_index_maps_stay_kept_while_other_signatures_come_and_go():
+    """The maps are kept per GPU up to `MAX_MAPS`, the least recently used going first: a
+    model called between other work keeps its maps (and so makes no copy), however many
+    other signatures pass."""
+    f = sf.function(lambda x: sf.nn.max_pool2d(sf.transpose(x, (0, 2, 1, 3)), 3, 1, "SAME"))
+    x = on_gpu(np.random.default_rng(5).standard_normal((1, 5, 6, 2)).astype(np.float32))
+    with sf.device(GPU):
+        f(x)
+        for size in range(2, 2 + 2 * MAX_MAPS):
+            sf.transpose(on_gpu(np.zeros((size, 3), np.float32)))  # a new map each
+            if size % 50 == 0:
+                before = copies()
+                f(x)
+                assert copies() == before
