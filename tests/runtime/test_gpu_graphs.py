@@ -244,15 +244,20 @@ def loop(x, y, v):
     return sf.while_loop(lambda i, h: i < 6, body, (sf.constant(0), x))[1]
 
 
+def weights_on_the_gpu(seed: int) -> tuple[np.random.Generator, sf.Variable]:
+    """A generator of `seed`, and a (4, 4) variable of the GPU drawn from it."""
+    rng = np.random.default_rng(seed)
+    with sf.device(GPU):
+        return rng, sf.Variable(rng.standard_normal((4, 4)).astype(np.float32))
+
+
 def test_a_loops_body_replays_as_a_graph_from_its_third_iteration(counted):
     """Six iterations: the first runs the body's plan, the second records it, the other
     four replay it; only the loop's condition launches on its own. A value from above that
     changes between calls (`scale`) is an argument of the body's graph, never a stale
     array of an earlier call."""
     f = sf.function(loop)
-    rng = np.random.default_rng(3)
-    with sf.device(GPU):
-        v = sf.Variable(rng.standard_normal((4, 4)).astype(np.float32))
+    rng, v = weights_on_the_gpu(3)
     results = []
     for call in range(3):
         x, y = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
@@ -366,9 +371,7 @@ def test_the_steps_around_a_loop_replay_as_graphs(counted):
     control-flow ops is (a decoder's prompt step): from the third call on, only the loop's
     own steps (its condition, its small body) launch outside a graph."""
     f = sf.function(around_a_loop)
-    rng = np.random.default_rng(4)
-    with sf.device(GPU):
-        v = sf.Variable(rng.standard_normal((4, 4)).astype(np.float32))
+    rng, v = weights_on_the_gpu(4)
     results = []
     for call in range(4):
         x = rng.standard_normal((4, 4)).astype(np.float32)
