@@ -72,6 +72,15 @@ class _Identity:
         return isinstance(other, _Identity) and other.get() is self.get() is not None
 
 
+def _call_key(leaves: list, treedef: Any, shapes: list | None) -> tuple:
+    """The trace cache's key of a call's flat arguments: their tree, each leaf's key (its
+    dtype and shape, or the Python value) and the device the call runs on."""
+    shapes = shapes or [None] * len(leaves)
+    return (treedef, tuple(_leaf_key(leaf, shape) for leaf, shape in zip(leaves, shapes,
+                                                                         strict=True)),
+            _call_device(leaves))
+
+
 def _leaf_key(leaf: Any, shape: tuple | None = None) -> Any:
     if isinstance(leaf, Tensor):
         return ("tensor", leaf.dtype, tuple(leaf.shape) if shape is None else shape)
@@ -305,10 +314,7 @@ class Function:
         function of exactly those specs: a relaxed one would not have their shapes."""
         if self.input_signature is not None:
             return self._signature_function(leaves, canonical)
-        shapes = shapes or [None] * len(leaves)
-        key = (treedef, tuple(_leaf_key(leaf, shape) for leaf, shape in zip(leaves, shapes,
-                                                                           strict=True)),
-               _call_device(leaves))
+        key = _call_key(leaves, treedef, shapes)
         concrete = self._cache.get(key)
         if concrete is not None:
             with contextlib.suppress(KeyError):  # evicted meanwhile by another thread's trace
@@ -535,9 +541,7 @@ class Function:
         """
         self.get_concrete_function(*args, **kwargs)  # the variables a first trace creates
         leaves, treedef, shapes, _ = self._leaves(args, kwargs)
-        key = (treedef, tuple(_leaf_key(leaf, shape) for leaf, shape in zip(leaves, shapes,
-                                                                           strict=True)),
-               _call_device(leaves))
+        key = _call_key(leaves, treedef, shapes)
         return trace_function(self, self._specs(key, leaves, relax=False), treedef, False,
                               None, key[2], frozen=True)
 
