@@ -22,6 +22,7 @@ from benchmarks import (
     compile_latency,
     devices,
     eager_overhead,
+    eager_raw_ops,
     fit,
     fused_elementwise,
     fused_reduction,
@@ -112,6 +113,13 @@ def main(argv: list[str] | None = None) -> None:
                      f"{rates['stageflow staged']:.0f} examples/s",
                      f"{rates['stageflow staged'] / rates['stageflow eager']:.2f}x eager"
                      + (f"; {others}" if others else "")))
+    raw = eager_raw_ops.main(eager_raw_ops.BATCHES)
+    rows.append(("small ResNet eager step in raw ops, batch "
+                 + " / ".join(str(b) for b in raw),
+                 " / ".join(f"{r['stageflow raw ops']:.0f}" for r in raw.values())
+                 + " examples/s",
+                 " / ".join(f"{r['stageflow raw ops'] / r['stageflow layers']:.2f}"
+                            for r in raw.values()) + "x the layers' eager step (goal >= 0.83)"))
     recurrence = loop.main()
     jax_rate = recurrence.get("jax.jit it/s")
     rows.append(("staged loop, 1000 x tanh(h @ W + x)",
@@ -160,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         figures = {"eager_overhead": eager, "call_overhead": calls, "fused_elementwise": fused,
                    "fused_reduction": reductions, "matmul": products, "mlp_train": mlp,
                    "memory": peaks, "resnet_memory": convnet_peaks, "hmc": chains,
-                   "remat": saved, "resnet": convnet,
+                   "remat": saved, "resnet": convnet, "eager_raw_ops": raw,
                    "loop": recurrence, "checkpoint": saving, "transformer": attention,
                    "compile_latency": latency, "devices": placement, "fit": fitting}
         args.json.parent.mkdir(parents=True, exist_ok=True)

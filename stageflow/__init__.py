@@ -206,6 +206,7 @@ from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tensor_array import TensorArray
 from stageflow.frontend.variables import Variable, VariableAggregation, variable_creator_scope
 from stageflow.frontend.vectorize import vectorized_map
+from stageflow.models import backward_runner as _backward_runner  # noqa: F401 - installs it
 from stageflow.models.module import Module
 from stageflow.runtime import eager as _eager  # noqa: F401 - installs the eager executor
 from stageflow.runtime.devices import list_devices

@@ -23,11 +23,12 @@
   two modules compile at once: a staged training step's first call, cold, takes about a
   third less time.
 - ``STAGEFLOW_EAGER_COMPILE=0`` (or ``sf.config.eager_compile = False``): eager
-  convolutions keep NumPy's kernels instead of the compiled ones, and composites (batch
-  norm) run their ops one by one instead of as one staged function (both compiled in the
-  background per signature, see `stageflow.runtime.eager_kernels` and
-  `stageflow.models.composite`), so that an eager program's numbers never depend on
-  when a compile finished.
+  convolutions and large sums keep NumPy's kernels instead of the compiled ones,
+  composites (batch norm) run their ops one by one instead of as one staged function, and
+  a recurring tape's gradient rules run one by one instead of as its compiled backward
+  pass (all compiled in the background, see `stageflow.runtime.eager_kernels`,
+  `stageflow.models.composite` and `stageflow.models.backward_runner`), so that an eager
+  program's numbers never depend on when a compile finished.
 - ``STAGEFLOW_MALLOC=default``: glibc's malloc keeps its own thresholds; by default the
   runtime fixes them at import so that large arrays freed and allocated again at every
   eager step stay in the heap instead of being page-faulted in each time

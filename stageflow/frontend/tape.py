@@ -16,13 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from stageflow.core import context, dtypes, nest
+from stageflow.core import config, context, dtypes, nest
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like, zeros, zeros_like
 from stageflow.frontend.ops.elementwise import add
 from stageflow.frontend.ops.shape import broadcast_to, one_hot, reshape, stack
 from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tracer import GraphTrace
 from stageflow.primitives.autodiff import NEEDED
 from stageflow.primitives.functional import stop_gradient_p
 
@@ -170,12 +171,23 @@ class GradientTape:
             output_gradients)[0]
         source_leaves, source_tree = nest.flatten(sources)
         with self.stop_recording():
-            cotangents = backpropagate(self._records, targets, seeds, self._watched)
-            results = [self._source_gradient(s, cotangents) for s in source_leaves]
+            results = self._compiled_gradients(targets, seeds, source_leaves)
+            if results is None:
+                cotangents = backpropagate(self._records, targets, seeds, self._watched)
+                results = [self._source_gradient(s, cotangents) for s in source_leaves]
             if unconnected is UnconnectedGradients.ZERO:
                 results = [_zeros_for(s) if g is None else g
                            for s, g in zip(source_leaves, results, strict=True)]
         return nest.unflatten(source_tree, results)
+
+    def _compiled_gradients(self, targets: list, seeds: Any, sources: list) -> list | None:
+        """The sources' gradients by the compiled backward pass of a recurring tape
+        (`models.backward_runner`), or None: not compiled (yet), or not here, where the
+        rules' ops must go on an outer recording tape (higher orders) or into a trace."""
+        if (_backward_runner is None or not config.eager_compile
+                or isinstance(self._trace, GraphTrace) or recording_tapes()):
+            return None
+        return _backward_runner(self, targets, seeds, sources)
 
     def _read_target(self, target: Any) -> Any:
         """A variable as a target is read as if on the tape (TensorFlow reads it so): the
@@ -190,7 +202,7 @@ class GradientTape:
     def _source_gradient(self, source: Any, cotangents: dict[int, Any]) -> Any:
         if hasattr(source, "_store"):
             reads = [cotangents.get(id(t)) for t in self._variable_reads.get(id(source), [])]
-            return _sum_all([g for g in reads if g is not None])
+            return sum_all([g for g in reads if g is not None])
         if not isinstance(source, Tensor):
             raise TypeError(f"GradientTape.gradient: sources must be tensors or variables, "
                             f"got {type(source).__name__}{describe_location()}")
@@ -325,13 +337,24 @@ def _accumulate(cotangents: dict[int, Any], tensor: Any, gradient: Any) -> None:
     cotangents[id(tensor)] = gradient if previous is None else add(previous, gradient)
 
 
-def _sum_all(gradients: list) -> Any:
+def sum_all(gradients: list) -> Any:
     if not gradients:
         return None
     total = gradients[0]
     for g in gradients[1:]:
         total = add(total, g)
     return total
+
+
+_backward_runner: Callable[[GradientTape, list, Any, list], list | None] | None = None
+
+
+def set_backward_runner(runner: Callable[[GradientTape, list, Any, list], list | None]
+                        ) -> None:
+    """Install the runner of compiled backward passes (`models.backward_runner`, above
+    the compiler: this layer cannot import it)."""
+    global _backward_runner
+    _backward_runner = runner
 
 
 def record(primitive: Any, inputs: tuple | list, params: dict, result: Any) -> None:

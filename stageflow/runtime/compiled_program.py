@@ -102,6 +102,8 @@ class CompiledProgram:
         for value, is_resource, dtype in zip(values, self._resources, self._dtypes,
                                              strict=True):
             array = value._value if is_resource else value
+            if type(array) is not np.ndarray and isinstance(array, np.generic):
+                array = np.asarray(array)  # a scalar result of an eager op (NumPy's)
             if type(array) is not np.ndarray or array.dtype != dtype:
                 return self._step_plan(values)
             arrays.append(array)

@@ -46,6 +46,14 @@ signature's next calls (`TRIAL_CALLS` each, in turns, the fastest call of each c
 and keeps the faster for good. Only ops whose compiled loop computes NumPy's numbers bit for bit
 take part (`exact`: the arithmetic ops, not the transcendental ones, on floats and
 booleans), so which one runs never shows in a result.
+
+Sums. NumPy's ``add.reduce`` over leading axes (batch norm's statistics of an NHWC image:
+every axis but the channels) walks the array a few channels at a time, ten times slower
+than a compiled kernel's rows split over the cores (`benchmarks/eager_activations.py`). A
+float `reduce_sum` of at least `MIN_ELEMENTS` operand elements runs its one-op program once
+compiled, whichever axes it sums: the route is fixed by the signature, not by a race, as
+the sums differ from NumPy's in the last bits (another order of additions), as a
+convolution's do.
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.primitives.conv import conv2d_filter_gradient_p, conv2d_input_gradient_p, conv2d_p
 from stageflow.primitives.elementwise import maximum_p, minimum_p
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
+from stageflow.primitives.reduction import reduce_sum_p
 
 if TYPE_CHECKING:  # the compiler: loaded by the first op that compiles
     from stageflow.runtime import eager_compiles
@@ -158,6 +167,8 @@ class EagerKernels:
             return self._compiled_op(primitive, values, params, key, routes)
         if exact(primitive):
             return self._elementwise(primitive, values, params, key, routes)
+        if primitive is reduce_sum_p:
+            return self._sum(primitive, values, params, key, routes)
         return None
 
     def _compiled_op(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
@@ -185,6 +196,16 @@ class EagerKernels:
         compiling = self._compile(
             key, lambda: eager_compiles.one_op_program(primitive, inputs, params))
         return _Trial(primitive, params, compiling, routes, key)
+
+    def _sum(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
+             key: tuple, routes: Routes) -> Route:
+        (value,) = values
+        if value.size < MIN_ELEMENTS or value.dtype not in _FLOATS:
+            return None
+        inputs = (ShapedType(value.shape, value.dtype),)
+        compiling = self._compile(
+            key, lambda: eager_compiles.one_op_program(primitive, inputs, params))
+        return _Pending(primitive, params, compiling, routes, key)
 
     def _compile(self, key: Any, make: Callable[[], Any]) -> Future[Any]:
         """The compile of `key` (one per key, shared by the signatures needing it)."""

@@ -243,3 +243,22 @@ def test_small_transcendental_and_switched_off_ops_stay_on_numpy(monkeypatch):
     assert isinstance(route_of(trace, "relu", [large], {}), eager_kernels._Trial)
     monkeypatch.setattr(config, "eager_compile", False)
     assert route_of(EagerTrace(), "relu", [large], {}) is None
+
+
+@pytest.mark.parametrize("axes", [(0, 1, 2), (3,), (1, 2), (0, 1, 2, 3)])
+def test_a_large_float_sum_runs_its_program_once_compiled(axes):
+    """A float sum of `MIN_ELEMENTS` or more (batch norm's statistics over the leading axes
+    of an NHWC image, among others) runs compiled from the call after its compile, with
+    NumPy's sums to rounding; smaller ones and integer ones stay on NumPy's kernel."""
+    trace = EagerTrace()
+    x = np.random.default_rng(3).standard_normal((4, 8, 8, 16)).astype(np.float32)
+    params = {"axes": axes, "keepdims": False}
+    want = np.sum(x.astype(np.float64), axis=axes)
+    assert isinstance(route_of(trace, "reduce_sum", [x], params), eager_kernels._Pending)
+    eager_kernels.settle()
+    got = trace.process(REGISTRY["reduce_sum"], (sf.constant(x),), params)
+    assert isinstance(route_of(trace, "reduce_sum", [x], params), eager_compiles._ProgramOp)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-4)
+    small = x[:1, :4, :4]
+    assert route_of(trace, "reduce_sum", [small], params) is None
+    assert route_of(trace, "reduce_sum", [x.astype(np.int32)], params) is None

@@ -323,3 +323,16 @@ def test_large_constants_are_host_memory_the_program_names_and_libraries_embed(t
     assert len(external) == 1 and "external constant [131072 x i8]" in external[0]
     lib = sf.aot.compile(sf.function(layer), sf.TensorSpec([4, 256], sf.float32))
     assert b"sf.const." not in lib.object_code
+
+
+def test_a_scalar_that_an_eager_op_left_as_a_numpy_scalar_is_read_by_the_program():
+    f = sf.function(lambda x, s: x * s)
+    x = sf.constant(np.arange(4, dtype=np.float32))
+    s = sf.reduce_sum(x)  # NumPy's reduction gives a np.float32, not a 0-d array
+    assert type(s._value) is np.float32
+    program = program_of(f, x, s)
+    planned = []
+    step_plan = program._step_plan
+    program._step_plan = lambda values: planned.append(1) or step_plan(values)
+    np.testing.assert_array_equal(f(x, s).numpy(), np.arange(4, dtype=np.float32) * 6)
+    assert planned == []
