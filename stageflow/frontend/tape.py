@@ -183,9 +183,11 @@ class GradientTape:
     def _compiled_gradients(self, targets: list, seeds: Any, sources: list) -> list | None:
         """The sources' gradients by the compiled backward pass of a recurring tape
         (`models.backward_runner`), or None: not compiled (yet), or not here, where the
-        rules' ops must go on an outer recording tape (higher orders) or into a trace."""
+        rules' ops must go on an outer recording tape (higher orders) or into a trace, or
+        be seen one by one (`sf.debugging.enable_check_numerics`' op observer)."""
         if (_backward_runner is None or not config.eager_compile
-                or isinstance(self._trace, GraphTrace) or recording_tapes()):
+                or isinstance(self._trace, GraphTrace) or recording_tapes()
+                or context.state.op_observer is not None):
             return None
         return _backward_runner(self, targets, seeds, sources)
 

@@ -15,7 +15,8 @@ is done the rules run one by one, so an eager step never waits for LLVM.
 
 Only what the trace can stand for is compiled: records of the registry's primitives with
 plain params (numbers, strings, dtypes, tuples of them), on host tensors, under no other
-recording tape (an outer tape would record the gradient's ops for higher orders), with
+recording tape (an outer tape would record the gradient's ops for higher orders) and no
+op observer (`sf.debugging.enable_check_numerics` checks every op), with
 ``sf.config.eager_compile`` on, and at most `MAX_RECORDS` records (a backward pass within
 `concrete.LARGE_TRACE_OPS`). Anything else (custom gradients, whose rules may close over
 values of their own step; py_function; composites' own records; devices) runs op by op as
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stageflow.core import devices, lazy, nest
+from stageflow.core import devices, lazy, nest, profiling
 from stageflow.core.primitive import REGISTRY
 from stageflow.frontend import tape as tapes
 from stageflow.frontend.spec import TensorSpec
@@ -126,6 +127,8 @@ class BackwardRunner:
         if compiled is None:
             self._sighted(key, structure, leaves)
             return None
+        if profiling.state.session is not None:  # the call as a span of the recording
+            return compiled.call_flat(leaves)
         return compiled.call_on_host(leaves)
 
     def _structure(self, tape: GradientTape, targets: list, seeds: Sequence[Any],

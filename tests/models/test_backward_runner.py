@@ -5,6 +5,8 @@ gradients of the rules run one by one (to rounding); what the trace cannot stand
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -260,3 +262,48 @@ def test_a_build_that_fails_leaves_the_rules_and_settle_reports_it(counted, monk
         backward_runner.settle()
     np.testing.assert_allclose(gradients(), 21 * x.numpy() ** 2, rtol=1e-6)
     assert counted["compiled"] == 0
+
+
+def test_check_numerics_sees_every_op_of_a_recurring_tapes_gradient(counted):
+    def gradients(x):
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(sf.sqrt(x))
+        return tape.gradient(y, x)
+
+    x = sf.constant([1.0, 4.0])
+    for _ in range(2):
+        gradients(x)
+    backward_runner.settle()
+    np.testing.assert_allclose(gradients(x).numpy(), [0.5, 0.25])
+    assert counted["compiled"] == 1
+    sf.debugging.enable_check_numerics()
+    try:
+        with np.errstate(divide="ignore"), pytest.raises(sf.errors.InvalidArgumentError,
+                                                         match="made Inf"):
+            gradients(sf.constant([0.0, 4.0]))  # d sqrt(x)/dx at 0, op by op
+    finally:
+        sf.debugging.disable_check_numerics()
+    assert counted["compiled"] == 1
+
+
+def test_the_profiler_shows_a_compiled_gradient_as_one_program(counted, tmp_path):
+    x = sf.constant([0.5, 1.0, 2.0])
+
+    def gradients():
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(sf.exp(x) * x)
+        return tape.gradient(y, x)
+
+    for _ in range(2):
+        gradients()
+    backward_runner.settle()
+    with sf.profiler.trace(str(tmp_path)):
+        got = gradients()
+    assert counted["compiled"] == 1
+    np.testing.assert_allclose(got.numpy(), np.exp(x.numpy()) * (1 + x.numpy()), rtol=1e-6)
+    (path,) = tmp_path.rglob("*.trace.json")
+    names = [e["name"] for e in json.loads(path.read_text())["traceEvents"]
+             if e["ph"] == "X"]
+    assert "@tape_gradient" in names
