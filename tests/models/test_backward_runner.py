@@ -36,9 +36,9 @@ def counted(monkeypatch):
     return counts
 
 
-def compiled_after_two(gradients, counted) -> tuple[list, list]:
+def rules_then_compiled(gradients) -> tuple[list, list]:
     """`gradients()` with the rules one by one (eager_compile off), then twice to start
-    and finish its compile, then once more: (the rules' results, the compiled ones)."""
+    and finish its compile, then once more: (the rules' results, the last call's)."""
     config.eager_compile = False
     try:
         want = gradients()
@@ -47,8 +47,13 @@ def compiled_after_two(gradients, counted) -> tuple[list, list]:
     gradients()
     gradients()
     backward_runner.settle()
+    return want, gradients()
+
+
+def compiled_after_two(gradients, counted) -> tuple[list, list]:
+    """`rules_then_compiled`, its last call answered by the compiled backward pass."""
     before = counted["compiled"]
-    got = gradients()
+    want, got = rules_then_compiled(gradients)
     assert counted["compiled"] == before + 1
     return want, got
 
@@ -133,15 +138,8 @@ def test_broadcasting_chains_get_the_rules_gradients(shapes, seed):
             y = sf.reduce_sum(sf.exp(a * b - b) / (a + b) + sf.sqrt(a) * b)
         return [g.numpy() for g in tape.gradient(y, [a, b])]
 
-    config.eager_compile = False
-    try:
-        want = gradients()
-    finally:
-        config.eager_compile = True
-    gradients()
-    gradients()
-    backward_runner.settle()
-    assert_same(gradients(), want)
+    want, got = rules_then_compiled(gradients)
+    assert_same(got, want)
 
 
 def test_seeds_unwatched_and_unconnected_sources_and_variables_read_twice(counted):
@@ -157,16 +155,7 @@ def test_seeds_unwatched_and_unconnected_sources_and_variables_read_twice(counte
         g = tape.gradient(y, [v, x, unwatched, sf.constant(1.0)], output_gradients=seed)
         return [None if t is None else t.numpy() for t in g]
 
-    config.eager_compile = False
-    try:
-        want = gradients()
-    finally:
-        config.eager_compile = True
-    gradients()
-    gradients()
-    backward_runner.settle()
-    got = gradients()
-    assert counted["compiled"] == 1
+    want, got = compiled_after_two(gradients, counted)
     assert got[2] is None and got[3] is None
     np.testing.assert_allclose(got[0], seed.numpy() * (x.numpy() + 2 * v.numpy()), rtol=1e-6)
     np.testing.assert_allclose(got[1], seed.numpy() * v.numpy(), rtol=1e-6)
