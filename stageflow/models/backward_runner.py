@@ -19,9 +19,12 @@ recording tape (an outer tape would record the gradient's ops for higher orders)
 op observer (`sf.debugging.enable_check_numerics` checks every op), with
 ``sf.config.eager_compile`` on, and at most `MAX_RECORDS` records (a backward pass within
 `concrete.LARGE_TRACE_OPS`). Anything else (custom gradients, whose rules may close over
-values of their own step; py_function; composites' own records; devices) runs op by op as
-before. The compiled pass computes the same gradients to rounding (its sums may run in
-another order, as a staged step's do); ``sf.config.eager_compile = False`` keeps eager
+values of their own step; py_function; devices; staged functions that read variables) runs
+op by op as before. A staged function called under the tape (a composite such as batch
+norm, or any `sf.function` of its arguments) is one record: the trace replays its forward
+graph for the residuals, then its backward graph (`staged_grad.ReplayedVJP`).
+The compiled pass computes the same gradients to rounding (its sums may run in another
+order, as a staged step's do); ``sf.config.eager_compile = False`` keeps eager
 numbers independent of when a compile finished. `settle()` waits for the compiles under
 way (tests and benchmarks).
 """
@@ -45,12 +48,13 @@ from stageflow.frontend.tensor import Tensor
 
 if TYPE_CHECKING:  # the compiler: loaded by the first build
     from stageflow.frontend.tape import GradientTape
-    from stageflow.staging import background, concrete
-    from stageflow.staging import function as staged
+    from stageflow.staging import background, concrete, staged_grad
+    from stageflow.staging import function as staged_function
 else:
     background = lazy.module("stageflow.staging.background")
     concrete = lazy.module("stageflow.staging.concrete")
-    staged = lazy.module("stageflow.staging.function")
+    staged_function = lazy.module("stageflow.staging.function")
+    staged_grad = lazy.module("stageflow.staging.staged_grad")
 
 __all__ = ["settle"]
 
@@ -67,11 +71,12 @@ class _Ineligible(Exception):
 @dataclass(frozen=True)
 class _Structure:
     """A tape's backward pass by positions among its tensors (`leaves`): each record's
-    primitive, params and operand and result positions; the targets' and seeds' positions
+    primitive (a staged call's `ForwardBackward`, marked `staged`), params and operand and
+    result positions; the targets' and seeds' positions
     (None: a seed of ones); which leaves the tape watches; per source, the positions of its
     variable's reads (`variable` True) or of the tensor itself (None: not watched)."""
 
-    records: tuple[tuple[Any, tuple[int, ...], tuple[int, ...], tuple], ...]
+    records: tuple[tuple[Any, tuple[int, ...], tuple[int, ...], tuple, bool], ...]
     targets: tuple[int, ...]
     seeds: tuple[int | None, ...]
     watched: tuple[bool, ...]
@@ -80,9 +85,10 @@ class _Structure:
     def backward(self, values: Sequence[Any]) -> list[Any]:
         """The sources' gradients from the tape's tensors `values` (placeholders while
         tracing): `backpropagate` over the records rebuilt on them."""
-        records = [tapes.Record(primitive, [values[i] for i in inputs], dict(params),
+        records = [tapes.Record(staged_grad.ReplayedVJP(primitive) if staged else primitive,
+                                [values[i] for i in inputs], dict(params),
                                 [values[i] for i in outputs])
-                   for primitive, inputs, outputs, params in self.records]
+                   for primitive, inputs, outputs, params, staged in self.records]
         watched = {id(values[i]): values[i] for i, w in enumerate(self.watched) if w}
         cotangents = tapes.backpropagate(
             records, [values[i] for i in self.targets],
@@ -154,8 +160,11 @@ class BackwardRunner:
         records = []
         for record in tape._records:
             primitive = record.primitive
-            if registry.get(primitive.name) is not primitive:
-                raise _Ineligible
+            staged = registry.get(primitive.name) is not primitive
+            if staged:  # a staged function's call, or a rule of its own (custom gradients)
+                if not (isinstance(primitive, staged_grad.StagedVJP) and primitive.replayable):
+                    raise _Ineligible
+                primitive = primitive.plan
             params = tuple(record.params.items()) if record.params else ()
             if params and params not in plain:
                 if not all(_plain(value) for _, value in params):
@@ -169,7 +178,7 @@ class BackwardRunner:
             for y in record.outputs:
                 position = get(id(y))
                 outputs.append(at(y) if position is None else position)
-            records.append((primitive, tuple(inputs), tuple(outputs), params))
+            records.append((primitive, tuple(inputs), tuple(outputs), params, staged))
         target_positions = tuple([at(t) for t in targets])
         seed_positions = tuple([None if s is None else at(s) for s in seeds])
         source_plans: list[tuple[bool, tuple[int, ...]] | None] = []
@@ -208,8 +217,8 @@ class BackwardRunner:
 
     def _compile(self, key: tuple, structure: _Structure, specs: tuple[TensorSpec, ...]
                  ) -> concrete.ConcreteFunction:
-        function = staged.Function(_named(structure.backward), name="tape_gradient",
-                                   autograph=False)
+        function = staged_function.Function(_named(structure.backward), name="tape_gradient",
+                                            autograph=False)
         leaves, treedef = nest.flatten((specs,))
         compiled = concrete.trace_function(function, leaves, treedef, False)
         compiled.program  # noqa: B018 - compiles

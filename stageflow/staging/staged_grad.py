@@ -29,6 +29,7 @@ from stageflow.core import config, context, dtypes
 from stageflow.core.primitive import ResourceType
 from stageflow.frontend import tape
 from stageflow.frontend.graph import Capture, Equation, Graph, Value
+from stageflow.frontend.ops.creation import zeros_like
 from stageflow.frontend.replay import replay
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import PlacedTensor, Tensor, wrap
@@ -166,6 +167,41 @@ class StagedVJP:
         values = self._residuals + filled + plan.captured(plan.backward)
         grads = iter(plan.run(plan.backward_program, values))
         return [plan.wrap(next(grads)) if connected else None for connected in plan.connected]
+
+    @property
+    def plan(self) -> ForwardBackward:
+        return self._plan
+
+    @property
+    def replayable(self) -> bool:
+        """Whether a trace of the backward pass can stand for this call (`ReplayedVJP`):
+        its pair runs on the host and reads no variable, so its arguments are all its
+        inputs."""
+        plan = self._plan
+        return plan.device is None and not any(
+            isinstance(c.value.type, ResourceType)
+            for graph in (plan.forward, plan.backward) for c in graph.captures)
+
+
+class ReplayedVJP:
+    """`StagedVJP`'s rule in a trace of a tape's backward pass (`models.backward_runner`):
+    the forward graph replayed on the call's arguments for its residuals, then the backward
+    graph on them. The residuals the call saved are not the graphs': `remat` chose them
+    when the pair was compiled, so the trace recomputes its own (fused with the rest)."""
+
+    differentiable = True
+
+    def __init__(self, plan: ForwardBackward) -> None:
+        self.name = plan.name
+        self._plan = plan
+
+    def vjp(self, cotangents: list, inputs: list, outputs: list) -> list:
+        plan = self._plan
+        residuals = replay(plan.forward, inputs)[plan.n_outputs:]
+        filled = [g if g is not None else zeros_like(y)
+                  for g, y in zip(cotangents, outputs, strict=True)]
+        grads = iter(replay(plan.backward, residuals + filled))
+        return [next(grads) if connected else None for connected in plan.connected]
 
 
 def call_under_tape(concrete: Any, arguments: list) -> list | None:

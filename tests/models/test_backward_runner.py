@@ -16,6 +16,7 @@ import stageflow as sf
 from stageflow.core import config
 from stageflow.frontend import tape as tape_module
 from stageflow.models import backward_runner
+from stageflow.models import composite_runner as composites
 from tests.strategies import broadcast_shapes
 
 RUNNER = backward_runner.RUNNER
@@ -296,3 +297,53 @@ def test_the_profiler_shows_a_compiled_gradient_as_one_program(counted, tmp_path
     names = [e["name"] for e in json.loads(path.read_text())["traceEvents"]
              if e["ph"] == "X"]
     assert "@tape_gradient" in names
+
+
+def test_staged_calls_and_composites_replay_their_graphs_in_the_compiled_pass(counted):
+    """A composite (batch norm) and an `sf.function` of its arguments are one record each;
+    the compiled pass recomputes their forward graphs' residuals and replays their backward
+    graphs, with the gradients of their own compiled backward programs."""
+    rng = np.random.default_rng(4)
+    norm = sf.layers.BatchNormalization()
+    dense = sf.Variable(rng.standard_normal((6, 3)).astype(np.float32))
+    x = sf.constant(rng.standard_normal((5, 6)).astype(np.float32) * 2 + 1)
+
+    @sf.function
+    def squash(h):
+        return sf.tanh(h) * sf.sigmoid(h)
+
+    def gradients():
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            h = squash(norm(x, training=True))
+            loss = sf.reduce_sum(sf.matmul(h, dense) ** 2)
+        return [g.numpy() for g in tape.gradient(loss, [x, dense, *norm.trainable_variables])]
+
+    for _ in range(2):  # the composite's and the function's own pairs, compiled
+        gradients()
+        composites.settle()
+    want, got = compiled_after_two(gradients, counted)
+    assert_same(got, want, rtol=2e-5)
+
+
+def test_a_staged_call_reading_a_variable_keeps_its_rule(counted):
+    v = sf.Variable([1.0, 2.0])
+
+    @sf.function
+    def scaled(h):
+        return h * v * v
+
+    x = sf.constant([3.0, 4.0])
+
+    def gradients():
+        with sf.GradientTape() as tape:
+            tape.watch(x)
+            y = sf.reduce_sum(scaled(x) * x)
+        return [g.numpy() for g in tape.gradient(y, [x, v])]
+
+    for _ in range(3):
+        backward_runner.settle()
+        got = gradients()
+        np.testing.assert_allclose(got[0], 2 * x.numpy() * v.numpy() ** 2, rtol=1e-6)
+        np.testing.assert_allclose(got[1], 2 * x.numpy() ** 2 * v.numpy(), rtol=1e-6)
+    assert counted["compiled"] == 0
