@@ -62,7 +62,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,6 +71,7 @@ from stageflow.core import config, dtypes, lazy
 from stageflow.core.config_threading import SPLIT_MACS
 from stageflow.core.op_facts import Cost, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
+from stageflow.core.worker_thread import WorkerThread
 from stageflow.primitives.conv import conv2d_filter_gradient_p, conv2d_input_gradient_p, conv2d_p
 from stageflow.primitives.elementwise import maximum_p, minimum_p
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
@@ -154,7 +155,7 @@ class EagerKernels:
     def __init__(self) -> None:
         self._compiles: dict[Any, Future[Any]] = {}
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._worker = WorkerThread("stageflow-eager")
 
     def route(self, primitive: Primitive, values: Sequence[Any], params: dict[str, Any],
               key: tuple, routes: Routes) -> Route:
@@ -212,11 +213,9 @@ class EagerKernels:
         with self._lock:
             compiling = self._compiles.get(key)
             if compiling is None:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="stageflow-eager")
                 if len(self._compiles) >= MAX_COMPILES:
                     del self._compiles[next(iter(self._compiles))]
-                compiling = self._compiles[key] = self._pool.submit(make)
+                compiling = self._compiles[key] = self._worker.submit(make)
             return compiling
 
     def settle(self) -> None:

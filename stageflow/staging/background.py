@@ -1,6 +1,7 @@
-"""Builds on a worker thread for the eager runners (composites, optimizer steps): a staged
-function traced and compiled while the eager code goes on without it, so an eager step
-never waits for LLVM.
+"""Builds on a worker thread for the eager runners (composites, optimizer steps, tapes'
+backward passes): a staged function traced and compiled while the eager code goes on
+without it, so an eager step never waits for LLVM, and a program that ends leaves the
+builds it queued (`core.worker_thread`).
 
 A build that raises answers None (its caller keeps running ops one by one) and keeps its
 error for `settle`, which waits for the builds under way and raises the first error since
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TypeVar
+
+from stageflow.core.worker_thread import WorkerThread
 
 __all__ = ["BackgroundBuilds"]
 
@@ -23,8 +26,7 @@ class BackgroundBuilds:
     """One worker thread (started on the first build), the builds under way, their errors."""
 
     def __init__(self, thread_name: str) -> None:
-        self._thread_name = thread_name
-        self._pool: ThreadPoolExecutor | None = None
+        self._worker = WorkerThread(thread_name)
         self._pending: list[Future] = []
         self._errors: list[Exception] = []
         self._lock = threading.Lock()
@@ -41,9 +43,7 @@ class BackgroundBuilds:
                 return None
 
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._thread_name)
-            future = self._pool.submit(run)
+            future = self._worker.submit(run)
             self._pending = [f for f in self._pending if not f.done()] + [future]
         return future
 
