@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -161,8 +161,10 @@ class BackwardRunner:
         for record in tape._records:
             primitive = record.primitive
             staged = registry.get(primitive.name) is not primitive
-            if staged:  # a staged function's call, or a rule of its own (custom gradients)
-                if not (isinstance(primitive, staged_grad.StagedVJP) and primitive.replayable):
+            # a staged function's call (`staged_grad.StagedVJP`, asked without importing the
+            # compiler), or a rule of its own (custom gradients)
+            if staged:
+                if not getattr(primitive, "replayable", False):
                     raise _Ineligible
                 primitive = primitive.plan
             params = tuple(record.params.items()) if record.params else ()
@@ -217,7 +219,7 @@ class BackwardRunner:
 
     def _compile(self, key: tuple, structure: _Structure, specs: tuple[TensorSpec, ...]
                  ) -> concrete.ConcreteFunction:
-        function = staged_function.Function(_named(structure.backward), name="tape_gradient",
+        function = staged_function.Function(structure.backward, name="tape_gradient",
                                             autograph=False)
         leaves, treedef = nest.flatten((specs,))
         compiled = concrete.trace_function(function, leaves, treedef, False)
@@ -233,15 +235,6 @@ class BackwardRunner:
         last `settle` is raised here (its structure keeps running its rules one by one)."""
         if self._builds is not None:
             self._builds.settle()
-
-
-def _named(backward: Callable[[Sequence[Any]], list]) -> Callable[[Sequence[Any]], list]:
-    """`backward` as a function of one parameter, `tensors`, for `Function`'s signature."""
-
-    def tape_gradient(tensors: Sequence[Any]) -> list:
-        return backward(tensors)
-
-    return tape_gradient
 
 
 def _plain(value: Any) -> bool:

@@ -6,6 +6,8 @@ gradients of the rules run one by one (to rounding); what the trace cannot stand
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -347,3 +349,21 @@ def test_a_staged_call_reading_a_variable_keeps_its_rule(counted):
         np.testing.assert_allclose(got[0], 2 * x.numpy() * v.numpy() ** 2, rtol=1e-6)
         np.testing.assert_allclose(got[1], 2 * x.numpy() ** 2 * v.numpy(), rtol=1e-6)
     assert counted["compiled"] == 0
+
+
+def test_an_eager_tape_the_trace_cannot_stand_for_loads_no_compiler():
+    """A custom gradient's tape is never compiled: asking so must not import staging (half a
+    second of the compiler's import in a program that never stages)."""
+    script = (
+        "import sys, stageflow as sf\n"
+        "@sf.custom_gradient\n"
+        "def f(t):\n"
+        "    return t * 2.0, lambda dy: dy * 3.0\n"
+        "x = sf.constant([1.0])\n"
+        "for _ in range(3):\n"
+        "    with sf.GradientTape() as tape:\n"
+        "        tape.watch(x)\n"
+        "        y = f(x)\n"
+        "    assert tape.gradient(y, x).numpy().tolist() == [3.0]\n"
+        "assert 'stageflow.staging.staged_grad' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
