@@ -70,7 +70,7 @@ def test_the_kernel_is_one_convolution_per_group(case):
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(case=grouped_convs(), unknown=st.booleans())
 def test_compiled_grouped_conv_and_its_prepacked_form(case, unknown):
     """The compiled op (its status says the compiled code ran) is the per-group reference
@@ -87,7 +87,7 @@ def test_compiled_grouped_conv_and_its_prepacked_form(case, unknown):
 
 
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(case=grouped_convs(), unknown=st.booleans())
 def test_compiled_gradients_of_a_grouped_conv(case, unknown):
     """The compiled input and filter gradients (group by group: their gemms read and write

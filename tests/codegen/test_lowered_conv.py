@@ -133,7 +133,7 @@ pads = st.tuples(st.tuples(st.integers(0, 2), st.integers(0, 2)),
                  st.tuples(st.integers(0, 2), st.integers(0, 2)))
 
 
-@settings(max_examples=12, deadline=None)  # each example compiles its own conv
+@settings(max_examples=8, deadline=None)  # each example compiles its own conv
 @given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 8), st.integers(1, 8)),
        channels=st.integers(1, 4), out_channels=st.integers(1, 5), window=pairs,
        strides=pairs, dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
@@ -245,7 +245,7 @@ def run_direct(x: np.ndarray, w: np.ndarray, name: str = "conv2d", **params) -> 
     return out
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 13), st.integers(1, 13)),
        channels=st.integers(1, 40), out_channels=st.sampled_from([8, 16, 24, 32, 64]),
        window=pairs, strides=pairs, row_dilation=st.integers(1, 2), padding=pads,
@@ -267,7 +267,7 @@ def test_the_direct_loops_match_a_direct_reference(batch, size, channels, out_ch
                                atol=1e-4 if dtype == np.float32 else 1e-12)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(batch=st.integers(1, 2), size=st.tuples(st.integers(1, 11), st.integers(1, 11)),
        channels=st.sampled_from([8, 16, 24, 32, 64]), out_channels=st.integers(1, 24),
        window=st.tuples(st.integers(1, 4), st.integers(1, 4)), row_dilation=st.integers(1, 2),
@@ -446,7 +446,7 @@ def test_conv2d_refuses_bad_dims_with_a_status_code():
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None)  # each example compiles three ops
+@settings(max_examples=6, deadline=None)  # each example compiles three ops
 @given(batch=st.integers(1, 3), size=st.tuples(st.integers(1, 8), st.integers(1, 8)),
        channels=st.integers(1, 4), out_channels=st.integers(1, 5), window=pairs,
        strides=pairs, dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),

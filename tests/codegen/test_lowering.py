@@ -375,7 +375,7 @@ def test_random_bits_counter_wraps_like_eager():
 # -- matmul -----------------------------------------------------------------------------
 
 
-@settings(max_examples=30)
+@settings(max_examples=15)
 @given(dtype=st.sampled_from([np.float32, np.float64]), data=st.data(),
        transpose_a=st.booleans(), transpose_b=st.booleans(), unknown=st.booleans())
 def test_matmul(dtype, data, transpose_a, transpose_b, unknown):
@@ -388,7 +388,7 @@ def test_matmul(dtype, data, transpose_a, transpose_b, unknown):
     check("matmul", [a, b], unknown, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
-@settings(max_examples=30)
+@settings(max_examples=15)
 @given(dtype=st.sampled_from([np.float32, np.float64]), data=st.data(),
        transposes=st.tuples(st.booleans(), st.booleans()), unknown=st.booleans(),
        alpha=st.sampled_from([1.0, -0.01, 3.0]))
