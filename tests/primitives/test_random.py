@@ -104,24 +104,18 @@ def test_state_operand_is_not_modified():
     assert state.numpy().tolist() == [1, 2, 3, 4]
 
 
-def test_draws_in_multiples_of_4_concatenate():
-    whole = sf_random.Generator.from_seed(5).bits((12,)).numpy()
-    g = sf_random.Generator.from_seed(5)
-    pieces = np.concatenate([g.bits((4,)).numpy(), g.bits((2, 4)).numpy().reshape(-1)])
-    np.testing.assert_array_equal(pieces, whole)
-
-
 @settings(max_examples=50, deadline=None)
 @given(hs.lists(hs.integers(0, 13), min_size=1, max_size=6))
-def test_each_draw_starts_at_a_fresh_block(sizes):
-    """5 then 3 values are elements [0:5] and [8:11] of one draw: partial blocks are skipped."""
+def test_each_element_drawn_reserves_its_blocks(sizes):
+    """TensorFlow's rule: a draw of n elements starts at the counter and moves it on by
+    256 n blocks, where the next draw starts."""
     g = sf_random.Generator.from_seed(11)
     pieces = [g.bits((n,)).numpy() for n in sizes]
-    starts = np.cumsum([0] + [4 * -(-n // 4) for n in sizes])
-    whole = sf_random.Generator.from_seed(11).bits((int(starts[-1]),)).numpy()
+    starts = np.cumsum([11] + [sf_random.RESERVED_PER_ELEMENT * n for n in sizes])
     for piece, start, n in zip(pieces, starts, sizes, strict=False):
-        np.testing.assert_array_equal(piece, whole[start:start + n])
-    assert g.state.numpy().tolist()[2] == starts[-1] // 4  # the counter counts blocks
+        replay = sf_random.Generator.from_state([0, 0, int(start), 0]).bits((n,)).numpy()
+        np.testing.assert_array_equal(piece, replay)
+    assert g.state.numpy().tolist()[2] == starts[-1]
 
 
 def test_five_then_three_is_not_a_draw_of_eight():
@@ -137,15 +131,47 @@ def test_zero_size_draw_does_not_advance_the_counter():
     assert g.bits((0, 3)).shape == (0, 3)
     assert g.normal((2, 0)).shape == (2, 0)
     assert g.uniform((0,), dtype=sf.int64, maxval=4).shape == (0,)
-    assert g.state.numpy().tolist() == [1, 0, 0, 0]
+    assert g.state.numpy().tolist() == [0, 0, 1, 0]
 
 
 # --- seeds and streams -----------------------------------------------------------------------
 
-def test_from_seed_puts_the_seed_in_the_key():
+def test_from_seed_puts_the_seed_in_the_counter():
+    """As TensorFlow's ``Generator.from_seed``: state ``[seed, 0, 0]`` in 64-bit words."""
     assert sf_random.Generator.from_seed(0x1122334455667788).state.numpy().tolist() == [
-        0x55667788, 0x11223344, 0, 0]
-    assert sf_random.Generator.from_seed(-1).state.numpy().tolist() == [0xFFFFFFFF] * 2 + [0, 0]
+        0, 0, 0x55667788, 0x11223344]
+    assert sf_random.Generator.from_seed(-1).state.numpy().tolist() == [0xFFFFFFFF] * 4
+    assert sf_random.Generator.from_state([0x1122334455667788, 0, 7]).state.numpy(
+        ).tolist() == [7, 0, 0x55667788, 0x11223344]  # TensorFlow's form of a state
+    with pytest.raises(ValueError, match="counter past 2"):
+        sf_random.Generator.from_state([1, 1, 0])
+
+
+def test_tensorflows_numbers_for_its_states():
+    """Values TensorFlow's ``tf.random.Generator`` (Philox) gives for the same states."""
+    np.testing.assert_allclose(sf_random.Generator.from_seed(1).normal([2, 3]).numpy(), [
+        [0.43842274, -0.53439844, -0.07710262], [1.5658046, -0.1012345, -0.2744976]],
+        rtol=1e-5)
+
+    def g():
+        return sf_random.Generator.from_state([5, 0, 7])
+
+    np.testing.assert_allclose(g().uniform([4]).numpy(),
+                               [0.36983442, 0.15459263, 0.56228673, 0.29551649], rtol=1e-6)
+    np.testing.assert_allclose(g().normal([3], dtype=sf.float64).numpy(),
+                               [0.00311308519048046, -0.2905084335666235, -0.41408499772837],
+                               rtol=1e-12)
+    np.testing.assert_allclose(g().uniform([3], dtype=sf.float64).numpy(),
+                               [0.9586757051844013, 0.4982945626518065, 0.8812222175653592],
+                               rtol=1e-15)
+    assert g().uniform([5], 3, 20, dtype=sf.int32).numpy().tolist() == [11, 10, 19, 15, 7]
+    assert g().uniform([3], -5, 1000, dtype=sf.int64).numpy().tolist() == [683, 315, 271]
+    assert g().uniform_full_int([3], sf.int64).numpy().tolist() == [
+        6202522875320030908, -5177499663224801021, 8633183481599236476]
+    split = g()
+    assert [int(c.state.numpy()[0]) + (int(c.state.numpy()[1]) << 32)
+            for c in split.split(2)] == [6202522875320030908, 13269244410484750595]
+    assert split.state.numpy().tolist() == [7, 0, 517, 0]
 
 
 def test_same_seed_same_stream_different_seeds_differ():
@@ -230,32 +256,36 @@ def test_threads_never_share_numbers():
     for t in threads:
         t.join()
     assert len({tuple(r.tolist()) for r in results}) == 200
-    assert g.state.numpy().tolist()[2] == 200
+    assert g.state.numpy().tolist()[2] == 200 * 4 * sf_random.RESERVED_PER_ELEMENT
 
 
 # --- from bits to distributions --------------------------------------------------------------
 
-def test_float32_uniform_is_the_top_24_bits():
+def test_float32_uniform_is_the_low_23_bits():
     bits = sf_random.Generator.from_seed(2).bits((10,)).numpy()
     u = sf_random.Generator.from_seed(2).uniform((10,)).numpy()
-    np.testing.assert_array_equal(u, (bits >> 8).astype(np.float32) * np.float32(2.0**-24))
+    np.testing.assert_array_equal(u, (bits & 0x7FFFFF).astype(np.float32) * np.float32(2.0**-23))
 
 
-def test_float64_uniform_uses_53_bits_of_two_words():
+def test_float64_uniform_uses_52_bits_of_two_words():
     bits = sf_random.Generator.from_seed(2).bits((10, 2)).numpy().astype(np.uint64)
     u = sf_random.Generator.from_seed(2).uniform((10,), dtype=sf.float64).numpy()
-    expected = ((bits[:, 0] >> np.uint64(5)) * 2**26 + (bits[:, 1] >> np.uint64(6))) * 2.0**-53
+    expected = ((bits[:, 0] & np.uint64(0xFFFFF)) * 2**32 + bits[:, 1]) * 2.0**-52
     np.testing.assert_array_equal(u, expected)
 
 
 def test_normal_is_box_muller_of_the_bits():
-    bits = sf_random.Generator.from_seed(4).bits((3, 2)).numpy()
-    z = sf_random.Generator.from_seed(4).normal((5,)).numpy()
-    u = (bits >> 8).astype(np.float32) * np.float32(2.0**-24)
-    r = np.sqrt(-2 * np.log(1 - u[:, 0].astype(np.float64)))
-    theta = 2 * np.pi * u[:, 1].astype(np.float64)
-    expected = np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1).reshape(-1)[:5]
-    np.testing.assert_allclose(z, expected, rtol=1e-5, atol=1e-6)
+    """TensorFlow's ``BoxMullerFloat``: words (x0, x1) give sin(v) r and cos(v) r, v = 2 pi
+    u(x1), r = sqrt(-2 log max(u(x0), 1e-7)); four normals a block."""
+    bits = sf_random.Generator.from_seed(4).bits((2, 4)).numpy()
+    z = sf_random.Generator.from_seed(4).normal((7,)).numpy()
+    u = (bits & 0x7FFFFF).astype(np.float64) * 2.0**-23
+    expected = []
+    for block in u:
+        for first, second in ((block[0], block[1]), (block[2], block[3])):
+            r = np.sqrt(-2 * np.log(max(first, 1e-7)))
+            expected += [np.sin(2 * np.pi * second) * r, np.cos(2 * np.pi * second) * r]
+    np.testing.assert_allclose(z, expected[:7], rtol=1e-5, atol=1e-6)
 
 
 def _ks_statistic(samples: np.ndarray, cdf) -> float:
@@ -369,13 +399,8 @@ def test_shapes_property(shape, dtype):
     assert np.all((values >= 0) & (values < 1))
     assert np.all(np.isfinite(z.numpy().astype(np.float64)))
     assert np.all((i.numpy() >= 0) & (i.numpy() < 5))
-    words = 2 if dtype == sf.float64 else 1  # per float; normal draws a pair per 2 values
-
-    def blocks(count: int) -> int:
-        return -(-count // 4)
-
-    expected = blocks(n * words) + blocks(2 * words * -(-n // 2)) + blocks(2 * n)
-    assert g.state.numpy().tolist()[2] == expected
+    # three draws of n elements from the seed's counter, each element its blocks
+    assert g.state.numpy().tolist()[2] == len(shape) + 3 * sf_random.RESERVED_PER_ELEMENT * n
 
 
 def test_bfloat16_is_the_ml_dtypes_type():

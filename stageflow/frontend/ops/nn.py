@@ -225,8 +225,8 @@ def dropout(x: Any, rate: float, training: bool = True, seed: int | None = None)
 
     >>> sf.random.set_seed(0)
     >>> sf.nn.dropout(sf.ones((2, 4)), rate=0.5, seed=1)
-    sf.Tensor([[0., 0., 2., 2.],
-               [0., 0., 0., 2.]], shape=(2, 4), dtype=float32)
+    sf.Tensor([[2., 0., 0., 2.],
+               [2., 0., 2., 2.]], shape=(2, 4), dtype=float32)
     >>> sf.nn.dropout([1.0, 2.0], rate=0.5, training=False)
     sf.Tensor([1., 2.], shape=(2,), dtype=float32)
     """

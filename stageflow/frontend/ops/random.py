@@ -5,9 +5,14 @@ casts, multiplies, ``log``/``sqrt``/``cos``/``sin``), so it traces and compiles 
 op; only `random_bits` itself knows about Philox.
 
 Streams. A `Generator` holds a ``uint32[4]`` state ``[key0, key1, counter_lo,
-counter_hi]``. ``Generator.from_seed(s)`` puts the seed's two 32-bit halves in the key and
-starts the counter at 0; each draw advances the counter past the blocks it used, so draws
-never overlap and the same seed always gives the same sequence of draws.
+counter_hi]`` and draws TensorFlow's numbers for the same state (``tf.random.Generator``
+with Philox, whose state ``[counter, 0, key]`` is the same words in 64-bit pieces):
+``Generator.from_seed(s)`` starts the counter at the seed, key 0, as TensorFlow does; a draw
+of n elements reads the Philox blocks from the counter on and then advances the counter by
+``RESERVED_PER_ELEMENT * n`` (each element owns that many blocks of the stream, so a
+distribution taking several words per element never reaches into the next draw's); the
+words become values as TensorFlow's kernels make them (`_unit`, `_box_muller`), so code
+ported from TensorFlow draws the numbers its outputs show.
 
 Seed rule (TensorFlow's four cases, `tf.random.set_seed`):
 
@@ -40,6 +45,7 @@ import numpy as np
 
 from stageflow.core import context, dtypes
 from stageflow.core.source import describe_location
+from stageflow.frontend import replica
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.control import while_loop
 from stageflow.frontend.ops.convert import convert_to_tensor, is_tensor
@@ -73,8 +79,12 @@ _OP_SEED_DOMAIN = 1  # Philox counter word c2 for deriving op-seed keys (draws u
 _SEED_MIN, _SEED_LIMIT = -(1 << 63), 1 << 64
 _FLOAT_OUT = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 _INT_OUT = (dtypes.int32, dtypes.int64)
-# Bits of a [0, 1) uniform per dtype: the significand width, so k * 2**-p is exact.
-_UNIT_BITS = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24}
+# Bits of a word a [0, 1) uniform of each dtype takes (its low ones), as TensorFlow's
+# kernels take them: the stored significand's width, so k * 2**-p is exact in the dtype.
+_UNIT_BITS = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23}
+RESERVED_PER_ELEMENT = 256  # Philox blocks of the stream each drawn element owns
+# Box-Muller's floor under its first uniform, TensorFlow's, so that log never sees 0.
+_BOX_MULLER_EPSILON = 1.0e-7
 
 
 def _fail(op: str, message: str, error: type[Exception] = ValueError) -> Exception:
@@ -93,6 +103,15 @@ def _seed_words(seed: Any, op: str) -> tuple[int, int]:
         raise _fail(op, f"seed {value} does not fit in 64 bits")
     value %= _SEED_LIMIT
     return value & 0xFFFFFFFF, value >> 32
+
+
+def _seed_state(seed: Any, op: str) -> np.ndarray:
+    """TensorFlow's Philox state for an int seed, as stageflow's words: the counter the
+    seed modulo 2**64, the key 0, or all ones for a negative seed (TensorFlow chops the
+    seed into 64-bit words, two's complement)."""
+    lo, hi = _seed_words(seed, op)
+    key = 0xFFFFFFFF if operator.index(seed) < 0 else 0
+    return np.array([key, key, lo, hi], dtype=np.uint32)
 
 
 def _shape(shape: Any, op: str) -> tuple[int, ...]:
@@ -143,35 +162,67 @@ def _affine(x: Tensor, scale: Any, offset: Any) -> Tensor:
     return x
 
 
-def _unit_words(dtype: np.dtype) -> tuple[int, ...]:
-    """The trailing bits dims one [0, 1) value of `dtype` consumes: two words for float64."""
-    return (2,) if dtype == dtypes.float64 else ()
-
-
-def _to_unit(bits: Tensor, dtype: np.dtype) -> Tensor:
-    """Uniform floats in [0, 1) of `dtype` (float32 or float64) from uint32 bits.
-
-    float32-like: the top ``p`` bits as an integer times ``2**-p`` (exact, never 1.0), with
-    ``p`` the significand width so a float16/bfloat16 cast stays exact. float64: 27 bits of
-    word 0 and 26 of word 1 (the last axis of `bits`) make a 53-bit integer times 2**-53.
-    """
+def _unit(words: Tensor, dtype: np.dtype) -> Tensor:
+    """[0, 1) uniforms from uint32 words as TensorFlow makes them (``Uint32ToFloat`` and
+    its kin): the low ``p`` bits of a word as the significand of a number in [1, 2), minus
+    1; of `dtype` float32-like (in float32: exact for the narrower ones) or float64, whose
+    52 bits are the low 20 of the first word of a pair (the last axis of `words`) and all
+    of the second."""
     if dtype != dtypes.float64:
         p = _UNIT_BITS[dtype]
-        top = ew.shift_right_logical(bits, 32 - p)
-        return ew.multiply(ew.cast(top, dtypes.float32), 2.0**-p)
-    high, low = split(bits, 2, axis=-1)
-    high = ew.cast(ew.shift_right_logical(high, 5), dtypes.float64)
-    low = ew.cast(ew.shift_right_logical(low, 6), dtypes.float64)
-    value = ew.multiply(ew.add(ew.multiply(high, 2.0**26), low), 2.0**-53)
-    return reshape_to(value, bits.shape[:-1])
+        return ew.multiply(ew.cast(ew.mod(words, 1 << p), dtypes.float32), 2.0**-p)
+    high, low = (reshape_to(w, words.shape[:-1]) for w in split(words, 2, axis=-1))
+    high = ew.cast(ew.mod(high, 1 << 20), dtypes.float64)
+    return ew.multiply(ew.add(ew.multiply(high, 2.0**32), ew.cast(low, dtypes.float64)),
+                       2.0**-52)
 
 
-def _to_int63(bits: Tensor) -> Tensor:
-    """A uniform int64 in [0, 2**63) from two words (the last axis): 31 high, 32 low bits."""
-    high, low = split(bits, 2, axis=-1)
-    high = ew.cast(ew.shift_right_logical(high, 1), dtypes.int64)
-    value = ew.add(ew.multiply(high, 1 << 32), ew.cast(low, dtypes.int64))
-    return reshape_to(value, bits.shape[:-1])
+def _wide(words: Tensor) -> Tensor:
+    """uint64 values from pairs of words (the last axis): the first the low half."""
+    low, high = (ew.cast(reshape_to(w, words.shape[:-1]), dtypes.uint64)
+                 for w in split(words, 2, axis=-1))
+    return ew.add(ew.multiply(high, np.uint64(1 << 32)), low)
+
+
+def _box_muller(words: Tensor, dtype: np.dtype) -> Tensor:
+    """Normals from blocks of four words (`words`: [blocks, 4]), TensorFlow's
+    ``BoxMullerFloat``/``BoxMullerDouble``: a uniform u1 (floored at `_BOX_MULLER_EPSILON`)
+    and an angle v = 2 pi u2 give ``sin(v) r`` and ``cos(v) r`` with ``r = sqrt(-2
+    log(u1))``; float32 takes a word for each uniform (four normals a block), float64 a
+    pair (two)."""
+    if dtype == dtypes.float64:
+        firsts, seconds = (reshape_to(w, (words.shape[0], 2)) for w in split(words, 2, axis=1))
+        pairs = [(firsts, seconds)]
+    else:
+        x = split(words, 4, axis=1)
+        pairs = [(x[0], x[1]), (x[2], x[3])]
+    z = []
+    for first, second in pairs:
+        u1 = ew.maximum(_unit(first, dtype), _BOX_MULLER_EPSILON)
+        angle = ew.multiply(_unit(second, dtype), 2.0 * math.pi)
+        radius = ew.sqrt(ew.multiply(ew.log(u1), -2.0))
+        z += [ew.multiply(ew.sin(angle), radius), ew.multiply(ew.cos(angle), radius)]
+    return concat([reshape_to(v, (words.shape[0], 1)) for v in z], axis=1)
+
+
+def _replica_keyed(state: Tensor, index: int) -> Tensor:
+    """`state` with the key replica `index` draws with (TensorFlow's rule for a generator
+    made in a strategy's scope): the first two words of the Philox block at counter
+    ``index`` under the generator's key; the counter is the generator's."""
+    key, counter = split(state, 2, axis=0)
+    index_words = convert_to_tensor(np.array([index, 0], dtype=np.uint32))
+    new_key, _ = rp.random_bits_p.bind(concat([key, index_words], axis=0), shape=(2,))
+    return concat([new_key, counter], axis=0)
+
+
+def _advanced(state: Tensor, blocks: int) -> Tensor:
+    """`state` with its 64-bit counter advanced by `blocks` (modulo 2**64)."""
+    key0, key1, low, high = split(state, 4, axis=0)
+    step_low = np.uint32(blocks & 0xFFFFFFFF)
+    step_high = np.uint32((blocks >> 32) & 0xFFFFFFFF)
+    moved = ew.add(low, step_low)
+    carry = ew.cast(ew.less(moved, low), dtypes.uint32)
+    return concat([key0, key1, moved, ew.add(ew.add(high, step_high), carry)], axis=0)
 
 
 def _state_tensor(words: Any) -> Tensor:
@@ -217,19 +268,37 @@ class Generator:
                             f"counter_lo, counter_hi], got {tuple(state.shape)}")
             self._state = Variable(state, trainable=False, name="random_state")
         self._lock = threading.Lock()
+        # Made in a distribution strategy's scope: each replica draws a stream of its own
+        # (`_replica_keyed`), as TensorFlow's generators do there.
+        self._per_replica = replica.scoped_strategy() is not None
 
     @classmethod
     def from_seed(cls, seed: int, alg: Any = None) -> Generator:
-        """The stream for `seed`: key = the seed's 32-bit halves (lo, hi), counter 0.
-        `alg` is TensorFlow's choice of generator: Philox (``"philox"``, the default) is
-        the one there is."""
+        """The stream for `seed`, TensorFlow's: the counter starts at the seed (taken
+        modulo 2**64), the key is 0 (all ones for a negative seed, whose higher words
+        TensorFlow fills with ones; its counter's upper half, ones too there, is not
+        kept). `alg` is TensorFlow's choice of generator: Philox (``"philox"``, the
+        default) is the one there is.
+
+        >>> round(float(sf.random.Generator.from_seed(1).normal([])), 5)  # TensorFlow's too
+        0.43842
+        """
         _philox(alg, "Generator.from_seed")
-        lo, hi = _seed_words(seed, "Generator.from_seed")
-        return cls(np.array([lo, hi, 0, 0], dtype=np.uint32))
+        return cls(_seed_state(seed, "Generator.from_seed"))
 
     @classmethod
-    def from_state(cls, state: Any) -> Generator:
-        """A generator continuing from a saved `state` (see `Generator.state`)."""
+    def from_state(cls, state: Any, alg: Any = None) -> Generator:
+        """A generator continuing from a saved `state`: stageflow's ``uint32[4]`` (see
+        `Generator.state`), or TensorFlow's Philox state of three 64-bit words
+        ``[counter, counter_high, key]`` (``counter_high`` 0: the counter is 64 bits
+        here)."""
+        _philox(alg, "Generator.from_state")
+        if not is_tensor(state) and np.asarray(state).shape == (3,):
+            counter, high, key = (int(w) % _SEED_LIMIT for w in np.asarray(state).tolist())
+            if high:
+                raise _fail("Generator.from_state", f"a counter past 2**64 (its upper "
+                            f"word {high}) is not supported")
+            state = [key & 0xFFFFFFFF, key >> 32, counter & 0xFFFFFFFF, counter >> 32]
         return cls(state)
 
     @classmethod
@@ -244,8 +313,9 @@ class Generator:
 
     def reset(self, seed: int) -> None:
         """Restart this generator (in place) as ``Generator.from_seed(seed)`` would start."""
-        lo, hi = _seed_words(seed, "Generator.reset")
-        self._reset_words(lo, hi)
+        state = _seed_state(seed, "Generator.reset")
+        with context.init_scope(), self._lock:
+            self._state.assign(state)
 
     def reset_from_seed(self, seed: int) -> None:
         """`reset` (TensorFlow's name)."""
@@ -260,8 +330,16 @@ class Generator:
         >>> bool(sf.reduce_all(a.normal((3,)) == b.normal((3,))))
         False
         """
-        keys = self.bits((int(count), 2)).numpy()
-        return [Generator(np.array([k0, k1, 0, 0], dtype=np.uint32)) for k0, k1 in keys]
+        keys = self.uniform_full_int((int(count),), dtypes.uint64).numpy()
+        return [Generator(np.array([int(k) & 0xFFFFFFFF, int(k) >> 32, 0, 0], np.uint32))
+                for k in keys]
+
+    def make_seeds(self, count: int = 1) -> Tensor:
+        """``int64[2, count]`` seeds for the stateless ops, drawn from this generator
+        (TensorFlow's ``make_seeds``: a drawn key over a 0 in each column)."""
+        keys = self.uniform_full_int((int(count),), dtypes.int64)
+        return concat([reshape_to(keys, (1, int(count))),
+                       zeros((1, int(count)), dtypes.int64)], axis=0)
 
     def _reset_words(self, key0: int, key1: int) -> None:
         with context.init_scope(), self._lock:
@@ -274,21 +352,47 @@ class Generator:
         self._state.assign(state)
 
     def bits(self, shape: Any) -> Tensor:
-        """Raw uint32 Philox words of `shape` (element i: word i % 4 of block ctr + i // 4)."""
+        """Raw uint32 Philox words of `shape` (element i: word i % 4 of block ctr + i // 4),
+        each an element of the draw (`uniform_full_int` of uint32)."""
         shape = _shape(shape, "Generator.bits")
+        return self._words(shape, math.prod(shape))
+
+    def _words(self, shape: tuple[int, ...], elements: int) -> Tensor:
+        """Words of `shape` from the counter on, the counter then advanced past the
+        `elements` drawn (`RESERVED_PER_ELEMENT` blocks each)."""
         with self._lock:
-            bits, new_state = rp.random_bits_p.bind(self._read_state(), shape=shape)
-            self._write_state(new_state)
+            state = self._read_state()
+            current = replica.current()
+            keyed = (_replica_keyed(state, current.replica_index)
+                     if self._per_replica and current is not None else state)
+            bits, _ = rp.random_bits_p.bind(keyed, shape=shape)
+            self._write_state(_advanced(state, RESERVED_PER_ELEMENT * elements))
         return bits
+
+    def uniform_full_int(self, shape: Any, dtype: Any = dtypes.uint64) -> Tensor:
+        """Integers over the whole range of `dtype` (TensorFlow's ``uniform_full_int``): a
+        word each for 32 bits, a pair (the first the low half) for 64.
+
+        >>> sf.random.Generator.from_seed(0).uniform_full_int([2], sf.uint32).numpy()
+        array([1713891541, 3781805453], dtype=uint32)
+        """
+        shape = _shape(shape, "uniform_full_int")
+        dtype = _out_dtype(dtype, (dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64),
+                           "uniform_full_int")
+        count = math.prod(shape)
+        if dtype.itemsize == 4:
+            return ew.cast(self._words(shape, count), dtype)
+        return ew.cast(_wide(self._words(shape + (2,), count)), dtype)
 
     def uniform(self, shape: Any, minval: Any = 0.0, maxval: Any = None,
                 dtype: Any = dtypes.float32) -> Tensor:
         """Uniform values in [minval, maxval).
 
         Floats: ``maxval`` defaults to 1.0; ``u * (maxval - minval) + minval`` with ``u`` in
-        [0, 1), so rounding may reach ``maxval`` for wide ranges, as in TensorFlow. Integers
-        (int32, int64): ``maxval`` is required; ``minval + x % (maxval - minval)`` with ``x``
-        a 63-bit uniform, biased by at most ``(maxval - minval) / 2**63``.
+        [0, 1) (`_unit`), so rounding may reach ``maxval`` for wide ranges, as in
+        TensorFlow. Integers (int32, int64): ``maxval`` is required; ``minval + x %
+        (maxval - minval)`` with ``x`` a word (int32) or a pair's 64 bits (int64),
+        TensorFlow's rule, biased by at most ``(maxval - minval) / 2**32`` (``/ 2**64``).
         """
         shape = _shape(shape, "uniform")
         dtype = _out_dtype(dtype, _FLOAT_OUT + _INT_OUT, "uniform")
@@ -297,7 +401,8 @@ class Generator:
         compute = _compute_dtype(dtype)
         low = _float_operand(minval, compute, "minval", "uniform")
         high = _float_operand(1.0 if maxval is None else maxval, compute, "maxval", "uniform")
-        unit = _to_unit(self.bits(shape + _unit_words(dtype)), dtype)  # in `compute`
+        words = shape + ((2,) if dtype == dtypes.float64 else ())
+        unit = _unit(self._words(words, math.prod(shape)), dtype)  # in `compute`
         scale = high - low if isinstance(high, float) and isinstance(low, float) else (
             ew.subtract(high, low))
         return ew.cast(_affine(unit, scale, low), dtype)
@@ -327,18 +432,24 @@ class Generator:
             width: Any = high - low
         else:
             width = ew.subtract(high, low)
-        value = _to_int63(self.bits(shape + (2,)))
-        return ew.cast(ew.add(ew.mod(value, width), low), dtype)
+        count = math.prod(shape)
+        if dtype == dtypes.int32:
+            value = ew.cast(self._words(shape, count), dtypes.int64)
+        else:
+            wide = width if isinstance(width, int) else ew.cast(width, dtypes.uint64)
+            value = ew.cast(ew.mod(_wide(self._words(shape + (2,), count)),
+                                   np.uint64(wide) if isinstance(wide, int) else wide),
+                            dtypes.int64)
+            width = None
+        if width is not None:
+            value = ew.mod(value, width)
+        return ew.cast(ew.add(value, low), dtype)
 
     def normal(self, shape: Any, mean: Any = 0.0, stddev: Any = 1.0,
                dtype: Any = dtypes.float32) -> Tensor:
-        """Normal values ``mean + stddev * z`` by the Box-Muller transform.
-
-        Pairs ``(u1, u2)`` of [0, 1) uniforms give ``r = sqrt(-2 log(1 - u1))`` (``1 - u1`` is
-        in (0, 1], so ``log`` never sees 0) and the two normals ``r cos(2 pi u2)``,
-        ``r sin(2 pi u2)``, stored at output positions 2k and 2k + 1. 24-bit float32 uniforms
-        bound |z| by about 5.8; float64 uses 53 bits (|z| < 8.6). float16/bfloat16 are
-        computed in float32 and cast.
+        """Normal values ``mean + stddev * z`` by the Box-Muller transform (`_box_muller`):
+        four float32 normals from each Philox block, two float64 ones, in TensorFlow's
+        order. float16/bfloat16 are computed in float32 and cast, as TensorFlow does.
         """
         shape = _shape(shape, "normal")
         dtype = _out_dtype(dtype, _FLOAT_OUT, "normal")
@@ -348,15 +459,11 @@ class Generator:
         count = math.prod(shape)
         if count == 0:
             return zeros(shape, dtype)
-        pairs = -(-count // 2)
-        unit = _to_unit(self.bits((pairs, 2) + _unit_words(compute)), compute)
-        u1, u2 = split(unit, 2, axis=1)
-        radius = ew.sqrt(ew.multiply(ew.log(ew.subtract(1.0, u1)), -2.0))
-        angle = ew.multiply(u2, 2.0 * math.pi)
-        z = concat([ew.multiply(radius, ew.cos(angle)), ew.multiply(radius, ew.sin(angle))],
-                   axis=1)
-        z = reshape_to(z, (2 * pairs,))
-        if count != 2 * pairs:
+        per_block = 2 if compute == dtypes.float64 else 4
+        blocks = -(-count // per_block)
+        z = reshape_to(_box_muller(self._words((blocks, 4), count), compute),
+                       (per_block * blocks,))
+        if count != per_block * blocks:
             z = st.slice_p.bind(z, slices=((0, count, 1),))
         z = reshape_to(z, shape)
         return ew.cast(_affine(z, stddev, mean), dtype)
@@ -479,6 +586,7 @@ class _Stateless(Generator):
                             f"{tuple(words.shape)}")
         self._current = concat([words, zeros((2,), dtypes.uint32)], 0)
         self._lock = threading.Lock()
+        self._per_replica = False
 
     def _read_state(self) -> Tensor:
         return self._current
