@@ -117,8 +117,9 @@ def test_a_checkpoint_saves_a_mirrored_variable_once_and_restores_into_any_repli
     with four.scope():
         v = sf.Variable([1.0, 2.0])
     path = sf.train.Checkpoint(v=v).save(str(tmp_path / "ckpt"))
-    assert sf.train.list_variables(path) == [  # v once, and the save counter
-        ("save_counter/.ATTRIBUTES/VARIABLE_VALUE", []), ("v/.ATTRIBUTES/VARIABLE_VALUE", [2])]
+    assert sf.train.list_variables(path) == [  # v once, the save counter, the object graph
+        ("_CHECKPOINTABLE_OBJECT_GRAPH", []), ("save_counter/.ATTRIBUTES/VARIABLE_VALUE", []),
+        ("v/.ATTRIBUTES/VARIABLE_VALUE", [2])]
     two = sf.distribute.MirroredStrategy(CPUS[:2])
     with two.scope():
         w = sf.Variable([0.0, 0.0])
@@ -524,3 +525,23 @@ def test_a_distributed_datasets_element_spec_is_an_input_signature():
     rows = [[len(v.numpy()) for v in train_step(batch).values] for batch in distributed]
     assert rows == [[8, 8], [8, 8], [2, 2]]
     assert train_step.tracing_count == 1
+
+
+def test_a_generator_made_in_a_scope_draws_a_stream_per_replica():
+    """TensorFlow's rule (its numbers): made in a strategy's scope, a generator keys each
+    replica's draws by the replica's index, every replica from the same counter; made
+    outside, it is one stream that the replicas draw from in turn."""
+    strategy = sf.distribute.MirroredStrategy(CPUS[:2])
+    with strategy.scope():
+        g = sf.random.Generator.from_seed(1)
+        first = strategy.experimental_local_results(strategy.run(lambda: g.normal([])))
+        second = strategy.experimental_local_results(strategy.run(lambda: g.normal([])))
+    np.testing.assert_allclose([float(v) for v in first], [-0.87930447, 0.020661574],
+                               rtol=1e-5)
+    np.testing.assert_allclose([float(v) for v in second], [-1.5822568, 0.77539235],
+                               rtol=1e-5)
+    shared = sf.random.Generator.from_seed(1)
+    with strategy.scope():
+        drawn = strategy.experimental_local_results(strategy.run(lambda: shared.normal([])))
+    np.testing.assert_allclose(sorted(float(v) for v in drawn), [0.43842274, 1.6272374],
+                               rtol=1e-5)
