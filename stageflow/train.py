@@ -12,7 +12,13 @@ from stageflow.models.train.checkpoint import (
     PythonState,
     latest_checkpoint,
 )
-from stageflow.models.train.reader import list_variables, load_variable
+from stageflow.models.train.reader import (
+    CheckpointReader,
+    list_variables,
+    load_checkpoint,
+    load_variable,
+)
 
-__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "NumpyState",
-           "PythonState", "latest_checkpoint", "list_variables", "load_variable"]
+__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "CheckpointReader",
+           "NumpyState", "PythonState", "latest_checkpoint", "list_variables",
+           "load_checkpoint", "load_variable"]

@@ -70,7 +70,14 @@ class Checkpoint:
             self.save_counter = Variable(0, trainable=False, dtype=dtypes.int64,
                                          name="save_counter")
 
+    # A nested checkpoint's counter need not be restored: only the root's numbers saves.
+    _checkpoint_optional = ("save_counter",)
+
     def __setattr__(self, name: str, value: Any) -> None:
+        if type(value) is list:  # tracked, so that elements appended later are restored
+            value = ListWrapper(value)
+        elif type(value) is dict:
+            value = DictWrapper(value)
         super().__setattr__(name, value)
         deferred.attribute_set(self, name, value)
 
@@ -173,6 +180,74 @@ class Checkpoint:
     def __repr__(self) -> str:
         names = ", ".join(self._checkpoint_children())
         return f"<sf.train.Checkpoint of {names}>"
+
+
+class _Key:
+    """A hashable stand-in for an unhashable container, in the restore's weak tables."""
+
+
+class ListWrapper(list):
+    """A list assigned to a `Checkpoint` attribute (TensorFlow's ``ListWrapper``): a plain
+    list that tells a restore about elements added later, so that a value the checkpoint
+    holds for ``listed[0]`` is restored when ``listed.append(v)`` adds it.
+
+    >>> import os, shutil, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> save = sf.train.Checkpoint()
+    >>> save.listed = [sf.Variable(1.0)]
+    >>> path = save.save(os.path.join(directory, "c"))
+    >>> restore = sf.train.Checkpoint()
+    >>> _ = restore.restore(path)
+    >>> restore.listed = []
+    >>> restore.listed
+    ListWrapper([])
+    >>> v = sf.Variable(0.0)
+    >>> restore.listed.append(v)
+    >>> float(v.numpy())
+    1.0
+    >>> shutil.rmtree(directory)
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._checkpoint_key = _Key()  # what a waiting restore is keyed by (lists: unhashable)
+
+    def append(self, value: Any) -> None:
+        """Add `value` at the end (restored if the checkpoint holds its index)."""
+        super().append(value)
+        deferred.attribute_set(self, str(len(self) - 1), value)
+
+    def extend(self, values: Any) -> None:
+        """Append each of `values`."""
+        for value in list(values):
+            self.append(value)
+
+    def __iadd__(self, values: Any) -> ListWrapper:
+        self.extend(values)
+        return self
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        if isinstance(index, int):
+            deferred.attribute_set(self, str(index % len(self)), value)
+
+    def __repr__(self) -> str:
+        return f"ListWrapper({list.__repr__(self)})"
+
+
+class DictWrapper(dict):
+    """A dict assigned to a `Checkpoint` attribute: a plain dict that tells a restore about
+    keys set later, so that the checkpoint's value for ``mapped['two']`` is restored when
+    ``mapped['two'] = v`` sets it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._checkpoint_key = _Key()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if isinstance(key, str | int):
+            deferred.attribute_set(self, str(key), value)
 
 
 def _state(obj: Any) -> Any:

@@ -24,22 +24,29 @@ _attributes: weakref.WeakKeyDictionary[Any, dict[str, AttributeHandler]] = (
 _slots: weakref.WeakKeyDictionary[Any, list[SlotHandler]] = weakref.WeakKeyDictionary()
 
 
+def _key(parent: Any) -> Any:
+    """What `parent` is keyed by: itself, or for an unhashable container that reports its
+    new elements (a list, a dict), the key object it holds for that."""
+    return getattr(parent, "_checkpoint_key", parent)
+
+
 def expect_attribute(parent: Any, name: str, handler: AttributeHandler) -> None:
     """Call `handler(value)` when ``parent.<name>`` is next assigned (a later restore of the
     same edge replaces an earlier one's handler, as the later restore's values win)."""
-    _attributes.setdefault(parent, {})[name] = handler
+    _attributes.setdefault(_key(parent), {})[name] = handler
 
 
 def attribute_set(parent: Any, name: str, value: Any) -> None:
     """``parent.<name> = value`` just happened: restore `value` if a restore waits for it."""
     if not _attributes:
         return
-    waiting = _attributes.get(parent)
+    key = _key(parent)
+    waiting = _attributes.get(key)
     if waiting is None or name not in waiting:
         return
     handler = waiting.pop(name)
     if not waiting:
-        del _attributes[parent]
+        del _attributes[key]
     handler(value)
 
 

@@ -271,12 +271,17 @@ class Restore:
         return [path or "<root>" for path in self._open.values()]
 
     def unmatched_objects(self) -> list[str]:
-        """Paths of live objects with state that this restore gave no value."""
+        """Paths of live objects with state that this restore gave no value. An object below
+        the root may name edges it does not need restored (``_checkpoint_optional``): the
+        `save_counter` of a `Checkpoint` nested in another is only the root's to restore."""
         root = self.root()
         if root is None:
             return []
-        return [node.path for node in walk(root)
-                if state_holder(node.obj) and id(node.obj) not in self._objects]
+        nodes = walk(root)
+        optional = {id(nodes[child].obj) for node in nodes[1:] for name, child in node.children
+                    if name in getattr(node.obj, "_checkpoint_optional", ())}
+        return [node.path for node in nodes if state_holder(node.obj)
+                and id(node.obj) not in self._objects and id(node.obj) not in optional]
 
     def expect_partial(self) -> None:
         self._flags["partial"] = True

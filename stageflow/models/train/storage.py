@@ -329,8 +329,14 @@ def read_pointer(directory: str) -> dict[str, Any]:
         return {}
     with io.TextIOWrapper(opened, encoding="utf-8") as f:
         try:
-            pointer = json.loads(f.read())
+            text = f.read()
+            pointer = json.loads(text)
         except (ValueError, RecursionError) as error:
+            if text.lstrip().startswith(("model_checkpoint_path:", "all_model_checkpoint_paths:")):
+                raise CheckpointError(path, "is TensorFlow's checkpoint state file: the "
+                                      "directory holds TensorFlow checkpoints, which stageflow "
+                                      "does not read or replace (save to another directory, or "
+                                      "remove them)") from None
             raise CheckpointError(path, f"is not a checkpoint pointer file ({error})") from None
     try:
         schema.check_pointer(pointer)
