@@ -11,7 +11,8 @@ from stageflow.data.dataset import (
     Iterator,
 )
 from stageflow.data.options import Options
+from stageflow.data.text import TextLineDataset
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "DatasetSpec",
-           "Iterator", "Options", "experimental"]
-__dir__ = public_dir(globals())  # not the submodules `dataset`, `elements`, `sources`
+           "Iterator", "Options", "TextLineDataset", "experimental"]
+__dir__ = public_dir(globals())  # not the submodules `dataset`, `elements`, `sources`, `text`

@@ -32,6 +32,15 @@ from stageflow.core import context, nest
 from stageflow.core.errors import InvalidArgumentError, OutOfRangeError, StagingError
 from stageflow.core.source import describe_location
 from stageflow.data import sources
+from stageflow.data.composite_elements import (
+    COMPOSITE_ARRAYS,
+    batched_spec,
+    leaf_spec,
+    ragged_spec,
+    row_spec,
+    stack_composites,
+    to_ragged,
+)
 from stageflow.data.elements import (
     DatasetSpec,
     Element,
@@ -120,8 +129,9 @@ class Dataset:
         [([1, 2, 3], True)]
         """
         leaves, treedef = nest.flatten(to_arrays(tensors))
-        return _Slices(nest.unflatten(treedef, [leaf[np.newaxis] for leaf in leaves]),
-                       "from_tensors")
+        return _Slices(nest.unflatten(treedef, [
+            stack_composites([leaf]) if isinstance(leaf, COMPOSITE_ARRAYS)
+            else leaf[np.newaxis] for leaf in leaves]), "from_tensors")
 
     @staticmethod
     def from_generator(generator: Callable[..., Iterable], output_types: Any = None,
@@ -187,6 +197,22 @@ class Dataset:
         """`batch_size` consecutive elements stacked along a new leading axis; the last
         batch is shorter unless `drop_remainder`."""
         return _Batched(self, _positive(batch_size, "batch_size", "batch"), bool(drop_remainder))
+
+    def ragged_batch(self, batch_size: int, drop_remainder: bool = False,
+                     row_splits_dtype: Any = np.int64) -> Dataset:
+        """`batch_size` consecutive elements as one: each leaf whose elements' shapes vary
+        (an unknown dim in the element spec) as an `sf.RaggedTensor`, ragged up to its
+        last unknown dim; other leaves stacked as `batch` stacks them.
+
+        >>> ds = sf.data.Dataset.from_generator(
+        ...     lambda: ([0], [0, 1, 2, 3, 4], [0, 1, 2]),
+        ...     output_signature=sf.TensorSpec([None], sf.int32))
+        >>> for rt in ds.ragged_batch(2):
+        ...     print(rt)
+        <sf.RaggedTensor [[0], [0, 1, 2, 3, 4]]>
+        <sf.RaggedTensor [[0, 1, 2]]>
+        """
+        return _ToRagged(self).batch(batch_size, drop_remainder)
 
     def repeat(self, count: int | None = None) -> Dataset:
         """The dataset `count` times (None or -1: forever), reshuffled each time."""
@@ -612,7 +638,7 @@ class Dataset:
                 leaves, treedef = nest.flatten(element)
                 yield nest.unflatten(treedef, [
                     _WindowRows(leaf).as_numpy_iterator() if isinstance(leaf, Window)
-                    else leaf for leaf in leaves])
+                    else _numpy_leaf(leaf) for leaf in leaves])
         finally:
             source.close()
 
@@ -853,8 +879,7 @@ class _Slices(Dataset):
 
     @property
     def element_spec(self) -> Any:
-        return nest.unflatten(self._treedef, [TensorSpec(c.shape[1:], c.dtype)
-                                              for c in self._columns])
+        return nest.unflatten(self._treedef, [row_spec(leaf_spec(c)) for c in self._columns])
 
     def _stage(self) -> str:
         return self._name
@@ -935,7 +960,7 @@ class _Mapped(Dataset):
         """The function of an element as the user sees it; one holding datasets (a
         `window`'s) is passed to the function itself: a dataset is no staged argument."""
         args = element if isinstance(element, tuple) else (element,)
-        if not self._eager and not _holds_datasets(args):
+        if not self._eager and not _holds_datasets(args) and not _holds_strings(args):
             try:
                 return self._staged_call(args)
             except StagingError as error:
@@ -978,7 +1003,7 @@ class _Mapped(Dataset):
         if self._spec is None:
             spec = self._inputs[0].element_spec
             args = spec if isinstance(spec, tuple) else (spec,)
-            if _holds_datasets(args):  # a function of a window's datasets: not staged
+            if _holds_datasets(args) or _holds_strings(args):  # not staged: run eagerly
                 self._spec = _first_spec(self)
                 return self._spec
             try:
@@ -1123,7 +1148,7 @@ class _Batched(Dataset):
     def element_spec(self) -> Any:
         leaves, treedef = nest.flatten(self._inputs[0].element_spec)
         dim = self._size if self._drop else None
-        return nest.unflatten(treedef, [TensorSpec((dim, *s.shape), s.dtype) for s in leaves])
+        return nest.unflatten(treedef, [batched_spec(s, dim) for s in leaves])
 
     def _stage(self) -> str:
         return f"batch({self._size}{', drop_remainder=True' if self._drop else ''})"
@@ -1133,6 +1158,34 @@ class _Batched(Dataset):
 
     def _make(self, run: Run) -> sources.Source:
         return sources.Batched(self._inputs[0]._make(run), self._size, self._drop)
+
+
+class _ToRagged(Dataset):
+    """Each leaf of varying shape as a ragged leaf, for `ragged_batch` to batch."""
+
+    def __init__(self, input_dataset: Dataset) -> None:
+        super().__init__((input_dataset,))
+
+    @property
+    def element_spec(self) -> Any:
+        leaves, treedef = nest.flatten(self._inputs[0].element_spec)
+        return nest.unflatten(treedef, [ragged_spec(s) for s in leaves])
+
+    def _convert(self, element: Element) -> Element:
+        specs = nest.flatten(self._inputs[0].element_spec)[0]
+        leaves, treedef = nest.flatten(element)
+        return nest.unflatten(treedef, [to_ragged(leaf, spec)
+                                        for leaf, spec in zip(leaves, specs, strict=True)])
+
+    def _stage(self) -> str:
+        return "to ragged"
+
+    def _cardinality(self) -> int:
+        return self._inputs[0]._cardinality()
+
+    def _make(self, run: Run) -> sources.Source:
+        return sources.Mapped(self._inputs[0]._make(run), self._convert, 0,
+                              lambda: self.element_spec)
 
 
 class _Repeated(Dataset):
@@ -1274,7 +1327,7 @@ class _Unbatched(Dataset):
     @property
     def element_spec(self) -> Any:
         leaves, treedef = nest.flatten(self._inputs[0].element_spec)
-        return nest.unflatten(treedef, [TensorSpec(s.shape[1:], s.dtype) for s in leaves])
+        return nest.unflatten(treedef, [row_spec(s) for s in leaves])
 
     def _stage(self) -> str:
         return "unbatch"
@@ -1694,6 +1747,24 @@ def _user_view(element: Element) -> Any:
 def _holds_datasets(structure: Any) -> bool:
     """Whether a nest holds datasets or their specs (`window` elements)."""
     return any(isinstance(leaf, Dataset | DatasetSpec) for leaf in nest.flatten(structure)[0])
+
+
+def _numpy_leaf(leaf: Any) -> Any:
+    """A leaf as `as_numpy_iterator` yields it: an array (a ragged row's values), a
+    scalar (NumPy's, or ``bytes`` for a string, as TensorFlow gives them), or a ragged or
+    sparse tensor."""
+    if isinstance(leaf, COMPOSITE_ARRAYS):
+        return leaf.flat if getattr(leaf, "splits", None) == () else leaf.tensor()
+    if isinstance(leaf, np.ndarray) and leaf.ndim == 0:
+        return leaf[()]
+    return leaf
+
+
+def _holds_strings(structure: Any) -> bool:
+    """Whether a nest holds string tensors or their specs, which a staged function cannot
+    take (a function of them runs eagerly)."""
+    return any(getattr(getattr(leaf, "dtype", None), "kind", None) == "O"
+               for leaf in nest.flatten(structure, expand_composites=True)[0])
 
 
 def _truth(mapped: _Mapped, element: Element, name: str) -> bool:

@@ -2,7 +2,8 @@
 eager tensors where the user receives them.
 
 The pipeline keeps NumPy arrays between its stages (no tensor per stage, no dispatch), and
-converts at the two edges: `to_tensors` where an element leaves an iterator or enters a
+converts at the two edges (ragged and sparse leaves are the arrays of
+`composite_elements`): `to_tensors` where an element leaves an iterator or enters a
 `map` function, `to_arrays` where a function or generator hands one back. `pack` and
 `unpack` store a list of elements (a shuffle or prefetch buffer) as one stacked array per
 leaf when their shapes agree, so a checkpoint holds a few large tensors, not many small.
@@ -27,6 +28,12 @@ import numpy as np
 
 from stageflow.core import nest
 from stageflow.core.errors import OutOfRangeError, StagingError
+from stageflow.data.composite_elements import (
+    COMPOSITE_ARRAYS,
+    composite_array,
+    leaf_spec,
+    stack_composites,
+)
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor, to_array, wrap
 from stageflow.frontend.variables import Variable
@@ -82,7 +89,10 @@ def to_arrays(structure: Any) -> Element:
     return _array(structure)
 
 
-def _array(leaf: Any) -> np.ndarray:
+def _array(leaf: Any) -> Any:
+    composite = composite_array(leaf)
+    if composite is not None:
+        return composite
     if isinstance(leaf, Tensor):
         return np.asarray(leaf._value)
     if isinstance(leaf, Variable):
@@ -94,7 +104,8 @@ def to_tensors(element: Element) -> Any:
     """The element as the user sees it: eager tensors in the same nest (a `Window` stays,
     for the dataset stage to make a dataset of)."""
     leaves, treedef = nest.flatten(element)
-    return nest.unflatten(treedef, [leaf if isinstance(leaf, Window) else wrap(leaf)
+    return nest.unflatten(treedef, [leaf if isinstance(leaf, Window) else leaf.tensor()
+                                    if isinstance(leaf, COMPOSITE_ARRAYS) else wrap(leaf)
                                     for leaf in leaves])
 
 
@@ -102,7 +113,7 @@ def spec_of(element: Element) -> Any:
     """The `sf.TensorSpec` nest describing `element` (a `DatasetSpec` for a `Window`)."""
     leaves, treedef = nest.flatten(element)
     return nest.unflatten(treedef, [DatasetSpec(a.spec) if isinstance(a, Window)
-                                    else TensorSpec(a.shape, a.dtype) for a in leaves])
+                                    else leaf_spec(a) for a in leaves])
 
 
 def stack(elements: list[Element]) -> Element:
@@ -113,7 +124,10 @@ def stack(elements: list[Element]) -> Element:
         raise ValueError("Dataset.batch: elements of different structures cannot be batched")
     columns = zip(*(leaves for leaves, _ in flat), strict=True)
     try:
-        return nest.unflatten(treedef, [np.stack(column) for column in columns])
+        return nest.unflatten(treedef, [
+            stack_composites(list(column)) if any(
+                isinstance(leaf, COMPOSITE_ARRAYS) for leaf in column) else np.stack(column)
+            for column in columns])
     except ValueError as error:
         shapes = [[a.shape for a in leaves] for leaves, _ in flat[:4]]
         raise ValueError(f"Dataset.batch: elements of different shapes cannot be stacked "

@@ -54,6 +54,19 @@ def scan(initial_state: Any, scan_func: Callable[[Any, Any], tuple[Any, Any]]
     return lambda dataset: dataset.scan(initial_state, scan_func)
 
 
+def dense_to_ragged_batch(batch_size: int, drop_remainder: bool = False,
+                          row_splits_dtype: Any = None) -> Transformation:
+    """For `Dataset.apply`: ``dataset.ragged_batch(batch_size, drop_remainder)``.
+
+    >>> ds = sf.data.Dataset.from_generator(
+    ...     lambda: ([0, 1], [0]), output_signature=sf.TensorSpec([None], sf.int32))
+    >>> for rt in ds.apply(sf.data.experimental.dense_to_ragged_batch(2)):
+    ...     print(rt)
+    <sf.RaggedTensor [[0, 1], [0]]>
+    """
+    return lambda dataset: dataset.ragged_batch(batch_size, drop_remainder)
+
+
 def unbatch() -> Transformation:
     """For `Dataset.apply`: ``dataset.unbatch()``.
 
@@ -104,6 +117,6 @@ def bucket_by_sequence_length(
 
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "AutoShardPolicy",
-           "bucket_by_sequence_length",
+           "bucket_by_sequence_length", "dense_to_ragged_batch",
            "cardinality", "get_single_element", "scan", "take_while", "unbatch", "unique"]
 __dir__ = _public_dir(globals())

@@ -23,7 +23,8 @@ __all__ = ["RaggedTensorSpec", "SparseTensorSpec"]
 class RaggedTensorSpec:
     """The signature of ragged tensor arguments (TensorFlow's ``tf.RaggedTensorSpec``):
     their `shape` (None for unknown and ragged dims), `dtype` and number of ragged dims,
-    for an `input_signature` or `get_concrete_function`.
+    for an `input_signature` or `get_concrete_function`. A `ragged_rank` of 0 is a tensor
+    (a row of a ragged tensor, as a dataset's elements are, which `batch` makes ragged).
 
     >>> spec = sf.RaggedTensorSpec(shape=[None, None], dtype=sf.int32)
     >>> @sf.function(input_signature=[spec])
@@ -40,16 +41,18 @@ class RaggedTensorSpec:
             raise ValueError("sf.RaggedTensorSpec: shape=None (any rank) is not supported: "
                              "give the dims, None where unknown or ragged")
         self.shape = TensorShape(shape)
-        if len(self.shape) < 2:
-            raise ValueError(f"sf.RaggedTensorSpec: a ragged tensor has rank 2 or more, got "
-                             f"shape {self.shape}")
         self.dtype = dtypes.as_dtype(dtype)
         self.ragged_rank = len(self.shape) - 1 if ragged_rank is None else int(ragged_rank)
-        if not 0 < self.ragged_rank < len(self.shape):
-            raise ValueError(f"sf.RaggedTensorSpec: ragged_rank must lie in [1, "
+        if len(self.shape) < 1 or (ragged_rank is None and len(self.shape) < 2):
+            raise ValueError(f"sf.RaggedTensorSpec: a ragged tensor has rank 2 or more, got "
+                             f"shape {self.shape}")
+        if not 0 <= self.ragged_rank < len(self.shape):
+            raise ValueError(f"sf.RaggedTensorSpec: ragged_rank must lie in [0, "
                              f"{len(self.shape) - 1}], got {ragged_rank}")
 
     def _nest_components(self) -> tuple[list[TensorSpec], int]:
+        if self.ragged_rank == 0:  # no ragged dims: a tensor (a dataset's ragged rows)
+            return [TensorSpec(self.shape, self.dtype)], 0
         rows = self.shape[0]
         splits = [TensorSpec((None if rows is None else rows + 1,), SPLITS)]
         splits += [TensorSpec((None,), SPLITS)] * (self.ragged_rank - 1)

@@ -161,7 +161,7 @@ def range(starts: Any, limits: Any = None, deltas: Any = 1, dtype: Any = None,  
     rows = [np.arange(a, b, d, dtype=dtypes.as_dtype(kind)) for a, b, d in zip(*arrays,
                                                                                strict=True)]
     values = np.concatenate(rows) if rows else np.zeros(0, dtypes.as_dtype(kind))
-    return RaggedTensor.from_row_lengths(values, [len(r) for r in rows])
+    return RaggedTensor.from_row_lengths(values, np.asarray([len(r) for r in rows], np.int64))
 
 
 # -- reductions over ragged dims -----------------------------------------------------------------

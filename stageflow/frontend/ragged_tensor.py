@@ -123,7 +123,7 @@ class RaggedTensor:
     <sf.RaggedTensor [[7, 3, 9, 3], [], [11, 19, 5], [13], []]>
     """
 
-    __slots__ = ("_values", "_row_splits")
+    __slots__ = ("_values", "_row_splits", "_uniform")
     _dense_hint = "its .to_tensor()"  # named where an op refuses it
 
     def __init__(self, values: Any, row_splits: Any, internal: bool = False) -> None:
@@ -133,6 +133,7 @@ class RaggedTensor:
                              "from_value_rowids / from_tensor")
         self._values = values
         self._row_splits = row_splits
+        self._uniform: int | None = None  # the row length, where every row has it
 
     # -- constructors -----------------------------------------------------------------------
 
@@ -186,6 +187,113 @@ class RaggedTensor:
                    f"value_rowids must lie in [0, {nrows}), got {ids}")
         lengths = unsorted_segment_sum(ones_like(rowids), rowids, operator.index(nrows))
         return cls.from_row_splits(values, splits_of_lengths(lengths), validate=validate)
+
+    @classmethod
+    def from_row_starts(cls, values: Any, row_starts: Any, name: str | None = None,
+                        validate: bool = True) -> RaggedTensor:
+        """Row ``i`` starts at ``row_starts[i]`` and ends where the next one starts (the
+        last one at the end of `values`).
+
+        >>> sf.RaggedTensor.from_row_starts([3, 1, 4, 1, 5, 9, 2], [0, 4, 4, 6])
+        <sf.RaggedTensor [[3, 1, 4, 1], [], [5, 9], [2]]>
+        """
+        values = _as_values(values)
+        starts = _splits(row_starts, "RaggedTensor.from_row_starts")
+        end = reshape(ew.cast(_value_count(values), SPLITS), (1,))
+        return cls.from_row_splits(values, concat([starts, end], 0), validate=validate)
+
+    @classmethod
+    def from_row_limits(cls, values: Any, row_limits: Any, name: str | None = None,
+                        validate: bool = True) -> RaggedTensor:
+        """Row ``i`` ends at ``row_limits[i]`` and starts where the one before ends (the
+        first one at 0).
+
+        >>> sf.RaggedTensor.from_row_limits([3, 1, 4, 1, 5, 9, 2], [4, 4, 6, 7])
+        <sf.RaggedTensor [[3, 1, 4, 1], [], [5, 9], [2]]>
+        """
+        limits = _splits(row_limits, "RaggedTensor.from_row_limits")
+        return cls.from_row_splits(values, concat([np.zeros(1, np.int64), limits], 0),
+                                   validate=validate)
+
+    @classmethod
+    def from_uniform_row_length(cls, values: Any, uniform_row_length: Any,
+                                nrows: Any = None, validate: bool = True,
+                                name: str | None = None) -> RaggedTensor:
+        """Rows of `uniform_row_length` values each: a dim of known size over `values`
+        (a tensor, or a ragged tensor whose rows it groups). `nrows` (default: the number
+        of values over the row length) must be given where the length is 0.
+
+        >>> rt = sf.RaggedTensor.from_uniform_row_length(
+        ...     sf.RaggedTensor.from_row_splits([10, 11, 12, 13, 14, 15], [0, 3, 5, 5, 6]), 2)
+        >>> rt
+        <sf.RaggedTensor [[[10, 11, 12], [13, 14]], [[], [15]]]>
+        >>> rt.shape
+        (2, 2, None)
+        """
+        op = "RaggedTensor.from_uniform_row_length"
+        values = _as_values(values)
+        length = uniform_row_length
+        if isinstance(length, Tensor) and not isinstance(length, SymbolicTensor):
+            length = length._value
+        if np.ndim(length) != 0 or isinstance(length, SymbolicTensor):
+            raise ValueError(f"{op}: uniform_row_length must be a scalar known when the "
+                             f"function is traced, got {uniform_row_length!r}"
+                             f"{describe_location()}")
+        length = operator.index(np.asarray(length).item())
+        _check(length >= 0, op, f"uniform_row_length must be >= 0, got {length}")
+        count = _nrows_static(values)
+        if nrows is None:
+            if length == 0:
+                nrows = 0
+            elif count is None:
+                raise ValueError(f"{op}: the number of values must be known when the "
+                                 f"function is traced (or nrows given){describe_location()}")
+            else:
+                nrows = count // length
+        if isinstance(nrows, Tensor) and not isinstance(nrows, SymbolicTensor):
+            nrows = nrows._value
+        nrows = operator.index(np.asarray(nrows).item())
+        if validate and count is not None:
+            _check(count == nrows * length, op, f"{count} values do not make {nrows} rows "
+                                                f"of {length}")
+        result = cls(values, convert_to_tensor(np.arange(nrows + 1, dtype=np.int64) * length),
+                     internal=True)
+        result._uniform = length
+        return result
+
+    @classmethod
+    def from_nested_row_lengths(cls, flat_values: Any, nested_row_lengths: Sequence[Any],
+                                name: str | None = None, validate: bool = True
+                                ) -> RaggedTensor:
+        """One ragged dim per row lengths vector, outermost first.
+
+        >>> sf.RaggedTensor.from_nested_row_lengths([1, 2, 3], ([1, 1], [2, 1]))
+        <sf.RaggedTensor [[[1, 2]], [[3]]]>
+        """
+        result = flat_values
+        for lengths in reversed(list(nested_row_lengths)):
+            result = cls.from_row_lengths(result, lengths, validate=validate)
+        return result
+
+    @classmethod
+    def from_nested_value_rowids(cls, flat_values: Any, nested_value_rowids: Sequence[Any],
+                                 nested_nrows: Sequence[Any] | None = None,
+                                 name: str | None = None, validate: bool = True
+                                 ) -> RaggedTensor:
+        """One ragged dim per row ids vector (and its number of rows), outermost first.
+
+        >>> sf.RaggedTensor.from_nested_value_rowids([1, 2, 3], ([0, 1], [0, 0, 1]))
+        <sf.RaggedTensor [[[1, 2]], [[3]]]>
+        """
+        rowids = list(nested_value_rowids)
+        counts = [None] * len(rowids) if nested_nrows is None else list(nested_nrows)
+        if len(counts) != len(rowids):
+            raise ValueError(f"RaggedTensor.from_nested_value_rowids: {len(rowids)} row ids "
+                             f"vectors and {len(counts)} nrows{describe_location()}")
+        result = flat_values
+        for ids, count in reversed(list(zip(rowids, counts, strict=True))):
+            result = cls.from_value_rowids(result, ids, count, validate=validate)
+        return result
 
     @classmethod
     def from_nested_row_splits(cls, flat_values: Any, nested_row_splits: Sequence[Any],
@@ -267,6 +375,21 @@ class RaggedTensor:
         return (self._row_splits, *inner)
 
     @property
+    def uniform_row_length(self) -> int | None:
+        """The length of every row, where `from_uniform_row_length` made them (else None)."""
+        return self._uniform
+
+    def nested_row_lengths(self) -> tuple[Tensor, ...]:
+        """The row lengths of each ragged dim, outermost first."""
+        return tuple(s[1:] - s[:-1] for s in self.nested_row_splits)
+
+    def nested_value_rowids(self) -> tuple[Tensor, ...]:
+        """The row ids of the values of each ragged dim, outermost first."""
+        inner = (self._values.nested_value_rowids()
+                 if isinstance(self._values, RaggedTensor) else ())
+        return (self.value_rowids(), *inner)
+
+    @property
     def ragged_rank(self) -> int:
         """How many dims are ragged."""
         return len(self.nested_row_splits)
@@ -284,7 +407,7 @@ class RaggedTensor:
         """The static shape: the rows, None for each ragged dim, the uniform inner dims."""
         rows = self._row_splits.shape[0]
         inner = self._values.shape[1:]
-        return TensorShape((None if rows is None else rows - 1, None, *inner))
+        return TensorShape((None if rows is None else rows - 1, self._uniform, *inner))
 
     @property
     def ndim(self) -> int:
@@ -360,8 +483,23 @@ class RaggedTensor:
         return _rows_numpy(self, "to_list", lists=True)
 
     def numpy(self) -> np.ndarray:
-        """A NumPy object array of the rows, each an array (TensorFlow's form)."""
-        return _object_array(_rows_numpy(self, "numpy", lists=False))
+        """The rows as NumPy (TensorFlow's form): one array where every row has the same
+        length, else an object array of the rows, each an array."""
+        if staged() or isinstance(self.flat_values, SymbolicTensor):
+            _traced_refusal("RaggedTensor.numpy")
+        values = self._values
+        values = values.numpy() if isinstance(values, RaggedTensor) else np.asarray(
+            values._value)
+        splits = np.asarray(self._row_splits._value).tolist()
+        rows = [values[a:b] for a, b in zip(splits[:-1], splits[1:], strict=True)]
+        if not rows:
+            return np.zeros((0, 0, *values.shape[1:]), dtype=values.dtype)
+        if any(len(row) != len(rows[0]) for row in rows):
+            return _object_array(rows)
+        try:
+            return np.array(rows)
+        except ValueError:  # rows of object arrays NumPy cannot stack
+            return _object_array(rows)
 
     def to_sparse(self) -> SparseTensor:
         """The same values as an `sf.SparseTensor` (row, position in the row, ...)."""
@@ -501,7 +639,16 @@ class RaggedTensor:
         flat = self.flat_values
         if staged() or isinstance(flat, SymbolicTensor) or not isinstance(flat, Tensor):
             return f"sf.RaggedTensor(values={self._values!r}, row_splits={self._row_splits!r})"
-        return f"<sf.RaggedTensor {self.to_list()}>"
+        with np.printoptions(formatter={"all": _formatted}):
+            text = _formatted(self.numpy())
+        return f"<sf.RaggedTensor {text}>"
+
+
+def _formatted(x: Any) -> str:
+    """TensorFlow's text of a ragged tensor's rows: NumPy's, values separated by commas."""
+    if isinstance(x, np.ndarray):
+        return np.array2string(x, separator=", ") if x.size else repr(x.tolist())
+    return str(x)
 
 
 def _as_values(values: Any) -> Any:
@@ -512,6 +659,15 @@ def _as_values(values: Any) -> Any:
         raise ValueError(f"RaggedTensor: the values must have a first dim, got a scalar"
                          f"{describe_location()}")
     return tensor
+
+
+def _value_count(values: Any) -> Tensor:
+    """The number of rows of `values` (a tensor, or a ragged tensor), a scalar."""
+    if isinstance(values, RaggedTensor):
+        return values.nrows()
+    count = values.shape[0]
+    return convert_to_tensor(np.int64(count)) if count is not None else shape_of(values,
+                                                                                  SPLITS)[0]
 
 
 def splits_of_lengths(lengths: Tensor) -> Tensor:

@@ -115,7 +115,8 @@ def test_the_guides_indexing():
     assert str(rt[1]) == "<sf.RaggedTensor [[5], [], [6]]>"
     assert rt[3, 0].numpy().tolist() == [8, 9]
     assert str(rt[:, 1:3]) == "<sf.RaggedTensor [[[4]], [[], [6]], [], [[10]]]>"
-    assert str(rt[:, -1:]) == "<sf.RaggedTensor [[[4]], [[6]], [[7]], [[10]]]>"
+    # every row has one row of one value: TensorFlow prints them as one NumPy array
+    assert str(rt[:, -1:]) == "<sf.RaggedTensor [[[4]],\n\n [[6]],\n\n [[7]],\n\n [[10]]]>"
 
 
 def test_the_guides_conversions_and_shapes():
@@ -445,3 +446,32 @@ def test_errors_name_the_op_and_the_line():
 
     with pytest.raises(TypeError, match="RaggedTensor.to_list reads the values"):
         reads_back(sf.ragged.constant([[1]]))
+
+
+def test_from_uniform_row_length_and_the_other_factories():
+    inner = sf.RaggedTensor.from_row_splits([10, 11, 12, 13, 14, 15, 16, 17, 18, 19],
+                                            [0, 3, 5, 9, 10])
+    rt = sf.RaggedTensor.from_uniform_row_length(inner, uniform_row_length=2)
+    assert rt.shape == (2, 2, None) and rt.ragged_rank == 2
+    assert rt.to_list() == [[[10, 11, 12], [13, 14]], [[15, 16, 17, 18], [19]]]
+    assert str(rt) == ("<sf.RaggedTensor [[[10, 11, 12], [13, 14]],\n"
+                       " [[15, 16, 17, 18], [19]]]>")
+    staged = sf.function(lambda v: sf.RaggedTensor.from_uniform_row_length(v, 2).row_splits)
+    assert staged(sf.constant([1, 2, 3, 4])).numpy().tolist() == [0, 2, 4]
+    values = [3, 1, 4, 1, 5, 9, 2]
+    want = [[3, 1, 4, 1], [], [5, 9], [2]]
+    assert sf.RaggedTensor.from_row_starts(values, [0, 4, 4, 6]).to_list() == want
+    assert sf.RaggedTensor.from_row_limits(values, [4, 4, 6, 7]).to_list() == want
+    nested = sf.RaggedTensor.from_nested_row_lengths([1, 2, 3], ([1, 1], [2, 1]))
+    assert nested.to_list() == [[[1, 2]], [[3]]]
+    assert sf.RaggedTensor.from_nested_value_rowids([1, 2, 3], ([0, 1], [0, 0, 1])).to_list() \
+        == [[[1, 2]], [[3]]]
+
+
+def test_printing_follows_tensorflow_numpy_text():
+    rt = sf.RaggedTensor.from_row_splits(
+        values=[[1, 3], [0, 0], [1, 3], [5, 3], [3, 3], [1, 2]], row_splits=[0, 3, 4, 6])
+    assert str(rt) == ("<sf.RaggedTensor [[[1, 3],\n  [0, 0],\n  [1, 3]], [[5, 3]], [[3, 3],\n"
+                       "                      [1, 2]]]>")
+    assert str(sf.ragged.constant([[1.0, 2.5], [3.0]])) == "<sf.RaggedTensor [[1.0, 2.5], [3.0]]>"
+    assert str(sf.ragged.range(np.zeros(0, np.int64))) == "<sf.RaggedTensor []>"
