@@ -21,6 +21,7 @@ from stageflow import (
     dtypes,
     experimental,
     image,
+    io,
     linalg,
     math,
     nest,
@@ -171,6 +172,7 @@ from stageflow.frontend.ops.reductions import (
     reduce_prod,
     reduce_sum,
 )
+from stageflow.frontend.ops.scatter_extrema import tensor_scatter_nd_max, tensor_scatter_nd_min
 from stageflow.frontend.ops.selection import boolean_mask, nonzero, unique
 from stageflow.frontend.ops.shape import (
     broadcast_to,
@@ -244,8 +246,8 @@ def __getattr__(name: str) -> _Any:
 # The public namespaces among the modules imported above; the others (`core`, `frontend`,
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
-_NAMESPACES = ("config", "debugging", "dtypes", "errors", "experimental", "image", "linalg",
-               "math", "nest", "nn", "ragged", "random", "sparse", "strings")
+_NAMESPACES = ("config", "debugging", "dtypes", "errors", "experimental", "image", "io",
+               "linalg", "math", "nest", "nn", "ragged", "random", "sparse", "strings")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

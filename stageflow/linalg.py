@@ -2,7 +2,8 @@
 batched over the leading ones).
 
 Exactly the public names; they are defined and documented in `stageflow.frontend.ops.matrix`
-(factorizations, solvers and their composites) and with the general op set (`matmul`,
+(factorizations, solvers and their composites), `stageflow.frontend.ops.matrix_diag`
+(`diag`) and with the general op set (`matmul`,
 `einsum`, `tensordot`, `eye`).
 """
 
@@ -25,9 +26,10 @@ from stageflow.frontend.ops.matrix import (
     trace,
     triangular_solve,
 )
+from stageflow.frontend.ops.matrix_diag import diag
 
 __all__ = [
-    "cholesky", "cholesky_solve", "det", "diag_part", "eigh", "eigvalsh", "einsum", "eye",
+    "cholesky", "cholesky_solve", "det", "diag", "diag_part", "eigh", "eigvalsh", "einsum", "eye",
     "inv", "matmul", "matrix_transpose", "norm", "qr", "slogdet", "solve", "svd",
     "tensordot", "trace", "triangular_solve",
 ]

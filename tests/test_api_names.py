@@ -108,7 +108,7 @@ OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "er
                     "saved_model",
                     "nest", "experimental", "experimental.dlpack",
                     "strings", "autograph", "autograph.experimental", "dtypes",
-                    "config.experimental", "image", "ragged", "sparse"]
+                    "config.experimental", "image", "io", "ragged", "sparse"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)

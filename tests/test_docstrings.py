@@ -34,6 +34,7 @@ NAMESPACES: dict[str, ModuleType] = {
     "sf.saved_model": sf.saved_model, "sf.debugging": sf.debugging,
     "sf.profiler": sf.profiler, "sf.profiler.experimental": sf.profiler.experimental,
     "sf.nest": sf.nest, "sf.strings": sf.strings, "sf.ragged": sf.ragged, "sf.sparse": sf.sparse,
+    "sf.io": sf.io,
     "sf.experimental.dlpack": sf.experimental.dlpack,
     "sf.dtypes": sf.dtypes, "sf.image": sf.image, "sf.autograph": sf.autograph,
     "sf.autograph.experimental": sf.autograph.experimental,
