@@ -4,12 +4,14 @@
 `sf.saved.save` and `sf.saved.load` (the directory holds the staged functions' IR, the
 variables and a manifest; see there). TensorFlow's `signatures`, `options` and `tags`
 arguments are accepted where they ask for what stageflow does anyway, and refused
-otherwise.
+otherwise; `SaveOptions` and `LoadOptions` carry TensorFlow's options, which select
+nothing here.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from stageflow.core.exports import public_dir as _public_dir
@@ -17,8 +19,46 @@ from stageflow.core.source import describe_location
 from stageflow.saved.load import load as _load
 from stageflow.saved.save import save as _save
 
-__all__ = ["load", "save"]
+__all__ = ["LoadOptions", "SaveOptions", "load", "save"]
 __dir__ = _public_dir(globals())
+
+
+@dataclass
+class SaveOptions:
+    """TensorFlow's ``tf.saved_model.SaveOptions``, for code that passes them to `save`.
+    None changes what is written: the format holds each function's forward graph and its
+    variables, and no device placements, debug information, sharding or aliases.
+
+    >>> sf.saved_model.SaveOptions(experimental_custom_gradients=True).experimental_custom_gradients
+    True
+    """
+
+    namespace_whitelist: Any = None
+    save_debug_info: bool = False
+    function_aliases: Any = None
+    experimental_debug_stripper: bool = False
+    experimental_io_device: Any = None
+    experimental_variable_policy: Any = None
+    experimental_custom_gradients: bool = True
+    experimental_image_format: bool = False
+    experimental_skip_saver: bool = False
+    experimental_sharding_callback: Any = None
+
+
+@dataclass
+class LoadOptions:
+    """TensorFlow's ``tf.saved_model.LoadOptions``, for code that passes them to `load`:
+    they select nothing here (the format has no partial checkpoints or devices).
+
+    >>> sf.saved_model.LoadOptions(allow_partial_checkpoint=True).allow_partial_checkpoint
+    True
+    """
+
+    allow_partial_checkpoint: bool = False
+    experimental_io_device: Any = None
+    experimental_skip_checkpoint: bool = False
+    experimental_variable_policy: Any = None
+    experimental_load_function_aliases: bool = False
 
 
 def save(obj: Any, export_dir: str | os.PathLike, signatures: Any = None,

@@ -1,13 +1,15 @@
 """`sf.keras.models`: Keras' model classes and its saving functions.
 
 `save_model` and `load_model` use stageflow's saved-function format (`sf.saved`): a saved
-model loads as a callable object over live variables, without its Python class.
+model loads as a callable object over live variables, without its Python class; a path
+ending in ``.keras`` is a Keras archive instead (`sf.keras.saving`).
 """
 
 from typing import TYPE_CHECKING
 
 from stageflow.core import lazy as _lazy
 from stageflow.core.exports import public_dir as _public_dir
+from stageflow.models import keras_archive as _archive
 from stageflow.models.layers.sequential import Sequential
 from stageflow.models.training import Model
 
@@ -35,8 +37,10 @@ def save_model(model: Model, filepath: str, overwrite: bool = True) -> None:
     model.save(filepath, overwrite=overwrite)
 
 
-def load_model(filepath: str) -> object:
-    """A model saved by `Model.save`, as a callable `sf.saved.LoadedModule` (see there).
+def load_model(filepath: str, custom_objects: dict | None = None, compile: bool = True,  # noqa: A002 - Keras' name
+               safe_mode: bool = True) -> object:
+    """A model saved by `Model.save`, as a callable `sf.saved.LoadedModule` (see there);
+    from a ``.keras`` archive, a model of its own class (`sf.keras.saving.load_model`).
 
     >>> import shutil, tempfile
     >>> model = sf.keras.Sequential([sf.keras.layers.Dense(1, input_shape=(3,))])
@@ -46,4 +50,7 @@ def load_model(filepath: str) -> object:
     (2, 1)
     >>> shutil.rmtree(directory)
     """
+    del compile
+    if str(filepath).endswith(".keras"):
+        return _archive.load(filepath, custom_objects, safe_mode)
     return _loading.load(filepath)

@@ -29,6 +29,7 @@ from stageflow.frontend.ops.shape_of import shape
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor
+from stageflow.models import functional_config, keras_archive
 from stageflow.models import losses as losses_module
 from stageflow.models import metrics as metrics_module
 from stageflow.models import optimizers as optimizers_module
@@ -121,6 +122,14 @@ class Model(Layer):
         self.fit_progress: FitProgress | None = None
         self._steps: dict[str, Callable[..., Any]] = {}
         self._strategy: Any = None  # the distribution strategy `compile` found in scope
+
+    def __getattr__(self, name: str) -> Any:
+        """`layers` of a subclassed model (Keras' ``Model.layers``): the layers it holds as
+        attributes, in the order they were assigned; a functional model and a `Sequential`
+        hold theirs as an attribute, which is found before this is asked."""
+        if name == "layers":
+            return [value for value in vars(self).values() if isinstance(value, Layer)]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _connect(self, inputs: Any, outputs: Any) -> None:
         """The functional API: this model runs the layer calls from `inputs` (`Input`
@@ -385,12 +394,31 @@ class Model(Layer):
 
     # -- saving ---------------------------------------------------------------------------
 
+    def get_config(self) -> dict[str, Any]:
+        """Keras' ``get_config``: a functional model's inputs, layers and layer calls; a
+        subclass's constructor arguments (as `Layer.get_config`)."""
+        if self._graph is not None and type(self).__init__ is Model.__init__:
+            return functional_config.get_config(self)
+        return super().get_config()
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Model:
+        """A new model from a `get_config` config."""
+        if functional_config.is_functional(config):
+            return functional_config.from_config(cls, config)
+        return cls(**config)
+
     def save(self, filepath: str | os.PathLike, overwrite: bool = True) -> None:
         """Save the model for inference in stageflow's saved-function format (`sf.saved`):
         its call staged for inputs like its first call's, the batch dim free, and all its
         variables; ``sf.keras.models.load_model(filepath)`` loads it back, callable, its
         variables trainable. (The optimizer's state is a checkpoint's business:
-        ``sf.train.Checkpoint(model=model, optimizer=model.optimizer)``.)"""
+        ``sf.train.Checkpoint(model=model, optimizer=model.optimizer)``.) A path ending in
+        ``.keras`` is a Keras archive instead: the model's config and its weights, loaded
+        back as a model of its class (`sf.keras.saving.load_model`)."""
+        if os.fspath(filepath).endswith(".keras"):
+            keras_archive.save(self, filepath, overwrite)
+            return
         if not overwrite and os.path.exists(filepath):
             raise FileExistsError(f"{type(self).__name__}.save: {os.fspath(filepath)!r} "
                                   f"exists and overwrite=False{describe_location()}")
@@ -413,8 +441,10 @@ class Model(Layer):
     # -- description ----------------------------------------------------------------------
 
     def summary(self, print_fn: Callable[[str], None] = print) -> None:
-        """Keras' table: each layer, its output shape (for inputs like the model's first
-        call, the batch dim free) and its parameter count, then the totals."""
+        """Keras' table: each layer, its output shape and its parameter count, then the
+        totals with their bytes. The shapes are those of the inputs the model was built
+        for, as Keras 3 shows them: its declared input's (`Input`, ``input_shape=``; the
+        batch dim None), else its first call's, batch dim included."""
         rows = [("Layer (type)", "Output Shape", "Param #"),
                 *(self._graph_rows() if self._graph is not None else self._layer_rows())]
         widths = [max(len(row[i]) for row in rows) + 2 for i in range(3)]
@@ -424,11 +454,12 @@ class Model(Layer):
         for index, row in enumerate(rows):
             print_fn("".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
             print_fn(rule if index == 0 else "-" * sum(widths))
-        trainable = sum(int(np.prod(v.shape)) for v in self.trainable_variables)
-        total = sum(int(np.prod(v.shape)) for v in self.variables)
-        print_fn(f"Total params: {total:,}")
-        print_fn(f"Trainable params: {trainable:,}")
-        print_fn(f"Non-trainable params: {total - trainable:,}")
+        trainable = _parameters(self.trainable_variables)
+        total = _parameters(self.variables)
+        frozen = (total[0] - trainable[0], total[1] - trainable[1])
+        for label, (count, size) in (("Total", total), ("Trainable", trainable),
+                                     ("Non-trainable", frozen)):
+            print_fn(f"{label} params: {count:,} ({_readable_bytes(size)})")
 
 
     def _layer_rows(self) -> list[tuple[str, str, str]]:
@@ -441,11 +472,13 @@ class Model(Layer):
                              f"yet, so its layers' shapes are unknown: call it (or fit it) "
                              f"once, or give its first layer input_shape={describe_location()}")
         rows = []
-        values: list[Any] = list(symbolic.examples(spec.shape[1:], spec.dtype))
-        for layer in _sublayers(self):
+        batch = self._first_batch
+        values: list[Any] = list(symbolic.examples(spec.shape[1:], spec.dtype,
+                                                   batch=batch or 1))
+        for layer in self.layers:
             values = [None if value is None else layer(value, training=False)
                       if takes_training(layer) else layer(value) for value in values]
-            rows.append(_row(layer, (None, *symbolic.known_dims(*values))))
+            rows.append(_row(layer, (batch, *symbolic.known_dims(*values))))
         return rows
 
     def _graph_rows(self) -> list[tuple[str, str, str]]:
@@ -460,6 +493,23 @@ class Model(Layer):
             shape = shapes[0] if len(shapes) == 1 else shapes
             rows.append(_row(node.fn, shape, counted))
         return rows
+
+
+def _parameters(variables: list[Any]) -> tuple[int, int]:
+    """The number of values in `variables` and their bytes."""
+    counts = [(int(np.prod(v.shape)), int(np.prod(v.shape)) * v.dtype.itemsize)
+              for v in variables]
+    return sum(c for c, _ in counts), sum(b for _, b in counts)
+
+
+def _readable_bytes(size: float) -> str:
+    """Bytes as Keras' summary writes them: two decimals of the largest unit of 1024 that
+    leaves at least one (``164.00 B``, ``1.50 KB``)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024:
+            return f"{size:.2f} {unit}"
+        size /= 1024
+    return f"{size:.2f} PB"
 
 
 def _row(layer: Any, shape: Any, counted: set[int] | None = None) -> tuple[str, str, str]:
@@ -531,12 +581,6 @@ def _shows(verbose: int | str) -> bool:
     return verbose == "auto" or bool(verbose)
 
 
-def _sublayers(model: Model) -> list[Any]:
-    """The layers a summary lists: a Sequential's in order, else the model's own layers."""
-    layers = getattr(model, "layers", None)
-    if layers is not None:
-        return list(layers)
-    return [value for value in vars(model).values() if isinstance(value, Layer)]
 
 
 def _groups(batches: Iterator[tuple[Any, Any]], size: int

@@ -155,7 +155,7 @@ def test_the_summary_shows_the_unknown_dims_as_keras_does():
                                    layers.GlobalAveragePooling2D(), layers.Dense(2)])
     lines.clear()
     sequential.summary(print_fn=lines.append)
-    assert "(None, None, None, 4)" in "\n".join(lines) and "Total params: 122" in lines
+    assert "(None, None, None, 4)" in "\n".join(lines) and "Total params: 122 (488.00 B)" in lines
 
 
 def test_a_model_on_images_of_any_size_fits():

@@ -78,8 +78,41 @@ def test_summary_lists_layers_shapes_and_parameters():
     lines = []
     model.summary(print_fn=lines.append)
     text = "\n".join(lines)
-    assert "dense" in text and "(None, 8)" in text and "(None, 2)" in text
+    assert "dense" in text and "(1, 8)" in text and "(1, 2)" in text  # its first call's
     assert "Total params: 58" in text and "Trainable params: 58" in text
+
+
+def test_summary_shapes_are_those_the_model_was_built_for_with_the_bytes():
+    """Keras 3's rule: a declared input's shapes (batch None), else the first call's, batch
+    included; the totals with their bytes (float64 parameters take 8 each)."""
+    called = keras.Sequential([keras.layers.Dense(4), keras.layers.Dense(2)])
+    called(sf.zeros((5, 3)))
+    declared = keras.Sequential([keras.layers.Conv2D(1, 1, input_shape=(None, None, 3))])
+    declared(sf.zeros((1, 2, 3, 3)))
+
+    class Block(keras.Model):
+        def __init__(self):
+            super().__init__(name="")
+            self.first = keras.layers.Dense(4)
+            self.second = keras.layers.Dense(2, dtype="float64")
+
+        def call(self, x):
+            return self.second(self.first(x))
+
+    block = Block()
+    block(sf.zeros((7, 3)))
+    texts = []
+    for model in (called, declared, block):
+        lines = []
+        model.summary(print_fn=lines.append)
+        texts.append("\n".join(lines))
+    assert "(5, 4)" in texts[0] and "(5, 2)" in texts[0]
+    assert "Total params: 26 (104.00 B)" in texts[0]
+    assert "(None, None, None, 1)" in texts[1]
+    assert 'Model: "block"' in texts[2] and "(7, 2)" in texts[2]
+    assert "Total params: 26 (144.00 B)" in texts[2]
+    assert "Non-trainable params: 0 (0.00 B)" in texts[2]
+    assert block.layers == [block.first, block.second]
 
 
 def test_misuse_is_named():

@@ -80,6 +80,7 @@ class Layer(Module):
     _TRACKING_IGNORED = Module._TRACKING_IGNORED | {"_activation_fn", "_dtype", "_policy",
                                                     "_trainable",
                                                     "input_spec", "batch_input_shape",
+                                                    "_first_batch", "_init_arguments",
                                                     "kernel_regularizer", "bias_regularizer",
                                                     "activity_regularizer",
                                                     "_activity_losses"}
@@ -93,7 +94,7 @@ class Layer(Module):
 
     def __init__(self, trainable: bool = True, name: str | None = None,
                  dtype: Any = None) -> None:
-        super().__init__(name if name is not None else auto_name(type(self).__name__))
+        super().__init__(name or auto_name(type(self).__name__))
         self.built = False
         # Keras' ``input_shape=``/``input_dim=`` of a model's first layer: what a
         # `Sequential` builds itself for before any call (`_taking_input_shape`).
@@ -101,6 +102,8 @@ class Layer(Module):
         # What the first call took, its batch dim free (as Keras records it): what a layer
         # called only eagerly is saved for (`sf.saved.save`).
         self.input_spec: TensorSpec | None = None
+        # the batch size of the call that built the layer (None: its input was declared)
+        self._first_batch: int | None = None
         self._trainable = bool(trainable)
         # `dtype=` (a policy, its name or a floating dtype), else the global policy if one
         # is set, fixed now as Keras fixes it; None: the first input's floating dtype.
@@ -185,6 +188,22 @@ class Layer(Module):
             if isinstance(layer, Layer):
                 layer._trainable = self._trainable
 
+    def get_config(self) -> dict[str, Any]:
+        """The layer's config (Keras' ``get_config``): its name and trainability, and the
+        arguments it was constructed with, from which `from_config` makes it again (its
+        variables not restored: a saved model's weights are).
+
+        >>> sf.keras.layers.Dense(2, activation="relu", name="d").get_config()
+        {'name': 'd', 'trainable': True, 'units': 2, 'activation': 'relu'}
+        """
+        return {"name": self.name, "trainable": self.trainable,
+                **self.__dict__.get("_init_arguments", {})}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Layer:
+        """A new layer from a `get_config` config: ``cls(**config)``."""
+        return cls(**config)
+
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         """Create the variables for inputs of this shape (the default creates none)."""
 
@@ -202,8 +221,9 @@ class Layer(Module):
             self._dtype = self._variable_dtype(getattr(inputs, "dtype", None))
             self.build(tuple(inputs.shape))
             self.built = True
-            if isinstance(inputs, Tensor) and inputs.ndim:
+            if isinstance(inputs, Tensor) and inputs.ndim and self.input_spec is None:
                 self.input_spec = TensorSpec((None, *inputs.shape[1:]), inputs.dtype)
+                self._first_batch = inputs.shape[0]
         training = _resolve_training(training)
         if takes_training(self.call):
             kwargs["training"] = training
@@ -294,10 +314,15 @@ def _taking_input_shape(init: Callable[..., None]) -> Callable[..., None]:
 
     penalties = _REGULARIZER_KEYWORDS - set(inspect.signature(init).parameters)
 
+    signature = inspect.signature(init)
+
     @functools.wraps(init)
     def __init__(self: Layer, *args: Any, **kwargs: Any) -> None:
         shape = {key: kwargs.pop(key) for key in taken & set(kwargs)}
         regularizers = {key: kwargs.pop(key) for key in penalties & set(kwargs)}
+        if "_init_arguments" not in self.__dict__:  # the outermost class's arguments
+            self.__dict__["_init_arguments"] = {**_arguments(signature, self, args, kwargs),
+                                                **shape, **regularizers}
         init(self, *args, **kwargs)
         for key, value in regularizers.items():
             if key != "activity_regularizer" and not hasattr(self, key.split("_")[0]):
@@ -315,6 +340,24 @@ def _taking_input_shape(init: Callable[..., None]) -> Callable[..., None]:
                                            for d in batch_input_shape)
 
     return __init__
+
+
+def _arguments(signature: inspect.Signature, layer: Layer, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a layer's construction by name (Keras' automatic config): those
+    its `__init__` names, and its ``**kwargs``; {} where they do not bind."""
+    try:
+        bound = signature.bind(layer, *args, **kwargs)
+    except TypeError:
+        return dict(kwargs)
+    arguments: dict[str, Any] = {}
+    for name, value in list(bound.arguments.items())[1:]:
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            arguments.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            arguments[name] = value
+    return arguments
 
 
 _SHAPE_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_size"})

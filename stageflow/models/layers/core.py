@@ -8,7 +8,7 @@ from typing import Any
 from stageflow.core import dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.ops.elementwise import cast
+from stageflow.frontend.ops.elementwise import cast, not_equal
 from stageflow.frontend.ops.linalg import matmul
 from stageflow.frontend.ops.normalization import embedding_lookup
 from stageflow.frontend.ops.shape import reshape
@@ -83,9 +83,10 @@ class Embedding(Layer):
     """
 
     def __init__(self, input_dim: int, output_dim: int,
-                 embeddings_initializer: str | Callable = "uniform", trainable: bool = True,
-                 name: str | None = None, dtype: Any = None) -> None:
+                 embeddings_initializer: str | Callable = "uniform", mask_zero: bool = False,
+                 trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
         super().__init__(trainable=trainable, name=name, dtype=dtype)
+        self.mask_zero = bool(mask_zero)
         if int(input_dim) < 1 or int(output_dim) < 1:
             raise ValueError(f"Embedding: input_dim and output_dim must be positive, got "
                              f"{input_dim!r} and {output_dim!r}")
@@ -96,6 +97,16 @@ class Embedding(Layer):
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         self.embeddings = self.add_weight("embeddings", (self.input_dim, self.output_dim),
                                           self.embeddings_initializer)
+
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Tensor | None:
+        """Keras' padding mask: with ``mask_zero=True``, True where an id is not 0 (id 0
+        is padding); None otherwise. (Stageflow's layers do not consume masks yet.)
+
+        >>> sf.keras.layers.Embedding(5, 2, mask_zero=True).compute_mask(sf.constant([[3, 0]]))
+        sf.Tensor([[ True, False]], shape=(1, 2), dtype=bool)
+        """
+        del mask
+        return not_equal(convert_to_tensor(inputs), 0) if self.mask_zero else None
 
     def call(self, inputs: Any) -> Tensor:
         ids = convert_to_tensor(inputs)

@@ -79,6 +79,29 @@ class Sequential(Model):
         for layer in self.layers:
             self._symbolic_output = layer(self._symbolic_output)
 
+    def get_config(self) -> dict[str, Any]:
+        """Its name, trainability and layers, and the input shape and dtype where it was
+        given an `Input` (or a first layer's ``input_shape=``)."""
+        config: dict[str, Any] = {"name": self.name, "trainable": self.trainable,
+                                  "layers": list(self.layers)}
+        if self._symbolic_output is not None and self.input_spec is not None:
+            config["input_shape"] = list(self.input_spec.shape[1:])
+            config["input_dtype"] = self.input_spec.dtype.name
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Sequential:
+        """A new `Sequential` from a `get_config` config (its layers already made)."""
+        config = dict(config)
+        layers, shape = config.pop("layers"), config.pop("input_shape", None)
+        dtype = config.pop("input_dtype", None)
+        model = cls(**config)
+        if shape is not None:
+            model.add(symbolic.Input(tuple(shape), dtype=dtype))
+        for layer in layers:
+            model.add(layer)
+        return model
+
     def call(self, inputs: Any, training: bool = False) -> Any:
         """Each layer in turn; those that take ``training`` get this call's mode."""
         outputs = inputs
