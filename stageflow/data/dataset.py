@@ -683,8 +683,9 @@ class Dataset:
         return [*stages, f"{self._stage()} -> {spec}"]
 
     def __repr__(self) -> str:
-        return f"<sf.data.{type(self).__name__.lstrip('_')}Dataset element_spec=" \
-               f"{self.element_spec!r}>"
+        name = type(self).__name__.lstrip("_")
+        name += "" if name.endswith("Dataset") else "Dataset"
+        return f"<sf.data.{name} element_spec={self.element_spec!r}>"
 
 
 class Iterator:

@@ -19,6 +19,7 @@ from stageflow.data.dataset import (
     Dataset,
 )
 from stageflow.data.options import AutoShardPolicy
+from stageflow.data.text import CsvDataset
 
 Transformation = Callable[[Dataset], Dataset]
 
@@ -117,6 +118,7 @@ def bucket_by_sequence_length(
 
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "AutoShardPolicy",
+           "CsvDataset",
            "bucket_by_sequence_length", "dense_to_ragged_batch",
            "cardinality", "get_single_element", "scan", "take_while", "unbatch", "unique"]
 __dir__ = _public_dir(globals())

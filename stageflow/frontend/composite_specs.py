@@ -61,6 +61,11 @@ class RaggedTensorSpec:
 
     _nest_rebuild = RaggedTensor._nest_rebuild
 
+    @property
+    def value_type(self) -> type:
+        """The type of the values this spec describes (TensorFlow's ``value_type``)."""
+        return RaggedTensor
+
     def __repr__(self) -> str:
         return (f"sf.RaggedTensorSpec(shape={self.shape}, dtype={self.dtype.name}, "
                 f"ragged_rank={self.ragged_rank})")
@@ -90,6 +95,15 @@ class SparseTensorSpec:
                 TensorSpec((rank,), INDEX)], tuple(self.shape)
 
     _nest_rebuild = SparseTensor._nest_rebuild
+
+    @property
+    def value_type(self) -> type:
+        """The type of the values this spec describes (TensorFlow's ``value_type``).
+
+        >>> sf.SparseTensorSpec([2, 3]).value_type is sf.SparseTensor
+        True
+        """
+        return SparseTensor
 
     def __repr__(self) -> str:
         return f"sf.SparseTensorSpec(shape={self.shape}, dtype={self.dtype.name})"

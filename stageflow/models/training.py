@@ -12,6 +12,7 @@ an `sf.data.Dataset` of ``(x, y)`` batches.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +27,7 @@ from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.elementwise import cast
 from stageflow.frontend.ops.nn import scale_regularization_loss
 from stageflow.frontend.ops.shape_of import shape
+from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import GradientTape
 from stageflow.frontend.tensor import Tensor
@@ -383,11 +385,15 @@ class Model(Layer):
 
     def predict(self, x: Any, batch_size: int = 32, verbose: int | str = "auto"
                 ) -> np.ndarray:
-        """The model's outputs for `x`, batch by batch, as one NumPy array."""
+        """The model's outputs for `x`, batch by batch, as one NumPy array. Sparse inputs
+        (an `sf.SparseTensor` of examples) run eagerly: a traced sparse product needs its
+        rows' count, which a staged step taking batches of any size does not know."""
         del verbose
         if "predict" not in self._steps:  # not compiled: staged once, kept for later calls
             self._steps["predict"] = self._make_steps(False)["predict"]
         step = self._steps["predict"]
+        if isinstance(x, SparseTensor):
+            step = functools.partial(self, training=False)
         outputs = [np.asarray(step(xs).numpy()) for xs, _ in _batches(x, None, batch_size,
                                                                          False, None)]
         return np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)
@@ -601,21 +607,39 @@ def _batches(x: Any, y: Any, batch_size: int, shuffle: bool, rng: Any
     """``(x, y)`` batches of arrays (shuffled by `rng` when `shuffle`), or the elements of
     an `sf.data.Dataset` (or any iterable of batches): ``(x, y)`` pairs, or ``x`` alone for
     `predict`."""
-    if not isinstance(x, np.ndarray | Tensor | list | tuple) and hasattr(x, "__iter__"):
+    if not isinstance(x, np.ndarray | Tensor | list | tuple | SparseTensor) and hasattr(
+            x, "__iter__"):
         for element in x:
             yield (element[0], element[1]) if isinstance(element, tuple) else (element, None)
         return
-    xs = _floatx(x)
+    xs = x if isinstance(x, SparseTensor) else _floatx(x)
+    count = int(xs.shape[0]) if isinstance(xs, SparseTensor) else len(xs)
     ys = None if y is None else _floatx(y)
-    if ys is not None and len(ys) != len(xs):
-        raise ValueError(f"fit: x has {len(xs)} examples, y {len(ys)}{describe_location()}")
-    order = rng.permutation(len(xs)) if shuffle else None
-    for start in range(0, len(xs), int(batch_size)):
+    if ys is not None and len(ys) != count:
+        raise ValueError(f"fit: x has {count} examples, y {len(ys)}{describe_location()}")
+    order = rng.permutation(count) if shuffle else None
+    for start in range(0, count, int(batch_size)):
         # Unshuffled, a batch is a slice (one copy, into the tensor), not a gather.
         rows = slice(start, start + int(batch_size)) if order is None else (
             order[start:start + int(batch_size)])
-        yield (convert_to_tensor(xs[rows]),
+        yield (_sparse_rows(xs, rows) if isinstance(xs, SparseTensor)
+               else convert_to_tensor(xs[rows]),
                None if ys is None else convert_to_tensor(ys[rows]))
+
+
+def _sparse_rows(x: SparseTensor, rows: slice | np.ndarray) -> SparseTensor:
+    """The rows `rows` (a slice or the indices of a shuffled batch) of a sparse batch of
+    examples, in that order: a batch of Keras' sparse inputs."""
+    indices, values = np.asarray(x.indices.numpy()), np.asarray(x.values.numpy())
+    taken = np.arange(int(x.shape[0]))[rows]
+    position = np.full(int(x.shape[0]), -1)
+    position[taken] = np.arange(len(taken))
+    kept = position[indices[:, 0]] >= 0
+    moved = indices[kept].copy()
+    moved[:, 0] = position[moved[:, 0]]
+    order = np.lexsort(moved.T[::-1])
+    return SparseTensor(moved[order], values[kept][order],
+                        [len(taken), *(int(d) for d in x.shape[1:])])
 
 
 def _floatx(data: Any) -> np.ndarray:

@@ -9,6 +9,7 @@ never causes a retrace and a loop's IR holds its body once, whatever the trip co
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -380,8 +381,8 @@ def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     return _py_func(_Callback(func, tensors=True), inp, Tout)
 
 
-def py_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
-                name: str | None = None) -> Any:
+def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | None = None,
+                Tout: Any = None, name: str | None = None) -> Any:
     """TensorFlow 2's name for `py_func`: `func` receives eager tensors (`sf.Tensor`), may
     return tensors or NumPy values, and is differentiable (eagerly as the ops it runs are,
     staged through its gradient op), interpreted or compiled.
@@ -397,7 +398,23 @@ def py_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     sf.Tensor([1., 8.], shape=(2,), dtype=float32)
     >>> tape.gradient(y, x)
     sf.Tensor([ 3., 12.], shape=(2,), dtype=float32)
+
+    Without `inp` it decorates, as TensorFlow's does: the function's arguments are the
+    inputs (and without `func`, ``@sf.py_function(Tout=...)`` makes such a decorator).
+
+    >>> @sf.py_function(Tout=sf.float32)
+    ... def halve(x):
+    ...     return x / 2
+    >>> halve(sf.constant([2.0, 4.0]))
+    sf.Tensor([1., 2.], shape=(2,), dtype=float32)
     """
+    if func is None:
+        return functools.partial(py_function, inp=inp, Tout=Tout, name=name)
+    if inp is None:
+        @functools.wraps(func)
+        def decorated(*args: Any) -> Any:
+            return py_func(func, list(args), Tout, name=name)
+        return decorated
     return py_func(func, inp, Tout, name=name)
 
 

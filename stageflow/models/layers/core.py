@@ -12,6 +12,8 @@ from stageflow.frontend.ops.elementwise import cast, not_equal
 from stageflow.frontend.ops.linalg import matmul
 from stageflow.frontend.ops.normalization import embedding_lookup
 from stageflow.frontend.ops.shape import reshape
+from stageflow.frontend.sparse_ops import sparse_dense_matmul
+from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.tensor import Tensor
 from stageflow.models.initializers import get_initializer
 from stageflow.models.layers.base import (
@@ -57,6 +59,14 @@ class Dense(_KernelLayer):
         self._create((self._last_dim(input_shape, 1), self.units), self.units)
 
     def call(self, inputs: Any) -> Tensor:
+        if isinstance(inputs, SparseTensor):  # Keras' sparse inputs: a dense result
+            if len(inputs.shape) != 2:
+                raise ValueError(f"Dense: a sparse input must be a matrix [batch, features], "
+                                 f"got shape {inputs.shape}{describe_location()}")
+            if inputs.dtype != self.kernel.dtype:
+                inputs = SparseTensor(inputs.indices, cast(inputs.values, self.kernel.dtype),
+                                      inputs.dense_shape)
+            return self._epilogue(sparse_dense_matmul(inputs, self.kernel))
         inputs = convert_to_tensor(inputs)
         if inputs.ndim == 1:
             outputs = matmul(reshape(inputs, (1, -1)), self.kernel)

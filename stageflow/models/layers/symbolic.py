@@ -22,6 +22,7 @@ from stageflow.core import dtypes, nest
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.creation import zeros
+from stageflow.frontend.sparse_ops import from_dense
 from stageflow.frontend.tensor import Tensor
 from stageflow.models.naming import auto_name
 
@@ -94,7 +95,7 @@ KerasTensor.__neg__ = lambda self: call_symbolic(operator.neg, (self,), {})  # t
 
 
 def Input(shape: tuple[int | None, ...] | None = None, batch_size: int | None = None,  # noqa: N802 - Keras' name
-          dtype: Any = None, name: str | None = None) -> KerasTensor:
+          dtype: Any = None, name: str | None = None, sparse: bool = False) -> KerasTensor:
     """A model's input: `shape` without the batch dim (``Input((28, 28, 1))``), float32
     unless `dtype` says otherwise. None dims are sizes known only when the model is called
     (``Input((None, None, 3))``: images of any size).
@@ -109,10 +110,16 @@ def Input(shape: tuple[int | None, ...] | None = None, batch_size: int | None = 
     >>> images = sf.keras.Input((None, None, 3))
     >>> sf.layers.Conv2D(4, 3)(images).shape
     (None, None, None, 4)
+
+    ``sparse=True`` takes `sf.SparseTensor` values (the model's layers see them as such:
+    `Dense` multiplies them as sparse matrices).
     """
     shape = () if shape is None else tuple(shape)
     example, variant = examples(shape, dtypes.as_dtype(dtype or dtypes.float32),
                                 1 if batch_size is None else int(batch_size))
+    if sparse:
+        example, variant = (None if value is None else from_dense(value)
+                            for value in (example, variant))
     # Keras' `Input` makes an `InputLayer`, named "input_layer" unless `name` is given,
     # which is the model summary's first row: here the input's name stands for both.
     return KerasTensor(example, batch_size, None, name=name or auto_name("InputLayer"),
