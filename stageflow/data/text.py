@@ -114,7 +114,7 @@ class CsvDataset(_Generated):
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "data.csv")
-    >>> _ = open(path, "w").write("1,2.5,a\n,3.5,b\n")
+    >>> _ = open(path, "w").write("1,2.5,a\\n,3.5,b\\n")
     >>> rows = sf.data.experimental.CsvDataset(path, [0, sf.float32, "?"])
     >>> [(int(i), float(x), s.decode()) for i, x, s in rows.as_numpy_iterator()]
     [(1, 2.5, 'a'), (0, 3.5, 'b')]
