@@ -177,8 +177,13 @@ class Tensor:
         return repr(self)
 
     def __format__(self, spec: str) -> str:
-        """``f"{t}"`` is ``str(t)``; ``f"{t:.2f}"`` formats a one-element tensor's value."""
-        return format(self._scalar("format"), spec) if spec else str(self)
+        """As TensorFlow's: ``f"{t}"`` is the value as NumPy prints it (``[1 2]``, where
+        ``str(t)`` shows the tensor); ``f"{t:.2f}"`` formats a one-element tensor's value.
+
+        >>> f"{sf.constant([1, 2])}", f"{sf.constant(1.5):.2f}"
+        ('[1 2]', '1.50')
+        """
+        return format(self._scalar("format"), spec) if spec else str(self.numpy())
 
     def ref(self) -> TensorRef:
         """A hashable reference to this tensor (by identity), for sets and dict keys."""

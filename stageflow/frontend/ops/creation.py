@@ -17,6 +17,7 @@ from stageflow.core import dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.dispatch import for_composites
 from stageflow.frontend.ops.shape import broadcast_to, gather, reshape
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.tracer import SymbolicTensor
@@ -29,6 +30,7 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(operator.index(d) for d in shape)
 
 
+@for_composites
 def fill(dims: int | Sequence[int], value: Any, dtype: Any = None) -> Tensor:
     """A tensor of shape `dims` holding `value` everywhere.
 

@@ -72,6 +72,7 @@ def reshape_to(x: Tensor, shape: Sequence[int | None]) -> Tensor:
     return st.reshape_p.bind(x, shape=target)
 
 
+@for_composites(operand=1)
 def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     """The elements of `x` in row-major order with a new shape; one dim may be -1.
 

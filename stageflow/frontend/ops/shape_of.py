@@ -16,6 +16,7 @@ from stageflow.core import dtypes
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ops.dispatch import for_composites
 from stageflow.frontend.ops.shape import concat, reshape
 from stageflow.frontend.tensor import Tensor
 from stageflow.primitives.structural import dim_size_p
@@ -40,6 +41,7 @@ def _dim(x: Tensor, axis: int, out_type: np.dtype) -> Tensor:
     return ew.cast(dim_size_p.bind(x, axis=axis), out_type)
 
 
+@for_composites
 def shape(input: Any, out_type: Any = dtypes.int32) -> Tensor:  # noqa: A002 - TF's name
     """The dims of `input` as a 1-d tensor of `out_type` (int32 or int64).
 
