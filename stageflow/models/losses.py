@@ -77,8 +77,15 @@ _HALF = (dtypes.float16, dtypes.bfloat16)
 
 
 def _pair(y_true: Any, y_pred: Any) -> tuple[Tensor, Tensor]:
+    """The labels in the predictions' dtype, as Keras casts them (bool or integer labels
+    of a float model)."""
     y_pred = convert_to_tensor(y_pred)
-    return convert_to_tensor(y_true, y_pred.dtype), y_pred
+    if not isinstance(y_true, Tensor):
+        try:
+            return convert_to_tensor(y_true, y_pred.dtype), y_pred
+        except TypeError:  # a bool array, say: converted as it is, then cast
+            y_true = convert_to_tensor(y_true)
+    return (y_true if y_true.dtype == y_pred.dtype else ew.cast(y_true, y_pred.dtype)), y_pred
 
 
 def mean_squared_error(y_true: Any, y_pred: Any) -> Tensor:

@@ -284,3 +284,12 @@ def test_fit_reports_metrics_by_their_keras_names():
     np.testing.assert_allclose(history.history["binary_crossentropy"][0],
                                history.history["loss"][0], rtol=1e-5)
     assert 0.0 <= history.history["accuracy"][0] <= 1.0 and p.shape == (16, 1)
+
+
+def test_bool_and_integer_labels_are_cast_to_the_predictions_dtype():
+    """As Keras casts them: TensorFlow's ragged guide fits a float model on bool labels."""
+    predictions = sf.constant([0.9, 0.2])
+    want = sf.keras.losses.binary_crossentropy(sf.constant([1.0, 0.0]), predictions).numpy()
+    for labels in (np.array([True, False]), sf.constant([True, False]), sf.constant([1, 0])):
+        np.testing.assert_allclose(
+            sf.keras.losses.binary_crossentropy(labels, predictions).numpy(), want)
