@@ -24,7 +24,7 @@ from stageflow.core.source import describe_location
 from stageflow.frontend import functional_ops
 from stageflow.frontend.composite_specs import RaggedTensorSpec
 from stageflow.frontend.ops import elementwise as ew
-from stageflow.frontend.ops import math_ops, reductions
+from stageflow.frontend.ops import math_ops, normalization, reductions
 from stageflow.frontend.ops import shape as shape_ops
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.creation import ones_like
@@ -408,3 +408,13 @@ register(shape_ops.concat, RaggedTensor, _ragged_concat)
 register(math_ops.reverse, RaggedTensor, _ragged_reverse)
 register(shape_ops.tile, RaggedTensor, _ragged_tile)
 register(functional_ops.map_fn, RaggedTensor, _ragged_map_fn)
+
+
+def _ragged_embedding_lookup(params: Any, ids: RaggedTensor, *args: Any, **kwargs: Any
+                             ) -> RaggedTensor:
+    """The rows of `params` at ragged ids: a ragged tensor of their rows (one more dim)."""
+    return ids.with_flat_values(normalization.embedding_lookup(params, ids.flat_values,
+                                                               *args, **kwargs))
+
+
+register(normalization.embedding_lookup, RaggedTensor, _ragged_embedding_lookup)

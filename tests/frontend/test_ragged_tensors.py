@@ -475,3 +475,19 @@ def test_printing_follows_tensorflow_numpy_text():
                        "                      [1, 2]]]>")
     assert str(sf.ragged.constant([[1.0, 2.5], [3.0]])) == "<sf.RaggedTensor [[1.0, 2.5], [3.0]]>"
     assert str(sf.ragged.range(np.zeros(0, np.int64))) == "<sf.RaggedTensor []>"
+
+
+def test_embeddings_and_bigrams_of_ragged_words():
+    """TensorFlow's ragged guide: embedding lookups of ragged ids, a dense marker column
+    concatenated around ragged rows, and bigrams joined from two slices of them."""
+    queries = sf.ragged.constant([["Who", "is"], ["Pause"]])
+    table = sf.constant(np.arange(8, dtype=np.float32).reshape(4, 2))
+    ids = sf.ragged.constant([[1, 3], [0]])
+    looked = sf.nn.embedding_lookup(table, ids)
+    assert looked.to_list() == [[[2.0, 3.0], [6.0, 7.0]], [[0.0, 1.0]]]
+    marker = sf.fill([queries.nrows(), 1], "#")
+    padded = sf.concat([marker, queries, marker], axis=1)
+    bigrams = sf.strings.join([padded[:, :-1], padded[:, 1:]], separator="+")
+    assert bigrams.to_list() == [[b"#+Who", b"Who+is", b"is+#"], [b"#+Pause", b"Pause+#"]]
+    with pytest.raises(ValueError, match="rows differ"):
+        sf.strings.join([padded, queries])

@@ -13,6 +13,7 @@ from typing import Any
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor, matching_tensors
+from stageflow.frontend.ops.dispatch import for_composites
 from stageflow.frontend.ops.reductions import reduce_mean, reduce_sum
 from stageflow.frontend.ops.shape import gather, squeeze
 from stageflow.frontend.tensor import Tensor
@@ -123,6 +124,7 @@ def bias_add(value: Any, bias: Any) -> Tensor:
     return value + bias
 
 
+@for_composites(operand=1)
 def embedding_lookup(params: Any, ids: Any) -> Tensor:
     """The rows of `params` at integer `ids` (of any shape): ``params[ids]``.
 

@@ -117,9 +117,27 @@ def join(inputs: Sequence[Any], separator: str = "") -> Tensor:
 
     >>> sf.strings.join([["a", "b"], "x"], separator="-")
     sf.Tensor([b'a-x', b'b-x'], shape=(2,), dtype=string)
+
+    Ragged inputs of the same rows join value by value (scalars broadcast):
+
+    >>> words = sf.ragged.constant([["a", "b"], ["c"]])
+    >>> sf.strings.join([words, words], separator="+")
+    <sf.RaggedTensor [[b'a+a', b'b+b'], [b'c+c']]>
     """
     if not inputs:
         raise ValueError(f"sf.strings.join: inputs is empty{describe_location()}")
+    ragged = [value for value in inputs if isinstance(value, RaggedTensor)]
+    if ragged:
+        splits = [np.asarray(s.numpy()) for s in ragged[0].nested_row_splits]
+        for other in ragged[1:]:
+            theirs = [np.asarray(s.numpy()) for s in other.nested_row_splits]
+            if len(theirs) != len(splits) or any(
+                    not np.array_equal(a, b) for a, b in zip(theirs, splits, strict=False)):
+                raise ValueError(f"sf.strings.join: the ragged inputs' rows differ"
+                                 f"{describe_location()}")
+        return ragged[0].with_flat_values(join(
+            [value.flat_values if isinstance(value, RaggedTensor) else value
+             for value in inputs], separator))
     arrays = [_host("join", value) for value in inputs]
     try:
         arrays = np.broadcast_arrays(*arrays)
