@@ -313,6 +313,10 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     try:
         array = np.array(value, dtype=want) if want is not None else np.array(value)
     except (ValueError, TypeError, OverflowError) as error:
+        if isinstance(error, ValueError) and "inhomogeneous" in str(error):
+            raise ValueError("cannot convert a non-rectangular Python sequence to a tensor "
+                             "(rows of different lengths: sf.ragged.constant takes them)"
+                             ) from None
         raise type(error)(f"cannot convert {type(value).__name__} to a tensor: {error}") from None
     if want is None and array.dtype.kind in "USO" and _is_text(array):
         return _string_array(value)
