@@ -1011,7 +1011,10 @@ class _Mapped(Dataset):
                 concrete = self._staged.get_concrete_function(*args)
                 self._spec = concrete.structure_outputs(concrete.outputs)
             except StagingError:
-                self._spec = _first_spec(self)
+                # Run eagerly, the function's results may have any dims (``map(sf.range)``
+                # makes vectors of each element's length): the first element's ranks and
+                # dtypes, every dim unknown, as tracing would have left them.
+                self._spec = _unknown_dims(_first_spec(self))
         return self._spec
 
     def _stage(self) -> str:
@@ -1860,6 +1863,14 @@ class _Unshaped:
 
     def __init__(self, dtypes: Any) -> None:
         self.dtypes = dtypes
+
+
+def _unknown_dims(spec: Any) -> Any:
+    """`spec` (a nest of `TensorSpec`) with every dim unknown."""
+    leaves, treedef = nest.flatten(spec)
+    return nest.unflatten(treedef, [
+        TensorSpec((None,) * len(leaf.shape), leaf.dtype) if isinstance(leaf, TensorSpec)
+        else leaf for leaf in leaves])
 
 
 def _first_spec(dataset: Dataset) -> Any:

@@ -80,3 +80,15 @@ def test_ragged_batch_keeps_known_inner_dims_uniform():
     (batch,) = list(ds.ragged_batch(2))
     assert batch.shape == (2, None, 2)
     assert batch.to_list() == [[[1, 1]], [[2, 2], [2, 2]]]
+
+
+def test_a_map_that_cannot_be_staged_makes_elements_of_any_dims():
+    """TensorFlow's ragged guide: ``map(sf.range)`` (the length is each element's value,
+    which a trace does not know) runs eagerly, its vectors' dims unknown, and
+    `dense_to_ragged_batch` batches them into ragged rows."""
+    ranges = sf.data.Dataset.from_tensor_slices([1, 5, 3, 2, 8]).map(sf.range)
+    with pytest.warns(UserWarning, match="runs eagerly, it cannot be staged"):
+        assert ranges.element_spec == sf.TensorSpec((None,), sf.int32)
+    batches = ranges.apply(sf.data.experimental.dense_to_ragged_batch(2))
+    assert [b.to_list() for b in batches] == [[[0], [0, 1, 2, 3, 4]], [[0, 1, 2], [0, 1]],
+                                              [list(range(8))]]

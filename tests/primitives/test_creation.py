@@ -171,8 +171,9 @@ def test_range_takes_scalar_tensors_and_dims_known_while_tracing():
     np.testing.assert_array_equal(positions.numpy(), [0, 1, 2])
     unknown = sf.function(lambda x: sf.range(sf.shape(x)[0]),
                           input_signature=[sf.TensorSpec([None, 3])])
-    with pytest.raises(ValueError, match="range: limit is a traced tensor whose value is "
-                                         "known only when the function runs"):
+    with pytest.raises(sf.errors.StagingError, match="range: limit is a traced tensor whose "
+                                                     "value is known only when the function "
+                                                     "runs"):
         unknown(sf.zeros((2, 3)))
     with pytest.raises(ValueError, match="range: limit must be a scalar"):
         sf.range(sf.zeros((2,)))

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from stageflow.core import dtypes
+from stageflow.core.errors import StagingError
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
@@ -189,8 +190,8 @@ def _range_scalar(value: Any, name: str) -> Any:
                          f"{describe_location()}")
     if isinstance(value, SymbolicTensor):
         known = value._trace.static_value(value)
-        if known is None:
-            raise ValueError(
+        if known is None:  # a staging limit: `Dataset.map` then runs its function eagerly
+            raise StagingError(
                 f"range: {name} is a traced tensor whose value is known only when the "
                 "function runs, and the result's length depends on it; give a Python "
                 "number or a dim the trace knows (x.shape[i], sf.shape(x)[i] of a known "
