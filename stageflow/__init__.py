@@ -33,7 +33,7 @@ from stageflow import (
 )
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
-from stageflow.core.context import init_scope
+from stageflow.core.context import executing_eagerly, init_scope
 from stageflow.core.devices import device
 from stageflow.core.dtypes import (
     as_dtype,

@@ -123,6 +123,18 @@ def current_trace() -> Trace:
     return stack[-1] if stack else _eager_trace
 
 
+def executing_eagerly() -> bool:
+    """Whether ops run at once on this thread (TensorFlow's ``tf.executing_eagerly``):
+    outside any function being traced, or inside `init_scope`.
+
+    >>> sf.executing_eagerly()
+    True
+    >>> sf.function(lambda: sf.constant(sf.executing_eagerly()))()
+    sf.Tensor(False, shape=(), dtype=bool)
+    """
+    return current_trace() is _eager_trace
+
+
 def _count_active(delta: int) -> None:
     with _lock:
         state.non_eager_active += delta
