@@ -222,7 +222,9 @@ def _advanced(state: Tensor, blocks: int) -> Tensor:
     step_high = np.uint32((blocks >> 32) & 0xFFFFFFFF)
     moved = ew.add(low, step_low)
     carry = ew.cast(ew.less(moved, low), dtypes.uint32)
-    return concat([key0, key1, moved, ew.add(ew.add(high, step_high), carry)], axis=0)
+    if step_high:
+        high = ew.add(high, step_high)
+    return concat([key0, key1, moved, ew.add(high, carry)], axis=0)
 
 
 def _state_tensor(words: Any) -> Tensor:
