@@ -28,8 +28,11 @@ from stageflow import (
     nn,
     ragged,
     random,
+    signal,
     sparse,
     strings,
+    test,
+    version,
 )
 from stageflow.core import config, errors
 from stageflow.core import dtypes as _dtypes
@@ -69,6 +72,11 @@ from stageflow.frontend.composite_specs import RaggedTensorSpec, SparseTensorSpe
 from stageflow.frontend.dlpack import from_dlpack
 from stageflow.frontend.functional_ops import foldl, foldr, map_fn, scan
 from stageflow.frontend.ops import operators as _operators  # noqa: F401 - installs operators
+from stageflow.frontend.ops.broadcast_shapes import (
+    broadcast_dynamic_shape,
+    broadcast_static_shape,
+    ensure_shape,
+)
 from stageflow.frontend.ops.casting import saturate_cast
 from stageflow.frontend.ops.complex_numbers import complex
 from stageflow.frontend.ops.control import (
@@ -81,6 +89,7 @@ from stageflow.frontend.ops.control import (
     while_loop,
 )
 from stageflow.frontend.ops.convert import constant, convert_to_tensor, is_tensor
+from stageflow.frontend.ops.counting import histogram_fixed_width
 from stageflow.frontend.ops.creation import (
     diag,
     eye,
@@ -162,6 +171,7 @@ from stageflow.frontend.ops.nd_indexing import (
     tensor_scatter_nd_update,
     unsorted_segment_sum,
 )
+from stageflow.frontend.ops.ranking import searchsorted
 from stageflow.frontend.ops.reductions import (
     argmax,
     argmin,
@@ -174,6 +184,7 @@ from stageflow.frontend.ops.reductions import (
 )
 from stageflow.frontend.ops.scatter_extrema import tensor_scatter_nd_max, tensor_scatter_nd_min
 from stageflow.frontend.ops.selection import boolean_mask, nonzero, unique
+from stageflow.frontend.ops.sequences import reverse_sequence, sequence_mask
 from stageflow.frontend.ops.shape import (
     broadcast_to,
     concat,
@@ -193,7 +204,24 @@ from stageflow.frontend.ops.shape import (
 from stageflow.frontend.ops.shape_of import rank, shape, size
 from stageflow.frontend.ops.slicing import slice
 from stageflow.frontend.ops.sorting import argsort, sort
+from stageflow.frontend.ops.static_value import get_static_value
+from stageflow.frontend.ops.strided_slice import strided_slice
+from stageflow.frontend.ops.tensor_lists import (
+    dynamic_partition,
+    dynamic_stitch,
+    identity_n,
+    shape_n,
+    unstack,
+)
 from stageflow.frontend.ragged_tensor import RaggedTensor
+from stageflow.frontend.scopes import (
+    case,
+    control_dependencies,
+    name_scope,
+    no_gradient,
+    recompute_grad,
+    timestamp,
+)
 from stageflow.frontend.sparse_tensor import SparseTensor
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tape import (
@@ -247,7 +275,8 @@ def __getattr__(name: str) -> _Any:
 # `runtime`...) are the implementation, reachable by name but out of `dir(sf)`. The lazy
 # names are listed by `dir` but left out of `__all__`: ``import *`` would import them all.
 _NAMESPACES = ("config", "debugging", "dtypes", "errors", "experimental", "image", "io",
-               "linalg", "math", "nest", "nn", "ragged", "random", "sparse", "strings")
+               "linalg", "math", "nest", "nn", "ragged", "random", "signal", "sparse",
+               "strings", "test", "version")
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and (not isinstance(value, _ModuleType)
                                                   or name in _NAMESPACES))

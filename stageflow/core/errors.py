@@ -3,11 +3,16 @@ how a kernel's error is re-raised naming the op and the user's line."""
 
 from typing import Any
 
+from stageflow.core import op_errors
 from stageflow.core.exports import public_dir
+from stageflow.core.op_errors import *  # noqa: F403 - TensorFlow's status errors
+from stageflow.core.op_errors import INVALID_ARGUMENT, OUT_OF_RANGE, OpError
 
-# `sf.errors`: the exceptions a user catches. `CallbackError` never reaches them (the
-# kernels' error handling re-raises what it carries); it and the helpers stay out of `dir`.
-__all__ = ["InvalidArgumentError", "InvalidIndexError", "OutOfRangeError", "StagingError"]
+# `sf.errors`: the exceptions a user catches, and TensorFlow's status codes. `CallbackError`
+# never reaches them (the kernels' error handling re-raises what it carries); it and the
+# helpers stay out of `dir`.
+__all__ = sorted(["InvalidArgumentError", "InvalidIndexError", "OutOfRangeError",
+                  "StagingError", *op_errors.__all__])
 __dir__ = public_dir(globals())
 
 
@@ -35,7 +40,7 @@ class StagingError(Exception):
     """
 
 
-class OutOfRangeError(Exception):
+class OutOfRangeError(OpError):
     """A staged function asked an exhausted `sf.data` iterator for its next element (the
     eager ``next`` raises StopIteration instead): a graph cannot stop a Python loop, so
     the call raises, as TensorFlow's ``tf.errors.OutOfRangeError``, and a training loop
@@ -54,8 +59,10 @@ class OutOfRangeError(Exception):
     sf.data.Iterator: end of the dataset (the staged function asked for one more element)
     """
 
+    error_code = OUT_OF_RANGE
 
-class InvalidArgumentError(ValueError):
+
+class InvalidArgumentError(OpError, ValueError):
     """A check of tensor values failed (`sf.debugging`): eagerly at once, in a staged
     function when it runs; the message names the check, the values and the user's line
     (TensorFlow's ``tf.errors.InvalidArgumentError``).
@@ -66,6 +73,8 @@ class InvalidArgumentError(ValueError):
     ...     print(str(error).splitlines()[0])
     assert_positive: condition x > 0 did not hold element-wise: x = [ 1. -2.]
     """
+
+    error_code = INVALID_ARGUMENT
 
 
 class InvalidIndexError(InvalidArgumentError, IndexError):
