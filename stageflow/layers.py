@@ -20,6 +20,13 @@ from stageflow.models.layers.convolutional import (
     SeparableConv2D,
 )
 from stageflow.models.layers.core import Dense, Embedding, Lambda
+from stageflow.models.layers.image_preprocessing import (
+    CenterCrop,
+    RandomContrast,
+    RandomCrop,
+    RandomFlip,
+    Resizing,
+)
 from stageflow.models.layers.merging import (
     Add,
     Average,
@@ -30,7 +37,12 @@ from stageflow.models.layers.merging import (
     Multiply,
     Subtract,
 )
-from stageflow.models.layers.normalization import BatchNormalization, LayerNormalization
+from stageflow.models.layers.normalization import (
+    BatchNormalization,
+    LayerNormalization,
+    UnitNormalization,
+)
+from stageflow.models.layers.passthrough import Identity, InputLayer, Masking
 from stageflow.models.layers.pooling import (
     AveragePooling1D,
     AveragePooling2D,
@@ -51,7 +63,14 @@ from stageflow.models.layers.pooling import (
 )
 from stageflow.models.layers.preprocessing import Normalization, Rescaling
 from stageflow.models.layers.recurrent import GRU, LSTM, SimpleRNN
-from stageflow.models.layers.regularization import Dropout, GaussianNoise, SpatialDropout2D
+from stageflow.models.layers.regularization import (
+    ActivityRegularization,
+    Dropout,
+    GaussianDropout,
+    GaussianNoise,
+    SpatialDropout1D,
+    SpatialDropout2D,
+)
 from stageflow.models.layers.reshaping import (
     Cropping1D,
     Cropping2D,
@@ -68,15 +87,17 @@ from stageflow.models.layers.sequential import Sequential
 from stageflow.models.layers.symbolic import Input
 from stageflow.models.layers.wrappers import Bidirectional, TimeDistributed
 
-__all__ = ["Activation", "Add", "Average", "AveragePooling1D", "AveragePooling2D", "AvgPool1D",
-           "AvgPool2D", "BatchNormalization", "Bidirectional", "Concatenate", "Conv1D", "Conv2D",
-           "Conv2DTranspose", "Cropping1D", "Cropping2D", "Dense", "DepthwiseConv2D", "Dot",
-           "Dropout", "ELU", "Embedding", "Flatten", "GRU", "GaussianNoise",
-           "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAvgPool1D", "GlobalAvgPool2D",
-           "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D",
-           "Input", "LSTM", "Lambda", "Layer", "LayerNormalization", "LeakyReLU", "MaxPool1D",
-           "MaxPool2D", "MaxPooling1D", "MaxPooling2D", "Maximum", "Minimum", "MultiHeadAttention",
-           "Multiply", "Normalization", "PReLU", "Permute", "ReLU", "RepeatVector", "Rescaling",
-           "Reshape", "SeparableConv2D", "Sequential", "SimpleRNN", "Softmax", "SpatialDropout2D",
-           "Subtract", "TimeDistributed", "UpSampling1D", "UpSampling2D", "ZeroPadding1D",
-           "ZeroPadding2D", "get_activation", "get_initializer"]
+__all__ = ["Activation", "ActivityRegularization", "Add", "Average", "AveragePooling1D",
+           "AveragePooling2D", "AvgPool1D", "AvgPool2D", "BatchNormalization", "Bidirectional",
+           "CenterCrop", "Concatenate", "Conv1D", "Conv2D", "Conv2DTranspose", "Cropping1D",
+           "Cropping2D", "Dense", "DepthwiseConv2D", "Dot", "Dropout", "ELU", "Embedding",
+           "Flatten", "GRU", "GaussianDropout", "GaussianNoise", "GlobalAveragePooling1D",
+           "GlobalAveragePooling2D", "GlobalAvgPool1D", "GlobalAvgPool2D", "GlobalMaxPool1D",
+           "GlobalMaxPool2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "Identity", "Input",
+           "InputLayer", "LSTM", "Lambda", "Layer", "LayerNormalization", "LeakyReLU", "Masking",
+           "MaxPool1D", "MaxPool2D", "MaxPooling1D", "MaxPooling2D", "Maximum", "Minimum",
+           "MultiHeadAttention", "Multiply", "Normalization", "PReLU", "Permute", "RandomContrast",
+           "RandomCrop", "RandomFlip", "ReLU", "RepeatVector", "Rescaling", "Reshape", "Resizing",
+           "SeparableConv2D", "Sequential", "SimpleRNN", "Softmax", "SpatialDropout1D",
+           "SpatialDropout2D", "Subtract", "TimeDistributed", "UnitNormalization", "UpSampling1D",
+           "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D", "get_activation", "get_initializer"]

@@ -5,11 +5,12 @@ model loads as a callable object over live variables, without its Python class; 
 ending in ``.keras`` is a Keras archive instead (`sf.keras.saving`).
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stageflow.core import lazy as _lazy
 from stageflow.core.exports import public_dir as _public_dir
 from stageflow.models import keras_archive as _archive
+from stageflow.models import serializable as _serializable
 from stageflow.models.layers.sequential import Sequential
 from stageflow.models.training import Model
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 else:  # the loader brings the IR's parser: not loaded with `sf.keras`
     _loading = _lazy.module("stageflow.saved.load")
 
-__all__ = ["Model", "Sequential", "load_model", "save_model"]
+__all__ = ["Model", "Sequential", "clone_model", "load_model", "save_model"]
 __dir__ = _public_dir(globals())
 
 
@@ -54,3 +55,19 @@ def load_model(filepath: str, custom_objects: dict | None = None, compile: bool 
     if str(filepath).endswith(".keras"):
         return _archive.load(filepath, custom_objects, safe_mode)
     return _loading.load(filepath)
+
+
+def clone_model(model: Model, input_tensors: Any = None, clone_function: Any = None,
+                **kwargs: Any) -> Model:
+    """A new model of the same layers' configs (Keras' ``clone_model``): new layers, with
+    new weights (not the model's: copy them with ``set_weights(model.get_weights())``).
+
+    >>> model = sf.keras.Sequential([sf.keras.layers.Dense(2, input_shape=(3,))])
+    >>> clone = sf.keras.models.clone_model(model)
+    >>> clone.layers[0] is model.layers[0], [tuple(v.shape) for v in clone.variables]
+    (False, [(3, 2), (2,)])
+    """
+    if input_tensors is not None or clone_function is not None or kwargs:
+        raise NotImplementedError("clone_model: input_tensors, clone_function and the other "
+                                  "options are not supported")
+    return _serializable.deserialize(_serializable.serialize(model))

@@ -7,6 +7,7 @@ from typing import Any
 
 from stageflow.frontend.ops import nn
 from stageflow.frontend.tensor import Tensor
+from stageflow.models import activation_functions as keras_fns
 
 __all__ = ["ACTIVATIONS", "get_activation"]
 
@@ -24,6 +25,11 @@ ACTIVATIONS: dict[str, Callable[[Any], Tensor]] = {
     "tanh": nn.tanh,
     "softmax": nn.softmax,
     "log_softmax": nn.log_softmax,
+    "selu": keras_fns.selu,
+    "softsign": keras_fns.softsign,
+    "exponential": keras_fns.exponential,
+    "hard_sigmoid": keras_fns.hard_sigmoid,
+    "mish": keras_fns.mish,
 }
 
 

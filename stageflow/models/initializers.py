@@ -127,6 +127,8 @@ def get_initializer(initializer: str | Callable) -> Callable[..., Any]:
     >>> bool(np.allclose(q.T @ q, np.eye(4), atol=1e-5))
     True
     """
+    if isinstance(initializer, type):  # an initializer class (Keras'): made without arguments
+        return initializer()
     if callable(initializer):
         return initializer
     if isinstance(initializer, str) and initializer in INITIALIZERS:

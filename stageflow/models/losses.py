@@ -353,6 +353,15 @@ class Loss:
     def __repr__(self) -> str:
         return f"<sf.losses.{type(self).__name__} {self.name!r} reduction={self.reduction!r}>"
 
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config: the name, the reduction and the function's options."""
+        return {"name": self.name, "reduction": self.reduction, **self.options}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Loss:
+        """A loss of this class from `get_config`'s config."""
+        return cls(**config)
+
 
 class MeanSquaredError(Loss):
     """`mean_squared_error` as a loss object, reduced over the batch.

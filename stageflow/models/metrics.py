@@ -25,10 +25,11 @@ from stageflow.models import losses
 from stageflow.models.module import Module, camel_to_snake
 
 __all__ = ["AUC", "Accuracy", "BinaryAccuracy", "BinaryCrossentropy", "CategoricalAccuracy",
-           "CategoricalCrossentropy", "Mean", "MeanAbsoluteError", "MeanMetricWrapper",
-           "MeanSquaredError", "Metric", "Precision", "Recall", "RootMeanSquaredError",
-           "SparseCategoricalAccuracy", "SparseCategoricalCrossentropy",
-           "SparseTopKCategoricalAccuracy", "Sum", "TopKCategoricalAccuracy", "binary_accuracy",
+           "CategoricalCrossentropy", "FalseNegatives", "FalsePositives", "KLDivergence",
+           "Mean", "MeanAbsoluteError", "MeanMetricWrapper", "MeanSquaredError", "Metric",
+           "Precision", "Recall", "RootMeanSquaredError", "SparseCategoricalAccuracy",
+           "SparseCategoricalCrossentropy", "SparseTopKCategoricalAccuracy", "Sum",
+           "TopKCategoricalAccuracy", "TrueNegatives", "TruePositives", "binary_accuracy",
            "get", "sparse_top_k_categorical_accuracy", "top_k_categorical_accuracy"]
 
 
@@ -549,6 +550,74 @@ class AUC(_Confusion):
         widths = fallout[:-1] - fallout[1:]
         heights = (recall[:-1] + recall[1:]) * 0.5
         return reduce_sum(widths * heights)
+
+
+class _Count(_Confusion):
+    """One of the confusion counts at `thresholds` (0.5 when None; a scalar for one
+    threshold, else one count per threshold), as Keras' `TruePositives` and its kin."""
+
+    _KIND = "true_positives"
+
+    def __init__(self, thresholds: Any = None, name: str | None = None,
+                 dtype: Any = dtypes.float32) -> None:
+        self._single = thresholds is None or isinstance(thresholds, int | float)
+        values = [0.5 if thresholds is None else thresholds] if self._single else thresholds
+        super().__init__(values, name or camel_to_snake(type(self).__name__), dtype)
+
+    def result(self) -> Tensor:
+        counts = self.counts[self._KIND].read_value()
+        return counts[0] if self._single else counts
+
+
+class TruePositives(_Count):
+    """The (weighted) count of positive labels predicted above the threshold.
+
+    >>> tp = sf.metrics.TruePositives()
+    >>> tp([0, 1, 1, 1], [1, 0, 1, 1])
+    sf.Tensor(2., shape=(), dtype=float32)
+    """
+
+
+class FalsePositives(_Count):
+    """The (weighted) count of negative labels predicted above the threshold.
+
+    >>> sf.metrics.FalsePositives()([0, 1, 0, 0], [0, 0, 1, 1])
+    sf.Tensor(2., shape=(), dtype=float32)
+    """
+
+    _KIND = "false_positives"
+
+
+class TrueNegatives(_Count):
+    """The (weighted) count of negative labels predicted at or below the threshold.
+
+    >>> sf.metrics.TrueNegatives()([0, 1, 0, 0], [1, 1, 0, 0])
+    sf.Tensor(2., shape=(), dtype=float32)
+    """
+
+    _KIND = "true_negatives"
+
+
+class FalseNegatives(_Count):
+    """The (weighted) count of positive labels predicted at or below the threshold.
+
+    >>> sf.metrics.FalseNegatives(thresholds=[0.3, 0.7])([1, 1], [0.5, 0.9])
+    sf.Tensor([0., 1.], shape=(2,), dtype=float32)
+    """
+
+    _KIND = "false_negatives"
+
+
+class KLDivergence(MeanMetricWrapper):
+    """The running mean of `sf.losses.kl_divergence`.
+
+    >>> kl = sf.metrics.KLDivergence()
+    >>> round(float(kl([[0.0, 1.0]], [[0.5, 0.5]])), 5)
+    0.69315
+    """
+
+    def __init__(self, name: str = "kl_divergence", dtype: Any = dtypes.float32) -> None:
+        super().__init__(losses.kl_divergence, name=name, dtype=dtype)
 
 
 def get(identifier: Any) -> Metric:

@@ -16,8 +16,8 @@ from stageflow.core.exports import public_dir
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
 
-__all__ = ["CosineDecay", "ExponentialDecay", "LearningRateSchedule",
-           "PiecewiseConstantDecay"]
+__all__ = ["CosineDecay", "CosineDecayRestarts", "ExponentialDecay", "InverseTimeDecay",
+           "LearningRateSchedule", "PiecewiseConstantDecay", "PolynomialDecay"]
 __dir__ = public_dir(globals())  # `sf.optimizers.schedules` is this module: not its imports
 
 
@@ -49,6 +49,15 @@ class LearningRateSchedule:
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({fields})"
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config: the constructor's arguments, by name."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> LearningRateSchedule:
+        """A schedule of this class from `get_config`'s config."""
+        return cls(**config)
 
 
 class ExponentialDecay(LearningRateSchedule):
@@ -147,3 +156,104 @@ class PiecewiseConstantDecay(LearningRateSchedule):
                                                  strict=False))):
             rate = ew.where(ew.less_equal(step, float(boundary)), value, rate)
         return rate
+
+
+class PolynomialDecay(LearningRateSchedule):
+    """From `initial_learning_rate` to `end_learning_rate` over `decay_steps` along
+    ``(1 - step / decay_steps) ** power``, constant after; with `cycle`, `decay_steps` grows
+    to the next multiple of itself past the step, so the decay starts again.
+
+    >>> poly = sf.optimizers.schedules.PolynomialDecay(0.1, 100, 0.01, power=2.0)
+    >>> [round(float(poly(step)), 6) for step in (0, 50, 100, 150)]
+    [0.1, 0.0325, 0.01, 0.01]
+    """
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int,
+                 end_learning_rate: float = 0.0001, power: float = 1.0, cycle: bool = False,
+                 name: str = "PolynomialDecay") -> None:
+        if int(decay_steps) <= 0:
+            raise ValueError(f"PolynomialDecay: decay_steps must be positive, got "
+                             f"{decay_steps!r}")
+        self.initial_learning_rate = float(initial_learning_rate)
+        self.decay_steps = int(decay_steps)
+        self.end_learning_rate = float(end_learning_rate)
+        self.power = float(power)
+        self.cycle = bool(cycle)
+        self.name = name
+
+    def __call__(self, step: Any) -> Any:
+        step = _step(step)
+        steps = float(self.decay_steps)
+        if self.cycle:
+            multiple = ew.where(ew.equal(step, 0.0), 1.0, ew.ceil(step / steps))
+            steps = steps * multiple
+        else:
+            step = ew.minimum(step, steps)
+        fraction = ew.pow(1.0 - step / steps, self.power)
+        span = self.initial_learning_rate - self.end_learning_rate
+        return fraction * span + self.end_learning_rate
+
+
+class InverseTimeDecay(LearningRateSchedule):
+    """``initial / (1 + decay_rate * step / decay_steps)`` (the quotient floored if
+    `staircase`).
+
+    >>> inverse = sf.optimizers.schedules.InverseTimeDecay(0.1, 10, 0.5)
+    >>> [round(float(inverse(step)), 6) for step in (0, 5, 10, 25)]
+    [0.1, 0.08, 0.066667, 0.044444]
+    """
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float,
+                 staircase: bool = False, name: str = "InverseTimeDecay") -> None:
+        if int(decay_steps) <= 0:
+            raise ValueError(f"InverseTimeDecay: decay_steps must be positive, got "
+                             f"{decay_steps!r}")
+        self.initial_learning_rate = float(initial_learning_rate)
+        self.decay_steps = int(decay_steps)
+        self.decay_rate = float(decay_rate)
+        self.staircase = bool(staircase)
+        self.name = name
+
+    def __call__(self, step: Any) -> Any:
+        quotient = _step(step) / float(self.decay_steps)
+        if self.staircase:
+            quotient = ew.floor(quotient)
+        return self.initial_learning_rate / (1.0 + self.decay_rate * quotient)
+
+
+class CosineDecayRestarts(LearningRateSchedule):
+    """A cosine decay to ``alpha`` times the rate over `first_decay_steps`, then restarted:
+    each period `t_mul` times longer than the last, its peak `m_mul` times lower
+    (Loshchilov and Hutter's SGDR).
+
+    >>> sgdr = sf.optimizers.schedules.CosineDecayRestarts(0.1, 10)
+    >>> [round(float(sgdr(step)), 6) for step in (0, 5, 10, 15, 30)]
+    [0.1, 0.05, 0.1, 0.085355, 0.1]
+    """
+
+    def __init__(self, initial_learning_rate: float, first_decay_steps: int,
+                 t_mul: float = 2.0, m_mul: float = 1.0, alpha: float = 0.0,
+                 name: str = "SGDRDecay") -> None:
+        if int(first_decay_steps) <= 0:
+            raise ValueError(f"CosineDecayRestarts: first_decay_steps must be positive, got "
+                             f"{first_decay_steps!r}")
+        self.initial_learning_rate = float(initial_learning_rate)
+        self.first_decay_steps = int(first_decay_steps)
+        self.t_mul = float(t_mul)
+        self.m_mul = float(m_mul)
+        self.alpha = float(alpha)
+        self.name = name
+
+    def __call__(self, step: Any) -> Any:
+        fraction = _step(step) / float(self.first_decay_steps)
+        if self.t_mul == 1.0:
+            restart = ew.floor(fraction)
+            fraction = fraction - restart
+        else:
+            restart = ew.floor(ew.log(1.0 - fraction * (1.0 - self.t_mul))
+                               / math.log(self.t_mul))
+            done = (1.0 - ew.pow(self.t_mul, restart)) / (1.0 - self.t_mul)
+            fraction = (fraction - done) / ew.pow(self.t_mul, restart)
+        peak = ew.pow(self.m_mul, restart)
+        cosine = 0.5 * peak * (1.0 + ew.cos(math.pi * fraction))
+        return ((1.0 - self.alpha) * cosine + self.alpha) * self.initial_learning_rate

@@ -314,7 +314,9 @@ class Model(Layer):
         None), so a run resumed by `BackupAndRestore` sees the batches the original did."""
         self._compiled("fit")
         history = History()
-        hooks: list[Callback] = [history, *(callbacks or ())]
+        # The history after the caller's callbacks, as Keras orders them: it records what
+        # they add to an epoch's logs (`ReduceLROnPlateau`'s learning rate).
+        hooks: list[Callback] = [*(callbacks or ()), history]
         shown = 1 if verbose == "auto" else int(verbose)
         if shown and not any(isinstance(hook, ProgbarLogger) for hook in hooks):
             hooks.append(ProgbarLogger(shown))

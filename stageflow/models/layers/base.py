@@ -32,6 +32,7 @@ from stageflow.frontend.ops.shape_of import shape
 from stageflow.frontend.spec import TensorSpec
 from stageflow.frontend.tensor import Tensor
 from stageflow.frontend.variables import Variable
+from stageflow.models import backend_config
 from stageflow.models.activations import get_activation
 from stageflow.models.initializers import get_initializer
 from stageflow.models.layers import symbolic
@@ -271,14 +272,14 @@ class Layer(Module):
 
     def _variable_dtype(self, input_dtype: Any) -> np.dtype:
         """The policy's variable dtype, else the dtype the layer took, else the input's
-        floating dtype, else float32."""
+        floating dtype, else the default float dtype (`sf.keras.backend.floatx`)."""
         if self._policy is not None:
             return self._policy.variable
         if self._dtype is not None:
             return self._dtype
         if input_dtype is not None and dtypes.is_floating(input_dtype):
             return dtypes.as_dtype(input_dtype)
-        return dtypes.float32
+        return dtypes.as_dtype(backend_config.floatx())
 
     def _last_dim(self, input_shape: tuple[int | None, ...], min_rank: int) -> int:
         if len(input_shape) < min_rank or input_shape[-1] is None:
@@ -380,6 +381,12 @@ def _resolve_training(training: Any) -> bool:
         return bool(training)
     stack = getattr(_training_stack, "modes", None)
     return stack[-1] if stack else False
+
+
+def in_layer_call() -> bool:
+    """Whether a layer call is in progress on this thread (so a nested call inherits its
+    mode): Keras' augmentation layers default to training only when called alone."""
+    return bool(getattr(_training_stack, "modes", None))
 
 
 def _training_modes() -> list[bool]:

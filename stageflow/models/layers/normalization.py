@@ -15,7 +15,7 @@ from stageflow.core.shapes import format_shape, normalize_axis
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops import elementwise as ew
 from stageflow.frontend.ops.convert import convert_to_tensor
-from stageflow.frontend.ops.normalization import layer_normalization
+from stageflow.frontend.ops.normalization import l2_normalize, layer_normalization
 from stageflow.frontend.ops.reductions import reduce_mean
 from stageflow.frontend.ops.shape import reshape
 from stageflow.frontend.tape import stop_gradient
@@ -25,7 +25,7 @@ from stageflow.models.composite import Composite
 from stageflow.models.initializers import get_initializer
 from stageflow.models.layers.base import Layer
 
-__all__ = ["BatchNormalization", "LayerNormalization"]
+__all__ = ["BatchNormalization", "LayerNormalization", "UnitNormalization"]
 
 
 class BatchNormalization(Layer):
@@ -232,3 +232,19 @@ def _as(x: Tensor, dtype: Any) -> Tensor:
 def _bad_axis(axis: int, rank: int) -> int:
     raise ValueError(f"LayerNormalization: axis {axis} is out of range for rank {rank}"
                      f"{describe_location()}")
+
+
+class UnitNormalization(Layer):
+    """Each vector along `axis` (an int or a list) scaled to unit L2 norm:
+    ``x / sqrt(max(sum(x**2), 1e-12))``.
+
+    >>> sf.keras.layers.UnitNormalization()(sf.constant([[3.0, 4.0]]))
+    sf.Tensor([[0.6, 0.8]], shape=(1, 2), dtype=float32)
+    """
+
+    def __init__(self, axis: int | Sequence[int] = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.axis = axis if isinstance(axis, int) else list(axis)
+
+    def call(self, inputs: Any) -> Tensor:
+        return l2_normalize(convert_to_tensor(inputs), axis=self.axis, epsilon=1e-12)
