@@ -105,10 +105,12 @@ OTHER_NAMESPACES = ["data", "train", "aot", "saved", "distribute", "config", "er
                     "optimizers.schedules", "linalg", "math", "debugging", "summary",
                     "summary.experimental", "profiler", "profiler.experimental", "keras",
                     "keras.backend", "keras.callbacks", "keras.models", "keras.mixed_precision",
+                    "keras.activations", "keras.initializers", "keras.utils",
                     "saved_model",
                     "nest", "experimental", "experimental.dlpack",
                     "strings", "autograph", "autograph.experimental", "dtypes",
-                    "config.experimental", "image", "io", "ragged", "sparse"]
+                    "config.experimental", "image", "io", "ragged", "sparse", "signal",
+                    "io.gfile", "random.experimental"]
 
 
 @pytest.mark.parametrize("path", OTHER_NAMESPACES)
