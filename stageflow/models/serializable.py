@@ -108,7 +108,7 @@ def _function(function: types.FunctionType) -> dict[str, Any]:
     registered, the custom and stageflow's own objects), or a lambda by its code, as Keras
     writes one (bytecode, loaded only where the caller trusts the file: ``safe_mode=False``)."""
     if function.__name__ != "<lambda>":
-        return {"module": function.__module__, "function_name": function.__qualname__,
+        return {"module": _home(function), "function_name": function.__qualname__,
                 "registered_name": get_registered_name(function)}
     if function.__closure__:
         raise TypeError(f"sf.keras saving: cannot serialize a lambda that reads variables "
@@ -117,6 +117,24 @@ def _function(function: types.FunctionType) -> dict[str, Any]:
     code = base64.b64encode(marshal.dumps(function.__code__)).decode("ascii")
     return {"lambda": code, "defaults": serialize(function.__defaults__),
             "module": function.__module__}
+
+
+# Where stageflow's public functions are found by name, for those whose own module does not
+# hold them under their name (made by a factory, or defined where they are not exported).
+_NAMESPACES = ("stageflow", "stageflow.nn", "stageflow.math", "stageflow.random",
+               "stageflow.linalg", "stageflow.keras.activations")
+
+
+def _home(function: types.FunctionType) -> str:
+    """The module `function` is loaded from again: its own where that holds it under its
+    name, else the first of stageflow's namespaces that does."""
+    for module in (function.__module__, *_NAMESPACES):
+        try:
+            if getattr(importlib.import_module(module), function.__qualname__, None) is function:
+                return module
+        except ImportError:
+            continue
+    return function.__module__
 
 
 def _load_function(data: dict[str, Any], custom_objects: dict[str, Any] | None,

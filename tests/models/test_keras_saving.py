@@ -130,3 +130,15 @@ def test_functions_and_lambdas_in_a_config(tmp_path):
     loaded = sf.keras.models.load_model(tmp_path / "m.keras", safe_mode=False)
     np.testing.assert_array_equal(loaded(x).numpy(), want)
     assert loaded.layers[1].get_config()["kernel_initializer"] is sf.random.normal
+
+
+def test_a_function_saved_by_name_is_found_where_stageflow_exports_it(tmp_path):
+    """`sf.nn.relu` is made by a factory: its module does not hold it under its name, so
+    its name is saved with the namespace that does (TensorFlow's ragged guide saves a
+    model with ``activation=tf.nn.relu``)."""
+    model = sf.keras.Sequential([sf.keras.layers.Dense(2, activation=sf.nn.relu)])
+    x = np.ones((3, 4), np.float32)
+    want = model(x).numpy()
+    model.save(tmp_path / "relu.keras")
+    loaded = sf.keras.models.load_model(tmp_path / "relu.keras")
+    np.testing.assert_array_equal(loaded(x).numpy(), want)
