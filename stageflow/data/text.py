@@ -43,17 +43,22 @@ class TextLineDataset(_Generated):
                  name: str | None = None) -> None:
         del buffer_size, name
         paths = _paths(filenames)
-        compression = (compression_type or "").upper()
-        if compression not in _COMPRESSIONS:
-            raise ValueError(f"TextLineDataset: compression_type must be one of "
-                             f"{list(_COMPRESSIONS)}, got {compression_type!r}"
-                             f"{describe_location()}")
+        compression = _compression(compression_type, "TextLineDataset")
         width = max(1, int(num_parallel_reads or 1))
         super().__init__(lambda: _interleaved(paths, compression, width),
                          TensorSpec((), dtypes.string), ())
 
     def _stage(self) -> str:
         return "TextLineDataset"
+
+
+def _compression(compression_type: str | None, who: str) -> str:
+    """TensorFlow's name of a compression, checked: "" (none), "GZIP" or "ZLIB"."""
+    compression = (compression_type or "").upper()
+    if compression not in _COMPRESSIONS:
+        raise ValueError(f"{who}: compression_type must be one of {list(_COMPRESSIONS)}, got "
+                         f"{compression_type!r}{describe_location()}")
+    return compression
 
 
 def _paths(filenames: Any) -> list[str]:
@@ -131,11 +136,7 @@ class CsvDataset(_Generated):
                              f"{describe_location()}")
         columns = [_column(default) for default in record_defaults]
         paths = _paths(filenames)
-        compression = (compression_type or "").upper()
-        if compression not in _COMPRESSIONS:
-            raise ValueError(f"CsvDataset: compression_type must be one of "
-                             f"{list(_COMPRESSIONS)}, got {compression_type!r}"
-                             f"{describe_location()}")
+        compression = _compression(compression_type, "CsvDataset")
         reader = _Records(paths, compression, columns, header, field_delim, use_quote_delim,
                           na_value, select_cols, exclude_cols)
         super().__init__(reader.records,
