@@ -23,7 +23,6 @@ import numpy as np
 
 from stageflow.core import context
 from stageflow.core.dims import DimsRule
-from stageflow.core.errors import InvalidArgumentError
 from stageflow.core.op_facts import Cost, Effect, Family, Lowering, Memory, ReductionKind
 from stageflow.core.source import describe_location
 
@@ -187,7 +186,4 @@ class Primitive:
         except (ValueError, TypeError) as error:
             operands = ", ".join(str(a) for a in avals)
             message = f"{self.name}({operands}): {error}{describe_location()}"
-            # Eagerly, operands that do not fit are TensorFlow's InvalidArgumentError (a
-            # ValueError); while tracing, a ValueError, as TensorFlow's graph building says.
-            eager = type(error) is ValueError and context.executing_eagerly()
-            raise (InvalidArgumentError if eager else type(error))(message) from None
+            raise type(error)(message) from None
