@@ -928,11 +928,10 @@ class _Generated(Dataset):
     @property
     def element_spec(self) -> Any:
         if self._spec is None:
-            leaves, treedef = nest.flatten(_first_spec(self))
             # output_types alone: the shapes are unknown, the first element gives the rank
-            unknown = isinstance(self._signature, _Unshaped)
-            self._spec = nest.unflatten(treedef, [
-                TensorSpec((None,) * len(s.shape), s.dtype) if unknown else s for s in leaves])
+            first = _first_spec(self)
+            self._spec = (_unknown_dims(first) if isinstance(self._signature, _Unshaped)
+                          else first)
         return self._spec
 
     def _stage(self) -> str:

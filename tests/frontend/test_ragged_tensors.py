@@ -489,5 +489,5 @@ def test_embeddings_and_bigrams_of_ragged_words():
     padded = sf.concat([marker, queries, marker], axis=1)
     bigrams = sf.strings.join([padded[:, :-1], padded[:, 1:]], separator="+")
     assert bigrams.to_list() == [[b"#+Who", b"Who+is", b"is+#"], [b"#+Pause", b"Pause+#"]]
-    with pytest.raises(ValueError, match="rows differ"):
+    with pytest.raises(sf.errors.InvalidArgumentError, match="different row splits"):
         sf.strings.join([padded, queries])

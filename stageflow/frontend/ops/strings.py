@@ -24,6 +24,7 @@ from stageflow.core import context, dtypes
 from stageflow.core.errors import InvalidArgumentError
 from stageflow.core.source import describe_location
 from stageflow.frontend.ops.convert import convert_to_tensor
+from stageflow.frontend.ragged_operators import check_same_rows
 from stageflow.frontend.ragged_tensor import RaggedTensor
 from stageflow.frontend.tensor import Tensor, wrap
 from stageflow.frontend.tracer import GraphTrace
@@ -128,13 +129,8 @@ def join(inputs: Sequence[Any], separator: str = "") -> Tensor:
         raise ValueError(f"sf.strings.join: inputs is empty{describe_location()}")
     ragged = [value for value in inputs if isinstance(value, RaggedTensor)]
     if ragged:
-        splits = [np.asarray(s.numpy()) for s in ragged[0].nested_row_splits]
         for other in ragged[1:]:
-            theirs = [np.asarray(s.numpy()) for s in other.nested_row_splits]
-            if len(theirs) != len(splits) or any(
-                    not np.array_equal(a, b) for a, b in zip(theirs, splits, strict=False)):
-                raise ValueError(f"sf.strings.join: the ragged inputs' rows differ"
-                                 f"{describe_location()}")
+            check_same_rows(ragged[0], other, "strings.join")
         return ragged[0].with_flat_values(join(
             [value.flat_values if isinstance(value, RaggedTensor) else value
              for value in inputs], separator))
