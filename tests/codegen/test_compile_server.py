@@ -31,7 +31,8 @@ def _kernel():
 def test_the_server_makes_the_bytes_this_process_makes(monkeypatch):
     monkeypatch.setattr(config, "parallel_compile", True)
     jit = cpu.JIT()  # a JIT of its own, with a server (the process's may have none)
-    assert jit._server is not None
+    assert jit._server is None  # started at the first module to compile, not before
+    assert jit._start_server() is jit._start_server() is not None
     prepared = cpu.CPUTarget().prepare_many([_kernel()])
     job = prepared.jobs[0]
     here = jit._compile_here(job.text, job.level, job.codegen)
@@ -79,3 +80,17 @@ def test_a_forked_child_compiles_in_its_own_process():
     _, status = os.waitpid(child, 0)
     assert os.WEXITSTATUS(status) == 0
     assert server.alive
+
+
+def test_a_process_whose_modules_all_hit_the_disk_cache_starts_no_server(tmp_path,
+                                                                        monkeypatch):
+    """The server's start-up takes a core for about a second: a process that compiles
+    nothing (every module from the disk cache) runs its first calls without it."""
+    monkeypatch.setattr(config, "parallel_compile", True)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    job = cpu.CPUTarget().prepare_many([_kernel()]).jobs[0]
+    first = cpu.JIT()
+    code = first._object_code(job)  # a miss: compiled, stored, and the server started
+    assert first._server is not None
+    second = cpu.JIT()
+    assert second._object_code(job) == code and second._server is None

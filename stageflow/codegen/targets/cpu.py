@@ -351,9 +351,10 @@ class JIT:
     LLVM's optimisation and code generation run in llvmlite calls that release the GIL, so
     a module handed to the compiler threads (`schedule`) compiles while Python builds the
     next module's IR; `link` waits for them. One thread compiles in this process; with a
-    `CompileServer` (a process started as the JIT is made, on machines of more than one
-    core, unless ``STAGEFLOW_PARALLEL_COMPILE=0``) a second one hands modules to it, so two
-    modules compile at once: llvmlite runs one LLVM call at a time per process.
+    `CompileServer` (a process started at the first module not in the disk cache, on
+    machines of more than one core, unless ``STAGEFLOW_PARALLEL_COMPILE=0``) a second one
+    hands modules to it, so two modules compile at once: llvmlite runs one LLVM call at a
+    time per process.
     """
 
     def __init__(self) -> None:
@@ -379,9 +380,14 @@ class JIT:
         # freed: its link calls go to this engine, made on first need and kept.
         self._permanent: Engine | None = None
         self.target_id = f"{self.triple} {self.cpu_name} {self.features}"
-        self._server = self._start_server() if config.parallel_compile and can_serve() else None
+        # The compile server starts at the first module this process must compile: a
+        # process whose modules all come from the disk cache starts none (the server's
+        # start-up takes a core for about a second, from the calls it would run beside).
+        self._serving = config.parallel_compile and can_serve()
+        self._server: CompileServer | None = None
+        self._server_lock = threading.Lock()
         self._here = threading.Lock()  # held while this process compiles a module
-        self._compiler = ThreadPoolExecutor(max_workers=1 if self._server is None else 2,
+        self._compiler = ThreadPoolExecutor(max_workers=2 if self._serving else 1,
                                             thread_name_prefix="stageflow-llvm")
         self._pending: dict[str, Future[bytes]] = {}
         self._pending_lock = threading.Lock()
@@ -389,10 +395,15 @@ class JIT:
         self.has_f16c = "+f16c" in self.features.split(",")
 
     def _start_server(self) -> CompileServer | None:
-        try:
-            return CompileServer(self.pipeline.spec)
-        except OSError:  # no second process here: this one compiles everything
-            return None
+        """The compile server, started on first need (spawned: this call does not wait for
+        it to be ready); None where it cannot start here (this process compiles all)."""
+        with self._server_lock:
+            if self._server is None and self._serving:
+                try:
+                    self._server = CompileServer(self.pipeline.spec)
+                except OSError:  # no second process here
+                    self._serving = False
+            return self._server
 
     def _new_engine(self) -> Engine:
         # The engine owns the machine it is given: never reuse one (FACTS: segfault).
@@ -427,6 +438,7 @@ class JIT:
             cache.stats.corrupt += 1
             code = None
         if code is None:
+            self._start_server()
             code = self._make(job)
             if cache.enabled():
                 cache.store(job.entry, code)
@@ -434,15 +446,17 @@ class JIT:
 
     def _make(self, job: ModuleJob) -> bytes:
         """Compile `job` here, or in the server while this process compiles another."""
-        if self._server is not None and not self._here.acquire(blocking=False):
-            code = self._server.compile(job.text, job.level, job.codegen)
+        server = self._server
+        if server is None:
+            return self._compile_here(job.text, job.level, job.codegen)
+        if not self._here.acquire(blocking=False):
+            code = server.compile(job.text, job.level, job.codegen)
             return code if code is not None else self._compile_here(
                 job.text, job.level, job.codegen)
         try:
             return self._compile_here(job.text, job.level, job.codegen)
         finally:
-            if self._server is not None:
-                self._here.release()
+            self._here.release()
 
     def _compile_here(self, text: str, level: int, codegen: int) -> bytes:
         return self.pipeline.object_code(text, level, codegen)

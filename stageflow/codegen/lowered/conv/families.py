@@ -20,7 +20,7 @@ from stageflow.codegen.llvm.emitter import I1, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca, memcpy
 from stageflow.codegen.llvm.loops import fold_mul, i64, range_loop, return_unless
 from stageflow.codegen.lowered import gemm_bf16
-from stageflow.codegen.lowered.conv import epilogue
+from stageflow.codegen.lowered.conv import blocked, epilogue
 from stageflow.codegen.lowered.conv.bfloat16 import (
     Conv2dBfloat16,
     Conv2dFilterGradientBfloat16,
@@ -435,6 +435,38 @@ class Conv2dPrepacked(Conv2d):
 
     def _direct(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value | None:
         return None
+
+    def _tasks(self, ob: OpBuilder, geo: Geometry, sizes: tuple[ir.Value, ...],
+               pointwise: ir.Value) -> None:
+        """A windowed conv the blocked loops serve (`blocked.serves`, its taps along a row
+        one image column apart) shares out their units, (block of output channels, image
+        row); any other conv2d's tasks."""
+        if not blocked.serves(self.dtype, self.filter_shape, self.groups):
+            super()._tasks(ob, geo, sizes, pointwise)
+            return
+        b = ob.b
+        image_rows, rows, depth, o = sizes
+        with b.if_else(b.and_(b.not_(pointwise), ob.eq(geo.dilations[1], i64(1)))) as (
+                loops, other):
+            with loops:
+                self._split(ob, b.mul(blocked.blocks(b, o), image_rows),
+                            b.mul(b.mul(rows, depth), o), self._blocked, name="blocks",
+                            guard=None)
+            with other:
+                super()._tasks(ob, geo, sizes, pointwise)
+
+    def _blocked(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
+                 memory: ir.Value) -> None:
+        """Units [first, last) by the blocked loops."""
+        b = ob.b
+        geo = Geometry.read(ob)
+        x, w, out = contiguous_operands(ob)
+        code = blocked.BlockedLoops().call(
+            b, (x.pointer, w.pointer, out.pointer),
+            [*x.dims, w.dims[0], w.dims[1], w.dims[3], out.dims[1], out.dims[2]],
+            [*geo.strides, geo.dilations[0], geo.padding[0][0], geo.padding[1][0]],
+            (first, last), _epilogue(ob, geo))
+        return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
 
 
 class Conv2dFilterGradient(FilterGradientShape, Windowed):
