@@ -18,7 +18,7 @@ from stageflow.primitives import prepacked
 from tests.codegen.test_lowered_conv import conv_reference, run_compiled, values
 
 pytestmark = pytest.mark.skipif(
-    not blocked.serves(np.dtype(np.float32), (3, 3, 1, 32), 1),
+    not blocked.available(np.dtype(np.float32)),
     reason="the blocked loops serve CPUs with AVX-512")
 
 # (kh, kw, C, O): a chunk and a part of one, several chunks, one panel at the end, 5x5
@@ -64,3 +64,26 @@ def test_a_frozen_convolution_runs_them_with_its_fused_epilogue():
                       + bias.numpy() + skip, 0)
     np.testing.assert_allclose(frozen(x, skip).numpy(), want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(layer(x, skip).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_module_s_convolutions_share_code_that_decides_at_run_time():
+    """The family's code is built once per module, by its first conv: the grouped conv
+    after one the blocked loops take goes to the gemm (the decision is made per call)."""
+    rng = np.random.default_rng(1)
+    first = sf.Variable(rng.standard_normal((3, 3, 16, 128)).astype(np.float32) / 10)
+    grouped = sf.Variable(rng.standard_normal((3, 3, 64, 128)).astype(np.float32) / 10)
+
+    @sf.function
+    def layers(x):
+        return sf.nn.conv2d(sf.nn.conv2d(x, first, 1, "SAME"), grouped, 1, "SAME")
+
+    x = rng.standard_normal((1, 6, 6, 16)).astype(np.float32)
+    same, one = ((1, 1), (1, 1)), (1, 1)
+    hidden = conv_reference(x, first.numpy(), one, same, one).astype(np.float32)
+    w = grouped.numpy()
+    halves = [conv_reference(hidden[..., 64 * g:64 * (g + 1)], w[..., 64 * g:64 * (g + 1)],
+                             one, same, one) for g in range(2)]
+    frozen = layers.freeze(x)
+    assert frozen.ir("optimized").count("conv2d_prepacked") == 2
+    np.testing.assert_allclose(frozen(x).numpy(), np.concatenate(halves, -1), rtol=1e-4,
+                               atol=1e-4)

@@ -53,20 +53,29 @@ LANES = 16  # float32 lanes of an AVX-512 vector
 WIDTH = panel_width(np.float32)  # a panel's columns: two vectors
 
 
-def serves(dtype: np.dtype, filter_shape: tuple[int, ...], groups: int) -> bool:
-    """Whether the blocked loops take a packed conv (decided when it is lowered; the
-    filters' column dilation of 1 is checked at run time): float32 filters of one group,
-    of more than one tap, whose output channels fill whole panels, on a CPU with AVX-512.
-    A 1x1 filter's chunks are one tap each, too short for their sums' trip through the
-    output: its windows (strided) copied for the gemm ran faster.
+def available(dtype: np.dtype) -> bool:
+    """Whether the blocked loops are compiled into a conv family's code of this dtype:
+    float32, on a CPU with AVX-512 (the rule of which convs they take is `fits`, at run
+    time: a module's convs of a family share one function).
 
-    >>> serves(np.dtype(np.float64), (3, 3, 256, 256), 1)
+    >>> available(np.dtype(np.float64))
     False
     """
-    return (np.dtype(dtype) == np.float32 and groups == 1
-            and filter_shape[0] * filter_shape[1] > 1
-            and filter_shape[3] % panel_width(dtype) == 0
-            and platform.current().has("avx512f"))
+    return np.dtype(dtype) == np.float32 and platform.current().has("avx512f")
+
+
+def fits(b: ir.IRBuilder, filters: list[ir.Value], groups: ir.Value,
+         column_dilation: ir.Value, pointwise: ir.Value) -> ir.Value:
+    """Whether the blocked loops take a packed conv (at run time): one group, a window of
+    more than one tap whose taps along a row are one image column apart, output channels
+    filling whole panels. A 1x1 filter's chunks are one tap each, too short for their
+    sums' trip through the output: its (strided) windows copied for the gemm ran faster."""
+    kh, kw, _, o = filters
+    flags = [b.not_(pointwise), b.icmp_signed("==", groups, i64(1)),
+             b.icmp_signed("==", column_dilation, i64(1)),
+             b.icmp_signed(">", b.mul(kh, kw), i64(1)),
+             b.icmp_signed("==", b.srem(o, i64(WIDTH)), i64(0))]
+    return _all(b, flags)
 
 
 def blocks(b: ir.IRBuilder, out_channels: ir.Value) -> ir.Value:

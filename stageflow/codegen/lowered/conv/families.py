@@ -438,16 +438,15 @@ class Conv2dPrepacked(Conv2d):
 
     def _tasks(self, ob: OpBuilder, geo: Geometry, sizes: tuple[ir.Value, ...],
                pointwise: ir.Value) -> None:
-        """A windowed conv the blocked loops serve (`blocked.serves`, its taps along a row
-        one image column apart) shares out their units, (block of output channels, image
-        row); any other conv2d's tasks."""
-        if not blocked.serves(self.dtype, self.filter_shape, self.groups):
+        """A conv the blocked loops take (`blocked.fits`) shares out their units, (block of
+        output channels, image row); any other conv2d's tasks."""
+        if not blocked.available(self.dtype):
             super()._tasks(ob, geo, sizes, pointwise)
             return
         b = ob.b
         image_rows, rows, depth, o = sizes
-        with b.if_else(b.and_(b.not_(pointwise), ob.eq(geo.dilations[1], i64(1)))) as (
-                loops, other):
+        fits = blocked.fits(b, ob.inputs[1].dims, geo.groups, geo.dilations[1], pointwise)
+        with b.if_else(fits) as (loops, other):
             with loops:
                 self._split(ob, b.mul(blocked.blocks(b, o), image_rows),
                             b.mul(b.mul(rows, depth), o), self._blocked, name="blocks",
