@@ -46,7 +46,7 @@ from stageflow.codegen.kernels.analysis import analyse
 from stageflow.codegen.llvm.emitter import I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import return_unless
-from stageflow.codegen.lowered import matmul, worker_pool
+from stageflow.codegen.lowered import matmul, own_blas, worker_pool
 from stageflow.codegen.lowered.compile import op_spec, rule_for
 from stageflow.codegen.program.abi import NO_MEMORY, NULL_POINTER, ProgramSignature
 from stageflow.codegen.program.embedded import embedded_constant
@@ -383,7 +383,7 @@ def _cpu_artefact(symbol: str, entry: FuncOp, functions: dict[str, FuncOp],
     state = _StateEntries(module, symbol, signature, variables) if variables else None
     _c_entries(module, symbol, signature, program, shapes, state)
     for name in (matmul.GUARD_SYMBOL, worker_pool.STATE_SYMBOL,
-                 config_threading.INTRA_OP_SYMBOL):
+                 config_threading.INTRA_OP_SYMBOL, own_blas.REGIONS_SYMBOL):
         block = module.globals.get(name)
         if block is not None:  # the library's own: the JIT's is Python's
             block.initializer = ir.Constant(block.value_type, None)

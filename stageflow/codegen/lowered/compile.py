@@ -59,7 +59,14 @@ from stageflow.codegen.lowered.rule import (
     load_operands,
 )
 from stageflow.codegen.targets import cache
-from stageflow.codegen.targets.cpu import Linked, ModuleJob, Prepared, levels, process_jit
+from stageflow.codegen.targets.cpu import (
+    Linked,
+    ModuleJob,
+    Prepared,
+    building_shared,
+    levels,
+    process_jit,
+)
 from stageflow.core.primitive import ShapedType
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
@@ -312,12 +319,13 @@ def _module(ops: list[tuple[OpSpec, Lowering]], py_entries: bool, level: int,
     module = ir.Module(name="ops")
     module.triple = process_jit().triple
     symbols = []
-    for index, (spec, lowering) in enumerate(ops):
-        symbol = f"{spec.name}.op{index}.{cache.PLACEHOLDER}"
-        add_op_entry(module, spec, lowering, symbol)
-        if py_entries:
-            _py_entry(module, spec, module.get_global(symbol), symbol)
-        symbols.append(symbol)
+    with building_shared():
+        for index, (spec, lowering) in enumerate(ops):
+            symbol = f"{spec.name}.op{index}.{cache.PLACEHOLDER}"
+            add_op_entry(module, spec, lowering, symbol)
+            if py_entries:
+                _py_entry(module, spec, module.get_global(symbol), symbol)
+            symbols.append(symbol)
     job = ModuleJob.of(module, level, codegen)
     return job, [job.name(s) for s in symbols]
 

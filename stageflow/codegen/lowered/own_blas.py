@@ -28,9 +28,11 @@ other to ship, and its speed on this machine can be compared with OpenBLAS's
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from collections.abc import Callable
 
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
@@ -43,7 +45,7 @@ from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
 from stageflow.codegen.lowered.conv.gemm import tile
 from stageflow.codegen.lowered.rule import smaller
-from stageflow.codegen.targets import platform
+from stageflow.codegen.targets import cpu, platform
 from stageflow.core import dtypes
 
 NO_TRANS = 111  # CBLAS's enum (the callers pass row-major order only)
@@ -52,18 +54,23 @@ DOT_ROWS = 8  # at most this many rows by a transposed B: dot products, B read i
 DOT_GROUP = 4  # rows of A whose sums one pass over a row of B keeps in registers
 DTYPES = (dtypes.float32, dtypes.float64)
 REGIONS_SYMBOL = "sf.gemm.regions"
+_REGIONS = (ctypes.c_int64 * 1)()
+_regions_bound = False  # whether the JIT knows the regions count's symbol
 _PTR = ir.PointerType()
 
 
 def regions(module: ir.Module) -> ir.GlobalVariable:
-    """The count of regions whose tasks run gemms of their own (the module's, internal)."""
+    """The count of regions whose tasks run gemms of their own, declared in `module`: the
+    process's for the JIT (Python's word, its symbol added here once; the gemm may be
+    another module's, `gemm_function`), an ahead-of-time library's own."""
+    global _regions_bound
+    if not _regions_bound:
+        llvm.add_symbol(REGIONS_SYMBOL, ctypes.addressof(_REGIONS))
+        _regions_bound = True
     existing = module.globals.get(REGIONS_SYMBOL)
     if isinstance(existing, ir.GlobalVariable):
         return existing
-    count = ir.GlobalVariable(module, I64, REGIONS_SYMBOL)
-    count.initializer = i64(0)
-    count.linkage = "internal"
-    return count
+    return ir.GlobalVariable(module, I64, REGIONS_SYMBOL)
 
 
 def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
@@ -76,8 +83,19 @@ def gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
     real = {dtypes.float32: F32, dtypes.float64: F64}[dtype]
     signature = ir.FunctionType(ir.VoidType(), [I32, I32, I32, I64, I64, I64, real, _PTR, I64,
                                                 _PTR, I64, real, _PTR, I64])
-    function = ir.Function(module, signature, symbol)
+    if cpu.shares_code():
+        return cpu.shared_function(module, symbol, signature,
+                                   lambda library: _define(library, symbol, signature, dtype))
+    function = _define(module, symbol, signature, dtype)
     function.linkage = "internal"
+    return function
+
+
+def _define(module: ir.Module, symbol: str, signature: ir.FunctionType,
+            dtype: np.dtype) -> ir.Function:
+    """The gemm's code, as `symbol` of `module`."""
+    real = signature.args[6]
+    function = ir.Function(module, signature, symbol)
     names = ("order", "trans_a", "trans_b", "m", "n", "k", "alpha", "a", "lda", "b", "ldb",
              "beta", "c", "ldc")
     for argument, name in zip(function.args, names, strict=True):

@@ -41,12 +41,14 @@ left is LLVM's: each optimisation run leaks llvmlite's pass instrumentation call
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import ctypes.util
 import re
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -390,6 +392,11 @@ class JIT:
         self._compiler = ThreadPoolExecutor(max_workers=2 if self._serving else 1,
                                             thread_name_prefix="stageflow-llvm")
         self._pending: dict[str, Future[bytes]] = {}
+        # Functions every module calling them declares (`shared_function`): their modules,
+        # by symbol, and those linked (into the permanent engine).
+        self._shared: dict[str, ModuleJob] = {}
+        self._shared_linked: set[str] = set()
+        self._shared_lock = threading.Lock()
         self._pending_lock = threading.Lock()
         self.layout_ok = array_layout_matches()
         self.has_f16c = "+f16c" in self.features.split(",")
@@ -469,6 +476,7 @@ class JIT:
         for job in jobs:
             self.schedule(job)
         with self.lock:
+            self._link_shared()
             engine = self._engine_for(jobs)
             added = False
             for job in jobs:
@@ -485,6 +493,44 @@ class JIT:
             if added:
                 engine.engine.finalize_object()
             return Linked({s: engine.engine.get_function_address(s) for s in symbols}, engine)
+
+    def shared(self, symbol: str, signature: ir.FunctionType,
+               define: Callable[[ir.Module], ir.Function]) -> None:
+        """Start compiling the function `symbol` (`define` builds it into a module of its
+        own) once in this process, unless done: it is linked, and its address given to LLVM
+        under its name, before the next link call's modules, which declare it."""
+        with self._shared_lock:
+            if symbol in self._shared:
+                return
+            library = ir.Module(name=symbol)
+            library.triple = self.triple
+            function = define(library)
+            assert function.name == symbol and function.type.pointee == signature
+            # at the levels of the ops calling it, whose work is in the code it calls:
+            # written as it should run, it gets the cleanup pipeline
+            self._shared[symbol] = ModuleJob.of(library, *levels(0, 3))
+
+    def _link_shared(self) -> None:
+        """Link the shared functions not yet linked into the permanent engine (the lock
+        held), each module's object code once, and add their addresses to LLVM's symbols."""
+        with self._shared_lock:
+            waiting = [(symbol, job) for symbol, job in self._shared.items()
+                       if symbol not in self._shared_linked]
+        if not waiting:
+            return
+        if self._permanent is None:
+            self._permanent = self._new_engine()
+        engine = self._permanent
+        for _, job in waiting:
+            with self._pending_lock:
+                future = self._pending.pop(job.entry, None)
+            code = future.result() if future is not None else self._object_code(job)
+            engine.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+            engine.loaded.add(job.entry)
+        engine.engine.finalize_object()
+        for symbol, _ in waiting:
+            llvm.add_symbol(symbol, engine.engine.get_function_address(symbol))
+            self._shared_linked.add(symbol)
 
     def _engine_for(self, jobs: list[ModuleJob]) -> Engine:
         """Where a link call's modules go: the permanent engine for code running outside
@@ -557,5 +603,45 @@ def _defined_functions(text: str) -> set[str]:
 
 def _resolvable(name: str) -> int:
     """An undefined symbol of cached object code: found in this process (libc, libm, the
-    BLAS, py_func entries), or another stageflow module's, linked beside it."""
-    return 1 if _SIBLING.search(name) else llvm.address_of_symbol(name) or 0
+    BLAS, py_func entries), another stageflow module's, linked beside it, or a shared
+    function's (linked before the module)."""
+    if _SIBLING.search(name) or (_JIT_INSTANCE is not None and name in _JIT_INSTANCE._shared):
+        return 1
+    return llvm.address_of_symbol(name) or 0
+
+
+# Set while the JIT builds a module of ops (`building_shared`): large functions that many
+# modules call (our own gemm) are then declared and compiled once in the process
+# (`shared_function`); elsewhere (an ahead-of-time library, an IR dump) each module
+# defines its own.
+_SHARING: contextvars.ContextVar[bool] = contextvars.ContextVar("stageflow_sharing",
+                                                               default=False)
+
+
+@contextlib.contextmanager
+def building_shared() -> Iterator[None]:
+    """Build modules for this process's JIT: functions made by `shared_function` are
+    declared in them, compiled once."""
+    token = _SHARING.set(True)
+    try:
+        yield
+    finally:
+        _SHARING.reset(token)
+
+
+def shares_code() -> bool:
+    """Whether the module being built declares shared functions (`building_shared`)."""
+    return _SHARING.get()
+
+
+def shared_function(module: ir.Module, symbol: str, signature: ir.FunctionType,
+                    define: Callable[[ir.Module], ir.Function]) -> ir.Function:
+    """`symbol` declared in `module`, its code compiled once in this process from
+    `define(a module of its own)` and linked before the module. Without it, each module
+    calling our own gemm carried a copy: its IR built, printed, hashed and compiled per
+    module, about three quarters of a training step's first call."""
+    process_jit().shared(symbol, signature, define)
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    return ir.Function(module, signature, symbol)
