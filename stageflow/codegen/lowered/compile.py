@@ -300,6 +300,7 @@ def prepare_ops(specs: Sequence[OpSpec],
         layout_ok = process_jit().layout_ok
         compiled: dict[tuple, CompiledOp] = {}
         for group, (job, symbols) in zip(ordered, built, strict=True):
+            text = process_jit().with_shared(job.text)
             for (spec, _), symbol in zip(group.values(), symbols, strict=True):
                 raw = linked.function(symbol, ctypes.CFUNCTYPE(
                     ctypes.c_int32, pointer, pointer, pointer))
@@ -307,7 +308,7 @@ def prepare_ops(specs: Sequence[OpSpec],
                 py = (linked.function(f"{symbol}.py", ctypes.CFUNCTYPE(
                     ctypes.c_int32, *[ctypes.py_object] * n))
                     if layout_ok and py_entries else None)
-                compiled[spec.key] = CompiledOp(spec, raw, py, job.text, symbol)
+                compiled[spec.key] = CompiledOp(spec, raw, py, text, symbol)
         return compiled
 
     return Prepared([job for job, _ in built], names, entries, make)

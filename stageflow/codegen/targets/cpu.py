@@ -504,11 +504,23 @@ class JIT:
                 return
             library = ir.Module(name=symbol)
             library.triple = self.triple
-            function = define(library)
+            token = _SHARING.set(False)  # what it calls in turn, it defines itself
+            try:
+                function = define(library)
+            finally:
+                _SHARING.reset(token)
             assert function.name == symbol and function.type.pointee == signature
             # at the levels of the ops calling it, whose work is in the code it calls:
             # written as it should run, it gets the cleanup pipeline
             self._shared[symbol] = ModuleJob.of(library, *levels(0, 3))
+
+    def with_shared(self, text: str) -> str:
+        """A module's IR text, then that of each shared function it declares: the whole
+        code of what it runs, to read."""
+        with self._shared_lock:
+            jobs = [job for symbol, job in self._shared.items()
+                    if f'declare i32 @"{symbol}"' in text or f'declare void @"{symbol}"' in text]
+        return "\n".join([text, *(job.text for job in jobs)])
 
     def _link_shared(self) -> None:
         """Link the shared functions not yet linked into the permanent engine (the lock
