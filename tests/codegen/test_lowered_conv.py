@@ -375,7 +375,7 @@ def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_v
                                    conv_reference(x, w, **params), rtol=1e-4, atol=1e-4)
 
     calls = spy_on_gemms(monkeypatch)
-    # each family's code in the module of these ops, calling the spies (the JIT's own is
+    # the gemms in the module of these ops, calling the spies (the JIT's own gemm is
     # compiled once per process, `cpu.shared_function`, maybe before the spies)
     monkeypatch.setattr(cpu, "shares_code", lambda: False)
     cases = []

@@ -46,7 +46,6 @@ from stageflow.codegen.lowered.rule import (
 )
 from stageflow.codegen.lowered.tasks import Guard, TaskBody, run_tasks, task_count
 from stageflow.codegen.lowered.windows import window_count, window_fits
-from stageflow.codegen.targets import cpu
 from stageflow.core.primitive import ShapedType
 
 # A task gets at least this many multiply-adds: several times what handing it to a
@@ -143,25 +142,15 @@ class Windowed:
     def _shared(self, ob: OpBuilder) -> ir.Function:
         """``i32 sf.NAME.DTYPE(ptr data, ptr dims, ptr strides)``: the family's code, every
         dim and the geometry read at run time (dims as `emit` stores them), built with the
-        first op of the family and dtype: the process's first for the JIT (compiled once,
-        `cpu.shared_function`), else the module's (internal, so that modules linked into
-        one engine never clash)."""
+        module's first op of the family and dtype. Internal, so that modules linked into
+        one engine never clash."""
         module = ob.b.module
         symbol = f"sf.{self._family(ob)}.{self.dtype.name}"
         existing = module.globals.get(symbol)
         if isinstance(existing, ir.Function):
             return existing
-        signature = ir.FunctionType(I32, [PTR] * 3)
-        if cpu.shares_code():
-            return cpu.shared_function(module, symbol, signature,
-                                       lambda library: self._define(ob, library, symbol))
-        function = self._define(ob, module, symbol)
-        function.linkage = "internal"
-        return function
-
-    def _define(self, ob: OpBuilder, module: ir.Module, symbol: str) -> ir.Function:
-        """The family's code as `symbol` of `module`."""
         function = ir.Function(module, ir.FunctionType(I32, [PTR] * 3), symbol)
+        function.linkage = "internal"
         for argument, label in zip(function.args, ("data", "dims", "strides"), strict=True):
             argument.name = label
         unknown = ShapedType((None,) * 4, self.dtype)
