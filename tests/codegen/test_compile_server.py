@@ -87,8 +87,10 @@ def test_a_process_whose_modules_all_hit_the_disk_cache_starts_no_server(tmp_pat
     """The server's start-up takes a core for about a second: a process that compiles
     nothing (every module from the disk cache) runs its first calls without it."""
     monkeypatch.setattr(config, "parallel_compile", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
-    job = cpu.CPUTarget().prepare_many([_kernel()]).jobs[0]
+    prepared = cpu.CPUTarget().prepare_many([_kernel()])
+    prepared.finish()  # the process's JIT done with it (and its cache entry written)
+    job = prepared.jobs[0]
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))  # empty: a miss
     first = cpu.JIT()
     code = first._object_code(job)  # a miss: compiled, stored, and the server started
     assert first._server is not None

@@ -23,7 +23,6 @@ image or `CHUNK` zeros.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -232,42 +231,40 @@ class BlockedLoops:
 
             return fold_loop(b, i64(0), at.cb, i64(1), sums, step, "k")
 
-        def taps(clipped: bool) -> Callable[[], list[ir.Value]]:
-            def run() -> list[ir.Value]:
-                def filter_row(a: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-                    def tap(t: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-                        k = b.add(b.mul(b.add(b.mul(a, d["kw"]), t), d["c"]), at.cc)
-                        filters = b.gep(at.panel, [b.mul(k, i64(WIDTH))],
-                                        source_etype=F32)
-                        if not clipped:
-                            offset = b.mul(b.add(b.mul(b.mul(a, d["dh"]), d["w"]), t),
-                                           d["c"])
-                            return terms([b.gep(tile.first[p], [offset], source_etype=F32)
-                                          for p in pixels], filters, sums)
-                        sources = []
-                        for p in pixels:
-                            h = b.add(tile.h0[p], b.mul(a, d["dh"]))
-                            w = b.add(tile.w0[p], t)
-                            valid = b.and_(b.icmp_unsigned("<", h, d["h"]),
-                                           b.icmp_unsigned("<", w, d["w"]))
-                            pixel = b.add(b.mul(b.add(b.mul(tile.image[p], d["h"]), h),
-                                                d["w"]), w)
-                            source = b.gep(x, [b.add(b.mul(pixel, d["c"]), at.cc)],
-                                           source_etype=F32)
-                            sources.append(b.select(valid, source, zeros))
-                        return terms(sources, filters, sums)
+        def taps(clipped: bool) -> list[ir.Value]:
+            def filter_row(a: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+                def tap(t: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+                    k = b.add(b.mul(b.add(b.mul(a, d["kw"]), t), d["c"]), at.cc)
+                    filters = b.gep(at.panel, [b.mul(k, i64(WIDTH))],
+                                    source_etype=F32)
+                    if not clipped:
+                        offset = b.mul(b.add(b.mul(b.mul(a, d["dh"]), d["w"]), t),
+                                       d["c"])
+                        return terms([b.gep(tile.first[p], [offset], source_etype=F32)
+                                      for p in pixels], filters, sums)
+                    sources = []
+                    for p in pixels:
+                        h = b.add(tile.h0[p], b.mul(a, d["dh"]))
+                        w = b.add(tile.w0[p], t)
+                        valid = b.and_(b.icmp_unsigned("<", h, d["h"]),
+                                       b.icmp_unsigned("<", w, d["w"]))
+                        pixel = b.add(b.mul(b.add(b.mul(tile.image[p], d["h"]), h),
+                                            d["w"]), w)
+                        source = b.gep(x, [b.add(b.mul(pixel, d["c"]), at.cc)],
+                                       source_etype=F32)
+                        sources.append(b.select(valid, source, zeros))
+                    return terms(sources, filters, sums)
 
-                    return fold_loop(b, i64(0), d["kw"], i64(1), sums, tap, "tap")
+                return fold_loop(b, i64(0), d["kw"], i64(1), sums, tap, "tap")
 
-                return fold_loop(b, i64(0), d["kh"], i64(1), sums, filter_row, "filter_row")
-            return run
+            return fold_loop(b, i64(0), d["kh"], i64(1), sums, filter_row, "filter_row")
 
         with b.if_else(inside) as (fast, slow):
             with fast:
-                fast_sums = taps(False)()
+                fast_sums = taps(False)
                 fast_block = b.block
             with slow:
-                slow_sums = taps(True)()
+                slow_sums = taps(True)
                 slow_block = b.block
         sums = []
         for fast_value, slow_value in zip(fast_sums, slow_sums, strict=True):
@@ -277,7 +274,7 @@ class BlockedLoops:
             sums.append(phi)
         channels = [fold_add(b, at.c0, i64(v * LANES)) for _ in pixels for v in range(vectors)]
         sums = values_where(b, at.ended, sums, lambda: end.apply(
-            b, sums, channels, elements, load_at(b, vector), F32))
+            b, sums, channels, elements, lambda pointer: b.load(pointer, typ=vector, align=4), F32))
         for value, element in zip(sums, elements, strict=True):
             b.store(value, b.gep(out, [element], source_etype=F32), align=4)
 
@@ -323,11 +320,6 @@ class _Chunk:
     def second(self) -> ir.Value:
         """Elements from the block's first panel to its second."""
         return self.depth_elements
-
-
-def load_at(b: ir.IRBuilder, vector: ir.Type) -> Callable[[ir.Value], ir.Value]:
-    """A vector read at a pointer."""
-    return lambda pointer: b.load(pointer, typ=vector, align=4)
 
 
 def _all(b: ir.IRBuilder, flags: list[ir.Value]) -> ir.Value:
