@@ -284,12 +284,24 @@ class BlockedLoops:
         pixel before it again)."""
         fields: dict[str, list[ir.Value]] = {"image": [], "h0": [], "w0": [], "first": [],
                                              "out": []}
+        row = b.sdiv(q, d["wo"])
+        j = b.sub(q, b.mul(row, d["wo"]))
+        image = b.sdiv(row, d["ho"])
+        i = b.sub(row, b.mul(image, d["ho"]))
+        pixel = q
         for p in range(TILE):
-            pixel = smaller(b, b.add(q, i64(p)), b.sub(end_q, i64(1)))
-            row = b.sdiv(pixel, d["wo"])
-            j = b.sub(pixel, b.mul(row, d["wo"]))
-            image = b.sdiv(row, d["ho"])
-            i = b.sub(row, b.mul(image, d["ho"]))
+            if p:
+                # The next pixel by counters, not two divisions a pixel, per tile and
+                # chunk; past `end_q`, the last one again.
+                step = b.zext(b.icmp_signed("<", b.add(pixel, i64(1)), end_q), I64)
+                pixel = b.add(pixel, step)
+                j = b.add(j, step)
+                wrap = b.icmp_signed("==", j, d["wo"])
+                j = b.select(wrap, i64(0), j)
+                i = b.add(i, b.zext(wrap, I64))
+                over = b.icmp_signed("==", i, d["ho"])
+                i = b.select(over, i64(0), i)
+                image = b.add(image, b.zext(over, I64))
             h0 = b.sub(b.mul(i, d["sh"]), d["top"])
             w0 = b.sub(b.mul(j, d["sw"]), d["left"])
             start = b.add(b.mul(b.add(b.mul(image, d["h"]), h0), d["w"]), w0)
