@@ -407,7 +407,7 @@ def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_v
         assert op.call(arrays, [out]) == 0
         assert (not calls) == direct, (name, arrays[1].shape, params)
     text = ops[0].llvm_ir
-    assert all(op.llvm_ir is text for op in ops)
+    assert all(op.llvm_ir == text for op in ops)
     for shared in ("conv2d.float32", "conv2d.float64", "conv2d_input_gradient.float32",
                    "conv2d.direct.float32", "conv2d.direct.float64"):
         assert text.count(f'define internal i32 @"sf.{shared}"(') == 1

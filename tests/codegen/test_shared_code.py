@@ -2,10 +2,12 @@
 declared, not defined, in the modules of ops the JIT builds, compiled once and linked
 before them, so that modules of matmuls in separate compiles share one copy and give
 NumPy's numbers; an IR dump (and an ahead-of-time library) still defines its own; a second
-process finds both the gemm's module and its callers' in the disk cache, none refused."""
+process finds both the gemm's code and its callers' in the disk cache, none refused, and
+builds no IR of the gemm (its entry is keyed by stageflow's sources) unless it is read."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -56,14 +58,22 @@ def test_a_dump_of_the_ops_defines_its_own_gemm():
     assert own_blas.REGIONS_SYMBOL in module_text([_spec(64, 128, 96)])
 
 
+def test_a_shared_function_whose_code_was_cached_builds_its_ir_to_be_read():
+    compile_ops([_spec(8, 8, 8)])
+    cached = dataclasses.replace(cpu.process_jit()._shared[SYMBOL], code=b"", job=None,
+                                 _text=None)
+    assert f'define void @"{SYMBOL}"' in cached.text()
+
+
 CHILD = r"""
 import json, numpy as np, stageflow as sf
-from stageflow.codegen.targets import cache
+from stageflow.codegen.targets import cache, cpu
 f = sf.function(lambda a, b: sf.matmul(a, b) + 1.0)
 a = np.arange(64 * 128, dtype=np.float32).reshape(64, 128) / 1000
 b = np.ones((128, 96), np.float32)
 print(json.dumps({"ok": bool(np.allclose(f(a, b).numpy(), a @ b + 1, rtol=1e-5)),
                   "gemm": "sf.cblas.gemm.float32" in f.get_concrete_function(a, b).ir("lowered"),
+                  "built": cpu.process_jit()._shared["sf.cblas.gemm.float32"].job is not None,
                   "hits": cache.stats.hits, "misses": cache.stats.misses,
                   "corrupt": cache.stats.corrupt}))
 """
@@ -76,3 +86,4 @@ def test_a_second_process_links_the_gemm_and_its_callers_from_the_disk_cache(tmp
             for _ in range(2)]
     assert all(run["ok"] and run["gemm"] and run["corrupt"] == 0 for run in runs)
     assert runs[0]["misses"] > 0 and runs[1]["misses"] == 0 and runs[1]["hits"] > 0
+    assert runs[0]["built"] and not runs[1]["built"]

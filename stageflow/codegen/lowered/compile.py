@@ -34,6 +34,7 @@ take the kernels' lower levels (`cpu.levels`, a module per pair of levels).
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -155,9 +156,9 @@ class CompiledOp:
     """A lowered op: ``op(*arrays)`` returns its result (a tuple for several), computed by
     the compiled function, or by the primitive's NumPy kernel where that declines."""
 
-    def __init__(self, spec: OpSpec, raw: Any, py: Any, llvm_ir: str, symbol: str = "") -> None:
+    def __init__(self, spec: OpSpec, raw: Any, py: Any, module_ir: str, symbol: str = "") -> None:
         self.spec = spec
-        self.llvm_ir = llvm_ir
+        self._module_ir = module_ir
         self.symbol = symbol  # of the ``NAME(data, dims, strides)`` entry
         self._raw, self._py = raw, py
         primitive = spec.primitive
@@ -173,6 +174,13 @@ class CompiledOp:
 
     def __repr__(self) -> str:
         return f"<CompiledOp sf.{self.spec.name}>"
+
+    @functools.cached_property
+    def llvm_ir(self) -> str:
+        """Its module's LLVM IR text, then that of each shared function the module calls
+        (`with_shared`), built on first read: a shared function's code may have come from
+        the disk cache without its IR."""
+        return process_jit().with_shared(self._module_ir)
 
     def __call__(self, *arrays: Any) -> Any:
         """The fast path: arrays of the op's dtypes whose result shapes are known (static,
@@ -300,7 +308,6 @@ def prepare_ops(specs: Sequence[OpSpec],
         layout_ok = process_jit().layout_ok
         compiled: dict[tuple, CompiledOp] = {}
         for group, (job, symbols) in zip(ordered, built, strict=True):
-            text = process_jit().with_shared(job.text)
             for (spec, _), symbol in zip(group.values(), symbols, strict=True):
                 raw = linked.function(symbol, ctypes.CFUNCTYPE(
                     ctypes.c_int32, pointer, pointer, pointer))
@@ -308,7 +315,7 @@ def prepare_ops(specs: Sequence[OpSpec],
                 py = (linked.function(f"{symbol}.py", ctypes.CFUNCTYPE(
                     ctypes.c_int32, *[ctypes.py_object] * n))
                     if layout_ok and py_entries else None)
-                compiled[spec.key] = CompiledOp(spec, raw, py, text, symbol)
+                compiled[spec.key] = CompiledOp(spec, raw, py, job.text, symbol)
         return compiled
 
     return Prepared([job for job, _ in built], names, entries, make)

@@ -55,18 +55,15 @@ DOT_GROUP = 4  # rows of A whose sums one pass over a row of B keeps in register
 DTYPES = (dtypes.float32, dtypes.float64)
 REGIONS_SYMBOL = "sf.gemm.regions"
 _REGIONS = (ctypes.c_int64 * 1)()
-_regions_bound = False  # whether the JIT knows the regions count's symbol
+# Known to the JIT from the import on: the shared gemm's cached code declares it.
+llvm.add_symbol(REGIONS_SYMBOL, ctypes.addressof(_REGIONS))
 _PTR = ir.PointerType()
 
 
 def regions(module: ir.Module) -> ir.GlobalVariable:
     """The count of regions whose tasks run gemms of their own, declared in `module`: the
-    process's for the JIT (Python's word, its symbol added here once; the gemm may be
+    process's for the JIT (Python's word, its symbol added at import; the gemm may be
     another module's, `gemm_function`), an ahead-of-time library's own."""
-    global _regions_bound
-    if not _regions_bound:
-        llvm.add_symbol(REGIONS_SYMBOL, ctypes.addressof(_REGIONS))
-        _regions_bound = True
     existing = module.globals.get(REGIONS_SYMBOL)
     if isinstance(existing, ir.GlobalVariable):
         return existing

@@ -35,7 +35,8 @@ from stageflow.codegen.targets import platform
 from stageflow.core import config_threading
 
 MAX_TASKS = 64
-_limit_bound = False  # whether the JIT knows the intra-op count's symbol
+# Known to the JIT from the import on (cached code declaring it may link first).
+llvm.add_symbol(config_threading.INTRA_OP_SYMBOL, ctypes.addressof(config_threading.INTRA_OP))
 _PTR = ir.PointerType()
 # A task's record, an i64 per field (pointers as integers): data, dims, strides, first
 # unit, last unit, task number, private memory, status.
@@ -49,12 +50,7 @@ TaskBody = Callable[[OpBuilder, ir.Value, ir.Value, ir.Value, ir.Value], None]
 
 def intra_op_limit(module: ir.Module) -> ir.GlobalVariable:
     """`sf.config.threading`'s intra-op count (0: no limit), declared in `module`: Python's
-    word for the JIT (its symbol added here once), an ahead-of-time library's own zero."""
-    global _limit_bound
-    if not _limit_bound:
-        llvm.add_symbol(config_threading.INTRA_OP_SYMBOL,
-                        ctypes.addressof(config_threading.INTRA_OP))
-        _limit_bound = True
+    word for the JIT (its symbol added at import), an ahead-of-time library's own zero."""
     existing = module.globals.get(config_threading.INTRA_OP_SYMBOL)
     if isinstance(existing, ir.GlobalVariable):
         return existing

@@ -46,7 +46,9 @@ _MAX_WORKERS = 63
 STATE_SYMBOL = "sf.pool.state"
 STATE_TYPE = ir.ArrayType(I64, len(_SYNC) * _SYNC_WORDS + len(_WORDS))
 _state = (ctypes.c_int64 * STATE_TYPE.count)()
-_registered = False
+# Known to the JIT from the import on: cached code declaring it may link before any module
+# of this process is built (a shared function's, `cpu.shared_function`).
+llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_state))
 # How long an idle worker watches for the next job, and the caller for its tasks' end,
 # before sleeping, in time-stamp counter cycles: under a millisecond, long enough to catch
 # the next split op of a step, short enough that an idle process soon sleeps. Elsewhere than
@@ -127,11 +129,7 @@ class _State:
 
 def pool_state(module: ir.Module) -> ir.GlobalVariable:
     """The process-wide pool state, declared in `module`: defined by Python's block for the
-    JIT (its symbol added here once), by an ahead-of-time library itself."""
-    global _registered
-    if not _registered:
-        llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_state))
-        _registered = True
+    JIT (its symbol added at import), by an ahead-of-time library itself."""
     existing = module.globals.get(STATE_SYMBOL)
     if isinstance(existing, ir.GlobalVariable):
         return existing

@@ -239,12 +239,13 @@ class ModuleJob:
     entry: str
 
     @classmethod
-    def of(cls, module: ir.Module, level: int, codegen: int) -> ModuleJob:
+    def of(cls, module: ir.Module, level: int, codegen: int, entry: str | None = None
+           ) -> ModuleJob:
         """The job of `module`, its object code already being made on the JIT's compiler
-        thread (see `JIT.schedule`)."""
+        thread (see `JIT.schedule`); cached under `entry`, by default its text's key."""
         jit = process_jit()
         text = str(module)
-        entry = cache.key(text, level, jit.target_id, codegen)
+        entry = entry or cache.key(text, level, jit.target_id, codegen)
         job = cls(text.replace(cache.PLACEHOLDER, entry[:16]), level, codegen, entry)
         jit.schedule(job)
         return job
@@ -392,9 +393,9 @@ class JIT:
         self._compiler = ThreadPoolExecutor(max_workers=2 if self._serving else 1,
                                             thread_name_prefix="stageflow-llvm")
         self._pending: dict[str, Future[bytes]] = {}
-        # Functions every module calling them declares (`shared_function`): their modules,
-        # by symbol, and those linked (into the permanent engine).
-        self._shared: dict[str, ModuleJob] = {}
+        # Functions every module calling them declares (`shared_function`), by symbol, and
+        # those linked (into the permanent engine).
+        self._shared: dict[str, SharedFunction] = {}
         self._shared_linked: set[str] = set()
         self._shared_lock = threading.Lock()
         self._pending_lock = threading.Lock()
@@ -496,52 +497,58 @@ class JIT:
 
     def shared(self, symbol: str, signature: ir.FunctionType,
                define: Callable[[ir.Module], ir.Function]) -> None:
-        """Start compiling the function `symbol` (`define` builds it into a module of its
-        own) once in this process, unless done: it is linked, and its address given to LLVM
-        under its name, before the next link call's modules, which declare it."""
+        """Make the function `symbol` once in this process, unless done: its object code
+        from the disk cache, else compiled (`define` builds it into a module of its own),
+        linked and its address given to LLVM under its name before the next link call's
+        modules, which declare it."""
         with self._shared_lock:
             if symbol in self._shared:
                 return
-            library = ir.Module(name=symbol)
-            library.triple = self.triple
-            token = _SHARING.set(False)  # what it calls in turn, it defines itself
-            try:
-                function = define(library)
-            finally:
-                _SHARING.reset(token)
-            assert function.name == symbol and function.type.pointee == signature
-            # at the levels of the ops calling it, whose work is in the code it calls:
-            # written as it should run, it gets the cleanup pipeline
-            self._shared[symbol] = ModuleJob.of(library, *levels(0, 3))
+            level, codegen = levels(0, 3)
+            # Keyed by the sources that build it, so that its IR is built only to compile it
+            # (our gemm's took about 0.4 s of a warm process's first call) or to be read.
+            entry = cache.key(f"{symbol}: {signature}\n{cache.sources_digest()}", level,
+                              self.target_id, codegen)
+            function = SharedFunction(symbol, signature, define, self.triple, entry)
+            code = cache.load(entry) if cache.enabled() else None
+            if code is not None and cache.usable(code, {symbol}, _resolvable):
+                function.code = code
+            else:
+                # at the levels of the ops calling it, whose work is in the code it calls:
+                # written as it should run, it gets the cleanup pipeline
+                function.job = ModuleJob.of(function.module(), level, codegen, entry)
+            self._shared[symbol] = function
 
     def with_shared(self, text: str) -> str:
         """A module's IR text, then that of each shared function it declares: the whole
         code of what it runs, to read."""
         with self._shared_lock:
-            jobs = [job for symbol, job in self._shared.items() if f'@"{symbol}"' in text]
-        return "\n".join([text, *(job.text for job in jobs)])
+            found = [f for symbol, f in self._shared.items() if f'@"{symbol}"' in text]
+        return "\n".join([text, *(function.text() for function in found)])
 
     def _link_shared(self) -> None:
         """Link the shared functions not yet linked into the permanent engine (the lock
         held), each module's object code once, and add their addresses to LLVM's symbols."""
         with self._shared_lock:
-            waiting = [(symbol, job) for symbol, job in self._shared.items()
+            waiting = [f for symbol, f in self._shared.items()
                        if symbol not in self._shared_linked]
         if not waiting:
             return
         if self._permanent is None:
             self._permanent = self._new_engine()
         engine = self._permanent
-        for _, job in waiting:
-            with self._pending_lock:
-                future = self._pending.pop(job.entry, None)
-            code = future.result() if future is not None else self._object_code(job)
+        for function in waiting:
+            code, job = function.code, function.job
+            if job is not None:
+                with self._pending_lock:
+                    future = self._pending.pop(job.entry, None)
+                code = future.result() if future is not None else self._object_code(job)
             engine.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
-            engine.loaded.add(job.entry)
+            engine.loaded.add(function.entry)
         engine.engine.finalize_object()
-        for symbol, _ in waiting:
-            llvm.add_symbol(symbol, engine.engine.get_function_address(symbol))
-            self._shared_linked.add(symbol)
+        for function in waiting:
+            llvm.add_symbol(function.symbol, engine.engine.get_function_address(function.symbol))
+            self._shared_linked.add(function.symbol)
 
     def _engine_for(self, jobs: list[ModuleJob]) -> Engine:
         """Where a link call's modules go: the permanent engine for code running outside
@@ -558,6 +565,41 @@ class JIT:
         if len(self.current.loaded) >= GENERATION_MODULES:
             self.current = self._new_engine()
         return self.current
+
+
+@dataclass
+class SharedFunction:
+    """A function that every module calling it declares (`shared_function`), made once in
+    the process: its object code from the disk cache (`code`), else compiled from the
+    module `define` builds (`job`). Its IR text is built on demand to be read."""
+
+    symbol: str
+    signature: ir.FunctionType
+    define: Callable[[ir.Module], ir.Function]
+    triple: str
+    entry: str  # its disk cache entry
+    code: bytes | None = None
+    job: ModuleJob | None = None
+    _text: str | None = None
+
+    def module(self) -> ir.Module:
+        """A module of its own defining the function; what that calls in turn, it defines
+        itself."""
+        library = ir.Module(name=self.symbol)
+        library.triple = self.triple
+        token = _SHARING.set(False)
+        try:
+            function = self.define(library)
+        finally:
+            _SHARING.reset(token)
+        assert function.name == self.symbol and function.type.pointee == self.signature
+        return library
+
+    def text(self) -> str:
+        """Its module's IR text (built once, where its code came from the cache)."""
+        if self._text is None:
+            self._text = self.job.text if self.job is not None else str(self.module())
+        return self._text
 
 
 _JIT_INSTANCE: JIT | None = None
