@@ -41,7 +41,6 @@ from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.lanes import lanes_below
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64
 from stageflow.codegen.lowered import gemm_split
-from stageflow.codegen.lowered.conv import epilogue
 from stageflow.codegen.lowered.conv.gemm import gemm_function as row_major_gemm
 from stageflow.codegen.lowered.conv.gemm import tile
 from stageflow.codegen.lowered.rule import smaller
@@ -287,10 +286,9 @@ def _rows(dtype: np.dtype, transposed_a: bool, b: ir.IRBuilder, first: ir.Value,
     offset = first if transposed_a else b.mul(first, lda)
     a_rows = b.gep(b.inttoptr(a, _PTR), [offset], source_etype=real)
     c_rows = b.gep(b.inttoptr(c, _PTR), [b.mul(first, ldc)], source_etype=real)
-    b.call(row_major_gemm(b.module, dtype, transposed_a),
+    b.call(row_major_gemm(b.module, dtype, transposed_a, fused=False),
            [b.sub(last, first), n, k, a_rows, lda, b.inttoptr(x, _PTR), ldb,
-            b.trunc(b_transposed, I1), c_rows, ldc, b.trunc(accumulate, I1),
-            *epilogue.NONE.arguments()])
+            b.trunc(b_transposed, I1), c_rows, ldc, b.trunc(accumulate, I1)])
 
 
 def _dot_columns(dtype: np.dtype, b: ir.IRBuilder, first: ir.Value, last: ir.Value,

@@ -91,17 +91,19 @@ def tile() -> Tile:
     return AVX512_TILE if machine.has("avx512f") else DEFAULT_TILE
 
 
-def gemm_function(module: ir.Module, dtype: np.dtype, transposed_a: bool = False
-                  ) -> ir.Function:
+def gemm_function(module: ir.Module, dtype: np.dtype, transposed_a: bool = False,
+                  fused: bool = True) -> ir.Function:
     """``void sf.gemm.DTYPE(i64 m, i64 n, i64 k, ptr a, i64 lda, ptr b, i64 ldb,
     i1 b_transposed, ptr c, i64 ldc, i1 accumulate, epilogue...)``: C[m, n] = A[m, k] @
     B[k, n], added to C's values where `accumulate`, then through the `epilogue` (its four
     values at C's first element: `conv.epilogue`; `epilogue.NONE` for none); leading dims
     in elements. B is stored (n, k), row-major, where `b_transposed` (only its panels'
     copy differs: `_pack_transposed`); with `transposed_a` (``sf.gemm.at.DTYPE``), A is:
-    (k, m), which changes the tiles. Internal, one per dtype and layout of A in a
-    module."""
-    return _function(module, dtype, False, transposed_a)
+    (k, m), which changes the tiles. Not `fused` (``sf.gemm.plain.DTYPE``, ``sf.gemm.at.
+    plain.DTYPE``), it takes no epilogue: the CBLAS gemm's (`own_blas`), whose code is half
+    the size (each of some thirty tile shapes carried the epilogue's steps) and compiles
+    in half the time. Internal, one per dtype, layout of A and epilogue in a module."""
+    return _function(module, dtype, False, transposed_a, fused)
 
 
 def packed_gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
@@ -113,24 +115,26 @@ def packed_gemm_function(module: ir.Module, dtype: np.dtype) -> ir.Function:
     return _function(module, dtype, True)
 
 
-def _function(module: ir.Module, dtype: np.dtype, packed: bool, transposed_a: bool = False
-              ) -> ir.Function:
-    symbol = f"sf.gemm.{'packed.' if packed else ''}{'at.' if transposed_a else ''}{dtype.name}"
+def _function(module: ir.Module, dtype: np.dtype, packed: bool, transposed_a: bool = False,
+              fused: bool = True) -> ir.Function:
+    symbol = (f"sf.gemm.{'packed.' if packed else ''}{'at.' if transposed_a else ''}"
+              f"{'' if fused else 'plain.'}{dtype.name}")
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
     b_names = ("panels", "depth", "offset") if packed else ("b", "ldb", "b_transposed")
-    names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate", *epilogue.NAMES)
+    end_names, end_types = (epilogue.NAMES, epilogue.TYPES) if fused else ([], [])
+    names = ("m", "n", "k", "a", "lda", *b_names, "c", "ldc", "accumulate", *end_names)
     b_types = [PTR, I64, I64] if packed else [PTR, I64, I1]
-    types = [I64, I64, I64, PTR, I64, *b_types, PTR, I64, I1, *epilogue.TYPES]
+    types = [I64, I64, I64, PTR, I64, *b_types, PTR, I64, I1, *end_types]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
     for argument, name in zip(function.args, names, strict=True):
         argument.name = name
-    m, n, k, a, lda, *b_args, c, ldc, accumulate = function.args[:-len(epilogue.TYPES)]
+    m, n, k, a, lda, *b_args, c, ldc, accumulate = function.args[:len(types) - len(end_types)]
+    end = Epilogue.of(list(function.args[len(types) - len(end_types):])) if fused else None
     _Gemm(ir.IRBuilder(function.append_basic_block("entry")), dtype, (m, n, k), (a, lda),
-          packed, b_args, (c, ldc), accumulate,
-          Epilogue.of(list(function.args[-len(epilogue.TYPES):])), transposed_a).emit()
+          packed, b_args, (c, ldc), accumulate, end, transposed_a).emit()
     return function
 
 
@@ -196,7 +200,7 @@ class _Gemm:
     def __init__(self, b: ir.IRBuilder, dtype: np.dtype, sizes: tuple[ir.Value, ...],
                  a: tuple[ir.Value, ir.Value], packed: bool, b_args: list[ir.Value],
                  c: tuple[ir.Value, ir.Value], accumulate: ir.Value,
-                 epilogue: Epilogue, transposed_a: bool) -> None:
+                 epilogue: Epilogue | None, transposed_a: bool) -> None:
         self.b = b
         self.epilogue = epilogue
         self.transposed_a = transposed_a
@@ -417,17 +421,22 @@ class _Gemm:
                         self.fma, [broadcast, weights[v], sums[r * vectors + v]])
             return updated
 
-        # After the last chunk's terms, the epilogue, for C's elements of this tile.
-        last = b.and_(b.icmp_signed("==", span.depth[1], self.k), self.epilogue.any(b))
-
         def elements() -> list[ir.Value]:
             return [b.add(b.mul(b.add(m0, i64(r)), self.ldc), b.add(n0, i64(v * lanes)))
                     for r in range(rows) for v in range(vectors)]
 
-        self.epilogue.prefetch(b, last, self.c, elements(), self.element)
-        sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
-        sums = values_where(b, last, sums, lambda: self.epilogue.apply(
-            b, sums, [b.add(n0, i64(v * lanes)) for _ in range(rows) for v in range(vectors)],
-            elements(), lambda pointer: self._load(pointer, mask), self.element))
+        end = self.epilogue
+        if end is None:  # C's own lines prefetched, as `Epilogue.prefetch` does without one
+            epilogue.NONE.prefetch(b, ir.Constant(I1, 0), self.c, elements(), self.element)
+            sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
+        else:
+            # After the last chunk's terms, the epilogue, for C's elements of this tile.
+            last = b.and_(b.icmp_signed("==", span.depth[1], self.k), end.any(b))
+            end.prefetch(b, last, self.c, elements(), self.element)
+            sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
+            sums = values_where(b, last, sums, lambda: end.apply(
+                b, sums, [b.add(n0, i64(v * lanes)) for _ in range(rows)
+                          for v in range(vectors)],
+                elements(), lambda pointer: self._load(pointer, mask), self.element))
         for value, target in zip(sums, targets, strict=True):
             self._store(value, target, mask)
