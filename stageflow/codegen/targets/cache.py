@@ -94,7 +94,7 @@ def key(text: str, level: int, target: str, codegen: int = 3) -> str:
 @functools.cache
 def sources_digest() -> str:
     """A SHA-256 over stageflow's Python sources (their paths and bytes): whatever code
-    they generate is the same while it is (about 15 ms, once a process)."""
+    they generate is the same while it is (read once a process)."""
     root = Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):

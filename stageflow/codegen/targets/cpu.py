@@ -506,7 +506,7 @@ class JIT:
                 return
             level, codegen = levels(0, 3)
             # Keyed by the sources that build it, so that its IR is built only to compile it
-            # (our gemm's took about 0.4 s of a warm process's first call) or to be read.
+            # (our gemm's was most of a warm process's first call) or to be read.
             entry = cache.key(f"{symbol}: {signature}\n{cache.sources_digest()}", level,
                               self.target_id, codegen)
             function = SharedFunction(symbol, signature, define, self.triple, entry)
