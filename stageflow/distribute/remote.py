@@ -25,7 +25,6 @@ from stageflow.core import devices
 from stageflow.core.primitive import Primitive, ShapedType
 from stageflow.core.shapes import format_shape
 from stageflow.core.source import describe_location
-from stageflow.distribute.worker import VariableKey
 from stageflow.frontend.tensor import DeviceTensor, Tensor, allocate
 from stageflow.frontend.variables import Variable
 from stageflow.ir.from_graph import module_text
@@ -215,12 +214,17 @@ class RemoteDevice(Device):
             fingerprint = hashlib.sha256(text.encode()).hexdigest()
             self.wait(self.actor.load.remote(fingerprint, text, concrete.name))
             self._fingerprints[concrete] = fingerprint
-        arguments = [self._argument(t, concrete.name) for t in tensors]
-        arguments += [self._argument(c.source, concrete.name) for c in concrete.graph.captures]
+        values = [*tensors, *(c.source for c in concrete.graph.captures)]
+        # A variable goes as its key, in a list of plain values (Ray packs it with msgpack;
+        # an object of a class of ours would be pickled: a fifth of a step's dispatch).
+        keys = [self._key(value, concrete.name) if isinstance(value, Variable) else None
+                for value in values]
+        arguments = [None if key is not None else self.mirror(value).ref
+                     for key, value in zip(keys, values, strict=True)]
         specs = concrete.outputs
         unknown = any(None in spec.shape for spec in specs)
         count = len(specs) + unknown  # the shapes come last where some are unknown
-        refs = self._call_method(count).remote(fingerprint, unknown, *arguments)
+        refs = self._call_method(count).remote(fingerprint, unknown, keys, *arguments)
         refs = list(refs) if count > 1 else [refs]
         results = []
         for index, (ref, spec) in enumerate(zip(refs, specs, strict=False)):
@@ -236,14 +240,11 @@ class RemoteDevice(Device):
             method = self._methods[count] = self.actor.call.options(num_returns=count)
         return method
 
-    def _argument(self, value: Any, name: str) -> Any:
-        """What the worker gets for an argument or capture: a variable it keeps by key, a
-        tensor by reference (put in the object store once)."""
-        if not isinstance(value, Variable):
-            return self.mirror(value).ref
+    def _key(self, value: Variable, name: str) -> str:
+        """The key under which this device's worker keeps a variable of the call's."""
         key = getattr(value, "_remote_key", None)
         if key is None or value.device != self.name:
             raise NotImplementedError(
                 f"{name}: variable {value.name!r} lives on {value.device}; a graph function "
                 f"on {self.name} reads only variables created there{describe_location()}")
-        return VariableKey(key)
+        return key

@@ -67,13 +67,15 @@ class Worker:
             compilation.run_passes(DEFAULT_PIPELINE)
             self.programs[fingerprint] = compilation.executables([entry])[0]
 
-    def call(self, fingerprint: str, with_shapes: bool, *arrays: Any) -> Any:
+    def call(self, fingerprint: str, with_shapes: bool, keys: list[str | None],
+             *arrays: Any) -> Any:
         """Run a loaded graph function: its results (one, or a tuple), then their shapes
-        if asked (results with unknown dims). A `VariableKey` argument stands for the
-        variable this worker keeps under that key."""
+        if asked (results with unknown dims). Where `keys` has a key, the argument is the
+        variable this worker keeps under it."""
         self.calls += 1
         start = time.time()
-        values = [self.variables[a.key] if isinstance(a, VariableKey) else a for a in arrays]
+        values = [a if key is None else self.variables[key]
+                  for key, a in zip(keys, arrays, strict=True)]
         results = self.programs[fingerprint].run(values)
         self.spans.append((start, time.time()))
         if with_shapes:
@@ -96,9 +98,3 @@ class Worker:
     def assign_variable(self, key: str, value: Any) -> None:
         self.variables[key].assign(value)
 
-
-class VariableKey:
-    """A variable kept by a worker, named in a call's arguments (Ray passes it as is)."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
