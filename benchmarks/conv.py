@@ -49,7 +49,7 @@ from benchmarks.timing import interleaved_best, interleaved_medians
 # (input height and width, channels, stride) of 3x3 depthwise convolutions
 # (input height and width, input channels, output channels, filter size) at stride 1, batch 1
 PREPACKED = [(7, 512, 2048, 1), (7, 512, 512, 3), (14, 256, 1024, 1), (14, 256, 256, 3),
-             (56, 64, 64, 3)]
+             (28, 128, 128, 3)]
 DEPTHWISE = [(56, 112, 2), (28, 136, 1), (28, 136, 2), (14, 272, 1), (112, 32, 1)]
 LAYERS = [(32, 3, 16, 3, 1), (32, 16, 16, 3, 1), (32, 16, 32, 3, 2), (16, 32, 32, 3, 1),
           (32, 16, 32, 1, 2), (16, 32, 64, 3, 2), (8, 64, 64, 3, 1), (16, 32, 64, 1, 2)]
