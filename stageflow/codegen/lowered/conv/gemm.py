@@ -313,12 +313,10 @@ class _Gemm:
         whole = b.mul(b.sdiv(self.n, i64(block)), i64(block))
         counted_loop(b, i64(0), whole, i64(block),
                      lambda n0: self._columns(span, n0, vectors, None), "block")
-        start = b.mul(b.sdiv(self.n, i64(lanes)), i64(lanes))
-        counted_loop(b, whole, start, i64(lanes),
-                     lambda n0: self._columns(span, n0, 1, None), "vector")
-        left = b.sub(self.n, start)
-        with b.if_then(b.icmp_signed(">", left, i64(0))):
-            self._columns(span, start, 1, lanes_below(b, left, lanes))
+        # One vector's columns at a time, the last one's lanes past n masked (every lane of
+        # the others): one copy of the tiles for both, where two took half of the code.
+        counted_loop(b, whole, self.n, i64(lanes), lambda n0: self._columns(
+            span, n0, 1, lanes_below(b, b.sub(self.n, n0), lanes)), "vector")
 
     def _columns(self, span: _Span, n0: ir.Value, vectors: int, mask: ir.Value | None
                  ) -> None:
