@@ -4,12 +4,14 @@ A recurrent step multiplies a (1, 64) state by a (64, 64) weight: 4096 multiply-
 of nanoseconds of arithmetic, but OpenBLAS's gemm spends more than that deciding how to
 split the work, and inside a loop the call repeats every iteration. Below `MAX_MULTIPLY_ADDS`, with
 static shapes and row-major operands, each row of the result is computed in blocks of one
-vector register (16 float32 or 8 float64 lanes): up to `CHAINS` blocks' partial sums stay
-in registers while the loop runs over k, each step one broadcast of ``a[i, k]`` and per
-block one load of ``b[k, block]`` and one fused multiply-add; then each block is stored
-once. The columns
-left over run the same loop on scalars. Anything else (strided or transposed-b operands,
-batches) keeps the BLAS.
+vector register (16 float32 or 8 float64 lanes), the last one's lanes past n masked: up to
+`CHAINS` blocks' partial sums stay in registers while the loop runs over k, each step one
+broadcast of ``a[i, k]`` and per block one load of ``b[k, block]`` and one fused
+multiply-add; then each block is stored once. Where a row has fewer blocks than that (a
+classifier's ten columns), several rows advance together. The columns left over used to
+run on scalars, one chain of fmas each: a (8, 512) @ (512, 10) product took 50 us where
+its gemm took 8. Anything else (strided or transposed-b operands, batches) keeps the
+BLAS.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, F64, I1, I64
+from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, nest
@@ -34,6 +36,7 @@ VECTOR_BITS = 512
 # Independent sums per pass over k: an fma's latency is several cycles, so one chain of
 # them would wait on itself; eight blocks of a row advance together.
 CHAINS = 8
+PTR = ir.PointerType()
 
 
 @dataclass(frozen=True)
@@ -63,51 +66,83 @@ class SmallMatmul:
         real = F32 if self.dtype == dtypes.float32 else F64
         lanes = VECTOR_BITS // (8 * self.dtype.itemsize)
         vector = ir.VectorType(real, lanes)
-        blocks = n // lanes
         alpha = ir.Constant(real, self.alpha)
+        # The blocks of a row: whole vectors, then one whose lanes past n are masked.
+        left = n % lanes
+        blocks = [(c * lanes, None) for c in range(n // lanes)]
+        if left:
+            blocks.append((n - left, ir.Constant(ir.VectorType(I1, lanes),
+                                                 [i < left for i in range(lanes)])))
+        suffix = f"v{lanes}f{8 * self.dtype.itemsize}"
+        masked_load = declare(b.module, f"llvm.masked.load.{suffix}.p0", vector,
+                              [PTR, I32, ir.VectorType(I1, lanes), vector])
+        masked_store = declare(b.module, f"llvm.masked.store.{suffix}.p0", ir.VoidType(),
+                               [vector, PTR, I32, ir.VectorType(I1, lanes)])
+        align = ir.Constant(I32, self.dtype.itemsize)
+
+        def load(pointer: ir.Value, mask: ir.Constant | None) -> ir.Value:
+            if mask is None:
+                return b.load(pointer, typ=vector, align=self.dtype.itemsize)
+            return b.call(masked_load, [pointer, align, mask, _zeros(vector)])
 
         def a_at(i: ir.Value, j: ir.Value) -> ir.Value:
             offset = b.add(b.mul(j, i64(m)), i) if self.transpose_a else b.add(
                 b.mul(i, i64(k)), j)
             return b.load(a.address(b, offset), typ=real)
 
-        def finish(total: ir.Value, at: ir.Value, ty: ir.Type) -> None:
+        def finish(total: ir.Value, at: ir.Value, mask: ir.Constant | None) -> None:
             pointer = out.address(b, at)
-            scaled = total if self.alpha == 1.0 else b.fmul(total, _splat(b, alpha, ty))
+            scaled = total if self.alpha == 1.0 else b.fmul(total, _splat(b, alpha, vector))
             if self.accumulate:
-                scaled = b.fadd(scaled, b.load(pointer, typ=ty, align=self.dtype.itemsize))
-            b.store(scaled, pointer, align=self.dtype.itemsize)
+                scaled = b.fadd(scaled, load(pointer, mask))
+            if mask is None:
+                b.store(scaled, pointer, align=self.dtype.itemsize)
+            else:
+                b.call(masked_store, [scaled, pointer, align, mask])
 
-        def row(i: ir.Value, _: list) -> list:
-            for first in range(0, blocks, CHAINS):  # blocks whose sums advance together
-                columns = [i64(c * lanes) for c in range(first, min(first + CHAINS, blocks))]
+        def sums(rows: list[ir.Value], columns: list[tuple[int, ir.Constant | None]]) -> None:
+            """The rows' blocks of `columns`, their sums advancing together over k (each an
+            fma per term, in k's order), then stored."""
 
-                def term(p: ir.Value, sums: list, columns: list = columns) -> list:
+            def term(p: ir.Value, totals: list) -> list:
+                base = b.mul(p, i64(n))
+                weights = [load(x.address(b, b.add(base, i64(c))), mask)
+                           for c, mask in columns]
+                updated = list(totals)
+                for r, i in enumerate(rows):
                     a_ip = _splat(b, a_at(i, p), vector)
-                    base = b.mul(p, i64(n))
-                    return [_fma(b, a_ip, b.load(x.address(b, b.add(base, c)), typ=vector,
-                                                 align=self.dtype.itemsize), total)
-                            for c, total in zip(columns, sums, strict=True)]
+                    for c, w in enumerate(weights):
+                        at = r * len(weights) + c
+                        updated[at] = _fma(b, a_ip, w, totals[at])
+                return updated
 
-                totals = fold_loop(b, i64(0), i64(k), i64(1), [_zeros(vector)] * len(columns),
-                                   term, "k")
-                for c, total in zip(columns, totals, strict=True):
-                    finish(total, b.add(b.mul(i, i64(n)), c), vector)
+            totals = fold_loop(b, i64(0), i64(k), i64(1),
+                               [_zeros(vector)] * (len(rows) * len(columns)), term, "k")
+            for r, i in enumerate(rows):
+                for c, (column, mask) in enumerate(columns):
+                    finish(totals[r * len(columns) + c], b.add(b.mul(i, i64(n)), i64(column)),
+                           mask)
 
-            def column(j: ir.Value, __: list) -> list:
-                def term(p: ir.Value, sums: list) -> list:
-                    value = b.load(x.address(b, b.add(b.mul(p, i64(n)), j)), typ=real)
-                    return [_fma(b, a_at(i, p), value, sums[0])]
-
-                (total,) = fold_loop(b, i64(0), i64(k), i64(1), [ir.Constant(real, 0.0)],
-                                     term, "k")
-                finish(total, b.add(b.mul(i, i64(n)), j), real)
+        if len(blocks) >= CHAINS:
+            def row(i: ir.Value, _: list) -> list:
+                for first in range(0, len(blocks), CHAINS):
+                    sums([i], blocks[first:first + CHAINS])
                 return []
 
-            fold_loop(b, i64(blocks * lanes), i64(n), i64(1), [], column, "column")
+            fold_loop(b, i64(0), i64(m), i64(1), [], row, "row")
+            return
+        # Fewer blocks than chains in a row (a narrow product: a classifier's ten columns):
+        # rows advance together, so that the sums of several hide the fma's latency.
+        together = CHAINS // len(blocks)
+        whole = m - m % together
+
+        def group(i: ir.Value, _: list) -> list:
+            sums([b.add(i, i64(r)) for r in range(together)], blocks)
             return []
 
-        fold_loop(b, i64(0), i64(m), i64(1), [], row, "row")
+        fold_loop(b, i64(0), i64(whole), i64(together), [], group, "rows")
+        if m % together:
+            sums([i64(r) for r in range(whole, m)], blocks)
 
 
 def _splat(b: ir.IRBuilder, scalar: ir.Value, ty: ir.Type) -> ir.Value:
