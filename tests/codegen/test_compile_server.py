@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -28,6 +29,24 @@ def _kernel():
     return next(f for f in compilation.functions.values() if is_kernel(f))
 
 
+def _ready(server: CompileServer) -> bool:
+    """Whether the server said it is ready within a minute (a request before then is
+    refused at once)."""
+    deadline = time.monotonic() + 60
+    while not server._started() and server.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return server.ready
+
+
+def test_a_request_before_the_server_is_ready_is_refused_at_once():
+    server = CompileServer(cpu.process_jit().pipeline.spec)
+    job = cpu.CPUTarget().prepare_many([_kernel()]).jobs[0]
+    start = time.perf_counter()
+    assert server.compile(job.text, job.level, job.codegen) is None  # still importing
+    assert time.perf_counter() - start < 0.05 and server.alive and not server.ready
+    assert _ready(server) and server.compile(job.text, job.level, job.codegen)
+
+
 def test_the_server_makes_the_bytes_this_process_makes(monkeypatch):
     monkeypatch.setattr(config, "parallel_compile", True)
     jit = cpu.JIT()  # a JIT of its own, with a server (the process's may have none)
@@ -36,6 +55,7 @@ def test_the_server_makes_the_bytes_this_process_makes(monkeypatch):
     prepared = cpu.CPUTarget().prepare_many([_kernel()])
     job = prepared.jobs[0]
     here = jit._compile_here(job.text, job.level, job.codegen)
+    assert _ready(jit._server)
     assert jit._server.compile(job.text, job.level, job.codegen) == here
     held = jit._here.acquire()  # this process busy: the next module goes to the server
     try:
@@ -52,6 +72,7 @@ def test_the_server_makes_the_bytes_this_process_makes(monkeypatch):
 def test_errors_answer_none_and_the_server_keeps_serving():
     server = CompileServer(cpu.process_jit().pipeline.spec)
     job = cpu.CPUTarget().prepare_many([_kernel()]).jobs[0]
+    assert _ready(server)
     assert server.compile("this is not LLVM IR", 2, 3) is None
     assert server.compile(job.text, job.level, job.codegen)
     assert server.alive

@@ -11,8 +11,11 @@ started it ends. Inductor compiles in worker processes for the same reason.
 It is spawned (``posix_spawn``: no fork handlers run, no Python state is copied), so it is
 safe to start from any thread while others run: a forked server once hung the process,
 forked while the main thread ran an OpenBLAS gemm whose fork handler stopped the BLAS
-threads. The JIT starts it as it is made; it imports llvmlite while the first module's IR
-is built, so it is ready when that module is.
+threads. The JIT starts it at the first module it must compile; the server says it is
+ready (a byte on its replies pipe) once it has imported llvmlite and made its machines,
+and a request made before then is refused at once rather than waited for: the JIT
+compiles that module itself, where a small module's code takes milliseconds and the
+server's start took a third of a second of a cold first call.
 
 Any failure (the server gone or never started, an error in LLVM) answers None: the JIT
 then compiles in its own process, where the error is raised as usual.
@@ -24,6 +27,7 @@ import functools
 import importlib.util
 import json
 import os
+import select
 import struct
 import sys
 import threading
@@ -35,6 +39,7 @@ from typing import Any
 # reply: 1 with object code, 0 with an error message, then the payload's length
 _REQUEST = struct.Struct("<iiQ")
 _REPLY = struct.Struct("<bQ")
+_READY = b"R"  # the server's first byte on its replies pipe
 
 
 def _read_exactly(fd: int, size: int) -> bytes:
@@ -77,12 +82,13 @@ class CompileServer:
         self._requests, self._replies = requests, replies
         self._lock = threading.Lock()
         self.alive = True
+        self.ready = False
         os.register_at_fork(after_in_child=functools.partial(_forget, weakref.ref(self)))
 
     def compile(self, text: str, level: int, codegen: int) -> bytes | None:
         """The module's object code made by the server, or None if it could not."""
         with self._lock:
-            if not self.alive:
+            if not self.alive or not self._started():
                 return None
             try:
                 data = text.encode()
@@ -93,6 +99,16 @@ class CompileServer:
                 self.alive = False
                 return None
         return payload if ok else None
+
+    def _started(self) -> bool:
+        """Whether the server said it is ready (not waiting for it; the lock held)."""
+        if not self.ready and select.select([self._replies], [], [], 0)[0]:
+            try:
+                self.ready = _read_exactly(self._replies, len(_READY)) == _READY
+            except (OSError, EOFError):
+                self.alive = False
+            self.alive = self.alive and self.ready
+        return self.ready
 
 
 def _forget(server: weakref.ref[CompileServer]) -> None:
@@ -119,6 +135,7 @@ def _serve(spec: dict[str, str], requests: int, replies: int) -> None:
     loader.loader.exec_module(pipeline_module)
     pipeline = pipeline_module.Pipeline(pipeline_module.MachineSpec(**spec))
     try:
+        _write_all(replies, _READY)
         while True:
             level, codegen, size = _REQUEST.unpack(_read_exactly(requests, _REQUEST.size))
             text = _read_exactly(requests, size).decode()
