@@ -47,6 +47,21 @@ def test_every_layout_gives_numpys_product(dtype, transpose_a, transpose_b, m, n
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [8, 16, 19])
+def test_every_count_of_rows_left_by_the_one_vector_tiles(dtype, n):
+    """Columns one vector wide (whole, or masked past n) run in tiles of twice a tile's
+    rows; the rows left over run in tiles of 8, 4, 2 and 1 as their count's bits say: every
+    count from 1 to 23 gives NumPy's product."""
+    rng = np.random.default_rng(n)
+    for m in range(1, 24):
+        a = rng.standard_normal((m, 40)).astype(dtype)
+        b = rng.standard_normal((40, n)).astype(dtype)
+        out = np.full((m, n), np.nan, dtype)
+        assert compiled(np.dtype(dtype), False, False).call([a, b], [out]) == 0
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m", [1, 3, 4, 8])
 @pytest.mark.parametrize(("k", "n"), [(1, 1), (15, 50), (16, 7), (17, 300), (100, 2000)])
 def test_few_rows_by_a_transposed_b_read_it_in_place(dtype, m, k, n):
