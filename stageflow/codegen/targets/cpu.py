@@ -692,7 +692,12 @@ def shared_function(module: ir.Module, symbol: str, signature: ir.FunctionType,
     """`symbol` declared in `module`, its code compiled once in this process from
     `define(a module of its own)` and linked before the module. Without it, each module
     calling our own gemm carried a copy: its IR built, printed, hashed and compiled per
-    module (the matmul lowering tests took five times as long)."""
+    module (the matmul lowering tests took five times as long).
+
+    Its code is taken to follow from stageflow's sources and the JIT's target alone (its
+    disk cache entry's key): code generators patched at run time (a test's spy) must not
+    build it, or every later process sharing the cache links what they built. Tests that
+    patch them turn sharing off (``cpu.shares_code``)."""
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
