@@ -215,8 +215,8 @@ class RemoteDevice(Device):
             self.wait(self.actor.load.remote(fingerprint, text, concrete.name))
             self._fingerprints[concrete] = fingerprint
         values = [*tensors, *(c.source for c in concrete.graph.captures)]
-        # A variable goes as its key, in a list of plain values (Ray packs it with msgpack;
-        # an object of a class of ours would be pickled: a fifth of a step's dispatch).
+        # A variable goes as its key, in a list of plain values, which Ray packs with
+        # msgpack (an object of a class of ours it would pickle, on every call).
         keys = [self._key(value, concrete.name) if isinstance(value, Variable) else None
                 for value in values]
         arguments = [None if key is not None else self.mirror(value).ref

@@ -97,4 +97,3 @@ class Worker:
 
     def assign_variable(self, key: str, value: Any) -> None:
         self.variables[key].assign(value)
-

@@ -41,9 +41,9 @@ def _ready(server: CompileServer) -> bool:
 def test_a_request_before_the_server_is_ready_is_refused_at_once():
     server = CompileServer(cpu.process_jit().pipeline.spec)
     job = cpu.CPUTarget().prepare_many([_kernel()]).jobs[0]
-    start = time.perf_counter()
-    assert server.compile(job.text, job.level, job.codegen) is None  # still importing
-    assert time.perf_counter() - start < 0.05 and server.alive and not server.ready
+    # still importing: refused, not waited for (waiting would have made it ready)
+    assert server.compile(job.text, job.level, job.codegen) is None
+    assert server.alive and not server.ready
     assert _ready(server) and server.compile(job.text, job.level, job.codegen)
 
 

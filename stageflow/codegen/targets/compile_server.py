@@ -106,8 +106,8 @@ class CompileServer:
             try:
                 self.ready = _read_exactly(self._replies, len(_READY)) == _READY
             except (OSError, EOFError):
-                self.alive = False
-            self.alive = self.alive and self.ready
+                pass
+            self.alive = self.ready  # anything but the ready byte: the server is gone
         return self.ready
 
 
