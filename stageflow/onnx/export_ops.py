@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from stageflow.core import dtypes
@@ -254,16 +255,20 @@ _SINCE = {**dict.fromkeys(SATURATING, 19), dtypes.int4: 21, dtypes.uint4: 21,
 # The narrow integers' ranges: [offset - size, offset) wraps as sf.cast keeps low bits.
 _NARROW_RANGES = {dtypes.int4: (16, 8), dtypes.uint4: (16, 0), dtypes.int2: (4, 2),
                   dtypes.uint2: (4, 0)}
+# ml_dtypes' floats: their casts to integers give 0 where the value does not fit.
+_ML_DTYPES_FLOATS = frozenset({dtypes.bfloat16, *dtypes.NARROW_FLOATING})
 
 
 @exports(ew.cast_p)
 def cast(b: Builder, eq: Equation, x: str) -> str:
     """A cast to a float8 with a NaN says ``saturate=0``: sf.cast overflows into NaN or
-    infinity as ml_dtypes does. A cast to a narrow integer goes through int32, whose value
-    is wrapped into the narrow range (``(v + offset) mod size - offset``) before the last,
-    exact Cast: onnxruntime's Cast to int4 rounds floats and saturates, sf.cast (ml_dtypes)
-    truncates and keeps the low bits. ONNX's Cast to float8 E8M0 rounds a negative value's
-    magnitude where ml_dtypes gives NaN, and ties apart from it: not exported."""
+    infinity as ml_dtypes does. A float whose cast follows ml_dtypes (to a narrow integer,
+    or from bfloat16 or a narrow float to any integer) is truncated where it fits and 0
+    elsewhere (`_float_to_int_or_zero`). An integer cast to a narrow integer goes through
+    int32, whose value is wrapped into the narrow range (``(v + offset) mod size -
+    offset``) before the last, exact Cast: onnxruntime's Cast to int4 rounds floats and
+    saturates. ONNX's Cast to float8 E8M0 rounds a negative value's magnitude where
+    ml_dtypes gives NaN, and ties apart from it: not exported."""
     source, dtype = _in(eq).dtype, _out(eq).dtype
     if dtype == dtypes.float8_e8m0fnu:
         raise NotImplementedError("a cast to float8_e8m0fnu: ONNX's Cast rounds as sf.cast "
@@ -273,12 +278,34 @@ def cast(b: Builder, eq: Equation, x: str) -> str:
             raise NotImplementedError(f"{narrow.name} needs opset {_SINCE[narrow]} or later")
     if dtype in SATURATING:
         return b.op("Cast", x, to=element_type(dtype), saturate=0)
+    floating = dtypes.is_floating(source) or dtypes.is_narrow_floating(source)
+    integer = dtypes.is_integer(dtype) or dtype in _NARROW_RANGES
+    if floating and integer and (dtype in _NARROW_RANGES or source in _ML_DTYPES_FLOATS):
+        return _float_to_int_or_zero(b, x, source, dtype)
     if dtype in _NARROW_RANGES and source not in dtypes.NARROW_INTEGER:
         size, offset = _NARROW_RANGES[dtype]
         shifted = b.op("Add", b.cast(x, source, dtypes.int32), b.scalar(offset, dtypes.int32))
         x = b.op("Sub", b.op("Mod", shifted, b.scalar(size, dtypes.int32)),
                  b.scalar(offset, dtypes.int32))
     return b.op("Cast", x, to=element_type(dtype))
+
+
+def _float_to_int_or_zero(b: Builder, x: str, source: np.dtype, dtype: np.dtype) -> str:
+    """x truncated to the integer `dtype`, and 0 where that does not fit (NaN and
+    infinities too), compared in float64, which holds each value of `source` exactly. A
+    narrow result comes through int32: onnxruntime's Cast to int4 rounds."""
+    info = ml_dtypes.iinfo(dtype)
+    low, high = int(info.min), int(info.max)
+    wide = b.cast(x, source, dtypes.float64)
+    # Truncation fits where low - 1 < x < high + 1; where low - 1 rounds to low in
+    # float64 (int64), no value lies between them: low <= x.
+    lower = (b.op("Greater", wide, b.scalar(low - 1, dtypes.float64))
+             if float(low - 1) != float(low)
+             else b.op("GreaterOrEqual", wide, b.scalar(low, dtypes.float64)))
+    fits = b.op("And", lower, b.op("Less", wide, b.scalar(float(high + 1), dtypes.float64)))
+    kept = b.op("Where", fits, wide, b.scalar(0.0, dtypes.float64))
+    via = dtypes.int32 if dtype in _NARROW_RANGES else dtype
+    return b.cast(b.op("Cast", kept, to=element_type(via)), via, dtype)
 
 
 @exports(ew.shift_right_logical_p)

@@ -311,18 +311,20 @@ def _cast_rule(x: ShapedType, *, dtype: np.dtype) -> ShapedType:
 
 
 def _cast(x, *, dtype):
-    """NumPy's astype, but complex to real keeps the real part without NumPy's warning
-    (as TensorFlow's cast does) and complex to bool tests both parts. A narrow float, and
-    a narrow integer cast to another narrow dtype, go through float32, which holds each of
-    their values exactly: a narrow float then converts as that float32 does (ml_dtypes' own
-    casts to integers saturate infinities and zero NaNs, unlike NumPy's from every other
-    float), and ml_dtypes has no direct cast between most narrow pairs."""
+    """NumPy's astype, and ml_dtypes' for its types (from bfloat16 or a narrow float to an
+    integer, and from any float to a narrow integer, a value whose truncation does not fit
+    gives 0, NaN and infinities too), but complex to real keeps the real part without
+    NumPy's warning (as TensorFlow's cast does) and complex to bool tests both parts. A
+    cast between two narrow dtypes, which ml_dtypes mostly lacks, goes through int8
+    between narrow integers (keeping the low bits, as integer casts do), else through
+    float32, which holds each of their values exactly."""
     x = np.asarray(x)
+    dtype = np.dtype(dtype)
     if dtypes.is_complex(x.dtype) and not dtypes.is_complex(dtype):
         x = x != 0 if dtype == dtypes.bool_ else x.real
-    if dtypes.is_narrow(x.dtype) and (dtypes.is_narrow_floating(x.dtype)
-                                      or dtypes.is_narrow(np.dtype(dtype))):
-        x = x.astype(dtypes.float32)
+    if dtypes.is_narrow(x.dtype) and dtypes.is_narrow(dtype):
+        integers = not dtypes.is_narrow_floating(x.dtype) and not dtypes.is_narrow_floating(dtype)
+        x = x.astype(np.int8 if integers else dtypes.float32)
     return x.astype(dtype)
 
 

@@ -459,9 +459,9 @@ def test_a_splat_is_the_same_bytes_in_every_element():
 
 
 def test_a_bfloat16_layer_in_a_c_program(tmp_path):
-    """The bfloat16 matmul's own kernel (where the CPU has one: else the library's BLAS
-    path runs) and its worker threads live in the library; a C program gets Python's
-    numbers."""
+    """The bfloat16 matmul's own kernel (the CPU's bfloat16 dot products, or float32
+    copies through the library's own gemm on a CPU without them) and its worker threads
+    live in the library; a C program gets Python's numbers."""
     rng = np.random.default_rng(0)
     w = sf.constant(rng.standard_normal((96, 70)).astype(sf.bfloat16))
     b = sf.constant(rng.standard_normal(70).astype(sf.bfloat16))

@@ -1,13 +1,14 @@
-"""bfloat16 matmuls on the CPU's bfloat16 dot products (`codegen.lowered.gemm_bf16`): the
-compiled op against a float64 product of the same bfloat16 operands, through every path of
-the kernel (A read in place or packed, B's panels interleaved, transposed by squares or
-copied element by element, tiles cut short in rows and columns, odd k, several tasks), in
-staged functions and eagerly.
-
-On a CPU without AVX-512 BF16 there is no such lowering: the tests then check that the
-matmul falls back to NumPy's kernel (the same numbers as before) instead."""
+"""bfloat16 matmuls on the CPU's bfloat16 dot products (`codegen.lowered.gemm_bf16`), or on a
+CPU without them on float32 copies (`gemm_widened`): the compiled op against a float64
+product of the same bfloat16 operands, through every path of the kernel (A read in place
+or packed, B's panels interleaved, transposed by squares or copied element by element,
+tiles cut short in rows and columns, odd k, several tasks), in staged functions and
+eagerly. Both round float32 sums once, so one tolerance serves; on a CPU with the dot
+products the float32 copies are built too, for a platform without them."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import ml_dtypes
 import numpy as np
@@ -17,14 +18,26 @@ from hypothesis import strategies as st
 
 import stageflow as sf
 from stageflow.codegen.lowered import gemm_bf16
-from stageflow.codegen.lowered.compile import OpSpec, compile_ops, rule_for
+from stageflow.codegen.lowered.compile import OpSpec, compile_ops, module_text, rule_for
 from stageflow.codegen.lowered.matmul import Matmul
+from stageflow.codegen.targets import platform
 from stageflow.core.primitive import REGISTRY, ShapedType
 from stageflow.runtime.eager_kernels import KERNELS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-HAS_BF16 = gemm_bf16.host_available()
 _compiled: dict[tuple, object] = {}
+
+
+@pytest.fixture(scope="module", params=["dot products", "float32 copies"])
+def kernel(request) -> platform.Platform:
+    """The host's platform, or the host's without AVX-512 BF16 (`gemm_widened`)."""
+    host = platform.host()
+    if request.param == "dot products":
+        if not gemm_bf16.host_available():
+            pytest.skip("this CPU has no AVX-512 BF16")
+        return host
+    features = ",".join(f for f in host.features.split(",") if f != gemm_bf16.FEATURE)
+    return dataclasses.replace(host, features=features)
 
 
 def spec_for(name: str, arrays: list[np.ndarray], unknown: bool, **params) -> OpSpec:
@@ -33,11 +46,14 @@ def spec_for(name: str, arrays: list[np.ndarray], unknown: bool, **params) -> Op
     return OpSpec(name, inputs, (REGISTRY[name].shape_rule(*inputs, **params),), params)
 
 
-def run(name: str, arrays: list[np.ndarray], unknown: bool = True, **params) -> np.ndarray:
+def run(kernel: platform.Platform, name: str, arrays: list[np.ndarray], unknown: bool = True,
+        **params) -> np.ndarray:
     spec = spec_for(name, arrays, unknown, **params)
-    if spec.key not in _compiled:
-        _compiled[spec.key] = compile_ops([spec])[0]
-    return _compiled[spec.key](*arrays)
+    key = (kernel.features, spec.key)
+    if key not in _compiled:
+        with platform.building_for(kernel):
+            _compiled[key] = compile_ops([spec])[0]
+    return _compiled[key](*arrays)
 
 
 def operands(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -71,7 +87,7 @@ def assert_rounded(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarr
                                      (8, 45, 77), (9, 20, 40), (12, 32, 2),
                                      (13, 33, 5), (11, 31, 1), (25, 130, 64), (100, 70, 31),
                                      (300, 200, 257), (30, 70, 2501)])
-def test_products_of_every_layout_and_edge(m, n, k, transposes):
+def test_products_of_every_layout_and_edge(m, n, k, transposes, kernel):
     """Tiles of 12 rows and panels of 32 columns, cut short on both sides; odd k; A read
     in place (row-major) or packed into pairs (transposed); B's panels interleaved
     (row-major) or transposed in registers by squares of 16 pairs by 16 columns
@@ -84,18 +100,18 @@ def test_products_of_every_layout_and_edge(m, n, k, transposes):
     a = operands((k, m) if transpose_a else (m, k), 1)
     b = operands((n, k) if transpose_b else (k, n), 2)
     spec = spec_for("matmul", [a, b], True, transpose_a=transpose_a, transpose_b=transpose_b)
-    if not HAS_BF16:
-        assert rule_for(spec) is None
-        return
     assert isinstance(rule_for(spec), Matmul)
-    got = run("matmul", [a, b], transpose_a=transpose_a, transpose_b=transpose_b)
+    with platform.building_for(kernel):
+        widened = "sf.gemm.bf16.widened" in module_text([spec])
+    assert widened != gemm_bf16.available(kernel.features)
+    got = run(kernel, "matmul", [a, b], transpose_a=transpose_a, transpose_b=transpose_b)
     assert_rounded(got, reference(a, b, transpose_a, transpose_b), a, b)
 
 
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), transposes=st.tuples(st.booleans(), st.booleans()),
        unknown=st.booleans(), alpha=st.sampled_from([1.0, -0.5, 3.0]), add=st.booleans())
-def test_batched_products_and_the_fused_addend(data, transposes, unknown, alpha, add):
+def test_batched_products_and_the_fused_addend(data, transposes, unknown, alpha, add, kernel):
     m, n = (data.draw(st.integers(1, 40)) for _ in range(2))
     k = data.draw(st.one_of(st.integers(0, 40), st.integers(2 * gemm_bf16.DEPTH - 2,
                                                             2 * gemm_bf16.DEPTH + 40)))
@@ -113,20 +129,15 @@ def test_batched_products_and_the_fused_addend(data, transposes, unknown, alpha,
         name, params = "matmul_add", {**params, "alpha": alpha}
     else:
         arrays, want, name = [a, b], reference(a, b, *transposes), "matmul"
-    got = run(name, arrays, unknown, **params)
-    if HAS_BF16:
-        assert_rounded(got, want, a, b)
-    else:
-        np.testing.assert_array_equal(got, REGISTRY[name].kernel(*arrays, **params))
+    assert_rounded(run(kernel, name, arrays, unknown, **params), want, a, b)
 
 
-@pytest.mark.skipif(not HAS_BF16, reason="the kernel's own numerics: AVX-512 BF16 only")
-def test_nan_and_infinity_reach_their_rows_and_columns():
+def test_nan_and_infinity_reach_their_rows_and_columns(kernel):
     clean_a, clean_b = operands((20, 9), 1), operands((9, 40), 2)
     a, b = clean_a.copy(), clean_b.copy()
     a[3, 4] = np.nan
     b[2, 35] = np.inf
-    got = run("matmul", [a, b], transpose_a=False, transpose_b=False).astype(np.float64)
+    got = run(kernel, "matmul", [a, b], transpose_a=False, transpose_b=False).astype(np.float64)
     want = reference(a, b, False, False)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
@@ -135,25 +146,24 @@ def test_nan_and_infinity_reach_their_rows_and_columns():
                    clean_a, clean_b)
 
 
-def test_a_view_with_rows_apart_is_read_in_place():
+def test_a_view_with_rows_apart_is_read_in_place(kernel):
     """A's rows at a stride larger than k (a slice of a wider matrix) are read where they
     lie; B's every other row is no row- or column-major matrix: NumPy's kernel runs."""
     wide, b = operands((40, 50), 1), operands((30, 20), 2)
     a = wide[:, 5:35]
-    got = run("matmul", [a, b], transpose_a=False, transpose_b=False)
-    if HAS_BF16:
-        assert_rounded(got, reference(a, b, False, False), a, b)
+    got = run(kernel, "matmul", [a, b], transpose_a=False, transpose_b=False)
+    assert_rounded(got, reference(a, b, False, False), a, b)
     spaced = operands((60, 20), 3)[::2]
-    got = run("matmul", [a, spaced], transpose_a=False, transpose_b=False)
+    got = run(kernel, "matmul", [a, spaced], transpose_a=False, transpose_b=False)
     np.testing.assert_array_equal(got, REGISTRY["matmul"].kernel(a, spaced, transpose_a=False,
                                                                   transpose_b=False))
 
 
-def test_no_terms_give_zeros_or_the_addend():
+def test_no_terms_give_zeros_or_the_addend(kernel):
     a, b, addend = operands((7, 0), 1), operands((0, 5), 2), operands((5,), 3)
-    assert not run("matmul", [a, b], transpose_a=False, transpose_b=False).astype(
+    assert not run(kernel, "matmul", [a, b], transpose_a=False, transpose_b=False).astype(
         np.float32).any()
-    got = run("matmul_add", [a, b, addend], transpose_a=False, transpose_b=False, alpha=2.0)
+    got = run(kernel, "matmul_add", [a, b, addend], transpose_a=False, transpose_b=False, alpha=2.0)
     np.testing.assert_array_equal(got, np.broadcast_to(addend, (7, 5)))
 
 
@@ -166,8 +176,7 @@ def test_staged_and_eager_products_agree():
     KERNELS.settle()
     eager = sf.matmul(a, b).numpy()
     np.testing.assert_array_equal(eager, staged)
-    if HAS_BF16:
-        assert_rounded(staged, reference(a, b, False, False), a, b)
+    assert_rounded(staged, reference(a, b, False, False), a, b)
 
 
 def test_gradients_of_a_bfloat16_layer_match_finite_differences_of_float32():

@@ -159,9 +159,10 @@ def test_broadcast_to_an_empty_shape():
 @pytest.mark.parametrize("dtype", [sf.float8_e4m3fn, sf.float8_e4m3fnuz, sf.float8_e5m2,
                                    sf.float8_e5m2fnuz, sf.int4, sf.uint4, sf.int2, sf.uint2],
                          ids=lambda d: d.name)
-def test_casts_to_narrow_dtypes_overflow_and_wrap_as_stageflows(dtype):
-    """Out of range, float8 gives NaN or infinity (saturate=0) and the integers wrap, as
-    sf.cast does, though ONNX's default Cast clips (and onnxruntime's rounds to int4)."""
+def test_casts_to_narrow_dtypes_overflow_as_stageflows(dtype):
+    """Out of range, float8 gives NaN or infinity (saturate=0), integers wrap into the
+    narrow integers and floats give 0 (as ml_dtypes' casts do), as sf.cast does, though
+    ONNX's default Cast clips (and onnxruntime's rounds to int4)."""
     x = np.concatenate([np.linspace(-300, 300, 97), [1e6, -1e6, np.inf, -np.inf, np.nan, 2.5,
                                                      -2.5, 7.9, -8.9, 0.0, -0.0]])
     x = x.astype(np.float32)
@@ -172,6 +173,19 @@ def test_casts_to_narrow_dtypes_overflow_and_wrap_as_stageflows(dtype):
     with np.errstate(invalid="ignore", over="ignore"):
         for got, want in zip(session(model).run(None, {"v": x}), f(x), strict=True):
             np.testing.assert_array_equal(got, want.numpy())
+
+
+@pytest.mark.parametrize("dtype", [sf.int8, sf.uint8, sf.int32, sf.uint32, sf.int64],
+                         ids=lambda d: d.name)
+def test_bfloat16_casts_to_integers_give_zero_out_of_range_as_stageflows(dtype):
+    x = np.array([-1e30, -2.0**63, -129.5, -128.7, -1.5, 0.0, 3.9, 255.9, 256.0, 2.0**32,
+                  2.0**63, np.inf, -np.inf, np.nan], np.float32)
+    f = sf.function(lambda v: sf.cast(sf.cast(v, sf.bfloat16), dtype))
+    model = sf.onnx.export(f, [sf.TensorSpec([None], sf.float32)])
+    onnx.checker.check_model(model, full_check=True)
+    (got,) = session(model).run(None, {"v": x})
+    np.testing.assert_array_equal(got, f(x).numpy())
+    assert f(x).numpy()[-3:].tolist() == [0, 0, 0]
 
 
 def test_a_narrow_type_older_opsets_lack_is_refused_naming_the_opset():

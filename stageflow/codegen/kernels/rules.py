@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
@@ -355,6 +356,8 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
         return b.fpext(x, to) if to == F64 else b.fptrunc(x, to)
     if target == "f":
         return (b.uitofp if source == "u" else b.sitofp)(x, to)
+    if source == "f" and (dst in dtypes.NARROW_INTEGER or src in _ML_DTYPES_FLOATS):
+        return _float_to_int_or_zero(e, x, dst, to)
     if source == "f":
         # NaN and values outside the range give the minimum, as NumPy's casts do on x86
         # (its conversion instruction's "integer indefinite"): int32 and int64 agree with
@@ -374,6 +377,28 @@ def _cast(e: Emitter, n: Node) -> ir.Value:
     if x.type.width > to.width:
         return b.trunc(x, to)
     return (b.zext if source == "u" else b.sext)(x, to)
+
+
+_ML_DTYPES_FLOATS = frozenset({dtypes.bfloat16, *dtypes.NARROW_FLOATING})
+
+
+def _float_to_int_or_zero(e: Emitter, x: ir.Value, dst: np.dtype, to: ir.IntType) -> ir.Value:
+    """x truncated to the integer dtype `dst`, and 0 where that does not fit (NaN and
+    infinities too): ml_dtypes' casts from its floats to integers and from any float to its
+    narrow integers."""
+    b = e.b
+    info = ml_dtypes.iinfo(dst)
+    low, high = int(info.min), int(info.max)
+    precision = np.float32 if x.type == F32 else np.float64
+    name = f"llvm.fpto{'u' if low == 0 else 's'}i.sat.i64.{'f32' if x.type == F32 else 'f64'}"
+    value = b.call(e.intrinsic(name, I64, [x.type]), [x])
+    # Truncation fits where low - 1 < x < high + 1; where low - 1 rounds to low in x's
+    # precision (int32 in float32, int64), no value lies between them: low <= x.
+    lower = (b.fcmp_ordered(">", x, e.like(x, low - 1))
+             if precision(low - 1) != precision(low) else b.fcmp_ordered(">=", x, e.like(x, low)))
+    fits = b.and_(lower, b.fcmp_ordered("<", x, e.like(x, float(high + 1))))
+    value = b.select(fits, value, ir.Constant(I64, 0))
+    return value if to.width == 64 else b.trunc(value, to)
 
 
 def _float_to_int(e: Emitter, x: ir.Value, wide: ir.IntType) -> ir.Value:

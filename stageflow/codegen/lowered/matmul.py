@@ -19,6 +19,9 @@ the runtime does not require; SciPy's ``sgemm`` is the same OpenBLAS behind a Fo
 with 32-bit sizes. Where the symbol is not found (NumPy built against another BLAS), our
 own gemm serves where `own_gemm` says so, else there is no lowering and ``np.matmul`` runs.
 
+bfloat16 products run on our own kernels, the CPU's bfloat16 dot products where it has
+them (`gemm_bf16`), else float32 copies multiplied by the float32 gemm (`gemm_widened`).
+
 Operands may be row-major or column-major views (a transposed array is passed as it is,
 with the transpose flag flipped); any other strides return an error code, and the NumPy
 kernel runs instead.
@@ -40,7 +43,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import F32, F64, I1, I32, I64, Emitter, storage_type
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, fold_mul, i64, return_unless
-from stageflow.codegen.lowered import gemm_bf16, gemm_split, own_blas
+from stageflow.codegen.lowered import gemm_bf16, gemm_split, gemm_widened, own_blas
 from stageflow.codegen.lowered.rule import OpBuilder, Operand, OpSpec, dot, lowering, nest
 from stageflow.codegen.lowered.small_matmul import broadcast_into, small_matmul
 from stageflow.codegen.lowered.tasks import run_tasks, task_count
@@ -477,8 +480,9 @@ class Matmul:
               b_layout: tuple[ir.Value, ir.Value]) -> Callable[..., None]:
         """The call of one product ``(m, n, k, a, b, c)``, each operand read by its
         (transpose flag, leading dim): a CBLAS gemm (`gemm_function`: OpenBLAS's or our
-        own), or for bfloat16 our own (`gemm_bf16`), given the same layouts as element
-        strides of rows and columns."""
+        own), or for bfloat16 our own (`gemm_bf16`, or `gemm_widened` on a CPU without
+        bfloat16 dot products), given the same layouts as element strides of rows and
+        columns."""
         b = ob.b
         if self.dtype != dtypes.bfloat16:
             function = gemm_function(b.module, self.dtype)
@@ -533,7 +537,9 @@ class Matmul:
                         gemm(m, n, k, a_at, b_at, c_at)
 
             return blas
-        function = gemm_bf16.gemm_function(b.module)
+        function = (gemm_bf16.gemm_function(b.module)
+                    if gemm_bf16.available(platform.current().features) else
+                    gemm_widened.gemm_function(b.module, gemm_function(b.module, dtypes.float32)))
         strides = []
         for flag, lead in (a_layout, b_layout):
             rows_along = b.icmp_signed("==", flag, ir.Constant(I32, NO_TRANS))
@@ -589,8 +595,8 @@ class Matmul:
 @lowering(matmul_p, matmul_add_p)
 def _matmul(spec: OpSpec) -> Matmul | None:
     dtype = spec.inputs[0].dtype
-    own = dtype == dtypes.bfloat16 and gemm_bf16.available(platform.current().features)
-    if not own and not gemm_lowerable(dtype):
+    own = dtype == dtypes.bfloat16
+    if not gemm_lowerable(dtypes.float32 if own else dtype):
         return None
     transpose_a, transpose_b = bool(spec.params["transpose_a"]), bool(spec.params["transpose_b"])
     alpha, accumulate = float(spec.params.get("alpha", 1.0)), spec.primitive is matmul_add_p

@@ -56,7 +56,7 @@ def weighted_cross_entropy_with_logits(labels: Any, logits: Any, pos_weight: Any
     recall traded against precision).
 
     >>> sf.nn.weighted_cross_entropy_with_logits([1.0, 0.0], [0.5, -1.0], 2.0)
-    sf.Tensor([0.948154  , 0.31326163], shape=(2,), dtype=float32)
+    sf.Tensor([0.948154 , 0.313261...], shape=(2,), dtype=float32)
     """
     labels, logits = binary_operands(labels, logits)
     weight = 1 + (ew.cast(pos_weight, logits.dtype) - 1) * labels
@@ -73,7 +73,7 @@ def local_response_normalization(input: Any, depth_radius: int = 5,  # noqa: A00
 
     >>> x = sf.reshape(sf.range(4.0), (1, 1, 1, 4))
     >>> sf.reshape(sf.nn.local_response_normalization(x, depth_radius=1), (4,))
-    sf.Tensor([0.        , 0.40824828, 0.5163978 , 0.8017837 ], shape=(4,), dtype=float32)
+    sf.Tensor([0. , 0.408248..., 0.516397..., 0.801783...], shape=(4,), dtype=float32)
     """
     x = convert_to_tensor(input)
     if x.ndim != 4:

@@ -243,7 +243,7 @@ def dct(input: Any, type: int = 2, n: Any = None, axis: int = -1,  # noqa: A002
     makes it orthonormal. `n` cuts or zero-pads the signal first.
 
     >>> sf.signal.dct(sf.constant([1.0, 2.0, 3.0]))
-    sf.Tensor([12.       , -3.4641016,  0.       ], shape=(3,), dtype=float32)
+    sf.Tensor([12. , -3.464101..., 0. ], shape=(3,), dtype=float32)
     """
     return _dct(input, type, n, axis, norm, "dct")
 

@@ -1,0 +1,99 @@
+"""bfloat16 matmuls on CPUs without bfloat16 dot products: the operands widened to float32
+(exactly: a bfloat16 is a float32's high half), multiplied by the float32 gemm, and the
+result rounded once to bfloat16 after the scale and the addend, as `gemm_bf16`'s kernel
+rounds its float32 sums.
+
+Why: without this every bfloat16 matmul on such a CPU ran NumPy's kernel between compiled
+calls, and a library compiled ahead of time had no matmul at all. The copies cost one
+pass over each operand and the result; the product runs at the float32 gemm's speed (the
+CBLAS one the float32 matmuls call: OpenBLAS's, or our own where it is not linked).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from stageflow.codegen.llvm.emitter import F32, I1, I16, I32, I64, Emitter
+from stageflow.codegen.llvm.functions import declare
+from stageflow.codegen.llvm.loops import counted_loop, i64, return_unless
+from stageflow.codegen.lowered.rule import larger
+
+ROW_MAJOR, NO_TRANS = 101, 111  # the CBLAS enums
+_PTR = ir.PointerType()
+_NO_MEMORY = 1
+
+
+def gemm_function(module: ir.Module, sgemm: ir.Function) -> ir.Function:
+    """``i32 sf.gemm.bf16.widened(...)``, the signature of `gemm_bf16.gemm_function`
+    (m, n, k, A and B by pointer and element strides of rows and columns, C and its row
+    stride, alpha, accumulate), its product by `sgemm` (``cblas_sgemm``'s signature): 0,
+    or 1 where memory for the float32 copies was not to be had (C untouched). Internal,
+    one per module."""
+    symbol = "sf.gemm.bf16.widened"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    types = [I64, I64, I64, _PTR, I64, I64, _PTR, I64, I64, _PTR, I64, F32, I1]
+    function = ir.Function(module, ir.FunctionType(I32, types), symbol)
+    function.linkage = "internal"
+    names = ("m", "n", "k", "a", "a_row", "a_col", "b", "b_row", "b_col", "c", "ldc",
+             "alpha", "accumulate")
+    for argument, name in zip(function.args, names, strict=True):
+        argument.name = name
+    _emit(ir.IRBuilder(function.append_basic_block("entry")), function.args, sgemm)
+    return function
+
+
+def _emit(b: ir.IRBuilder, args: list[ir.Value], sgemm: ir.Function) -> None:
+    m, n, k, a, a_row, a_col, bm, b_row, b_col, c, ldc, alpha, accumulate = args
+    e = Emitter(b)
+    calloc = declare(b.module, "calloc", _PTR, [I64, I64])
+    free = declare(b.module, "free", ir.VoidType(), [_PTR])
+    one = i64(1)
+    wide_a = b.call(calloc, [larger(b, b.mul(m, k), one), i64(4)])
+    wide_b = b.call(calloc, [larger(b, b.mul(k, n), one), i64(4)])
+    wide_c = b.call(calloc, [larger(b, b.mul(m, n), one), i64(4)])
+    buffers = (wide_a, wide_b, wide_c)
+    missing = [b.icmp_unsigned("==", p, ir.Constant(_PTR, None)) for p in buffers]
+    had = b.not_(b.or_(b.or_(missing[0], missing[1]), missing[2]))
+    with b.if_then(b.not_(had)):
+        for pointer in buffers:
+            b.call(free, [pointer])
+    return_unless(b, had, ir.Constant(I32, _NO_MEMORY))
+
+    def widened(pointer: ir.Value, index: ir.Value) -> ir.Value:
+        bits = b.load(b.gep(pointer, [index], source_etype=I16), typ=I16)
+        return e.from_bits(b.shl(b.zext(bits, I32), ir.Constant(I32, 16)), F32)
+
+    def widen(source: ir.Value, rows: ir.Value, columns: ir.Value, row: ir.Value,
+              column: ir.Value, target: ir.Value) -> None:
+        def each_row(i: ir.Value) -> None:
+            def each_column(j: ir.Value) -> None:
+                value = widened(source, b.add(b.mul(i, row), b.mul(j, column)))
+                b.store(value, b.gep(target, [b.add(b.mul(i, columns), j)], source_etype=F32))
+
+            counted_loop(b, i64(0), columns, one, each_column, "column")
+
+        counted_loop(b, i64(0), rows, one, each_row, "row")
+
+    widen(a, m, k, a_row, a_col, wide_a)
+    widen(bm, k, n, b_row, b_col, wide_b)
+    no_trans = ir.Constant(I32, NO_TRANS)
+    with b.if_then(b.icmp_signed(">", k, i64(0))):
+        b.call(sgemm, [ir.Constant(I32, ROW_MAJOR), no_trans, no_trans, m, n, k, alpha,
+                       wide_a, larger(b, k, one), wide_b, larger(b, n, one),
+                       ir.Constant(F32, 0.0), wide_c, larger(b, n, one)])
+
+    def store_row(i: ir.Value) -> None:
+        def store(j: ir.Value) -> None:
+            at = b.gep(c, [b.add(b.mul(i, ldc), j)], source_etype=I16)
+            value = b.load(b.gep(wide_c, [b.add(b.mul(i, n), j)], source_etype=F32), typ=F32)
+            value = b.select(accumulate, b.fadd(value, widened(at, i64(0))), value)
+            b.store(e.float_to_bf16_bits(value), at)
+
+        counted_loop(b, i64(0), n, one, store, "store")
+
+    counted_loop(b, i64(0), m, one, store_row, "result")
+    for pointer in buffers:
+        b.call(free, [pointer])
+    b.ret(ir.Constant(I32, 0))
