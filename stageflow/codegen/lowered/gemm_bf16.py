@@ -114,7 +114,14 @@ def gemm_function(module: ir.Module) -> ir.Function:
     strides in elements, any sign-free layout. 0, or 1 where memory for packing was not
     to be had (C may then be partly written: the caller runs another kernel). Internal,
     one per module."""
-    symbol = "sf.gemm.bf16"
+    return declare_gemm(module, "sf.gemm.bf16", _emit_gemm)
+
+
+def declare_gemm(module: ir.Module, symbol: str,
+                 emit: Callable[[ir.IRBuilder, list[ir.Value]], None]) -> ir.Function:
+    """The internal function `symbol` of `gemm_function`'s signature, its body written by
+    `emit` (given the entry block's builder and the arguments) the first time a module
+    asks for it."""
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
@@ -125,7 +132,7 @@ def gemm_function(module: ir.Module) -> ir.Function:
              "alpha", "accumulate")
     for argument, name in zip(function.args, names, strict=True):
         argument.name = name
-    _emit_gemm(ir.IRBuilder(function.append_basic_block("entry")), function.args)
+    emit(ir.IRBuilder(function.append_basic_block("entry")), function.args)
     return function
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, I1, I16, I32, I64, Emitter
+from stageflow.codegen.llvm.emitter import F32, I16, I32, I64, Emitter
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.llvm.loops import counted_loop, i64, return_unless
+from stageflow.codegen.lowered.gemm_bf16 import declare_gemm
 from stageflow.codegen.lowered.rule import larger
 
 ROW_MAJOR, NO_TRANS = 101, 111  # the CBLAS enums
@@ -29,19 +30,8 @@ def gemm_function(module: ir.Module, sgemm: ir.Function) -> ir.Function:
     stride, alpha, accumulate), its product by `sgemm` (``cblas_sgemm``'s signature): 0,
     or 1 where memory for the float32 copies was not to be had (C untouched). Internal,
     one per module."""
-    symbol = "sf.gemm.bf16.widened"
-    existing = module.globals.get(symbol)
-    if isinstance(existing, ir.Function):
-        return existing
-    types = [I64, I64, I64, _PTR, I64, I64, _PTR, I64, I64, _PTR, I64, F32, I1]
-    function = ir.Function(module, ir.FunctionType(I32, types), symbol)
-    function.linkage = "internal"
-    names = ("m", "n", "k", "a", "a_row", "a_col", "b", "b_row", "b_col", "c", "ldc",
-             "alpha", "accumulate")
-    for argument, name in zip(function.args, names, strict=True):
-        argument.name = name
-    _emit(ir.IRBuilder(function.append_basic_block("entry")), function.args, sgemm)
-    return function
+    return declare_gemm(module, "sf.gemm.bf16.widened",
+                        lambda b, args: _emit(b, args, sgemm))
 
 
 def _emit(b: ir.IRBuilder, args: list[ir.Value], sgemm: ir.Function) -> None:
