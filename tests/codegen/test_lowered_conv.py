@@ -364,9 +364,11 @@ def spy_on_gemms(monkeypatch) -> list[int]:
 def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_vectors(
         monkeypatch):
     """O a multiple of 8 floats (4 doubles) up to 32, taps one column apart: direct (no
-    gemm); else only im2col and the gemm. The input gradient, with C for O, also at stride
-    1 only. Chosen at run time, by one copy of each family's code per dtype in a module,
-    which every op of the family there calls with its strides, padding and dilations."""
+    gemm); up to 64 floats with AVX-512, and on other x86 CPUs in output rows of
+    `WIDE_ROW` pixels or more; else only im2col and the gemm. The input gradient, with C
+    for O, also at stride 1 only. Chosen at run time, by one copy of each family's code per
+    dtype in a module, which every op of the family there calls with its strides, padding
+    and dilations."""
     x = values((2, 7, 9, 5), np.float32)
     for o in (8, 12, 32, 40, 64):
         w = values((3, 3, 5, o), np.float32, seed=1)
@@ -379,7 +381,9 @@ def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_v
     # compiled once per process, `cpu.shared_function`, maybe before the spies)
     monkeypatch.setattr(cpu, "shares_code", lambda: False)
     cases = []
-    wide = direct_loops.DirectLoops(np.dtype(np.float32)).max_out_channels == 64  # AVX-512
+    loops = direct_loops.DirectLoops(np.dtype(np.float32))
+    wide = loops.own_max_out_channels == 64  # AVX-512
+    wide_rows = loops.max_out_channels == 64  # x86
     for o, dtype, dilations, direct in [(16, np.float32, (1, 1), True),
                                         (4, np.float64, (1, 1), True),
                                         (16, np.float32, (1, 2), False),
@@ -392,6 +396,11 @@ def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_v
                                         (40, np.float64, (1, 1), False)]:
         arrays = [values((1, 5, 5, 3), dtype), values((3, 3, 3, o), dtype)]
         cases.append(("conv2d", arrays, direct, {"strides": (1, 1), "dilations": dilations}))
+    for width, o, direct in [(direct_loops.WIDE_ROW, 64, wide_rows),
+                             (direct_loops.WIDE_ROW - 1, 64, wide),
+                             (direct_loops.WIDE_ROW, 72, False)]:
+        arrays = [values((1, 2, width, 3), np.float32), values((3, 3, 3, o), np.float32)]
+        cases.append(("conv2d", arrays, direct, {"strides": (1, 1), "dilations": (1, 1)}))
     for stride, direct in ((1, True), (2, False)):
         arrays = [values((1, 4 - stride, 4 - stride, 4), np.float32),
                   values((3, 3, 16, 4), np.float32)]

@@ -6,7 +6,7 @@ Each op picks its algorithm at run time, by shape:
 - a 1x1 filter at stride 1 without padding is a gemm of the input, read in place as an
   (N*H*W, C) matrix: no copy at all;
 - filter taps one image column apart and few output channels (a multiple of a vector's
-  lanes, at most `DirectLoops.max_out_channels`: 64 float32s with AVX-512, else 32) run
+  lanes, at most `DirectLoops.max_out_channels`: 64 float32s on x86, else 32) run
   the *direct loops* (`direct`): a micro-kernel holding a tile of outputs in registers,
   with no scratch and no copy, where a gemm that narrow would leave the BLAS's kernels
   half idle;

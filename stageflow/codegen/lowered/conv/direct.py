@@ -13,9 +13,10 @@ Why: for few output channels the im2col gemm is (rows x kh*kw*C) @ (kh*kw*C x O)
 narrow for a gemm's kernels, and its copy of the windows costs as much again; here there
 is no scratch and no copy. For wider O each further block of channels reads the inputs
 again while the gemm's N grows as wide as its kernels, so the loops take at most two of
-the target's widest blocks of two vectors (`max_out_channels`): 64 float32 channels with
-AVX-512 (one tile of four vectors), 32 elsewhere. With AVX-512, at 64 channels the loops
-ran every layer measured (3-channel stems, 3x3 layers, the gradients of 64-channel layers)
+the target's widest blocks of two vectors, 64 float32 channels with AVX-512 (one tile of
+four vectors), 32 elsewhere, and on x86 without AVX-512 64 in wide rows too (four tiles of
+two vectors: `DirectLoops.fits`). With AVX-512, at 64 channels the loops ran every layer
+measured (3-channel stems, 3x3 layers, the gradients of 64-channel layers)
 as fast as the gemm or faster; at 96 the gemm was faster. The loops call no gemm, so their
 tasks leave OpenBLAS's threads alone.
 
@@ -76,6 +77,10 @@ from stageflow.primitives.prepacked import (
 DIRECT_BLOCKS = ((4, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, DIRECT_WIDEST_BLOCK_BYTES // 2),
                  (2, 32), (1, DIRECT_VECTOR_BYTES))
 DIRECT_TILE = 6
+# Output pixels a row needs for more than `DirectLoops.own_max_out_channels`: four tiles,
+# so that the last one, moved back to end at the row's end, recomputes at most a fifth of
+# the row.
+WIDE_ROW = 4 * DIRECT_TILE
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,19 @@ class DirectLoops:
 
     @property
     def max_out_channels(self) -> int:
-        """The most output channels the loops take on the target: two of its widest blocks
-        of two vectors (`blocks`), at least `DIRECT_MAX_OUT_CHANNELS`."""
+        """The most output channels the loops take on the target: on x86 those of two
+        AVX-512 blocks of two vectors (64 float32s) with or without AVX-512 (past
+        `own_max_out_channels` in wide rows only: `fits`), elsewhere
+        `own_max_out_channels`."""
+        if platform.current().arch == "x86_64":
+            return direct_max_out_channels(self.dtype)
+        return self.own_max_out_channels
+
+    @property
+    def own_max_out_channels(self) -> int:
+        """Two of the target's widest blocks of two vectors (`blocks`), at least
+        `DIRECT_MAX_OUT_CHANNELS`: the channels whose tiles read each input once or
+        twice."""
         widest = max(vectors * size for vectors, size in self.blocks() if vectors <= 2)
         return direct_max_out_channels(self.dtype, widest, DIRECT_MAX_OUT_CHANNELS)
 
@@ -107,11 +123,22 @@ class DirectLoops:
     def fits(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value:
         """The selection rule (at run time): taps along a row one image column apart (their
         channels one run; any strides, padding and filter-row dilation), O a multiple of
-        the vector's lanes and at most `max_out_channels`."""
+        the vector's lanes and at most `max_out_channels`; past `own_max_out_channels`
+        (AVX2's 64 float32 channels: four tiles of 16, each reading the inputs) only in
+        output rows of `WIDE_ROW` pixels or more. There they ran ResNet-50's 7x7 stem 1.8x
+        and its 56x56 3x3 layers 1.1x as fast as the gemm, which copies the windows and,
+        for filters the `prepack` pass leaves to these loops, packs their panels on every
+        call; in 8-pixel rows, whose two tiles of six compute 12 pixels, the small
+        ResNet's 64-channel layers ran slower than by the gemm."""
         b = ob.b
-        return ob.all_of([ob.eq(geo.dilations[1], i64(1)),
-                          ob.eq(b.srem(o, i64(self.lanes)), i64(0)),
-                          b.icmp_signed("<=", o, i64(self.max_out_channels))])
+        conditions = [ob.eq(geo.dilations[1], i64(1)),
+                      ob.eq(b.srem(o, i64(self.lanes)), i64(0)),
+                      b.icmp_signed("<=", o, i64(self.max_out_channels))]
+        if self.own_max_out_channels < self.max_out_channels:
+            conditions.append(b.or_(
+                b.icmp_signed("<=", o, i64(self.own_max_out_channels)),
+                b.icmp_signed(">=", ob.outputs[0].dims[2], i64(WIDE_ROW))))
+        return ob.all_of(conditions)
 
     def call(self, ob: OpBuilder, x: Operand, w: Operand, out: Operand,
              steps: tuple[ir.Value, ir.Value, ir.Value], pads: tuple[ir.Value, ir.Value],
