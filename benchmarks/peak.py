@@ -5,10 +5,11 @@ throughput with no memory traffic, one core and all of them, in GFLOP/s.
 
 The physical limit the matmul and model figures are read against (issue "real-size models
 and bfloat16"): a loop of independent multiply-adds on vector registers (enough chains to
-hide each instruction's latency: 12 vectors of 16 float32 sums), generated through LLVM for
-this CPU, run on one thread and on one thread per core at once. A float32 fma of 16 lanes
-counts 32 FLOPs; a ``vdpbf16ps`` of 16 lanes multiplies and adds 32 pairs, 64 FLOPs. The
-bfloat16 line is left out where the CPU has no AVX-512 BF16.
+hide each instruction's latency: 12 vectors of float32 sums, 16 lanes each with AVX-512,
+else 8, so that they stay in AVX2's 16 registers), generated through LLVM for this CPU, run
+on one thread and on one thread per core at once. A float32 fma counts 2 FLOPs a lane; a
+``vdpbf16ps`` of 16 lanes multiplies and adds 32 pairs, 64 FLOPs. The bfloat16 line is left
+out where the CPU has no AVX-512 BF16.
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ CHAINS = 12
 STEPS = 1 << 22
 
 
-def _module(bfloat16: bool) -> str:
-    """``void peak(i64 steps, ptr out)``: CHAINS independent accumulators updated `steps`
-    times, their sum stored (so that nothing is dead)."""
+def lanes() -> int:
+    """float32 lanes of the host's widest vector registers (16 with AVX-512; else AVX2's 8,
+    whose 12 chains of 16 lanes would be 24 registers of 16, spilled in every step)."""
+    return 16 if llvm.get_host_cpu_features().get("avx512f") else 8
+
+
+def _module(bfloat16: bool, width: int = 16) -> str:
+    """``void peak(i64 steps, ptr out)``: CHAINS independent accumulators of `width`
+    float32 lanes (16 for bfloat16) updated `steps` times, their sum stored (so that
+    nothing is dead)."""
     if bfloat16:
         op = ("call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> {acc}, "
               "<32 x bfloat> %a, <32 x bfloat> %b)")
@@ -37,25 +45,28 @@ def _module(bfloat16: bool) -> str:
         operands = ("  %a = bitcast <16 x i32> <" + ", ".join(["i32 1065369472"] * 16)
                     + "> to <32 x bfloat>\n  %b = bitcast <16 x i32> %x to <32 x bfloat>\n")
     else:
-        op = ("call <16 x float> @llvm.fma.v16f32(<16 x float> %a, <16 x float> %b, "
-              "<16 x float> {acc})")
-        declare = "declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)"
-        operands = ("  %a = bitcast <16 x i32> %x to <16 x float>\n"
-                    "  %b = bitcast <16 x i32> %x to <16 x float>\n")
+        vector = f"<{width} x float>"
+        op = (f"call {vector} @llvm.fma.v{width}f32({vector} %a, {vector} %b, "
+              f"{vector} {{acc}})")
+        declare = f"declare {vector} @llvm.fma.v{width}f32({vector}, {vector}, {vector})"
+        operands = (f"  %a = bitcast <{width} x i32> %x to {vector}\n"
+                    f"  %b = bitcast <{width} x i32> %x to {vector}\n")
+    vector = f"<{16 if bfloat16 else width} x float>"
     lines = [declare, "define void @peak(i64 %steps, ptr %out) {", "entry:",
-             "  %x = insertelement <16 x i32> zeroinitializer, i32 1, i32 0",
+             f"  %x = insertelement <{16 if bfloat16 else width} x i32> zeroinitializer, "
+             "i32 1, i32 0",
              operands, "  br label %loop", "loop:", "  %i = phi i64 [0, %entry], [%i1, %loop]"]
     for c in range(CHAINS):
-        lines.append(f"  %s{c} = phi <16 x float> [zeroinitializer, %entry], [%n{c}, %loop]")
+        lines.append(f"  %s{c} = phi {vector} [zeroinitializer, %entry], [%n{c}, %loop]")
     for c in range(CHAINS):
         lines.append(f"  %n{c} = " + op.format(acc=f"%s{c}"))
     lines += ["  %i1 = add i64 %i, 1", "  %more = icmp ult i64 %i1, %steps",
               "  br i1 %more, label %loop, label %done", "done:"]
     total = "%n0"
     for c in range(1, CHAINS):
-        lines.append(f"  %t{c} = fadd <16 x float> {total}, %n{c}")
+        lines.append(f"  %t{c} = fadd {vector} {total}, %n{c}")
         total = f"%t{c}"
-    lines += [f"  store <16 x float> {total}, ptr %out, align 4", "  ret void", "}"]
+    lines += [f"  store {vector} {total}, ptr %out, align 4", "  ret void", "}"]
     return "\n".join(lines)
 
 
@@ -95,13 +106,15 @@ def _rate(function, threads: int, flops_per_step: int) -> float:
 
 def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
     cores = len(os.sched_getaffinity(0))
-    kinds = [("float32 fma", False, 32)]
+    width = lanes()
+    kinds = [("float32 fma", False, 2 * width)]
     if gemm_bf16.host_available():
         kinds.append(("bfloat16 vdpbf16ps", True, 64))
     results: dict[str, dict[int, float]] = {}
-    print(f"arithmetic peak, GFLOP/s (best of 3; {CHAINS} chains of 16-lane vectors)")
+    print(f"arithmetic peak, GFLOP/s (best of 3; {CHAINS} chains of {width}-lane float32 "
+          "vectors)")
     for name, bfloat16, flops in kinds:
-        engine, function = _compile(_module(bfloat16))
+        engine, function = _compile(_module(bfloat16, width))
         results[name] = {threads: _rate(function, threads, flops) for threads in (1, cores)}
         del engine
         print(f"  {name:20s} 1 core {results[name][1]:7.0f}   {cores} cores "
