@@ -125,11 +125,11 @@ class DirectLoops:
         channels one run; any strides, padding and filter-row dilation), O a multiple of
         the vector's lanes and at most `max_out_channels`; past `own_max_out_channels`
         (AVX2's 64 float32 channels: four tiles of 16, each reading the inputs) only in
-        output rows of `WIDE_ROW` pixels or more. There they ran ResNet-50's 7x7 stem 1.8x
-        and its 56x56 3x3 layers 1.1x as fast as the gemm, which copies the windows and,
-        for filters the `prepack` pass leaves to these loops, packs their panels on every
-        call; in 8-pixel rows, whose two tiles of six compute 12 pixels, the small
-        ResNet's 64-channel layers ran slower than by the gemm."""
+        output rows of `WIDE_ROW` pixels or more. There they ran ResNet-50's 7x7 stem and
+        its 56x56 3x3 layers faster than the gemm, which copies the windows and, for
+        filters the `prepack` pass leaves to these loops, packs their panels on every call
+        (the README's ONNX row); in 8-pixel rows, whose two tiles of six compute 12 pixels,
+        the small ResNet's 64-channel layers ran slower than by the gemm."""
         b = ob.b
         conditions = [ob.eq(geo.dilations[1], i64(1)),
                       ob.eq(b.srem(o, i64(self.lanes)), i64(0)),
