@@ -432,18 +432,22 @@ class _Gemm:
                         self.fma, [broadcast, weights[v], sums[r * vectors + v]])
             return updated
 
-        def elements() -> list[ir.Value]:
-            return [b.add(b.mul(b.add(m0, i64(r)), self.ldc), b.add(n0, i64(v * lanes)))
+        def elements(first: ir.Value = m0) -> list[ir.Value]:
+            return [b.add(b.mul(b.add(first, i64(r)), self.ldc), b.add(n0, i64(v * lanes)))
                     for r in range(rows) for v in range(vectors)]
 
+        # The next tile's lines of C too: its sums start from them in every chunk after
+        # the first, before its first fma.
+        following = elements(b.add(m0, i64(rows)))
         end = self.epilogue
         if end is None:  # C's own lines prefetched, as `Epilogue.prefetch` does without one
-            epilogue.NONE.prefetch(b, ir.Constant(I1, 0), self.c, elements(), self.element)
+            epilogue.NONE.prefetch(b, ir.Constant(I1, 0), self.c, elements() + following,
+                                   self.element)
             sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
         else:
             # After the last chunk's terms, the epilogue, for C's elements of this tile.
             last = b.and_(b.icmp_signed("==", span.depth[1], self.k), end.any(b))
-            end.prefetch(b, last, self.c, elements(), self.element)
+            end.prefetch(b, last, self.c, elements() + following, self.element)
             sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
             sums = values_where(b, last, sums, lambda: end.apply(
                 b, sums, [b.add(n0, i64(v * lanes)) for _ in range(rows)
