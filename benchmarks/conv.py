@@ -33,6 +33,10 @@ sequence), against NumPy's matmul of the same operands, as many products a round
 filters as cold), fastest rounds, the compiled rounds before NumPy's. With few pixels and
 many filters the compiled conv splits its filters' panels over the cores
 (`COLUMN_SPLIT_ROWS`), each core reading only its part of them.
+
+Then BERT-base's dense layers at batch 8 (1024 rows), weights constant, against NumPy's
+matmul: a product whose C is past the L2 caches, so that a tile's sums wait for C's lines
+in every k chunk after the first unless they were prefetched.
 """
 
 from __future__ import annotations
@@ -262,9 +266,40 @@ def cold_filters() -> dict:
     return results
 
 
+DENSE = [(768, 3072), (3072, 768), (768, 2304)]  # BERT-base's dense layers
+DENSE_ROWS = 1024  # batch 8 of 128 tokens: C of 3-12 MB, past the L2 caches
+
+
+def dense_rows() -> dict:
+    """GFLOP/s of BERT-base's dense layers at batch 8 (`DENSE_ROWS` rows), weights constant
+    (packed at compile time), against NumPy's matmul of the same operands, fastest rounds,
+    the compiled rounds before NumPy's (OpenBLAS's threads spin on after its gemms).
+    ``OMP_NUM_THREADS=1`` bounds both to one core."""
+    print(f"dense layers, {DENSE_ROWS} rows, constant weights, float32 (GFLOP/s, fastest "
+          "rounds)")
+    rng = np.random.default_rng(0)
+    results: dict[str, dict[str, float]] = {}
+    for k, n in DENSE:
+        a = rng.standard_normal((DENSE_ROWS, k)).astype(np.float32)
+        w = (rng.standard_normal((k, n)) / 30).astype(np.float32)
+        staged = sf.function(closed_over(sf.matmul, w))
+        assert "prepacked" in staged.get_concrete_function(a).ir("optimized")
+        warm_up(staged, a)
+        seconds = {**interleaved_best({"compiled": loop(staged, a)}, rounds=5, min_time=0.1),
+                   **interleaved_best({"numpy": loop(np.matmul, a, w)}, rounds=5,
+                                      min_time=0.1)}
+        rates = {kind: 2 * DENSE_ROWS * k * n / s / 1e9 for kind, s in seconds.items()}
+        name = f"{DENSE_ROWS}x{k} @ {k}x{n}"
+        results[name] = rates
+        print(f"  {name:26s} compiled {rates['compiled']:6.1f}  NumPy {rates['numpy']:6.1f}"
+              f"  ({seconds['numpy'] / seconds['compiled']:.2f}x)")
+    return results
+
+
 if __name__ == "__main__":
     arguments = [int(a) for a in sys.argv[1:]]
     main(*arguments)
     depthwise(*arguments[:1] or [1])
     prepacked()
     cold_filters()
+    dense_rows()

@@ -22,6 +22,7 @@ import time
 import llvmlite.binding as llvm
 
 from stageflow.codegen.lowered import gemm_bf16
+from stageflow.codegen.targets import platform
 
 CHAINS = 12
 STEPS = 1 << 22
@@ -30,13 +31,15 @@ STEPS = 1 << 22
 def lanes() -> int:
     """float32 lanes of the host's widest vector registers (16 with AVX-512; else AVX2's 8,
     whose 12 chains of 16 lanes would be 24 registers of 16, spilled in every step)."""
-    return 16 if llvm.get_host_cpu_features().get("avx512f") else 8
+    return 16 if platform.host().has("avx512f") else 8
 
 
 def _module(bfloat16: bool, width: int = 16) -> str:
     """``void peak(i64 steps, ptr out)``: CHAINS independent accumulators of `width`
     float32 lanes (16 for bfloat16) updated `steps` times, their sum stored (so that
     nothing is dead)."""
+    count = 16 if bfloat16 else width
+    vector = f"<{count} x float>"
     if bfloat16:
         op = ("call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> {acc}, "
               "<32 x bfloat> %a, <32 x bfloat> %b)")
@@ -45,16 +48,13 @@ def _module(bfloat16: bool, width: int = 16) -> str:
         operands = ("  %a = bitcast <16 x i32> <" + ", ".join(["i32 1065369472"] * 16)
                     + "> to <32 x bfloat>\n  %b = bitcast <16 x i32> %x to <32 x bfloat>\n")
     else:
-        vector = f"<{width} x float>"
         op = (f"call {vector} @llvm.fma.v{width}f32({vector} %a, {vector} %b, "
               f"{vector} {{acc}})")
         declare = f"declare {vector} @llvm.fma.v{width}f32({vector}, {vector}, {vector})"
         operands = (f"  %a = bitcast <{width} x i32> %x to {vector}\n"
                     f"  %b = bitcast <{width} x i32> %x to {vector}\n")
-    vector = f"<{16 if bfloat16 else width} x float>"
     lines = [declare, "define void @peak(i64 %steps, ptr %out) {", "entry:",
-             f"  %x = insertelement <{16 if bfloat16 else width} x i32> zeroinitializer, "
-             "i32 1, i32 0",
+             f"  %x = insertelement <{count} x i32> zeroinitializer, i32 1, i32 0",
              operands, "  br label %loop", "loop:", "  %i = phi i64 [0, %entry], [%i1, %loop]"]
     for c in range(CHAINS):
         lines.append(f"  %s{c} = phi {vector} [zeroinitializer, %entry], [%n{c}, %loop]")

@@ -438,16 +438,15 @@ class _Gemm:
 
         # The next tile's lines of C too: its sums start from them in every chunk after
         # the first, before its first fma.
-        following = elements(b.add(m0, i64(rows)))
+        lines = elements() + elements(b.add(m0, i64(rows)))
         end = self.epilogue
         if end is None:  # C's own lines prefetched, as `Epilogue.prefetch` does without one
-            epilogue.NONE.prefetch(b, ir.Constant(I1, 0), self.c, elements() + following,
-                                   self.element)
+            epilogue.NONE.prefetch(b, ir.Constant(I1, 0), self.c, lines, self.element)
             sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
         else:
             # After the last chunk's terms, the epilogue, for C's elements of this tile.
             last = b.and_(b.icmp_signed("==", span.depth[1], self.k), end.any(b))
-            end.prefetch(b, last, self.c, elements() + following, self.element)
+            end.prefetch(b, last, self.c, lines, self.element)
             sums = fold_loop(b, *span.depth, i64(1), sums, step, "k")
             sums = values_where(b, last, sums, lambda: end.apply(
                 b, sums, [b.add(n0, i64(v * lanes)) for _ in range(rows)
