@@ -487,3 +487,31 @@ def test_ptxas_accepts_the_index_map_kernels(arch: str, tmp_path: Path) -> None:
     assert sorted(re.findall(r"\.entry (\w+)\(", ptx)) == sorted(name for name, _ in builders)
     result = assembles(ptx, arch, tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("exponent", [-3.5, -0.75, -0.5, -0.25, 0.25, 0.5, 0.75, 1.25, 2.5, 3.75])
+def test_float32_constant_quarter_powers_match_libm(exponent: float) -> None:
+    """A constant float32 exponent of whole quarters takes square roots (`mathlib`): within
+    one ulp of NumPy's powf over a dense grid of positive floats (subnormals and the
+    largest included), and IEEE pow's special cases exactly, signed zeros too."""
+    text = ("func.func @quarter(%a0: tensor<?xf32>) -> tensor<?xf32> {\n"
+            f"  %c = sf.constant dense<{exponent!r}> : tensor<f32>\n"
+            "  %0 = sf.pow %a0, %c : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>\n"
+            "  func.return %0 : tensor<?xf32>\n}")
+    kernel = compiled(text)
+    grid = np.arange(1, np.float32(np.finfo(np.float32).max).view(np.uint32), 65_521,
+                     dtype=np.uint32).view(np.float32)
+    with np.errstate(all="ignore"):
+        want = np.power(grid, np.float32(exponent))
+    got = kernel(grid)[0]
+    finite = np.isfinite(want) & (want != 0)
+    spacing = np.spacing(np.abs(want[finite])).astype(np.float64)
+    assert (np.abs(got[finite].astype(np.float64) - want[finite]) <= spacing).all()
+    assert np.array_equal(got[~finite], want[~finite])
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -2.5, 1.0, -1e-45],
+                       np.float32)
+    with np.errstate(all="ignore"):
+        want = np.power(special, np.float32(exponent))
+    got = kernel(special)[0]
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -5,9 +5,12 @@ outputs, opset-dependent parameters."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime
 import pytest
-from node_check import check
-from onnx import helper
+from node_check import check, graph_model
+from onnx import TensorProto, helper
+
+import stageflow as sf
 
 RNG = np.random.default_rng(5)
 
@@ -69,6 +72,27 @@ def test_local_response_normalization_of_an_even_size():
     size only (ONNX Runtime takes odd sizes only)."""
     node = helper.make_node("LRN", ["x"], ["y"], size=4, alpha=0.01, beta=0.6, bias=1.5)
     check(node, {"x": _normal(4, 4, 3, 3)}, rtol=1e-4)
+
+
+def test_local_response_normalization_between_convolutions_runs_channels_last():
+    """AlexNet's Conv, LRN, MaxPool, Conv: the LRN runs in the convolutions' NHWC layout,
+    so the program transposes the model's input and its output only, and its power of
+    -0.75 (a float32 constant of whole quarters) takes square roots, not libm's pow."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("LRN", ["a"], ["n"], size=5, alpha=1e-2, beta=0.75, bias=2.0),
+             helper.make_node("MaxPool", ["n"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w2"], ["y"])]
+    weights = {"w1": _normal(8, 3, 3, 3), "w2": _normal(4, 8, 1, 1)}
+    model = graph_model(nodes, {"x": (TensorProto.FLOAT, [2, 3, 6, 6])}, ["y"], weights)
+    x = _normal(2, 3, 6, 6)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    [expected] = session.run(None, {"x": x})  # (ONNX's reference sums too few channels)
+    function = sf.onnx.load(model)
+    np.testing.assert_allclose(function(x).numpy(), expected, rtol=1e-4, atol=1e-5)
+    optimized = function.get_concrete_function().ir("optimized")
+    assert optimized.count("sf.transpose ") == 2
+    assert "sf.pow" in optimized and "llvm.pow" not in function.get_concrete_function().ir("llvm")
 
 
 def test_mean_variance_and_lp_normalization():

@@ -16,6 +16,7 @@ import numpy as np
 
 import stageflow as sf
 from stageflow.onnx.converters import Node, Value, converts
+from stageflow.onnx.ops.convolution import channels_first, channels_last
 
 
 def _dtype(x: Value) -> np.dtype:
@@ -141,7 +142,11 @@ def group_normalization(node: Node, x: Value, scale: Value, bias: Value) -> Valu
 @converts("LRN")
 def local_response_normalization(node: Node, x: Value) -> Value:
     """x / (bias + alpha / size * the sum of squares over `size` neighbouring channels)
-    ** beta, the window floor((size - 1) / 2) channels before and the rest after."""
+    ** beta, the window floor((size - 1) / 2) channels before and the rest after.
+
+    Computed channels-last, as the convolutions around it run (`convolution`): the
+    transposes on either side meet theirs and cancel, where a window over axis 1 kept an
+    image's worth of transposes on each side (AlexNet's, GoogLeNet's)."""
     _floating(node, x)
     size = int(node.attr("size"))
     alpha, beta = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75))
@@ -150,12 +155,13 @@ def local_response_normalization(node: Node, x: Value) -> Value:
     if channels is None:
         raise node.error(f"needs a static channel count, got input shape {x.shape}")
     before = (size - 1) // 2
-    squares = sf.pad(x * x, [(0, 0), (before, size - 1 - before)] + [(0, 0)] * (x.ndim - 2))
+    image = channels_last(x)
+    squares = sf.pad(image * image, [(0, 0)] * (x.ndim - 1) + [(before, size - 1 - before)])
     total = None
     for tap in range(size):
-        piece = squares[:, tap:tap + channels]
+        piece = squares[..., tap:tap + channels]
         total = piece if total is None else total + piece
-    return x / sf.pow(total * (alpha / size) + bias, beta)
+    return channels_first(image / sf.pow(total * (alpha / size) + bias, beta))
 
 
 @converts("MeanVarianceNormalization")
