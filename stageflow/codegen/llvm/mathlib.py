@@ -8,8 +8,9 @@ integer bit operations, ``llvm.roundeven``/``floor``/``fabs``/``copysign``/``sqr
 division, which both backends lower natively and the loop vectoriser handles.
 
 A target may still prefer an intrinsic (`Emitter.libm`): the CPU target calls libm for
-``sin``, ``cos`` and ``pow``, whose exact range reduction and special cases the
-expansions only approximate (see each function). Accuracy of the expansions (measured
+``sin``, ``cos`` and float64 ``pow``, whose exact range reduction and special cases the
+expansions only approximate (see each function); a float32 ``pow`` is expanded there too,
+its float64 arithmetic exact enough for a float32 result. Accuracy of the expansions (measured
 against NumPy in tests/codegen/test_codegen.py): a few ulps for float32, far below 1e-12
 relative for float64.
 
@@ -35,7 +36,8 @@ erf           float32: x P(x^2) / Q(x^2), a (13, 8) odd rational fit on |x| <= 4
 sin, cos      in float64: quadrant from round(x 2/pi), three-part pi/2 reduction with fma
               (accurate while |x| < 2**30 or so), Taylor polynomials on [-pi/4, pi/4]
 pow           in float64: exp(y log|x|) with C99's special cases (signs, zeros, infinities,
-              negative bases with integer exponents)
+              negative bases with integer exponents); a constant float32 exponent of
+              whole quarters by square roots and products
 ============  ========================================================================
 """
 

@@ -70,7 +70,8 @@ from stageflow.core import config
 
 # sin, cos and pow go to libm by default: its range reduction (sin, cos of huge arguments)
 # and special cases (pow) are exact, where the expansions are accurate for moderate
-# arguments only; the price is a scalar call per element. Everything else is expanded.
+# arguments only; the price is a scalar call per element. Everything else is expanded, and
+# so is a float32 pow (`mathlib.pow_`: in float64, exact enough for float32).
 DEFAULT_LIBM = frozenset({"sin", "cos", "pow"})
 
 _LIBM_SYMBOLS = ("sinf", "sin", "cosf", "cos", "powf", "pow", "fmodf", "fmod", "expm1",
