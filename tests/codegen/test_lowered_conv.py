@@ -254,9 +254,10 @@ def run_direct(x: np.ndarray, w: np.ndarray, name: str = "conv2d", **params) -> 
 def test_the_direct_loops_match_a_direct_reference(batch, size, channels, out_channels,
                                                      window, strides, row_dilation, padding,
                                                      dtype):
-    """Tiles of 6 pixels over rows narrower than a tile, odd widths (the last tile moved
-    back), taps clipped at every border, channel blocks of 64, 32, 16 and 8 floats (32, 16,
-    8 and 4 doubles; 64 and 32 only with AVX-512), any strides and filter-row dilation."""
+    """Tiles of 6, 7 or 8 pixels over rows narrower than a tile, odd widths (the last tile
+    moved back), taps clipped at every border, channel blocks of 64, 32, 16 and 8 floats
+    (32, 16, 8 and 4 doubles; 64 and 32 only with AVX-512), any strides and filter-row
+    dilation."""
     dilations = (row_dilation, 1)
     for axis in (0, 1):
         assume(size[axis] + sum(padding[axis]) >= (window[axis] - 1) * dilations[axis] + 1)
@@ -266,6 +267,38 @@ def test_the_direct_loops_match_a_direct_reference(batch, size, channels, out_ch
     np.testing.assert_allclose(got, conv_reference(x, w, strides, padding, dilations),
                                rtol=1e-4 if dtype == np.float32 else 1e-12,
                                atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("out_channels", [8, 16, 32, 48, 64])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_direct_loops_cover_every_row_width_with_each_tile_width(out_channels, stride):
+    """Rows of 1 to 30 output pixels: each call's tile width (`direct.NARROW_TILES` for
+    blocks of up to two vectors with AVX-512, `DIRECT_TILE` else), rows narrower than a
+    tile, the last tile moved back, the first and last clipped by the padding."""
+    for width in range(1, 31):
+        x = values((1, 3, width * stride, 5), np.float32)
+        w = values((3, 3, 5, out_channels), np.float32, seed=1)
+        padding = ((1, 1), (1, 1))
+        got = run_direct(x, w, strides=(stride, stride), padding=padding, dilations=(1, 1))
+        np.testing.assert_allclose(got, conv_reference(x, w, (stride, stride), padding, (1, 1)),
+                                   rtol=1e-4, atol=1e-4, err_msg=f"{width} pixels a row")
+
+
+def test_a_call_takes_the_tile_width_that_computes_fewest_pixels():
+    """Rows of 7, 14, 28 take tiles of 7; of 8, 16, 32, 56, 112 of 8 (ties go to the
+    wider); of 6 the 7-wide tile clipped, since no narrower one is compiled."""
+    from llvmlite import ir
+
+    module = ir.Module()
+    function = ir.Function(module, ir.FunctionType(ir.IntType(64), [ir.IntType(64)]), "w")
+    b = ir.IRBuilder(function.append_basic_block())
+    b.ret(direct_loops._tile_width(b, function.args[0], direct_loops.NARROW_TILES))
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
+                                        llvm.Target.from_default_triple().create_target_machine())
+    engine.finalize_object()
+    chosen = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(engine.get_function_address("w"))
+    assert {wo: chosen(wo) for wo in (6, 7, 8, 13, 14, 16, 27, 28, 32, 55, 56, 112)} == {
+        6: 7, 7: 7, 8: 8, 13: 7, 14: 7, 16: 8, 27: 7, 28: 7, 32: 8, 55: 8, 56: 8, 112: 8}
 
 
 @settings(max_examples=8, deadline=None)

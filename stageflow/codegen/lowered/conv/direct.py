@@ -1,7 +1,8 @@
 """The direct loops: oneDNN's NHWC micro-kernel for convolutions into few output channels.
 
-Per output row, tiles of `DIRECT_TILE` consecutive output pixels by a block of output
-channels keep their sums in registers (2 or 4 vectors of output channels: 12 or 24 sums,
+Per output row, tiles of consecutive output pixels (`DIRECT_TILE`, or with AVX-512 and
+two vectors or fewer the width of `NARROW_TILES` that fits the rows best) by a block of output
+channels keep their sums in registers (2 or 4 vectors of output channels: 12 to 24 sums,
 with the filters' vectors and a broadcast input) over the filter rows inside the image and, per
 filter row, its kw*C taps and channels, one contiguous run in the image and in the
 filters: per step the filters' vectors are loaded, each pixel's input broadcast, one
@@ -77,6 +78,14 @@ from stageflow.primitives.prepacked import (
 DIRECT_BLOCKS = ((4, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, DIRECT_WIDEST_BLOCK_BYTES // 2),
                  (2, 32), (1, DIRECT_VECTOR_BYTES))
 DIRECT_TILE = 6
+# Tile widths a block of at most two vectors takes where the CPU has AVX-512's 32 registers
+# (16 sums at most, beside two vectors of filters and a broadcast): a call takes the one
+# that recomputes the fewest pixels of its rows (`_tile_width`), the widest of those tied.
+# With tiles of six only, the last one moved back to end at the row's end, a row of 7
+# pixels computed 12, of 14 computed 18, of 56 computed 60 (DenseNet's and GoogLeNet's
+# layers at 56, 28, 14 and 7 pixels a row); with four vectors, 7 pixels would be 28 sums
+# and spill.
+NARROW_TILES = (7, 8)
 # Output pixels a row needs for more than `DirectLoops.own_max_out_channels`: four tiles,
 # so that the last one, moved back to end at the row's end, recomputes at most a fifth of
 # the row.
@@ -119,6 +128,11 @@ class DirectLoops:
         AVX-512 block only where the CPU has AVX-512."""
         wide = platform.current().has("avx512f")
         return [(vectors, size) for vectors, size in DIRECT_BLOCKS if wide or size <= 32]
+
+    def widths(self, vectors: int) -> tuple[int, ...]:
+        """The tile widths a block of `vectors` vectors takes (`NARROW_TILES`)."""
+        wide = platform.current().has("avx512f")
+        return NARROW_TILES if wide and vectors <= 2 else (DIRECT_TILE,)
 
     def fits(self, ob: OpBuilder, geo: Geometry, o: ir.Value) -> ir.Value:
         """The selection rule (at run time): taps along a row one image column apart (their
@@ -186,7 +200,7 @@ class DirectLoops:
         """Output image rows `rows` (first, last) of ``conv2d(x, w)`` (padded `pads` above and
         to the left, the rest implied by the dims), through the epilogue `end`: per row,
         per block of output channels (`DIRECT_BLOCKS`: the widest, then narrower for the
-        rest), tiles of `DIRECT_TILE`
+        rest), tiles of the block's width for this call (`widths`, `_tile_width`) of
         output pixels (`_tile`), the last one moved back to end at the row's end
         (recomputing a few pixels rather than clipping it), clipped where its windows
         leave the image (reading C zeros, calloc'd per task, there)."""
@@ -208,15 +222,16 @@ class DirectLoops:
         reach = b.sub(b.add(width, b.sub(left, i64(1))), b.sub(kw, i64(1)))
         inner_hi = smaller(b, wo, b.select(b.icmp_signed("<", reach, i64(0)), i64(0),
                                            b.add(b.sdiv(reach, sw), i64(1))))
-        last_tile = larger(b, i64(0), b.sub(wo, i64(DIRECT_TILE)))
         widest = blocks[0][0] * blocks[0][1]
         whole = b.mul(b.sdiv(o, i64(widest)), i64(widest))
         rest = b.sub(o, whole)
         # Computed once here, not per tile: with the stride a constant LLVM folded them into
         # each tile's addresses, read at run time they would cost multiplies in every tile.
-        shifts = [fold_mul(b, i64(p), sw) for p in range(DIRECT_TILE)]
+        shifts = [fold_mul(b, i64(p), sw) for p in range(max(NARROW_TILES))]
         steps = _Steps(sw, dh, shifts, [fold_mul(b, s, x.strides[2]) for s in shifts], end,
                        end.any(b))
+
+        chosen = _tile_width(b, wo, NARROW_TILES)
 
         def row(t: ir.Value) -> None:
             image = b.sdiv(t, ho)
@@ -225,19 +240,31 @@ class DirectLoops:
             taps = _tap_range(b, h0, height, kh, dh)
 
             def tiles(vectors: int, lanes: int, c0: ir.Value) -> None:
-                def tile(j: ir.Value) -> None:
-                    j0 = smaller(b, j, last_tile)
-                    inside = b.and_(b.icmp_signed(">=", j0, inner_lo),
-                                    b.icmp_signed("<=", b.add(j0, i64(DIRECT_TILE)), inner_hi))
-                    w0 = b.sub(b.mul(j0, sw), left)
-                    at = _Tile(image, i, h0, j0, w0, c0, taps, vectors, lanes, zeros)
-                    with b.if_else(inside) as (fast, clipped):
-                        with fast:
-                            self._tile(b, x, w, out, steps, at, clipped=False)
-                        with clipped:
-                            self._tile(b, x, w, out, steps, at, clipped=True)
+                def row_of(pixels: int) -> None:
+                    last_tile = larger(b, i64(0), b.sub(wo, i64(pixels)))
 
-                counted_loop(b, i64(0), wo, i64(DIRECT_TILE), tile, "tile")
+                    def tile(j: ir.Value) -> None:
+                        j0 = smaller(b, j, last_tile)
+                        inside = b.and_(b.icmp_signed(">=", j0, inner_lo),
+                                        b.icmp_signed("<=", b.add(j0, i64(pixels)), inner_hi))
+                        w0 = b.sub(b.mul(j0, sw), left)
+                        at = _Tile(image, i, h0, j0, w0, c0, taps, vectors, lanes, pixels,
+                                   zeros)
+                        with b.if_else(inside) as (fast, clipped):
+                            with fast:
+                                self._tile(b, x, w, out, steps, at, clipped=False)
+                            with clipped:
+                                self._tile(b, x, w, out, steps, at, clipped=True)
+
+                    counted_loop(b, i64(0), wo, i64(pixels), tile, "tile")
+
+                widths = self.widths(vectors)
+                if len(widths) == 1:
+                    row_of(widths[0])
+                    return
+                for pixels in widths:
+                    with b.if_then(b.icmp_signed("==", chosen, i64(pixels))):
+                        row_of(pixels)
 
             counted_loop(b, i64(0), whole, i64(widest), lambda c0: tiles(*blocks[0], c0),
                          "out_block")
@@ -251,7 +278,7 @@ class DirectLoops:
 
     def _tile(self, b: ir.IRBuilder, x: Operand, w: Operand, out: Operand, steps: _Steps,
               at: _Tile, clipped: bool) -> None:
-        """`DIRECT_TILE` output pixels times `at.vectors` vectors of output channels, summed
+        """`at.pixels` output pixels times `at.vectors` vectors of output channels, summed
         in registers over the filter rows inside the image and, per filter row, its taps
         and input channels: per step a vector of filters per output vector, each pixel's
         input broadcast, one fma per pixel and vector. Unclipped, a filter row's taps and
@@ -267,7 +294,7 @@ class DirectLoops:
         vector = ir.VectorType(x.element, lanes)
         fma = declare(b.module, platform.current().fma(
             f"v{lanes}{'f32' if x.element == F32 else 'f64'}"), vector, [vector] * 3)
-        pixels = range(DIRECT_TILE)
+        pixels = range(at.pixels)
         w0 = at.w0
         undefined = ir.Constant(vector, None)
         splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
@@ -301,7 +328,7 @@ class DirectLoops:
                 return taps([x.address(b, fold_add(b, first, offset))
                              for offset in steps.offsets], fold_mul(b, kw, channels), filters,
                             sums)
-            last = b.sub(smaller(b, b.add(at.j0, i64(DIRECT_TILE)), wo), i64(1))
+            last = b.sub(smaller(b, b.add(at.j0, i64(at.pixels)), wo), i64(1))
             lo, _ = _tap_range(b, b.add(w0, b.mul(b.sub(last, at.j0), sw)), width, kw, i64(1))
             _, hi = _tap_range(b, w0, width, kw, i64(1))
 
@@ -330,7 +357,7 @@ class DirectLoops:
         steps.end.prefetch(b, steps.ended, out.pointer, elements(), x.element)
         zero = ir.Constant(vector, [0.0] * lanes)
         sums = fold_loop(b, at.rows[0], at.rows[1], i64(1),
-                         [zero] * (DIRECT_TILE * at.vectors), filter_row, "filter_row")
+                         [zero] * (at.pixels * at.vectors), filter_row, "filter_row")
         sums = values_where(b, steps.ended, sums, lambda: steps.end.apply(
             b, sums, [fold_add(b, at.c0, i64(v * lanes)) for _ in pixels
                       for v in range(at.vectors)],
@@ -353,7 +380,7 @@ class DirectLoops:
 
 @dataclass(frozen=True)
 class _Tile:
-    """One tile: output pixels [j0, j0 + `DIRECT_TILE`) of row `i` of `image` (input row
+    """One tile: output pixels [j0, j0 + `pixels`) of row `i` of `image` (input row
     `h0` under the first filter row, column `w0` under the first tap), output channels
     from `c0` in `vectors` vectors of `lanes` elements; `rows` the filter rows [lo, hi)
     inside the image; `zeros` C zeros, read for the taps outside it."""
@@ -367,6 +394,7 @@ class _Tile:
     rows: tuple[ir.Value, ir.Value]
     vectors: int
     lanes: int
+    pixels: int
     zeros: ir.Value
 
 
@@ -382,6 +410,20 @@ class _Steps:
     offsets: list[ir.Value]
     end: Epilogue
     ended: ir.Value
+
+
+def _tile_width(b: ir.IRBuilder, wo: ir.Value, widths: tuple[int, ...]) -> ir.Value:
+    """The width among `widths` whose tiles cover a row of `wo` pixels with the fewest
+    computed, ``ceil(wo / t) * t``; the widest of those tied (fewer tiles)."""
+    best, cost = None, None
+    for pixels in widths:
+        covered = b.mul(b.sdiv(b.add(wo, i64(pixels - 1)), i64(pixels)), i64(pixels))
+        if best is None:
+            best, cost = i64(pixels), covered
+            continue
+        better = b.icmp_signed("<=", covered, cost)
+        best, cost = b.select(better, i64(pixels), best), b.select(better, covered, cost)
+    return best
 
 
 def _tap_range(b: ir.IRBuilder, start: ir.Value, size: ir.Value, taps: ir.Value,
