@@ -63,10 +63,12 @@ from stageflow.primitives.prepacked import (
 )
 
 # The blocks of output channels a tile covers, (vectors, bytes per vector) widest first,
-# each half the previous one's channels: 4 AVX-512 vectors (64 floats), 2 (32), then 2 AVX2
-# vectors (16), then 1 (8). O is walked in blocks of the widest, the rest by the narrower
-# ones in turn. O = 16 keeps 2 ymm vectors rather than one zmm: 12 sums hide the FMA's
-# latency, the 6 of a single vector would not. At 64 channels one tile of 24 sums (of
+# each half the previous one's channels: 4 AVX-512 vectors (64 floats), 2 (32), 1 (16),
+# then 1 AVX2 vector (8); without AVX-512, 2 AVX2 vectors (16) and 1 (8). O is walked in
+# blocks of the widest, the rest by the narrower ones in turn. With AVX-512, O = 16 is one
+# zmm vector in tiles of 7 or 8 pixels (`NARROW_TILES`), 7 or 8 sums of 16 lanes, where 2
+# ymm vectors in tiles of 6 issued twice the fmas for the same sums (3x3 convolutions into
+# 16 channels ran 1.2-1.4x faster so). At 64 channels one tile of 24 sums (of
 # AVX-512's 32 registers, beside 4 vectors of filters and a broadcast) reads each input
 # once where two tiles of 12 read it twice (ResNet-50's and VGG-19's 64-channel 3x3
 # layers ran faster with it: `benchmarks.conv`). The AVX-512 blocks only where the CPU
@@ -76,7 +78,7 @@ from stageflow.primitives.prepacked import (
 # multiple of it); the widest of two vectors is `DIRECT_WIDEST_BLOCK_BYTES`, which the
 # selection rule (two such blocks of channels at most) and `primitives.prepacked` keep to.
 DIRECT_BLOCKS = ((4, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, DIRECT_WIDEST_BLOCK_BYTES // 2),
-                 (2, 32), (1, DIRECT_VECTOR_BYTES))
+                 (1, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, 32), (1, DIRECT_VECTOR_BYTES))
 DIRECT_TILE = 6
 # Tile widths a block of at most two vectors takes where the CPU has AVX-512's 32 registers
 # (16 sums at most, beside two vectors of filters and a broadcast): a call takes the one
@@ -125,9 +127,12 @@ class DirectLoops:
 
     def blocks(self) -> list[tuple[int, int]]:
         """The target's blocks of `DIRECT_BLOCKS`, (vectors, bytes per vector): the
-        AVX-512 block only where the CPU has AVX-512."""
-        wide = platform.current().has("avx512f")
-        return [(vectors, size) for vectors, size in DIRECT_BLOCKS if wide or size <= 32]
+        AVX-512 blocks and one AVX2 vector where the CPU has AVX-512, else the AVX2
+        blocks."""
+        if platform.current().has("avx512f"):
+            return [(vectors, size) for vectors, size in DIRECT_BLOCKS
+                    if size > 32 or vectors == 1]
+        return [(vectors, size) for vectors, size in DIRECT_BLOCKS if size <= 32]
 
     def widths(self, vectors: int) -> tuple[int, ...]:
         """The tile widths a block of `vectors` vectors takes (`NARROW_TILES`)."""
