@@ -489,11 +489,13 @@ def test_ptxas_accepts_the_index_map_kernels(arch: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("exponent", [-3.5, -0.75, -0.5, -0.25, 0.25, 0.5, 0.75, 1.25, 2.5, 3.75])
+@pytest.mark.parametrize("exponent", [-3.5, -2.0, -1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5,
+                                      0.75, 1.0, 1.25, 2.0, 2.5, 3.0, 3.75, 4.0])
 def test_float32_constant_quarter_powers_match_libm(exponent: float) -> None:
-    """A constant float32 exponent of whole quarters takes square roots (`mathlib`): within
-    one ulp of NumPy's powf over a dense grid of positive floats (subnormals and the
-    largest included), and IEEE pow's special cases exactly, signed zeros too."""
+    """A constant float32 exponent of whole quarters takes products and square roots
+    (`mathlib`): within one ulp of NumPy's power over a dense grid of positive floats
+    (subnormals and the largest included), and IEEE pow's special cases exactly (negative
+    bases of whole exponents among them), signed zeros too."""
     text = ("func.func @quarter(%a0: tensor<?xf32>) -> tensor<?xf32> {\n"
             f"  %c = sf.constant dense<{exponent!r}> : tensor<f32>\n"
             "  %0 = sf.pow %a0, %c : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>\n"

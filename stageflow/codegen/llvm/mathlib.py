@@ -306,9 +306,10 @@ QUARTER_POWERS = 4.0  # |exponent| up to which constant quarter exponents take s
 def pow_(e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
     """``x ** y``. A float32 power computes in float64 (its result rounds once to float32,
     as libm's powf does) and vectorises, where libm's is a scalar call per element; a
-    constant float32 exponent of whole quarters (`_quarter_power`: LRN's -0.75) takes
-    square roots instead of a log and an exp. Float64 keeps libm's where the target has
-    it: the expansion below loses bits to ``y log x`` there."""
+    constant float32 exponent of whole quarters (`_quarter_power`: LRN's -0.75, a
+    square's 2) takes products and square roots instead of a log and an exp. Float64
+    keeps libm's where the target has it: the expansion below loses bits to ``y log x``
+    there."""
     if x.type == F32 and isinstance(y, ir.Constant) and _is_quarter(y.constant):
         return _quarter_power(e, x, float(y.constant))
     if "pow" in e.libm and x.type != F32:
@@ -334,31 +335,34 @@ def pow_(e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
 
 
 def _is_quarter(c: float) -> bool:
-    """A finite exponent of whole quarters, not an integer, up to `QUARTER_POWERS`."""
-    return (math.isfinite(c) and abs(c) <= QUARTER_POWERS and float(c * 4).is_integer()
-            and not float(c).is_integer())
+    """A finite exponent of whole quarters up to `QUARTER_POWERS`."""
+    return math.isfinite(c) and abs(c) <= QUARTER_POWERS and float(c * 4).is_integer()
 
 
 def _quarter_power(e: Emitter, x: ir.Value, c: float) -> ir.Value:
     """``x ** c`` for a float32 `x` and a constant `c` of whole quarters, in float64:
-    ``x**floor|c| * sqrt(x)`` (a half) ``* sqrt(sqrt(x))`` (a quarter), inverted for a
-    negative `c`. Each step is correctly rounded in float64, a few float64 ulps in all,
-    far below the float32 result's rounding. IEEE pow's cases: a negative base gives NaN
-    (the square root's), -0 gives +0 (or +inf for a negative `c`), -inf gives +inf (or
-    +0); but ``c = 0.5`` is the square root itself, -0 and NaN for -inf, as NumPy's
-    power of a scalar 0.5 is (the eager kernel's)."""
+    ``x**floor|c|`` by products, times ``sqrt(x)`` (a half) and ``sqrt(sqrt(x))`` (a
+    quarter), inverted for a negative `c`. Each step is correctly rounded in float64, a
+    few float64 ulps in all, far below the float32 result's rounding (``x ** 2`` is
+    exact there, as NumPy's ``x * x`` is once rounded). IEEE pow's cases: for a whole
+    `c` the products' own signs, zeros and infinities (NaN ** 0 is 1); else a negative
+    base gives NaN (the square root's), -0 gives +0 (or +inf for a negative `c`), -inf
+    gives +inf (or +0); but ``c = 0.5`` is the square root itself, -0 and NaN for -inf,
+    as NumPy's power of a scalar 0.5 is (the eager kernel's)."""
     b = e.b
     xd = b.fpext(x, F64)
     if c == 0.5:
         return b.fptrunc(e.call("sqrt", xd), F32)
-    zero = e.like(xd, 0.0)
-    base = e.select(b.fcmp_ordered("==", xd, zero), zero, xd)
-    base = e.select(b.fcmp_ordered("==", base, e.like(xd, -math.inf)),
-                    e.like(xd, math.inf), base)
-    root = e.call("sqrt", base)
     whole, quarters = divmod(abs(c), 1.0)
-    r = {0.25: e.call("sqrt", root), 0.5: root,
-         0.75: b.fmul(root, e.call("sqrt", root))}[quarters]
+    r, base = e.like(xd, 1.0), xd
+    if quarters:
+        zero = e.like(xd, 0.0)
+        base = e.select(b.fcmp_ordered("==", xd, zero), zero, xd)
+        base = e.select(b.fcmp_ordered("==", base, e.like(xd, -math.inf)),
+                        e.like(xd, math.inf), base)
+        root = e.call("sqrt", base)
+        r = {0.25: e.call("sqrt", root), 0.5: root,
+             0.75: b.fmul(root, e.call("sqrt", root))}[quarters]
     for _ in range(int(whole)):
         r = b.fmul(r, base)
     if c < 0:
