@@ -204,6 +204,25 @@ def test_large_static_reductions_compile_shape_generic_and_small_ones_stay_stati
     assert generic_spec(partly) == partly
 
 
+def test_large_concats_and_poolings_compile_shape_generic():
+    """A DenseNet block's concats (the image so far and 32 new channels, its width growing
+    layer by layer) are one compiled function, as are its poolings of one window at every
+    size: each distinct shape compiled its own (58 concats of DenseNet-121, most of its
+    first call)."""
+    images = [values((1, 14, 14, c), np.float32, seed=c) for c in (256, 288, 320)]
+    grown = values((1, 14, 14, 32), np.float32, seed=1)
+    specs = [generic_spec(spec_for("concat", [x, grown], axis=3)) for x in images]
+    assert len({spec.key for spec in specs}) == 1
+    op = compiled(specs[0])
+    for x in images:
+        np.testing.assert_array_equal(op(x, grown), np.concatenate([x, grown], axis=3))
+    window = {"kind": "max", "window": (3, 3), "strides": (2, 2), "padding": ((1, 1), (1, 1))}
+    pools = [generic_spec(spec_for("reduce_window", [x], **window)) for x in images]
+    assert len({spec.key for spec in pools}) == 1
+    small = spec_for("concat", [np.zeros((2, 3), np.float32)] * 2, axis=0)
+    assert generic_spec(small) == small
+
+
 @pytest.mark.parametrize("dtype", [np.float32, *HALVES])
 @pytest.mark.parametrize("name", EXTREMA)
 def test_max_of_nothing_raises_as_eagerly(dtype, name):

@@ -31,6 +31,7 @@ from stageflow.codegen.lowered.rule import (
     smaller,
 )
 from stageflow.codegen.lowered.tasks import run_tasks, task_count
+from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
 from stageflow.core.shapes import normalize_axis
 from stageflow.primitives.nd_indexing import gather_nd_p, scatter_nd_add_p, scatter_nd_update_p
 from stageflow.primitives.structural import (
@@ -298,7 +299,7 @@ def _run(b: ir.IRBuilder, source: Operand, at: ir.Value, target: Operand, to: ir
     counted_loop(b, whole, count, i64(1), element, "run.rest")
 
 
-@lowering(concat_p)
+@lowering(concat_p, generic_from=SMALL_KERNEL_ELEMENTS)
 def _concat(spec: OpSpec) -> Concat:
     return Concat(spec.params["axis"] % spec.inputs[0].ndim)
 

@@ -49,6 +49,7 @@ from stageflow.codegen.lowered.windows import (
     window_fits,
     window_taps,
 )
+from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.conv import Padding, Pair, max_pool_gradient_p, reduce_window_p
 from stageflow.primitives.reduction import MAX, SUM
@@ -180,7 +181,7 @@ class ReduceWindow:
                 b.or_(nans[0], b.fcmp_unordered("uno", y, y))]
 
 
-@lowering(reduce_window_p)
+@lowering(reduce_window_p, generic_from=SMALL_KERNEL_ELEMENTS)
 def _reduce_window(spec: OpSpec) -> ReduceWindow | None:
     dtype, params = spec.inputs[0].dtype, spec.params
     kind = {"max": MAX, "sum": SUM}[params["kind"]]
