@@ -37,7 +37,7 @@ _OTHER_MEANINGS: dict[str, tuple[str, ...]] = {
     "stageflow/codegen/kernels/rules.py": ("add", "ceil", "floor", "sqrt"),
     "stageflow/codegen/llvm/complex_math.py": ("sqrt",),
     "stageflow/codegen/llvm/mathlib.py": ("cos", "exp", "expm1", "floor", "log", "log1p",
-                                          "log2", "pow", "sin", "tanh"),
+                                          "log2", "pow", "sin", "sqrt", "tanh"),
     "stageflow/codegen/llvm/reduce.py": ("maximum", "minimum"),
     "stageflow/codegen/llvm/special.py": ("floor", "sqrt"),
     "stageflow/codegen/targets/cpu.py": ("cos", "expm1", "log1p", "pow", "sin"),

@@ -68,15 +68,15 @@ from stageflow.primitives.prepacked import (
 # blocks of the widest, the rest by the narrower ones in turn. With AVX-512, O = 16 is one
 # zmm vector in tiles of 7 or 8 pixels (`NARROW_TILES`), 7 or 8 sums of 16 lanes, where 2
 # ymm vectors in tiles of 6 issued twice the fmas for the same sums (3x3 convolutions into
-# 16 channels ran 1.2-1.4x faster so). At 64 channels one tile of 24 sums (of
-# AVX-512's 32 registers, beside 4 vectors of filters and a broadcast) reads each input
-# once where two tiles of 12 read it twice (ResNet-50's and VGG-19's 64-channel 3x3
-# layers ran faster with it: `benchmarks.conv`). The AVX-512 blocks only where the CPU
-# has AVX-512 (`blocks`): elsewhere 12 sums of them are 24 ymm vectors, more than AVX2's
-# 16 registers, and spilled to the stack in every step (O = 32 ran at half the speed of
-# two 16-wide blocks). The narrowest block's bytes are `DIRECT_VECTOR_BYTES` (O must be a
-# multiple of it); the widest of two vectors is `DIRECT_WIDEST_BLOCK_BYTES`, which the
-# selection rule (two such blocks of channels at most) and `primitives.prepacked` keep to.
+# 16 channels ran faster so). At 64 channels one tile of 24 sums (of AVX-512's 32
+# registers, beside 4 vectors of filters and a broadcast) reads each input once where two
+# tiles of 12 read it twice (ResNet-50's and VGG-19's 64-channel 3x3 layers ran faster
+# with it: `benchmarks.conv`). The AVX-512 blocks only where the CPU has AVX-512
+# (`blocks`): elsewhere 12 sums of them are 24 ymm vectors, more than AVX2's 16 registers,
+# and spilled to the stack in every step (O = 32 ran at half the speed of two 16-wide
+# blocks). The narrowest block's bytes are `DIRECT_VECTOR_BYTES` (O must be a multiple of
+# it); the widest of two vectors is `DIRECT_WIDEST_BLOCK_BYTES`, which the selection rule
+# (two such blocks of channels at most) and `primitives.prepacked` keep to.
 DIRECT_BLOCKS = ((4, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, DIRECT_WIDEST_BLOCK_BYTES // 2),
                  (1, DIRECT_WIDEST_BLOCK_BYTES // 2), (2, 32), (1, DIRECT_VECTOR_BYTES))
 DIRECT_TILE = 6
