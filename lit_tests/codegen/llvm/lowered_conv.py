@@ -21,6 +21,7 @@ cotangent's rows. A stride-1 input gradient of 8 channels is the direct loops ov
 cotangent, the filters flipped."""
 
 from stageflow.codegen.lowered.compile import module_text, op_spec
+from stageflow.codegen.targets.platform import building_for, for_target
 from stageflow.ir import parse_module
 
 X, OUT, G = "tensor<?x6x6x4xf32>", "tensor<?x6x6x8xf32>", "tensor<?x3x3x8xf32>"
@@ -42,8 +43,11 @@ func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G}, %u: {U})
   func.return %0, %1, %2, %3, %4, %5 : {OUT}, {OUT}, tensor<?x3x3x4xf32>, {X}, {W}, {OUT}
 }}
 """)
-for op in list(module.ops.first.body.block.ops)[:6]:
-    print(module_text([op_spec(op)]))
+# Built for x86-64 with AVX2 and without AVX-512, whatever the host: the direct loops'
+# blocks and tiles are the target's (`conv.direct`).
+with building_for(for_target("x86_64-linux-gnu", cpu="x86-64-v3")):
+    for op in list(module.ops.first.body.block.ops)[:6]:
+        print(module_text([op_spec(op)]))
 
 # The 3x3 conv's entry: its operands' dims copied as given (the input's and filters', then
 # the output's), then its geometry (strides 1 1, padding 1 1 1 1, dilations 1 1, no size,
@@ -230,9 +234,9 @@ for op in list(module.ops.first.body.block.ops)[:6]:
 # C zeros (code 4 without them), freed after its rows; per tile, unclipped, one loop over a
 # filter row's kw*C taps and channels: 2 vectors of filters, each of the 6 pixels' inputs
 # broadcast, 12 fmas; clipped, tap by tap, a pixel outside reading zeros. Blocks of 16
-# channels in AVX2 vectors, then of 8 (where the CPU has AVX-512, blocks of 32 in its
-# vectors first, with their own loop labels: the host decides, so they are not checked
-# here, and the labels below match either numbering). Its last arguments are an epilogue
+# channels in AVX2 vectors, then of 8 (where the CPU has AVX-512, blocks of 64, 32 and 16
+# in its vectors first, in tiles of 7 or 8 pixels: not this target's; the labels below
+# match either numbering). Its last arguments are an epilogue
 # (`conv.epilogue`), applied to a tile's sums before they are stored.
 # CHECK-LABEL: define internal i32 @"sf.conv2d.direct.float32"(ptr %"x", ptr %"w", ptr %"out",
 # CHECK-SAME: i64 %"sh", i64 %"sw", i64 %"dh", i64 %"top", i64 %"left", i64 %"first",
