@@ -19,6 +19,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from llvmlite import binding as llvm
+from llvmlite import ir
 
 import stageflow as sf
 from stageflow.codegen.llvm.functions import declare
@@ -275,10 +276,10 @@ def test_the_direct_loops_cover_every_row_width_with_each_tile_width(out_channel
     """Rows of 1 to 30 output pixels: each call's tile width (`direct.NARROW_TILES` for
     blocks of up to two vectors with AVX-512, `DIRECT_TILE` else), rows narrower than a
     tile, the last tile moved back, the first and last clipped by the padding."""
+    w = values((3, 3, 5, out_channels), np.float32, seed=1)
+    padding = ((1, 1), (1, 1))
     for width in range(1, 31):
         x = values((1, 3, width * stride, 5), np.float32)
-        w = values((3, 3, 5, out_channels), np.float32, seed=1)
-        padding = ((1, 1), (1, 1))
         got = run_direct(x, w, strides=(stride, stride), padding=padding, dilations=(1, 1))
         np.testing.assert_allclose(got, conv_reference(x, w, (stride, stride), padding, (1, 1)),
                                    rtol=1e-4, atol=1e-4, err_msg=f"{width} pixels a row")
@@ -287,8 +288,6 @@ def test_the_direct_loops_cover_every_row_width_with_each_tile_width(out_channel
 def test_a_call_takes_the_tile_width_that_computes_fewest_pixels():
     """Rows of 7, 14, 28 take tiles of 7; of 8, 16, 32, 56, 112 of 8 (ties go to the
     wider); of 6 the 7-wide tile clipped, since no narrower one is compiled."""
-    from llvmlite import ir
-
     module = ir.Module()
     function = ir.Function(module, ir.FunctionType(ir.IntType(64), [ir.IntType(64)]), "w")
     b = ir.IRBuilder(function.append_basic_block())
