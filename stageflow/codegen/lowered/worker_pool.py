@@ -18,6 +18,25 @@ its tasks' end as long before it waits, yielding the core at each look (``sched_
 so that a watching thread delays no other that could run there; the words watched (the
 job's generation, the tasks remaining) are written and read atomically.
 
+A split pays only where the workers run when the caller does. Beside other busy processes
+a worker may be switched out in the middle of its task for a whole time slice
+(milliseconds) while the caller waits for it, which costs far more than the split saves;
+and a worker that watches for work takes its share of a core from the threads that have
+some. So the caller runs a job's tasks one after another on its own thread, without
+waking the workers, in two cases:
+- it was itself switched out for another thread twice (involuntary context switches,
+  ``getrusage(RUSAGE_THREAD)``), less than `CROWDED_CYCLES` apart and the second as
+  recently: the cores are crowded, which the kernel tells at the cost of a system call
+  a job;
+- a back-off is under way: the caller judges each job it split when it ends, and a job
+  that took half as long again as running every task itself would have (its own tasks'
+  average time times the task count) starts a back-off or doubles it (`BACKOFF_CYCLES`
+  to `BACKOFF_MAX_CYCLES`), a job that paid halves it. This catches what the kernel does
+  not see, a hypervisor running another guest on the core. While a back-off lasts the
+  threads do not watch: they sleep at once.
+A late worker cannot lose a job: a task no worker has claimed yet is the caller's to
+claim, so only a worker slowed in the middle of its task counts against the pool.
+
 A call finding the pool in use (another thread's call, or a task splitting an op of its
 own) gets false and starts threads of its own. After a fork the child has none of the
 parent's threads: an ``atfork`` handler (glibc's ``__register_atfork``, which its
@@ -41,7 +60,9 @@ from stageflow.codegen.targets import platform
 _PTR = ir.PointerType()
 _SYNC_WORDS = 8  # room for a pthread_mutex_t or pthread_cond_t (40 and 48 bytes on x86-64)
 _SYNC = ("lock", "work", "done", "busy")
-_WORDS = ("started", "generation", "next", "count", "remaining", "stride", "fn", "base")
+_WORDS = ("started", "generation", "next", "count", "remaining", "stride", "fn", "base",
+          "jobs", "alone_until", "backoff", "caller", "switches", "switched_at", "switched_before",
+          "checked_at")
 _MAX_WORKERS = 63
 STATE_SYMBOL = "sf.pool.state"
 STATE_TYPE = ir.ArrayType(I64, len(_SYNC) * _SYNC_WORDS + len(_WORDS))
@@ -56,13 +77,25 @@ llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_state))
 # counter is (aarch64's generic timer, at 1 GHz at most), for `SPIN_TICKS`.
 SPIN_CYCLES = 1 << 21
 SPIN_TICKS = 1 << 18
+# How long the caller runs jobs alone after a job the pool lost (module docstring): the
+# first back-off about a millisecond, the longest tens of them, in the same counter's units.
+BACKOFF_CYCLES, BACKOFF_MAX_CYCLES = 1 << 21, 1 << 27
+BACKOFF_TICKS, BACKOFF_MAX_TICKS = 1 << 18, 1 << 24
+# How close the caller's two last switches for another thread, and the last to a job, make
+# the cores crowded: longer than the time slices of a few threads sharing a core
+# (milliseconds each).
+CROWDED_CYCLES, CROWDED_TICKS = 1 << 26, 1 << 23
+# How often at most the caller asks the kernel for its switches (a system call).
+CHECK_CYCLES, CHECK_TICKS = 1 << 20, 1 << 17
+_RUSAGE_THREAD, _RUSAGE_WORDS, _NIVCSW = 1, 18, 17  # struct rusage: ru_nivcsw is its last long
 
 
 def pool_run(module: ir.Module, workers: Callable[[ir.IRBuilder], ir.Value]) -> ir.Function:
     """``i1 sf.pool.run(ptr start, ptr base, i64 stride, i64 count)`` of `module` (made
     once): run ``start(base + i * stride)`` for i in [0, count) on the pool and this
-    thread; false, having run nothing, where the pool is busy or has no worker.
-    `workers(b)` gives the number of CPUs (the pool starts one fewer)."""
+    thread, or on this thread alone during a back-off; false, having run nothing, where
+    the pool is busy or has no worker. `workers(b)` gives the number of CPUs (the pool
+    starts one fewer)."""
     existing = module.globals.get("sf.pool.run")
     if isinstance(existing, ir.Function):
         return existing
@@ -86,6 +119,17 @@ def pool_run(module: ir.Module, workers: Callable[[ir.IRBuilder], ir.Value]) -> 
     with b.if_then(b.icmp_signed("==", b.load(state.words["started"], typ=I64), i64(1))):
         b.call(mutex("unlock"), [state.sync["busy"]])  # no worker could start
         b.ret(ir.Constant(ir.IntType(1), 0))
+    b.store(b.add(b.load(state.words["jobs"], typ=I64), i64(1)), state.words["jobs"])
+    posted = b.call(_clock(module), [])
+    alone = b.or_(b.icmp_unsigned("<", posted, b.load(state.words["alone_until"], typ=I64)),
+                  _crowded(b, state, posted))
+    with b.if_then(alone):
+        task = b.inttoptr(b.ptrtoint(start, I64), ir.PointerType(ir.FunctionType(_PTR, [_PTR])))
+        counted_loop(b, i64(0), count, i64(1),
+                     lambda t: b.call(task, [b.gep(base, [b.mul(t, stride)], source_etype=I8)]),
+                     "alone")
+        b.call(mutex("unlock"), [state.sync["busy"]])
+        b.ret(ir.Constant(ir.IntType(1), 1))
     b.call(mutex("lock"), [state.sync["lock"]])
     b.store(b.ptrtoint(start, I64), state.words["fn"])
     b.store(b.ptrtoint(base, I64), state.words["base"])
@@ -97,18 +141,43 @@ def pool_run(module: ir.Module, workers: Callable[[ir.IRBuilder], ir.Value]) -> 
     b.store_atomic(b.add(b.load(generation, typ=I64), i64(1)), generation, "monotonic", 8)
     cond = _function(module, "pthread_cond")
     b.call(cond("broadcast"), [state.sync["work"]])
-    b.call(claim, [])
+    ran = b.call(claim, [])
+    own = b.sub(b.call(_clock(module), []), posted)
 
     def running() -> ir.Value:
         remaining = b.load_atomic(state.words["remaining"], "monotonic", 8, typ=I64)
         return b.icmp_signed("!=", remaining, i64(0))
 
-    _spin_while(b, state, running)
+    _spin_while(b, state, lambda: b.and_(running(), _calm(b, state)))
     _wait_while(b, state, running, "done")
     b.call(mutex("unlock"), [state.sync["lock"]])
+    _judge(b, state, ran, count, own, b.sub(b.call(_clock(module), []), posted))
     b.call(mutex("unlock"), [state.sync["busy"]])
     b.ret(ir.Constant(ir.IntType(1), 1))
     return run
+
+
+def _judge(b: ir.IRBuilder, state: _State, ran: ir.Value, count: ir.Value, own: ir.Value,
+           took: ir.Value) -> None:
+    """After a job that took `took` counter units, this thread having run `ran` of its
+    `count` tasks in `own`: where the job lost by the module docstring's rule
+    (``2 took ran > 3 own count``), start or double the back-off, else halve it (under
+    `BACKOFF_CYCLES`, none); the caller then runs jobs alone for that long."""
+    x86 = platform.current().arch in ("x86_64", "i386", "i686")
+    shortest, longest = ((BACKOFF_CYCLES, BACKOFF_MAX_CYCLES) if x86
+                         else (BACKOFF_TICKS, BACKOFF_MAX_TICKS))
+    lost = b.and_(b.icmp_signed(">", ran, i64(0)),
+                  b.icmp_signed(">", b.mul(b.mul(took, ran), i64(2)),
+                                b.mul(b.mul(own, count), i64(3))))
+    before = b.load(state.words["backoff"], typ=I64)
+    backoff = b.shl(before, i64(1))
+    backoff = b.select(b.icmp_signed("<", backoff, i64(shortest)), i64(shortest), backoff)
+    backoff = b.select(b.icmp_signed(">", backoff, i64(longest)), i64(longest), backoff)
+    calmer = b.lshr(before, i64(1))
+    calmer = b.select(b.icmp_signed("<", calmer, i64(shortest)), i64(0), calmer)
+    backoff = b.select(lost, backoff, calmer)
+    b.store_atomic(backoff, state.words["backoff"], "monotonic", 8)
+    b.store(b.add(b.call(_clock(b.module), []), backoff), state.words["alone_until"])
 
 
 class _State:
@@ -167,8 +236,7 @@ def _spin_while(b: ir.IRBuilder, state: _State, condition: Callable[[], ir.Value
     module = b.module
     mutex = _function(module, "pthread_mutex")
     x86 = platform.current().arch in ("x86_64", "i386", "i686")
-    clock = declare(module, "llvm.readcyclecounter" if x86 else "llvm.readsteadycounter",
-                    I64, [])
+    clock = _clock(module)
     yield_core = declare(module, "sched_yield", I32, [])
     b.call(mutex("unlock"), [state.sync["lock"]])
     deadline = b.add(b.call(clock, []), i64(SPIN_CYCLES if x86 else SPIN_TICKS))
@@ -186,12 +254,65 @@ def _spin_while(b: ir.IRBuilder, state: _State, condition: Callable[[], ir.Value
     b.call(mutex("lock"), [state.sync["lock"]])
 
 
+def _crowded(b: ir.IRBuilder, state: _State, now: ir.Value) -> ir.Value:
+    """Whether this thread was switched out for another twice (its involuntary context
+    switches, ``getrusage(RUSAGE_THREAD)``, asked at most once per `CHECK_CYCLES`), each
+    less than `CROWDED_CYCLES` before the next or `now`: then other threads want the
+    cores, and a worker may be switched out in the middle of a task. (Once in a while a
+    kernel thread takes the core on a quiet machine too.) A new caller thread only sets
+    the count compared with."""
+    module = b.module
+    x86 = platform.current().arch in ("x86_64", "i386", "i686")
+    check, window = ((CHECK_CYCLES, CROWDED_CYCLES) if x86 else (CHECK_TICKS, CROWDED_TICKS))
+    usage = entry_alloca(b, I64, _RUSAGE_WORDS, "usage")
+    stale = b.icmp_unsigned(">=", b.sub(now, b.load(state.words["checked_at"], typ=I64)),
+                            i64(check))
+    with b.if_then(stale):
+        b.store(now, state.words["checked_at"])
+        b.call(declare(module, "getrusage", I32, [I32, _PTR]),
+               [ir.Constant(I32, _RUSAGE_THREAD), usage])
+        switches = b.load(b.gep(usage, [i64(_NIVCSW)], source_etype=I64), typ=I64)
+        thread = b.call(declare(module, "pthread_self", I64, []), [])
+        same = b.icmp_unsigned("==", thread, b.load(state.words["caller"], typ=I64))
+        switched = b.and_(same, b.icmp_unsigned("!=", switches,
+                                                b.load(state.words["switches"], typ=I64)))
+        last = b.load(state.words["switched_at"], typ=I64)
+        before = b.select(switched, last, b.load(state.words["switched_before"], typ=I64))
+        b.store(before, state.words["switched_before"])
+        b.store(b.select(switched, now, last), state.words["switched_at"])
+        b.store(switches, state.words["switches"])
+        b.store(thread, state.words["caller"])
+    before = b.load(state.words["switched_before"], typ=I64)
+    at = b.load(state.words["switched_at"], typ=I64)
+    return b.and_(b.icmp_unsigned("!=", before, i64(0)),
+                  b.and_(b.icmp_unsigned("<", b.sub(now, at), i64(window)),
+                         b.icmp_unsigned("<", b.sub(at, before), i64(window))))
+
+
+def _calm(b: ir.IRBuilder, state: _State) -> ir.Value:
+    """Whether no back-off is under way (module docstring): only then is watching worth
+    the core, which beside busy processes is taken from the threads that have work."""
+    backoff = b.load_atomic(state.words["backoff"], "monotonic", 8, typ=I64)
+    return b.icmp_signed("==", backoff, i64(0))
+
+
+def _clock(module: ir.Module) -> ir.Function:
+    """The counter the pool's waits and back-offs are timed by: the time-stamp counter on
+    x86, the steady counter elsewhere (module docstring)."""
+    x86 = platform.current().arch in ("x86_64", "i386", "i686")
+    return declare(module, "llvm.readcyclecounter" if x86 else "llvm.readsteadycounter",
+                   I64, [])
+
+
 def _claim(module: ir.Module, state: _State) -> ir.Function:
-    """``void sf.pool.claim()``, the lock held: take tasks while any is left, each run
-    with the lock released; the last to finish wakes the caller."""
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), []), "sf.pool.claim")
+    """``i64 sf.pool.claim()``, the lock held: take tasks while any is left, each run
+    with the lock released; the last to finish wakes the caller. Returns how many this
+    thread ran."""
+    function = ir.Function(module, ir.FunctionType(I64, []), "sf.pool.claim")
     function.linkage = "internal"
     b = ir.IRBuilder(function.append_basic_block("entry"))
+    ran = b.alloca(I64, name="ran")
+    b.store(i64(0), ran)
     mutex = _function(module, "pthread_mutex")
     cond = _function(module, "pthread_cond")
     head = b.append_basic_block("claim.head")
@@ -203,6 +324,7 @@ def _claim(module: ir.Module, state: _State) -> ir.Function:
     b.cbranch(b.icmp_signed("<", taken, b.load(state.words["count"], typ=I64)), body, end)
     b.position_at_end(body)
     b.store(b.add(taken, i64(1)), state.words["next"])
+    b.store(b.add(b.load(ran, typ=I64), i64(1)), ran)
     start = b.inttoptr(b.load(state.words["fn"], typ=I64),
                        ir.PointerType(ir.FunctionType(_PTR, [_PTR])))
     offset = b.mul(taken, b.load(state.words["stride"], typ=I64))
@@ -217,7 +339,7 @@ def _claim(module: ir.Module, state: _State) -> ir.Function:
         b.call(cond("broadcast"), [state.sync["done"]])
     b.branch(head)
     b.position_at_end(end)
-    b.ret_void()
+    b.ret(b.load(ran, typ=I64))
     return function
 
 
@@ -237,7 +359,7 @@ def _worker(module: ir.Module, state: _State, claim: ir.Function) -> ir.Function
         generation = b.load_atomic(state.words["generation"], "monotonic", 8, typ=I64)
         return b.icmp_signed("==", generation, b.load(seen, typ=I64))
 
-    _spin_while(b, state, idle)
+    _spin_while(b, state, lambda: b.and_(idle(), _calm(b, state)))
     _wait_while(b, state, idle, "work")
     b.store(b.load(state.words["generation"], typ=I64), seen)
     b.call(claim, [])
