@@ -14,6 +14,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -924,12 +925,21 @@ def test_split_ops_of_every_module_share_the_process_pool():
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy's NaN in halves
+@pytest.mark.parametrize("channels", [19, 83])
 @pytest.mark.parametrize("dtype", [np.float16, sf.bfloat16])
-def test_half_float_max_pooling_is_compiled_and_exact(dtype):
-    """Max pooling of half floats (combined in float32, stored back exactly) gives the
-    kernel's results, NaN and infinities kept, padding skipped."""
-    x = np.random.default_rng(2).standard_normal((2, 7, 6, 19)).astype(dtype)
-    x[0, 1, 1, 0], x[1, 2, 3, 4], x[1, 6, 5, 18] = np.nan, -np.inf, np.inf
+def test_half_float_max_pooling_is_compiled_and_exact(dtype, channels):
+    """Max pooling of half floats (combined in float32 vectors of 64, 16, 8 and 4 lanes,
+    then one channel at a time, stored back exactly) gives the kernel's results, NaN and
+    infinities kept in vector lanes and single channels, padding skipped; the largest
+    and smallest normal and subnormal values are kept to the bit."""
+    x = np.random.default_rng(2).standard_normal((2, 7, 6, channels)).astype(dtype)
+    x[0, 1, 1, 0], x[1, 2, 3, 4], x[1, 6, 5, channels - 1] = np.nan, -np.inf, np.inf
+    x[0, 3, 2, 70 % channels], x[1, 0, 0, 9] = np.nan, -np.nan
+    info = ml_dtypes.finfo(dtype)
+    x[0, 4, 4, :4] = [info.max, -info.max, info.tiny, info.smallest_subnormal]
+    x[0, 5, 4, :4] = x[0, 4, 4, :4]  # the whole window agrees there
+    x[0, 5, 5, :4] = x[0, 4, 4, :4]
+    x[0, 4, 5, :4] = x[0, 4, 4, :4]
     params = {"kind": "max", "window": (3, 2), "strides": (2, 2),
               "padding": ((1, 1), (0, 1))}
     got = run_compiled("reduce_window", [x], True, **params)

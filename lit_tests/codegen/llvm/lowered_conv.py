@@ -30,8 +30,9 @@ GEOMETRY = "strides = [2, 2], padding = [[0, 1], [0, 1]], dilations = [1, 1]"
 CONV = ("sf.conv2d %x, %{w} {{strides = [1, 1], padding = {pads}, dilations = [1, 1]}}"
         " : ({x}, tensor<{k}x{k}x4x8xf32>) -> {out}")
 module = parse_module(f"""
-func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G}, %u: {U})
-    -> ({OUT}, {OUT}, tensor<?x3x3x4xf32>, {X}, {W}, {OUT}) {{
+func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G}, %u: {U},
+             %h: tensor<?x6x6x4xbf16>)
+    -> ({OUT}, {OUT}, tensor<?x3x3x4xf32>, {X}, {W}, {OUT}, tensor<?x3x3x4xbf16>) {{
   %0 = {CONV.format(w="w", pads="[[1, 1], [1, 1]]", x=X, k=3, out=OUT)}
   %1 = {CONV.format(w="v", pads="[[0, 0], [0, 0]]", x=X, k=1, out=OUT)}
   %2 = sf.reduce_window %x {{kind = "max", window = [2, 2], strides = [2, 2],
@@ -40,13 +41,16 @@ func.func @f(%x: {X}, %w: {W}, %v: tensor<1x1x4x8xf32>, %g: {G}, %u: {U})
   %4 = sf.conv2d_filter_gradient %x, %g {{filter_size = [3, 3], {GEOMETRY}}} : ({X}, {G}) -> {W}
   %5 = sf.conv2d_input_gradient %0, %u {{input_size = [6, 6], strides = [1, 1],
       padding = [[1, 1], [1, 1]], dilations = [1, 1]}} : ({OUT}, {U}) -> {OUT}
-  func.return %0, %1, %2, %3, %4, %5 : {OUT}, {OUT}, tensor<?x3x3x4xf32>, {X}, {W}, {OUT}
+  %6 = sf.reduce_window %h {{kind = "max", window = [2, 2], strides = [2, 2],
+      padding = [[0, 0], [0, 0]]}} : (tensor<?x6x6x4xbf16>) -> tensor<?x3x3x4xbf16>
+  func.return %0, %1, %2, %3, %4, %5, %6
+      : {OUT}, {OUT}, tensor<?x3x3x4xf32>, {X}, {W}, {OUT}, tensor<?x3x3x4xbf16>
 }}
 """)
 # Built for x86-64 with AVX2 and without AVX-512, whatever the host: the direct loops'
 # blocks and tiles are the target's (`conv.direct`).
 with building_for(for_target("x86_64-linux-gnu", cpu="x86-64-v3")):
-    for op in list(module.ops.first.body.block.ops)[:6]:
+    for op in list(module.ops.first.body.block.ops)[:7]:
         print(module_text([op_spec(op)]))
 
 # The 3x3 conv's entry: its operands' dims copied as given (the input's and filters', then
@@ -375,3 +379,18 @@ with building_for(for_target("x86_64-linux-gnu", cpu="x86-64-v3")):
 # CHECK-LABEL: define internal i32 @"sf.conv2d_input_gradient.float32"(
 # CHECK-LABEL: define internal i32 @"sf.conv2d.direct.float32"(
 # CHECK: call <8 x float> @"llvm.fma.v8f32"(
+
+# Max pooling of bfloat16: the same loops on float32 lanes, each block's bits widened
+# (the high half of a float32) as loaded and its high halves stored back, exactly.
+# CHECK-LABEL: define internal i32 @"reduce_window.rows.body"(
+# CHECK: block4.body:
+# CHECK: %[[MAX:".[0-9]+"]] = select <4 x i1> %{{".[0-9]+"}}, <4 x float> <float 0x7ff8000000000000
+# CHECK-NEXT: %[[BITS:".[0-9]+"]] = bitcast <4 x float> %[[MAX]] to <4 x i32>
+# CHECK-NEXT: %[[HIGH:".[0-9]+"]] = lshr <4 x i32> %[[BITS]], <i32 16, i32 16, i32 16, i32 16>
+# CHECK-NEXT: %[[HALF:".[0-9]+"]] = trunc <4 x i32> %[[HIGH]] to <4 x i16>
+# CHECK: store <4 x i16> %[[HALF]]
+# CHECK: %[[RAW:".[0-9]+"]] = load <4 x i16>, ptr
+# CHECK-NEXT: %[[WIDE:".[0-9]+"]] = zext <4 x i16> %[[RAW]] to <4 x i32>
+# CHECK-NEXT: %[[SHIFTED:".[0-9]+"]] = shl <4 x i32> %[[WIDE]], <i32 16, i32 16, i32 16, i32 16>
+# CHECK-NEXT: %[[X:".[0-9]+"]] = bitcast <4 x i32> %[[SHIFTED]] to <4 x float>
+# CHECK-NEXT: fcmp ogt <4 x float> %[[X]]

@@ -3,8 +3,10 @@ gradient (`max_pool_gradient`) as direct loops.
 
 The output rows of every image are split over the cores (`codegen.lowered.tasks`) from
 `MIN_TASK_TAPS` taps a task on. Per output pixel the channels go in vector blocks (256
-bytes, then 64, one of 32 and one of 16, then one at a time; float32 and float64, other
-dtypes one at a time), each block's combination kept in registers over the window's taps inside
+bytes, then 64, one of 32 and one of 16, then one at a time; float32 and float64, and the
+maximum of float16 and bfloat16 in float32 vectors of as many lanes, which holds every
+half float exactly, so a maximum stores back without rounding; other dtypes one at a
+time), each block's combination kept in registers over the window's taps inside
 the input, from the reduction's identity, then stored once: a tap in the padding is
 skipped, which is what reading the pad value (the identity) would give. Taps combine in
 row-major order, as NumPy's windows do. The op fails (an error code: the NumPy kernel then
@@ -27,7 +29,7 @@ import numpy as np
 from llvmlite import ir
 
 from stageflow.codegen.llvm.dim_arith import LLVMDims
-from stageflow.codegen.llvm.emitter import F32, F64, I1, Emitter
+from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I16, I32, Emitter
 from stageflow.codegen.llvm.functions import memset_zero
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import combine, identity_of
@@ -50,6 +52,7 @@ from stageflow.codegen.lowered.windows import (
     window_taps,
 )
 from stageflow.codegen.targets.cpu import SMALL_KERNEL_ELEMENTS
+from stageflow.core import dtypes
 from stageflow.core.op_facts import ReductionKind
 from stageflow.primitives.conv import Padding, Pair, max_pool_gradient_p, reduce_window_p
 from stageflow.primitives.reduction import MAX, SUM
@@ -58,6 +61,7 @@ from stageflow.primitives.reduction import MAX, SUM
 # what handing it to a worker of the pool costs.
 MIN_TASK_TAPS = 1 << 16
 VECTOR_ELEMENTS = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
+HALF_FLOATS = (np.dtype(np.float16), dtypes.bfloat16)
 # A pixel's channels in blocks of 256 bytes first (LLVM splits the vector into the
 # target's registers): four chains of combines per tap where a 64-channel image's four
 # 64-byte blocks each walked the window alone, one dependent chain at a time.
@@ -132,11 +136,18 @@ class ReduceWindow:
         its taps `rows` x `columns` combined, per block of channels."""
         e, dtype, itemsize = Emitter(b), self.dtype, self.dtype.itemsize
         identity = identity_of(self.kind, dtype)
+        element = VECTOR_ELEMENTS.get(dtype)
+        half = dtype in HALF_FLOATS and self.kind is MAX
+        if half:
+            element = F32
 
         def block(k: ir.Value, ty: ir.Type | None) -> None:
             vector = isinstance(ty, ir.VectorType)
 
             def load(at: ir.Value) -> ir.Value:
+                if vector and half:
+                    return _widen_halves(b, load_block(b, x, fold_add(b, at, k),
+                                                       _half_vector(dtype, ty), itemsize))
                 if vector:
                     return load_block(b, x, fold_add(b, at, k), ty, itemsize)
                 return e.load(x.address(b, fold_add(b, at, k)), dtype)
@@ -156,12 +167,15 @@ class ReduceWindow:
             total, *nans = fold_loop(b, rows[0], rows[1], i64(1), start, tap_row, "tap_row")
             if nans:
                 total = b.select(nans[0], ir.Constant(ty, [float("nan")] * ty.count), total)
+            if vector and half:
+                total = _narrow_halves(b, total, dtype)
             if vector:
                 store_block(b, out, fold_add(b, target, k), total, itemsize)
             else:
                 e.store(total, out.address(b, fold_add(b, target, k)), dtype)
 
-        channel_blocks(b, out.dims[3], VECTOR_ELEMENTS.get(dtype), itemsize, block,
+        # (half floats' blocks as wide in float32 lanes as float32's)
+        channel_blocks(b, out.dims[3], element, 4 if half else itemsize, block,
                        POOLING_BLOCK_BYTES)
 
     def _combine(self, e: Emitter, partial: list[ir.Value], y: ir.Value) -> list[ir.Value]:
@@ -179,6 +193,32 @@ class ReduceWindow:
             return [b.fadd(x, y)]
         return [b.select(b.fcmp_ordered(">", y, x), y, x),
                 b.or_(nans[0], b.fcmp_unordered("uno", y, y))]
+
+
+def _half_vector(dtype: np.dtype, compute: ir.VectorType) -> ir.VectorType:
+    """The vector of `dtype` (float16 or bfloat16) with `compute`'s lanes, as stored."""
+    return ir.VectorType(F16 if dtype == np.float16 else I16, compute.count)
+
+
+def _widen_halves(b: ir.IRBuilder, raw: ir.Value) -> ir.Value:
+    """Half floats as stored (halves, or bfloat16's bits) to float32 lanes, exactly."""
+    lanes = raw.type.count
+    if raw.type.element == F16:
+        return b.fpext(raw, ir.VectorType(F32, lanes))
+    wide = b.zext(raw, ir.VectorType(I32, lanes))
+    shifted = b.shl(wide, ir.Constant(wide.type, [16] * lanes))
+    return b.bitcast(shifted, ir.VectorType(F32, lanes))
+
+
+def _narrow_halves(b: ir.IRBuilder, value: ir.Value, dtype: np.dtype) -> ir.Value:
+    """float32 lanes that each hold a `dtype` value (or NaN) back to `dtype`'s storage:
+    no rounding is needed (a NaN stays a quiet NaN: its high bits are kept)."""
+    lanes = value.type.count
+    if dtype == np.float16:
+        return b.fptrunc(value, ir.VectorType(F16, lanes))
+    bits = b.bitcast(value, ir.VectorType(I32, lanes))
+    high = b.lshr(bits, ir.Constant(bits.type, [16] * lanes))
+    return b.trunc(high, ir.VectorType(I16, lanes))
 
 
 @lowering(reduce_window_p, generic_from=SMALL_KERNEL_ELEMENTS)
