@@ -325,6 +325,54 @@ def test_bfloat16_rounds_to_nearest_even() -> None:
     assert_same(kernel(x, y)[0], reference("add", x, y))
 
 
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
+def test_half_float_ops_that_keep_a_value_match_numpy_to_the_bit(dtype: np.dtype) -> None:
+    """relu, negative, abs, maximum, minimum and select of half floats give one of their
+    operands' values (or its negation), which needs no rounding: the kernel skips it, and
+    stores a bfloat16 it holds exactly by its high half. Bit for bit as NumPy (ml_dtypes)
+    computes them op by op (see below for float16's zeros): signed zeros, infinities, the
+    largest and the subnormal values, and NaNs (a signaling one stored back quiet, as
+    rounding makes it), beside a sum that still rounds, over values drawn at random too."""
+    t, bt = ir_type((None,), dtype), ir_type((None,), BOOL)
+    text = (f"func.func @keep(%x: {t}, %y: {t}, %c: {bt}) -> ({t}, {t}, {t}) {{\n"
+            f"  %0 = sf.negative %x : ({t}) -> {t}\n"
+            f"  %1 = sf.relu %0 : ({t}) -> {t}\n"
+            f"  %2 = sf.abs %y : ({t}) -> {t}\n"
+            f"  %3 = sf.maximum %1, %2 : ({t}, {t}) -> {t}\n"
+            f"  %4 = sf.minimum %x, %y : ({t}, {t}) -> {t}\n"
+            f"  %5 = sf.select %c, %3, %4 : ({bt}, {t}, {t}) -> {t}\n"
+            f"  %6 = sf.add %5, %y : ({t}, {t}) -> {t}\n"
+            f"  func.return %5, %6, %x : {t}, {t}, {t}\n}}")
+    kernel = compiled(text)
+    info = ml_dtypes.finfo(dtype)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, info.max, -info.max, info.tiny,
+               -info.smallest_subnormal, info.smallest_subnormal, 1.0, -3.5]
+    noise = np.random.default_rng(5).standard_normal(2000)
+    x = np.concatenate([special * len(special), noise[:1000]]).astype(dtype)
+    y = np.concatenate([np.repeat(special, len(special)), noise[1000:]]).astype(dtype)
+    bits = x.view(np.uint16).copy()
+    bits[4] = 0x7F81 if dtype == BF16 else 0x7C01  # a signaling NaN
+    x = bits.view(dtype)
+    c = np.arange(x.size) % 3 != 0
+    # (float16's maximum and minimum in NumPy keep the first of two equal zeros where its
+    # float32 ones, ml_dtypes' bfloat16 ones and these kernels keep the second: float16's
+    # values kept are computed in float32, exactly)
+    wide = x.astype(np.float32) if dtype == F16 else x
+    wide_y = y.astype(np.float32) if dtype == F16 else y
+    with np.errstate(all="ignore"):
+        kept = np.where(c, np.maximum(np.maximum(-wide, wide.dtype.type(0)), np.abs(wide_y)),
+                        np.minimum(wide, wide_y)).astype(dtype)
+        summed = kept + y
+    got_kept, got_sum, got_x = kernel(x, y, c)
+    for got, want in ((got_kept, kept), (got_sum, summed), (got_x, x)):
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    quiet = 0x0040 if dtype == BF16 else 0x0200
+    for got in (got_kept, got_sum):  # computed, not passed through
+        assert np.all(got.view(np.uint16)[np.isnan(got)] & quiet)
+
+
 # -- PTX -------------------------------------------------------------------------------------
 
 PTX_FAMILIES = {

@@ -1,7 +1,8 @@
 # RUN: python %s | filecheck %s
 """Integer ops with NumPy's semantics made total (no trap on x // 0 or MIN // -1), bools
 stored as bytes, float -> int casts giving INT_MIN out of range (NumPy's on x86), and
-bfloat16 by integer bit operations."""
+bfloat16 by integer bit operations: rounded where an op's result needs it, not where it is
+one of its operands' values (a ReLU's)."""
 
 from stageflow.codegen import CPUTarget
 from stageflow.ir import parse_module
@@ -16,6 +17,10 @@ func.func @cast(%x: tensor<8xf32>) -> (tensor<8xi32>, tensor<8xi1>, tensor<8xbf1
   %1 = sf.cast %x {dtype = i1} : (tensor<8xf32>) -> tensor<8xi1>
   %2 = sf.cast %x {dtype = bf16} : (tensor<8xf32>) -> tensor<8xbf16>
   func.return %0, %1, %2 : tensor<8xi32>, tensor<8xi1>, tensor<8xbf16>
+}
+func.func @relu(%x: tensor<8xbf16>) -> tensor<8xbf16> {
+  %0 = sf.relu %x : (tensor<8xbf16>) -> tensor<8xbf16>
+  func.return %0 : tensor<8xbf16>
 }
 """)
 for kernel in module.ops:
@@ -55,3 +60,20 @@ for kernel in module.ops:
 # CHECK: %[[BYTE:".[0-9]+"]] = zext i1 %[[B]] to i8
 # CHECK: store i8 %[[BYTE]]
 # CHECK: store i16
+
+# A bfloat16 ReLU: the loaded value's bits widened, the result selected, and stored as its
+# high half (a NaN made quiet) with no rounding, since it holds a bfloat16 exactly.
+# CHECK-LABEL: define internal void @"relu.run"
+# CHECK: %[[RAW:".[0-9]+"]] = load i16, ptr
+# CHECK-NEXT: %[[WIDE:".[0-9]+"]] = zext i16 %[[RAW]] to i32
+# CHECK-NEXT: %[[SHIFTED:".[0-9]+"]] = shl i32 %[[WIDE]], 16
+# CHECK-NEXT: %[[X:".[0-9]+"]] = bitcast i32 %[[SHIFTED]] to float
+# CHECK: %[[Y:".[0-9]+"]] = select i1 %{{".[0-9]+"}}, float %[[X]], float {{ +}}0x0
+# CHECK-NEXT: getelementptr
+# CHECK-NEXT: %[[BITS:".[0-9]+"]] = bitcast float %[[Y]] to i32
+# CHECK-NEXT: %[[HIGH:".[0-9]+"]] = lshr i32 %[[BITS]], 16
+# CHECK-NEXT: %[[QUIET:".[0-9]+"]] = or i32 %[[HIGH]], 64
+# CHECK-NEXT: %[[NAN:".[0-9]+"]] = fcmp uno float %[[Y]], %[[Y]]
+# CHECK-NEXT: %[[OUT:".[0-9]+"]] = select i1 %[[NAN]], i32 %[[QUIET]], i32 %[[HIGH]]
+# CHECK-NEXT: %[[HALF:".[0-9]+"]] = trunc i32 %[[OUT]] to i16
+# CHECK-NEXT: store i16 %[[HALF]]

@@ -486,6 +486,13 @@ RULES: dict[Primitive, Rule] = {
 }
 
 
+# Ops whose result is one of their operands' values, or its negation: of half floats held
+# exactly, it needs no rounding.
+_KEEP_HALVES = frozenset({ew.relu_p, ew.negative_p, ew.abs_p, ew.maximum_p, ew.minimum_p,
+                          ew.select_p})
+_HALVES = (dtypes.float16, dtypes.bfloat16)
+
+
 def apply(e: Emitter, primitive: Primitive, node: Node) -> ir.Value:
     """Lower one op by its rule; round float16/bfloat16 results as NumPy does per op."""
     try:
@@ -494,5 +501,7 @@ def apply(e: Emitter, primitive: Primitive, node: Node) -> ir.Value:
         raise NotImplementedError(f"codegen has no lowering for sf.{primitive.name}") from None
     value = rule(e, node)
     if node.result in ROUNDED:
-        value = e.round_to(value, node.result)
+        keeps = (primitive in _KEEP_HALVES and node.result in _HALVES
+                 and all(e.is_exact(x) for x in node.args if x.type == F32))
+        value = e.exact(value) if keeps else e.round_to(value, node.result)
     return value

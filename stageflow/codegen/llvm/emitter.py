@@ -98,6 +98,18 @@ class Emitter:
     def __init__(self, builder: ir.IRBuilder, libm: frozenset[str] = frozenset()) -> None:
         self.b = builder
         self.libm = libm
+        # Compute values known to hold a float16 or bfloat16 exactly (loaded, or rounded):
+        # rounding them again changes nothing, and storing a bfloat16 one needs no rounding.
+        self._exact: dict[int, ir.Value] = {}
+
+    def exact(self, value: ir.Value) -> ir.Value:
+        """`value`, noted as holding a half float exactly."""
+        self._exact[id(value)] = value
+        return value
+
+    def is_exact(self, value: ir.Value) -> bool:
+        """Whether `value` is noted as holding a half float exactly (`exact`)."""
+        return self._exact.get(id(value)) is value
 
     @property
     def module(self) -> ir.Module:
@@ -180,9 +192,10 @@ class Emitter:
         if dtype == dtypes.bool_:
             return self.b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
         if dtype == dtypes.float16:
-            return self.b.fpext(raw, F32)
+            return self.exact(self.b.fpext(raw, F32))
         if dtype == dtypes.bfloat16:
-            return self.from_bits(self.b.shl(self.b.zext(raw, I32), self.const(I32, 16)), F32)
+            wide = self.b.shl(self.b.zext(raw, I32), self.const(I32, 16))
+            return self.exact(self.from_bits(wide, F32))
         if dtype in dtypes.NARROW_FLOATING:
             return narrow.decode(self.b, raw, dtype)
         if dtype in _NARROW_BITS:
@@ -202,7 +215,8 @@ class Emitter:
         elif dtype == dtypes.float16:
             value = self.b.fptrunc(value, F16)
         elif dtype == dtypes.bfloat16:
-            value = self.float_to_bf16_bits(value)
+            value = (self.exact_to_bf16_bits(value) if self.is_exact(value)
+                     else self.float_to_bf16_bits(value))
         elif dtype in dtypes.NARROW_FLOATING:
             value = narrow.encode(self.b, value, dtype)
         elif dtype in _NARROW_BITS:
@@ -219,6 +233,14 @@ class Emitter:
         quiet_nan = b.or_(high, self.const(I32, 0x40))
         return b.trunc(self.select(self.is_nan(x), quiet_nan, rounded), I16)
 
+    def exact_to_bf16_bits(self, x: ir.Value) -> ir.Value:
+        """A float that holds a bfloat16 exactly -> its bits (i16): its high half, a NaN
+        made quiet, as `float_to_bf16_bits` gives for it."""
+        b = self.b
+        high = b.lshr(self.bits(x), self.const(I32, 16))
+        quiet_nan = b.or_(high, self.const(I32, 0x40))
+        return b.trunc(self.select(self.is_nan(x), quiet_nan, high), I16)
+
     def round_to(self, value: ir.Value, dtype: np.dtype) -> ir.Value:
         """Round a compute value to what `dtype` holds (kept in the compute type): f16, bf16
         and the narrow floats to their precision, the narrow integers to their bits."""
@@ -227,10 +249,10 @@ class Emitter:
         if dtype in _NARROW_BITS:
             return self._extend_low_bits(value, dtype)
         if dtype == dtypes.float16:
-            return self.b.fpext(self.b.fptrunc(value, F16), F32)
+            return self.exact(self.b.fpext(self.b.fptrunc(value, F16), F32))
         if dtype == dtypes.bfloat16:
             bits = self.b.zext(self.float_to_bf16_bits(value), I32)
-            return self.from_bits(self.b.shl(bits, self.const(I32, 16)), F32)
+            return self.exact(self.from_bits(self.b.shl(bits, self.const(I32, 16)), F32))
         return value
 
     def double_to_float_odd(self, x: ir.Value) -> ir.Value:
