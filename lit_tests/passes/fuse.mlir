@@ -1,6 +1,7 @@
 // RUN: stageflow opt %s --passes fuse | filecheck %s
 // RUN: stageflow opt %s --passes 'fuse{max-ops=4}' | filecheck %s --check-prefix=SMALL
 // RUN: stageflow opt %s --passes fuse,fuse | filecheck %s
+// RUN: stageflow opt %s --passes 'fuse{recompute=true}' | filecheck %s --check-prefix=RECOMPUTE
 
 // `fuse` moves each group of connected elementwise ops into a kernel function
 // `@<caller>_kernel<N>` marked `sf.kernel` (placed after its caller), and calls it where the
@@ -325,4 +326,46 @@ func.func @broadcast_origins(%x: tensor<?xf32>, %w: tensor<?xf32>, %b: tensor<?x
   %t = sf.tanh %z : (tensor<?xf32>) -> tensor<?xf32>
   %y = sf.add %t, %x : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
   func.return %y : tensor<?xf32>
+}
+
+// An inference batch norm: its per-channel scale and shift (a reciprocal square root and
+// products) are broadcast over every pixel. In the pixels' kernel they would be computed
+// again per pixel; they are a kernel of their own, computed once per channel, and the
+// pixels' kernel reads them. A broadcast value of one cheap op (the bias's negation)
+// still joins its user. With recompute=true (PTX) everything is one kernel.
+// CHECK-LABEL: func.func @batch_norm(
+// CHECK-NEXT:    %s, %t = sf.call %var, %gamma, %mean, %beta {callee = @batch_norm_kernel0} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT:    %out = sf.call %x, %s, %t, %bias {callee = @batch_norm_kernel1}
+// CHECK-NEXT:    func.return %out
+// CHECK-LABEL: func.func @batch_norm_kernel0(
+// CHECK-NEXT:    %eps = sf.constant
+// CHECK-NEXT:    %v = sf.add %var, %eps
+// CHECK-NEXT:    %r = sf.rsqrt %v
+// CHECK-NEXT:    %s = sf.multiply %r, %gamma
+// CHECK-NEXT:    %ms = sf.multiply %mean, %s
+// CHECK-NEXT:    %t = sf.subtract %beta, %ms
+// CHECK-NEXT:    func.return %s, %t
+// CHECK-LABEL: func.func @batch_norm_kernel1(
+// CHECK-NEXT:    %xs = sf.multiply %x, %s
+// CHECK-NEXT:    %y = sf.add %xs, %t
+// CHECK-NEXT:    %nb = sf.negative %bias
+// CHECK-NEXT:    %z = sf.add %y, %nb
+// CHECK-NEXT:    %out = sf.relu %z
+// CHECK-NEXT:    func.return %out
+// RECOMPUTE-LABEL: func.func @batch_norm(
+// RECOMPUTE-NEXT:    %out = sf.call %var, %gamma, %x, %mean, %beta, %bias {callee = @batch_norm_kernel0}
+// RECOMPUTE-NEXT:    func.return %out
+func.func @batch_norm(%x: tensor<2x4x4x8xf32>, %mean: tensor<8xf32>, %var: tensor<8xf32>, %gamma: tensor<8xf32>, %beta: tensor<8xf32>, %bias: tensor<8xf32>) -> tensor<2x4x4x8xf32> {
+  %eps = sf.constant dense<1.0e-03> : tensor<f32>
+  %v = sf.add %var, %eps : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %r = sf.rsqrt %v : (tensor<8xf32>) -> tensor<8xf32>
+  %s = sf.multiply %r, %gamma : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %xs = sf.multiply %x, %s : (tensor<2x4x4x8xf32>, tensor<8xf32>) -> tensor<2x4x4x8xf32>
+  %ms = sf.multiply %mean, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %t = sf.subtract %beta, %ms : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %y = sf.add %xs, %t : (tensor<2x4x4x8xf32>, tensor<8xf32>) -> tensor<2x4x4x8xf32>
+  %nb = sf.negative %bias : (tensor<8xf32>) -> tensor<8xf32>
+  %z = sf.add %y, %nb : (tensor<2x4x4x8xf32>, tensor<8xf32>) -> tensor<2x4x4x8xf32>
+  %out = sf.relu %z : (tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf32>
+  func.return %out : tensor<2x4x4x8xf32>
 }

@@ -119,13 +119,17 @@ class Fuse(ModulePass):
     a region op is one node of its block's graph, reading what its regions read from
     above. Before grouping, ``alpha * (a @ b) + c`` becomes one ``sf.matmul_add``
     (`stageflow.passes.fuse_matmul`). With ``reductions=false`` (for targets whose kernels
-    are elementwise only, PTX) reductions stay ops of their own.
+    are elementwise only, PTX) reductions stay ops of their own. Values broadcast into a
+    group that take more than one cheap op to compute are a kernel of their own, computed
+    once (`fuse_groups._computed_once`); with ``recompute=true`` (PTX, where a launch
+    costs more than the arithmetic) they join their users.
     """
 
     name = "fuse"
 
     max_ops: int = 256
     reductions: bool = True
+    recompute: bool = False
 
     def __post_init__(self) -> None:
         if self.max_ops < 1:
@@ -150,7 +154,7 @@ class Fuse(ModulePass):
             outlined: list[FuncOp] = []
             for block in blocks:
                 outlined += fuse_block(block, self.max_ops, is_effect, names, kernels,
-                                       self.reductions)
+                                       self.reductions, self.recompute)
             if outlined:
                 Rewriter.insert_op(outlined, InsertPoint.after(function))
 
@@ -168,13 +172,13 @@ def _fresh_names(prefix: str, taken: set[str]) -> Iterator[str]:
 
 def fuse_block(
     block: Block, max_ops: int, is_effect: IsEffect, names: Iterator[str], kernels: set[str],
-    reductions: bool = True,
+    reductions: bool = True, recompute: bool = False,
 ) -> list[FuncOp]:
     """Outline the fusion groups of `block`, adding their names to `kernels`; the kernels.
     Inside `fusion_notes`, why each kernel's neighbours stayed out of it is noted."""
     sink = _NOTES.get()
     rejected: list[Rejection] | None = [] if sink is not None else None
-    groups = find_groups(block, max_ops, is_effect, reductions, rejected)
+    groups = find_groups(block, max_ops, is_effect, reductions, rejected, recompute)
     named = [(group, next(names)) for group in groups]
     if sink is not None:
         sink.extend(_notes(named, rejected or [], reductions))

@@ -194,11 +194,14 @@ Rejection = tuple[Operation, Operation, str]
 
 def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
                 reductions: bool = True,
-                rejected: list[Rejection] | None = None) -> list[list[Operation]]:
+                rejected: list[Rejection] | None = None,
+                recompute: bool = False) -> list[list[Operation]]:
     """The fusion groups of `block`, each in program order, ordered by their last op (where
-    their calls go); with `reductions`, groups may end in reductions of their values.
-    `rejected`, if given, receives every merge of a fusible op with a fusible producer, and
-    every reduction of a group's value, that was turned down, with the reason."""
+    their calls go); with `reductions`, groups may end in reductions of their values; with
+    `recompute`, a group whose values are broadcast joins their users whatever its work
+    (`_computed_once`). `rejected`, if given, receives every merge of a fusible op with a
+    fusible producer, and every reduction of a group's value, that was turned down, with
+    the reason."""
     turned_down: list[tuple[int, int, str]] = []
     ops = list(block.ops)
     deps = dependencies(ops, is_effect)
@@ -220,8 +223,9 @@ def find_groups(block: Block, max_ops: int, is_effect: IsEffect,
             candidates = dict.fromkeys(node_of[y] for y in producers if nodes[node_of[y]].fusible)
             for candidate in candidates:
                 union = _union(node, nodes[candidate])
-                why = _refusal(union, nodes, node_of, max_ops) or _narrow_output(
-                    union, users, shapes, origins, ops)
+                why = (_refusal(union, nodes, node_of, max_ops)
+                       or _narrow_output(union, users, shapes, origins, ops)
+                       or (None if recompute else _computed_once(nodes[candidate], union, ops)))
                 if why is None:
                     node = union
                     del nodes[candidate]
@@ -337,6 +341,33 @@ def _refusal(union: _Node, nodes: dict[int, _Node], node_of: list[int],
         return ("another op lies on a path between them: one kernel could run neither before "
                 "nor after it")
     return None
+
+
+# Elementwise ops that cost about as much as reading their value would: one of them alone
+# may be computed again for every element its value is broadcast to.
+_CHEAP = frozenset(f"sf.{name}" for name in (
+    "cast", "add", "subtract", "multiply", "negative", "abs", "relu", "maximum", "minimum",
+    "select", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_not"))
+
+
+def _computed_once(producer: _Node, union: _Node, ops: list[Operation]) -> str | None:
+    """Why `producer`'s group stays out of `union` on a CPU: its values are broadcast there
+    (its iteration space has a dim of 1, or fewer dims, where the union's has more), and
+    it does more than one cheap op, so the kernel would compute them again for every
+    element they are broadcast to. A batch norm's per-channel scale (a reciprocal square
+    root and products) was computed once per pixel; in a kernel of its own it is computed
+    once per channel and read back. None where it may join."""
+    small, large = producer.space, union.space
+    if small is None or large is None:
+        return None
+    padded = (1,) * (len(large) - len(small)) + small
+    if all(s != 1 or n == 1 for s, n in zip(padded, large, strict=True)):
+        return None
+    if len(producer.members) == 1 and ops[producer.members[0]].name in _CHEAP:
+        return None
+    return ("its values are broadcast there: they are computed once in a kernel of their "
+            "own, not again for every element they are broadcast to")
 
 
 def _end_in_reductions(ops: list[Operation], groups: list[list[int]],

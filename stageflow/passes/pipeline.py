@@ -38,8 +38,10 @@ from stageflow.passes.registry import parse_pipeline
 DEFAULT_PIPELINE = ("inline,fold,simplify,cse,prepack,fuse-conv,prune,fuse,schedule,"
                     "plan-buffers")
 # The same for PTX: its kernels are elementwise (a thread per element cannot fold a shared
-# reduction), so reductions stay ops of their own.
-PTX_PIPELINE = "inline,fold,simplify,cse,prune,fuse{reductions=false},plan-buffers"
+# reduction), so reductions stay ops of their own; a launch costs more than computing a
+# broadcast value again per element, so such values join their users (`recompute`).
+PTX_PIPELINE = ("inline,fold,simplify,cse,prune,fuse{reductions=false recompute=true},"
+                "plan-buffers")
 
 # When a pipeline verifies the module (see `Pipeline`).
 VERIFY_MODES = ("each", "end", "none")

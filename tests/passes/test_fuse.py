@@ -180,6 +180,36 @@ def test_default_pipeline_ends_with_fuse_schedule_then_plan_buffers() -> None:
 # --- A traced function ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_batch_norm_scales_are_computed_once_per_channel(policy: str) -> None:
+    """An inference batch norm's scale and shift (from its variables, each call) are a
+    kernel of their own, over the channels, which the image's kernel reads: its loop over
+    the pixels has no reciprocal square root. Eager, interpreted and compiled agree."""
+    sf.keras.mixed_precision.set_global_policy(policy)
+    try:
+        norm = sf.layers.BatchNormalization()
+        x = sf.constant(np.random.default_rng(1).standard_normal((2, 5, 5, 24))
+                        .astype(np.float32))
+        norm(x, training=True)  # builds it and moves the moving statistics off 0 and 1
+        norm.moving_variance.assign(np.linspace(0.5, 2.0, 24).astype(np.float32))
+
+        def infer(x):
+            return sf.nn.relu(norm(x, training=False))
+
+        compiled = sf.function(infer)
+        text = compiled.get_concrete_function(x).ir("optimized")
+        kernel_texts = text.split("func.func @")[2:]
+        pixels = [k for k in kernel_texts if "5x5x24" in k.split("{", 1)[0]]
+        channels = [k for k in kernel_texts if "5x5x24" not in k.split("{", 1)[0]]
+        assert len(pixels) == 1 and "sf.rsqrt" not in pixels[0]
+        assert any("sf.rsqrt" in k for k in channels)
+        want = infer(x).numpy()
+        for run in (compiled, sf.function(infer, jit=False)):
+            np.testing.assert_array_equal(run(x).numpy(), want)
+    finally:
+        sf.keras.mixed_precision.set_global_policy(None)
+
+
 def test_traced_mlp_ends_with_kernels_and_calls() -> None:
     rng = np.random.default_rng(0)
     w1 = sf.Variable(rng.normal(size=(4, 16)).astype(np.float32))
