@@ -3,6 +3,7 @@ step at batch 8 (batch norm in training mode), stageflow staged against PyTorch 
 torch.compile and, for inference, onnxruntime, in one run.
 
     python -m benchmarks.resnet50 [--rounds 2] [--batches 1 8] [--train-batch 8]
+                                  [--precision float32|mixed_bfloat16]
 
 stageflow runs `examples/resnet.py`'s model (NHWC, weights as variables): inference is
 ``sf.function`` of its call, and the same function frozen ("stageflow frozen":
@@ -18,6 +19,11 @@ included), and the best of the rounds is kept. Beside each figure, the GFLOP/s i
 to (the convolutions' and the classifier's multiply-adds times two; a training step
 counted as three forward passes). The goal (issue "real-size models and bfloat16"): every
 row at least the best incumbent. PyTorch and onnxruntime are optional.
+
+``--precision mixed_bfloat16``: stageflow builds the model under Keras's mixed policy
+(layers compute in bfloat16, variables stay float32), PyTorch runs under
+``torch.autocast("cpu", torch.bfloat16)``; onnxruntime, whose CPU provider has no bfloat16
+convolutions, sits it out. The goal there: at least torch.compile under autocast.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ sys.path.insert(0, "examples")
 import stageflow as sf
 import resnet
 from benchmarks.timing import interleaved_medians
-batches, train_batch = json.loads(sys.argv[1]), int(sys.argv[2])
+batches, train_batch, precision = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+sf.keras.mixed_precision.set_global_policy(precision)
 sf.random.set_seed(0)
 model = resnet.resnet50()
 infer = sf.function(lambda x: model(x, training=False))
@@ -82,7 +89,8 @@ import json, sys, time
 import torch
 from benchmarks import torch_models
 from benchmarks.timing import interleaved_medians
-batches, train_batch = json.loads(sys.argv[1]), int(sys.argv[2])
+batches, train_batch, precision = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+autocast = precision == "mixed_bfloat16"
 torch.set_num_threads(2)
 torch.manual_seed(0)
 runs, first = {}, {}
@@ -98,7 +106,8 @@ for kind in ("eager", "compile"):
     for batch in batches:
         x = torch.randn(batch, 3, 224, 224).to(memory_format=torch.channels_last)
         def call(f=f, x=x):
-            with torch.inference_mode():
+            with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16,
+                                                        enabled=autocast):
                 return f(x)
         timed_first(f"{kind} infer {batch}", call)
         def run(k, call=call):
@@ -113,7 +122,8 @@ if train_batch:
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
         def step(net=net, optimizer=optimizer):
             optimizer.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(net(x), y)
+            with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+                loss = torch.nn.functional.cross_entropy(net(x), y)
             loss.backward()
             optimizer.step()
             return loss
@@ -172,12 +182,15 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batches", type=int, nargs="*", default=[1, 8])
     parser.add_argument("--train-batch", type=int, default=8, help="0: no training step")
+    parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"],
+                        default="float32")
     args = parser.parse_args(argv)
     batches = json.dumps(args.batches)
-    children = {"stageflow": (STAGEFLOW, batches, str(args.train_batch))}
+    children = {"stageflow": (STAGEFLOW, batches, str(args.train_batch), args.precision)}
     if importlib.util.find_spec("torch") is not None:
-        children["torch"] = (TORCH, batches, str(args.train_batch))
-        if importlib.util.find_spec("onnxruntime") is not None:
+        children["torch"] = (TORCH, batches, str(args.train_batch), args.precision)
+        if (importlib.util.find_spec("onnxruntime") is not None
+                and args.precision == "float32"):
             children["onnxruntime"] = (ONNXRUNTIME, batches)
     best: dict[str, float] = {}
     first: dict[str, float] = {}
@@ -190,8 +203,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             for name, seconds in result["first"].items():  # the coldest round's
                 key = f"{framework} {name}"
                 first[key] = max(first.get(key, 0.0), seconds)
-    print(f"ResNet-50, 224x224x3: images/s (GFLOP/s) [first call, s], best of {args.rounds} "
-          f"alternating rounds of medians")
+    print(f"ResNet-50, 224x224x3, {args.precision}: images/s (GFLOP/s) [first call, s], "
+          f"best of {args.rounds} alternating rounds of medians")
     workloads = [f"infer {b}" for b in args.batches]
     workloads += [f"train {args.train_batch}"] if args.train_batch else []
     for workload in workloads:
