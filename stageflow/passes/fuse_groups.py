@@ -56,6 +56,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from stageflow.ir.dialect import ElementwiseOp, ReductionOp
 from stageflow.ir.types import dtype_of
 from stageflow.passes.support import is_stateful, splat_of
+from stageflow.primitives import elementwise as ew
 
 IsEffect = Callable[[Operation], bool]
 
@@ -345,10 +346,11 @@ def _refusal(union: _Node, nodes: dict[int, _Node], node_of: list[int],
 
 # Elementwise ops that cost about as much as reading their value would: one of them alone
 # may be computed again for every element its value is broadcast to.
-_CHEAP = frozenset(f"sf.{name}" for name in (
-    "cast", "add", "subtract", "multiply", "negative", "abs", "relu", "maximum", "minimum",
-    "select", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-    "logical_and", "logical_or", "logical_not"))
+_CHEAP = frozenset(f"sf.{primitive.name}" for primitive in (
+    ew.cast_p, ew.add_p, ew.subtract_p, ew.multiply_p, ew.negative_p, ew.abs_p, ew.relu_p,
+    ew.maximum_p, ew.minimum_p, ew.select_p, ew.equal_p, ew.not_equal_p, ew.less_p,
+    ew.less_equal_p, ew.greater_p, ew.greater_equal_p, ew.logical_and_p, ew.logical_or_p,
+    ew.logical_not_p))
 
 
 def _computed_once(producer: _Node, union: _Node, ops: list[Operation]) -> str | None:
