@@ -137,7 +137,6 @@ def test_a_job_a_slowed_worker_lost_doubles_the_back_off_and_a_paying_one_halves
     for _ in range(5):
         calm()
         set_words(backoff=initial)
-        set_words(alone_until=0)
         if any(t != _LIBC.pthread_self() for t in job(2, 5_000, 60_000)):
             break  # a worker ran a task (else this thread claimed both before one woke)
     else:

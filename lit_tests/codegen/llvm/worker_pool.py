@@ -75,6 +75,7 @@ print(module)
 # CHECK: mul i64 %{{".[0-9]+"}}, 2
 # CHECK: mul i64 %{{".[0-9]+"}}, 3
 # CHECK: shl i64 %{{".[0-9]+"}}, 1
-# CHECK: select  i1 %{{".[0-9]+"}}, i64 134217728
+# CHECK: select  i1 %{{".[0-9]+"}}, i64 %{{".[0-9]+"}}, i64 134217728
+# CHECK: select  i1 %{{".[0-9]+"}}, i64 2097152
 # CHECK: lshr i64 %{{".[0-9]+"}}, 1
 # CHECK: store atomic i64 {{.*}}@"sf.pool.state", i64 0, i64 42) monotonic

@@ -136,10 +136,8 @@ class ReduceWindow:
         its taps `rows` x `columns` combined, per block of channels."""
         e, dtype, itemsize = Emitter(b), self.dtype, self.dtype.itemsize
         identity = identity_of(self.kind, dtype)
-        element = VECTOR_ELEMENTS.get(dtype)
         half = dtype in HALF_FLOATS and self.kind is MAX
-        if half:
-            element = F32
+        element = F32 if half else VECTOR_ELEMENTS.get(dtype)
 
         def block(k: ir.Value, ty: ir.Type | None) -> None:
             vector = isinstance(ty, ir.VectorType)

@@ -55,9 +55,11 @@ from llvmlite import ir
 from stageflow.codegen.llvm.emitter import I8, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
 from stageflow.codegen.llvm.loops import counted_loop, i64
+from stageflow.codegen.lowered.rule import larger, smaller
 from stageflow.codegen.targets import platform
 
 _PTR = ir.PointerType()
+_START = ir.PointerType(ir.FunctionType(_PTR, [_PTR]))  # a task's start routine
 _SYNC_WORDS = 8  # room for a pthread_mutex_t or pthread_cond_t (40 and 48 bytes on x86-64)
 _SYNC = ("lock", "work", "done", "busy")
 _WORDS = ("started", "generation", "next", "count", "remaining", "stride", "fn", "base",
@@ -124,7 +126,7 @@ def pool_run(module: ir.Module, workers: Callable[[ir.IRBuilder], ir.Value]) -> 
     alone = b.or_(b.icmp_unsigned("<", posted, b.load(state.words["alone_until"], typ=I64)),
                   _crowded(b, state, posted))
     with b.if_then(alone):
-        task = b.inttoptr(b.ptrtoint(start, I64), ir.PointerType(ir.FunctionType(_PTR, [_PTR])))
+        task = b.inttoptr(b.ptrtoint(start, I64), _START)
         counted_loop(b, i64(0), count, i64(1),
                      lambda t: b.call(task, [b.gep(base, [b.mul(t, stride)], source_etype=I8)]),
                      "alone")
@@ -163,16 +165,13 @@ def _judge(b: ir.IRBuilder, state: _State, ran: ir.Value, count: ir.Value, own: 
     `count` tasks in `own`: where the job lost by the module docstring's rule
     (``2 took ran > 3 own count``), start or double the back-off, else halve it (under
     `BACKOFF_CYCLES`, none); the caller then runs jobs alone for that long."""
-    x86 = platform.current().arch in ("x86_64", "i386", "i686")
-    shortest, longest = ((BACKOFF_CYCLES, BACKOFF_MAX_CYCLES) if x86
-                         else (BACKOFF_TICKS, BACKOFF_MAX_TICKS))
+    shortest = _units(BACKOFF_CYCLES, BACKOFF_TICKS)
+    longest = _units(BACKOFF_MAX_CYCLES, BACKOFF_MAX_TICKS)
     lost = b.and_(b.icmp_signed(">", ran, i64(0)),
                   b.icmp_signed(">", b.mul(b.mul(took, ran), i64(2)),
                                 b.mul(b.mul(own, count), i64(3))))
     before = b.load(state.words["backoff"], typ=I64)
-    backoff = b.shl(before, i64(1))
-    backoff = b.select(b.icmp_signed("<", backoff, i64(shortest)), i64(shortest), backoff)
-    backoff = b.select(b.icmp_signed(">", backoff, i64(longest)), i64(longest), backoff)
+    backoff = larger(b, i64(shortest), smaller(b, b.shl(before, i64(1)), i64(longest)))
     calmer = b.lshr(before, i64(1))
     calmer = b.select(b.icmp_signed("<", calmer, i64(shortest)), i64(0), calmer)
     backoff = b.select(lost, backoff, calmer)
@@ -235,11 +234,10 @@ def _spin_while(b: ir.IRBuilder, state: _State, condition: Callable[[], ir.Value
     `SPIN_CYCLES`, yielding the core at each look; take the lock again."""
     module = b.module
     mutex = _function(module, "pthread_mutex")
-    x86 = platform.current().arch in ("x86_64", "i386", "i686")
     clock = _clock(module)
     yield_core = declare(module, "sched_yield", I32, [])
     b.call(mutex("unlock"), [state.sync["lock"]])
-    deadline = b.add(b.call(clock, []), i64(SPIN_CYCLES if x86 else SPIN_TICKS))
+    deadline = b.add(b.call(clock, []), i64(_units(SPIN_CYCLES, SPIN_TICKS)))
     head = b.append_basic_block("spin.head")
     body = b.append_basic_block("spin.body")
     end = b.append_basic_block("spin.end")
@@ -262,8 +260,7 @@ def _crowded(b: ir.IRBuilder, state: _State, now: ir.Value) -> ir.Value:
     kernel thread takes the core on a quiet machine too.) A new caller thread only sets
     the count compared with."""
     module = b.module
-    x86 = platform.current().arch in ("x86_64", "i386", "i686")
-    check, window = ((CHECK_CYCLES, CROWDED_CYCLES) if x86 else (CHECK_TICKS, CROWDED_TICKS))
+    check, window = _units(CHECK_CYCLES, CHECK_TICKS), _units(CROWDED_CYCLES, CROWDED_TICKS)
     usage = entry_alloca(b, I64, _RUSAGE_WORDS, "usage")
     stale = b.icmp_unsigned(">=", b.sub(now, b.load(state.words["checked_at"], typ=I64)),
                             i64(check))
@@ -296,12 +293,21 @@ def _calm(b: ir.IRBuilder, state: _State) -> ir.Value:
     return b.icmp_signed("==", backoff, i64(0))
 
 
+def _x86() -> bool:
+    return platform.current().arch in ("x86_64", "i386", "i686")
+
+
 def _clock(module: ir.Module) -> ir.Function:
     """The counter the pool's waits and back-offs are timed by: the time-stamp counter on
     x86, the steady counter elsewhere (module docstring)."""
-    x86 = platform.current().arch in ("x86_64", "i386", "i686")
-    return declare(module, "llvm.readcyclecounter" if x86 else "llvm.readsteadycounter",
+    return declare(module, "llvm.readcyclecounter" if _x86() else "llvm.readsteadycounter",
                    I64, [])
+
+
+def _units(cycles: int, ticks: int) -> int:
+    """A duration in `_clock`'s units: `cycles` of the time-stamp counter on x86, `ticks`
+    of the steady counter elsewhere."""
+    return cycles if _x86() else ticks
 
 
 def _claim(module: ir.Module, state: _State) -> ir.Function:
@@ -325,8 +331,7 @@ def _claim(module: ir.Module, state: _State) -> ir.Function:
     b.position_at_end(body)
     b.store(b.add(taken, i64(1)), state.words["next"])
     b.store(b.add(b.load(ran, typ=I64), i64(1)), ran)
-    start = b.inttoptr(b.load(state.words["fn"], typ=I64),
-                       ir.PointerType(ir.FunctionType(_PTR, [_PTR])))
+    start = b.inttoptr(b.load(state.words["fn"], typ=I64), _START)
     offset = b.mul(taken, b.load(state.words["stride"], typ=I64))
     base = b.inttoptr(b.load(state.words["base"], typ=I64), _PTR)
     record = b.gep(base, [offset], source_etype=I8)
