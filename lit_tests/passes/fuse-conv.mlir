@@ -105,3 +105,53 @@ func.func @kept(%x: tensor<1x4x4x3xf32>, %w: tensor<1x1x3x2xf32>, %skip: tensor<
   %hr = sf.relu %h : (tensor<1x4x4x2xf16>) -> tensor<1x4x4x2xf16>
   func.return %y, %r, %v, %d, %hr : tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4x2xf16>
 }
+
+// A bfloat16 convolution under a mixed-precision policy: a batch norm's cast up, float32
+// scale and shift, cast back, then the skip and the ReLU, all one conv2d_fused whose
+// per-channel operands stay float32; a constant bfloat16 bias is widened to float32.
+// CHECK-LABEL: func.func @mixed
+// CHECK-NEXT:    %z = sf.conv2d_fused %x, %w, %s, %t, %skip {filter_shape = [1, 1, 3, 2], {{.*}}packed = false, scale = true, shift = true, residual = true, activation = "relu"} : (tensor<1x4x4x3xbf16>, tensor<1x1x3x2xbf16>, tensor<2xf32>, tensor<2xf32>, tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xbf16>
+// CHECK-NEXT:    %[[B:.*]] = sf.constant dense<[5.000000e-01, -2.000000e+00]> : tensor<2xf32>
+// CHECK-NEXT:    %br = sf.conv2d_fused %x, %w, %[[B]] {{{.*}}scale = false, shift = true, residual = false, activation = "relu"} : (tensor<1x4x4x3xbf16>, tensor<1x1x3x2xbf16>, tensor<2xf32>) -> tensor<1x4x4x2xbf16>
+// CHECK-NEXT:    func.return %z, %br
+func.func @mixed(%x: tensor<1x4x4x3xbf16>, %w: tensor<1x1x3x2xbf16>, %s: tensor<2xf32>, %t: tensor<2xf32>, %skip: tensor<1x4x4x2xbf16>) -> (tensor<1x4x4x2xbf16>, tensor<1x4x4x2xbf16>) {
+  %y = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xbf16>, tensor<1x1x3x2xbf16>) -> tensor<1x4x4x2xbf16>
+  %up = sf.cast %y {dtype = f32} : (tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xf32>
+  %a = sf.multiply %up, %s : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %b = sf.add %a, %t : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %down = sf.cast %b {dtype = bf16} : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xbf16>
+  %r = sf.add %down, %skip : (tensor<1x4x4x2xbf16>, tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xbf16>
+  %z = sf.relu %r : (tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xbf16>
+  %c = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xbf16>, tensor<1x1x3x2xbf16>) -> tensor<1x4x4x2xbf16>
+  %bias = sf.constant dense<[0.5, -2.0]> : tensor<2xbf16>
+  %cb = sf.add %c, %bias : (tensor<1x4x4x2xbf16>, tensor<2xbf16>) -> tensor<1x4x4x2xbf16>
+  %br = sf.relu %cb : (tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xbf16>
+  func.return %z, %br : tensor<1x4x4x2xbf16>, tensor<1x4x4x2xbf16>
+}
+
+// What a bfloat16 chain cannot take stays: a float32 value the function returns (the
+// chain ends at its last bfloat16 value, here the ReLU), a second per-channel step of
+// its own after a bfloat16 bias (each rounds: the epilogue rounds once after them), and
+// a run-time bfloat16 bias is cast up for the fused op.
+// CHECK-LABEL: func.func @mixed_kept
+// CHECK-NEXT:    %r = sf.conv2d_fused %x, %w {{{.*}}scale = false, shift = false, residual = false, activation = "relu"}
+// CHECK-NEXT:    %up = sf.cast %r {dtype = f32}
+// CHECK-NEXT:    %a = sf.multiply %up, %s
+// CHECK-NEXT:    %[[WIDE:.*]] = sf.cast %bias {dtype = f32} : (tensor<2xbf16>) -> tensor<2xf32>
+// CHECK-NEXT:    %cb = sf.conv2d_fused %x, %w, %[[WIDE]] {{{.*}}scale = false, shift = true, residual = false, activation = "none"}
+// CHECK-NEXT:    %up2 = sf.cast %cb {dtype = f32}
+// CHECK-NEXT:    %m = sf.multiply %up2, %s
+// CHECK-NEXT:    %down = sf.cast %m {dtype = bf16}
+// CHECK-NEXT:    func.return %a, %down
+func.func @mixed_kept(%x: tensor<1x4x4x3xbf16>, %w: tensor<1x1x3x2xbf16>, %s: tensor<2xf32>, %bias: tensor<2xbf16>) -> (tensor<1x4x4x2xf32>, tensor<1x4x4x2xbf16>) {
+  %y = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xbf16>, tensor<1x1x3x2xbf16>) -> tensor<1x4x4x2xbf16>
+  %r = sf.relu %y : (tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xbf16>
+  %up = sf.cast %r {dtype = f32} : (tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xf32>
+  %a = sf.multiply %up, %s : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %c = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1]} : (tensor<1x4x4x3xbf16>, tensor<1x1x3x2xbf16>) -> tensor<1x4x4x2xbf16>
+  %cb = sf.add %c, %bias : (tensor<1x4x4x2xbf16>, tensor<2xbf16>) -> tensor<1x4x4x2xbf16>
+  %up2 = sf.cast %cb {dtype = f32} : (tensor<1x4x4x2xbf16>) -> tensor<1x4x4x2xf32>
+  %m = sf.multiply %up2, %s : (tensor<1x4x4x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %down = sf.cast %m {dtype = bf16} : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xbf16>
+  func.return %a, %down : tensor<1x4x4x2xf32>, tensor<1x4x4x2xbf16>
+}

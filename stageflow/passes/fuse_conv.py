@@ -21,14 +21,22 @@ next op, in this order (each step optional, either operand order where the op co
 
 Every op of the chain keeps the convolution's type (no broadcast grows the result). The
 fused op computes each step as its op does, in the same order and dtype, so the numbers are
-the unfused ops'. Runs after `prepack` (whose packed convolutions it fuses too) and before
+the unfused ops'.
+
+A bfloat16 ``conv2d`` takes the chain a layer under the ``mixed_bfloat16`` policy makes:
+its result cast to float32, per-channel steps of float32 operands, the cast back to
+bfloat16 (a batch norm computing in its variables' dtype), or one per-channel step of a
+bfloat16 operand (a bias), widened to float32 exactly; then a bfloat16 residual and the
+ReLU (before or after the cast back: the rounding keeps its sign). The fused op rounds
+where the casts and the bfloat16 ops do; a chain that would end in float32 stops at its
+last bfloat16 value. Runs after `prepack` (whose packed convolutions it fuses too) and before
 `fuse`, on what autodiff already produced: a pre-activation a gradient reads has a second
 use, and stays.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.context import Context
@@ -38,6 +46,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from stageflow.core import dtypes
 from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import build_constant, build_op
 from stageflow.ir.dialect import SfOp
@@ -51,7 +60,7 @@ from stageflow.passes.support import (
     same_type,
 )
 from stageflow.primitives.conv import conv2d_p
-from stageflow.primitives.elementwise import add_p, multiply_p, relu_p, subtract_p
+from stageflow.primitives.elementwise import add_p, cast_p, multiply_p, relu_p, subtract_p
 from stageflow.primitives.fused_conv import EPILOGUE_OPERANDS, conv2d_fused_p
 from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p
 from stageflow.primitives.structural import reshape_p
@@ -66,6 +75,15 @@ class _Chain:
     ops: list[Operation]
     operands: dict[str, SSAValue | np.ndarray]
     relu: bool = False
+    # A bfloat16 conv's chain: whether its end is a float32 value (cast up, not yet back),
+    # whether its per-channel steps are over (rounded to bfloat16 after them), and the
+    # run-time per-channel operands that are bfloat16, to be cast up.
+    wide: bool = False
+    closed: bool = False
+    widened: tuple[str, ...] = ()
+
+    def copy(self) -> _Chain:
+        return replace(self, ops=list(self.ops), operands=dict(self.operands))
 
     def taken(self, step: str) -> bool:
         """Whether `step` (one of `EPILOGUE_OPERANDS`), or one that comes after it (the
@@ -81,6 +99,7 @@ class _Chain:
 SCALES = ("scale", "second_scale")
 SHIFTS = ("shift", "second_shift")
 SECOND = ("second_scale", "second_shift")
+HALF_TO_WIDE = (dtypes.bfloat16, dtypes.float32)  # a bfloat16 chain's cast up
 
 
 def _per_channel(value: SSAValue, channels: int, dtype: np.dtype, rank: int
@@ -102,14 +121,47 @@ def _per_channel(value: SSAValue, channels: int, dtype: np.dtype, rank: int
     return np.ascontiguousarray(np.broadcast_to(array.reshape(-1), (channels,)))
 
 
-def _step(chain: _Chain, op: Operation, channels: int) -> bool:
-    """Take `op`, the only user of the chain's end, as its next step if it is one."""
-    value = chain.end
-    if not isinstance(op, SfOp) or not op.results or not same_type(op.results[0], value):
+def _cast(chain: _Chain, op: Operation) -> bool:
+    """Take a cast of a bfloat16 chain's end as its next step if it is one: to float32
+    before any per-channel step, or back to bfloat16 after them."""
+    source, target = shaped_type(chain.end.type), shaped_type(op.results[0].type)
+    if source.shape != target.shape:
         return False
+    if not chain.wide and not chain.closed and (source.dtype, target.dtype) == HALF_TO_WIDE:
+        chain.wide = True
+    elif chain.wide and (source.dtype, target.dtype) == HALF_TO_WIDE[::-1]:
+        chain.wide, chain.closed = False, True
+    else:
+        return False
+    return True
+
+
+def _step(chain: _Chain, op: Operation, channels: int, half: bool) -> bool:
+    """Take `op`, the only user of the chain's end, as its next step if it is one (`half`:
+    the chain of a bfloat16 conv, see the module docstring)."""
+    value = chain.end
+    if not isinstance(op, SfOp) or not op.results:
+        return False
+    if half and is_op(op, cast_p):
+        taken = _cast(chain, op)
+    else:
+        taken = same_type(op.results[0], value) and _elementwise(chain, op, channels, half)
+    if taken:
+        chain.ops.append(op)
+        chain.end = op.results[0]
+    return taken
+
+
+def _elementwise(chain: _Chain, op: Operation, channels: int, half: bool) -> bool:
+    """Take the elementwise op `op` of the chain end's type as the chain's next step if it
+    is one (the per-channel steps of a bfloat16 chain in float32, or one of a bfloat16
+    operand, widened)."""
+    value = chain.end
     ty = shaped_type(value.type)
     rank = len(ty.shape)
     others = [o for o in op.operands if o is not value]
+    if half and not chain.wide and not is_op(op, relu_p):
+        return _half_step(chain, op, others, channels, rank)
     if is_op(op, relu_p):
         if chain.relu:
             return False
@@ -130,14 +182,43 @@ def _step(chain: _Chain, op: Operation, channels: int) -> bool:
         shift = _per_channel(other, channels, ty.dtype, rank)
         if shift is not None and (step := chain.next(SHIFTS)):
             chain.operands[step] = shift
-        elif same_type(other, value) and not chain.taken("residual"):
+        elif same_type(other, value) and not chain.taken("residual") and not chain.wide:
             chain.operands["residual"] = other
         else:
             return False
     else:
         return False
-    chain.ops.append(op)
-    chain.end = op.results[0]
+    return True
+
+
+def _half_step(chain: _Chain, op: Operation, others: list[SSAValue], channels: int,
+               rank: int) -> bool:
+    """A bfloat16 chain's op on its bfloat16 end: the residual, or (before any other
+    per-channel step) one per-channel step of a bfloat16 operand, which it rounds after."""
+    value = chain.end
+    dtype = shaped_type(value.type).dtype
+    if len(others) != 1 or not (is_op(op, add_p) or is_op(op, multiply_p)
+                                or is_op(op, subtract_p) and op.operands[0] is value):
+        return False
+    other = others[0]
+    if is_op(op, add_p) and same_type(other, value):
+        if chain.taken("residual"):
+            return False
+        chain.operands["residual"] = other
+        return True
+    step = chain.next(SCALES[:1] if is_op(op, multiply_p) else SHIFTS[:1])
+    operand = _per_channel(other, channels, dtype, rank)
+    if chain.closed or step is None or operand is None:
+        return False
+    if isinstance(operand, np.ndarray):
+        widened = operand.astype(dtypes.float32)
+        chain.operands[step] = np.negative(widened) if is_op(op, subtract_p) else widened
+    elif is_op(op, subtract_p):
+        return False
+    else:
+        chain.operands[step] = operand
+        chain.widened += (step,)
+    chain.closed = True
     return True
 
 
@@ -147,6 +228,20 @@ def _before(made: Operation, user: Operation, conv: Operation) -> SSAValue:
     made.location = conv.location
     Rewriter.insert_op(made, InsertPoint.before(user))
     return made.results[0]
+
+
+def _channels(operand: SSAValue, widened: bool, channels: int, user: Operation,
+              conv: Operation) -> SSAValue:
+    """A run-time per-channel operand as the fused op takes it: cast to float32 where it is
+    a bfloat16 chain's (`widened`), reshaped to (channels,) where it is not so."""
+    ty = shaped_type(operand.type)
+    if widened:
+        ty = ShapedType(ty.shape, dtypes.float32)
+        operand = _before(build_op(cast_p, [operand], {"dtype": ty.dtype}, ty), user, conv)
+    if len(ty.shape) != 1:
+        operand = _before(build_op(reshape_p, [operand], {"shape": (channels,)},
+                                   ShapedType((channels,), ty.dtype)), user, conv)
+    return operand
 
 
 class ConvEpilogue(RewritePattern):
@@ -159,17 +254,21 @@ class ConvEpilogue(RewritePattern):
             return
         result = op.results[0]
         ty = shaped_type(result.type)
-        if ty.dtype not in PACKED_DTYPES:
-            return
         params = op.params()
         filter_shape = tuple(params.pop("filter_shape")) if packed \
             else tuple(shaped_type(op.operands[1].type).shape)
         if None in filter_shape:
             return
+        half = ty.dtype == dtypes.bfloat16
+        if ty.dtype not in PACKED_DTYPES and not (half and not packed):
+            return
         chain = _Chain(result, [], {})
+        ended = chain.copy()  # the chain as far as its last value of the conv's type
         while (user := only_user(chain.end)) is not None and _step(chain, user,
-                                                                     filter_shape[3]):
-            pass
+                                                                     filter_shape[3], half):
+            if not chain.wide:
+                ended = chain.copy()
+        chain = ended
         if not chain.ops:
             return
         extras = []
@@ -177,12 +276,9 @@ class ConvEpilogue(RewritePattern):
             operand = chain.operands.get(name)
             if isinstance(operand, np.ndarray):
                 operand = _before(build_constant(operand), chain.ops[-1], op)
-            elif name != "residual" and operand is not None \
-                    and len(shaped_type(operand.type).shape) != 1:
-                channels = (filter_shape[3],)
-                operand = _before(build_op(reshape_p, [operand], {"shape": channels},
-                                           ShapedType(channels, ty.dtype)),
-                                  chain.ops[-1], op)
+            elif name != "residual" and operand is not None:
+                operand = _channels(operand, name in chain.widened, filter_shape[3],
+                                    chain.ops[-1], op)
             if operand is not None:
                 extras.append(operand)
         # The second affine map's flags only where it is there (left out, they are false).

@@ -17,6 +17,12 @@ result's shape). `activation` is
 of `filter_shape`. Each step of the epilogue is the one the unfused ops make, in their
 order and dtype, so the numbers are theirs.
 
+In bfloat16 (HWIO filters) the epilogue is a mixed-precision layer's: the per-channel
+operands are float32 and their steps compute in float32 on the convolution's rounded
+result, rounded to bfloat16 once after the last of them (a batch norm under
+``mixed_bfloat16``: the conv's result cast up, scaled and shifted, cast back); the
+residual is bfloat16, its sum rounded as a bfloat16 ``add`` rounds it.
+
 The op is made by the compiler after differentiation (its passes run on the traced step,
 gradients included) and has no gradient of its own: differentiating it by hand is an error
 that says so.
@@ -29,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from stageflow.core import dtypes
 from stageflow.core.dims import D, DimArith
 from stageflow.core.op_facts import Family, LoweredBy
 from stageflow.core.primitive import Primitive, ShapedType
@@ -75,8 +82,10 @@ def _rule(x: ShapedType, filters: ShapedType, *extras: ShapedType, filter_shape:
     geometry = {"strides": strides, "padding": padding, "dilations": dilations,
                 **grouped(feature_group_count)}
     result = _conv_rule(x, filters, packed, filter_shape, geometry)
-    if result.dtype not in PACKED_DTYPES:
-        raise TypeError(f"conv2d_fused: float32 or float64 operands, got {result.dtype.name}")
+    half = _mixed(result.dtype, packed)
+    if result.dtype not in PACKED_DTYPES and not half:
+        raise TypeError(f"conv2d_fused: float32 or float64 operands (bfloat16 with HWIO "
+                        f"filters), got {result.dtype.name}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"conv2d_fused: activation is one of {ACTIVATIONS}, got "
                          f"{activation!r}")
@@ -86,14 +95,21 @@ def _rule(x: ShapedType, filters: ShapedType, *extras: ShapedType, filter_shape:
                         f"({', '.join(names) or 'none'}), got {len(extras)}")
     channels = (filter_shape[3],)
     for name, extra in zip(names, extras, strict=True):
-        want = channels if EPILOGUE_STEPS[name][1] else result.shape
-        if extra.dtype != result.dtype or len(extra.shape) != len(want) or any(
+        per_channel = EPILOGUE_STEPS[name][1]
+        want = channels if per_channel else result.shape
+        dtype = dtypes.float32 if half and per_channel else result.dtype
+        if extra.dtype != dtype or len(extra.shape) != len(want) or any(
                 d is not None and w is not None and d != w
                 for d, w in zip(extra.shape, want, strict=True)):
-            raise ValueError(f"conv2d_fused: its {name} is {result.dtype.name}"
+            raise ValueError(f"conv2d_fused: its {name} is {dtype.name}"
                              f"{format_shape(want)}, got {extra.dtype.name}"
                              f"{format_shape(extra.shape)}")
     return result
+
+
+def _mixed(dtype: np.dtype, packed: bool) -> bool:
+    """Whether a fused conv of result `dtype` has the mixed-precision epilogue."""
+    return dtype == dtypes.bfloat16 and not packed
 
 
 def _dims(d: DimArith[D, Any], operands: Sequence[Sequence[D]], *, filter_shape: tuple,
@@ -114,7 +130,12 @@ def _conv2d_fused(x, filters, *extras, filter_shape, strides, padding, dilations
     else:
         y = conv2d_p.kernel(x, filters, **geometry)
     names = _present(scale, shift, second_scale, second_shift, residual)
+    mixed = _mixed(np.dtype(x.dtype), packed)
+    if mixed:
+        y = np.asarray(y, dtypes.float32)
     for name, value in zip(names, extras, strict=True):
+        if mixed and name == "residual":
+            y = np.asarray(y, x.dtype).astype(dtypes.float32)
         y = EPILOGUE_STEPS[name][0](y, value)
     if activation == relu_p.name:
         y = relu_p.kernel(y)

@@ -19,7 +19,11 @@ def declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> 
 
 def entry_alloca(b: ir.IRBuilder, ty: ir.Type, count: int = 1, name: str = "") -> ir.Value:
     """Stack memory in the entry block of `b`'s function: an alloca where `b` is (in a loop)
-    would take new stack space at every iteration."""
+    would take new stack space at every iteration. Where `b` is in the entry block itself,
+    the alloca is its next instruction (another builder's insertion at the block's start
+    would move `b`'s instructions after the block's end)."""
+    if b.block is b.function.entry_basic_block:
+        return b.alloca(ty, count, name=name)
     entry = ir.IRBuilder(b.function.entry_basic_block)
     entry.position_at_start(b.function.entry_basic_block)
     return entry.alloca(ty, count, name=name)

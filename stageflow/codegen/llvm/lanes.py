@@ -1,5 +1,5 @@
 """Work across a vector's lanes: the mask of its first lanes (a run's last, partial vector),
-and a square of vectors transposed in registers.
+a square of vectors transposed in registers, and float32 lanes rounded to bfloat16.
 
 The square is how an operand stored transposed (a weight matrix in PyTorch's ``(out, in)``
 layout read as ``(in, out)``) is packed. Read element by element, or by gathers, it costs
@@ -48,3 +48,30 @@ def transpose_square(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
                 rows[r + distance] = b.shuffle_vector(x, y, high)
         distance //= 2
     return rows
+
+
+def widened_bfloat16(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
+    """A vector of bfloat16 bit patterns (i16) as the float32 values they are (exact)."""
+    lanes = bits.type.count
+    words = ir.VectorType(ir.IntType(32), lanes)
+    return b.bitcast(b.shl(b.zext(bits, words), ir.Constant(words, [16] * lanes)),
+                     ir.VectorType(ir.FloatType(), lanes))
+
+
+def nearest_bfloat16(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """A vector of float32 rounded to bfloat16, as i16 bit patterns: to nearest even, NaNs
+    kept and made quiet (as the emitter's scalar conversion and ml_dtypes do), subnormals
+    kept; integer arithmetic on the lanes' bits."""
+    lanes = value.type.count
+    words = ir.VectorType(ir.IntType(32), lanes)
+
+    def splat(constant: int) -> ir.Constant:
+        return ir.Constant(words, [constant] * lanes)
+
+    bits = b.bitcast(value, words)
+    high = b.lshr(bits, splat(16))
+    lsb = b.and_(high, splat(1))
+    rounded = b.lshr(b.add(bits, b.add(lsb, splat(0x7FFF))), splat(16))
+    quiet_nan = b.or_(high, splat(0x40))
+    nearest = b.select(b.fcmp_unordered("uno", value, value), quiet_nan, rounded)
+    return b.trunc(nearest, ir.VectorType(ir.IntType(16), lanes))

@@ -16,6 +16,10 @@ when A's rows are contiguous along k (its common layout: no copy); otherwise A i
 copied into pairs (`pack`) once per product. B's panels are packed by the task that uses
 them, each exactly once. Odd k: the last pair is (element, 0) in both operands.
 
+A product may end in an epilogue (`fused_gemm_function`: per-column scales and shifts in
+float32, a residual, a ReLU, rounded where the unfused ops round), applied to each tile
+as it is stored: a fused bfloat16 convolution's, whose result is then written once.
+
 Work is split over the cores by panels of columns (`codegen.lowered.worker_pool`), each
 task packing its panels into memory of its own; a tile of fewer rows or columns than
 whole reads clamped rows and zero-padded columns and stores only its own elements.
@@ -44,7 +48,12 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, I1, I8, I16, I32, I64
 from stageflow.codegen.llvm.functions import declare, entry_alloca
-from stageflow.codegen.llvm.lanes import lanes_below, transpose_square
+from stageflow.codegen.llvm.lanes import (
+    lanes_below,
+    nearest_bfloat16,
+    transpose_square,
+    widened_bfloat16,
+)
 from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, values_where
 from stageflow.codegen.lowered.tasks import MAX_TASKS, affinity_count, cpu_count
 from stageflow.codegen.lowered.worker_pool import pool_run
@@ -114,7 +123,40 @@ def gemm_function(module: ir.Module) -> ir.Function:
     strides in elements, any sign-free layout. 0, or 1 where memory for packing was not
     to be had (C may then be partly written: the caller runs another kernel). Internal,
     one per module."""
-    return declare_gemm(module, "sf.gemm.bf16", _emit_gemm)
+    fused = fused_gemm_function(module)
+    return declare_gemm(module, "sf.gemm.bf16", lambda b, args: b.ret(
+        b.call(fused, [*args, ir.Constant(PTR, None)])))
+
+
+# A product's epilogue (`fused_gemm_function`'s `epilogue`): one i64 per field, in this
+# order. The per-column ones point at float32s for C's first column, the residual at
+# bfloat16s laid out as C (rows `ldc` apart) for C's first element, each null where there
+# is none; `relu` is 0 or 1.
+EPILOGUE = ("scale", "shift", "second_scale", "second_shift", "residual", "relu")
+
+
+def fused_gemm_function(module: ir.Module) -> ir.Function:
+    """``i32 sf.gemm.bf16.fused(..., ptr epilogue)``: `gemm_function`'s product with an
+    epilogue applied to each result where it is stored (null: none), as a fused
+    convolution's unfused ops would compute it: the product rounded to bfloat16 (as
+    `gemm_function` stores it), widened, ``* scale + shift``, ``* second_scale +
+    second_shift`` in float32, rounded; ``+ residual`` in float32, rounded; the ReLU. An
+    absent step is its identity (a product by 1, a sum with -0.0), and rounding a value
+    that holds a bfloat16 leaves it as it is, so every result takes the same
+    instructions."""
+    symbol = "sf.gemm.bf16.fused"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    types = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, F32, I1, PTR]
+    function = ir.Function(module, ir.FunctionType(I32, types), symbol)
+    function.linkage = "internal"
+    names = ("m", "n", "k", "a", "a_row", "a_col", "b", "b_row", "b_col", "c", "ldc",
+             "alpha", "accumulate", "epilogue")
+    for argument, name in zip(function.args, names, strict=True):
+        argument.name = name
+    _emit_gemm(ir.IRBuilder(function.append_basic_block("entry")), function.args)
+    return function
 
 
 def declare_gemm(module: ir.Module, symbol: str,
@@ -139,7 +181,7 @@ def declare_gemm(module: ir.Module, symbol: str,
 # A task's record: the product (A as the tile kernel reads it), its range of panels and
 # its status, one i64 per field (pointers, the float and the flags as integers).
 _RECORD = ("m", "n", "k", "a", "a_step", "packed", "b", "b_row", "b_col", "c", "ldc",
-           "alpha", "accumulate", "first", "last", "status")
+           "alpha", "accumulate", "epilogue", "first", "last", "status")
 
 
 def _field(b: ir.IRBuilder, record: ir.Value, name: str) -> ir.Value:
@@ -149,12 +191,11 @@ def _field(b: ir.IRBuilder, record: ir.Value, name: str) -> ir.Value:
 def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
     """Pack A if its pairs are not contiguous, fill one record per task, run the tasks on
     the pool (or one after another here where it is busy), free, return the status."""
-    m, n, k, a, a_row, a_col, b_, b_row, b_col, c, ldc, alpha, accumulate = args
+    m, n, k, a, a_row, a_col, b_, b_row, b_col, c, ldc, alpha, accumulate, epilogue = args
     module = b.module
     malloc = declare(module, "malloc", PTR, [I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
     records = entry_alloca(b, I64, MAX_TASKS * len(_RECORD), "records")
-    b.position_at_end(b.block)  # after it: the entry block was empty
     pairs = b.udiv(b.add(k, i64(1)), i64(2))
     direct = b.icmp_signed("==", a_col, i64(1))
     width = _round_up(b, _round_up(b, m, ROWS), LANES)
@@ -187,6 +228,7 @@ def _emit_gemm(b: ir.IRBuilder, args: list[ir.Value]) -> None:
                   "b_row": b_row, "b_col": b_col, "c": b.ptrtoint(c, I64), "ldc": ldc,
                   "alpha": b.zext(b.bitcast(alpha, I32), I64),
                   "accumulate": b.zext(accumulate, I64),
+                  "epilogue": b.ptrtoint(epilogue, I64),
                   "first": b.udiv(b.mul(panels, t), tasks),
                   "last": b.udiv(b.mul(panels, b.add(t, i64(1))), tasks),
                   "status": i64(0)}
@@ -238,7 +280,7 @@ def _task_function(module: ir.Module) -> ir.Function:
 
     m, n, k, first, last, ldc = (get(name) for name in ("m", "n", "k", "first", "last",
                                                           "ldc"))
-    a, b_, c = (b.inttoptr(get(name), PTR) for name in ("a", "b", "c"))
+    a, b_, c, epilogue = (b.inttoptr(get(name), PTR) for name in ("a", "b", "c", "epilogue"))
     a_step, b_row, b_col = get("a_step"), get("b_row"), get("b_col")
     packed = b.trunc(get("packed"), I1)
     alpha = b.bitcast(b.trunc(get("alpha"), I32), F32)
@@ -252,12 +294,14 @@ def _task_function(module: ir.Module) -> ir.Function:
     with b.if_then(direct):
         counted_loop(b, first, last, i64(1), lambda p: _direct_tiles(
             b, module, p, (a, get("a_step"), k), (b_, b_row), (c, ldc, m, n), alpha,
-            accumulate), "direct")
+            accumulate, epilogue), "direct")
         b.ret(ir.Constant(PTR, None))
     # The same with B's columns contiguous along k (``x @ w.T``, a tied embedding's
-    # logits): dot products along k, which need no pairs interleaved at all.
-    dots = b.and_(b.not_(packed), b.and_(b.icmp_signed("<=", m, i64(DOT_MAX_ROWS)),
-                                         b.icmp_signed("==", b_row, i64(1))))
+    # logits): dot products along k, which need no pairs interleaved at all (and take no
+    # epilogue: a product with one goes on to the tiles).
+    dots = b.and_(b.and_(b.not_(packed), b.icmp_unsigned("==", epilogue, ir.Constant(PTR, None))),
+                  b.and_(b.icmp_signed("<=", m, i64(DOT_MAX_ROWS)),
+                         b.icmp_signed("==", b_row, i64(1))))
     with b.if_then(dots):
         dots_kernel = dots_function(module)
 
@@ -340,7 +384,7 @@ def _task_function(module: ir.Module) -> ir.Function:
                                                                        i64(PANEL)))],
                                  source_etype=F32)
                     arguments = [a_rows, a_step, panel, i64(0), whole, odd, c_at, ldc, rows,
-                                 cols, alpha, accumulate, sums, ldw, phase]
+                                 cols, alpha, accumulate, sums, ldw, phase, epilogue, i0, n0]
                     with b.if_else(packed) as (from_pairs, from_rows):
                         with from_pairs:
                             b.call(tiles[True], arguments)
@@ -364,7 +408,7 @@ def _direct_tiles(b: ir.IRBuilder, module: ir.Module, p: ir.Value,
                   a_operand: tuple[ir.Value, ir.Value, ir.Value],
                   b_operand: tuple[ir.Value, ir.Value],
                   c_operand: tuple[ir.Value, ir.Value, ir.Value, ir.Value], alpha: ir.Value,
-                  accumulate: ir.Value) -> None:
+                  accumulate: ir.Value, epilogue: ir.Value) -> None:
     """Panel p of a product of one tile of rows, B read in place (`tile_function`'s
     `direct`)."""
     (a, a_step, k), (b_, b_row), (c, ldc, m, n) = a_operand, b_operand, c_operand
@@ -373,13 +417,14 @@ def _direct_tiles(b: ir.IRBuilder, module: ir.Module, p: ir.Value,
         a, a_step, b.gep(b_, [n0], source_etype=I16), b.mul(b_row, i64(2)),
         b.udiv(k, i64(2)), b.trunc(k, I1), b.gep(c, [n0], source_etype=I16), ldc, m,
         _smallest(b, [b.sub(n, n0), i64(PANEL)]), alpha, accumulate, ir.Constant(PTR, None),
-        i64(0), ir.Constant(I32, _PHASES.index("only"))])
+        i64(0), ir.Constant(I32, _PHASES.index("only")), epilogue, i64(0), n0])
 
 
 def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.Function:
     """``void sf.gemm.bf16.tile.{rows,pairs}[.direct](ptr a, i64 a_step, ptr panel,
     i64 b_step, i64 whole, i1 odd, ptr c, i64 ldc, i64 rows, i64 cols, float alpha,
-    i1 accumulate, ptr partial, i64 ldw, i32 phase)``: one tile of up to `ROWS` x
+    i1 accumulate, ptr partial, i64 ldw, i32 phase, ptr epilogue, i64 row, i64 column)``:
+    one tile of up to `ROWS` x
     `PANEL` results. A's pair p of row r is at ``a + r * a_step + 4 p`` (rows) or
     ``a + p * a_step + 4 r`` (pairs, packed); `odd` adds A's element
     ``a + r * a_step + 4 whole`` alone (rows only). The panel holds `whole` (+ `odd`)
@@ -388,16 +433,19 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
     (and only the tile's own columns read). `phase` says which chunk of k this is
     (`_PHASES`): the only one (the result stored), the first or a middle one (the sums
     kept in `partial`, float32 rows `ldw` apart, a middle one adding what is there), or
-    the last (added to `partial`'s sums, the result stored)."""
+    the last (added to `partial`'s sums, the result stored). Stored results go through
+    the product's `epilogue` (`fused_gemm_function`; null: none), the tile's first
+    element being C's (`row`, `column`)."""
     symbol = f"sf.gemm.bf16.tile.{'pairs' if packed else 'rows'}{'.direct' if direct else ''}"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
-    types = [PTR, I64, PTR, I64, I64, I1, PTR, I64, I64, I64, F32, I1, PTR, I64, I32]
+    types = [PTR, I64, PTR, I64, I64, I1, PTR, I64, I64, I64, F32, I1, PTR, I64, I32, PTR,
+             I64, I64]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
     (a, a_step, panel, b_step, whole, odd, c, ldc, rows, cols, alpha, accumulate, partial, ldw,
-     phase) = function.args
+     phase, epilogue, row, column) = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
     last_row = b.sub(rows, i64(1))
@@ -473,7 +521,12 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
             for v in range(2):
                 b.call(store, [sums[2 * r + v], at(r, v), ir.Constant(I32, 4), masks[v]])
         b.ret_void()
-    _store_tile(b, sums, c, ldc, rows, masks, alpha, accumulate)
+    with b.if_else(b.icmp_unsigned("==", epilogue, ir.Constant(PTR, None))) as (plain, fused):
+        with plain:
+            _store_tile(b, sums, c, ldc, rows, masks, alpha, accumulate)
+        with fused:
+            _store_tile(b, sums, c, ldc, rows, masks, alpha, accumulate,
+                        finish=_epilogue(b, epilogue, (ldc, row, column), masks))
     b.ret_void()
     return function
 
@@ -585,11 +638,69 @@ def _broadcast(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
                             ir.Constant(_WORDS, [0] * LANES))
 
 
+_Finish = Callable[[int, int, ir.Value, ir.Value], ir.Value]
+
+
+def _epilogue(b: ir.IRBuilder, epilogue: ir.Value, place: tuple[ir.Value, ir.Value, ir.Value],
+              masks: list[ir.Value]) -> _Finish:
+    """The epilogue's step for a tile (`fused_gemm_function`'s numerics) whose first
+    element is C's (row, column) (`place`: C's row stride, then those), as `_store_tile`
+    calls it: ``finish(r, v, at, bits)``, the rounded results of the tile's row r, vector
+    v (stored at `at`) in, the epilogue's out. The per-column operands are read once per
+    tile, an absent one as its identity; an absent residual reads the tile's own C (memory
+    that is there) and adds -0.0 instead."""
+    module = b.module
+    ldc, row, column = place
+    load = declare(module, "llvm.masked.load.v16f32.p0", _SUMS, [PTR, I32, _MASK, _SUMS])
+    halves = declare(module, "llvm.masked.load.v16i16.p0", _HALVES,
+                     [PTR, I32, _MASK, _HALVES])
+
+    def field(name: str) -> ir.Value:
+        return b.load(b.gep(epilogue, [i64(EPILOGUE.index(name))], source_etype=I64), typ=I64)
+
+    def splat(value: float) -> ir.Constant:
+        return ir.Constant(_SUMS, [value] * LANES)
+
+    def per_column(name: str, identity: float) -> list[ir.Value]:
+        pointer = b.inttoptr(field(name), PTR)
+        return values_where(b, b.icmp_unsigned("!=", pointer, ir.Constant(PTR, None)),
+                            [splat(identity)] * 2, lambda: [b.call(load, [
+                                b.gep(pointer, [b.add(column, i64(LANES * v))], source_etype=F32),
+                                ir.Constant(I32, 4), masks[v], splat(0.0)]) for v in range(2)])
+
+    steps = [per_column(name, 1.0 if "scale" in name else -0.0)
+             for name in ("scale", "shift", "second_scale", "second_shift")]
+    residual = b.inttoptr(field("residual"), PTR)
+    has_residual = b.icmp_unsigned("!=", residual, ir.Constant(PTR, None))
+    relu = b.icmp_unsigned("!=", field("relu"), i64(0))
+
+    def finish(r: int, v: int, at: ir.Value, bits: ir.Value) -> ir.Value:
+        value = widened_bfloat16(b, bits)
+        for (scale, shift) in (steps[:2], steps[2:]):
+            value = b.fadd(b.fmul(value, scale[v]), shift[v])
+        value = widened_bfloat16(b, nearest_bfloat16(b, value))
+        element = b.add(b.mul(b.add(row, i64(r)), ldc), b.add(column, i64(LANES * v)))
+        source = b.select(has_residual, b.gep(residual, [element], source_etype=I16), at)
+        other = b.call(halves, [source, ir.Constant(I32, 2), masks[v],
+                                ir.Constant(_HALVES, None)])
+        value = b.fadd(value, b.select(has_residual, widened_bfloat16(b, other), splat(-0.0)))
+        value = widened_bfloat16(b, nearest_bfloat16(b, value))
+        # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
+        rectified = b.select(b.fcmp_unordered(">", value, splat(0.0)), value, splat(0.0))
+        value = b.select(relu, rectified, value)
+        return b.trunc(b.lshr(b.bitcast(value, _WORDS), ir.Constant(_WORDS, [16] * LANES)),
+                       _HALVES)
+
+    return finish
+
+
 def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Value,
                 rows: ir.Value, masks: list[ir.Value], alpha: ir.Value,
-                accumulate: ir.Value, rows_in_tile: int = ROWS) -> None:
-    """Scale, add C's values where `accumulate`, round to bfloat16 and store each of the
-    tile's own elements (rows below `rows`, the lanes of `masks`)."""
+                accumulate: ir.Value, rows_in_tile: int = ROWS,
+                finish: _Finish | None = None) -> None:
+    """Scale, add C's values where `accumulate`, round to bfloat16, pass through `finish`
+    (an epilogue's, `_epilogue`) where given and store each of the tile's own elements
+    (rows below `rows`, the lanes of `masks`)."""
     module = b.module
     to_bf16 = declare(module, "llvm.x86.avx512bf16.cvtneps2bf16.512",
                       ir.VectorType(_BF16, LANES), [_SUMS])
@@ -609,9 +720,10 @@ def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Valu
                 # and kept only where the product accumulates onto them.
                 old = b.call(load, [at, ir.Constant(I32, 2), masks[v],
                                     ir.Constant(_HALVES, None)])
-                widened = b.shl(b.zext(old, _WORDS), ir.Constant(_WORDS, [16] * LANES))
-                total = b.select(accumulate, b.fadd(total, b.bitcast(widened, _SUMS)), total)
+                total = b.select(accumulate, b.fadd(total, widened_bfloat16(b, old)), total)
                 rounded = b.bitcast(b.call(to_bf16, [total]), _HALVES)
+                if finish is not None:
+                    rounded = finish(r, v, at, rounded)
                 b.call(store, [rounded, at, ir.Constant(I32, 2), masks[v]])
 
 

@@ -14,7 +14,9 @@ running on its own core:
   windows copied into bfloat16 scratch (one row of kh*kw*C per position, padding as
   zeros), then one gemm by the filters read in place as a (kh*kw*C, O) matrix into those
   output rows. A 1x1 filter at stride 1 without padding splits the pixels instead and
-  reads the input in place as an (N*H*W, C) matrix: no copy.
+  reads the input in place as an (N*H*W, C) matrix: no copy. ``conv2d_fused`` in
+  bfloat16 (a mixed-precision layer's batch norm or bias, skip and ReLU) is the same,
+  its gemms applying the epilogue to the results they store.
 - The input gradient: per image, ``g @ w^T`` per chunk of its cotangent rows into
   bfloat16 scratch (each window's contribution rounded once), added into float32 sums of
   the image where the windows read it (col2im), rounded to bfloat16 once at the end: the
@@ -38,13 +40,16 @@ The ops check their operands and fail as the float32 ones do (`families`), and r
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, I1, I32, I64
-from stageflow.codegen.llvm.functions import declare, memset_zero
+from stageflow.codegen.llvm.emitter import F32, I1, I16, I32, I64
+from stageflow.codegen.llvm.functions import declare, entry_alloca, memset_zero
 from stageflow.codegen.llvm.loops import counted_loop, fold_mul, i64, return_unless
 from stageflow.codegen.lowered import gemm_bf16
+from stageflow.codegen.lowered.conv import epilogue
+from stageflow.codegen.lowered.conv.epilogue import Epilogue, FusedOperands
 from stageflow.codegen.lowered.conv.im2col import Chunk, windows
 from stageflow.codegen.lowered.conv.vectors import fill, round_to_bfloat16
 from stageflow.codegen.lowered.conv.windowed import (
@@ -98,13 +103,22 @@ class _Bfloat16(Windowed):
     def _product(self, ob: OpBuilder, m: ir.Value, n: ir.Value, k: ir.Value,
                  a: tuple[ir.Value, ir.Value, ir.Value],
                  b_: tuple[ir.Value, ir.Value, ir.Value], c: tuple[ir.Value, ir.Value],
-                 held: list[ir.Value]) -> None:
+                 held: list[ir.Value], end: Epilogue | None = None) -> None:
         """``C[m, n] = A[m, k] @ B[k, n]``: A and B each (pointer, row stride, column
-        stride) in elements, C (pointer, row stride); fails as `_allocate` does where the
-        gemm finds no memory to pack into."""
+        stride) in elements, C (pointer, row stride), through the epilogue `end` where
+        given (its per-channel pointers at C's first column, its residual's at C's first
+        element, laid out as C); fails as `_allocate` does where the gemm finds no memory
+        to pack into."""
         b = ob.b
-        status = b.call(gemm_bf16.gemm_function(b.module),
-                        [m, n, k, *a, *b_, *c, ir.Constant(F32, 1.0), ir.Constant(I1, 0)])
+        record = ir.Constant(PTR, None)
+        if end is not None:
+            record = entry_alloca(b, I64, len(gemm_bf16.EPILOGUE), "epilogue")
+            fields = [*(b.ptrtoint(p, I64) for p in end.pointers), b.zext(end.relu, I64)]
+            for index, value in enumerate(fields):
+                b.store(value, b.gep(record, [i64(index)], source_etype=I64))
+        status = b.call(gemm_bf16.fused_gemm_function(b.module),
+                        [m, n, k, *a, *b_, *c, ir.Constant(F32, 1.0), ir.Constant(I1, 0),
+                         record])
         self._unless(ob, b.icmp_signed("==", status, ir.Constant(I32, 0)), held)
 
 
@@ -112,6 +126,17 @@ def _free(b: ir.IRBuilder, held: list[ir.Value]) -> None:
     free = declare(b.module, "free", ir.VoidType(), [PTR])
     for memory in held:
         b.call(free, [memory])
+
+
+def _from(ob: OpBuilder, start: ir.Value) -> Epilogue:
+    """A conv2d's epilogue for its results from element `start` of the output on: the
+    per-channel pointers as they are, the residual's moved there."""
+    b = ob.b
+    whole = epilogue.read(ob, Geometry.read(ob).relu)
+    *channels, residual = whole.pointers
+    moved = b.select(b.icmp_unsigned("==", residual, ir.Constant(PTR, None)), residual,
+                     b.gep(residual, [start], source_etype=I16))
+    return Epilogue((*channels, moved), whole.relu)
 
 
 def _chunk_size(b: ir.IRBuilder, count: ir.Value, per_unit: ir.Value) -> ir.Value:
@@ -129,11 +154,16 @@ def _each_chunk(b: ir.IRBuilder, units: tuple[ir.Value, ir.Value], size: ir.Valu
                  lambda first: body(first, smaller(b, b.add(first, size), stop)), "chunk")
 
 
-class Conv2dBfloat16(ConvolutionShape, _Bfloat16):
+@dataclass(frozen=True)
+class Conv2dBfloat16(FusedOperands, ConvolutionShape, _Bfloat16):
     """``conv2d(x, w)`` in bfloat16, its positions split over the cores (see the module's
     docstring): a pointwise conv's rows of the input read in place, else per chunk of a
     task's output image rows their windows copied in, each a gemm by the filters into
-    those rows."""
+    those rows. ``conv2d_fused`` (`extras`: its operands after the filters) is the same
+    code, whose gemms apply its epilogue as they store (`gemm_bf16.fused_gemm_function`:
+    float32 scales and shifts, a bfloat16 residual, the rounding of the unfused ops)."""
+
+    extras: tuple[str, ...] = ()
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -145,6 +175,8 @@ class Conv2dBfloat16(ConvolutionShape, _Bfloat16):
         with b.if_then(b.not_(b.or_(ob.eq(rows, i64(0)), ob.eq(o, i64(0))))):
             with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
                 with no_terms:
+                    # No terms and an epilogue: rare enough for the NumPy kernel.
+                    ob.fail_unless(b.not_(epilogue.read(ob, geo.relu).any(b)), 1)
                     fill(b, out, rows)
                 with terms, b.if_else(pointwise) as (in_place, windowed):
                     with in_place:
@@ -159,9 +191,10 @@ class Conv2dBfloat16(ConvolutionShape, _Bfloat16):
         b = ob.b
         x, w, out = contiguous_operands(ob)
         depth, o = x.dims[3], w.dims[3]
+        start = b.mul(first, o)
         self._product(ob, b.sub(last, first), o, depth,
                       (x.address(b, b.mul(first, depth)), depth, i64(1)), (w.pointer, o, i64(1)),
-                      (out.address(b, b.mul(first, o)), o), [])
+                      (out.address(b, start), o), [], _from(ob, start))
 
     def _rows(self, ob: OpBuilder, first: ir.Value, last: ir.Value, task: ir.Value,
               memory: ir.Value) -> None:
@@ -178,9 +211,9 @@ class Conv2dBfloat16(ConvolutionShape, _Bfloat16):
         def chunk(c0: ir.Value, c1: ir.Value) -> None:
             c = Chunk(c0, c1, b.mul(b.sub(c1, c0), width), i64(0), kh, depth, i64(0), scratch)
             windows(ob, geo, x, kw, out, c, accumulate=False)
-            into = out.address(b, b.mul(b.mul(c0, width), o))
+            start = b.mul(b.mul(c0, width), o)
             self._product(ob, c.rows, o, depth, (scratch, depth, i64(1)), (w.pointer, o, i64(1)),
-                          (into, o), [scratch])
+                          (out.address(b, start), o), [scratch], _from(ob, start))
 
         _each_chunk(b, (first, last), block, chunk)
         _free(b, [scratch])

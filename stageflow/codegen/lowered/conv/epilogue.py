@@ -23,9 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import I1, I32
-from stageflow.codegen.llvm.functions import declare
-from stageflow.codegen.llvm.loops import values_where
+from stageflow.codegen.llvm.emitter import I1, I32, I64
+from stageflow.codegen.llvm.functions import declare, entry_alloca, memcpy
+from stageflow.codegen.llvm.loops import i64, values_where
+from stageflow.codegen.lowered.rule import OpBuilder, is_row_major
+from stageflow.primitives.conv import conv2d_p
 from stageflow.primitives.fused_conv import EPILOGUE_OPERANDS, EPILOGUE_STEPS
 
 PTR = ir.PointerType()
@@ -120,6 +122,66 @@ class Epilogue:
         # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
         return values_where(b, self.relu, sums, lambda: [
             b.select(b.fcmp_unordered(">", value, zeros), value, zeros) for value in sums])
+
+
+class FusedOperands:
+    """What a convolution that may take an epilogue passes its family's shared code, which
+    `conv2d` and `conv2d_fused` (of a dtype) share: the data pointers x, w, the output,
+    then the epilogue's operands' (`read` loads them there), and the dims of x, w and the
+    output (the operands' between them left out). `extras` (a dataclass field of the
+    family) names the op's operands after the filters."""
+
+    extras: tuple[str, ...]
+
+    def _family(self, ob: OpBuilder) -> str:
+        return conv2d_p.name
+
+    def _data(self, ob: OpBuilder, data: ir.Value) -> ir.Value:
+        """x, w and the output's pointers, then the epilogue's operands' (null where the op
+        has none), once they are of the dims the result and the filters imply (else that
+        operand's code): scales and shifts one per output channel, the residual the
+        result's, each row-major."""
+        b = ob.b
+        out, o = ob.outputs[0], self._out_channels(ob)
+        pointers = [ob.inputs[0].pointer, ob.inputs[1].pointer, out.pointer]
+        for name in EPILOGUE_OPERANDS:
+            if name not in self.extras:
+                pointers.append(NULL)
+                continue
+            index = 2 + self.extras.index(name)
+            operand = ob.inputs[index]
+            want = [o] if EPILOGUE_STEPS[name][1] else out.dims
+            ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(operand.dims, want,
+                                                                    strict=True)),
+                                      is_row_major(ob, operand)]), index)
+            pointers.append(operand.pointer)
+        array = entry_alloca(b, PTR, len(pointers), "operands")
+        for k, pointer in enumerate(pointers):
+            b.store(pointer, b.gep(array, [i64(k)], source_etype=PTR))
+        return array
+
+    def _out_channels(self, ob: OpBuilder) -> ir.Value:
+        """The filters' output channels, as the entry sees them."""
+        return ob.inputs[1].dims[3]
+
+    def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
+                      strides: ir.Value) -> ir.Value:
+        """x's and w's dims, then the output's (after the epilogue's operands' dims)."""
+        b = ob.b
+        memcpy(b, dims, given, i64(8 * 8))
+        extra = sum(len(operand.dims) for operand in ob.inputs[2:])
+        memcpy(b, b.gep(dims, [i64(8)], source_etype=I64),
+               b.gep(given, [i64(8 + extra)], source_etype=I64), i64(4 * 8))
+        return strides
+
+
+def read(ob: OpBuilder, relu: ir.Value) -> Epilogue:
+    """A conv's epilogue at its output's first element, in its family's shared code: its
+    operands' pointers after x, w and the output in the data (`FusedOperands._data`), the
+    ReLU's flag `relu` (the geometry's)."""
+    b, data = ob.b, ob.arguments[0]
+    return Epilogue(tuple(b.load(b.gep(data, [i64(3 + k)], source_etype=PTR), typ=PTR)
+                          for k in range(len(EPILOGUE_OPERANDS))), relu)
 
 
 TYPES = [PTR] * len(EPILOGUE_OPERANDS) + [I1]

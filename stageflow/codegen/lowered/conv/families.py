@@ -27,7 +27,7 @@ from stageflow.codegen.lowered.conv.bfloat16 import (
     Conv2dInputGradientBfloat16,
 )
 from stageflow.codegen.lowered.conv.direct import DirectLoops
-from stageflow.codegen.lowered.conv.epilogue import NULL, Epilogue
+from stageflow.codegen.lowered.conv.epilogue import Epilogue, FusedOperands
 from stageflow.codegen.lowered.conv.gemm import gemm_function, packed_gemm_function
 from stageflow.codegen.lowered.conv.im2col import (
     FILTER_GRADIENT_MIN_BLOCK_ROWS,
@@ -69,8 +69,6 @@ from stageflow.primitives.conv import (
 )
 from stageflow.primitives.elementwise import relu_p
 from stageflow.primitives.fused_conv import (
-    EPILOGUE_OPERANDS,
-    EPILOGUE_STEPS,
     conv2d_fused_p,
     epilogue_operands,
 )
@@ -90,7 +88,7 @@ COLUMN_SPLIT_MIN_PANELS = 8
 
 
 @dataclass(frozen=True)
-class Conv2d(ConvolutionShape, Windowed):
+class Conv2d(FusedOperands, ConvolutionShape, Windowed):
     """``conv2d(x, w)``: a 1x1 filter at stride 1 without padding as a gemm of the input in
     place, its rows split over the cores; else the output's image rows split over the
     cores, each task running the direct loops where `DirectLoops.fits`, else per chunk the
@@ -115,50 +113,10 @@ class Conv2d(ConvolutionShape, Windowed):
     ``conv2d_fused`` (`extras`: the names of its operands after the filters) is the same
     code, whose gemms and direct loops apply its epilogue to the sums they store
     (`conv.epilogue`); conv2d runs it with none. Both pass the shared code the same
-    pointers: x, w, the output, then the scales, shifts and residual (`_data`)."""
+    pointers: x, w, the output, then the scales, shifts and residual
+    (`epilogue.FusedOperands`)."""
 
     extras: tuple[str, ...] = ()
-
-    def _family(self, ob: OpBuilder) -> str:
-        return conv2d_p.name
-
-    def _data(self, ob: OpBuilder, data: ir.Value) -> ir.Value:
-        """x, w and the output's pointers, then the epilogue's operands' (null where the op
-        has none), once they are of the dims the result and the filters imply (else that
-        operand's code): scales and shifts one per output channel, the residual the
-        result's, each row-major."""
-        b = ob.b
-        out, o = ob.outputs[0], self._out_channels(ob)
-        pointers = [ob.inputs[0].pointer, ob.inputs[1].pointer, out.pointer]
-        for name in EPILOGUE_OPERANDS:
-            if name not in self.extras:
-                pointers.append(NULL)
-                continue
-            index = 2 + self.extras.index(name)
-            operand = ob.inputs[index]
-            want = [o] if EPILOGUE_STEPS[name][1] else out.dims
-            ob.fail_unless(ob.all_of([*(ob.eq(d, e) for d, e in zip(operand.dims, want,
-                                                                    strict=True)),
-                                      is_row_major(ob, operand)]), index)
-            pointers.append(operand.pointer)
-        array = entry_alloca(b, PTR, len(pointers), "operands")
-        for k, pointer in enumerate(pointers):
-            b.store(pointer, b.gep(array, [i64(k)], source_etype=PTR))
-        return array
-
-    def _out_channels(self, ob: OpBuilder) -> ir.Value:
-        """The filters' output channels, as the entry sees them."""
-        return ob.inputs[1].dims[3]
-
-    def _operand_dims(self, ob: OpBuilder, dims: ir.Value, given: ir.Value,
-                      strides: ir.Value) -> ir.Value:
-        """x's and w's dims, then the output's (after the epilogue's operands' dims)."""
-        b = ob.b
-        memcpy(b, dims, given, i64(8 * 8))
-        extra = sum(len(operand.dims) for operand in ob.inputs[2:])
-        memcpy(b, b.gep(dims, [i64(8)], source_etype=I64),
-               b.gep(given, [i64(8 + extra)], source_etype=I64), i64(4 * 8))
-        return strides
 
     def _body(self, ob: OpBuilder, geo: Geometry) -> None:
         b = ob.b
@@ -171,7 +129,7 @@ class Conv2d(ConvolutionShape, Windowed):
             with b.if_else(ob.eq(depth, i64(0))) as (no_terms, terms):
                 with no_terms:
                     # No terms and an epilogue: rare enough for the NumPy kernel.
-                    ob.fail_unless(b.not_(_epilogue(ob, geo).any(b)), 1)
+                    ob.fail_unless(b.not_(epilogue.read(ob, geo.relu).any(b)), 1)
                     fill(b, out, rows)
                 with terms:
                     self._tasks(ob, geo, (image_rows, rows, depth, o), pointwise)
@@ -186,7 +144,7 @@ class Conv2d(ConvolutionShape, Windowed):
         channels, depth, o = x.dims[3], w.dims[2], w.dims[3]
         inputs, outputs = x.address(b, b.mul(first, channels)), out.address(b, b.mul(first, o))
 
-        whole = _epilogue(ob, geo)
+        whole = epilogue.read(ob, geo.relu)
 
         def group(g: ir.Value) -> None:
             column = b.mul(g, b.sdiv(o, geo.groups))
@@ -256,7 +214,7 @@ class Conv2d(ConvolutionShape, Windowed):
         start, count = self._panel_columns(ob, first, last)
         self._filters_gemm(ob, geo, w, i64(0), rows, channels, (x.pointer, channels), None,
                            (_at(b, out, out.pointer, start), o), ir.Constant(I1, 0),
-                           _epilogue(ob, geo).at(b, out.element, start, start),
+                           epilogue.read(ob, geo.relu).at(b, out.element, start, start),
                            (start, count))
 
     def _windowed_columns(self, ob: OpBuilder, first: ir.Value, last: ir.Value,
@@ -314,7 +272,7 @@ class Conv2d(ConvolutionShape, Windowed):
                 code = DirectLoops(self.dtype).call(
                     ob, x, w, out, (*geo.strides, geo.dilations[0]),
                     (geo.padding[0][0], geo.padding[1][0]), (first, last),
-                    _epilogue(ob, geo))
+                    epilogue.read(ob, geo.relu))
                 return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
             with windowed:
                 im2col()
@@ -329,7 +287,7 @@ class Conv2d(ConvolutionShape, Windowed):
         start = b.mul(b.mul(c.first, out.dims[2]), o)
         target = out.address(b, start)
         # The epilogue after the chunk of the last filter rows only.
-        whole = _epilogue(ob, geo)
+        whole = epilogue.read(ob, geo.relu)
         last = b.icmp_signed("==", c.a1, w.dims[0])
         end = whole.where(b, last)
 
@@ -352,15 +310,6 @@ def _group_columns(b: ir.IRBuilder, geo: Geometry, o: ir.Value, g: ir.Value,
         return columns
     n = b.sdiv(o, geo.groups)
     return b.mul(g, n), n
-
-
-def _epilogue(ob: OpBuilder, geo: Geometry) -> Epilogue:
-    """A conv's epilogue at its output's first element: its operands' pointers after x, w
-    and the output in the shared code's data (`Conv2d._data`),
-    the ReLU's flag from its geometry."""
-    b, data = ob.b, ob.arguments[0]
-    return Epilogue(tuple(b.load(b.gep(data, [i64(3 + k)], source_etype=PTR), typ=PTR)
-                          for k in range(len(EPILOGUE_OPERANDS))), geo.relu)
 
 
 def _at(b: ir.IRBuilder, array: Operand, pointer: ir.Value, offset: ir.Value) -> ir.Value:
@@ -464,7 +413,7 @@ class Conv2dPrepacked(Conv2d):
             b, (x.pointer, w.pointer, out.pointer),
             [*x.dims, w.dims[0], w.dims[1], w.dims[3], out.dims[1], out.dims[2]],
             [*geo.strides, geo.dilations[0], geo.padding[0][0], geo.padding[1][0]],
-            (first, last), _epilogue(ob, geo))
+            (first, last), epilogue.read(ob, geo.relu))
         return_unless(b, b.icmp_signed("==", code, ir.Constant(I32, 0)), code)
 
 
@@ -709,10 +658,9 @@ def _conv2d_fused(spec: OpSpec) -> Windowed | None:
 
 def _packed_or_fused(spec: OpSpec, packed: bool) -> Windowed | None:
     """conv2d_prepacked's lowering, or conv2d_fused's (that of its filters' layout, with
-    its epilogue's operands and ReLU)."""
+    its epilogue's operands and ReLU): a bfloat16 one's where `_rule` gives conv2d in
+    bfloat16 its own code (HWIO filters, one group)."""
     dtype = spec.inputs[0].dtype
-    if dtype not in PACKED_DTYPES or not gemm_lowerable(dtype):
-        return None
     params = spec.params
     (top, bottom), (left, right) = params["padding"]
     groups = params.get("feature_group_count", 1)
@@ -721,6 +669,10 @@ def _packed_or_fused(spec: OpSpec, packed: bool) -> Windowed | None:
     relu = int(fused and params["activation"] == relu_p.name)
     geometry = (*params["strides"], top, bottom, left, right, *params["dilations"], 0, 0,
                 groups, relu)
+    if dtype == dtypes.bfloat16 and not packed and _rule(spec, Conv2d, Conv2dBfloat16):
+        return Conv2dBfloat16(geometry, dtype, extras)
+    if dtype not in PACKED_DTYPES or not gemm_lowerable(dtype):
+        return None
     if packed:
         return Conv2dPrepacked(geometry, dtype, extras, tuple(params["filter_shape"]), groups)
     return Conv2d(geometry, dtype, extras)

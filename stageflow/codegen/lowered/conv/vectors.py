@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from stageflow.codegen.llvm.emitter import F32, I1, I16, I32
+from stageflow.codegen.llvm.emitter import F32, I1, I32
 from stageflow.codegen.llvm.functions import declare, memset_zero
-from stageflow.codegen.llvm.lanes import lanes_below
+from stageflow.codegen.llvm.lanes import lanes_below, nearest_bfloat16, widened_bfloat16
 from stageflow.codegen.llvm.loops import counted_loop, fold_mul, i64
 from stageflow.codegen.lowered.rule import Operand
 
@@ -45,7 +45,7 @@ def move(b: ir.IRBuilder, image: Operand, at: ir.Value, columns: Operand, to: ir
             return
         value = _load_vector(b, column, column_vector, columns.dtype.itemsize, mask)
         if widened:
-            value = _widened(b, value)
+            value = widened_bfloat16(b, value)
         value = b.fadd(value, _load_vector(b, pixel, vector, align, mask))
         _store_vector(b, value, pixel, align, mask)
 
@@ -63,35 +63,17 @@ def _runs(b: ir.IRBuilder, count: ir.Value, lanes: int,
         step(whole, lanes_below(b, rest, lanes))
 
 
-def _widened(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
-    """A vector of bfloat16 bit patterns (i16) as the float32 values they are (exact)."""
-    lanes = bits.type.count
-    words = ir.VectorType(I32, lanes)
-    return b.bitcast(b.shl(b.zext(bits, words), ir.Constant(words, [16] * lanes)),
-                     ir.VectorType(F32, lanes))
-
-
 def round_to_bfloat16(b: ir.IRBuilder, source: Operand, target: Operand,
                       count: ir.Value) -> None:
     """``target[k] = bfloat16(source[k])`` for k < count, float32 to bfloat16 rounded to
     nearest even with NaNs kept and made quiet (as the emitter's scalar conversion and
     ml_dtypes do): integer arithmetic on whole vectors, then one masked vector."""
     lanes = VECTOR_BYTES // source.dtype.itemsize
-    floats, words = ir.VectorType(F32, lanes), ir.VectorType(I32, lanes)
-
-    def splat(value: int) -> ir.Constant:
-        return ir.Constant(words, [value] * lanes)
+    floats = ir.VectorType(F32, lanes)
 
     def step(k: ir.Value, mask: ir.Value | None) -> None:
         value = _load_vector(b, source.address(b, k), floats, 4, mask)
-        bits = b.bitcast(value, words)
-        high = b.lshr(bits, splat(16))
-        lsb = b.and_(high, splat(1))
-        rounded = b.lshr(b.add(bits, b.add(lsb, splat(0x7FFF))), splat(16))
-        quiet_nan = b.or_(high, splat(0x40))
-        nearest = b.select(b.fcmp_unordered("uno", value, value), quiet_nan, rounded)
-        _store_vector(b, b.trunc(nearest, ir.VectorType(I16, lanes)),
-                      target.address(b, k), 2, mask)
+        _store_vector(b, nearest_bfloat16(b, value), target.address(b, k), 2, mask)
 
     _runs(b, count, lanes, step)
 
