@@ -68,7 +68,7 @@ def fused_and_unfused(x: np.ndarray, w: np.ndarray, names: tuple[str, ...], relu
                       ) -> tuple[np.ndarray, np.ndarray]:
     """The compiled fused op's result and the compiled conv2d's followed by the unfused
     ops; `special` puts infinities, NaNs, zeros of both signs and subnormals among the
-    epilogue's operands."""
+    epilogue's operands, and makes channel 0's results subnormal."""
     plain = compiled_call("conv2d", [x, w], padding=padding, **GEOMETRY)
     rng = np.random.default_rng(seed)
     operands = {}
@@ -80,6 +80,8 @@ def fused_and_unfused(x: np.ndarray, w: np.ndarray, names: tuple[str, ...], relu
             picks = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -3e-39, 3e38])
             where = rng.random(shape) < 0.2
             values[where] = rng.choice(picks, int(where.sum()))
+        if special:  # channel 0 ends subnormal: 0 * y + 1e-40, then * 1 and + -0.0
+            values[..., 0] = {"scale": 0.0, "shift": 1e-40, "second_scale": 1.0}.get(name, -0.0)
         operands[name] = values if per_channel else values.astype(BF16)
     flags = {name: name in names for name in EPILOGUE_OPERANDS}
     fused = compiled_call("conv2d_fused", [x, w, *operands.values()], filter_shape=w.shape,
@@ -89,7 +91,11 @@ def fused_and_unfused(x: np.ndarray, w: np.ndarray, names: tuple[str, ...], relu
 
 
 def bits(array: np.ndarray) -> np.ndarray:
-    return np.asarray(array, BF16).view(np.uint16)
+    """The bfloat16 bit patterns of `array`, every NaN as one (which of two NaN operands a
+    sum passes on is the compiler's choice: IEEE leaves it open)."""
+    patterns = np.asarray(array, BF16).view(np.uint16).copy()
+    patterns[np.isnan(np.asarray(array, np.float32))] = 0x7FC0
+    return patterns
 
 
 subsets = st.lists(st.sampled_from(EPILOGUE_OPERANDS), unique=True).map(
@@ -122,6 +128,9 @@ def test_special_values_and_long_sums_are_the_unfused_ops_bit_for_bit(x_shape, w
     x = rng.standard_normal(x_shape).astype(BF16)
     w = (rng.standard_normal(w_shape) * 0.2).astype(BF16)
     fused, want = fused_and_unfused(x, w, EPILOGUE_OPERANDS, True, padding, special=True)
+    magnitude = np.abs(want.astype(np.float32))
+    assert ((magnitude > 0) & (magnitude < np.finfo(np.float32).tiny)).any()  # subnormals
+    assert np.isnan(magnitude).any() and np.isinf(magnitude).any()
     np.testing.assert_array_equal(bits(fused), bits(want))
 
 

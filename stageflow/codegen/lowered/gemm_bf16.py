@@ -647,8 +647,10 @@ def _epilogue(b: ir.IRBuilder, epilogue: ir.Value, place: tuple[ir.Value, ir.Val
     element is C's (row, column) (`place`: C's row stride, then those), as `_store_tile`
     calls it: ``finish(r, v, at, bits)``, the rounded results of the tile's row r, vector
     v (stored at `at`) in, the epilogue's out. The per-column operands are read once per
-    tile, an absent one as its identity; an absent residual reads the tile's own C (memory
-    that is there) and adds -0.0 instead."""
+    tile, an absent one as its identity; each affine map, and the residual, only where
+    the epilogue has them (a branch the whole product takes the same way). The ReLU comes
+    before the last rounding, which keeps a value's sign, and the float32 steps are not
+    rounded before it unless a residual is added to them."""
     module = b.module
     ldc, row, column = place
     load = declare(module, "llvm.masked.load.v16f32.p0", _SUMS, [PTR, I32, _MASK, _SUMS])
@@ -656,42 +658,63 @@ def _epilogue(b: ir.IRBuilder, epilogue: ir.Value, place: tuple[ir.Value, ir.Val
                      [PTR, I32, _MASK, _HALVES])
 
     def field(name: str) -> ir.Value:
-        return b.load(b.gep(epilogue, [i64(EPILOGUE.index(name))], source_etype=I64), typ=I64)
+        return b.inttoptr(b.load(b.gep(epilogue, [i64(EPILOGUE.index(name))],
+                                       source_etype=I64), typ=I64), PTR)
+
+    def given(*names: str) -> ir.Value:
+        flags = [b.icmp_unsigned("!=", field(name), ir.Constant(PTR, None)) for name in names]
+        return flags[0] if len(flags) == 1 else b.or_(*flags)
 
     def splat(value: float) -> ir.Constant:
         return ir.Constant(_SUMS, [value] * LANES)
 
     def per_column(name: str, identity: float) -> list[ir.Value]:
-        pointer = b.inttoptr(field(name), PTR)
-        return values_where(b, b.icmp_unsigned("!=", pointer, ir.Constant(PTR, None)),
-                            [splat(identity)] * 2, lambda: [b.call(load, [
-                                b.gep(pointer, [b.add(column, i64(LANES * v))], source_etype=F32),
-                                ir.Constant(I32, 4), masks[v], splat(0.0)]) for v in range(2)])
+        pointer = field(name)
+        return values_where(b, given(name), [splat(identity)] * 2, lambda: [b.call(load, [
+            b.gep(pointer, [b.add(column, i64(LANES * v))], source_etype=F32),
+            ir.Constant(I32, 4), masks[v], splat(0.0)]) for v in range(2)])
 
-    steps = [per_column(name, 1.0 if "scale" in name else -0.0)
-             for name in ("scale", "shift", "second_scale", "second_shift")]
-    residual = b.inttoptr(field("residual"), PTR)
-    has_residual = b.icmp_unsigned("!=", residual, ir.Constant(PTR, None))
-    relu = b.icmp_unsigned("!=", field("relu"), i64(0))
+    maps = [(given(*names), [per_column(name, 1.0 if "scale" in name else -0.0)
+                             for name in names])
+            for names in (("scale", "shift"), ("second_scale", "second_shift"))]
+    residual = field("residual")
+    has_residual = given("residual")
+    relu = b.icmp_unsigned("!=", b.ptrtoint(field("relu"), I64), i64(0))
 
     def finish(r: int, v: int, at: ir.Value, bits: ir.Value) -> ir.Value:
         value = widened_bfloat16(b, bits)
-        for (scale, shift) in (steps[:2], steps[2:]):
-            value = b.fadd(b.fmul(value, scale[v]), shift[v])
-        value = widened_bfloat16(b, nearest_bfloat16(b, value))
-        element = b.add(b.mul(b.add(row, i64(r)), ldc), b.add(column, i64(LANES * v)))
-        source = b.select(has_residual, b.gep(residual, [element], source_etype=I16), at)
-        other = b.call(halves, [source, ir.Constant(I32, 2), masks[v],
-                                ir.Constant(_HALVES, None)])
-        value = b.fadd(value, b.select(has_residual, widened_bfloat16(b, other), splat(-0.0)))
-        value = widened_bfloat16(b, nearest_bfloat16(b, value))
+        for present, (scale, shift) in maps:
+            value = values_where(b, present, [value], lambda value=value, scale=scale,
+                                 shift=shift: [b.fadd(b.fmul(value, scale[v]), shift[v])])[0]
+
+        def plus_residual() -> list[ir.Value]:
+            element = b.add(b.mul(b.add(row, i64(r)), ldc), b.add(column, i64(LANES * v)))
+            other = b.call(halves, [b.gep(residual, [element], source_etype=I16),
+                                    ir.Constant(I32, 2), masks[v], ir.Constant(_HALVES, None)])
+            rounded = widened_bfloat16(b, _to_bfloat16(b, value))
+            return [b.fadd(rounded, widened_bfloat16(b, other))]
+
+        value = values_where(b, has_residual, [value], plus_residual)[0]
         # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
         rectified = b.select(b.fcmp_unordered(">", value, splat(0.0)), value, splat(0.0))
-        value = b.select(relu, rectified, value)
-        return b.trunc(b.lshr(b.bitcast(value, _WORDS), ir.Constant(_WORDS, [16] * LANES)),
-                       _HALVES)
+        return _to_bfloat16(b, b.select(relu, rectified, value))
 
     return finish
+
+
+def _to_bfloat16(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """16 float32s rounded to bfloat16 bit patterns as the unfused ops round them
+    (`lanes.nearest_bfloat16`): ``vcvtneps2bf16`` (the same rounding and quiet NaNs, one
+    instruction), which takes a subnormal float32 for zero, so a vector with a subnormal
+    lane takes the integer rounding instead."""
+    module = b.module
+    convert = declare(module, "llvm.x86.avx512bf16.cvtneps2bf16.512",
+                      ir.VectorType(_BF16, LANES), [_SUMS])
+    classify = declare(module, "llvm.x86.avx512.fpclass.ps.512", _MASK, [_SUMS, I32])
+    any_lane = declare(module, "llvm.vector.reduce.or.v16i1", I1, [_MASK])
+    subnormal = b.call(any_lane, [b.call(classify, [value, ir.Constant(I32, 0x20)])])
+    fast = b.bitcast(b.call(convert, [value]), _HALVES)
+    return values_where(b, subnormal, [fast], lambda: [nearest_bfloat16(b, value)])[0]
 
 
 def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Value,
