@@ -25,7 +25,7 @@ from llvmlite import ir
 import stageflow as sf
 from stageflow.codegen.llvm.functions import declare
 from stageflow.codegen.lowered import matmul, worker_pool
-from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops
+from stageflow.codegen.lowered.compile import CompiledOp, OpSpec, compile_ops, rule_for
 from stageflow.codegen.lowered.conv import direct as direct_loops
 from stageflow.codegen.lowered.conv import families, windowed
 from stageflow.codegen.targets import cpu
@@ -946,3 +946,36 @@ def test_half_float_max_pooling_is_compiled_and_exact(dtype, channels):
     want = REGISTRY["reduce_window"].kernel(x, **params)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("channels", [19, 83])
+@pytest.mark.parametrize("dtype", [np.float16, sf.bfloat16])
+def test_half_float_max_pool_gradient_is_compiled_and_rounds_as_the_kernel(dtype, channels):
+    """Max pooling's gradient of half floats runs compiled (float32 lanes of 64, 16, 8, 4
+    channels, then one at a time): windows that do not overlap give the kernel's result
+    bit for bit, ties (integer values) to the first maximal element; the stem's
+    overlapping 3x3 windows of stride 2 add up to four cotangents into one element,
+    each add rounded to the half float (in window order, where the kernel adds in tap
+    order: the two agree to the half float's rounding of the sums)."""
+    rng = np.random.default_rng(3)
+    x = np.round(rng.standard_normal((2, 8, 6, channels)) * 2).astype(dtype)
+    for window, strides, padding, exact in [((2, 2), (2, 2), ((0, 0), (0, 0)), True),
+                                            ((3, 3), (2, 2), ((1, 1), (1, 1)), False)]:
+        params = {"window": window, "strides": strides, "padding": padding}
+        pooled = REGISTRY["reduce_window"].kernel(x, kind="max", **params)
+        g = rng.standard_normal(pooled.shape).astype(dtype)
+        spec = spec_for("max_pool_gradient", [x, pooled, g], True, **params)
+        assert rule_for(spec) is not None
+        got = run_compiled("max_pool_gradient", [x, pooled, g], True, **params)
+        want = REGISTRY["max_pool_gradient"].kernel(x, pooled, g, **params)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if exact:
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+        else:
+            wide = x.astype(np.float64), pooled.astype(np.float64)
+            reference = max_pool_gradient_reference(*wide, g.astype(np.float64), **params)
+            spread = max_pool_gradient_reference(*wide, np.abs(g.astype(np.float64)),
+                                                 **params)
+            bound = 4 * float(ml_dtypes.finfo(dtype).eps) * spread
+            assert (np.abs(got.astype(np.float64) - reference) <= bound).all()
+            assert np.count_nonzero(got) == np.count_nonzero(want)

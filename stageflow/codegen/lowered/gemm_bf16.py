@@ -140,10 +140,8 @@ def fused_gemm_function(module: ir.Module) -> ir.Function:
     epilogue applied to each result where it is stored (null: none), as a fused
     convolution's unfused ops would compute it: the product rounded to bfloat16 (as
     `gemm_function` stores it), widened, ``* scale + shift``, ``* second_scale +
-    second_shift`` in float32, rounded; ``+ residual`` in float32, rounded; the ReLU. An
-    absent step is its identity (a product by 1, a sum with -0.0), and rounding a value
-    that holds a bfloat16 leaves it as it is, so every result takes the same
-    instructions."""
+    second_shift`` in float32, rounded; ``+ residual`` in float32, rounded; the ReLU
+    (`_epilogue`)."""
     symbol = "sf.gemm.bf16.fused"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
@@ -446,6 +444,8 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
     function.linkage = "internal"
     (a, a_step, panel, b_step, whole, odd, c, ldc, rows, cols, alpha, accumulate, partial, ldw,
      phase, epilogue, row, column) = function.args
+    for argument, name in zip(function.args, _TILE_ARGUMENTS, strict=True):
+        argument.name = name
     b = ir.IRBuilder(function.append_basic_block("entry"))
     dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
     last_row = b.sub(rows, i64(1))
@@ -531,6 +531,9 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
     return function
 
 
+_TILE_ARGUMENTS = ("a", "a_step", "panel", "b_step", "whole", "odd", "c", "ldc", "rows", "cols",
+                   "alpha", "accumulate", "partial", "ldw", "phase", "epilogue", "row",
+                   "column")
 # The chunks of k a tile's sums run over, in the order `tile_function`'s `phase` numbers
 # them.
 _PHASES = ("only", "first", "middle", "last")

@@ -17,7 +17,9 @@ Max pooling's gradient walks the same windows: per block of channels, a mask of 
 whose element is chosen already; each tap inside the input whose element equals the
 pooled maximum, in a lane not yet chosen, takes the cotangent (added to the input
 gradient there) and is chosen. Windows that overlap add into the same input rows, so its
-tasks are whole images, each zeroing its own gradient first.
+tasks are whole images, each zeroing its own gradient first. Half floats compute in
+float32 lanes too, each add into the gradient rounded back as the half float's own add
+rounds.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I16, I32, Emitter
 from stageflow.codegen.llvm.functions import memset_zero
+from stageflow.codegen.llvm.lanes import nearest_bfloat16
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.lowered.rule import (
@@ -219,6 +222,14 @@ def _narrow_halves(b: ir.IRBuilder, value: ir.Value, dtype: np.dtype) -> ir.Valu
     return b.trunc(high, ir.VectorType(I16, lanes))
 
 
+def _rounded_halves(b: ir.IRBuilder, value: ir.Value, dtype: np.dtype) -> ir.Value:
+    """float32 lanes rounded to `dtype`'s storage (to nearest even, as NumPy's float16
+    and ml_dtypes' bfloat16 round a float32 result)."""
+    if dtype == np.float16:
+        return b.fptrunc(value, ir.VectorType(F16, value.type.count))
+    return nearest_bfloat16(b, value)
+
+
 @lowering(reduce_window_p, generic_from=SMALL_KERNEL_ELEMENTS)
 def _reduce_window(spec: OpSpec) -> ReduceWindow | None:
     dtype, params = spec.inputs[0].dtype, spec.params
@@ -232,7 +243,9 @@ def _reduce_window(spec: OpSpec) -> ReduceWindow | None:
 @dataclass(frozen=True)
 class MaxPoolGradient:
     """``max_pool_gradient(x, pooled, g)`` of one window, strides and padding, all static;
-    float32 or float64."""
+    float32 or float64, or a half float computed in float32 lanes: its values widened
+    exactly, each sum into the gradient rounded to the half float as its own ``add``
+    rounds it."""
 
     window: Pair
     strides: Pair
@@ -280,12 +293,30 @@ class MaxPoolGradient:
         """One window: at `target` in the pooled result and the cotangent, its taps `rows`
         x `columns` from `source` in the input and its gradient, per block of channels."""
         x, pooled, g, dx = operands
-        itemsize = self.dtype.itemsize
+        e, dtype, itemsize = Emitter(b), self.dtype, self.dtype.itemsize
+        half = dtype in HALF_FLOATS
 
         def block(k: ir.Value, ty: ir.Type) -> None:
             lanes = ty.count if isinstance(ty, ir.VectorType) else None
-            maximum = load_block(b, pooled, fold_add(b, target, k), ty, itemsize)
-            cotangent = load_block(b, g, fold_add(b, target, k), ty, itemsize)
+
+            def load(array: Operand, offset: ir.Value) -> ir.Value:
+                if half and lanes:
+                    return _widen_halves(b, load_block(b, array, offset,
+                                                       _half_vector(dtype, ty), itemsize))
+                if half:
+                    return e.load(array.address(b, offset), dtype)
+                return load_block(b, array, offset, ty, itemsize)
+
+            def store(offset: ir.Value, value: ir.Value) -> None:
+                if half and lanes:
+                    store_block(b, dx, offset, _rounded_halves(b, value, dtype), itemsize)
+                elif half:
+                    e.store(value, dx.address(b, offset), dtype)
+                else:
+                    store_block(b, dx, offset, value, itemsize)
+
+            maximum = load(pooled, fold_add(b, target, k))
+            cotangent = load(g, fold_add(b, target, k))
             zero = ir.Constant(ty, [0.0] * lanes if lanes else 0.0)
 
             def tap_row(a: ir.Value, chosen: list[ir.Value]) -> list[ir.Value]:
@@ -293,11 +324,9 @@ class MaxPoolGradient:
 
                 def tap(c: ir.Value, inner: list[ir.Value]) -> list[ir.Value]:
                     offset = fold_add(b, fold_add(b, at, fold_mul(b, c, x.strides[2])), k)
-                    value = load_block(b, x, offset, ty, itemsize)
+                    value = load(x, offset)
                     hit = b.and_(b.fcmp_ordered("==", value, maximum), b.not_(inner[0]))
-                    total = b.fadd(load_block(b, dx, offset, ty, itemsize),
-                                   b.select(hit, cotangent, zero))
-                    store_block(b, dx, offset, total, itemsize)
+                    store(offset, b.fadd(load(dx, offset), b.select(hit, cotangent, zero)))
                     return [b.or_(inner[0], hit)]
 
                 return fold_loop(b, columns[0], columns[1], i64(1), chosen, tap, "tap")
@@ -306,13 +335,15 @@ class MaxPoolGradient:
                 ir.Constant(I1, 0)
             fold_loop(b, rows[0], rows[1], i64(1), [none], tap_row, "tap_row")
 
-        channel_blocks(b, pooled.dims[3], VECTOR_ELEMENTS[self.dtype], itemsize, block)
+        # (half floats' blocks as wide in float32 lanes as float32's)
+        channel_blocks(b, pooled.dims[3], F32 if half else VECTOR_ELEMENTS[dtype],
+                       4 if half else itemsize, block)
 
 
 @lowering(max_pool_gradient_p)
 def _max_pool_gradient(spec: OpSpec) -> MaxPoolGradient | None:
     dtype, params = spec.inputs[0].dtype, spec.params
-    if dtype not in VECTOR_ELEMENTS:
+    if dtype not in VECTOR_ELEMENTS and dtype not in HALF_FLOATS:
         return None
     return MaxPoolGradient(tuple(params["window"]), tuple(params["strides"]),
                            tuple(tuple(p) for p in params["padding"]), dtype)
