@@ -6,8 +6,8 @@ which hands the bfloat16 gemm an epilogue: a record of the operands' pointers (t
 residual's moved to the block of rows the gemm writes) and the ReLU's flag. The gemm
 passes it to its tiles; a tile with one rounds its sums with vcvtneps2bf16, widens them
 and applies each affine map and the residual (read at the tile's row and column of C's
-layout) only where its pointers are not null, rounds once more with vcvtneps2bf16 unless a lane is subnormal (vfpclassps), where it
-takes the integer rounding."""
+layout) only where its pointers are not null, then rounds once more with vcvtneps2bf16
+unless a lane is subnormal (vfpclassps), where it takes the integer rounding."""
 
 from dataclasses import replace
 
