@@ -155,3 +155,14 @@ func.func @mixed_kept(%x: tensor<1x4x4x3xbf16>, %w: tensor<1x1x3x2xbf16>, %s: te
   %down = sf.cast %m {dtype = bf16} : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xbf16>
   func.return %a, %down : tensor<1x4x4x2xf32>, tensor<1x4x4x2xbf16>
 }
+
+// A grouped bfloat16 convolution runs NumPy's kernel: its ReLU stays a compiled kernel
+// of its own, not the fused op's.
+// CHECK-LABEL: func.func @mixed_grouped
+// CHECK-NEXT:    %y = sf.conv2d %x, %w
+// CHECK-NEXT:    %r = sf.relu %y
+func.func @mixed_grouped(%x: tensor<1x4x4x3xbf16>, %w: tensor<1x1x1x3xbf16>) -> tensor<1x4x4x3xbf16> {
+  %y = sf.conv2d %x, %w {strides = [1, 1], padding = [[0, 0], [0, 0]], dilations = [1, 1], feature_group_count = 3} : (tensor<1x4x4x3xbf16>, tensor<1x1x1x3xbf16>) -> tensor<1x4x4x3xbf16>
+  %r = sf.relu %y : (tensor<1x4x4x3xbf16>) -> tensor<1x4x4x3xbf16>
+  func.return %r : tensor<1x4x4x3xbf16>
+}

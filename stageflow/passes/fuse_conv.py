@@ -23,7 +23,8 @@ Every op of the chain keeps the convolution's type (no broadcast grows the resul
 fused op computes each step as its op does, in the same order and dtype, so the numbers are
 the unfused ops'.
 
-A bfloat16 ``conv2d`` takes the chain a layer under the ``mixed_bfloat16`` policy makes:
+A bfloat16 ``conv2d`` of one feature group (a grouped one runs NumPy's kernel: its
+epilogue stays compiled) takes the chain a layer under the ``mixed_bfloat16`` policy makes:
 its result cast to float32, per-channel steps of float32 operands, the cast back to
 bfloat16 (a batch norm computing in its variables' dtype), or one per-channel step of a
 bfloat16 operand (a bias), widened to float32 exactly; then a bfloat16 residual and the
@@ -260,7 +261,8 @@ class ConvEpilogue(RewritePattern):
         if None in filter_shape:
             return
         half = ty.dtype == dtypes.bfloat16
-        if ty.dtype not in PACKED_DTYPES and not (half and not packed):
+        grouped = params.get("feature_group_count", 1) != 1
+        if ty.dtype not in PACKED_DTYPES and not (half and not packed and not grouped):
             return
         chain = _Chain(result, [], {})
         ended = chain.copy()  # the chain as far as its last value of the conv's type
