@@ -141,7 +141,7 @@ def fused_gemm_function(module: ir.Module) -> ir.Function:
     convolution's unfused ops would compute it: the product rounded to bfloat16 (as
     `gemm_function` stores it), widened, ``* scale + shift``, ``* second_scale +
     second_shift`` in float32, rounded; ``+ residual`` in float32, rounded; the ReLU
-    (`_epilogue`)."""
+    (`epilogue_function`)."""
     symbol = "sf.gemm.bf16.fused"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
@@ -521,12 +521,9 @@ def tile_function(module: ir.Module, packed: bool, direct: bool = False) -> ir.F
             for v in range(2):
                 b.call(store, [sums[2 * r + v], at(r, v), ir.Constant(I32, 4), masks[v]])
         b.ret_void()
-    with b.if_else(b.icmp_unsigned("==", epilogue, ir.Constant(PTR, None))) as (plain, fused):
-        with plain:
-            _store_tile(b, sums, c, ldc, rows, masks, alpha, accumulate)
-        with fused:
-            _store_tile(b, sums, c, ldc, rows, masks, alpha, accumulate,
-                        finish=_epilogue(b, epilogue, (ldc, row, column), masks))
+    _store_tile(b, sums, c, ldc, rows, masks, alpha, accumulate)
+    with b.if_then(b.icmp_unsigned("!=", epilogue, ir.Constant(PTR, None))):
+        b.call(epilogue_function(module), [c, ldc, rows, cols, epilogue, row, column])
     b.ret_void()
     return function
 
@@ -641,24 +638,35 @@ def _broadcast(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
                             ir.Constant(_WORDS, [0] * LANES))
 
 
-_Finish = Callable[[int, int, ir.Value, ir.Value], ir.Value]
-
-
-def _epilogue(b: ir.IRBuilder, epilogue: ir.Value, place: tuple[ir.Value, ir.Value, ir.Value],
-              masks: list[ir.Value]) -> _Finish:
-    """The epilogue's step for a tile (`fused_gemm_function`'s numerics) whose first
-    element is C's (row, column) (`place`: C's row stride, then those), as `_store_tile`
-    calls it: ``finish(r, v, at, bits)``, the rounded results of the tile's row r, vector
-    v (stored at `at`) in, the epilogue's out. The per-column operands are read once per
-    tile, an absent one as its identity; each affine map, and the residual, only where
-    the epilogue has them (a branch the whole product takes the same way). The ReLU comes
-    before the last rounding, which keeps a value's sign, and the float32 steps are not
-    rounded before it unless a residual is added to them."""
-    module = b.module
-    ldc, row, column = place
+def epilogue_function(module: ir.Module) -> ir.Function:
+    """``void sf.gemm.bf16.epilogue(ptr c, i64 ldc, i64 rows, i64 cols, ptr epilogue,
+    i64 row, i64 column)``: the epilogue (`fused_gemm_function`'s numerics) applied to a
+    tile just stored, `rows` x `cols` results from `c` (rows `ldc` apart), C's (`row`,
+    `column`): a pass over the tile while it is in L1, two vectors at a time, rather than
+    in the tile's store, where the tile's 24 sums left no registers for it. The
+    per-column operands are read once per tile, an absent one as its identity; each
+    affine map, and the residual, only where the epilogue has them (a branch the whole
+    product takes the same way). The ReLU comes before the last rounding, which keeps a
+    value's sign, and the float32 steps are not rounded before it unless a residual is
+    added to them."""
+    symbol = "sf.gemm.bf16.epilogue"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, PTR,
+                                                                  I64, I64]), symbol)
+    function.linkage = "internal"
+    for argument, name in zip(function.args, ("c", "ldc", "rows", "cols", "epilogue", "row",
+                                              "column"), strict=True):
+        argument.name = name
+    c, ldc, rows, cols, epilogue, row, column = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
     load = declare(module, "llvm.masked.load.v16f32.p0", _SUMS, [PTR, I32, _MASK, _SUMS])
     halves = declare(module, "llvm.masked.load.v16i16.p0", _HALVES,
                      [PTR, I32, _MASK, _HALVES])
+    store = declare(module, "llvm.masked.store.v16i16.p0", ir.VoidType(),
+                    [_HALVES, PTR, I32, _MASK])
+    masks = _column_masks(b, cols)
 
     def field(name: str) -> ir.Value:
         return b.inttoptr(b.load(b.gep(epilogue, [i64(EPILOGUE.index(name))],
@@ -680,29 +688,38 @@ def _epilogue(b: ir.IRBuilder, epilogue: ir.Value, place: tuple[ir.Value, ir.Val
     maps = [(given(*names), [per_column(name, 1.0 if "scale" in name else -0.0)
                              for name in names])
             for names in (("scale", "shift"), ("second_scale", "second_shift"))]
-    residual = field("residual")
+    residual = b.gep(field("residual"), [b.add(b.mul(row, ldc), column)], source_etype=I16)
     has_residual = given("residual")
     relu = b.icmp_unsigned("!=", b.ptrtoint(field("relu"), I64), i64(0))
 
-    def finish(r: int, v: int, at: ir.Value, bits: ir.Value) -> ir.Value:
-        value = widened_bfloat16(b, bits)
-        for present, (scale, shift) in maps:
-            value = values_where(b, present, [value], lambda value=value, scale=scale,
-                                 shift=shift: [b.fadd(b.fmul(value, scale[v]), shift[v])])[0]
+    def each_row(r: ir.Value) -> None:
+        for v in range(2):
+            offset = b.add(b.mul(r, ldc), i64(LANES * v))
+            at = b.gep(c, [offset], source_etype=I16)
+            value = widened_bfloat16(b, b.call(halves, [at, ir.Constant(I32, 2), masks[v],
+                                                        ir.Constant(_HALVES, None)]))
+            for present, (scale, shift) in maps:
+                value = values_where(b, present, [value], lambda value=value, scale=scale,
+                                     shift=shift, v=v: [
+                                         b.fadd(b.fmul(value, scale[v]), shift[v])])[0]
 
-        def plus_residual() -> list[ir.Value]:
-            element = b.add(b.mul(b.add(row, i64(r)), ldc), b.add(column, i64(LANES * v)))
-            other = b.call(halves, [b.gep(residual, [element], source_etype=I16),
-                                    ir.Constant(I32, 2), masks[v], ir.Constant(_HALVES, None)])
-            rounded = widened_bfloat16(b, _to_bfloat16(b, value))
-            return [b.fadd(rounded, widened_bfloat16(b, other))]
+            def plus_residual(value: ir.Value = value, offset: ir.Value = offset,
+                              v: int = v) -> list[ir.Value]:
+                other = b.call(halves, [b.gep(residual, [offset], source_etype=I16),
+                                        ir.Constant(I32, 2), masks[v],
+                                        ir.Constant(_HALVES, None)])
+                rounded = widened_bfloat16(b, _to_bfloat16(b, value))
+                return [b.fadd(rounded, widened_bfloat16(b, other))]
 
-        value = values_where(b, has_residual, [value], plus_residual)[0]
-        # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
-        rectified = b.select(b.fcmp_unordered(">", value, splat(0.0)), value, splat(0.0))
-        return _to_bfloat16(b, b.select(relu, rectified, value))
+            value = values_where(b, has_residual, [value], plus_residual)[0]
+            # relu's own rule: x where x > 0 or x is NaN (unordered), else +0.
+            rectified = b.select(b.fcmp_unordered(">", value, splat(0.0)), value, splat(0.0))
+            b.call(store, [_to_bfloat16(b, b.select(relu, rectified, value)), at,
+                           ir.Constant(I32, 2), masks[v]])
 
-    return finish
+    counted_loop(b, i64(0), rows, i64(1), each_row, "rows")
+    b.ret_void()
+    return function
 
 
 def _to_bfloat16(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
@@ -722,11 +739,9 @@ def _to_bfloat16(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
 
 def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Value,
                 rows: ir.Value, masks: list[ir.Value], alpha: ir.Value,
-                accumulate: ir.Value, rows_in_tile: int = ROWS,
-                finish: _Finish | None = None) -> None:
-    """Scale, add C's values where `accumulate`, round to bfloat16, pass through `finish`
-    (an epilogue's, `_epilogue`) where given and store each of the tile's own elements
-    (rows below `rows`, the lanes of `masks`)."""
+                accumulate: ir.Value, rows_in_tile: int = ROWS) -> None:
+    """Scale, add C's values where `accumulate`, round to bfloat16 and store each of the
+    tile's own elements (rows below `rows`, the lanes of `masks`)."""
     module = b.module
     to_bf16 = declare(module, "llvm.x86.avx512bf16.cvtneps2bf16.512",
                       ir.VectorType(_BF16, LANES), [_SUMS])
@@ -748,8 +763,6 @@ def _store_tile(b: ir.IRBuilder, sums: list[ir.Value], c: ir.Value, ldc: ir.Valu
                                     ir.Constant(_HALVES, None)])
                 total = b.select(accumulate, b.fadd(total, widened_bfloat16(b, old)), total)
                 rounded = b.bitcast(b.call(to_bf16, [total]), _HALVES)
-                if finish is not None:
-                    rounded = finish(r, v, at, rounded)
                 b.call(store, [rounded, at, ir.Constant(I32, 2), masks[v]])
 
 
