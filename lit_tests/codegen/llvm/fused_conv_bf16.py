@@ -60,4 +60,4 @@ with building_for(target):
 
 # CHECK-LABEL: define internal void @"sf.gemm.bf16.tile.rows"(
 # CHECK: icmp ne ptr %"epilogue", null
-# CHECK: call void @"sf.gemm.bf16.epilogue"(ptr %"c", i64 %"ldc", i64 %"rows", i64 %"cols", ptr %"epilogue", i64 %"row", i64 %"column")
+# CHECK: call void @"sf.gemm.bf16.epilogue"(ptr %"c", i64 %"ldc", {{.*}}, ptr %"epilogue",
