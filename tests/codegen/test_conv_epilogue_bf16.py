@@ -155,9 +155,11 @@ def test_the_kernel_is_the_unfused_ops():
 
 @pytest.fixture
 def mixed_policy():
+    """The mixed policy for one test, then the default again (`None`: the global state is
+    shared with the rest of the process's tests)."""
     sf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
     yield
-    sf.keras.mixed_precision.set_global_policy("float32")
+    sf.keras.mixed_precision.set_global_policy(None)
 
 
 def unfused(monkeypatch, block):

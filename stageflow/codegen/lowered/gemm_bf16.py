@@ -131,8 +131,8 @@ def gemm_function(module: ir.Module) -> ir.Function:
 # A product's epilogue (`fused_gemm_function`'s `epilogue`): one i64 per field, in this
 # order. The per-column ones point at float32s for C's first column, the residual at
 # bfloat16s laid out as C (rows `ldc` apart) for C's first element, each null where there
-# is none; `relu` is 0 or 1.
-EPILOGUE = ("scale", "shift", "second_scale", "second_shift", "residual", "relu")
+# is none; `rectify` (the ReLU) is 0 or 1.
+EPILOGUE = ("scale", "shift", "second_scale", "second_shift", "residual", "rectify")
 
 
 def fused_gemm_function(module: ir.Module) -> ir.Function:
@@ -690,7 +690,7 @@ def epilogue_function(module: ir.Module) -> ir.Function:
             for names in (("scale", "shift"), ("second_scale", "second_shift"))]
     residual = b.gep(field("residual"), [b.add(b.mul(row, ldc), column)], source_etype=I16)
     has_residual = given("residual")
-    relu = b.icmp_unsigned("!=", b.ptrtoint(field("relu"), I64), i64(0))
+    relu = b.icmp_unsigned("!=", b.ptrtoint(field("rectify"), I64), i64(0))
 
     def each_row(r: ir.Value) -> None:
         for v in range(2):
