@@ -61,7 +61,7 @@ from stageflow.frontend.variables import Variable
 from stageflow.ir.builder import build_constant
 from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import ResourceTensorType
-from stageflow.passes import DEFAULT_PIPELINE, PTX_PIPELINE
+from stageflow.passes import LIBRARY_PIPELINE, PTX_PIPELINE
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.support import is_op
 from stageflow.primitives.functional import call_p
@@ -290,7 +290,7 @@ def compile_function(function: Any, *specs: Any, target: str = "cpu", name: str 
             "with sf ops, or call it outside the compiled function")
     symbol = _c_name(name or concrete.name)
     compilation = Compilation.of_graphs(symbol, [(concrete.graph, symbol)])
-    compilation.run_passes(PTX_PIPELINE if target == "ptx" else DEFAULT_PIPELINE)
+    compilation.run_passes(PTX_PIPELINE if target == "ptx" else LIBRARY_PIPELINE)
     functions = compilation.functions
     entry = functions[symbol]
     variables = _freeze_captures(entry, concrete, freeze)

@@ -12,6 +12,7 @@ from stageflow.core.registration import import_modules
 from stageflow.passes.pipeline import (
     DEFAULT_PIPELINE,
     IR_DUMP_HEADER,
+    LIBRARY_PIPELINE,
     PTX_PIPELINE,
     PassFailure,
     PassTiming,
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_PIPELINE",
     "PTX_PIPELINE",
     "IR_DUMP_HEADER",
+    "LIBRARY_PIPELINE",
     "PassFailure",
     "PassSpecError",
     "PassTiming",

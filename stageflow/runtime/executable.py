@@ -32,6 +32,7 @@ from stageflow.ir.control import CondOp, ControlOp, WhileOp, YieldOp, free_value
 from stageflow.ir.dialect import ConstantOp
 from stageflow.ir.types import shaped_type
 from stageflow.passes.fuse import is_kernel, kernel_ops
+from stageflow.passes.hoist import invariant_partner
 from stageflow.passes.plan_buffers import BUFFER_ATTR, IN_PLACE_ATTR, LOWER_BOUND_ATTR, PEAK_ATTR
 from stageflow.passes.support import is_op
 from stageflow.primitives.control import branch_index
@@ -42,6 +43,7 @@ from stageflow.runtime.gpu import GPUDevice
 from stageflow.runtime.gpu_graphs import LaunchGraphs, replayable
 from stageflow.runtime.interpreter import Step, run_steps, run_steps_recorded
 from stageflow.runtime.interrupts import run_or_roll_back
+from stageflow.runtime.invariant import InvariantValues
 from stageflow.runtime.locks import AssignedLocks
 from stageflow.runtime.row_parallel import MIN_PARALLEL_ELEMENTS, RowParallelKernel
 
@@ -455,7 +457,23 @@ class Executable:
         self.program = program  # the whole function as one call, where it is one
         self._assigned = assigned  # the inputs (variables) the function assigns
         self.kernels: dict[str, list[str]] = {}  # the fused kernels it calls: their ops
-        self.run = program.run if program is not None else self._plan_run()
+        # What it computes from variables it never writes, kept between calls
+        # (`passes.hoist`), where the function has such values.
+        self.invariant: InvariantValues | None = None
+        self.run = self._own_run()
+
+    def _own_run(self) -> Callable[[list[Any]], list[Any]]:
+        """The program's run, or the step plan's, taking its kept invariant values after
+        the call's inputs where it has any."""
+        run = self.program.run if self.program is not None else self._plan_run()
+        return run if self.invariant is None else self.invariant.calling(run)
+
+    def keep_invariant(self, partner: Executable, reads: tuple[int, ...]) -> None:
+        """Take the values `partner` computes from the variables at `reads` of a call's
+        inputs (`passes.hoist`) as this function's last arguments, computed once per
+        value of those variables."""
+        self.invariant = InvariantValues(partner.run, reads)
+        self.run = self._own_run()
 
     def _plan_run(self) -> Callable[[list[Any]], list[Any]]:
         """The step plan's run; holding the locks of the variables it assigns, when it
@@ -476,8 +494,12 @@ class Executable:
         """Measure the live temporaries' bytes at every step of later calls (slower), or
         stop; `measured_peak_bytes` is their peak since tracking was turned on."""
         self.plan.meter = None
-        untracked = self.program.run if self.program is not None else self._plan_run()
-        self.run = self.plan.run_tracked if enabled else untracked
+        if not enabled:
+            self.run = self._own_run()
+        elif self.invariant is None:
+            self.run = self.plan.run_tracked
+        else:
+            self.run = self.invariant.calling(self.plan.run_tracked)
 
     @property
     def measured_peak_bytes(self) -> int | None:
@@ -492,6 +514,9 @@ class Executable:
         seconds of each code generation stage and the kernel and step counts."""
         functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
         kernels = {name: f for name, f in functions.items() if is_kernel(f)} if jit else {}
+        partners = {entry: found for entry in entries
+                    if (found := invariant_partner(functions[entry])) is not None}
+        asked, entries = entries, [*entries, *(name for name, _ in partners.values())]
         seconds = stats.seconds
         start = time.perf_counter()
         # why an entry can never be one program ('' where it can), each function walked once
@@ -545,8 +570,10 @@ class Executable:
             executable.kernels = _kernels_of(functions[entry], kernels)
             executables.append(executable)
         stats.ops = sum(len(e.plan.steps) for e in executables)
-        return executables
-
+        built = dict(zip(entries, executables, strict=True))
+        for entry, (partner, reads) in partners.items():
+            built[entry].keep_invariant(built[partner], reads)
+        return [built[entry] for entry in asked]
 
     @classmethod
     def build_gpu(cls, module: ModuleOp, entries: list[str], stats: CompileStats,

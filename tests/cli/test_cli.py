@@ -147,8 +147,8 @@ def test_dump_optimized_runs_the_pipeline_with_timings(capsys, model_file):
                            "optimized", "--timing")
     assert status == 0 and "func.func @model" in out
     passes = [line.split()[0] for line in err.splitlines()[2:-1]]
-    assert passes == ["inline", "fold", "simplify", "cse", "prepack", "fuse-conv", "prune",
-                      "fuse", "schedule", "plan-buffers"]
+    assert passes == ["inline", "fold", "simplify", "cse", "hoist-invariant", "prepack",
+                      "fuse-conv", "prune", "fuse", "schedule", "plan-buffers"]
 
 
 def test_dump_print_ir_after_all_heads_each_dump(capsys, model_file):

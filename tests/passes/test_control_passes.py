@@ -23,6 +23,7 @@ from stageflow.ir import ConstantOp, constant_value, module_to_text, parse_modul
 from stageflow.ir.control import CondOp, WhileOp, YieldOp
 from stageflow.ir.types import ResourceTensorType, shaped_type
 from stageflow.passes import DEFAULT_PIPELINE, Pipeline
+from stageflow.passes.hoist import invariant_partner
 from stageflow.passes.remat import FORWARD_ATTR, residual_count
 from stageflow.passes.support import callee_name
 from stageflow.primitives.control import branch_index
@@ -33,6 +34,7 @@ PIPELINES = {
     "inline": "inline", "fold": "fold", "simplify": "simplify", "cse": "cse",
     "prune": "prune", "fuse": "fuse", "plan-buffers": "plan-buffers", "remat": "remat",
     "prepack": "prepack", "schedule": "schedule", "fuse-conv": "fuse-conv",
+    "hoist-invariant": "hoist-invariant",
     "pipeline": DEFAULT_PIPELINE,
 }
 
@@ -129,7 +131,11 @@ def run_all(module: ModuleOp, seed: int) -> dict[str, Any]:
         rng = np.random.default_rng(seed)
         types = list(table[name].function_type.inputs.data)
         saved = residuals.get(forward_of[name], []) if name in forward_of else []
-        inputs = saved + [sample(ty, rng) for ty in types[len(saved):]]
+        partner = invariant_partner(table[name])
+        kept = len(table[partner[0]].function_type.outputs.data) if partner else 0
+        inputs = saved + [sample(ty, rng) for ty in types[len(saved):len(types) - kept]]
+        if partner:  # the values the runtime keeps: the partner's, on the same variables
+            inputs += evaluate(module, partner[0], [inputs[i] for i in partner[1]])
         printed = io.StringIO()
         try:
             with contextlib.redirect_stdout(printed):

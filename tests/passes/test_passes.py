@@ -50,6 +50,7 @@ from stageflow.passes import (
     get_pass,
     parse_pipeline,
 )
+from stageflow.passes.hoist import invariant_partner
 from stageflow.passes.remat import FORWARD_ATTR, residual_count
 from stageflow.passes.support import callee_name
 
@@ -140,7 +141,11 @@ def run_all(module: ModuleOp, seed: int) -> dict[str, Any]:
                 continue
             inputs = saved + [sample(ty, rng) for ty in types[len(saved):]]
         else:
-            inputs = [sample(ty, rng) for ty in types]
+            partner = invariant_partner(function)
+            kept = len(table[partner[0]].function_type.outputs.data) if partner else 0
+            inputs = [sample(ty, rng) for ty in types[:len(types) - kept]]
+            if partner:  # the values the runtime keeps: the partner's, on the same variables
+                inputs += evaluate(module, partner[0], [inputs[i] for i in partner[1]])
         printed = io.StringIO()
         try:
             with contextlib.redirect_stdout(printed):
