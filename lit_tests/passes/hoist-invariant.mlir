@@ -1,10 +1,12 @@
 // RUN: stageflow opt %s --passes hoist-invariant,prune | filecheck %s
+// RUN: stageflow opt %s --passes hoist-invariant,hoist-invariant,prune | filecheck %s
 
 // `hoist-invariant` moves what a function computes from variables it never writes into
 // `@<name>_invariant`, whose results the function takes as arguments after its own, and
 // names the partner and the handles it passes it. A mixed-precision layer's cast of its
 // float32 kernel to bfloat16 (half the bytes) and a batch norm's scale (from two
-// variables and a constant) move; the function keeps the read it uses itself.
+// variables and a constant) move; the function keeps the read it uses itself. A second
+// run changes nothing: neither a function with a partner nor a partner moves anything.
 
 // CHECK-LABEL: func.func @layer(
 // CHECK-SAME:    %w: !sf.resource<tensor<8x4xf32>>, %g: !sf.resource<tensor<4xf32>>, %d: !sf.resource<tensor<4xf32>>, %c: tensor<8x4xbf16>, %s: tensor<4xf32>)

@@ -86,10 +86,11 @@ class HoistInvariant(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         table = functions(op)
         called = {callee_name(inner) for inner in op.walk()}
+        partners = {found[0] for f in table.values() if (found := invariant_partner(f))}
         taken = set(table)
         for name, function in table.items():
-            if (name in called or is_kernel(function) or not function.body.blocks
-                    or INVARIANT_ATTR in function.attributes):
+            if (name in called or name in partners or is_kernel(function)
+                    or not function.body.blocks or INVARIANT_ATTR in function.attributes):
                 continue
             partner = _hoist(function, _fresh(f"{name}_invariant", taken))
             if partner is not None:
