@@ -118,8 +118,8 @@ def _hoist(function: FuncOp, name: str) -> FuncOp | None:
     if not moved:
         return None
     slice_ops = _producers(moved)
-    reads = [h for h in handles if any(
-        is_op(o, read_variable_p) and o.operands[0] is h for o in slice_ops)]
+    read = {o.operands[0] for o in slice_ops if is_op(o, read_variable_p)}
+    reads = [h for h in handles if h in read]
 
     def body(args):
         mapping: dict[SSAValue, SSAValue] = dict(zip(reads, args, strict=True))

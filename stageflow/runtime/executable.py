@@ -462,10 +462,13 @@ class Executable:
         self.invariant: InvariantValues | None = None
         self.run = self._own_run()
 
-    def _own_run(self) -> Callable[[list[Any]], list[Any]]:
-        """The program's run, or the step plan's, taking its kept invariant values after
-        the call's inputs where it has any."""
-        run = self.program.run if self.program is not None else self._plan_run()
+    def _own_run(self, tracked: bool = False) -> Callable[[list[Any]], list[Any]]:
+        """The program's run, or the step plan's (measuring its memory where `tracked`),
+        taking its kept invariant values after the call's inputs where it has any."""
+        if tracked:
+            run = self.plan.run_tracked
+        else:
+            run = self.program.run if self.program is not None else self._plan_run()
         return run if self.invariant is None else self.invariant.calling(run)
 
     def keep_invariant(self, partner: Executable, reads: tuple[int, ...]) -> None:
@@ -494,12 +497,7 @@ class Executable:
         """Measure the live temporaries' bytes at every step of later calls (slower), or
         stop; `measured_peak_bytes` is their peak since tracking was turned on."""
         self.plan.meter = None
-        if not enabled:
-            self.run = self._own_run()
-        elif self.invariant is None:
-            self.run = self.plan.run_tracked
-        else:
-            self.run = self.invariant.calling(self.plan.run_tracked)
+        self.run = self._own_run(tracked=enabled)
 
     @property
     def measured_peak_bytes(self) -> int | None:

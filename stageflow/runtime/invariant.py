@@ -25,14 +25,13 @@ class InvariantValues:
     def __init__(self, run: Run, reads: Sequence[int]) -> None:
         self._run = run
         self._reads = tuple(reads)
-        self._kept: tuple[tuple[Any, ...], list[Any]] = ((), [])
+        self._kept: tuple[tuple[Any, ...], list[Any]] = ((None,) * len(self._reads), [])
         self.computed = 0  # how many calls computed the values (the others reused them)
 
     def values(self, inputs: Sequence[Any]) -> list[Any]:
         sources, kept = self._kept
         arrays = tuple([inputs[i]._value for i in self._reads])
-        if len(sources) == len(arrays) and all(
-                a is s for a, s in zip(arrays, sources, strict=True)):
+        if all(a is s for a, s in zip(arrays, sources, strict=True)):
             return kept
         # The partner reads the arrays just compared, not the variables, which another
         # thread may write meanwhile.
