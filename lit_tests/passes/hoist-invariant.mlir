@@ -41,10 +41,10 @@ func.func @layer(%x: tensor<2x8xbf16>, %w: !sf.resource<tensor<8x4xf32>>, %g: !s
   func.return %z, %r : tensor<2x4xf32>, tensor<8x4xf32>
 }
 
-// Left where they are: views of a read (no work), what depends on a variable the function
-// writes (even before the write), and what comes from constants only (`fold`'s job). A
-// value that would outgrow the variables it comes from (a broadcast) stays, and what it
-// is computed from moves instead.
+// Left where they are: a reshape of a read (an alias: no work), what depends on a variable
+// the function writes (even before the write), and what comes from constants only
+// (`fold`'s job). A value that would outgrow the variables it comes from (a broadcast)
+// stays, and what it is computed from moves instead.
 // CHECK-LABEL: func.func @kept(
 // CHECK-SAME:    %e: tensor<4xf32>)
 // CHECK-SAME:    attributes {sf.invariant = @kept_invariant, sf.invariant_reads = array<i64: 1>}

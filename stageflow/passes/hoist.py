@@ -15,14 +15,16 @@ partner in ``sf.invariant`` (with the positions of the handles it passes it in
 finds a variable holding another value than the last call did (every write replaces the
 array a variable holds), and otherwise passes the values it kept.
 
-A value moves only if computing it does work (not a bare read, nor only views of reads) and
-its bytes are at most those of the variables it is computed from, so the values kept never
-outgrow the weights they come from (a cast to bfloat16 keeps half); of a larger one (a
-broadcast) what it is computed from moves instead. Reads of a variable the
-function writes, ops inside regions, and functions holding a ``py_func`` (which may write
-any variable from Python) are left alone; so are functions other ops call, whose signature
-their callers fix. Runs after `cse`, so that equal transforms are one value, and before
-`fuse`, which then makes kernels of both functions.
+A value moves only if computing it does work (not a bare read, nor only aliases of reads
+such as reshapes: a transpose copies in a compiled program, as the layout `prepack` gives a
+variable's filters does) and its bytes are at most those of the variables it is computed
+from, so the values kept never outgrow the weights they come from (a cast to bfloat16
+keeps half); of a larger one (a broadcast) what it is computed from moves instead. Reads
+of a variable the function writes, ops inside regions, and functions holding a
+``py_func`` (which may write any variable from Python) are left alone; so are functions
+other ops call, whose signature their callers fix. Runs after `cse`, so that equal
+transforms are one value, and after `prepack`, whose layouts of variables' filters it
+keeps, and before `fuse`, which then makes kernels of both functions.
 """
 
 from __future__ import annotations
@@ -84,17 +86,32 @@ class HoistInvariant(ModulePass):
     name = "hoist-invariant"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        table = functions(op)
-        called = {callee_name(inner) for inner in op.walk()}
-        partners = {found[0] for f in table.values() if (found := invariant_partner(f))}
-        taken = set(table)
-        for name, function in table.items():
-            if (name in called or name in partners or is_kernel(function)
-                    or not function.body.blocks or INVARIANT_ATTR in function.attributes):
-                continue
-            partner = _hoist(function, _fresh(f"{name}_invariant", taken))
+        taken = set(functions(op))
+        for function in hoisted_functions(op):
+            partner = _hoist(function, _fresh(f"{function.sym_name.data}_invariant", taken))
             if partner is not None:
                 op.body.block.insert_op_after(partner, function)
+
+
+def hoisted_functions(module: ModuleOp) -> list[FuncOp]:
+    """The functions the pass gives partners: those no op calls, neither kernels nor
+    partners, not given one already."""
+    table = functions(module)
+    called = {callee_name(inner) for inner in module.walk()}
+    partners = {found[0] for f in table.values() if (found := invariant_partner(f))}
+    return [function for name, function in table.items()
+            if not (name in called or name in partners or is_kernel(function)
+                    or not function.body.blocks or INVARIANT_ATTR in function.attributes)]
+
+
+def invariant_ops(function: FuncOp) -> set[Operation]:
+    """The ops of `function`'s entry block (not inside regions) computing from reads of
+    variables it never writes and from constants only: what the pass may move; none in a
+    function holding a callback."""
+    if any(effects_of(inner) & Effect.CALLBACK for inner in function.body.ops):
+        return set()
+    block = function.body.blocks[0]
+    return _invariant_ops(block, _unwritten_handles(block))
 
 
 def _fresh(name: str, taken: set[str]) -> str:
@@ -108,11 +125,9 @@ def _fresh(name: str, taken: set[str]) -> str:
 def _hoist(function: FuncOp, name: str) -> FuncOp | None:
     """Move `function`'s invariant values into ``@name``; that function, or None where
     nothing is worth moving."""
-    if any(effects_of(inner) & Effect.CALLBACK for inner in function.body.ops):
-        return None
     block = function.body.blocks[0]
     handles = _unwritten_handles(block)
-    invariant = _invariant_ops(block, handles)
+    invariant = invariant_ops(function)
     moved = list(dict.fromkeys(
         kept for v in _frontier(block, invariant) for kept in _kept_values(v)))
     if not moved:
@@ -186,12 +201,13 @@ def _producers(values: list[SSAValue]) -> set[Operation]:
 
 def _kept_values(value: SSAValue) -> list[SSAValue]:
     """What to keep for `value`: itself if computing it costs work (an op beyond reads,
-    constants and views) from at least one variable and it takes no more bytes than the
-    variables it reads; where it is larger (a broadcast), what it is computed from."""
+    constants and aliases such as reshapes: a transpose or a slice copies in a compiled
+    program) from at least one variable and it takes no more bytes than the variables it
+    reads; where it is larger (a broadcast), what it is computed from."""
     ops = _producers([value])
     reads = [o for o in ops if is_op(o, read_variable_p)]
     working = [o for o in ops if not is_op(o, read_variable_p) and not isinstance(o, ConstantOp)
-               and not (isinstance(o, SfOp) and o.primitive.view)]
+               and not (isinstance(o, SfOp) and o.primitive.aliases)]
     if not reads or not working:
         return []
     read_bytes = [_bytes(o.results[0]) for o in reads]

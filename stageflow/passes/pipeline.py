@@ -28,19 +28,22 @@ from stageflow.passes.registry import parse_pipeline
 
 # The compiler's optimisation pipeline. Inline first, so the other passes see through
 # small calls; fold before simplify, so that constant subtrees are single constants whose
-# values the algebraic rules can read; cse after both, as they create equal ops;
-# hoist-invariant then moves what the weights alone determine into a function whose
-# results the runtime keeps between calls; prepack lays out constant filters, and fuse-conv
-# then makes each convolution's elementwise epilogue part of it (packed or not); prune then
+# values the algebraic rules can read; cse after both, as they create equal ops; prepack
+# lays out constant filters, and those computed from variables the function never writes;
+# hoist-invariant then moves what the weights alone determine (those layouts among it)
+# into a function whose results the runtime keeps between calls; fuse-conv then makes each
+# convolution's elementwise epilogue part of it (packed or not); prune then
 # removes everything the others left unused; fuse comes at the very end, outlining the
 # elementwise ops that remain into kernel functions for the code generator; schedule then
 # orders the final ops (background calls started early, waited for late); plan-buffers
 # last, as it annotates the final ops with their buffers in their final order.
-DEFAULT_PIPELINE = ("inline,fold,simplify,cse,hoist-invariant,prepack,fuse-conv,prune,fuse,"
-                    "schedule,plan-buffers")
+DEFAULT_PIPELINE = ("inline,fold,simplify,cse,prepack{invariant=true},hoist-invariant,"
+                    "fuse-conv,prune,fuse,schedule,plan-buffers")
 # An ahead-of-time library's functions keep their signatures (the C ABI) and no runtime
-# keeps values between its calls: the same pipeline without hoist-invariant.
-LIBRARY_PIPELINE = DEFAULT_PIPELINE.replace("hoist-invariant,", "")
+# keeps values between its calls: the same pipeline without hoist-invariant, and so
+# without the layouts of variables' filters that it would keep.
+LIBRARY_PIPELINE = DEFAULT_PIPELINE.replace("prepack{invariant=true},hoist-invariant,",
+                                            "prepack,")
 # The same for PTX: its kernels are elementwise (a thread per element cannot fold a shared
 # reduction), so reductions stay ops of their own; a launch costs more than computing a
 # broadcast value again per element, so such values join their users (`recompute`).

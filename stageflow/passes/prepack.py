@@ -11,8 +11,10 @@ panels in the order the gemm reads them (`primitives.prepacked`) and the op beco
 to `prune`; one filter used by several convolutions is packed once.
 
 Only float32 and float64 convolutions whose filters the gemm reads (not those the direct
-loops serve: few output channels) are rewritten, so the pass changes no numbers: the
-gemm sums each output channel in the same order from a panel in place as from its copy.
+loops serve: few output channels) are rewritten. A pointwise convolution's numbers do not
+change (the gemm sums each output channel in the same order from a panel in place as from
+its copy); one of more taps may take the blocked direct loops (`conv.blocked`), which sum
+its input channels in chunks, and so round otherwise.
 
 A matmul by constant weights, ``a @ w`` with `w` a (k, n) constant (or its transpose),
 is the same product: a 1x1 convolution of a's rows as pixels by `w` as its filters. Where
@@ -24,6 +26,16 @@ transposed (a PyTorch ``Linear`` exported to ONNX is ``Gemm(transB=1)``), it rea
 transposed copy of them instead, made here once: the gemm copies a transposed operand
 row-major on every call, which for a classifier's few rows cost more than the
 arithmetic itself.
+
+With ``invariant`` (the default pipeline's), filters and weights that a function computes
+from variables it never writes are laid out the same way, by ops (a reshape and a
+transpose) that `hoist-invariant`, run next, moves into the function's partner: the
+runtime keeps their result until a variable changes, so a model reading its weights as
+variables reads packed panels as a frozen one does. Only filters whose panels need no
+padding (every group's columns a multiple of a panel's width, as a ResNet's and a
+transformer's are) are laid out so, since `hoist-invariant` keeps no value larger than
+the variables it comes from. Without `hoist-invariant` (an ahead-of-time library) the
+layout would be redone on every call, so only the default pipeline asks for it.
 """
 
 from __future__ import annotations
@@ -35,20 +47,27 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from stageflow.core.primitive import ShapedType
 from stageflow.ir.builder import build_constant, build_op
-from stageflow.ir.dialect import ConstantOp, SfOp
+from stageflow.ir.dialect import SfOp
 from stageflow.ir.types import shaped_type
+from stageflow.passes.hoist import hoisted_functions, invariant_ops
 from stageflow.passes.registry import register_pass
 from stageflow.passes.support import constant_array, is_op
 from stageflow.primitives.conv import conv2d_p
 from stageflow.primitives.linalg import matmul_add_p, matmul_p
-from stageflow.primitives.prepacked import PACKED_DTYPES, conv2d_prepacked_p, gemm_reads, pack
-from stageflow.primitives.structural import reshape_p
+from stageflow.primitives.prepacked import (
+    PACKED_DTYPES,
+    conv2d_prepacked_p,
+    gemm_reads,
+    pack,
+    panels_shape,
+)
+from stageflow.primitives.structural import reshape_p, transpose_p
 
 MIN_ROWS = 16  # a matmul of fewer rows keeps its matmul (one row: a matrix-vector product)
 
@@ -57,7 +76,8 @@ MIN_ROWS = 16  # a matmul of fewer rows keeps its matmul (one row: a matrix-vect
 @dataclass(frozen=True)
 class Prepack(ModulePass):
     """Rewrite ``conv2d(x, constant)`` as ``conv2d_prepacked(x, constant panels)``, and a
-    matmul by constant weights of `MIN_ROWS` rows or more as a pointwise one (`_matmul`).
+    matmul by constant weights of `MIN_ROWS` rows or more as a pointwise one (`_matmul`);
+    with `invariant`, filters computed from unwritten variables too, packed by ops.
 
     Before::
 
@@ -76,32 +96,52 @@ class Prepack(ModulePass):
 
     name = "prepack"
 
+    invariant: bool = False
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        packed: dict[tuple[SSAValue, bool, int], ConstantOp] = {}
+        invariant = _invariant_values(op) if self.invariant else frozenset()
+        made: dict[tuple[SSAValue, str, int], SSAValue] = {}
 
-        def panels(w: SSAValue, filters: np.ndarray, transposed: bool = False,
-                   groups: int = 1) -> SSAValue:
-            """The packed constant of `filters` (the constant `w`, read transposed as a
-            matmul's; of `groups` feature groups), made once, beside `w`."""
-            if (w, transposed, groups) not in packed:
-                constant = build_constant(pack(filters, groups))
-                constant.location = w.owner.location
-                constant.result.name_hint = w.name_hint
-                Rewriter.insert_op(constant, InsertPoint.after(w.owner))
-                packed[w, transposed, groups] = constant
-            return packed[w, transposed, groups].result
+        def beside(w: SSAValue, key: tuple[str, int],
+                   build: Callable[[], list[Operation]]) -> SSAValue:
+            """The last of the ops `build` makes, once per `w` and `key`, inserted after
+            `w`'s op."""
+            if (w, *key) not in made:
+                ops = build()
+                for built in ops:
+                    built.location = w.owner.location
+                ops[-1].results[0].name_hint = w.name_hint
+                Rewriter.insert_op(ops, InsertPoint.after(w.owner))
+                made[w, *key] = ops[-1].results[0]
+            return made[w, *key]
 
-        transposed: dict[SSAValue, ConstantOp] = {}
+        def panels(w: SSAValue, filter_shape: tuple[int, ...], transposed: bool = False,
+                   groups: int = 1) -> SSAValue | None:
+            """`w` (read transposed as a matmul's weights) as the panels of filters
+            `filter_shape` of `groups` groups, or None where it is neither a constant nor an
+            invariant value that packs without padding."""
+            key = ("transposed panels" if transposed else "panels", groups)
+            weights = constant_array(w)
+            if weights is not None:
+                return beside(w, key, lambda: [build_constant(pack(
+                    np.reshape(weights.T if transposed else weights, filter_shape), groups))])
+            dtype = shaped_type(w.type).dtype
+            shape = panels_shape(filter_shape, dtype, groups)
+            if w not in invariant or math.prod(shape) != math.prod(filter_shape):
+                return None
+            return beside(w, key, lambda: _packing(w, shape, transposed))
 
-        def stored_transposed(w: SSAValue, weights: np.ndarray) -> SSAValue:
-            """The constant of `weights` transposed, made once, beside `w`."""
-            if w not in transposed:
-                constant = build_constant(np.ascontiguousarray(weights.T))
-                constant.location = w.owner.location
-                constant.result.name_hint = w.name_hint
-                Rewriter.insert_op(constant, InsertPoint.after(w.owner))
-                transposed[w] = constant
-            return transposed[w].result
+        def stored_transposed(w: SSAValue) -> SSAValue | None:
+            """`w`, a constant or invariant matrix, transposed as it is stored, or None."""
+            weights = constant_array(w)
+            if weights is not None:
+                return beside(w, ("transposed", 1),
+                              lambda: [build_constant(np.ascontiguousarray(weights.T))])
+            if w not in invariant:
+                return None
+            ty = shaped_type(w.type)
+            return beside(w, ("transposed", 1), lambda: [build_op(
+                transpose_p, [w], {"perm": (1, 0)}, ShapedType(ty.shape[::-1], ty.dtype))])
 
         for candidate in list(op.walk()):
             if is_op(candidate, conv2d_p):
@@ -113,46 +153,69 @@ class Prepack(ModulePass):
                     _untranspose(candidate, stored_transposed)
 
 
-Panels = Callable[..., SSAValue]
+Panels = Callable[..., SSAValue | None]
+
+
+def _invariant_values(module: ModuleOp) -> frozenset[SSAValue]:
+    """The values `hoist-invariant` may move out of the functions it gives partners."""
+    return frozenset(result for function in hoisted_functions(module)
+                     for found in invariant_ops(function) for result in found.results)
+
+
+def _packing(w: SSAValue, shape: tuple[int, int, int], transposed: bool) -> list[Operation]:
+    """The ops laying out `w`, filters (kh, kw, C/G, O) or a matmul's weights (k, n), or
+    (n, k) read `transposed`, as `shape`'s panels (count, k, width), none of them padded:
+    the columns in runs of a panel's width, the runs one after another."""
+    count, depth, width = shape
+    dtype = shaped_type(w.type).dtype
+    runs = (count, width, depth) if transposed else (depth, count, width)
+    cut = build_op(reshape_p, [w], {"shape": runs}, ShapedType(runs, dtype))
+    laid = build_op(transpose_p, [cut.results[0]], {"perm": (0, 2, 1) if transposed else (1, 0, 2)},
+                    ShapedType(shape, dtype))
+    return [cut, laid]
 
 
 def _conv(conv: SfOp, panels: Panels) -> None:
-    """``conv2d(x, constant)`` as ``conv2d_prepacked`` where the gemm reads the filters."""
+    """``conv2d(x, filters)`` as ``conv2d_prepacked`` where the gemm reads the filters."""
     x, w = conv.operands
-    filters = constant_array(w)
+    w_type = shaped_type(w.type)
     params = conv.params()
     groups = params.get("feature_group_count", 1)
-    if (filters is None or filters.dtype not in PACKED_DTYPES
-            or not gemm_reads(filters.shape, filters.dtype, params["dilations"], groups)):
+    if (w_type.dtype not in PACKED_DTYPES or None in w_type.shape
+            or not gemm_reads(w_type.shape, w_type.dtype, params["dilations"], groups)):
         return
-    rewritten = build_op(conv2d_prepacked_p, [x, panels(w, filters, groups=groups)],
-                         {"filter_shape": tuple(filters.shape), **params}, conv.results[0].type)
+    filter_shape = tuple(w_type.shape)
+    packed = panels(w, filter_shape, groups=groups)
+    if packed is None:
+        return
+    rewritten = build_op(conv2d_prepacked_p, [x, packed],
+                         {"filter_shape": filter_shape, **params}, conv.results[0].type)
     rewritten.location = conv.location
     Rewriter.replace_op(conv, rewritten)
 
 
 def _matmul(matmul: SfOp, panels: Panels) -> bool:
-    """``a @ constant`` (a untransposed, of at least `MIN_ROWS` rows and at most one
+    """``a @ weights`` (a untransposed, of at least `MIN_ROWS` rows and at most one
     unknown dim) as a pointwise ``conv2d_prepacked`` of a's rows: ``reshape(conv(reshape(a,
     (1, rows, 1, k)), panels), a's leading dims + (n,))``."""
     a, w = matmul.operands
-    weights = constant_array(w)
+    w_type = shaped_type(w.type)
     params = matmul.params()
     a_type = shaped_type(a.type)
-    if (weights is None or weights.ndim != 2 or weights.dtype not in PACKED_DTYPES
+    if (len(w_type.shape) != 2 or None in w_type.shape or w_type.dtype not in PACKED_DTYPES
             or params["transpose_a"] or a_type.shape[-1] is None
             or a_type.shape[:-1].count(None) > 1
             or math.prod(d for d in a_type.shape[:-1] if d is not None) < MIN_ROWS):
         return False
-    matrix = weights.T if params["transpose_b"] else weights
-    depth, columns = matrix.shape
+    depth, columns = w_type.shape[::-1] if params["transpose_b"] else w_type.shape
     filter_shape = (1, 1, depth, columns)
+    packed = panels(w, filter_shape, params["transpose_b"])
+    if packed is None:
+        return False
     rows = None if None in a_type.shape[:-1] else math.prod(a_type.shape[:-1])
     images = build_op(reshape_p, [a], {"shape": (1, -1 if rows is None else rows, 1, depth)},
                       ShapedType((1, rows, 1, depth), a_type.dtype))
-    conv = build_op(conv2d_prepacked_p, [images.results[0],
-                                         panels(w, matrix.reshape(filter_shape),
-                                                params["transpose_b"])],
+    conv = build_op(conv2d_prepacked_p, [images.results[0], packed],
                     {"filter_shape": filter_shape, "strides": (1, 1),
                      "padding": ((0, 0), (0, 0)), "dilations": (1, 1)},
                     ShapedType((1, rows, 1, columns), a_type.dtype))
@@ -165,17 +228,20 @@ def _matmul(matmul: SfOp, panels: Panels) -> bool:
     return True
 
 
-def _untranspose(matmul: SfOp, stored_transposed: Callable[..., SSAValue]) -> None:
-    """A matmul (or matmul_add) that reads constant weights transposed reads a transposed
-    copy of them as they are: the gemm would otherwise transpose them on every call (a
-    PyTorch ``Linear`` exported to ONNX is ``Gemm(transB=1)``)."""
+def _untranspose(matmul: SfOp, stored_transposed: Callable[..., SSAValue | None]) -> None:
+    """A matmul (or matmul_add) that reads constant (or invariant) weights transposed reads
+    a transposed copy of them as they are: the gemm would otherwise transpose them on every
+    call (a PyTorch ``Linear`` exported to ONNX is ``Gemm(transB=1)``)."""
     params = matmul.params()
     w = matmul.operands[1]
-    weights = constant_array(w)
-    if not params["transpose_b"] or weights is None or weights.ndim != 2:
+    shape = shaped_type(w.type).shape
+    if not params["transpose_b"] or len(shape) != 2 or None in shape:
+        return
+    transposed = stored_transposed(w)
+    if transposed is None:
         return
     operands = list(matmul.operands)
-    operands[1] = stored_transposed(w, weights)
+    operands[1] = transposed
     rewritten = build_op(matmul.primitive, operands, {**params, "transpose_b": False},
                          matmul.results[0].type)
     rewritten.location = matmul.location

@@ -147,7 +147,7 @@ def test_dump_optimized_runs_the_pipeline_with_timings(capsys, model_file):
                            "optimized", "--timing")
     assert status == 0 and "func.func @model" in out
     passes = [line.split()[0] for line in err.splitlines()[2:-1]]
-    assert passes == ["inline", "fold", "simplify", "cse", "hoist-invariant", "prepack",
+    assert passes == ["inline", "fold", "simplify", "cse", "prepack", "hoist-invariant",
                       "fuse-conv", "prune", "fuse", "schedule", "plan-buffers"]
 
 

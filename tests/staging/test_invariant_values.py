@@ -1,7 +1,9 @@
 """Values a staged function computes from variables it never writes (`hoist-invariant`),
 kept between calls: the same numbers as the function compiled without the pass and as the
 interpreter, computed again after every kind of write to one of those variables and only
-then, and never for a variable the function writes itself."""
+then, and never for a variable the function writes itself. Among them the layouts
+`prepack` gives a float32 model's filters and dense weights read from variables: the same
+numbers as the function frozen, whose constants it packs at compile time."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 import stageflow as sf
+from stageflow.passes import LIBRARY_PIPELINE
 from stageflow.staging import concrete
 
 BF16 = ml_dtypes.bfloat16
@@ -39,11 +42,11 @@ class Dense:
 
 
 def without_hoisting(function, *args):
-    """`function` staged and compiled (by a first call on `args`) without the pass."""
+    """`function` staged and compiled (by a first call on `args`) without the pass (nor
+    the layouts of variables' filters it would keep)."""
     staged = sf.function(function)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(concrete, "DEFAULT_PIPELINE",
-                      concrete.DEFAULT_PIPELINE.replace("hoist-invariant,", ""))
+        patch.setattr(concrete, "DEFAULT_PIPELINE", LIBRARY_PIPELINE)
         staged(*args)
     assert staged.get_concrete_function(*args).program.invariant is None
     return staged
@@ -198,3 +201,65 @@ def test_the_step_plan_and_memory_tracking_take_the_kept_values_too():
     np.testing.assert_allclose(f(x).numpy(), x.numpy() * np.exp(w.numpy()), rtol=1e-6)
     program.track_memory(False)
     assert program.invariant.computed == 2
+
+
+class ConvNet:
+    """A float32 block reading its weights as variables: a 3x3 convolution into 64
+    channels (the gemm's, packed), a batch norm's scale, a pointwise one into 32 (the
+    direct loops', left unpacked), and a classifier of 16 rows by `x @ w` and of 2 rows by
+    `x @ w.T` (few rows: read from a transposed copy)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+
+        def variable(*shape):
+            return sf.Variable(rng.standard_normal(shape).astype(np.float32) / 8)
+
+        self.conv, self.point = variable(3, 3, 8, 96), variable(1, 1, 96, 32)
+        self.gamma, self.variance = variable(96), sf.Variable(np.ones(96, np.float32))
+        self.dense, self.head = variable(32, 64), variable(10, 32)
+
+    def __call__(self, x):
+        y = sf.nn.conv2d(x, self.conv, strides=1, padding="SAME")
+        y = sf.nn.relu(y * (self.gamma * sf.math.rsqrt(self.variance + 1e-3)))
+        rows = sf.reshape(sf.nn.conv2d(y, self.point, strides=1, padding="VALID"), (-1, 32))
+        return sf.matmul(rows, self.dense), sf.matmul(rows[:2], self.head, transpose_b=True)
+
+
+def test_filters_read_from_variables_are_packed_once_per_value():
+    """The gemm's filters and the dense weights read from variables are laid out in the
+    partner, kept, and read by packed convolutions: bit-identical to the function frozen
+    (its constants packed at compile time), within rounding of the unpacked function,
+    and laid out again after a write."""
+    model = ConvNet()
+    x = sf.constant(np.random.default_rng(2).standard_normal((1, 4, 4, 8)).astype(np.float32))
+    f = sf.function(model)
+    got = [t.numpy() for t in f(x)]
+    optimized = f.get_concrete_function(x).ir("optimized")
+    main, partner = optimized.split("func.func @")[1:3]
+    assert main.count("packed = true") + main.count("sf.conv2d_prepacked") == 2
+    assert "transpose_b = true" not in main and partner.count("sf.transpose") == 3
+    for want, frozen in zip(got, f.freeze(x)(x), strict=True):
+        np.testing.assert_array_equal(want, frozen.numpy())
+    for want, plain in zip(got, without_hoisting(model, x)(x), strict=True):
+        np.testing.assert_allclose(want, plain.numpy(), rtol=1e-5, atol=1e-6)
+    model.conv.assign(model.conv.numpy() * -2.0)
+    model.head.assign(model.head.numpy() + 1.0)
+    for want, frozen in zip(f(x), f.freeze(x)(x), strict=True):
+        np.testing.assert_array_equal(want.numpy(), frozen.numpy())
+    assert f.get_concrete_function(x).program.invariant.computed == 2
+
+
+def test_gradients_reach_variables_read_as_packed_panels():
+    model = ConvNet()
+    x = sf.constant(np.random.default_rng(4).standard_normal((1, 4, 4, 8)).astype(np.float32))
+    grads = []
+    variables = [model.conv, model.point, model.gamma, model.dense, model.head]
+    for function in (sf.function(model), without_hoisting(model, x)):
+        with sf.GradientTape() as tape:
+            a, b = function(x)
+            loss = sf.reduce_sum(a * a) + sf.reduce_sum(b)
+        grads.append(tape.gradient(loss, variables))
+    for got, plain in zip(*grads, strict=True):
+        np.testing.assert_allclose(got.numpy(), plain.numpy(), rtol=1e-4, atol=1e-5)
+        assert np.any(got.numpy() != 0)
