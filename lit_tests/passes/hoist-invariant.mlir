@@ -72,6 +72,24 @@ func.func @kept(%x: tensor<4x4xf32>, %v: !sf.resource<tensor<4xf32>>, %u: !sf.re
   func.return %y, %t, %k : tensor<4x4xf32>, tensor<2x2xf32>, tensor<4xf32>
 }
 
+// A transpose of a read moves (a compiled program copies it: the layouts `prepack` gives
+// variables' filters are transposes); a reshape of it stays (an alias of the read).
+// CHECK-LABEL: func.func @copied(
+// CHECK-SAME:    %t: tensor<3x2xf32>)
+// CHECK-NEXT:    %r = sf.read_variable %m
+// CHECK-NEXT:    %s = sf.reshape %r
+// CHECK-NEXT:    func.return %t, %s
+// CHECK:       func.func @copied_invariant(
+// CHECK-NEXT:    %r = sf.read_variable %m
+// CHECK-NEXT:    %t = sf.transpose %r {perm = [1, 0]}
+// CHECK-NEXT:    func.return %t
+func.func @copied(%m: !sf.resource<tensor<2x3xf32>>) -> (tensor<3x2xf32>, tensor<6xf32>) {
+  %r = sf.read_variable %m : (!sf.resource<tensor<2x3xf32>>) -> tensor<2x3xf32>
+  %t = sf.transpose %r {perm = [1, 0]} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %s = sf.reshape %r {shape = [6]} : (tensor<2x3xf32>) -> tensor<6xf32>
+  func.return %t, %s : tensor<3x2xf32>, tensor<6xf32>
+}
+
 // A function holding a `py_func` is left whole: the callback may write any variable.
 // CHECK-LABEL: func.func @callback(
 // CHECK-NOT:     sf.invariant

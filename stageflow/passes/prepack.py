@@ -31,7 +31,8 @@ With ``invariant`` (the default pipeline's), filters and weights that a function
 from variables it never writes are laid out the same way, by ops (a reshape and a
 transpose) that `hoist-invariant`, run next, moves into the function's partner: the
 runtime keeps their result until a variable changes, so a model reading its weights as
-variables reads packed panels as a frozen one does. Only filters whose panels need no
+variables reads packed panels as a frozen one does (and holds its weights twice: the
+variables, and the panels). Only filters whose panels need no
 padding (every group's columns a multiple of a panel's width, as a ResNet's and a
 transformer's are) are laid out so, since `hoist-invariant` keeps no value larger than
 the variables it comes from. Without `hoist-invariant` (an ahead-of-time library) the
@@ -132,16 +133,12 @@ class Prepack(ModulePass):
             return beside(w, key, lambda: _packing(w, shape, transposed))
 
         def stored_transposed(w: SSAValue) -> SSAValue | None:
-            """`w`, a constant or invariant matrix, transposed as it is stored, or None."""
+            """`w`, a constant matrix, transposed as it is stored, or None."""
             weights = constant_array(w)
-            if weights is not None:
-                return beside(w, ("transposed", 1),
-                              lambda: [build_constant(np.ascontiguousarray(weights.T))])
-            if w not in invariant:
+            if weights is None:
                 return None
-            ty = shaped_type(w.type)
-            return beside(w, ("transposed", 1), lambda: [build_op(
-                transpose_p, [w], {"perm": (1, 0)}, ShapedType(ty.shape[::-1], ty.dtype))])
+            return beside(w, ("transposed", 1),
+                          lambda: [build_constant(np.ascontiguousarray(weights.T))])
 
         for candidate in list(op.walk()):
             if is_op(candidate, conv2d_p):
@@ -229,9 +226,11 @@ def _matmul(matmul: SfOp, panels: Panels) -> bool:
 
 
 def _untranspose(matmul: SfOp, stored_transposed: Callable[..., SSAValue | None]) -> None:
-    """A matmul (or matmul_add) that reads constant (or invariant) weights transposed reads
-    a transposed copy of them as they are: the gemm would otherwise transpose them on every
-    call (a PyTorch ``Linear`` exported to ONNX is ``Gemm(transB=1)``)."""
+    """A matmul (or matmul_add) that reads constant weights transposed reads a transposed
+    copy of them as they are: the gemm would otherwise transpose them on every call (a
+    PyTorch ``Linear`` exported to ONNX is ``Gemm(transB=1)``). Weights read from variables
+    keep their transposed reads: a decoder's step of a few rows reads them in place, and a
+    kept copy would hold its weights twice."""
     params = matmul.params()
     w = matmul.operands[1]
     shape = shaped_type(w.type).shape

@@ -21,8 +21,8 @@ import pytest
 import stageflow as sf
 from stageflow.cli import main
 from stageflow.passes import DEFAULT_PIPELINE
-from stageflow.passes.pipeline import Pipeline
 from stageflow.passes.fuse import fusion_notes
+from stageflow.passes.pipeline import Pipeline
 from stageflow.staging.report import SECTIONS
 from stageflow.testing.cli_inputs import PageMarkup, report_of
 
