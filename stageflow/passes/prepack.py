@@ -32,11 +32,11 @@ from variables it never writes are laid out the same way, by ops (a reshape and 
 transpose) that `hoist-invariant`, run next, moves into the function's partner: the
 runtime keeps their result until a variable changes, so a model reading its weights as
 variables reads packed panels as a frozen one does (and holds its weights twice: the
-variables, and the panels). Only filters whose panels need no
-padding (every group's columns a multiple of a panel's width, as a ResNet's and a
-transformer's are) are laid out so, since `hoist-invariant` keeps no value larger than
-the variables it comes from. Without `hoist-invariant` (an ahead-of-time library) the
-layout would be redone on every call, so only the default pipeline asks for it.
+variables, and the panels). Only filters whose panels need no padding (every group's
+columns a multiple of a panel's width, as a ResNet's and a transformer's are) are laid
+out so, since `hoist-invariant` keeps no value larger than the variables it comes from.
+Without `hoist-invariant` (an ahead-of-time library) the layout would be redone on every
+call, so only the default pipeline asks for it.
 """
 
 from __future__ import annotations
