@@ -33,7 +33,7 @@ from llvmlite import ir
 from stageflow.codegen.llvm.dim_arith import LLVMDims
 from stageflow.codegen.llvm.emitter import F16, F32, F64, I1, I16, I32, Emitter
 from stageflow.codegen.llvm.functions import memset_zero
-from stageflow.codegen.llvm.lanes import nearest_bfloat16
+from stageflow.codegen.llvm.lanes import nearest_bfloat16, widened_bfloat16
 from stageflow.codegen.llvm.loops import counted_loop, fold_add, fold_loop, fold_mul, i64
 from stageflow.codegen.llvm.reduce import combine, identity_of
 from stageflow.codegen.lowered.rule import (
@@ -203,12 +203,9 @@ def _half_vector(dtype: np.dtype, compute: ir.VectorType) -> ir.VectorType:
 
 def _widen_halves(b: ir.IRBuilder, raw: ir.Value) -> ir.Value:
     """Half floats as stored (halves, or bfloat16's bits) to float32 lanes, exactly."""
-    lanes = raw.type.count
     if raw.type.element == F16:
-        return b.fpext(raw, ir.VectorType(F32, lanes))
-    wide = b.zext(raw, ir.VectorType(I32, lanes))
-    shifted = b.shl(wide, ir.Constant(wide.type, [16] * lanes))
-    return b.bitcast(shifted, ir.VectorType(F32, lanes))
+        return b.fpext(raw, ir.VectorType(F32, raw.type.count))
+    return widened_bfloat16(b, raw)
 
 
 def _narrow_halves(b: ir.IRBuilder, value: ir.Value, dtype: np.dtype) -> ir.Value:
