@@ -190,8 +190,17 @@ class Variable(metaclass=_CreatedThroughScopes):
         return np.array(self._current())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """The value for NumPy: a copy where asked, else a read-only view. Every write
+        replaces the array a variable holds (compiled functions keep what they computed
+        from it until then, `hoist-invariant`), so NumPy must not change it in place."""
         value = self._current()
-        return np.array(value, dtype=dtype) if copy else np.asarray(value, dtype)
+        if copy:
+            return np.array(value, dtype=dtype)
+        value = np.asarray(value, dtype)
+        if value is self._value or value.base is not None:
+            value = value.view()
+            value.flags.writeable = False
+        return value
 
     def assign(self, value: Any) -> Variable:
         """Replace the value (same dtype and shape)."""

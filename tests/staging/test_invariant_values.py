@@ -269,3 +269,18 @@ def test_gradients_reach_variables_read_as_packed_panels():
     for got, plain in zip(*grads, strict=True):
         np.testing.assert_allclose(got.numpy(), plain.numpy(), rtol=1e-4, atol=1e-5)
         assert np.any(got.numpy() != 0)
+
+
+def test_numpy_cannot_change_a_variable_in_place(x):
+    """A variable's value reaches NumPy read-only (a copy where asked): a write in place
+    would leave the values kept from it stale."""
+    layer = Dense()
+    f = sf.function(layer)
+    want = bits(f(x).numpy())
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(layer.w)[0, 0] = 5.0
+    copied = np.array(layer.w)
+    copied[0, 0] = 5.0
+    layer.w.numpy()[0, 0] = 5.0
+    np.testing.assert_array_equal(bits(f(x).numpy()), want)
+    assert f.get_concrete_function(x).program.invariant.computed == 1
