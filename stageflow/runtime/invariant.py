@@ -40,6 +40,11 @@ class InvariantValues:
         self.computed += 1
         return kept
 
+    @property
+    def kept_bytes(self) -> int:
+        """The bytes of the values kept now (memory a call's temporaries do not count)."""
+        return sum(int(getattr(value, "nbytes", 0)) for value in self._kept[1])
+
     def calling(self, run: Run) -> Run:
         """`run` (the function's own: arguments, captures, then the kept values) as a run
         taking a call's arguments and captures only."""

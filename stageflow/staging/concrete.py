@@ -117,7 +117,9 @@ class ConcreteFunction:
         compiled code also the buffer plan's bytes of temporaries (``peak_temporary_bytes``),
         its liveness lower bound (``lower_bound_bytes``), once ``program.track_memory()``
         was called the peak the runtime measured since (``measured_peak_temporary_bytes``,
-        else None), and per function that runs as Python steps rather than as one
+        else None), the bytes of the values kept between calls from variables the function
+        never writes (``kept_bytes``: a packed copy of a model's weights among them; 0 until
+        a call computed them), and per function that runs as Python steps rather than as one
         compiled program the reason, e.g. an op only the host runs (``steps_reasons``)."""
         program = self.program
         if not self.jit:
@@ -128,6 +130,7 @@ class ConcreteFunction:
                 "peak_temporary_bytes": program.plan.peak_bytes,
                 "lower_bound_bytes": program.plan.lower_bound_bytes,
                 "measured_peak_temporary_bytes": program.measured_peak_bytes,
+                "kept_bytes": 0 if program.invariant is None else program.invariant.kept_bytes,
                 "steps_reasons": dict(stats.steps_reasons)}
 
     @property

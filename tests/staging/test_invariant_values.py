@@ -240,6 +240,9 @@ def test_filters_read_from_variables_are_packed_once_per_value():
     main, partner = optimized.split("func.func @")[1:3]
     assert main.count("packed = true") + main.count("sf.conv2d_prepacked") == 2
     assert "transpose_b = true" in main and partner.count("sf.transpose") == 2
+    # kept: the two layouts and the batch norm's scale, a copy of what they come from
+    kept = model.conv.numpy().nbytes + model.dense.numpy().nbytes + model.gamma.numpy().nbytes
+    assert f.get_concrete_function(x).stats()["kept_bytes"] == kept
     def same_as_frozen(got):
         frozen = [t.numpy() for t in f.freeze(x)(x)]
         np.testing.assert_array_equal(got[0], frozen[0])
