@@ -30,6 +30,19 @@ DLPACK_CPU = 1  # DLPack's kDLCPU device type
 allocate = object.__new__
 
 
+def array_for_numpy(held: Any, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    """`held` (a tensor's or a variable's value) as ``__array__`` gives it: a copy where
+    asked, else read-only wherever it shares `held`'s memory, which NumPy must not change
+    in place (tensors never change; a variable's writes replace its array)."""
+    value = np.asarray(held, dtype=dtype)
+    if copy:
+        return value.copy()
+    if value is held or value.base is not None:
+        value = value.view()
+        value.flags.writeable = False
+    return value
+
+
 class Tensor:
     """A concrete, immutable, typed multi-dimensional array.
 
@@ -100,13 +113,7 @@ class Tensor:
         return value[()] if value.dtype.kind == "O" and not value.ndim else value
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        value = np.asarray(self._value, dtype=dtype)
-        if copy:
-            return value.copy()
-        if value is self._value or value.base is not None:
-            value = value.view()
-            value.flags.writeable = False  # a view must not let NumPy mutate the tensor
-        return value
+        return array_for_numpy(self._value, dtype, copy)
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:

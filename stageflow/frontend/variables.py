@@ -30,7 +30,7 @@ from stageflow.core.tensor_shape import TensorShape
 from stageflow.frontend import tape
 from stageflow.frontend.ops.convert import convert_to_tensor
 from stageflow.frontend.ops.elementwise import cast
-from stageflow.frontend.tensor import Tensor
+from stageflow.frontend.tensor import Tensor, array_for_numpy
 
 _unique = itertools.count()
 
@@ -190,17 +190,7 @@ class Variable(metaclass=_CreatedThroughScopes):
         return np.array(self._current())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        """The value for NumPy: a copy where asked, else a read-only view. Every write
-        replaces the array a variable holds (compiled functions keep what they computed
-        from it until then, `hoist-invariant`), so NumPy must not change it in place."""
-        value = self._current()
-        if copy:
-            return np.array(value, dtype=dtype)
-        value = np.asarray(value, dtype)
-        if value is self._value or value.base is not None:
-            value = value.view()
-            value.flags.writeable = False
-        return value
+        return array_for_numpy(self._current(), dtype, copy)
 
     def assign(self, value: Any) -> Variable:
         """Replace the value (same dtype and shape)."""

@@ -44,7 +44,7 @@ from stageflow.passes.fuse_groups import (
 )
 from stageflow.passes.fuse_matmul import MatmulEpilogue
 from stageflow.passes.registry import register_pass
-from stageflow.passes.support import callee_name, functions, is_stateful
+from stageflow.passes.support import callee_name, fresh_names, functions, is_stateful
 from stageflow.primitives.functional import call_p
 
 # The unit attribute marking a kernel function (``attributes {sf.kernel}``): code generation
@@ -149,7 +149,7 @@ class Fuse(ModulePass):
         for caller, function in table.items():
             if caller in kernels or not function.body.blocks:
                 continue
-            names = _fresh_names(f"{caller}_kernel", taken)
+            names = fresh_names(f"{caller}_kernel", taken)
             blocks = [b for o in function.walk() for r in o.regions for b in r.blocks]
             outlined: list[FuncOp] = []
             for block in blocks:
@@ -157,17 +157,6 @@ class Fuse(ModulePass):
                                        self.reductions, self.recompute)
             if outlined:
                 Rewriter.insert_op(outlined, InsertPoint.after(function))
-
-
-def _fresh_names(prefix: str, taken: set[str]) -> Iterator[str]:
-    """``prefix0``, ``prefix1``, ... skipping the symbols in `taken` (and taking each)."""
-    number = 0
-    while True:
-        name = f"{prefix}{number}"
-        number += 1
-        if name not in taken:
-            taken.add(name)
-            yield name
 
 
 def fuse_block(

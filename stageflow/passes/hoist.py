@@ -46,7 +46,7 @@ from stageflow.ir.dialect import ConstantOp, SfOp
 from stageflow.ir.types import ResourceTensorType, shaped_type
 from stageflow.passes.fuse import is_kernel
 from stageflow.passes.registry import register_pass
-from stageflow.passes.support import callee_name, effects_of, functions, is_op
+from stageflow.passes.support import callee_name, effects_of, fresh_names, functions, is_op
 from stageflow.primitives.state import read_variable_p
 
 INVARIANT_ATTR = "sf.invariant"  # on a function: its partner computing the hoisted values
@@ -88,7 +88,8 @@ class HoistInvariant(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         taken = set(functions(op))
         for function in hoisted_functions(op):
-            partner = _hoist(function, _fresh(f"{function.sym_name.data}_invariant", taken))
+            name = next(fresh_names(f"{function.sym_name.data}_invariant", taken, bare=True))
+            partner = _hoist(function, name)
             if partner is not None:
                 op.body.block.insert_op_after(partner, function)
 
@@ -112,14 +113,6 @@ def invariant_ops(function: FuncOp) -> set[Operation]:
         return set()
     block = function.body.blocks[0]
     return _invariant_ops(block, _unwritten_handles(block))
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    """`name`, or `name` with the first number that makes it new (then taken)."""
-    candidates = (name if i == 0 else f"{name}{i}" for i in range(len(taken) + 1))
-    fresh = next(c for c in candidates if c not in taken)
-    taken.add(fresh)
-    return fresh
 
 
 def _hoist(function: FuncOp, name: str) -> FuncOp | None:

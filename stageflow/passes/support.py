@@ -9,6 +9,7 @@ every rewrite that replaces a value checks `same_type` before it touches the IR.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import TypeGuard
 
@@ -168,3 +169,16 @@ def erase_dead_producers(
         else:
             Rewriter.erase_op(owner)
         stack.extend(operands)
+
+
+def fresh_names(prefix: str, taken: set[str], *, bare: bool = False) -> Iterator[str]:
+    """Symbols not in `taken` (each taken as it is given): `prefix` itself first where
+    `bare`, then ``prefix0``, ``prefix1``, ... (from ``prefix1`` after a bare name)."""
+    if bare and prefix not in taken:
+        taken.add(prefix)
+        yield prefix
+    for number in itertools.count(1 if bare else 0):
+        name = f"{prefix}{number}"
+        if name not in taken:
+            taken.add(name)
+            yield name
