@@ -85,6 +85,7 @@ def test_summary_lists_layers_shapes_and_parameters():
 def test_summary_shapes_are_those_the_model_was_built_for_with_the_bytes():
     """Keras 3's rule: a declared input's shapes (batch None), else the first call's, batch
     included; the totals with their bytes (float64 parameters take 8 each)."""
+    keras.backend.clear_session()
     called = keras.Sequential([keras.layers.Dense(4), keras.layers.Dense(2)])
     called(sf.zeros((5, 3)))
     declared = keras.Sequential([keras.layers.Conv2D(1, 1, input_shape=(None, None, 3))])
