@@ -76,7 +76,7 @@ def fused_and_unfused(x: np.ndarray, w: np.ndarray, flags: dict[str, bool], relu
 epilogues = st.fixed_dictionaries({name: st.booleans() for name in EPILOGUE_OPERANDS})
 
 
-@settings(max_examples=12, deadline=None)  # each example compiles its ops
+@settings(max_examples=8, deadline=None)  # each example compiles its ops
 @given(batch=st.integers(1, 2), size=st.tuples(st.integers(1, 9), st.integers(1, 9)),
        channels=st.integers(1, 12), out_channels=st.sampled_from([8, 16, 24, 40, 64, 65, 100]),
        window=st.sampled_from([(1, 1), (3, 3), (2, 3)]), stride=st.integers(1, 2),
@@ -100,11 +100,13 @@ def test_every_epilogue_on_every_path_is_the_unfused_ops_bit_for_bit(
 ALL = dict.fromkeys(EPILOGUE_OPERANDS, True)
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize(("x_shape", "w_shape", "padding"), [
-    ((1, 7, 7, 40), (1, 1, 40, 300), ((0, 0), (0, 0))),   # few pixels: the filters split
-    ((2, 6, 5, 600), (1, 1, 600, 48), ((0, 0), (0, 0))),  # k past one of the gemm's chunks
-    ((3, 12, 12, 16), (10, 10, 16, 4), ((1, 0), (0, 1))),  # filter rows in chunks
+# float32 on every shape, float64 (panels and chunks of half as many columns) on the one
+# whose k runs past a chunk: each case compiles its ops.
+@pytest.mark.parametrize(("dtype", "x_shape", "w_shape", "padding"), [
+    (np.float32, (1, 7, 7, 40), (1, 1, 40, 300), ((0, 0), (0, 0))),   # few pixels: split
+    (np.float32, (2, 6, 5, 600), (1, 1, 600, 48), ((0, 0), (0, 0))),  # k past one chunk
+    (np.float32, (3, 12, 12, 16), (10, 10, 16, 4), ((1, 0), (0, 1))),  # filter-row chunks
+    (np.float64, (2, 6, 5, 600), (1, 1, 600, 48), ((0, 0), (0, 0))),
 ])
 @pytest.mark.parametrize("packed", [False, True])
 def test_the_epilogue_is_applied_once_after_the_last_term(dtype, x_shape, w_shape, padding,
