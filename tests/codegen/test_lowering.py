@@ -451,9 +451,11 @@ def test_small_static_matmul_in_vector_blocks(dtype, m, k, n, transpose_a, alpha
 def test_one_row_products_are_matrix_vector_products(dtype, transposes, k, n):
     """A product of one row runs the BLAS's gemv (B read as stored, a's elements one or
     `lda` apart), single-threaded on parts of c over the pool where it is large
-    (1100 x 2003): the numbers of NumPy's kernel, with the fused scaled addend too."""
+    (1100 x 2003), or, by a transposed B where our own gemm serves, its dot products:
+    the numbers of NumPy's kernel, with the fused scaled addend too."""
     transpose_a, transpose_b = transposes
-    a = values((k, 1) if transpose_a else (1, k), dtype, 1)
+    # Sums of unit size, so that another summation order rounds within tolerance.
+    a = values((k, 1) if transpose_a else (1, k), dtype, 1) / dtype(np.sqrt(k))
     b = values((n, k) if transpose_b else (k, n), dtype, 2)
     params = {"transpose_a": transpose_a, "transpose_b": transpose_b}
     check("matmul", [a, b], True, **params)

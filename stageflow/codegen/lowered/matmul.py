@@ -529,8 +529,16 @@ class Matmul:
                     with large:
                         single_threaded_blas(b, split)
 
+            # Our gemm's dot products read a transposed B (a decoder's weights, out by in)
+            # as one stream at the memory's speed, where OpenBLAS's gemv, on the AVX2
+            # kernels it picks on some AVX-512 CPUs, does not: a row by such a B is theirs.
+            dots = b.and_(b.icmp_signed("==", b_as_is, i64(0)),
+                          b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS)))
+            gemv_row = (b.not_(dots) if own_gemm(self.dtype) else ir.Constant(I1, 1))
+
             def blas(m, n, k, a_at, b_at, c_at) -> None:
-                with b.if_else(b.icmp_signed("==", m, i64(1))) as (row, rows):
+                one = b.and_(b.icmp_signed("==", m, i64(1)), gemv_row)
+                with b.if_else(one) as (row, rows):
                     with row:
                         one_row(n, k, a_at, b_at, c_at)
                     with rows:
