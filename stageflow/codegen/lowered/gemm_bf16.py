@@ -30,7 +30,8 @@ one tile of rows reads a row-major B in place, interleaving its pairs of rows in
 and up to `DOT_MAX_ROWS` rows against a B whose columns are contiguous along k (``x @ w.T``:
 a decoder's linear layers in PyTorch's layout, a tied embedding's logits) take dot
 products along k instead, two rows at a time, 16 partial sums per result added at the
-end.
+end; one row takes its columns one after the other (`row_dots_function`), reading such
+weights as one stream.
 
 Numerics: products of bfloat16 are exact in float32; ``vdpbf16ps`` adds them in pairs with
 denormal inputs and results taken as zero, then ``vcvtneps2bf16`` rounds to nearest even
@@ -300,6 +301,17 @@ def _task_function(module: ir.Module) -> ir.Function:
     dots = b.and_(b.and_(b.not_(packed), b.icmp_unsigned("==", epilogue, ir.Constant(PTR, None))),
                   b.and_(b.icmp_signed("<=", m, i64(DOT_MAX_ROWS)),
                          b.icmp_signed("==", b_row, i64(1))))
+    with b.if_then(b.and_(dots, b.icmp_signed("==", m, i64(1)))):
+        row_kernel = row_dots_function(module)
+
+        def run(j0: ir.Value) -> None:
+            b.call(row_kernel, [a, b.gep(b_, [b.mul(j0, b_col)], source_etype=I16),
+                                b.mul(b_col, i64(2)), k, b.gep(c, [j0], source_etype=I16),
+                                _smallest(b, [b.sub(n, j0), i64(LANES)]), alpha, accumulate])
+
+        counted_loop(b, b.mul(first, i64(PANEL)), _smallest(b, [b.mul(last, i64(PANEL)), n]),
+                     i64(LANES), run, "row.dots")
+        b.ret(ir.Constant(PTR, None))
     with b.if_then(dots):
         dots_kernel = dots_function(module)
 
@@ -606,6 +618,55 @@ def dots_function(module: ir.Module) -> ir.Function:
         totals += [row, ir.Constant(_SUMS, None)]
     _store_tile(b, totals, c, ldc, rows, _column_masks(b, cols)[:1] + [
         ir.Constant(_MASK, [0] * LANES)], alpha, accumulate, rows_in_tile=DOT_ROWS)
+    b.ret_void()
+    return function
+
+
+def row_dots_function(module: ir.Module) -> ir.Function:
+    """``void sf.gemm.bf16.row.dots(ptr a, ptr bt, i64 b_step, i64 k, ptr c, i64 cols,
+    float alpha, i1 accumulate)``: one row of A (a decoder's step at batch 1) by up to
+    `LANES` columns of B, each contiguous along k (``bt + j * b_step``), one column after
+    the other: where B's columns follow each other in memory (a weight matrix stored out
+    by in) the weights are read as one stream, which the memory serves faster than the
+    interleaved columns of `dots_function`. Each dot product takes 32 elements at a time
+    into 16 partial sums, its last block under a mask, and the row of results is stored
+    once, as a tile's."""
+    symbol = "sf.gemm.bf16.row.dots"
+    existing = module.globals.get(symbol)
+    if isinstance(existing, ir.Function):
+        return existing
+    types = [PTR, PTR, I64, I64, PTR, I64, F32, I1]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
+    function.linkage = "internal"
+    a, bt, b_step, k, c, cols, alpha, accumulate = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
+    wide = ir.VectorType(I16, 2 * LANES)
+    load = declare(module, "llvm.masked.load.v32i16.p0", wide,
+                   [PTR, I32, ir.VectorType(I1, 2 * LANES), wide])
+    blocks = b.udiv(k, i64(2 * LANES))
+    tail = lanes_below(b, b.sub(k, b.mul(blocks, i64(2 * LANES))), 2 * LANES)
+
+    def read(start: ir.Value, q: ir.Value, mask: ir.Value | None) -> ir.Value:
+        at = b.gep(start, [b.mul(q, i64(4 * LANES))], source_etype=I8)
+        if mask is None:
+            return b.bitcast(b.load(at, typ=wide, align=2), _PAIRS)
+        return b.bitcast(b.call(load, [at, ir.Constant(I32, 2), mask,
+                                       ir.Constant(wide, None)]), _PAIRS)
+
+    def column(j: ir.Value, totals: list[ir.Value]) -> list[ir.Value]:
+        start = b.gep(bt, [b.mul(j, b_step)], source_etype=I8)
+        sums = fold_loop(b, i64(0), blocks, i64(1), [ir.Constant(_SUMS, None)],
+                         lambda q, s: [b.call(dot, [s[0], read(a, q, None),
+                                                    read(start, q, None)])], "k")
+        last = b.call(dot, [sums[0], read(a, blocks, tail), read(start, blocks, tail)])
+        return [b.insert_element(totals[0], _sum_lanes(b, last), b.trunc(j, I32))]
+
+    [totals] = fold_loop(b, i64(0), cols, i64(1), [ir.Constant(_SUMS, None)], column,
+                         "columns")
+    _store_tile(b, [totals, ir.Constant(_SUMS, None)], c, i64(0), i64(1),
+                [lanes_below(b, cols, LANES), ir.Constant(_MASK, [0] * LANES)], alpha,
+                accumulate, rows_in_tile=1)
     b.ret_void()
     return function
 
