@@ -84,7 +84,8 @@ def assert_rounded(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarr
 @pytest.mark.parametrize("transposes", [(False, False), (True, False), (False, True),
                                         (True, True)])
 @pytest.mark.parametrize("m, n, k", [(1, 1, 1), (2, 45, 77), (1, 300, 64), (1, 37, 77),
-                                     (5, 41, 70), (8, 45, 77), (9, 20, 40), (12, 32, 2),
+                                     (3, 50, 100), (5, 41, 70), (8, 45, 77), (9, 20, 40),
+                                     (12, 32, 2),
                                      (13, 33, 5), (11, 31, 1), (25, 130, 64), (100, 70, 31),
                                      (300, 200, 257), (30, 70, 2501)])
 def test_products_of_every_layout_and_edge(m, n, k, transposes, kernel):
@@ -92,10 +93,10 @@ def test_products_of_every_layout_and_edge(m, n, k, transposes, kernel):
     in place (row-major) or packed into pairs (transposed); B's panels interleaved
     (row-major) or transposed in registers by squares of 16 pairs by 16 columns
     (transposed); the largest case splits over tasks and groups. A single tile of rows
-    reads a row-major B in place, and up to `DOT_MAX_ROWS` rows take dot products with a
-    transposed B's columns, two rows at a time (k in blocks of 32, the last one masked; an
-    odd count of rows ends on one). A k of more than `DEPTH` pairs runs in chunks, the sums
-    kept in float32 between them."""
+    reads a row-major B in place, and up to 8 rows take dot products with a transposed B's
+    columns, column after column, in a tile of 1, 2, 4 or 8 rows (k in blocks of 32, the
+    last one masked; a tile's last row read again past A's). A k of more than `DEPTH`
+    pairs runs in chunks, the sums kept in float32 between them."""
     transpose_a, transpose_b = transposes
     a = operands((k, m) if transpose_a else (m, k), 1)
     b = operands((n, k) if transpose_b else (k, n), 2)

@@ -27,11 +27,10 @@ whole reads clamped rows and zero-padded columns and stores only its own element
 Products of few rows (a decoder's step: a matrix-vector product) are a pass over B at the
 memory's speed, where packing would read and write B once more than the arithmetic needs:
 one tile of rows reads a row-major B in place, interleaving its pairs of rows in registers,
-and up to `DOT_MAX_ROWS` rows against a B whose columns are contiguous along k (``x @ w.T``:
+and up to `DOT_TILES[-1]` rows against a B whose columns are contiguous along k (``x @ w.T``:
 a decoder's linear layers in PyTorch's layout, a tied embedding's logits) take dot
-products along k instead, two rows at a time, 16 partial sums per result added at the
-end; one row takes its columns one after the other (`row_dots_function`), reading such
-weights as one stream.
+products along k instead, column after column (`dots_function`: such weights are then
+read as one stream), 16 partial sums per result added at the end.
 
 Numerics: products of bfloat16 are exact in float32; ``vdpbf16ps`` adds them in pairs with
 denormal inputs and results taken as zero, then ``vcvtneps2bf16`` rounds to nearest even
@@ -69,10 +68,10 @@ GROUP = 4
 # longer k, each tile's sums pass through a float32 block of the task's own between chunks
 # (rounded to bfloat16 once, after the last), so a panel is never streamed from memory.
 DEPTH = 512
-# Dot products of two rows of A with B's columns read along k, eight at a time, for a
-# product of at most `DOT_MAX_ROWS` rows: each block of columns is read from memory once and
-# from the cache by the other pairs of rows, where packing would copy B once more.
-DOT_ROWS, DOT_COLUMNS, DOT_MAX_ROWS = 2, 8, 8
+# Dot products of up to this many rows of A with B's columns read along k, one column
+# after another (a tile of 1, 2, 4 or 8 rows: the fewest that hold A's), where packing would
+# copy B once more: each column is read from memory once, A's rows from the cache.
+DOT_TILES = (1, 2, 4, 8)
 # Only a product of at least this many multiply-adds per task is split: below it a task's
 # work is shorter than waking the pool's workers.
 TASK_MACS = 1 << 21
@@ -299,36 +298,21 @@ def _task_function(module: ir.Module) -> ir.Function:
     # logits): dot products along k, which need no pairs interleaved at all (and take no
     # epilogue: a product with one goes on to the tiles).
     dots = b.and_(b.and_(b.not_(packed), b.icmp_unsigned("==", epilogue, ir.Constant(PTR, None))),
-                  b.and_(b.icmp_signed("<=", m, i64(DOT_MAX_ROWS)),
+                  b.and_(b.icmp_signed("<=", m, i64(DOT_TILES[-1])),
                          b.icmp_signed("==", b_row, i64(1))))
-    with b.if_then(b.and_(dots, b.icmp_signed("==", m, i64(1)))):
-        row_kernel = row_dots_function(module)
+    for rows in DOT_TILES:  # the smallest tile that holds A's rows (the others returned)
+        with b.if_then(b.and_(dots, b.icmp_signed("<=", m, i64(rows)))):
+            kernel = dots_function(module, rows)
 
-        def run(j0: ir.Value) -> None:
-            b.call(row_kernel, [a, b.gep(b_, [b.mul(j0, b_col)], source_etype=I16),
-                                b.mul(b_col, i64(2)), k, b.gep(c, [j0], source_etype=I16),
-                                _smallest(b, [b.sub(n, j0), i64(LANES)]), alpha, accumulate])
+            def run(j0: ir.Value, kernel: ir.Function = kernel) -> None:
+                b.call(kernel, [a, a_step, b.gep(b_, [b.mul(j0, b_col)], source_etype=I16),
+                                b.mul(b_col, i64(2)), k, b.gep(c, [j0], source_etype=I16), ldc,
+                                m, _smallest(b, [b.sub(n, j0), i64(LANES)]), alpha,
+                                accumulate])
 
-        counted_loop(b, b.mul(first, i64(PANEL)), _smallest(b, [b.mul(last, i64(PANEL)), n]),
-                     i64(LANES), run, "row.dots")
-        b.ret(ir.Constant(PTR, None))
-    with b.if_then(dots):
-        dots_kernel = dots_function(module)
-
-        def columns(j0: ir.Value) -> None:
-            def rows(i0: ir.Value) -> None:
-                b.call(dots_kernel, [
-                    b.gep(a, [b.mul(i0, a_step)], source_etype=I8), a_step,
-                    b.gep(b_, [b.mul(j0, b_col)], source_etype=I16), b.mul(b_col, i64(2)), k,
-                    b.gep(c, [b.add(b.mul(i0, ldc), j0)], source_etype=I16), ldc,
-                    _smallest(b, [b.sub(m, i0), i64(DOT_ROWS)]),
-                    _smallest(b, [b.sub(n, j0), i64(DOT_COLUMNS)]), alpha, accumulate])
-
-            counted_loop(b, i64(0), m, i64(DOT_ROWS), rows, "pairs")
-
-        counted_loop(b, b.mul(first, i64(PANEL)), _smallest(b, [b.mul(last, i64(PANEL)), n]),
-                     i64(DOT_COLUMNS), columns, "dots")
-        b.ret(ir.Constant(PTR, None))
+            counted_loop(b, b.mul(first, i64(PANEL)),
+                         _smallest(b, [b.mul(last, i64(PANEL)), n]), i64(LANES), run, "dots")
+            b.ret(ir.Constant(PTR, None))
     # Over a k of more than `DEPTH` pairs the panels hold a chunk of it, and each tile's
     # sums wait between chunks in a float32 block of the task's own: a row of the group's
     # columns per row of A. A panel's pairs are whole cache lines (two per pair), aligned
@@ -548,102 +532,32 @@ _TILE_ARGUMENTS = ("a", "a_step", "panel", "b_step", "whole", "odd", "c", "ldc",
 _PHASES = ("only", "first", "middle", "last")
 
 
-def dots_function(module: ir.Module) -> ir.Function:
-    """``void sf.gemm.bf16.dots(ptr a, i64 a_step, ptr bt, i64 b_step, i64 k, ptr c,
-    i64 ldc, i64 rows, i64 cols, float alpha, i1 accumulate)``: up to `DOT_ROWS` x
-    `DOT_COLUMNS` results, each a dot product along k of A's row r (``a + r * a_step``)
-    and B's column j (``bt + j * b_step``), both contiguous along k, 32 elements at a time
-    (16 partial sums per result, added at the end); the last, partial block of k is read
-    under a mask (zeros past k). A tile of fewer rows or columns reads its last ones again
-    and stores only its own. Each block of k prefetches the same block of the next
-    `DOT_COLUMNS` columns: a call's columns are short runs (a row of the weights), too
-    short for the hardware's prefetcher to ramp up before they end, and the calls for
-    more rows of A (`DOT_MAX_ROWS`) reread these while the next ones arrive."""
-    symbol = "sf.gemm.bf16.dots"
+def dots_function(module: ir.Module, rows: int) -> ir.Function:
+    """``void sf.gemm.bf16.dots.ROWS(ptr a, i64 a_step, ptr bt, i64 b_step, i64 k, ptr c,
+    i64 ldc, i64 count, i64 cols, float alpha, i1 accumulate)``: a tile of `rows` rows of
+    A (``a + r * a_step``, the first `count` its own, the last of them read again past
+    it) by up to `LANES` columns of B (``bt + j * b_step``), both contiguous along k. The
+    columns are taken one after the other: where they follow each other in memory (a
+    weight matrix stored out by in) the weights are read as one stream, which the memory
+    serves faster than interleaved columns, and each block of a column meets every row of
+    the tile while it is in a register. Each dot product takes 32 elements at a time into
+    16 partial sums, its last block under a mask (zeros past k), and the tile of results
+    is stored once."""
+    symbol = f"sf.gemm.bf16.dots.{rows}"
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing
     types = [PTR, I64, PTR, I64, I64, PTR, I64, I64, I64, F32, I1]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
     function.linkage = "internal"
-    a, a_step, bt, b_step, k, c, ldc, rows, cols, alpha, accumulate = function.args
-    b = ir.IRBuilder(function.append_basic_block("entry"))
-    dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
-    wide = ir.VectorType(I16, 2 * LANES)
-    wide_mask = ir.VectorType(I1, 2 * LANES)
-    load = declare(module, "llvm.masked.load.v32i16.p0", wide, [PTR, I32, wide_mask, wide])
-    prefetch = declare(module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-    a_rows = [b.gep(a, [b.mul(_smallest(b, [i64(r), b.sub(rows, i64(1))]), a_step)],
-                    source_etype=I8) for r in range(DOT_ROWS)]
-    b_columns = [b.gep(bt, [b.mul(_smallest(b, [i64(j), b.sub(cols, i64(1))]), b_step)],
-                       source_etype=I8) for j in range(DOT_COLUMNS)]
-    lanes = ir.Constant(ir.VectorType(I64, 2 * LANES), list(range(2 * LANES)))
-
-    def block(q: ir.Value, sums: list[ir.Value], mask: ir.Value | None) -> list[ir.Value]:
-        offset = b.mul(q, i64(4 * LANES))
-
-        def read(start: ir.Value) -> ir.Value:
-            at = b.gep(start, [offset], source_etype=I8)
-            if mask is None:
-                return b.bitcast(b.load(at, typ=wide, align=2), _PAIRS)
-            return b.bitcast(b.call(load, [at, ir.Constant(I32, 2), mask,
-                                           ir.Constant(wide, None)]), _PAIRS)
-
-        a_values = [read(start) for start in a_rows]
-        b_values = [read(start) for start in b_columns]
-        if mask is None:
-            for start in b_columns:
-                ahead = b.gep(start, [b.add(offset, b.mul(b_step, i64(DOT_COLUMNS)))],
-                              source_etype=I8)
-                b.call(prefetch, [ahead, ir.Constant(I32, 0), ir.Constant(I32, 3),
-                                  ir.Constant(I32, 1)])
-        return [b.call(dot, [sums[r * DOT_COLUMNS + j], a_values[r], b_values[j]])
-                for r in range(DOT_ROWS) for j in range(DOT_COLUMNS)]
-
-    zeros = [ir.Constant(_SUMS, None)] * (DOT_ROWS * DOT_COLUMNS)
-    blocks = b.udiv(k, i64(2 * LANES))
-    sums = fold_loop(b, i64(0), blocks, i64(1), zeros, lambda q, s: block(q, s, None), "k")
-    left = b.sub(k, b.mul(blocks, i64(2 * LANES)))
-    splat = b.insert_element(ir.Constant(ir.VectorType(I64, 2 * LANES), None), left,
-                             ir.Constant(I32, 0))
-    splat = b.shuffle_vector(splat, ir.Constant(ir.VectorType(I64, 2 * LANES), None),
-                             ir.Constant(ir.VectorType(I32, 2 * LANES), [0] * (2 * LANES)))
-    sums = block(blocks, sums, b.icmp_signed("<", lanes, splat))
-    totals = []
-    for r in range(DOT_ROWS):
-        row = ir.Constant(_SUMS, None)
-        for j in range(DOT_COLUMNS):
-            row = b.insert_element(row, _sum_lanes(b, sums[r * DOT_COLUMNS + j]),
-                                   ir.Constant(I32, j))
-        totals += [row, ir.Constant(_SUMS, None)]
-    _store_tile(b, totals, c, ldc, rows, _column_masks(b, cols)[:1] + [
-        ir.Constant(_MASK, [0] * LANES)], alpha, accumulate, rows_in_tile=DOT_ROWS)
-    b.ret_void()
-    return function
-
-
-def row_dots_function(module: ir.Module) -> ir.Function:
-    """``void sf.gemm.bf16.row.dots(ptr a, ptr bt, i64 b_step, i64 k, ptr c, i64 cols,
-    float alpha, i1 accumulate)``: one row of A (a decoder's step at batch 1) by up to
-    `LANES` columns of B, each contiguous along k (``bt + j * b_step``), one column after
-    the other: where B's columns follow each other in memory (a weight matrix stored out
-    by in) the weights are read as one stream, which the memory serves faster than the
-    interleaved columns of `dots_function`. Each dot product takes 32 elements at a time
-    into 16 partial sums, its last block under a mask, and the row of results is stored
-    once, as a tile's."""
-    symbol = "sf.gemm.bf16.row.dots"
-    existing = module.globals.get(symbol)
-    if isinstance(existing, ir.Function):
-        return existing
-    types = [PTR, PTR, I64, I64, PTR, I64, F32, I1]
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), symbol)
-    function.linkage = "internal"
-    a, bt, b_step, k, c, cols, alpha, accumulate = function.args
+    a, a_step, bt, b_step, k, c, ldc, count, cols, alpha, accumulate = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     dot = declare(module, "llvm.x86.avx512bf16.dpbf16ps.512", _SUMS, [_SUMS, _PAIRS, _PAIRS])
     wide = ir.VectorType(I16, 2 * LANES)
     load = declare(module, "llvm.masked.load.v32i16.p0", wide,
                    [PTR, I32, ir.VectorType(I1, 2 * LANES), wide])
+    a_rows = [b.gep(a, [b.mul(_smallest(b, [i64(r), b.sub(count, i64(1))]), a_step)],
+                    source_etype=I8) for r in range(rows)]
     blocks = b.udiv(k, i64(2 * LANES))
     tail = lanes_below(b, b.sub(k, b.mul(blocks, i64(2 * LANES))), 2 * LANES)
 
@@ -654,19 +568,27 @@ def row_dots_function(module: ir.Module) -> ir.Function:
         return b.bitcast(b.call(load, [at, ir.Constant(I32, 2), mask,
                                        ir.Constant(wide, None)]), _PAIRS)
 
+    def block(start: ir.Value, q: ir.Value, sums: list[ir.Value],
+              mask: ir.Value | None) -> list[ir.Value]:
+        weights = read(start, q, mask)
+        return [b.call(dot, [sum_, read(row, q, mask), weights])
+                for sum_, row in zip(sums, a_rows, strict=True)]
+
     def column(j: ir.Value, totals: list[ir.Value]) -> list[ir.Value]:
         start = b.gep(bt, [b.mul(j, b_step)], source_etype=I8)
-        sums = fold_loop(b, i64(0), blocks, i64(1), [ir.Constant(_SUMS, None)],
-                         lambda q, s: [b.call(dot, [s[0], read(a, q, None),
-                                                    read(start, q, None)])], "k")
-        last = b.call(dot, [sums[0], read(a, blocks, tail), read(start, blocks, tail)])
-        return [b.insert_element(totals[0], _sum_lanes(b, last), b.trunc(j, I32))]
+        sums = fold_loop(b, i64(0), blocks, i64(1), [ir.Constant(_SUMS, None)] * rows,
+                         lambda q, s: block(start, q, s, None), "k")
+        sums = block(start, blocks, sums, tail)
+        lane = b.trunc(j, I32)
+        return [b.insert_element(total, _sum_lanes(b, sum_), lane)
+                for total, sum_ in zip(totals, sums, strict=True)]
 
-    [totals] = fold_loop(b, i64(0), cols, i64(1), [ir.Constant(_SUMS, None)], column,
-                         "columns")
-    _store_tile(b, [totals, ir.Constant(_SUMS, None)], c, i64(0), i64(1),
+    totals = fold_loop(b, i64(0), cols, i64(1), [ir.Constant(_SUMS, None)] * rows, column,
+                       "columns")
+    nothing = ir.Constant(_SUMS, None)
+    _store_tile(b, [vector for total in totals for vector in (total, nothing)], c, ldc, count,
                 [lanes_below(b, cols, LANES), ir.Constant(_MASK, [0] * LANES)], alpha,
-                accumulate, rows_in_tile=1)
+                accumulate, rows_in_tile=rows)
     b.ret_void()
     return function
 
