@@ -10,7 +10,8 @@ another machine) or the CPU has AVX-512 (`own_gemm`): there our tile of zmm sums
 the cores' peak, where NumPy's OpenBLAS picks AVX2 kernels on some of those CPUs. Either
 is called from compiled code, without NumPy's dispatch (``benchmarks/matmul.py`` measures
 the two against ``np.matmul``), single-threaded on parts of the product split over the
-worker pool (`gemm_split`), and one row is a gemv, split the same way.
+worker pool (`gemm_split`), and one row is a gemv, split the same way (by a transposed B,
+where our gemm serves, its dot products).
 
 Why NumPy's copy and not SciPy's ``cython_blas`` capsules: NumPy's wheel exports a CBLAS
 with 64-bit integers (``scipy_cblas_sgemm64_`` in ``numpy.libs/libscipy_openblas64_*``),
