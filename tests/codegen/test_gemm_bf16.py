@@ -85,9 +85,8 @@ def assert_rounded(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarr
                                         (True, True)])
 @pytest.mark.parametrize("m, n, k", [(1, 1, 1), (2, 45, 77), (1, 300, 64), (1, 37, 77),
                                      (3, 50, 100), (5, 41, 70), (8, 45, 77), (9, 20, 40),
-                                     (12, 32, 2),
-                                     (13, 33, 5), (11, 31, 1), (25, 130, 64), (100, 70, 31),
-                                     (300, 200, 257), (30, 70, 2501)])
+                                     (12, 32, 2), (13, 33, 5), (11, 31, 1), (25, 130, 64),
+                                     (100, 70, 31), (300, 200, 257), (30, 70, 2501)])
 def test_products_of_every_layout_and_edge(m, n, k, transposes, kernel):
     """Tiles of 12 rows and panels of 32 columns, cut short on both sides; odd k; A read
     in place (row-major) or packed into pairs (transposed); B's panels interleaved
