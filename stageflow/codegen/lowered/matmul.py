@@ -533,9 +533,10 @@ class Matmul:
             # Our gemm's dot products read a transposed B (a decoder's weights, out by in)
             # as one stream at the memory's speed, where OpenBLAS's gemv, on the AVX2
             # kernels it picks on some AVX-512 CPUs, does not: a row by such a B is theirs.
-            dots = b.and_(b.icmp_signed("==", b_as_is, i64(0)),
-                          b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS)))
-            gemv_row = (b.not_(dots) if own_gemm(self.dtype) else ir.Constant(I1, 1))
+            gemv_row = ir.Constant(I1, 1)
+            if own_gemm(self.dtype):
+                gemv_row = b.not_(b.and_(b.icmp_signed("==", b_as_is, i64(0)),
+                                         b.icmp_signed("==", a_flag, ir.Constant(I32, NO_TRANS))))
 
             def blas(m, n, k, a_at, b_at, c_at) -> None:
                 one = b.and_(b.icmp_signed("==", m, i64(1)), gemv_row)
