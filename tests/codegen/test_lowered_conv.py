@@ -410,9 +410,6 @@ def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_v
                                    conv_reference(x, w, **params), rtol=1e-4, atol=1e-4)
 
     calls = spy_on_gemms(monkeypatch)
-    # the gemms in the module of these ops, calling the spies (the JIT's own gemm is
-    # compiled once per process, `cpu.shared_function`, maybe before the spies)
-    monkeypatch.setattr(cpu, "shares_code", lambda: False)
     cases = []
     loops = direct_loops.DirectLoops(np.dtype(np.float32))
     wide = loops.own_max_out_channels == 64  # AVX-512
@@ -441,7 +438,11 @@ def test_the_rule_picks_the_direct_loops_only_for_few_output_channels_of_whole_v
             "strides": (stride, stride), "dilations": (1, 1), "input_size": (3, 3)}))
     specs = [spec_for(name, arrays, True, padding=((1, 1), (1, 1)), **params)
              for name, arrays, _, params in cases]
-    ops = compile_ops(specs)
+    # the families' code and gemms in the module of these ops, calling the spies (the
+    # JIT's shared copies are compiled once per process, `cpu.shared_function`, maybe
+    # before the spies)
+    with cpu.private():
+        ops = compile_ops(specs)
     for op, (name, arrays, direct, params) in zip(ops, cases, strict=True):
         out = np.empty(REGISTRY[name].kernel(*arrays, padding=((1, 1), (1, 1)),
                                              **params).shape, arrays[0].dtype)

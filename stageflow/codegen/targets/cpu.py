@@ -232,12 +232,15 @@ class ModuleJob:
     """An LLVM module to link: its IR text, the levels it is compiled at, and its
     compilation-cache entry. Symbols in the module carry `cache.PLACEHOLDER`, replaced in
     `text` by the start of the entry: kernels of the same name never clash in the engine,
-    and the same module gets the same symbols in every process, so cached code links."""
+    and the same module gets the same symbols in every process, so cached code links.
+    A `private` module (built from patched code generators, `cpu.private`) gets an engine
+    of its own."""
 
     text: str
     level: int
     codegen: int
     entry: str
+    private: bool = False
 
     @classmethod
     def of(cls, module: ir.Module, level: int, codegen: int, entry: str | None = None
@@ -247,7 +250,8 @@ class ModuleJob:
         jit = process_jit()
         text = str(module)
         entry = entry or cache.key(text, level, jit.target_id, codegen)
-        job = cls(text.replace(cache.PLACEHOLDER, entry[:16]), level, codegen, entry)
+        job = cls(text.replace(cache.PLACEHOLDER, entry[:16]), level, codegen, entry,
+                  _PRIVATE.get())
         jit.schedule(job)
         return job
 
@@ -522,9 +526,11 @@ class JIT:
 
     def with_shared(self, text: str) -> str:
         """A module's IR text, then that of each shared function it declares: the whole
-        code of what it runs, to read."""
+        code of what it runs, to read (a module built without sharing defines its own copy
+        under the same name)."""
+        declared = set(_DECLARED.findall(text))
         with self._shared_lock:
-            found = [f for symbol, f in self._shared.items() if f'@"{symbol}"' in text]
+            found = [f for symbol, f in self._shared.items() if symbol in declared]
         return "\n".join([text, *(function.text() for function in found)])
 
     def _link_shared(self) -> None:
@@ -554,7 +560,9 @@ class JIT:
     def _engine_for(self, jobs: list[ModuleJob]) -> Engine:
         """Where a link call's modules go: the permanent engine for code running outside
         its calls; a live engine holding them all already; else the current one, a new
-        generation begun when it is full."""
+        generation begun when it is full. Private modules get a new engine."""
+        if any(job.private for job in jobs):
+            return self._new_engine()
         if any(_outlives_calls(job.text) for job in jobs):
             if self._permanent is None:
                 self._permanent = self._new_engine()
@@ -603,6 +611,7 @@ class SharedFunction:
         return self._text
 
 
+_DECLARED = re.compile(r'^declare [^@]*@"([^"]+)"\(', re.MULTILINE)
 _JIT_INSTANCE: JIT | None = None
 _JIT_LOCK = threading.Lock()
 
@@ -670,6 +679,9 @@ def _resolvable(name: str) -> int:
 # defines its own.
 _SHARING: contextvars.ContextVar[bool] = contextvars.ContextVar("stageflow_sharing",
                                                                default=False)
+# Set while the JIT builds modules from code generators patched at run time (`private`).
+_PRIVATE: contextvars.ContextVar[bool] = contextvars.ContextVar("stageflow_private",
+                                                                default=False)
 
 
 @contextlib.contextmanager
@@ -683,9 +695,24 @@ def building_shared() -> Iterator[None]:
         _SHARING.reset(token)
 
 
+@contextlib.contextmanager
+def private() -> Iterator[None]:
+    """Build and link modules for this process's JIT from code generators patched at run
+    time (a test's spy): each module defines its own copy of the shared functions it calls,
+    and is linked into an engine of its own. MCJIT resolves a module's declaration by name
+    to any symbol of the engine, internal ones of other modules included, so a patched copy
+    linked beside other modules would serve their calls."""
+    token = _PRIVATE.set(True)
+    try:
+        yield
+    finally:
+        _PRIVATE.reset(token)
+
+
 def shares_code() -> bool:
-    """Whether the module being built declares shared functions (`building_shared`)."""
-    return _SHARING.get()
+    """Whether the module being built declares shared functions (`building_shared`, not
+    `private`)."""
+    return _SHARING.get() and not _PRIVATE.get()
 
 
 def shared_function(module: ir.Module, symbol: str, signature: ir.FunctionType,
@@ -698,7 +725,7 @@ def shared_function(module: ir.Module, symbol: str, signature: ir.FunctionType,
     Its code is taken to follow from stageflow's sources and the JIT's target alone (its
     disk cache entry's key): code generators patched at run time (a test's spy) must not
     build it, or every later process sharing the cache links what they built. Tests that
-    patch them turn sharing off (``cpu.shares_code``)."""
+    patch them build their modules `private`."""
     existing = module.globals.get(symbol)
     if isinstance(existing, ir.Function):
         return existing

@@ -46,6 +46,7 @@ from stageflow.codegen.lowered.rule import (
 )
 from stageflow.codegen.lowered.tasks import Guard, TaskBody, run_tasks, task_count
 from stageflow.codegen.lowered.windows import window_count, window_fits
+from stageflow.codegen.targets import cpu
 from stageflow.core.primitive import ShapedType
 
 # A task gets at least this many multiply-adds: several times what handing it to a
@@ -141,20 +142,32 @@ class Windowed:
 
     def _shared(self, ob: OpBuilder) -> ir.Function:
         """``i32 sf.NAME.DTYPE(ptr data, ptr dims, ptr strides)``: the family's code, every
-        dim and the geometry read at run time (dims as `emit` stores them), built with the
-        module's first op of the family and dtype. Internal, so that modules linked into
-        one engine never clash."""
+        dim and the geometry read at run time (dims as `emit` stores them). For the JIT it is
+        compiled once in the process and cached by the sources that build it
+        (`cpu.shared_function`): it is the same for every shape, so a convolution of a new
+        shape compiles only its entry. Elsewhere (an ahead-of-time library, an IR dump) the
+        module's first op of the family and dtype builds an internal copy."""
         module = ob.b.module
-        symbol = f"sf.{self._family(ob)}.{self.dtype.name}"
+        family = self._family(ob)
+        symbol = f"sf.{family}.{self.dtype.name}"
         existing = module.globals.get(symbol)
         if isinstance(existing, ir.Function):
             return existing
-        function = ir.Function(module, ir.FunctionType(I32, [PTR] * 3), symbol)
+        signature = ir.FunctionType(I32, [PTR] * 3)
+        if cpu.shares_code():
+            return cpu.shared_function(module, symbol, signature,
+                                       lambda library: self._define(library, symbol, family))
+        function = self._define(module, symbol, family)
         function.linkage = "internal"
+        return function
+
+    def _define(self, module: ir.Module, symbol: str, family: str) -> ir.Function:
+        """The family's code as `symbol` of `module`."""
+        function = ir.Function(module, ir.FunctionType(I32, [PTR] * 3), symbol)
         for argument, label in zip(function.args, ("data", "dims", "strides"), strict=True):
             argument.name = label
         unknown = ShapedType((None,) * 4, self.dtype)
-        spec = OpSpec(ob.spec.name, (unknown, unknown), (unknown,), {})
+        spec = OpSpec(family, (unknown, unknown), (unknown,), {})
         b = ir.IRBuilder(function.append_basic_block("entry"))
         operands, _ = load_operands(b, spec, *function.args)  # the entry checked the dims
         shared = OpBuilder(b, spec, operands[:2], operands[2:], tuple(function.args))
