@@ -19,7 +19,7 @@ from stageflow.codegen.llvm.loops import counted_loop, i64, return_unless
 from stageflow.codegen.lowered.gemm_bf16 import declare_gemm
 from stageflow.codegen.lowered.rule import larger
 
-ROW_MAJOR, NO_TRANS = 101, 111  # the CBLAS enums
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
 _PTR = ir.PointerType()
 _NO_MEMORY = 1
 
@@ -66,13 +66,28 @@ def _emit(b: ir.IRBuilder, args: list[ir.Value], sgemm: ir.Function) -> None:
 
         counted_loop(b, i64(0), rows, one, each_row, "row")
 
-    widen(a, m, k, a_row, a_col, wide_a)
-    widen(bm, k, n, b_row, b_col, wide_b)
-    no_trans = ir.Constant(I32, NO_TRANS)
+    def copy(source: ir.Value, rows: ir.Value, columns: ir.Value, row: ir.Value,
+             column: ir.Value, target: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The operand widened into `target` in the order it is stored: its transpose,
+        row-major, where its columns are contiguous and its rows not (a weight matrix
+        stored out by in, read as ``x @ w.T``), else as it is; the CBLAS flag and
+        leading dim that read the copy. Copying a column at a time instead read such a
+        matrix a few bytes per cache line and wrote it as scattered."""
+        by_columns = b.and_(b.icmp_signed("==", row, one), b.icmp_signed("!=", column, one))
+        with b.if_else(by_columns) as (transposed, as_is):
+            with transposed:
+                widen(source, columns, rows, column, row, target)
+            with as_is:
+                widen(source, rows, columns, row, column, target)
+        return (b.select(by_columns, ir.Constant(I32, TRANS), ir.Constant(I32, NO_TRANS)),
+                b.select(by_columns, larger(b, rows, one), larger(b, columns, one)))
+
+    a_flag, lda = copy(a, m, k, a_row, a_col, wide_a)
+    b_flag, ldb = copy(bm, k, n, b_row, b_col, wide_b)
     with b.if_then(b.icmp_signed(">", k, i64(0))):
-        b.call(sgemm, [ir.Constant(I32, ROW_MAJOR), no_trans, no_trans, m, n, k, alpha,
-                       wide_a, larger(b, k, one), wide_b, larger(b, n, one),
-                       ir.Constant(F32, 0.0), wide_c, larger(b, n, one)])
+        b.call(sgemm, [ir.Constant(I32, ROW_MAJOR), a_flag, b_flag, m, n, k, alpha,
+                       wide_a, lda, wide_b, ldb, ir.Constant(F32, 0.0), wide_c,
+                       larger(b, n, one)])
 
     def store_row(i: ir.Value) -> None:
         def store(j: ir.Value) -> None:
