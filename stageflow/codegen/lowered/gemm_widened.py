@@ -11,6 +11,8 @@ CBLAS one the float32 matmuls call: OpenBLAS's, or our own where it is not linke
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, I16, I32, I64, Emitter
@@ -57,12 +59,24 @@ def _emit(b: ir.IRBuilder, args: list[ir.Value], sgemm: ir.Function) -> None:
 
     def widen(source: ir.Value, rows: ir.Value, columns: ir.Value, row: ir.Value,
               column: ir.Value, target: ir.Value) -> None:
+        """Row after row of the (rows, columns) matrix at `source` (strides `row`,
+        `column`) into `target`, row-major; contiguous rows by a loop of unit stride,
+        which LLVM vectorises."""
         def each_row(i: ir.Value) -> None:
-            def each_column(j: ir.Value) -> None:
-                value = widened(source, b.add(b.mul(i, row), b.mul(j, column)))
-                b.store(value, b.gep(target, [b.add(b.mul(i, columns), j)], source_etype=F32))
+            start, into = b.mul(i, row), b.mul(i, columns)
 
-            counted_loop(b, i64(0), columns, one, each_column, "column")
+            def each_column(step: ir.Value) -> Callable[[ir.Value], None]:
+                def body(j: ir.Value) -> None:
+                    value = widened(source, b.add(start, b.mul(j, step)))
+                    b.store(value, b.gep(target, [b.add(into, j)], source_etype=F32))
+
+                return body
+
+            with b.if_else(b.icmp_signed("==", column, one)) as (contiguous, strided):
+                with contiguous:
+                    counted_loop(b, i64(0), columns, one, each_column(one), "column")
+                with strided:
+                    counted_loop(b, i64(0), columns, one, each_column(column), "column")
 
         counted_loop(b, i64(0), rows, one, each_row, "row")
 
