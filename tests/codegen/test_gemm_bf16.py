@@ -86,7 +86,8 @@ def assert_rounded(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarr
 @pytest.mark.parametrize("m, n, k", [(1, 1, 1), (2, 45, 77), (1, 300, 64), (1, 37, 77),
                                      (3, 50, 100), (5, 41, 70), (8, 45, 77), (9, 20, 40),
                                      (12, 32, 2), (13, 33, 5), (11, 31, 1), (25, 130, 64),
-                                     (100, 70, 31), (300, 200, 257), (30, 70, 2501)])
+                                     (100, 70, 31), (300, 200, 257), (30, 70, 2501),
+                                     (4, 1100, 520)])
 def test_products_of_every_layout_and_edge(m, n, k, transposes, kernel):
     """Tiles of 12 rows and panels of 32 columns, cut short on both sides; odd k; A read
     in place (row-major) or packed into pairs (transposed); B's panels interleaved
@@ -95,7 +96,10 @@ def test_products_of_every_layout_and_edge(m, n, k, transposes, kernel):
     reads a row-major B in place, and up to 8 rows take dot products with a transposed B's
     columns, column after column, in a tile of 1, 2, 4 or 8 rows (k in blocks of 32, the
     last one masked; a tile's last row read again past A's). A k of more than `DEPTH`
-    pairs runs in chunks, the sums kept in float32 between them."""
+    pairs runs in chunks, the sums kept in float32 between them. Without the dot products
+    (float32 copies), up to 4 rows by a transposed B take float32 dot products instead,
+    16 elements of k at a time, then one by one; 4 rows by 1100 columns split over the
+    cores."""
     transpose_a, transpose_b = transposes
     a = operands((k, m) if transpose_a else (m, k), 1)
     b = operands((n, k) if transpose_b else (k, n), 2)

@@ -7,6 +7,13 @@ Why: without this every bfloat16 matmul on such a CPU ran NumPy's kernel between
 calls, and a library compiled ahead of time had no matmul at all. The copies cost one
 pass over each operand and the result; the product runs at the float32 gemm's speed (the
 CBLAS one the float32 matmuls call: OpenBLAS's, or our own where it is not linked).
+
+Products of up to `DOT_ROWS` rows whose operands are both contiguous along k (``x @ w.T``:
+a decoder's step, its linear layers in PyTorch's layout and its tied logits) copy
+nothing: such a product is a pass over B, and copying B made it three (B read, its
+float32 copy written and read back), in memory fresh from the allocator at every call.
+They are dot products instead (`_dots`), B's bfloat16 widened in registers as it is
+read, column after column, the columns split over the cores.
 """
 
 from __future__ import annotations
@@ -17,13 +24,25 @@ from llvmlite import ir
 
 from stageflow.codegen.llvm.emitter import F32, I16, I32, I64, Emitter
 from stageflow.codegen.llvm.functions import declare
-from stageflow.codegen.llvm.loops import counted_loop, i64, return_unless
+from stageflow.codegen.llvm.loops import counted_loop, fold_loop, i64, return_unless
+from stageflow.codegen.lowered import gemm_split
 from stageflow.codegen.lowered.gemm_bf16 import declare_gemm
-from stageflow.codegen.lowered.rule import larger
+from stageflow.codegen.lowered.rule import larger, smaller
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enums
+# The most rows taken as dot products (a tile of 1, 2 or 4 rows: each column of B meets
+# every row while its block is in registers), and the elements of k per step: two
+# vectors of 8 float32 sums per row, 8 sums for a tile of 4, AVX2's 16 registers.
+DOT_ROWS = 4
+LANES = 8
+STEP = 2 * LANES
+# Columns of a task at least: a task reads that many columns of B, a few hundred KB of a
+# decoder's weights.
+DOT_MIN_PART = 64
 _PTR = ir.PointerType()
 _NO_MEMORY = 1
+_WIDE = ir.VectorType(F32, LANES)
+_HALVES = ir.VectorType(I16, LANES)
 
 
 def gemm_function(module: ir.Module, sgemm: ir.Function) -> ir.Function:
@@ -39,6 +58,14 @@ def gemm_function(module: ir.Module, sgemm: ir.Function) -> ir.Function:
 def _emit(b: ir.IRBuilder, args: list[ir.Value], sgemm: ir.Function) -> None:
     m, n, k, a, a_row, a_col, bm, b_row, b_col, c, ldc, alpha, accumulate = args
     e = Emitter(b)
+    few = b.and_(b.icmp_signed(">=", m, i64(1)), b.icmp_signed("<=", m, i64(DOT_ROWS)))
+    along_k = b.and_(b.icmp_signed("==", a_col, i64(1)), b.icmp_signed("==", b_row, i64(1)))
+    with b.if_then(b.and_(few, along_k)):
+        task = gemm_split.split_task(b.module, "sf.gemm.bf16.widened.dots", 10, _dots)
+        gemm_split.run_split(b, task, n, b.mul(b.mul(m, n), k),
+                             [m, k, a, a_row, bm, b_col, c, ldc, alpha, accumulate],
+                             DOT_MIN_PART)
+        b.ret(ir.Constant(I32, 0))
     calloc = declare(b.module, "calloc", _PTR, [I64, I64])
     free = declare(b.module, "free", ir.VoidType(), [_PTR])
     one = i64(1)
@@ -116,3 +143,70 @@ def _emit(b: ir.IRBuilder, args: list[ir.Value], sgemm: ir.Function) -> None:
     for pointer in buffers:
         b.call(free, [pointer])
     b.ret(ir.Constant(I32, 0))
+
+
+def _dots(b: ir.IRBuilder, first: ir.Value, last: ir.Value, words: list[ir.Value]) -> None:
+    """Columns [first, last) of C = alpha A @ B (+ C where accumulating): a tile of all of
+    A's rows (1, 2 or 4 of them, a row past the last reading the last again) by one column
+    of B at a time, each of A's rows and B's columns contiguous along k
+    (`gemm_split.split_task`'s body)."""
+    for rows in (1, 2, DOT_ROWS):
+        with b.if_then(b.icmp_signed("<=", words[0], i64(rows))):
+            _dot_tile(b, rows, first, last, words)
+            b.ret(ir.Constant(I32, 0))
+
+
+def _dot_tile(b: ir.IRBuilder, rows: int, first: ir.Value, last: ir.Value,
+              words: list[ir.Value]) -> None:
+    """`_dots` by a tile of `rows` rows: per column, 16 elements of k at a time into two
+    vectors of partial sums per row, added at the end, then the elements left one by one;
+    each result scaled, added to C's value where accumulating and rounded once."""
+    m, k, a, a_row, bm, b_col, c, ldc, alpha, accumulate = words
+    e = Emitter(b)
+    fma = declare(b.module, f"llvm.fma.v{LANES}f32", _WIDE, [_WIDE] * 3)
+    a, bm, c = (b.inttoptr(word, _PTR) for word in (a, bm, c))
+    scale = b.fptrunc(b.bitcast(alpha, ir.DoubleType()), F32)
+    starts = [b.gep(a, [b.mul(smaller(b, i64(r), b.sub(m, i64(1))), a_row)],
+                    source_etype=I16) for r in range(rows)]
+    blocks = b.sdiv(k, i64(STEP))
+
+    def vector(start: ir.Value, at: ir.Value) -> ir.Value:
+        bits = b.load(b.gep(start, [at], source_etype=I16), typ=_HALVES, align=2)
+        shifted = b.shl(b.zext(bits, ir.VectorType(I32, LANES)),
+                        ir.Constant(ir.VectorType(I32, LANES), [16] * LANES))
+        return b.bitcast(shifted, _WIDE)
+
+    def scalar(start: ir.Value, at: ir.Value) -> ir.Value:
+        bits = b.load(b.gep(start, [at], source_etype=I16), typ=I16)
+        return e.from_bits(b.shl(b.zext(bits, I32), ir.Constant(I32, 16)), F32)
+
+    def column(j: ir.Value) -> None:
+        weights = b.gep(bm, [b.mul(j, b_col)], source_etype=I16)
+
+        def step(q: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+            at = [b.mul(q, i64(STEP)), b.add(b.mul(q, i64(STEP)), i64(LANES))]
+            column_ = [vector(weights, offset) for offset in at]
+            return [b.call(fma, [vector(starts[r], at[u]), column_[u], sums[2 * r + u]])
+                    for r in range(rows) for u in range(2)]
+
+        zero = ir.Constant(_WIDE, [0.0] * LANES)
+        sums = fold_loop(b, i64(0), blocks, i64(1), [zero] * (2 * rows), step, "k")
+        totals = []
+        for r in range(rows):
+            both = b.fadd(sums[2 * r], sums[2 * r + 1])
+            total = b.extract_element(both, ir.Constant(I32, 0))
+            for lane in range(1, LANES):
+                total = b.fadd(total, b.extract_element(both, ir.Constant(I32, lane)))
+            totals.append(total)
+        totals = fold_loop(b, b.mul(blocks, i64(STEP)), k, i64(1), totals, lambda kk, t: [
+            b.fadd(t[r], b.fmul(scalar(starts[r], kk), scalar(weights, kk)))
+            for r in range(rows)], "tail")
+        adding = b.icmp_signed("!=", accumulate, i64(0))
+        for r in range(rows):
+            with b.if_then(b.icmp_signed("<", i64(r), m)):
+                at = b.gep(c, [b.add(b.mul(i64(r), ldc), j)], source_etype=I16)
+                value = b.fmul(scale, totals[r])
+                value = b.select(adding, b.fadd(value, scalar(at, i64(0))), value)
+                b.store(e.float_to_bf16_bits(value), at)
+
+    counted_loop(b, first, last, i64(1), column, "columns")
